@@ -1,0 +1,114 @@
+//! Authority: the class a tool's annotations would imply, under the
+//! specification's pessimistic defaults. Annotations are hints from the
+//! server; the host registry decides (that lands with the gateway). This
+//! module only says what the hints imply, and which of them were declared.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What may happen to a call of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorityClass {
+    Automatic,
+    RequiresApproval,
+    Prohibited,
+}
+
+impl AuthorityClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthorityClass::Automatic => "automatic",
+            AuthorityClass::RequiresApproval => "requires_approval",
+            AuthorityClass::Prohibited => "prohibited",
+        }
+    }
+}
+
+/// One annotation hint: its effective value and whether the server declared
+/// it (a hint not declared takes the specification's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hint {
+    pub value: bool,
+    pub declared: bool,
+}
+
+/// The four behavioural hints of an MCP tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hints {
+    pub read_only_hint: Hint,
+    pub destructive_hint: Hint,
+    pub idempotent_hint: Hint,
+    pub open_world_hint: Hint,
+}
+
+/// The specification's defaults: silence is not permission.
+pub const DEFAULT_READ_ONLY: bool = false;
+pub const DEFAULT_DESTRUCTIVE: bool = true;
+pub const DEFAULT_IDEMPOTENT: bool = false;
+pub const DEFAULT_OPEN_WORLD: bool = true;
+
+impl Hints {
+    /// Reads the hints from a tool's `annotations` object (absent, `null` or
+    /// any shape). A hint whose value is not a JSON boolean counts as not
+    /// declared: a malformed hint must not loosen anything.
+    pub fn from_annotations(annotations: Option<&Value>) -> Self {
+        let hint = |key: &str, default: bool| match annotations.and_then(|a| a.get(key)) {
+            Some(Value::Bool(value)) => Hint { value: *value, declared: true },
+            _ => Hint { value: default, declared: false },
+        };
+        Hints {
+            read_only_hint: hint("readOnlyHint", DEFAULT_READ_ONLY),
+            destructive_hint: hint("destructiveHint", DEFAULT_DESTRUCTIVE),
+            idempotent_hint: hint("idempotentHint", DEFAULT_IDEMPOTENT),
+            open_world_hint: hint("openWorldHint", DEFAULT_OPEN_WORLD),
+        }
+    }
+
+    /// The class these hints would imply on their own: read-only and
+    /// closed-world → automatic; a non-destructive closed-world write →
+    /// requires approval; anything else → prohibited.
+    pub fn implied_class(&self) -> AuthorityClass {
+        let closed_world = !self.open_world_hint.value;
+        if self.read_only_hint.value && closed_world {
+            AuthorityClass::Automatic
+        } else if !self.read_only_hint.value && !self.destructive_hint.value && closed_world {
+            AuthorityClass::RequiresApproval
+        } else {
+            AuthorityClass::Prohibited
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unannotated_tool_is_prohibited_and_nothing_is_declared() {
+        let hints = Hints::from_annotations(None);
+        assert_eq!(hints.implied_class(), AuthorityClass::Prohibited);
+        assert!(!hints.read_only_hint.declared && !hints.open_world_hint.declared);
+        assert!(hints.destructive_hint.value && hints.open_world_hint.value);
+    }
+
+    #[test]
+    fn the_three_classes() {
+        let read = json!({"readOnlyHint": true, "openWorldHint": false});
+        let additive = json!({"destructiveHint": false, "openWorldHint": false});
+        let open_read = json!({"readOnlyHint": true});
+        assert_eq!(Hints::from_annotations(Some(&read)).implied_class(), AuthorityClass::Automatic);
+        assert_eq!(Hints::from_annotations(Some(&additive)).implied_class(), AuthorityClass::RequiresApproval);
+        assert_eq!(Hints::from_annotations(Some(&open_read)).implied_class(), AuthorityClass::Prohibited);
+    }
+
+    #[test]
+    fn a_non_boolean_hint_is_not_a_declaration() {
+        let forged = json!({"readOnlyHint": "true", "openWorldHint": 0});
+        let hints = Hints::from_annotations(Some(&forged));
+        assert!(!hints.read_only_hint.declared);
+        assert_eq!(hints.implied_class(), AuthorityClass::Prohibited);
+    }
+}

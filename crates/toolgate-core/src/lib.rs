@@ -1,0 +1,8 @@
+//! toolgate-core: the sans-I/O heart of toolgate — contracts, authority,
+//! proposals and canonical JSON, validation, policy, approval binding,
+//! receipts and Merkle-log maths. No tokio, no sockets, no files: every
+//! function here is a function of its inputs, tested fast.
+
+pub mod authority;
+
+pub use authority::{AuthorityClass, Hint, Hints};

@@ -1,0 +1,8 @@
+//! toolgate-gateway: the running gateway — MCP edges (the downstream server
+//! agents connect to, the upstream clients it connects with), the nine-stage
+//! call pipeline, HTTP hardening, the console API and telemetry.
+//!
+//! Empty until the spine lands (issue "The spine: toolgate in the call path").
+
+pub use toolgate_core as core;
+pub use toolgate_ledger as ledger;
