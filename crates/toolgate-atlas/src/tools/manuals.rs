@@ -10,6 +10,7 @@ use crate::data::domain::FAMILIES;
 const DEFAULT_K: usize = 5;
 /// Names the ranking method in every result, as the contract's `backend` field promises.
 pub const BACKEND: &str = "bm25-lexical";
+const VARIANT_BOOST: f64 = 1.5;
 
 #[derive(Deserialize)]
 struct SearchArgs {
@@ -38,6 +39,15 @@ pub fn search_manual(arguments: &Value, ctx: &Context) -> Outcome {
             && args.variant.as_deref().is_none_or(|v| p.variant.is_none_or(|pv| pv == v))
     };
     let mut scored = ctx.data.passage_index.score(&args.query, keep);
+    // Asked for a variant: its own procedure outranks the family-wide one,
+    // which is the whole point of naming the variant.
+    if let Some(v) = args.variant.as_deref() {
+        for (i, score) in scored.iter_mut() {
+            if passages[*i].variant == Some(v) {
+                *score *= VARIANT_BOOST;
+            }
+        }
+    }
     // Equal scores: the current revision first, then document order.
     scored.sort_by(|a, b| {
         let (pa, pb) = (&passages[a.0], &passages[b.0]);
