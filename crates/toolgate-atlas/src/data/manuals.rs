@@ -87,30 +87,23 @@ pub fn generate(rng: &mut Rng) -> Vec<Passage> {
                     let s_variant = variant == Some("S");
                     let torque_nm = torque(category_index, family, s_variant, revision_index);
                     let section = format!("{}.{} {}", 4 + category_index / 6, category_index % 6 + 1, category.replace('-', " "));
-                    let heading = |kind: &str| match variant {
-                        Some(v) => format!("{section}: {kind} (-{v} variant)"),
-                        None => format!("{section}: {kind}"),
-                    };
-                    passages.push(Passage {
-                        document: maintenance.clone(),
-                        product_family: family,
-                        variant,
-                        revision,
-                        superseded,
-                        page,
-                        section: heading("replacement"),
-                        text: procedure(category, family, variant, torque_nm, rng),
-                    });
-                    passages.push(Passage {
-                        document: maintenance.clone(),
-                        product_family: family,
-                        variant,
-                        revision,
-                        superseded,
-                        page: page + 1,
-                        section: heading("specification"),
-                        text: specification(category, family, variant, torque_nm, 500 * rng.range(1, 8) as u32),
-                    });
+                    let replacement = procedure(category, family, variant, torque_nm, rng);
+                    let spec = specification(category, family, variant, torque_nm, 500 * rng.range(1, 8) as u32);
+                    for (offset, kind, text) in [(0, "replacement", replacement), (1, "specification", spec)] {
+                        passages.push(Passage {
+                            document: maintenance.clone(),
+                            product_family: family,
+                            variant,
+                            revision,
+                            superseded,
+                            page: page + offset,
+                            section: match variant {
+                                Some(v) => format!("{section}: {kind} (-{v} variant)"),
+                                None => format!("{section}: {kind}"),
+                            },
+                            text,
+                        });
+                    }
                     page += 2;
                 }
             }
