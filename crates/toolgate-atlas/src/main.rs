@@ -30,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let server = toolgate_atlas::server(args.server, args.state.as_deref())?;
+    eprintln!("toolgate-atlas: {} sandbox at {}", args.server.name(), server.sandbox_dir().display());
     match args.http {
         None => serve::stdio(server).await,
         Some(addr) => {
@@ -39,9 +40,23 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("toolgate-atlas: serving {} on http://{local}/mcp", args.server.name());
             tokio::select! {
                 result = task => result??,
-                _ = tokio::signal::ctrl_c() => cancel.cancel(),
+                _ = shutdown_signal() => cancel.cancel(),
             }
             Ok(())
         }
+    }
+}
+
+/// Ctrl-C or SIGTERM: stop serving and let the default sandbox be removed.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
     }
 }

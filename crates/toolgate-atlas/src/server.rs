@@ -54,6 +54,11 @@ impl AtlasServer {
         self.inner.kind
     }
 
+    /// Where this server's writes go.
+    pub fn sandbox_dir(&self) -> &std::path::Path {
+        self.inner.ctx.sandbox.dir()
+    }
+
     /// Validates and runs one call; the outcome exactly as the wire will carry it.
     pub fn run(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;

@@ -4,5 +4,8 @@
 //! function here is a function of its inputs, tested fast.
 
 pub mod authority;
+pub mod proposal;
+pub mod schema;
+pub mod strict_json;
 
 pub use authority::{AuthorityClass, Hint, Hints};

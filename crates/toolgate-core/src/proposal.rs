@@ -1,0 +1,71 @@
+//! The proposal: "this exact call" as one canonical byte string. RFC 8785
+//! (JCS) canonical JSON of {server, tool, arguments}; its SHA-256 is the
+//! identity approvals, the ledger and receipts bind to.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// The one canonicalizer: RFC 8785 JSON Canonicalization Scheme.
+pub fn canonical_json(value: &Value) -> String {
+    // Values parsed by serde_json are always representable: JCS only fails on
+    // non-finite numbers, which a `Value` cannot hold.
+    serde_json_canonicalizer::to_string(value).expect("a serde_json::Value always canonicalizes")
+}
+
+/// The one hasher: lower-case hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Proposal {
+    /// The upstream server's configured name.
+    pub server: String,
+    /// The tool's name on that upstream (not the namespaced exposed name).
+    pub tool: String,
+    pub arguments: Value,
+    /// SHA-256 of the canonical {server, tool, arguments}.
+    pub sha256: String,
+}
+
+impl Proposal {
+    pub fn new(server: &str, tool: &str, arguments: Value) -> Self {
+        let canonical = canonical_json(&json!({ "server": server, "tool": tool, "arguments": arguments }));
+        Self { server: server.into(), tool: tool.into(), sha256: sha256_hex(canonical.as_bytes()), arguments }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_change_the_proposal() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "é"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":"\u00e9","y":[1,2]},"b":1}"#).unwrap();
+        assert_eq!(Proposal::new("s", "t", a).sha256, Proposal::new("s", "t", b).sha256);
+    }
+
+    #[test]
+    fn any_changed_byte_changes_the_proposal() {
+        let base = Proposal::new("parts", "raise_parts_order", json!({"quantity": 2}));
+        assert_ne!(base.sha256, Proposal::new("parts", "raise_parts_order", json!({"quantity": 3})).sha256);
+        assert_ne!(base.sha256, Proposal::new("parts2", "raise_parts_order", json!({"quantity": 2})).sha256);
+        assert_ne!(base.sha256, Proposal::new("parts", "raise_parts_orders", json!({"quantity": 2})).sha256);
+        assert_eq!(base.sha256.len(), 64);
+    }
+
+    #[test]
+    fn canonical_form_matches_rfc_8785() {
+        // Numbers in their shortest form, keys sorted by UTF-16 code units.
+        let v: Value = serde_json::from_str(r#"{"b":1.0,"a":1e2,"\u20ac":0,"c":"\u000f"}"#).unwrap();
+        assert_eq!(canonical_json(&v), "{\"a\":100,\"b\":1,\"c\":\"\\u000f\",\"€\":0}");
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+}

@@ -1,0 +1,96 @@
+//! Argument and result validation against a tool's declared JSON Schema.
+//!
+//! Schemas come from upstream servers, which are not trusted: regular
+//! expressions run with a bounded backtracking budget, nothing is fetched
+//! (no remote `$ref`), and error messages never echo the offending value —
+//! a refusal must not leak what the caller sent to whoever reads the log.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Backtracking steps one `pattern` may take before it counts as a failure.
+const BACKTRACK_LIMIT: usize = 10_000;
+
+/// One violation: where in the instance (a JSON pointer; `/` for the root)
+/// and what is wrong, with the value masked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+/// A compiled schema.
+pub struct SchemaValidator(jsonschema::Validator);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the schema does not compile: {0}")]
+pub struct SchemaError(pub String);
+
+impl SchemaValidator {
+    pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
+        jsonschema::options()
+            .with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT))
+            .should_validate_formats(true)
+            .build(schema)
+            .map(Self)
+            .map_err(|e| SchemaError(e.masked().to_string()))
+    }
+
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.0.is_valid(instance)
+    }
+
+    /// Every violation, in the validator's order.
+    pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.0
+            .iter_errors(instance)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                Violation { path: if path.is_empty() { "/".into() } else { path }, message: e.masked_with("the value").to_string() }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn variant_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "model_variant": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}-[ABS]$"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 25}
+            },
+            "required": ["model_variant"],
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn every_violation_is_reported_by_path_without_the_value() {
+        let v = SchemaValidator::compile(&variant_schema()).unwrap();
+        let secret = "4111-1111-1111-1111";
+        let found = v.violations(&json!({"model_variant": secret, "limit": 99, "extra": true}));
+        let paths: Vec<&str> = found.iter().map(|x| x.path.as_str()).collect();
+        assert!(paths.contains(&"/model_variant") && paths.contains(&"/limit") && paths.contains(&"/"), "{found:?}");
+        assert!(found.iter().all(|x| !x.message.contains(secret) && !x.message.contains("99")), "{found:?}");
+        assert!(v.violations(&json!({"model_variant": "AC-250-S", "limit": 5})).is_empty());
+    }
+
+    #[test]
+    fn catastrophic_patterns_fail_instead_of_hanging() {
+        let evil = SchemaValidator::compile(&json!({"type": "string", "pattern": "^(a+)+\\1$"})).unwrap();
+        // Exponential without a budget; with one, it ends as a violation.
+        let found = evil.violations(&json!(format!("{}b", "a".repeat(64))));
+        assert_eq!(found.len(), 1, "{found:?}");
+    }
+
+    #[test]
+    fn a_remote_reference_does_not_compile() {
+        let remote = json!({"$ref": "https://example.invalid/schema.json"});
+        assert!(SchemaValidator::compile(&remote).is_err());
+    }
+}

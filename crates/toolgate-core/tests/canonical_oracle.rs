@@ -1,0 +1,39 @@
+//! Property: our one canonicalizer agrees with an independent RFC 8785
+//! implementation (serde_jcs) on arbitrary JSON, and a strict parse of its
+//! output gives back the same value.
+
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+use toolgate_core::proposal::canonical_json;
+use toolgate_core::strict_json::{JsonLimits, parse};
+
+fn json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        "\\PC{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn agrees_with_serde_jcs(v in json()) {
+        prop_assert_eq!(canonical_json(&v), serde_jcs::to_string(&v).unwrap());
+    }
+
+    #[test]
+    fn canonical_text_parses_back_to_the_same_value(v in json()) {
+        let text = canonical_json(&v);
+        let back = parse(text.as_bytes(), JsonLimits { max_bytes: 1 << 20, max_depth: 16 }).unwrap();
+        prop_assert_eq!(canonical_json(&back), text);
+    }
+}
