@@ -15,6 +15,19 @@ pub enum AuthorityClass {
     Prohibited,
 }
 
+impl std::str::FromStr for AuthorityClass {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "automatic" => Ok(AuthorityClass::Automatic),
+            "requires_approval" => Ok(AuthorityClass::RequiresApproval),
+            "prohibited" => Ok(AuthorityClass::Prohibited),
+            other => Err(format!("unknown class `{other}`; use automatic, requires_approval or prohibited")),
+        }
+    }
+}
+
 impl AuthorityClass {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,10 +94,67 @@ impl Hints {
     }
 }
 
+/// Where a tool's effective class came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassSource {
+    /// The host registry names the tool: its word runs.
+    Registry,
+    /// Not in the registry, from a trusted server: the hints decide.
+    Annotations,
+    /// Not in the registry, from an untrusted server: prohibited.
+    UntrustedServer,
+}
+
+/// The authority view of one tool: hints as declared or defaulted, the
+/// class they imply, the registry's class, and the one that runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorityView {
+    pub hints: Hints,
+    pub implied_class: AuthorityClass,
+    pub registry_class: Option<AuthorityClass>,
+    pub effective_class: AuthorityClass,
+    pub source: ClassSource,
+    /// The registry names a class other than the hints imply.
+    pub disagrees: bool,
+}
+
+impl AuthorityView {
+    pub fn new(hints: Hints, registry_class: Option<AuthorityClass>, server_trusted: bool) -> Self {
+        let implied_class = hints.implied_class();
+        let (effective_class, source) = match (registry_class, server_trusted) {
+            (Some(class), _) => (class, ClassSource::Registry),
+            (None, true) => (implied_class, ClassSource::Annotations),
+            (None, false) => (AuthorityClass::Prohibited, ClassSource::UntrustedServer),
+        };
+        AuthorityView {
+            hints,
+            implied_class,
+            registry_class,
+            effective_class,
+            source,
+            disagrees: registry_class.is_some_and(|c| c != implied_class),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_registry_word_runs_and_untrusted_silence_is_prohibited() {
+        let read = Hints::from_annotations(Some(&json!({"readOnlyHint": true, "openWorldHint": false})));
+        let forged = AuthorityView::new(read, Some(AuthorityClass::RequiresApproval), false);
+        assert_eq!((forged.effective_class, forged.source, forged.disagrees), (AuthorityClass::RequiresApproval, ClassSource::Registry, true));
+        let trusted = AuthorityView::new(read, None, true);
+        assert_eq!((trusted.effective_class, trusted.source, trusted.disagrees), (AuthorityClass::Automatic, ClassSource::Annotations, false));
+        let untrusted = AuthorityView::new(read, None, false);
+        assert_eq!((untrusted.effective_class, untrusted.source), (AuthorityClass::Prohibited, ClassSource::UntrustedServer));
+        let agreeing = AuthorityView::new(read, Some(AuthorityClass::Automatic), true);
+        assert!(!agreeing.disagrees);
+    }
 
     #[test]
     fn an_unannotated_tool_is_prohibited_and_nothing_is_declared() {

@@ -4,8 +4,12 @@
 //! function here is a function of its inputs, tested fast.
 
 pub mod authority;
+pub mod contract;
+pub mod decision;
 pub mod proposal;
 pub mod schema;
 pub mod strict_json;
 
-pub use authority::{AuthorityClass, Hint, Hints};
+pub use authority::{AuthorityClass, AuthorityView, ClassSource, Hint, Hints};
+pub use decision::{Action, Decision, Reason, Refusal, Verdict};
+pub use proposal::Proposal;

@@ -1,0 +1,159 @@
+//! Decisions and refusals: what the gateway concluded about one call, and
+//! what it tells the caller to do next. Pure: a function of the authority
+//! view (policy, guards and budgets join here as they land).
+
+use serde::{Deserialize, Serialize};
+
+use crate::authority::{AuthorityClass, AuthorityView, ClassSource};
+use crate::schema::Violation;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allow,
+    RequireApproval,
+    Deny,
+}
+
+/// What the caller can do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Fix the arguments and call again.
+    Correct,
+    /// Transient; the same call is safe to retry later.
+    Retry,
+    /// The outcome is unknown; reconcile before anything else.
+    Reconcile,
+    /// A human must act (approve, accept a changed contract).
+    Escalate,
+    /// Not permitted; do not retry.
+    Refused,
+}
+
+/// Why a call was decided as it was: one code per cause, the same in
+/// results, logs and (later) receipts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The registry (or trusted annotations) class is automatic.
+    Automatic,
+    /// The effective class is requires_approval.
+    ApprovalRequired,
+    /// The registry class is prohibited.
+    Prohibited,
+    /// Not in the registry and the server is not trusted.
+    UntrustedUnregistered,
+    /// Not in the registry; the hints of a trusted server imply prohibited.
+    AnnotationsImplyProhibited,
+    UnknownTool,
+    InvalidArguments,
+    ArgumentsTooLarge,
+    ContractChanged,
+    ContractInvalid,
+    UpstreamUnavailable,
+    UpstreamTimeout,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub reason: Reason,
+    /// Which rule decided: `registry`, `annotations` or `untrusted_server`.
+    pub rule: &'static str,
+}
+
+/// The decide stage: the effective class of the tool decides.
+pub fn decide(view: &AuthorityView) -> Decision {
+    let rule = match view.source {
+        ClassSource::Registry => "registry",
+        ClassSource::Annotations => "annotations",
+        ClassSource::UntrustedServer => "untrusted_server",
+    };
+    let (verdict, reason) = match (view.effective_class, view.source) {
+        (AuthorityClass::Automatic, _) => (Verdict::Allow, Reason::Automatic),
+        (AuthorityClass::RequiresApproval, _) => (Verdict::RequireApproval, Reason::ApprovalRequired),
+        (AuthorityClass::Prohibited, ClassSource::UntrustedServer) => (Verdict::Deny, Reason::UntrustedUnregistered),
+        (AuthorityClass::Prohibited, ClassSource::Annotations) => (Verdict::Deny, Reason::AnnotationsImplyProhibited),
+        (AuthorityClass::Prohibited, ClassSource::Registry) => (Verdict::Deny, Reason::Prohibited),
+    };
+    Decision { verdict, reason, rule }
+}
+
+/// A refused call as the caller sees it: the structured content of an
+/// `isError: true` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub decision: Verdict,
+    pub reason: Reason,
+    pub action: Action,
+    /// Says what happened and what to do, for a model or a person.
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposal_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<Violation>,
+}
+
+impl Refusal {
+    pub fn new(decision: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
+        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new() }
+    }
+
+    pub fn with_proposal(mut self, sha256: &str) -> Self {
+        self.proposal_sha256 = Some(sha256.to_string());
+        self
+    }
+
+    pub fn with_violations(mut self, violations: Vec<Violation>) -> Self {
+        self.violations = violations;
+        self
+    }
+
+    /// The refusal a non-allow decision yields, before approvals exist:
+    /// require_approval escalates, deny is final.
+    pub fn from_decision(decision: &Decision, exposed_name: &str) -> Option<Self> {
+        let (action, message) = match decision.verdict {
+            Verdict::Allow => return None,
+            Verdict::RequireApproval => (
+                Action::Escalate,
+                format!("{exposed_name} requires approval by a named human; this call was not run"),
+            ),
+            Verdict::Deny => (Action::Refused, format!("{exposed_name} is not permitted here; do not retry")),
+        };
+        Some(Refusal::new(decision.verdict, decision.reason, action, message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::Hints;
+    use serde_json::json;
+
+    #[test]
+    fn each_class_gives_its_verdict_and_next_action() {
+        let hints = Hints::from_annotations(None);
+        let cases = [
+            (Some(AuthorityClass::Automatic), true, Verdict::Allow, None),
+            (Some(AuthorityClass::RequiresApproval), true, Verdict::RequireApproval, Some(Action::Escalate)),
+            (Some(AuthorityClass::Prohibited), true, Verdict::Deny, Some(Action::Refused)),
+            (None, false, Verdict::Deny, Some(Action::Refused)),
+            (None, true, Verdict::Deny, Some(Action::Refused)),
+        ];
+        for (registry, trusted, verdict, action) in cases {
+            let d = decide(&AuthorityView::new(hints, registry, trusted));
+            assert_eq!(d.verdict, verdict);
+            assert_eq!(Refusal::from_decision(&d, "x__y").map(|r| r.action), action);
+        }
+    }
+
+    #[test]
+    fn a_refusal_serialises_to_the_documented_shape() {
+        let r = Refusal::new(Verdict::Deny, Reason::Prohibited, Action::Refused, "no").with_proposal("ab");
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no", "proposal_sha256": "ab"})
+        );
+    }
+}
