@@ -6,3 +6,4 @@
 
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
+pub mod config;

@@ -1,0 +1,306 @@
+//! The gateway's configuration: one TOML file.
+//!
+//! `[gateway]` holds the endpoint and limits; `[servers.NAME]` the upstreams,
+//! with the fields of the ecosystem's `mcpServers` entries (`command`/`args`/
+//! `env`, or `url`/`headers`) plus `trusted`; `[registry."NAME"]` the host's
+//! own class for a tool, by its exposed name. `--mcp-json FILE` imports an
+//! existing `mcpServers` file as untrusted servers.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toolgate_core::AuthorityClass;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+pub const DEFAULT_SEPARATOR: &str = "__";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+    #[serde(default)]
+    pub registry: BTreeMap<String, RegistryEntry>,
+    /// The file this came from; relative paths resolve against its folder.
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaySettings {
+    /// Downstream Streamable HTTP address; the endpoint is `http://LISTEN/mcp`.
+    pub listen: SocketAddr,
+    /// Between server and tool in exposed names. LLM function-name rules
+    /// forbid dots, so the default is `__`.
+    pub separator: String,
+    /// `Host` values accepted (DNS-rebinding defence). Loopback names by default.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted from browsers; a request with any other
+    /// `Origin` gets 403. Requests without `Origin` (non-browser clients) pass.
+    pub allowed_origins: Vec<String>,
+    /// Where the gateway keeps its state; relative to the config file.
+    pub state_dir: PathBuf,
+    pub max_body_bytes: usize,
+    pub max_argument_bytes: usize,
+    pub max_depth: usize,
+    /// Deadline of one upstream call.
+    pub upstream_timeout_ms: u64,
+    /// How long a tool list is trusted before it is listed again.
+    pub list_ttl_ms: u64,
+    /// Refuse results that violate the tool's outputSchema instead of
+    /// passing them on flagged.
+    pub block_invalid_results: bool,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            separator: DEFAULT_SEPARATOR.into(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            allowed_origins: Vec::new(),
+            state_dir: PathBuf::from("state"),
+            max_body_bytes: 1 << 20,
+            max_argument_bytes: 64 << 10,
+            max_depth: 64,
+            upstream_timeout_ms: 30_000,
+            list_ttl_ms: 60_000,
+            block_invalid_results: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Whether this server's annotations may decide for tools the registry
+    /// does not name. Default: not trusted.
+    #[serde(default)]
+    pub trusted: bool,
+    /// Accepted for compatibility with mcpServers files; the transport is
+    /// known from `command` or `url`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+}
+
+/// How toolgate reaches an upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
+    Http { url: String, headers: BTreeMap<String, String> },
+}
+
+impl ServerConfig {
+    pub fn transport(&self) -> Transport {
+        match (&self.command, &self.url) {
+            (Some(command), _) => Transport::Stdio { command: command.clone(), args: self.args.clone(), env: self.env.clone() },
+            (None, Some(url)) => Transport::Http { url: url.clone(), headers: self.headers.clone() },
+            (None, None) => unreachable!("validated: every server has command or url"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryEntry {
+    pub class: AuthorityClass,
+    /// Free labels (e.g. `private_data`, `exfiltration`) for policy and guards.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
+        let mut config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        config.path = path.to_path_buf();
+        config.validate().map_err(invalid)?;
+        Ok(config)
+    }
+
+    /// Adds the servers of an `mcpServers` JSON file, untrusted. A name the
+    /// config already has is an error, not a silent override.
+    pub fn import_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(rename = "mcpServers")]
+            mcp_servers: BTreeMap<String, ImportedServer>,
+        }
+        #[derive(Deserialize)]
+        struct ImportedServer {
+            command: Option<String>,
+            #[serde(default)]
+            args: Vec<String>,
+            #[serde(default)]
+            env: BTreeMap<String, String>,
+            url: Option<String>,
+            #[serde(default)]
+            headers: BTreeMap<String, String>,
+            #[serde(rename = "type")]
+            kind: Option<String>,
+        }
+        let file: File = serde_json::from_str(&text).map_err(|e| invalid(format!("not an mcpServers file: {e}")))?;
+        for (name, s) in file.mcp_servers {
+            if self.servers.contains_key(&name) {
+                return Err(invalid(format!("server `{name}` is already configured; rename one of them")));
+            }
+            let server = ServerConfig {
+                command: s.command,
+                args: s.args,
+                env: s.env,
+                url: s.url,
+                headers: s.headers,
+                trusted: false,
+                kind: s.kind,
+            };
+            self.servers.insert(name, server);
+        }
+        self.validate().map_err(invalid)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let sep = &self.gateway.separator;
+        if sep.is_empty() || !sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(format!("gateway.separator `{sep}` must be non-empty letters, digits, `_` or `-` (LLM function names allow nothing else)"));
+        }
+        for (name, server) in &self.servers {
+            let valid_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid_name {
+                return Err(format!("server name `{name}` must be letters, digits, `_` or `-`"));
+            }
+            if name.contains(sep.as_str()) {
+                return Err(format!("server name `{name}` contains the separator `{sep}`; exposed names would be ambiguous"));
+            }
+            match (&server.command, &server.url) {
+                (Some(_), Some(_)) => return Err(format!("servers.{name}: give `command` or `url`, not both")),
+                (None, None) => return Err(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
+                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    return Err(format!("servers.{name}: url must start with http:// or https://"));
+                }
+                _ => {}
+            }
+        }
+        for name in self.registry.keys() {
+            let server = name.split_once(sep.as_str()).map(|(s, _)| s);
+            if !server.is_some_and(|s| self.servers.contains_key(s)) {
+                return Err(format!(
+                    "registry entry `{name}` names no configured server; registry keys are exposed names `SERVER{sep}TOOL`"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `SERVER{sep}TOOL`.
+    pub fn exposed_name(&self, server: &str, tool: &str) -> String {
+        format!("{server}{}{tool}", self.gateway.separator)
+    }
+
+    /// Splits an exposed name at the first separator (server names never contain it).
+    pub fn split_exposed<'a>(&self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+        exposed.split_once(self.gateway.separator.as_str())
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir().join(&self.gateway.state_dir)
+    }
+
+    /// The pin lock file, beside the config: `toolgate.toml` → `toolgate.lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        let stem = self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "toolgate".into());
+        self.dir().join(format!("{stem}.lock"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/toolgate/toolgate.toml"))
+    }
+
+    #[test]
+    fn a_full_config_parses() {
+        let c = parse(
+            r#"
+            [gateway]
+            listen = "127.0.0.1:9000"
+            [servers.tickets]
+            command = "toolgate-atlas"
+            args = ["tickets"]
+            trusted = true
+            [servers.parts]
+            url = "http://127.0.0.1:8701/mcp"
+            headers = { Authorization = "Bearer x" }
+            [registry."tickets__get_ticket"]
+            class = "automatic"
+            labels = ["private_data"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.gateway.listen.port(), 9000);
+        assert!(matches!(c.servers["tickets"].transport(), Transport::Stdio { .. }));
+        assert!(!c.servers["parts"].trusted, "untrusted by default");
+        assert_eq!(c.registry["tickets__get_ticket"].class, AuthorityClass::Automatic);
+        assert_eq!(c.lock_path(), Path::new("/etc/toolgate/toolgate.lock"));
+        assert_eq!(c.split_exposed("tickets__get__x"), Some(("tickets", "get__x")));
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let err = |t: &str| parse(t).unwrap_err().to_string();
+        assert!(err("[servers.a]\nargs = []").contains("needs `command`"));
+        assert!(err("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"").contains("not both"));
+        assert!(err("[servers.a__b]\ncommand = \"x\"").contains("separator"));
+        assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"").contains("names no configured server"));
+        assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
+        assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));
+        assert!(err("[gateway]\nseparator = \".\"").contains("separator"));
+    }
+
+    #[test]
+    fn mcp_json_servers_import_untrusted_and_never_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mcp.json");
+        std::fs::write(&file, r#"{"mcpServers": {"notes": {"command": "notes-mcp", "args": ["--x"]}, "web": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}"#).unwrap();
+        let mut c = parse("[servers.tickets]\ncommand = \"t\"\ntrusted = true").unwrap();
+        c.import_mcp_json(&file).unwrap();
+        assert_eq!(c.servers.len(), 3);
+        assert!(!c.servers["notes"].trusted && !c.servers["web"].trusted);
+        std::fs::write(&file, r#"{"mcpServers": {"tickets": {"command": "evil"}}}"#).unwrap();
+        assert!(c.import_mcp_json(&file).unwrap_err().to_string().contains("already configured"));
+    }
+}
