@@ -7,3 +7,5 @@
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
 pub mod config;
+pub mod wire;
+pub mod upstream;

@@ -1,0 +1,213 @@
+//! A Streamable HTTP upstream: one POST per JSON-RPC message; the answer is
+//! a JSON body or an SSE stream that ends with the response. Bodies are read
+//! with a size cap: upstreams are not trusted to be small.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use futures_util::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::UpstreamError;
+use crate::wire::{self, Id, Message};
+
+const MAX_BODY: usize = 16 << 20;
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+pub struct HttpChannel {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    next_id: AtomicI64,
+    /// Legacy era only: the session the server issued at `initialize`.
+    session: Mutex<Option<String>>,
+    /// The revision in force, sent as `MCP-Protocol-Version` once agreed.
+    protocol_version: Mutex<Option<String>>,
+    events: broadcast::Sender<String>,
+}
+
+impl HttpChannel {
+    pub fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>) -> Result<Self, UpstreamError> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
+            // The value may be a credential: never echo it.
+            let value = HeaderValue::from_str(v).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
+            map.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            url: url.to_string(),
+            headers: map,
+            next_id: AtomicI64::new(1),
+            session: Mutex::new(None),
+            protocol_version: Mutex::new(None),
+            events,
+        })
+    }
+
+    pub fn set_protocol_version(&self, version: &str) {
+        *self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+    }
+
+    /// Sends a request; `modern` adds the 2026-07-28 routing headers.
+    pub async fn request(&self, method: &str, params: &Value, modern: bool) -> Result<Message, UpstreamError> {
+        let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let body = wire::request(&id, method, params);
+        let response = self.post(method, params, body, modern).await?;
+        if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
+        }
+        let status = response.status();
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if is_sse && status.is_success() {
+            return self.read_sse(response, &id).await;
+        }
+        let body = read_capped(response).await?;
+        match serde_json::from_slice::<Message>(&body) {
+            Ok(message) if message.is_response() => Ok(message),
+            _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
+            _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
+            _ => Err(UpstreamError::Unavailable(format!("{method}: HTTP {status}"))),
+        }
+    }
+
+    pub async fn notify(&self, method: &str, params: &Value, modern: bool) -> Result<(), UpstreamError> {
+        let response = self.post(method, params, wire::notification(method, params), modern).await?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(UpstreamError::Unavailable(format!("{method}: HTTP {}", response.status())))
+        }
+    }
+
+    async fn post(&self, method: &str, params: &Value, body: String, modern: bool) -> Result<reqwest::Response, UpstreamError> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json");
+        // Modern requests name their revision on every request; legacy ones
+        // once the handshake agreed one.
+        let version = if modern {
+            Some(crate::wire::MODERN.to_string())
+        } else {
+            self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        };
+        if let Some(v) = version {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(s) = self.session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            req = req.header(SESSION_HEADER, s);
+        }
+        if modern {
+            req = req.header("Mcp-Method", method);
+            if let Some(name) = params.get("name").and_then(Value::as_str).filter(|_| method == "tools/call") {
+                req = req.header("Mcp-Name", name);
+            }
+        }
+        req.body(body).send().await.map_err(|e| {
+            if e.is_timeout() {
+                UpstreamError::Timeout
+            } else {
+                UpstreamError::Unavailable(format!("{method}: cannot reach the upstream ({})", without_url(&e)))
+            }
+        })
+    }
+
+    /// Reads SSE events until the response to `id`; notifications on the
+    /// way are passed to `events`.
+    async fn read_sse(&self, response: reqwest::Response, id: &Id) -> Result<Message, UpstreamError> {
+        let mut stream = response.bytes_stream();
+        let mut buffer: Vec<u8> = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| UpstreamError::Unavailable(format!("SSE stream broke: {}", without_url(&e))))?;
+            buffer.extend_from_slice(&chunk);
+            if buffer.len() > MAX_BODY {
+                return Err(UpstreamError::Protocol("the upstream's SSE stream exceeds the size limit".into()));
+            }
+            while let Some(end) = find_event_end(&buffer) {
+                let event: Vec<u8> = buffer.drain(..end).collect();
+                let data = sse_data(&event);
+                if data.is_empty() {
+                    continue;
+                }
+                let Ok(message) = serde_json::from_str::<Message>(&data) else { continue };
+                if message.is_response() && message.id.as_ref() == Some(id) {
+                    return Ok(message);
+                }
+                if let (Some(method), None) = (&message.method, &message.id) {
+                    let _ = self.events.send(method.clone());
+                }
+            }
+        }
+        Err(UpstreamError::Unavailable("the SSE stream ended without a response".into()))
+    }
+}
+
+/// Index just past the blank line ending the first complete event.
+fn find_event_end(buf: &[u8]) -> Option<usize> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The joined `data:` lines of one event.
+fn sse_data(event: &[u8]) -> String {
+    let text = String::from_utf8_lossy(event);
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, UpstreamError> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| UpstreamError::Unavailable(format!("reading the answer: {}", without_url(&e))))?;
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_BODY {
+            return Err(UpstreamError::Protocol("the upstream's answer exceeds the size limit".into()));
+        }
+    }
+    Ok(body)
+}
+
+/// reqwest errors print the URL, which may carry a credential in its query.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "<upstream>");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_split_and_join() {
+        let buf = b"event: message\ndata: {\"a\":\ndata: 1}\n\ndata: x\r\n\r\n";
+        let end = find_event_end(buf).unwrap();
+        assert_eq!(sse_data(&buf[..end]), "{\"a\":\n1}");
+        assert_eq!(sse_data(&buf[end..]), "x");
+    }
+}

@@ -1,0 +1,250 @@
+//! Upstream MCP servers: one supervised connection each. A supervisor task
+//! connects (modern era first, legacy fallback), lists the tools, re-lists
+//! on ttl or on `notifications/tools/list_changed`, and restarts a dead stdio
+//! child with backoff. While an upstream is down its tools leave the list.
+
+pub mod http;
+pub mod session;
+pub mod stdio;
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ServerConfig, Transport};
+use crate::wire::RpcError;
+pub use session::{Era, Session};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream unavailable: {0}")]
+    Unavailable(String),
+    #[error("the upstream did not answer before the deadline")]
+    Timeout,
+    #[error("{0}")]
+    Rpc(RpcError),
+    #[error("upstream protocol error: {0}")]
+    Protocol(String),
+}
+
+/// One tool as the upstream declared it.
+#[derive(Debug)]
+pub struct UpstreamTool {
+    pub name: String,
+    /// The definition byte for byte, for forwarding.
+    pub raw: Box<RawValue>,
+    pub definition: Value,
+}
+
+#[derive(Debug)]
+pub struct Listing {
+    pub tools: Vec<Arc<UpstreamTool>>,
+    pub listed_at: Instant,
+    pub era: Era,
+    pub protocol_version: String,
+}
+
+#[derive(Default)]
+struct State {
+    session: Option<Arc<Session>>,
+    listing: Option<Arc<Listing>>,
+    down: Option<String>,
+}
+
+pub struct Upstream {
+    pub name: String,
+    pub trusted: bool,
+    transport: Transport,
+    timeout: Duration,
+    ttl: Duration,
+    client_version: String,
+    state: RwLock<State>,
+    wake: Notify,
+    /// Bumped whenever the listing changes (or the upstream goes down/up).
+    generation: watch::Sender<u64>,
+}
+
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+impl Upstream {
+    pub fn new(name: &str, config: &ServerConfig, timeout: Duration, ttl: Duration, client_version: &str) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_string(),
+            trusted: config.trusted,
+            transport: config.transport(),
+            timeout,
+            ttl,
+            client_version: client_version.to_string(),
+            state: RwLock::new(State::default()),
+            wake: Notify::new(),
+            generation: watch::channel(0).0,
+        })
+    }
+
+    /// Starts the supervisor; it stops when `cancel` fires.
+    pub fn start(self: &Arc<Self>, cancel: CancellationToken) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = this.supervise() => {}
+            }
+            this.set_down("the gateway is shutting down".into());
+        });
+    }
+
+    pub fn listing(&self) -> Option<Arc<Listing>> {
+        self.read().listing.clone()
+    }
+
+    /// Why the upstream is down, if it is.
+    pub fn down_reason(&self) -> Option<String> {
+        self.read().down.clone()
+    }
+
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Waits until the first listing exists or `within` passes.
+    pub async fn ready(&self, within: Duration) -> bool {
+        let mut changes = self.changes();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.listing().is_some() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+                return self.listing().is_some();
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments` under the deadline. The result comes
+    /// back verbatim. A transport failure marks the upstream down.
+    pub async fn call_tool(&self, tool: &str, arguments: &Value) -> Result<Box<RawValue>, UpstreamError> {
+        let session = self.read().session.clone().ok_or_else(|| {
+            UpstreamError::Unavailable(self.down_reason().unwrap_or_else(|| "not connected yet".into()))
+        })?;
+        let params = serde_json::json!({"name": tool, "arguments": arguments});
+        match tokio::time::timeout(self.timeout, session.request("tools/call", params)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Err(UpstreamError::Unavailable(e))) => {
+                self.set_down(e.clone());
+                self.wake.notify_one();
+                Err(UpstreamError::Unavailable(e))
+            }
+            Ok(other) => other,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_down(&self, reason: String) {
+        {
+            let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
+            if s.down.as_deref() == Some(reason.as_str()) && s.listing.is_none() {
+                return;
+            }
+            tracing::warn!(server = %self.name, %reason, "upstream down");
+            *s = State { session: None, listing: None, down: Some(reason) };
+        }
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    fn set_up(&self, session: Arc<Session>, listing: Listing) {
+        {
+            let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
+            *s = State { session: Some(session), listing: Some(Arc::new(listing)), down: None };
+        }
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<Session>, Listing), UpstreamError> {
+        let channel = session::Channel::open(&self.name, &self.transport, events)?;
+        let session = tokio::time::timeout(self.timeout, Session::open(channel, &self.client_version))
+            .await
+            .map_err(|_| UpstreamError::Timeout)??;
+        let session = Arc::new(session);
+        let listing = self.list(&session).await?;
+        Ok((session, listing))
+    }
+
+    async fn list(&self, session: &Session) -> Result<Listing, UpstreamError> {
+        let raws = tokio::time::timeout(self.timeout, session.list_tools()).await.map_err(|_| UpstreamError::Timeout)??;
+        let mut tools = Vec::with_capacity(raws.len());
+        for raw in raws {
+            let definition: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            match definition.get("name").and_then(Value::as_str) {
+                Some(name) => tools.push(Arc::new(UpstreamTool { name: name.to_string(), raw, definition })),
+                None => tracing::warn!(server = %self.name, "a tool without a name was ignored"),
+            }
+        }
+        Ok(Listing { tools, listed_at: Instant::now(), era: session.era, protocol_version: session.protocol_version.clone() })
+    }
+
+    async fn supervise(self: &Arc<Self>) {
+        let mut backoff = BACKOFF_START;
+        loop {
+            let (events_tx, mut events) = broadcast::channel(32);
+            match self.connect(events_tx).await {
+                Err(e) => self.set_down(e.to_string()),
+                Ok((session, listing)) => {
+                    tracing::info!(server = %self.name, era = ?listing.era, tools = listing.tools.len(), "upstream up");
+                    self.set_up(session.clone(), listing);
+                    backoff = BACKOFF_START;
+                    self.serve_session(&session, &mut events).await;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = self.wake.notified() => {}
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Keeps the listing fresh until the session is lost.
+    async fn serve_session(&self, session: &Arc<Session>, events: &mut broadcast::Receiver<String>) {
+        let mut closed = session.closed();
+        loop {
+            let relist = tokio::select! {
+                _ = async {
+                    match closed.as_mut() {
+                        Some(c) => { let _ = c.wait_for(|alive| !*alive).await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    self.set_down("the upstream process exited".into());
+                    return;
+                }
+                event = events.recv() => matches!(event.as_deref(), Ok("notifications/tools/list_changed") | Err(broadcast::error::RecvError::Lagged(_))),
+                _ = tokio::time::sleep(self.ttl) => true,
+                _ = self.wake.notified() => {
+                    if self.read().session.is_none() {
+                        return; // a call found it broken
+                    }
+                    true
+                }
+            };
+            if !relist {
+                continue;
+            }
+            match self.list(session).await {
+                Ok(listing) => self.set_up(session.clone(), listing),
+                Err(UpstreamError::Unavailable(e)) => {
+                    self.set_down(e);
+                    return;
+                }
+                Err(e) => tracing::warn!(server = %self.name, error = %e, "re-listing failed; keeping the previous list"),
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! An MCP session with one upstream over either transport: the era is agreed
+//! first (2026-07-28 via `server/discover`, else the 2025-11-25 `initialize`
+//! handshake), then requests carry what that era requires.
+
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+use super::UpstreamError;
+use super::http::HttpChannel;
+use super::stdio::StdioChannel;
+use crate::config::Transport;
+use crate::wire::{self, LEGACY, MODERN, Message};
+
+/// How long a server gets to answer `server/discover` before it is taken
+/// for a legacy server that waits for `initialize`.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_LIST_PAGES: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Modern,
+    Legacy,
+}
+
+pub enum Channel {
+    Stdio(StdioChannel),
+    Http(HttpChannel),
+}
+
+impl Channel {
+    pub fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>) -> Result<Self, UpstreamError> {
+        Ok(match transport {
+            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events)?),
+            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events)?),
+        })
+    }
+
+    async fn request(&self, method: &str, params: &Value, era: Option<Era>) -> Result<Message, UpstreamError> {
+        match self {
+            Channel::Stdio(c) => c.request(method, params).await,
+            Channel::Http(c) => c.request(method, params, era != Some(Era::Legacy)).await,
+        }
+    }
+
+    async fn notify(&self, method: &str, params: &Value, era: Era) -> Result<(), UpstreamError> {
+        match self {
+            Channel::Stdio(c) => c.notify(method, params).await,
+            Channel::Http(c) => c.notify(method, params, era == Era::Modern).await,
+        }
+    }
+
+    /// For stdio: flips to false when the process exits. HTTP has no
+    /// standing connection to lose.
+    pub fn closed(&self) -> Option<watch::Receiver<bool>> {
+        match self {
+            Channel::Stdio(c) => Some(c.closed()),
+            Channel::Http(_) => None,
+        }
+    }
+}
+
+pub struct Session {
+    channel: Channel,
+    pub era: Era,
+    pub protocol_version: String,
+    /// The server's self-description (name, version, title), as it sent it.
+    pub server_info: Value,
+    meta: Value,
+}
+
+fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
+    match (message.result, message.error) {
+        (Some(result), _) => Ok(result),
+        (None, Some(error)) => Err(UpstreamError::Rpc(error)),
+        (None, None) => Err(UpstreamError::Protocol("a response with neither result nor error".into())),
+    }
+}
+
+impl Session {
+    pub async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
+        let meta = wire::modern_meta("toolgate", client_version);
+        let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern))).await;
+        if let Ok(Ok(message)) = discover {
+            if let Ok(raw) = into_result(message) {
+                let result: Value = serde_json::from_str(raw.get()).unwrap_or_default();
+                let modern = result["supportedVersions"].as_array().is_some_and(|v| v.iter().any(|x| x == MODERN));
+                if modern {
+                    if let Channel::Http(c) = &channel {
+                        c.set_protocol_version(MODERN);
+                    }
+                    let server_info = result["_meta"][wire::META_SERVER_INFO].clone();
+                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), server_info, meta });
+                }
+            }
+        } else if let Ok(Err(UpstreamError::Unavailable(e))) = discover {
+            return Err(UpstreamError::Unavailable(e));
+        }
+        // A legacy server: the handshake.
+        let params = json!({
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "toolgate", "version": client_version}
+        });
+        let result = into_result(channel.request("initialize", &params, Some(Era::Legacy)).await?)?;
+        let result: Value = serde_json::from_str(result.get()).map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
+        let version = result["protocolVersion"].as_str().unwrap_or_default().to_string();
+        if version.is_empty() {
+            return Err(UpstreamError::Protocol("initialize answered without a protocolVersion".into()));
+        }
+        if let Channel::Http(c) = &channel {
+            c.set_protocol_version(&version);
+        }
+        channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
+        Ok(Session { channel, era: Era::Legacy, protocol_version: version, server_info: result["serverInfo"].clone(), meta })
+    }
+
+    pub fn closed(&self) -> Option<watch::Receiver<bool>> {
+        self.channel.closed()
+    }
+
+    /// Adds this era's per-request fields to `params`.
+    fn params(&self, mut params: Value) -> Value {
+        if self.era == Era::Modern {
+            let meta = params.as_object_mut().map(|p| p.entry("_meta").or_insert_with(|| json!({})));
+            if let Some(Value::Object(meta)) = meta {
+                for (k, v) in self.meta.as_object().into_iter().flatten() {
+                    meta.entry(k.clone()).or_insert(v.clone());
+                }
+            }
+        }
+        params
+    }
+
+    pub async fn request(&self, method: &str, params: Value) -> Result<Box<RawValue>, UpstreamError> {
+        into_result(self.channel.request(method, &self.params(params), Some(self.era)).await?)
+    }
+
+    /// Every tool definition, all pages, each kept verbatim.
+    pub async fn list_tools(&self) -> Result<Vec<Box<RawValue>>, UpstreamError> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            tools: Vec<Box<RawValue>>,
+            #[serde(rename = "nextCursor")]
+            next_cursor: Option<String>,
+        }
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let raw = self.request("tools/list", params).await?;
+            let page: Page = serde_json::from_str(raw.get()).map_err(|e| UpstreamError::Protocol(format!("tools/list: {e}")))?;
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(c) if !c.is_empty() => cursor = Some(c),
+                _ => return Ok(tools),
+            }
+        }
+        Err(UpstreamError::Protocol(format!("tools/list did not end after {MAX_LIST_PAGES} pages")))
+    }
+}

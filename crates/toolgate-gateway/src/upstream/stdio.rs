@@ -1,0 +1,177 @@
+//! A stdio upstream: a child process speaking newline-delimited JSON-RPC on
+//! its stdin/stdout. One reader task routes responses to their waiting
+//! callers; the child's stderr goes to our log, never to our stdout.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use serde_json::json;
+use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use super::UpstreamError;
+use crate::wire::{self, Id, Message};
+
+/// A line longer than this is a misbehaving server, not a message.
+const MAX_LINE: usize = 16 << 20;
+
+type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Message>>>>;
+
+pub struct StdioChannel {
+    /// Lines for the writer task, which owns the child's stdin.
+    outbox: mpsc::UnboundedSender<String>,
+    pending: Pending,
+    next_id: AtomicI64,
+    alive: watch::Receiver<bool>,
+    _child: Mutex<Child>,
+}
+
+impl StdioChannel {
+    pub fn spawn(
+        server: &str,
+        command: &str,
+        args: &[String],
+        env: &std::collections::BTreeMap<String, String>,
+        events: broadcast::Sender<String>,
+    ) -> Result<Self, UpstreamError> {
+        let mut child = Command::new(command)
+            .args(args)
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let pending: Pending = Arc::default();
+        let (alive_tx, alive) = watch::channel(true);
+
+        let name = server.to_string();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(server = %name, "upstream stderr: {line}");
+            }
+        });
+
+        let (outbox, lines_out) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(stdin, lines_out));
+
+        let (name, routes, replies) = (server.to_string(), pending.clone(), outbox.clone());
+        tokio::spawn(async move {
+            let mut frames = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
+            while let Some(frame) = frames.next().await {
+                let line = match frame {
+                    Ok(line) => line,
+                    Err(e) => {
+                        tracing::warn!(server = %name, error = %e, "unreadable line from upstream; skipped");
+                        continue;
+                    }
+                };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let message: Message = match serde_json::from_str(&line) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(server = %name, error = %e, "upstream sent something that is not JSON-RPC; skipped");
+                        continue;
+                    }
+                };
+                route(&name, message, &routes, &events, &replies);
+            }
+            let _ = alive_tx.send(false);
+            // Whoever still waits learns the upstream is gone.
+            routes.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        });
+
+        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, _child: Mutex::new(child) })
+    }
+
+    /// Resolves when the child has exited (its stdout closed).
+    pub fn closed(&self) -> watch::Receiver<bool> {
+        self.alive.clone()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        *self.alive.borrow()
+    }
+
+    pub async fn request(&self, method: &str, params: &Value) -> Result<Message, UpstreamError> {
+        if !self.is_alive() {
+            return Err(UpstreamError::Unavailable("the upstream process has exited".into()));
+        }
+        let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), tx);
+        let sent = self.send_line(&wire::request(&id, method, params)).await;
+        if let Err(e) = sent {
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            return Err(e);
+        }
+        // A dropped sender means the reader ended: the process is gone.
+        let result = rx.await.map_err(|_| UpstreamError::Unavailable("the upstream process exited during the call".into()));
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        result
+    }
+
+    pub async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
+        self.send_line(&wire::notification(method, params)).await
+    }
+
+    async fn send_line(&self, line: &str) -> Result<(), UpstreamError> {
+        self.outbox
+            .send(line.to_string())
+            .map_err(|_| UpstreamError::Unavailable("the upstream process no longer reads its input".into()))
+    }
+}
+
+async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<String>) {
+    while let Some(line) = lines.recv().await {
+        let written = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await
+        };
+        if written.await.is_err() {
+            break;
+        }
+    }
+}
+
+fn route(server: &str, message: Message, pending: &Pending, events: &broadcast::Sender<String>, replies: &mpsc::UnboundedSender<String>) {
+    if message.is_response() {
+        let Some(id) = message.id.clone() else { return };
+        if let Some(tx) = pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+            let _ = tx.send(message);
+        }
+        return;
+    }
+    match (&message.method, &message.id) {
+        // Server-to-client requests: ping is answered; sampling, roots and
+        // elicitation are not offered to upstreams, and say so rather than
+        // leave the server waiting.
+        (Some(method), Some(id)) => {
+            let reply = if method == "ping" {
+                wire::response(Some(id), &json!({}))
+            } else {
+                tracing::debug!(server, method, "upstream request refused");
+                wire::error_response(Some(id), &wire::RpcError::new(wire::code::METHOD_NOT_FOUND, format!("{method} is not offered to upstream servers")))
+            };
+            let _ = replies.send(reply);
+        }
+        (Some(method), None) => {
+            let _ = events.send(method.clone());
+        }
+        _ => {}
+    }
+}

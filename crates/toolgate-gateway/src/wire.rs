@@ -1,0 +1,143 @@
+//! toolgate's own MCP wire types. Only what the gateway inspects is parsed;
+//! everything else stays a `RawValue` and is forwarded byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+/// The stateless core revision.
+pub const MODERN: &str = "2026-07-28";
+/// The last revision with the `initialize` handshake.
+pub const LEGACY: &str = "2025-11-25";
+/// What toolgate speaks, newest first.
+pub const SUPPORTED_VERSIONS: [&str; 2] = [MODERN, LEGACY];
+
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// JSON-RPC error codes toolgate sends.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    pub const HEADER_MISMATCH: i64 = -32020;
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// A JSON-RPC id: a number or a string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    Number(i64),
+    String(String),
+}
+
+/// Any JSON-RPC message, parsed only as far as routing needs.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    #[serde(default)]
+    pub jsonrpc: Option<String>,
+    #[serde(default)]
+    pub id: Option<Id>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub result: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub error: Option<RpcError>,
+}
+
+impl Message {
+    pub fn is_response(&self) -> bool {
+        self.method.is_none() && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+/// A request as toolgate sends it upstream.
+pub fn request(id: &Id, method: &str, params: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+pub fn notification(method: &str, params: &Value) -> String {
+    json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
+}
+
+/// A success response carrying `result` verbatim.
+pub fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
+    let id = serde_json::to_string(&id).expect("ids serialise");
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get())
+}
+
+pub fn response(id: Option<&Id>, result: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+pub fn error_response(id: Option<&Id>, error: &RpcError) -> String {
+    match id {
+        Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string(),
+        // 2026-07-28: the id is omitted when the request's could not be read.
+        None => json!({"jsonrpc": "2.0", "error": error}).to_string(),
+    }
+}
+
+/// The per-request `_meta` a 2026-07-28 request carries.
+pub fn modern_meta(client_name: &str, client_version: &str) -> Value {
+    json!({
+        META_PROTOCOL_VERSION: MODERN,
+        META_CLIENT_INFO: {"name": client_name, "version": client_version},
+        META_CLIENT_CAPABILITIES: {}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unparsed_parts_are_forwarded_byte_for_byte() {
+        let text = r#"{"jsonrpc":"2.0","id":"a-1","result":{"z":1,"a":[1.50,  2],"x-unknown":{"kept":true}}}"#;
+        let m: Message = serde_json::from_str(text).unwrap();
+        assert!(m.is_response());
+        let out = response_raw(m.id.as_ref(), m.result.as_ref().unwrap());
+        assert!(out.contains(r#"{"z":1,"a":[1.50,  2],"x-unknown":{"kept":true}}"#), "{out}");
+        assert!(out.contains(r#""id":"a-1""#));
+    }
+
+    #[test]
+    fn an_unreadable_request_gets_an_error_without_id() {
+        let e = RpcError::new(code::PARSE_ERROR, "bad");
+        let v: Value = serde_json::from_str(&error_response(None, &e)).unwrap();
+        assert!(v.get("id").is_none() && v["error"]["code"] == -32700);
+    }
+}

@@ -1,0 +1,108 @@
+//! Level 2/3: the upstream client against real MCP servers over Streamable
+//! HTTP — Atlas (2026-07-28) and an rmcp server that only speaks the legacy
+//! handshake — and against an address where nothing listens.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate_atlas::{ServerKind, serve};
+use toolgate_gateway::config::ServerConfig as UpstreamConfig;
+use toolgate_gateway::upstream::{Era, Upstream, UpstreamError};
+
+fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
+    let config = UpstreamConfig { url: Some(url.into()), ..Default::default() };
+    Upstream::new(name, &config, Duration::from_secs(5), Duration::from_secs(60), "test")
+}
+
+#[tokio::test]
+async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
+    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let upstream = http_upstream("tickets", &format!("http://{addr}/mcp"));
+    upstream.start(cancel.clone());
+    assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    let listing = upstream.listing().unwrap();
+    assert_eq!(listing.era, Era::Modern);
+    let names: Vec<&str> = listing.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["export_service_records", "get_ticket", "post_ticket_update", "search_tickets"]);
+    // The definition arrives byte for byte as the server sent it.
+    let get_ticket = &listing.tools[1];
+    assert_eq!(serde_json::from_str::<Value>(get_ticket.raw.get()).unwrap(), get_ticket.definition);
+    assert!(get_ticket.definition["annotations"].get("title").is_none());
+
+    let raw = upstream.call_tool("get_ticket", &json!({"ticket_id": "SR-20031"})).await.unwrap();
+    let result: Value = serde_json::from_str(raw.get()).unwrap();
+    assert_eq!(result["structuredContent"]["ticket_id"], "SR-20031");
+    let missing: Value = serde_json::from_str(upstream.call_tool("get_ticket", &json!({"ticket_id": "SR-99999"})).await.unwrap().get()).unwrap();
+    assert_eq!(missing["isError"], true);
+    cancel.cancel();
+}
+
+#[derive(Clone)]
+struct LegacyOnly;
+
+impl ServerHandler for LegacyOnly {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(Implementation::new("legacy-only", "1"))
+    }
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Owned(vec![ProtocolVersion::V_2025_11_25])
+    }
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+        Ok(ListToolsResult::with_all_items(vec![tool]))
+    }
+    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let text = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_only_upstream_gets_the_initialize_handshake() {
+    let cancel = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
+    let service: StreamableHttpService<LegacyOnly, LocalSessionManager> = StreamableHttpService::new(|| Ok(LegacyOnly), Default::default(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await
+    });
+    let upstream = http_upstream("legacy", &format!("http://{addr}/mcp"));
+    upstream.start(cancel.clone());
+    assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    let listing = upstream.listing().unwrap();
+    assert_eq!((listing.era, listing.protocol_version.as_str()), (Era::Legacy, "2025-11-25"));
+    let raw = upstream.call_tool("echo", &json!({"x": 1})).await.unwrap();
+    let result: Value = serde_json::from_str(raw.get()).unwrap();
+    assert_eq!(result["content"][0]["text"], "{\"x\":1}");
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_down_with_a_reason_and_calls_say_unavailable() {
+    let cancel = CancellationToken::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let upstream = http_upstream("gone", &format!("http://127.0.0.1:{port}/mcp"));
+    upstream.start(cancel.clone());
+    assert!(!upstream.ready(Duration::from_millis(500)).await);
+    assert!(upstream.listing().is_none());
+    assert!(upstream.down_reason().unwrap().contains("cannot reach"), "{:?}", upstream.down_reason());
+    let err = upstream.call_tool("x", &json!({})).await.unwrap_err();
+    assert!(matches!(err, UpstreamError::Unavailable(_)), "{err}");
+    cancel.cancel();
+}
