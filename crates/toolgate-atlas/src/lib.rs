@@ -6,6 +6,7 @@
 //! Writes (notes, orders, exports) go only to JSON-lines files in a sandbox
 //! directory: nothing is edited and nothing leaves the machine.
 
+pub mod cli;
 pub mod contracts;
 pub mod data;
 pub mod sandbox;

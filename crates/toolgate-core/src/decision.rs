@@ -53,6 +53,10 @@ pub enum Reason {
     ContractInvalid,
     UpstreamUnavailable,
     UpstreamTimeout,
+    /// The call was sent and the connection was lost before an answer.
+    OutcomeUnknown,
+    /// The upstream's result violates the tool's outputSchema.
+    InvalidResult,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

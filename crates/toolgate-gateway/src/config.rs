@@ -63,6 +63,8 @@ pub struct GatewaySettings {
     /// Refuse results that violate the tool's outputSchema instead of
     /// passing them on flagged.
     pub block_invalid_results: bool,
+    /// Tools per `tools/list` page.
+    pub list_page_size: usize,
 }
 
 impl Default for GatewaySettings {
@@ -79,6 +81,7 @@ impl Default for GatewaySettings {
             upstream_timeout_ms: 30_000,
             list_ttl_ms: 60_000,
             block_invalid_results: false,
+            list_page_size: 100,
         }
     }
 }
@@ -187,6 +190,9 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if self.gateway.list_page_size == 0 {
+            return Err("gateway.list_page_size must be at least 1".into());
+        }
         let sep = &self.gateway.separator;
         if sep.is_empty() || !sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             return Err(format!("gateway.separator `{sep}` must be non-empty letters, digits, `_` or `-` (LLM function names allow nothing else)"));

@@ -17,6 +17,20 @@ pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
+/// A JSON object whose field values stay verbatim: the gateway can add or
+/// replace a field without re-encoding the others.
+pub type RawObject = std::collections::BTreeMap<String, Box<RawValue>>;
+
+/// The two protocol eras toolgate speaks, on both edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Era {
+    /// 2026-07-28: stateless, per-request `_meta`, `server/discover`.
+    Modern,
+    /// 2025-11-25 and before: the `initialize` handshake.
+    Legacy,
+}
+
 /// JSON-RPC error codes toolgate sends.
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;

@@ -2,6 +2,8 @@
 //! it parses arguments and calls the crates.
 
 mod demo;
+mod serve;
+mod tools;
 
 use std::path::PathBuf;
 
@@ -19,6 +21,35 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the gateway: agents connect to one endpoint (Streamable HTTP at http://LISTEN/mcp, or
+    /// stdio); toolgate fronts the configured upstream MCP servers.
+    Serve {
+        /// The TOML configuration ([gateway], [servers.NAME], [registry."SERVER__TOOL"]).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Also import the servers of an mcpServers JSON file (as untrusted servers).
+        #[arg(long, value_name = "FILE")]
+        mcp_json: Option<PathBuf>,
+        /// Serve one agent over stdin/stdout instead of HTTP.
+        #[arg(long)]
+        stdio: bool,
+    },
+    /// Show the authority view of every upstream tool, read live: hints as declared or defaulted,
+    /// the class they imply, the registry's class, whether they disagree, and the contract pin.
+    Tools {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        mcp_json: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Show how tool NAME's contract changed since it was pinned, and accept the live one.
+        #[arg(long, value_name = "NAME")]
+        accept: Option<String>,
+    },
+    /// Serve one Atlas demo server (tickets, parts or manuals), as `toolgate-atlas` does.
+    Atlas(toolgate_atlas::cli::Args),
     /// Run the Atlas field-service demo on an embedded default: starts the three Atlas MCP
     /// servers on loopback, reads their contracts live and plays the scenario case by case.
     Demo {
@@ -44,6 +75,15 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo { state } => demo::run(state).await,
+            Command::Serve { config, mcp_json, stdio } => {
+                let config = serve::load_config(&config, mcp_json.as_deref())?;
+                serve::run(config, stdio).await
+            }
+            Command::Tools { config, mcp_json, json, accept } => {
+                let config = serve::load_config(&config, mcp_json.as_deref())?;
+                tools::run(config, json, accept).await
+            }
+            Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
         }
     });
     match result {

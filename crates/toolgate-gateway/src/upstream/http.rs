@@ -121,8 +121,11 @@ impl HttpChannel {
         req.body(body).send().await.map_err(|e| {
             if e.is_timeout() {
                 UpstreamError::Timeout
-            } else {
+            } else if e.is_connect() {
                 UpstreamError::Unavailable(format!("{method}: cannot reach the upstream ({})", without_url(&e)))
+            } else {
+                // The request may have arrived: its effect is unknown.
+                UpstreamError::Lost(format!("{method}: {}", without_url(&e)))
             }
         })
     }
@@ -133,7 +136,7 @@ impl HttpChannel {
         let mut stream = response.bytes_stream();
         let mut buffer: Vec<u8> = Vec::new();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| UpstreamError::Unavailable(format!("SSE stream broke: {}", without_url(&e))))?;
+            let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("SSE stream broke: {}", without_url(&e))))?;
             buffer.extend_from_slice(&chunk);
             if buffer.len() > MAX_BODY {
                 return Err(UpstreamError::Protocol("the upstream's SSE stream exceeds the size limit".into()));
@@ -153,7 +156,7 @@ impl HttpChannel {
                 }
             }
         }
-        Err(UpstreamError::Unavailable("the SSE stream ended without a response".into()))
+        Err(UpstreamError::Lost("the SSE stream ended without a response".into()))
     }
 }
 
@@ -181,7 +184,7 @@ async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, UpstreamErr
     let mut stream = response.bytes_stream();
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| UpstreamError::Unavailable(format!("reading the answer: {}", without_url(&e))))?;
+        let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("reading the answer: {}", without_url(&e))))?;
         body.extend_from_slice(&chunk);
         if body.len() > MAX_BODY {
             return Err(UpstreamError::Protocol("the upstream's answer exceeds the size limit".into()));

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServerConfig, Transport};
 use crate::wire::RpcError;
-pub use session::{Era, Session};
+pub use crate::wire::Era;
+pub use session::Session;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
@@ -25,6 +26,9 @@ pub enum UpstreamError {
     Unavailable(String),
     #[error("the upstream did not answer before the deadline")]
     Timeout,
+    /// The request was sent; the connection broke before the answer.
+    #[error("the upstream connection was lost during the call: {0}")]
+    Lost(String),
     #[error("{0}")]
     Rpc(RpcError),
     #[error("upstream protocol error: {0}")]
@@ -94,7 +98,7 @@ impl Upstream {
                 _ = cancel.cancelled() => {}
                 _ = this.supervise() => {}
             }
-            this.set_down("the gateway is shutting down".into());
+            *this.state.write().unwrap_or_else(|p| p.into_inner()) = State { session: None, listing: None, down: Some("the gateway is shutting down".into()) };
         });
     }
 
@@ -134,10 +138,10 @@ impl Upstream {
         let params = serde_json::json!({"name": tool, "arguments": arguments});
         match tokio::time::timeout(self.timeout, session.request("tools/call", params)).await {
             Err(_) => Err(UpstreamError::Timeout),
-            Ok(Err(UpstreamError::Unavailable(e))) => {
-                self.set_down(e.clone());
+            Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
+                self.set_down(e.to_string());
                 self.wake.notify_one();
-                Err(UpstreamError::Unavailable(e))
+                Err(e)
             }
             Ok(other) => other,
         }
@@ -239,8 +243,8 @@ impl Upstream {
             }
             match self.list(session).await {
                 Ok(listing) => self.set_up(session.clone(), listing),
-                Err(UpstreamError::Unavailable(e)) => {
-                    self.set_down(e);
+                Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_))) => {
+                    self.set_down(e.to_string());
                     return;
                 }
                 Err(e) => tracing::warn!(server = %self.name, error = %e, "re-listing failed; keeping the previous list"),

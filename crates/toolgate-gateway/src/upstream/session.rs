@@ -12,18 +12,12 @@ use super::UpstreamError;
 use super::http::HttpChannel;
 use super::stdio::StdioChannel;
 use crate::config::Transport;
-use crate::wire::{self, LEGACY, MODERN, Message};
+use crate::wire::{self, Era, LEGACY, MODERN, Message};
 
 /// How long a server gets to answer `server/discover` before it is taken
 /// for a legacy server that waits for `initialize`.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_LIST_PAGES: usize = 100;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    Modern,
-    Legacy,
-}
 
 pub enum Channel {
     Stdio(StdioChannel),

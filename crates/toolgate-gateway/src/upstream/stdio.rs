@@ -119,7 +119,7 @@ impl StdioChannel {
             return Err(e);
         }
         // A dropped sender means the reader ended: the process is gone.
-        let result = rx.await.map_err(|_| UpstreamError::Unavailable("the upstream process exited during the call".into()));
+        let result = rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()));
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         result
     }

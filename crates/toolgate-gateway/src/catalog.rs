@@ -1,0 +1,157 @@
+//! The catalog: every upstream tool under its exposed name `SERVER{sep}TOOL`,
+//! with its authority view, pin status and compiled schemas. Rebuilt when an
+//! upstream's listing changes; between changes, calls share one snapshot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::Value;
+use toolgate_core::contract::definition_sha256;
+use toolgate_core::proposal::canonical_json;
+use toolgate_core::schema::SchemaValidator;
+use toolgate_core::{AuthorityView, Hints};
+
+use crate::config::Config;
+use crate::pins::{PinStatus, PinStore};
+use crate::upstream::{Upstream, UpstreamTool};
+
+pub struct ExposedTool {
+    pub exposed_name: String,
+    pub server: String,
+    pub tool: Arc<UpstreamTool>,
+    pub labels: Vec<String>,
+    pub view: AuthorityView,
+    pub definition_sha256: String,
+    pub pin: PinStatus,
+    /// The compiled inputSchema, or why it does not compile.
+    pub input: Result<Arc<SchemaValidator>, String>,
+    /// The compiled outputSchema, when the tool declares one.
+    pub output: Option<Result<Arc<SchemaValidator>, String>>,
+}
+
+impl ExposedTool {
+    /// Whether a call may even be proposed: listed tools are exactly these.
+    pub fn listable(&self) -> bool {
+        self.view.effective_class != toolgate_core::AuthorityClass::Prohibited && self.pin == PinStatus::Pinned
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.view.hints.read_only_hint.value
+    }
+}
+
+#[derive(Default)]
+pub struct Catalog {
+    /// By exposed name: the order of `tools/list`.
+    pub tools: BTreeMap<String, Arc<ExposedTool>>,
+    /// Servers that are down, with the reason.
+    pub down: BTreeMap<String, String>,
+}
+
+/// Compiled schemas by the hash of their canonical text, so a re-list
+/// recompiles only what changed.
+#[derive(Default)]
+struct SchemaCache(Mutex<HashMap<String, Arc<SchemaValidator>>>);
+
+impl SchemaCache {
+    fn compile(&self, schema: &Value) -> Result<Arc<SchemaValidator>, String> {
+        let key = toolgate_core::proposal::sha256_hex(canonical_json(schema).as_bytes());
+        if let Some(v) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(v.clone());
+        }
+        let compiled = Arc::new(SchemaValidator::compile(schema).map_err(|e| e.0)?);
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(key, compiled.clone());
+        Ok(compiled)
+    }
+}
+
+/// Keeps the current catalog and rebuilds it when an upstream changes.
+pub struct Catalogs {
+    config: Arc<Config>,
+    upstreams: Vec<Arc<Upstream>>,
+    pins: Arc<PinStore>,
+    /// A running gateway pins tools on first sight; the CLI only looks.
+    pin_new: bool,
+    schemas: SchemaCache,
+    current: RwLock<(Vec<u64>, Arc<Catalog>)>,
+}
+
+impl Catalogs {
+    pub fn new(config: Arc<Config>, upstreams: Vec<Arc<Upstream>>, pins: Arc<PinStore>, pin_new: bool) -> Self {
+        Self { config, upstreams, pins, pin_new, schemas: SchemaCache::default(), current: RwLock::new((Vec::new(), Arc::default())) }
+    }
+
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
+    }
+
+    pub fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name == server)
+    }
+
+    pub fn pins(&self) -> &Arc<PinStore> {
+        &self.pins
+    }
+
+    /// Forces the next `current()` to rebuild (a pin was accepted).
+    pub fn invalidate(&self) {
+        self.current.write().unwrap_or_else(|p| p.into_inner()).0.clear();
+    }
+
+    /// The catalog for the upstreams' current listings.
+    pub fn current(&self) -> Arc<Catalog> {
+        let generations: Vec<u64> = self.upstreams.iter().map(|u| *u.changes().borrow()).collect();
+        {
+            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+            if cur.0 == generations {
+                return cur.1.clone();
+            }
+        }
+        let catalog = Arc::new(self.build());
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (generations, catalog.clone());
+        catalog
+    }
+
+    fn build(&self) -> Catalog {
+        let mut catalog = Catalog::default();
+        for upstream in &self.upstreams {
+            let Some(listing) = upstream.listing() else {
+                catalog.down.insert(upstream.name.clone(), upstream.down_reason().unwrap_or_else(|| "connecting".into()));
+                continue;
+            };
+            for tool in &listing.tools {
+                let exposed_name = self.config.exposed_name(&upstream.name, &tool.name);
+                let entry = self.config.registry.get(&exposed_name);
+                let hints = Hints::from_annotations(tool.definition.get("annotations"));
+                let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);
+                let sha = definition_sha256(&tool.definition);
+                let pin = if self.pin_new {
+                    self.pins.check_and_pin(&exposed_name, &sha, &tool.definition).unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "cannot record a pin; the tool stays unlisted");
+                        PinStatus::New
+                    })
+                } else {
+                    self.pins.status(&exposed_name, &sha)
+                };
+                let input = match tool.definition.get("inputSchema") {
+                    Some(schema @ Value::Object(_)) => self.schemas.compile(schema),
+                    _ => Err("the tool declares no inputSchema object".into()),
+                };
+                let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s));
+                let exposed = ExposedTool {
+                    exposed_name: exposed_name.clone(),
+                    server: upstream.name.clone(),
+                    tool: tool.clone(),
+                    labels: entry.map(|e| e.labels.clone()).unwrap_or_default(),
+                    view,
+                    definition_sha256: sha,
+                    pin,
+                    input,
+                    output,
+                };
+                catalog.tools.insert(exposed_name, Arc::new(exposed));
+            }
+        }
+        catalog
+    }
+}

@@ -1,0 +1,156 @@
+//! The downstream Streamable HTTP edge: `POST /mcp` only, with every rule of
+//! the transport checked before a message reaches the router — Host and
+//! Origin (DNS rebinding, browsers), content type and Accept, body size
+//! while reading, strict JSON, and the routing headers against the body.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use toolgate_core::strict_json::{self, JsonError};
+
+use super::{Inbound, Reply, check_modern_meta, handle, inbound, unsupported_version};
+use crate::gateway::Gateway;
+use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
+
+pub fn router(gw: Arc<Gateway>) -> axum::Router {
+    axum::Router::new().route("/mcp", axum::routing::any(endpoint)).with_state(gw)
+}
+
+/// Binds `addr` and serves until `shutdown` resolves.
+pub async fn serve(
+    gw: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(gw).into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string()).into_response()
+}
+
+fn rpc_error(status: StatusCode, id: Option<&Id>, error: RpcError) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], wire::error_response(id, &error)).into_response()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The host name of a `Host` value, without its port (IPv6 in brackets kept).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.find(']').map_or(host, |i| &host[..i + 2]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// `Host` against the allow-list: an entry without a port admits any port.
+fn host_allowed(allowed: &[String], host: &str) -> bool {
+    !host.is_empty() && allowed.iter().any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(host_name(host)))
+}
+
+async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
+    let settings = &gw.config.gateway;
+    if request.method() != Method::POST {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "this MCP endpoint accepts POST only");
+        r.headers_mut().insert(header::ALLOW, "POST".parse().expect("static header"));
+        return r;
+    }
+    let headers = request.headers().clone();
+    let host = header_str(&headers, "host").unwrap_or_default();
+    if !host_allowed(&settings.allowed_hosts, host) {
+        return plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts");
+    }
+    if let Some(origin) = header_str(&headers, "origin") {
+        if !settings.allowed_origins.iter().any(|o| o == origin) {
+            return plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins");
+        }
+    }
+    let content_type = header_str(&headers, "content-type").unwrap_or_default();
+    if !content_type.trim().to_ascii_lowercase().starts_with("application/json") {
+        return plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
+    }
+    let accept = header_str(&headers, "accept").unwrap_or_default().to_ascii_lowercase();
+    if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
+        return plain(StatusCode::NOT_ACCEPTABLE, "Accept must list application/json and text/event-stream");
+    }
+    let body: Bytes = match axum::body::to_bytes(request.into_body(), settings.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, None, RpcError::new(code::INVALID_REQUEST, format!("the body exceeds {} bytes", settings.max_body_bytes))),
+    };
+    let value = match strict_json::parse(&body, gw.limits) {
+        Ok(v) => v,
+        Err(JsonError::TooLarge { .. }) => return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, None, RpcError::new(code::INVALID_REQUEST, "the body is too large")),
+        Err(e @ JsonError::Syntax(_)) => return rpc_error(StatusCode::BAD_REQUEST, None, RpcError::new(code::PARSE_ERROR, e.to_string())),
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, None, RpcError::new(code::INVALID_REQUEST, e.to_string())),
+    };
+    let msg = match inbound(value) {
+        Ok(m) => m,
+        Err((id, e)) => return rpc_error(StatusCode::BAD_REQUEST, id.as_ref(), e),
+    };
+    let era = match admit_headers(&headers, &msg) {
+        Ok(era) => era,
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), e),
+    };
+    match handle(&gw, msg, era).await {
+        Reply::Accepted => StatusCode::ACCEPTED.into_response(),
+        Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
+    }
+}
+
+/// The era of this request, from `MCP-Protocol-Version`, with the routing
+/// headers checked against the body.
+fn admit_headers(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
+    let mismatch = |what: &str| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {what}"));
+    match header_str(headers, "mcp-protocol-version") {
+        Some(MODERN) => {
+            let method = header_str(headers, "mcp-method").ok_or_else(|| mismatch("Mcp-Method header is missing"))?;
+            if method != msg.method {
+                return Err(mismatch(&format!("Mcp-Method is `{method}` but the body's method is `{}`", msg.method)));
+            }
+            if msg.method == "tools/call" {
+                let body_name = msg.params.get("name").and_then(Value::as_str).unwrap_or_default();
+                match header_str(headers, "mcp-name") {
+                    Some(name) if name == body_name => {}
+                    Some(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.name is `{body_name}`"))),
+                    None => return Err(mismatch("Mcp-Name header is missing for tools/call")),
+                }
+            }
+            if msg.id.is_some() {
+                check_modern_meta(&msg.params)?;
+            }
+            Ok(Era::Modern)
+        }
+        Some(v) if SUPPORTED_VERSIONS.contains(&v) => Ok(Era::Legacy),
+        Some(other) => Err(unsupported_version(other)),
+        // The legacy handshake comes before any version is agreed.
+        None if matches!(msg.method.as_str(), "initialize" | "notifications/initialized") => Ok(Era::Legacy),
+        None => Err(RpcError::new(code::INVALID_REQUEST, "the MCP-Protocol-Version header is required").with_data(json!({"supported": SUPPORTED_VERSIONS}))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_matching() {
+        let allowed = vec!["localhost".to_string(), "127.0.0.1".to_string(), "[::1]".to_string(), "gw.example:8443".to_string()];
+        assert!(host_allowed(&allowed, "localhost:8765"));
+        assert!(host_allowed(&allowed, "127.0.0.1"));
+        assert!(host_allowed(&allowed, "[::1]:8765"));
+        assert!(host_allowed(&allowed, "gw.example:8443"));
+        assert!(!host_allowed(&allowed, "gw.example:9000"));
+        assert!(!host_allowed(&allowed, "evil.example"));
+        assert!(!host_allowed(&allowed, ""));
+    }
+}

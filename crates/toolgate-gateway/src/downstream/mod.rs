@@ -1,0 +1,184 @@
+//! The downstream edge: agents' MCP requests, routed by method. Both
+//! transports (Streamable HTTP, stdio) parse and admit a message their own
+//! way, then hand it here.
+
+pub mod http;
+pub mod stdio;
+
+use serde_json::value::{RawValue, to_raw_value};
+use serde_json::{Value, json};
+
+use crate::gateway::Gateway;
+use crate::pipeline::{self, Answer, CallRequest};
+use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
+
+/// One request or notification, already parsed strictly.
+pub struct Inbound {
+    pub id: Option<Id>,
+    pub method: String,
+    pub params: Value,
+}
+
+pub enum Reply {
+    /// A JSON-RPC response body.
+    Json(String),
+    /// A notification: nothing to answer (HTTP 202).
+    Accepted,
+}
+
+/// Reads a JSON-RPC message out of a strictly parsed value.
+pub fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
+    let Value::Object(mut map) = message else {
+        return Err((None, RpcError::new(code::INVALID_REQUEST, "expected one JSON-RPC message object (batches are not supported)")));
+    };
+    let id = match map.remove("id") {
+        None => None,
+        Some(v) => Some(serde_json::from_value::<Id>(v).map_err(|_| (None, RpcError::new(code::INVALID_REQUEST, "id must be a string or an integer")))?),
+    };
+    if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((id, RpcError::new(code::INVALID_REQUEST, "jsonrpc must be \"2.0\"")));
+    }
+    let Some(Value::String(method)) = map.remove("method") else {
+        return Err((id, RpcError::new(code::INVALID_REQUEST, "a request needs a string `method` (responses are not accepted here)")));
+    };
+    let params = map.remove("params").unwrap_or_else(|| json!({}));
+    if !params.is_object() {
+        return Err((id, RpcError::new(code::INVALID_REQUEST, "params must be an object")));
+    }
+    Ok(Inbound { id, method, params })
+}
+
+/// 2026-07-28 requests carry their context in `_meta`; notifications and
+/// legacy requests do not.
+pub fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
+    let meta = params.get("_meta");
+    let missing: Vec<&str> = [wire::META_PROTOCOL_VERSION, wire::META_CLIENT_INFO, wire::META_CLIENT_CAPABILITIES]
+        .into_iter()
+        .filter(|k| meta.and_then(|m| m.get(*k)).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(RpcError::new(code::INVALID_PARAMS, format!("params._meta is missing {}", missing.join(", ")))
+            .with_data(json!({"missing": missing})));
+    }
+    let requested = meta.and_then(|m| m[wire::META_PROTOCOL_VERSION].as_str()).unwrap_or_default();
+    if requested != MODERN {
+        return Err(unsupported_version(requested));
+    }
+    Ok(())
+}
+
+pub fn unsupported_version(requested: &str) -> RpcError {
+    RpcError::new(code::UNSUPPORTED_PROTOCOL_VERSION, format!("protocol version `{requested}` is not supported"))
+        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested}))
+}
+
+fn server_info() -> Value {
+    json!({"name": "toolgate", "title": "toolgate MCP gateway", "version": env!("CARGO_PKG_VERSION")})
+}
+
+const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused).";
+
+pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
+    let Some(id) = msg.id.clone() else {
+        // Notifications (initialized, cancelled, …) need no answer.
+        return Reply::Accepted;
+    };
+    let result = match msg.method.as_str() {
+        "server/discover" => Ok(value_object(json!({
+            "supportedVersions": SUPPORTED_VERSIONS,
+            "capabilities": {"tools": {"listChanged": true}},
+            "instructions": INSTRUCTIONS,
+            "ttlMs": gw.config.gateway.list_ttl_ms,
+            "cacheScope": "public",
+            "_meta": {wire::META_SERVER_INFO: server_info()}
+        }))),
+        "initialize" => Ok(value_object(json!({
+            "protocolVersion": LEGACY,
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS
+        }))),
+        "ping" => Ok(RawObject::new()),
+        "tools/list" => list_tools(gw, &msg.params, era),
+        "tools/call" => call_tool(gw, &msg, era).await,
+        other => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"))),
+    };
+    Reply::Json(match result {
+        Ok(mut obj) => {
+            if era == Era::Modern && !obj.contains_key("resultType") {
+                obj.insert("resultType".into(), raw(&json!("complete")));
+            }
+            wire::response_raw(Some(&id), &raw(&obj))
+        }
+        Err(e) => wire::error_response(Some(&id), &e),
+    })
+}
+
+fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<RawValue> {
+    to_raw_value(v).expect("serialisable")
+}
+
+fn value_object(v: Value) -> RawObject {
+    match v {
+        Value::Object(map) => map.into_iter().map(|(k, v)| (k, raw(&v))).collect(),
+        _ => RawObject::new(),
+    }
+}
+
+/// Listable tools, in name order, one page from `cursor` on. A tool's
+/// definition is forwarded as the upstream sent it, under its exposed name.
+fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcError> {
+    let catalog = gw.catalogs.current();
+    let after = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.strip_prefix("after:").ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "invalid cursor; start again without one"))?),
+        Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "cursor must be a string")),
+    };
+    let page_size = gw.config.gateway.list_page_size;
+    let listable = catalog.tools.values().filter(|t| t.listable()).filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
+    let mut tools = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    for tool in listable {
+        if tools.len() == page_size {
+            more = true;
+            break;
+        }
+        let mut definition: RawObject = serde_json::from_str(tool.tool.raw.get()).unwrap_or_default();
+        definition.insert("name".into(), raw(&tool.exposed_name));
+        tools.push(raw(&definition));
+        last = Some(tool.exposed_name.clone());
+    }
+    let mut out = RawObject::new();
+    out.insert("tools".into(), raw(&tools));
+    if let (true, Some(last)) = (more, last) {
+        out.insert("nextCursor".into(), raw(&format!("after:{last}")));
+    }
+    if era == Era::Modern {
+        out.insert("ttlMs".into(), raw(&gw.config.gateway.list_ttl_ms));
+        // Discovery follows authority, which will depend on the caller.
+        out.insert("cacheScope".into(), raw("private"));
+    }
+    Ok(out)
+}
+
+async fn call_tool(gw: &Gateway, msg: &Inbound, era: Era) -> Result<RawObject, RpcError> {
+    let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
+        return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
+    };
+    let arguments = match msg.params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
+    };
+    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era };
+    match pipeline::call_tool(gw, call).await {
+        Answer::Result(result) => Ok(result),
+        Answer::Error(e) => Err(e),
+        Answer::Refused(refusal) => Ok(value_object(json!({
+            "content": [{"type": "text", "text": refusal.message}],
+            "structuredContent": refusal,
+            "isError": true
+        }))),
+    }
+}

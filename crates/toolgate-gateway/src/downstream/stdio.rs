@@ -1,0 +1,82 @@
+//! The downstream stdio edge: one agent on our stdin/stdout, newline-
+//! delimited JSON-RPC. Lines are bounded like HTTP bodies; requests run
+//! concurrently and their answers are written whole, one per line.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use toolgate_core::strict_json::{self, JsonError};
+
+use super::{Reply, check_modern_meta, handle, inbound};
+use crate::gateway::Gateway;
+use crate::wire::{self, Era, RpcError, code};
+
+pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = out_rx.recv().await {
+            stdout.write_all(line.as_bytes()).await?;
+            stdout.write_all(b"\n").await?;
+            stdout.flush().await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let mut lines = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(gw.limits.max_bytes));
+    // Set by an `initialize`: this connection speaks the legacy era.
+    let mut legacy = false;
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(l) => l,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, format!("message exceeds {} bytes", gw.limits.max_bytes))));
+                continue;
+            }
+            Err(LinesCodecError::Io(e)) => return Err(e),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value = match strict_json::parse(line.as_bytes(), gw.limits) {
+            Ok(v) => v,
+            Err(e @ JsonError::Syntax(_)) => {
+                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::PARSE_ERROR, e.to_string())));
+                continue;
+            }
+            Err(e) => {
+                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, e.to_string())));
+                continue;
+            }
+        };
+        let msg = match inbound(value) {
+            Ok(m) => m,
+            Err((id, e)) => {
+                let _ = out_tx.send(wire::error_response(id.as_ref(), &e));
+                continue;
+            }
+        };
+        if msg.method == "initialize" {
+            legacy = true;
+        }
+        let has_modern_meta = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).is_some();
+        let era = if has_modern_meta || !legacy { Era::Modern } else { Era::Legacy };
+        if era == Era::Modern && msg.id.is_some() && msg.method != "initialize" {
+            if let Err(e) = check_modern_meta(&msg.params) {
+                let _ = out_tx.send(wire::error_response(msg.id.as_ref(), &e));
+                continue;
+            }
+        }
+        let era = if msg.method == "initialize" { Era::Legacy } else { era };
+        let (gw, out) = (gw.clone(), out_tx.clone());
+        tokio::spawn(async move {
+            if let Reply::Json(body) = handle(&gw, msg, era).await {
+                let _ = out.send(body);
+            }
+        });
+    }
+    drop(out_tx);
+    writer.await.map_err(std::io::Error::other)?
+}

@@ -1,0 +1,171 @@
+//! Contract pins: the lock file beside the config records, per exposed tool,
+//! the SHA-256 of the definition first accepted and the definition itself
+//! (so a change can be shown as a diff). A running gateway pins tools it sees
+//! for the first time; a changed definition stays refused until an operator
+//! accepts it with `toolgate tools --accept NAME`, which rewrites the pin.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pin {
+    pub sha256: String,
+    pub definition: Value,
+    /// Seconds since the Unix epoch.
+    pub accepted_at: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct LockFile {
+    version: u32,
+    tools: BTreeMap<String, Pin>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PinStatus {
+    /// The live definition is the pinned one.
+    Pinned,
+    /// Never seen before.
+    New,
+    /// The live definition differs from the pinned one.
+    Changed(Pin),
+}
+
+#[derive(Debug)]
+pub struct PinStore {
+    path: PathBuf,
+    pins: Mutex<BTreeMap<String, Pin>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("pin lock file {path}: {message}")]
+pub struct PinError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl PinStore {
+    pub fn open(path: &Path) -> Result<Self, PinError> {
+        let pins = read(path)?;
+        Ok(Self { path: path.to_path_buf(), pins: Mutex::new(pins) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn get(&self, exposed: &str) -> Option<Pin> {
+        self.lock().get(exposed).cloned()
+    }
+
+    pub fn status(&self, exposed: &str, sha256: &str) -> PinStatus {
+        match self.lock().get(exposed) {
+            None => PinStatus::New,
+            Some(pin) if pin.sha256 == sha256 => PinStatus::Pinned,
+            Some(pin) => PinStatus::Changed(pin.clone()),
+        }
+    }
+
+    /// The status a running gateway acts on: new tools are pinned now; a
+    /// mismatch is checked against the file once more, since an operator may
+    /// have accepted the change meanwhile.
+    pub fn check_and_pin(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<PinStatus, PinError> {
+        match self.status(exposed, sha256) {
+            PinStatus::Pinned => Ok(PinStatus::Pinned),
+            PinStatus::New => {
+                self.write(exposed, sha256, definition)?;
+                Ok(PinStatus::Pinned)
+            }
+            PinStatus::Changed(_) => {
+                let on_disk = read(&self.path)?;
+                let status = match on_disk.get(exposed) {
+                    Some(pin) if pin.sha256 == sha256 => PinStatus::Pinned,
+                    Some(pin) => PinStatus::Changed(pin.clone()),
+                    None => PinStatus::New,
+                };
+                *self.lock() = on_disk;
+                Ok(status)
+            }
+        }
+    }
+
+    /// Records `definition` as the accepted one for `exposed`.
+    pub fn accept(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<(), PinError> {
+        self.write(exposed, sha256, definition)
+    }
+
+    fn write(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<(), PinError> {
+        let mut pins = self.lock();
+        // Merge with the file: another process (the CLI, a replica) may have written.
+        let mut merged = read(&self.path)?;
+        let accepted_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        merged.insert(exposed.to_string(), Pin { sha256: sha256.to_string(), definition: definition.clone(), accepted_at });
+        write_atomically(&self.path, &LockFile { version: 1, tools: merged.clone() })?;
+        *pins = merged;
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Pin>> {
+        self.pins.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn read(path: &Path) -> Result<BTreeMap<String, Pin>, PinError> {
+    let err = |message: String| PinError { path: path.to_path_buf(), message };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let file: LockFile = serde_json::from_str(&text).map_err(|e| err(format!("unreadable ({e}); fix or remove it")))?;
+            Ok(file.tools)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(err(e.to_string())),
+    }
+}
+
+/// Write to a temporary file, sync, then rename: a crash leaves the old
+/// file or the new one, never half of one.
+fn write_atomically(path: &Path, file: &LockFile) -> Result<(), PinError> {
+    let err = |message: String| PinError { path: path.to_path_buf(), message };
+    let tmp = path.with_extension("lock.tmp");
+    let text = serde_json::to_string_pretty(file).map_err(|e| err(e.to_string()))?;
+    let mut f = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.write_all(b"\n")).and_then(|_| f.sync_all()).map_err(|e| err(e.to_string()))?;
+    std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn first_sight_pins_a_change_is_held_until_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.lock");
+        let store = PinStore::open(&path).unwrap();
+        let v1 = json!({"name": "t", "description": "one"});
+        let v2 = json!({"name": "t", "description": "two"});
+        assert_eq!(store.check_and_pin("s__t", "h1", &v1).unwrap(), PinStatus::Pinned);
+        assert_eq!(store.check_and_pin("s__t", "h1", &v1).unwrap(), PinStatus::Pinned);
+        let PinStatus::Changed(old) = store.check_and_pin("s__t", "h2", &v2).unwrap() else { panic!("change not held") };
+        assert_eq!(old.definition, v1);
+        // Another process (the CLI) accepts the change; the running store sees it.
+        PinStore::open(&path).unwrap().accept("s__t", "h2", &v2).unwrap();
+        assert_eq!(store.check_and_pin("s__t", "h2", &v2).unwrap(), PinStatus::Pinned);
+        assert_eq!(PinStore::open(&path).unwrap().get("s__t").unwrap().sha256, "h2");
+    }
+
+    #[test]
+    fn a_corrupt_lock_file_is_an_error_not_an_empty_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.lock");
+        std::fs::write(&path, "{not json").unwrap();
+        assert!(PinStore::open(&path).unwrap_err().to_string().contains("unreadable"));
+    }
+}

@@ -1,0 +1,60 @@
+//! check: the upstream's result against the tool's outputSchema. A violating
+//! result is never passed off as valid: it is flagged in the result's `_meta`
+//! and the log, or refused when `block_invalid_results` is set.
+
+use serde_json::value::{RawValue, to_raw_value};
+use serde_json::{Map, Value, json};
+use toolgate_core::{Action, Reason, Refusal, Verdict};
+
+use crate::catalog::ExposedTool;
+use crate::pipeline::Answer;
+use crate::stages::record::Trail;
+use crate::wire::RawObject;
+
+/// The `_meta` key of toolgate's verdict on a result.
+pub const CHECK_META: &str = "io.toolgate/check";
+
+pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str, trail: &mut Trail) -> Answer {
+    let mut result: RawObject = match serde_json::from_str(raw.get()) {
+        Ok(map) => map,
+        Err(_) => {
+            return Answer::Refused(
+                Refusal::new(Verdict::Allow, Reason::InvalidResult, Action::Retry, format!("{} answered with something that is not a result object", tool.exposed_name))
+                    .with_proposal(proposal_sha256),
+            );
+        }
+    };
+    let is_error = result.get("isError").is_some_and(|v| v.get() == "true");
+    trail.tool_error = is_error;
+    let Some(Ok(validator)) = &tool.output else { return Answer::Result(result) };
+    if is_error {
+        return Answer::Result(result);
+    }
+    let structured: Option<Value> = result.get("structuredContent").and_then(|v| serde_json::from_str(v.get()).ok());
+    let violations = match &structured {
+        Some(value) => validator.violations(value),
+        None => vec![toolgate_core::schema::Violation { path: "/".into(), message: "structuredContent is missing".into() }],
+    };
+    if violations.is_empty() {
+        return Answer::Result(result);
+    }
+    trail.output_violations = violations.len();
+    if block {
+        return Answer::Refused(
+            Refusal::new(
+                Verdict::Allow,
+                Reason::InvalidResult,
+                Action::Refused,
+                format!("{} returned a result that violates its outputSchema; it was withheld", tool.exposed_name),
+            )
+            .with_proposal(proposal_sha256)
+            .with_violations(violations),
+        );
+    }
+    let mut meta: Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    meta.insert(CHECK_META.into(), json!({"outputSchema": "violated", "violations": violations}));
+    if let Ok(raw_meta) = to_raw_value(&meta) {
+        result.insert("_meta".into(), raw_meta);
+    }
+    Answer::Result(result)
+}

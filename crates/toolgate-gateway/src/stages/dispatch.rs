@@ -1,0 +1,51 @@
+//! dispatch: the call goes upstream under its deadline. When the outcome of a
+//! write cannot be known (a timeout, a connection lost after sending), the
+//! caller is told to reconcile, never to retry blindly.
+
+use serde_json::value::RawValue;
+use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
+
+use crate::catalog::ExposedTool;
+use crate::gateway::Gateway;
+use crate::pipeline::Stop;
+use crate::upstream::UpstreamError;
+
+pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal) -> Result<Box<RawValue>, Stop> {
+    let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
+        return Err(unavailable(tool, proposal, "not configured"));
+    };
+    match upstream.call_tool(&tool.tool.name, &proposal.arguments).await {
+        Ok(raw) => Ok(raw),
+        Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
+        Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Protocol(why)) => Err(unavailable(tool, proposal, &why)),
+        Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_))) => {
+            let (reason, what) = match &e {
+                UpstreamError::Timeout => (Reason::UpstreamTimeout, "did not answer before the deadline".to_string()),
+                other => (Reason::OutcomeUnknown, other.to_string()),
+            };
+            let refusal = if tool.read_only() {
+                Refusal::new(Verdict::Allow, reason, Action::Retry, format!("{} {what}; it is read-only, so retrying is safe", tool.exposed_name))
+            } else {
+                Refusal::new(
+                    Verdict::Allow,
+                    Reason::OutcomeUnknown,
+                    Action::Reconcile,
+                    format!("{} {what}; it may or may not have taken effect — check before calling again", tool.exposed_name),
+                )
+            };
+            Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)))
+        }
+    }
+}
+
+fn unavailable(tool: &ExposedTool, proposal: &Proposal, why: &str) -> Stop {
+    Stop::Refused(
+        Refusal::new(
+            Verdict::Allow,
+            Reason::UpstreamUnavailable,
+            Action::Retry,
+            format!("the server `{}` is unavailable ({why}); nothing was run, retry later", tool.server),
+        )
+        .with_proposal(&proposal.sha256),
+    )
+}

@@ -1,0 +1,10 @@
+//! The stages of the call pipeline, one module each; `pipeline.rs` reads them
+//! in order.
+
+pub mod admit;
+pub mod check;
+pub mod decide;
+pub mod dispatch;
+pub mod record;
+pub mod resolve;
+pub mod validate;

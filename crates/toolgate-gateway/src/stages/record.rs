@@ -1,0 +1,64 @@
+//! record: one structured log line per call, with what each stage concluded.
+//! (Receipts and the ledger take over this stage in later issues.)
+
+use std::time::Duration;
+
+use toolgate_core::Decision;
+
+use crate::pipeline::{Answer, CallRequest};
+
+/// What the stages learned, for the record.
+pub struct Trail {
+    pub tool: String,
+    pub request_id: String,
+    pub proposal_sha256: Option<String>,
+    pub decision: Option<Decision>,
+    pub tool_error: bool,
+    pub output_violations: usize,
+}
+
+impl Trail {
+    pub fn new(call: &CallRequest) -> Self {
+        Self {
+            tool: call.name.clone(),
+            request_id: call.request_id.as_ref().map(|id| serde_json::to_string(id).unwrap_or_default()).unwrap_or_default(),
+            proposal_sha256: None,
+            decision: None,
+            tool_error: false,
+            output_violations: 0,
+        }
+    }
+}
+
+pub fn record(trail: &Trail, answer: &Answer, elapsed: Duration) {
+    let (outcome, reason, action) = match answer {
+        Answer::Result(_) if trail.tool_error => ("tool_error", String::new(), String::new()),
+        Answer::Result(_) => ("completed", String::new(), String::new()),
+        Answer::Refused(r) => ("refused", json_name(&r.reason), json_name(&r.action)),
+        Answer::Error(e) => ("protocol_error", e.code.to_string(), String::new()),
+    };
+    let decision = trail.decision.as_ref().map(|d| json_name(&d.verdict)).unwrap_or_default();
+    let proposal = match answer {
+        Answer::Refused(r) => r.proposal_sha256.as_deref().or(trail.proposal_sha256.as_deref()),
+        _ => trail.proposal_sha256.as_deref(),
+    };
+    tracing::info!(
+        target: "toolgate::call",
+        tool = %trail.tool,
+        request_id = %trail.request_id,
+        proposal_sha256 = proposal.unwrap_or(""),
+        decision = %decision,
+        rule = trail.decision.as_ref().map(|d| d.rule).unwrap_or(""),
+        outcome,
+        reason = %reason,
+        action = %action,
+        output_violations = trail.output_violations,
+        elapsed_us = elapsed.as_micros() as u64,
+        "tools/call"
+    );
+}
+
+/// The wire name of a serde enum value (`require_approval`, `escalate`, …).
+fn json_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}

@@ -1,0 +1,54 @@
+//! resolve: the exposed name → the upstream tool, its authority view and its
+//! pinned contract. A changed contract stops here until an operator accepts it.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use toolgate_core::{Action, Reason, Refusal, Verdict};
+
+use crate::catalog::ExposedTool;
+use crate::gateway::Gateway;
+use crate::pins::PinStatus;
+use crate::pipeline::Stop;
+use crate::wire::{RpcError, code};
+
+pub fn resolve(gw: &Gateway, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+    let catalog = gw.catalogs.current();
+    if let Some(tool) = catalog.tools.get(name) {
+        if let PinStatus::Changed(_) = &tool.pin {
+            // Accepted since the catalog was built? The lock file decides.
+            let status = gw.catalogs.pins().check_and_pin(name, &tool.definition_sha256, &tool.tool.definition);
+            if !matches!(status, Ok(PinStatus::Pinned)) {
+                return Err(Stop::Refused(Refusal::new(
+                    Verdict::Deny,
+                    Reason::ContractChanged,
+                    Action::Escalate,
+                    format!(
+                        "the contract of {name} changed since it was accepted; an operator must review it (toolgate tools --accept {name})"
+                    ),
+                )));
+            }
+            gw.catalogs.invalidate();
+        }
+        return Ok(tool.clone());
+    }
+    let server = gw.config.split_exposed(name).map(|(s, _)| s);
+    if let Some(reason) = server.and_then(|s| catalog.down.get(s)) {
+        let server = server.unwrap_or_default();
+        return Err(Stop::Refused(Refusal::new(
+            Verdict::Deny,
+            Reason::UpstreamUnavailable,
+            Action::Retry,
+            format!("the server `{server}` is unavailable ({reason}); nothing was run, retry later"),
+        )));
+    }
+    let refusal = Refusal::new(
+        Verdict::Deny,
+        Reason::UnknownTool,
+        Action::Correct,
+        format!("there is no tool `{name}`; list the tools and use one of their names"),
+    );
+    Err(Stop::Error(
+        RpcError::new(code::INVALID_PARAMS, format!("Unknown tool: {name}")).with_data(json!(refusal)),
+    ))
+}

@@ -1,0 +1,41 @@
+//! validate: the arguments against the tool's full inputSchema; every
+//! violation by its path, values redacted. What passes becomes the proposal.
+
+use serde_json::Value;
+use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
+
+use crate::catalog::ExposedTool;
+use crate::pipeline::Stop;
+
+pub fn validate(tool: &ExposedTool, arguments: &Value) -> Result<Proposal, Stop> {
+    let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments.clone());
+    let validator = match &tool.input {
+        Ok(v) => v,
+        Err(why) => {
+            return Err(Stop::Refused(
+                Refusal::new(
+                    Verdict::Deny,
+                    Reason::ContractInvalid,
+                    Action::Escalate,
+                    format!("{} declares an input schema that cannot be enforced ({why}); an operator must fix the server", tool.exposed_name),
+                )
+                .with_proposal(&proposal.sha256),
+            ));
+        }
+    };
+    let violations = validator.violations(arguments);
+    if !violations.is_empty() {
+        let paths: Vec<&str> = violations.iter().map(|v| v.path.as_str()).collect();
+        return Err(Stop::Refused(
+            Refusal::new(
+                Verdict::Deny,
+                Reason::InvalidArguments,
+                Action::Correct,
+                format!("the arguments do not match the inputSchema of {} at {}; correct them and call again", tool.exposed_name, paths.join(", ")),
+            )
+            .with_proposal(&proposal.sha256)
+            .with_violations(violations),
+        ));
+    }
+    Ok(proposal)
+}

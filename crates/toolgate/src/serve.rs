@@ -1,0 +1,54 @@
+//! `toolgate serve`: the gateway on Streamable HTTP (default) or stdio.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use toolgate_gateway::config::Config;
+use toolgate_gateway::downstream;
+use toolgate_gateway::gateway::{Gateway, Mode};
+
+/// Loads the config (and an optional mcpServers file) with errors that name the file.
+pub fn load_config(path: &Path, mcp_json: Option<&Path>) -> anyhow::Result<Config> {
+    let mut config = Config::load(path)?;
+    if let Some(file) = mcp_json {
+        config.import_mcp_json(file)?;
+    }
+    Ok(config)
+}
+
+pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
+    let gw = Gateway::start(config, Mode::Serve)?;
+    for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
+        tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
+    }
+    let result = if stdio {
+        downstream::stdio::serve(gw.clone()).await.context("stdio transport")
+    } else {
+        serve_http(gw.clone()).await
+    };
+    gw.stop();
+    result
+}
+
+async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
+    let addr = gw.config.gateway.listen;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
+    downstream::http::serve(gw, listener, shutdown_signal()).await.context("HTTP server")
+}
+
+/// Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
+}

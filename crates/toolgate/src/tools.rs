@@ -1,0 +1,130 @@
+//! `toolgate tools`: the authority view of every upstream tool, read live —
+//! each hint as declared or defaulted, the class the hints imply, the
+//! registry's class, whether they disagree, and the pin. `--accept NAME`
+//! shows how a pinned contract changed and accepts the new one.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+use toolgate_core::contract::diff;
+use toolgate_core::{AuthorityClass, Hint};
+use toolgate_gateway::catalog::ExposedTool;
+use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::pins::PinStatus;
+
+pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyhow::Result<()> {
+    let gw = Gateway::start(config, Mode::Inspect)?;
+    let down = gw.wait_ready(Duration::from_secs(15)).await;
+    let catalog = gw.catalogs.current();
+    let result = match accept {
+        Some(name) => {
+            let tool = catalog.tools.get(&name).with_context(|| {
+                let names: Vec<&String> = catalog.tools.keys().collect();
+                format!("no live tool `{name}`; live tools: {names:?}")
+            })?;
+            accept_tool(&gw, tool)
+        }
+        None if json_out => {
+            let rows: Vec<Value> = catalog.tools.values().map(|t| row_json(t)).collect();
+            let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
+            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "unavailable": down}))?);
+            Ok(())
+        }
+        None => {
+            print_table(catalog.tools.values().map(|t| t.as_ref()));
+            for (server, why) in &down {
+                println!("\n  server `{server}` is unavailable: {why}");
+            }
+            Ok(())
+        }
+    };
+    gw.stop();
+    result
+}
+
+fn class(c: Option<AuthorityClass>) -> &'static str {
+    c.map(AuthorityClass::as_str).unwrap_or("-")
+}
+
+fn pin_word(p: &PinStatus) -> &'static str {
+    match p {
+        PinStatus::Pinned => "pinned",
+        PinStatus::New => "new",
+        PinStatus::Changed(_) => "CHANGED",
+    }
+}
+
+fn hint_json(h: Hint) -> Value {
+    json!({"value": h.value, "declared": h.declared})
+}
+
+fn row_json(t: &ExposedTool) -> Value {
+    let h = t.view.hints;
+    json!({
+        "name": t.exposed_name,
+        "server": t.server,
+        "tool": t.tool.name,
+        "annotations": {
+            "readOnlyHint": hint_json(h.read_only_hint),
+            "destructiveHint": hint_json(h.destructive_hint),
+            "idempotentHint": hint_json(h.idempotent_hint),
+            "openWorldHint": hint_json(h.open_world_hint),
+        },
+        "annotation_implied_class": t.view.implied_class,
+        "registry_class": t.view.registry_class,
+        "effective_class": t.view.effective_class,
+        "class_source": t.view.source,
+        "disagrees": t.view.disagrees,
+        "labels": t.labels,
+        "definition_sha256": t.definition_sha256,
+        "pin": pin_word(&t.pin),
+    })
+}
+
+fn print_table<'a>(tools: impl Iterator<Item = &'a ExposedTool>) {
+    println!(
+        "{:<36} {:<17} {:<18} {:<18} {:<9} {}",
+        "tool", "hints r d i o", "annotations imply", "registry says", "disagree", "pin"
+    );
+    for t in tools {
+        let flag = |h: Hint| format!("{}{}", if h.value { "T" } else { "F" }, if h.declared { "*" } else { " " });
+        let h = t.view.hints;
+        let hints = format!("{} {} {} {}", flag(h.read_only_hint), flag(h.destructive_hint), flag(h.idempotent_hint), flag(h.open_world_hint));
+        println!(
+            "{:<36} {:<17} {:<18} {:<18} {:<9} {}",
+            t.exposed_name,
+            hints,
+            t.view.implied_class.as_str(),
+            class(t.view.registry_class),
+            if t.view.disagrees { "yes" } else { "" },
+            pin_word(&t.pin)
+        );
+    }
+    println!("\n* = declared by the server; unmarked hints take the specification's defaults. The registry's word runs.");
+}
+
+fn accept_tool(gw: &Gateway, tool: &ExposedTool) -> anyhow::Result<()> {
+    let pins = gw.catalogs.pins();
+    match &tool.pin {
+        PinStatus::Pinned => {
+            println!("{}: the live contract is the pinned one; nothing to accept", tool.exposed_name);
+            return Ok(());
+        }
+        PinStatus::New => println!("{}: not pinned yet; pinning the live contract", tool.exposed_name),
+        PinStatus::Changed(old) => {
+            println!("{}: the contract changed since it was accepted:", tool.exposed_name);
+            for change in diff(&old.definition, &tool.tool.definition) {
+                let show = |v: &Option<Value>| v.as_ref().map_or("(absent)".to_string(), |v| v.to_string());
+                println!("  {}\n    - {}\n    + {}", change.path, show(&change.before), show(&change.after));
+            }
+        }
+    }
+    if tool.tool.definition.is_null() {
+        bail!("the live definition is unreadable");
+    }
+    pins.accept(&tool.exposed_name, &tool.definition_sha256, &tool.tool.definition)?;
+    println!("accepted: {} is pinned at {}", tool.exposed_name, &tool.definition_sha256);
+    Ok(())
+}
