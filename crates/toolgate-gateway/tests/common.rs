@@ -1,0 +1,140 @@
+//! Shared set-up for gateway tests: Atlas servers in process over HTTP, a
+//! gateway in front of them with the seed's registry, and raw HTTP helpers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate_atlas::{ServerKind, serve};
+use toolgate_gateway::config::Config;
+use toolgate_gateway::downstream;
+use toolgate_gateway::gateway::{Gateway, Mode};
+
+/// The registry of seed 000 (the fixture's `registry_class`).
+pub const REGISTRY: &str = r#"
+[registry."tickets__export_service_records"]
+class = "prohibited"
+[registry."tickets__get_ticket"]
+class = "automatic"
+[registry."tickets__post_ticket_update"]
+class = "automatic"
+[registry."tickets__search_tickets"]
+class = "automatic"
+[registry."parts__check_availability"]
+class = "automatic"
+[registry."parts__find_part"]
+class = "automatic"
+[registry."parts__raise_parts_order"]
+class = "requires_approval"
+[registry."manuals__search_manual"]
+class = "automatic"
+"#;
+
+pub struct Harness {
+    pub url: String,
+    pub gateway: Arc<Gateway>,
+    pub atlas_urls: BTreeMap<&'static str, String>,
+    pub atlas_cancel: BTreeMap<&'static str, CancellationToken>,
+    pub dir: tempfile::TempDir,
+    cancel: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.gateway.stop();
+        for c in self.atlas_cancel.values() {
+            c.cancel();
+        }
+    }
+}
+
+impl Harness {
+    pub fn sandbox(&self) -> std::path::PathBuf {
+        self.dir.path().join("atlas")
+    }
+}
+
+/// Atlas tickets, parts and manuals over HTTP, and a gateway in front.
+/// `extra` is appended to the `[gateway]` table.
+pub async fn start(extra: &str) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let mut atlas_urls = BTreeMap::new();
+    let mut atlas_cancel = BTreeMap::new();
+    let mut servers = String::new();
+    for kind in ServerKind::ALL {
+        let cancel = CancellationToken::new();
+        let server = toolgate_atlas::server(kind, Some(&dir.path().join("atlas"))).unwrap();
+        let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+        let url = format!("http://{addr}/mcp");
+        servers.push_str(&format!("[servers.{}]\nurl = \"{url}\"\n", kind.name()));
+        atlas_urls.insert(kind.name(), url);
+        atlas_cancel.insert(kind.name(), cancel);
+    }
+    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}");
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, &text).unwrap();
+    let config = Config::load(&path).unwrap();
+    let gateway = Gateway::start(config, Mode::Serve).unwrap();
+    let down = gateway.wait_ready(Duration::from_secs(10)).await;
+    assert!(down.is_empty(), "{down:?}");
+    let (url, cancel) = serve_gateway(gateway.clone()).await;
+    Harness { url, gateway, atlas_urls, atlas_cancel, dir, cancel }
+}
+
+pub async fn serve_gateway(gateway: Arc<Gateway>) -> (String, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(downstream::http::serve(gateway, listener, async move { stop.cancelled_owned().await }));
+    (format!("http://{addr}/mcp"), cancel)
+}
+
+pub fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "gateway-tests", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+/// A well-formed 2026-07-28 POST; returns (status, JSON body or Null).
+pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = meta();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method);
+    if let Some(name) = body["params"]["name"].as_str() {
+        req = req.header("Mcp-Name", name);
+    }
+    let resp = req.body(body.to_string()).send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub async fn call(url: &str, name: &str, arguments: Value) -> Value {
+    let (status, body) = post(url, "tools/call", json!({"name": name, "arguments": arguments})).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+pub async fn list_names(url: &str) -> Vec<String> {
+    let (_, body) = post(url, "tools/list", json!({})).await;
+    body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
+pub fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+}
