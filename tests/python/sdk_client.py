@@ -1,13 +1,15 @@
-"""Drive an Atlas server with the official MCP Python SDK (mcp 2.3.0).
+"""Drive an MCP server with the official MCP Python SDK (mcp 2.3.0).
 
-Usage: sdk_client.py URL MODE TOOL JSON_ARGS
-  MODE: "2026-07-28" (stateless core, no handshake), "legacy" (2025-11-25
-  initialize handshake) or "auto" (server/discover probe, legacy fallback).
+Usage: sdk_client.py URL MODE CALLS
+  MODE:  "2026-07-28" (stateless core, no handshake), "legacy" (2025-11-25
+         initialize handshake) or "auto" (server/discover probe, legacy fallback).
+  CALLS: a JSON list of {"tool": NAME, "arguments": {...}}.
 
-Lists the tools, calls TOOL with JSON_ARGS, then calls TOOL with an argument
-its schema forbids, and prints one JSON object with what came back (wire field
-names). Protocol failures print {"error": ...} and exit 1. The Rust test
-`python_sdk.rs` runs this and asserts on the output.
+Lists the tools, makes each call, and prints one JSON object:
+{"mode", "protocol_version", "tools": [...], "results": [...]} with wire field
+names; a call that fails at the protocol level gives {"error": {code, message,
+data}} in its place. A failure to connect prints {"error": ...} and exits 1.
+The Rust tests run this and assert on the output.
 """
 
 import json
@@ -21,17 +23,20 @@ def wire(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-async def run(url: str, mode: str, tool: str, args: dict) -> dict:
+async def run(url: str, mode: str, calls: list) -> dict:
     async with Client(url, mode=mode) as client:
         listed = await client.list_tools()
-        good = await client.call_tool(tool, args)
-        bad = await client.call_tool(tool, {**args, "not_in_the_schema": True})
+        results = []
+        for c in calls:
+            try:
+                results.append(wire(await client.call_tool(c["tool"], c["arguments"])))
+            except MCPError as e:
+                results.append({"error": {"code": e.code, "message": e.error.message, "data": e.error.data}})
         return {
             "mode": mode,
             "protocol_version": client.protocol_version,
             "tools": [wire(t) for t in listed.tools],
-            "call": wire(good),
-            "invalid_call": wire(bad),
+            "results": results,
         }
 
 
@@ -43,16 +48,12 @@ def leaf(exc: BaseException) -> BaseException:
 
 
 def main() -> int:
-    url, mode, tool, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    url, mode, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     try:
-        out = anyio.run(run, url, mode, tool, args)
+        out = anyio.run(run, url, mode, calls)
     except Exception as group:  # noqa: BLE001 - reported to the Rust side
         e = leaf(group)
-        if isinstance(e, MCPError):
-            err = {"code": e.code, "message": e.error.message}
-        else:
-            err = {"type": type(e).__name__, "message": str(e)}
-        print(json.dumps({"error": err}))
+        print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
         return 1
     print(json.dumps(out))
     return 0

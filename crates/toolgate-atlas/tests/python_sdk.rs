@@ -32,9 +32,12 @@ fn python() -> PathBuf {
 }
 
 fn sdk(url: &str, mode: &str, tool: &str, args: &Value) -> Value {
+    let mut invalid = args.clone();
+    invalid["not_in_the_schema"] = json!(true);
+    let calls = json!([{"tool": tool, "arguments": args}, {"tool": tool, "arguments": invalid}]);
     let out = Command::new(python())
         .arg(workspace().join("tests/python/sdk_client.py"))
-        .args([url, mode, tool, &args.to_string()])
+        .args([url, mode, &calls.to_string()])
         .output()
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -63,7 +66,7 @@ fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
             assert_eq!(out["protocol_version"], version, "{kind:?} {mode}");
             let names: Vec<Value> = out["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
             assert_eq!(names, expected_names, "{kind:?} {mode}");
-            let call = &out["call"];
+            let call = &out["results"][0];
             assert_ne!(call["isError"], json!(true), "{kind:?} {mode}: {call}");
             match kind {
                 ServerKind::Tickets => {
@@ -79,7 +82,7 @@ fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
                 }
             }
             assert_eq!(call["content"][0]["type"], "text");
-            let invalid = &out["invalid_call"];
+            let invalid = &out["results"][1];
             assert_eq!(invalid["isError"], json!(true), "{kind:?} {mode}: {invalid}");
             assert!(invalid["content"][0]["text"].as_str().unwrap().contains("not_in_the_schema"), "{invalid}");
         }

@@ -50,12 +50,15 @@ enum Command {
     },
     /// Serve one Atlas demo server (tickets, parts or manuals), as `toolgate-atlas` does.
     Atlas(toolgate_atlas::cli::Args),
-    /// Run the Atlas field-service demo on an embedded default: starts the three Atlas MCP
-    /// servers on loopback, reads their contracts live and plays the scenario case by case.
+    /// Run the Atlas field-service demo on an embedded default: the three Atlas MCP servers and the
+    /// gateway on loopback; each case is run directly (ungoverned) and through toolgate.
     Demo {
-        /// Keep the servers' sandbox (notes, orders, outbox) in DIR instead of a temporary directory.
+        /// Keep everything (gateway config, pins, the Atlas sandbox) in DIR instead of a temporary directory.
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
+        /// After the cases, keep the servers and the gateway running and print `endpoint:` and `config:`.
+        #[arg(long)]
+        serve: bool,
     },
 }
 
@@ -74,7 +77,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Demo { state } => demo::run(state).await,
+            Command::Demo { state, serve } => demo::run(state, serve).await,
             Command::Serve { config, mcp_json, stdio } => {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 serve::run(config, stdio).await
