@@ -1,0 +1,85 @@
+//! Level 3: stdio on both edges. A stdio upstream (`toolgate atlas tickets`)
+//! that dies is restarted with backoff, its tools leaving the list and its
+//! calls getting `retry` meanwhile; and `toolgate serve --stdio` serves an
+//! rmcp client in both protocol eras.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use serde_json::{Value, json};
+use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::pipeline::{self, Answer, CallRequest};
+use toolgate_gateway::wire::Era;
+
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let exe = env!("CARGO_BIN_EXE_toolgate");
+    let state = dir.join("atlas");
+    let text = format!(
+        "[servers.tickets]\ncommand = {}\nargs = [\"atlas\", \"tickets\", \"--state\", {}]\ntrusted = true\n\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n",
+        json!(exe),
+        json!(state.display().to_string())
+    );
+    let path = dir.join("toolgate.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn get_ticket(gw: &Gateway) -> Answer {
+    let call = CallRequest { request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern };
+    pipeline::call_tool(gw, call).await
+}
+
+#[tokio::test]
+async fn a_dead_stdio_upstream_gives_retry_and_is_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve).unwrap();
+    assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
+    assert!(matches!(get_ticket(&gw).await, Answer::Result(_)));
+
+    // Kill the child the gateway started (its argv names our unique state dir).
+    let killed = std::process::Command::new("pkill").args(["-9", "-f"]).arg(dir.path().join("atlas")).status().unwrap();
+    assert!(killed.success(), "the upstream child was found and killed");
+    let mut saw_retry = false;
+    for _ in 0..200 {
+        match get_ticket(&gw).await {
+            Answer::Refused(r) => {
+                assert_eq!(serde_json::to_value(r.action).unwrap(), "retry", "{}", r.message);
+                saw_retry = true;
+                assert!(!gw.catalogs.current().tools.contains_key("tickets__get_ticket"), "a down upstream's tools leave the list");
+            }
+            Answer::Result(_) if saw_retry => break,
+            Answer::Result(_) => {}
+            Answer::Error(e) => panic!("{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(saw_retry, "calls between death and restart are refused with retry");
+    assert!(matches!(get_ticket(&gw).await, Answer::Result(_)), "restarted");
+    gw.stop();
+}
+
+#[tokio::test]
+async fn serve_stdio_answers_rmcp_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    for lifecycle in [
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+        ClientLifecycleMode::Initialize,
+    ] {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(["serve", "--stdio", "--config"]).arg(&config);
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let client = ().serve_with_lifecycle(transport, lifecycle.clone()).await.unwrap();
+        let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+        assert!(names.contains(&"tickets__get_ticket".to_string()), "{lifecycle:?}: {names:?}");
+        assert!(!names.contains(&"tickets__export_service_records".to_string()), "unregistered write of a trusted server implies prohibited");
+        let Value::Object(args) = json!({"ticket_id": "SR-20031"}) else { unreachable!() };
+        let r = client.call_tool(CallToolRequestParams::new("tickets__get_ticket").with_arguments(args)).await.unwrap();
+        assert_eq!(r.structured_content.unwrap()["ticket_id"], "SR-20031");
+        client.cancel().await.unwrap();
+    }
+}
