@@ -138,3 +138,23 @@ pub async fn list_names(url: &str) -> Vec<String> {
 pub fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
 }
+
+/// Serves an rmcp server handler over Streamable HTTP on a free loopback
+/// port until `cancel` fires; returns its `/mcp` URL.
+pub async fn serve_rmcp<S>(handler: S, cancel: &CancellationToken) -> String
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
+    let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await
+    });
+    format!("http://{addr}/mcp")
+}

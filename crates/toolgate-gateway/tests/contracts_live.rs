@@ -11,7 +11,6 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -70,20 +69,10 @@ async fn setup(extra: &str) -> Setup {
     let cancel = CancellationToken::new();
     let shifty = Shifty::default();
     *shifty.description.lock().unwrap() = "Look something up.".into();
-    let factory = shifty.clone();
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<Shifty, LocalSessionManager> = StreamableHttpService::new(move || Ok(factory.clone()), Default::default(), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = cancel.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
-            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-            .await
-    });
+    let url = serve_rmcp(shifty.clone(), &cancel).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toolgate.toml");
-    std::fs::write(&path, format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n")).unwrap();
+    std::fs::write(&path, format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n")).unwrap();
     let config = Config::load(&path).unwrap();
     let lock = config.lock_path();
     let gateway = Gateway::start(config, Mode::Serve).unwrap();
@@ -147,4 +136,38 @@ async fn a_result_violating_its_output_schema_can_be_withheld() {
     assert_eq!(withheld["result"]["isError"], true);
     assert_eq!(r["reason"], "invalid_result");
     assert!(!withheld.to_string().contains("many"), "the invalid result is not passed on");
+}
+
+#[tokio::test]
+async fn a_listen_stream_hears_about_tool_list_changes() {
+    use futures_util::StreamExt;
+    let s = setup("").await;
+    let mut params = json!({"notifications": {"toolsListChanged": true}});
+    params["_meta"] = meta();
+    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen", "params": params});
+    let resp = reqwest::Client::new()
+        .post(&s.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut stream = resp.bytes_stream();
+    let mut seen = String::new();
+    let mut read_until = async |needle: &str, seen: &mut String| {
+        while !seen.contains(needle) {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("event in time").unwrap().unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    read_until("notifications/subscriptions/acknowledged", &mut seen).await;
+    assert!(seen.contains("\"toolsListChanged\":true"), "{seen}");
+    *s.shifty.description.lock().unwrap() = "Changed.".into();
+    read_until("notifications/tools/list_changed", &mut seen).await;
+    assert!(seen.contains("sub-1"), "notifications name their subscription: {seen}");
 }

@@ -96,8 +96,10 @@ async fn mcp_name_must_match_the_called_tool() {
 #[tokio::test]
 async fn unknown_methods_and_notifications() {
     let h = start("").await;
-    let (status, body) = post(&h.url, "resources/list", json!({})).await;
-    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32601)));
+    for method in ["resources/list", "initialize", "ping"] {
+        let (status, body) = post(&h.url, method, json!({})).await;
+        assert_eq!((status, body["error"]["code"].as_i64(), body["id"].as_i64()), (404, Some(-32601), Some(7)), "{method}");
+    }
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}});
     let (status, _) = send(&h.url, Raw { method: reqwest::Method::POST, headers: good_headers("notifications/cancelled"), body: note.to_string().into_bytes() }).await;
     assert_eq!(status, 202);

@@ -2,6 +2,8 @@
 //! HTTP — Atlas (2026-07-28) and an rmcp server that only speaks the legacy
 //! handshake — and against an address where nothing listens.
 
+mod common;
+
 use std::borrow::Cow;
 use std::time::Duration;
 
@@ -10,13 +12,14 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_atlas::{ServerKind, serve};
 use toolgate_gateway::config::ServerConfig as UpstreamConfig;
 use toolgate_gateway::upstream::{Era, Upstream, UpstreamError};
+
+use common::serve_rmcp;
 
 fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
     let config = UpstreamConfig { url: Some(url.into()), ..Default::default() };
@@ -72,17 +75,8 @@ impl ServerHandler for LegacyOnly {
 #[tokio::test]
 async fn a_legacy_only_upstream_gets_the_initialize_handshake() {
     let cancel = CancellationToken::new();
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<LegacyOnly, LocalSessionManager> = StreamableHttpService::new(|| Ok(LegacyOnly), Default::default(), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = cancel.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
-            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-            .await
-    });
-    let upstream = http_upstream("legacy", &format!("http://{addr}/mcp"));
+    let url = serve_rmcp(LegacyOnly, &cancel).await;
+    let upstream = http_upstream("legacy", &url);
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let listing = upstream.listing().unwrap();

@@ -101,9 +101,17 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         Ok(era) => era,
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), e),
     };
+    if msg.method == "subscriptions/listen" {
+        let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
+            return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), RpcError::new(code::INVALID_REQUEST, "subscriptions/listen is a 2026-07-28 request"));
+        };
+        let body = Body::from_stream(super::listen::listen_stream(gw.clone(), id, &msg.params));
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
+    }
     match handle(&gw, msg, era).await {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
+        Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
     }
 }
 
@@ -120,7 +128,7 @@ fn admit_headers(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
             if msg.method == "tools/call" {
                 let body_name = msg.params.get("name").and_then(Value::as_str).unwrap_or_default();
                 match header_str(headers, "mcp-name") {
-                    Some(name) if name == body_name => {}
+                    Some(name) if name.trim() == body_name => {}
                     Some(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.name is `{body_name}`"))),
                     None => return Err(mismatch("Mcp-Name header is missing for tools/call")),
                 }

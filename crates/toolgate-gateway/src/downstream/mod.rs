@@ -3,6 +3,7 @@
 //! way, then hand it here.
 
 pub mod http;
+pub mod listen;
 pub mod stdio;
 
 use serde_json::value::{RawValue, to_raw_value};
@@ -22,6 +23,8 @@ pub struct Inbound {
 pub enum Reply {
     /// A JSON-RPC response body.
     Json(String),
+    /// A JSON-RPC error for a method this gateway does not serve (HTTP 404).
+    NotFound(String),
     /// A notification: nothing to answer (HTTP 202).
     Accepted,
 }
@@ -48,11 +51,12 @@ pub fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
     Ok(Inbound { id, method, params })
 }
 
-/// 2026-07-28 requests carry their context in `_meta`; notifications and
-/// legacy requests do not.
+/// 2026-07-28 requests carry their context in `_meta` (the protocol version
+/// and the client's capabilities; `clientInfo` is optional); notifications
+/// and legacy requests do not.
 pub fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
     let meta = params.get("_meta");
-    let missing: Vec<&str> = [wire::META_PROTOCOL_VERSION, wire::META_CLIENT_INFO, wire::META_CLIENT_CAPABILITIES]
+    let missing: Vec<&str> = [wire::META_PROTOCOL_VERSION, wire::META_CLIENT_CAPABILITIES]
         .into_iter()
         .filter(|k| meta.and_then(|m| m.get(*k)).is_none())
         .collect();
@@ -92,6 +96,12 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
             "cacheScope": "public",
             "_meta": {wire::META_SERVER_INFO: server_info()}
         }))),
+        // 2026-07-28 removed the handshake and ping: not found, as for any
+        // method the revision does not have.
+        "initialize" | "ping" if era == Era::Modern => {
+            let e = RpcError::new(code::METHOD_NOT_FOUND, format!("`{}` does not exist in protocol 2026-07-28", msg.method));
+            return Reply::NotFound(wire::error_response(Some(&id), &e));
+        }
         "initialize" => Ok(value_object(json!({
             "protocolVersion": LEGACY,
             "capabilities": {"tools": {"listChanged": true}},
@@ -101,7 +111,10 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
         "ping" => Ok(RawObject::new()),
         "tools/list" => list_tools(gw, &msg.params, era),
         "tools/call" => call_tool(gw, &msg, era).await,
-        other => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"))),
+        other => {
+            let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
+            return Reply::NotFound(wire::error_response(Some(&id), &e));
+        }
     };
     Reply::Json(match result {
         Ok(mut obj) => {

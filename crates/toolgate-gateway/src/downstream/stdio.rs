@@ -25,6 +25,19 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         }
         Ok::<_, std::io::Error>(())
     });
+    // Legacy clients learn of tool-list changes unprompted.
+    let legacy_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (gw, out, legacy_seen) = (gw.clone(), out_tx.clone(), legacy_seen.clone());
+        tokio::spawn(async move {
+            let mut rx = super::listen::receivers(&gw);
+            while super::listen::next_change(&mut rx, &gw).await {
+                if legacy_seen.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = out.send(wire::notification(super::listen::LIST_CHANGED, &serde_json::json!({})));
+                }
+            }
+        });
+    }
     let mut lines = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(gw.limits.max_bytes));
     // Set by an `initialize`: this connection speaks the legacy era.
     let mut legacy = false;
@@ -60,6 +73,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         };
         if msg.method == "initialize" {
             legacy = true;
+            legacy_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let has_modern_meta = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).is_some();
         let era = if has_modern_meta || !legacy { Era::Modern } else { Era::Legacy };
@@ -72,7 +86,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
         let (gw, out) = (gw.clone(), out_tx.clone());
         tokio::spawn(async move {
-            if let Reply::Json(body) = handle(&gw, msg, era).await {
+            if let Reply::Json(body) | Reply::NotFound(body) = handle(&gw, msg, era).await {
                 let _ = out.send(body);
             }
         });

@@ -1,0 +1,198 @@
+//! The gateway's cost, measured against the same upstream called directly,
+//! in one process so the machine's noise hits both sides alike.
+//!
+//!     cargo bench -p toolgate --bench gateway
+//!
+//! 1. Saturation: C concurrent clients call `get_ticket` as fast as they can
+//!    for D seconds, directly and through toolgate: throughput, p50, p99, ratio.
+//! 2. Fixed rate: 1,000 calls/s for D seconds (open loop), directly and through
+//!    toolgate: p50, p99 and the p99 toolgate adds.
+//! 3. Micro: validate + decide for one call, p50 over many iterations.
+//!
+//! Targets (issue "The spine"): ≥ 0.6× direct throughput at saturation;
+//! ≤ 0.3 ms added p99 at 1,000 calls/s; validate + decide ≤ 20 µs p50.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use toolgate_atlas::{ServerKind, serve};
+use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::stages::{decide, validate};
+
+const CONCURRENCY: usize = 16;
+const SECONDS: u64 = 5;
+const RATE: u64 = 1_000;
+
+fn meta() -> serde_json::Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[derive(Clone)]
+struct Target {
+    url: String,
+    tool: &'static str,
+}
+
+async fn one_call(client: &reqwest::Client, t: &Target) -> Duration {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": t.tool, "arguments": {"ticket_id": "SR-20031"}, "_meta": meta()}});
+    let started = Instant::now();
+    let resp = client
+        .post(&t.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", t.tool)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("call sent");
+    let text = resp.text().await.expect("answer read");
+    assert!(text.contains("SR-20031") && !text.contains("\"isError\":true"), "unexpected answer: {text}");
+    started.elapsed()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+struct Figures {
+    throughput: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
+    latencies.sort();
+    Figures { throughput: latencies.len() as f64 / elapsed.as_secs_f64(), p50: percentile(&latencies, 0.5), p99: percentile(&latencies, 0.99) }
+}
+
+async fn saturate(t: &Target) -> Figures {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(SECONDS);
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (client, t) = (client.clone(), t.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                while Instant::now() < deadline {
+                    lat.push(one_call(&client, &t).await);
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    figures(all, started.elapsed())
+}
+
+async fn fixed_rate(t: &Target) -> Figures {
+    let client = reqwest::Client::new();
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let started = Instant::now();
+    let mut calls = Vec::new();
+    for _ in 0..RATE * SECONDS {
+        tick.tick().await;
+        let (client, t) = (client.clone(), t.clone());
+        calls.push(tokio::spawn(async move { one_call(&client, &t).await }));
+    }
+    let mut all = Vec::new();
+    for c in calls {
+        all.push(c.await.unwrap());
+    }
+    figures(all, started.elapsed())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+#[tokio::main]
+async fn main() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
+    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let upstream = format!("http://{addr}/mcp");
+    let config_path = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config_path,
+        format!("[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n"),
+    )
+    .unwrap();
+    let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Serve).unwrap();
+    assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gateway = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let stop = cancel.clone();
+    tokio::spawn(toolgate_gateway::downstream::http::serve(gw.clone(), listener, async move { stop.cancelled_owned().await }));
+
+    let direct = Target { url: upstream, tool: "get_ticket" };
+    let via = Target { url: gateway, tool: "tickets__get_ticket" };
+    // Warm both paths (connections, caches).
+    let _ = saturate_briefly(&direct).await;
+    let _ = saturate_briefly(&via).await;
+
+    println!("toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let d = saturate(&direct).await;
+    let g = saturate(&via).await;
+    println!("\n1. saturation, {CONCURRENCY} concurrent clients, {SECONDS} s each");
+    println!("   direct:   {:>8.0} calls/s  p50 {}  p99 {}", d.throughput, ms(d.p50), ms(d.p99));
+    println!("   toolgate: {:>8.0} calls/s  p50 {}  p99 {}", g.throughput, ms(g.p50), ms(g.p99));
+    let ratio = g.throughput / d.throughput;
+    println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", verdict(ratio >= 0.6));
+
+    let d = fixed_rate(&direct).await;
+    let g = fixed_rate(&via).await;
+    let added = g.p99.saturating_sub(d.p99);
+    println!("\n2. fixed rate {RATE} calls/s, {SECONDS} s each");
+    println!("   direct:   p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(d.p50), ms(d.p99), d.throughput);
+    println!("   toolgate: p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(g.p50), ms(g.p99), g.throughput);
+    println!("   added p99 {} (target ≤ 0.300 ms) {}", ms(added), verdict(added <= Duration::from_micros(300)));
+
+    let catalog = gw.catalogs.current();
+    let tool = catalog.tools.get("tickets__get_ticket").unwrap().clone();
+    let args = json!({"ticket_id": "SR-20031"});
+    let mut lat = Vec::with_capacity(100_000);
+    for _ in 0..100_000 {
+        let t = Instant::now();
+        let proposal = validate::validate(&tool, &args).ok().expect("valid");
+        let decision = decide::decide(&tool);
+        std::hint::black_box((proposal, decision));
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    let p50 = percentile(&lat, 0.5);
+    println!("\n3. validate + decide, 100,000 iterations");
+    println!("   p50 {:.2} µs  p99 {:.2} µs (target p50 ≤ 20 µs) {}", p50.as_secs_f64() * 1e6, percentile(&lat, 0.99).as_secs_f64() * 1e6, verdict(p50 <= Duration::from_micros(20)));
+    gw.stop();
+    cancel.cancel();
+    let _ = Arc::new(());
+}
+
+async fn saturate_briefly(t: &Target) -> usize {
+    let client = reqwest::Client::new();
+    let mut n = 0;
+    for _ in 0..200 {
+        one_call(&client, t).await;
+        n += 1;
+    }
+    n
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "MET" } else { "NOT MET" }
+}
