@@ -100,7 +100,7 @@ impl Catalogs {
 
     /// The catalog for the upstreams' current listings.
     pub fn current(&self) -> Arc<Catalog> {
-        let generations: Vec<u64> = self.upstreams.iter().map(|u| *u.changes().borrow()).collect();
+        let generations: Vec<u64> = self.upstreams.iter().map(|u| u.generation()).collect();
         {
             let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
             if cur.0 == generations {

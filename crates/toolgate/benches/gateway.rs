@@ -9,10 +9,12 @@
 //!    toolgate: p50, p99 and the p99 toolgate adds.
 //! 3. Micro: validate + decide for one call, p50 over many iterations.
 //!
+//! To profile the gateway hop alone, `TOOLGATE_BENCH_PROFILE=1` runs only
+//! the saturation through toolgate (e.g. under `perf record -e cpu-clock -g`).
+//!
 //! Targets (issue "The spine"): ≥ 0.6× direct throughput at saturation;
 //! ≤ 0.3 ms added p99 at 1,000 calls/s; validate + decide ≤ 20 µs p50.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -146,6 +148,13 @@ async fn main() {
     let _ = saturate_briefly(&direct).await;
     let _ = saturate_briefly(&via).await;
 
+    if std::env::var_os("TOOLGATE_BENCH_PROFILE").is_some() {
+        let g = saturate(&via).await;
+        println!("toolgate: {:.0} calls/s p50 {} p99 {}", g.throughput, ms(g.p50), ms(g.p99));
+        gw.stop();
+        cancel.cancel();
+        return;
+    }
     println!("toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     let d = saturate(&direct).await;
     let g = saturate(&via).await;
@@ -180,7 +189,6 @@ async fn main() {
     println!("   p50 {:.2} µs  p99 {:.2} µs (target p50 ≤ 20 µs) {}", p50.as_secs_f64() * 1e6, percentile(&lat, 0.99).as_secs_f64() * 1e6, verdict(p50 <= Duration::from_micros(20)));
     gw.stop();
     cancel.cancel();
-    let _ = Arc::new(());
 }
 
 async fn saturate_briefly(t: &Target) -> usize {

@@ -65,7 +65,8 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         r.headers_mut().insert(header::ALLOW, "POST".parse().expect("static header"));
         return r;
     }
-    let headers = request.headers().clone();
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     let host = header_str(&headers, "host").unwrap_or_default();
     if !host_allowed(&settings.allowed_hosts, host) {
         return plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts");
@@ -83,7 +84,7 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
     if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
         return plain(StatusCode::NOT_ACCEPTABLE, "Accept must list application/json and text/event-stream");
     }
-    let body: Bytes = match axum::body::to_bytes(request.into_body(), settings.max_body_bytes).await {
+    let body: Bytes = match axum::body::to_bytes(body, settings.max_body_bytes).await {
         Ok(b) => b,
         Err(_) => return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, None, RpcError::new(code::INVALID_REQUEST, format!("the body exceeds {} bytes", settings.max_body_bytes))),
     };

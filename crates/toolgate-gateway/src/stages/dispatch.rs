@@ -19,9 +19,10 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal) -> 
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Protocol(why)) => Err(unavailable(tool, proposal, &why)),
         Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_))) => {
+            tracing::warn!(server = %tool.server, tool = %tool.exposed_name, error = %e, "upstream outcome unknown");
             let (reason, what) = match &e {
                 UpstreamError::Timeout => (Reason::UpstreamTimeout, "did not answer before the deadline".to_string()),
-                other => (Reason::OutcomeUnknown, other.to_string()),
+                _ => (Reason::OutcomeUnknown, "lost its connection before answering".to_string()),
             };
             let refusal = if tool.read_only() {
                 Refusal::new(Verdict::Allow, reason, Action::Retry, format!("{} {what}; it is read-only, so retrying is safe", tool.exposed_name))
@@ -39,12 +40,13 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal) -> 
 }
 
 fn unavailable(tool: &ExposedTool, proposal: &Proposal, why: &str) -> Stop {
+    tracing::warn!(server = %tool.server, tool = %tool.exposed_name, %why, "upstream unavailable for a call");
     Stop::Refused(
         Refusal::new(
             Verdict::Allow,
             Reason::UpstreamUnavailable,
             Action::Retry,
-            format!("the server `{}` is unavailable ({why}); nothing was run, retry later", tool.server),
+            format!("the server `{}` is unavailable; nothing was run, retry later", tool.server),
         )
         .with_proposal(&proposal.sha256),
     )

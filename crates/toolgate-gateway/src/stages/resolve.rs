@@ -33,13 +33,14 @@ pub fn resolve(gw: &Gateway, name: &str) -> Result<Arc<ExposedTool>, Stop> {
         return Ok(tool.clone());
     }
     let server = gw.config.split_exposed(name).map(|(s, _)| s);
-    if let Some(reason) = server.and_then(|s| catalog.down.get(s)) {
-        let server = server.unwrap_or_default();
+    if let Some(server) = server.filter(|s| catalog.down.contains_key(*s)) {
+        // Why it is down (paths, addresses) is the operator's business: it is
+        // in the log, not in the answer.
         return Err(Stop::Refused(Refusal::new(
             Verdict::Deny,
             Reason::UpstreamUnavailable,
             Action::Retry,
-            format!("the server `{server}` is unavailable ({reason}); nothing was run, retry later"),
+            format!("the server `{server}` is unavailable; nothing was run, retry later"),
         )));
     }
     let refusal = Refusal::new(

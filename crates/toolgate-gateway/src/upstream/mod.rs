@@ -115,6 +115,11 @@ impl Upstream {
         self.generation.subscribe()
     }
 
+    /// Bumped whenever the listing changes; cheap enough for every call.
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
     /// Waits until the first listing exists or `within` passes.
     pub async fn ready(&self, within: Duration) -> bool {
         let mut changes = self.changes();
@@ -132,9 +137,11 @@ impl Upstream {
     /// Calls `tool` with `arguments` under the deadline. The result comes
     /// back verbatim. A transport failure marks the upstream down.
     pub async fn call_tool(&self, tool: &str, arguments: &Value) -> Result<Box<RawValue>, UpstreamError> {
-        let session = self.read().session.clone().ok_or_else(|| {
-            UpstreamError::Unavailable(self.down_reason().unwrap_or_else(|| "not connected yet".into()))
-        })?;
+        let (session, down) = {
+            let state = self.read();
+            (state.session.clone(), state.down.clone())
+        };
+        let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
         let params = serde_json::json!({"name": tool, "arguments": arguments});
         match tokio::time::timeout(self.timeout, session.request("tools/call", params)).await {
             Err(_) => Err(UpstreamError::Timeout),
