@@ -55,6 +55,7 @@ async fn every_transport_rule_answers_with_its_status_and_code() {
         ("DELETE", Raw { method: reqwest::Method::DELETE, headers: good_headers("tools/list"), body: vec![] }, 405, None),
         ("Accept without SSE", Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Accept", "application/json"), body: list_body() }, 406, None),
         ("wrong content type", Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Content-Type", "text/plain"), body: list_body() }, 415, None),
+        ("header/_meta version mismatch", Raw { method: reqwest::Method::POST, headers: good_headers("tools/list"), body: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25", "io.modelcontextprotocol/clientCapabilities": {}}}}).to_string().into_bytes() }, 400, Some(-32020)),
         ("foreign Origin", Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Origin", "http://evil.example"), body: list_body() }, 403, None),
         ("foreign Host", Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Host", "evil.example"), body: list_body() }, 403, None),
         ("Mcp-Method mismatch", Raw { method: reqwest::Method::POST, headers: good_headers("tools/call"), body: list_body() }, 400, Some(-32020)),
@@ -78,6 +79,10 @@ async fn every_transport_rule_answers_with_its_status_and_code() {
     }
     let (_, body) = send(url, Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "MCP-Protocol-Version", "2099-01-01"), body: list_body() }).await;
     assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28", "2025-11-25"]));
+    // The gateway's own origin is not foreign.
+    let own = url.trim_end_matches("/mcp").to_string();
+    let (status, _) = send(url, Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Origin", &own), body: list_body() }).await;
+    assert_eq!(status, 200);
     // After all of that, the gateway still serves.
     assert_eq!(list_names(url).await.len(), 7);
 }
@@ -96,10 +101,14 @@ async fn mcp_name_must_match_the_called_tool() {
 #[tokio::test]
 async fn unknown_methods_and_notifications() {
     let h = start("").await;
-    for method in ["resources/list", "initialize", "ping"] {
+    for method in ["completion/complete", "initialize", "ping"] {
         let (status, body) = post(&h.url, method, json!({})).await;
         assert_eq!((status, body["error"]["code"].as_i64(), body["id"].as_i64()), (404, Some(-32601), Some(7)), "{method}");
     }
+    let (status, body) = post(&h.url, "prompts/list", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["prompts"], json!([]));
+    assert!(body["result"]["ttlMs"].is_u64() && body["result"]["cacheScope"].is_string());
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}});
     let (status, _) = send(&h.url, Raw { method: reqwest::Method::POST, headers: good_headers("notifications/cancelled"), body: note.to_string().into_bytes() }).await;
     assert_eq!(status, 202);

@@ -58,6 +58,16 @@ fn host_allowed(allowed: &[String], host: &str) -> bool {
     !host.is_empty() && allowed.iter().any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(host_name(host)))
 }
 
+/// An `Origin` is allowed when listed, or when it is an http(s) origin on an
+/// allowed host (a page served from the gateway's own host, e.g. localhost).
+fn origin_allowed(allowed_origins: &[String], allowed_hosts: &[String], origin: &str) -> bool {
+    if allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+    authority.is_some_and(|a| !a.contains('/') && host_allowed(allowed_hosts, a))
+}
+
 async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let settings = &gw.config.gateway;
     if request.method() != Method::POST {
@@ -72,7 +82,7 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         return plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts");
     }
     if let Some(origin) = header_str(&headers, "origin") {
-        if !settings.allowed_origins.iter().any(|o| o == origin) {
+        if !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin) {
             return plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins");
         }
     }
@@ -134,6 +144,10 @@ fn admit_headers(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
                     None => return Err(mismatch("Mcp-Name header is missing for tools/call")),
                 }
             }
+            let meta_version = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).and_then(Value::as_str);
+            if let Some(v) = meta_version.filter(|v| *v != MODERN) {
+                return Err(mismatch(&format!("MCP-Protocol-Version is `{MODERN}` but _meta says `{v}`")));
+            }
             if msg.id.is_some() {
                 check_modern_meta(&msg.params)?;
             }
@@ -161,5 +175,17 @@ mod tests {
         assert!(!host_allowed(&allowed, "gw.example:9000"));
         assert!(!host_allowed(&allowed, "evil.example"));
         assert!(!host_allowed(&allowed, ""));
+    }
+
+    #[test]
+    fn origin_matching() {
+        let hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let listed = vec!["https://console.example".to_string()];
+        assert!(origin_allowed(&listed, &hosts, "https://console.example"));
+        assert!(origin_allowed(&listed, &hosts, "http://127.0.0.1:8765"));
+        assert!(origin_allowed(&[], &hosts, "http://localhost"));
+        assert!(!origin_allowed(&listed, &hosts, "http://evil.example"));
+        assert!(!origin_allowed(&listed, &hosts, "null"));
+        assert!(!origin_allowed(&listed, &hosts, "http://127.0.0.1.evil.example"));
     }
 }

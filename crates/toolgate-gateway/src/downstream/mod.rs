@@ -90,7 +90,7 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": CAPABILITIES.clone(),
             "instructions": INSTRUCTIONS,
             "ttlMs": gw.config.gateway.list_ttl_ms,
             "cacheScope": "public",
@@ -104,12 +104,17 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
         }
         "initialize" => Ok(value_object(json!({
             "protocolVersion": LEGACY,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": CAPABILITIES.clone(),
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS
         }))),
         "ping" => Ok(RawObject::new()),
         "tools/list" => list_tools(gw, &msg.params, era),
+        // Prompts and resources are not aggregated (yet): the lists are empty,
+        // with the cache hints a 2026-07-28 list carries.
+        "prompts/list" => Ok(empty_list("prompts", gw, era)),
+        "resources/list" => Ok(empty_list("resources", gw, era)),
+        "resources/templates/list" => Ok(empty_list("resourceTemplates", gw, era)),
         "tools/call" => call_tool(gw, &msg, era).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
@@ -125,6 +130,21 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
         }
         Err(e) => wire::error_response(Some(&id), &e),
     })
+}
+
+/// What toolgate offers downstream. Prompts and resources are declared so
+/// their (empty) lists are well-formed answers rather than errors.
+static CAPABILITIES: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}}));
+
+fn empty_list(key: &str, gw: &Gateway, era: Era) -> RawObject {
+    let mut out = RawObject::new();
+    out.insert(key.into(), raw(&json!([])));
+    if era == Era::Modern {
+        out.insert("ttlMs".into(), raw(&gw.config.gateway.list_ttl_ms));
+        out.insert("cacheScope".into(), raw("public"));
+    }
+    out
 }
 
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<RawValue> {
