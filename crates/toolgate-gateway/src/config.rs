@@ -86,7 +86,7 @@ impl Default for GatewaySettings {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub command: Option<String>,
@@ -105,6 +105,15 @@ pub struct ServerConfig {
     /// known from `command` or `url`.
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    /// Expose this server's tools under their own names, without the
+    /// `SERVER{sep}` prefix. Only for a gateway fronting exactly one server,
+    /// where names cannot collide. Default: true (prefixed).
+    #[serde(default = "yes")]
+    pub namespace: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How toolgate reaches an upstream.
@@ -112,6 +121,21 @@ pub struct ServerConfig {
 pub enum Transport {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
     Http { url: String, headers: BTreeMap<String, String> },
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            trusted: false,
+            kind: None,
+            namespace: true,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -183,6 +207,7 @@ impl Config {
                 headers: s.headers,
                 trusted: false,
                 kind: s.kind,
+                namespace: true,
             };
             self.servers.insert(name, server);
         }
@@ -214,9 +239,11 @@ impl Config {
                 _ => {}
             }
         }
+        if self.servers.values().any(|s| !s.namespace) && self.servers.len() > 1 {
+            return Err("`namespace = false` is only allowed when the gateway fronts exactly one server (names could collide)".into());
+        }
         for name in self.registry.keys() {
-            let server = name.split_once(sep.as_str()).map(|(s, _)| s);
-            if !server.is_some_and(|s| self.servers.contains_key(s)) {
+            if self.split_exposed(name).is_none() {
                 return Err(format!(
                     "registry entry `{name}` names no configured server; registry keys are exposed names `SERVER{sep}TOOL`"
                 ));
@@ -225,14 +252,22 @@ impl Config {
         Ok(())
     }
 
-    /// `SERVER{sep}TOOL`.
+    /// `SERVER{sep}TOOL`, or `TOOL` for a server with `namespace = false`.
     pub fn exposed_name(&self, server: &str, tool: &str) -> String {
-        format!("{server}{}{tool}", self.gateway.separator)
+        match self.servers.get(server) {
+            Some(s) if !s.namespace => tool.to_string(),
+            _ => format!("{server}{}{tool}", self.gateway.separator),
+        }
     }
 
-    /// Splits an exposed name at the first separator (server names never contain it).
-    pub fn split_exposed<'a>(&self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
-        exposed.split_once(self.gateway.separator.as_str())
+    /// The configured server and tool an exposed name refers to: split at the
+    /// first separator (server names never contain it), or the one
+    /// unprefixed server.
+    pub fn split_exposed<'a>(&'a self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+        if let Some((name, _)) = self.servers.iter().find(|(_, s)| !s.namespace) {
+            return Some((name.as_str(), exposed));
+        }
+        exposed.split_once(self.gateway.separator.as_str()).filter(|(s, _)| self.servers.contains_key(*s))
     }
 
     fn dir(&self) -> PathBuf {
@@ -283,6 +318,10 @@ mod tests {
         assert_eq!(c.registry["tickets__get_ticket"].class, AuthorityClass::Automatic);
         assert_eq!(c.lock_path(), Path::new("/etc/toolgate/toolgate.lock"));
         assert_eq!(c.split_exposed("tickets__get__x"), Some(("tickets", "get__x")));
+        assert_eq!(c.split_exposed("nobody__x"), None);
+        let single = parse("[servers.fixture]\nurl = \"http://h/mcp\"\nnamespace = false\n[registry.\"test_simple_text\"]\nclass = \"automatic\"").unwrap();
+        assert_eq!(single.exposed_name("fixture", "test_simple_text"), "test_simple_text");
+        assert_eq!(single.split_exposed("test_simple_text"), Some(("fixture", "test_simple_text")));
     }
 
     #[test]
@@ -295,6 +334,7 @@ mod tests {
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
         assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));
         assert!(err("[gateway]\nseparator = \".\"").contains("separator"));
+        assert!(err("[servers.a]\ncommand = \"x\"\nnamespace = false\n[servers.b]\ncommand = \"y\"").contains("exactly one server"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! it parses arguments and calls the crates.
 
 mod demo;
+mod fixture;
 mod serve;
 mod tools;
 
@@ -50,6 +51,12 @@ enum Command {
     },
     /// Serve one Atlas demo server (tickets, parts or manuals), as `toolgate-atlas` does.
     Atlas(toolgate_atlas::cli::Args),
+    /// Serve the conformance suite's fixture tools over Streamable HTTP (test equipment).
+    #[command(hide = true)]
+    ConformanceFixture {
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        http: std::net::SocketAddr,
+    },
     /// Run the Atlas field-service demo on an embedded default: the three Atlas MCP servers and the
     /// gateway on loopback; each case is run directly (ungoverned) and through toolgate.
     Demo {
@@ -87,6 +94,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
+            Command::ConformanceFixture { http } => fixture::run(http).await,
         }
     });
     match result {

@@ -60,7 +60,9 @@ struct Serving {
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SIGTERM, so the demo stops what it started (a SIGKILL would orphan
+        // its manuals process).
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
 }

@@ -1,0 +1,112 @@
+//! `toolgate conformance-fixture`: an rmcp MCP server offering the fixture
+//! tools the official conformance suite calls by name, so the suite can be
+//! run through the gateway (`scripts/conformance-gateway`). Test equipment,
+//! not part of the product.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+/// A 1×1 PNG and an empty WAV: content the suite can check by type.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
+
+#[derive(Clone)]
+struct Fixture;
+
+fn tools() -> Vec<Value> {
+    let empty = json!({"type": "object", "properties": {}});
+    let mut list: Vec<Value> = [
+        ("test_simple_text", "Tests simple text content response"),
+        ("test_image_content", "Tests image content response"),
+        ("test_audio_content", "Tests audio content response"),
+        ("test_embedded_resource", "Tests embedded resource content response"),
+        ("test_multiple_content_types", "Tests response with multiple content types (text, image, resource)"),
+        ("test_error_handling", "Tests error response handling"),
+    ]
+    .into_iter()
+    .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
+    .collect();
+    list.push(json!({
+        "name": "json_schema_2020_12_tool",
+        "description": "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+        "inputSchema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"}
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+        }
+    }));
+    list
+}
+
+fn content(name: &str) -> Option<Vec<Value>> {
+    let image = json!({"type": "image", "data": PNG, "mimeType": "image/png"});
+    Some(match name {
+        "test_simple_text" => vec![json!({"type": "text", "text": "This is a simple text response for testing."})],
+        "test_image_content" => vec![image],
+        "test_audio_content" => vec![json!({"type": "audio", "data": WAV, "mimeType": "audio/wav"})],
+        "test_embedded_resource" => vec![json!({"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}})],
+        "test_multiple_content_types" => vec![
+            json!({"type": "text", "text": "Multiple content types test:"}),
+            image,
+            json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
+        ],
+        "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
+        _ => return None,
+    })
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Tool> = tools().into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "test_error_handling" {
+            return Ok(CallToolResult::error(vec![ContentBlock::text("This tool intentionally returns an error for testing")]).into());
+        }
+        let blocks = content(&request.name).ok_or_else(|| ErrorData::invalid_params(format!("unknown tool {}", request.name), None))?;
+        let blocks: Vec<ContentBlock> = blocks.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(CallToolResult::success(blocks).into())
+    }
+}
+
+pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_json_response(true).with_cancellation_token(cancel.clone());
+    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(|| Ok(Fixture), Default::default(), config);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    eprintln!("toolgate conformance-fixture: serving on http://{}/mcp", listener.local_addr()?);
+    axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
+        .with_graceful_shutdown(async move {
+            crate::serve::shutdown_signal().await;
+            cancel.cancel();
+        })
+        .await?;
+    Ok(())
+}
