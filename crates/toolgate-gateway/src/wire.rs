@@ -98,9 +98,17 @@ impl std::fmt::Display for RpcError {
     }
 }
 
-/// A request as toolgate sends it upstream.
+/// A request as toolgate sends it upstream (serialised from borrows: the
+/// arguments are not copied on the way out).
 pub fn request(id: &Id, method: &str, params: &Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    #[derive(Serialize)]
+    struct Request<'a> {
+        jsonrpc: &'static str,
+        id: &'a Id,
+        method: &'a str,
+        params: &'a Value,
+    }
+    serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params }).expect("JSON values serialise")
 }
 
 pub fn notification(method: &str, params: &Value) -> String {

@@ -137,3 +137,29 @@ async fn a_down_upstream_leaves_the_list_and_its_calls_get_retry() {
     let again = call(&h.url, "manuals__search_manual", json!({"query": "torque"})).await;
     assert_eq!(refusal(&again)["action"], "retry");
 }
+
+#[tokio::test]
+async fn a_single_server_can_keep_its_tool_names() {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
+    let (addr, _) = toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &path,
+        format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n"),
+    )
+    .unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).unwrap();
+    assert!(gw.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
+    let (url, stop) = serve_gateway(gw.clone()).await;
+    // Unregistered tools of an untrusted server stay prohibited; registered ones keep their names.
+    assert_eq!(list_names(&url).await, ["find_part"]);
+    let body = call(&url, "find_part", json!({"model_variant": "AC-180-B", "category": "belt"})).await;
+    assert!(body["result"]["structuredContent"]["count"].as_u64().unwrap() > 0, "{body}");
+    let refused = call(&url, "raise_parts_order", json!({"part_no": "x", "quantity": 1, "ticket_id": "SR-20031"})).await;
+    assert_eq!(refused["result"]["structuredContent"]["reason"], "prohibited");
+    stop.cancel();
+    gw.stop();
+    cancel.cancel();
+}
