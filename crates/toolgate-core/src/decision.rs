@@ -50,6 +50,8 @@ pub enum Reason {
     InvalidArguments,
     ArgumentsTooLarge,
     ContractChanged,
+    /// The contract could not be pinned (the lock file is not writable).
+    ContractUnpinned,
     ContractInvalid,
     UpstreamUnavailable,
     UpstreamTimeout,

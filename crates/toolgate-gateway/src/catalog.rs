@@ -121,6 +121,14 @@ impl Catalogs {
             };
             for tool in &listing.tools {
                 let exposed_name = self.config.exposed_name(&upstream.name, &tool.name);
+                // The name must lead back to exactly this tool, or a registry
+                // entry could grant one tool's class to another.
+                let round_trip = self.config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
+                if !round_trip || catalog.tools.contains_key(&exposed_name) {
+                    tracing::error!(server = %upstream.name, tool = %tool.name, %exposed_name, "ambiguous exposed name; the tool is not offered");
+                    catalog.tools.remove(&exposed_name);
+                    continue;
+                }
                 let entry = self.config.registry.get(&exposed_name);
                 let hints = Hints::from_annotations(tool.definition.get("annotations"));
                 let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);

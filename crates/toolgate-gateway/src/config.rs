@@ -227,14 +227,19 @@ impl Config {
             if !valid_name {
                 return Err(format!("server name `{name}` must be letters, digits, `_` or `-`"));
             }
-            if name.contains(sep.as_str()) {
-                return Err(format!("server name `{name}` contains the separator `{sep}`; exposed names would be ambiguous"));
+            // Neither inside nor at the end: `a_` + `__` + `x` would read as `a` + `__` + `_x`.
+            let ends_in_part = (1..sep.len()).any(|k| name.ends_with(&sep[..k]));
+            if name.contains(sep.as_str()) || ends_in_part {
+                return Err(format!("server name `{name}` contains or ends with part of the separator `{sep}`; exposed names would be ambiguous"));
             }
             match (&server.command, &server.url) {
                 (Some(_), Some(_)) => return Err(format!("servers.{name}: give `command` or `url`, not both")),
                 (None, None) => return Err(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
-                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
-                    return Err(format!("servers.{name}: url must start with http:// or https://"));
+                (None, Some(url)) if url.starts_with("https://") => {
+                    return Err(format!("servers.{name}: https upstreams are not supported yet (this build has no TLS); use http:// on a trusted network or a local TLS terminator"));
+                }
+                (None, Some(url)) if !url.starts_with("http://") => {
+                    return Err(format!("servers.{name}: url must start with http://"));
                 }
                 _ => {}
             }
@@ -330,6 +335,8 @@ mod tests {
         assert!(err("[servers.a]\nargs = []").contains("needs `command`"));
         assert!(err("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"").contains("not both"));
         assert!(err("[servers.a__b]\ncommand = \"x\"").contains("separator"));
+        assert!(err("[servers.a_]\ncommand = \"x\"").contains("separator"));
+        assert!(err("[servers.a]\nurl = \"https://h/mcp\"").contains("https"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"").contains("names no configured server"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
         assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));

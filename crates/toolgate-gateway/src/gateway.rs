@@ -17,6 +17,9 @@ pub struct Gateway {
     pub catalogs: Catalogs,
     pub limits: JsonLimits,
     cancel: CancellationToken,
+    /// Cancelled when shutdown begins: long-lived streams end so the server
+    /// can drain. Also cancelled by `stop`.
+    draining: CancellationToken,
 }
 
 /// Whether this process serves calls (and so pins tools on first sight) or
@@ -47,7 +50,8 @@ impl Gateway {
         let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth };
         let config = Arc::new(config);
         let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
-        Ok(Arc::new(Self { config, catalogs, limits, cancel }))
+        let draining = cancel.child_token();
+        Ok(Arc::new(Self { config, catalogs, limits, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -65,6 +69,17 @@ impl Gateway {
 
     pub fn cancellation(&self) -> CancellationToken {
         self.cancel.clone()
+    }
+
+    /// Resolves when shutdown has begun (see `begin_shutdown`).
+    pub fn draining(&self) -> CancellationToken {
+        self.draining.clone()
+    }
+
+    /// Ends long-lived streams (`subscriptions/listen`) so in-flight calls can
+    /// finish and the server can stop; upstreams stay up until `stop`.
+    pub fn begin_shutdown(&self) {
+        self.draining.cancel();
     }
 
     /// Stops the upstream supervisors (stdio children are killed).

@@ -15,3 +15,4 @@ pub mod gateway;
 pub mod pipeline;
 pub mod stages;
 pub mod downstream;
+pub mod lines;

@@ -131,12 +131,21 @@ fn read(path: &Path) -> Result<BTreeMap<String, Pin>, PinError> {
 /// file or the new one, never half of one.
 fn write_atomically(path: &Path, file: &LockFile) -> Result<(), PinError> {
     let err = |message: String| PinError { path: path.to_path_buf(), message };
-    let tmp = path.with_extension("lock.tmp");
+    // One temporary name per process and write: the gateway and the CLI may write at once.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("lock.{}.{n}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(file).map_err(|e| err(e.to_string()))?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.write_all(b"\n")).and_then(|_| f.sync_all()).map_err(|e| err(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
-    Ok(())
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()
+    });
+    let result = written.and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| err(e.to_string()))
 }
 
 #[cfg(test)]

@@ -118,6 +118,20 @@ async fn a_changed_contract_is_refused_until_accepted() {
 }
 
 #[tokio::test]
+async fn a_contract_that_cannot_be_pinned_is_not_run() {
+    let s = setup("").await;
+    assert_eq!(call(&s.url, "shifty__lookup", json!({})).await["result"]["structuredContent"]["count"], 1);
+    *s.shifty.description.lock().unwrap() = "Something else now.".into();
+    eventually(async || !list_names(&s.url).await.contains(&"shifty__lookup".to_string())).await;
+    // The lock file becomes unreadable: the change can be neither checked nor accepted.
+    std::fs::remove_file(&s.lock).unwrap();
+    std::fs::create_dir(&s.lock).unwrap();
+    let refused = call(&s.url, "shifty__lookup", json!({})).await;
+    let r = &refused["result"]["structuredContent"];
+    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("contract_unpinned"), Some("escalate")), "{refused}");
+}
+
+#[tokio::test]
 async fn a_result_violating_its_output_schema_is_flagged() {
     let s = setup("").await;
     let flagged = call(&s.url, "shifty__lookup", json!({"broken": true})).await;

@@ -36,7 +36,13 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let addr = gw.config.gateway.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
-    downstream::http::serve(gw, listener, shutdown_signal()).await.context("HTTP server")
+    let draining = gw.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        // Listen streams end now, or the drain would wait for them forever.
+        draining.begin_shutdown();
+    };
+    downstream::http::serve(gw, listener, shutdown).await.context("HTTP server")
 }
 
 /// Ctrl-C or SIGTERM.

@@ -83,3 +83,42 @@ async fn serve_stdio_answers_rmcp_in_both_eras() {
         client.cancel().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn serve_stdio_survives_an_oversized_and_a_non_utf8_line() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--stdio", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}});
+    let mut input = vec![b'x'; 2 << 20];
+    input.extend_from_slice(b"\n\xff\xfe\n");
+    input.extend_from_slice(list.to_string().as_bytes());
+    input.push(b'\n');
+    stdin.write_all(&input).await.unwrap();
+    stdin.flush().await.unwrap();
+    let mut replies = Vec::new();
+    while replies.len() < 3 {
+        let line = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.expect("an answer").unwrap().expect("a line");
+        replies.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    assert_eq!(replies[0]["error"]["code"], -32600, "{}", replies[0]);
+    assert_eq!(replies[1]["error"]["code"], -32700, "{}", replies[1]);
+    assert_eq!(replies[2]["id"], 9);
+    assert!(replies[2]["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "tickets__get_ticket"));
+    // Closing stdin ends the gateway, and with it its upstream child.
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exits after stdin closes").unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -17,9 +17,9 @@ use crate::wire::{self, Id};
 pub const LIST_CHANGED: &str = "notifications/tools/list_changed";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// Resolves when any upstream's listing changes; `false` when the gateway stops.
+/// Resolves when any upstream's listing changes; `false` when shutdown begins.
 pub async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gateway) -> bool {
-    let cancel = gw.cancellation();
+    let cancel = gw.draining();
     if receivers.is_empty() {
         cancel.cancelled().await;
         return false;

@@ -9,6 +9,8 @@ pub mod stdio;
 use serde_json::value::{RawValue, to_raw_value};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::gateway::Gateway;
 use crate::pipeline::{self, Answer, CallRequest};
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
@@ -82,7 +84,7 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused).";
 
-pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
+pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer.
         return Reply::Accepted;
@@ -118,7 +120,9 @@ pub async fn handle(gw: &Gateway, msg: Inbound, era: Era) -> Reply {
         "tools/call" => call_tool(gw, &msg, era).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
-            return Reply::NotFound(wire::error_response(Some(&id), &e));
+            let body = wire::error_response(Some(&id), &e);
+            // Over legacy Streamable HTTP a 404 means "session gone": only 2026-07-28 gets it.
+            return if era == Era::Modern { Reply::NotFound(body) } else { Reply::Json(body) };
         }
     };
     Reply::Json(match result {
@@ -195,7 +199,7 @@ fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcEr
     Ok(out)
 }
 
-async fn call_tool(gw: &Gateway, msg: &Inbound, era: Era) -> Result<RawObject, RpcError> {
+async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era) -> Result<RawObject, RpcError> {
     let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
     };
@@ -205,7 +209,13 @@ async fn call_tool(gw: &Gateway, msg: &Inbound, era: Era) -> Result<RawObject, R
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
     };
     let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era };
-    match pipeline::call_tool(gw, call).await {
+    // Its own task: if the caller goes away mid-call, the call still
+    // finishes and is recorded.
+    let gw = gw.clone();
+    let answer = tokio::spawn(async move { pipeline::call_tool(&gw, call).await })
+        .await
+        .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
+    match answer {
         Answer::Result(result) => Ok(result),
         Answer::Error(e) => Err(e),
         Answer::Refused(refusal) => Ok(value_object(json!({

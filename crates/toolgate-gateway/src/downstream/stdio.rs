@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use toolgate_core::strict_json::{self, JsonError};
 
 use super::{Reply, check_modern_meta, handle, inbound};
 use crate::gateway::Gateway;
+use crate::lines::{BoundedLines, Line};
 use crate::wire::{self, Era, RpcError, code};
 
 pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
@@ -27,7 +26,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     });
     // Legacy clients learn of tool-list changes unprompted.
     let legacy_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
+    let notifier = {
         let (gw, out, legacy_seen) = (gw.clone(), out_tx.clone(), legacy_seen.clone());
         tokio::spawn(async move {
             let mut rx = super::listen::receivers(&gw);
@@ -36,19 +35,22 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
                     let _ = out.send(wire::notification(super::listen::LIST_CHANGED, &serde_json::json!({})));
                 }
             }
-        });
-    }
-    let mut lines = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(gw.limits.max_bytes));
+        })
+    };
+    let mut lines = BoundedLines::new(tokio::io::stdin(), gw.limits.max_bytes);
     // Set by an `initialize`: this connection speaks the legacy era.
     let mut legacy = false;
-    while let Some(line) = lines.next().await {
+    while let Some(line) = lines.next_line().await? {
         let line = match line {
-            Ok(l) => l,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
+            Line::Text(l) => l,
+            Line::TooLong => {
                 let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, format!("message exceeds {} bytes", gw.limits.max_bytes))));
                 continue;
             }
-            Err(LinesCodecError::Io(e)) => return Err(e),
+            Line::NotUtf8 => {
+                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::PARSE_ERROR, "the message is not UTF-8")));
+                continue;
+            }
         };
         if line.trim().is_empty() {
             continue;
@@ -91,6 +93,9 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             }
         });
     }
+    // The client closed its input: stop notifying; the writer ends once the
+    // calls still running have answered.
+    notifier.abort();
     drop(out_tx);
     writer.await.map_err(std::io::Error::other)?
 }

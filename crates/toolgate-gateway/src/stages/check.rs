@@ -19,7 +19,12 @@ pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &
         Ok(map) => map,
         Err(_) => {
             return Answer::Refused(
-                Refusal::new(Verdict::Allow, Reason::InvalidResult, Action::Retry, format!("{} answered with something that is not a result object", tool.exposed_name))
+                Refusal::new(
+                    Verdict::Allow,
+                    Reason::InvalidResult,
+                    if tool.read_only() { Action::Retry } else { Action::Reconcile },
+                    format!("{} answered with something that is not a result object", tool.exposed_name),
+                )
                     .with_proposal(proposal_sha256),
             );
         }

@@ -17,12 +17,13 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal) -> 
     match upstream.call_tool(&tool.tool.name, &proposal.arguments).await {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
-        Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Protocol(why)) => Err(unavailable(tool, proposal, &why)),
-        Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_))) => {
+        Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),
+        // Sent, and then no usable answer: for a write, the effect is unknown.
+        Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_) | UpstreamError::Protocol(_))) => {
             tracing::warn!(server = %tool.server, tool = %tool.exposed_name, error = %e, "upstream outcome unknown");
             let (reason, what) = match &e {
                 UpstreamError::Timeout => (Reason::UpstreamTimeout, "did not answer before the deadline".to_string()),
-                _ => (Reason::OutcomeUnknown, "lost its connection before answering".to_string()),
+                _ => (Reason::OutcomeUnknown, "gave no usable answer".to_string()),
             };
             let refusal = if tool.read_only() {
                 Refusal::new(Verdict::Allow, reason, Action::Retry, format!("{} {what}; it is read-only, so retrying is safe", tool.exposed_name))

@@ -15,20 +15,32 @@ use crate::wire::{RpcError, code};
 pub fn resolve(gw: &Gateway, name: &str) -> Result<Arc<ExposedTool>, Stop> {
     let catalog = gw.catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
-        if let PinStatus::Changed(_) = &tool.pin {
-            // Accepted since the catalog was built? The lock file decides.
+        if tool.pin != PinStatus::Pinned {
+            // Only a pinned contract runs. The lock file decides: the change
+            // may have been accepted, or a new tool pinned, since the build.
             let status = gw.catalogs.pins().check_and_pin(name, &tool.definition_sha256, &tool.tool.definition);
-            if !matches!(status, Ok(PinStatus::Pinned)) {
-                return Err(Stop::Refused(Refusal::new(
-                    Verdict::Deny,
-                    Reason::ContractChanged,
-                    Action::Escalate,
-                    format!(
-                        "the contract of {name} changed since it was accepted; an operator must review it (toolgate tools --accept {name})"
-                    ),
-                )));
+            match status {
+                Ok(PinStatus::Pinned) => gw.catalogs.invalidate(),
+                Ok(PinStatus::Changed(_)) => {
+                    return Err(Stop::Refused(Refusal::new(
+                        Verdict::Deny,
+                        Reason::ContractChanged,
+                        Action::Escalate,
+                        format!("the contract of {name} changed since it was accepted; an operator must review it (toolgate tools --accept {name})"),
+                    )));
+                }
+                Ok(PinStatus::New) | Err(_) => {
+                    if let Err(e) = status {
+                        tracing::error!(error = %e, tool = name, "cannot pin a contract; the tool is refused");
+                    }
+                    return Err(Stop::Refused(Refusal::new(
+                        Verdict::Deny,
+                        Reason::ContractUnpinned,
+                        Action::Escalate,
+                        format!("the contract of {name} could not be recorded, so it is not run; an operator must check the gateway's lock file"),
+                    )));
+                }
             }
-            gw.catalogs.invalidate();
         }
         return Ok(tool.clone());
     }

@@ -79,7 +79,9 @@ impl HttpChannel {
             Ok(message) if message.is_response() => Ok(message),
             _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
             _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
-            _ => Err(UpstreamError::Unavailable(format!("{method}: HTTP {status}"))),
+            // The server received the request and failed: it may have acted.
+            _ if status.is_server_error() => Err(UpstreamError::Lost(format!("{method}: HTTP {status}"))),
+            _ => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}"))),
         }
     }
 

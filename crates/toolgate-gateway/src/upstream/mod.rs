@@ -33,6 +33,9 @@ pub enum UpstreamError {
     Rpc(RpcError),
     #[error("upstream protocol error: {0}")]
     Protocol(String),
+    /// The server refused the request at the HTTP level (4xx): not run.
+    #[error("upstream refused the request: {0}")]
+    Rejected(String),
 }
 
 /// One tool as the upstream declared it.
@@ -171,11 +174,19 @@ impl Upstream {
     }
 
     fn set_up(&self, session: Arc<Session>, listing: Listing) {
-        {
+        let changed = {
             let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let same = s.listing.as_ref().is_some_and(|old| {
+                old.tools.len() == listing.tools.len()
+                    && old.tools.iter().zip(&listing.tools).all(|(a, b)| a.raw.get() == b.raw.get())
+            });
             *s = State { session: Some(session), listing: Some(Arc::new(listing)), down: None };
+            !same
+        };
+        // An unchanged re-list is not news: no rebuild, no list_changed.
+        if changed {
+            self.generation.send_modify(|g| *g += 1);
         }
-        self.generation.send_modify(|g| *g += 1);
     }
 
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<Session>, Listing), UpstreamError> {

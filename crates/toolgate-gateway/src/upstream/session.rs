@@ -89,9 +89,11 @@ impl Session {
                     return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), server_info, meta });
                 }
             }
-        } else if let Ok(Err(UpstreamError::Unavailable(e))) = discover {
-            return Err(UpstreamError::Unavailable(e));
+        } else if let Ok(Err(e @ UpstreamError::Unavailable(_))) = discover {
+            // Nothing answered at all (no process, no listener): no point in a handshake.
+            return Err(e);
         }
+        // Anything else — an error, an HTTP refusal, silence — is a legacy server.
         // A legacy server: the handshake.
         let params = json!({
             "protocolVersion": LEGACY,

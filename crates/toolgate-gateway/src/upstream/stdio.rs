@@ -7,15 +7,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use serde_json::json;
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
-use tokio_util::codec::{FramedRead, LinesCodec};
 
 use super::UpstreamError;
+use crate::lines::{BoundedLines, Line};
 use crate::wire::{self, Id, Message};
 
 /// A line longer than this is a misbehaving server, not a message.
@@ -68,12 +67,12 @@ impl StdioChannel {
 
         let (name, routes, replies) = (server.to_string(), pending.clone(), outbox.clone());
         tokio::spawn(async move {
-            let mut frames = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
-            while let Some(frame) = frames.next().await {
-                let line = match frame {
-                    Ok(line) => line,
-                    Err(e) => {
-                        tracing::warn!(server = %name, error = %e, "unreadable line from upstream; skipped");
+            let mut lines = BoundedLines::new(stdout, MAX_LINE);
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line = match line {
+                    Line::Text(line) => line,
+                    bad => {
+                        tracing::warn!(server = %name, line = ?bad, "unreadable line from upstream; skipped");
                         continue;
                     }
                 };
@@ -113,15 +112,12 @@ impl StdioChannel {
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), tx);
-        let sent = self.send_line(&wire::request(&id, method, params)).await;
-        if let Err(e) = sent {
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            return Err(e);
-        }
+        // Whether answered, failed or abandoned (a deadline, a caller gone),
+        // the waiting entry goes with this call.
+        let _forget = Forget { pending: &self.pending, id: id.clone() };
+        self.send_line(&wire::request(&id, method, params)).await?;
         // A dropped sender means the reader ended: the process is gone.
-        let result = rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()));
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        result
+        rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))
     }
 
     pub async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
@@ -145,6 +141,17 @@ async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<S
         if written.await.is_err() {
             break;
         }
+    }
+}
+
+struct Forget<'a> {
+    pending: &'a Pending,
+    id: Id,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
     }
 }
 
