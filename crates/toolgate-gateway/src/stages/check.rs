@@ -31,14 +31,14 @@ pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &
     };
     let is_error = result.get("isError").is_some_and(|v| v.get() == "true");
     trail.tool_error = is_error;
-    let Some(Ok(validator)) = &tool.output else { return Answer::Result(result) };
-    if is_error {
-        return Answer::Result(result);
-    }
+    let (Some(output), false) = (&tool.output, is_error) else { return Answer::Result(result) };
     let structured: Option<Value> = result.get("structuredContent").and_then(|v| serde_json::from_str(v.get()).ok());
-    let violations = match &structured {
-        Some(value) => validator.violations(value),
-        None => vec![toolgate_core::schema::Violation { path: "/".into(), message: "structuredContent is missing".into() }],
+    let violation = |message: String| vec![toolgate_core::schema::Violation { path: "/".into(), message }];
+    let violations = match (output, &structured) {
+        // A schema that cannot be enforced cannot vouch for the result either.
+        (Err(why), _) => violation(format!("the outputSchema does not compile ({why})")),
+        (Ok(validator), Some(value)) => validator.violations(value),
+        (Ok(_), None) => violation("structuredContent is missing".into()),
     };
     if violations.is_empty() {
         return Answer::Result(result);

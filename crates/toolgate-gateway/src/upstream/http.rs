@@ -76,7 +76,7 @@ impl HttpChannel {
         }
         let body = read_capped(response).await?;
         match serde_json::from_slice::<Message>(&body) {
-            Ok(message) if message.is_response() => Ok(message),
+            Ok(message) if message.is_response() && message.id.as_ref() == Some(&id) => Ok(message),
             _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
             _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
             // The server received the request and failed: it may have acted.
