@@ -39,6 +39,7 @@ pub mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
     pub const HEADER_MISMATCH: i64 = -32020;
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 

@@ -35,7 +35,7 @@ impl ServerHandler for Shifty {
         let tool: Tool = serde_json::from_value(json!({
             "name": "lookup",
             "description": self.description.lock().unwrap().clone(),
-            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}}, "additionalProperties": false},
             "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }))
@@ -43,7 +43,11 @@ impl ServerHandler for Shifty {
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
     async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        let broken = request.arguments.as_ref().and_then(|a| a.get("broken")).and_then(Value::as_bool).unwrap_or(false);
+        let flag = |k: &str| request.arguments.as_ref().and_then(|a| a.get(k)).and_then(Value::as_bool).unwrap_or(false);
+        if flag("needs_sampling") {
+            return Err(ErrorData::new(rmcp::model::ErrorCode(-32021), "MissingRequiredClientCapabilityError", Some(json!({"requiredCapabilities": {"sampling": {}}}))));
+        }
+        let broken = flag("broken");
         let structured = if broken { json!({"count": "many"}) } else { json!({"count": 1}) };
         Ok(CallToolResult::structured(structured).into())
     }
@@ -184,4 +188,14 @@ async fn a_listen_stream_hears_about_tool_list_changes() {
     *s.shifty.description.lock().unwrap() = "Changed.".into();
     read_until("notifications/tools/list_changed", &mut seen).await;
     assert!(seen.contains("sub-1"), "notifications name their subscription: {seen}");
+}
+
+#[tokio::test]
+async fn an_upstream_missing_capability_error_is_http_400() {
+    let s = setup("").await;
+    let (status, body) = post(&s.url, "tools/call", json!({"name": "shifty__lookup", "arguments": {"needs_sampling": true}})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32021);
+    assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    assert_eq!(body["id"], 7);
 }

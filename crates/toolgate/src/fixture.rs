@@ -19,8 +19,11 @@ use serde_json::{Value, json};
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
 
-#[derive(Clone)]
-struct Fixture;
+#[derive(Clone, Default)]
+struct Fixture {
+    /// Set by `test_trigger_tool_change`: the tool list grows by one.
+    changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
 
 fn tools() -> Vec<Value> {
     let empty = json!({"type": "object", "properties": {}});
@@ -31,6 +34,10 @@ fn tools() -> Vec<Value> {
         ("test_embedded_resource", "Tests embedded resource content response"),
         ("test_multiple_content_types", "Tests response with multiple content types (text, image, resource)"),
         ("test_error_handling", "Tests error response handling"),
+        ("test_missing_capability", "Test tool requiring sampling"),
+        ("test_logging_tool", "Logs only when the request sets a log level"),
+        ("test_streaming_elicitation", "Answers without sending requests on the response stream"),
+        ("test_trigger_tool_change", "Adds a tool to the list"),
     ]
     .into_iter()
     .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
@@ -72,6 +79,9 @@ fn content(name: &str) -> Option<Vec<Value>> {
             json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
         ],
         "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
+        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" => {
+            vec![json!({"type": "text", "text": format!("{name} done")})]
+        }
         _ => return None,
     })
 }
@@ -82,11 +92,30 @@ impl ServerHandler for Fixture {
     }
 
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Tool> = tools().into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut list = tools();
+        if self.changed.load(std::sync::atomic::Ordering::Relaxed) {
+            list.push(json!({"name": "test_dynamic_tool", "description": "Added by test_trigger_tool_change", "inputSchema": {"type": "object", "properties": {}}}));
+        }
+        let tools: Vec<Tool> = list.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "test_missing_capability" {
+            // The gateway relays no server-to-client requests, so it never
+            // declares sampling: this tool must refuse with -32021.
+            let meta = serde_json::to_value(&request.meta).unwrap_or_default();
+            if meta["io.modelcontextprotocol/clientCapabilities"].get("sampling").is_none() {
+                return Err(ErrorData::new(
+                    rmcp::model::ErrorCode(-32021),
+                    "MissingRequiredClientCapabilityError",
+                    Some(json!({"requiredCapabilities": {"sampling": {}}})),
+                ));
+            }
+        }
+        if request.name == "test_trigger_tool_change" {
+            self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if request.name == "test_error_handling" {
             return Ok(CallToolResult::error(vec![ContentBlock::text("This tool intentionally returns an error for testing")]).into());
         }
@@ -98,8 +127,9 @@ impl ServerHandler for Fixture {
 
 pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {
     let cancel = tokio_util::sync::CancellationToken::new();
+    let fixture = Fixture::default();
     let config = StreamableHttpServerConfig::default().with_json_response(true).with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(|| Ok(Fixture), Default::default(), config);
+    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(move || Ok(fixture.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     eprintln!("toolgate conformance-fixture: serving on http://{}/mcp", listener.local_addr()?);
     axum::serve(listener, axum::Router::new().nest_service("/mcp", service))

@@ -123,6 +123,7 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
+        Reply::BadRequest(body) => (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
     }
 }
 

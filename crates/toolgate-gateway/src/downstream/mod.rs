@@ -27,6 +27,9 @@ pub enum Reply {
     Json(String),
     /// A JSON-RPC error for a method this gateway does not serve (HTTP 404).
     NotFound(String),
+    /// A JSON-RPC error the transport reports as HTTP 400 (a capability the
+    /// client did not declare).
+    BadRequest(String),
     /// A notification: nothing to answer (HTTP 202).
     Accepted,
 }
@@ -132,6 +135,7 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era) -> Reply {
             }
             wire::response_raw(Some(&id), &raw(&obj))
         }
+        Err(e) if e.code == code::MISSING_CLIENT_CAPABILITY => return Reply::BadRequest(wire::error_response(Some(&id), &e)),
         Err(e) => wire::error_response(Some(&id), &e),
     })
 }
