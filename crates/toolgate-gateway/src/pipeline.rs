@@ -12,6 +12,7 @@ use toolgate_core::Refusal;
 
 use crate::gateway::Gateway;
 use crate::stages::{admit, check, decide, dispatch, record, resolve, validate};
+use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
 
 /// A `tools/call` as it arrived.
@@ -20,6 +21,8 @@ pub struct CallRequest {
     pub name: String,
     pub arguments: Value,
     pub era: Era,
+    /// Set when the client asked for progress and the transport can carry it.
+    pub progress: Option<ProgressRelay>,
 }
 
 /// How a stage ends a call early.
@@ -78,7 +81,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     }
     // 6. reserve: the operation ledger goes here.
     // 7. dispatch: the upstream, under its deadline.
-    let raw = match dispatch::dispatch(gw, &tool, &proposal).await {
+    let raw = match dispatch::dispatch(gw, &tool, &proposal, call.progress.clone()).await {
         Ok(raw) => raw,
         Err(stop) => return stop.into(),
     };

@@ -35,17 +35,23 @@ impl ServerHandler for Shifty {
         let tool: Tool = serde_json::from_value(json!({
             "name": "lookup",
             "description": self.description.lock().unwrap().clone(),
-            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}, "report_progress": {"type": "boolean"}}, "additionalProperties": false},
             "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }))
         .unwrap();
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
-    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
         let flag = |k: &str| request.arguments.as_ref().and_then(|a| a.get(k)).and_then(Value::as_bool).unwrap_or(false);
         if flag("needs_sampling") {
             return Err(ErrorData::new(rmcp::model::ErrorCode(-32021), "MissingRequiredClientCapabilityError", Some(json!({"requiredCapabilities": {"sampling": {}}}))));
+        }
+        if flag("report_progress") {
+            let token = context.meta.get_progress_token().expect("the gateway passes a progress token");
+            for step in [1.0, 2.0, 3.0] {
+                context.peer.notify_progress(rmcp::model::ProgressNotificationParam::new(token.clone(), step)).await.unwrap();
+            }
         }
         let broken = flag("broken");
         let structured = if broken { json!({"count": "many"}) } else { json!({"count": 1}) };
@@ -198,4 +204,32 @@ async fn an_upstream_missing_capability_error_is_http_400() {
     assert_eq!(body["error"]["code"], -32021);
     assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
     assert_eq!(body["id"], 7);
+}
+
+#[tokio::test]
+async fn progress_reaches_the_client_under_its_own_token_before_the_result() {
+    let s = setup("").await;
+    let mut params = json!({"name": "shifty__lookup", "arguments": {"report_progress": true}});
+    params["_meta"] = meta();
+    params["_meta"]["progressToken"] = json!("mine-42");
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+    let resp = reqwest::Client::new()
+        .post(&s.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "shifty__lookup")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = resp.text().await.unwrap();
+    let messages: Vec<Value> = text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let progress: Vec<&Value> = messages.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert_eq!(progress.len(), 3, "{text}");
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == "mine-42"), "the client's token, not the gateway's: {text}");
+    let last = messages.last().unwrap();
+    assert_eq!((last["id"].as_i64(), last["result"]["structuredContent"]["count"].as_i64()), (Some(5), Some(1)), "the result comes last: {text}");
 }

@@ -38,6 +38,7 @@ fn tools() -> Vec<Value> {
         ("test_logging_tool", "Logs only when the request sets a log level"),
         ("test_streaming_elicitation", "Answers without sending requests on the response stream"),
         ("test_trigger_tool_change", "Adds a tool to the list"),
+        ("test_tool_with_progress", "Reports progress three times, then answers"),
     ]
     .into_iter()
     .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
@@ -79,7 +80,7 @@ fn content(name: &str) -> Option<Vec<Value>> {
             json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
         ],
         "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
-        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" => {
+        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" | "test_tool_with_progress" => {
             vec![json!({"type": "text", "text": format!("{name} done")})]
         }
         _ => return None,
@@ -100,7 +101,15 @@ impl ServerHandler for Fixture {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "test_tool_with_progress" {
+            if let Some(token) = context.meta.get_progress_token() {
+                for step in [0.0, 50.0, 100.0] {
+                    let note = rmcp::model::ProgressNotificationParam::new(token.clone(), step).with_total(100.0);
+                    let _ = context.peer.notify_progress(note).await;
+                }
+            }
+        }
         if request.name == "test_missing_capability" {
             // The gateway relays no server-to-client requests, so it never
             // declares sampling: this tool must refuse with -32021.

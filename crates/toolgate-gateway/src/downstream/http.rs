@@ -119,12 +119,32 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         let body = Body::from_stream(super::listen::listen_stream(gw.clone(), id, &msg.params));
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
     }
-    match handle(&gw, msg, era).await {
+    if msg.method == "tools/call" && super::progress_token(&msg.params).is_some() {
+        return progress_stream(gw, msg, era);
+    }
+    match handle(&gw, msg, era, None).await {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::BadRequest(body) => (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
     }
+}
+
+/// A call that asked for progress answers with an SSE stream: progress
+/// notifications as the upstream sends them, then the result.
+fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let reply = handle(&gw, msg, era, Some(tx.clone())).await;
+        if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = reply {
+            let _ = tx.send(body);
+        }
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        let message = rx.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(format!("event: message\ndata: {message}\n\n")), rx))
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
 }
 
 /// The era of this request, from `MCP-Protocol-Version`, with the routing

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::gateway::Gateway;
+use tokio::sync::mpsc::UnboundedSender;
+
 use crate::pipeline::{self, Answer, CallRequest};
+use crate::upstream::ProgressRelay;
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 
 /// One request or notification, already parsed strictly.
@@ -87,7 +90,9 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused).";
 
-pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era) -> Reply {
+/// `notify` carries messages to the client before the answer (progress), when
+/// the transport can: stdio always, HTTP when the answer is an SSE stream.
+pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, notify: Option<UnboundedSender<String>>) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer.
         return Reply::Accepted;
@@ -120,7 +125,7 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era) -> Reply {
         "prompts/list" => Ok(empty_list("prompts", gw, era)),
         "resources/list" => Ok(empty_list("resources", gw, era)),
         "resources/templates/list" => Ok(empty_list("resourceTemplates", gw, era)),
-        "tools/call" => call_tool(gw, &msg, era).await,
+        "tools/call" => call_tool(gw, &msg, era, notify).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
             let body = wire::error_response(Some(&id), &e);
@@ -166,6 +171,11 @@ fn value_object(v: Value) -> RawObject {
     }
 }
 
+/// The client's `_meta.progressToken`, when it asked for progress.
+pub fn progress_token(params: &Value) -> Option<Value> {
+    params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
+}
+
 /// Listable tools, in name order, one page from `cursor` on. A tool's
 /// definition is forwarded as the upstream sent it, under its exposed name.
 fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcError> {
@@ -203,7 +213,7 @@ fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcEr
     Ok(out)
 }
 
-async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era) -> Result<RawObject, RpcError> {
+async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, notify: Option<UnboundedSender<String>>) -> Result<RawObject, RpcError> {
     let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
     };
@@ -212,7 +222,11 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era) -> Result<RawObje
         Some(v @ Value::Object(_)) => v.clone(),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
     };
-    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era };
+    let progress = match (progress_token(&msg.params), notify) {
+        (Some(client_token), Some(out)) => Some(ProgressRelay { client_token, out }),
+        _ => None,
+    };
+    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();

@@ -88,7 +88,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
         let (gw, out) = (gw.clone(), out_tx.clone());
         tokio::spawn(async move {
-            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era).await {
+            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, Some(out.clone())).await {
                 let _ = out.send(body);
             }
         });

@@ -8,13 +8,13 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::pipeline::Stop;
-use crate::upstream::UpstreamError;
+use crate::upstream::{ProgressRelay, UpstreamError};
 
-pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal) -> Result<Box<RawValue>, Stop> {
+pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, progress: Option<ProgressRelay>) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
-    match upstream.call_tool(&tool.tool.name, &proposal.arguments).await {
+    match upstream.call_tool(&tool.tool.name, &proposal.arguments, progress).await {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),

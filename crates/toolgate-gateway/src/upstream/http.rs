@@ -27,10 +27,11 @@ pub struct HttpChannel {
     /// The revision in force, sent as `MCP-Protocol-Version` once agreed.
     protocol_version: Mutex<Option<String>>,
     events: broadcast::Sender<String>,
+    progress: super::ProgressRoutes,
 }
 
 impl HttpChannel {
-    pub fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>) -> Result<Self, UpstreamError> {
+    pub fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -50,6 +51,7 @@ impl HttpChannel {
             session: Mutex::new(None),
             protocol_version: Mutex::new(None),
             events,
+            progress,
         })
     }
 
@@ -153,8 +155,12 @@ impl HttpChannel {
                 if message.is_response() && message.id.as_ref() == Some(id) {
                     return Ok(message);
                 }
-                if let (Some(method), None) = (&message.method, &message.id) {
-                    let _ = self.events.send(method.clone());
+                match (&message.method, &message.id) {
+                    (Some(method), None) if method == "notifications/progress" => super::route_progress(&self.progress, message.params.as_deref()),
+                    (Some(method), None) => {
+                        let _ = self.events.send(method.clone());
+                    }
+                    _ => {}
                 }
             }
         }

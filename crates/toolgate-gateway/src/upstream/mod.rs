@@ -38,6 +38,35 @@ pub enum UpstreamError {
     Rejected(String),
 }
 
+/// Where a call's progress goes: the client's own token, and the stream of
+/// JSON-RPC messages back to that client.
+#[derive(Clone)]
+pub struct ProgressRelay {
+    pub client_token: Value,
+    pub out: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+/// An upstream's `notifications/progress` routes, by the progress token
+/// toolgate gave each call (never the client's own: two clients may pick the
+/// same one).
+pub type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressRelay>>>;
+
+/// Passes an upstream progress notification on to its call's client, under
+/// the client's token. Called by the reader before it delivers the call's
+/// answer, so progress always precedes the result.
+pub(crate) fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>) {
+    let Some(mut params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else { return };
+    let key = match &params["progressToken"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(relay) = routes.get(&key) {
+        params["progressToken"] = relay.client_token.clone();
+        let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
+    }
+}
+
 /// One tool as the upstream declared it.
 #[derive(Debug)]
 pub struct UpstreamTool {
@@ -73,6 +102,20 @@ pub struct Upstream {
     wake: Notify,
     /// Bumped whenever the listing changes (or the upstream goes down/up).
     generation: watch::Sender<u64>,
+    progress: ProgressRoutes,
+    next_progress: std::sync::atomic::AtomicU64,
+}
+
+/// Removes a call's progress route when the call ends, however it ends.
+struct ProgressRoute {
+    routes: ProgressRoutes,
+    token: String,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.token);
+    }
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -90,6 +133,8 @@ impl Upstream {
             state: RwLock::new(State::default()),
             wake: Notify::new(),
             generation: watch::channel(0).0,
+            progress: ProgressRoutes::default(),
+            next_progress: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -139,13 +184,25 @@ impl Upstream {
 
     /// Calls `tool` with `arguments` under the deadline. The result comes
     /// back verbatim. A transport failure marks the upstream down.
-    pub async fn call_tool(&self, tool: &str, arguments: &Value) -> Result<Box<RawValue>, UpstreamError> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        progress: Option<ProgressRelay>,
+    ) -> Result<Box<RawValue>, UpstreamError> {
         let (session, down) = {
             let state = self.read();
             (state.session.clone(), state.down.clone())
         };
         let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
-        let params = serde_json::json!({"name": tool, "arguments": arguments});
+        let mut params = serde_json::json!({"name": tool, "arguments": arguments});
+        // Progress: our own token upstream, routed back to this call only.
+        let _route = progress.map(|relay| {
+            let token = format!("toolgate-{}", self.next_progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            params["_meta"] = serde_json::json!({"progressToken": token});
+            self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), relay);
+            ProgressRoute { routes: self.progress.clone(), token }
+        });
         match tokio::time::timeout(self.timeout, session.request("tools/call", params)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
@@ -190,7 +247,7 @@ impl Upstream {
     }
 
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<Session>, Listing), UpstreamError> {
-        let channel = session::Channel::open(&self.name, &self.transport, events)?;
+        let channel = session::Channel::open(&self.name, &self.transport, events, self.progress.clone())?;
         let session = tokio::time::timeout(self.timeout, Session::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;

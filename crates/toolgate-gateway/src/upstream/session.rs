@@ -25,10 +25,10 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>) -> Result<Self, UpstreamError> {
+    pub fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
         Ok(match transport {
-            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events)?),
-            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events)?),
+            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events, progress)?),
+            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events, progress)?),
         })
     }
 

@@ -38,6 +38,7 @@ impl StdioChannel {
         args: &[String],
         env: &std::collections::BTreeMap<String, String>,
         events: broadcast::Sender<String>,
+        progress: super::ProgressRoutes,
     ) -> Result<Self, UpstreamError> {
         let mut child = Command::new(command)
             .args(args)
@@ -86,7 +87,7 @@ impl StdioChannel {
                         continue;
                     }
                 };
-                route(&name, message, &routes, &events, &replies);
+                route(&name, message, &routes, &events, &replies, &progress);
             }
             let _ = alive_tx.send(false);
             // Whoever still waits learns the upstream is gone.
@@ -155,7 +156,14 @@ impl Drop for Forget<'_> {
     }
 }
 
-fn route(server: &str, message: Message, pending: &Pending, events: &broadcast::Sender<String>, replies: &mpsc::UnboundedSender<String>) {
+fn route(
+    server: &str,
+    message: Message,
+    pending: &Pending,
+    events: &broadcast::Sender<String>,
+    replies: &mpsc::UnboundedSender<String>,
+    progress: &super::ProgressRoutes,
+) {
     if message.is_response() {
         let Some(id) = message.id.clone() else { return };
         if let Some(tx) = pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
@@ -176,6 +184,7 @@ fn route(server: &str, message: Message, pending: &Pending, events: &broadcast::
             };
             let _ = replies.send(reply);
         }
+        (Some(method), None) if method == "notifications/progress" => super::route_progress(progress, message.params.as_deref()),
         (Some(method), None) => {
             let _ = events.send(method.clone());
         }
