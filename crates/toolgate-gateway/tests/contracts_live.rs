@@ -35,7 +35,7 @@ impl ServerHandler for Shifty {
         let tool: Tool = serde_json::from_value(json!({
             "name": "lookup",
             "description": self.description.lock().unwrap().clone(),
-            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}, "report_progress": {"type": "boolean"}}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}, "report_progress": {"type": "boolean"}, "region": {"type": "string", "x-mcp-header": "Region"}}, "additionalProperties": false},
             "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }))
@@ -232,4 +232,37 @@ async fn progress_reaches_the_client_under_its_own_token_before_the_result() {
     assert!(progress.iter().all(|p| p["params"]["progressToken"] == "mine-42"), "the client's token, not the gateway's: {text}");
     let last = messages.last().unwrap();
     assert_eq!((last["id"].as_i64(), last["result"]["structuredContent"]["count"].as_i64()), (Some(5), Some(1)), "the result comes last: {text}");
+}
+
+#[tokio::test]
+async fn mcp_param_headers_must_mirror_their_arguments() {
+    let s = setup("").await;
+    let send = |header: Option<&'static str>| {
+        let url = s.url.clone();
+        async move {
+            let mut params = json!({"name": "shifty__lookup", "arguments": {"region": "Zürich"}});
+            params["_meta"] = meta();
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params});
+            let mut req = reqwest::Client::new()
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", "shifty__lookup");
+            if let Some(h) = header {
+                req = req.header("Mcp-Param-Region", h);
+            }
+            let resp = req.body(body.to_string()).send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = send(None).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32020)), "{body}");
+    let (status, body) = send(Some("Zurich")).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32020)), "{body}");
+    // "Zürich" is not ASCII: it travels Base64-encoded.
+    let (status, body) = send(Some("=?base64?WsO8cmljaA==?=")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["structuredContent"]["count"], 1);
 }

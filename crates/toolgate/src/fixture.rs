@@ -44,6 +44,11 @@ fn tools() -> Vec<Value> {
     .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
     .collect();
     list.push(json!({
+        "name": "test_custom_header",
+        "description": "Mirrors its region argument in the Mcp-Param-Region header (SEP-2243)",
+        "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}
+    }));
+    list.push(json!({
         "name": "json_schema_2020_12_tool",
         "description": "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
         "inputSchema": {
@@ -80,7 +85,7 @@ fn content(name: &str) -> Option<Vec<Value>> {
             json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
         ],
         "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
-        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" | "test_tool_with_progress" => {
+        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" | "test_tool_with_progress" | "test_custom_header" => {
             vec![json!({"type": "text", "text": format!("{name} done")})]
         }
         _ => return None,

@@ -112,6 +112,9 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         Ok(era) => era,
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), e),
     };
+    if let Err(e) = check_param_headers(&gw, &headers, &msg, era) {
+        return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), e);
+    }
     if msg.method == "subscriptions/listen" {
         let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
             return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), RpcError::new(code::INVALID_REQUEST, "subscriptions/listen is a 2026-07-28 request"));
@@ -128,6 +131,21 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::BadRequest(body) => (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
     }
+}
+
+/// `Mcp-Param-*` headers must agree with the arguments they mirror (only a
+/// listed tool's schema can say which those are).
+fn check_param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Era) -> Result<(), RpcError> {
+    if era != Era::Modern || msg.method != "tools/call" {
+        return Ok(());
+    }
+    let Some(name) = msg.params.get("name").and_then(Value::as_str) else { return Ok(()) };
+    let catalog = gw.catalogs.current();
+    let Some(tool) = catalog.tools.get(name) else { return Ok(()) };
+    let schema = tool.tool.definition.get("inputSchema").cloned().unwrap_or_default();
+    let arguments = msg.params.get("arguments").cloned().unwrap_or_default();
+    super::param_headers::check(&schema, &arguments, |h| header_str(headers, h).map(str::to_string))
+        .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 
 /// A call that asked for progress answers with an SSE stream: progress

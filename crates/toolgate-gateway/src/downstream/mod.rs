@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod listen;
+pub mod param_headers;
 pub mod stdio;
 
 use serde_json::value::{RawValue, to_raw_value};

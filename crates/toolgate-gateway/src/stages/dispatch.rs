@@ -8,13 +8,23 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::pipeline::Stop;
-use crate::upstream::{ProgressRelay, UpstreamError};
+use crate::downstream::param_headers;
+use crate::upstream::{CallOptions, ProgressRelay, UpstreamError};
 
 pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, progress: Option<ProgressRelay>) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
-    match upstream.call_tool(&tool.tool.name, &proposal.arguments, progress).await {
+    // The upstream may route on Mcp-Param-* headers too: send what its schema declares.
+    let headers = param_headers::declared(tool.tool.definition.get("inputSchema").unwrap_or(&serde_json::Value::Null))
+        .into_iter()
+        .filter_map(|(header, arg)| {
+            let value = proposal.arguments.get(&arg)?;
+            let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            Some((header, param_headers::encode(&text)))
+        })
+        .collect();
+    match upstream.call_tool(&tool.tool.name, &proposal.arguments, CallOptions { progress, headers }).await {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),

@@ -60,10 +60,10 @@ impl HttpChannel {
     }
 
     /// Sends a request; `modern` adds the 2026-07-28 routing headers.
-    pub async fn request(&self, method: &str, params: &Value, modern: bool) -> Result<Message, UpstreamError> {
+    pub async fn request(&self, method: &str, params: &Value, modern: bool, extra: &[(String, String)]) -> Result<Message, UpstreamError> {
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let body = wire::request(&id, method, params);
-        let response = self.post(method, params, body, modern).await?;
+        let response = self.post(method, params, body, modern, extra).await?;
         if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
             *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
         }
@@ -88,7 +88,7 @@ impl HttpChannel {
     }
 
     pub async fn notify(&self, method: &str, params: &Value, modern: bool) -> Result<(), UpstreamError> {
-        let response = self.post(method, params, wire::notification(method, params), modern).await?;
+        let response = self.post(method, params, wire::notification(method, params), modern, &[]).await?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -96,7 +96,7 @@ impl HttpChannel {
         }
     }
 
-    async fn post(&self, method: &str, params: &Value, body: String, modern: bool) -> Result<reqwest::Response, UpstreamError> {
+    async fn post(&self, method: &str, params: &Value, body: String, modern: bool, extra: &[(String, String)]) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .client
             .post(&self.url)
@@ -115,6 +115,9 @@ impl HttpChannel {
         }
         if let Some(s) = self.session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             req = req.header(SESSION_HEADER, s);
+        }
+        for (k, v) in extra {
+            req = req.header(k.as_str(), v.as_str());
         }
         if modern {
             req = req.header("Mcp-Method", method);

@@ -46,6 +46,15 @@ pub struct ProgressRelay {
     pub out: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
+/// What a call carries besides its arguments.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Progress wanted by the client, and where it goes.
+    pub progress: Option<ProgressRelay>,
+    /// `Mcp-Param-*` headers the tool's schema asks for (HTTP upstreams).
+    pub headers: Vec<(String, String)>,
+}
+
 /// An upstream's `notifications/progress` routes, by the progress token
 /// toolgate gave each call (never the client's own: two clients may pick the
 /// same one).
@@ -188,7 +197,7 @@ impl Upstream {
         &self,
         tool: &str,
         arguments: &Value,
-        progress: Option<ProgressRelay>,
+        options: CallOptions,
     ) -> Result<Box<RawValue>, UpstreamError> {
         let (session, down) = {
             let state = self.read();
@@ -197,13 +206,13 @@ impl Upstream {
         let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
         let mut params = serde_json::json!({"name": tool, "arguments": arguments});
         // Progress: our own token upstream, routed back to this call only.
-        let _route = progress.map(|relay| {
+        let _route = options.progress.map(|relay| {
             let token = format!("toolgate-{}", self.next_progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             params["_meta"] = serde_json::json!({"progressToken": token});
             self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), relay);
             ProgressRoute { routes: self.progress.clone(), token }
         });
-        match tokio::time::timeout(self.timeout, session.request("tools/call", params)).await {
+        match tokio::time::timeout(self.timeout, session.request_with_headers("tools/call", params, &options.headers)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
                 self.set_down(e.to_string());

@@ -32,10 +32,10 @@ impl Channel {
         })
     }
 
-    async fn request(&self, method: &str, params: &Value, era: Option<Era>) -> Result<Message, UpstreamError> {
+    async fn request(&self, method: &str, params: &Value, era: Option<Era>, headers: &[(String, String)]) -> Result<Message, UpstreamError> {
         match self {
             Channel::Stdio(c) => c.request(method, params).await,
-            Channel::Http(c) => c.request(method, params, era != Some(Era::Legacy)).await,
+            Channel::Http(c) => c.request(method, params, era != Some(Era::Legacy), headers).await,
         }
     }
 
@@ -76,7 +76,7 @@ fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
 impl Session {
     pub async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
         let meta = wire::modern_meta("toolgate", client_version);
-        let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern))).await;
+        let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern), &[])).await;
         if let Ok(Ok(message)) = discover {
             if let Ok(raw) = into_result(message) {
                 let result: Value = serde_json::from_str(raw.get()).unwrap_or_default();
@@ -100,7 +100,7 @@ impl Session {
             "capabilities": {},
             "clientInfo": {"name": "toolgate", "version": client_version}
         });
-        let result = into_result(channel.request("initialize", &params, Some(Era::Legacy)).await?)?;
+        let result = into_result(channel.request("initialize", &params, Some(Era::Legacy), &[]).await?)?;
         let result: Value = serde_json::from_str(result.get()).map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
         let version = result["protocolVersion"].as_str().unwrap_or_default().to_string();
         if version.is_empty() {
@@ -131,7 +131,12 @@ impl Session {
     }
 
     pub async fn request(&self, method: &str, params: Value) -> Result<Box<RawValue>, UpstreamError> {
-        into_result(self.channel.request(method, &self.params(params), Some(self.era)).await?)
+        self.request_with_headers(method, params, &[]).await
+    }
+
+    /// A request with extra HTTP headers (ignored on stdio).
+    pub async fn request_with_headers(&self, method: &str, params: Value, headers: &[(String, String)]) -> Result<Box<RawValue>, UpstreamError> {
+        into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
     }
 
     /// Every tool definition, all pages, each kept verbatim.
