@@ -54,14 +54,21 @@ pub struct Catalog {
 struct SchemaCache(Mutex<HashMap<String, Arc<SchemaValidator>>>);
 
 impl SchemaCache {
-    fn compile(&self, schema: &Value) -> Result<Arc<SchemaValidator>, String> {
+    fn compile(&self, schema: &Value, used: &mut Vec<String>) -> Result<Arc<SchemaValidator>, String> {
         let key = toolgate_core::proposal::sha256_hex(canonical_json(schema).as_bytes());
+        used.push(key.clone());
         if let Some(v) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(v.clone());
         }
         let compiled = Arc::new(SchemaValidator::compile(schema).map_err(|e| e.0)?);
         self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(key, compiled.clone());
         Ok(compiled)
+    }
+
+    /// Forgets schemas no current tool uses, so an upstream that changes its
+    /// schemas on every list cannot grow the cache without bound.
+    fn keep_only(&self, used: &[String]) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| used.contains(k));
     }
 }
 
@@ -114,6 +121,7 @@ impl Catalogs {
 
     fn build(&self) -> Catalog {
         let mut catalog = Catalog::default();
+        let mut used = Vec::new();
         for upstream in &self.upstreams {
             let Some(listing) = upstream.listing() else {
                 catalog.down.insert(upstream.name.clone(), upstream.down_reason().unwrap_or_else(|| "connecting".into()));
@@ -142,10 +150,10 @@ impl Catalogs {
                     self.pins.status(&exposed_name, &sha)
                 };
                 let input = match tool.definition.get("inputSchema") {
-                    Some(schema @ Value::Object(_)) => self.schemas.compile(schema),
+                    Some(schema @ Value::Object(_)) => self.schemas.compile(schema, &mut used),
                     _ => Err("the tool declares no inputSchema object".into()),
                 };
-                let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s));
+                let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s, &mut used));
                 let exposed = ExposedTool {
                     exposed_name: exposed_name.clone(),
                     server: upstream.name.clone(),
@@ -160,6 +168,7 @@ impl Catalogs {
                 catalog.tools.insert(exposed_name, Arc::new(exposed));
             }
         }
+        self.schemas.keep_only(&used);
         catalog
     }
 }

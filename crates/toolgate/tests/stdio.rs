@@ -122,3 +122,32 @@ async fn serve_stdio_survives_an_oversized_and_a_non_utf8_line() {
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exits after stdin closes").unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn a_wrapped_stdio_server_goes_with_its_gateway() {
+    // `sh` stays the child and the Atlas server is its child, as with npx-style wrappers.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("wrapped-atlas");
+    let script = format!("\"$0\" atlas tickets --state {}; true", marker.display());
+    let text = format!(
+        "[servers.tickets]\ncommand = \"sh\"\nargs = [\"-c\", {}, {}]\ntrusted = true\n",
+        json!(script),
+        json!(env!("CARGO_BIN_EXE_toolgate"))
+    );
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, text).unwrap();
+    let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).unwrap();
+    assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
+    let running = || std::process::Command::new("pgrep").arg("-f").arg(&marker).status().unwrap().success();
+    assert!(running(), "the wrapped server runs");
+    gw.stop();
+    let mut gone = false;
+    for _ in 0..100 {
+        if !running() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the grandchild was stopped with the gateway");
+}

@@ -215,7 +215,12 @@ impl Upstream {
         match tokio::time::timeout(self.timeout, session.request_with_headers("tools/call", params, &options.headers)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
-                self.set_down(e.to_string());
+                // Only if the session that failed is still the current one: a
+                // late failure of an old session must not take down a new one.
+                let current = self.read().session.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session));
+                if current {
+                    self.set_down(e.to_string());
+                }
                 self.wake.notify_one();
                 Err(e)
             }

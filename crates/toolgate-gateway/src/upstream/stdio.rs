@@ -47,6 +47,9 @@ impl StdioChannel {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
+            // Its own process group: wrappers such as `npx` start the real
+            // server as a grandchild, which must go when the channel goes.
+            .process_group(0)
             .spawn()
             .map_err(|e| UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")))?;
         let stdin = child.stdin.take().expect("piped");
@@ -141,6 +144,18 @@ async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<S
         };
         if written.await.is_err() {
             break;
+        }
+    }
+}
+
+impl Drop for StdioChannel {
+    fn drop(&mut self) {
+        if let Some(pid) = self._child.get_mut().id() {
+            // SAFETY: kill(2) with a negative pid signals the process group
+            // this channel created; it touches no memory of ours.
+            unsafe {
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+            }
         }
     }
 }
