@@ -23,6 +23,9 @@ pub struct CallRequest {
     pub era: Era,
     /// Set when the client asked for progress and the transport can carry it.
     pub progress: Option<ProgressRelay>,
+    /// `inputResponses` / `requestState` of a re-issued call (MRTR).
+    pub input: serde_json::Map<String, Value>,
+    pub client_capabilities: Option<Value>,
 }
 
 /// How a stage ends a call early.
@@ -81,7 +84,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     }
     // 6. reserve: the operation ledger goes here.
     // 7. dispatch: the upstream, under its deadline.
-    let raw = match dispatch::dispatch(gw, &tool, &proposal, call.progress.clone()).await {
+    let raw = match dispatch::dispatch(gw, &tool, &proposal, call).await {
         Ok(raw) => raw,
         Err(stop) => return stop.into(),
     };

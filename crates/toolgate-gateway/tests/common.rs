@@ -107,7 +107,14 @@ pub fn meta() -> Value {
 /// A well-formed 2026-07-28 POST; returns (status, JSON body or Null).
 pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
     let mut params = params;
-    params["_meta"] = meta();
+    // The standard `_meta`, with whatever the caller put there on top.
+    let mut merged = meta();
+    if let Some(Value::Object(extra)) = params.get("_meta") {
+        for (k, v) in extra {
+            merged[k.as_str()] = v.clone();
+        }
+    }
+    params["_meta"] = merged;
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let mut req = reqwest::Client::new()
         .post(url)

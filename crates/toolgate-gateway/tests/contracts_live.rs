@@ -35,7 +35,7 @@ impl ServerHandler for Shifty {
         let tool: Tool = serde_json::from_value(json!({
             "name": "lookup",
             "description": self.description.lock().unwrap().clone(),
-            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}, "report_progress": {"type": "boolean"}, "region": {"type": "string", "x-mcp-header": "Region"}}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"broken": {"type": "boolean"}, "needs_sampling": {"type": "boolean"}, "report_progress": {"type": "boolean"}, "region": {"type": "string", "x-mcp-header": "Region"}, "ask": {"type": "boolean"}}, "additionalProperties": false},
             "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }))
@@ -52,6 +52,21 @@ impl ServerHandler for Shifty {
             for step in [1.0, 2.0, 3.0] {
                 context.peer.notify_progress(rmcp::model::ProgressNotificationParam::new(token.clone(), step)).await.unwrap();
             }
+        }
+        if flag("ask") {
+            // MRTR: ask first; on the re-issue, report what came back.
+            let Some(state) = request.request_state.clone() else {
+                let asked: rmcp::model::InputRequiredResult = serde_json::from_value(json!({
+                    "resultType": "input_required",
+                    "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {"type": "object", "properties": {}}}}},
+                    "requestState": "state-1"
+                }))
+                .unwrap();
+                return Ok(asked.into());
+            };
+            let answers = serde_json::to_value(&request.input_responses).unwrap_or_default();
+            let caps = serde_json::to_value(&context.meta).unwrap_or_default()["io.modelcontextprotocol/clientCapabilities"].clone();
+            return Ok(CallToolResult::structured(json!({"count": 1, "state": state, "answers": answers, "caps": caps})).into());
         }
         let broken = flag("broken");
         let structured = if broken { json!({"count": "many"}) } else { json!({"count": 1}) };
@@ -265,4 +280,26 @@ async fn mcp_param_headers_must_mirror_their_arguments() {
     let (status, body) = send(Some("=?base64?WsO8cmljaA==?=")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["structuredContent"]["count"], 1);
+}
+
+#[tokio::test]
+async fn an_upstream_input_required_round_trip_passes_through() {
+    let s = setup("").await;
+    let first = call(&s.url, "shifty__lookup", json!({"ask": true})).await;
+    let r = &first["result"];
+    assert_eq!(r["resultType"], "input_required", "{first}");
+    assert_eq!(r["requestState"], "state-1");
+    assert!(r["inputRequests"]["q"]["method"] == "elicitation/create");
+    // The client answers and re-issues; the re-issue goes through the whole pipeline again.
+    let mut params = json!({"name": "shifty__lookup", "arguments": {"ask": true}, "inputResponses": {"q": {"action": "accept", "content": {}}}, "requestState": "state-1"});
+    params["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let (status, second) = post(&s.url, "tools/call", params).await;
+    assert_eq!(status, 200);
+    let out = &second["result"]["structuredContent"];
+    assert_eq!(out["state"], "state-1", "{second}");
+    assert_eq!(out["answers"]["q"]["action"], "accept");
+    assert_eq!(out["caps"], json!({"elicitation": {}}), "the client's capabilities reach the upstream");
+    // Still gated: an invalid re-issue is refused before the upstream sees it.
+    let bad = call(&s.url, "shifty__lookup", json!({"ask": "yes"})).await;
+    assert_eq!(bad["result"]["structuredContent"]["action"], "correct");
 }

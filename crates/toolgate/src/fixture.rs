@@ -39,6 +39,14 @@ fn tools() -> Vec<Value> {
         ("test_streaming_elicitation", "Answers without sending requests on the response stream"),
         ("test_trigger_tool_change", "Adds a tool to the list"),
         ("test_tool_with_progress", "Reports progress three times, then answers"),
+        ("test_input_required_result_elicitation", "MRTR: asks for a name by elicitation"),
+        ("test_input_required_result_sampling", "MRTR: asks for a sample"),
+        ("test_input_required_result_list_roots", "MRTR: asks for the roots"),
+        ("test_input_required_result_request_state", "MRTR: asks to confirm, with request state"),
+        ("test_input_required_result_multiple_inputs", "MRTR: asks for three inputs at once"),
+        ("test_input_required_result_multi_round", "MRTR: two rounds of input"),
+        ("test_input_required_result_tampered_state", "MRTR: signed request state"),
+        ("test_input_required_result_capabilities", "MRTR: asks only for what the client declared"),
     ]
     .into_iter()
     .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
@@ -130,6 +138,19 @@ impl ServerHandler for Fixture {
         if request.name == "test_trigger_tool_change" {
             self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        if request.name.starts_with("test_input_required_result_") {
+            let responses = serde_json::to_value(&request.input_responses).unwrap_or_default();
+            let meta = serde_json::to_value(&context.meta).unwrap_or_default();
+            let caps = meta["io.modelcontextprotocol/clientCapabilities"].clone();
+            return match mrtr(&request.name, &responses, request.request_state.as_deref(), &caps)? {
+                Ok(input_required) => {
+                    let result: rmcp::model::InputRequiredResult =
+                        serde_json::from_value(input_required).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    Ok(result.into())
+                }
+                Err(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
+            };
+        }
         if request.name == "test_error_handling" {
             return Ok(CallToolResult::error(vec![ContentBlock::text("This tool intentionally returns an error for testing")]).into());
         }
@@ -137,6 +158,117 @@ impl ServerHandler for Fixture {
         let blocks: Vec<ContentBlock> = blocks.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(CallToolResult::success(blocks).into())
     }
+}
+
+/// The fixture's MRTR behaviour (the suite's `test_input_required_result_*`):
+/// `Ok(Some(value))` is an `input_required` result, `Ok(None)` means the
+/// tool answers with `text`, `Err` is a protocol error.
+fn mrtr(name: &str, responses: &Value, state: Option<&str>, caps: &Value) -> Result<Result<Value, String>, ErrorData> {
+    let ask_name = |key: &str, message: &str, field: &str| {
+        json!({key: {"method": "elicitation/create", "params": {"message": message,
+            "requestedSchema": {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}}}})
+    };
+    let text = |key: &str, field: &str| responses[key]["content"][field].as_str().unwrap_or("unknown").to_string();
+    let confirm = json!({"confirm": {"method": "elicitation/create", "params": {"message": "Please confirm",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}});
+    let sample = |key: &str, prompt: &str| json!({key: {"method": "sampling/createMessage", "params": {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 50}}});
+    let input_required = |requests: Value, state: Option<String>| {
+        let mut v = json!({"resultType": "input_required", "inputRequests": requests});
+        if let Some(s) = state {
+            v["requestState"] = json!(s);
+        }
+        Ok(Ok(v))
+    };
+    let parsed = state.and_then(|s| serde_json::from_str::<Value>(s).ok()).unwrap_or_default();
+    let done = |t: String| Ok(Err(t));
+    match name {
+        "test_input_required_result_elicitation" if !responses["user_name"].is_null() => done(format!("Hello, {}!", text("user_name", "name"))),
+        "test_input_required_result_elicitation" => input_required(ask_name("user_name", "What is your name?", "name"), None),
+        "test_input_required_result_sampling" if !responses["sample_request"].is_null() => {
+            done(format!("Sampling result: {}", responses["sample_request"]["content"]["text"].as_str().unwrap_or("no response")))
+        }
+        "test_input_required_result_sampling" => input_required(sample("sample_request", "What is the capital of France?"), None),
+        "test_input_required_result_list_roots" if !responses["roots_request"].is_null() => {
+            done(format!("Found {} root(s)", responses["roots_request"]["roots"].as_array().map_or(0, Vec::len)))
+        }
+        "test_input_required_result_list_roots" => input_required(json!({"roots_request": {"method": "roots/list", "params": {}}}), None),
+        "test_input_required_result_request_state" if parsed["kind"] == "request-state" && responses["confirm"]["content"]["ok"] == true => {
+            done("state-ok: requestState validated".into())
+        }
+        "test_input_required_result_request_state" => input_required(confirm, Some(json!({"kind": "request-state", "nonce": nonce()}).to_string())),
+        "test_input_required_result_multiple_inputs"
+            if parsed["kind"] == "multiple-inputs" && !responses["user_name"].is_null() && !responses["greeting"].is_null() && !responses["client_roots"].is_null() =>
+        {
+            let greeting = responses["greeting"]["content"]["text"].as_str().unwrap_or("Hello there!");
+            let roots = responses["client_roots"]["roots"].as_array().map_or(0, Vec::len);
+            done(format!("Name: {}; Greeting: {greeting}; Roots: {roots}", text("user_name", "name")))
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let mut requests = ask_name("user_name", "What is your name?", "name");
+            requests["greeting"] = sample("greeting", "Generate a greeting")["greeting"].clone();
+            requests["client_roots"] = json!({"method": "roots/list", "params": {}});
+            input_required(requests, Some(json!({"kind": "multiple-inputs", "nonce": nonce()}).to_string()))
+        }
+        "test_input_required_result_multi_round" if parsed["round"] == 1 && !responses["step1"].is_null() => input_required(
+            ask_name("step2", "Step 2: What is your favorite color?", "color"),
+            Some(json!({"round": 2, "name": text("step1", "name"), "nonce": nonce()}).to_string()),
+        ),
+        "test_input_required_result_multi_round" if parsed["round"] == 2 && !responses["step2"].is_null() => {
+            done(format!("Multi-round complete for {} who likes {}", parsed["name"].as_str().unwrap_or("friend"), text("step2", "color")))
+        }
+        "test_input_required_result_multi_round" => input_required(
+            ask_name("step1", "Step 1: What is your name?", "name"),
+            Some(json!({"round": 1, "nonce": nonce()}).to_string()),
+        ),
+        "test_input_required_result_tampered_state" => match state {
+            Some(raw) => match verify(raw) {
+                None => Err(ErrorData::invalid_params("requestState integrity check failed", None)),
+                Some(v) if v["kind"] == "tamper-test" && !responses["confirm"].is_null() => done("integrity-ok: state verified".into()),
+                Some(_) => input_required(confirm, Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()})))),
+            },
+            None => input_required(confirm, Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()})))),
+        },
+        "test_input_required_result_capabilities" => {
+            if responses.as_object().is_some_and(|r| !r.is_empty()) {
+                let keys: Vec<&String> = responses.as_object().unwrap().keys().collect();
+                return done(format!("capabilities-ok: received {}", keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",")));
+            }
+            let mut requests = serde_json::Map::new();
+            if caps.get("elicitation").is_some() {
+                requests.insert("elicit_input".into(), ask_name("elicit_input", "Elicitation input", "value")["elicit_input"].clone());
+            }
+            if caps.get("sampling").is_some() {
+                requests.insert("sample_input".into(), sample("sample_input", "Sample request")["sample_input"].clone());
+            }
+            if requests.is_empty() {
+                return done("No supported capabilities declared".into());
+            }
+            input_required(Value::Object(requests), Some(sign(&json!({"kind": "capabilities-test", "nonce": nonce()}))))
+        }
+        _ => Ok(Err(String::new())),
+    }
+}
+
+fn nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(1);
+    format!("n{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Test equipment's integrity seal: sha256 over a fixed secret and the data.
+const STATE_SECRET: &str = "toolgate-conformance-fixture";
+
+fn sign(payload: &Value) -> String {
+    let data = payload.to_string();
+    let mac = toolgate_core::proposal::sha256_hex(format!("{STATE_SECRET}{data}").as_bytes());
+    json!({"data": data, "hmac": mac}).to_string()
+}
+
+fn verify(raw: &str) -> Option<Value> {
+    let outer: Value = serde_json::from_str(raw).ok()?;
+    let data = outer["data"].as_str()?;
+    let mac = toolgate_core::proposal::sha256_hex(format!("{STATE_SECRET}{data}").as_bytes());
+    (outer["hmac"].as_str()? == mac).then(|| serde_json::from_str(data).ok()).flatten()
 }
 
 pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {

@@ -29,7 +29,7 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 }
 
 async fn get_ticket(gw: &Gateway) -> Answer {
-    let call = CallRequest { request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None };
+    let call = CallRequest { request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
     pipeline::call_tool(gw, call).await
 }
 

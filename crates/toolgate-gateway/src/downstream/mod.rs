@@ -227,7 +227,14 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, notify: Option<Un
         (Some(client_token), Some(out)) => Some(ProgressRelay { client_token, out }),
         _ => None,
     };
-    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress };
+    let input: serde_json::Map<String, Value> = ["inputResponses", "requestState"]
+        .into_iter()
+        .filter_map(|k| msg.params.get(k).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    let client_capabilities = (era == Era::Modern)
+        .then(|| msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned())
+        .flatten();
+    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();

@@ -31,6 +31,11 @@ pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &
     };
     let is_error = result.get("isError").is_some_and(|v| v.get() == "true");
     trail.tool_error = is_error;
+    // An upstream asking for input (MRTR) has no result to check yet.
+    if result.get("resultType").is_some_and(|t| t.get() != "\"complete\"") {
+        trail.input_required = true;
+        return Answer::Result(result);
+    }
     let (Some(output), false) = (&tool.output, is_error) else { return Answer::Result(result) };
     let structured: Option<Value> = result.get("structuredContent").and_then(|v| serde_json::from_str(v.get()).ok());
     let violation = |message: String| vec![toolgate_core::schema::Violation { path: "/".into(), message }];

@@ -9,9 +9,10 @@ use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::pipeline::Stop;
 use crate::downstream::param_headers;
-use crate::upstream::{CallOptions, ProgressRelay, UpstreamError};
+use crate::pipeline::CallRequest;
+use crate::upstream::{CallOptions, UpstreamError};
 
-pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, progress: Option<ProgressRelay>) -> Result<Box<RawValue>, Stop> {
+pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
@@ -24,7 +25,13 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, pro
             Some((header, param_headers::encode(&text)))
         })
         .collect();
-    match upstream.call_tool(&tool.tool.name, &proposal.arguments, CallOptions { progress, headers }).await {
+    let options = CallOptions {
+        progress: call.progress.clone(),
+        headers,
+        input: call.input.clone(),
+        client_capabilities: call.client_capabilities.clone(),
+    };
+    match upstream.call_tool(&tool.tool.name, &proposal.arguments, options).await {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),

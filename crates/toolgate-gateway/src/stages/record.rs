@@ -14,6 +14,7 @@ pub struct Trail {
     pub proposal_sha256: Option<String>,
     pub decision: Option<Decision>,
     pub tool_error: bool,
+    pub input_required: bool,
     pub output_violations: usize,
 }
 
@@ -25,6 +26,7 @@ impl Trail {
             proposal_sha256: None,
             decision: None,
             tool_error: false,
+            input_required: false,
             output_violations: 0,
         }
     }
@@ -33,6 +35,7 @@ impl Trail {
 pub fn record(trail: &Trail, answer: &Answer, elapsed: Duration) {
     let (outcome, reason, action) = match answer {
         Answer::Result(_) if trail.tool_error => ("tool_error", String::new(), String::new()),
+        Answer::Result(_) if trail.input_required => ("input_required", String::new(), String::new()),
         Answer::Result(_) => ("completed", String::new(), String::new()),
         Answer::Refused(r) => ("refused", json_name(&r.reason), json_name(&r.action)),
         Answer::Error(e) => ("protocol_error", e.code.to_string(), String::new()),

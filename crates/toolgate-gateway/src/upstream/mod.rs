@@ -53,6 +53,12 @@ pub struct CallOptions {
     pub progress: Option<ProgressRelay>,
     /// `Mcp-Param-*` headers the tool's schema asks for (HTTP upstreams).
     pub headers: Vec<(String, String)>,
+    /// A re-issued call's answers to the upstream's `input_required`
+    /// (`inputResponses`, `requestState`), passed on unchanged.
+    pub input: serde_json::Map<String, Value>,
+    /// The client's own capabilities: on 2026-07-28 the client, not the
+    /// gateway, fulfils an upstream's input requests.
+    pub client_capabilities: Option<Value>,
 }
 
 /// An upstream's `notifications/progress` routes, by the progress token
@@ -205,10 +211,16 @@ impl Upstream {
         };
         let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
         let mut params = serde_json::json!({"name": tool, "arguments": arguments});
+        for (k, v) in &options.input {
+            params[k.as_str()] = v.clone();
+        }
+        if let Some(caps) = &options.client_capabilities {
+            params["_meta"][crate::wire::META_CLIENT_CAPABILITIES] = caps.clone();
+        }
         // Progress: our own token upstream, routed back to this call only.
         let _route = options.progress.map(|relay| {
             let token = format!("toolgate-{}", self.next_progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            params["_meta"] = serde_json::json!({"progressToken": token});
+            params["_meta"]["progressToken"] = serde_json::json!(token);
             self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), relay);
             ProgressRoute { routes: self.progress.clone(), token }
         });
