@@ -104,10 +104,10 @@ pub fn meta() -> Value {
     })
 }
 
-/// A well-formed 2026-07-28 POST; returns (status, JSON body or Null).
-pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
-    let mut params = params;
-    // The standard `_meta`, with whatever the caller put there on top.
+/// A well-formed 2026-07-28 request, ready to send: the standard `_meta`
+/// (with whatever the caller put in `params._meta` on top) and the routing
+/// headers that agree with the body.
+pub fn request(url: &str, id: Value, method: &str, mut params: Value) -> reqwest::RequestBuilder {
     let mut merged = meta();
     if let Some(Value::Object(extra)) = params.get("_meta") {
         for (k, v) in extra {
@@ -115,17 +115,21 @@ pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
         }
     }
     params["_meta"] = merged;
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let mut req = reqwest::Client::new()
         .post(url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", method);
-    if let Some(name) = body["params"]["name"].as_str() {
+    if let Some(name) = params["name"].as_str() {
         req = req.header("Mcp-Name", name);
     }
-    let resp = req.body(body.to_string()).send().await.unwrap();
+    req.body(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
+}
+
+/// Sends a well-formed 2026-07-28 request (id 7); returns (status, JSON body or Null).
+pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
+    let resp = request(url, json!(7), method, params).send().await.unwrap();
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))

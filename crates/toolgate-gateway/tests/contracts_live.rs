@@ -181,19 +181,8 @@ async fn a_result_violating_its_output_schema_can_be_withheld() {
 async fn a_listen_stream_hears_about_tool_list_changes() {
     use futures_util::StreamExt;
     let s = setup("").await;
-    let mut params = json!({"notifications": {"toolsListChanged": true}});
-    params["_meta"] = meta();
-    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen", "params": params});
-    let resp = reqwest::Client::new()
-        .post(&s.url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let params = json!({"notifications": {"toolsListChanged": true}});
+    let resp = request(&s.url, json!("sub-1"), "subscriptions/listen", params).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let mut stream = resp.bytes_stream();
@@ -224,21 +213,8 @@ async fn an_upstream_missing_capability_error_is_http_400() {
 #[tokio::test]
 async fn progress_reaches_the_client_under_its_own_token_before_the_result() {
     let s = setup("").await;
-    let mut params = json!({"name": "shifty__lookup", "arguments": {"report_progress": true}});
-    params["_meta"] = meta();
-    params["_meta"]["progressToken"] = json!("mine-42");
-    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
-    let resp = reqwest::Client::new()
-        .post(&s.url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", "shifty__lookup")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let params = json!({"name": "shifty__lookup", "arguments": {"report_progress": true}, "_meta": {"progressToken": "mine-42"}});
+    let resp = request(&s.url, json!(5), "tools/call", params).send().await.unwrap();
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let text = resp.text().await.unwrap();
     let messages: Vec<Value> = text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
@@ -255,20 +231,12 @@ async fn mcp_param_headers_must_mirror_their_arguments() {
     let send = |header: Option<&'static str>| {
         let url = s.url.clone();
         async move {
-            let mut params = json!({"name": "shifty__lookup", "arguments": {"region": "Zürich"}});
-            params["_meta"] = meta();
-            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params});
-            let mut req = reqwest::Client::new()
-                .post(&url)
-                .header("Content-Type", "application/json")
-                .header("Accept", "application/json, text/event-stream")
-                .header("MCP-Protocol-Version", "2026-07-28")
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", "shifty__lookup");
+            let params = json!({"name": "shifty__lookup", "arguments": {"region": "Zürich"}});
+            let mut req = request(&url, json!(3), "tools/call", params);
             if let Some(h) = header {
                 req = req.header("Mcp-Param-Region", h);
             }
-            let resp = req.body(body.to_string()).send().await.unwrap();
+            let resp = req.send().await.unwrap();
             (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
         }
     };

@@ -142,9 +142,9 @@ fn check_param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Er
     let Some(name) = msg.params.get("name").and_then(Value::as_str) else { return Ok(()) };
     let catalog = gw.catalogs.current();
     let Some(tool) = catalog.tools.get(name) else { return Ok(()) };
-    let schema = tool.tool.definition.get("inputSchema").cloned().unwrap_or_default();
-    let arguments = msg.params.get("arguments").cloned().unwrap_or_default();
-    super::param_headers::check(&schema, &arguments, |h| header_str(headers, h).map(str::to_string))
+    let schema = tool.tool.definition.get("inputSchema").unwrap_or(&Value::Null);
+    let arguments = msg.params.get("arguments").unwrap_or(&Value::Null);
+    super::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
         .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 
