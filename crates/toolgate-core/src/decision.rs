@@ -1,10 +1,11 @@
 //! Decisions and refusals: what the gateway concluded about one call, and
 //! what it tells the caller to do next. Pure: a function of the authority
-//! view (policy, guards and budgets join here as they land).
+//! view and the policy's outcome (guards and budgets join here as they land).
 
 use serde::{Deserialize, Serialize};
 
 use crate::authority::{AuthorityClass, AuthorityView, ClassSource};
+use crate::policy::Outcome;
 use crate::schema::Violation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,18 +60,60 @@ pub enum Reason {
     OutcomeUnknown,
     /// The upstream's result violates the tool's outputSchema.
     InvalidResult,
+    /// A policy permits the call.
+    PolicyPermits,
+    /// A policy forbids the call.
+    PolicyForbids,
+    /// A policy requires a named human's approval.
+    PolicyRequiresApproval,
+    /// A policy failed to evaluate; denied, fail closed.
+    PolicyError,
+    /// The arguments carry a tenant key; the tenant comes from the caller.
+    TenantInArguments,
+    /// The call waits for an approver.
+    ApprovalPending,
+    /// An approver denied this exact call; it stays denied.
+    ApprovalDenied,
+    /// The approval expired before it was used.
+    ApprovalExpired,
+    /// The approval presented is for other content, another caller or
+    /// another policy version.
+    ApprovalMissingOrMismatched,
+    /// The approval was already used by one dispatch.
+    ApprovalUsed,
+    /// The `requestState` presented was not issued by this gateway, or was altered.
+    RequestStateInvalid,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub verdict: Verdict,
     pub reason: Reason,
-    /// Which rule decided: `registry`, `annotations` or `untrusted_server`.
-    pub rule: &'static str,
+    /// Which rules decided: policy rule ids, or one of `registry`,
+    /// `annotations`, `untrusted_server` when the class decided.
+    pub rules: Vec<String>,
+    /// Why approval is needed, from the policy's `@approval` annotation.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub why: String,
 }
 
-/// The decide stage: the effective class of the tool decides.
-pub fn decide(view: &AuthorityView) -> Decision {
+/// The decide stage: the policy's outcome when one applies, else the
+/// effective class of the tool. A policy that fails to evaluate denies.
+pub fn decide(view: &AuthorityView, policy: &Outcome) -> Decision {
+    let by = |verdict, reason, rules: &Vec<String>| Decision { verdict, reason, rules: rules.clone(), why: String::new() };
+    match policy {
+        Outcome::Permit { rules } => by(Verdict::Allow, Reason::PolicyPermits, rules),
+        Outcome::Forbid { rules } => by(Verdict::Deny, Reason::PolicyForbids, rules),
+        Outcome::Error { rules, .. } => by(Verdict::Deny, Reason::PolicyError, rules),
+        Outcome::RequireApproval { rules, why } => {
+            Decision { verdict: Verdict::RequireApproval, reason: Reason::PolicyRequiresApproval, rules: rules.clone(), why: why.clone() }
+        }
+        Outcome::NotApplicable => decide_by_class(view),
+    }
+}
+
+/// The effective class of the tool decides.
+pub fn decide_by_class(view: &AuthorityView) -> Decision {
     let rule = match view.source {
         ClassSource::Registry => "registry",
         ClassSource::Annotations => "annotations",
@@ -83,7 +126,7 @@ pub fn decide(view: &AuthorityView) -> Decision {
         (AuthorityClass::Prohibited, ClassSource::Annotations) => (Verdict::Deny, Reason::AnnotationsImplyProhibited),
         (AuthorityClass::Prohibited, ClassSource::Registry) => (Verdict::Deny, Reason::Prohibited),
     };
-    Decision { verdict, reason, rule }
+    Decision { verdict, reason, rules: vec![rule.to_string()], why: String::new() }
 }
 
 /// A refused call as the caller sees it: the structured content of an
@@ -116,8 +159,8 @@ impl Refusal {
         self
     }
 
-    /// The refusal a non-allow decision yields, before approvals exist:
-    /// require_approval escalates, deny is final.
+    /// The refusal a non-allow decision yields where no approval can be
+    /// waited for: require_approval escalates, deny is final.
     pub fn from_decision(decision: &Decision, exposed_name: &str) -> Option<Self> {
         let (action, message) = match decision.verdict {
             Verdict::Allow => return None,
@@ -148,7 +191,7 @@ mod tests {
             (None, true, Verdict::Deny, Some(Action::Refused)),
         ];
         for (registry, trusted, verdict, action) in cases {
-            let d = decide(&AuthorityView::new(hints, registry, trusted));
+            let d = decide(&AuthorityView::new(hints, registry, trusted), &Outcome::NotApplicable);
             assert_eq!(d.verdict, verdict);
             assert_eq!(Refusal::from_decision(&d, "x__y").map(|r| r.action), action);
         }

@@ -3,13 +3,17 @@
 //! receipts and Merkle-log maths. No tokio, no sockets, no files: every
 //! function here is a function of its inputs, tested fast.
 
+pub mod approval;
 pub mod authority;
 pub mod contract;
 pub mod decision;
+pub mod identity;
+pub mod policy;
 pub mod proposal;
 pub mod schema;
 pub mod strict_json;
 
 pub use authority::{AuthorityClass, AuthorityView, ClassSource, Hint, Hints};
 pub use decision::{Action, Decision, Reason, Refusal, Verdict};
+pub use identity::Caller;
 pub use proposal::Proposal;

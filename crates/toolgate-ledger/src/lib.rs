@@ -1,10 +1,10 @@
-//! toolgate-ledger: the gateway's durable state — operations, approvals,
-//! receipts and checkpoints — behind one `Ledger` trait, with SQLite (the
-//! embedded default) and PostgreSQL implementations.
-//!
-//! Empty until the operation ledger lands (issue "Exactly-once writes");
-//! the crate exists now so the dependency direction
-//! `toolgate` → `toolgate-gateway` → `toolgate-ledger` → `toolgate-core`
-//! is fixed from the start.
+//! toolgate-ledger: the gateway's durable state — approvals now; operations,
+//! receipts and checkpoints as they land — in an embedded SQLite file that
+//! the gateway and the operator's CLI share (WAL, so the CLI can decide an
+//! approval while the gateway serves).
 
+pub mod approvals;
+mod sqlite;
+
+pub use approvals::{ApprovalStore, StoreError};
 pub use toolgate_core as core;

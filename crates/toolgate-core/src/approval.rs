@@ -1,0 +1,244 @@
+//! Approvals bound to one exact call. An approval is valid only for the
+//! same {tenant, caller, server, tool, proposal_sha256, policy_version},
+//! once, before it expires. `judge` is the whole rule: given what the call
+//! presents and what the store holds, what happens next. The store applies
+//! the step atomically (a consumed approval cannot be consumed twice).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::decision::Reason;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Binding {
+    pub tenant: String,
+    pub caller: String,
+    pub server: String,
+    pub tool: String,
+    pub proposal_sha256: String,
+    pub policy_version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    /// Approved and used by one dispatch.
+    Consumed,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Consumed => "consumed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Pending, Self::Approved, Self::Denied, Self::Expired, Self::Consumed].into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Approval {
+    pub id: String,
+    #[serde(flatten)]
+    pub binding: Binding,
+    /// The exact arguments the approver sees.
+    pub arguments: Value,
+    /// Why approval is needed (the policy's annotation, or the registry class).
+    pub reason: String,
+    pub rules: Vec<String>,
+    pub state: ApprovalState,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_ms: Option<i64>,
+}
+
+impl Approval {
+    /// The state as of `now`: an undecided or unused approval past its
+    /// expiry is expired, whether or not the store has noted it yet.
+    pub fn state_at(&self, now_ms: i64) -> ApprovalState {
+        match self.state {
+            ApprovalState::Pending | ApprovalState::Approved if now_ms >= self.expires_ms => ApprovalState::Expired,
+            s => s,
+        }
+    }
+}
+
+/// What a re-issued call presents: the content of a `requestState` this
+/// gateway sealed (so already known to be authentic).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub approval_id: String,
+    #[serde(flatten)]
+    pub binding: Binding,
+    /// The upstream's own `requestState`, when the approved call is in an
+    /// input round of its own (the tool asked for more input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_state: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Open a new pending approval and wait for it.
+    Open,
+    /// Still waiting for this approval.
+    Wait(String),
+    /// Dispatch, consuming this approval (once: a lost race refuses).
+    Consume(String),
+    /// Dispatch the next input round of a call this approval already let
+    /// through.
+    Continue(String),
+    Refuse(Reason),
+}
+
+/// The rule. `claimed` is the approval the claim names (if any was found),
+/// `latest` the newest approval with this call's binding.
+pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval>, latest: Option<&Approval>, now_ms: i64) -> Step {
+    if let Some(claim) = claim {
+        let Some(approval) = claimed.filter(|a| a.id == claim.approval_id && claim.binding == *binding && a.binding == *binding) else {
+            return Step::Refuse(Reason::ApprovalMissingOrMismatched);
+        };
+        if claim.upstream_state.is_some() {
+            return match approval.state {
+                ApprovalState::Consumed => Step::Continue(approval.id.clone()),
+                _ => Step::Refuse(Reason::ApprovalMissingOrMismatched),
+            };
+        }
+        return match approval.state_at(now_ms) {
+            ApprovalState::Pending => Step::Wait(approval.id.clone()),
+            ApprovalState::Approved => Step::Consume(approval.id.clone()),
+            ApprovalState::Denied => Step::Refuse(Reason::ApprovalDenied),
+            ApprovalState::Expired => Step::Refuse(Reason::ApprovalExpired),
+            ApprovalState::Consumed => Step::Refuse(Reason::ApprovalUsed),
+        };
+    }
+    match latest.filter(|a| a.binding == *binding).map(|a| (a, a.state_at(now_ms))) {
+        Some((a, ApprovalState::Pending)) => Step::Wait(a.id.clone()),
+        Some((a, ApprovalState::Approved)) => Step::Consume(a.id.clone()),
+        // A denial is terminal for this exact proposal.
+        Some((_, ApprovalState::Denied)) => Step::Refuse(Reason::ApprovalDenied),
+        // Nothing usable: a fresh call opens a fresh approval.
+        None | Some((_, ApprovalState::Expired | ApprovalState::Consumed)) => Step::Open,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn binding(proposal: &str) -> Binding {
+        Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "notices".into(),
+            tool: "send_notice".into(),
+            proposal_sha256: proposal.into(),
+            policy_version: "v1".into(),
+        }
+    }
+
+    fn approval(state: ApprovalState) -> Approval {
+        Approval {
+            id: "apr_1".into(),
+            binding: binding("p1"),
+            arguments: json!({}),
+            reason: "r".into(),
+            rules: vec![],
+            state,
+            created_ms: 0,
+            expires_ms: 1000,
+            decided_by: None,
+            decision_reason: None,
+            decided_ms: None,
+            used_ms: None,
+        }
+    }
+
+    fn claim(b: Binding) -> Claim {
+        Claim { approval_id: "apr_1".into(), binding: b, upstream_state: None }
+    }
+
+    #[test]
+    fn a_claim_follows_its_approval_state() {
+        use ApprovalState::*;
+        let b = binding("p1");
+        let cases = [
+            (Pending, 10, Step::Wait("apr_1".into())),
+            (Approved, 10, Step::Consume("apr_1".into())),
+            (Denied, 10, Step::Refuse(Reason::ApprovalDenied)),
+            (Consumed, 10, Step::Refuse(Reason::ApprovalUsed)),
+            (Approved, 1000, Step::Refuse(Reason::ApprovalExpired)),
+            (Pending, 5000, Step::Refuse(Reason::ApprovalExpired)),
+        ];
+        for (state, now, step) in cases {
+            let a = approval(state);
+            assert_eq!(judge(&b, Some(&claim(b.clone())), Some(&a), Some(&a), now), step, "{state:?} at {now}");
+        }
+        // A claim whose approval the store does not have.
+        assert_eq!(judge(&b, Some(&claim(b.clone())), None, None, 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+    }
+
+    #[test]
+    fn without_a_claim_the_latest_approval_of_this_binding_decides() {
+        use ApprovalState::*;
+        let b = binding("p1");
+        assert_eq!(judge(&b, None, None, None, 10), Step::Open);
+        assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 10), Step::Wait("apr_1".into()));
+        assert_eq!(judge(&b, None, None, Some(&approval(Approved)), 10), Step::Consume("apr_1".into()));
+        assert_eq!(judge(&b, None, None, Some(&approval(Denied)), 10), Step::Refuse(Reason::ApprovalDenied));
+        assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 10), Step::Open);
+        assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 2000), Step::Open);
+        // Another proposal's approval never counts.
+        assert_eq!(judge(&binding("p2"), None, None, Some(&approval(Approved)), 10), Step::Open);
+    }
+
+    #[test]
+    fn a_continuation_round_needs_the_approval_already_used() {
+        let b = binding("p1");
+        let mut c = claim(b.clone());
+        c.upstream_state = Some("upstream".into());
+        assert_eq!(judge(&b, Some(&c), Some(&approval(ApprovalState::Consumed)), None, 10), Step::Continue("apr_1".into()));
+        assert_eq!(judge(&b, Some(&c), Some(&approval(ApprovalState::Approved)), None, 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+    }
+
+    proptest! {
+        /// Change any one field of the binding and an approved claim no
+        /// longer dispatches.
+        #[test]
+        fn any_change_to_the_binding_breaks_it(field in 0usize..6, value in "[a-z0-9]{1,12}") {
+            let approved = approval(ApprovalState::Approved);
+            let mut other = approved.binding.clone();
+            let slot = match field {
+                0 => &mut other.tenant,
+                1 => &mut other.caller,
+                2 => &mut other.server,
+                3 => &mut other.tool,
+                4 => &mut other.proposal_sha256,
+                _ => &mut other.policy_version,
+            };
+            prop_assume!(*slot != value);
+            *slot = value;
+            let presented = claim(approved.binding.clone());
+            prop_assert_eq!(judge(&other, Some(&presented), Some(&approved), Some(&approved), 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+            prop_assert_eq!(judge(&other, None, None, Some(&approved), 10), Step::Open);
+        }
+    }
+}

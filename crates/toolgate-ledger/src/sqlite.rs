@@ -1,0 +1,31 @@
+//! Opening the SQLite file: durable by default (WAL, synchronous=FULL), a
+//! busy timeout so the gateway and the CLI wait for each other instead of
+//! failing, and versioned migrations applied in one transaction each.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+/// Each entry is one schema version; never edit a shipped one, append.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_approvals.sql")];
+
+pub fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let mut conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let applied: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+    }
+    tx.commit()
+}
