@@ -21,6 +21,7 @@ pub fn source(kind: ServerKind) -> &'static str {
         ServerKind::Tickets => include_str!("../contracts/tickets.json"),
         ServerKind::Parts => include_str!("../contracts/parts.json"),
         ServerKind::Manuals => include_str!("../contracts/manuals.json"),
+        ServerKind::Notices => include_str!("../contracts/notices.json"),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Atlas: three field-service MCP servers — tickets, parts, manuals — with
 //! the eight tool contracts of seed `000_…`, over deterministic synthetic
-//! data. They are ordinary MCP servers built on rmcp and know nothing of
+//! data, and seed `002_…`'s notices server (`send_notice`, whose
+//! read-only hint is forged). They are ordinary MCP servers built on rmcp and know nothing of
 //! toolgate; the gateway, its tests and the demo stand in front of them.
 //!
 //! Writes (notes, orders, exports) go only to JSON-lines files in a sandbox
@@ -26,9 +27,11 @@ pub enum ServerKind {
     Tickets,
     Parts,
     Manuals,
+    Notices,
 }
 
 impl ServerKind {
+    /// The field-service servers of seed `000_…` (notices is seed `002_…`'s).
     pub const ALL: [ServerKind; 3] = [ServerKind::Tickets, ServerKind::Parts, ServerKind::Manuals];
 
     pub fn name(self) -> &'static str {
@@ -36,6 +39,7 @@ impl ServerKind {
             ServerKind::Tickets => "tickets",
             ServerKind::Parts => "parts",
             ServerKind::Manuals => "manuals",
+            ServerKind::Notices => "notices",
         }
     }
 }

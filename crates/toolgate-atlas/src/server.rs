@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -119,9 +119,53 @@ impl ServerHandler for AtlasServer {
     ) -> Result<CallToolResponse, McpError> {
         let this = self.clone();
         // File appends fsync: keep them off the async workers.
-        tokio::task::spawn_blocking(move || this.run(&request.name, request.arguments))
-            .await
-            .map_err(|e| McpError::internal_error(format!("tool task failed: {e}"), None))?
-            .map(Into::into)
+        tokio::task::spawn_blocking(move || match this.inner.kind {
+            ServerKind::Notices => this.notice(request),
+            _ => this.run(&request.name, request.arguments).map(Into::into),
+        })
+        .await
+        .map_err(|e| McpError::internal_error(format!("tool task failed: {e}"), None))?
+    }
+}
+
+impl AtlasServer {
+    /// `send_notice`, with the fault switch (see `tools::notices`).
+    fn notice(&self, request: CallToolRequestParams) -> Result<CallToolResponse, McpError> {
+        use tools::notices::{self, Fault};
+        let ctx = &self.inner.ctx;
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let valid = self.inner.validators.get(request.name.as_ref()).is_some_and(|v| v.violations(&arguments).is_empty());
+        if !valid {
+            return self.run(&request.name, request.arguments).map(Into::into);
+        }
+        // The answer to a confirmation round this server asked for.
+        let confirmed = request.request_state.as_deref().is_some_and(|s| s.starts_with("confirm:"))
+            && request.input_responses.as_ref().and_then(|r| r.get("confirm")).is_some_and(|c| c["action"] == "accept");
+        let fault = if confirmed { None } else { notices::take_fault(ctx) };
+        let recorded = notices::record_call(&arguments, ctx, fault);
+        if let Err(e) = recorded {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(e.0)]).into());
+        }
+        match fault {
+            Some(Fault::ToolError) => Ok(CallToolResult::error(vec![ContentBlock::text(
+                "the notice relay refused the message (a simulated relay fault); nothing was sent",
+            )])
+            .into()),
+            Some(Fault::Transport) => {
+                // Sent, and then the process dies before answering.
+                let _ = notices::send_notice(&arguments, ctx);
+                tracing::error!("simulated transport fault: exiting mid-call");
+                std::process::exit(70);
+            }
+            Some(Fault::InputRequired) => {
+                let ask = serde_json::json!({"confirm": {"method": "elicitation/create", "params": {
+                    "message": format!("Send this notice to {}?", arguments["to"].as_str().unwrap_or("?")),
+                    "requestedSchema": {"type": "object", "properties": {}}
+                }}});
+                let requests = serde_json::from_value(ask).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                Ok(InputRequiredResult::new(Some(requests), Some(format!("confirm:{}", tools::now_rfc3339()))).into())
+            }
+            None => self.run(&request.name, request.arguments).map(Into::into),
+        }
     }
 }

@@ -117,6 +117,8 @@ pub struct AuthorityView {
     pub source: ClassSource,
     /// The registry names a class other than the hints imply.
     pub disagrees: bool,
+    /// Whether the server's hints may be believed at all.
+    pub server_trusted: bool,
 }
 
 impl AuthorityView {
@@ -134,6 +136,7 @@ impl AuthorityView {
             effective_class,
             source,
             disagrees: registry_class.is_some_and(|c| c != implied_class),
+            server_trusted,
         }
     }
 }

@@ -142,15 +142,26 @@ pub struct Refusal {
     pub proposal_sha256: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<Violation>,
+    /// The rules that decided (policy rule ids, or `registry`, …).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+    /// The approval this refusal concerns, for the approver's tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 impl Refusal {
     pub fn new(decision: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
-        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new() }
+        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None }
     }
 
     pub fn with_proposal(mut self, sha256: &str) -> Self {
         self.proposal_sha256 = Some(sha256.to_string());
+        self
+    }
+
+    pub fn with_approval(mut self, id: &str) -> Self {
+        self.approval_id = Some(id.to_string());
         self
     }
 
@@ -170,7 +181,9 @@ impl Refusal {
             ),
             Verdict::Deny => (Action::Refused, format!("{exposed_name} is not permitted here; do not retry")),
         };
-        Some(Refusal::new(decision.verdict, decision.reason, action, message))
+        let mut refusal = Refusal::new(decision.verdict, decision.reason, action, message);
+        refusal.rules = decision.rules.clone();
+        Some(refusal)
     }
 }
 

@@ -35,8 +35,11 @@ impl ExposedTool {
         self.view.effective_class != toolgate_core::AuthorityClass::Prohibited && self.pin == PinStatus::Pinned
     }
 
+    /// Read-only by a hint we believe: an untrusted server's `readOnlyHint`
+    /// may be forged, so its tools count as writes (a lost answer means
+    /// reconcile, never a blind retry).
     pub fn read_only(&self) -> bool {
-        self.view.hints.read_only_hint.value
+        self.view.server_trusted && self.view.hints.read_only_hint.value
     }
 }
 

@@ -33,6 +33,11 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     #[serde(default)]
     pub registry: BTreeMap<String, RegistryEntry>,
+    /// Who may call: `[callers.NAME]`, each with a token or opened anonymously.
+    #[serde(default)]
+    pub callers: BTreeMap<String, CallerConfig>,
+    /// The Cedar policy set and its schema, when argument-level rules apply.
+    pub policy: Option<PolicyConfig>,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -65,6 +70,10 @@ pub struct GatewaySettings {
     pub block_invalid_results: bool,
     /// Tools per `tools/list` page.
     pub list_page_size: usize,
+    /// The caller a `--stdio` downstream acts as (a `[callers]` key).
+    pub stdio_caller: Option<String>,
+    /// How long an approval may wait to be decided, and then to be used.
+    pub approval_ttl_ms: u64,
 }
 
 impl Default for GatewaySettings {
@@ -82,6 +91,8 @@ impl Default for GatewaySettings {
             list_ttl_ms: 60_000,
             block_invalid_results: false,
             list_page_size: 100,
+            stdio_caller: None,
+            approval_ttl_ms: 15 * 60 * 1000,
         }
     }
 }
@@ -157,6 +168,36 @@ pub struct RegistryEntry {
     pub labels: Vec<String>,
 }
 
+/// A caller: who it is, in which tenant, with which roles, and how it
+/// proves it. The token is read from `token_env` or `token_file` at start
+/// and never logged; `anonymous = true` opens this identity to requests
+/// without a token instead.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    /// Default: the caller's name.
+    pub subject: Option<String>,
+    pub tenant: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    pub token_env: Option<String>,
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+/// The role that may decide approvals (CLI `--as`, the admin API).
+pub const APPROVER_ROLE: &str = "approver";
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Cedar policies, relative to the config file.
+    pub policies: PathBuf,
+    /// Cedar schema (human-readable `.cedarschema` syntax).
+    pub schema: PathBuf,
+}
+
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
@@ -215,6 +256,26 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        for (name, caller) in &self.callers {
+            let sources = [caller.token_env.is_some(), caller.token_file.is_some(), caller.anonymous].into_iter().filter(|x| *x).count();
+            if sources != 1 {
+                return Err(format!("callers.{name}: give exactly one of `token_env`, `token_file` or `anonymous = true`"));
+            }
+            if caller.tenant.trim().is_empty() {
+                return Err(format!("callers.{name}: `tenant` must not be empty"));
+            }
+            if caller.anonymous && caller.roles.iter().any(|r| r == APPROVER_ROLE) {
+                return Err(format!("callers.{name}: an anonymous caller cannot have the `{APPROVER_ROLE}` role"));
+            }
+        }
+        if self.callers.values().filter(|c| c.anonymous).count() > 1 {
+            return Err("at most one caller may be `anonymous = true`".into());
+        }
+        if let Some(name) = &self.gateway.stdio_caller {
+            if !self.callers.contains_key(name) {
+                return Err(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
+            }
+        }
         if self.gateway.list_page_size == 0 {
             return Err("gateway.list_page_size must be at least 1".into());
         }
@@ -281,6 +342,16 @@ impl Config {
 
     pub fn state_dir(&self) -> PathBuf {
         self.dir().join(&self.gateway.state_dir)
+    }
+
+    /// A path from the config, relative to the config file's folder.
+    pub fn resolve_path(&self, path: &Path) -> PathBuf {
+        self.dir().join(path)
+    }
+
+    /// The embedded ledger (approvals now; operations and receipts later).
+    pub fn ledger_path(&self) -> PathBuf {
+        self.state_dir().join("ledger.sqlite3")
     }
 
     /// The pin lock file, beside the config: `toolgate.toml` → `toolgate.lock`.

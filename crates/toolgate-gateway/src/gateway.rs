@@ -1,5 +1,6 @@
-//! The running gateway: configuration, supervised upstreams, the catalog and
-//! pins — everything a call needs, shared by both downstream edges.
+//! The running gateway: configuration, callers, policy, supervised
+//! upstreams, the catalog and pins, the approvals store and the requestState
+//! key — everything a call needs, shared by both downstream edges.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,8 +8,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::strict_json::JsonLimits;
 
+use anyhow::Context as _;
+use toolgate_core::policy::PolicyEngine;
+use toolgate_ledger::ApprovalStore;
+
 use crate::catalog::Catalogs;
 use crate::config::Config;
+use crate::identity::Callers;
+use crate::seal::Sealer;
 use crate::pins::PinStore;
 use crate::upstream::Upstream;
 
@@ -16,6 +23,10 @@ pub struct Gateway {
     pub config: Arc<Config>,
     pub catalogs: Catalogs,
     pub limits: JsonLimits,
+    pub callers: Callers,
+    pub policy: PolicyEngine,
+    pub approvals: Arc<ApprovalStore>,
+    pub sealer: Sealer,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -34,6 +45,15 @@ impl Gateway {
     /// Opens the pin lock file and starts one supervisor per upstream. Must
     /// run inside a tokio runtime.
     pub fn start(config: Config, mode: Mode) -> anyhow::Result<Arc<Self>> {
+        // Everything that can refuse the start comes before any upstream starts.
+        let policy = load_policy(&config)?;
+        let callers = match mode {
+            Mode::Serve => Callers::load(&config)?,
+            Mode::Inspect => Callers::none(),
+        };
+        let state = create_state_dir(&config)?;
+        let approvals = Arc::new(ApprovalStore::open(&config.ledger_path()).with_context(|| format!("opening {}", config.ledger_path().display()))?);
+        let sealer = Sealer::load_or_create(&state.join("requeststate.key"))?;
         let pins = Arc::new(PinStore::open(&config.lock_path())?);
         let cancel = CancellationToken::new();
         let settings = &config.gateway;
@@ -51,7 +71,7 @@ impl Gateway {
         let config = Arc::new(config);
         let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
         let draining = cancel.child_token();
-        Ok(Arc::new(Self { config, catalogs, limits, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, approvals, sealer, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -86,4 +106,26 @@ impl Gateway {
     pub fn stop(&self) {
         self.cancel.cancel();
     }
+}
+
+/// The configured Cedar policy set, validated against its schema; without
+/// `[policy]`, an empty set (the registry decides every call).
+pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
+    let Some(p) = &config.policy else { return Ok(PolicyEngine::empty()) };
+    let read = |path: &std::path::Path| {
+        let path = config.resolve_path(path);
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    PolicyEngine::load(&read(&p.policies)?, &read(&p.schema)?).map_err(|e| anyhow::anyhow!("policy {}: {e}", config.resolve_path(&p.policies).display()))
+}
+
+/// The state dir, owner-only: it holds the ledger and the keys.
+pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
+    let dir = config.state_dir();
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
+    Ok(dir)
 }

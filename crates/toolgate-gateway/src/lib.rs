@@ -7,6 +7,8 @@
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
 pub mod config;
+pub mod identity;
+pub mod seal;
 pub mod wire;
 pub mod upstream;
 pub mod pins;

@@ -1,22 +1,25 @@
 //! The path of one `tools/call`, top to bottom. Each stage is a function in
 //! `stages/`; a stage either hands its conclusion to the next or stops the
-//! call with a refusal (a tool result the caller can act on) or a JSON-RPC
-//! error (where the protocol demands one). Stages that do not exist yet —
-//! approve (waits for a named human), reserve (the operation ledger) — are
-//! marked where they will go.
+//! call with a refusal (a tool result the caller can act on), an
+//! `input_required` answer (the call waits for a named human), or a JSON-RPC
+//! error (where the protocol demands one). The stage that does not exist yet
+//! — reserve (the operation ledger) — is marked where it will go.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
-use toolgate_core::Refusal;
+use toolgate_core::{Caller, Refusal};
 
 use crate::gateway::Gateway;
-use crate::stages::{admit, check, decide, dispatch, record, resolve, validate};
+use crate::stages::{admit, approve, check, decide, dispatch, record, resolve, validate};
 use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
 
 /// A `tools/call` as it arrived.
 pub struct CallRequest {
+    /// Who is calling, from the request's credentials.
+    pub caller: Arc<Caller>,
     pub request_id: Option<Id>,
     pub name: String,
     pub arguments: Value,
@@ -31,6 +34,8 @@ pub struct CallRequest {
 /// How a stage ends a call early.
 pub enum Stop {
     Refused(Refusal),
+    /// A complete answer that is not a tool's result (`input_required`).
+    Input(RawObject),
     Error(RpcError),
 }
 
@@ -46,6 +51,7 @@ impl From<Stop> for Answer {
     fn from(stop: Stop) -> Self {
         match stop {
             Stop::Refused(r) => Answer::Refused(r),
+            Stop::Input(o) => Answer::Result(o),
             Stop::Error(e) => Answer::Error(e),
         }
     }
@@ -60,7 +66,7 @@ pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
 }
 
 async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Answer {
-    // 1. admit: the call's shape and size (transport rules ran at the edge).
+    // 1. admit: the call's size; no tenant in the arguments (transport rules ran at the edge).
     if let Err(stop) = admit::admit(&gw.config.gateway, call) {
         return stop.into();
     }
@@ -75,20 +81,32 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         Err(stop) => return stop.into(),
     };
     trail.proposal_sha256 = Some(proposal.sha256.clone());
-    // 4. decide: the registry's word (policy joins here).
-    let decision = decide::decide(&tool);
+    // 4. decide: Cedar policy on caller, tool and arguments; else the registry.
+    let presented = approve::presented(gw, call);
+    let approval_state = approve::state_of(gw, &presented).await;
+    let decision = decide::decide(gw, &call.caller, &tool, &proposal, &approval_state);
     trail.decision = Some(decision.clone());
-    // 5. approve: until approvals land, require_approval escalates; deny refuses.
-    if let Some(refusal) = Refusal::from_decision(&decision, &tool.exposed_name) {
-        return Answer::Refused(refusal.with_proposal(&proposal.sha256));
-    }
+    trail.policy_version = Some(gw.policy.version().to_string());
+    // 5. approve: deny refuses; require_approval waits for a named human.
+    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, presented).await {
+        Ok(gate) => gate,
+        Err(stop) => {
+            if let Stop::Input(_) = stop {
+                trail.input_required = true;
+            }
+            return stop.into();
+        }
+    };
+    trail.approval_id = gate.approval.as_ref().map(|(id, _)| id.clone());
     // 6. reserve: the operation ledger goes here.
     // 7. dispatch: the upstream, under its deadline.
-    let raw = match dispatch::dispatch(gw, &tool, &proposal, call).await {
+    let raw = match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).await {
         Ok(raw) => raw,
         Err(stop) => return stop.into(),
     };
-    // 8. check: the result against outputSchema.
+    // 8. check: the result against outputSchema; an approved call's own
+    // input round stays bound to its approval.
     // 9. record: by `call_tool`, for every answer.
-    check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail)
+    let answer = check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail);
+    approve::seal_continuation(gw, &gate, answer)
 }

@@ -12,6 +12,8 @@ use toolgate_core::approval::{Approval, ApprovalState, Binding};
 pub enum StoreError {
     #[error("the approvals store failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("the approvals store failed: {0}")]
+    Internal(String),
     #[error("no approval `{0}`; `toolgate approvals list` shows them")]
     NotFound(String),
     #[error("approval `{id}` is {state}, not pending; it can no longer be decided")]

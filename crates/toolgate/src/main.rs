@@ -1,8 +1,10 @@
 //! `toolgate`: the authority layer for AI agents' tool calls. A thin binary:
 //! it parses arguments and calls the crates.
 
+mod approvals;
 mod demo;
 mod fixture;
+mod policy;
 mod serve;
 mod tools;
 
@@ -25,7 +27,7 @@ enum Command {
     /// Run the gateway: agents connect to one endpoint (Streamable HTTP at http://LISTEN/mcp, or
     /// stdio); toolgate fronts the configured upstream MCP servers.
     Serve {
-        /// The TOML configuration ([gateway], [servers.NAME], [registry."SERVER__TOOL"]).
+        /// The TOML configuration ([gateway], [servers.NAME], [registry."SERVER__TOOL"], [callers.NAME], [policy]).
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
         /// Also import the servers of an mcpServers JSON file (as untrusted servers).
@@ -49,7 +51,13 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         accept: Option<String>,
     },
-    /// Serve one Atlas demo server (tickets, parts or manuals), as `toolgate-atlas` does.
+    /// Decide pending approvals out of band: list, show, approve or deny one exact call.
+    #[command(subcommand)]
+    Approvals(approvals::Action),
+    /// Check the Cedar policy set against its schema, or run table-driven decision cases.
+    #[command(subcommand)]
+    Policy(policy::Action),
+    /// Serve one Atlas demo server (tickets, parts, manuals or notices), as `toolgate-atlas` does.
     Atlas(toolgate_atlas::cli::Args),
     /// Serve the conformance suite's fixture tools over Streamable HTTP (test equipment).
     #[command(hide = true)]
@@ -71,8 +79,11 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // The demo prints its own account of every case; warnings about the
+    // faults it injects on purpose would only interleave with it.
+    let default_level = if matches!(cli.command, Command::Demo { .. }) { "error" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -93,6 +104,8 @@ fn main() -> std::process::ExitCode {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
             }
+            Command::Approvals(action) => approvals::run(action),
+            Command::Policy(action) => policy::run(action),
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
             Command::ConformanceFixture { http } => fixture::run(http).await,
         }

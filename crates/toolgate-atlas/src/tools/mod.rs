@@ -4,6 +4,7 @@
 //! tool error that says what to do instead.
 
 pub mod manuals;
+pub mod notices;
 pub mod parts;
 pub mod tickets;
 
@@ -74,6 +75,7 @@ pub fn call(kind: crate::ServerKind, name: &str, arguments: &Value, ctx: &Contex
         (Parts, "check_availability") => parts::check_availability(arguments, ctx),
         (Parts, "raise_parts_order") => parts::raise_parts_order(arguments, ctx),
         (Manuals, "search_manual") => manuals::search_manual(arguments, ctx),
+        (Notices, "send_notice") => notices::send_notice(arguments, ctx),
         _ => return None,
     })
 }

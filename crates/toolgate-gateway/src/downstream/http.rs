@@ -18,7 +18,7 @@ use crate::gateway::Gateway;
 use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
-    axum::Router::new().route("/mcp", axum::routing::any(endpoint)).with_state(gw)
+    axum::Router::new().route("/mcp", axum::routing::any(endpoint)).merge(super::admin::routes()).with_state(gw)
 }
 
 /// Binds `addr` and serves until `shutdown` resolves.
@@ -30,7 +30,7 @@ pub async fn serve(
     axum::serve(listener, router(gw).into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
 }
 
-fn plain(status: StatusCode, text: &str) -> Response {
+pub(super) fn plain(status: StatusCode, text: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string()).into_response()
 }
 
@@ -38,7 +38,7 @@ fn rpc_error(status: StatusCode, id: Option<&Id>, error: RpcError) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], wire::error_response(id, &error)).into_response()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -68,6 +68,26 @@ fn origin_allowed(allowed_origins: &[String], allowed_hosts: &[String], origin: 
     authority.is_some_and(|a| !a.contains('/') && host_allowed(allowed_hosts, a))
 }
 
+/// The checks every HTTP request passes before anything else: `Host`
+/// (DNS rebinding), `Origin` (browsers), then the caller's credentials.
+pub(super) fn admit_request(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<toolgate_core::Caller>, Response> {
+    let settings = &gw.config.gateway;
+    let host = header_str(headers, "host").unwrap_or_default();
+    if !host_allowed(&settings.allowed_hosts, host) {
+        return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
+    }
+    if let Some(origin) = header_str(headers, "origin") {
+        if !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin) {
+            return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
+        }
+    }
+    gw.callers.authenticate(header_str(headers, "authorization")).map_err(|e| {
+        let mut r = plain(StatusCode::UNAUTHORIZED, e.message());
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"".parse().expect("static header"));
+        r
+    })
+}
+
 async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let settings = &gw.config.gateway;
     if request.method() != Method::POST {
@@ -77,15 +97,10 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
     }
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    let host = header_str(&headers, "host").unwrap_or_default();
-    if !host_allowed(&settings.allowed_hosts, host) {
-        return plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts");
-    }
-    if let Some(origin) = header_str(&headers, "origin") {
-        if !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin) {
-            return plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins");
-        }
-    }
+    let caller = match admit_request(&gw, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
     let content_type = header_str(&headers, "content-type").unwrap_or_default();
     if !content_type.trim().to_ascii_lowercase().starts_with("application/json") {
         return plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
@@ -123,9 +138,9 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
     }
     if msg.method == "tools/call" && super::progress_token(&msg.params).is_some() {
-        return progress_stream(gw, msg, era);
+        return progress_stream(gw, msg, era, caller);
     }
-    match handle(&gw, msg, era, None).await {
+    match handle(&gw, msg, era, caller, None).await {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
@@ -150,10 +165,10 @@ fn check_param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Er
 
 /// A call that asked for progress answers with an SSE stream: progress
 /// notifications as the upstream sends them, then the result.
-fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era) -> Response {
+fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        let reply = handle(&gw, msg, era, Some(tx.clone())).await;
+        let reply = handle(&gw, msg, era, caller, Some(tx.clone())).await;
         if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = reply {
             let _ = tx.send(body);
         }

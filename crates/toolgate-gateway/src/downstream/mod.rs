@@ -2,6 +2,7 @@
 //! transports (Streamable HTTP, stdio) parse and admit a message their own
 //! way, then hand it here.
 
+pub mod admin;
 pub mod http;
 pub mod listen;
 pub mod param_headers;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use crate::gateway::Gateway;
 use tokio::sync::mpsc::UnboundedSender;
+use toolgate_core::Caller;
 
 use crate::pipeline::{self, Answer, CallRequest};
 use crate::upstream::ProgressRelay;
@@ -89,11 +91,11 @@ fn server_info() -> Value {
     json!({"name": "toolgate", "title": "toolgate MCP gateway", "version": env!("CARGO_PKG_VERSION")})
 }
 
-const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused).";
+const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused). A call that needs a named human's approval answers input_required: re-issue it with the requestState once an approver has decided.";
 
 /// `notify` carries messages to the client before the answer (progress), when
 /// the transport can: stdio always, HTTP when the answer is an SSE stream.
-pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, notify: Option<UnboundedSender<String>>) -> Reply {
+pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer.
         return Reply::Accepted;
@@ -126,7 +128,7 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, notify: Option<Un
         "prompts/list" => Ok(empty_list("prompts", gw, era)),
         "resources/list" => Ok(empty_list("resources", gw, era)),
         "resources/templates/list" => Ok(empty_list("resourceTemplates", gw, era)),
-        "tools/call" => call_tool(gw, &msg, era, notify).await,
+        "tools/call" => call_tool(gw, &msg, era, caller, notify).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
             let body = wire::error_response(Some(&id), &e);
@@ -214,7 +216,7 @@ fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcEr
     Ok(out)
 }
 
-async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, notify: Option<UnboundedSender<String>>) -> Result<RawObject, RpcError> {
+async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>) -> Result<RawObject, RpcError> {
     let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
     };
@@ -234,7 +236,7 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, notify: Option<Un
     let client_capabilities = (era == Era::Modern)
         .then(|| msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned())
         .flatten();
-    let call = CallRequest { request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
+    let call = CallRequest { caller, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();

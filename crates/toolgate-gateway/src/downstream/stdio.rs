@@ -13,7 +13,12 @@ use crate::gateway::Gateway;
 use crate::lines::{BoundedLines, Line};
 use crate::wire::{self, Era, RpcError, code};
 
+/// Serves the agent on stdin/stdout as `gateway.stdio_caller` (or the
+/// anonymous caller); with neither, stdio is refused before reading a line.
 pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
+    let Some(caller) = gw.callers.stdio() else {
+        return Err(std::io::Error::other("stdio needs a caller: set gateway.stdio_caller to a [callers] entry, or open an anonymous caller"));
+    };
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -86,9 +91,9 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             }
         }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
-        let (gw, out) = (gw.clone(), out_tx.clone());
+        let (gw, out, caller) = (gw.clone(), out_tx.clone(), caller.clone());
         tokio::spawn(async move {
-            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, Some(out.clone())).await {
+            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, Some(out.clone())).await {
                 let _ = out.send(body);
             }
         });

@@ -1,6 +1,7 @@
-//! admit: what the transport edge cannot see — the call's own size. (The
-//! edge already enforced body size, nesting depth, duplicate keys, headers,
-//! `Origin`/`Host` and the protocol version.)
+//! admit: what the transport edge cannot see — the call's own size, and
+//! arguments that try to name a tenant (the tenant is the caller's, never
+//! the model's). The edge already enforced authentication, body size,
+//! nesting depth, duplicate keys, headers, `Origin`/`Host` and the version.
 
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
@@ -16,6 +17,22 @@ pub fn admit(settings: &GatewaySettings, call: &CallRequest) -> Result<(), Stop>
             Action::Correct,
             format!("the arguments are {size} bytes; the limit is {}. Send less", settings.max_argument_bytes),
         )));
+    }
+    let tenant_keys = toolgate_core::identity::tenant_keys(&call.arguments);
+    if !tenant_keys.is_empty() {
+        let violations = tenant_keys
+            .into_iter()
+            .map(|path| toolgate_core::schema::Violation { path, message: "a tenant key is not accepted in arguments".into() })
+            .collect();
+        return Err(Stop::Refused(
+            Refusal::new(
+                Verdict::Deny,
+                Reason::TenantInArguments,
+                Action::Correct,
+                "the arguments name a tenant; the tenant comes from your credentials. Remove the tenant keys and call again",
+            )
+            .with_violations(violations),
+        ));
     }
     Ok(())
 }

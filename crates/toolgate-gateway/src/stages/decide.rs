@@ -1,10 +1,26 @@
-//! decide: the effective authority class of the tool, by the registry's word
-//! (Cedar policy, guards and budgets join this stage in later issues).
+//! decide: the Cedar policy's word on this caller, tool and arguments; where
+//! no policy applies, the tool's effective authority class (the registry's,
+//! or a trusted server's annotations). Guards and budgets join here later.
 
-use toolgate_core::Decision;
+use toolgate_core::policy::{Outcome, ToolFacts};
+use toolgate_core::{Caller, Decision, Proposal};
 
 use crate::catalog::ExposedTool;
+use crate::gateway::Gateway;
 
-pub fn decide(tool: &ExposedTool) -> Decision {
-    toolgate_core::decision::decide(&tool.view)
+/// `approval` is the state of the approval the call presents (`none`).
+pub fn decide(gw: &Gateway, caller: &Caller, tool: &ExposedTool, proposal: &Proposal, approval: &str) -> Decision {
+    let facts = ToolFacts {
+        exposed_name: &tool.exposed_name,
+        server: &tool.server,
+        name: &tool.tool.name,
+        class: tool.view.effective_class.as_str(),
+        labels: &tool.labels,
+    };
+    let outcome = gw.policy.evaluate(caller, &facts, &proposal.arguments, approval);
+    if let Outcome::Error { rules, message } = &outcome {
+        // Fail closed, and tell the operator which rule to fix.
+        tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");
+    }
+    toolgate_core::decision::decide(&tool.view, &outcome)
 }

@@ -12,7 +12,9 @@ use crate::downstream::param_headers;
 use crate::pipeline::CallRequest;
 use crate::upstream::{CallOptions, UpstreamError};
 
-pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest) -> Result<Box<RawValue>, Stop> {
+/// `input` is the client's `inputResponses`/`requestState` as the upstream
+/// may see them (the approve stage removed toolgate's own).
+pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
@@ -28,7 +30,7 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, cal
     let options = CallOptions {
         progress: call.progress.clone(),
         headers,
-        input: call.input.clone(),
+        input,
         client_capabilities: call.client_capabilities.clone(),
     };
     match upstream.call_tool(&tool.tool.name, &proposal.arguments, options).await {

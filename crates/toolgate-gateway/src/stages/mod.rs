@@ -2,6 +2,7 @@
 //! in order.
 
 pub mod admit;
+pub mod approve;
 pub mod check;
 pub mod decide;
 pub mod dispatch;

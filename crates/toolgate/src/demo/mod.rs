@@ -1,10 +1,18 @@
 //! `toolgate demo`: the Atlas world with toolgate in the call path, on an
-//! embedded default. Starts the three Atlas servers (tickets over stdio,
-//! parts in process over HTTP, manuals as a separate HTTP process), writes a
-//! gateway config with seed `000_…`'s registry into a fresh state dir, starts
-//! the gateway, and drives the same calls twice — directly, as an ungoverned
-//! client would, and through toolgate — printing what each got. Exits 0 only
-//! if every case behaved as expected. `--serve` keeps everything running.
+//! embedded default. Starts the Atlas servers (tickets and notices over
+//! stdio, parts in process over HTTP, manuals as a separate HTTP process),
+//! writes a gateway config with seed `000_…`'s registry, two callers (an
+//! agent and an approver, tokens in owner-only files) and the demo Cedar
+//! policy into a fresh state dir, starts the gateway, and drives the cases:
+//! seed 000's calls directly (ungoverned) and through toolgate, seed 002's
+//! eight notice cases, and seed 000's approval flow for raise_parts_order.
+//! Exits 0 only if every case behaved as expected. `--serve` keeps
+//! everything running and prints the endpoint and both tokens.
+
+mod approver;
+mod client;
+mod flow;
+mod seed002;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,11 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::RunningService;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolgate_atlas::{ServerKind, serve};
 use toolgate_core::AuthorityClass;
@@ -25,7 +29,8 @@ use toolgate_gateway::config::Config;
 use toolgate_gateway::downstream;
 use toolgate_gateway::gateway::{Gateway, Mode};
 
-type Client = RunningService<RoleClient, ()>;
+use approver::Approver;
+use client::{Got, call, count_lines, http_client, stdio_client};
 
 /// Seed 000's authority table: tool, what the hints imply, what the registry says.
 const SEED_TABLE: [(&str, AuthorityClass, AuthorityClass); 8] = [
@@ -38,6 +43,19 @@ const SEED_TABLE: [(&str, AuthorityClass, AuthorityClass); 8] = [
     ("tickets__post_ticket_update", AuthorityClass::RequiresApproval, AuthorityClass::Automatic),
     ("tickets__search_tickets", AuthorityClass::Automatic, AuthorityClass::Automatic),
 ];
+
+/// Registry labels the demo policy reads.
+fn labels(tool: &str) -> &'static str {
+    match tool {
+        "tickets__export_service_records" => "[\"bulk_export\", \"private_data\"]",
+        "tickets__get_ticket" | "tickets__search_tickets" => "[\"private_data\"]",
+        _ => "[]",
+    }
+}
+
+pub const POLICY: &str = include_str!("../../demo/policy.cedar");
+pub const SCHEMA: &str = include_str!("../../demo/policy.cedarschema");
+pub const POLICY_CASES: &str = include_str!("../../demo/policy-cases.toml");
 
 /// A separate `toolgate atlas manuals --http` process, so a case can kill it.
 struct ManualsProcess {
@@ -72,24 +90,54 @@ fn spawn_manuals(exe: &Path, state: &Path, addr: &str) -> anyhow::Result<Manuals
     Ok(ManualsProcess { child, url })
 }
 
-fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> anyhow::Result<PathBuf> {
+/// The demo's tokens, written owner-only beside the config.
+pub struct Tokens {
+    pub agent: String,
+    pub approver: String,
+}
+
+fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(text.as_bytes())?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(())
+}
+
+fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
+    let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
+    write_secret(&dir.join("agent.token"), &tokens.agent)?;
+    write_secret(&dir.join("approver.token"), &tokens.approver)?;
+    std::fs::write(dir.join("policy.cedar"), POLICY)?;
+    std::fs::write(dir.join("policy.cedarschema"), SCHEMA)?;
+    std::fs::write(dir.join("policy-cases.toml"), POLICY_CASES)?;
     let mut text = format!(
-        "# Written by `toolgate demo`: the Atlas servers behind toolgate, with seed 000's registry.\n\
+        "# Written by `toolgate demo`: the Atlas servers behind toolgate, with seed 000's registry,\n\
+         # an agent and an approver, and the demo Cedar policy.\n\
          [gateway]\nlisten = \"127.0.0.1:0\"\nupstream_timeout_ms = 5000\n\n\
+         [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
+         [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n\
+         [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
          [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\n\
          [servers.parts]\nurl = \"{parts_url}\"\n\n\
-         [servers.manuals]\nurl = \"{manuals_url}\"\n",
+         [servers.manuals]\nurl = \"{manuals_url}\"\n\n\
+         # Seed 002: an untrusted server whose tool claims readOnlyHint: true.\n\
+         [servers.notices]\ncommand = {exe}\nargs = [\"atlas\", \"notices\", \"--state\", {atlas}]\n",
         exe = q(exe),
         atlas = q(&atlas),
+        approver = approver::APPROVER,
     );
     for (name, _, registry) in SEED_TABLE {
-        text.push_str(&format!("\n[registry.\"{name}\"]\nclass = \"{}\"\n", registry.as_str()));
+        text.push_str(&format!("\n[registry.\"{name}\"]\nclass = \"{}\"\nlabels = {}\n", registry.as_str(), labels(name)));
     }
+    text.push_str("\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\nlabels = [\"exfiltration\"]\n");
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text)?;
-    Ok(path)
+    Ok((path, tokens))
 }
 
 pub async fn run(state: Option<PathBuf>, keep_serving: bool) -> anyhow::Result<()> {
@@ -118,7 +166,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let (parts_addr, _) = serve::http(parts, "127.0.0.1:0".parse()?, cancel.clone()).await?;
     let parts_url = format!("http://{parts_addr}/mcp");
     let mut manuals = spawn_manuals(exe, &atlas_state, "127.0.0.1:0")?;
-    let config_path = write_config(dir, exe, &parts_url, &manuals.url)?;
+    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url)?;
 
     let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve)?;
     let down = gateway.wait_ready(Duration::from_secs(15)).await;
@@ -133,12 +181,14 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     println!("toolgate demo — Atlas field service, with toolgate in the call path\n");
     let mut ok = authority_table(&gateway);
 
-    let via = http_client(&endpoint).await.context("connecting to the gateway")?;
-    let direct_tickets = stdio_client(exe, &atlas_state).await?;
-    let direct_parts = http_client(&parts_url).await?;
-    let direct_manuals = http_client(&manuals.url).await?;
+    let via = http_client(&endpoint, Some(&tokens.agent)).await.context("connecting to the gateway")?;
+    let direct_tickets = stdio_client(exe, "tickets", &atlas_state).await?;
+    let direct_parts = http_client(&parts_url, None).await?;
+    let direct_manuals = http_client(&manuals.url, None).await?;
+    let direct_notices = stdio_client(exe, "notices", &atlas_state).await?;
+    let approver = Approver { exe, config: &config_path };
 
-    println!("\n2. The cases: the same call made directly (ungoverned) and through toolgate\n");
+    println!("\n2. Seed 000's cases: the same call made directly (ungoverned) and through toolgate\n");
     let mut table = Table::default();
     let sandbox = |f: &str| atlas_state.join(f);
 
@@ -159,6 +209,11 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let g = call(&via, "parts__find_part", &extra).await;
     table.row("an extra property", d.summary(), g.summary(), g.refused("correct") && g.paths().contains(&"/".to_string()));
 
+    // A tenant named in the arguments: the tenant is the caller's.
+    let tenanted = json!({"ticket_id": "SR-20031", "tenant_id": "other-tenant"});
+    let g = call(&via, "tickets__get_ticket", &tenanted).await;
+    table.row("a tenant in the arguments", "(the server has no notion of tenants)".into(), g.summary(), g.refused_for("tenant_in_arguments"));
+
     // The exfiltration leg: runs directly; refused through toolgate, outbox untouched.
     let export = json!({"recipient": "records@outside.example", "model_variant": "AC-250-S", "include_site_contacts": true});
     let d = call(&direct_tickets, "export_service_records", &export).await;
@@ -167,25 +222,13 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let untouched = count_lines(&sandbox("outbox.jsonl")) == before;
     table.row("export_service_records", d.summary(), format!("{}; outbox untouched: {untouched}", g.summary()), g.refused("refused") && untouched);
 
-    // Spend: runs directly; escalated to a human through toolgate.
-    let open = toolgate_atlas::dataset()
-        .tickets
-        .iter()
-        .find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S")
-        .map(|t| t.ticket_id.clone())
-        .context("the data set has no open AC-250-S ticket")?;
-    let part = toolgate_atlas::dataset()
-        .parts
-        .iter()
-        .find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S"))
-        .map(|p| p.part_no.clone())
-        .context("no -S thermostatic valve")?;
-    let order = json!({"part_no": part, "quantity": 2, "ticket_id": open, "justification": "valve replacement"});
+    // Spend: runs directly; waits for a named human through toolgate.
+    let order = flow::order(2)?;
     let d = call(&direct_parts, "raise_parts_order", &order).await;
     let before = count_lines(&sandbox("orders.jsonl"));
     let g = call(&via, "parts__raise_parts_order", &order).await;
     let unordered = count_lines(&sandbox("orders.jsonl")) == before;
-    table.row("raise_parts_order", d.summary(), format!("{}; no order placed: {unordered}", g.summary()), g.refused("escalate") && unordered);
+    table.row("raise_parts_order", d.summary(), format!("{}; no order placed: {unordered}", g.summary()), matches!(g, Got::Input(_)) && unordered);
 
     // A tool nobody declared.
     let d = call(&direct_tickets, "drop_tables", &json!({})).await;
@@ -199,20 +242,26 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let d = call(&direct_manuals, "search_manual", &query).await;
     let g = call(&via, "manuals__search_manual", &query).await;
     table.row("manuals server killed", d.summary(), g.summary(), g.refused("retry"));
-
     ok &= table.print();
+
+    let world = seed002::World { gateway: &gateway, via: &via, direct: &direct_notices, sandbox: &atlas_state, approver: Approver { exe, config: &config_path } };
+    ok &= seed002::run(&world).await?;
+    ok &= flow::run(&via, &approver, &atlas_state, &endpoint, &tokens).await?;
+
     if keep_serving {
         // Bring manuals back where the gateway expects it; its supervisor reconnects.
         let addr = manuals.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
         manuals = spawn_manuals(exe, &atlas_state, &addr)?;
         println!("\nendpoint: {endpoint}");
         println!("config: {}", config_path.display());
-        println!("(serving until Ctrl-C; `toolgate tools --config {}` shows the authority view)", config_path.display());
+        println!("agent-token: {}", tokens.agent);
+        println!("approver-token: {}", tokens.approver);
+        println!("(serving until Ctrl-C; `toolgate approvals list --config {}` shows pending approvals)", config_path.display());
         crate::serve::shutdown_signal().await;
     }
     drop(manuals);
     gateway.stop();
-    for client in [via, direct_tickets, direct_parts, direct_manuals] {
+    for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
         let _ = client.cancel().await;
     }
     if !ok {
@@ -256,95 +305,3 @@ impl Table {
     }
 }
 
-/// What one call produced: a result, or a protocol-level failure.
-enum Got {
-    Result(Value),
-    Failed(String, Option<Value>),
-}
-
-impl Got {
-    fn is_error(&self) -> bool {
-        !matches!(self, Got::Result(r) if r["isError"] != true)
-    }
-    fn structured(&self) -> Option<&Value> {
-        match self {
-            Got::Result(r) => r.get("structuredContent"),
-            Got::Failed(..) => None,
-        }
-    }
-    fn refused(&self, action: &str) -> bool {
-        matches!(self, Got::Result(r) if r["isError"] == true && r["structuredContent"]["action"] == action)
-    }
-    fn paths(&self) -> Vec<String> {
-        self.structured()
-            .and_then(|s| s["violations"].as_array())
-            .map(|v| v.iter().filter_map(|x| x["path"].as_str().map(str::to_string)).collect())
-            .unwrap_or_default()
-    }
-    fn protocol_error_action(&self) -> Option<String> {
-        match self {
-            Got::Failed(_, Some(data)) => data["action"].as_str().map(str::to_string),
-            _ => None,
-        }
-    }
-    fn summary(&self) -> String {
-        match self {
-            Got::Failed(msg, data) => match data {
-                Some(d) => format!("protocol error: {msg} (action: {})", d["action"].as_str().unwrap_or("-")),
-                None if msg.contains("error sending request") => "failed: the server is gone (connection refused)".into(),
-                None => format!("failed: {msg}"),
-            },
-            Got::Result(r) if r["isError"] == true => {
-                let s = &r["structuredContent"];
-                if s["action"].is_string() {
-                    let paths = self.paths();
-                    let at = if paths.is_empty() { String::new() } else { format!(" at {}", paths.join(", ")) };
-                    format!("refused: {} → action {}{at}", s["reason"].as_str().unwrap_or("?"), s["action"].as_str().unwrap_or("?"))
-                } else {
-                    let text = r["content"][0]["text"].as_str().unwrap_or("").replace('\n', " ");
-                    format!("tool error: {text}")
-                }
-            }
-            Got::Result(r) => {
-                let s = &r["structuredContent"];
-                if let Some(id) = s["order_id"].as_str() {
-                    format!("ran: order {id} placed ({} {} minor units)", s["total_minor"], s["currency"].as_str().unwrap_or(""))
-                } else if let Some(id) = s["export_id"].as_str() {
-                    format!("ran: {id}, {} records with site contacts left the building", s["record_count"])
-                } else if let Some(t) = s["tickets"].as_array() {
-                    let top: Vec<&str> = t.iter().take(3).filter_map(|x| x["ticket_id"].as_str()).collect();
-                    format!("{} tickets, top {}", t.len(), top.join(" "))
-                } else {
-                    "ran".into()
-                }
-            }
-        }
-    }
-}
-
-async fn call(client: &Client, name: &str, arguments: &Value) -> Got {
-    let Value::Object(map) = arguments.clone() else { return Got::Failed("arguments must be an object".into(), None) };
-    match client.call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(map)).await {
-        Ok(result) => Got::Result(serde_json::to_value(result).unwrap_or_default()),
-        Err(rmcp::ServiceError::McpError(e)) => Got::Failed(e.message.to_string(), e.data.clone()),
-        Err(e) => Got::Failed(e.to_string(), None),
-    }
-}
-
-fn count_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
-}
-
-async fn http_client(url: &str) -> anyhow::Result<Client> {
-    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Ok(().serve_with_lifecycle(transport, lifecycle).await?)
-}
-
-async fn stdio_client(exe: &Path, state: &Path) -> anyhow::Result<Client> {
-    let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(["atlas", "tickets", "--state"]).arg(state);
-    let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn()?;
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Ok(().serve_with_lifecycle(transport, lifecycle).await?)
-}

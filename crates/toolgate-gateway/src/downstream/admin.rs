@@ -1,0 +1,110 @@
+//! The approvers' HTTP API, beside `/mcp` on the same listener and behind
+//! the same Host/Origin checks. Only a caller with the `approver` role may
+//! use it; agents' tokens get 403. The approver is the authenticated
+//! caller, never a name in the body, and can never decide its own call.
+//!
+//! - `GET  /admin/approvals[?state=pending]`
+//! - `GET  /admin/approvals/{id}`
+//! - `POST /admin/approvals/{id}/approve` `{"reason": "…"}`
+//! - `POST /admin/approvals/{id}/deny`    `{"reason": "…"}`
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::Caller;
+use toolgate_core::approval::ApprovalState;
+use toolgate_ledger::StoreError;
+
+use super::http::{admit_request, plain};
+use crate::config::APPROVER_ROLE;
+use crate::gateway::Gateway;
+use crate::stages::approve::{blocking, now_ms};
+
+pub fn routes() -> axum::Router<Arc<Gateway>> {
+    axum::Router::new()
+        .route("/admin/approvals", axum::routing::get(list))
+        .route("/admin/approvals/{id}", axum::routing::get(show))
+        .route("/admin/approvals/{id}/{verdict}", axum::routing::post(decide))
+}
+
+fn approver(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> {
+    let caller = admit_request(gw, headers)?;
+    if !caller.has_role(APPROVER_ROLE) {
+        return Err(plain(StatusCode::FORBIDDEN, "the approver role is required; agent tokens cannot see or decide approvals"));
+    }
+    Ok(caller)
+}
+
+fn store_error(e: StoreError) -> Response {
+    let status = match &e {
+        StoreError::NotFound(_) => StatusCode::NOT_FOUND,
+        StoreError::NotPending { .. } | StoreError::NotApproved { .. } | StoreError::Expired(_) => StatusCode::CONFLICT,
+        StoreError::SelfApproval { .. } => StatusCode::FORBIDDEN,
+        StoreError::Sqlite(_) | StoreError::Internal(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(json!({"error": e.to_string()}))).into_response()
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+}
+
+async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
+    if let Err(r) = approver(&gw, &headers) {
+        return r;
+    }
+    let state = match q.state.as_deref().map(|s| ApprovalState::parse(s).ok_or(s)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(s)) => return plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use pending, approved, denied, expired or consumed")),
+    };
+    match blocking(&gw, move |s| s.list(state, now_ms())).await {
+        Ok(all) => Json(json!({"approvals": all})).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn show(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(r) = approver(&gw, &headers) {
+        return r;
+    }
+    match blocking(&gw, move |s| s.get(&id)).await {
+        Ok(a) => Json(a).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct DecideBody {
+    reason: String,
+}
+
+async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, verdict)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
+    let caller = match approver(&gw, &headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let approve = match verdict.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => return plain(StatusCode::NOT_FOUND, "POST /admin/approvals/{id}/approve or /deny"),
+    };
+    let reason = match serde_json::from_slice::<DecideBody>(&body) {
+        Ok(b) if !b.reason.trim().is_empty() => b.reason,
+        _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
+    };
+    let who = caller.name.clone();
+    match blocking(&gw, move |s| s.decide(&id, approve, &who, &reason, now_ms())).await {
+        Ok(a) => {
+            tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
+            Json(a).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}

@@ -1,0 +1,38 @@
+//! The demo's approver: `toolgate approvals approve|deny` as a separate
+//! process, exactly as an operator would run it.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+pub const APPROVER: &str = "dana";
+
+pub struct Approver<'a> {
+    pub exe: &'a Path,
+    pub config: &'a Path,
+}
+
+impl Approver<'_> {
+    pub fn decide(&self, verb: &str, id: &str, reason: &str, as_who: &str) -> anyhow::Result<String> {
+        let out = Command::new(self.exe)
+            .args(["approvals", verb, "--config"])
+            .arg(self.config)
+            .args([id, "--as", as_who, "--reason", reason])
+            .output()
+            .context("running `toolgate approvals`")?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            bail!("{}", text.trim());
+        }
+        Ok(text)
+    }
+
+    pub fn approve(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        self.decide("approve", id, reason, APPROVER).map(|_| ())
+    }
+
+    pub fn deny(&self, id: &str, reason: &str) -> anyhow::Result<()> {
+        self.decide("deny", id, reason, APPROVER).map(|_| ())
+    }
+}
