@@ -35,6 +35,38 @@ class = "requires_approval"
 class = "automatic"
 "#;
 
+/// An anonymous agent, for configs of tests that send no token.
+pub const ANONYMOUS: &str = "\n[callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\nanonymous = true\n";
+
+/// Callers of the harness gateway: an anonymous agent (the raw-HTTP tests
+/// send no token), an approver and a caller who is both (for self-approval).
+pub const CALLERS: &str = r#"
+[callers.agent]
+tenant = "atlas"
+roles = ["agent"]
+anonymous = true
+[callers.dana]
+subject = "dana@atlas.example"
+tenant = "atlas"
+roles = ["approver"]
+token_file = "dana.token"
+[callers.sam]
+tenant = "atlas"
+roles = ["agent", "approver"]
+token_file = "sam.token"
+"#;
+pub const DANA_TOKEN: &str = "dana-token-0123456789abcdef";
+pub const SAM_TOKEN: &str = "sam-token-0123456789abcdef";
+
+/// Writes the harness callers' token files (owner-only) into `dir`.
+pub fn write_tokens(dir: &Path) {
+    for (file, token) in [("dana.token", DANA_TOKEN), ("sam.token", SAM_TOKEN)] {
+        let path = dir.join(file);
+        std::fs::write(&path, token).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+}
+
 pub struct Harness {
     pub url: String,
     pub gateway: Arc<Gateway>,
@@ -63,11 +95,20 @@ impl Harness {
 /// Atlas tickets, parts and manuals over HTTP, and a gateway in front.
 /// `extra` is appended to the `[gateway]` table.
 pub async fn start(extra: &str) -> Harness {
+    start_with(extra, "", &[]).await
+}
+
+/// `start`, with more config appended after the servers and registry, and
+/// files written beside the config first.
+pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harness {
     let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
     let mut atlas_urls = BTreeMap::new();
     let mut atlas_cancel = BTreeMap::new();
     let mut servers = String::new();
-    for kind in ServerKind::ALL {
+    for kind in ServerKind::ALL.into_iter().chain([ServerKind::Notices]) {
         let cancel = CancellationToken::new();
         let server = toolgate_atlas::server(kind, Some(&dir.path().join("atlas"))).unwrap();
         let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
@@ -76,7 +117,8 @@ pub async fn start(extra: &str) -> Harness {
         atlas_urls.insert(kind.name(), url);
         atlas_cancel.insert(kind.name(), cancel);
     }
-    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}");
+    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}{CALLERS}{more}");
+    write_tokens(dir.path());
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, &text).unwrap();
     let config = Config::load(&path).unwrap();

@@ -97,7 +97,7 @@ async fn setup(extra: &str) -> Setup {
     let url = serve_rmcp(shifty.clone(), &cancel).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toolgate.toml");
-    std::fs::write(&path, format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n")).unwrap();
+    std::fs::write(&path, format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n{ANONYMOUS}")).unwrap();
     let config = Config::load(&path).unwrap();
     let lock = config.lock_path();
     let gateway = Gateway::start(config, Mode::Serve).unwrap();

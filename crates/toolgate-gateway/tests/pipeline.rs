@@ -102,8 +102,9 @@ async fn prohibited_and_approval_tools_never_reach_the_upstream() {
 
     let part = toolgate_atlas::dataset().parts[0].part_no.clone();
     let order = call(&h.url, "parts__raise_parts_order", json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"})).await;
-    let r = refusal(&order);
-    assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()), (Some("require_approval"), Some("approval_required"), Some("escalate")));
+    // It waits for a named approver (the approvals tests follow it further).
+    assert_eq!(order["result"]["resultType"], "input_required", "{order}");
+    assert_eq!(order["result"]["_meta"]["io.toolgate/approval"]["state"], "pending", "{order}");
     assert_eq!(lines(&h.sandbox().join("orders.jsonl")), 0);
 
     // The registry said automatic: the write runs although its hints imply approval.
@@ -147,7 +148,7 @@ async fn a_single_server_can_keep_its_tool_names() {
     let path = dir.path().join("toolgate.toml");
     std::fs::write(
         &path,
-        format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n"),
+        format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n{ANONYMOUS}"),
     )
     .unwrap();
     let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).unwrap();
