@@ -1,9 +1,12 @@
 """Drive an MCP server with the official MCP Python SDK (mcp 2.3.0).
 
-Usage: sdk_client.py URL MODE CALLS
+Usage: [TOOLGATE_TOKEN=…] sdk_client.py URL MODE CALLS
   MODE:  "2026-07-28" (stateless core, no handshake), "legacy" (2025-11-25
          initialize handshake) or "auto" (server/discover probe, legacy fallback).
   CALLS: a JSON list of {"tool": NAME, "arguments": {...}}.
+
+TOOLGATE_TOKEN, when set, is sent as `Authorization: Bearer`. A call that
+answers input_required (MRTR) is returned as it is, not driven further.
 
 Lists the tools, makes each call, and prints one JSON object:
 {"mode", "protocol_version", "tools": [...], "results": [...]} with wire field
@@ -13,23 +16,34 @@ The Rust tests run this and assert on the output.
 """
 
 import json
+import os
 import sys
 
 import anyio
 from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def wire(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def connect(url: str, mode: str) -> Client:
+    token = os.environ.get("TOOLGATE_TOKEN")
+    if not token:
+        return Client(url, mode=mode)
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
 async def run(url: str, mode: str, calls: list) -> dict:
-    async with Client(url, mode=mode) as client:
+    async with connect(url, mode) as client:
         listed = await client.list_tools()
         results = []
         for c in calls:
             try:
-                results.append(wire(await client.call_tool(c["tool"], c["arguments"])))
+                results.append(wire(await client.session.call_tool(c["tool"], c["arguments"], allow_input_required=True)))
             except MCPError as e:
                 results.append({"error": {"code": e.code, "message": e.error.message, "data": e.error.data}})
         return {

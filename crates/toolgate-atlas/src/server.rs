@@ -130,7 +130,7 @@ impl ServerHandler for AtlasServer {
 
 impl AtlasServer {
     /// `send_notice`, with the fault switch (see `tools::notices`).
-    fn notice(&self, request: CallToolRequestParams) -> Result<CallToolResponse, McpError> {
+    pub fn notice(&self, request: CallToolRequestParams) -> Result<CallToolResponse, McpError> {
         use tools::notices::{self, Fault};
         let ctx = &self.inner.ctx;
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());

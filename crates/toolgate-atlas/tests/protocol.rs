@@ -14,6 +14,7 @@ fn probe(kind: ServerKind) -> (&'static str, serde_json::Value) {
         ServerKind::Tickets => ("get_ticket", json!({"ticket_id": "SR-20031"})),
         ServerKind::Parts => ("find_part", json!({"model_variant": "RS-90-S", "category": "fan-blade"})),
         ServerKind::Manuals => ("search_manual", json!({"query": "bearing noise", "product_family": "RS-90", "k": 2})),
+        ServerKind::Notices => ("send_notice", json!({"to": "team@example.test", "body": "Build passed."})),
     }
 }
 
@@ -32,6 +33,7 @@ async fn exercise(client: &Client, kind: ServerKind, era: Era) {
         ServerKind::Tickets => assert_eq!(r.structured["ticket_id"], "SR-20031"),
         ServerKind::Parts => assert!(r.structured["parts"][0]["fitment"].as_array().unwrap().contains(&json!("RS-90-S"))),
         ServerKind::Manuals => assert_eq!(r.structured["passages"][0]["product_family"], "RS-90"),
+        ServerKind::Notices => assert_eq!(r.structured["status"], "queued"),
     }
     // A tool error travels as an isError result; a tool this server lacks
     // is a protocol error.

@@ -39,13 +39,35 @@ fn the_demo_plays_every_case_and_exits_zero() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("Every case behaved as expected."), "{stdout}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
-    for case in ["a read passes", "broken variant pattern", "an extra property", "export_service_records", "raise_parts_order", "an unknown tool", "manuals server killed"] {
+    for case in ["a read passes", "broken variant pattern", "an extra property", "a tenant in the arguments", "export_service_records", "raise_parts_order", "an unknown tool", "manuals server killed"] {
         assert!(stdout.contains(case), "case `{case}` missing:\n{stdout}");
     }
-    // Only the ungoverned client's writes reached the sandbox.
+    // Seed 002's eight cases, each matched against the seed's "after" column.
+    for id in ["forged_read_only", "approved_destination", "stale_approval", "extra_recipient", "other_tool", "tool_error", "transport_unknown", "input_required"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("ok   {id} "))), "case `{id}` not ok:\n{stdout}");
+    }
+    for step in ["the agent approves itself through the admin API", "re-issued after approval: dispatched once", "re-issued a second time", "9 valves under the approval for 8", "the same 3 valves, called afresh"] {
+        assert!(stdout.contains(step), "step `{step}` missing:\n{stdout}");
+    }
+    // Exactly the effects that should exist: the ungoverned export and
+    // order, and one approved order through toolgate.
     let lines = |f: &str| std::fs::read_to_string(dir.path().join("atlas").join(f)).map(|s| s.lines().count()).unwrap_or(0);
     assert_eq!(lines("outbox.jsonl"), 1);
-    assert_eq!(lines("orders.jsonl"), 1);
+    assert_eq!(lines("orders.jsonl"), 2);
+    // Notices: six ungoverned sends, and through toolgate the approved one,
+    // the one sent before the transport broke, and the confirmed one.
+    assert_eq!(lines("notices.jsonl"), 9);
+    // The approvals it opened are in the ledger, decided by dana.
+    let listed = toolgate().args(["approvals", "list", "--json", "--config"]).arg(dir.path().join("toolgate.toml")).output().unwrap();
+    let approvals: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let approvals = approvals["approvals"].as_array().unwrap();
+    assert!(approvals.iter().filter(|a| a["state"] == "consumed").all(|a| a["decided_by"] == "dana"));
+    assert_eq!(approvals.iter().filter(|a| a["state"] == "denied").count(), 1);
+    // Its policy checks, and its table-driven cases pass.
+    let check = toolgate().args(["policy", "check", "--config"]).arg(dir.path().join("toolgate.toml")).output().unwrap();
+    assert!(check.status.success() && String::from_utf8_lossy(&check.stdout).contains("policy version: "));
+    let cases = toolgate().args(["policy", "test", "--config"]).arg(dir.path().join("toolgate.toml")).arg(dir.path().join("policy-cases.toml")).output().unwrap();
+    assert!(cases.status.success(), "{}", String::from_utf8_lossy(&cases.stdout));
     // The config it wrote is a working gateway config; its pins were recorded.
     assert!(dir.path().join("toolgate.toml").exists());
     let lock = std::fs::read_to_string(dir.path().join("toolgate.lock")).unwrap();
@@ -56,6 +78,7 @@ struct Serving {
     child: Child,
     endpoint: String,
     config: PathBuf,
+    agent_token: String,
 }
 
 impl Drop for Serving {
@@ -77,9 +100,15 @@ fn demo_serve(state: &Path) -> Serving {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut endpoint, mut config) = (None, None);
-    while endpoint.is_none() || config.is_none() {
-        let line = lines.next().expect("demo --serve prints endpoint and config").unwrap();
+    let (mut endpoint, mut config, mut agent, mut approver) = (None, None, None, None);
+    while endpoint.is_none() || config.is_none() || agent.is_none() || approver.is_none() {
+        let line = lines.next().expect("demo --serve prints endpoint, config and tokens").unwrap();
+        if let Some(v) = line.strip_prefix("agent-token: ") {
+            agent = Some(v.to_string());
+        }
+        if let Some(v) = line.strip_prefix("approver-token: ") {
+            approver = Some(v.to_string());
+        }
         if let Some(v) = line.strip_prefix("endpoint: ") {
             endpoint = Some(v.to_string());
         }
@@ -88,7 +117,8 @@ fn demo_serve(state: &Path) -> Serving {
         }
     }
     std::thread::spawn(move || for _ in lines {});
-    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap() }
+    assert_ne!(agent, approver);
+    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap() }
 }
 
 fn python() -> PathBuf {
@@ -114,7 +144,7 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
     ]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/sdk_client.py");
     for (mode, version) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")] {
-        let out = Command::new(python()).arg(&script).args([&serving.endpoint, mode, &calls.to_string()]).output().unwrap();
+        let out = Command::new(python()).arg(&script).args([&serving.endpoint, mode, &calls.to_string()]).env("TOOLGATE_TOKEN", &serving.agent_token).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_str(&stdout).unwrap();
@@ -127,7 +157,14 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
         let action = |i: usize| r[i]["structuredContent"]["action"].as_str().map(str::to_string);
         assert_eq!(action(1).as_deref(), Some("correct"), "{mode}: {}", r[1]);
         assert_eq!(action(2).as_deref(), Some("refused"), "{mode}: {}", r[2]);
-        assert_eq!(action(3).as_deref(), Some("escalate"), "{mode}: {}", r[3]);
+        // The order waits for a named approver: an MRTR round, or (legacy) an escalate refusal.
+        if mode == "legacy" {
+            assert_eq!(action(3).as_deref(), Some("escalate"), "{mode}: {}", r[3]);
+            assert_eq!(r[3]["structuredContent"]["reason"], "approval_pending");
+        } else {
+            assert_eq!(r[3]["resultType"], "input_required", "{mode}: {}", r[3]);
+            assert!(r[3]["requestState"].as_str().is_some_and(|s| s.starts_with("tg1.")));
+        }
         assert_eq!(r[4]["error"]["code"], -32602, "{mode}: {}", r[4]);
         assert_eq!(r[4]["error"]["data"]["action"], "correct");
     }
@@ -135,5 +172,42 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
     let tools = toolgate().args(["tools", "--json", "--config"]).arg(&serving.config).output().unwrap();
     assert!(tools.status.success(), "{}", String::from_utf8_lossy(&tools.stderr));
     let view: Value = serde_json::from_slice(&tools.stdout).unwrap();
-    assert_eq!(view["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(view["tools"].as_array().unwrap().len(), 9);
+    // Without the agent's token, the SDK gets nothing.
+    let anonymous = Command::new(python()).arg(&script).args([&serving.endpoint, "2026-07-28", "[]"]).output().unwrap();
+    assert!(!anonymous.status.success(), "{}", String::from_utf8_lossy(&anonymous.stdout));
+}
+
+/// The acceptance of approvals, with the Python SDK through `demo --serve`.
+#[test]
+fn the_python_sdk_waits_for_an_approval_and_the_call_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let serving = demo_serve(dir.path());
+    let orders = || std::fs::read_to_string(dir.path().join("atlas/orders.jsonl")).map(|s| s.lines().count()).unwrap_or(0);
+    let before = orders();
+    let data = toolgate_atlas::dataset();
+    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let order = json!({"part_no": part.part_no, "quantity": 2, "ticket_id": ticket.ticket_id});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/approval_flow.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .args([&serving.endpoint, env!("CARGO_BIN_EXE_toolgate")])
+        .arg(&serving.config)
+        .arg(order.to_string())
+        .env("TOOLGATE_TOKEN", &serving.agent_token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["first"]["resultType"], "input_required", "{}", v["first"]);
+    assert_eq!(v["approved"]["state"], "approved");
+    assert_eq!(v["approved"]["decided_by"], "dana");
+    assert!(v["reissued"]["structuredContent"]["order_id"].as_str().is_some_and(|id| id.starts_with("PO-")), "{}", v["reissued"]);
+    assert_eq!(v["again"]["structuredContent"]["reason"], "approval_used", "{}", v["again"]);
+    assert_eq!(v["changed"]["structuredContent"]["reason"], "approval_missing_or_mismatched", "{}", v["changed"]);
+    assert_eq!(orders(), before + 1, "exactly one order placed");
+    let notice = &v["outside_notice"]["structuredContent"];
+    assert_eq!((notice["decision"].as_str(), notice["rules"][0].as_str()), (Some("deny"), Some("no_exact_rule")), "{notice}");
 }

@@ -19,7 +19,7 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
     let exe = env!("CARGO_BIN_EXE_toolgate");
     let state = dir.join("atlas");
     let text = format!(
-        "[servers.tickets]\ncommand = {}\nargs = [\"atlas\", \"tickets\", \"--state\", {}]\ntrusted = true\n\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n",
+        "[servers.tickets]\ncommand = {}\nargs = [\"atlas\", \"tickets\", \"--state\", {}]\ntrusted = true\n\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
         json!(exe),
         json!(state.display().to_string())
     );
@@ -29,7 +29,8 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 }
 
 async fn get_ticket(gw: &Gateway) -> Answer {
-    let call = CallRequest { request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
+    let caller = gw.callers.stdio().expect("the config opens a local caller");
+    let call = CallRequest { caller, request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
     pipeline::call_tool(gw, call).await
 }
 
@@ -130,7 +131,7 @@ async fn a_wrapped_stdio_server_goes_with_its_gateway() {
     let marker = dir.path().join("wrapped-atlas");
     let script = format!("\"$0\" atlas tickets --state {}; true", marker.display());
     let text = format!(
-        "[servers.tickets]\ncommand = \"sh\"\nargs = [\"-c\", {}, {}]\ntrusted = true\n",
+        "[servers.tickets]\ncommand = \"sh\"\nargs = [\"-c\", {}, {}]\ntrusted = true\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
         json!(script),
         json!(env!("CARGO_BIN_EXE_toolgate"))
     );
