@@ -202,11 +202,13 @@ fn describe(first: &Got, last: &Got, seen: &mut Seen) {
 mod tests {
     use super::*;
 
-    /// The embedded "after" column is the seed's own, when the seed is at hand.
+    /// The embedded "after" column is the seed's own (`../shared` beside the
+    /// checkout, or `TOOLGATE_SHARED_DIR`).
     #[test]
     fn expectations_match_the_seed() {
-        let Ok(dir) = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/seeds")) else { return };
-        let Some(path) = dir.filter_map(Result::ok).map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("002_"))) else { return };
+        let shared = std::env::var("TOOLGATE_SHARED_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared").into());
+        let dir = std::fs::read_dir(format!("{shared}/seeds")).unwrap_or_else(|e| panic!("cannot read {shared}/seeds: {e}; set TOOLGATE_SHARED_DIR"));
+        let path = dir.filter_map(Result::ok).map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("002_"))).expect("seed 002");
         let seed: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let cases = seed["cases"].as_array().unwrap();
         assert_eq!(cases.len(), EXPECTED.len());
