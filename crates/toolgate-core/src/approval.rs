@@ -220,6 +220,38 @@ mod tests {
     }
 
     proptest! {
+        /// Change any argument value of an approved call (at any key) and
+        /// its proposal hash, so its binding, no longer matches: the
+        /// approval does not carry it.
+        #[test]
+        fn any_change_to_the_arguments_breaks_the_binding(
+            args in proptest::collection::btree_map("[a-z_]{1,8}", proptest::prop_oneof![
+                any::<i64>().prop_map(Value::from),
+                "[ -~]{0,12}".prop_map(Value::from),
+                any::<bool>().prop_map(Value::from),
+            ], 1..6),
+            pick in any::<proptest::sample::Index>(),
+            replacement in "[ -~]{0,12}",
+        ) {
+            let original = Value::Object(args.clone().into_iter().collect());
+            let key = pick.get(&args.keys().collect::<Vec<_>>()).to_string();
+            let mut changed = original.clone();
+            changed[&key] = match &original[&key] {
+                Value::String(s) if *s == replacement => Value::from(format!("{replacement}!")),
+                Value::String(_) => Value::from(replacement),
+                other => Value::from(format!("{other}")),
+            };
+            let approved_proposal = crate::proposal::Proposal::new("notices", "send_notice", original);
+            let changed_proposal = crate::proposal::Proposal::new("notices", "send_notice", changed);
+            prop_assert_ne!(&approved_proposal.sha256, &changed_proposal.sha256);
+            let mut approved = approval(ApprovalState::Approved);
+            approved.binding.proposal_sha256 = approved_proposal.sha256.clone();
+            let mut now = approved.binding.clone();
+            now.proposal_sha256 = changed_proposal.sha256;
+            prop_assert_eq!(judge(&now, Some(&claim(approved.binding.clone())), Some(&approved), None, 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+            prop_assert_eq!(judge(&now, None, None, Some(&approved), 10), Step::Open);
+        }
+
         /// Change any one field of the binding and an approved claim no
         /// longer dispatches.
         #[test]

@@ -102,6 +102,10 @@ impl PolicyEngine {
     }
 
     pub fn evaluate(&self, caller: &Caller, tool: &ToolFacts<'_>, arguments: &Value, approval: &str) -> Outcome {
+        // No policies, nothing can apply: skip building the request.
+        if self.policies.is_empty() {
+            return Outcome::NotApplicable;
+        }
         match self.try_evaluate(caller, tool, arguments, approval) {
             Ok(outcome) => outcome,
             Err(message) => Outcome::Error { rules: Vec::new(), message },
@@ -290,5 +294,7 @@ mod tests {
         assert_ne!(a.version(), c.version());
         assert_eq!(a.version().len(), 64);
         assert_ne!(PolicyEngine::empty().version(), a.version());
+        let empty = PolicyEngine::empty();
+        assert_eq!(empty.evaluate(&agent(), &tool("notices__send_notice"), &json!({}), "none"), Outcome::NotApplicable);
     }
 }

@@ -72,7 +72,8 @@ pub struct GatewaySettings {
     pub list_page_size: usize,
     /// The caller a `--stdio` downstream acts as (a `[callers]` key).
     pub stdio_caller: Option<String>,
-    /// How long an approval may wait to be decided, and then to be used.
+    /// How long an approval stays valid once opened: it must be decided and
+    /// used within this time.
     pub approval_ttl_ms: u64,
 }
 
