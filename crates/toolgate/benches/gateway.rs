@@ -17,6 +17,11 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator the `toolgate` binary ships with, so the gateway is
+/// measured as it runs (both legs share it: one process).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolgate_atlas::{ServerKind, serve};

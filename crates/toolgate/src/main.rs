@@ -11,6 +11,12 @@ mod tools;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc: the gateway's hot path is many small short-lived allocations
+/// on several threads, where glibc's arenas contend (measured in
+/// docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tracing_subscriber::EnvFilter;
 
 /// toolgate — an MCP gateway that decides, by the host's own registry and policy, whether each
