@@ -256,7 +256,13 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         println!("config: {}", config_path.display());
         println!("agent-token: {}", tokens.agent);
         println!("approver-token: {}", tokens.approver);
-        println!("(serving until Ctrl-C; `toolgate approvals list --config {}` shows pending approvals)", config_path.display());
+        println!("approver: {}", approver::APPROVER);
+        println!(
+            "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
+             `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it)",
+            config_path.display(),
+            approver::APPROVER
+        );
         crate::serve::shutdown_signal().await;
     }
     drop(manuals);
