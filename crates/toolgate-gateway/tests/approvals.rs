@@ -263,3 +263,32 @@ async fn a_policy_that_does_not_validate_stops_the_start_with_cedars_message() {
     let text = format!("{err:#}");
     assert!(text.contains("colour") && text.contains("policy.cedar"), "{text}");
 }
+
+/// Policy may read `context.approval`; an approval of another call must
+/// never show there, or a policy that permits approved calls would let the
+/// other call through.
+#[tokio::test]
+async fn an_approval_of_another_call_never_reaches_the_policy_context() {
+    let policy = r#"
+        @id("approved_orders_run")
+        permit (principal, action == Action::"call_tool", resource == Tool::"parts__raise_parts_order")
+        when { context.approval == "approved" };
+    "#;
+    let files = [("policy.cedar", policy), ("policy.cedarschema", include_str!("../../toolgate/demo/policy.cedarschema"))];
+    let h = start_with("", "\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n", &files).await;
+    let first = call_as(&h.url, None, ORDER, &order(8), json!({})).await;
+    let id = approval_id(&first);
+    assert_eq!(decide(&h.url, DANA_TOKEN, &id, "approve").await.0, 200);
+    // The approved call's state, presented with other content: not approved for this call.
+    let other = call_as(&h.url, None, ORDER, &order(9), json!({"requestState": state(&first)})).await;
+    assert_eq!(reason(&other), "approval_missing_or_mismatched", "{other}");
+    assert_eq!(orders(&h), 0);
+    // With its own call, the policy sees `approved` and permits it.
+    let ran = call_as(&h.url, None, ORDER, &order(8), json!({"requestState": state(&first)})).await;
+    assert!(ran["structuredContent"]["order_id"].is_string(), "{ran}");
+    assert_eq!(orders(&h), 1);
+    // Using it used it up: the policy no longer sees `approved`, and the approval is spent.
+    let again = call_as(&h.url, None, ORDER, &order(8), json!({"requestState": state(&first)})).await;
+    assert_eq!(reason(&again), "approval_used", "{again}");
+    assert_eq!(orders(&h), 1);
+}

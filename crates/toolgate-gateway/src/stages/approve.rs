@@ -40,13 +40,29 @@ pub fn presented(gw: &Gateway, call: &CallRequest) -> Presented {
     }
 }
 
+/// What an approval of this exact call is bound to.
+pub fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
+    Binding {
+        tenant: call.caller.tenant.clone(),
+        caller: call.caller.name.clone(),
+        server: tool.server.clone(),
+        tool: tool.tool.name.clone(),
+        proposal_sha256: proposal.sha256.clone(),
+        policy_version: gw.policy.version().to_string(),
+    }
+}
+
 /// The state of the approval a call presents, for policy's
-/// `context.approval`: `none` when it presents none.
-pub async fn state_of(gw: &Gateway, presented: &Presented) -> String {
+/// `context.approval`: `none` unless the call presents an approval of
+/// exactly this call (an approval of another call never counts).
+pub async fn state_of(gw: &Gateway, presented: &Presented, binding: &Binding) -> String {
     let Presented::Ours(claim) = presented else { return "none".into() };
+    if claim.binding != *binding {
+        return "none".into();
+    }
     let id = claim.approval_id.clone();
     match blocking(gw, move |s| s.find(&id)).await {
-        Ok(Some(a)) => a.state_at(now_ms()).as_str().to_string(),
+        Ok(Some(a)) if a.binding == *binding => a.state_at(now_ms()).as_str().to_string(),
         _ => "none".into(),
     }
 }
@@ -59,14 +75,38 @@ pub struct Gate {
     pub input: Map<String, Value>,
 }
 
-pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, presented: Presented) -> Result<Gate, Stop> {
+/// `approval_state` is what `state_of` found (and policy saw).
+pub async fn approve(
+    gw: &Gateway,
+    call: &CallRequest,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    decision: &Decision,
+    presented: Presented,
+    binding: Binding,
+    approval_state: &str,
+) -> Result<Gate, Stop> {
     match decision.verdict {
         Verdict::Deny => {
             let refusal = Refusal::from_decision(decision, &tool.exposed_name).expect("deny refuses");
             return Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)));
         }
-        // A state of ours has no business upstream: unwrap or drop it.
-        Verdict::Allow => return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented) }),
+        Verdict::Allow => {
+            // Allowed while presenting an approved approval of this very call
+            // (a policy may permit approved calls): running it uses it up, once.
+            if let (Presented::Ours(claim), "approved") = (&presented, approval_state) {
+                let id = claim.approval_id.clone();
+                return match blocking(gw, move |s| s.consume(&id, now_ms())).await {
+                    Ok(_) => Ok(Gate { approval: Some((claim.approval_id.clone(), binding)), input: upstream_input(&call.input, &presented) }),
+                    Err(StoreError::NotApproved { .. }) => Err(Stop::Refused(
+                        refusal(Reason::ApprovalUsed, &tool.exposed_name).with_proposal(&proposal.sha256).with_approval(&claim.approval_id),
+                    )),
+                    Err(e) => Err(store_failed(e, tool, proposal)),
+                };
+            }
+            // A state of ours has no business upstream: unwrap or drop it.
+            return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented) });
+        }
         Verdict::RequireApproval => {}
     }
     let refuse = |reason: Reason, approval: Option<&str>| {
@@ -80,14 +120,6 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Presented::Foreign => return Err(refuse(Reason::RequestStateInvalid, None)),
         Presented::Ours(claim) => Some(claim.clone()),
         Presented::None => None,
-    };
-    let binding = Binding {
-        tenant: call.caller.tenant.clone(),
-        caller: call.caller.name.clone(),
-        server: tool.server.clone(),
-        tool: tool.tool.name.clone(),
-        proposal_sha256: proposal.sha256.clone(),
-        policy_version: gw.policy.version().to_string(),
     };
     let (claimed, latest) = {
         let (claim, binding) = (claim.clone(), binding.clone());
