@@ -272,11 +272,10 @@ impl Config {
         if self.callers.values().filter(|c| c.anonymous).count() > 1 {
             return Err("at most one caller may be `anonymous = true`".into());
         }
-        if let Some(name) = &self.gateway.stdio_caller {
-            if !self.callers.contains_key(name) {
+        if let Some(name) = &self.gateway.stdio_caller
+            && !self.callers.contains_key(name) {
                 return Err(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
             }
-        }
         if self.gateway.list_page_size == 0 {
             return Err("gateway.list_page_size must be at least 1".into());
         }

@@ -82,14 +82,12 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     };
     trail.proposal_sha256 = Some(proposal.sha256.clone());
     // 4. decide: Cedar policy on caller, tool and arguments; else the registry.
-    let presented = approve::presented(gw, call);
-    let binding = approve::binding(gw, call, &tool, &proposal);
-    let approval_state = approve::state_of(gw, &presented, &binding).await;
-    let decision = decide::decide(gw, &call.caller, &tool, &proposal, &approval_state);
+    let standing = approve::standing(gw, call, &tool, &proposal).await;
+    let decision = decide::decide(gw, &call.caller, &tool, &proposal, &standing.state);
     trail.decision = Some(decision.clone());
     trail.policy_version = Some(gw.policy.version().to_string());
     // 5. approve: deny refuses; require_approval waits for a named human.
-    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, presented, binding, &approval_state).await {
+    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing).await {
         Ok(gate) => gate,
         Err(stop) => {
             if let Stop::Input(_) = stop {

@@ -237,7 +237,7 @@ async fn the_policy_decides_by_arguments_and_a_forged_hint_changes_nothing() {
     let dir_files = [("policy.cedar", include_str!("../../toolgate/demo/policy.cedar")), ("policy.cedarschema", include_str!("../../toolgate/demo/policy.cedarschema"))];
     let h = start_with(
         "",
-        &format!("\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\n"),
+        &"\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\n".to_string(),
         &dir_files,
     )
     .await;

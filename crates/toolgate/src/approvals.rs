@@ -72,7 +72,7 @@ pub fn run(action: Action) -> anyhow::Result<()> {
             } else if all.is_empty() {
                 println!("no approvals{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
             } else {
-                println!("{:<37} {:<9} {:<10} {:<30} {}", "id", "state", "caller", "tool", "reason");
+                println!("{:<37} {:<9} {:<10} {:<30} reason", "id", "state", "caller", "tool");
                 for a in &all {
                     let tool = format!("{}/{}", a.binding.server, a.binding.tool);
                     println!("{:<37} {:<9} {:<10} {:<30} {}", a.id, a.state_at(now_ms()).as_str(), a.binding.caller, tool, a.reason);

@@ -115,14 +115,13 @@ impl ServerHandler for Fixture {
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        if request.name == "test_tool_with_progress" {
-            if let Some(token) = context.meta.get_progress_token() {
+        if request.name == "test_tool_with_progress"
+            && let Some(token) = context.meta.get_progress_token() {
                 for step in [0.0, 50.0, 100.0] {
                     let note = rmcp::model::ProgressNotificationParam::new(token.clone(), step).with_total(100.0);
                     let _ = context.peer.notify_progress(note).await;
                 }
             }
-        }
         if request.name == "test_missing_capability" {
             // The gateway relays no server-to-client requests, so it never
             // declares sampling: this tool must refuse with -32021.

@@ -85,8 +85,8 @@ fn row_json(t: &ExposedTool) -> Value {
 
 fn print_table<'a>(tools: impl Iterator<Item = &'a ExposedTool>) {
     println!(
-        "{:<36} {:<17} {:<18} {:<18} {:<9} {}",
-        "tool", "hints r d i o", "annotations imply", "registry says", "disagree", "pin"
+        "{:<36} {:<17} {:<18} {:<18} {:<9} pin",
+        "tool", "hints r d i o", "annotations imply", "registry says", "disagree"
     );
     for t in tools {
         let flag = |h: Hint| format!("{}{}", if h.value { "T" } else { "F" }, if h.declared { "*" } else { " " });

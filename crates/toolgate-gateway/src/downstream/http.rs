@@ -76,11 +76,10 @@ pub(super) fn admit_request(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<too
     if !host_allowed(&settings.allowed_hosts, host) {
         return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
     }
-    if let Some(origin) = header_str(headers, "origin") {
-        if !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin) {
+    if let Some(origin) = header_str(headers, "origin")
+        && !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin) {
             return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
         }
-    }
     gw.callers.authenticate(header_str(headers, "authorization")).map_err(|e| {
         let mut r = plain(StatusCode::UNAUTHORIZED, e.message());
         r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"".parse().expect("static header"));

@@ -84,12 +84,11 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         }
         let has_modern_meta = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).is_some();
         let era = if has_modern_meta || !legacy { Era::Modern } else { Era::Legacy };
-        if era == Era::Modern && msg.id.is_some() && msg.method != "initialize" {
-            if let Err(e) = check_modern_meta(&msg.params) {
+        if era == Era::Modern && msg.id.is_some() && msg.method != "initialize"
+            && let Err(e) = check_modern_meta(&msg.params) {
                 let _ = out_tx.send(wire::error_response(msg.id.as_ref(), &e));
                 continue;
             }
-        }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
         let (gw, out, caller) = (gw.clone(), out_tx.clone(), caller.clone());
         tokio::spawn(async move {

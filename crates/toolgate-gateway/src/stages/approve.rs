@@ -22,6 +22,22 @@ pub const INPUT_KEY: &str = "toolgate_approval";
 /// The `_meta` key describing the approval a call waits for.
 pub const APPROVAL_META: &str = "io.toolgate/approval";
 
+/// What a call brings to the approve stage: the `requestState` it presents,
+/// what an approval of it is bound to, and the state of the approval it
+/// presents (what policy sees as `context.approval`).
+pub struct Standing {
+    pub presented: Presented,
+    pub binding: Binding,
+    pub state: String,
+}
+
+pub async fn standing(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
+    let presented = presented(gw, call);
+    let binding = binding(gw, call, tool, proposal);
+    let state = state_of(gw, &presented, &binding).await;
+    Standing { presented, binding, state }
+}
+
 /// The `requestState` a call presents, read once.
 pub enum Presented {
     None,
@@ -32,7 +48,7 @@ pub enum Presented {
     Foreign,
 }
 
-pub fn presented(gw: &Gateway, call: &CallRequest) -> Presented {
+fn presented(gw: &Gateway, call: &CallRequest) -> Presented {
     match call.input.get("requestState") {
         None | Some(Value::Null) => Presented::None,
         Some(Value::String(s)) => gw.sealer.open(s).map_or(Presented::Foreign, Presented::Ours),
@@ -41,7 +57,7 @@ pub fn presented(gw: &Gateway, call: &CallRequest) -> Presented {
 }
 
 /// What an approval of this exact call is bound to.
-pub fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
+fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
     Binding {
         tenant: call.caller.tenant.clone(),
         caller: call.caller.name.clone(),
@@ -55,7 +71,7 @@ pub fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &
 /// The state of the approval a call presents, for policy's
 /// `context.approval`: `none` unless the call presents an approval of
 /// exactly this call (an approval of another call never counts).
-pub async fn state_of(gw: &Gateway, presented: &Presented, binding: &Binding) -> String {
+async fn state_of(gw: &Gateway, presented: &Presented, binding: &Binding) -> String {
     let Presented::Ours(claim) = presented else { return "none".into() };
     if claim.binding != *binding {
         return "none".into();
@@ -75,17 +91,8 @@ pub struct Gate {
     pub input: Map<String, Value>,
 }
 
-/// `approval_state` is what `state_of` found (and policy saw).
-pub async fn approve(
-    gw: &Gateway,
-    call: &CallRequest,
-    tool: &ExposedTool,
-    proposal: &Proposal,
-    decision: &Decision,
-    presented: Presented,
-    binding: Binding,
-    approval_state: &str,
-) -> Result<Gate, Stop> {
+pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gate, Stop> {
+    let Standing { presented, binding, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
             let refusal = Refusal::from_decision(decision, &tool.exposed_name).expect("deny refuses");
@@ -94,7 +101,7 @@ pub async fn approve(
         Verdict::Allow => {
             // Allowed while presenting an approved approval of this very call
             // (a policy may permit approved calls): running it uses it up, once.
-            if let (Presented::Ours(claim), "approved") = (&presented, approval_state) {
+            if let (Presented::Ours(claim), "approved") = (&presented, approval_state.as_str()) {
                 let id = claim.approval_id.clone();
                 return match blocking(gw, move |s| s.consume(&id, now_ms())).await {
                     Ok(_) => Ok(Gate { approval: Some((claim.approval_id.clone(), binding)), input: upstream_input(&call.input, &presented) }),

@@ -49,7 +49,7 @@ pub async fn run(via: &Client, approver: &Approver<'_>, sandbox: &Path, endpoint
     let status = reqwest::Client::new().post(&admin).bearer_auth(&tokens.agent).json(&json!({"reason": "I approve myself"})).send().await?.status();
     s.step("the agent approves itself through the admin API", format!("HTTP {status}"), status == reqwest::StatusCode::FORBIDDEN);
     let own = approver.decide("approve", &id, "I approve myself", "agent");
-    s.step("the agent approves itself through the CLI", format!("{}", own.as_ref().err().map(|e| e.to_string()).unwrap_or_default()), own.is_err());
+    s.step("the agent approves itself through the CLI", own.as_ref().err().map(|e| e.to_string()).unwrap_or_default().to_string(), own.is_err());
 
     let again = reissue(via, TOOL, &eight, first.request_state(), Some(accept_all(&first))).await;
     s.step("re-issued before anyone decided", again.summary(), matches!(again, Got::Input(_)) && again.approval_id() == Some(id.clone()));

@@ -279,7 +279,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
 
 fn authority_table(gateway: &Arc<Gateway>) -> bool {
     println!("1. Authority, read live from the upstreams (seed 000's table)\n");
-    println!("   {:<34} {:<18} {:<18} {:<9} {}", "tool", "annotations imply", "registry says", "disagree", "");
+    println!("   {:<34} {:<18} {:<18} {:<9} ", "tool", "annotations imply", "registry says", "disagree");
     let catalog = gateway.catalogs.current();
     let mut ok = true;
     for (name, implied, registry) in SEED_TABLE {

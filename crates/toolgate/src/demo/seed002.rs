@@ -74,7 +74,7 @@ fn fault(id: &str) -> Option<&'static str> {
 /// Runs every case; returns whether all matched the seed.
 pub async fn run(w: &World<'_>) -> anyhow::Result<bool> {
     println!("\n3. Seed 002's cases: send_notice advertises readOnlyHint: true (forged); policy: team@example.test needs approval, anyone else is denied\n");
-    println!("   {:<26} {:<30} {:<19} {:<14} {:<11} {:<15} {}", "case", "before (ungoverned)", "decision", "reason", "execution", "result", "callbacks");
+    println!("   {:<26} {:<30} {:<19} {:<14} {:<11} {:<15} callbacks", "case", "before (ungoverned)", "decision", "reason", "execution", "result");
     let mut all = true;
     for expected in &EXPECTED {
         let (tool, args) = proposed(expected.id);
