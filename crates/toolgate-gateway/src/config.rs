@@ -38,6 +38,9 @@ pub struct Config {
     pub callers: BTreeMap<String, CallerConfig>,
     /// The Cedar policy set and its schema, when argument-level rules apply.
     pub policy: Option<PolicyConfig>,
+    /// Traces, metrics and logs.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -187,6 +190,62 @@ pub struct CallerConfig {
     pub anonymous: bool,
 }
 
+/// Telemetry: OTLP export (HTTP/protobuf) is off unless an endpoint is
+/// configured here or in `OTEL_EXPORTER_OTLP_ENDPOINT` /
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; the other `OTEL_*` variables
+/// (headers, sampler, service name, resource) apply as the SDK reads them.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Base URL of an OTLP/HTTP receiver, e.g. `http://127.0.0.1:4318`
+    /// (traces go to `/v1/traces`, metrics to `/v1/metrics`).
+    pub otlp_endpoint: Option<String>,
+    /// Extra headers for the receiver (credentials: never logged).
+    pub otlp_headers: BTreeMap<String, String>,
+    /// Fraction of new traces sampled (a sampled parent is always followed).
+    pub sample_ratio: Option<f64>,
+    pub service_name: Option<String>,
+    /// `text` or `json` log lines on stderr.
+    pub log_format: LogFormat,
+    /// Log filter when `RUST_LOG` is not set (default `warn`).
+    pub log_level: Option<String>,
+    /// How often metrics are exported.
+    pub metrics_interval_ms: u64,
+    /// Record `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` on
+    /// spans. Off by default; values under `redact_keys` and strings that
+    /// match `redact_patterns` are replaced.
+    pub capture_content: bool,
+    pub redact_keys: Vec<String>,
+    pub redact_patterns: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            otlp_headers: BTreeMap::new(),
+            sample_ratio: None,
+            service_name: None,
+            log_format: LogFormat::Text,
+            log_level: None,
+            metrics_interval_ms: 10_000,
+            capture_content: false,
+            redact_keys: ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "private_key", "card_number"]
+                .map(String::from)
+                .to_vec(),
+            redact_patterns: Vec::new(),
+        }
+    }
+}
+
 /// The role that may decide approvals (CLI `--as`, the admin API).
 pub const APPROVER_ROLE: &str = "approver";
 
@@ -276,6 +335,15 @@ impl Config {
             && !self.callers.contains_key(name) {
                 return Err(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
             }
+        if let Some(r) = self.telemetry.sample_ratio.filter(|r| !(0.0..=1.0).contains(r)) {
+            return Err(format!("telemetry.sample_ratio {r} must be between 0 and 1"));
+        }
+        for p in &self.telemetry.redact_patterns {
+            regex::Regex::new(p).map_err(|e| format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"))?;
+        }
+        if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !u.starts_with("http://")) {
+            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// (this build has no TLS)"));
+        }
         if self.gateway.list_page_size == 0 {
             return Err("gateway.list_page_size must be at least 1".into());
         }

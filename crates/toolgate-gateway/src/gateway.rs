@@ -27,6 +27,8 @@ pub struct Gateway {
     pub policy: PolicyEngine,
     pub approvals: Arc<ApprovalStore>,
     pub sealer: Sealer,
+    /// Redacts captured tool content (`telemetry.capture_content`).
+    pub redactor: crate::telemetry::Redactor,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -71,7 +73,9 @@ impl Gateway {
         let config = Arc::new(config);
         let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
         let draining = cancel.child_token();
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, approvals, sealer, cancel, draining }))
+        let redactor = crate::telemetry::Redactor::new(&config.telemetry);
+        crate::telemetry::watch_approvals(approvals.clone());
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, approvals, sealer, redactor, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

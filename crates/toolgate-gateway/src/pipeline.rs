@@ -8,8 +8,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use opentelemetry::KeyValue;
 use serde_json::Value;
-use toolgate_core::{Caller, Refusal};
+use toolgate_core::{Caller, Refusal, Verdict};
+use tracing::Instrument as _;
 
 use crate::gateway::Gateway;
 use crate::stages::{admit, approve, check, decide, dispatch, record, resolve, validate};
@@ -20,6 +22,8 @@ use crate::wire::{Era, Id, RawObject, RpcError};
 pub struct CallRequest {
     /// Who is calling, from the request's credentials.
     pub caller: Arc<Caller>,
+    /// The trace context the request carried in `_meta`.
+    pub trace: std::collections::BTreeMap<String, String>,
     pub request_id: Option<Id>,
     pub name: String,
     pub arguments: Value,
@@ -65,29 +69,71 @@ pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
     answer
 }
 
+/// One child span per stage, so a trace shows where the time went.
+fn stage(name: &'static str) -> tracing::Span {
+    tracing::info_span!(target: crate::telemetry::TARGET, "toolgate.stage", otel.name = name, toolgate.stage = name)
+}
+
 async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Answer {
+    // The request's SERVER span: stages record what they concluded on it.
+    let server = tracing::Span::current();
     // 1. admit: the call's size; no tenant in the arguments (transport rules ran at the edge).
-    if let Err(stop) = admit::admit(&gw.config.gateway, call) {
+    if let Err(stop) = stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)) {
         return stop.into();
     }
     // 2. resolve: exposed name → upstream tool, its authority and pin.
-    let tool = match resolve::resolve(gw, &call.name) {
+    let tool = match stage("resolve").in_scope(|| resolve::resolve(gw, &call.name)) {
         Ok(tool) => tool,
         Err(stop) => return stop.into(),
     };
+    server.record("gen_ai.operation.name", "execute_tool");
+    server.record("gen_ai.tool.type", "function");
+    server.record("gen_ai.provider.name", tool.server.as_str());
+    server.record("gen_ai.system", tool.server.as_str());
+    if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
+        server.record("gen_ai.tool.description", d);
+    }
+    if let Some(id) = &call.request_id {
+        server.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
+    }
+    server.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));
+    server.record("toolgate.authority.implied_class", tool.view.implied_class.as_str());
     // 3. validate: the full inputSchema → the canonical proposal.
-    let proposal = match validate::validate(&tool, &call.arguments) {
+    let proposal = match stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)) {
         Ok(proposal) => proposal,
         Err(stop) => return stop.into(),
     };
     trail.proposal_sha256 = Some(proposal.sha256.clone());
+    server.record("toolgate.proposal_sha256", proposal.sha256.as_str());
+    if gw.config.telemetry.capture_content {
+        server.record("gen_ai.tool.call.arguments", gw.redactor.redact(&proposal.arguments).to_string());
+    }
     // 4. decide: Cedar policy on caller, tool and arguments; else the registry.
-    let standing = approve::standing(gw, call, &tool, &proposal).await;
-    let decision = decide::decide(gw, &call.caller, &tool, &proposal, &standing.state);
+    let decide_span = stage("decide");
+    let standing = approve::standing(gw, call, &tool, &proposal).instrument(decide_span.clone()).await;
+    let decision = decide_span.in_scope(|| decide::decide(gw, &call.caller, &tool, &proposal, &standing.state));
     trail.decision = Some(decision.clone());
     trail.policy_version = Some(gw.policy.version().to_string());
+    let guardrail = match decision.verdict {
+        Verdict::Allow => "allow",
+        Verdict::RequireApproval => "require_approval",
+        Verdict::Deny => "block",
+    };
+    server.record("guardrail.name", "toolgate.policy");
+    server.record("guardrail.decision", guardrail);
+    server.record("toolgate.policy_version", gw.policy.version());
+    server.record("toolgate.decision.reason", record::json_name(&decision.reason).as_str());
+    server.record("toolgate.decision.rules", decision.rules.join(",").as_str());
+    crate::telemetry::INSTRUMENTS.decisions.add(
+        1,
+        &[
+            KeyValue::new("guardrail.decision", guardrail),
+            KeyValue::new("toolgate.decision.reason", record::json_name(&decision.reason)),
+            KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
+        ],
+    );
     // 5. approve: deny refuses; require_approval waits for a named human.
-    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing).await {
+    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing).instrument(stage("approve")).await {
         Ok(gate) => gate,
         Err(stop) => {
             if let Stop::Input(_) = stop {
@@ -97,15 +143,25 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         }
     };
     trail.approval_id = gate.approval.as_ref().map(|(id, _)| id.clone());
+    if let Some(id) = &trail.approval_id {
+        server.record("toolgate.approval.id", id.as_str());
+    }
     // 6. reserve: the operation ledger goes here.
-    // 7. dispatch: the upstream, under its deadline.
-    let raw = match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).await {
+    // 7. dispatch: the upstream, under its deadline (the CLIENT span).
+    let raw = match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await {
         Ok(raw) => raw,
         Err(stop) => return stop.into(),
     };
     // 8. check: the result against outputSchema; an approved call's own
     // input round stays bound to its approval.
     // 9. record: by `call_tool`, for every answer.
-    let answer = check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail);
-    approve::seal_continuation(gw, &gate, answer)
+    let answer = stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail));
+    let answer = approve::seal_continuation(gw, &gate, answer);
+    if gw.config.telemetry.capture_content {
+        if let Answer::Result(result) = &answer {
+            let value = serde_json::to_value(result).unwrap_or_default();
+            server.record("gen_ai.tool.call.result", gw.redactor.redact(&value).to_string());
+        }
+    }
+    answer
 }

@@ -122,6 +122,11 @@ impl ApprovalStore {
         Ok(self.conn().execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= ?1", [now_ms])?)
     }
 
+    /// How many approvals are in `state` (as stored; expiry is noted by `list`).
+    pub fn count(&self, state: ApprovalState) -> Result<u64, StoreError> {
+        Ok(self.conn().query_row("SELECT count(*) FROM approvals WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
+    }
+
     /// Newest first; only `state` when given.
     pub fn list(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>, StoreError> {
         self.expire_due(now_ms)?;

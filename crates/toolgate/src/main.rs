@@ -17,7 +17,6 @@ use clap::{Parser, Subcommand};
 /// docs/BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use tracing_subscriber::EnvFilter;
 
 /// toolgate — an MCP gateway that decides, by the host's own registry and policy, whether each
 /// agent tool call runs, waits for a named human, or is refused.
@@ -88,10 +87,26 @@ fn main() -> std::process::ExitCode {
     // The demo prints its own account of every case; warnings about the
     // faults it injects on purpose would only interleave with it.
     let default_level = if matches!(cli.command, Command::Demo { .. }) { "error" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
-        .with_writer(std::io::stderr)
-        .init();
+    // `serve` reads [telemetry] from its config (logs, OTLP export); the
+    // other commands log text to stderr.
+    let served = match &cli.command {
+        Command::Serve { config, mcp_json, .. } => match serve::load_config(config, mcp_json.as_deref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("toolgate: {e:#}");
+                return std::process::ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let settings = served.as_ref().map(|c| c.telemetry.clone()).unwrap_or_default();
+    let telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, default_level) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("toolgate: telemetry: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -102,10 +117,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo { state, serve } => demo::run(state, serve).await,
-            Command::Serve { config, mcp_json, stdio } => {
-                let config = serve::load_config(&config, mcp_json.as_deref())?;
-                serve::run(config, stdio).await
-            }
+            Command::Serve { stdio, .. } => serve::run(served.expect("loaded above"), stdio).await,
             Command::Tools { config, mcp_json, json, accept } => {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
@@ -116,6 +128,9 @@ fn main() -> std::process::ExitCode {
             Command::ConformanceFixture { http } => fixture::run(http).await,
         }
     });
+    // Flush what the exporters still hold (the batch exporter blocks: off the runtime).
+    drop(runtime);
+    telemetry.shutdown();
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

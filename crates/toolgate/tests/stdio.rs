@@ -30,7 +30,7 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 
 async fn get_ticket(gw: &Gateway) -> Answer {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
-    let call = CallRequest { caller, request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
+    let call = CallRequest { caller, trace: Default::default(), request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
     pipeline::call_tool(gw, call).await
 }
 
@@ -151,4 +151,49 @@ async fn a_wrapped_stdio_server_goes_with_its_gateway() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(gone, "the grandchild was stopped with the gateway");
+}
+
+/// `[telemetry] log_format = "json"`: one JSON line per call, carrying the
+/// request span's identifiers.
+#[tokio::test]
+async fn json_logs_carry_the_request_span_identifiers() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path());
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("\n[telemetry]\nlog_format = \"json\"\nlog_level = \"info\"\n");
+    std::fs::write(&path, text).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--stdio", "--config"])
+        .arg(&path)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}, "_meta": meta}});
+    stdin.write_all(format!("{call}\n").as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let answer = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.unwrap().unwrap().unwrap();
+    assert!(answer.contains("SR-20031"), "{answer}");
+    drop(stdin);
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut record = None;
+    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(20), err.next_line()).await.unwrap() {
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON log line: {line}"));
+        if v["fields"]["message"] == "tools/call" {
+            record = Some(v);
+        }
+    }
+    let record = record.expect("a log line for the call");
+    assert_eq!(record["fields"]["outcome"], "completed");
+    assert_eq!(record["span"]["mcp.method.name"], "tools/call");
+    assert_eq!(record["span"]["jsonrpc.request.id"], "41");
+    assert_eq!(record["span"]["network.transport"], "pipe");
+    assert_eq!(record["span"]["gen_ai.tool.name"], "tickets__get_ticket");
 }

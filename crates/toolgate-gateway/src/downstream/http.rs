@@ -95,6 +95,10 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         return r;
     }
     let (parts, body) = request.into_parts();
+    let peer = super::Peer {
+        transport: "tcp",
+        address: parts.extensions.get::<axum::extract::ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()),
+    };
     let headers = parts.headers;
     let caller = match admit_request(&gw, &headers) {
         Ok(caller) => caller,
@@ -137,9 +141,9 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
     }
     if msg.method == "tools/call" && super::progress_token(&msg.params).is_some() {
-        return progress_stream(gw, msg, era, caller);
+        return progress_stream(gw, msg, era, caller, peer);
     }
-    match handle(&gw, msg, era, caller, None).await {
+    match handle(&gw, msg, era, caller, &peer, None).await {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
@@ -164,10 +168,10 @@ fn check_param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Er
 
 /// A call that asked for progress answers with an SSE stream: progress
 /// notifications as the upstream sends them, then the result.
-fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>) -> Response {
+fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: super::Peer) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        let reply = handle(&gw, msg, era, caller, Some(tx.clone())).await;
+        let reply = handle(&gw, msg, era, caller, &peer, Some(tx.clone())).await;
         if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = reply {
             let _ = tx.send(body);
         }

@@ -14,8 +14,12 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::gateway::Gateway;
+use crate::telemetry::{self, INSTRUMENTS};
+use opentelemetry::KeyValue;
 use tokio::sync::mpsc::UnboundedSender;
 use toolgate_core::Caller;
+use tracing::Instrument as _;
+use tracing::field::Empty;
 
 use crate::pipeline::{self, Answer, CallRequest};
 use crate::upstream::ProgressRelay;
@@ -93,13 +97,63 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused). A call that needs a named human's approval answers input_required: re-issue it with the requestState once an approver has decided.";
 
+/// Where a request came from, for its span.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// `network.transport`: `tcp` (Streamable HTTP) or `pipe` (stdio).
+    pub transport: &'static str,
+    pub address: Option<String>,
+}
+
+/// The SERVER span of one request, a child of the trace it carries. Field
+/// values are only computed when the span is recorded at all.
+fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span {
+    let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str)).flatten();
+    let span = tracing::info_span!(target: telemetry::TARGET, "mcp.server",
+        otel.name = %tool.map_or_else(|| msg.method.clone(), |t| format!("{} {t}", msg.method)), otel.kind = "server", otel.status_code = Empty,
+        mcp.method.name = %msg.method, mcp.protocol.version = if era == Era::Modern { MODERN } else { LEGACY },
+        jsonrpc.request.id = %match id { Id::Number(n) => n.to_string(), Id::String(s) => s.clone() },
+        network.transport = peer.transport, client.address = peer.address.as_deref(),
+        gen_ai.operation.name = Empty, gen_ai.tool.name = tool, gen_ai.tool.call.id = Empty, gen_ai.tool.description = Empty,
+        gen_ai.tool.type = Empty, gen_ai.provider.name = Empty, gen_ai.system = Empty, error.type = Empty,
+        guardrail.name = Empty, guardrail.decision = Empty, toolgate.proposal_sha256 = Empty,
+        toolgate.authority.registry_class = Empty, toolgate.authority.implied_class = Empty, toolgate.policy_version = Empty,
+        toolgate.decision.reason = Empty, toolgate.decision.rules = Empty, toolgate.approval.id = Empty,
+        gen_ai.tool.call.arguments = Empty, gen_ai.tool.call.result = Empty);
+    if !span.is_disabled() {
+        telemetry::adopt_parent(&span, &telemetry::trace_context(&msg.params));
+    }
+    span
+}
+
 /// `notify` carries messages to the client before the answer (progress), when
 /// the transport can: stdio always, HTTP when the answer is an SSE stream.
-pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>) -> Reply {
+pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, peer: &Peer, notify: Option<UnboundedSender<String>>) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer.
         return Reply::Accepted;
     };
+    let span = request_span(&msg, era, &id, peer);
+    let started = std::time::Instant::now();
+    let method = msg.method.clone();
+    let tool = (method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
+    let (reply, error_type) = respond(gw, msg, era, caller, notify, id).instrument(span.clone()).await;
+    let mut attributes = vec![KeyValue::new("mcp.method.name", method), KeyValue::new("mcp.protocol.version", if era == Era::Modern { MODERN } else { LEGACY })];
+    if let Some(t) = tool {
+        attributes.push(KeyValue::new("gen_ai.tool.name", t));
+    }
+    if let Some(e) = error_type {
+        span.record("error.type", e.as_str());
+        span.record("otel.status_code", "ERROR");
+        attributes.push(KeyValue::new("error.type", e));
+    }
+    INSTRUMENTS.server_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    reply
+}
+
+/// The answer, and its `error.type` if it failed: the JSON-RPC code, or
+/// `tool_error` for an `isError` result (refusals included).
+async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id) -> (Reply, Option<String>) {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
@@ -113,7 +167,7 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Calle
         // method the revision does not have.
         "initialize" | "ping" if era == Era::Modern => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("`{}` does not exist in protocol 2026-07-28", msg.method));
-            return Reply::NotFound(wire::error_response(Some(&id), &e));
+            return (Reply::NotFound(wire::error_response(Some(&id), &e)), Some(e.code.to_string()));
         }
         "initialize" => Ok(value_object(json!({
             "protocolVersion": LEGACY,
@@ -133,19 +187,21 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Calle
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
             let body = wire::error_response(Some(&id), &e);
             // Over legacy Streamable HTTP a 404 means "session gone": only 2026-07-28 gets it.
-            return if era == Era::Modern { Reply::NotFound(body) } else { Reply::Json(body) };
+            let reply = if era == Era::Modern { Reply::NotFound(body) } else { Reply::Json(body) };
+            return (reply, Some(e.code.to_string()));
         }
     };
-    Reply::Json(match result {
+    match result {
         Ok(mut obj) => {
             if era == Era::Modern && !obj.contains_key("resultType") {
                 obj.insert("resultType".into(), raw(&json!("complete")));
             }
-            wire::response_raw(Some(&id), &raw(&obj))
+            let failed = obj.get("isError").is_some_and(|v| v.get() == "true").then(|| "tool_error".to_string());
+            (Reply::Json(wire::response_raw(Some(&id), &raw(&obj))), failed)
         }
-        Err(e) if e.code == code::MISSING_CLIENT_CAPABILITY => return Reply::BadRequest(wire::error_response(Some(&id), &e)),
-        Err(e) => wire::error_response(Some(&id), &e),
-    })
+        Err(e) if e.code == code::MISSING_CLIENT_CAPABILITY => (Reply::BadRequest(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
+        Err(e) => (Reply::Json(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
+    }
 }
 
 /// What toolgate offers downstream. Prompts and resources are declared so
@@ -236,11 +292,12 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
     let client_capabilities = (era == Era::Modern)
         .then(|| msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned())
         .flatten();
-    let call = CallRequest { caller, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
+    let trace = telemetry::trace_context(&msg.params);
+    let call = CallRequest { caller, trace, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();
-    let answer = tokio::spawn(async move { pipeline::call_tool(&gw, call).await })
+    let answer = tokio::spawn(async move { pipeline::call_tool(&gw, call).await }.instrument(tracing::Span::current()))
         .await
         .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
     match answer {

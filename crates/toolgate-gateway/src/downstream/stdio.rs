@@ -92,7 +92,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
         let (gw, out, caller) = (gw.clone(), out_tx.clone(), caller.clone());
         tokio::spawn(async move {
-            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, Some(out.clone())).await {
+            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, &super::Peer { transport: "pipe", address: None }, Some(out.clone())).await {
                 let _ = out.send(body);
             }
         });

@@ -3,6 +3,7 @@
 //! caller is told to reconcile, never to retry blindly.
 
 use serde_json::value::RawValue;
+use tracing::Instrument as _;
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
 use crate::catalog::ExposedTool;
@@ -27,13 +28,39 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, cal
             Some((header, param_headers::encode(&text)))
         })
         .collect();
+    // The CLIENT span of the upstream call; the upstream joins its trace.
+    let span = tracing::info_span!(target: crate::telemetry::TARGET, "mcp.client",
+        otel.name = %format!("tools/call {}", tool.tool.name), otel.kind = "client", otel.status_code = tracing::field::Empty,
+        mcp.method.name = "tools/call", gen_ai.operation.name = "execute_tool", gen_ai.tool.name = %tool.tool.name,
+        server.address = %tool.server, error.type = tracing::field::Empty);
     let options = CallOptions {
         progress: call.progress.clone(),
         headers,
         input,
         client_capabilities: call.client_capabilities.clone(),
+        meta: crate::telemetry::outgoing(&span, &call.trace),
     };
-    match upstream.call_tool(&tool.tool.name, &proposal.arguments, options).await {
+    let started = std::time::Instant::now();
+    let outcome = upstream.call_tool(&tool.tool.name, &proposal.arguments, options).instrument(span.clone()).await;
+    let error_type = match &outcome {
+        Ok(raw) if raw.get().contains("\"isError\":true") => Some("tool_error".to_string()),
+        Ok(_) => None,
+        Err(UpstreamError::Rpc(e)) => Some(e.code.to_string()),
+        Err(UpstreamError::Timeout) => Some("timeout".into()),
+        Err(_) => Some("transport_error".into()),
+    };
+    let mut attributes = vec![
+        opentelemetry::KeyValue::new("mcp.method.name", "tools/call"),
+        opentelemetry::KeyValue::new("gen_ai.tool.name", tool.tool.name.clone()),
+        opentelemetry::KeyValue::new("server.address", tool.server.clone()),
+    ];
+    if let Some(e) = error_type {
+        span.record("error.type", e.as_str());
+        span.record("otel.status_code", "ERROR");
+        attributes.push(opentelemetry::KeyValue::new("error.type", e));
+    }
+    crate::telemetry::INSTRUMENTS.client_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    match outcome {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),

@@ -69,11 +69,23 @@ pub fn record(trail: &Trail, answer: &Answer, elapsed: Duration) {
         action = %action,
         output_violations = trail.output_violations,
         elapsed_us = elapsed.as_micros() as u64,
+        trace_id = %trace_id(),
         "tools/call"
     );
 }
 
 /// The wire name of a serde enum value (`require_approval`, `escalate`, …).
-fn json_name<T: serde::Serialize>(v: &T) -> String {
+pub fn json_name<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// The trace this call belongs to, when it is being traced (so a log line
+/// and its span can be joined).
+fn trace_id() -> String {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let cx = tracing::Span::current().context();
+    let span = cx.span();
+    let sc = span.span_context();
+    if sc.is_valid() { sc.trace_id().to_string() } else { String::new() }
 }

@@ -59,6 +59,8 @@ pub struct CallOptions {
     /// The client's own capabilities: on 2026-07-28 the client, not the
     /// gateway, fulfils an upstream's input requests.
     pub client_capabilities: Option<Value>,
+    /// Trace context for the upstream's `_meta` (`traceparent`, …).
+    pub meta: std::collections::BTreeMap<String, String>,
 }
 
 /// An upstream's `notifications/progress` routes, by the progress token
@@ -216,6 +218,9 @@ impl Upstream {
         }
         if let Some(caps) = &options.client_capabilities {
             params["_meta"][crate::wire::META_CLIENT_CAPABILITIES] = caps.clone();
+        }
+        for (k, v) in &options.meta {
+            params["_meta"][k.as_str()] = Value::String(v.clone());
         }
         // Progress: our own token upstream, routed back to this call only.
         let _route = options.progress.map(|relay| {
