@@ -93,7 +93,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
         server.record("gen_ai.tool.description", d);
     }
-    if let Some(id) = &call.request_id {
+    if let (Some(id), false) = (&call.request_id, server.is_disabled()) {
         server.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
     }
     server.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));
@@ -122,16 +122,20 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     server.record("guardrail.name", "toolgate.policy");
     server.record("guardrail.decision", guardrail);
     server.record("toolgate.policy_version", gw.policy.version());
-    server.record("toolgate.decision.reason", record::json_name(&decision.reason).as_str());
-    server.record("toolgate.decision.rules", decision.rules.join(",").as_str());
-    crate::telemetry::INSTRUMENTS.decisions.add(
-        1,
-        &[
-            KeyValue::new("guardrail.decision", guardrail),
-            KeyValue::new("toolgate.decision.reason", record::json_name(&decision.reason)),
-            KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
-        ],
-    );
+    if !server.is_disabled() {
+        server.record("toolgate.decision.reason", record::json_name(&decision.reason).as_str());
+        server.record("toolgate.decision.rules", decision.rules.join(",").as_str());
+    }
+    if crate::telemetry::metrics_on() {
+        crate::telemetry::INSTRUMENTS.decisions.add(
+            1,
+            &[
+                KeyValue::new("guardrail.decision", guardrail),
+                KeyValue::new("toolgate.decision.reason", record::json_name(&decision.reason)),
+                KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
+            ],
+        );
+    }
     // 5. approve: deny refuses; require_approval waits for a named human.
     let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing).instrument(stage("approve")).await {
         Ok(gate) => gate,

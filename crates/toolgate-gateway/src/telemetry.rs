@@ -89,7 +89,7 @@ impl Telemetry {
         let otel = tracer.as_ref().map(|p| span_layer(p.tracer("toolgate")));
         tracing_subscriber::registry().with(fmt).with(otel).try_init().context("installing the log subscriber")?;
         if let Some(m) = &meter {
-            global::set_meter_provider(m.clone());
+            install_meter_provider(m.clone());
         }
         Ok(Self { tracer, meter })
     }
@@ -169,6 +169,9 @@ pub fn adopt_parent(span: &tracing::Span, carried: &BTreeMap<String, String>) {
 /// The trace context to send upstream: `span`'s own when it is recorded
 /// (the upstream call becomes its child), else what the client sent.
 pub fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    if span.is_disabled() {
+        return carried.clone();
+    }
     let mut carrier: HashMap<String, String> = HashMap::new();
     let cx = span.context();
     global::get_text_map_propagator(|p| p.inject_context(&cx, &mut carrier));
@@ -176,6 +179,20 @@ pub fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTr
         return carrier.into_iter().collect();
     }
     carried.clone()
+}
+
+/// Set once a meter provider is installed: until then, recording is skipped
+/// altogether (no attribute allocations on the call path).
+static METRICS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn metrics_on() -> bool {
+    METRICS_ON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Installs `provider` as the global meter provider and turns recording on.
+pub fn install_meter_provider(provider: SdkMeterProvider) {
+    global::set_meter_provider(provider);
+    METRICS_ON.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The instruments, created on first use (after `init` set the provider).

@@ -135,19 +135,21 @@ pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Calle
     };
     let span = request_span(&msg, era, &id, peer);
     let started = std::time::Instant::now();
-    let method = msg.method.clone();
-    let tool = (method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
+    let labels = telemetry::metrics_on().then(|| {
+        let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
+        (msg.method.clone(), tool)
+    });
     let (reply, error_type) = respond(gw, msg, era, caller, notify, id).instrument(span.clone()).await;
-    let mut attributes = vec![KeyValue::new("mcp.method.name", method), KeyValue::new("mcp.protocol.version", if era == Era::Modern { MODERN } else { LEGACY })];
-    if let Some(t) = tool {
-        attributes.push(KeyValue::new("gen_ai.tool.name", t));
-    }
-    if let Some(e) = error_type {
+    if let Some(e) = &error_type {
         span.record("error.type", e.as_str());
         span.record("otel.status_code", "ERROR");
-        attributes.push(KeyValue::new("error.type", e));
     }
-    INSTRUMENTS.server_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    if let Some((method, tool)) = labels {
+        let mut attributes = vec![KeyValue::new("mcp.method.name", method), KeyValue::new("mcp.protocol.version", if era == Era::Modern { MODERN } else { LEGACY })];
+        attributes.extend(tool.map(|t| KeyValue::new("gen_ai.tool.name", t)));
+        attributes.extend(error_type.map(|e| KeyValue::new("error.type", e)));
+        INSTRUMENTS.server_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    }
     reply
 }
 

@@ -42,24 +42,28 @@ pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, cal
     };
     let started = std::time::Instant::now();
     let outcome = upstream.call_tool(&tool.tool.name, &proposal.arguments, options).instrument(span.clone()).await;
+    let observed = !span.is_disabled() || crate::telemetry::metrics_on();
     let error_type = match &outcome {
+        _ if !observed => None,
         Ok(raw) if raw.get().contains("\"isError\":true") => Some("tool_error".to_string()),
         Ok(_) => None,
         Err(UpstreamError::Rpc(e)) => Some(e.code.to_string()),
         Err(UpstreamError::Timeout) => Some("timeout".into()),
         Err(_) => Some("transport_error".into()),
     };
-    let mut attributes = vec![
-        opentelemetry::KeyValue::new("mcp.method.name", "tools/call"),
-        opentelemetry::KeyValue::new("gen_ai.tool.name", tool.tool.name.clone()),
-        opentelemetry::KeyValue::new("server.address", tool.server.clone()),
-    ];
-    if let Some(e) = error_type {
+    if let Some(e) = &error_type {
         span.record("error.type", e.as_str());
         span.record("otel.status_code", "ERROR");
-        attributes.push(opentelemetry::KeyValue::new("error.type", e));
     }
-    crate::telemetry::INSTRUMENTS.client_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    if crate::telemetry::metrics_on() {
+        let mut attributes = vec![
+            opentelemetry::KeyValue::new("mcp.method.name", "tools/call"),
+            opentelemetry::KeyValue::new("gen_ai.tool.name", tool.tool.name.clone()),
+            opentelemetry::KeyValue::new("server.address", tool.server.clone()),
+        ];
+        attributes.extend(error_type.map(|e| opentelemetry::KeyValue::new("error.type", e)));
+        crate::telemetry::INSTRUMENTS.client_duration.record(started.elapsed().as_secs_f64(), &attributes);
+    }
     match outcome {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
