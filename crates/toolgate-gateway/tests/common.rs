@@ -129,6 +129,45 @@ pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harn
     Harness { url, gateway, atlas_urls, atlas_cancel, dir, cancel }
 }
 
+/// A gateway in front of one rmcp upstream, until dropped.
+pub struct Fronted {
+    pub url: String,
+    pub gateway: Arc<Gateway>,
+    pub lock: std::path::PathBuf,
+    pub dir: tempfile::TempDir,
+    cancel: CancellationToken,
+}
+
+impl Drop for Fronted {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.gateway.stop();
+    }
+}
+
+/// Serves `handler` and starts a gateway whose config is `config(upstream_url)`.
+pub async fn front<S>(handler: S, config: impl FnOnce(&str) -> String) -> Fronted
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
+    let cancel = CancellationToken::new();
+    let upstream = serve_rmcp(handler, &cancel).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, config(&upstream)).unwrap();
+    let config = Config::load(&path).unwrap();
+    let lock = config.lock_path();
+    let gateway = Gateway::start(config, Mode::Serve).unwrap();
+    assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
+    let (url, stop) = serve_gateway(gateway.clone()).await;
+    let both = cancel.clone();
+    tokio::spawn(async move {
+        both.cancelled().await;
+        stop.cancel();
+    });
+    Fronted { url, gateway, lock, dir, cancel }
+}
+
 pub async fn serve_gateway(gateway: Arc<Gateway>) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();

@@ -13,9 +13,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use toolgate_gateway::config::Config;
-use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::gateway::Gateway;
 use toolgate_gateway::pins::PinStore;
 
 use common::*;
@@ -79,36 +77,14 @@ struct Setup {
     gateway: Arc<Gateway>,
     shifty: Shifty,
     lock: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-    cancel: CancellationToken,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        self.gateway.stop();
-    }
+    _front: Fronted,
 }
 
 async fn setup(extra: &str) -> Setup {
-    let cancel = CancellationToken::new();
     let shifty = Shifty::default();
     *shifty.description.lock().unwrap() = "Look something up.".into();
-    let url = serve_rmcp(shifty.clone(), &cancel).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("toolgate.toml");
-    std::fs::write(&path, format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n{ANONYMOUS}")).unwrap();
-    let config = Config::load(&path).unwrap();
-    let lock = config.lock_path();
-    let gateway = Gateway::start(config, Mode::Serve).unwrap();
-    assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
-    let (url, gw_cancel) = serve_gateway(gateway.clone()).await;
-    let both = cancel.clone();
-    tokio::spawn(async move {
-        both.cancelled().await;
-        gw_cancel.cancel();
-    });
-    Setup { url, gateway, shifty, lock, _dir: dir, cancel }
+    let front = front(shifty.clone(), |url| format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n{ANONYMOUS}")).await;
+    Setup { url: front.url.clone(), gateway: front.gateway.clone(), shifty, lock: front.lock.clone(), _front: front }
 }
 
 async fn eventually(mut check: impl AsyncFnMut() -> bool) {

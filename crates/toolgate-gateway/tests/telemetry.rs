@@ -15,9 +15,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ListT
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use toolgate_gateway::config::Config;
-use toolgate_gateway::gateway::{Gateway, Mode};
 use tracing_subscriber::layer::SubscriberExt as _;
 
 const PARENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
@@ -44,36 +42,8 @@ impl ServerHandler for Echo {
     }
 }
 
-struct Setup {
-    url: String,
-    gateway: Arc<Gateway>,
-    _dir: tempfile::TempDir,
-    cancel: CancellationToken,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        self.gateway.stop();
-    }
-}
-
-async fn setup(telemetry: &str) -> Setup {
-    let cancel = CancellationToken::new();
-    let upstream = serve_rmcp(Echo, &cancel).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("toolgate.toml");
-    let text = format!("[servers.echo]\nurl = \"{upstream}\"\n[registry.\"echo__echo\"]\nclass = \"automatic\"\n{ANONYMOUS}\n[telemetry]\n{telemetry}\n");
-    std::fs::write(&path, text).unwrap();
-    let gateway = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).unwrap();
-    assert!(gateway.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
-    let (url, stop) = serve_gateway(gateway.clone()).await;
-    let both = cancel.clone();
-    tokio::spawn(async move {
-        both.cancelled().await;
-        stop.cancel();
-    });
-    Setup { url, gateway, _dir: dir, cancel }
+async fn setup(telemetry: &str) -> Fronted {
+    front(Echo, |upstream| format!("[servers.echo]\nurl = \"{upstream}\"\n[registry.\"echo__echo\"]\nclass = \"automatic\"\n{ANONYMOUS}\n[telemetry]\n{telemetry}\n")).await
 }
 
 fn in_memory() -> (InMemorySpanExporter, SdkTracerProvider) {
