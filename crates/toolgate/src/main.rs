@@ -84,6 +84,12 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Approvals(_) | Command::Policy(_) | Command::Tools { .. }) {
+        // Listing commands end quietly when their reader goes away
+        // (`toolgate approvals list | head`), as other Unix tools do.
+        // SAFETY: set once, before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // The demo prints its own account of every case; warnings about the
     // faults it injects on purpose would only interleave with it.
     let default_level = if matches!(cli.command, Command::Demo { .. }) { "error" } else { "warn" };
