@@ -100,3 +100,56 @@ async fn an_unreachable_upstream_is_down_with_a_reason_and_calls_say_unavailable
     assert!(matches!(err, UpstreamError::Unavailable(_)), "{err}");
     cancel.cancel();
 }
+
+/// A stdio server that never answers `tools/call` and writes down every
+/// notification it receives.
+const SILENT_SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        log.write(line); log.flush(); continue
+    method, rid = msg.get("method"), msg["id"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "silent", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "slow", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        log.write(json.dumps({"called": rid}) + "\n"); log.flush(); continue
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}), flush=True); continue
+    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}), flush=True)
+"#;
+
+#[tokio::test]
+async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("silent.py");
+    std::fs::write(&script, SILENT_SERVER).unwrap();
+    let log = dir.path().join("received.jsonl");
+    let config = UpstreamConfig {
+        command: Some("python3".into()),
+        args: vec![script.display().to_string(), log.display().to_string()],
+        ..Default::default()
+    };
+    let upstream = Upstream::new("silent", &config, Duration::from_millis(300), Duration::from_secs(60), "test");
+    upstream.start(cancel.clone());
+    assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    let outcome = upstream.call_tool("slow", &json!({}), Default::default()).await;
+    assert!(matches!(outcome, Err(UpstreamError::Timeout)), "{outcome:?}");
+    // The server hears that the answer is no longer wanted, for that request.
+    let mut received = Vec::new();
+    for _ in 0..50 {
+        received = std::fs::read_to_string(&log).unwrap_or_default().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect();
+        if received.iter().any(|m| m["method"] == "notifications/cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let called = received.iter().find_map(|m| m.get("called").cloned()).expect("the call reached the server");
+    let cancelled = received.iter().find(|m| m["method"] == "notifications/cancelled").unwrap_or_else(|| panic!("no cancellation: {received:?}"));
+    assert_eq!(cancelled["params"]["requestId"], called);
+    cancel.cancel();
+}

@@ -118,7 +118,7 @@ impl StdioChannel {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), tx);
         // Whether answered, failed or abandoned (a deadline, a caller gone),
         // the waiting entry goes with this call.
-        let _forget = Forget { pending: &self.pending, id: id.clone() };
+        let _forget = Forget { pending: &self.pending, id: id.clone(), outbox: &self.outbox };
         self.send_line(&wire::request(&id, method, params)).await?;
         // A dropped sender means the reader ended: the process is gone.
         rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))
@@ -163,11 +163,19 @@ impl Drop for StdioChannel {
 struct Forget<'a> {
     pending: &'a Pending,
     id: Id,
+    outbox: &'a mpsc::UnboundedSender<String>,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+        let abandoned = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id).is_some();
+        if abandoned {
+            // No answer will be read (a deadline passed, or the caller went
+            // away): tell the server, so it can stop the work (MCP
+            // `notifications/cancelled`). Its outcome stays unknown to us.
+            let params = serde_json::json!({"requestId": self.id, "reason": "toolgate stopped waiting (deadline passed or caller gone)"});
+            let _ = self.outbox.send(wire::notification("notifications/cancelled", &params));
+        }
     }
 }
 
