@@ -184,6 +184,13 @@ async fn an_upstream_missing_capability_error_is_http_400() {
     assert_eq!(body["error"]["code"], -32021);
     assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
     assert_eq!(body["id"], 7);
+    // Also when the client asked for progress: no progress came, so no stream.
+    let params = json!({"name": "shifty__lookup", "arguments": {"needs_sampling": true}, "_meta": {"progressToken": "p-1"}});
+    let resp = request(&s.url, json!(8), "tools/call", params).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!((body["id"].as_i64(), body["error"]["code"].as_i64()), (Some(8), Some(-32021)));
 }
 
 #[tokio::test]

@@ -141,9 +141,14 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Response 
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
     }
     if msg.method == "tools/call" && super::progress_token(&msg.params).is_some() {
-        return progress_stream(gw, msg, era, caller, peer);
+        return progress_stream(gw, msg, era, caller, peer).await;
     }
-    match handle(&gw, msg, era, caller, &peer, None).await {
+    plain_reply(handle(&gw, msg, era, caller, &peer, None).await)
+}
+
+/// A reply as one HTTP response, with the status the transport gives it.
+fn plain_reply(reply: Reply) -> Response {
+    match reply {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
         Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
@@ -166,20 +171,39 @@ fn check_param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Er
         .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 
-/// A call that asked for progress answers with an SSE stream: progress
-/// notifications as the upstream sends them, then the result.
-fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: super::Peer) -> Response {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+/// A call that asked for progress answers with an SSE stream — progress
+/// notifications as the upstream sends them, then the result — once there
+/// is progress to send. A call answered before any progress gets a plain
+/// response, so an error keeps its HTTP status (a missing client
+/// capability is 400, not an event inside a 200 stream).
+async fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: super::Peer) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (done_tx, mut done) = tokio::sync::oneshot::channel::<Reply>();
     tokio::spawn(async move {
-        let reply = handle(&gw, msg, era, caller, &peer, Some(tx.clone())).await;
-        if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = reply {
-            let _ = tx.send(body);
+        let _ = done_tx.send(handle(&gw, msg, era, caller, &peer, Some(tx)).await);
+    });
+    let first = tokio::select! {
+        biased;
+        first = rx.recv() => first,
+        reply = &mut done => return plain_reply(reply.unwrap_or(Reply::Accepted)),
+    };
+    let Some(first) = first else {
+        // The call ended without progress: its reply is on the way.
+        return plain_reply(done.await.unwrap_or(Reply::Accepted));
+    };
+    let rest = futures_util::stream::unfold((Some(first), rx, Some(done)), |(first, mut rx, done)| async move {
+        if let Some(f) = first {
+            return Some((f, (None, rx, done)));
+        }
+        if let Some(message) = rx.recv().await {
+            return Some((message, (None, rx, done)));
+        }
+        match done?.await {
+            Ok(Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body)) => Some((body, (None, rx, None))),
+            _ => None,
         }
     });
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        let message = rx.recv().await?;
-        Some((Ok::<_, std::convert::Infallible>(format!("event: message\ndata: {message}\n\n")), rx))
-    });
+    let events = futures_util::StreamExt::map(rest, |message| Ok::<_, std::convert::Infallible>(format!("event: message\ndata: {message}\n\n")));
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
 }
 
