@@ -111,16 +111,9 @@ impl Callers {
 }
 
 fn read_token_file(path: &Path) -> anyhow::Result<String> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read token file {}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if meta.permissions().mode() & 0o077 != 0 {
-            bail!("token file {} is readable by group or others; `chmod 600` it", path.display());
-        }
-    }
-    let _ = meta;
-    std::fs::read_to_string(path).with_context(|| format!("cannot read token file {}", path.display()))
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read token file {}", path.display()))?;
+    crate::seal::check_owner_only(path)?;
+    Ok(text)
 }
 
 #[cfg(test)]

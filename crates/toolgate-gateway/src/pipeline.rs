@@ -122,16 +122,18 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     server.record("guardrail.name", "toolgate.policy");
     server.record("guardrail.decision", guardrail);
     server.record("toolgate.policy_version", gw.policy.version());
-    if !server.is_disabled() {
-        server.record("toolgate.decision.reason", record::json_name(&decision.reason).as_str());
+    // The reason's wire name only when something listens (span or metrics).
+    let reason = (!server.is_disabled() || crate::telemetry::metrics_on()).then(|| record::json_name(&decision.reason));
+    if let (Some(reason), false) = (&reason, server.is_disabled()) {
+        server.record("toolgate.decision.reason", reason.as_str());
         server.record("toolgate.decision.rules", decision.rules.join(",").as_str());
     }
-    if crate::telemetry::metrics_on() {
+    if let (Some(reason), true) = (reason, crate::telemetry::metrics_on()) {
         crate::telemetry::INSTRUMENTS.decisions.add(
             1,
             &[
                 KeyValue::new("guardrail.decision", guardrail),
-                KeyValue::new("toolgate.decision.reason", record::json_name(&decision.reason)),
+                KeyValue::new("toolgate.decision.reason", reason),
                 KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
             ],
         );

@@ -34,13 +34,7 @@ impl Sealer {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut bytes = vec![0u8; 32];
                 rng.fill(&mut bytes).map_err(|_| anyhow::anyhow!("no system randomness"))?;
-                let mut file = std::fs::OpenOptions::new();
-                file.write(true).create_new(true);
-                #[cfg(unix)]
-                std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
-                let mut f = file.open(path).with_context(|| format!("creating {}", path.display()))?;
-                f.write_all(&bytes)?;
-                f.sync_all()?;
+                write_owner_only(path, &bytes)?;
                 bytes
             }
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
@@ -90,6 +84,21 @@ pub fn random_token() -> String {
     let mut bytes = [0u8; 32];
     SystemRandom::new().fill(&mut bytes).expect("system randomness");
     URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Writes a secret readable by its owner only (mode 0600, also when the
+/// file existed), durably.
+pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(path).with_context(|| format!("creating {}", path.display()))?;
+    #[cfg(unix)]
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    Ok(())
 }
 
 /// A secret on disk must be the owner's alone.

@@ -23,19 +23,21 @@ pub const INPUT_KEY: &str = "toolgate_approval";
 pub const APPROVAL_META: &str = "io.toolgate/approval";
 
 /// What a call brings to the approve stage: the `requestState` it presents,
-/// what an approval of it is bound to, and the state of the approval it
-/// presents (what policy sees as `context.approval`).
+/// and the state of the approval it presents (what policy sees as
+/// `context.approval`).
 pub struct Standing {
     pub presented: Presented,
-    pub binding: Binding,
     pub state: String,
 }
 
+/// Most calls present nothing: no binding is built and the store is not read.
 pub async fn standing(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
     let presented = presented(gw, call);
-    let binding = binding(gw, call, tool, proposal);
-    let state = state_of(gw, &presented, &binding).await;
-    Standing { presented, binding, state }
+    let state = match &presented {
+        Presented::Ours(claim) => state_of(gw, claim, &binding(gw, call, tool, proposal)).await,
+        _ => "none".into(),
+    };
+    Standing { presented, state }
 }
 
 /// The `requestState` a call presents, read once.
@@ -69,10 +71,9 @@ fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Prop
 }
 
 /// The state of the approval a call presents, for policy's
-/// `context.approval`: `none` unless the call presents an approval of
-/// exactly this call (an approval of another call never counts).
-async fn state_of(gw: &Gateway, presented: &Presented, binding: &Binding) -> String {
-    let Presented::Ours(claim) = presented else { return "none".into() };
+/// `context.approval`: `none` unless it is an approval of exactly this
+/// call (an approval of another call never counts).
+async fn state_of(gw: &Gateway, claim: &Claim, binding: &Binding) -> String {
     if claim.binding != *binding {
         return "none".into();
     }
@@ -92,7 +93,7 @@ pub struct Gate {
 }
 
 pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gate, Stop> {
-    let Standing { presented, binding, state: approval_state } = standing;
+    let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
             let refusal = Refusal::from_decision(decision, &tool.exposed_name).expect("deny refuses");
@@ -102,27 +103,16 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
             // Allowed while presenting an approved approval of this very call
             // (a policy may permit approved calls): running it uses it up, once.
             if let (Presented::Ours(claim), "approved") = (&presented, approval_state.as_str()) {
-                let id = claim.approval_id.clone();
-                return match blocking(gw, move |s| s.consume(&id, now_ms())).await {
-                    Ok(_) => Ok(Gate { approval: Some((claim.approval_id.clone(), binding)), input: upstream_input(&call.input, &presented) }),
-                    Err(StoreError::NotApproved { .. }) => Err(Stop::Refused(
-                        refusal(Reason::ApprovalUsed, &tool.exposed_name).with_proposal(&proposal.sha256).with_approval(&claim.approval_id),
-                    )),
-                    Err(e) => Err(store_failed(e, tool, proposal)),
-                };
+                let input = upstream_input(&call.input, &presented);
+                return use_approval(gw, tool, proposal, claim.approval_id.clone(), binding(gw, call, tool, proposal), input).await;
             }
             // A state of ours has no business upstream: unwrap or drop it.
             return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented) });
         }
         Verdict::RequireApproval => {}
     }
-    let refuse = |reason: Reason, approval: Option<&str>| {
-        let mut r = refusal(reason, &tool.exposed_name).with_proposal(&proposal.sha256);
-        if let Some(id) = approval {
-            r = r.with_approval(id);
-        }
-        Stop::Refused(r)
-    };
+    let refuse = |reason: Reason, approval: Option<&str>| refused(reason, tool, proposal, approval);
+    let binding = binding(gw, call, tool, proposal);
     let claim = match &presented {
         Presented::Foreign => return Err(refuse(Reason::RequestStateInvalid, None)),
         Presented::Ours(claim) => Some(claim.clone()),
@@ -154,22 +144,37 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
             Err(waiting(&opened))
         }
         Step::Wait(_) => Err(waiting(claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval"))),
-        Step::Consume(id) => {
-            let consumed = { let id = id.clone(); blocking(gw, move |s| s.consume(&id, now_ms())).await };
-            match consumed {
-                Ok(_) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented) }),
-                // Another re-issue won the race, or the approval just expired.
-                Err(StoreError::NotApproved { state: "expired", .. }) => Err(refuse(Reason::ApprovalExpired, Some(&id))),
-                Err(StoreError::NotApproved { .. }) => Err(refuse(Reason::ApprovalUsed, Some(&id))),
-                Err(e) => Err(store_failed(e, tool, proposal)),
-            }
-        }
+        Step::Consume(id) => use_approval(gw, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await,
         Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented) }),
         Step::Refuse(reason) => {
             let id = claimed.as_ref().or(latest.as_ref()).map(|a| a.id.clone());
             Err(refuse(reason, id.as_deref()))
         }
     }
+}
+
+/// Uses approval `id` for this one dispatch; exactly one of any number of
+/// concurrent users gets it.
+async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
+    let taken = {
+        let id = id.clone();
+        blocking(gw, move |s| s.consume(&id, now_ms())).await
+    };
+    match taken {
+        Ok(_) => Ok(Gate { approval: Some((id, binding)), input }),
+        // Another re-issue won the race, or the approval just expired.
+        Err(StoreError::NotApproved { state: "expired", .. }) => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id))),
+        Err(StoreError::NotApproved { .. }) => Err(refused(Reason::ApprovalUsed, tool, proposal, Some(&id))),
+        Err(e) => Err(store_failed(e, tool, proposal)),
+    }
+}
+
+fn refused(reason: Reason, tool: &ExposedTool, proposal: &Proposal, approval: Option<&str>) -> Stop {
+    let mut r = refusal(reason, &tool.exposed_name).with_proposal(&proposal.sha256);
+    if let Some(id) = approval {
+        r = r.with_approval(id);
+    }
+    Stop::Refused(r)
 }
 
 /// An approved call whose tool asks for input of its own: the upstream's

@@ -96,22 +96,12 @@ pub struct Tokens {
     pub approver: String,
 }
 
-fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(text.as_bytes())?;
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    Ok(())
-}
-
 fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
     let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
-    write_secret(&dir.join("agent.token"), &tokens.agent)?;
-    write_secret(&dir.join("approver.token"), &tokens.approver)?;
+    toolgate_gateway::seal::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
+    toolgate_gateway::seal::write_owner_only(&dir.join("approver.token"), tokens.approver.as_bytes())?;
     std::fs::write(dir.join("policy.cedar"), POLICY)?;
     std::fs::write(dir.join("policy.cedarschema"), SCHEMA)?;
     std::fs::write(dir.join("policy-cases.toml"), POLICY_CASES)?;
