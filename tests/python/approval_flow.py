@@ -5,7 +5,7 @@ Usage: TOOLGATE_TOKEN=AGENT_TOKEN approval_flow.py URL TOOLGATE CONFIG ORDER_JSO
 Against `toolgate demo --serve`: raise_parts_order answers input_required; the
 named approver approves with `TOOLGATE approvals approve --config CONFIG ID
 --as dana`; the re-issued call (new id, same params, requestState) returns an
-order id; a second re-issue places no second order; a changed quantity under
+order id; a second re-issue gets the recorded result and places no second order; a changed quantity under
 the old requestState is not dispatched; send_notice to outside@example.test is
 denied despite its readOnlyHint. Prints one JSON object of every step's wire
 result; the Rust test asserts on it.

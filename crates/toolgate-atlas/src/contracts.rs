@@ -22,6 +22,7 @@ pub fn source(kind: ServerKind) -> &'static str {
         ServerKind::Parts => include_str!("../contracts/parts.json"),
         ServerKind::Manuals => include_str!("../contracts/manuals.json"),
         ServerKind::Notices => include_str!("../contracts/notices.json"),
+        ServerKind::Support => include_str!("../contracts/support.json"),
     }
 }
 

@@ -1,11 +1,15 @@
 //! Atlas: three field-service MCP servers — tickets, parts, manuals — with
 //! the eight tool contracts of seed `000_…`, over deterministic synthetic
-//! data, and seed `002_…`'s notices server (`send_notice`, whose
-//! read-only hint is forged). They are ordinary MCP servers built on rmcp and know nothing of
-//! toolgate; the gateway, its tests and the demo stand in front of them.
+//! data; seed `001_…`'s support desk (`search_customers`, which reports
+//! ambiguous names instead of picking one, and `create_ticket`, which creates
+//! a ticket once per caller-chosen reference); and seed `002_…`'s notices
+//! server (`send_notice`, whose read-only hint is forged). They are ordinary
+//! MCP servers built on rmcp and know nothing of toolgate; the gateway, its
+//! tests and the demo stand in front of them.
 //!
-//! Writes (notes, orders, exports) go only to JSON-lines files in a sandbox
-//! directory: nothing is edited and nothing leaves the machine.
+//! Writes (notes, orders, exports, notices, support tickets) go only to
+//! JSON-lines files in a sandbox directory: nothing is edited and nothing
+//! leaves the machine.
 
 pub mod cli;
 pub mod contracts;
@@ -28,10 +32,12 @@ pub enum ServerKind {
     Parts,
     Manuals,
     Notices,
+    Support,
 }
 
 impl ServerKind {
-    /// The field-service servers of seed `000_…` (notices is seed `002_…`'s).
+    /// The field-service servers of seed `000_…` (support is seed `001_…`'s,
+    /// notices seed `002_…`'s; each has its own tests).
     pub const ALL: [ServerKind; 3] = [ServerKind::Tickets, ServerKind::Parts, ServerKind::Manuals];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +46,7 @@ impl ServerKind {
             ServerKind::Parts => "parts",
             ServerKind::Manuals => "manuals",
             ServerKind::Notices => "notices",
+            ServerKind::Support => "support",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `toolgate-atlas tickets|parts|manuals [--http ADDR] [--state DIR]`
+//! `toolgate-atlas tickets|parts|manuals|notices|support [--http ADDR] [--state DIR]`
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;

@@ -16,6 +16,15 @@ pub const ORDERS: &str = "orders.jsonl";
 /// Bundles "sent" by `export_service_records`: they stop here.
 pub const OUTBOX: &str = "outbox.jsonl";
 
+/// What [`Sandbox::append_unless`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Appended {
+    /// A matching record was already there; nothing was written.
+    Existing(Value),
+    /// Nothing matched; this record was appended.
+    New(Value),
+}
+
 pub struct Sandbox {
     dir: PathBuf,
     /// Keeps the default temporary directory alive as long as the server.
@@ -48,7 +57,35 @@ impl Sandbox {
     /// file. `build` receives that number, so ids derive from it. The line is
     /// flushed to disk before the call returns: an acknowledged write is kept.
     pub fn append(&self, file: &str, build: impl FnOnce(u64) -> Value) -> std::io::Result<Value> {
-        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self.lock();
+        self.append_locked(file, build)
+    }
+
+    /// Appends as [`append`](Self::append) unless a record of `file`
+    /// satisfies `find`; then that (oldest) record is returned and nothing is
+    /// written. Scan and append happen under one lock, so two concurrent
+    /// calls in this process cannot both append: the basis of deduplication.
+    /// (Another process on the same directory is not excluded.)
+    pub fn append_unless(
+        &self,
+        file: &str,
+        find: impl Fn(&Value) -> bool,
+        build: impl FnOnce(u64) -> Value,
+    ) -> std::io::Result<Appended> {
+        let _guard = self.lock();
+        if let Some(existing) = self.read(file, find)?.into_iter().next() {
+            return Ok(Appended::Existing(existing));
+        }
+        self.append_locked(file, build).map(Appended::New)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A panic mid-append leaves at worst a torn line, which reads skip.
+        self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The append itself; the caller holds the lock.
+    fn append_locked(&self, file: &str, build: impl FnOnce(u64) -> Value) -> std::io::Result<Value> {
         let path = self.dir.join(file);
         let seq = self.count_lines(&path)? + 1;
         let record = build(seq);

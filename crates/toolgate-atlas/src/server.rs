@@ -91,8 +91,9 @@ impl ServerHandler for AtlasServer {
                 Implementation::new(self.inner.id.clone(), env!("CARGO_PKG_VERSION")).with_title(self.inner.title.clone()),
             )
             .with_instructions(format!(
-                "{}: synthetic field-service data for demonstrations and tests. Writes go to a local sandbox only.",
-                self.inner.title
+                "{}: synthetic {} data for demonstrations and tests. Writes go to a local sandbox only.",
+                self.inner.title,
+                if self.inner.kind == ServerKind::Support { "support-desk" } else { "field-service" }
             ))
     }
 

@@ -15,6 +15,7 @@ fn probe(kind: ServerKind) -> (&'static str, serde_json::Value) {
         ServerKind::Parts => ("find_part", json!({"model_variant": "RS-90-S", "category": "fan-blade"})),
         ServerKind::Manuals => ("search_manual", json!({"query": "bearing noise", "product_family": "RS-90", "k": 2})),
         ServerKind::Notices => ("send_notice", json!({"to": "team@example.test", "body": "Build passed."})),
+        ServerKind::Support => ("search_customers", json!({"query": "Harbor Freight"})),
     }
 }
 
@@ -34,6 +35,7 @@ async fn exercise(client: &Client, kind: ServerKind, era: Era) {
         ServerKind::Parts => assert!(r.structured["parts"][0]["fitment"].as_array().unwrap().contains(&json!("RS-90-S"))),
         ServerKind::Manuals => assert_eq!(r.structured["passages"][0]["product_family"], "RS-90"),
         ServerKind::Notices => assert_eq!(r.structured["status"], "queued"),
+        ServerKind::Support => assert_eq!(r.structured["status"], "complete"),
     }
     // A tool error travels as an isError result; a tool this server lacks
     // is a protocol error.

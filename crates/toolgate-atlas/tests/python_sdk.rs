@@ -81,6 +81,7 @@ fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
                     assert_eq!(p["variant"], "S");
                 }
                 ServerKind::Notices => unreachable!("the notices server has its own tests"),
+                ServerKind::Support => unreachable!("the support desk has its own tests"),
             }
             assert_eq!(call["content"][0]["type"], "text");
             let invalid = &out["results"][1];

@@ -83,6 +83,12 @@ pub enum Reason {
     ApprovalUsed,
     /// The `requestState` presented was not issued by this gateway, or was altered.
     RequestStateInvalid,
+    /// The operation key was used for another payload.
+    OperationConflict,
+    /// The operation under this key is still running.
+    OperationInProgress,
+    /// The operation ledger could not be read or written; nothing was run.
+    LedgerUnavailable,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -148,11 +154,17 @@ pub struct Refusal {
     /// The approval this refusal concerns, for the approver's tools.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// The operation this refusal concerns (`toolgate ops show`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    /// For `retry`: how long to wait first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<i64>,
 }
 
 impl Refusal {
     pub fn new(decision: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
-        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None }
+        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None, operation_id: None, retry_after_ms: None }
     }
 
     pub fn with_proposal(mut self, sha256: &str) -> Self {
@@ -162,6 +174,16 @@ impl Refusal {
 
     pub fn with_approval(mut self, id: &str) -> Self {
         self.approval_id = Some(id.to_string());
+        self
+    }
+
+    pub fn with_operation(mut self, id: &str) -> Self {
+        self.operation_id = Some(id.to_string());
+        self
+    }
+
+    pub fn with_retry_after(mut self, ms: i64) -> Self {
+        self.retry_after_ms = Some(ms);
         self
     }
 

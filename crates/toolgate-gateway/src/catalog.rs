@@ -20,6 +20,8 @@ pub struct ExposedTool {
     pub server: String,
     pub tool: Arc<UpstreamTool>,
     pub labels: Vec<String>,
+    /// The registry says this tool changes nothing (`read_only = true`).
+    pub registry_read_only: bool,
     pub view: AuthorityView,
     pub definition_sha256: String,
     pub pin: PinStatus,
@@ -35,11 +37,12 @@ impl ExposedTool {
         self.view.effective_class != toolgate_core::AuthorityClass::Prohibited && self.pin == PinStatus::Pinned
     }
 
-    /// Read-only by a hint we believe: an untrusted server's `readOnlyHint`
-    /// may be forged, so its tools count as writes (a lost answer means
-    /// reconcile, never a blind retry).
+    /// Read-only by the registry's word or by a hint we believe: an
+    /// untrusted server's `readOnlyHint` may be forged, so its tools count
+    /// as writes (each call an operation; a lost answer means reconcile,
+    /// never a blind retry).
     pub fn read_only(&self) -> bool {
-        self.view.server_trusted && self.view.hints.read_only_hint.value
+        self.registry_read_only || (self.view.server_trusted && self.view.hints.read_only_hint.value)
     }
 }
 
@@ -162,6 +165,7 @@ impl Catalogs {
                     server: upstream.name.clone(),
                     tool: tool.clone(),
                     labels: entry.map(|e| e.labels.clone()).unwrap_or_default(),
+                    registry_read_only: entry.is_some_and(|e| e.read_only),
                     view,
                     definition_sha256: sha,
                     pin,

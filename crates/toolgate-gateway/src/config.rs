@@ -64,8 +64,12 @@ pub struct GatewaySettings {
     pub max_body_bytes: usize,
     pub max_argument_bytes: usize,
     pub max_depth: usize,
-    /// Deadline of one upstream call.
+    /// Deadline of one upstream call (a server's `timeout_ms` overrides it).
     pub upstream_timeout_ms: u64,
+    /// Where operations and approvals are kept: a `postgres://` URL (for
+    /// replicas sharing one database), or else the embedded SQLite file
+    /// `STATE_DIR/ledger.sqlite3`.
+    pub ledger: Option<String>,
     /// How long a tool list is trusted before it is listed again.
     pub list_ttl_ms: u64,
     /// Refuse results that violate the tool's outputSchema instead of
@@ -92,6 +96,7 @@ impl Default for GatewaySettings {
             max_argument_bytes: 64 << 10,
             max_depth: 64,
             upstream_timeout_ms: 30_000,
+            ledger: None,
             list_ttl_ms: 60_000,
             block_invalid_results: false,
             list_page_size: 100,
@@ -125,6 +130,8 @@ pub struct ServerConfig {
     /// where names cannot collide. Default: true (prefixed).
     #[serde(default = "yes")]
     pub namespace: bool,
+    /// This server's deadline per call, instead of `gateway.upstream_timeout_ms`.
+    pub timeout_ms: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -149,6 +156,7 @@ impl Default for ServerConfig {
             trusted: false,
             kind: None,
             namespace: true,
+            timeout_ms: None,
         }
     }
 }
@@ -170,6 +178,33 @@ pub struct RegistryEntry {
     /// Free labels (e.g. `private_data`, `exfiltration`) for policy and guards.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// The host's word that this tool changes nothing: its calls are not
+    /// operations (no ledger record, a lost answer may be retried).
+    #[serde(default)]
+    pub read_only: bool,
+    /// How to find this write's effect when its outcome is unknown.
+    pub reconcile: Option<ReconcileConfig>,
+}
+
+/// A read tool on the same server that finds a write's effect: after
+/// `create_ticket` times out, `get_ticket {client_reference}` says whether
+/// the ticket exists.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileConfig {
+    /// The read tool's upstream name.
+    pub tool: String,
+    /// The read tool's arguments: each maps to the name of an argument of
+    /// the original write.
+    pub arguments: BTreeMap<String, String>,
+    /// A JSON pointer into the read's `structuredContent` that is `true`
+    /// when the effect exists (default `/found`).
+    #[serde(default = "found_pointer")]
+    pub found: String,
+}
+
+fn found_pointer() -> String {
+    "/found".into()
 }
 
 /// A caller: who it is, in which tenant, with which roles, and how it
@@ -309,6 +344,7 @@ impl Config {
                 trusted: false,
                 kind: s.kind,
                 namespace: true,
+                ..ServerConfig::default()
             };
             self.servers.insert(name, server);
         }
@@ -417,9 +453,30 @@ impl Config {
         self.dir().join(path)
     }
 
-    /// The embedded ledger (approvals now; operations and receipts later).
-    pub fn ledger_path(&self) -> PathBuf {
-        self.state_dir().join("ledger.sqlite3")
+    /// The ledger: `gateway.ledger`, or the embedded SQLite file.
+    pub fn ledger_location(&self) -> String {
+        match &self.gateway.ledger {
+            Some(url) => url.clone(),
+            None => self.state_dir().join("ledger.sqlite3").to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The ledger's location fit for logs and errors: a URL's password is masked.
+    pub fn ledger_display(&self) -> String {
+        let location = self.ledger_location();
+        match (location.find("://"), location.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let userinfo = &location[scheme + 3..at];
+                let user = userinfo.split(':').next().unwrap_or_default();
+                format!("{}{user}{}@{}", &location[..scheme + 3], if userinfo.contains(':') { ":***" } else { "" }, &location[at + 1..])
+            }
+            _ => location,
+        }
+    }
+
+    /// The deadline of one call to `server`.
+    pub fn timeout_ms(&self, server: &str) -> u64 {
+        self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
     }
 
     /// The pin lock file, beside the config: `toolgate.toml` → `toolgate.lock`.

@@ -10,7 +10,7 @@ use toolgate_core::strict_json::JsonLimits;
 
 use anyhow::Context as _;
 use toolgate_core::policy::PolicyEngine;
-use toolgate_ledger::ApprovalStore;
+use toolgate_ledger::Ledger;
 
 use crate::catalog::Catalogs;
 use crate::config::Config;
@@ -25,7 +25,8 @@ pub struct Gateway {
     pub limits: JsonLimits,
     pub callers: Callers,
     pub policy: PolicyEngine,
-    pub approvals: Arc<ApprovalStore>,
+    /// Approvals and operations (SQLite or PostgreSQL).
+    pub ledger: Arc<dyn Ledger>,
     pub sealer: Sealer,
     /// Redacts captured tool content (`telemetry.capture_content`).
     pub redactor: crate::telemetry::Redactor,
@@ -44,9 +45,9 @@ pub enum Mode {
 }
 
 impl Gateway {
-    /// Opens the pin lock file and starts one supervisor per upstream. Must
-    /// run inside a tokio runtime.
-    pub fn start(config: Config, mode: Mode) -> anyhow::Result<Arc<Self>> {
+    /// Opens the ledger and the pin lock file and starts one supervisor per
+    /// upstream.
+    pub async fn start(config: Config, mode: Mode) -> anyhow::Result<Arc<Self>> {
         // Everything that can refuse the start comes before any upstream starts.
         let policy = load_policy(&config)?;
         let callers = match mode {
@@ -54,7 +55,7 @@ impl Gateway {
             Mode::Inspect => Callers::none(),
         };
         let state = create_state_dir(&config)?;
-        let approvals = Arc::new(ApprovalStore::open(&config.ledger_path()).with_context(|| format!("opening {}", config.ledger_path().display()))?);
+        let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"))?;
         let pins = Arc::new(PinStore::open(&config.lock_path())?);
         let cancel = CancellationToken::new();
@@ -64,7 +65,10 @@ impl Gateway {
         let upstreams: Vec<Arc<Upstream>> = config
             .servers
             .iter()
-            .map(|(name, server)| Upstream::new(name, server, timeout, ttl, env!("CARGO_PKG_VERSION")))
+            .map(|(name, server)| {
+                let timeout = server.timeout_ms.map_or(timeout, Duration::from_millis);
+                Upstream::new(name, server, timeout, ttl, env!("CARGO_PKG_VERSION"))
+            })
             .collect();
         for upstream in &upstreams {
             upstream.start(cancel.child_token());
@@ -74,8 +78,8 @@ impl Gateway {
         let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
-        crate::telemetry::watch_approvals(approvals.clone());
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, approvals, sealer, redactor, cancel, draining }))
+        crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, sealer, redactor, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -16,6 +16,7 @@ pub mod pins;
 pub mod catalog;
 pub mod gateway;
 pub mod pipeline;
+pub mod reconcile;
 pub mod stages;
 pub mod downstream;
 pub mod lines;

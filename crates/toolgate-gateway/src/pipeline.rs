@@ -2,8 +2,7 @@
 //! `stages/`; a stage either hands its conclusion to the next or stops the
 //! call with a refusal (a tool result the caller can act on), an
 //! `input_required` answer (the call waits for a named human), or a JSON-RPC
-//! error (where the protocol demands one). The stage that does not exist yet
-//! — reserve (the operation ledger) — is marked where it will go.
+//! error (where the protocol demands one).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,6 +13,7 @@ use toolgate_core::{Caller, Refusal, Verdict};
 use tracing::Instrument as _;
 
 use crate::gateway::Gateway;
+use crate::stages::reserve::{self, Held};
 use crate::stages::{admit, approve, check, decide, dispatch, record, resolve, validate};
 use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
@@ -32,6 +32,8 @@ pub struct CallRequest {
     pub progress: Option<ProgressRelay>,
     /// `inputResponses` / `requestState` of a re-issued call (MRTR).
     pub input: serde_json::Map<String, Value>,
+    /// `_meta["io.toolgate/operationKey"]`, as sent.
+    pub operation_key: Option<Value>,
     pub client_capabilities: Option<Value>,
 }
 
@@ -152,11 +154,36 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     if let Some(id) = &trail.approval_id {
         server.record("toolgate.approval.id", id.as_str());
     }
-    // 6. reserve: the operation ledger goes here.
-    // 7. dispatch: the upstream, under its deadline (the CLIENT span).
-    let raw = match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await {
-        Ok(raw) => raw,
+    // 6. reserve: a write runs once per operation key; a reused key gets
+    // the recorded outcome, a conflict, or "in progress" / "unknown".
+    let held = match reserve::reserve(gw, call, &tool, &proposal, &gate).instrument(stage("reserve")).await {
+        Ok(held) => held,
         Err(stop) => return stop.into(),
+    };
+    if let Held::Mine(op) | Held::Replay { op, .. } = &held {
+        trail.operation = Some((op.id.clone(), matches!(held, Held::Replay { .. })));
+        server.record("toolgate.operation.id", op.id.as_str());
+    }
+    // 7. dispatch: the upstream, under its deadline (the CLIENT span); the
+    // operation's end is recorded before the caller hears it.
+    let raw = match held {
+        Held::Read => match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await {
+            Ok(raw) => raw,
+            Err(stop) => return stop.into(),
+        },
+        Held::Mine(op) => {
+            let outcome = dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await;
+            match reserve::finish(gw, &op, &outcome).await {
+                Some(unknown) => return Stop::Refused(unknown.with_proposal(&proposal.sha256)).into(),
+                None => match outcome {
+                    Ok(raw) => reserve::annotate(raw, &op, false),
+                    Err(stop) => return stop.into(),
+                },
+            }
+        }
+        Held::Replay { op, raw, checked: true } => reserve::annotate(raw, &op, true),
+        // A reconciler's finding is not the tool's result: not checked against its outputSchema.
+        Held::Replay { op, raw, checked: false } => return Answer::Result(reserve::annotated(&raw, &op, true)),
     };
     // 8. check: the result against outputSchema; an approved call's own
     // input round stays bound to its approval.

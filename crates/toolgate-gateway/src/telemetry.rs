@@ -279,16 +279,29 @@ mod tests {
     }
 }
 
-/// `toolgate.approvals.pending`: approvals waiting for a decision, read
-/// from the store when metrics are collected.
-pub fn watch_approvals(store: std::sync::Arc<toolgate_ledger::ApprovalStore>) {
+/// `toolgate.approvals.pending`: approvals waiting for a decision. The
+/// gauge's callback cannot wait on the ledger, so a task keeps a count
+/// fresh and the callback reads it.
+pub fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>, stop: tokio_util::sync::CancellationToken) {
+    if !metrics_on() {
+        return;
+    }
+    let pending = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = pending.clone();
+    tokio::spawn(async move {
+        loop {
+            if let Ok(n) = ledger.count_approvals(toolgate_core::approval::ApprovalState::Pending).await {
+                seen.store(n, std::sync::atomic::Ordering::Relaxed);
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+        }
+    });
     let _gauge = global::meter("toolgate")
         .u64_observable_gauge("toolgate.approvals.pending")
         .with_description("Approvals waiting for a named approver")
-        .with_callback(move |observer| {
-            if let Ok(n) = store.count(toolgate_core::approval::ApprovalState::Pending) {
-                observer.observe(n, &[]);
-            }
-        })
+        .with_callback(move |observer| observer.observe(pending.load(std::sync::atomic::Ordering::Relaxed), &[]))
         .build();
 }

@@ -83,7 +83,7 @@ async fn requests_without_valid_credentials_get_401_unless_anonymous_is_opened()
     let path = dir.path().join("toolgate.toml");
     let only_dana = CALLERS.split("[callers.sam]").next().unwrap().replace("[callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\nanonymous = true\n", "");
     std::fs::write(&path, only_dana).unwrap();
-    let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).unwrap();
+    let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.unwrap();
     let (url, stop) = serve_gateway(gw.clone()).await;
     let resp = request(&url, json!(1), "tools/list", json!({})).send().await.unwrap();
     assert_eq!(resp.status(), 401);
@@ -146,15 +146,24 @@ async fn an_approved_call_runs_exactly_once_and_only_as_approved() {
     assert_eq!(reason(&nine), "approval_missing_or_mismatched", "{nine}");
     assert_eq!(orders(&h), 0);
 
-    // Eight concurrent re-issues of the approved call: one dispatch.
+    // Eight concurrent re-issues of the approved call: one dispatch. The
+    // others get its recorded result, or "in progress" while it runs.
     let reissues = (0..8).map(|_| {
         let (url, args, s) = (h.url.clone(), eight.clone(), s.clone());
         tokio::spawn(async move { call_as(&url, None, ORDER, &args, json!({"requestState": s, "inputResponses": {}})).await })
     });
     let results: Vec<Value> = futures_util::future::join_all(reissues).await.into_iter().map(Result::unwrap).collect();
     let ran: Vec<&Value> = results.iter().filter(|r| r["structuredContent"]["order_id"].is_string()).collect();
-    assert_eq!(ran.len(), 1, "{results:?}");
-    assert!(results.iter().filter(|r| !r["structuredContent"]["order_id"].is_string()).all(|r| reason(r) == "approval_used"), "{results:?}");
+    assert!(!ran.is_empty(), "{results:?}");
+    let fresh: Vec<&&Value> = ran.iter().filter(|r| r["_meta"]["io.toolgate/operation"]["replayed"] == json!(false)).collect();
+    assert_eq!(fresh.len(), 1, "one dispatch: {results:?}");
+    assert!(ran.iter().all(|r| r["structuredContent"]["order_id"] == fresh[0]["structuredContent"]["order_id"]), "{results:?}");
+    assert!(results.iter().filter(|r| !r["structuredContent"]["order_id"].is_string()).all(|r| reason(r) == "operation_in_progress"), "{results:?}");
+    assert_eq!(orders(&h), 1);
+    // Afterwards, the same re-issue gets the recorded result, marked a replay.
+    let replay = call_as(&h.url, None, ORDER, &eight, json!({"requestState": s})).await;
+    assert_eq!(replay["structuredContent"]["order_id"], fresh[0]["structuredContent"]["order_id"], "{replay}");
+    assert_eq!(replay["_meta"]["io.toolgate/operation"]["replayed"], json!(true), "{replay}");
     assert_eq!(orders(&h), 1);
     let (_, used) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
     assert_eq!(used["state"], "consumed");
@@ -259,7 +268,7 @@ async fn a_policy_that_does_not_validate_stops_the_start_with_cedars_message() {
     std::fs::write(dir.path().join("policy.cedar"), "permit (principal, action == Action::\"call_tool\", resource) when { context.arguments.colour == \"red\" };").unwrap();
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, format!("[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n{ANONYMOUS}")).unwrap();
-    let err = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).err().expect("the start must fail");
+    let err = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.err().expect("the start must fail");
     let text = format!("{err:#}");
     assert!(text.contains("colour") && text.contains("policy.cedar"), "{text}");
 }
@@ -287,8 +296,10 @@ async fn an_approval_of_another_call_never_reaches_the_policy_context() {
     let ran = call_as(&h.url, None, ORDER, &order(8), json!({"requestState": state(&first)})).await;
     assert!(ran["structuredContent"]["order_id"].is_string(), "{ran}");
     assert_eq!(orders(&h), 1);
-    // Using it used it up: the policy no longer sees `approved`, and the approval is spent.
+    // Using it used it up: the approval is spent, and presenting it again
+    // gets the operation's recorded result, never a second order.
     let again = call_as(&h.url, None, ORDER, &order(8), json!({"requestState": state(&first)})).await;
-    assert_eq!(reason(&again), "approval_used", "{again}");
+    assert_eq!(again["structuredContent"]["order_id"], ran["structuredContent"]["order_id"], "{again}");
+    assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], json!(true), "{again}");
     assert_eq!(orders(&h), 1);
 }

@@ -122,7 +122,7 @@ pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harn
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, &text).unwrap();
     let config = Config::load(&path).unwrap();
-    let gateway = Gateway::start(config, Mode::Serve).unwrap();
+    let gateway = Gateway::start(config, Mode::Serve).await.unwrap();
     let down = gateway.wait_ready(Duration::from_secs(10)).await;
     assert!(down.is_empty(), "{down:?}");
     let (url, cancel) = serve_gateway(gateway.clone()).await;
@@ -157,7 +157,7 @@ where
     std::fs::write(&path, config(&upstream)).unwrap();
     let config = Config::load(&path).unwrap();
     let lock = config.lock_path();
-    let gateway = Gateway::start(config, Mode::Serve).unwrap();
+    let gateway = Gateway::start(config, Mode::Serve).await.unwrap();
     assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
     let (url, stop) = serve_gateway(gateway.clone()).await;
     let both = cancel.clone();

@@ -151,7 +151,7 @@ async fn a_single_server_can_keep_its_tool_names() {
         format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n{ANONYMOUS}"),
     )
     .unwrap();
-    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
     let (url, stop) = serve_gateway(gw.clone()).await;
     // Unregistered tools of an untrusted server stay prohibited; registered ones keep their names.

@@ -140,7 +140,7 @@ async fn main() {
         format!("[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n[callers.bench]\ntenant = \"bench\"\nanonymous = true\n"),
     )
     .unwrap();
-    let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Serve).unwrap();
+    let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway = format!("http://{}/mcp", listener.local_addr().unwrap());

@@ -8,7 +8,7 @@ use serde_json::json;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::config::{APPROVER_ROLE, Config};
 use toolgate_gateway::stages::approve::now_ms;
-use toolgate_ledger::ApprovalStore;
+use toolgate_ledger::Ledger;
 
 #[derive(clap::Subcommand)]
 pub enum Action {
@@ -51,22 +51,23 @@ pub struct Decide {
     json: bool,
 }
 
-fn open(config: &std::path::Path) -> anyhow::Result<(Config, ApprovalStore)> {
+/// The config and the ledger it names (the gateway's own, shared while it runs).
+pub async fn open(config: &std::path::Path) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
     toolgate_gateway::gateway::create_state_dir(&config)?;
-    let store = ApprovalStore::open(&config.ledger_path()).with_context(|| format!("opening {}", config.ledger_path().display()))?;
-    Ok((config, store))
+    let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
+    Ok((config, ledger))
 }
 
-pub fn run(action: Action) -> anyhow::Result<()> {
+pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
         Action::List { config, state, json } => {
-            let (_, store) = open(&config)?;
+            let (_, store) = open(&config).await?;
             let state = match state.as_deref() {
                 None => None,
                 Some(s) => Some(ApprovalState::parse(s).with_context(|| format!("unknown state `{s}`; use pending, approved, denied, expired or consumed"))?),
             };
-            let all = store.list(state, now_ms())?;
+            let all = store.approvals(state, now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"approvals": all}))?);
             } else if all.is_empty() {
@@ -81,26 +82,33 @@ pub fn run(action: Action) -> anyhow::Result<()> {
             Ok(())
         }
         Action::Show { config, id, json } => {
-            let (_, store) = open(&config)?;
-            print(&store.get(&id)?, json)
+            let (_, store) = open(&config).await?;
+            let approval = store.approval(&id).await?.ok_or_else(|| toolgate_ledger::LedgerError::NotFound(id.clone()))?;
+            print(&approval, json)
         }
-        Action::Approve(d) => decide(d, true),
-        Action::Deny(d) => decide(d, false),
+        Action::Approve(d) => decide(d, true).await,
+        Action::Deny(d) => decide(d, false).await,
     }
 }
 
-fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
-    let (config, store) = open(&d.config)?;
-    let Some(approver) = config.callers.get(&d.approver) else {
-        bail!("`{}` is not a [callers] entry; approvers are configured callers with the `{APPROVER_ROLE}` role", d.approver);
+/// `--as NAME` must be a configured approver, and `--reason` must say why.
+pub fn check_approver(config: &Config, name: &str, reason: &str) -> anyhow::Result<()> {
+    let Some(approver) = config.callers.get(name) else {
+        bail!("`{name}` is not a [callers] entry; approvers are configured callers with the `{APPROVER_ROLE}` role");
     };
     if !approver.roles.iter().any(|r| r == APPROVER_ROLE) {
-        bail!("`{}` does not have the `{APPROVER_ROLE}` role and cannot decide approvals", d.approver);
+        bail!("`{name}` does not have the `{APPROVER_ROLE}` role and cannot decide");
     }
-    if d.reason.trim().is_empty() {
+    if reason.trim().is_empty() {
         bail!("--reason must say why; it is recorded with the decision");
     }
-    let decided = store.decide(&d.id, approve, &d.approver, &d.reason, now_ms())?;
+    Ok(())
+}
+
+async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
+    let (config, store) = open(&d.config).await?;
+    check_approver(&config, &d.approver, &d.reason)?;
+    let decided = store.decide_approval(&d.id, approve, &d.approver, &d.reason, now_ms()).await?;
     print(&decided, d.json)
 }
 

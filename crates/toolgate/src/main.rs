@@ -4,6 +4,7 @@
 mod approvals;
 mod demo;
 mod fixture;
+mod ops;
 mod policy;
 mod serve;
 mod tools;
@@ -59,6 +60,9 @@ enum Command {
     /// Decide pending approvals out of band: list, show, approve or deny one exact call.
     #[command(subcommand)]
     Approvals(approvals::Action),
+    /// The operation ledger: list writes, reconcile one whose outcome is unknown, or settle it by hand.
+    #[command(subcommand)]
+    Ops(ops::Action),
     /// Check the Cedar policy set against its schema, or run table-driven decision cases.
     #[command(subcommand)]
     Policy(policy::Action),
@@ -84,7 +88,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Approvals(_) | Command::Policy(_) | Command::Tools { .. }) {
+    if matches!(cli.command, Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. }) {
         // Listing commands end quietly when their reader goes away
         // (`toolgate approvals list | head`), as other Unix tools do.
         // SAFETY: set once, before any thread starts.
@@ -128,7 +132,8 @@ fn main() -> std::process::ExitCode {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
             }
-            Command::Approvals(action) => approvals::run(action),
+            Command::Approvals(action) => approvals::run(action).await,
+            Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
             Command::ConformanceFixture { http } => fixture::run(http).await,

@@ -22,7 +22,7 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     if config.callers.is_empty() {
         tracing::warn!("no [callers] configured: every request will be refused with 401 (add a caller with a token, or one with anonymous = true)");
     }
-    let gw = Gateway::start(config, Mode::Serve)?;
+    let gw = Gateway::start(config, Mode::Serve).await?;
     for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
         tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
     }

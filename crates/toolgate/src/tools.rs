@@ -15,7 +15,7 @@ use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pins::PinStatus;
 
 pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyhow::Result<()> {
-    let gw = Gateway::start(config, Mode::Inspect)?;
+    let gw = Gateway::start(config, Mode::Inspect).await?;
     let down = gw.wait_ready(Duration::from_secs(15)).await;
     let catalog = gw.catalogs.current();
     let result = match accept {

@@ -46,7 +46,7 @@ fn the_demo_plays_every_case_and_exits_zero() {
     for id in ["forged_read_only", "approved_destination", "stale_approval", "extra_recipient", "other_tool", "tool_error", "transport_unknown", "input_required"] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("ok   {id} "))), "case `{id}` not ok:\n{stdout}");
     }
-    for step in ["the agent approves itself through the admin API", "re-issued after approval: dispatched once", "re-issued a second time", "9 valves under the approval for 8", "the same 3 valves, called afresh"] {
+    for step in ["the agent approves itself through the admin API", "re-issued after approval: dispatched once", "re-issued a second time: the recorded result, no second order", "9 valves under the approval for 8", "the same 3 valves, called afresh"] {
         assert!(stdout.contains(step), "step `{step}` missing:\n{stdout}");
     }
     // Exactly the effects that should exist: the ungoverned export and
@@ -205,7 +205,9 @@ fn the_python_sdk_waits_for_an_approval_and_the_call_runs_once() {
     assert_eq!(v["approved"]["state"], "approved");
     assert_eq!(v["approved"]["decided_by"], "dana");
     assert!(v["reissued"]["structuredContent"]["order_id"].as_str().is_some_and(|id| id.starts_with("PO-")), "{}", v["reissued"]);
-    assert_eq!(v["again"]["structuredContent"]["reason"], "approval_used", "{}", v["again"]);
+    // A second re-issue: the recorded result of the one order, marked a replay.
+    assert_eq!(v["again"]["structuredContent"]["order_id"], v["reissued"]["structuredContent"]["order_id"], "{}", v["again"]);
+    assert_eq!(v["again"]["_meta"]["io.toolgate/operation"]["replayed"], true, "{}", v["again"]);
     assert_eq!(v["changed"]["structuredContent"]["reason"], "approval_missing_or_mismatched", "{}", v["changed"]);
     assert_eq!(orders(), before + 1, "exactly one order placed");
     let notice = &v["outside_notice"]["structuredContent"];

@@ -30,14 +30,14 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 
 async fn get_ticket(gw: &Gateway) -> Answer {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
-    let call = CallRequest { caller, trace: Default::default(), request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None };
+    let call = CallRequest { caller, trace: Default::default(), request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None, operation_key: None };
     pipeline::call_tool(gw, call).await
 }
 
 #[tokio::test]
 async fn a_dead_stdio_upstream_gives_retry_and_is_restarted() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve).unwrap();
+    let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
     assert!(matches!(get_ticket(&gw).await, Answer::Result(_)));
 
@@ -137,7 +137,7 @@ async fn a_wrapped_stdio_server_goes_with_its_gateway() {
     );
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
-    let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).unwrap();
+    let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
     let running = || std::process::Command::new("pgrep").arg("-f").arg(&marker).status().unwrap().success();
     assert!(running(), "the wrapped server runs");

@@ -5,6 +5,7 @@ pub mod domain;
 pub mod manuals;
 pub mod parts;
 pub mod rng;
+pub mod support;
 pub mod tickets;
 
 use crate::search::Index;

@@ -6,6 +6,7 @@
 pub mod manuals;
 pub mod notices;
 pub mod parts;
+pub mod support;
 pub mod tickets;
 
 use std::sync::Arc;
@@ -76,6 +77,9 @@ pub fn call(kind: crate::ServerKind, name: &str, arguments: &Value, ctx: &Contex
         (Parts, "raise_parts_order") => parts::raise_parts_order(arguments, ctx),
         (Manuals, "search_manual") => manuals::search_manual(arguments, ctx),
         (Notices, "send_notice") => notices::send_notice(arguments, ctx),
+        (Support, "search_customers") => support::search_customers(arguments, ctx),
+        (Support, "create_ticket") => support::create_ticket(arguments, ctx),
+        (Support, "get_ticket") => support::get_ticket(arguments, ctx),
         _ => return None,
     })
 }

@@ -18,12 +18,12 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::Caller;
 use toolgate_core::approval::ApprovalState;
-use toolgate_ledger::StoreError;
+use toolgate_ledger::LedgerError;
 
 use super::http::{admit_request, plain};
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
-use crate::stages::approve::{blocking, now_ms};
+use crate::stages::approve::now_ms;
 
 pub fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
@@ -40,12 +40,12 @@ fn approver(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> 
     Ok(caller)
 }
 
-fn store_error(e: StoreError) -> Response {
+fn store_error(e: LedgerError) -> Response {
     let status = match &e {
-        StoreError::NotFound(_) => StatusCode::NOT_FOUND,
-        StoreError::NotPending { .. } | StoreError::NotApproved { .. } | StoreError::Expired(_) => StatusCode::CONFLICT,
-        StoreError::SelfApproval { .. } => StatusCode::FORBIDDEN,
-        StoreError::Sqlite(_) | StoreError::Internal(_) => StatusCode::SERVICE_UNAVAILABLE,
+        LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) => StatusCode::NOT_FOUND,
+        LedgerError::NotPending { .. } | LedgerError::NotApproved { .. } | LedgerError::Expired(_) | LedgerError::WrongState { .. } => StatusCode::CONFLICT,
+        LedgerError::SelfApproval { .. } => StatusCode::FORBIDDEN,
+        LedgerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     (status, Json(json!({"error": e.to_string()}))).into_response()
 }
@@ -64,7 +64,7 @@ async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Quer
         Some(Ok(s)) => Some(s),
         Some(Err(s)) => return plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use pending, approved, denied, expired or consumed")),
     };
-    match blocking(&gw, move |s| s.list(state, now_ms())).await {
+    match gw.ledger.approvals(state, now_ms()).await {
         Ok(all) => Json(json!({"approvals": all})).into_response(),
         Err(e) => store_error(e),
     }
@@ -74,8 +74,9 @@ async fn show(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path
     if let Err(r) = approver(&gw, &headers) {
         return r;
     }
-    match blocking(&gw, move |s| s.get(&id)).await {
-        Ok(a) => Json(a).into_response(),
+    match gw.ledger.approval(&id).await {
+        Ok(Some(a)) => Json(a).into_response(),
+        Ok(None) => store_error(LedgerError::NotFound(id)),
         Err(e) => store_error(e),
     }
 }
@@ -99,8 +100,7 @@ async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, ve
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
         _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
     };
-    let who = caller.name.clone();
-    match blocking(&gw, move |s| s.decide(&id, approve, &who, &reason, now_ms())).await {
+    match gw.ledger.decide_approval(&id, approve, &caller.name, &reason, now_ms()).await {
         Ok(a) => {
             tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
             Json(a).into_response()

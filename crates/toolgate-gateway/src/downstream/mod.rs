@@ -295,7 +295,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         .then(|| msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned())
         .flatten();
     let trace = telemetry::trace_context(&msg.params);
-    let call = CallRequest { caller, trace, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities };
+    let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
+    let call = CallRequest { caller, trace, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities, operation_key };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();

@@ -5,12 +5,10 @@
 //! API); the re-issued call dispatches once if approved. `judge` in
 //! toolgate-core is the rule; this stage reads and writes the store.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value, json};
 use toolgate_core::approval::{self, Approval, Binding, Claim, Step};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
-use toolgate_ledger::{ApprovalStore, StoreError};
+use toolgate_ledger::LedgerError;
 
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
@@ -77,8 +75,7 @@ async fn state_of(gw: &Gateway, claim: &Claim, binding: &Binding) -> String {
     if claim.binding != *binding {
         return "none".into();
     }
-    let id = claim.approval_id.clone();
-    match blocking(gw, move |s| s.find(&id)).await {
+    match gw.ledger.approval(&claim.approval_id).await {
         Ok(Some(a)) if a.binding == *binding => a.state_at(now_ms()).as_str().to_string(),
         _ => "none".into(),
     }
@@ -90,6 +87,9 @@ pub struct Gate {
     pub approval: Option<(String, Binding)>,
     /// `inputResponses` / `requestState` as the upstream must see them.
     pub input: Map<String, Value>,
+    /// The approval presented was already used: only the operation it ran
+    /// (reserve looks it up) can answer this call.
+    pub used: bool,
 }
 
 pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gate, Stop> {
@@ -107,7 +107,7 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
                 return use_approval(gw, tool, proposal, claim.approval_id.clone(), binding(gw, call, tool, proposal), input).await;
             }
             // A state of ours has no business upstream: unwrap or drop it.
-            return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented) });
+            return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented), used: false });
         }
         Verdict::RequireApproval => {}
     }
@@ -118,34 +118,37 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Presented::Ours(claim) => Some(claim.clone()),
         Presented::None => None,
     };
-    let (claimed, latest) = {
-        let (claim, binding) = (claim.clone(), binding.clone());
-        blocking(gw, move |s| match &claim {
-            Some(c) => Ok((s.find(&c.approval_id)?, None)),
-            None => Ok((None, s.latest(&binding)?)),
-        })
-        .await
-        .map_err(|e| store_failed(e, tool, proposal))?
+    let found = match &claim {
+        Some(c) => gw.ledger.approval(&c.approval_id).await.map(|a| (a, None)),
+        None => gw.ledger.latest_approval(&binding).await.map(|a| (None, a)),
     };
+    let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
     let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms());
     let waiting = |a: &Approval| Stop::Input(input_required(gw, call, tool, a));
     match step {
         Step::Open => {
             let id = gw.sealer.random_id("apr_");
             let why = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
-            let (args, rules, ttl) = (proposal.arguments.clone(), decision.rules.clone(), gw.config.gateway.approval_ttl_ms as i64);
-            let b = binding.clone();
-            let opened = blocking(gw, move |s| {
-                s.create(&toolgate_ledger::approvals::Request { id: &id, binding: &b, arguments: &args, reason: &why, rules: &rules, now_ms: now_ms(), ttl_ms: ttl })
-            })
-            .await
-            .map_err(|e| store_failed(e, tool, proposal))?;
+            let new = toolgate_ledger::NewApproval {
+                id,
+                binding: binding.clone(),
+                arguments: proposal.arguments.clone(),
+                reason: why,
+                rules: decision.rules.clone(),
+                now_ms: now_ms(),
+                ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
+            };
+            let opened = gw.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
             tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %binding.caller, "approval opened");
             Err(waiting(&opened))
         }
         Step::Wait(_) => Err(waiting(claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval"))),
         Step::Consume(id) => use_approval(gw, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await,
-        Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented) }),
+        Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false }),
+        Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
+            let id = claimed.map(|a| a.id).expect("checked");
+            Ok(Gate { approval: Some((id, binding)), input: Map::new(), used: true })
+        }
         Step::Refuse(reason) => {
             let id = claimed.as_ref().or(latest.as_ref()).map(|a| a.id.clone());
             Err(refuse(reason, id.as_deref()))
@@ -156,16 +159,22 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
 /// Uses approval `id` for this one dispatch; exactly one of any number of
 /// concurrent users gets it.
 async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
-    let taken = {
-        let id = id.clone();
-        blocking(gw, move |s| s.consume(&id, now_ms())).await
-    };
-    match taken {
-        Ok(_) => Ok(Gate { approval: Some((id, binding)), input }),
-        // Another re-issue won the race, or the approval just expired.
-        Err(StoreError::NotApproved { state: "expired", .. }) => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id))),
-        Err(StoreError::NotApproved { .. }) => Err(refused(Reason::ApprovalUsed, tool, proposal, Some(&id))),
+    match gw.ledger.consume_approval(&id, now_ms()).await {
+        Ok(_) => Ok(Gate { approval: Some((id, binding)), input, used: false }),
+        // The approval just expired, or another re-issue won the race (its
+        // operation answers this one).
+        Err(LedgerError::NotApproved { state: "expired", .. }) => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id))),
+        Err(LedgerError::NotApproved { .. }) => Ok(Gate { approval: Some((id, binding)), input: Map::new(), used: true }),
         Err(e) => Err(store_failed(e, tool, proposal)),
+    }
+}
+
+/// A used approval with no operation to answer for it (a read-only tool's).
+pub fn used_refusal(tool: &ExposedTool, gate: &Gate) -> Refusal {
+    let r = refusal(Reason::ApprovalUsed, &tool.exposed_name);
+    match &gate.approval {
+        Some((id, _)) => r.with_approval(id),
+        None => r,
     }
 }
 
@@ -293,18 +302,12 @@ fn refusal(reason: Reason, exposed: &str) -> Refusal {
     Refusal::new(decision, reason, action, message)
 }
 
-fn store_failed(e: StoreError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
+fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
     tracing::error!(target: "toolgate::approval", tool = %tool.exposed_name, error = %e, "approvals store failed");
     Stop::Refused(
         Refusal::new(Verdict::RequireApproval, Reason::UpstreamUnavailable, Action::Retry, "the approvals store is unavailable; nothing was run, retry later")
             .with_proposal(&proposal.sha256),
     )
-}
-
-/// SQLite is synchronous: run it off the async workers.
-pub async fn blocking<T: Send + 'static>(gw: &Gateway, f: impl FnOnce(&ApprovalStore) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
-    let store: Arc<ApprovalStore> = gw.approvals.clone();
-    tokio::task::spawn_blocking(move || f(&store)).await.unwrap_or_else(|e| Err(StoreError::Internal(e.to_string())))
 }
 
 pub fn now_ms() -> i64 {

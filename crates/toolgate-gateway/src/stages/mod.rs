@@ -7,5 +7,6 @@ pub mod check;
 pub mod decide;
 pub mod dispatch;
 pub mod record;
+pub mod reserve;
 pub mod resolve;
 pub mod validate;

@@ -158,7 +158,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let mut manuals = spawn_manuals(exe, &atlas_state, "127.0.0.1:0")?;
     let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url)?;
 
-    let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve)?;
+    let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
     let down = gateway.wait_ready(Duration::from_secs(15)).await;
     if !down.is_empty() {
         bail!("upstreams did not come up: {down:?}");

@@ -1,0 +1,87 @@
+//! Reconciliation: an operation whose outcome is unknown (sent, then no
+//! answer) is settled by looking for its effect with a read tool the host
+//! names, e.g. `create_ticket` → `get_ticket {client_reference}`:
+//!
+//! ```toml
+//! [registry."support__create_ticket".reconcile]
+//! tool = "get_ticket"
+//! arguments = { client_reference = "client_reference" }
+//! found = "/found"
+//! ```
+//!
+//! Found: the operation is `reconciled_applied`, and a retry with its key
+//! gets the evidence. Not found: `reconciled_not_applied`, and a retry with
+//! its key runs it. A read that fails settles nothing.
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::{Map, Value, json};
+use toolgate_core::operation::{Operation, OperationState};
+use toolgate_ledger::Resolution;
+
+use crate::gateway::Gateway;
+use crate::stages::approve::now_ms;
+use crate::upstream::CallOptions;
+
+/// What the read found, and the operation as settled.
+pub struct Reconciled {
+    pub operation: Operation,
+    pub applied: bool,
+    /// The read tool's `structuredContent`.
+    pub evidence: Value,
+}
+
+pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
+    // Listing marks lapsed dispatches unknown first.
+    let unknown = gw.ledger.operations(Some(OperationState::Unknown), now_ms()).await?;
+    let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
+        let op = gw.ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+        bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
+    };
+    let exposed = gw.config.exposed_name(&op.key.server, &op.key.tool);
+    let rule = gw.config.registry.get(&exposed).and_then(|e| e.reconcile.clone()).ok_or_else(|| {
+        anyhow!("no [registry.\"{exposed}\".reconcile] is configured; check the upstream by hand and settle it with `toolgate ops resolve {id} --applied|--not-applied`")
+    })?;
+    let mut arguments = Map::new();
+    for (read_arg, write_arg) in &rule.arguments {
+        let value = op.arguments.get(write_arg).ok_or_else(|| anyhow!("operation `{id}` has no argument `{write_arg}` to look its effect up by"))?;
+        arguments.insert(read_arg.clone(), value.clone());
+    }
+    let upstream = gw.catalogs.upstream(&op.key.server).ok_or_else(|| anyhow!("the server `{}` is not configured", op.key.server))?;
+    let within = std::time::Duration::from_millis(gw.config.timeout_ms(&op.key.server));
+    upstream.ready(within).await;
+    let raw = upstream
+        .call_tool(&rule.tool, &Value::Object(arguments), CallOptions::default())
+        .await
+        .map_err(|e| anyhow!("{}/{} could not be read ({e}); the operation stays unknown, try again", op.key.server, rule.tool))?;
+    let result: Value = serde_json::from_str(raw.get()).context("the read tool's answer is not JSON")?;
+    if result["isError"] == json!(true) {
+        bail!("{}/{} answered with an error; the operation stays unknown: {}", op.key.server, rule.tool, result["content"]);
+    }
+    let evidence = result.get("structuredContent").cloned().unwrap_or(Value::Null);
+    let applied = match evidence.pointer(&rule.found) {
+        Some(Value::Bool(b)) => *b,
+        other => bail!("{}/{}'s result has no boolean at `{}` (found {other:?}); the operation stays unknown", op.key.server, rule.tool, rule.found),
+    };
+    let message = if applied {
+        format!("The reply to operation {id} was lost; reconciliation with {} found its effect. It ran once; do not run it again.", rule.tool)
+    } else {
+        String::new()
+    };
+    let outcome = applied.then(|| {
+        json!({
+            "content": [{"type": "text", "text": message}],
+            "structuredContent": {"reconciled": true, "operation": id, "evidence": evidence},
+        })
+        .to_string()
+    });
+    let resolution = Resolution {
+        applied,
+        by: format!("reconciler:{}", rule.tool),
+        reason: format!("{} {} the effect", rule.tool, if applied { "found" } else { "did not find" }),
+        outcome,
+        now_ms: now_ms(),
+    };
+    let operation = gw.ledger.resolve_operation(id, resolution).await?;
+    tracing::info!(target: "toolgate::operation", operation = %id, applied, "operation reconciled");
+    Ok(Reconciled { operation, applied, evidence })
+}

@@ -1,0 +1,212 @@
+//! reserve: a write takes effect at most once per operation key. Before a
+//! write goes upstream it is reserved in the ledger, unique on (tenant,
+//! server, tool, key), and marked dispatched; its answer is recorded after.
+//! A call that brings a key already used gets what
+//! `toolgate_core::operation::reuse` says: the recorded outcome, a
+//! conflict, "in progress", or "unknown — reconcile"; never a second effect.
+//!
+//! The key is the client's `_meta["io.toolgate/operationKey"]`, or else the
+//! approval the call runs under (so the approved call is the operation),
+//! or else a fresh one (the write is recorded, but a retry cannot be told
+//! from a new call: clients that retry should send a key).
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
+use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
+use toolgate_ledger::{Begun, NewOperation};
+
+use crate::catalog::ExposedTool;
+use crate::gateway::Gateway;
+use crate::pipeline::{CallRequest, Stop};
+use crate::stages::approve::{Gate, now_ms};
+use crate::wire::RawObject;
+
+/// The `_meta` key a client names its operation with.
+pub const KEY_META: &str = "io.toolgate/operationKey";
+/// The `_meta` key of toolgate's note on a write's result.
+pub const OPERATION_META: &str = "io.toolgate/operation";
+/// How much longer than the upstream deadline a holder's lease runs, so a
+/// live gateway always finishes its own operations before they count as lapsed.
+const LEASE_GRACE_MS: i64 = 5_000;
+
+/// What the dispatch stage does next.
+pub enum Held {
+    /// A read: nothing to record.
+    Read,
+    /// This call holds the operation and may send it.
+    Mine(Operation),
+    /// The recorded outcome; `checked` is false for a reconciler's finding,
+    /// which is not the tool's own result.
+    Replay { op: Operation, raw: Box<RawValue>, checked: bool },
+}
+
+pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Held, Stop> {
+    let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
+    if tool.read_only() {
+        return if gate.used { Err(refuse(crate::stages::approve::used_refusal(tool, gate))) } else { Ok(Held::Read) };
+    }
+    let client_key = match call.operation_key.as_ref() {
+        None | Some(Value::Null) => None,
+        Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) => Some(k.clone()),
+        Some(_) => {
+            return Err(refuse(Refusal::new(
+                Verdict::Allow,
+                Reason::InvalidArguments,
+                Action::Correct,
+                format!("_meta[\"{KEY_META}\"] must be a string of 1 to 200 characters; nothing was run"),
+            )));
+        }
+    };
+    let id = gw.sealer.random_id("op_");
+    let key = client_key.or_else(|| gate.approval.as_ref().map(|(a, _)| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
+    let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), key };
+    let lease = now_ms() + lease_ms(gw, tool);
+    // A re-issue presenting an approval already used: only its recorded
+    // operation can answer it; it never opens a new one.
+    if gate.used {
+        let recorded = gw.ledger.operation_by_key(&key).await.map_err(|e| ledger_failed(e, tool, proposal))?;
+        return match recorded {
+            Some(op) => answer_existing(op, tool, proposal),
+            None => Err(refuse(crate::stages::approve::used_refusal(tool, gate))),
+        };
+    }
+    let new = NewOperation {
+        id,
+        key,
+        caller: call.caller.name.clone(),
+        proposal_sha256: proposal.sha256.clone(),
+        approval_id: gate.approval.as_ref().map(|(a, _)| a.clone()),
+        arguments: proposal.arguments.clone(),
+        lease_until_ms: lease,
+    };
+    match gw.ledger.begin_operation(new, now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+        Begun::Mine(op) => {
+            // Durable before the upstream can see the call: after a crash,
+            // `dispatched` means "maybe sent", `reserved` means "not sent".
+            let op = gw.ledger.mark_dispatched(&op.id, now_ms() + lease_ms(gw, tool), now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
+            Ok(Held::Mine(op))
+        }
+        Begun::Theirs(op) => answer_existing(op, tool, proposal),
+    }
+}
+
+fn lease_ms(gw: &Gateway, tool: &ExposedTool) -> i64 {
+    gw.config.timeout_ms(&tool.server) as i64 + LEASE_GRACE_MS
+}
+
+/// Another call's operation under this key, as `reuse` says.
+fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal) -> Result<Held, Stop> {
+    let name = &tool.exposed_name;
+    let refusal = match operation::reuse(&op, &proposal.sha256, now_ms()) {
+        Reuse::Replay => {
+            let Some(raw) = op.outcome.as_deref().and_then(|o| RawValue::from_string(o.to_string()).ok()) else {
+                return Err(Stop::Refused(unknown(&op, name)));
+            };
+            let checked = op.state != OperationState::ReconciledApplied;
+            return Ok(Held::Replay { op, raw, checked });
+        }
+        Reuse::Conflict => Refusal::new(
+            Verdict::Allow,
+            Reason::OperationConflict,
+            Action::Correct,
+            format!(
+                "this operation key was already used for a call to {name} with other arguments (operation {}, {}); nothing was run. \
+                 Use a new key for a new operation, or repeat the original arguments to get its outcome",
+                op.id,
+                op.state.as_str()
+            ),
+        ),
+        Reuse::InProgress { retry_after_ms } => Refusal::new(
+            Verdict::Allow,
+            Reason::OperationInProgress,
+            Action::Retry,
+            format!("operation {} under this key is still running; call again with the same key after {retry_after_ms} ms to get its outcome", op.id),
+        )
+        .with_retry_after(retry_after_ms),
+        Reuse::Unknown => unknown(&op, name),
+        // `begin_operation` takes these over itself; seen here only if
+        // another call took it first.
+        Reuse::TakeOver => Refusal::new(
+            Verdict::Allow,
+            Reason::OperationInProgress,
+            Action::Retry,
+            format!("operation {} under this key was just taken up by another call; call again with the same key to get its outcome", op.id),
+        )
+        .with_retry_after(1_000),
+    };
+    Err(Stop::Refused(refusal.with_proposal(&proposal.sha256).with_operation(&op.id)))
+}
+
+/// The refusal for an operation whose effect is not known.
+pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
+    Refusal::new(
+        Verdict::Allow,
+        Reason::OutcomeUnknown,
+        Action::Reconcile,
+        format!(
+            "{exposed} was sent as operation {} and its outcome is unknown: it may or may not have taken effect. Do not retry it blindly; \
+             an operator reconciles it (`toolgate ops reconcile {}`), after which the same key gets the outcome",
+            op.id, op.id
+        ),
+    )
+    .with_operation(&op.id)
+}
+
+/// Records how a dispatch of `op` ended: the upstream's answer, or how the
+/// dispatch failed. For an outcome that is now unknown, the refusal that
+/// names the operation to reconcile.
+pub async fn finish(gw: &Gateway, op: &Operation, outcome: &Result<Box<RawValue>, Stop>) -> Option<Refusal> {
+    let (state, recorded) = match outcome {
+        Ok(raw) if raw.get().contains("\"resultType\":\"input_required\"") => {
+            // The upstream asked for input before acting: nothing happened
+            // yet, and the re-issue (same key) runs it.
+            (OperationState::ReconciledNotApplied, None)
+        }
+        Ok(raw) => {
+            let is_error = serde_json::from_str::<serde_json::Map<String, Value>>(raw.get()).is_ok_and(|m| m.get("isError") == Some(&Value::Bool(true)));
+            (if is_error { OperationState::ToolError } else { OperationState::Completed }, Some(raw.get().to_string()))
+        }
+        // Sent, then no usable answer.
+        Err(Stop::Refused(r)) if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) => (OperationState::Unknown, None),
+        // Refused or failed before it ran (unavailable, a protocol error).
+        Err(_) => (OperationState::ReconciledNotApplied, None),
+    };
+    if let Err(e) = gw.ledger.finish_operation(&op.id, state, recorded, now_ms()).await {
+        // The answer still goes to the caller; the operation stays
+        // dispatched and will read as unknown once its lease lapses.
+        tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record an operation's outcome");
+    }
+    (state == OperationState::Unknown).then(|| {
+        tracing::warn!(target: "toolgate::operation", operation = %op.id, tool = %op.key.tool, "operation outcome unknown; reconcile it");
+        unknown(op, &format!("{}/{}", op.key.server, op.key.tool))
+    })
+}
+
+/// The result with toolgate's note on the operation in `_meta`: its id and
+/// key, and whether this answer is a replay of the recorded one.
+pub fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
+    let mut result: RawObject = serde_json::from_str(raw.get()).unwrap_or_default();
+    let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.key, "state": op.state, "replayed": replayed}));
+    if let Ok(m) = serde_json::value::to_raw_value(&meta) {
+        result.insert("_meta".into(), m);
+    }
+    result
+}
+
+pub fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue> {
+    // Not an object: left for the check stage to refuse as it is.
+    if !raw.get().trim_start().starts_with('{') {
+        return raw;
+    }
+    serde_json::value::to_raw_value(&annotated(&raw, op, replayed)).unwrap_or(raw)
+}
+
+fn ledger_failed(e: toolgate_ledger::LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
+    tracing::error!(target: "toolgate::operation", tool = %tool.exposed_name, error = %e, "the operation ledger failed");
+    Stop::Refused(
+        Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the operation ledger is unavailable; nothing was run, retry later with the same key")
+            .with_proposal(&proposal.sha256),
+    )
+}

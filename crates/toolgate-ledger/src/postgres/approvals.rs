@@ -1,0 +1,118 @@
+//! The approvals table on PostgreSQL; each change is one conditional
+//! statement, so concurrent replicas cannot both decide or both consume.
+
+use tokio_postgres::Row;
+use toolgate_core::approval::{Approval, ApprovalState, Binding};
+
+use super::Pool;
+use crate::{LedgerError, NewApproval, Result};
+
+fn approval(r: &Row) -> Result<Approval> {
+    let state: String = r.get("state");
+    let arguments: String = r.get("arguments");
+    let rules: String = r.get("rules");
+    Ok(Approval {
+        id: r.get("id"),
+        binding: Binding {
+            tenant: r.get("tenant"),
+            caller: r.get("caller"),
+            server: r.get("server"),
+            tool: r.get("tool"),
+            proposal_sha256: r.get("proposal_sha256"),
+            policy_version: r.get("policy_version"),
+        },
+        arguments: serde_json::from_str(&arguments).map_err(|e| LedgerError::Store(format!("stored arguments are not JSON: {e}")))?,
+        reason: r.get("reason"),
+        rules: serde_json::from_str(&rules).unwrap_or_default(),
+        state: ApprovalState::parse(&state).ok_or_else(|| LedgerError::Store(format!("unknown approval state `{state}`")))?,
+        created_ms: r.get("created_ms"),
+        expires_ms: r.get("expires_ms"),
+        decided_by: r.get("decided_by"),
+        decision_reason: r.get("decision_reason"),
+        decided_ms: r.get("decided_ms"),
+        used_ms: r.get("used_ms"),
+    })
+}
+
+pub async fn create(pool: &Pool, new: &NewApproval) -> Result<Approval> {
+    let b = &new.binding;
+    let (arguments, rules, expires) = (new.arguments.to_string(), serde_json::to_string(&new.rules).expect("strings serialise"), new.now_ms + new.ttl_ms);
+    let row = pool
+        .query_opt(
+            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12) RETURNING *",
+            &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires],
+        )
+        .await?;
+    approval(&row.ok_or_else(|| LedgerError::Store("the approval was not stored".into()))?)
+}
+
+pub async fn find(pool: &Pool, id: &str) -> Result<Option<Approval>> {
+    pool.query_opt("SELECT * FROM approvals WHERE id = $1", &[&id]).await?.as_ref().map(approval).transpose()
+}
+
+async fn get(pool: &Pool, id: &str) -> Result<Approval> {
+    find(pool, id).await?.ok_or_else(|| LedgerError::NotFound(id.to_string()))
+}
+
+pub async fn latest(pool: &Pool, b: &Binding) -> Result<Option<Approval>> {
+    pool.query_opt(
+        "SELECT * FROM approvals WHERE tenant = $1 AND caller = $2 AND server = $3 AND tool = $4 AND proposal_sha256 = $5 \
+         AND policy_version = $6 ORDER BY created_ms DESC, seq DESC LIMIT 1",
+        &[&b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version],
+    )
+    .await?
+    .as_ref()
+    .map(approval)
+    .transpose()
+}
+
+pub async fn count(pool: &Pool, state: ApprovalState) -> Result<u64> {
+    let rows = pool.query("SELECT count(*) FROM approvals WHERE state = $1", &[&state.as_str()]).await?;
+    Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
+}
+
+pub async fn list(pool: &Pool, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+    pool.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= $1", &[&now_ms]).await?;
+    let state = state.map(ApprovalState::as_str);
+    let rows = pool.query("SELECT * FROM approvals WHERE $1::text IS NULL OR state = $1 ORDER BY created_ms DESC, seq DESC", &[&state]).await?;
+    rows.iter().map(approval).collect()
+}
+
+pub async fn decide(pool: &Pool, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+    let state = if approve { "approved" } else { "denied" };
+    let decided = pool
+        .query_opt(
+            "UPDATE approvals SET state = $2, decided_by = $3, decision_reason = $4, decided_ms = $5 \
+             WHERE id = $1 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 RETURNING *",
+            &[&id, &state, &approver, &reason, &now_ms],
+        )
+        .await?;
+    if let Some(row) = decided {
+        return approval(&row);
+    }
+    // Not decided: say why, as SQLite's store does.
+    let current = get(pool, id).await?;
+    if current.binding.caller == approver {
+        return Err(LedgerError::SelfApproval { approver: approver.to_string() });
+    }
+    match current.state_at(now_ms) {
+        ApprovalState::Expired if current.state == ApprovalState::Pending => {
+            pool.execute("UPDATE approvals SET state = 'expired' WHERE id = $1 AND state = 'pending'", &[&id]).await?;
+            Err(LedgerError::Expired(id.to_string()))
+        }
+        ApprovalState::Expired => Err(LedgerError::Expired(id.to_string())),
+        state => Err(LedgerError::NotPending { id: id.to_string(), state: state.as_str() }),
+    }
+}
+
+pub async fn consume(pool: &Pool, id: &str, now_ms: i64) -> Result<Approval> {
+    let used = pool
+        .query_opt("UPDATE approvals SET state = 'consumed', used_ms = $2 WHERE id = $1 AND state = 'approved' AND expires_ms > $2 RETURNING *", &[&id, &now_ms])
+        .await?;
+    if let Some(row) = used {
+        return approval(&row);
+    }
+    let current = get(pool, id).await?;
+    Err(LedgerError::NotApproved { id: id.to_string(), state: current.state_at(now_ms).as_str() })
+}

@@ -1,0 +1,87 @@
+//! The PostgreSQL store, for replicas: every change is one conditional
+//! statement (no client-side transactions), so any number of gateways on
+//! one database race safely — the unique key and `WHERE state = …` decide
+//! who wins, and the triggers of the migrations refuse any edge the state
+//! machines do not draw. Migrations run once, under an advisory lock, at
+//! connect.
+
+mod approvals;
+mod operations;
+mod pool;
+
+use toolgate_core::approval::{Approval, ApprovalState, Binding};
+use toolgate_core::operation::{Operation, OperationKey, OperationState};
+
+use crate::{Begun, Ledger, NewApproval, NewOperation, Resolution, Result};
+use pool::Pool;
+
+/// Each entry is one schema version; never edit a shipped one, append.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_approvals.sql"), include_str!("../migrations/postgres/0002_operations.sql")];
+
+/// Connections per ledger: each pipelines concurrent statements.
+const CONNECTIONS: usize = 4;
+
+pub struct PostgresLedger {
+    pool: Pool,
+}
+
+impl PostgresLedger {
+    /// `url`: `postgres://user@host:port/db` (a `?options=-csearch_path%3D…`
+    /// puts the tables in another schema).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let pool = Pool::connect(url, CONNECTIONS).await?;
+        pool.migrate(MIGRATIONS).await?;
+        Ok(Self { pool })
+    }
+}
+
+#[async_trait::async_trait]
+impl Ledger for PostgresLedger {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn create_approval(&self, new: NewApproval) -> Result<Approval> {
+        approvals::create(&self.pool, &new).await
+    }
+    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
+        approvals::find(&self.pool, id).await
+    }
+    async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
+        approvals::latest(&self.pool, binding).await
+    }
+    async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+        approvals::list(&self.pool, state, now_ms).await
+    }
+    async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
+        approvals::count(&self.pool, state).await
+    }
+    async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+        approvals::decide(&self.pool, id, approve, approver, reason, now_ms).await
+    }
+    async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
+        approvals::consume(&self.pool, id, now_ms).await
+    }
+
+    async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
+        operations::begin(&self.pool, &new, now_ms).await
+    }
+    async fn mark_dispatched(&self, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+        operations::dispatched(&self.pool, id, lease_until_ms, now_ms).await
+    }
+    async fn finish_operation(&self, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+        operations::finish(&self.pool, id, state, outcome, now_ms).await
+    }
+    async fn operation(&self, id: &str) -> Result<Option<Operation>> {
+        operations::find(&self.pool, id).await
+    }
+    async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
+        operations::find_by_key(&self.pool, key).await
+    }
+    async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+        operations::list(&self.pool, state, now_ms).await
+    }
+    async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation> {
+        operations::resolve(&self.pool, id, &resolution).await
+    }
+}

@@ -1,0 +1,186 @@
+//! The embedded store: one SQLite file (WAL, synchronous=FULL by default)
+//! and one writer thread that owns the connection. Requests queue to it;
+//! it runs whatever has queued as one transaction — each request in its own
+//! savepoint, so one failing request does not undo the others — and answers
+//! them all only after the single COMMIT is durable. Under load many calls
+//! share one fsync (group commit); alone, a call pays one.
+
+mod approvals;
+mod conn;
+mod operations;
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use rusqlite::Connection;
+use toolgate_core::approval::{Approval, ApprovalState, Binding};
+use toolgate_core::operation::{Operation, OperationKey, OperationState};
+
+use crate::{Begun, Ledger, LedgerError, NewApproval, NewOperation, Resolution, Result};
+
+/// The most requests one transaction takes: bounds the latency a request
+/// can add to the others in its batch.
+const MAX_BATCH: usize = 512;
+
+/// A request: runs against the connection inside the batch's transaction
+/// (or learns why there is none), says whether its writes stand, and hands
+/// back how to answer once the batch's fate is known.
+type Job = Box<dyn FnOnce(std::result::Result<&Connection, String>) -> Done + Send>;
+
+struct Done {
+    keep: bool,
+    answer: Answer,
+}
+
+pub struct SqliteLedger {
+    jobs: mpsc::Sender<Job>,
+}
+
+/// How durable a commit is. `Full` (the default) survives power loss;
+/// `Normal` in WAL survives a process crash but not power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    Full,
+    Normal,
+}
+
+impl SqliteLedger {
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with(path, Synchronous::Full, true)
+    }
+
+    /// `group = false` commits every request alone (the baseline the
+    /// benchmark compares group commit with).
+    pub fn open_with(path: &Path, sync: Synchronous, group: bool) -> Result<Self> {
+        let conn = conn::open(path)?;
+        if sync == Synchronous::Normal {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("toolgate-ledger-writer".into())
+            .spawn(move || writer(conn, queue, if group { MAX_BATCH } else { 1 }))
+            .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `f` on the writer thread; its result once its batch committed.
+    async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = conn.map_err(LedgerError::Store).and_then(f);
+            let keep = match &result {
+                Ok(_) => true,
+                Err(e) => e.keeps_writes(),
+            };
+            Done { keep, answer: Box::new(move |committed| drop(tx.send(committed.and(result)))) }
+        });
+        self.jobs.send(job).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+        rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
+    }
+}
+
+fn writer(mut conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let (began, answers) = run_batch(&mut conn, batch);
+        // Without a transaction each request already carries its error.
+        let committed = if began { conn.execute_batch("COMMIT").map_err(|e| e.to_string()) } else { Ok(()) };
+        if committed.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for answer in answers {
+            answer(committed.clone().map_err(|e| LedgerError::Store(format!("the ledger could not commit: {e}"))));
+        }
+    }
+}
+
+type Answer = Box<dyn FnOnce(Result<()>) + Send>;
+
+fn run_batch(conn: &mut Connection, batch: Vec<Job>) -> (bool, Vec<Answer>) {
+    // IMMEDIATE: take the write lock now (waiting out the CLI or another
+    // gateway by busy_timeout) rather than fail on upgrade mid-batch.
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let why = format!("cannot begin a ledger transaction: {e}");
+        return (false, batch.into_iter().map(|job| job(Err(why.clone())).answer).collect());
+    }
+    let mut answers = Vec::with_capacity(batch.len());
+    for job in batch {
+        let _ = conn.execute_batch("SAVEPOINT job");
+        // A panicking request loses its own answer, not the writer.
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&*conn))));
+        let keep = matches!(&done, Ok(d) if d.keep);
+        let undo = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+        let _ = conn.execute_batch(undo);
+        if let Ok(done) = done {
+            answers.push(done.answer);
+        }
+    }
+    (true, answers)
+}
+
+#[async_trait::async_trait]
+impl Ledger for SqliteLedger {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn create_approval(&self, new: NewApproval) -> Result<Approval> {
+        self.run(move |c| approvals::create(c, &new)).await
+    }
+    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
+        let id = id.to_string();
+        self.run(move |c| approvals::find(c, &id)).await
+    }
+    async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
+        let b = binding.clone();
+        self.run(move |c| approvals::latest(c, &b)).await
+    }
+    async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+        self.run(move |c| approvals::list(c, state, now_ms)).await
+    }
+    async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
+        self.run(move |c| approvals::count(c, state)).await
+    }
+    async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+        let (id, approver, reason) = (id.to_string(), approver.to_string(), reason.to_string());
+        self.run(move |c| approvals::decide(c, &id, approve, &approver, &reason, now_ms)).await
+    }
+    async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
+        let id = id.to_string();
+        self.run(move |c| approvals::consume(c, &id, now_ms)).await
+    }
+
+    async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
+        self.run(move |c| operations::begin(c, &new, now_ms)).await
+    }
+    async fn mark_dispatched(&self, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+        let id = id.to_string();
+        self.run(move |c| operations::dispatched(c, &id, lease_until_ms, now_ms)).await
+    }
+    async fn finish_operation(&self, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+        let id = id.to_string();
+        self.run(move |c| operations::finish(c, &id, state, outcome.as_deref(), now_ms)).await
+    }
+    async fn operation(&self, id: &str) -> Result<Option<Operation>> {
+        let id = id.to_string();
+        self.run(move |c| operations::find(c, &id)).await
+    }
+    async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
+        let key = key.clone();
+        self.run(move |c| operations::by_key(c, &key)).await
+    }
+    async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+        self.run(move |c| operations::list(c, state, now_ms)).await
+    }
+    async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation> {
+        let id = id.to_string();
+        self.run(move |c| operations::resolve(c, &id, &resolution)).await
+    }
+}

@@ -1,0 +1,122 @@
+//! The operations table on SQLite; each function runs inside the writer's
+//! transaction, so `begin` reads and writes as one step.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
+
+use crate::{Begun, LedgerError, NewOperation, Resolution, Result};
+
+const COLUMNS: &str = "id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, outcome, attempts, \
+                       created_ms, updated_ms, lease_until_ms, resolved_by, resolution, arguments";
+
+fn row(r: &Row<'_>) -> rusqlite::Result<Operation> {
+    let state: String = r.get(8)?;
+    Ok(Operation {
+        id: r.get(0)?,
+        key: OperationKey { tenant: r.get(1)?, server: r.get(2)?, tool: r.get(3)?, key: r.get(4)? },
+        caller: r.get(5)?,
+        proposal_sha256: r.get(6)?,
+        approval_id: r.get(7)?,
+        state: OperationState::parse(&state).ok_or_else(|| rusqlite::Error::InvalidColumnType(8, state, rusqlite::types::Type::Text))?,
+        outcome: r.get(9)?,
+        attempts: r.get(10)?,
+        created_ms: r.get(11)?,
+        updated_ms: r.get(12)?,
+        lease_until_ms: r.get(13)?,
+        resolved_by: r.get(14)?,
+        resolution: r.get(15)?,
+        arguments: {
+            let text: String = r.get(16)?;
+            serde_json::from_str(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(16, rusqlite::types::Type::Text, Box::new(e)))?
+        },
+    })
+}
+
+pub fn find(conn: &Connection, id: &str) -> Result<Option<Operation>> {
+    Ok(conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"))?.query_row([id], row).optional()?)
+}
+
+fn get(conn: &Connection, id: &str) -> Result<Operation> {
+    find(conn, id)?.ok_or_else(|| LedgerError::OperationNotFound(id.to_string()))
+}
+
+pub fn by_key(conn: &Connection, k: &OperationKey) -> Result<Option<Operation>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE tenant = ?1 AND server = ?2 AND tool = ?3 AND op_key = ?4"))?
+        .query_row(params![k.tenant, k.server, k.tool, k.key], row)
+        .optional()?)
+}
+
+pub fn begin(conn: &Connection, new: &NewOperation, now_ms: i64) -> Result<Begun> {
+    let k = &new.key;
+    let inserted = conn.prepare_cached(&format!(
+        "INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'reserved', NULL, 1, ?9, ?9, ?10, NULL, NULL, ?11) \
+         ON CONFLICT (tenant, server, tool, op_key) DO NOTHING"
+    ))?
+    .execute(params![new.id, k.tenant, k.server, k.tool, k.key, new.caller, new.proposal_sha256, new.approval_id, now_ms, new.lease_until_ms, new.arguments.to_string()])?;
+    if inserted == 1 {
+        return Ok(Begun::Mine(get(conn, &new.id)?));
+    }
+    let existing = by_key(conn, k)?.ok_or_else(|| LedgerError::Store("an operation key conflicted but no row holds it".into()))?;
+    match operation::reuse(&existing, &new.proposal_sha256, now_ms) {
+        Reuse::TakeOver => {
+            conn.execute(
+                "UPDATE operations SET state = 'reserved', attempts = attempts + 1, caller = ?2, approval_id = ?3, lease_until_ms = ?4, \
+                 updated_ms = ?5, resolved_by = NULL, resolution = NULL WHERE id = ?1",
+                params![existing.id, new.caller, new.approval_id, new.lease_until_ms, now_ms],
+            )?;
+            Ok(Begun::Mine(get(conn, &existing.id)?))
+        }
+        Reuse::Unknown if existing.state == OperationState::Dispatched => {
+            lapse(conn, now_ms)?;
+            Ok(Begun::Theirs(get(conn, &existing.id)?))
+        }
+        _ => Ok(Begun::Theirs(existing)),
+    }
+}
+
+/// Dispatched operations whose holder's lease lapsed: their outcome is unknown.
+fn lapse(conn: &Connection, now_ms: i64) -> Result<usize> {
+    Ok(conn
+        .prepare_cached("UPDATE operations SET state = 'unknown', updated_ms = ?1 WHERE state = 'dispatched' AND lease_until_ms <= ?1")?
+        .execute([now_ms])?)
+}
+
+pub fn dispatched(conn: &Connection, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+    let changed = conn
+        .prepare_cached("UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 WHERE id = ?1 AND state = 'reserved'")?
+        .execute(params![id, lease_until_ms, now_ms])?;
+    changed_or_wrong(conn, id, changed, "only a reserved operation can be dispatched")
+}
+
+pub fn finish(conn: &Connection, id: &str, state: OperationState, outcome: Option<&str>, now_ms: i64) -> Result<Operation> {
+    let changed = conn
+        .prepare_cached("UPDATE operations SET state = ?2, outcome = ?3, updated_ms = ?4 WHERE id = ?1 AND state = 'dispatched'")?
+        .execute(params![id, state.as_str(), outcome, now_ms])?;
+    changed_or_wrong(conn, id, changed, "only a dispatched operation can finish")
+}
+
+pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation> {
+    lapse(conn, r.now_ms)?;
+    let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+    let changed = conn.execute(
+        "UPDATE operations SET state = ?2, outcome = ?3, resolved_by = ?4, resolution = ?5, updated_ms = ?6 WHERE id = ?1 AND state = 'unknown'",
+        params![id, state.as_str(), r.outcome, r.by, r.reason, r.now_ms],
+    )?;
+    changed_or_wrong(conn, id, changed, "only an unknown operation is reconciled")
+}
+
+fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static str) -> Result<Operation> {
+    let op = get(conn, id)?;
+    if changed == 1 {
+        return Ok(op);
+    }
+    Err(LedgerError::WrongState { id: id.to_string(), state: op.state.as_str(), what })
+}
+
+pub fn list(conn: &Connection, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+    lapse(conn, now_ms)?;
+    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE ?1 IS NULL OR state = ?1 ORDER BY created_ms DESC, rowid DESC"))?;
+    let rows = stmt.query_map([state.map(OperationState::as_str)], row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}

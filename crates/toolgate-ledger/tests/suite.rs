@@ -1,0 +1,285 @@
+//! One suite, both stores: every test runs against SQLite (a fresh file)
+//! and PostgreSQL (a fresh schema in the machine's database,
+//! `TOOLGATE_TEST_POSTGRES`, default `postgres://postgres@127.0.0.1:5432/test`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::json;
+use toolgate_ledger::core::approval::{ApprovalState, Binding};
+use toolgate_ledger::core::operation::{OperationKey, OperationState};
+use toolgate_ledger::{Begun, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
+
+/// A store under test, and a way to run raw SQL against it behind the
+/// ledger's back (to show the store itself refuses illegal changes).
+struct Store {
+    ledger: Arc<dyn Ledger>,
+    raw: Raw,
+    _dir: Option<tempfile::TempDir>,
+}
+
+enum Raw {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Store {
+    async fn raw(&self, sql: &str) -> Result<(), String> {
+        match &self.raw {
+            Raw::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+                conn.execute_batch(sql).map_err(|e| e.to_string())
+            }
+            Raw::Postgres(url) => {
+                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
+                tokio::spawn(conn);
+                client.batch_execute(sql).await.map_err(|e| e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()))
+            }
+        }
+    }
+}
+
+async fn sqlite() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    Store { ledger: Arc::new(SqliteLedger::open(&path).unwrap()), raw: Raw::Sqlite(path), _dir: Some(dir) }
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A schema of its own per test, so tests run in parallel.
+async fn postgres() -> Store {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("tg_suite_{}_{}_{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed));
+    let base = postgres_url();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (start it: see .ci/run)");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    Store { ledger: Arc::new(PostgresLedger::connect(&url).await.unwrap()), raw: Raw::Postgres(url), _dir: None }
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await } )* }
+        mod on_postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::postgres().await).await } )* }
+    };
+}
+
+both!(
+    an_approval_lives_pending_approved_consumed_once,
+    the_caller_cannot_decide_its_own_call_and_expiry_is_final,
+    the_store_itself_refuses_illegal_approval_changes,
+    concurrent_consumers_win_exactly_once,
+    list_filters_by_state_and_notes_expiry,
+    an_operation_runs_once_and_records_its_outcome,
+    a_key_is_scoped_to_tenant_and_tool,
+    a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it,
+    a_crashed_reservation_is_taken_over_not_run_twice,
+    racing_begins_give_one_holder_per_key,
+    the_store_itself_refuses_illegal_operation_changes,
+);
+
+fn binding(proposal: char) -> Binding {
+    Binding {
+        tenant: "atlas".into(),
+        caller: "agent".into(),
+        server: "parts".into(),
+        tool: "raise_parts_order".into(),
+        proposal_sha256: proposal.to_string().repeat(64),
+        policy_version: "v1".into(),
+    }
+}
+
+async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
+    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000 };
+    let a = l.create_approval(new).await.unwrap();
+    assert_eq!((a.state, a.expires_ms, a.arguments), (ApprovalState::Pending, now + 1000, json!({"quantity": 8})));
+}
+
+async fn an_approval_lives_pending_approved_consumed_once(s: Store) {
+    let l = &*s.ledger;
+    ask(l, "apr_1", &binding('a'), 0).await;
+    assert_eq!(l.latest_approval(&binding('a')).await.unwrap().unwrap().id, "apr_1");
+    assert!(l.latest_approval(&binding('b')).await.unwrap().is_none());
+    assert!(matches!(l.consume_approval("apr_1", 10).await, Err(LedgerError::NotApproved { state: "pending", .. })));
+    let a = l.decide_approval("apr_1", true, "dana", "ok for the fleet", 10).await.unwrap();
+    assert_eq!((a.state, a.decided_by.as_deref()), (ApprovalState::Approved, Some("dana")));
+    assert!(matches!(l.decide_approval("apr_1", false, "dana", "changed my mind", 11).await, Err(LedgerError::NotPending { state: "approved", .. })));
+    assert_eq!(l.consume_approval("apr_1", 20).await.unwrap().state, ApprovalState::Consumed);
+    assert!(matches!(l.consume_approval("apr_1", 21).await, Err(LedgerError::NotApproved { state: "consumed", .. })));
+    assert_eq!(l.count_approvals(ApprovalState::Consumed).await.unwrap(), 1);
+}
+
+async fn the_caller_cannot_decide_its_own_call_and_expiry_is_final(s: Store) {
+    let l = &*s.ledger;
+    ask(l, "apr_1", &binding('a'), 0).await;
+    assert!(matches!(l.decide_approval("apr_1", true, "agent", "me", 10).await, Err(LedgerError::SelfApproval { .. })));
+    assert!(matches!(l.decide_approval("apr_1", true, "dana", "late", 1000).await, Err(LedgerError::Expired(_))));
+    assert_eq!(l.approval("apr_1").await.unwrap().unwrap().state, ApprovalState::Expired, "the expiry is recorded");
+    ask(l, "apr_2", &binding('b'), 0).await;
+    l.decide_approval("apr_2", true, "dana", "ok", 10).await.unwrap();
+    assert!(matches!(l.consume_approval("apr_2", 1000).await, Err(LedgerError::NotApproved { state: "expired", .. })));
+    assert!(matches!(l.decide_approval("nope", true, "dana", "x", 0).await, Err(LedgerError::NotFound(_))));
+}
+
+async fn the_store_itself_refuses_illegal_approval_changes(s: Store) {
+    ask(&*s.ledger, "apr_1", &binding('a'), 0).await;
+    s.ledger.decide_approval("apr_1", false, "dana", "no", 10).await.unwrap();
+    let err = s.raw("UPDATE approvals SET state = 'approved' WHERE id = 'apr_1'").await.unwrap_err();
+    assert!(err.contains("illegal approval transition"), "{err}");
+    let err = s.raw("UPDATE approvals SET arguments = '{}' WHERE id = 'apr_1'").await.unwrap_err();
+    assert!(err.contains("immutable"), "{err}");
+    let err = s.raw("DELETE FROM approvals").await.unwrap_err();
+    assert!(err.contains("never deleted"), "{err}");
+}
+
+async fn concurrent_consumers_win_exactly_once(s: Store) {
+    ask(&*s.ledger, "apr_1", &binding('a'), 0).await;
+    s.ledger.decide_approval("apr_1", true, "dana", "ok", 1).await.unwrap();
+    let tries = (0..16).map(|_| {
+        let l = s.ledger.clone();
+        tokio::spawn(async move { l.consume_approval("apr_1", 5).await.is_ok() })
+    });
+    let wins = futures_util::future::join_all(tries).await.into_iter().filter(|w| *w.as_ref().unwrap()).count();
+    assert_eq!(wins, 1);
+}
+
+async fn list_filters_by_state_and_notes_expiry(s: Store) {
+    let l = &*s.ledger;
+    ask(l, "apr_1", &binding('a'), 0).await;
+    ask(l, "apr_2", &binding('b'), 500).await;
+    assert_eq!(l.approvals(Some(ApprovalState::Pending), 100).await.unwrap().len(), 2);
+    let pending = l.approvals(Some(ApprovalState::Pending), 1200).await.unwrap();
+    assert_eq!(pending.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec!["apr_2"]);
+    let all = l.approvals(None, 1200).await.unwrap();
+    assert_eq!(all.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec!["apr_2", "apr_1"], "newest first");
+}
+
+fn key(tenant: &str, tool: &str, k: &str) -> OperationKey {
+    OperationKey { tenant: tenant.into(), server: "support".into(), tool: tool.into(), key: k.into() }
+}
+
+fn new_op(id: &str, k: OperationKey, payload: char, lease: i64) -> NewOperation {
+    NewOperation { id: id.into(), key: k, caller: "agent".into(), proposal_sha256: payload.to_string().repeat(64), approval_id: None, arguments: json!({"subject": "Printer jam"}), lease_until_ms: lease }
+}
+
+fn mine(b: Begun) -> toolgate_ledger::core::operation::Operation {
+    match b {
+        Begun::Mine(op) => op,
+        Begun::Theirs(op) => panic!("expected to hold the key, found {op:?}"),
+    }
+}
+
+fn theirs(b: Begun) -> toolgate_ledger::core::operation::Operation {
+    match b {
+        Begun::Theirs(op) => op,
+        Begun::Mine(op) => panic!("expected another's operation, got to hold {op:?}"),
+    }
+}
+
+async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
+    let l = &*s.ledger;
+    let k = key("atlas", "create_ticket", "k1");
+    let op = mine(l.begin_operation(new_op("op_1", k.clone(), 'a', 100), 0).await.unwrap());
+    assert_eq!((op.state, op.attempts, &op.arguments), (OperationState::Reserved, 1, &json!({"subject": "Printer jam"})));
+    // A second call with the key while the first is in flight.
+    let other = theirs(l.begin_operation(new_op("op_2", k.clone(), 'a', 100), 1).await.unwrap());
+    assert_eq!((other.id.as_str(), other.state), ("op_1", OperationState::Reserved));
+    assert_eq!(l.mark_dispatched("op_1", 200, 2).await.unwrap().state, OperationState::Dispatched);
+    assert!(matches!(l.mark_dispatched("op_1", 200, 2).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
+    let result = r#"{"structuredContent":{"ticket_id":"SUP-000001"}}"#;
+    let done = l.finish_operation("op_1", OperationState::Completed, Some(result.into()), 3).await.unwrap();
+    assert_eq!((done.state, done.outcome.as_deref()), (OperationState::Completed, Some(result)));
+    // Retried: the record, not a new operation; another payload finds the same record (the caller sees a conflict).
+    let again = theirs(l.begin_operation(new_op("op_3", k.clone(), 'a', 100), 4).await.unwrap());
+    assert_eq!((again.id.as_str(), again.outcome.as_deref()), ("op_1", Some(result)));
+    let other_payload = theirs(l.begin_operation(new_op("op_4", k, 'b', 100), 5).await.unwrap());
+    assert_eq!(other_payload.proposal_sha256, "a".repeat(64));
+    assert!(matches!(l.finish_operation("op_1", OperationState::ToolError, None, 6).await, Err(LedgerError::WrongState { .. })));
+    assert!(l.operation("op_3").await.unwrap().is_none(), "no row for a replayed call");
+    let listed = l.operations(None, 7).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(l.operations(Some(OperationState::Unknown), 7).await.unwrap().len(), 0);
+}
+
+async fn a_key_is_scoped_to_tenant_and_tool(s: Store) {
+    let l = &*s.ledger;
+    mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
+    mine(l.begin_operation(new_op("op_2", key("other", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
+    mine(l.begin_operation(new_op("op_3", key("atlas", "close_ticket", "k"), 'a', 100), 0).await.unwrap());
+    assert_eq!(l.operations(Some(OperationState::Reserved), 1).await.unwrap().len(), 3);
+}
+
+async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Store) {
+    let l = &*s.ledger;
+    let k = key("atlas", "create_ticket", "k1");
+    mine(l.begin_operation(new_op("op_1", k.clone(), 'a', 100), 0).await.unwrap());
+    l.mark_dispatched("op_1", 100, 1).await.unwrap();
+    // The holder died: once its lease lapses, the outcome is unknown.
+    let seen = theirs(l.begin_operation(new_op("op_2", k.clone(), 'a', 300), 150).await.unwrap());
+    assert_eq!(seen.state, OperationState::Unknown);
+    assert!(matches!(l.finish_operation("op_1", OperationState::Completed, Some("{}".into()), 160).await, Err(LedgerError::WrongState { state: "unknown", .. })));
+    let resolution = |applied: bool| Resolution { applied, by: "dana".into(), reason: "found SUP-000001".into(), outcome: applied.then(|| "{\"found\":true}".into()), now_ms: 170 };
+    let settled = l.resolve_operation("op_1", resolution(true)).await.unwrap();
+    assert_eq!((settled.state, settled.resolved_by.as_deref()), (OperationState::ReconciledApplied, Some("dana")));
+    assert!(matches!(l.resolve_operation("op_1", resolution(false)).await, Err(LedgerError::WrongState { state: "reconciled_applied", .. })));
+    assert!(matches!(l.resolve_operation("op_nope", resolution(false)).await, Err(LedgerError::OperationNotFound(_))));
+    // Not applied: the same key may run again, as a new attempt.
+    let k2 = key("atlas", "create_ticket", "k2");
+    mine(l.begin_operation(new_op("op_3", k2.clone(), 'a', 100), 0).await.unwrap());
+    l.mark_dispatched("op_3", 100, 1).await.unwrap();
+    assert_eq!(l.operations(Some(OperationState::Unknown), 200).await.unwrap().len(), 1, "listing notes lapsed leases");
+    l.resolve_operation("op_3", resolution(false)).await.unwrap();
+    let retried = mine(l.begin_operation(new_op("op_4", k2, 'a', 400), 210).await.unwrap());
+    assert_eq!((retried.id.as_str(), retried.state, retried.attempts), ("op_3", OperationState::Reserved, 2));
+}
+
+async fn a_crashed_reservation_is_taken_over_not_run_twice(s: Store) {
+    let l = &*s.ledger;
+    let k = key("atlas", "create_ticket", "k1");
+    mine(l.begin_operation(new_op("op_1", k.clone(), 'a', 100), 0).await.unwrap());
+    // Reserved, never dispatched, holder gone: nothing was sent, so it may run.
+    let taken = mine(l.begin_operation(new_op("op_2", k.clone(), 'a', 300), 100).await.unwrap());
+    assert_eq!((taken.id.as_str(), taken.attempts, taken.lease_until_ms), ("op_1", 2, 300));
+    // But not by another payload.
+    let conflict = theirs(l.begin_operation(new_op("op_3", k, 'b', 900), 400).await.unwrap());
+    assert_eq!(conflict.attempts, 2);
+}
+
+async fn racing_begins_give_one_holder_per_key(s: Store) {
+    let racers = (0..32).map(|i| {
+        let l = s.ledger.clone();
+        tokio::spawn(async move {
+            let mut held = 0;
+            for k in 0..20 {
+                let begun = l.begin_operation(new_op(&format!("op_{i}_{k}"), key("atlas", "create_ticket", &format!("k{k}")), 'a', 1_000), 0).await.unwrap();
+                held += matches!(begun, Begun::Mine(_)) as usize;
+            }
+            held
+        })
+    });
+    let held: usize = futures_util::future::join_all(racers).await.into_iter().map(|h| h.unwrap()).sum();
+    assert_eq!(held, 20, "each of 20 keys held by exactly one of 32 racers");
+}
+
+async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
+    let l = &*s.ledger;
+    mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k1"), 'a', 100), 0).await.unwrap());
+    let err = s.raw("UPDATE operations SET state = 'completed' WHERE id = 'op_1'").await.unwrap_err();
+    assert!(err.contains("illegal operation transition"), "{err}");
+    l.mark_dispatched("op_1", 100, 1).await.unwrap();
+    l.finish_operation("op_1", OperationState::Completed, Some("{\"a\":1}".into()), 2).await.unwrap();
+    let err = s.raw("UPDATE operations SET state = 'reserved' WHERE id = 'op_1'").await.unwrap_err();
+    assert!(err.contains("illegal operation transition"), "{err}");
+    let err = s.raw("UPDATE operations SET outcome = '{}' WHERE id = 'op_1'").await.unwrap_err();
+    assert!(err.contains("never rewritten"), "{err}");
+    let err = s.raw("UPDATE operations SET proposal_sha256 = 'x' WHERE id = 'op_1'").await.unwrap_err();
+    assert!(err.contains("immutable") || err.contains("check"), "{err}");
+    let err = s.raw("DELETE FROM operations").await.unwrap_err();
+    assert!(err.contains("never deleted"), "{err}");
+}

@@ -1,0 +1,144 @@
+//! `toolgate ops list|show|reconcile|resolve`: the operator's view of the
+//! operation ledger. Works on the ledger the config names while the gateway
+//! runs. `reconcile` asks the write's configured read tool whether its
+//! effect exists; `resolve` records a human's finding instead.
+
+use anyhow::{Context as _, anyhow};
+use serde_json::json;
+use toolgate_core::operation::{Operation, OperationState};
+use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::stages::approve::now_ms;
+use toolgate_ledger::Resolution;
+
+use crate::approvals::{check_approver, open};
+
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// List operations, newest first.
+    List {
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        /// Only this state: reserved, dispatched, completed, tool_error, unknown, reconciled_applied or reconciled_not_applied.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one operation: its key, payload hash, state and recorded outcome.
+    Show {
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Settle an unknown operation by asking the write's configured read tool whether its effect exists.
+    Reconcile {
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Settle an unknown operation by hand: it took effect (--applied) or it did not (--not-applied; the same key may then run again).
+    Resolve {
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        id: String,
+        #[arg(long, conflicts_with = "not_applied", required_unless_present = "not_applied")]
+        applied: bool,
+        #[arg(long)]
+        not_applied: bool,
+        /// Who settles it: a [callers] entry with the approver role.
+        #[arg(long = "as", value_name = "NAME")]
+        by: String,
+        /// What was checked; recorded with the resolution.
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_state(s: &str) -> anyhow::Result<OperationState> {
+    let names: Vec<&str> = OperationState::ALL.iter().map(|s| s.as_str()).collect();
+    OperationState::parse(s).with_context(|| format!("unknown state `{s}`; use one of {}", names.join(", ")))
+}
+
+pub async fn run(action: Action) -> anyhow::Result<()> {
+    match action {
+        Action::List { config, state, json } => {
+            let state = state.as_deref().map(parse_state).transpose()?;
+            let (_, ledger) = open(&config).await?;
+            let all = ledger.operations(state, now_ms()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"operations": all}))?);
+            } else if all.is_empty() {
+                println!("no operations{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
+            } else {
+                println!("{:<37} {:<22} {:<10} {:<28} key", "id", "state", "caller", "tool");
+                for op in &all {
+                    let tool = format!("{}/{}", op.key.server, op.key.tool);
+                    println!("{:<37} {:<22} {:<10} {:<28} {}", op.id, op.state.as_str(), op.caller, tool, op.key.key);
+                }
+            }
+            Ok(())
+        }
+        Action::Show { config, id, json } => {
+            let (_, ledger) = open(&config).await?;
+            let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+            print(&op, json)
+        }
+        Action::Reconcile { config, id, json } => {
+            // The gateway's own upstream clients, without serving.
+            let gw = Gateway::start(Config::load(&config)?, Mode::Inspect).await?;
+            let done = toolgate_gateway::reconcile::reconcile(&gw, &id).await;
+            gw.stop();
+            let done = done?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence}))?);
+                return Ok(());
+            }
+            println!("{}: {} ({})", id, done.operation.state.as_str(), done.operation.resolution.as_deref().unwrap_or_default());
+            println!("evidence   {}", done.evidence);
+            Ok(())
+        }
+        Action::Resolve { config, id, applied, not_applied: _, by, reason, json } => {
+            let (config, ledger) = open(&config).await?;
+            check_approver(&config, &by, &reason)?;
+            let outcome = applied.then(|| {
+                json!({
+                    "content": [{"type": "text", "text": format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.")}],
+                    "structuredContent": {"reconciled": true, "operation": id, "evidence": {"resolved_by": by, "reason": reason}},
+                })
+                .to_string()
+            });
+            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: now_ms() }).await?;
+            print(&op, json)
+        }
+    }
+}
+
+fn print(op: &Operation, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(op)?);
+        return Ok(());
+    }
+    println!("operation  {}", op.id);
+    println!("state      {} (attempt {})", op.state.as_str(), op.attempts);
+    println!("call       {}/{} by {} (tenant {})", op.key.server, op.key.tool, op.caller, op.key.tenant);
+    println!("key        {}", op.key.key);
+    println!("arguments  {}", op.arguments);
+    println!("proposal   {}", op.proposal_sha256);
+    if let Some(a) = &op.approval_id {
+        println!("approval   {a}");
+    }
+    if let Some(o) = &op.outcome {
+        println!("outcome    {o}");
+    }
+    if let (Some(by), Some(why)) = (&op.resolved_by, &op.resolution) {
+        println!("resolved   by {by}: {why}");
+    }
+    Ok(())
+}
