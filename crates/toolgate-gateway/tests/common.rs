@@ -33,6 +33,17 @@ class = "automatic"
 class = "requires_approval"
 [registry."manuals__search_manual"]
 class = "automatic"
+[registry."support__search_customers"]
+class = "automatic"
+read_only = true
+[registry."support__get_ticket"]
+class = "automatic"
+read_only = true
+[registry."support__create_ticket"]
+class = "automatic"
+[registry."support__create_ticket".reconcile]
+tool = "get_ticket"
+arguments = { client_reference = "client_reference" }
 "#;
 
 /// An anonymous agent, for configs of tests that send no token.
@@ -101,6 +112,11 @@ pub async fn start(extra: &str) -> Harness {
 /// `start`, with more config appended after the servers and registry, and
 /// files written beside the config first.
 pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harness {
+    start_full(extra, more, files, "").await
+}
+
+/// `start_with`, with `support` appended to the `[servers.support]` table.
+pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support: &str) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).unwrap();
@@ -108,12 +124,15 @@ pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harn
     let mut atlas_urls = BTreeMap::new();
     let mut atlas_cancel = BTreeMap::new();
     let mut servers = String::new();
-    for kind in ServerKind::ALL.into_iter().chain([ServerKind::Notices]) {
+    for kind in ServerKind::ALL.into_iter().chain([ServerKind::Notices, ServerKind::Support]) {
         let cancel = CancellationToken::new();
         let server = toolgate_atlas::server(kind, Some(&dir.path().join("atlas"))).unwrap();
         let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
         let url = format!("http://{addr}/mcp");
         servers.push_str(&format!("[servers.{}]\nurl = \"{url}\"\n", kind.name()));
+        if kind == ServerKind::Support {
+            servers.push_str(&format!("{support}\n"));
+        }
         atlas_urls.insert(kind.name(), url);
         atlas_cancel.insert(kind.name(), cancel);
     }

@@ -15,7 +15,7 @@ mod sqlite;
 
 pub use error::LedgerError;
 pub use postgres::PostgresLedger;
-pub use sqlite::SqliteLedger;
+pub use sqlite::{SqliteLedger, Synchronous};
 pub use toolgate_core as core;
 
 use std::sync::Arc;

@@ -137,7 +137,7 @@ async fn main() {
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,
-        format!("[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n[callers.bench]\ntenant = \"bench\"\nanonymous = true\n"),
+        format!("[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\nread_only = true\n[callers.bench]\ntenant = \"bench\"\nanonymous = true\n"),
     )
     .unwrap();
     let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Serve).await.unwrap();

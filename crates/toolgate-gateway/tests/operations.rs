@@ -1,0 +1,155 @@
+//! Exactly-once writes through the gateway (protocol level): the Atlas
+//! support desk behind toolgate, a real rmcp server over HTTP, called with
+//! and without `_meta["io.toolgate/operationKey"]`. The support server
+//! logs every invocation (support-calls.jsonl) apart from the tickets it
+//! creates, so "nothing was sent upstream" is observed, not assumed.
+
+mod common;
+
+use serde_json::{Value, json};
+use toolgate_core::operation::OperationState;
+use toolgate_gateway::stages::approve::now_ms;
+
+use common::*;
+
+const CREATE: &str = "support__create_ticket";
+
+fn ticket(subject: &str, reference: &str) -> Value {
+    json!({"customer_id": "cust_harbor_02", "subject": subject, "priority": "normal", "client_reference": reference})
+}
+
+async fn create(url: &str, arguments: &Value, key: Option<&str>) -> Value {
+    let mut params = json!({"name": CREATE, "arguments": arguments});
+    if let Some(k) = key {
+        params["_meta"] = json!({"io.toolgate/operationKey": k});
+    }
+    let (status, body) = post(url, "tools/call", params).await;
+    assert_eq!(status, 200, "{body}");
+    body["result"].clone()
+}
+
+fn reason(result: &Value) -> &str {
+    result["structuredContent"]["reason"].as_str().unwrap_or("")
+}
+
+fn op_meta(result: &Value) -> &Value {
+    &result["_meta"]["io.toolgate/operation"]
+}
+
+fn invocations(h: &Harness) -> usize {
+    lines(&h.sandbox().join("support-calls.jsonl"))
+}
+
+fn tickets(h: &Harness) -> usize {
+    lines(&h.sandbox().join("support-tickets.jsonl"))
+}
+
+#[tokio::test]
+async fn a_retried_write_takes_effect_once_and_another_payload_is_a_conflict() {
+    let h = start("").await;
+    let args = ticket("Forklift 3 will not start", "ref-retry-0001");
+    let first = create(&h.url, &args, Some("key-1")).await;
+    let id = first["structuredContent"]["ticket_id"].as_str().expect("a ticket").to_string();
+    assert_eq!((op_meta(&first)["replayed"].clone(), op_meta(&first)["key"].clone()), (json!(false), json!("key-1")), "{first}");
+    // The agent retries (its answer was lost): the recorded result, nothing sent.
+    let again = create(&h.url, &args, Some("key-1")).await;
+    assert_eq!(again["structuredContent"], first["structuredContent"], "the same result");
+    assert_eq!(op_meta(&again)["replayed"], json!(true));
+    assert_eq!(op_meta(&again)["id"], op_meta(&first)["id"]);
+    assert_eq!((invocations(&h), tickets(&h)), (1, 1), "one upstream call, one ticket");
+    // The same key for other content: a conflict, never a new ticket, never the old result.
+    let other = create(&h.url, &ticket("Forklift 4 will not start", "ref-retry-0001"), Some("key-1")).await;
+    assert_eq!((other["isError"].clone(), reason(&other)), (json!(true), "operation_conflict"), "{other}");
+    assert_eq!(other["structuredContent"]["action"], "correct");
+    assert!(other["structuredContent"].get("ticket_id").is_none() && !other.to_string().contains(&id), "{other}");
+    assert_eq!(invocations(&h), 1);
+    // Keys are the client's: the same key in another tool or a new key is another operation.
+    let fresh = create(&h.url, &ticket("Forklift 4 will not start", "ref-retry-0002"), Some("key-2")).await;
+    assert!(fresh["structuredContent"]["ticket_id"].is_string(), "{fresh}");
+    assert_eq!((invocations(&h), tickets(&h)), (2, 2));
+    let ops = h.gateway.ledger.operations(None, now_ms()).await.unwrap();
+    assert_eq!(ops.len(), 2);
+    assert!(ops.iter().all(|o| o.state == OperationState::Completed && o.key.tenant == "atlas" && o.caller == "agent"), "{ops:?}");
+}
+
+#[tokio::test]
+async fn writes_without_a_key_are_recorded_and_reads_are_not_operations() {
+    let h = start("").await;
+    let args = ticket("Door sensor fault", "ref-nokey-0001");
+    create(&h.url, &args, None).await;
+    create(&h.url, &args, None).await;
+    // No key: the gateway cannot tell a retry from a new call (the server's own dedup answers the second).
+    assert_eq!((invocations(&h), tickets(&h)), (2, 1));
+    let read = call(&h.url, "support__get_ticket", json!({"client_reference": "ref-nokey-0001"})).await;
+    assert_eq!(read["result"]["structuredContent"]["found"], true, "{read}");
+    let ops = h.gateway.ledger.operations(None, now_ms()).await.unwrap();
+    assert_eq!(ops.len(), 2, "two writes, no read: {ops:?}");
+    assert!(ops.iter().all(|o| o.key.key.starts_with("auto:") && o.key.tool == "create_ticket"));
+    // A key that is not a short string is refused before anything runs.
+    let (_, bad) = post(&h.url, "tools/call", json!({"name": CREATE, "arguments": args, "_meta": {"io.toolgate/operationKey": 42}})).await;
+    assert_eq!(bad["result"]["structuredContent"]["action"], "correct", "{bad}");
+    assert_eq!(invocations(&h), 2);
+}
+
+#[tokio::test]
+async fn a_recorded_tool_error_is_replayed_not_retried() {
+    let h = start("").await;
+    std::fs::write(h.sandbox().join("support.fault"), "tool_error").unwrap();
+    let args = ticket("Leaking valve", "ref-error-0001");
+    let failed = create(&h.url, &args, Some("key-err")).await;
+    assert_eq!(failed["isError"], true, "{failed}");
+    let again = create(&h.url, &args, Some("key-err")).await;
+    assert_eq!((again["isError"].clone(), again["content"].clone()), (json!(true), failed["content"].clone()));
+    assert_eq!(op_meta(&again)["replayed"], true);
+    assert_eq!((invocations(&h), tickets(&h)), (1, 0));
+    let ops = h.gateway.ledger.operations(Some(OperationState::ToolError), now_ms()).await.unwrap();
+    assert_eq!(ops.len(), 1);
+}
+
+#[tokio::test]
+async fn a_timeout_after_the_effect_is_unknown_until_reconciled_to_the_real_ticket() {
+    // The support desk answers after 3 s; the gateway's deadline for it is 1 s.
+    let h = start_full("", "", &[], "timeout_ms = 1000").await;
+    std::fs::write(h.sandbox().join("support.fault"), "stall:3000").unwrap();
+    let args = ticket("Compressor alarm", "ref-stall-0001");
+    let lost = create(&h.url, &args, Some("key-stall")).await;
+    assert_eq!((reason(&lost), lost["structuredContent"]["action"].as_str()), ("outcome_unknown", Some("reconcile")), "{lost}");
+    let op_id = lost["structuredContent"]["operation_id"].as_str().expect("names the operation").to_string();
+    // Retried blindly: still unknown, and nothing is sent again.
+    let retried = create(&h.url, &args, Some("key-stall")).await;
+    assert_eq!(reason(&retried), "outcome_unknown", "{retried}");
+    assert_eq!(invocations(&h), 1);
+    // The ticket exists (the server committed before stalling); reconciliation finds it.
+    let done = toolgate_gateway::reconcile::reconcile(&h.gateway, &op_id).await.unwrap();
+    assert!(done.applied);
+    assert_eq!(done.operation.state, OperationState::ReconciledApplied);
+    let file = std::fs::read_to_string(h.sandbox().join("support-tickets.jsonl")).unwrap();
+    let real: Value = serde_json::from_str(file.lines().next().unwrap()).unwrap();
+    // Now the key answers with the evidence: the real ticket id.
+    let settled = create(&h.url, &args, Some("key-stall")).await;
+    assert_eq!(settled["structuredContent"]["evidence"]["ticket"]["ticket_id"], real["ticket_id"], "{settled}");
+    assert_eq!(op_meta(&settled)["replayed"], true);
+    assert_eq!((invocations(&h), tickets(&h)), (1, 1));
+    // Reconciling twice is refused: it is settled.
+    assert!(toolgate_gateway::reconcile::reconcile(&h.gateway, &op_id).await.is_err());
+}
+
+#[tokio::test]
+async fn an_effect_reconciled_as_absent_runs_once_on_retry() {
+    let h = start_full("", "", &[], "timeout_ms = 1000").await;
+    std::fs::write(h.sandbox().join("support.fault"), "stall:2500").unwrap();
+    let args = ticket("Gate motor noise", "ref-absent-0001");
+    let lost = create(&h.url, &args, Some("key-absent")).await;
+    let op_id = lost["structuredContent"]["operation_id"].as_str().unwrap().to_string();
+    // An operator checked and found nothing (here: settles it by hand as not applied).
+    let resolution = toolgate_ledger::Resolution { applied: false, by: "dana".into(), reason: "no ticket in the desk".into(), outcome: None, now_ms: now_ms() };
+    let op = h.gateway.ledger.resolve_operation(&op_id, resolution).await.unwrap();
+    assert_eq!(op.state, OperationState::ReconciledNotApplied);
+    // The retry runs it again under the same operation (attempt 2); the server's dedup keeps one ticket.
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    let ran = create(&h.url, &args, Some("key-absent")).await;
+    assert!(ran["structuredContent"]["ticket_id"].is_string(), "{ran}");
+    assert_eq!(op_meta(&ran)["id"], json!(op_id));
+    let op = h.gateway.ledger.operation(&op_id).await.unwrap().unwrap();
+    assert_eq!((op.state, op.attempts), (OperationState::Completed, 2));
+}
