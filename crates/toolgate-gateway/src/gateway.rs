@@ -24,7 +24,9 @@ pub struct Gateway {
     pub catalogs: Catalogs,
     pub limits: JsonLimits,
     pub callers: Callers,
-    pub policy: PolicyEngine,
+    /// The Cedar policy in force; `reload_policy` swaps it (SIGHUP), so a
+    /// withdrawn grant applies to the next call, approved or not.
+    policy: std::sync::RwLock<Arc<PolicyEngine>>,
     /// Approvals and operations (SQLite or PostgreSQL).
     pub ledger: Arc<dyn Ledger>,
     pub sealer: Sealer,
@@ -79,6 +81,7 @@ impl Gateway {
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
         crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
+        let policy = std::sync::RwLock::new(Arc::new(policy));
         Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, sealer, redactor, cancel, draining }))
     }
 
@@ -93,6 +96,21 @@ impl Gateway {
             .filter(|u| u.listing().is_none())
             .map(|u| (u.name.clone(), u.down_reason().unwrap_or_else(|| "still connecting".into())))
             .collect()
+    }
+
+    /// The policy in force now.
+    pub fn policy(&self) -> Arc<PolicyEngine> {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Re-reads the policy files; an invalid set leaves the one in force.
+    /// Returns the new policy version.
+    pub fn reload_policy(&self) -> anyhow::Result<String> {
+        let fresh = Arc::new(load_policy(&self.config)?);
+        let version = fresh.version().to_string();
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        tracing::info!(target: "toolgate::policy", policy_version = %version, "policy reloaded");
+        Ok(version)
     }
 
     pub fn cancellation(&self) -> CancellationToken {

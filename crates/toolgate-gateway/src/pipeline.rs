@@ -115,7 +115,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     let standing = approve::standing(gw, call, &tool, &proposal).instrument(decide_span.clone()).await;
     let decision = decide_span.in_scope(|| decide::decide(gw, &call.caller, &tool, &proposal, &standing.state));
     trail.decision = Some(decision.clone());
-    trail.policy_version = Some(gw.policy.version().to_string());
+    trail.policy_version = Some(gw.policy().version().to_string());
     let guardrail = match decision.verdict {
         Verdict::Allow => "allow",
         Verdict::RequireApproval => "require_approval",
@@ -123,7 +123,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     };
     server.record("guardrail.name", "toolgate.policy");
     server.record("guardrail.decision", guardrail);
-    server.record("toolgate.policy_version", gw.policy.version());
+    server.record("toolgate.policy_version", gw.policy().version());
     // The reason's wire name only when something listens (span or metrics).
     let reason = (!server.is_disabled() || crate::telemetry::metrics_on()).then(|| record::json_name(&decision.reason));
     if let (Some(reason), false) = (&reason, server.is_disabled()) {

@@ -258,7 +258,7 @@ async fn the_policy_decides_by_arguments_and_a_forged_hint_changes_nothing() {
     assert_eq!(lines(&h.sandbox().join("notices.jsonl")), 0);
     assert_eq!(lines(&h.sandbox().join("notice-calls.jsonl")), 0, "the tool was never called");
     // The policy version is the one recorded with the pending approval.
-    assert_eq!(team["_meta"]["io.toolgate/approval"]["policy_version"], h.gateway.policy.version());
+    assert_eq!(team["_meta"]["io.toolgate/approval"]["policy_version"], h.gateway.policy().version());
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
         tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
     }
+    reload_on_hangup(gw.clone());
     let result = if stdio {
         downstream::stdio::serve(gw.clone()).await.context("stdio transport")
     } else {
@@ -46,6 +47,19 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
         draining.begin_shutdown();
     };
     downstream::http::serve(gw, listener, shutdown).await.context("HTTP server")
+}
+
+/// SIGHUP re-reads the policy files: a grant withdrawn there applies to the
+/// next call. An invalid policy is reported and the one in force stays.
+fn reload_on_hangup(gw: Arc<Gateway>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            if let Err(e) = gw.reload_policy() {
+                tracing::error!(target: "toolgate::policy", error = %format!("{e:#}"), "policy reload refused; the policy in force stays");
+            }
+        }
+    });
 }
 
 /// Ctrl-C or SIGTERM.

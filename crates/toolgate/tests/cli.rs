@@ -49,6 +49,17 @@ fn the_demo_plays_every_case_and_exits_zero() {
     for step in ["the agent approves itself through the admin API", "re-issued after approval: dispatched once", "re-issued a second time: the recorded result, no second order", "9 valves under the approval for 8", "the same 3 valves, called afresh"] {
         assert!(stdout.contains(step), "step `{step}` missing:\n{stdout}");
     }
+    // Seed 001's four hard cases.
+    for step in ["two similar customers → a clarification", "re-issued after the grant was withdrawn → refused at commit", "retried with its operation key → one ticket", "the same key with another subject → a conflict, no ticket", "→ unknown, reconcile", "retried with its key → the real ticket id"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with("ok") && l.contains(step)), "step `{step}` not ok:\n{stdout}");
+    }
+    // The desk has exactly two tickets (the retried one and the stalled one),
+    // and the ledger shows their operations settled.
+    assert_eq!(std::fs::read_to_string(dir.path().join("atlas/support-tickets.jsonl")).unwrap().lines().count(), 2);
+    let ops = toolgate().args(["ops", "list", "--json", "--config"]).arg(dir.path().join("toolgate.toml")).output().unwrap();
+    let ops: Value = serde_json::from_slice(&ops.stdout).unwrap();
+    let keyed: Vec<(&str, &str)> = ops["operations"].as_array().unwrap().iter().filter(|o| o["key"].as_str().is_some_and(|k| k.starts_with("demo-"))).map(|o| (o["key"].as_str().unwrap(), o["state"].as_str().unwrap())).collect();
+    assert_eq!(keyed, vec![("demo-stalled-1", "reconciled_applied"), ("demo-retried-1", "completed")], "{ops}");
     // Exactly the effects that should exist: the ungoverned export and
     // order, and one approved order through toolgate.
     let lines = |f: &str| std::fs::read_to_string(dir.path().join("atlas").join(f)).map(|s| s.lines().count()).unwrap_or(0);

@@ -64,7 +64,7 @@ fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Prop
         server: tool.server.clone(),
         tool: tool.tool.name.clone(),
         proposal_sha256: proposal.sha256.clone(),
-        policy_version: gw.policy.version().to_string(),
+        policy_version: gw.policy().version().to_string(),
     }
 }
 

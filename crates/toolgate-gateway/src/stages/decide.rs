@@ -17,7 +17,7 @@ pub fn decide(gw: &Gateway, caller: &Caller, tool: &ExposedTool, proposal: &Prop
         class: tool.view.effective_class.as_str(),
         labels: &tool.labels,
     };
-    let outcome = gw.policy.evaluate(caller, &facts, &proposal.arguments, approval);
+    let outcome = gw.policy().evaluate(caller, &facts, &proposal.arguments, approval);
     if let Outcome::Error { rules, message } = &outcome {
         // Fail closed, and tell the operator which rule to fix.
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");

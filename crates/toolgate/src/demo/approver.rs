@@ -28,6 +28,15 @@ impl Approver<'_> {
         Ok(text)
     }
 
+    /// Another operator command on the same config: `toolgate ARGS… --config C ID`.
+    pub fn cli(&self, args: &[&str], id: &str) -> anyhow::Result<String> {
+        let out = Command::new(self.exe).args(args).arg("--config").arg(self.config).arg(id).output().with_context(|| format!("running `toolgate {}`", args.join(" ")))?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     pub fn approve(&self, id: &str, reason: &str) -> anyhow::Result<()> {
         self.decide("approve", id, reason, APPROVER).map(|_| ())
     }

@@ -93,6 +93,9 @@ impl Got {
                     format!("ran: order {id} placed ({} × {}, {} {} minor units)", s["quantity"], s["part_no"].as_str().unwrap_or(""), s["total_minor"], s["currency"].as_str().unwrap_or(""))
                 } else if let Some(id) = s["export_id"].as_str() {
                     format!("ran: {id}, {} records with site contacts left the building", s["record_count"])
+                } else if let (Some(id), Some(reference)) = (s["ticket_id"].as_str(), s["client_reference"].as_str()) {
+                    let replayed = r["_meta"]["io.toolgate/operation"]["replayed"] == true;
+                    format!("ran: ticket {id} for {reference}{}", if replayed { " (the recorded result, replayed)" } else { "" })
                 } else if let Some(id) = s["notice_id"].as_str() {
                     format!("ran: notice {id} queued to {}", s["to"].as_str().unwrap_or("?"))
                 } else if let Some(t) = s["tickets"].as_array() {
@@ -110,6 +113,14 @@ pub async fn call(client: &Client, name: &str, arguments: &Value) -> Got {
     reissue(client, name, arguments, None, None).await
 }
 
+/// A call with request `_meta` of the caller's own (an operation key).
+pub async fn call_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value) -> Got {
+    let Value::Object(map) = arguments.clone() else { return Got::Failed("arguments must be an object".into(), None) };
+    let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(map);
+    params.meta = serde_json::from_value(meta).ok();
+    answer(client.call_tool_once(params).await)
+}
+
 /// A re-issued call (MRTR): the same name and arguments with the
 /// `requestState` and `inputResponses` of the previous round.
 pub async fn reissue(client: &Client, name: &str, arguments: &Value, state: Option<String>, responses: Option<Value>) -> Got {
@@ -117,7 +128,11 @@ pub async fn reissue(client: &Client, name: &str, arguments: &Value, state: Opti
     let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(map);
     params.request_state = state;
     params.input_responses = responses.and_then(|r| serde_json::from_value(r).ok());
-    match client.call_tool_once(params).await {
+    answer(client.call_tool_once(params).await)
+}
+
+fn answer(got: Result<CallToolResponse, rmcp::ServiceError>) -> Got {
+    match got {
         Ok(CallToolResponse::Complete(result)) => Got::Result(serde_json::to_value(result).unwrap_or_default()),
         Ok(CallToolResponse::InputRequired(input)) => Got::Input(serde_json::to_value(input).unwrap_or_default()),
         Ok(_) => Got::Failed("an answer this demo does not expect".into(), None),

@@ -13,6 +13,7 @@ mod approver;
 mod client;
 mod flow;
 mod seed002;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -96,7 +97,19 @@ pub struct Tokens {
     pub approver: String,
 }
 
-fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
+/// Seed 000's reads: the registry says they change nothing, so they are not
+/// operations (the servers are untrusted; their hints alone would not do).
+fn read_only(tool: &str) -> bool {
+    matches!(tool, "manuals__search_manual" | "parts__check_availability" | "parts__find_part" | "tickets__get_ticket" | "tickets__search_tickets")
+}
+
+/// Seed 001's support desk: reads, and a write reconciled by its reference.
+const SUPPORT_REGISTRY: &str = "\n[registry.\"support__search_customers\"]\nclass = \"automatic\"\nread_only = true\n\
+    \n[registry.\"support__get_ticket\"]\nclass = \"automatic\"\nread_only = true\n\
+    \n[registry.\"support__create_ticket\"]\nclass = \"automatic\"\n\
+    [registry.\"support__create_ticket\".reconcile]\ntool = \"get_ticket\"\narguments = { client_reference = \"client_reference\" }\nfound = \"/found\"\n";
+
+fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, support_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
     let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
@@ -115,6 +128,8 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> a
          [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\n\
          [servers.parts]\nurl = \"{parts_url}\"\n\n\
          [servers.manuals]\nurl = \"{manuals_url}\"\n\n\
+         # Seed 001: the support desk; its deadline is short so a stalled reply shows.\n\
+         [servers.support]\nurl = \"{support_url}\"\ntimeout_ms = 1500\n\n\
          # Seed 002: an untrusted server whose tool claims readOnlyHint: true.\n\
          [servers.notices]\ncommand = {exe}\nargs = [\"atlas\", \"notices\", \"--state\", {atlas}]\n",
         exe = q(exe),
@@ -123,7 +138,11 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str) -> a
     );
     for (name, _, registry) in SEED_TABLE {
         text.push_str(&format!("\n[registry.\"{name}\"]\nclass = \"{}\"\nlabels = {}\n", registry.as_str(), labels(name)));
+        if read_only(name) {
+            text.push_str("read_only = true\n");
+        }
     }
+    text.push_str(SUPPORT_REGISTRY);
     text.push_str("\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\nlabels = [\"exfiltration\"]\n");
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text)?;
@@ -155,8 +174,10 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let parts = toolgate_atlas::server(ServerKind::Parts, Some(&atlas_state))?;
     let (parts_addr, _) = serve::http(parts, "127.0.0.1:0".parse()?, cancel.clone()).await?;
     let parts_url = format!("http://{parts_addr}/mcp");
+    let support = toolgate_atlas::server(ServerKind::Support, Some(&atlas_state))?;
+    let (support_addr, _) = serve::http(support, "127.0.0.1:0".parse()?, cancel.clone()).await?;
     let mut manuals = spawn_manuals(exe, &atlas_state, "127.0.0.1:0")?;
-    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url)?;
+    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url, &format!("http://{support_addr}/mcp"))?;
 
     let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
     let down = gateway.wait_ready(Duration::from_secs(15)).await;
@@ -237,6 +258,8 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let world = seed002::World { gateway: &gateway, via: &via, direct: &direct_notices, sandbox: &atlas_state, approver: Approver { exe, config: &config_path } };
     ok &= seed002::run(&world).await?;
     ok &= flow::run(&via, &approver, &atlas_state, &endpoint, &tokens).await?;
+    let desk = support::Desk { gateway: &gateway, via: &via, sandbox: &atlas_state, approver: &approver, policy: &dir.join("policy.cedar") };
+    ok &= support::run(&desk).await?;
 
     if keep_serving {
         // Bring manuals back where the gateway expects it; its supervisor reconnects.
@@ -249,7 +272,8 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         println!("approver: {}", approver::APPROVER);
         println!(
             "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
-             `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it)",
+             `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it; \
+             `toolgate ops list --config {0}` shows the writes)",
             config_path.display(),
             approver::APPROVER
         );
