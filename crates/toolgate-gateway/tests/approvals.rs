@@ -53,21 +53,6 @@ fn reason(result: &Value) -> &str {
     result["structuredContent"]["reason"].as_str().unwrap_or("")
 }
 
-async fn admin(url: &str, token: Option<&str>, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let base = url.trim_end_matches("/mcp");
-    let client = reqwest::Client::new();
-    let mut req = if method == "GET" { client.get(format!("{base}{path}")) } else { client.post(format!("{base}{path}")) };
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
-}
-
 async fn decide(url: &str, token: &str, id: &str, verdict: &str) -> (u16, Value) {
     admin(url, Some(token), "POST", &format!("/admin/approvals/{id}/{verdict}"), Some(json!({"reason": "checked by the test"}))).await
 }

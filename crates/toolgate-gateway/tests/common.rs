@@ -241,6 +241,22 @@ pub async fn call(url: &str, name: &str, arguments: Value) -> Value {
     body
 }
 
+/// A request to the admin API beside `/mcp` (GET, or POST with `body`).
+pub async fn admin(url: &str, token: Option<&str>, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let base = url.trim_end_matches("/mcp");
+    let client = reqwest::Client::new();
+    let mut req = if method == "GET" { client.get(format!("{base}{path}")) } else { client.post(format!("{base}{path}")) };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
+}
+
 pub async fn list_names(url: &str) -> Vec<String> {
     let (_, body) = post(url, "tools/list", json!({})).await;
     body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()

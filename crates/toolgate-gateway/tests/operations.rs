@@ -119,10 +119,14 @@ async fn a_timeout_after_the_effect_is_unknown_until_reconciled_to_the_real_tick
     let retried = create(&h.url, &args, Some("key-stall")).await;
     assert_eq!(reason(&retried), "outcome_unknown", "{retried}");
     assert_eq!(invocations(&h), 1);
-    // The ticket exists (the server committed before stalling); reconciliation finds it.
-    let done = toolgate_gateway::reconcile::reconcile(&h.gateway, &op_id).await.unwrap();
-    assert!(done.applied);
-    assert_eq!(done.operation.state, OperationState::ReconciledApplied);
+    // The approver sees it in the admin API (an agent does not), and reconciles it there:
+    // the ticket exists (the server committed before stalling).
+    let (status, _) = admin(&h.url, None, "GET", "/admin/operations?state=unknown", None).await;
+    assert_eq!(status, 403, "the anonymous agent is not an approver");
+    let (status, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/operations?state=unknown", None).await;
+    assert_eq!((status, listed["operations"][0]["id"].as_str()), (200, Some(op_id.as_str())), "{listed}");
+    let (status, done) = admin(&h.url, Some(DANA_TOKEN), "POST", &format!("/admin/operations/{op_id}/reconcile"), None).await;
+    assert_eq!((status, done["applied"].clone(), done["operation"]["state"].clone()), (200, json!(true), json!("reconciled_applied")), "{done}");
     let file = std::fs::read_to_string(h.sandbox().join("support-tickets.jsonl")).unwrap();
     let real: Value = serde_json::from_str(file.lines().next().unwrap()).unwrap();
     // Now the key answers with the evidence: the real ticket id.
@@ -131,7 +135,8 @@ async fn a_timeout_after_the_effect_is_unknown_until_reconciled_to_the_real_tick
     assert_eq!(op_meta(&settled)["replayed"], true);
     assert_eq!((invocations(&h), tickets(&h)), (1, 1));
     // Reconciling twice is refused: it is settled.
-    assert!(toolgate_gateway::reconcile::reconcile(&h.gateway, &op_id).await.is_err());
+    let err = toolgate_gateway::reconcile::reconcile(&h.gateway, &op_id).await.err().expect("settled");
+    assert!(err.to_string().contains("reconciled_applied"), "{err}");
 }
 
 #[tokio::test]

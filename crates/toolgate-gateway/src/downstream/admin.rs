@@ -7,6 +7,9 @@
 //! - `GET  /admin/approvals/{id}`
 //! - `POST /admin/approvals/{id}/approve` `{"reason": "…"}`
 //! - `POST /admin/approvals/{id}/deny`    `{"reason": "…"}`
+//! - `GET  /admin/operations[?state=unknown]`
+//! - `GET  /admin/operations/{id}`
+//! - `POST /admin/operations/{id}/reconcile` (asks the configured read tool)
 
 use std::sync::Arc;
 
@@ -18,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::Caller;
 use toolgate_core::approval::ApprovalState;
+use toolgate_core::operation::OperationState;
 use toolgate_ledger::LedgerError;
 
 use super::http::{admit_request, plain};
@@ -30,6 +34,9 @@ pub fn routes() -> axum::Router<Arc<Gateway>> {
         .route("/admin/approvals", axum::routing::get(list))
         .route("/admin/approvals/{id}", axum::routing::get(show))
         .route("/admin/approvals/{id}/{verdict}", axum::routing::post(decide))
+        .route("/admin/operations", axum::routing::get(operations))
+        .route("/admin/operations/{id}", axum::routing::get(operation))
+        .route("/admin/operations/{id}/reconcile", axum::routing::post(reconcile))
 }
 
 fn approver(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> {
@@ -106,5 +113,42 @@ async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, ve
             Json(a).into_response()
         }
         Err(e) => store_error(e),
+    }
+}
+
+async fn operations(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
+    if let Err(r) = approver(&gw, &headers) {
+        return r;
+    }
+    let state = match q.state.as_deref().map(|s| OperationState::parse(s).ok_or(s)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(s)) => return plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use one of {}", OperationState::ALL.map(OperationState::as_str).join(", "))),
+    };
+    match gw.ledger.operations(state, now_ms()).await {
+        Ok(all) => Json(json!({"operations": all})).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn operation(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(r) = approver(&gw, &headers) {
+        return r;
+    }
+    match gw.ledger.operation(&id).await {
+        Ok(Some(op)) => Json(op).into_response(),
+        Ok(None) => store_error(LedgerError::OperationNotFound(id)),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn reconcile(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(r) = approver(&gw, &headers) {
+        return r;
+    }
+    match crate::reconcile::reconcile(&gw, &id).await {
+        Ok(done) => Json(json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence})).into_response(),
+        // Nothing was settled: say why (not found, not unknown, no rule, the read failed).
+        Err(e) => (StatusCode::CONFLICT, Json(json!({"error": format!("{e:#}")}))).into_response(),
     }
 }

@@ -158,14 +158,17 @@ pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
 /// names the operation to reconcile.
 pub async fn finish(gw: &Gateway, op: &Operation, outcome: &Result<Box<RawValue>, Stop>) -> Option<Refusal> {
     let (state, recorded) = match outcome {
-        Ok(raw) if raw.get().contains("\"resultType\":\"input_required\"") => {
-            // The upstream asked for input before acting: nothing happened
-            // yet, and the re-issue (same key) runs it.
-            (OperationState::ReconciledNotApplied, None)
-        }
         Ok(raw) => {
-            let is_error = serde_json::from_str::<serde_json::Map<String, Value>>(raw.get()).is_ok_and(|m| m.get("isError") == Some(&Value::Bool(true)));
-            (if is_error { OperationState::ToolError } else { OperationState::Completed }, Some(raw.get().to_string()))
+            let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
+            if fields.get("resultType").is_some_and(|t| t != "complete") {
+                // The upstream asked for input before acting: nothing
+                // happened yet, and the re-issue (same key) runs it.
+                (OperationState::ReconciledNotApplied, None)
+            } else if fields.get("isError") == Some(&Value::Bool(true)) {
+                (OperationState::ToolError, Some(raw.get().to_string()))
+            } else {
+                (OperationState::Completed, Some(raw.get().to_string()))
+            }
         }
         // Sent, then no usable answer.
         Err(Stop::Refused(r)) if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) => (OperationState::Unknown, None),
