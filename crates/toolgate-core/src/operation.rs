@@ -119,7 +119,8 @@ pub enum Reuse {
     /// The recorded outcome (a result or a tool error), sent again; nothing
     /// goes upstream.
     Replay,
-    /// Still in flight elsewhere: retry after this many milliseconds.
+    /// Still in flight elsewhere: retry after this many milliseconds (at
+    /// most a second, at most what is left of the holder's lease).
     InProgress { retry_after_ms: i64 },
     /// Sent, and its effect is not known: reconcile, never retry blindly.
     Unknown,
@@ -140,7 +141,8 @@ pub fn reuse(op: &Operation, proposal_sha256: &str, now_ms: i64) -> Reuse {
         Unknown => Reuse::Unknown,
         Dispatched if lapsed => Reuse::Unknown,
         Reserved if lapsed => Reuse::TakeOver,
-        Reserved | Dispatched => Reuse::InProgress { retry_after_ms: (op.lease_until_ms - now_ms).clamp(1, 60_000) },
+        // Most writes end well within their lease: ask again soon.
+        Reserved | Dispatched => Reuse::InProgress { retry_after_ms: (op.lease_until_ms - now_ms).clamp(1, 1_000) },
         ReconciledNotApplied => Reuse::TakeOver,
     }
 }

@@ -173,9 +173,9 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         },
         Held::Mine(op) => {
             let outcome = dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await;
-            match reserve::finish(gw, &op, &outcome).await {
-                Some(unknown) => return Stop::Refused(unknown.with_proposal(&proposal.sha256)).into(),
-                None => match outcome {
+            match reserve::finish(gw, &tool, &op, &outcome).await {
+                Err(unknown) => return Stop::Refused(unknown.with_proposal(&proposal.sha256)).into(),
+                Ok(op) => match outcome {
                     Ok(raw) => reserve::annotate(raw, &op, false),
                     Err(stop) => return stop.into(),
                 },

@@ -84,7 +84,7 @@ async fn every_transport_rule_answers_with_its_status_and_code() {
     let (status, _) = send(url, Raw { method: reqwest::Method::POST, headers: with(good_headers("tools/list"), "Origin", &own), body: list_body() }).await;
     assert_eq!(status, 200);
     // After all of that, the gateway still serves.
-    assert_eq!(list_names(url).await.len(), 7);
+    assert_eq!(list_names(url).await.len(), 10);
 }
 
 #[tokio::test]
@@ -127,6 +127,6 @@ async fn the_legacy_handshake_is_served_on_the_same_endpoint() {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let (status, body) = send(&h.url, Raw { method: reqwest::Method::POST, headers: legacy, body: list.to_string().into_bytes() }).await;
     assert_eq!(status, 200);
-    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 7);
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 10);
     assert!(body["result"].get("ttlMs").is_none(), "no 2026 fields for a legacy client");
 }

@@ -50,7 +50,7 @@ async fn a_retried_write_takes_effect_once_and_another_payload_is_a_conflict() {
     let args = ticket("Forklift 3 will not start", "ref-retry-0001");
     let first = create(&h.url, &args, Some("key-1")).await;
     let id = first["structuredContent"]["ticket_id"].as_str().expect("a ticket").to_string();
-    assert_eq!((op_meta(&first)["replayed"].clone(), op_meta(&first)["key"].clone()), (json!(false), json!("key-1")), "{first}");
+    assert_eq!((op_meta(&first)["replayed"].clone(), op_meta(&first)["key"].clone(), op_meta(&first)["state"].clone()), (json!(false), json!("key-1"), json!("completed")), "{first}");
     // The agent retries (its answer was lost): the recorded result, nothing sent.
     let again = create(&h.url, &args, Some("key-1")).await;
     assert_eq!(again["structuredContent"], first["structuredContent"], "the same result");

@@ -18,6 +18,9 @@ async fn discovery_follows_authority_in_name_order() {
             "parts__check_availability",
             "parts__find_part",
             "parts__raise_parts_order",
+            "support__create_ticket",
+            "support__get_ticket",
+            "support__search_customers",
             "tickets__get_ticket",
             "tickets__post_ticket_update",
             "tickets__search_tickets"

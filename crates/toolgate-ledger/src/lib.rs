@@ -94,14 +94,18 @@ pub trait Ledger: Send + Sync {
     // Operations (see toolgate_core::operation).
     /// Reserves `new.key` for this call, or reports the operation that holds
     /// it. A reservation left by a crash, or one reconciled as not applied,
-    /// is taken over (same payload only); a dispatched one whose lease
-    /// lapsed is marked unknown.
+    /// is taken over (same payload only) as its next attempt — who settled
+    /// the earlier attempt, and why, stays on the record; a dispatched one
+    /// whose lease lapsed is marked unknown.
     async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun>;
-    /// Durable before the upstream sees the call.
-    async fn mark_dispatched(&self, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation>;
+    /// Durable before the upstream sees the call. `attempt` is the holder's
+    /// (`Operation::attempts` when it began): a holder whose attempt was
+    /// superseded (its lease lapsed, the operation was settled and run
+    /// again) cannot touch the new one.
+    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation>;
     /// The end of a dispatch: completed, tool_error, unknown, or
     /// reconciled_not_applied (the upstream refused before running it).
-    async fn finish_operation(&self, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation>;
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation>;
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>>;
     /// Newest first, only `state` when given; dispatched operations whose

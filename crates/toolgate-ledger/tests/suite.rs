@@ -190,17 +190,17 @@ async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
     // A second call with the key while the first is in flight.
     let other = theirs(l.begin_operation(new_op("op_2", k.clone(), 'a', 100), 1).await.unwrap());
     assert_eq!((other.id.as_str(), other.state), ("op_1", OperationState::Reserved));
-    assert_eq!(l.mark_dispatched("op_1", 200, 2).await.unwrap().state, OperationState::Dispatched);
-    assert!(matches!(l.mark_dispatched("op_1", 200, 2).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
+    assert_eq!(l.mark_dispatched("op_1", 1, 200, 2).await.unwrap().state, OperationState::Dispatched);
+    assert!(matches!(l.mark_dispatched("op_1", 1, 200, 2).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
     let result = r#"{"structuredContent":{"ticket_id":"SUP-000001"}}"#;
-    let done = l.finish_operation("op_1", OperationState::Completed, Some(result.into()), 3).await.unwrap();
+    let done = l.finish_operation("op_1", 1, OperationState::Completed, Some(result.into()), 3).await.unwrap();
     assert_eq!((done.state, done.outcome.as_deref()), (OperationState::Completed, Some(result)));
     // Retried: the record, not a new operation; another payload finds the same record (the caller sees a conflict).
     let again = theirs(l.begin_operation(new_op("op_3", k.clone(), 'a', 100), 4).await.unwrap());
     assert_eq!((again.id.as_str(), again.outcome.as_deref()), ("op_1", Some(result)));
     let other_payload = theirs(l.begin_operation(new_op("op_4", k, 'b', 100), 5).await.unwrap());
     assert_eq!(other_payload.proposal_sha256, "a".repeat(64));
-    assert!(matches!(l.finish_operation("op_1", OperationState::ToolError, None, 6).await, Err(LedgerError::WrongState { .. })));
+    assert!(matches!(l.finish_operation("op_1", 1, OperationState::ToolError, None, 6).await, Err(LedgerError::WrongState { .. })));
     assert!(l.operation("op_3").await.unwrap().is_none(), "no row for a replayed call");
     let listed = l.operations(None, 7).await.unwrap();
     assert_eq!(listed.len(), 1);
@@ -219,11 +219,11 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     let l = &*s.ledger;
     let k = key("atlas", "create_ticket", "k1");
     mine(l.begin_operation(new_op("op_1", k.clone(), 'a', 100), 0).await.unwrap());
-    l.mark_dispatched("op_1", 100, 1).await.unwrap();
+    l.mark_dispatched("op_1", 1, 100, 1).await.unwrap();
     // The holder died: once its lease lapses, the outcome is unknown.
     let seen = theirs(l.begin_operation(new_op("op_2", k.clone(), 'a', 300), 150).await.unwrap());
     assert_eq!(seen.state, OperationState::Unknown);
-    assert!(matches!(l.finish_operation("op_1", OperationState::Completed, Some("{}".into()), 160).await, Err(LedgerError::WrongState { state: "unknown", .. })));
+    assert!(matches!(l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 160).await, Err(LedgerError::WrongState { state: "unknown", .. })));
     let resolution = |applied: bool| Resolution { applied, by: "dana".into(), reason: "found SUP-000001".into(), outcome: applied.then(|| "{\"found\":true}".into()), now_ms: 170 };
     let settled = l.resolve_operation("op_1", resolution(true)).await.unwrap();
     assert_eq!((settled.state, settled.resolved_by.as_deref()), (OperationState::ReconciledApplied, Some("dana")));
@@ -232,11 +232,17 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     // Not applied: the same key may run again, as a new attempt.
     let k2 = key("atlas", "create_ticket", "k2");
     mine(l.begin_operation(new_op("op_3", k2.clone(), 'a', 100), 0).await.unwrap());
-    l.mark_dispatched("op_3", 100, 1).await.unwrap();
+    l.mark_dispatched("op_3", 1, 100, 1).await.unwrap();
     assert_eq!(l.operations(Some(OperationState::Unknown), 200).await.unwrap().len(), 1, "listing notes lapsed leases");
     l.resolve_operation("op_3", resolution(false)).await.unwrap();
     let retried = mine(l.begin_operation(new_op("op_4", k2, 'a', 400), 210).await.unwrap());
     assert_eq!((retried.id.as_str(), retried.state, retried.attempts), ("op_3", OperationState::Reserved, 2));
+    assert_eq!(retried.resolved_by.as_deref(), Some("dana"), "the earlier attempt's settlement stays on the record");
+    // The first attempt's holder, late, cannot touch the second attempt.
+    assert!(matches!(l.mark_dispatched("op_3", 1, 500, 220).await, Err(LedgerError::WrongState { state: "reserved", .. })));
+    l.mark_dispatched("op_3", 2, 500, 220).await.unwrap();
+    assert!(matches!(l.finish_operation("op_3", 1, OperationState::Completed, Some("{}".into()), 230).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
+    assert_eq!(l.finish_operation("op_3", 2, OperationState::Completed, Some("{}".into()), 230).await.unwrap().state, OperationState::Completed);
 }
 
 async fn a_crashed_reservation_is_taken_over_not_run_twice(s: Store) {
@@ -272,8 +278,8 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
     mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k1"), 'a', 100), 0).await.unwrap());
     let err = s.raw("UPDATE operations SET state = 'completed' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
-    l.mark_dispatched("op_1", 100, 1).await.unwrap();
-    l.finish_operation("op_1", OperationState::Completed, Some("{\"a\":1}".into()), 2).await.unwrap();
+    l.mark_dispatched("op_1", 1, 100, 1).await.unwrap();
+    l.finish_operation("op_1", 1, OperationState::Completed, Some("{\"a\":1}".into()), 2).await.unwrap();
     let err = s.raw("UPDATE operations SET state = 'reserved' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
     let err = s.raw("UPDATE operations SET outcome = '{}' WHERE id = 'op_1'").await.unwrap_err();

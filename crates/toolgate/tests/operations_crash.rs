@@ -45,7 +45,10 @@ const IN_FLIGHT: usize = 8;
 const UPTIME_MS: (u64, u64) = (40, 200);
 /// How many never-tried keys each generation may start: about
 /// KEYS / MIN_KILLS on average, so first attempts are spread over all the
-/// kills instead of being over after the first few.
+/// kills instead of being over after the first few. They are released
+/// evenly over the generation's planned uptime, so its kill tends to find
+/// first attempts in flight (the windows around reserve, dispatch and
+/// finish), not only retries of keys already started.
 const NEW_PER_GENERATION: (u64, u64) = (5, 35);
 
 fn crash_key(i: usize) -> String {
@@ -59,7 +62,9 @@ struct Chaos {
     next_key: AtomicUsize,
     /// Keys taken but refused at connect (nothing sent): tried again first.
     requeue: Mutex<Vec<usize>>,
-    budget: AtomicUsize,
+    /// This generation's plan: when it began serving, how long it lives,
+    /// how many new keys it may start.
+    plan: Mutex<(Instant, u64, usize)>,
     started_in_generation: AtomicUsize,
     /// A request for the key was sent (answered or cut off by a kill).
     attempted: Vec<AtomicBool>,
@@ -70,6 +75,8 @@ struct Chaos {
     stop: AtomicBool,
     writes: AtomicUsize,
     cut_off: AtomicUsize,
+    /// Writes cut off, per generation of the gateway they were sent to.
+    cut_by_generation: Mutex<BTreeMap<u64, usize>>,
     answers: Mutex<BTreeMap<String, usize>>,
     /// Every ticket answer a client got, per key: (ticket_id, replayed, op state).
     seen: Mutex<Vec<Vec<(String, bool, String)>>>,
@@ -89,7 +96,11 @@ impl Chaos {
         if let Some(i) = self.requeue.lock().unwrap().pop() {
             return Some((i, true));
         }
-        if self.next_key.load(SeqCst) < KEYS && self.started_in_generation.fetch_add(1, SeqCst) < self.budget.load(SeqCst) {
+        let (since, uptime_ms, budget) = *self.plan.lock().unwrap();
+        let elapsed = (since.elapsed().as_millis() as u64 + 1).min(uptime_ms);
+        let allowed = (budget as u64 * elapsed).div_ceil(uptime_ms) as usize;
+        let started = self.started_in_generation.load(SeqCst);
+        if self.next_key.load(SeqCst) < KEYS && started < allowed && self.started_in_generation.compare_exchange(started, started + 1, SeqCst, SeqCst).is_ok() {
             let i = self.next_key.fetch_add(1, SeqCst);
             if i < KEYS {
                 return Some((i, true));
@@ -171,13 +182,20 @@ async fn writer(chaos: Arc<Chaos>, seed: u64) {
                 if first {
                     chaos.requeue.lock().unwrap().push(i);
                 }
-                let _ = gateway.wait_for(|g| matches!(g, Some((n, _)) if *n != generation)).await;
+                // Bounded: should a live gateway ever refuse a connection,
+                // the writer tries again rather than wait for a kill that
+                // may not come (the last generation is never killed).
+                let next = gateway.wait_for(|g| matches!(g, Some((n, _)) if *n != generation));
+                let _ = tokio::time::timeout(Duration::from_millis(500), next).await;
             }
+            Err(e) if e.is_builder() => panic!("{key}: the request could not be built for {url}: {e}"),
             // Sent, and the kill cut the answer off: its effect is for the
             // ledger to tell after the restart.
-            Err(_) => {
+            Err(e) => {
+                *chaos.answers.lock().unwrap().entry(format!("chaos: cut off ({})", error_kind(&e))).or_default() += 1;
                 chaos.writes.fetch_add(1, SeqCst);
                 chaos.cut_off.fetch_add(1, SeqCst);
+                *chaos.cut_by_generation.lock().unwrap().entry(generation).or_default() += 1;
                 chaos.attempted[i].store(true, SeqCst);
                 chaos.interrupted[i].store(true, SeqCst);
             }
@@ -188,6 +206,15 @@ async fn writer(chaos: Arc<Chaos>, seed: u64) {
             }
         }
     }
+}
+
+/// The innermost cause of a transport error, for the figures.
+fn error_kind(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 struct KillStats {
@@ -207,10 +234,11 @@ async fn killer(chaos: Arc<Chaos>, config: PathBuf, logs: PathBuf, first: Proc, 
     let mut stats = KillStats { kills: 0, kills_with_writes_in_flight: 0, kills_with_first_attempts_in_flight: 0, generations: 1 };
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        chaos.budget.store(rng.range(NEW_PER_GENERATION.0, NEW_PER_GENERATION.1) as usize, SeqCst);
+        let uptime_ms = rng.range(UPTIME_MS.0, UPTIME_MS.1);
+        *chaos.plan.lock().unwrap() = (Instant::now(), uptime_ms, rng.range(NEW_PER_GENERATION.0, NEW_PER_GENERATION.1) as usize);
         chaos.started_in_generation.store(0, SeqCst);
         chaos.gateway.send_replace(Some((stats.generations, proc.url.clone())));
-        tokio::time::sleep(Duration::from_millis(rng.range(UPTIME_MS.0, UPTIME_MS.1))).await;
+        tokio::time::sleep(Duration::from_millis(uptime_ms)).await;
         if chaos.all_attempted() && stats.kills >= MIN_KILLS {
             chaos.stop.store(true, SeqCst);
             return (proc, stats);
@@ -303,23 +331,23 @@ async fn keyed_writes_survive_sigkill() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
-    println!("crash test seed {seed} (TOOLGATE_CRASH_SEED={seed} replays the schedule)");
-    let dir = tempfile::tempdir().unwrap();
-    let support_state = dir.path().join("support");
-    let logs = dir.path().join("logs");
+    println!("crash test seed {seed} (TOOLGATE_CRASH_SEED={seed} replays its random choices; timings still vary)");
+    let (_dir, dir) = workdir("crash");
+    let support_state = dir.join("support");
+    let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     // The upstream lives through every kill of the gateway: an effect it
     // took stays taken, which is what the retries must not repeat.
-    let _support = start_support(&support_state, &logs.join("support.log")).await;
-    let config = dir.path().join("toolgate.toml");
-    std::fs::write(&config, gateway_config(&_support.url, None, "automatic")).unwrap();
+    let support = start_support(&support_state, &logs.join("support.log")).await;
+    let config = dir.join("toolgate.toml");
+    std::fs::write(&config, gateway_config(&support.url, None, "automatic")).unwrap();
     let first = start_gateway(&config, &logs.join("gateway-001.log")).await;
 
     let chaos = Arc::new(Chaos {
         gateway: watch::channel(None).0,
         next_key: AtomicUsize::new(0),
         requeue: Mutex::new(Vec::new()),
-        budget: AtomicUsize::new(0),
+        plan: Mutex::new((Instant::now(), 1, 0)),
         started_in_generation: AtomicUsize::new(0),
         attempted: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
         interrupted: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
@@ -328,6 +356,7 @@ async fn keyed_writes_survive_sigkill() {
         stop: AtomicBool::new(false),
         writes: AtomicUsize::new(0),
         cut_off: AtomicUsize::new(0),
+        cut_by_generation: Mutex::new(BTreeMap::new()),
         answers: Mutex::new(BTreeMap::new()),
         seen: Mutex::new(vec![Vec::new(); KEYS]),
         odd: Mutex::new(Vec::new()),
@@ -402,7 +431,13 @@ async fn keyed_writes_survive_sigkill() {
         count(&|s| s.fresh)
     );
 
+    let most_cut = chaos.cut_by_generation.lock().unwrap().iter().max_by_key(|(_, n)| **n).map(|(g, n)| (*g, *n));
+    println!("  most writes cut off in one generation: {most_cut:?} (generation, writes); at most {IN_FLIGHT} are in flight at a kill");
+
     // ── Assertions. ──
+    // No generation of the gateway died of a panic (only of our SIGKILLs).
+    let panicked = panics(&logs);
+    assert!(panicked.is_empty(), "a process panicked:\n{}", panicked.join("\n"));
     let odd = chaos.odd.lock().unwrap();
     assert!(odd.is_empty(), "{} unexpected answers, first ones:\n{}", odd.len(), odd.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
     assert!(kills.kills >= MIN_KILLS, "only {} kills", kills.kills);
@@ -479,7 +514,7 @@ async fn keyed_writes_survive_sigkill() {
     assert!(ops.iter().all(|o| matches!(o["state"].as_str(), Some("completed" | "reconciled_applied"))), "{states:?}");
     assert_eq!(states.get("reconciled_applied").copied().unwrap_or(0), count(&|s| s.reconciled_applied > 0));
     println!("crash test took {:.1} s", started.elapsed().as_secs_f64());
-    drop(gateway);
+    drop((gateway, support));
 }
 
 // ───────────────────────── 2. replicas on PostgreSQL ─────────────────────────
@@ -574,10 +609,10 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let sep = if base.contains('?') { '&' } else { '?' };
     let ledger = format!("{base}{sep}options=-csearch_path%3D{}", schema.name);
 
-    let dir = tempfile::tempdir().unwrap();
-    let support_state = dir.path().join("support");
-    let logs = dir.path().join("logs");
-    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let (_dir, dir) = workdir("replicas");
+    let support_state = dir.join("support");
+    let logs = dir.join("logs");
+    let (a_dir, b_dir) = (dir.join("a"), dir.join("b"));
     for d in [&logs, &a_dir, &b_dir] {
         std::fs::create_dir_all(d).unwrap();
     }
@@ -619,21 +654,42 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let results = std::mem::take(&mut *results.lock().unwrap());
 
     // ── Then each "in progress" is retried on its replica until final. ──
-    let client = client();
-    let in_progress = AtomicUsize::new(0);
-    let (mut won_by_a, mut won_by_b, mut first_in_progress) = (0, 0, 0);
-    for (i, (from_a, from_b)) in results {
-        let key = race_key(i);
-        first_in_progress += [&from_a, &from_b].iter().filter(|b| matches!(classify(b), Answer::Refused { reason, .. } if reason == "operation_in_progress")).count();
-        let (ta, fresh_a) = ticket_of(&key, &race_settle(&client, &a.url, i, from_a, &in_progress).await);
-        let (tb, fresh_b) = ticket_of(&key, &race_settle(&client, &b.url, i, from_b, &in_progress).await);
-        // Both replicas answer with the one ticket, and exactly one of the
-        // two answers came from a dispatch.
-        assert_eq!(ta, tb, "{key}: A said {ta}, B said {tb}");
-        assert!(!fresh_a ^ !fresh_b, "{key}: exactly one replica dispatched (A fresh: {fresh_a}, B fresh: {fresh_b})");
-        won_by_a += usize::from(fresh_a);
-        won_by_b += usize::from(fresh_b);
+    let first_in_progress: usize = results
+        .values()
+        .flat_map(|(x, y)| [x, y])
+        .filter(|b| matches!(classify(b), Answer::Refused { reason, .. } if reason == "operation_in_progress"))
+        .count();
+    let queue = Arc::new(Mutex::new(results.into_iter().collect::<Vec<_>>()));
+    let in_progress = Arc::new(AtomicUsize::new(0));
+    let settlers: Vec<_> = (0..RACING)
+        .map(|_| {
+            let (queue, in_progress, a_url, b_url) = (queue.clone(), in_progress.clone(), a.url.clone(), b.url.clone());
+            tokio::spawn(async move {
+                let client = client();
+                let mut out = Vec::new();
+                loop {
+                    let Some((i, (from_a, from_b))) = queue.lock().unwrap().pop() else { break };
+                    let key = race_key(i);
+                    let (ta, fresh_a) = ticket_of(&key, &race_settle(&client, &a_url, i, from_a, &in_progress).await);
+                    let (tb, fresh_b) = ticket_of(&key, &race_settle(&client, &b_url, i, from_b, &in_progress).await);
+                    out.push((key, ta, fresh_a, tb, fresh_b));
+                }
+                out
+            })
+        })
+        .collect();
+    let (mut won_by_a, mut won_by_b) = (0, 0);
+    for settler in settlers {
+        for (key, ta, fresh_a, tb, fresh_b) in settler.await.unwrap() {
+            // Both replicas answer with the one ticket, and exactly one of
+            // the two answers came from a dispatch.
+            assert_eq!(ta, tb, "{key}: A said {ta}, B said {tb}");
+            assert!(fresh_a != fresh_b, "{key}: exactly one replica dispatched (A fresh: {fresh_a}, B fresh: {fresh_b})");
+            won_by_a += usize::from(fresh_a);
+            won_by_b += usize::from(fresh_b);
+        }
     }
+    assert_eq!(won_by_a + won_by_b, RACE_KEYS);
     println!(
         "replicas: {RACE_KEYS} keys raced on both replicas ({} requests, {RACING} keys at once) in {:.1} s; won by A {won_by_a}, by B {won_by_b}; {first_in_progress} first answers were \"in progress\", {} in-progress answers in all",
         RACE_KEYS * 2,
@@ -657,6 +713,7 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     b.sigkill().await;
     let a = replica(&a_dir, &support.url, &ledger, "requires_approval", &logs.join("a-2.log")).await;
     let b = replica(&b_dir, &support.url, &ledger, "requires_approval", &logs.join("b-2.log")).await;
+    let client = client();
     let args = ticket_args("approved-0001");
     let approved_ref = reference("approved-0001");
     let ask = |url: String, extra: Value| {
@@ -704,6 +761,8 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let seen_by_a: Value = client.get(format!("{}/admin/approvals/{approval}", a.base())).bearer_auth(DANA_TOKEN).send().await.unwrap().json().await.unwrap();
     assert_eq!(seen_by_a["state"], "consumed", "{seen_by_a}");
     assert_eq!(seen_by_a["decided_by"], "dana", "{seen_by_a}");
+    let panicked = panics(&logs);
+    assert!(panicked.is_empty(), "a process panicked:\n{}", panicked.join("\n"));
     println!("replica test took {:.1} s", started.elapsed().as_secs_f64());
     drop((a, b, support));
 }

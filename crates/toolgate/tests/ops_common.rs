@@ -68,8 +68,12 @@ pub async fn spawn_listening(mut cmd: Command, log: &Path, marker: &str) -> Proc
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains(marker)) {
+        // Complete lines only: stderr is unbuffered, and a line printed with
+        // format arguments may reach the file in several writes.
+        let complete = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
+        if let Some(line) = complete.lines().find(|l| l.contains(marker)) {
             let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in `{line}`")).to_string();
+            assert!(url.ends_with("/mcp") && url.len() > "http:///mcp".len(), "not a URL: `{line}`");
             return Proc { child, url, log: log.to_path_buf() };
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -308,6 +312,33 @@ pub fn tickets(support_state: &Path) -> BTreeMap<String, Vec<String>> {
         t.entry(line["client_reference"].as_str().unwrap().to_string()).or_default().push(line["ticket_id"].as_str().unwrap().to_string());
     }
     t
+}
+
+/// The test's folder: a temporary one, removed at the end unless
+/// `TOOLGATE_TEST_KEEP` is set (then kept, and its path printed, to read the
+/// gateways' logs and the desk's files after a failure).
+pub fn workdir(test: &str) -> (Option<tempfile::TempDir>, PathBuf) {
+    let dir = tempfile::Builder::new().prefix(&format!("toolgate-{test}-")).tempdir().unwrap();
+    if std::env::var_os("TOOLGATE_TEST_KEEP").is_some() {
+        let path = dir.keep();
+        println!("{test}: keeping {}", path.display());
+        return (None, path);
+    }
+    let path = dir.path().to_path_buf();
+    (Some(dir), path)
+}
+
+/// Lines that say a process panicked, from every log in `logs`.
+pub fn panics(logs: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(logs).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains("panicked")) {
+            found.push(format!("{}: {line}", path.file_name().unwrap().to_string_lossy()));
+        }
+    }
+    found
 }
 
 /// A small seeded generator (xorshift64*), so a failing run can be replayed

@@ -66,9 +66,19 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     // operation can answer it; it never opens a new one.
     if gate.used {
         let recorded = gw.ledger.operation_by_key(&key).await.map_err(|e| ledger_failed(e, tool, proposal))?;
-        return match recorded {
-            Some(op) => answer_existing(op, tool, proposal),
-            None => Err(refuse(crate::stages::approve::used_refusal(tool, gate))),
+        if let Some(op) = recorded {
+            return answer_existing(op, tool, proposal);
+        }
+        // The re-issue that used it may not have reserved its operation yet.
+        let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
+        let used = gw.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
+        return match used {
+            Some(at) if now_ms() - at < lease_ms(gw, tool) => Err(refuse(
+                Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
+                    .with_approval(id)
+                    .with_retry_after(250),
+            )),
+            _ => Err(refuse(crate::stages::approve::used_refusal(tool, gate))),
         };
     }
     let new = NewOperation {
@@ -84,7 +94,7 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Begun::Mine(op) => {
             // Durable before the upstream can see the call: after a crash,
             // `dispatched` means "maybe sent", `reserved` means "not sent".
-            let op = gw.ledger.mark_dispatched(&op.id, now_ms() + lease_ms(gw, tool), now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
+            let op = gw.ledger.mark_dispatched(&op.id, op.attempts, now_ms() + lease_ms(gw, tool), now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
             Ok(Held::Mine(op))
         }
         Begun::Theirs(op) => answer_existing(op, tool, proposal),
@@ -154,9 +164,9 @@ pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
 }
 
 /// Records how a dispatch of `op` ended: the upstream's answer, or how the
-/// dispatch failed. For an outcome that is now unknown, the refusal that
-/// names the operation to reconcile.
-pub async fn finish(gw: &Gateway, op: &Operation, outcome: &Result<Box<RawValue>, Stop>) -> Option<Refusal> {
+/// dispatch failed. Returns the operation as recorded, or, for an outcome
+/// that is now unknown, the refusal that names the operation to reconcile.
+pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &Result<Box<RawValue>, Stop>) -> Result<Operation, Refusal> {
     let (state, recorded) = match outcome {
         Ok(raw) => {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
@@ -175,15 +185,20 @@ pub async fn finish(gw: &Gateway, op: &Operation, outcome: &Result<Box<RawValue>
         // Refused or failed before it ran (unavailable, a protocol error).
         Err(_) => (OperationState::ReconciledNotApplied, None),
     };
-    if let Err(e) = gw.ledger.finish_operation(&op.id, state, recorded, now_ms()).await {
-        // The answer still goes to the caller; the operation stays
-        // dispatched and will read as unknown once its lease lapses.
-        tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record an operation's outcome");
+    let recorded = match gw.ledger.finish_operation(&op.id, op.attempts, state, recorded, now_ms()).await {
+        Ok(op) => op,
+        Err(e) => {
+            // The answer still goes to the caller; the operation stays
+            // dispatched and will read as unknown once its lease lapses.
+            tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record an operation's outcome");
+            op.clone()
+        }
+    };
+    if state == OperationState::Unknown {
+        tracing::warn!(target: "toolgate::operation", operation = %op.id, tool = %tool.exposed_name, "operation outcome unknown; reconcile it");
+        return Err(unknown(op, &tool.exposed_name));
     }
-    (state == OperationState::Unknown).then(|| {
-        tracing::warn!(target: "toolgate::operation", operation = %op.id, tool = %op.key.tool, "operation outcome unknown; reconcile it");
-        unknown(op, &format!("{}/{}", op.key.server, op.key.tool))
-    })
+    Ok(recorded)
 }
 
 /// The result with toolgate's note on the operation in `_meta`: its id and

@@ -19,7 +19,7 @@ use pool::Pool;
 const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_approvals.sql"), include_str!("../migrations/postgres/0002_operations.sql")];
 
 /// Connections per ledger: each pipelines concurrent statements.
-const CONNECTIONS: usize = 4;
+const CONNECTIONS: usize = 8;
 
 pub struct PostgresLedger {
     pool: Pool,
@@ -66,11 +66,11 @@ impl Ledger for PostgresLedger {
     async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
         operations::begin(&self.pool, &new, now_ms).await
     }
-    async fn mark_dispatched(&self, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
-        operations::dispatched(&self.pool, id, lease_until_ms, now_ms).await
+    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+        operations::dispatched(&self.pool, id, attempt, lease_until_ms, now_ms).await
     }
-    async fn finish_operation(&self, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
-        operations::finish(&self.pool, id, state, outcome, now_ms).await
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+        operations::finish(&self.pool, id, attempt, state, outcome, now_ms).await
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
         operations::find(&self.pool, id).await

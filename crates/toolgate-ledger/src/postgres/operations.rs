@@ -64,7 +64,7 @@ pub async fn begin(pool: &Pool, new: &NewOperation, now_ms: i64) -> Result<Begun
             let taken = pool
                 .query_opt(
                     "UPDATE operations SET state = 'reserved', attempts = attempts + 1, caller = $2, approval_id = $3, lease_until_ms = $4, \
-                     updated_ms = $5, resolved_by = NULL, resolution = NULL WHERE id = $1 AND state = $6 AND attempts = $7 RETURNING *",
+                     updated_ms = $5 WHERE id = $1 AND state = $6 AND attempts = $7 RETURNING *",
                     &[&existing.id, &new.caller, &new.approval_id, &new.lease_until_ms, &now_ms, &existing.state.as_str(), &existing.attempts],
                 )
                 .await?;
@@ -93,24 +93,24 @@ async fn changed_or_wrong(pool: &Pool, id: &str, row: Option<Row>, what: &'stati
     Err(LedgerError::WrongState { id: id.to_string(), state: current.state.as_str(), what })
 }
 
-pub async fn dispatched(pool: &Pool, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+pub async fn dispatched(pool: &Pool, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
     let row = pool
         .query_opt(
-            "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 WHERE id = $1 AND state = 'reserved' RETURNING *",
-            &[&id, &lease_until_ms, &now_ms],
+            "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 WHERE id = $1 AND state = 'reserved' AND attempts = $4 RETURNING *",
+            &[&id, &lease_until_ms, &now_ms, &attempt],
         )
         .await?;
-    changed_or_wrong(pool, id, row, "only a reserved operation can be dispatched").await
+    changed_or_wrong(pool, id, row, "only the holder of a reserved operation can dispatch it").await
 }
 
-pub async fn finish(pool: &Pool, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+pub async fn finish(pool: &Pool, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
     let row = pool
         .query_opt(
-            "UPDATE operations SET state = $2, outcome = $3, updated_ms = $4 WHERE id = $1 AND state = 'dispatched' RETURNING *",
-            &[&id, &state.as_str(), &outcome, &now_ms],
+            "UPDATE operations SET state = $2, outcome = $3, updated_ms = $4 WHERE id = $1 AND state = 'dispatched' AND attempts = $5 RETURNING *",
+            &[&id, &state.as_str(), &outcome, &now_ms, &attempt],
         )
         .await?;
-    changed_or_wrong(pool, id, row, "only a dispatched operation can finish").await
+    changed_or_wrong(pool, id, row, "only the holder of a dispatched operation can finish it").await
 }
 
 pub async fn resolve(pool: &Pool, id: &str, r: &Resolution) -> Result<Operation> {

@@ -160,13 +160,13 @@ impl Ledger for SqliteLedger {
     async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
         self.run(move |c| operations::begin(c, &new, now_ms)).await
     }
-    async fn mark_dispatched(&self, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
         let id = id.to_string();
-        self.run(move |c| operations::dispatched(c, &id, lease_until_ms, now_ms)).await
+        self.run(move |c| operations::dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
     }
-    async fn finish_operation(&self, id: &str, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
         let id = id.to_string();
-        self.run(move |c| operations::finish(c, &id, state, outcome.as_deref(), now_ms)).await
+        self.run(move |c| operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)).await
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
         let id = id.to_string();

@@ -62,7 +62,7 @@ pub fn begin(conn: &Connection, new: &NewOperation, now_ms: i64) -> Result<Begun
         Reuse::TakeOver => {
             conn.execute(
                 "UPDATE operations SET state = 'reserved', attempts = attempts + 1, caller = ?2, approval_id = ?3, lease_until_ms = ?4, \
-                 updated_ms = ?5, resolved_by = NULL, resolution = NULL WHERE id = ?1",
+                 updated_ms = ?5 WHERE id = ?1",
                 params![existing.id, new.caller, new.approval_id, new.lease_until_ms, now_ms],
             )?;
             Ok(Begun::Mine(get(conn, &existing.id)?))
@@ -82,18 +82,18 @@ fn lapse(conn: &Connection, now_ms: i64) -> Result<usize> {
         .execute([now_ms])?)
 }
 
-pub fn dispatched(conn: &Connection, id: &str, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+pub fn dispatched(conn: &Connection, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
     let changed = conn
-        .prepare_cached("UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 WHERE id = ?1 AND state = 'reserved'")?
-        .execute(params![id, lease_until_ms, now_ms])?;
-    changed_or_wrong(conn, id, changed, "only a reserved operation can be dispatched")
+        .prepare_cached("UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 WHERE id = ?1 AND state = 'reserved' AND attempts = ?4")?
+        .execute(params![id, lease_until_ms, now_ms, attempt])?;
+    changed_or_wrong(conn, id, changed, "only the holder of a reserved operation can dispatch it")
 }
 
-pub fn finish(conn: &Connection, id: &str, state: OperationState, outcome: Option<&str>, now_ms: i64) -> Result<Operation> {
+pub fn finish(conn: &Connection, id: &str, attempt: i64, state: OperationState, outcome: Option<&str>, now_ms: i64) -> Result<Operation> {
     let changed = conn
-        .prepare_cached("UPDATE operations SET state = ?2, outcome = ?3, updated_ms = ?4 WHERE id = ?1 AND state = 'dispatched'")?
-        .execute(params![id, state.as_str(), outcome, now_ms])?;
-    changed_or_wrong(conn, id, changed, "only a dispatched operation can finish")
+        .prepare_cached("UPDATE operations SET state = ?2, outcome = ?3, updated_ms = ?4 WHERE id = ?1 AND state = 'dispatched' AND attempts = ?5")?
+        .execute(params![id, state.as_str(), outcome, now_ms, attempt])?;
+    changed_or_wrong(conn, id, changed, "only the holder of a dispatched operation can finish it")
 }
 
 pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation> {
