@@ -224,3 +224,51 @@ fn the_python_sdk_waits_for_an_approval_and_the_call_runs_once() {
     let notice = &v["outside_notice"]["structuredContent"];
     assert_eq!((notice["decision"].as_str(), notice["rules"][0].as_str()), (Some("deny"), Some("no_exact_rule")), "{notice}");
 }
+
+/// The acceptance, through `toolgate demo --serve` as an agent
+/// would reach it: a keyed create_ticket twice → one ticket, the same
+/// result; the key with another subject → a conflict, no ticket; `toolgate
+/// ops list --json` shows the operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_serve_runs_a_keyed_write_once_and_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let serving = demo_serve(dir.path());
+    let create = |subject: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "support__create_ticket",
+            "arguments": {"customer_id": "cust_harbor_02", "subject": subject, "priority": "normal", "client_reference": "ref-accept-0001"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "acceptance", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.toolgate/operationKey": "accept-key-1"
+            }}});
+        reqwest::Client::new()
+            .post(&serving.endpoint)
+            .bearer_auth(&serving.agent_token)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "support__create_ticket")
+            .body(body.to_string())
+            .send()
+    };
+    let result = |v: Value| v["result"].clone();
+    let first = result(create("Forklift 3 will not start").await.unwrap().json().await.unwrap());
+    let second = result(create("Forklift 3 will not start").await.unwrap().json().await.unwrap());
+    assert!(first["structuredContent"]["ticket_id"].is_string(), "{first}");
+    assert_eq!(first["structuredContent"], second["structuredContent"], "the same result");
+    assert_eq!(second["_meta"]["io.toolgate/operation"]["replayed"], true, "{second}");
+    let other = result(create("Forklift 4 will not start").await.unwrap().json().await.unwrap());
+    assert_eq!(other["structuredContent"]["reason"], "operation_conflict", "{other}");
+    let tickets = std::fs::read_to_string(dir.path().join("atlas/support-tickets.jsonl")).unwrap();
+    let ours = tickets.lines().filter(|l| l.contains("ref-accept-0001")).count();
+    assert_eq!(ours, 1, "one ticket:\n{tickets}");
+    let listed = toolgate().args(["ops", "list", "--json", "--config"]).arg(&serving.config).output().unwrap();
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let ops: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let op = ops["operations"].as_array().unwrap().iter().find(|o| o["key"] == "accept-key-1").expect("listed");
+    assert_eq!((op["state"].as_str(), op["tool"].as_str(), op["attempts"].as_i64()), (Some("completed"), Some("create_ticket"), Some(1)), "{op}");
+    assert_eq!(op["id"], first["_meta"]["io.toolgate/operation"]["id"]);
+}
