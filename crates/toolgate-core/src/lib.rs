@@ -8,6 +8,7 @@ pub mod authority;
 pub mod contract;
 pub mod decision;
 pub mod identity;
+pub mod merkle;
 pub mod operation;
 pub mod policy;
 pub mod proposal;

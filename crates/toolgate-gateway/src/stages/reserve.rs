@@ -65,21 +65,7 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one.
     if gate.used {
-        let recorded = gw.ledger.operation_by_key(&key).await.map_err(|e| ledger_failed(e, tool, proposal))?;
-        if let Some(op) = recorded {
-            return answer_existing(op, tool, proposal);
-        }
-        // The re-issue that used it may not have reserved its operation yet.
-        let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
-        let used = gw.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
-        return match used {
-            Some(at) if now_ms() - at < lease_ms(gw, tool) => Err(refuse(
-                Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
-                    .with_approval(id)
-                    .with_retry_after(250),
-            )),
-            _ => Err(refuse(crate::stages::approve::used_refusal(tool, gate))),
-        };
+        return answer_used(gw, &key, tool, proposal, gate).await;
     }
     let new = NewOperation {
         id,
@@ -99,6 +85,24 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         }
         Begun::Theirs(op) => answer_existing(op, tool, proposal),
     }
+}
+
+async fn answer_used(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Held, Stop> {
+    if let Some(op) = gw.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+        return answer_existing(op, tool, proposal);
+    }
+    // The re-issue that used it may not have reserved its operation yet.
+    let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
+    let used = gw.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
+    let refusal = match used {
+        Some(at) if now_ms() - at < lease_ms(gw, tool) => {
+            Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
+                .with_approval(id)
+                .with_retry_after(250)
+        }
+        _ => crate::stages::approve::used_refusal(tool, gate),
+    };
+    Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)))
 }
 
 fn lease_ms(gw: &Gateway, tool: &ExposedTool) -> i64 {
