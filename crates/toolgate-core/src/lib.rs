@@ -9,9 +9,11 @@ pub mod contract;
 pub mod decision;
 pub mod identity;
 pub mod merkle;
+pub mod note;
 pub mod operation;
 pub mod policy;
 pub mod proposal;
+pub mod receipt;
 pub mod schema;
 pub mod strict_json;
 

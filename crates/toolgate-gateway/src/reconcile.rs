@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use toolgate_core::operation::{Operation, OperationState};
 use toolgate_ledger::Resolution;
 
+use crate::config::{Config, ReconcileConfig};
 use crate::gateway::Gateway;
 use crate::stages::approve::now_ms;
 use crate::upstream::CallOptions;
@@ -30,6 +31,17 @@ pub struct Reconciled {
     pub evidence: Value,
 }
 
+/// The configured way to find `op`'s effect.
+pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> {
+    let exposed = config.exposed_name(&op.key.server, &op.key.tool);
+    config.registry.get(&exposed).and_then(|e| e.reconcile.clone()).ok_or_else(|| {
+        anyhow!(
+            "no [registry.\"{exposed}\".reconcile] is configured; check the upstream by hand and settle it with `toolgate ops resolve --config FILE {} --applied|--not-applied --as NAME --reason TEXT`",
+            op.id
+        )
+    })
+}
+
 pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     // Listing marks lapsed dispatches unknown first.
     let unknown = gw.ledger.operations(Some(OperationState::Unknown), now_ms()).await?;
@@ -37,10 +49,7 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         let op = gw.ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
         bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
     };
-    let exposed = gw.config.exposed_name(&op.key.server, &op.key.tool);
-    let rule = gw.config.registry.get(&exposed).and_then(|e| e.reconcile.clone()).ok_or_else(|| {
-        anyhow!("no [registry.\"{exposed}\".reconcile] is configured; check the upstream by hand and settle it with `toolgate ops resolve {id} --applied|--not-applied`")
-    })?;
+    let rule = rule(&gw.config, &op)?;
     let mut arguments = Map::new();
     for (read_arg, write_arg) in &rule.arguments {
         let value = op.arguments.get(write_arg).ok_or_else(|| anyhow!("operation `{id}` has no argument `{write_arg}` to look its effect up by"))?;

@@ -6,7 +6,6 @@
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use toolgate_core::operation::{Operation, OperationState};
-use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::stages::approve::now_ms;
 use toolgate_ledger::Resolution;
@@ -91,8 +90,18 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             print(&op, json)
         }
         Action::Reconcile { config, id, json } => {
-            // The gateway's own upstream clients, without serving.
-            let gw = Gateway::start(Config::load(&config)?, Mode::Inspect).await?;
+            // Settled or unknown to the ledger: say so before reaching any upstream.
+            let (mut config, ledger) = open(&config).await?;
+            let unknown = ledger.operations(Some(OperationState::Unknown), now_ms()).await?;
+            let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
+                let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+                anyhow::bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
+            };
+            drop(ledger);
+            toolgate_gateway::reconcile::rule(&config, &op)?;
+            // The gateway's own client for the one server that holds the effect, without serving.
+            config.servers.retain(|name, _| *name == op.key.server);
+            let gw = Gateway::start(config, Mode::Inspect).await?;
             let done = toolgate_gateway::reconcile::reconcile(&gw, &id).await;
             gw.stop();
             let done = done?;

@@ -1,0 +1,591 @@
+//! Receipts: one signed statement per decision and per outcome, the leaves
+//! of the verifiable log (C7). A receipt is JCS (RFC 8785) canonical JSON
+//! signed with Ed25519; anyone holding the receipt and the public key can
+//! check, offline, what the gateway decided and what happened.
+//!
+//! Pure: the caller passes the signing key, the time (`issued_at`, RFC 3339)
+//! and the salts; nothing here reads a clock, a file or a random source.
+//!
+//! # Wire form
+//!
+//! A signed receipt is one JSON object with exactly two members:
+//!
+//! ```text
+//! {"receipt": { …the Receipt… }, "sig": "<base64>"}
+//! ```
+//!
+//! `sig` is the standard base64 (RFC 4648 §4, padded) of the 64-byte Ed25519
+//! signature (RFC 8032) over the JCS bytes of the `receipt` member — and of
+//! nothing else, so the signature never covers itself. Unknown members are
+//! refused at both levels, so a bundle cannot carry unsigned content that a
+//! reader might mistake for signed content.
+//!
+//! # Field values
+//!
+//! `decision`, `reason`, `execution_status`, `result_status` and the
+//! operation's `state` are plain strings: the gateway writes the snake_case
+//! names of `Verdict`, `Reason` and `OperationState`. They are deliberately
+//! not those enums here: a receipt is evidence that must stay verifiable after
+//! the code has moved on, and a reason code retired in a later release must
+//! not make an old receipt unparseable (and so unverifiable).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::proposal::sha256_hex;
+use crate::strict_json::{self, JsonLimits};
+
+/// The receipt format this module writes and verifies.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// An approval the decision relied on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRef {
+    pub id: String,
+    pub approver: String,
+    /// RFC 3339, as recorded when the approver decided.
+    pub decided_at: String,
+}
+
+/// The ledger operation the receipt is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationRef {
+    pub key: String,
+    /// An `OperationState` name (`reserved`, `completed`, `unknown`, …).
+    pub state: String,
+}
+
+/// One receipt. Field names are the wire names (snake_case).
+///
+/// `None` serializes as `null` for the fields every receipt has
+/// (`approval`, `operation`, `result_sha256`, `result_hash`), so the shape of
+/// a receipt is fixed; the opt-in full values `arguments` and `result` are
+/// left out entirely when not captured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// Format version: [`RECEIPT_VERSION`].
+    pub v: u32,
+    /// [`kid`] of the key that signs this receipt.
+    pub kid: String,
+    /// The receipt's position in the log. Signed, so a receipt cannot be
+    /// passed off as another leaf.
+    pub log_index: u64,
+    /// RFC 3339, given by the caller.
+    pub issued_at: String,
+    pub tenant: String,
+    pub caller: String,
+    pub server: String,
+    pub tool: String,
+    pub tool_definition_sha256: String,
+    pub proposal_sha256: String,
+    /// A `Verdict` name: `allow`, `require_approval`, `deny`.
+    pub decision: String,
+    /// A `Reason` name.
+    pub reason: String,
+    /// Ids of the policy rules that decided.
+    pub rules: Vec<String>,
+    pub policy_version: String,
+    pub approval: Option<ApprovalRef>,
+    pub operation: Option<OperationRef>,
+    pub execution_status: String,
+    pub result_status: String,
+    /// Plain SHA-256 of the canonical result, when there is one.
+    pub result_sha256: Option<String>,
+    /// [`salted_hash`] of the canonical arguments.
+    pub arguments_hash: String,
+    /// [`salted_hash`] of the canonical result, when there is one.
+    pub result_hash: Option<String>,
+    /// The full arguments, only when a setting opts in to capture.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub arguments: Option<Value>,
+    /// The full result, only when a setting opts in to capture.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub result: Option<Value>,
+}
+
+/// A member that is present is `Some`, even when its value is JSON `null`
+/// (plain `Option<Value>` would read `null` as `None`, drop it on
+/// re-serialization and so break the signature of a captured `null`).
+/// Absence is handled by `#[serde(default)]`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Receipt {
+    /// The JCS (RFC 8785) bytes: what the signature covers.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Serialization cannot fail: every field is a string, an integer, a
+        // list, an option or a `serde_json::Value`, none of which can hold a
+        // non-finite number (the one thing JCS refuses).
+        serde_json_canonicalizer::to_vec(self).expect("a receipt always canonicalizes")
+    }
+}
+
+/// A receipt with its signature. Wire form: `{"receipt": {...}, "sig": "..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedReceipt {
+    pub receipt: Receipt,
+    /// Standard base64 of the Ed25519 signature over `receipt.canonical_bytes()`.
+    #[serde(rename = "sig")]
+    pub signature: String,
+}
+
+impl SignedReceipt {
+    /// The canonical wire form (the same bytes as [`leaf_bytes`]).
+    pub fn to_json(&self) -> String {
+        String::from_utf8(leaf_bytes(self)).expect("JCS output is UTF-8")
+    }
+
+    /// Reads the wire form. Duplicate keys (anywhere, including inside
+    /// captured values), unknown members, and documents beyond `limits` are
+    /// refused. This only parses: call [`verify`] before trusting anything.
+    pub fn from_json(bytes: &[u8], limits: JsonLimits) -> Result<Self, ReceiptError> {
+        let value = strict_json::parse(bytes, limits).map_err(|e| ReceiptError::Malformed(e.to_string()))?;
+        serde_json::from_value(value).map_err(|e| ReceiptError::Malformed(e.to_string()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptError {
+    #[error("not a signed receipt: {0}")]
+    Malformed(String),
+    #[error("the signature is not standard base64 of 64 bytes")]
+    MalformedSignature,
+    #[error("the receipt signature does not verify under the key with kid {key_kid} (the receipt names kid {receipt_kid})")]
+    BadSignature { receipt_kid: String, key_kid: String },
+    #[error("receipt format v{0} is not supported (this verifier knows v{RECEIPT_VERSION})")]
+    UnsupportedVersion(u32),
+    #[error("the receipt names kid {receipt_kid} but the key's kid is {key_kid}")]
+    KidMismatch { receipt_kid: String, key_kid: String },
+}
+
+/// The key id: the first 32 hex digits (16 bytes) of SHA-256 of the raw
+/// 32-byte Ed25519 public key.
+pub fn kid(public_key: &[u8; 32]) -> String {
+    let mut hex = sha256_hex(public_key);
+    hex.truncate(32);
+    hex
+}
+
+/// Lower-case hex SHA-256(salt || bytes), for argument and result values.
+///
+/// Why salted: a plain hash of a low-entropy value (an amount, a yes/no, an
+/// account number) is as good as the value itself, since anyone can hash the
+/// few candidates and compare. With a 32-byte secret salt that stays in the
+/// ledger and never appears in the receipt, a receipt alone reveals nothing
+/// guessable; whoever holds the ledger (an auditor given the salt) can still
+/// prove that a given value is the one the receipt committed to. The salt
+/// has a fixed length, so salt and value cannot be re-split differently.
+/// `bytes` are the JCS bytes of the value (see [`salted_value_hash`]).
+pub fn salted_hash(salt: &[u8; 32], bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::new().chain_update(salt).chain_update(bytes).finalize();
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    out
+}
+
+/// [`salted_hash`] of the JCS bytes of `value`.
+pub fn salted_value_hash(salt: &[u8; 32], value: &Value) -> String {
+    salted_hash(salt, crate::proposal::canonical_json(value).as_bytes())
+}
+
+/// Signs `receipt`. Fails closed when `receipt.kid` is not the kid of `key`:
+/// a receipt never names a key other than the one that signed it.
+pub fn sign(receipt: Receipt, key: &SigningKey) -> Result<SignedReceipt, ReceiptError> {
+    let key_kid = kid(&key.verifying_key().to_bytes());
+    if receipt.kid != key_kid {
+        return Err(ReceiptError::KidMismatch { receipt_kid: receipt.kid, key_kid });
+    }
+    let signature = key.sign(&receipt.canonical_bytes());
+    Ok(SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) })
+}
+
+/// Verifies a signed receipt against `key`, in this order: the signature
+/// (Ed25519 `verify_strict`: no small-order keys, no malleable signatures)
+/// over the JCS bytes of the receipt, then the format version, then that the
+/// receipt names this key's kid. The signature comes first because nothing
+/// a receipt says — its version or its kid — is worth reporting before it is
+/// known to be what the key signed.
+pub fn verify(signed: &SignedReceipt, key: &VerifyingKey) -> Result<(), ReceiptError> {
+    let raw = STANDARD.decode(&signed.signature).map_err(|_| ReceiptError::MalformedSignature)?;
+    let raw: [u8; 64] = raw.try_into().map_err(|_| ReceiptError::MalformedSignature)?;
+    let signature = Signature::from_bytes(&raw);
+    let key_kid = kid(&key.to_bytes());
+    let receipt = &signed.receipt;
+    key.verify_strict(&receipt.canonical_bytes(), &signature)
+        .map_err(|_| ReceiptError::BadSignature { receipt_kid: receipt.kid.clone(), key_kid: key_kid.clone() })?;
+    if receipt.v != RECEIPT_VERSION {
+        return Err(ReceiptError::UnsupportedVersion(receipt.v));
+    }
+    if receipt.kid != key_kid {
+        return Err(ReceiptError::KidMismatch { receipt_kid: receipt.kid.clone(), key_kid });
+    }
+    Ok(())
+}
+
+/// The bytes the log's leaf hash is computed over: the JCS bytes of the whole
+/// signed object `{"receipt": …, "sig": …}`.
+///
+/// Why the signed object and not the receipt alone: the log then commits to
+/// exactly the artefact a holder has, signature included, so an inclusion
+/// proof shows that this signed receipt (not merely some receipt with this
+/// content) was logged, and a verifier recomputes the leaf from the bundle
+/// without re-deriving anything. Ed25519 signatures are deterministic
+/// (RFC 8032), so one receipt under one key always gives one leaf. JCS makes
+/// the bytes independent of how the object was formatted in transit.
+pub fn leaf_bytes(signed: &SignedReceipt) -> Vec<u8> {
+    serde_json_canonicalizer::to_vec(signed).expect("a signed receipt always canonicalizes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_bytes(&[seed; 32])
+    }
+
+    fn receipt_for(key: &SigningKey) -> Receipt {
+        let salt = [7u8; 32];
+        let arguments = json!({"part": "A-113", "quantity": 2});
+        let result = json!({"order": "PO-9"});
+        Receipt {
+            v: RECEIPT_VERSION,
+            kid: kid(&key.verifying_key().to_bytes()),
+            log_index: 41,
+            issued_at: "2026-05-01T12:00:00Z".into(),
+            tenant: "acme".into(),
+            caller: "agent-7".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            tool_definition_sha256: "ab".repeat(32),
+            proposal_sha256: "cd".repeat(32),
+            decision: "allow".into(),
+            reason: "automatic".into(),
+            rules: vec!["orders.small".into(), "tenant.acme".into()],
+            policy_version: "p-3".into(),
+            approval: Some(ApprovalRef { id: "ap-1".into(), approver: "erin".into(), decided_at: "2026-05-01T11:59:00Z".into() }),
+            operation: Some(OperationRef { key: "op-1".into(), state: "completed".into() }),
+            execution_status: "dispatched".into(),
+            result_status: "ok".into(),
+            result_sha256: Some(sha256_hex(crate::proposal::canonical_json(&result).as_bytes())),
+            arguments_hash: salted_value_hash(&salt, &arguments),
+            result_hash: Some(salted_value_hash(&salt, &result)),
+            arguments: None,
+            result: None,
+        }
+    }
+
+    fn reparse(signed: &SignedReceipt) -> SignedReceipt {
+        SignedReceipt::from_json(signed.to_json().as_bytes(), JsonLimits::default()).unwrap()
+    }
+
+    #[test]
+    fn sign_then_verify_round_trips_through_the_wire_form() {
+        let k = key(1);
+        let signed = sign(receipt_for(&k), &k).unwrap();
+        assert_eq!(verify(&signed, &k.verifying_key()), Ok(()));
+        let back = reparse(&signed);
+        assert_eq!(back, signed);
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        // The wire form has exactly the two members.
+        let wire: Value = serde_json::from_str(&signed.to_json()).unwrap();
+        let mut members: Vec<_> = wire.as_object().unwrap().keys().cloned().collect();
+        members.sort();
+        assert_eq!(members, ["receipt", "sig"]);
+        assert_eq!(STANDARD.decode(wire["sig"].as_str().unwrap()).unwrap().len(), 64);
+    }
+
+    #[test]
+    fn the_signature_is_over_the_jcs_bytes_of_the_receipt() {
+        let k = key(2);
+        let signed = sign(receipt_for(&k), &k).unwrap();
+        let jcs = serde_json_canonicalizer::to_vec(&serde_json::to_value(&signed.receipt).unwrap()).unwrap();
+        assert_eq!(signed.receipt.canonical_bytes(), jcs);
+        let raw: [u8; 64] = STANDARD.decode(&signed.signature).unwrap().try_into().unwrap();
+        k.verifying_key().verify_strict(&jcs, &Signature::from_bytes(&raw)).unwrap();
+    }
+
+    #[test]
+    fn wrong_key_fails_with_a_signature_error_naming_both_kids() {
+        let (a, b) = (key(1), key(2));
+        let signed = sign(receipt_for(&a), &a).unwrap();
+        match verify(&signed, &b.verifying_key()) {
+            Err(ReceiptError::BadSignature { receipt_kid, key_kid }) => {
+                assert_eq!(receipt_kid, kid(&a.verifying_key().to_bytes()));
+                assert_eq!(key_kid, kid(&b.verifying_key().to_bytes()));
+            }
+            other => panic!("expected BadSignature, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_validly_signed_receipt_naming_another_kid_fails_with_the_kid_error() {
+        let (a, b) = (key(1), key(2));
+        // A receipt that names b's kid, signed by a directly (sign() refuses).
+        let receipt = receipt_for(&b);
+        let signature = a.sign(&receipt.canonical_bytes());
+        let signed = SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) };
+        assert_eq!(
+            verify(&signed, &a.verifying_key()),
+            Err(ReceiptError::KidMismatch {
+                receipt_kid: kid(&b.verifying_key().to_bytes()),
+                key_kid: kid(&a.verifying_key().to_bytes()),
+            })
+        );
+        // And sign() fails closed on the same receipt.
+        assert!(matches!(sign(receipt_for(&b), &a), Err(ReceiptError::KidMismatch { .. })));
+    }
+
+    #[test]
+    fn another_version_is_refused_even_when_signed() {
+        let k = key(3);
+        let mut receipt = receipt_for(&k);
+        receipt.v = 2;
+        let signature = k.sign(&receipt.canonical_bytes());
+        let signed = SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) };
+        assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::UnsupportedVersion(2)));
+    }
+
+    #[test]
+    fn a_malformed_signature_is_its_own_error() {
+        let k = key(4);
+        let mut signed = sign(receipt_for(&k), &k).unwrap();
+        signed.signature = "not base64!".into();
+        assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::MalformedSignature));
+        signed.signature = STANDARD.encode([0u8; 63]);
+        assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::MalformedSignature));
+    }
+
+    #[test]
+    fn kid_is_the_first_32_hex_digits_of_sha256_of_the_raw_key() {
+        let k = key(5);
+        let pk = k.verifying_key().to_bytes();
+        let full = sha256_hex(&pk);
+        assert_eq!(kid(&pk), full[..32]);
+        assert_eq!(kid(&pk).len(), 32);
+        // Known vector: SHA-256 of 32 zero bytes is 66687aad…; the kid takes
+        // its first 16 bytes.
+        assert_eq!(kid(&[0u8; 32]), "66687aadf862bd776c8fc18b8e9f8e20");
+    }
+
+    #[test]
+    fn jcs_bytes_do_not_depend_on_member_order_or_whitespace() {
+        let k = key(6);
+        let signed = sign(receipt_for(&k), &k).unwrap();
+        let canonical = signed.to_json();
+        // Re-emit the same object with every object's members reversed and
+        // pretty-printed.
+        fn reverse(v: &Value) -> Value {
+            match v {
+                Value::Object(m) => {
+                    let mut out = serde_json::Map::new();
+                    for (key, val) in m.iter().rev() {
+                        out.insert(key.clone(), reverse(val));
+                    }
+                    Value::Object(out)
+                }
+                Value::Array(a) => Value::Array(a.iter().map(reverse).collect()),
+                other => other.clone(),
+            }
+        }
+        let value: Value = serde_json::from_str(&canonical).unwrap();
+        let reordered = serde_json::to_string_pretty(&reverse(&value)).unwrap();
+        assert_ne!(reordered, canonical);
+        let back = SignedReceipt::from_json(reordered.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!(back.to_json(), canonical);
+        assert_eq!(leaf_bytes(&back), canonical.as_bytes());
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+    }
+
+    #[test]
+    fn jcs_orders_receipt_members_by_code_point() {
+        let k = key(6);
+        let bytes = receipt_for(&k).canonical_bytes();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.starts_with(r#"{"approval":{"approver":"erin","decided_at":"#), "{text}");
+        assert!(text.ends_with(r#","v":1}"#), "{text}");
+    }
+
+    #[test]
+    fn leaf_bytes_cover_the_signature() {
+        let (a, b) = (key(1), key(2));
+        let mut ra = receipt_for(&a);
+        let sa = sign(ra.clone(), &a).unwrap();
+        ra.kid = kid(&b.verifying_key().to_bytes());
+        let sb = sign(ra, &b).unwrap();
+        assert_ne!(leaf_bytes(&sa), leaf_bytes(&sb));
+        let mut forged = sa.clone();
+        forged.signature = sb.signature.clone();
+        assert_ne!(leaf_bytes(&forged), leaf_bytes(&sa));
+        // Deterministic: signing again gives the same leaf.
+        assert_eq!(leaf_bytes(&sign(receipt_for(&a), &a).unwrap()), leaf_bytes(&sa));
+    }
+
+    #[test]
+    fn absent_captures_are_left_out_and_a_captured_null_survives() {
+        let k = key(7);
+        let plain = sign(receipt_for(&k), &k).unwrap();
+        let text = plain.to_json();
+        assert!(!text.contains("\"arguments\":"), "{text}");
+        assert!(!text.contains("\"result\":"), "{text}");
+        assert!(text.contains("\"approval\":{"), "{text}");
+
+        let mut receipt = receipt_for(&k);
+        receipt.approval = None;
+        receipt.arguments = Some(json!({"quantity": 2}));
+        receipt.result = Some(Value::Null);
+        let captured = sign(receipt, &k).unwrap();
+        let text = captured.to_json();
+        assert!(text.contains("\"approval\":null"), "{text}");
+        assert!(text.contains("\"result\":null"), "{text}");
+        let back = reparse(&captured);
+        assert_eq!(back.receipt.result, Some(Value::Null));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+    }
+
+    #[test]
+    fn unknown_members_and_duplicate_keys_are_refused() {
+        let k = key(8);
+        let signed = sign(receipt_for(&k), &k).unwrap();
+        let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
+        value["receipt"]["note"] = json!("unsigned");
+        let err = SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap_err();
+        assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("note")), "{err}");
+
+        let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
+        value["extra"] = json!(1);
+        assert!(matches!(
+            SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()),
+            Err(ReceiptError::Malformed(_))
+        ));
+
+        let text = signed.to_json();
+        let duplicated = text.replacen("\"tenant\":\"acme\"", "\"tenant\":\"evil\",\"tenant\":\"acme\"", 1);
+        assert_ne!(duplicated, text);
+        let err = SignedReceipt::from_json(duplicated.as_bytes(), JsonLimits::default()).unwrap_err();
+        assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("duplicate")), "{err}");
+    }
+
+    #[test]
+    fn salted_hashes_are_stable_and_differ_per_salt() {
+        let value = json!({"amount": 100});
+        let a = salted_value_hash(&[1; 32], &value);
+        assert_eq!(a, salted_value_hash(&[1; 32], &json!({"amount": 100})));
+        assert_ne!(a, salted_value_hash(&[2; 32], &value));
+        assert_ne!(a, salted_value_hash(&[1; 32], &json!({"amount": 101})));
+        // It is SHA-256(salt || JCS bytes), and not the unsalted hash.
+        let mut input = vec![1u8; 32];
+        input.extend_from_slice(br#"{"amount":100}"#);
+        assert_eq!(a, sha256_hex(&input));
+        assert_ne!(a, sha256_hex(br#"{"amount":100}"#));
+        // Known vector: SHA-256 of 32 zero bytes.
+        assert_eq!(salted_hash(&[0; 32], b""), "66687aadf862bd776c8fc18b8e9f8e20089714856ee233b3902a591d0d5f2925");
+    }
+
+    #[test]
+    fn integers_beyond_2_pow_53_are_carried_as_doubles() {
+        // JCS (RFC 8785 §3.2.2.3) writes every number as an IEEE 754 double,
+        // so a captured integer beyond ±2^53 comes back as its nearest
+        // double. The signature still verifies (signer and verifier
+        // canonicalize alike), but the captured value is not exact.
+        let k = key(12);
+        let mut receipt = receipt_for(&k);
+        receipt.arguments = Some(json!({"n": 9007199254740993_i64}));
+        let signed = sign(receipt, &k).unwrap();
+        assert!(signed.to_json().contains(r#"{"n":9007199254740992}"#), "{}", signed.to_json());
+        let back = reparse(&signed);
+        assert_eq!(back.receipt.arguments, Some(json!({"n": 9007199254740992_i64})));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+    }
+
+    /// Changes one member of the receipt object (chosen by index).
+    fn tamper(receipt: &mut Value, field: usize) {
+        let r = receipt.as_object_mut().unwrap();
+        let names: Vec<String> = r.keys().cloned().collect();
+        let name = &names[field % names.len()];
+        let slot = r.get_mut(name).unwrap();
+        *slot = match slot.take() {
+            Value::String(s) => Value::String(format!("{s}x")),
+            Value::Number(n) => json!(n.as_u64().unwrap() + 1),
+            Value::Array(mut a) => {
+                a.push(json!("extra.rule"));
+                Value::Array(a)
+            }
+            Value::Object(mut m) => {
+                let first = m.keys().next().unwrap().clone();
+                m.insert(first, json!("changed"));
+                Value::Object(m)
+            }
+            Value::Null => json!({"id": "ap-x", "approver": "mallory", "decided_at": "2026-01-01T00:00:00Z"}),
+            Value::Bool(b) => Value::Bool(!b),
+        };
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any changed field — every member but `v`, which has its own
+        /// error — fails with the signature error after a round trip
+        /// through the wire form.
+        #[test]
+        fn any_changed_field_breaks_the_signature(field in 0usize..64, null_approval in any::<bool>()) {
+            let k = key(9);
+            let mut receipt = receipt_for(&k);
+            if null_approval {
+                receipt.approval = None;
+            }
+            let signed = sign(receipt, &k).unwrap();
+            let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
+            let names: Vec<String> = value["receipt"].as_object().unwrap().keys().cloned().collect();
+            prop_assume!(names[field % names.len()] != "v");
+            tamper(&mut value["receipt"], field);
+            let back = SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap();
+            prop_assert_ne!(&back, &signed);
+            let is_bad_signature = matches!(verify(&back, &k.verifying_key()), Err(ReceiptError::BadSignature { .. }));
+            prop_assert!(is_bad_signature);
+        }
+
+        /// A flipped byte in the signature never verifies.
+        #[test]
+        fn any_flipped_signature_byte_fails(index in 0usize..64, bit in 0u8..8) {
+            let k = key(10);
+            let mut signed = sign(receipt_for(&k), &k).unwrap();
+            let mut raw = STANDARD.decode(&signed.signature).unwrap();
+            raw[index] ^= 1 << bit;
+            signed.signature = STANDARD.encode(&raw);
+            let is_bad_signature = matches!(verify(&signed, &k.verifying_key()), Err(ReceiptError::BadSignature { .. }));
+            prop_assert!(is_bad_signature);
+        }
+
+        /// Captured argument values survive the wire form exactly and
+        /// verify, within I-JSON's exact integer range (see
+        /// `integers_beyond_2_pow_53_are_carried_as_doubles`).
+        #[test]
+        fn captured_values_round_trip(entries in proptest::collection::btree_map("[a-z]{1,6}", -(1i64 << 53)..=(1i64 << 53), 0..6)) {
+            let k = key(11);
+            let arguments: Value = entries.iter().map(|(name, n)| (name.clone(), json!(n))).collect::<serde_json::Map<_, _>>().into();
+            let mut receipt = receipt_for(&k);
+            receipt.arguments_hash = salted_value_hash(&[3; 32], &arguments);
+            receipt.arguments = Some(arguments);
+            let signed = sign(receipt, &k).unwrap();
+            let back = reparse(&signed);
+            prop_assert_eq!(&back, &signed);
+            prop_assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        }
+    }
+}
