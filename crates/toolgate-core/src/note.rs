@@ -130,12 +130,7 @@ pub enum NoteError {
 /// The note key id (spec, "Signatures"): the first four bytes, big-endian,
 /// of SHA-256(name || 0x0A || signature type || public key).
 pub fn key_id(name: &str, algorithm: Algorithm, public_key: &[u8]) -> u32 {
-    let digest = Sha256::new()
-        .chain_update(name.as_bytes())
-        .chain_update(b"\n")
-        .chain_update(algorithm.signature_type())
-        .chain_update(public_key)
-        .finalize();
+    let digest = Sha256::new().chain_update(name.as_bytes()).chain_update(b"\n").chain_update(algorithm.signature_type()).chain_update(public_key).finalize();
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
@@ -245,7 +240,11 @@ pub struct Verifier {
 
 impl fmt::Debug for Verifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Verifier").field("name", &self.name).field("key_id", &format_args!("{:08x}", self.key_id)).field("algorithm", &self.algorithm()).finish()
+        f.debug_struct("Verifier")
+            .field("name", &self.name)
+            .field("key_id", &format_args!("{:08x}", self.key_id))
+            .field("algorithm", &self.algorithm())
+            .finish()
     }
 }
 
@@ -534,8 +533,8 @@ pub fn open_checkpoint(text: &str, verifiers: &[Verifier]) -> Result<(Checkpoint
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use aws_lc_rs::signature::ML_DSA_65_SIGNING;
+    use proptest::prelude::*;
     use std::sync::OnceLock;
 
     // golang.org/x/mod/sumdb/note, note_test.go (TestSign, TestOpen).
@@ -548,7 +547,8 @@ mod tests {
 
     // c2sp.org/signed-note, "Verifier keys", Example.
     const C2SP_VKEY: &str = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k";
-    const C2SP_NOTE: &str = "This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
+    const C2SP_NOTE: &str =
+        "This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
 
     fn peter_signer() -> Signer {
         // The Go private key text: PRIVATE+KEY+<name>+<id>+base64(0x01 || seed);
@@ -810,20 +810,20 @@ mod tests {
     fn checkpoint_parse_is_strict() {
         let root = STANDARD.encode([1u8; 32]);
         let cases = [
-            format!("log\n5\n{root}"),           // no trailing newline
-            format!("log\n05\n{root}\n"),        // leading zero
-            format!("log\n+5\n{root}\n"),        // sign
-            format!("log\n5a\n{root}\n"),        // not decimal
-            format!("log\n\n{root}\n"),          // empty size
-            format!("log\n-1\n{root}\n"),        // negative
-            format!("log\n18446744073709551616\n{root}\n"), // 2^64
-            "log\n5\nnot base64!\n".to_string(), // bad base64
+            format!("log\n5\n{root}"),                           // no trailing newline
+            format!("log\n05\n{root}\n"),                        // leading zero
+            format!("log\n+5\n{root}\n"),                        // sign
+            format!("log\n5a\n{root}\n"),                        // not decimal
+            format!("log\n\n{root}\n"),                          // empty size
+            format!("log\n-1\n{root}\n"),                        // negative
+            format!("log\n18446744073709551616\n{root}\n"),      // 2^64
+            "log\n5\nnot base64!\n".to_string(),                 // bad base64
             format!("log\n5\n{}\n", STANDARD.encode([1u8; 31])), // 31 bytes
             format!("log\n5\n{}\n", &root[..root.len() - 1]),    // no padding
-            format!("\n5\n{root}\n"),            // empty origin
-            format!("log\n5\n{root}\next\n"),    // extension line
-            format!("log\n5\n{root}\n\n"),       // trailing empty line
-            "log\n5\n".to_string(),              // missing root
+            format!("\n5\n{root}\n"),                            // empty origin
+            format!("log\n5\n{root}\next\n"),                    // extension line
+            format!("log\n5\n{root}\n\n"),                       // trailing empty line
+            "log\n5\n".to_string(),                              // missing root
         ];
         for body in cases {
             assert!(matches!(Checkpoint::parse(&body), Err(NoteError::Checkpoint(_))), "{body:?}");

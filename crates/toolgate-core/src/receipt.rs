@@ -102,7 +102,9 @@ pub struct Receipt {
     pub arguments_hash: String,
     /// [`salted_hash`] of the canonical result, when there is one.
     pub result_hash: Option<String>,
-    /// The full arguments, only when a setting opts in to capture.
+    /// The full arguments, only when a setting opts in to capture. Numbers
+    /// are carried as JCS writes them (IEEE 754 doubles): an integer beyond
+    /// ±2^53 comes back as its nearest double.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub arguments: Option<Value>,
     /// The full result, only when a setting opts in to capture.
@@ -342,10 +344,7 @@ mod tests {
         let signed = SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) };
         assert_eq!(
             verify(&signed, &a.verifying_key()),
-            Err(ReceiptError::KidMismatch {
-                receipt_kid: kid(&b.verifying_key().to_bytes()),
-                key_kid: kid(&a.verifying_key().to_bytes()),
-            })
+            Err(ReceiptError::KidMismatch { receipt_kid: kid(&b.verifying_key().to_bytes()), key_kid: kid(&a.verifying_key().to_bytes()) })
         );
         // And sign() fails closed on the same receipt.
         assert!(matches!(sign(receipt_for(&b), &a), Err(ReceiptError::KidMismatch { .. })));
@@ -469,10 +468,7 @@ mod tests {
 
         let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
         value["extra"] = json!(1);
-        assert!(matches!(
-            SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()),
-            Err(ReceiptError::Malformed(_))
-        ));
+        assert!(matches!(SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()), Err(ReceiptError::Malformed(_))));
 
         let text = signed.to_json();
         let duplicated = text.replacen("\"tenant\":\"acme\"", "\"tenant\":\"evil\",\"tenant\":\"acme\"", 1);
