@@ -43,9 +43,67 @@ impl Proposal {
     }
 }
 
+/// The largest integer magnitude JCS (and I-JSON, RFC 7493) represents
+/// exactly: numbers are canonicalized as IEEE 754 doubles.
+pub const MAX_EXACT_INTEGER: u64 = 1 << 53;
+
+/// Integers in `arguments` beyond ±2^53, by JSON pointer. Canonicalization
+/// would round them, so two calls differing only there would share one
+/// proposal hash — one approval or operation key would cover both. They
+/// are refused (send such values as strings) rather than hashed inexactly.
+pub fn inexact_integers(arguments: &Value) -> Vec<crate::schema::Violation> {
+    fn walk(v: &Value, path: &mut String, out: &mut Vec<crate::schema::Violation>) {
+        match v {
+            Value::Number(n) => {
+                let big = n.as_u64().is_some_and(|u| u > MAX_EXACT_INTEGER) || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_EXACT_INTEGER);
+                if big {
+                    let message = "an integer beyond ±2^53 cannot be canonicalized exactly (RFC 8785, I-JSON); send it as a string".to_string();
+                    out.push(crate::schema::Violation { path: if path.is_empty() { "/".into() } else { path.clone() }, message });
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("/{i}"));
+                    walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            Value::Object(map) => {
+                for (k, item) in map {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(arguments, &mut String::new(), &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_jcs_would_round_are_found_by_path() {
+        let args: Value = serde_json::from_str(r#"{"amount": 9007199254740993, "ok": 9007199254740992, "list": [1, -9007199254740993], "a/b": {"x": 18446744073709551615}}"#).unwrap();
+        // The reason: JCS rounds these, so distinct calls would share a hash.
+        let a = Proposal::new("s", "t", json!({"amount": 9007199254740993u64}));
+        let b = Proposal::new("s", "t", json!({"amount": 9007199254740992u64}));
+        assert_eq!(a.sha256, b.sha256, "JCS rounds beyond 2^53 (this is why they are refused)");
+        let paths: Vec<String> = inexact_integers(&args).into_iter().map(|v| v.path).collect();
+        assert_eq!(paths.len(), 3);
+        for p in ["/a~1b/x", "/amount", "/list/1"] {
+            assert!(paths.contains(&p.to_string()), "{p} in {paths:?}");
+        }
+        assert!(inexact_integers(&json!({"q": 8, "f": 1.5e300, "s": "9007199254740993"})).is_empty());
+    }
 
     #[test]
     fn key_order_and_whitespace_do_not_change_the_proposal() {

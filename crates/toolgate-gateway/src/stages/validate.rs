@@ -23,7 +23,9 @@ pub fn validate(tool: &ExposedTool, arguments: &Value) -> Result<Proposal, Stop>
             ));
         }
     };
-    let violations = validator.violations(arguments);
+    let mut violations = validator.violations(arguments);
+    // Valid by the schema but not hashable exactly: the proposal must bind one call.
+    violations.extend(toolgate_core::proposal::inexact_integers(arguments));
     if !violations.is_empty() {
         let paths: Vec<&str> = violations.iter().map(|v| v.path.as_str()).collect();
         return Err(Stop::Refused(
