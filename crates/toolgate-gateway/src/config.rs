@@ -461,17 +461,31 @@ impl Config {
         }
     }
 
-    /// The ledger's location fit for logs and errors: a URL's password is masked.
+    /// The ledger's location fit for logs and errors: a URL's password (in
+    /// its user info or a `password=` parameter) is masked.
     pub fn ledger_display(&self) -> String {
         let location = self.ledger_location();
-        match (location.find("://"), location.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                let userinfo = &location[scheme + 3..at];
+        let Some(scheme) = location.find("://") else { return location };
+        let (head, query) = location.split_once('?').map_or((location.as_str(), None), |(h, q)| (h, Some(q)));
+        let mut out = match head.rfind('@') {
+            Some(at) if at > scheme => {
+                let userinfo = &head[scheme + 3..at];
                 let user = userinfo.split(':').next().unwrap_or_default();
-                format!("{}{user}{}@{}", &location[..scheme + 3], if userinfo.contains(':') { ":***" } else { "" }, &location[at + 1..])
+                format!("{}{user}{}@{}", &head[..scheme + 3], if userinfo.contains(':') { ":***" } else { "" }, &head[at + 1..])
             }
-            _ => location,
+            _ => head.to_string(),
+        };
+        if let Some(query) = query {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            out = format!("{out}?{}", params.join("&"));
         }
+        out
     }
 
     /// The deadline of one call to `server`.
@@ -492,6 +506,15 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/etc/toolgate/toolgate.toml"))
+    }
+
+    #[test]
+    fn a_ledger_password_never_reaches_a_message() {
+        let shown = |url: &str| parse(&format!("[gateway]\nledger = \"{url}\"\n")).unwrap().ledger_display();
+        assert_eq!(shown("postgres://tg:s3cret@db:5432/toolgate"), "postgres://tg:***@db:5432/toolgate");
+        assert_eq!(shown("postgres:///toolgate?host=/run/postgresql&password=s3cret&sslmode=disable"), "postgres:///toolgate?host=/run/postgresql&password=***&sslmode=disable");
+        assert_eq!(shown("postgres://tg@db/toolgate"), "postgres://tg@db/toolgate");
+        assert!(parse("").unwrap().ledger_display().ends_with("state/ledger.sqlite3"));
     }
 
     #[test]

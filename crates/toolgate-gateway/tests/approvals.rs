@@ -288,3 +288,42 @@ async fn an_approval_of_another_call_never_reaches_the_policy_context() {
     assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], json!(true), "{again}");
     assert_eq!(orders(&h), 1);
 }
+
+/// An approved call whose dispatch never reached the upstream (it was down)
+/// is not lost with its approval: re-issued once the upstream is back, it
+/// runs once under the same operation.
+#[tokio::test]
+async fn an_approved_call_the_upstream_never_saw_runs_when_re_issued() {
+    let mut h = start("").await;
+    let eight = order(8);
+    let first = call_as(&h.url, None, ORDER, &eight, json!({})).await;
+    let id = approval_id(&first);
+    assert_eq!(decide(&h.url, DANA_TOKEN, &id, "approve").await.0, 200);
+    // The parts server goes down; the approved re-issue cannot be sent.
+    let url = h.atlas_urls["parts"].clone();
+    h.atlas_cancel["parts"].cancel();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let down = call_as(&h.url, None, ORDER, &eight, json!({"requestState": state(&first)})).await;
+    assert_eq!((reason(&down), down["structuredContent"]["action"].as_str()), ("upstream_unavailable", Some("retry")), "{down}");
+    assert_eq!(orders(&h), 0);
+    // Back on the same address; the same re-issue runs it, once.
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").parse().unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let parts = toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(&h.sandbox())).unwrap();
+    toolgate_atlas::serve::http(parts, addr, cancel.clone()).await.unwrap();
+    h.atlas_cancel.insert("parts", cancel);
+    let mut ran = Value::Null;
+    for _ in 0..50 {
+        ran = call_as(&h.url, None, ORDER, &eight, json!({"requestState": state(&first)})).await;
+        if reason(&ran) != "upstream_unavailable" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(ran["structuredContent"]["order_id"].is_string(), "{ran}");
+    assert_eq!(ran["_meta"]["io.toolgate/operation"]["key"], json!(format!("approval:{id}")));
+    assert_eq!(orders(&h), 1);
+    let again = call_as(&h.url, None, ORDER, &eight, json!({"requestState": state(&first)})).await;
+    assert_eq!(again["structuredContent"]["order_id"], ran["structuredContent"]["order_id"], "{again}");
+    assert_eq!(orders(&h), 1);
+}

@@ -88,6 +88,9 @@ async fn writes_without_a_key_are_recorded_and_reads_are_not_operations() {
     // A key that is not a short string is refused before anything runs.
     let (_, bad) = post(&h.url, "tools/call", json!({"name": CREATE, "arguments": args, "_meta": {"io.toolgate/operationKey": 42}})).await;
     assert_eq!(bad["result"]["structuredContent"]["action"], "correct", "{bad}");
+    // The gateway's own key spaces are not the client's.
+    let (_, taken) = post(&h.url, "tools/call", json!({"name": CREATE, "arguments": args, "_meta": {"io.toolgate/operationKey": "approval:apr_x"}})).await;
+    assert_eq!(taken["result"]["structuredContent"]["action"], "correct", "{taken}");
     assert_eq!(invocations(&h), 2);
 }
 
@@ -146,12 +149,16 @@ async fn an_effect_reconciled_as_absent_runs_once_on_retry() {
     let args = ticket("Gate motor noise", "ref-absent-0001");
     let lost = create(&h.url, &args, Some("key-absent")).await;
     let op_id = lost["structuredContent"]["operation_id"].as_str().unwrap().to_string();
-    // An operator checked and found nothing (here: settles it by hand as not applied).
-    let resolution = toolgate_ledger::Resolution { applied: false, by: "dana".into(), reason: "no ticket in the desk".into(), outcome: None, now_ms: now_ms() };
-    let op = h.gateway.ledger.resolve_operation(&op_id, resolution).await.unwrap();
+    // An operator checked and found nothing: settled as not applied, but
+    // only once the lease ends (the dispatch might still be running upstream).
+    let settle = || toolgate_ledger::Resolution { applied: false, by: "dana".into(), reason: "no ticket in the desk".into(), outcome: None, now_ms: now_ms() };
+    let early = h.gateway.ledger.resolve_operation(&op_id, settle()).await;
+    assert!(matches!(early, Err(toolgate_ledger::LedgerError::WrongState { state: "unknown", .. })), "{early:?}");
+    let op = h.gateway.ledger.operation(&op_id).await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis((op.lease_until_ms - now_ms()).max(0) as u64 + 50)).await;
+    let op = h.gateway.ledger.resolve_operation(&op_id, settle()).await.unwrap();
     assert_eq!(op.state, OperationState::ReconciledNotApplied);
     // The retry runs it again under the same operation (attempt 2); the server's dedup keeps one ticket.
-    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
     let ran = create(&h.url, &args, Some("key-absent")).await;
     assert!(ran["structuredContent"]["ticket_id"].is_string(), "{ran}");
     assert_eq!(op_meta(&ran)["id"], json!(op_id));

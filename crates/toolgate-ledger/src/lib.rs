@@ -112,15 +112,30 @@ pub trait Ledger: Send + Sync {
     /// lease lapsed are marked unknown first.
     async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>>;
     /// Settles an unknown operation: applied (final) or not applied (the
-    /// key may run again).
+    /// key may run again — only once its lease has ended, so a dispatch
+    /// still running upstream cannot be doubled).
     async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation>;
 }
 
+/// Why a settlement was refused: only an unknown operation is settled, and
+/// "not applied" (which lets the key run again) only once the dispatch can
+/// no longer be running upstream.
+pub(crate) fn settle_rule(applied: bool) -> &'static str {
+    if applied {
+        "only an unknown operation is reconciled"
+    } else {
+        "only an unknown operation whose lease has ended is settled as not applied (until then its dispatch may still be running upstream); try again shortly"
+    }
+}
+
 /// Opens the ledger a config names: a `postgres://` URL, or else the path
-/// of the SQLite file.
+/// of the SQLite file (any other `scheme://` is refused, not taken for a path).
 pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
-    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+    let scheme = location.split("://").next().unwrap_or_default().to_ascii_lowercase();
+    if location.contains("://") && (scheme == "postgres" || scheme == "postgresql") {
         Ok(Arc::new(PostgresLedger::connect(location).await?))
+    } else if location.contains("://") {
+        Err(LedgerError::Store(format!("unknown ledger scheme `{scheme}`; use postgres://… or a SQLite file path")))
     } else {
         Ok(Arc::new(SqliteLedger::open(std::path::Path::new(location))?))
     }

@@ -80,6 +80,7 @@ both!(
     a_key_is_scoped_to_tenant_and_tool,
     a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it,
     a_crashed_reservation_is_taken_over_not_run_twice,
+    not_applied_waits_for_the_lease_but_applied_does_not,
     racing_begins_give_one_holder_per_key,
     the_store_itself_refuses_illegal_operation_changes,
 );
@@ -243,6 +244,20 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     l.mark_dispatched("op_3", 2, 500, 220).await.unwrap();
     assert!(matches!(l.finish_operation("op_3", 1, OperationState::Completed, Some("{}".into()), 230).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
     assert_eq!(l.finish_operation("op_3", 2, OperationState::Completed, Some("{}".into()), 230).await.unwrap().state, OperationState::Completed);
+}
+
+async fn not_applied_waits_for_the_lease_but_applied_does_not(s: Store) {
+    let l = &*s.ledger;
+    for (id, k) in [("op_1", "k1"), ("op_2", "k2")] {
+        mine(l.begin_operation(new_op(id, key("atlas", "create_ticket", k), 'a', 1_000), 0).await.unwrap());
+        l.mark_dispatched(id, 1, 1_000, 1).await.unwrap();
+        // The deadline passed: unknown at once, while the upstream may still be working.
+        l.finish_operation(id, 1, OperationState::Unknown, None, 10).await.unwrap();
+    }
+    let settle = |applied: bool, now_ms: i64| Resolution { applied, by: "dana".into(), reason: "checked".into(), outcome: None, now_ms };
+    assert!(matches!(l.resolve_operation("op_1", settle(false, 20)).await, Err(LedgerError::WrongState { state: "unknown", .. })));
+    assert_eq!(l.resolve_operation("op_1", settle(false, 1_000)).await.unwrap().state, OperationState::ReconciledNotApplied);
+    assert_eq!(l.resolve_operation("op_2", settle(true, 20)).await.unwrap().state, OperationState::ReconciledApplied);
 }
 
 async fn a_crashed_reservation_is_taken_over_not_run_twice(s: Store) {

@@ -147,7 +147,7 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false }),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
             let id = claimed.map(|a| a.id).expect("checked");
-            Ok(Gate { approval: Some((id, binding)), input: Map::new(), used: true })
+            Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true })
         }
         Step::Refuse(reason) => {
             let id = claimed.as_ref().or(latest.as_ref()).map(|a| a.id.clone());
@@ -164,7 +164,7 @@ async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id:
         // The approval just expired, or another re-issue won the race (its
         // operation answers this one).
         Err(LedgerError::NotApproved { state: "expired", .. }) => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id))),
-        Err(LedgerError::NotApproved { .. }) => Ok(Gate { approval: Some((id, binding)), input: Map::new(), used: true }),
+        Err(LedgerError::NotApproved { .. }) => Ok(Gate { approval: Some((id, binding)), input, used: true }),
         Err(e) => Err(store_failed(e, tool, proposal)),
     }
 }

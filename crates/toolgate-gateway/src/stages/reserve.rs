@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
-use toolgate_ledger::{Begun, NewOperation};
+use toolgate_ledger::{Begun, LedgerError, NewOperation, Resolution};
 
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
@@ -48,13 +48,15 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     }
     let client_key = match call.operation_key.as_ref() {
         None | Some(Value::Null) => None,
-        Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) => Some(k.clone()),
+        // `approval:` and `auto:` are the gateway's own: a client key there
+        // could stand in for another call's approved operation.
+        Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) && !k.starts_with("approval:") && !k.starts_with("auto:") => Some(k.clone()),
         Some(_) => {
             return Err(refuse(Refusal::new(
                 Verdict::Allow,
                 Reason::InvalidArguments,
                 Action::Correct,
-                format!("_meta[\"{KEY_META}\"] must be a string of 1 to 200 characters; nothing was run"),
+                format!("_meta[\"{KEY_META}\"] must be a string of 1 to 200 characters not starting with `approval:` or `auto:`; nothing was run"),
             )));
         }
     };
@@ -63,9 +65,12 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), key };
     let lease = now_ms() + lease_ms(gw, tool);
     // A re-issue presenting an approval already used: only its recorded
-    // operation can answer it; it never opens a new one.
+    // operation can answer it; it never opens a new one. (If that operation
+    // is known never to have run, this call runs it, below.)
     if gate.used {
-        return answer_used(gw, &key, tool, proposal, gate).await;
+        if let Some(answer) = used_answer(gw, &key, tool, proposal, gate).await? {
+            return Ok(answer);
+        }
     }
     let new = NewOperation {
         id,
@@ -87,9 +92,16 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     }
 }
 
-async fn answer_used(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Held, Stop> {
+/// For a call presenting a used approval: the recorded outcome, or a
+/// refusal; `None` when its operation is known never to have run (a
+/// reservation left by a crash, or reconciled as not applied), so this
+/// call runs it.
+async fn used_answer(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Option<Held>, Stop> {
     if let Some(op) = gw.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
-        return answer_existing(op, tool, proposal);
+        if operation::reuse(&op, &proposal.sha256, now_ms()) == Reuse::TakeOver {
+            return Ok(None);
+        }
+        return answer_existing(op, tool, proposal).map(Some);
     }
     // The re-issue that used it may not have reserved its operation yet.
     let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
@@ -186,11 +198,26 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
         }
         // Sent, then no usable answer.
         Err(Stop::Refused(r)) if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) => (OperationState::Unknown, None),
-        // Refused or failed before it ran (unavailable, a protocol error).
+        // JSON-RPC errors raised before a tool runs (unparseable, invalid
+        // request, no such method, invalid params): nothing happened. Any
+        // other (an internal error thrown after a commit) may hide an effect.
+        Err(Stop::Error(e)) if matches!(e.code, -32700 | -32600 | -32601 | -32602) => (OperationState::ReconciledNotApplied, None),
+        Err(Stop::Error(_)) => (OperationState::Unknown, None),
+        // Refused before it was sent (the upstream is down or turned it away).
         Err(_) => (OperationState::ReconciledNotApplied, None),
     };
-    let recorded = match gw.ledger.finish_operation(&op.id, op.attempts, state, recorded, now_ms()).await {
+    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), now_ms()).await;
+    let recorded = match finished {
         Ok(op) => op,
+        // Its lease lapsed while it ran (another replica or the CLI marked
+        // it unknown), and now the answer is here: that settles it.
+        Err(LedgerError::WrongState { state: "unknown", .. }) if state == OperationState::Completed => {
+            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: now_ms() };
+            gw.ledger.resolve_operation(&op.id, settle).await.unwrap_or_else(|e| {
+                tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record a late answer");
+                op.clone()
+            })
+        }
         Err(e) => {
             // The answer still goes to the caller; the operation stays
             // dispatched and will read as unknown once its lease lapses.

@@ -118,11 +118,12 @@ pub async fn resolve(pool: &Pool, id: &str, r: &Resolution) -> Result<Operation>
     let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
     let row = pool
         .query_opt(
-            "UPDATE operations SET state = $2, outcome = $3, resolved_by = $4, resolution = $5, updated_ms = $6 WHERE id = $1 AND state = 'unknown' RETURNING *",
-            &[&id, &state.as_str(), &r.outcome, &r.by, &r.reason, &r.now_ms],
+            "UPDATE operations SET state = $2, outcome = $3, resolved_by = $4, resolution = $5, updated_ms = $6 \
+             WHERE id = $1 AND state = 'unknown' AND ($7 OR lease_until_ms <= $6) RETURNING *",
+            &[&id, &state.as_str(), &r.outcome, &r.by, &r.reason, &r.now_ms, &r.applied],
         )
         .await?;
-    changed_or_wrong(pool, id, row, "only an unknown operation is reconciled").await
+    changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
 }
 
 pub async fn list(pool: &Pool, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {

@@ -89,40 +89,65 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize) {
                 Err(_) => break,
             }
         }
-        let (began, answers) = run_batch(&mut conn, batch);
-        // Without a transaction each request already carries its error.
-        let committed = if began { conn.execute_batch("COMMIT").map_err(|e| e.to_string()) } else { Ok(()) };
-        if committed.is_err() {
+        let (ran, answers) = run_batch(&mut conn, batch);
+        let committed = match ran {
+            Ran::Transaction => conn.execute_batch("COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
+            // Each request already carries its own error.
+            Ran::NoTransaction => Ok(()),
+            Ran::Lost(why) => Err(why),
+        };
+        if committed.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
         for answer in answers {
-            answer(committed.clone().map_err(|e| LedgerError::Store(format!("the ledger could not commit: {e}"))));
+            answer(committed.clone().map_err(LedgerError::Store));
         }
     }
 }
 
 type Answer = Box<dyn FnOnce(Result<()>) + Send>;
 
-fn run_batch(conn: &mut Connection, batch: Vec<Job>) -> (bool, Vec<Answer>) {
+/// How a batch ran.
+enum Ran {
+    /// In one open transaction, to be committed.
+    Transaction,
+    /// No transaction could begin; every request was told why.
+    NoTransaction,
+    /// SQLite rolled the transaction back by itself (disk full, I/O error):
+    /// nothing of the batch is on disk, whatever the requests saw.
+    Lost(String),
+}
+
+fn run_batch(conn: &mut Connection, batch: Vec<Job>) -> (Ran, Vec<Answer>) {
     // IMMEDIATE: take the write lock now (waiting out the CLI or another
     // gateway by busy_timeout) rather than fail on upgrade mid-batch.
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let why = format!("cannot begin a ledger transaction: {e}");
-        return (false, batch.into_iter().map(|job| job(Err(why.clone())).answer).collect());
+        return (Ran::NoTransaction, batch.into_iter().map(|job| job(Err(why.clone())).answer).collect());
     }
     let mut answers = Vec::with_capacity(batch.len());
-    for job in batch {
-        let _ = conn.execute_batch("SAVEPOINT job");
+    let mut jobs = batch.into_iter();
+    for job in jobs.by_ref() {
+        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+            answers.push(job(Err(format!("the ledger could not start a request: {e}"))).answer);
+            continue;
+        }
         // A panicking request loses its own answer, not the writer.
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&*conn))));
         let keep = matches!(&done, Ok(d) if d.keep);
         let undo = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-        let _ = conn.execute_batch(undo);
+        let undone = conn.execute_batch(undo);
         if let Ok(done) = done {
             answers.push(done.answer);
         }
+        if conn.is_autocommit() || undone.is_err() {
+            // The transaction is gone: the rest do not run, and nobody is told "done".
+            let why = format!("the ledger transaction was rolled back ({}); nothing was recorded, retry", undone.err().map_or("by SQLite".into(), |e| e.to_string()));
+            answers.extend(jobs.map(|job| job(Err(why.clone())).answer));
+            return (Ran::Lost(why), answers);
+        }
     }
-    (true, answers)
+    (Ran::Transaction, answers)
 }
 
 #[async_trait::async_trait]

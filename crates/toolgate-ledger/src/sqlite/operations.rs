@@ -99,11 +99,14 @@ pub fn finish(conn: &Connection, id: &str, attempt: i64, state: OperationState, 
 pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation> {
     lapse(conn, r.now_ms)?;
     let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+    // "Not applied" lets the key run again: not while the dispatch may
+    // still be running upstream (its lease is the deadline plus a grace).
     let changed = conn.execute(
-        "UPDATE operations SET state = ?2, outcome = ?3, resolved_by = ?4, resolution = ?5, updated_ms = ?6 WHERE id = ?1 AND state = 'unknown'",
-        params![id, state.as_str(), r.outcome, r.by, r.reason, r.now_ms],
+        "UPDATE operations SET state = ?2, outcome = ?3, resolved_by = ?4, resolution = ?5, updated_ms = ?6 \
+         WHERE id = ?1 AND state = 'unknown' AND (?7 OR lease_until_ms <= ?6)",
+        params![id, state.as_str(), r.outcome, r.by, r.reason, r.now_ms, r.applied],
     )?;
-    changed_or_wrong(conn, id, changed, "only an unknown operation is reconciled")
+    changed_or_wrong(conn, id, changed, crate::settle_rule(r.applied))
 }
 
 fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static str) -> Result<Operation> {
