@@ -98,8 +98,10 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
 /// call runs it.
 async fn used_answer(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Option<Held>, Stop> {
     if let Some(op) = gw.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+        // Only the operation this very approval ran may run again under it.
+        let own = op.approval_id.as_deref() == gate.approval.as_ref().map(|(a, _)| a.as_str());
         if operation::reuse(&op, &proposal.sha256, now_ms()) == Reuse::TakeOver {
-            return Ok(None);
+            return if own { Ok(None) } else { Err(Stop::Refused(crate::stages::approve::used_refusal(tool, gate).with_proposal(&proposal.sha256))) };
         }
         return answer_existing(op, tool, proposal).map(Some);
     }
