@@ -31,6 +31,16 @@ pub struct Reconciled {
     pub evidence: Value,
 }
 
+/// What a retry with the key of an operation settled as applied gets: a
+/// result saying so, with the evidence found (not the tool's own result).
+pub fn settled_outcome(id: &str, message: &str, evidence: &Value) -> String {
+    json!({
+        "content": [{"type": "text", "text": message}],
+        "structuredContent": {"reconciled": true, "operation": id, "evidence": evidence},
+    })
+    .to_string()
+}
+
 /// The configured way to find `op`'s effect.
 pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> {
     let exposed = config.exposed_name(&op.key.server, &op.key.tool);
@@ -71,17 +81,9 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         Some(Value::Bool(b)) => *b,
         other => bail!("{}/{}'s result has no boolean at `{}` (found {other:?}); the operation stays unknown", op.key.server, rule.tool, rule.found),
     };
-    let message = if applied {
-        format!("The reply to operation {id} was lost; reconciliation with {} found its effect. It ran once; do not run it again.", rule.tool)
-    } else {
-        String::new()
-    };
     let outcome = applied.then(|| {
-        json!({
-            "content": [{"type": "text", "text": message}],
-            "structuredContent": {"reconciled": true, "operation": id, "evidence": evidence},
-        })
-        .to_string()
+        let message = format!("The reply to operation {id} was lost; reconciliation with {} found its effect. It ran once; do not run it again.", rule.tool);
+        settled_outcome(id, &message, &evidence)
     });
     let resolution = Resolution {
         applied,

@@ -117,11 +117,8 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             let (config, ledger) = open(&config).await?;
             check_approver(&config, &by, &reason)?;
             let outcome = applied.then(|| {
-                json!({
-                    "content": [{"type": "text", "text": format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.")}],
-                    "structuredContent": {"reconciled": true, "operation": id, "evidence": {"resolved_by": by, "reason": reason}},
-                })
-                .to_string()
+                let message = format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.");
+                toolgate_gateway::reconcile::settled_outcome(&id, &message, &json!({"resolved_by": by, "reason": reason}))
             });
             let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: now_ms() }).await?;
             print(&op, json)

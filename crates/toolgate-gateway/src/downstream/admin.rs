@@ -62,14 +62,21 @@ struct ListQuery {
     state: Option<String>,
 }
 
+/// `?state=…`, parsed; an unknown state is a 400 that lists the known ones.
+fn state_filter<S>(q: &ListQuery, parse: fn(&str) -> Option<S>, known: &str) -> Result<Option<S>, Response> {
+    match q.state.as_deref() {
+        None => Ok(None),
+        Some(s) => parse(s).map(Some).ok_or_else(|| plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use {known}"))),
+    }
+}
+
 async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
     if let Err(r) = approver(&gw, &headers) {
         return r;
     }
-    let state = match q.state.as_deref().map(|s| ApprovalState::parse(s).ok_or(s)) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(s)) => return plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use pending, approved, denied, expired or consumed")),
+    let state = match state_filter(&q, ApprovalState::parse, "pending, approved, denied, expired or consumed") {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     match gw.ledger.approvals(state, now_ms()).await {
         Ok(all) => Json(json!({"approvals": all})).into_response(),
@@ -120,10 +127,10 @@ async fn operations(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q)
     if let Err(r) = approver(&gw, &headers) {
         return r;
     }
-    let state = match q.state.as_deref().map(|s| OperationState::parse(s).ok_or(s)) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(s)) => return plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use one of {}", OperationState::ALL.map(OperationState::as_str).join(", "))),
+    let states = OperationState::ALL.map(OperationState::as_str).join(", ");
+    let state = match state_filter(&q, OperationState::parse, &states) {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     match gw.ledger.operations(state, now_ms()).await {
         Ok(all) => Json(json!({"operations": all})).into_response(),

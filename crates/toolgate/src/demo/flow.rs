@@ -26,10 +26,11 @@ pub fn order(quantity: u32) -> anyhow::Result<Value> {
     Ok(json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id, "justification": "valve replacement across the site"}))
 }
 
-struct Steps(bool);
+/// A list of checked steps, printed as they happen; false once one fails.
+pub(super) struct Steps(pub(super) bool);
 
 impl Steps {
-    fn step(&mut self, what: &str, got: String, ok: bool) {
+    pub(super) fn step(&mut self, what: &str, got: String, ok: bool) {
         self.0 &= ok;
         println!("   {} {what}\n        {got}", if ok { "ok  " } else { "FAIL" });
     }

@@ -12,17 +12,9 @@ use toolgate_gateway::gateway::Gateway;
 
 use super::approver::Approver;
 use super::client::{Client, Got, accept_all, call, count_lines, reissue};
+use super::flow::Steps;
 
 const CREATE: &str = "support__create_ticket";
-
-struct Steps(bool);
-
-impl Steps {
-    fn step(&mut self, what: &str, got: String, ok: bool) {
-        self.0 &= ok;
-        println!("   {} {what}\n        {got}", if ok { "ok  " } else { "FAIL" });
-    }
-}
 
 pub struct Desk<'a> {
     pub gateway: &'a Gateway,
