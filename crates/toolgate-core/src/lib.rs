@@ -5,6 +5,7 @@
 
 pub mod approval;
 pub mod authority;
+pub mod bundle;
 pub mod contract;
 pub mod decision;
 pub mod identity;

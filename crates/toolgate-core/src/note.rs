@@ -282,7 +282,8 @@ impl Verifier {
         }
     }
 
-    fn public_key(&self) -> &[u8] {
+    /// The raw public key (32 bytes for Ed25519, 1952 for ML-DSA-65).
+    pub fn public_key(&self) -> &[u8] {
         match &self.key {
             VerifierKey::Ed25519(k) => k.as_bytes(),
             VerifierKey::MlDsa65 { raw, .. } => raw,

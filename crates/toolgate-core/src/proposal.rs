@@ -15,14 +15,30 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// The one hasher: lower-case hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
         out.push(HEX[usize::from(b >> 4)] as char);
         out.push(HEX[usize::from(b & 0xf)] as char);
     }
     out
+}
+
+/// 64 hex digits (either case) as 32 bytes; `None` for anything else.
+pub fn unhex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

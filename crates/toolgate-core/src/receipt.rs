@@ -188,14 +188,7 @@ pub fn kid(public_key: &[u8; 32]) -> String {
 /// has a fixed length, so salt and value cannot be re-split differently.
 /// `bytes` are the JCS bytes of the value (see [`salted_value_hash`]).
 pub fn salted_hash(salt: &[u8; 32], bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::new().chain_update(salt).chain_update(bytes).finalize();
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xf)] as char);
-    }
-    out
+    crate::proposal::hex(&Sha256::new().chain_update(salt).chain_update(bytes).finalize())
 }
 
 /// [`salted_hash`] of the JCS bytes of `value`.
@@ -251,6 +244,87 @@ pub fn leaf_bytes(signed: &SignedReceipt) -> Vec<u8> {
     serde_json_canonicalizer::to_vec(signed).expect("a signed receipt always canonicalizes")
 }
 
+/// The receipt signing key with its kid, computed once.
+pub struct ReceiptKey {
+    signing: SigningKey,
+    kid: String,
+}
+
+impl ReceiptKey {
+    pub fn new(signing: SigningKey) -> Self {
+        let kid = kid(&signing.verifying_key().to_bytes());
+        Self { signing, kid }
+    }
+
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.signing
+    }
+
+    pub fn verifying_key(&self) -> VerifyingKey {
+        self.signing.verifying_key()
+    }
+}
+
+/// A receipt waiting for its place in the log: the store that appends it
+/// assigns `log_index` (inside the transaction that appends it, so indexes
+/// are contiguous), then signs it with `key`. `salt` is the secret behind
+/// the salted hashes; it stays in the ledger. `proposal` is the ledger's
+/// private copy of what was asked ({caller, server, tool, arguments}, JSON),
+/// so a later policy can be replayed over it; it is never in the receipt.
+pub struct Draft {
+    pub receipt: Receipt,
+    pub salt: [u8; 32],
+    pub proposal: Option<String>,
+    pub key: std::sync::Arc<ReceiptKey>,
+}
+
+/// A signed receipt ready to store: its canonical wire form and leaf hash.
+pub struct Sealed {
+    pub signed: SignedReceipt,
+    /// The JCS bytes of the signed object (what the leaf hashes), as text.
+    pub json: String,
+    pub leaf_hash: crate::merkle::Hash,
+}
+
+impl Draft {
+    /// Places the receipt at `log_index` and signs it. Fails closed when the
+    /// draft names another key than the one it carries.
+    pub fn seal(mut self, log_index: u64) -> Result<(Sealed, [u8; 32], Option<String>), ReceiptError> {
+        self.receipt.log_index = log_index;
+        if self.receipt.kid != self.key.kid {
+            return Err(ReceiptError::KidMismatch { receipt_kid: self.receipt.kid, key_kid: self.key.kid.clone() });
+        }
+        let signature = self.key.signing.sign(&self.receipt.canonical_bytes());
+        let signed = SignedReceipt { receipt: self.receipt, signature: STANDARD.encode(signature.to_bytes()) };
+        let bytes = leaf_bytes(&signed);
+        let leaf_hash = crate::merkle::leaf_hash(&bytes);
+        let json = String::from_utf8(bytes).expect("JCS output is UTF-8");
+        Ok((Sealed { signed, json, leaf_hash }, self.salt, self.proposal))
+    }
+}
+
+/// `ms` since the Unix epoch as RFC 3339 UTC with milliseconds
+/// (`2026-11-30T17:55:44.123Z`). Civil-from-days (H. Hinnant), so no clock
+/// or time-zone library is needed.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +368,30 @@ mod tests {
 
     fn reparse(signed: &SignedReceipt) -> SignedReceipt {
         SignedReceipt::from_json(signed.to_json().as_bytes(), JsonLimits::default()).unwrap()
+    }
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_ms(1_796_060_144_999), "2026-11-30T17:35:44.999Z");
+        assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn a_draft_is_sealed_at_its_index_and_verifies() {
+        let k = key(3);
+        let rk = std::sync::Arc::new(ReceiptKey::new(k.clone()));
+        let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], proposal: None, key: rk.clone() };
+        let (sealed, salt, _) = draft.seal(7).unwrap();
+        assert_eq!(salt, [1; 32]);
+        assert_eq!(sealed.signed.receipt.log_index, 7);
+        assert_eq!(verify(&sealed.signed, &k.verifying_key()), Ok(()));
+        assert_eq!(sealed.json.as_bytes(), leaf_bytes(&sealed.signed));
+        assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(sealed.json.as_bytes()));
+        // A draft naming another key is refused, not signed.
+        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], proposal: None, key: rk };
+        assert!(matches!(other.seal(0), Err(ReceiptError::KidMismatch { .. })));
     }
 
     #[test]
