@@ -67,13 +67,14 @@ async fn one_operation(ledger: &dyn Ledger, run: &str, i: usize) -> Duration {
         approval_id: None,
         arguments: json!({"subject": "Printer jam on floor 3", "priority": "high", "queue": "hardware"}),
         lease_until_ms: now + 60_000,
+        receipt: None,
     };
     match ledger.begin_operation(new, now).await.expect("begin_operation") {
         Begun::Mine(op) => assert_eq!(op.id, id),
         Begun::Theirs(op) => panic!("a fresh key was held by {}", op.id),
     }
     ledger.mark_dispatched(&id, 1, now + 60_000, now).await.expect("mark_dispatched");
-    let done = ledger.finish_operation(&id, 1, OperationState::Completed, Some(RESULT.to_string()), now_ms()).await.expect("finish_operation");
+    let done = ledger.finish_operation(&id, 1, OperationState::Completed, Some(RESULT.to_string()), now_ms(), None).await.expect("finish_operation");
     assert_eq!(done.state, OperationState::Completed);
     started.elapsed()
 }

@@ -1,5 +1,5 @@
-//! toolgate-ledger: the gateway's durable state — approvals and operations
-//! now; receipts and checkpoints as they land — behind one [`Ledger`] trait
+//! toolgate-ledger: the gateway's durable state — approvals, operations, and
+//! the receipt log with its checkpoints and key history — behind one [`Ledger`] trait
 //! with two stores that pass one test suite: an embedded SQLite file (the
 //! default; the gateway and the operator's CLI share it) and PostgreSQL
 //! (`ledger = "postgres://…"`, for replicas).
@@ -17,10 +17,12 @@ pub use error::LedgerError;
 pub use postgres::PostgresLedger;
 pub use sqlite::{SqliteLedger, Synchronous};
 pub use toolgate_core as core;
+pub use toolgate_core::receipt::Draft;
 
 use std::sync::Arc;
 
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
+use toolgate_core::merkle::Hash;
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;
@@ -47,6 +49,9 @@ pub struct NewOperation {
     pub approval_id: Option<String>,
     pub arguments: serde_json::Value,
     pub lease_until_ms: i64,
+    /// The decision's receipt, appended in the same transaction when this
+    /// call comes to hold the operation (and only then).
+    pub receipt: Option<Draft>,
 }
 
 /// What `begin_operation` found.
@@ -68,6 +73,51 @@ pub struct Resolution {
     /// For `applied`: the result a replay returns (the evidence found).
     pub outcome: Option<String>,
     pub now_ms: i64,
+    /// The settlement's receipt, appended in the same transaction.
+    pub receipt: Option<Draft>,
+}
+
+/// One leaf of the receipt log, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredReceipt {
+    pub log_index: u64,
+    pub kid: String,
+    /// JCS text of the signed receipt (`{"receipt", "sig"}`): the leaf's bytes.
+    pub signed: String,
+    pub leaf_hash: Hash,
+    /// Private: the secret behind the receipt's salted hashes.
+    pub salt: [u8; 32],
+    /// Private: what was asked ({caller, tenant, roles, server, tool, arguments}, JSON).
+    pub proposal: Option<String>,
+    pub created_ms: i64,
+}
+
+/// A signed checkpoint of the log at `size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCheckpoint {
+    pub size: u64,
+    pub root: Hash,
+    /// The C2SP signed note.
+    pub note: String,
+    pub created_ms: i64,
+}
+
+/// A key of the history: its kid and verifier keys (signed-note vkey text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogKey {
+    pub kid: String,
+    pub ed25519: String,
+    pub ml_dsa_65: Option<String>,
+    pub created_ms: i64,
+}
+
+/// A tool definition a receipt names by `tool_definition_sha256`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDefinition {
+    pub sha256: String,
+    pub server: String,
+    pub tool: String,
+    pub definition: String,
 }
 
 #[async_trait::async_trait]
@@ -105,7 +155,8 @@ pub trait Ledger: Send + Sync {
     async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation>;
     /// The end of a dispatch: completed, tool_error, unknown, or
     /// reconciled_not_applied (the upstream refused before running it).
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation>;
+    /// `receipt`: the outcome's receipt, appended in the same transaction.
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation>;
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>>;
     /// Newest first, only `state` when given; dispatched operations whose
@@ -115,6 +166,32 @@ pub trait Ledger: Send + Sync {
     /// key may run again — only once its lease has ended, so a dispatch
     /// still running upstream cannot be doubled).
     async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation>;
+
+    // The receipt log (see toolgate_core::receipt and merkle).
+    /// Appends receipts at the next log indexes, in order, in one
+    /// transaction; returns their indexes.
+    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>>;
+    /// Up to `limit` receipts from log index `from` on, in log order.
+    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>>;
+    /// The number of receipts (the log's tree size).
+    async fn log_size(&self) -> Result<u64>;
+    /// Leaf hashes of indexes `from..to`, in order.
+    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>>;
+    /// Records a signed checkpoint; false when one of that size exists.
+    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
+    /// Every checkpoint, smallest size first.
+    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>>;
+    /// Adds a key to the history (a key already there is left as it is).
+    async fn add_log_key(&self, key: LogKey) -> Result<()>;
+    async fn log_keys(&self) -> Result<Vec<LogKey>>;
+    /// Remembers tool definitions (a hash already there is left as it is).
+    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()>;
+    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
+}
+
+/// The private copy of a draft's proposal, or nothing.
+pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<(toolgate_core::receipt::Sealed, [u8; 32], Option<String>)> {
+    draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot sign a receipt: {e}")))
 }
 
 /// Why a settlement was refused: only an unknown operation is settled, and

@@ -71,6 +71,9 @@ macro_rules! both {
 }
 
 both!(
+    receipts_take_contiguous_indexes_under_concurrency,
+    a_receipt_commits_with_the_state_it_attests_or_not_at_all,
+    the_store_itself_refuses_log_rewrites,
     an_approval_lives_pending_approved_consumed_once,
     the_caller_cannot_decide_its_own_call_and_expiry_is_final,
     the_store_itself_refuses_illegal_approval_changes,
@@ -166,7 +169,7 @@ fn key(tenant: &str, tool: &str, k: &str) -> OperationKey {
 }
 
 fn new_op(id: &str, k: OperationKey, payload: char, lease: i64) -> NewOperation {
-    NewOperation { id: id.into(), key: k, caller: "agent".into(), proposal_sha256: payload.to_string().repeat(64), approval_id: None, arguments: json!({"subject": "Printer jam"}), lease_until_ms: lease }
+    NewOperation { id: id.into(), key: k, caller: "agent".into(), proposal_sha256: payload.to_string().repeat(64), approval_id: None, arguments: json!({"subject": "Printer jam"}), lease_until_ms: lease, receipt: None }
 }
 
 fn mine(b: Begun) -> toolgate_ledger::core::operation::Operation {
@@ -194,14 +197,14 @@ async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
     assert_eq!(l.mark_dispatched("op_1", 1, 200, 2).await.unwrap().state, OperationState::Dispatched);
     assert!(matches!(l.mark_dispatched("op_1", 1, 200, 2).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
     let result = r#"{"structuredContent":{"ticket_id":"SUP-000001"}}"#;
-    let done = l.finish_operation("op_1", 1, OperationState::Completed, Some(result.into()), 3).await.unwrap();
+    let done = l.finish_operation("op_1", 1, OperationState::Completed, Some(result.into()), 3, None).await.unwrap();
     assert_eq!((done.state, done.outcome.as_deref()), (OperationState::Completed, Some(result)));
     // Retried: the record, not a new operation; another payload finds the same record (the caller sees a conflict).
     let again = theirs(l.begin_operation(new_op("op_3", k.clone(), 'a', 100), 4).await.unwrap());
     assert_eq!((again.id.as_str(), again.outcome.as_deref()), ("op_1", Some(result)));
     let other_payload = theirs(l.begin_operation(new_op("op_4", k, 'b', 100), 5).await.unwrap());
     assert_eq!(other_payload.proposal_sha256, "a".repeat(64));
-    assert!(matches!(l.finish_operation("op_1", 1, OperationState::ToolError, None, 6).await, Err(LedgerError::WrongState { .. })));
+    assert!(matches!(l.finish_operation("op_1", 1, OperationState::ToolError, None, 6, None).await, Err(LedgerError::WrongState { .. })));
     assert!(l.operation("op_3").await.unwrap().is_none(), "no row for a replayed call");
     let listed = l.operations(None, 7).await.unwrap();
     assert_eq!(listed.len(), 1);
@@ -224,8 +227,8 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     // The holder died: once its lease lapses, the outcome is unknown.
     let seen = theirs(l.begin_operation(new_op("op_2", k.clone(), 'a', 300), 150).await.unwrap());
     assert_eq!(seen.state, OperationState::Unknown);
-    assert!(matches!(l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 160).await, Err(LedgerError::WrongState { state: "unknown", .. })));
-    let resolution = |applied: bool| Resolution { applied, by: "dana".into(), reason: "found SUP-000001".into(), outcome: applied.then(|| "{\"found\":true}".into()), now_ms: 170 };
+    assert!(matches!(l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 160, None).await, Err(LedgerError::WrongState { state: "unknown", .. })));
+    let resolution = |applied: bool| Resolution { applied, by: "dana".into(), reason: "found SUP-000001".into(), outcome: applied.then(|| "{\"found\":true}".into()), now_ms: 170, receipt: None };
     let settled = l.resolve_operation("op_1", resolution(true)).await.unwrap();
     assert_eq!((settled.state, settled.resolved_by.as_deref()), (OperationState::ReconciledApplied, Some("dana")));
     assert!(matches!(l.resolve_operation("op_1", resolution(false)).await, Err(LedgerError::WrongState { state: "reconciled_applied", .. })));
@@ -242,8 +245,8 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     // The first attempt's holder, late, cannot touch the second attempt.
     assert!(matches!(l.mark_dispatched("op_3", 1, 500, 220).await, Err(LedgerError::WrongState { state: "reserved", .. })));
     l.mark_dispatched("op_3", 2, 500, 220).await.unwrap();
-    assert!(matches!(l.finish_operation("op_3", 1, OperationState::Completed, Some("{}".into()), 230).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
-    assert_eq!(l.finish_operation("op_3", 2, OperationState::Completed, Some("{}".into()), 230).await.unwrap().state, OperationState::Completed);
+    assert!(matches!(l.finish_operation("op_3", 1, OperationState::Completed, Some("{}".into()), 230, None).await, Err(LedgerError::WrongState { state: "dispatched", .. })));
+    assert_eq!(l.finish_operation("op_3", 2, OperationState::Completed, Some("{}".into()), 230, None).await.unwrap().state, OperationState::Completed);
 }
 
 async fn not_applied_waits_for_the_lease_but_applied_does_not(s: Store) {
@@ -252,9 +255,9 @@ async fn not_applied_waits_for_the_lease_but_applied_does_not(s: Store) {
         mine(l.begin_operation(new_op(id, key("atlas", "create_ticket", k), 'a', 1_000), 0).await.unwrap());
         l.mark_dispatched(id, 1, 1_000, 1).await.unwrap();
         // The deadline passed: unknown at once, while the upstream may still be working.
-        l.finish_operation(id, 1, OperationState::Unknown, None, 10).await.unwrap();
+        l.finish_operation(id, 1, OperationState::Unknown, None, 10, None).await.unwrap();
     }
-    let settle = |applied: bool, now_ms: i64| Resolution { applied, by: "dana".into(), reason: "checked".into(), outcome: None, now_ms };
+    let settle = |applied: bool, now_ms: i64| Resolution { applied, by: "dana".into(), reason: "checked".into(), outcome: None, now_ms, receipt: None };
     assert!(matches!(l.resolve_operation("op_1", settle(false, 20)).await, Err(LedgerError::WrongState { state: "unknown", .. })));
     assert_eq!(l.resolve_operation("op_1", settle(false, 1_000)).await.unwrap().state, OperationState::ReconciledNotApplied);
     assert_eq!(l.resolve_operation("op_2", settle(true, 20)).await.unwrap().state, OperationState::ReconciledApplied);
@@ -294,7 +297,7 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
     let err = s.raw("UPDATE operations SET state = 'completed' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
     l.mark_dispatched("op_1", 1, 100, 1).await.unwrap();
-    l.finish_operation("op_1", 1, OperationState::Completed, Some("{\"a\":1}".into()), 2).await.unwrap();
+    l.finish_operation("op_1", 1, OperationState::Completed, Some("{\"a\":1}".into()), 2, None).await.unwrap();
     let err = s.raw("UPDATE operations SET state = 'reserved' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
     let err = s.raw("UPDATE operations SET outcome = '{}' WHERE id = 'op_1'").await.unwrap_err();
@@ -303,4 +306,125 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
     assert!(err.contains("immutable") || err.contains("check"), "{err}");
     let err = s.raw("DELETE FROM operations").await.unwrap_err();
     assert!(err.contains("never deleted"), "{err}");
+}
+
+// The receipt log.
+
+use toolgate_ledger::core::receipt::{self, Draft, RECEIPT_VERSION, Receipt, ReceiptKey, SignedReceipt};
+use toolgate_ledger::core::{merkle, strict_json::JsonLimits};
+use toolgate_ledger::{LogKey, StoredCheckpoint};
+
+fn receipt_key(seed: u8) -> Arc<ReceiptKey> {
+    Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[seed; 32])))
+}
+
+fn draft(key: &Arc<ReceiptKey>, tool: &str, op: Option<&str>) -> Draft {
+    let receipt = Receipt {
+        v: RECEIPT_VERSION,
+        kid: key.kid().into(),
+        log_index: 0,
+        issued_at: "2026-11-30T00:00:00.000Z".into(),
+        tenant: "atlas".into(),
+        caller: "agent".into(),
+        server: "support".into(),
+        tool: tool.into(),
+        tool_definition_sha256: "d".repeat(64),
+        proposal_sha256: "a".repeat(64),
+        decision: "allow".into(),
+        reason: "automatic".into(),
+        rules: vec![],
+        policy_version: "p".into(),
+        approval: None,
+        operation: op.map(|state| receipt::OperationRef { key: "k1".into(), state: state.into() }),
+        execution_status: "dispatched".into(),
+        result_status: "ok".into(),
+        result_sha256: None,
+        arguments_hash: "0".repeat(64),
+        result_hash: None,
+        arguments: None,
+        result: None,
+    };
+    Draft { receipt, salt: [9; 32], proposal: Some("{}".into()), key: key.clone() }
+}
+
+async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
+    let key = receipt_key(1);
+    let tasks = (0..20).map(|i| {
+        let (l, key) = (s.ledger.clone(), key.clone());
+        tokio::spawn(async move { l.append_receipts(vec![draft(&key, &format!("t{i}"), None), draft(&key, &format!("t{i}"), None)], 1).await.unwrap() })
+    });
+    let mut indexes: Vec<u64> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|h| {
+        let got = h.unwrap();
+        assert_eq!(got[1], got[0] + 1, "one call's receipts are adjacent");
+        got
+    }).collect();
+    indexes.sort();
+    assert_eq!(indexes, (0..40).collect::<Vec<_>>());
+    let l = &*s.ledger;
+    assert_eq!(l.log_size().await.unwrap(), 40);
+    let stored = l.receipts(0, 100).await.unwrap();
+    let leaves = l.leaf_hashes(0, 40).await.unwrap();
+    for (i, r) in stored.iter().enumerate() {
+        assert_eq!(r.log_index, i as u64);
+        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!(signed.receipt.log_index, i as u64, "the signed index is the stored one");
+        receipt::verify(&signed, &key.verifying_key()).unwrap();
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.signed.as_bytes()));
+        assert_eq!(leaves[i], r.leaf_hash);
+        assert_eq!((r.salt, r.proposal.as_deref()), ([9; 32], Some("{}")));
+    }
+    assert_eq!(l.receipts(38, 10).await.unwrap().len(), 2);
+    assert!(l.leaf_hashes(30, 41).await.is_err(), "asking beyond the log is an error, not a short answer");
+}
+
+async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
+    let (l, key) = (&*s.ledger, receipt_key(2));
+    let with = |id: &str, payload: char| NewOperation { receipt: Some(draft(&key, "create_ticket", Some("reserved"))), ..new_op(id, key_of("k1"), payload, 100) };
+    mine(l.begin_operation(with("op_1", 'a'), 0).await.unwrap());
+    assert_eq!(l.log_size().await.unwrap(), 1, "the decision's receipt came with the reservation");
+    theirs(l.begin_operation(with("op_2", 'a'), 1).await.unwrap());
+    assert_eq!(l.log_size().await.unwrap(), 1, "no receipt for a reservation this call does not hold");
+    l.mark_dispatched("op_1", 1, 100, 2).await.unwrap();
+    // A receipt that cannot be signed (it names another key): nothing of the change stands.
+    let mut forged = draft(&key, "create_ticket", Some("completed"));
+    forged.receipt.kid = receipt_key(3).kid().into();
+    assert!(l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 3, Some(forged)).await.is_err());
+    assert_eq!(l.operation("op_1").await.unwrap().unwrap().state, OperationState::Dispatched, "the finish rolled back with its receipt");
+    assert_eq!(l.log_size().await.unwrap(), 1);
+    // A refused change appends no receipt either.
+    assert!(l.finish_operation("op_1", 9, OperationState::Completed, Some("{}".into()), 3, Some(draft(&key, "create_ticket", Some("completed")))).await.is_err());
+    assert_eq!(l.log_size().await.unwrap(), 1);
+    let done = l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 4, Some(draft(&key, "create_ticket", Some("completed")))).await.unwrap();
+    assert_eq!(done.state, OperationState::Completed);
+    assert_eq!(l.log_size().await.unwrap(), 2);
+}
+
+fn key_of(k: &str) -> OperationKey {
+    key("atlas", "create_ticket", k)
+}
+
+async fn the_store_itself_refuses_log_rewrites(s: Store) {
+    let (l, key) = (&*s.ledger, receipt_key(4));
+    l.append_receipts(vec![draft(&key, "a", None), draft(&key, "b", None)], 1).await.unwrap();
+    for sql in ["UPDATE receipts SET kid = 'x'", "DELETE FROM receipts WHERE log_index = 1"] {
+        let err = s.raw(sql).await.unwrap_err();
+        assert!(err.contains("append-only"), "{sql}: {err}");
+    }
+    let gap = "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, created_ms)                SELECT 5, kid, leaf_hash, signed, salt, created_ms FROM receipts WHERE log_index = 0";
+    assert!(s.raw(gap).await.unwrap_err().contains("next log index"));
+    // Checkpoints: only of what the log holds; one per size; never rewritten.
+    let root = merkle::root(&l.leaf_hashes(0, 2).await.unwrap());
+    let cp = |size: u64| StoredCheckpoint { size, root, note: "note\n".into(), created_ms: 1 };
+    assert!(l.add_checkpoint(cp(2)).await.unwrap());
+    assert!(!l.add_checkpoint(cp(2)).await.unwrap(), "a second checkpoint of one size is not added");
+    assert!(l.add_checkpoint(cp(3)).await.unwrap_err().to_string().contains("does not hold"));
+    assert!(s.raw("DELETE FROM checkpoints").await.unwrap_err().contains("never"));
+    assert_eq!(l.checkpoints().await.unwrap().len(), 1);
+    // The key history: a kid names one key for good.
+    let k = LogKey { kid: key.kid().into(), ed25519: "vkey-a".into(), ml_dsa_65: None, created_ms: 1 };
+    l.add_log_key(k.clone()).await.unwrap();
+    l.add_log_key(k.clone()).await.unwrap();
+    assert!(l.add_log_key(LogKey { ed25519: "vkey-b".into(), ..k.clone() }).await.is_err());
+    assert_eq!(l.log_keys().await.unwrap(), vec![k]);
+    assert!(s.raw("DELETE FROM log_keys").await.unwrap_err().contains("never"));
 }

@@ -4,7 +4,7 @@
 use tokio_postgres::Row;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
-use super::Pool;
+use super::pool::Db;
 use crate::{LedgerError, NewApproval, Result};
 
 fn approval(r: &Row) -> Result<Approval> {
@@ -34,7 +34,7 @@ fn approval(r: &Row) -> Result<Approval> {
     })
 }
 
-pub async fn create(pool: &Pool, new: &NewApproval) -> Result<Approval> {
+pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
     let b = &new.binding;
     let (arguments, rules, expires) = (new.arguments.to_string(), serde_json::to_string(&new.rules).expect("strings serialise"), new.now_ms + new.ttl_ms);
     let row = pool
@@ -47,15 +47,15 @@ pub async fn create(pool: &Pool, new: &NewApproval) -> Result<Approval> {
     approval(&row.ok_or_else(|| LedgerError::Store("the approval was not stored".into()))?)
 }
 
-pub async fn find(pool: &Pool, id: &str) -> Result<Option<Approval>> {
+pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Approval>> {
     pool.query_opt("SELECT * FROM approvals WHERE id = $1", &[&id]).await?.as_ref().map(approval).transpose()
 }
 
-async fn get(pool: &Pool, id: &str) -> Result<Approval> {
+async fn get(pool: &impl Db, id: &str) -> Result<Approval> {
     find(pool, id).await?.ok_or_else(|| LedgerError::NotFound(id.to_string()))
 }
 
-pub async fn latest(pool: &Pool, b: &Binding) -> Result<Option<Approval>> {
+pub async fn latest(pool: &impl Db, b: &Binding) -> Result<Option<Approval>> {
     pool.query_opt(
         "SELECT * FROM approvals WHERE tenant = $1 AND caller = $2 AND server = $3 AND tool = $4 AND proposal_sha256 = $5 \
          AND policy_version = $6 ORDER BY created_ms DESC, seq DESC LIMIT 1",
@@ -67,19 +67,19 @@ pub async fn latest(pool: &Pool, b: &Binding) -> Result<Option<Approval>> {
     .transpose()
 }
 
-pub async fn count(pool: &Pool, state: ApprovalState) -> Result<u64> {
+pub async fn count(pool: &impl Db, state: ApprovalState) -> Result<u64> {
     let rows = pool.query("SELECT count(*) FROM approvals WHERE state = $1", &[&state.as_str()]).await?;
     Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
 }
 
-pub async fn list(pool: &Pool, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+pub async fn list(pool: &impl Db, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
     pool.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= $1", &[&now_ms]).await?;
     let state = state.map(ApprovalState::as_str);
     let rows = pool.query("SELECT * FROM approvals WHERE $1::text IS NULL OR state = $1 ORDER BY created_ms DESC, seq DESC", &[&state]).await?;
     rows.iter().map(approval).collect()
 }
 
-pub async fn decide(pool: &Pool, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
     let state = if approve { "approved" } else { "denied" };
     let decided = pool
         .query_opt(
@@ -106,7 +106,7 @@ pub async fn decide(pool: &Pool, id: &str, approve: bool, approver: &str, reason
     }
 }
 
-pub async fn consume(pool: &Pool, id: &str, now_ms: i64) -> Result<Approval> {
+pub async fn consume(pool: &impl Db, id: &str, now_ms: i64) -> Result<Approval> {
     let used = pool
         .query_opt("UPDATE approvals SET state = 'consumed', used_ms = $2 WHERE id = $1 AND state = 'approved' AND expires_ms > $2 RETURNING *", &[&id, &now_ms])
         .await?;

@@ -1,5 +1,6 @@
-//! The PostgreSQL store, for replicas: every change is one conditional
-//! statement (no client-side transactions), so any number of gateways on
+//! The PostgreSQL store, for replicas: every change of state is one
+//! conditional statement — or, with a receipt to append, one transaction on
+//! the transaction connection — so any number of gateways on
 //! one database race safely — the unique key and `WHERE state = …` decide
 //! who wins, and the triggers of the migrations refuse any edge the state
 //! machines do not draw. Migrations run once, under an advisory lock, at
@@ -8,15 +9,22 @@
 mod approvals;
 mod operations;
 mod pool;
+mod receipts;
 
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
-use crate::{Begun, Ledger, NewApproval, NewOperation, Resolution, Result};
+use toolgate_core::merkle::Hash;
+
+use crate::{Begun, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use pool::Pool;
 
 /// Each entry is one schema version; never edit a shipped one, append.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_approvals.sql"), include_str!("../migrations/postgres/0002_operations.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/postgres/0001_approvals.sql"),
+    include_str!("../migrations/postgres/0002_operations.sql"),
+    include_str!("../migrations/postgres/0003_receipts.sql"),
+];
 
 /// Connections per ledger: each pipelines concurrent statements.
 const CONNECTIONS: usize = 8;
@@ -63,14 +71,35 @@ impl Ledger for PostgresLedger {
         approvals::consume(&self.pool, id, now_ms).await
     }
 
-    async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
-        operations::begin(&self.pool, &new, now_ms).await
+    async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
+        let Some(draft) = new.receipt.take() else { return operations::begin(&self.pool, &new, now_ms).await };
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let begun = operations::begin(tx, &new, now_ms).await?;
+                    if let Begun::Mine(_) = &begun {
+                        receipts::append(tx, vec![draft], now_ms).await?;
+                    }
+                    Ok(begun)
+                })
+            })
+            .await
     }
     async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
         operations::dispatched(&self.pool, id, attempt, lease_until_ms, now_ms).await
     }
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
-        operations::finish(&self.pool, id, attempt, state, outcome, now_ms).await
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
+        let Some(draft) = receipt else { return operations::finish(&self.pool, id, attempt, state, outcome, now_ms).await };
+        let id = id.to_string();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let op = operations::finish(tx, &id, attempt, state, outcome, now_ms).await?;
+                    receipts::append(tx, vec![draft], now_ms).await?;
+                    Ok(op)
+                })
+            })
+            .await
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
         operations::find(&self.pool, id).await
@@ -81,7 +110,48 @@ impl Ledger for PostgresLedger {
     async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
         operations::list(&self.pool, state, now_ms).await
     }
-    async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation> {
-        operations::resolve(&self.pool, id, &resolution).await
+    async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
+        let Some(draft) = resolution.receipt.take() else { return operations::resolve(&self.pool, id, &resolution).await };
+        let id = id.to_string();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let op = operations::resolve(tx, &id, &resolution).await?;
+                    receipts::append(tx, vec![draft], resolution.now_ms).await?;
+                    Ok(op)
+                })
+            })
+            .await
+    }
+
+    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+        self.pool.transaction(move |tx| Box::pin(receipts::append(tx, drafts, now_ms))).await
+    }
+    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+        receipts::list(&self.pool, from, limit).await
+    }
+    async fn log_size(&self) -> Result<u64> {
+        receipts::log_size(&self.pool).await
+    }
+    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
+        receipts::leaf_hashes(&self.pool, from, to).await
+    }
+    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
+        receipts::add_checkpoint(&self.pool, &checkpoint).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
+        receipts::checkpoints(&self.pool).await
+    }
+    async fn add_log_key(&self, key: LogKey) -> Result<()> {
+        receipts::add_key(&self.pool, &key).await
+    }
+    async fn log_keys(&self) -> Result<Vec<LogKey>> {
+        receipts::keys(&self.pool).await
+    }
+    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
+        receipts::add_definitions(&self.pool, &definitions, now_ms).await
+    }
+    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
+        receipts::definitions(&self.pool).await
     }
 }

@@ -5,7 +5,7 @@
 use tokio_postgres::Row;
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 
-use super::Pool;
+use super::pool::Db;
 use crate::{Begun, LedgerError, NewOperation, Resolution, Result};
 
 fn op(r: &Row) -> Result<Operation> {
@@ -28,11 +28,11 @@ fn op(r: &Row) -> Result<Operation> {
     })
 }
 
-pub async fn find(pool: &Pool, id: &str) -> Result<Option<Operation>> {
+pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Operation>> {
     pool.query_opt("SELECT * FROM operations WHERE id = $1", &[&id]).await?.as_ref().map(op).transpose()
 }
 
-pub async fn find_by_key(pool: &Pool, k: &OperationKey) -> Result<Option<Operation>> {
+pub async fn find_by_key(pool: &impl Db, k: &OperationKey) -> Result<Option<Operation>> {
     pool.query_opt("SELECT * FROM operations WHERE tenant = $1 AND server = $2 AND tool = $3 AND op_key = $4", &[&k.tenant, &k.server, &k.tool, &k.key])
         .await?
         .as_ref()
@@ -40,11 +40,11 @@ pub async fn find_by_key(pool: &Pool, k: &OperationKey) -> Result<Option<Operati
         .transpose()
 }
 
-async fn by_key(pool: &Pool, k: &OperationKey) -> Result<Operation> {
+async fn by_key(pool: &impl Db, k: &OperationKey) -> Result<Operation> {
     find_by_key(pool, k).await?.ok_or_else(|| LedgerError::Store("an operation key conflicted but no row holds it".into()))
 }
 
-pub async fn begin(pool: &Pool, new: &NewOperation, now_ms: i64) -> Result<Begun> {
+pub async fn begin(pool: &impl Db, new: &NewOperation, now_ms: i64) -> Result<Begun> {
     let k = &new.key;
     let arguments = new.arguments.to_string();
     let inserted = pool
@@ -81,11 +81,11 @@ pub async fn begin(pool: &Pool, new: &NewOperation, now_ms: i64) -> Result<Begun
     }
 }
 
-async fn lapse(pool: &Pool, now_ms: i64) -> Result<u64> {
+async fn lapse(pool: &impl Db, now_ms: i64) -> Result<u64> {
     pool.execute("UPDATE operations SET state = 'unknown', updated_ms = $1 WHERE state = 'dispatched' AND lease_until_ms <= $1", &[&now_ms]).await
 }
 
-async fn changed_or_wrong(pool: &Pool, id: &str, row: Option<Row>, what: &'static str) -> Result<Operation> {
+async fn changed_or_wrong(pool: &impl Db, id: &str, row: Option<Row>, what: &'static str) -> Result<Operation> {
     if let Some(row) = row {
         return op(&row);
     }
@@ -93,7 +93,7 @@ async fn changed_or_wrong(pool: &Pool, id: &str, row: Option<Row>, what: &'stati
     Err(LedgerError::WrongState { id: id.to_string(), state: current.state.as_str(), what })
 }
 
-pub async fn dispatched(pool: &Pool, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+pub async fn dispatched(pool: &impl Db, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
     let row = pool
         .query_opt(
             "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 WHERE id = $1 AND state = 'reserved' AND attempts = $4 RETURNING *",
@@ -103,7 +103,7 @@ pub async fn dispatched(pool: &Pool, id: &str, attempt: i64, lease_until_ms: i64
     changed_or_wrong(pool, id, row, "only the holder of a reserved operation can dispatch it").await
 }
 
-pub async fn finish(pool: &Pool, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+pub async fn finish(pool: &impl Db, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
     let row = pool
         .query_opt(
             "UPDATE operations SET state = $2, outcome = $3, updated_ms = $4 WHERE id = $1 AND state = 'dispatched' AND attempts = $5 RETURNING *",
@@ -113,7 +113,7 @@ pub async fn finish(pool: &Pool, id: &str, attempt: i64, state: OperationState, 
     changed_or_wrong(pool, id, row, "only the holder of a dispatched operation can finish it").await
 }
 
-pub async fn resolve(pool: &Pool, id: &str, r: &Resolution) -> Result<Operation> {
+pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operation> {
     lapse(pool, r.now_ms).await?;
     let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
     let row = pool
@@ -126,7 +126,7 @@ pub async fn resolve(pool: &Pool, id: &str, r: &Resolution) -> Result<Operation>
     changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
 }
 
-pub async fn list(pool: &Pool, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+pub async fn list(pool: &impl Db, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
     lapse(pool, now_ms).await?;
     let state = state.map(OperationState::as_str);
     let rows = pool.query("SELECT * FROM operations WHERE $1::text IS NULL OR state = $1 ORDER BY created_ms DESC, seq DESC", &[&state]).await?;

@@ -1,5 +1,7 @@
-//! A few pipelined connections with their prepared statements. A connection
-//! that broke (the server restarted) is replaced on next use.
+//! A few pipelined connections with their prepared statements, and one
+//! more for transactions (the receipt log): a pipelined connection is
+//! shared, so a transaction on it would take in other callers' statements.
+//! A connection that broke (the server restarted) is replaced on next use.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +12,7 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use crate::{LedgerError, Result};
 
-struct Conn {
+pub struct Conn {
     client: Client,
     statements: Mutex<HashMap<&'static str, Statement>>,
 }
@@ -19,7 +21,45 @@ pub struct Pool {
     config: tokio_postgres::Config,
     slots: Vec<Mutex<Arc<Conn>>>,
     next: AtomicUsize,
+    /// The transaction connection: one transaction at a time.
+    tx: tokio::sync::Mutex<Option<Conn>>,
 }
+
+/// Statements, on the pool or inside a transaction.
+pub trait Db: Sync {
+    fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Vec<Row>>> + Send;
+    fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Option<Row>>> + Send;
+    fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<u64>> + Send;
+}
+
+impl Conn {
+    async fn statement(&self, sql: &'static str) -> Result<Statement> {
+        let cached = self.statements.lock().unwrap_or_else(|p| p.into_inner()).get(sql).cloned();
+        Ok(match cached {
+            Some(s) => s,
+            None => {
+                let s = self.client.prepare(sql).await?;
+                self.statements.lock().unwrap_or_else(|p| p.into_inner()).insert(sql, s.clone());
+                s
+            }
+        })
+    }
+}
+
+/// A statement inside [`Pool::transaction`].
+impl Db for Conn {
+    async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        Ok(self.client.query(&self.statement(sql).await?, params).await?)
+    }
+    async fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        Ok(self.client.query_opt(&self.statement(sql).await?, params).await?)
+    }
+    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        Ok(self.client.execute(&self.statement(sql).await?, params).await?)
+    }
+}
+
+pub type Work<'c, T> = std::pin::Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
 
 async fn open(config: &tokio_postgres::Config) -> Result<Conn> {
     let (client, connection) = config.connect(NoTls).await?;
@@ -38,7 +78,31 @@ impl Pool {
         for _ in 0..size {
             slots.push(Mutex::new(Arc::new(open(&config).await?)));
         }
-        Ok(Self { config, slots, next: AtomicUsize::new(0) })
+        Ok(Self { config, slots, next: AtomicUsize::new(0), tx: tokio::sync::Mutex::new(None) })
+    }
+
+    /// Runs `work` in one transaction on the transaction connection:
+    /// committed if it returns Ok, rolled back otherwise.
+    pub async fn transaction<T>(&self, work: impl for<'c> FnOnce(&'c Conn) -> Work<'c, T>) -> Result<T> {
+        let mut slot = self.tx.lock().await;
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = Some(open(&self.config).await?);
+        }
+        let conn = slot.as_ref().expect("opened above");
+        conn.client.batch_execute("BEGIN").await?;
+        match work(conn).await {
+            Ok(value) => {
+                conn.client.batch_execute("COMMIT").await?;
+                Ok(value)
+            }
+            Err(e) => {
+                if conn.client.batch_execute("ROLLBACK").await.is_err() {
+                    // The connection is in doubt: open a fresh one next time.
+                    *slot = None;
+                }
+                Err(e)
+            }
+        }
     }
 
     async fn conn(&self) -> Result<Arc<Conn>> {
@@ -52,34 +116,22 @@ impl Pool {
         Ok(fresh)
     }
 
-    async fn prepared(&self, sql: &'static str) -> Result<(Arc<Conn>, Statement)> {
-        let conn = self.conn().await?;
-        let cached = conn.statements.lock().unwrap_or_else(|p| p.into_inner()).get(sql).cloned();
-        let statement = match cached {
-            Some(s) => s,
-            None => {
-                let s = conn.client.prepare(sql).await?;
-                conn.statements.lock().unwrap_or_else(|p| p.into_inner()).insert(sql, s.clone());
-                s
-            }
-        };
-        Ok((conn, statement))
-    }
+}
 
-    pub async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let (conn, statement) = self.prepared(sql).await?;
-        Ok(conn.client.query(&statement, params).await?)
+/// A statement on the next pipelined connection.
+impl Db for Pool {
+    async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        self.conn().await?.query(sql, params).await
     }
+    async fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        self.conn().await?.query_opt(sql, params).await
+    }
+    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.conn().await?.execute(sql, params).await
+    }
+}
 
-    pub async fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
-        let (conn, statement) = self.prepared(sql).await?;
-        Ok(conn.client.query_opt(&statement, params).await?)
-    }
-
-    pub async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let (conn, statement) = self.prepared(sql).await?;
-        Ok(conn.client.execute(&statement, params).await?)
-    }
+impl Pool {
 
     /// Applies the migrations not yet applied, one transaction each, under
     /// an advisory lock so replicas starting together apply them once.

@@ -8,7 +8,11 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 /// Each entry is one schema version; never edit a shipped one, append.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_approvals.sql"), include_str!("../migrations/sqlite/0002_operations.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_approvals.sql"),
+    include_str!("../migrations/sqlite/0002_operations.sql"),
+    include_str!("../migrations/sqlite/0003_receipts.sql"),
+];
 
 pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;

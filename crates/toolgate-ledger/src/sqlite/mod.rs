@@ -8,6 +8,7 @@
 mod approvals;
 mod conn;
 mod operations;
+mod receipts;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -16,7 +17,9 @@ use rusqlite::Connection;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
-use crate::{Begun, Ledger, LedgerError, NewApproval, NewOperation, Resolution, Result};
+use toolgate_core::merkle::Hash;
+
+use crate::{Begun, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
 /// The most requests one transaction takes: bounds the latency a request
 /// can add to the others in its batch.
@@ -182,16 +185,29 @@ impl Ledger for SqliteLedger {
         self.run(move |c| approvals::consume(c, &id, now_ms)).await
     }
 
-    async fn begin_operation(&self, new: NewOperation, now_ms: i64) -> Result<Begun> {
-        self.run(move |c| operations::begin(c, &new, now_ms)).await
+    async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
+        self.run(move |c| {
+            let receipt = new.receipt.take();
+            let begun = operations::begin(c, &new, now_ms)?;
+            if let (Begun::Mine(_), Some(draft)) = (&begun, receipt) {
+                receipts::append(c, vec![draft], now_ms)?;
+            }
+            Ok(begun)
+        })
+        .await
     }
     async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
         let id = id.to_string();
         self.run(move |c| operations::dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
     }
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
         let id = id.to_string();
-        self.run(move |c| operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)).await
+        self.run(move |c| {
+            let op = operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
+            receipts::append(c, receipt.into_iter().collect(), now_ms)?;
+            Ok(op)
+        })
+        .await
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
         let id = id.to_string();
@@ -204,8 +220,45 @@ impl Ledger for SqliteLedger {
     async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
         self.run(move |c| operations::list(c, state, now_ms)).await
     }
-    async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation> {
+    async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let id = id.to_string();
-        self.run(move |c| operations::resolve(c, &id, &resolution)).await
+        self.run(move |c| {
+            let receipt = resolution.receipt.take();
+            let op = operations::resolve(c, &id, &resolution)?;
+            receipts::append(c, receipt.into_iter().collect(), resolution.now_ms)?;
+            Ok(op)
+        })
+        .await
+    }
+
+    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+        self.run(move |c| receipts::append(c, drafts, now_ms)).await
+    }
+    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+        self.run(move |c| receipts::list(c, from, limit)).await
+    }
+    async fn log_size(&self) -> Result<u64> {
+        self.run(receipts::log_size).await
+    }
+    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
+        self.run(move |c| receipts::leaf_hashes(c, from, to)).await
+    }
+    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
+        self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
+        self.run(receipts::checkpoints).await
+    }
+    async fn add_log_key(&self, key: LogKey) -> Result<()> {
+        self.run(move |c| receipts::add_key(c, &key)).await
+    }
+    async fn log_keys(&self) -> Result<Vec<LogKey>> {
+        self.run(receipts::keys).await
+    }
+    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
+        self.run(move |c| receipts::add_definitions(c, &definitions, now_ms)).await
+    }
+    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
+        self.run(receipts::definitions).await
     }
 }

@@ -1,0 +1,123 @@
+//! The receipt log on PostgreSQL. An append runs in a transaction that first
+//! takes the log's advisory lock: replicas append one at a time, each reads
+//! the next index and takes it in one step, and a receipt commits (or not)
+//! with the state change it attests.
+
+use tokio_postgres::Row;
+use toolgate_core::merkle::Hash;
+
+use super::pool::Db;
+use crate::{Draft, LedgerError, LogKey, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+
+/// The log's lock (the migrations' is 7461001).
+const LOG_LOCK: i64 = 7_461_002;
+
+/// Inside a transaction only: the lock is held until it ends.
+pub async fn append(tx: &impl Db, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+    if drafts.is_empty() {
+        return Ok(Vec::new());
+    }
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOG_LOCK]).await?;
+    let mut next = log_size(tx).await?;
+    let mut indexes = Vec::with_capacity(drafts.len());
+    for draft in drafts {
+        let (sealed, salt, proposal) = crate::seal(draft, next)?;
+        let index = next as i64;
+        tx.execute(
+            "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&index, &sealed.signed.receipt.kid, &&sealed.leaf_hash[..], &sealed.json, &&salt[..], &proposal, &now_ms],
+        )
+        .await?;
+        indexes.push(next);
+        next += 1;
+    }
+    Ok(indexes)
+}
+
+pub async fn log_size(db: &impl Db) -> Result<u64> {
+    let row = db.query_opt("SELECT coalesce(max(log_index) + 1, 0) AS n FROM receipts", &[]).await?;
+    Ok(row.map_or(0, |r| r.get::<_, i64>("n")) as u64)
+}
+
+fn hash(r: &Row, column: &str) -> Result<Hash> {
+    r.get::<_, Vec<u8>>(column).try_into().map_err(|_| LedgerError::Store(format!("a stored {column} is not 32 bytes")))
+}
+
+pub async fn list(db: &impl Db, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+    let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
+    let rows = db.query("SELECT * FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(StoredReceipt {
+                log_index: r.get::<_, i64>("log_index") as u64,
+                kid: r.get("kid"),
+                signed: r.get("signed"),
+                leaf_hash: hash(r, "leaf_hash")?,
+                salt: hash(r, "salt")?,
+                proposal: r.get("proposal"),
+                created_ms: r.get("created_ms"),
+            })
+        })
+        .collect()
+}
+
+pub async fn leaf_hashes(db: &impl Db, from: u64, to: u64) -> Result<Vec<Hash>> {
+    let (f, t) = (from as i64, to as i64);
+    let rows = db.query("SELECT leaf_hash FROM receipts WHERE log_index >= $1 AND log_index < $2 ORDER BY log_index", &[&f, &t]).await?;
+    if rows.len() as u64 != to.saturating_sub(from) {
+        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", rows.len())));
+    }
+    rows.iter().map(|r| hash(r, "leaf_hash")).collect()
+}
+
+pub async fn add_checkpoint(db: &impl Db, c: &StoredCheckpoint) -> Result<bool> {
+    let size = c.size as i64;
+    let n = db
+        .execute(
+            "INSERT INTO checkpoints (size, root, note, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (size) DO NOTHING",
+            &[&size, &&c.root[..], &c.note, &c.created_ms],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn checkpoints(db: &impl Db) -> Result<Vec<StoredCheckpoint>> {
+    let rows = db.query("SELECT * FROM checkpoints ORDER BY size", &[]).await?;
+    rows.iter()
+        .map(|r| Ok(StoredCheckpoint { size: r.get::<_, i64>("size") as u64, root: hash(r, "root")?, note: r.get("note"), created_ms: r.get("created_ms") }))
+        .collect()
+}
+
+pub async fn add_key(db: &impl Db, k: &LogKey) -> Result<()> {
+    db.execute(
+        "INSERT INTO log_keys (kid, ed25519, ml_dsa_65, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (kid) DO NOTHING",
+        &[&k.kid, &k.ed25519, &k.ml_dsa_65, &k.created_ms],
+    )
+    .await?;
+    let stored = db.query_opt("SELECT ed25519 FROM log_keys WHERE kid = $1", &[&k.kid]).await?;
+    match stored.map(|r| r.get::<_, String>("ed25519")) {
+        Some(ed) if ed == k.ed25519 => Ok(()),
+        _ => Err(LedgerError::Store(format!("the key history already holds another key under kid {}", k.kid))),
+    }
+}
+
+pub async fn keys(db: &impl Db) -> Result<Vec<LogKey>> {
+    let rows = db.query("SELECT * FROM log_keys ORDER BY created_ms, kid", &[]).await?;
+    Ok(rows.iter().map(|r| LogKey { kid: r.get("kid"), ed25519: r.get("ed25519"), ml_dsa_65: r.get("ml_dsa_65"), created_ms: r.get("created_ms") }).collect())
+}
+
+pub async fn add_definitions(db: &impl Db, defs: &[ToolDefinition], now_ms: i64) -> Result<()> {
+    for d in defs {
+        db.execute(
+            "INSERT INTO tool_definitions (sha256, server, tool, definition, first_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sha256) DO NOTHING",
+            &[&d.sha256, &d.server, &d.tool, &d.definition, &now_ms],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn definitions(db: &impl Db) -> Result<Vec<ToolDefinition>> {
+    let rows = db.query("SELECT * FROM tool_definitions ORDER BY server, tool, first_ms", &[]).await?;
+    Ok(rows.iter().map(|r| ToolDefinition { sha256: r.get("sha256"), server: r.get("server"), tool: r.get("tool"), definition: r.get("definition") }).collect())
+}

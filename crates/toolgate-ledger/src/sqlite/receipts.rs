@@ -1,0 +1,111 @@
+//! The receipt log on SQLite. Appends run on the writer thread inside the
+//! batch's transaction, so the next index is read and taken in one step
+//! and a receipt commits (or not) with the state change it attests.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use toolgate_core::merkle::Hash;
+
+use crate::{Draft, LedgerError, LogKey, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+
+fn size(conn: &Connection) -> Result<u64> {
+    let n: i64 = conn.prepare_cached("SELECT coalesce(max(log_index) + 1, 0) FROM receipts")?.query_row([], |r| r.get(0))?;
+    Ok(n as u64)
+}
+
+pub fn log_size(conn: &Connection) -> Result<u64> {
+    size(conn)
+}
+
+pub fn append(conn: &Connection, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+    if drafts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut next = size(conn)?;
+    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
+    let mut indexes = Vec::with_capacity(drafts.len());
+    for draft in drafts {
+        let (sealed, salt, proposal) = crate::seal(draft, next)?;
+        insert.execute(params![next as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], proposal, now_ms])?;
+        indexes.push(next);
+        next += 1;
+    }
+    Ok(indexes)
+}
+
+fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
+    let v: Vec<u8> = r.get(i)?;
+    v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "hash".into(), rusqlite::types::Type::Blob))
+}
+
+pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT log_index, kid, signed, leaf_hash, salt, proposal, created_ms FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![from as i64, limit.min(i64::MAX as u64) as i64], |r| {
+        Ok(StoredReceipt {
+            log_index: r.get::<_, i64>(0)? as u64,
+            kid: r.get(1)?,
+            signed: r.get(2)?,
+            leaf_hash: hash(r, 3)?,
+            salt: hash(r, 4)?,
+            proposal: r.get(5)?,
+            created_ms: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn leaf_hashes(conn: &Connection, from: u64, to: u64) -> Result<Vec<Hash>> {
+    let mut stmt = conn.prepare_cached("SELECT leaf_hash FROM receipts WHERE log_index >= ?1 AND log_index < ?2 ORDER BY log_index")?;
+    let rows = stmt.query_map(params![from as i64, to as i64], |r| hash(r, 0))?;
+    let hashes: Vec<Hash> = rows.collect::<Result<_, _>>()?;
+    if hashes.len() as u64 != to.saturating_sub(from) {
+        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", hashes.len())));
+    }
+    Ok(hashes)
+}
+
+pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {
+    let n = conn
+        .prepare_cached("INSERT INTO checkpoints (size, root, note, created_ms) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (size) DO NOTHING")?
+        .execute(params![c.size as i64, &c.root[..], c.note, c.created_ms])?;
+    Ok(n == 1)
+}
+
+pub fn checkpoints(conn: &Connection) -> Result<Vec<StoredCheckpoint>> {
+    let mut stmt = conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size")?;
+    let rows = stmt.query_map([], |r| Ok(StoredCheckpoint { size: r.get::<_, i64>(0)? as u64, root: hash(r, 1)?, note: r.get(2)?, created_ms: r.get(3)? }))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
+    let existing: Option<String> = conn.query_row("SELECT ed25519 FROM log_keys WHERE kid = ?1", [&k.kid], |r| r.get(0)).optional()?;
+    match existing {
+        Some(ed) if ed != k.ed25519 => Err(LedgerError::Store(format!("the key history already holds another key under kid {}", k.kid))),
+        Some(_) => Ok(()),
+        None => {
+            conn.execute("INSERT INTO log_keys (kid, ed25519, ml_dsa_65, created_ms) VALUES (?1, ?2, ?3, ?4)", params![k.kid, k.ed25519, k.ml_dsa_65, k.created_ms])?;
+            Ok(())
+        }
+    }
+}
+
+pub fn keys(conn: &Connection) -> Result<Vec<LogKey>> {
+    let mut stmt = conn.prepare_cached("SELECT kid, ed25519, ml_dsa_65, created_ms FROM log_keys ORDER BY created_ms, kid")?;
+    let rows = stmt.query_map([], |r| Ok(LogKey { kid: r.get(0)?, ed25519: r.get(1)?, ml_dsa_65: r.get(2)?, created_ms: r.get(3)? }))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn add_definitions(conn: &Connection, defs: &[ToolDefinition], now_ms: i64) -> Result<()> {
+    let mut stmt = conn.prepare_cached("INSERT INTO tool_definitions (sha256, server, tool, definition, first_ms) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (sha256) DO NOTHING")?;
+    for d in defs {
+        stmt.execute(params![d.sha256, d.server, d.tool, d.definition, now_ms])?;
+    }
+    Ok(())
+}
+
+pub fn definitions(conn: &Connection) -> Result<Vec<ToolDefinition>> {
+    let mut stmt = conn.prepare_cached("SELECT sha256, server, tool, definition FROM tool_definitions ORDER BY server, tool, first_ms")?;
+    let rows = stmt.query_map([], |r| Ok(ToolDefinition { sha256: r.get(0)?, server: r.get(1)?, tool: r.get(2)?, definition: r.get(3)? }))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
