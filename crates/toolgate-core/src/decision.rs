@@ -91,7 +91,7 @@ pub enum Reason {
     LedgerUnavailable,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub verdict: Verdict,
     pub reason: Reason,
@@ -99,13 +99,19 @@ pub struct Decision {
     /// `annotations`, `untrusted_server` when the class decided.
     pub rules: Vec<String>,
     /// Why approval is needed, from the policy's `@approval` annotation.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub why: String,
 }
 
 /// The decide stage: the policy's outcome when one applies, else the
 /// effective class of the tool. A policy that fails to evaluate denies.
 pub fn decide(view: &AuthorityView, policy: &Outcome) -> Decision {
+    decide_or(policy, || decide_by_class(view))
+}
+
+/// The policy's word, or `fallback` where no policy applies (`toolgate
+/// replay` passes the class decision recorded with the proposal).
+pub fn decide_or(policy: &Outcome, fallback: impl FnOnce() -> Decision) -> Decision {
     let by = |verdict, reason, rules: &Vec<String>| Decision { verdict, reason, rules: rules.clone(), why: String::new() };
     match policy {
         Outcome::Permit { rules } => by(Verdict::Allow, Reason::PolicyPermits, rules),
@@ -114,7 +120,7 @@ pub fn decide(view: &AuthorityView, policy: &Outcome) -> Decision {
         Outcome::RequireApproval { rules, why } => {
             Decision { verdict: Verdict::RequireApproval, reason: Reason::PolicyRequiresApproval, rules: rules.clone(), why: why.clone() }
         }
-        Outcome::NotApplicable => decide_by_class(view),
+        Outcome::NotApplicable => fallback(),
     }
 }
 

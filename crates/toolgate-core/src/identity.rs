@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// An authenticated caller: the config entry a token (or the anonymous
 /// opening, or the stdio setting) mapped to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Caller {
     /// The config key (`[callers.NAME]`); the principal's id in policy.
     pub name: String,

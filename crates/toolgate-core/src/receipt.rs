@@ -275,11 +275,19 @@ impl ReceiptKey {
 /// the salted hashes; it stays in the ledger. `proposal` is the ledger's
 /// private copy of what was asked ({caller, server, tool, arguments}, JSON),
 /// so a later policy can be replayed over it; it is never in the receipt.
+#[derive(Clone)]
 pub struct Draft {
     pub receipt: Receipt,
     pub salt: [u8; 32],
     pub proposal: Option<String>,
     pub key: std::sync::Arc<ReceiptKey>,
+}
+
+impl std::fmt::Debug for Draft {
+    // Never the salt.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Draft").field("receipt", &self.receipt).field("kid", &self.key.kid).finish_non_exhaustive()
+    }
 }
 
 /// A signed receipt ready to store: its canonical wire form and leaf hash.

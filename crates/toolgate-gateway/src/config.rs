@@ -41,6 +41,9 @@ pub struct Config {
     /// Traces, metrics and logs.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Signed receipts and the verifiable log.
+    #[serde(default)]
+    pub receipts: ReceiptsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -278,6 +281,29 @@ impl Default for TelemetryConfig {
                 .to_vec(),
             redact_patterns: Vec::new(),
         }
+    }
+}
+
+/// `[receipts]`: every decision and outcome is a signed receipt, a leaf of
+/// the log; checkpoints sign the log's root.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReceiptsConfig {
+    /// The log's origin: the first line of every checkpoint and the name of
+    /// its signing keys. Keep it unique per log (e.g. `toolgate.example.com/prod`).
+    pub origin: String,
+    /// Sign a checkpoint once this many receipts are not yet covered by one.
+    pub checkpoint_every: u64,
+    /// …or once the oldest uncovered receipt is this old (ms).
+    pub checkpoint_interval_ms: u64,
+    /// Put the full arguments and result values in receipts, not only their
+    /// salted hashes. Off by default: receipts leave the host in bundles.
+    pub capture_values: bool,
+}
+
+impl Default for ReceiptsConfig {
+    fn default() -> Self {
+        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_interval_ms: 5000, capture_values: false }
     }
 }
 

@@ -27,8 +27,10 @@ pub struct Gateway {
     /// The Cedar policy in force; `reload_policy` swaps it (SIGHUP), so a
     /// withdrawn grant applies to the next call, approved or not.
     policy: std::sync::RwLock<Arc<PolicyEngine>>,
-    /// Approvals and operations (SQLite or PostgreSQL).
+    /// Approvals, operations and the receipt log (SQLite or PostgreSQL).
     pub ledger: Arc<dyn Ledger>,
+    /// Signing keys and checkpoints of the receipt log.
+    pub log: Arc<crate::log::ReceiptLog>,
     pub sealer: Sealer,
     /// Redacts captured tool content (`telemetry.capture_content`).
     pub redactor: crate::telemetry::Redactor,
@@ -59,6 +61,8 @@ impl Gateway {
         let state = create_state_dir(&config)?;
         let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"))?;
+        let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin)?;
+        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path())?);
         let cancel = CancellationToken::new();
         let settings = &config.gateway;
@@ -81,8 +85,13 @@ impl Gateway {
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
         crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
+        if mode == Mode::Serve {
+            // Covers what a crash left uncovered, then keeps checkpointing.
+            log.checkpoint().await?;
+            log.spawn(cancel.child_token());
+        }
         let policy = std::sync::RwLock::new(Arc::new(policy));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, sealer, redactor, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, redactor, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -131,6 +140,14 @@ impl Gateway {
     /// Stops the upstream supervisors (stdio children are killed).
     pub fn stop(&self) {
         self.cancel.cancel();
+    }
+
+    /// Stops, after a last checkpoint covering every receipt so far.
+    pub async fn shutdown(&self) {
+        self.stop();
+        if let Err(e) = self.log.checkpoint().await {
+            tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign the shutdown checkpoint; the next start signs one");
+        }
     }
 }
 

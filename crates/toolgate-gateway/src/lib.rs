@@ -15,6 +15,8 @@ pub mod upstream;
 pub mod pins;
 pub mod catalog;
 pub mod gateway;
+pub mod keys;
+pub mod log;
 pub mod pipeline;
 pub mod reconcile;
 pub mod stages;

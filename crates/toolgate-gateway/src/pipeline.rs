@@ -67,8 +67,7 @@ pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
     let started = Instant::now();
     let mut trail = record::Trail::new(&call);
     let answer = run(gw, &call, &mut trail).await;
-    record::record(&trail, &answer, started.elapsed());
-    answer
+    record::record(gw, &trail, answer, started.elapsed()).await
 }
 
 /// One child span per stage, so a trace shows where the time went.
@@ -88,6 +87,8 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         Ok(tool) => tool,
         Err(stop) => return stop.into(),
     };
+    trail.resolved(&tool);
+    gw.log.remember_definition(&tool).await;
     server.record("gen_ai.operation.name", "execute_tool");
     server.record("gen_ai.tool.type", "function");
     server.record("gen_ai.provider.name", tool.server.as_str());
@@ -105,7 +106,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         Ok(proposal) => proposal,
         Err(stop) => return stop.into(),
     };
-    trail.proposal_sha256 = Some(proposal.sha256.clone());
+    trail.validated(gw, call, &tool, &proposal);
     server.record("toolgate.proposal_sha256", proposal.sha256.as_str());
     if gw.config.telemetry.capture_content {
         server.record("gen_ai.tool.call.arguments", gw.redactor.redact(&proposal.arguments).to_string());
@@ -113,6 +114,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     // 4. decide: Cedar policy on caller, tool and arguments; else the registry.
     let decide_span = stage("decide");
     let standing = approve::standing(gw, call, &tool, &proposal).instrument(decide_span.clone()).await;
+    trail.approval_state = standing.state.clone();
     let decision = decide_span.in_scope(|| decide::decide(gw, &call.caller, &tool, &proposal, &standing.state));
     trail.decision = Some(decision.clone());
     trail.policy_version = Some(gw.policy().version().to_string());
@@ -156,7 +158,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     }
     // 6. reserve: a write runs once per operation key; a reused key gets
     // the recorded outcome, a conflict, or "in progress" / "unknown".
-    let held = match reserve::reserve(gw, call, &tool, &proposal, &gate).instrument(stage("reserve")).await {
+    let held = match reserve::reserve(gw, call, &tool, &proposal, &gate, trail).instrument(stage("reserve")).await {
         Ok(held) => held,
         Err(stop) => return stop.into(),
     };
@@ -166,6 +168,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     }
     // 7. dispatch: the upstream, under its deadline (the CLIENT span); the
     // operation's end is recorded before the caller hears it.
+    trail.dispatched = matches!(held, Held::Read | Held::Mine(_));
     let raw = match held {
         Held::Read => match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await {
             Ok(raw) => raw,
@@ -173,7 +176,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         },
         Held::Mine(op) => {
             let outcome = dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await;
-            match reserve::finish(gw, &tool, &op, &outcome).await {
+            match reserve::finish(gw, &tool, &op, &outcome, trail).await {
                 Err(unknown) => return Stop::Refused(unknown.with_proposal(&proposal.sha256)).into(),
                 Ok(op) => match outcome {
                     Ok(raw) => reserve::annotate(raw, &op, false),
@@ -187,7 +190,8 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
     };
     // 8. check: the result against outputSchema; an approved call's own
     // input round stays bound to its approval.
-    // 9. record: by `call_tool`, for every answer.
+    // 9. record: by `call_tool`, for every answer: the receipts not yet
+    // appended, and the log line.
     let answer = stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail));
     let answer = approve::seal_continuation(gw, &gate, answer);
     if gw.config.telemetry.capture_content {

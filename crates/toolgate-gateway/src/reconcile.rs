@@ -85,14 +85,19 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         let message = format!("The reply to operation {id} was lost; reconciliation with {} found its effect. It ran once; do not run it again.", rule.tool);
         settled_outcome(id, &message, &evidence)
     });
+    let by = format!("reconciler:{}", rule.tool);
+    let state = if applied { toolgate_core::operation::OperationState::ReconciledApplied } else { toolgate_core::operation::OperationState::ReconciledNotApplied };
+    let receipt = Some(gw.log.settlement(&op, state, &by, outcome.as_deref()));
     let resolution = Resolution {
         applied,
-        by: format!("reconciler:{}", rule.tool),
+        by,
         reason: format!("{} {} the effect", rule.tool, if applied { "found" } else { "did not find" }),
         outcome,
         now_ms: now_ms(),
+        receipt,
     };
     let operation = gw.ledger.resolve_operation(id, resolution).await?;
+    gw.log.appended(1);
     tracing::info!(target: "toolgate::operation", operation = %id, applied, "operation reconciled");
     Ok(Reconciled { operation, applied, evidence })
 }

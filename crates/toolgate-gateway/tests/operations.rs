@@ -151,7 +151,7 @@ async fn an_effect_reconciled_as_absent_runs_once_on_retry() {
     let op_id = lost["structuredContent"]["operation_id"].as_str().unwrap().to_string();
     // An operator checked and found nothing: settled as not applied, but
     // only once the lease ends (the dispatch might still be running upstream).
-    let settle = || toolgate_ledger::Resolution { applied: false, by: "dana".into(), reason: "no ticket in the desk".into(), outcome: None, now_ms: now_ms() };
+    let settle = || toolgate_ledger::Resolution { applied: false, by: "dana".into(), reason: "no ticket in the desk".into(), outcome: None, now_ms: now_ms(), receipt: None };
     let early = h.gateway.ledger.resolve_operation(&op_id, settle()).await;
     assert!(matches!(early, Err(toolgate_ledger::LedgerError::WrongState { state: "unknown", .. })), "{early:?}");
     let op = h.gateway.ledger.operation(&op_id).await.unwrap().unwrap();

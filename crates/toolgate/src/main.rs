@@ -6,6 +6,7 @@ mod demo;
 mod fixture;
 mod ops;
 mod policy;
+mod receipts;
 mod serve;
 mod tools;
 
@@ -63,6 +64,56 @@ enum Command {
     /// The operation ledger: list writes, reconcile one whose outcome is unknown, or settle it by hand.
     #[command(subcommand)]
     Ops(ops::Action),
+    /// Signed receipts in the log: list them, or show one as signed.
+    #[command(subcommand)]
+    Receipts(receipts::Action),
+    /// Write a self-contained bundle (receipts, inclusion proofs, a signed checkpoint, public keys)
+    /// that `toolgate verify` checks offline.
+    Export {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Export the receipt at this log index.
+        #[arg(long, value_name = "N", conflicts_with = "since")]
+        receipt: Option<u64>,
+        /// Export receipts from this log index on (`--since 0`: everything).
+        #[arg(long, value_name = "N")]
+        since: Option<u64>,
+        /// The bundle file to write.
+        #[arg(long, value_name = "FILE", required_unless_present = "pack")]
+        out: Option<PathBuf>,
+        /// Also (or instead) write a pack: the bundle with the policy set, registry and tool definitions.
+        #[arg(long, value_name = "DIR")]
+        pack: Option<PathBuf>,
+    },
+    /// Verify a bundle (or a pack directory) offline: receipt signatures, kids, inclusion, the
+    /// checkpoint's Ed25519 and ML-DSA-65 signatures, and the pinned signer. Exit 1 if anything fails.
+    Verify {
+        /// A bundle written by `toolgate export --out`, or a pack directory.
+        path: PathBuf,
+        /// Trust only this kid (repeatable): the checkpoint and every receipt must be signed by it.
+        #[arg(long = "expected-kid", value_name = "KID")]
+        expected_kid: Vec<String>,
+        /// Require a valid ML-DSA-65 signature on the checkpoint.
+        #[arg(long)]
+        require_pq: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The receipt log as a whole.
+    #[command(subcommand)]
+    Log(receipts::LogAction),
+    /// The log's signing keys.
+    #[command(subcommand)]
+    Keys(receipts::KeysAction),
+    /// Decide every recorded proposal again under another policy set and list the decisions that
+    /// would change. Executes nothing.
+    Replay {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// A directory with `*.cedar` policies and one `*.cedarschema`.
+        #[arg(long, value_name = "DIR")]
+        policy: PathBuf,
+    },
     /// Check the Cedar policy set against its schema, or run table-driven decision cases.
     #[command(subcommand)]
     Policy(policy::Action),
@@ -88,7 +139,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. }) {
+    if matches!(cli.command, Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
         // Listing commands end quietly when their reader goes away
         // (`toolgate approvals list | head`), as other Unix tools do.
         // SAFETY: set once, before any thread starts.
@@ -135,6 +186,20 @@ fn main() -> std::process::ExitCode {
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),
+            Command::Receipts(action) => receipts::run(action).await,
+            Command::Export { config, receipt, since, out, pack } => receipts::export(&config, receipt, since, out, pack).await,
+            Command::Verify { path, expected_kid, require_pq, json } => match receipts::verify(&path, expected_kid, require_pq, json) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(anyhow::anyhow!("{} did not verify", path.display())),
+                Err(e) => Err(e),
+            },
+            Command::Log(receipts::LogAction::Verify { config }) => match receipts::log_verify(&config).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(anyhow::anyhow!("the log did not verify")),
+                Err(e) => Err(e),
+            },
+            Command::Keys(action) => receipts::keys(action),
+            Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
             Command::ConformanceFixture { http } => fixture::run(http).await,
         }

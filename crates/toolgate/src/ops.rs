@@ -120,7 +120,12 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 let message = format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.");
                 toolgate_gateway::reconcile::settled_outcome(&id, &message, &json!({"resolved_by": by, "reason": reason}))
             });
-            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: now_ms() }).await?;
+            let current = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+            let keys = toolgate_gateway::keys::LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin)?;
+            let log = toolgate_gateway::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone()).await?;
+            let state = if applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+            let receipt = Some(log.settlement(&current, state, &by, outcome.as_deref()));
+            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: now_ms(), receipt }).await?;
             print(&op, json)
         }
     }

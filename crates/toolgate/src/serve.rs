@@ -32,7 +32,8 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     } else {
         serve_http(gw.clone()).await
     };
-    gw.stop();
+    // A last checkpoint covers every receipt of this run.
+    gw.shutdown().await;
     result
 }
 

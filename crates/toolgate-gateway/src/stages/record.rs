@@ -1,10 +1,24 @@
-//! record: one structured log line per call, with what each stage concluded.
-//! (Receipts and the ledger take over this stage in later issues.)
+//! record: the call's signed receipts and one structured log line.
+//!
+//! Every call gets a receipt for its decision and, when it was sent
+//! upstream, one for its outcome. A write's two are appended by the
+//! reserve stage in the ledger transactions that reserve and finish its
+//! operation; this stage appends the rest (refusals, reads, replays,
+//! approvals awaited). A read whose receipts cannot be written is not
+//! answered: the caller gets `ledger_unavailable` instead of an unrecorded
+//! result.
 
 use std::time::Duration;
 
-use toolgate_core::Decision;
+use serde_json::{Value, json};
+use toolgate_core::operation::OperationState;
+use toolgate_core::proposal::sha256_hex;
+use toolgate_core::receipt::{self, ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt};
+use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
+use toolgate_ledger::Draft;
 
+use crate::catalog::ExposedTool;
+use crate::gateway::Gateway;
 use crate::pipeline::{Answer, CallRequest};
 
 /// What the stages learned, for the record.
@@ -21,6 +35,26 @@ pub struct Trail {
     pub tool_error: bool,
     pub input_required: bool,
     pub output_violations: usize,
+    pub tenant: String,
+    /// From resolve on: the upstream tool and its definition's hash.
+    pub server: String,
+    pub upstream_tool: String,
+    pub definition_sha256: String,
+    /// From validate on: this call's salt and the salted hash of its arguments.
+    pub salt: [u8; 32],
+    pub arguments_hash: String,
+    /// The full arguments, when `receipts.capture_values` is on.
+    pub arguments: Option<Value>,
+    /// What was asked, for the ledger's private record (`toolgate replay`).
+    pub asked: Option<Value>,
+    /// The state of the approval the call presented (`none`, `approved`, …).
+    pub approval_state: String,
+    /// The call went upstream (its outcome deserves a receipt).
+    pub dispatched: bool,
+    /// The operation's key and state as last recorded.
+    pub operation_ref: Option<OperationRef>,
+    /// Receipts the reserve stage already appended (0, 1 or 2).
+    pub receipts: u8,
 }
 
 impl Trail {
@@ -37,11 +71,215 @@ impl Trail {
             tool_error: false,
             input_required: false,
             output_violations: 0,
+            tenant: call.caller.tenant.clone(),
+            server: String::new(),
+            upstream_tool: String::new(),
+            definition_sha256: String::new(),
+            salt: [0; 32],
+            arguments_hash: String::new(),
+            arguments: None,
+            asked: None,
+            approval_state: "none".into(),
+            dispatched: false,
+            operation_ref: None,
+            receipts: 0,
+        }
+    }
+
+    pub fn resolved(&mut self, tool: &ExposedTool) {
+        self.server = tool.server.clone();
+        self.upstream_tool = tool.tool.name.clone();
+        self.definition_sha256 = tool.definition_sha256.clone();
+    }
+
+    /// After validate: the salted hash, and what `toolgate replay` needs to
+    /// decide this call again (the caller, the tool's facts, the arguments,
+    /// and the class decision that applies where no policy does).
+    pub fn validated(&mut self, gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) {
+        self.proposal_sha256 = Some(proposal.sha256.clone());
+        self.salt = gw.log.salt();
+        self.arguments_hash = receipt::salted_value_hash(&self.salt, &proposal.arguments);
+        if gw.config.receipts.capture_values {
+            self.arguments = Some(proposal.arguments.clone());
+        }
+        let fallback = toolgate_core::decision::decide_by_class(&tool.view);
+        let c = &call.caller;
+        self.asked = Some(json!({
+            "caller": {"name": c.name, "subject": c.subject, "tenant": c.tenant, "roles": c.roles},
+            "tool": {"exposed_name": tool.exposed_name, "server": tool.server, "name": tool.tool.name, "class": tool.view.effective_class.as_str(), "labels": tool.labels},
+            "arguments": proposal.arguments,
+            "class_decision": fallback,
+        }));
+    }
+
+    /// The private record of what was asked and how it was decided, kept
+    /// with the call's first receipt.
+    fn asked(&self) -> Option<String> {
+        let mut asked = self.asked.clone()?;
+        asked["approval_state"] = json!(self.approval_state);
+        asked["decision"] = json!(self.decision.as_ref()?);
+        Some(asked.to_string())
+    }
+}
+
+/// The receipt fields every receipt of this call shares.
+fn base(gw: &Gateway, trail: &Trail, decision: Option<&Decision>) -> Receipt {
+    let (verdict, reason, rules) = match decision.or(trail.decision.as_ref()) {
+        Some(d) => (json_name(&d.verdict), json_name(&d.reason), d.rules.clone()),
+        None => (String::new(), String::new(), Vec::new()),
+    };
+    Receipt {
+        v: RECEIPT_VERSION,
+        kid: String::new(),
+        log_index: 0,
+        issued_at: receipt::rfc3339_ms(crate::stages::approve::now_ms()),
+        tenant: trail.tenant.clone(),
+        caller: trail.caller.clone(),
+        server: trail.server.clone(),
+        tool: if trail.upstream_tool.is_empty() { trail.tool.clone() } else { trail.upstream_tool.clone() },
+        tool_definition_sha256: trail.definition_sha256.clone(),
+        proposal_sha256: trail.proposal_sha256.clone().unwrap_or_default(),
+        decision: verdict,
+        reason,
+        rules,
+        policy_version: trail.policy_version.clone().unwrap_or_else(|| gw.policy().version().to_string()),
+        approval: None,
+        operation: trail.operation_ref.clone(),
+        execution_status: String::new(),
+        result_status: String::new(),
+        result_sha256: None,
+        arguments_hash: trail.arguments_hash.clone(),
+        result_hash: None,
+        arguments: trail.arguments.clone(),
+        result: None,
+    }
+}
+
+/// The decision to run a call, before it is sent. For a write it goes with
+/// the operation's reservation.
+pub fn decided(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
+    let mut r = base(gw, trail, None);
+    r.execution_status = "authorized".into();
+    r.result_status = "pending".into();
+    r.approval = approval;
+    gw.log.draft(r, trail.salt, trail.asked())
+}
+
+/// How a sent call ended: `state` as the operation records it, `result`
+/// the upstream's answer when there is one.
+pub fn outcome(gw: &Gateway, trail: &Trail, state: OperationState, result: Option<&str>) -> Draft {
+    let mut r = base(gw, trail, None);
+    r.execution_status = "dispatched".into();
+    r.result_status = match state {
+        OperationState::Completed | OperationState::ReconciledApplied => "ok",
+        OperationState::ToolError => "tool_error",
+        OperationState::ReconciledNotApplied => "not_applied",
+        _ => "unknown",
+    }
+    .into();
+    if let Some(op) = &mut r.operation {
+        op.state = state.as_str().into();
+    }
+    if let Some(text) = result {
+        let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let canonical = toolgate_core::proposal::canonical_json(&value);
+        r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
+        r.result_hash = Some(receipt::salted_hash(&trail.salt, canonical.as_bytes()));
+        if gw.config.receipts.capture_values {
+            r.result = Some(value);
+        }
+    }
+    gw.log.draft(r, trail.salt, None)
+}
+
+/// The approval a call ran under, as the ledger recorded its decision.
+pub async fn approval_ref(gw: &Gateway, id: Option<&str>) -> Option<ApprovalRef> {
+    let a = gw.ledger.approval(id?).await.ok()??;
+    Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
+}
+
+/// Appends what the reserve stage did not, then logs the call. Returns the
+/// answer, or a refusal when a result's receipts could not be written.
+pub async fn record(gw: &Gateway, trail: &Trail, answer: Answer, elapsed: Duration) -> Answer {
+    let answer = if trail.receipts == 0 { append(gw, trail, answer).await } else { answer };
+    log_line(trail, &answer, elapsed);
+    answer
+}
+
+async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
+    let approval = approval_ref(gw, trail.approval_id.as_deref()).await;
+    let drafts = match &answer {
+        Answer::Result(raw) if trail.dispatched && !trail.input_required => {
+            let result = serde_json::to_string(raw).unwrap_or_default();
+            let state = if trail.tool_error { OperationState::ToolError } else { OperationState::Completed };
+            vec![decided(gw, trail, approval), outcome(gw, trail, state, Some(&result))]
+        }
+        Answer::Result(raw) => {
+            // Not sent now: a replay of the recorded outcome, or a wait for approval.
+            let mut r = base(gw, trail, None);
+            r.approval = approval;
+            if trail.input_required {
+                (r.execution_status, r.result_status) = ("not_dispatched".into(), "awaiting_approval".into());
+            } else {
+                let result = serde_json::to_string(raw).unwrap_or_default();
+                r.execution_status = "replayed".into();
+                r.result_status = if trail.tool_error { "tool_error" } else { "ok" }.into();
+                let canonical = toolgate_core::proposal::canonical_json(&serde_json::from_str(&result).unwrap_or(Value::Null));
+                r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
+            }
+            vec![gw.log.draft(r, trail.salt, trail.asked())]
+        }
+        Answer::Refused(refusal) if trail.dispatched => vec![decided(gw, trail, approval.clone()), refused(gw, trail, refusal, approval)],
+        Answer::Refused(refusal) => vec![refused(gw, trail, refusal, approval)],
+        Answer::Error(e) => {
+            let mut r = base(gw, trail, None);
+            r.execution_status = if trail.dispatched { "dispatched" } else { "not_dispatched" }.into();
+            r.result_status = format!("protocol_error:{}", e.code);
+            let error = gw.log.draft(r, trail.salt, None);
+            if trail.dispatched { vec![decided(gw, trail, approval), error] } else { vec![error] }
+        }
+    };
+    let mut drafts = drafts;
+    // One private record per call: with its first receipt.
+    drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
+    let n = drafts.len() as u64;
+    match gw.ledger.append_receipts(drafts, crate::stages::approve::now_ms()).await {
+        Ok(_) => {
+            gw.log.appended(n);
+            answer
+        }
+        Err(e) => {
+            tracing::error!(target: "toolgate::log", tool = %trail.tool, error = %e, "cannot append the call's receipts");
+            match answer {
+                Answer::Result(_) if !trail.input_required => Answer::Refused(
+                    Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the receipt log is unavailable, so the result cannot be recorded and is withheld; retry later")
+                        .with_proposal(trail.proposal_sha256.as_deref().unwrap_or_default()),
+                ),
+                other => other,
+            }
         }
     }
 }
 
-pub fn record(trail: &Trail, answer: &Answer, elapsed: Duration) {
+fn refused(gw: &Gateway, trail: &Trail, refusal: &Refusal, approval: Option<ApprovalRef>) -> Draft {
+    let mut r = base(gw, trail, None);
+    // The refusal's own verdict and reason: it may come before any decision
+    // (invalid arguments) or after an allow (an operation conflict).
+    r.decision = json_name(&refusal.decision);
+    r.reason = json_name(&refusal.reason);
+    if !refusal.rules.is_empty() {
+        r.rules = refusal.rules.clone();
+    }
+    if r.proposal_sha256.is_empty() {
+        r.proposal_sha256 = refusal.proposal_sha256.clone().unwrap_or_default();
+    }
+    r.approval = approval;
+    r.execution_status = if trail.dispatched { "dispatched" } else { "not_dispatched" }.into();
+    r.result_status = if trail.dispatched { "unknown" } else { "refused" }.into();
+    gw.log.draft(r, trail.salt, trail.asked())
+}
+
+fn log_line(trail: &Trail, answer: &Answer, elapsed: Duration) {
     let (outcome, reason, action) = match answer {
         Answer::Result(_) if trail.tool_error => ("tool_error", String::new(), String::new()),
         Answer::Result(_) if trail.input_required => ("input_required", String::new(), String::new()),

@@ -19,6 +19,8 @@ use toolgate_ledger::{Begun, LedgerError, NewOperation, Resolution};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::pipeline::{CallRequest, Stop};
+use crate::stages::record::{self, Trail};
+use toolgate_core::receipt::OperationRef;
 use crate::stages::approve::{Gate, now_ms};
 use crate::wire::RawObject;
 
@@ -41,7 +43,7 @@ pub enum Held {
     Replay { op: Operation, raw: Box<RawValue>, checked: bool },
 }
 
-pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Held, Stop> {
+pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate, trail: &mut Trail) -> Result<Held, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
         return if gate.used { Err(refuse(crate::stages::approve::used_refusal(tool, gate))) } else { Ok(Held::Read) };
@@ -69,9 +71,14 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
     // is known never to have run, this call runs it, below.)
     if gate.used {
         if let Some(answer) = used_answer(gw, &key, tool, proposal, gate).await? {
+            note(trail, &answer);
             return Ok(answer);
         }
     }
+    // The decision's receipt commits with the reservation.
+    trail.operation_ref = Some(OperationRef { key: key.key.clone(), state: OperationState::Reserved.as_str().into() });
+    let approval = record::approval_ref(gw, gate.approval.as_ref().map(|(a, _)| a.as_str())).await;
+    let receipt = Some(record::decided(gw, trail, approval));
     let new = NewOperation {
         id,
         key,
@@ -80,15 +87,28 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         approval_id: gate.approval.as_ref().map(|(a, _)| a.clone()),
         arguments: proposal.arguments.clone(),
         lease_until_ms: lease,
+        receipt,
     };
     match gw.ledger.begin_operation(new, now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))? {
         Begun::Mine(op) => {
+            trail.receipts = 1;
+            gw.log.appended(1);
             // Durable before the upstream can see the call: after a crash,
             // `dispatched` means "maybe sent", `reserved` means "not sent".
             let op = gw.ledger.mark_dispatched(&op.id, op.attempts, now_ms() + lease_ms(gw, tool), now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
             Ok(Held::Mine(op))
         }
-        Begun::Theirs(op) => answer_existing(op, tool, proposal),
+        Begun::Theirs(op) => {
+            trail.operation_ref = Some(OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() });
+            answer_existing(op, tool, proposal)
+        }
+    }
+}
+
+/// The recorded operation a used approval's re-issue is answered from.
+fn note(trail: &mut Trail, held: &Held) {
+    if let Held::Replay { op, .. } = held {
+        trail.operation_ref = Some(OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() });
     }
 }
 
@@ -184,7 +204,7 @@ pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
 /// Records how a dispatch of `op` ended: the upstream's answer, or how the
 /// dispatch failed. Returns the operation as recorded, or, for an outcome
 /// that is now unknown, the refusal that names the operation to reconcile.
-pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &Result<Box<RawValue>, Stop>) -> Result<Operation, Refusal> {
+pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &Result<Box<RawValue>, Stop>, trail: &mut Trail) -> Result<Operation, Refusal> {
     let (state, recorded) = match outcome {
         Ok(raw) => {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
@@ -208,17 +228,31 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
         // Refused before it was sent (the upstream is down or turned it away).
         Err(_) => (OperationState::ReconciledNotApplied, None),
     };
-    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), now_ms()).await;
+    // The outcome's receipt commits with the outcome.
+    let receipt = record::outcome(gw, trail, state, recorded.as_deref());
+    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), now_ms(), Some(receipt)).await;
     let recorded = match finished {
-        Ok(op) => op,
+        Ok(op) => {
+            trail.receipts = 2;
+            gw.log.appended(1);
+            op
+        }
         // Its lease lapsed while it ran (another replica or the CLI marked
         // it unknown), and now the answer is here: that settles it.
         Err(LedgerError::WrongState { state: "unknown", .. }) if state == OperationState::Completed => {
-            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: now_ms() };
-            gw.ledger.resolve_operation(&op.id, settle).await.unwrap_or_else(|e| {
-                tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record a late answer");
-                op.clone()
-            })
+            let receipt = Some(record::outcome(gw, trail, OperationState::ReconciledApplied, recorded.as_deref()));
+            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: now_ms(), receipt };
+            match gw.ledger.resolve_operation(&op.id, settle).await {
+                Ok(settled) => {
+                    trail.receipts = 2;
+                    gw.log.appended(1);
+                    settled
+                }
+                Err(e) => {
+                    tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record a late answer");
+                    op.clone()
+                }
+            }
         }
         Err(e) => {
             // The answer still goes to the caller; the operation stays

@@ -280,7 +280,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         crate::serve::shutdown_signal().await;
     }
     drop(manuals);
-    gateway.stop();
+    gateway.shutdown().await;
     for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
         let _ = client.cancel().await;
     }

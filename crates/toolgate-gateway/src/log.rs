@@ -1,0 +1,198 @@
+//! The verifiable log, running: the signing keys, drafting receipts for the
+//! record stage, and signing checkpoints — every `checkpoint_every`
+//! receipts, every `checkpoint_interval_ms`, at start (covering what a
+//! crash left uncovered) and at shutdown.
+//!
+//! The gateway keeps the tree's right edge (`merkle::Frontier`) in memory:
+//! a checkpoint reads only the leaves appended since the last one. With
+//! replicas on one PostgreSQL ledger each keeps its own frontier over the
+//! shared log; two checkpoints of one size are one row.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use tokio::sync::{Mutex, Notify};
+use tokio_util::sync::CancellationToken;
+use toolgate_core::merkle::Frontier;
+use toolgate_core::note::Checkpoint;
+use toolgate_core::operation::{Operation, OperationState};
+use toolgate_core::receipt::{self, Draft, Receipt};
+use toolgate_ledger::{Ledger, StoredCheckpoint, ToolDefinition};
+
+use crate::catalog::ExposedTool;
+
+use crate::config::ReceiptsConfig;
+use crate::keys::LogKeys;
+
+/// How many leaves a start reads at a time to rebuild the frontier.
+const LOAD_CHUNK: u64 = 50_000;
+
+pub struct ReceiptLog {
+    pub keys: LogKeys,
+    pub config: ReceiptsConfig,
+    ledger: Arc<dyn Ledger>,
+    /// The tree as last checkpointed by this process: its frontier, and the
+    /// size of the last checkpoint signed (or found).
+    tree: Mutex<(Frontier, u64)>,
+    uncovered: AtomicU64,
+    wake: Notify,
+    rng: SystemRandom,
+    /// Definition hashes already in the ledger (`export --pack` reads them).
+    remembered: std::sync::Mutex<HashSet<String>>,
+}
+
+impl ReceiptLog {
+    /// Records the key history in the ledger and rebuilds the frontier.
+    pub async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>) -> anyhow::Result<Arc<Self>> {
+        for key in keys.all() {
+            ledger.add_log_key(key).await.map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
+        }
+        let size = ledger.log_size().await?;
+        let mut frontier = Frontier::new();
+        while frontier.size() < size {
+            let to = (frontier.size() + LOAD_CHUNK).min(size);
+            for leaf in ledger.leaf_hashes(frontier.size(), to).await? {
+                frontier.push(leaf);
+            }
+        }
+        let last = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
+        let uncovered = AtomicU64::new(size - last.min(size));
+        let remembered = std::sync::Mutex::new(HashSet::new());
+        Ok(Arc::new(Self { keys, config, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), rng: SystemRandom::new(), remembered }))
+    }
+
+    pub fn kid(&self) -> &str {
+        self.keys.receipt.kid()
+    }
+
+    /// A fresh secret salt for one call's salted hashes.
+    pub fn salt(&self) -> [u8; 32] {
+        let mut salt = [0u8; 32];
+        self.rng.fill(&mut salt).expect("system randomness");
+        salt
+    }
+
+    /// `receipt` to be signed by the current key once the ledger places it.
+    pub fn draft(&self, mut receipt: Receipt, salt: [u8; 32], proposal: Option<String>) -> Draft {
+        receipt.kid = self.kid().to_string();
+        Draft { receipt, salt, proposal, key: self.keys.receipt.clone() }
+    }
+
+    /// Keeps the definition a receipt names by hash, once per process.
+    pub async fn remember_definition(&self, tool: &ExposedTool) {
+        if self.remembered.lock().unwrap_or_else(|p| p.into_inner()).contains(&tool.definition_sha256) {
+            return;
+        }
+        let definition = ToolDefinition {
+            sha256: tool.definition_sha256.clone(),
+            server: tool.server.clone(),
+            tool: tool.tool.name.clone(),
+            definition: toolgate_core::proposal::canonical_json(&tool.tool.definition),
+        };
+        match self.ledger.add_tool_definitions(vec![definition], now_ms()).await {
+            Ok(()) => drop(self.remembered.lock().unwrap_or_else(|p| p.into_inner()).insert(tool.definition_sha256.clone())),
+            // Only the pack misses it; the call and its receipts go on.
+            Err(e) => tracing::warn!(target: "toolgate::log", tool = %tool.exposed_name, error = %e, "cannot record a tool definition"),
+        }
+    }
+
+    /// The receipt of an operator's or a reconciler's settlement of `op`.
+    pub fn settlement(&self, op: &Operation, state: OperationState, by: &str, outcome: Option<&str>) -> Draft {
+        let salt = self.salt();
+        let (result_sha256, result_hash) = match outcome {
+            Some(text) => {
+                let canonical = toolgate_core::proposal::canonical_json(&serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
+                (Some(toolgate_core::proposal::sha256_hex(canonical.as_bytes())), Some(receipt::salted_hash(&salt, canonical.as_bytes())))
+            }
+            None => (None, None),
+        };
+        let r = Receipt {
+            v: receipt::RECEIPT_VERSION,
+            kid: String::new(),
+            log_index: 0,
+            issued_at: receipt::rfc3339_ms(now_ms()),
+            tenant: op.key.tenant.clone(),
+            caller: op.caller.clone(),
+            server: op.key.server.clone(),
+            tool: op.key.tool.clone(),
+            tool_definition_sha256: String::new(),
+            proposal_sha256: op.proposal_sha256.clone(),
+            decision: "allow".into(),
+            reason: "reconciled".into(),
+            rules: vec![by.to_string()],
+            policy_version: String::new(),
+            approval: None,
+            operation: Some(receipt::OperationRef { key: op.key.key.clone(), state: state.as_str().into() }),
+            execution_status: "reconciled".into(),
+            result_status: if state == OperationState::ReconciledApplied { "applied" } else { "not_applied" }.into(),
+            result_sha256,
+            arguments_hash: receipt::salted_value_hash(&salt, &op.arguments),
+            result_hash,
+            arguments: self.config.capture_values.then(|| op.arguments.clone()),
+            result: None,
+        };
+        self.draft(r, salt, None)
+    }
+
+    /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.
+    pub fn appended(&self, n: u64) {
+        let before = self.uncovered.fetch_add(n, Ordering::Relaxed);
+        if before + n >= self.config.checkpoint_every.max(1) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Signs a checkpoint of the log as it is now, if it grew since the
+    /// last one. Returns it, or `None` when there was nothing new.
+    pub async fn checkpoint(&self) -> anyhow::Result<Option<StoredCheckpoint>> {
+        let mut tree = self.tree.lock().await;
+        let size = self.ledger.log_size().await?;
+        let (frontier, last) = &mut *tree;
+        if frontier.size() < size {
+            for leaf in self.ledger.leaf_hashes(frontier.size(), size).await? {
+                frontier.push(leaf);
+            }
+        }
+        if size == 0 || size <= *last {
+            return Ok(None);
+        }
+        let root = frontier.root();
+        let body = Checkpoint::new(&self.keys.origin, size, root).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
+        let note = body.sign(&[&self.keys.ed25519, &self.keys.ml_dsa_65]).map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
+        let checkpoint = StoredCheckpoint { size, root, note, created_ms: now_ms() };
+        // Another replica may have signed this size already: one row either way.
+        self.ledger.add_checkpoint(checkpoint.clone()).await?;
+        *last = size;
+        self.uncovered.store(0, Ordering::Relaxed);
+        tracing::debug!(target: "toolgate::log", size, "checkpoint signed");
+        Ok(Some(checkpoint))
+    }
+
+    /// Checkpoints every interval or when woken, until `cancel`; then once more.
+    pub fn spawn(self: &Arc<Self>, cancel: CancellationToken) {
+        let log = self.clone();
+        let interval = Duration::from_millis(self.config.checkpoint_interval_ms.max(10));
+        tokio::spawn(async move {
+            loop {
+                let stop = tokio::select! {
+                    _ = tokio::time::sleep(interval) => false,
+                    _ = log.wake.notified() => false,
+                    _ = cancel.cancelled() => true,
+                };
+                if let Err(e) = log.checkpoint().await {
+                    tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign a checkpoint; will retry");
+                }
+                if stop {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

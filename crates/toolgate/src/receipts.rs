@@ -1,0 +1,440 @@
+//! The receipt log from the command line: `receipts list|show`, `export`
+//! (a bundle, or a pack with the policy, registry and tool definitions),
+//! `verify` (offline: only the file), `log verify` (the whole ledger), and
+//! `keys rotate`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::Subcommand;
+use serde_json::{Value, json};
+use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry};
+use toolgate_core::merkle;
+use toolgate_core::note;
+use toolgate_core::proposal::{hex, sha256_hex};
+use toolgate_core::receipt::{self, SignedReceipt};
+use toolgate_core::strict_json::JsonLimits;
+use toolgate_gateway::config::Config;
+use toolgate_gateway::keys::LogKeys;
+use toolgate_gateway::log::ReceiptLog;
+use toolgate_ledger::{Ledger, StoredCheckpoint};
+
+use crate::approvals::open;
+
+#[derive(Subcommand)]
+pub enum Action {
+    /// List receipts in log order.
+    List {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// First log index.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one signed receipt (as signed) by its log index.
+    Show {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        index: u64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LogAction {
+    /// Check the whole log: every leaf, every receipt's signature, every
+    /// checkpoint's root and signatures, and consistency between checkpoints.
+    Verify {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KeysAction {
+    /// Start new signing keys; the old public keys stay in the key history
+    /// (restart the gateway to sign with the new ones).
+    Rotate {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// The current kid and the key history.
+    Show {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+fn parse(stored: &str) -> anyhow::Result<SignedReceipt> {
+    let limits = JsonLimits { max_bytes: 64 << 20, max_depth: 128 };
+    SignedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
+}
+
+pub async fn run(action: Action) -> anyhow::Result<()> {
+    match action {
+        Action::List { config, since, limit, json } => {
+            let (_, ledger) = open(&config).await?;
+            let rows = ledger.receipts(since, limit).await?;
+            if json {
+                let list: Vec<Value> = rows.iter().map(|r| serde_json::from_str(&r.signed)).collect::<Result<_, _>>()?;
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(());
+            }
+            if rows.is_empty() {
+                println!("no receipts from index {since} (the log holds {})", ledger.log_size().await?);
+                return Ok(());
+            }
+            println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  RESULT", "INDEX", "ISSUED", "TOOL", "DECISION", "REASON", "EXECUTION");
+            for row in rows {
+                let r = parse(&row.signed)?.receipt;
+                let tool = if r.server.is_empty() { r.tool.clone() } else { format!("{}/{}", r.server, r.tool) };
+                println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  {}", r.log_index, r.issued_at, tool, r.decision, r.reason, r.execution_status, r.result_status);
+            }
+            Ok(())
+        }
+        Action::Show { config, index } => {
+            let (_, ledger) = open(&config).await?;
+            let row = ledger.receipts(index, 1).await?.into_iter().find(|r| r.log_index == index);
+            let row = row.ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
+            let value: Value = serde_json::from_str(&row.signed)?;
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(())
+        }
+    }
+}
+
+/// The log's keys and a log to sign with, for commands that checkpoint.
+async fn signing_log(config: &Config, ledger: Arc<dyn Ledger>) -> anyhow::Result<Arc<ReceiptLog>> {
+    let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin)?;
+    ReceiptLog::open(keys, config.receipts.clone(), ledger).await
+}
+
+/// `toolgate export`.
+pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>, out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
+    let (config, ledger) = open(config_path).await?;
+    let size = ledger.log_size().await?;
+    let (from, to) = match (receipt, since) {
+        (Some(n), None) => (n, n + 1),
+        (None, Some(n)) => (n, size),
+        _ => bail!("give exactly one of --receipt N or --since N"),
+    };
+    if to > size || from >= to {
+        bail!("the log holds receipts 0..{size}; nothing to export from {from} (use --since 0 for everything)");
+    }
+    // The newest checkpoint must cover what is exported: sign one if the
+    // gateway has not yet (same keys, same state dir).
+    let mut checkpoint = ledger.checkpoints().await?.pop();
+    if checkpoint.as_ref().is_none_or(|c| c.size < to) {
+        signing_log(&config, ledger.clone()).await?.checkpoint().await?;
+        checkpoint = ledger.checkpoints().await?.pop();
+    }
+    let checkpoint = checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))?;
+    let bundle = build(&*ledger, &checkpoint, from, to).await?;
+    let text = bundle.to_json();
+    if let Some(dir) = pack {
+        write_pack(&config, config_path, &*ledger, &bundle, &dir).await?;
+        println!("packed {} receipt(s) (log {from}..{to}) with checkpoint size {} into {}", to - from, checkpoint.size, dir.display());
+    }
+    if let Some(out) = out {
+        write_atomically(&out, text.as_bytes())?;
+        println!("exported {} receipt(s) (log {from}..{to}) with checkpoint size {} to {}", to - from, checkpoint.size, out.display());
+    }
+    Ok(())
+}
+
+async fn build(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
+    let leaves = ledger.leaf_hashes(0, checkpoint.size).await?;
+    let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
+    let rows = ledger.receipts(from, to - from).await?;
+    let receipts = rows
+        .iter()
+        .zip(proofs)
+        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.signed)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
+    Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A pack: the bundle, the policy set and registry in force, and the tool
+/// definitions the receipts name — with a manifest of their hashes.
+async fn write_pack(config: &Config, config_path: &Path, ledger: &dyn Ledger, bundle: &Bundle, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("tools")).with_context(|| format!("creating {}", dir.display()))?;
+    let mut files: Vec<(String, Vec<u8>)> = vec![("bundle.json".into(), bundle.to_json().into_bytes())];
+    if let Some(p) = &config.policy {
+        files.push(("policy/policy.cedar".into(), std::fs::read(config.resolve_path(&p.policies))?));
+        files.push(("policy/policy.cedarschema".into(), std::fs::read(config.resolve_path(&p.schema))?));
+    }
+    // The registry as configured (only [registry]: no callers' tokens).
+    let raw: toml::Table = toml::from_str(&std::fs::read_to_string(config_path)?)?;
+    let registry = raw.get("registry").cloned().unwrap_or(toml::Value::Table(Default::default()));
+    files.push(("registry.json".into(), serde_json::to_vec_pretty(&registry)?));
+    let named: std::collections::BTreeSet<&str> = bundle.receipts.iter().map(|e| e.receipt.receipt.tool_definition_sha256.as_str()).filter(|s| !s.is_empty()).collect();
+    for d in ledger.tool_definitions().await? {
+        if named.contains(d.sha256.as_str()) {
+            files.push((format!("tools/{}.json", d.sha256), d.definition.into_bytes()));
+        }
+    }
+    let mut manifest = serde_json::Map::new();
+    for (name, bytes) in &files {
+        if let Some(parent) = dir.join(name).parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        write_atomically(&dir.join(name), bytes)?;
+        manifest.insert(name.clone(), json!(sha256_hex(bytes)));
+    }
+    write_atomically(&dir.join("MANIFEST.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())
+}
+
+/// `toolgate verify FILE|PACK`: offline; exit status 1 when anything required fails.
+pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json: bool) -> anyhow::Result<bool> {
+    let is_pack = path.is_dir();
+    let file = if is_pack { path.join("bundle.json") } else { path.to_path_buf() };
+    let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let options = bundle::Options { expected_kids, require_pq };
+    let mut report = match Bundle::from_json(&bytes) {
+        Ok(b) => {
+            let mut report = bundle::verify(&b, &options);
+            if is_pack {
+                pack_checks(path, &b, &mut report);
+            }
+            report
+        }
+        Err(failure) => bundle::Report { failures: vec![failure.clone()], checks: vec![bundle::Check { name: "bundle", ok: false, detail: failure.to_string() }], ..Default::default() },
+    };
+    if as_json {
+        let checks: Vec<Value> = report.checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect();
+        let failures: Vec<Value> = report.failures.iter().map(|f| json!({"failure": f.name(), "detail": f.to_string()})).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"ok": report.ok(), "origin": report.origin, "tree_size": report.tree_size, "root": report.root, "checks": checks, "failures": failures}))?);
+    } else {
+        if !report.origin.is_empty() {
+            println!("log        {} (tree size {}, root {})", report.origin, report.tree_size, report.root);
+        }
+        for c in &report.checks {
+            println!("{} {:<22} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+        }
+        if !report.ok() {
+            let names: std::collections::BTreeSet<&str> = report.failures.iter().map(|f| f.name()).collect();
+            println!("NOT VERIFIED: {}", names.into_iter().collect::<Vec<_>>().join(", "));
+        } else {
+            println!("verified");
+        }
+    }
+    Ok(report.ok())
+}
+
+/// A pack's extra proofs: its files match the manifest, each receipt's tool
+/// definition is there under its hash, and the policy set's version is the
+/// one the receipts name.
+fn pack_checks(dir: &Path, b: &Bundle, report: &mut bundle::Report) {
+    fn fail(report: &mut bundle::Report, name: &'static str, detail: String) {
+        report.failures.push(bundle::Failure::Malformed(format!("pack: {detail}")));
+        report.checks.push(bundle::Check { name, ok: false, detail });
+    }
+    let manifest: serde_json::Map<String, Value> = match std::fs::read(dir.join("MANIFEST.json")).ok().and_then(|m| serde_json::from_slice(&m).ok()) {
+        Some(m) => m,
+        None => return fail(report, "pack manifest", "MANIFEST.json is missing or not JSON".into()),
+    };
+    for (name, hash) in &manifest {
+        let actual = std::fs::read(dir.join(name)).map(|b| sha256_hex(&b)).unwrap_or_default();
+        if Some(actual.as_str()) != hash.as_str() {
+            return fail(report, "pack manifest", format!("{name} does not match its manifest hash"));
+        }
+    }
+    let mut defs = 0;
+    for e in &b.receipts {
+        let sha = &e.receipt.receipt.tool_definition_sha256;
+        if sha.is_empty() {
+            continue;
+        }
+        let text = std::fs::read(dir.join(format!("tools/{sha}.json"))).unwrap_or_default();
+        let matches = serde_json::from_slice::<Value>(&text).is_ok_and(|v| sha256_hex(toolgate_core::proposal::canonical_json(&v).as_bytes()) == *sha);
+        if !matches {
+            return fail(report, "tool definitions", format!("receipt {} names tool definition {sha}, which the pack does not hold", e.receipt.receipt.log_index));
+        }
+        defs += 1;
+    }
+    report.checks.push(bundle::Check { name: "tool definitions", ok: true, detail: format!("{defs} receipt(s) name a definition the pack holds under its hash") });
+    let policies = std::fs::read_to_string(dir.join("policy/policy.cedar"));
+    let schema = std::fs::read_to_string(dir.join("policy/policy.cedarschema"));
+    let version = match (policies, schema) {
+        (Ok(p), Ok(s)) => toolgate_core::policy::PolicyEngine::load(&p, &s).map(|e| e.version().to_string()).map_err(|e| e.to_string()),
+        _ => Ok(toolgate_core::policy::PolicyEngine::empty().version().to_string()),
+    };
+    match version {
+        Ok(v) => {
+            let under = b.receipts.iter().filter(|e| e.receipt.receipt.policy_version == v).count();
+            report.checks.push(bundle::Check { name: "policy set", ok: true, detail: format!("version {v}: in force for {under} of {} receipt(s)", b.receipts.len()) });
+        }
+        Err(e) => fail(report, "policy set", format!("the pack's policy does not load: {e}")),
+    }
+}
+
+/// `toolgate log verify`: the whole log, from the ledger.
+pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
+    let (_, ledger) = open(config_path).await?;
+    let size = ledger.log_size().await?;
+    let keys = ledger.log_keys().await?;
+    let mut verifiers = Vec::new();
+    let mut receipt_keys = std::collections::HashMap::new();
+    for k in &keys {
+        let bk = BundleKey { kid: k.kid.clone(), ed25519: k.ed25519.clone(), ml_dsa_65: k.ml_dsa_65.clone() };
+        let vs = bundle::key_verifiers(&bk).map_err(|e| anyhow!("key history: {e}"))?;
+        let raw: [u8; 32] = vs[0].public_key().try_into().expect("an Ed25519 key");
+        receipt_keys.insert(k.kid.clone(), ed25519_dalek::VerifyingKey::from_bytes(&raw)?);
+        verifiers.extend(vs);
+    }
+    let mut problems = Vec::new();
+    let mut leaves = Vec::with_capacity(size as usize);
+    let mut from = 0;
+    while from < size {
+        let rows = ledger.receipts(from, 10_000).await?;
+        if rows.is_empty() {
+            break;
+        }
+        for row in &rows {
+            if row.log_index != leaves.len() as u64 {
+                problems.push(format!("log index {} follows {}", row.log_index, leaves.len()));
+            }
+            let leaf = merkle::leaf_hash(row.signed.as_bytes());
+            if leaf != row.leaf_hash {
+                problems.push(format!("receipt {}: its stored leaf hash is not the hash of its bytes", row.log_index));
+            }
+            match parse(&row.signed) {
+                Ok(signed) => match receipt_keys.get(&signed.receipt.kid) {
+                    Some(key) => {
+                        if let Err(e) = receipt::verify(&signed, key) {
+                            problems.push(format!("receipt {}: {e}", row.log_index));
+                        }
+                        if signed.receipt.log_index != row.log_index {
+                            problems.push(format!("receipt {} is signed as index {}", row.log_index, signed.receipt.log_index));
+                        }
+                        if receipt::leaf_bytes(&signed) != row.signed.as_bytes() {
+                            problems.push(format!("receipt {} is not stored in canonical form", row.log_index));
+                        }
+                    }
+                    None => problems.push(format!("receipt {} names kid {}, which is not in the key history", row.log_index, signed.receipt.kid)),
+                },
+                Err(e) => problems.push(format!("receipt {}: {e}", row.log_index)),
+            }
+            leaves.push(leaf);
+        }
+        from = leaves.len() as u64;
+    }
+    let checkpoints = ledger.checkpoints().await?;
+    let mut previous: Option<(u64, merkle::Hash)> = None;
+    for c in &checkpoints {
+        match note::open_checkpoint(&c.note, &verifiers) {
+            Ok((cp, signed)) => {
+                let root = merkle::root(&leaves[..(c.size as usize).min(leaves.len())]);
+                if cp.size() != c.size || *cp.root() != c.root || root != c.root {
+                    problems.push(format!("checkpoint of size {}: its root is not the log's root at that size", c.size));
+                }
+                if !signed.iter().any(|s| s.algorithm == note::Algorithm::Ed25519) || !signed.iter().any(|s| s.algorithm == note::Algorithm::MlDsa65) {
+                    problems.push(format!("checkpoint of size {}: not signed by both an Ed25519 and an ML-DSA-65 key of the history", c.size));
+                }
+                if let Some((old_size, old_root)) = previous {
+                    let proof = merkle::consistency_proof(&leaves, old_size, c.size)?;
+                    if let Err(e) = merkle::verify_consistency(old_size, c.size, &old_root, &c.root, &proof) {
+                        problems.push(format!("checkpoints {old_size} → {}: not consistent ({e})", c.size));
+                    }
+                }
+                previous = Some((c.size, c.root));
+            }
+            Err(e) => problems.push(format!("checkpoint of size {}: {e}", c.size)),
+        }
+    }
+    println!("receipts     {size} (every signature, index and leaf hash checked)");
+    println!("keys         {} in the history", keys.len());
+    println!("checkpoints  {} (roots recomputed; each consistent with the one before)", checkpoints.len());
+    match checkpoints.last() {
+        Some(c) if c.size < size => println!("uncovered    {} receipt(s) after the last checkpoint (the gateway signs the next one)", size - c.size),
+        _ => {}
+    }
+    for p in &problems {
+        println!("FAIL {p}");
+    }
+    println!("{}", if problems.is_empty() { "log verified" } else { "LOG NOT VERIFIED" });
+    Ok(problems.is_empty())
+}
+
+pub fn keys(action: KeysAction) -> anyhow::Result<()> {
+    match action {
+        KeysAction::Rotate { config } => {
+            let config = Config::load(&config)?;
+            toolgate_gateway::gateway::create_state_dir(&config)?;
+            let (old, new) = LogKeys::rotate(&config.state_dir(), &config.receipts.origin)?;
+            println!("rotated: kid {old} → {new}; {old}'s public keys stay in the key history. Restart the gateway to sign with {new}.");
+            Ok(())
+        }
+        KeysAction::Show { config } => {
+            let config = Config::load(&config)?;
+            let history = toolgate_gateway::keys::read_history(&config.state_dir())?.ok_or_else(|| anyhow!("no keys yet: the gateway creates them at first start"))?;
+            println!("origin   {}", history.origin);
+            println!("current  {}", history.current.kid);
+            for k in &history.retired {
+                println!("retired  {}", k.kid);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `toolgate replay`: every recorded proposal decided again under the
+/// policy set in `dir`; lists the decisions that would change. Runs nothing.
+pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
+    let engine = load_policy_dir(dir)?;
+    let (_, ledger) = open(config_path).await?;
+    let (mut decided, mut changed, mut from) = (0u64, 0u64, 0u64);
+    loop {
+        let rows = ledger.receipts(from, 10_000).await?;
+        let Some(last) = rows.last() else { break };
+        from = last.log_index + 1;
+        for row in &rows {
+            let Some(asked) = row.proposal.as_deref() else { continue };
+            let asked: Value = serde_json::from_str(asked).with_context(|| format!("receipt {}'s record", row.log_index))?;
+            let caller: toolgate_core::Caller = serde_json::from_value(asked["caller"].clone())?;
+            let recorded: toolgate_core::Decision = serde_json::from_value(asked["decision"].clone())?;
+            let fallback: toolgate_core::Decision = serde_json::from_value(asked["class_decision"].clone())?;
+            let t = &asked["tool"];
+            let labels: Vec<String> = serde_json::from_value(t["labels"].clone()).unwrap_or_default();
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            let (exposed, server, name, class) = (s(&t["exposed_name"]), s(&t["server"]), s(&t["name"]), s(&t["class"]));
+            let facts = toolgate_core::policy::ToolFacts { exposed_name: &exposed, server: &server, name: &name, class: &class, labels: &labels };
+            let outcome = engine.evaluate(&caller, &facts, &asked["arguments"], asked["approval_state"].as_str().unwrap_or("none"));
+            let now = toolgate_core::decision::decide_or(&outcome, || fallback);
+            decided += 1;
+            if now.verdict != recorded.verdict || now.reason != recorded.reason {
+                changed += 1;
+                let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", toolgate_gateway::stages::record::json_name(&d.verdict), toolgate_gateway::stages::record::json_name(&d.reason), d.rules.join(","));
+                println!("log {:>6}  {:<32} {:<12} {} → {}", row.log_index, exposed, caller.name, name(&recorded), name(&now));
+            }
+        }
+    }
+    println!("{decided} recorded proposal(s) decided again under {} (policy version {}); {changed} would change. Nothing was run.", dir.display(), engine.version());
+    Ok(())
+}
+
+/// A policy directory: every `*.cedar` file (in name order) and one `*.cedarschema`.
+fn load_policy_dir(dir: &Path) -> anyhow::Result<toolgate_core::policy::PolicyEngine> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    let ext = |p: &PathBuf, e: &str| p.extension().is_some_and(|x| x == e);
+    let mut policies = String::new();
+    for p in entries.iter().filter(|p| ext(p, "cedar")) {
+        policies.push_str(&std::fs::read_to_string(p)?);
+        policies.push('\n');
+    }
+    let schemas: Vec<&PathBuf> = entries.iter().filter(|p| ext(p, "cedarschema")).collect();
+    let [schema] = schemas.as_slice() else { bail!("{} must hold exactly one *.cedarschema file (found {})", dir.display(), schemas.len()) };
+    toolgate_core::policy::PolicyEngine::load(&policies, &std::fs::read_to_string(schema)?).map_err(|e| anyhow!("the policy in {}: {e}", dir.display()))
+}
