@@ -201,7 +201,7 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json
     let file = if is_pack { path.join("bundle.json") } else { path.to_path_buf() };
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let options = bundle::Options { expected_kids, require_pq };
-    let mut report = match Bundle::from_json(&bytes) {
+    let report = match Bundle::from_json(&bytes) {
         Ok(b) => {
             let mut report = bundle::verify(&b, &options);
             if is_pack {
@@ -416,7 +416,8 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
             if now.verdict != recorded.verdict || now.reason != recorded.reason {
                 changed += 1;
                 let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", toolgate_gateway::stages::record::json_name(&d.verdict), toolgate_gateway::stages::record::json_name(&d.reason), d.rules.join(","));
-                println!("log {:>6}  {:<32} {:<12} {} → {}", row.log_index, exposed, caller.name, name(&recorded), name(&now));
+                let version = parse(&row.signed)?.receipt.policy_version;
+                println!("log {:>6}  {:<32} {:<12} {} → {}  [decided under policy {}]", row.log_index, exposed, caller.name, name(&recorded), name(&now), &version[..version.len().min(12)]);
             }
         }
     }
