@@ -216,7 +216,7 @@ mod tests {
             assert_eq!(std::fs::metadata(super::dir(dir.path())).unwrap().permissions().mode() & 0o777, 0o700);
         }
         // Another origin is refused.
-        assert!(LogKeys::load_or_create(dir.path(), "other/log").unwrap_err().to_string().contains("keeps its origin"));
+        assert!(LogKeys::load_or_create(dir.path(), "other/log").err().unwrap().to_string().contains("keeps its origin"));
     }
 
     #[test]

@@ -1,0 +1,140 @@
+//! Receipts signed and appended per second, and bundle verification time.
+//!
+//!     cargo bench -p toolgate-ledger --bench receipts
+//!
+//! 1. Baseline, in the same process: sealing alone (JCS + Ed25519 sign +
+//!    leaf hash), on one thread — the CPU cost of a receipt with no storage.
+//! 2. SQLite, synchronous=FULL, group commit: 256 tasks on a current-thread
+//!    runtime each append one receipt at a time (the gateway's pattern: one
+//!    or two receipts per call). Signing happens on the ledger's one writer
+//!    thread, inside the transaction that assigns the index — so this is
+//!    receipts signed and durably appended per second on one core.
+//!    Reported with its ratio to the baseline.
+//! 3. Verification of a bundle of N receipts (every signature, every
+//!    inclusion proof, the checkpoint's Ed25519 and ML-DSA-65 signatures),
+//!    built with the real export path (`merkle::inclusion_proofs`).
+//!
+//! `TOOLGATE_BENCH_RECEIPTS` sets N (default 50,000). Target: ≥ 20,000
+//! receipts/s signed and appended.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aws_lc_rs::signature::{ML_DSA_65_SIGNING, PqdsaKeyPair};
+use toolgate_ledger::core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry};
+use toolgate_ledger::core::merkle;
+use toolgate_ledger::core::note::{Checkpoint, Signer};
+use toolgate_ledger::core::proposal::hex;
+use toolgate_ledger::core::receipt::{Draft, RECEIPT_VERSION, Receipt, ReceiptKey, SignedReceipt};
+use toolgate_ledger::core::strict_json::JsonLimits;
+use toolgate_ledger::{Ledger, SqliteLedger};
+
+const TARGET: f64 = 20_000.0;
+const IN_FLIGHT: usize = 256;
+
+fn receipt(key: &ReceiptKey, i: usize) -> Receipt {
+    Receipt {
+        v: RECEIPT_VERSION,
+        kid: key.kid().into(),
+        log_index: 0,
+        issued_at: "2026-11-30T12:00:00.000Z".into(),
+        tenant: "atlas".into(),
+        caller: "field-agent".into(),
+        server: "support".into(),
+        tool: "create_ticket".into(),
+        tool_definition_sha256: "d".repeat(64),
+        proposal_sha256: format!("{i:064x}"),
+        decision: "allow".into(),
+        reason: "policy_permits".into(),
+        rules: vec!["support_authorised_customers".into()],
+        policy_version: "c8f37a019cbb3b84ea8e10617dc8d574466692121ef81325131db106a60c7b9c".into(),
+        approval: None,
+        operation: Some(toolgate_ledger::core::receipt::OperationRef { key: format!("k{i}"), state: "completed".into() }),
+        execution_status: "dispatched".into(),
+        result_status: "ok".into(),
+        result_sha256: Some("e".repeat(64)),
+        arguments_hash: "a".repeat(64),
+        result_hash: Some("b".repeat(64)),
+        arguments: None,
+        result: None,
+    }
+}
+
+fn main() {
+    let n: usize = std::env::var("TOOLGATE_BENCH_RECEIPTS").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
+    let key = Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[7; 32])));
+    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key: key.clone() };
+
+    // 1. Sealing alone.
+    let started = Instant::now();
+    let mut leaves = Vec::with_capacity(n);
+    let mut signed: Vec<SignedReceipt> = Vec::with_capacity(n);
+    for i in 0..n {
+        let (sealed, _, _) = draft(i).seal(i as u64).unwrap();
+        leaves.push(sealed.leaf_hash);
+        signed.push(sealed.signed);
+    }
+    let seal_rate = n as f64 / started.elapsed().as_secs_f64();
+    println!("seal only (JCS + Ed25519 + leaf hash), 1 thread   {seal_rate:>10.0} receipts/s");
+
+    // 2. Signed and durably appended through the SQLite ledger.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.path().join("ledger.sqlite3")).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let elapsed = rt.block_on(async {
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..IN_FLIGHT)
+            .map(|_| {
+                let (ledger, next, key) = (ledger.clone(), next.clone(), key.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break;
+                        }
+                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key: key.clone() };
+                        ledger.append_receipts(vec![d], 0).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        started.elapsed()
+    });
+    let append_rate = n as f64 / elapsed.as_secs_f64();
+    let verdict = if append_rate >= TARGET { "meets" } else { "MISSES" };
+    println!(
+        "signed + appended, SQLite FULL, group commit      {append_rate:>10.0} receipts/s  ({:.2}× seal only; {verdict} the {TARGET:.0}/s target)",
+        append_rate / seal_rate
+    );
+
+    // 3. Verifying a bundle of all n.
+    let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[5; 32]).unwrap();
+    let (ed, pq) = (Signer::ed25519("bench/log", key.signing_key().clone()).unwrap(), Signer::ml_dsa_65("bench/log", pq).unwrap());
+    let checkpoint = Checkpoint::new("bench/log", n as u64, merkle::root(&leaves)).unwrap().sign(&[&ed, &pq]).unwrap();
+    let started = Instant::now();
+    let proofs = merkle::inclusion_proofs(&leaves, 0, n as u64).unwrap();
+    let receipts: Vec<Entry> = signed.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
+    let b = Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: vec![BundleKey { kid: key.kid().into(), ed25519: ed.verifier().vkey(), ml_dsa_65: Some(pq.verifier().vkey()) }], receipts };
+    let text = b.to_json();
+    let built = started.elapsed();
+    let started = Instant::now();
+    let parsed = Bundle::from_json(text.as_bytes()).unwrap();
+    let report = bundle::verify(&parsed, &bundle::Options { expected_kids: vec![key.kid().into()], require_pq: true });
+    let verified = started.elapsed();
+    assert!(report.ok(), "{:?}", report.failures);
+    println!(
+        "bundle of {n} receipts ({:.1} MB): built in {:.2} s; verified offline in {:.2} s ({:.0} receipts/s, {:.2}× seal only)",
+        text.len() as f64 / 1e6,
+        built.as_secs_f64(),
+        verified.as_secs_f64(),
+        n as f64 / verified.as_secs_f64(),
+        (n as f64 / verified.as_secs_f64()) / seal_rate
+    );
+    // Keep one parse of a single receipt honest too.
+    let one = &parsed.receipts[0].receipt;
+    SignedReceipt::from_json(one.to_json().as_bytes(), JsonLimits::default()).unwrap();
+}
