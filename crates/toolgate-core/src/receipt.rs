@@ -46,10 +46,11 @@ pub const RECEIPT_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRef {
-    pub id: String,
+    // In JCS key order: `canonical_bytes` writes fields as declared.
     pub approver: String,
     /// RFC 3339, as recorded when the approver decided.
     pub decided_at: String,
+    pub id: String,
 }
 
 /// The ledger operation the receipt is about.
@@ -122,11 +123,56 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 
 impl Receipt {
     /// The JCS (RFC 8785) bytes: what the signature covers.
+    ///
+    /// Written directly, members in JCS order (the keys are fixed ASCII
+    /// names, so byte order is UTF-16 order), rather than through a generic
+    /// canonicalizer that builds and sorts a tree first: this is on the path
+    /// of every call. Strings and integers as serde_json writes them are
+    /// already canonical (the same escapes; integers here are far below
+    /// 2^53); the captured values go through the full canonicalizer. The
+    /// tests hold this to `serde_json_canonicalizer` and to `serde_jcs`.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        // Serialization cannot fail: every field is a string, an integer, a
-        // list, an option or a `serde_json::Value`, none of which can hold a
-        // non-finite number (the one thing JCS refuses).
-        serde_json_canonicalizer::to_vec(self).expect("a receipt always canonicalizes")
+        fn member<T: Serialize + ?Sized>(out: &mut Vec<u8>, name: &str, value: &T) {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            serde_json::to_writer(&mut *out, value).expect("strings, integers and lists always serialize");
+        }
+        fn captured(out: &mut Vec<u8>, name: &str, value: &Option<Value>) {
+            if let Some(v) = value {
+                member(out, name, &serde_json::value::RawValue::from_string(crate::proposal::canonical_json(v)).expect("JCS output is JSON"));
+            }
+        }
+        let mut out = Vec::with_capacity(1024);
+        out.push(b'{');
+        member(&mut out, "approval", &self.approval);
+        captured(&mut out, "arguments", &self.arguments);
+        member(&mut out, "arguments_hash", &self.arguments_hash);
+        member(&mut out, "caller", &self.caller);
+        member(&mut out, "decision", &self.decision);
+        member(&mut out, "execution_status", &self.execution_status);
+        member(&mut out, "issued_at", &self.issued_at);
+        member(&mut out, "kid", &self.kid);
+        member(&mut out, "log_index", &self.log_index);
+        member(&mut out, "operation", &self.operation);
+        member(&mut out, "policy_version", &self.policy_version);
+        member(&mut out, "proposal_sha256", &self.proposal_sha256);
+        member(&mut out, "reason", &self.reason);
+        captured(&mut out, "result", &self.result);
+        member(&mut out, "result_hash", &self.result_hash);
+        member(&mut out, "result_sha256", &self.result_sha256);
+        member(&mut out, "result_status", &self.result_status);
+        member(&mut out, "rules", &self.rules);
+        member(&mut out, "server", &self.server);
+        member(&mut out, "tenant", &self.tenant);
+        member(&mut out, "tool", &self.tool);
+        member(&mut out, "tool_definition_sha256", &self.tool_definition_sha256);
+        member(&mut out, "v", &self.v);
+        out.push(b'}');
+        out
     }
 }
 
@@ -241,7 +287,20 @@ pub fn verify(signed: &SignedReceipt, key: &VerifyingKey) -> Result<(), ReceiptE
 /// (RFC 8032), so one receipt under one key always gives one leaf. JCS makes
 /// the bytes independent of how the object was formatted in transit.
 pub fn leaf_bytes(signed: &SignedReceipt) -> Vec<u8> {
-    serde_json_canonicalizer::to_vec(signed).expect("a signed receipt always canonicalizes")
+    signed_bytes(&signed.receipt.canonical_bytes(), &signed.signature)
+}
+
+/// `{"receipt":<canonical>,"sig":"<sig>"}`: JCS of the signed object from
+/// the receipt's own JCS bytes ("receipt" sorts before "sig"; base64 needs
+/// no escaping), so sealing canonicalizes a receipt once.
+fn signed_bytes(canonical: &[u8], signature: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(canonical.len() + signature.len() + 20);
+    out.extend_from_slice(b"{\"receipt\":");
+    out.extend_from_slice(canonical);
+    out.extend_from_slice(b",\"sig\":\"");
+    out.extend_from_slice(signature.as_bytes());
+    out.extend_from_slice(b"\"}");
+    out
 }
 
 /// The receipt signing key with its kid, computed once.
@@ -306,9 +365,10 @@ impl Draft {
         if self.receipt.kid != self.key.kid {
             return Err(ReceiptError::KidMismatch { receipt_kid: self.receipt.kid, key_kid: self.key.kid.clone() });
         }
-        let signature = self.key.signing.sign(&self.receipt.canonical_bytes());
-        let signed = SignedReceipt { receipt: self.receipt, signature: STANDARD.encode(signature.to_bytes()) };
-        let bytes = leaf_bytes(&signed);
+        let canonical = self.receipt.canonical_bytes();
+        let signature = STANDARD.encode(self.key.signing.sign(&canonical).to_bytes());
+        let bytes = signed_bytes(&canonical, &signature);
+        let signed = SignedReceipt { receipt: self.receipt, signature };
         let leaf_hash = crate::merkle::leaf_hash(&bytes);
         let json = String::from_utf8(bytes).expect("JCS output is UTF-8");
         Ok((Sealed { signed, json, leaf_hash }, self.salt, self.proposal))
@@ -660,6 +720,39 @@ mod tests {
             prop_assert_ne!(&back, &signed);
             let is_bad_signature = matches!(verify(&back, &k.verifying_key()), Err(ReceiptError::BadSignature { .. }));
             prop_assert!(is_bad_signature);
+        }
+
+        /// The hand-written canonical form is JCS: byte for byte what two
+        /// independent canonicalizers write, for any strings (quotes,
+        /// controls, non-ASCII, astral), with and without the optional
+        /// members and captured values (floats included).
+        #[test]
+        fn canonical_bytes_are_jcs(texts in proptest::collection::vec("\\PC{0,12}|[\"\\\\\u{0}-\u{1f}\u{7f}-\u{a0}\u{2028}\u{1F600}]{0,6}", 8), with in any::<(bool, bool, bool)>(), float in -1e300f64..1e300) {
+            let k = key(12);
+            let mut r = receipt_for(&k);
+            r.caller = texts[0].clone();
+            r.tool = texts[1].clone();
+            r.reason = texts[2].clone();
+            r.rules = vec![texts[3].clone(), texts[4].clone()];
+            r.issued_at = texts[5].clone();
+            if with.0 {
+                r.approval = Some(ApprovalRef { approver: texts[6].clone(), decided_at: texts[7].clone(), id: "ap".into() });
+            } else {
+                r.approval = None;
+                r.operation = None;
+                r.result_hash = None;
+            }
+            if with.1 {
+                r.arguments = Some(json!({texts[0].clone(): float, "b": [1, 2.5, texts[1].clone()], "a": {"z": null, "y": true}}));
+            }
+            if with.2 {
+                r.result = Some(json!([float, texts[2].clone(), {"\u{1F600}": 1, "\u{e9}": 2, "e": 3}]));
+            }
+            let mine = r.canonical_bytes();
+            prop_assert_eq!(&mine, &serde_json_canonicalizer::to_vec(&r).unwrap());
+            prop_assert_eq!(&mine, &serde_jcs::to_vec(&serde_json::to_value(&r).unwrap()).unwrap());
+            let signed = sign(r, &k).unwrap();
+            prop_assert_eq!(leaf_bytes(&signed), serde_json_canonicalizer::to_vec(&signed).unwrap());
         }
 
         /// A flipped byte in the signature never verifies.

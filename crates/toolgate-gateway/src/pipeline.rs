@@ -143,7 +143,7 @@ async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Ans
         );
     }
     // 5. approve: deny refuses; require_approval waits for a named human.
-    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing).instrument(stage("approve")).await {
+    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing, trail).instrument(stage("approve")).await {
         Ok(gate) => gate,
         Err(stop) => {
             if let Stop::Input(_) = stop {

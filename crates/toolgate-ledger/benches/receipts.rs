@@ -77,6 +77,33 @@ fn main() {
     let seal_rate = n as f64 / started.elapsed().as_secs_f64();
     println!("seal only (JCS + Ed25519 + leaf hash), 1 thread   {seal_rate:>10.0} receipts/s");
 
+    // Where the sealing time goes (one receipt, averaged).
+    let sample = receipt(&key, 1);
+    let reps = 5_000;
+    let t = Instant::now();
+    let mut bytes = Vec::new();
+    for _ in 0..reps {
+        bytes = std::hint::black_box(&sample).canonical_bytes();
+    }
+    let jcs = t.elapsed() / reps;
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(ed25519_dalek::Signer::sign(key.signing_key(), &bytes));
+    }
+    let dalek = t.elapsed() / reps;
+    let aws = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(key.signing_key().as_bytes()).unwrap();
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(aws.sign(&bytes));
+    }
+    let aws_sign = t.elapsed() / reps;
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(merkle::leaf_hash(&bytes));
+    }
+    let leaf = t.elapsed() / reps;
+    println!("  per receipt ({} bytes): JCS {jcs:?}, Ed25519 sign {dalek:?} (ed25519-dalek) / {aws_sign:?} (aws-lc-rs), leaf hash {leaf:?}", bytes.len());
+
     // 2. Signed and durably appended through the SQLite ledger.
     let dir = tempfile::tempdir().unwrap();
     let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.path().join("ledger.sqlite3")).unwrap());

@@ -37,6 +37,8 @@ pub struct NewApproval {
     pub rules: Vec<String>,
     pub now_ms: i64,
     pub ttl_ms: i64,
+    /// The receipt of the decision to wait for it, appended in the same transaction.
+    pub receipt: Option<Draft>,
 }
 
 /// A write about to be dispatched.

@@ -100,7 +100,7 @@ fn binding(proposal: char) -> Binding {
 }
 
 async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
-    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000 };
+    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None };
     let a = l.create_approval(new).await.unwrap();
     assert_eq!((a.state, a.expires_ms, a.arguments), (ApprovalState::Pending, now + 1000, json!({"quantity": 8})));
 }
@@ -397,6 +397,13 @@ async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
     let done = l.finish_operation("op_1", 1, OperationState::Completed, Some("{}".into()), 4, Some(draft(&key, "create_ticket", Some("completed")))).await.unwrap();
     assert_eq!(done.state, OperationState::Completed);
     assert_eq!(l.log_size().await.unwrap(), 2);
+    // Opening an approval: its receipt with it, or neither.
+    let b = binding('c');
+    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)) };
+    l.create_approval(open("apr_1")).await.unwrap();
+    assert_eq!(l.log_size().await.unwrap(), 3);
+    assert!(l.create_approval(open("apr_1")).await.is_err(), "a second approval under one id is refused");
+    assert_eq!(l.log_size().await.unwrap(), 3, "and leaves no receipt");
 }
 
 fn key_of(k: &str) -> OperationKey {

@@ -84,6 +84,9 @@ enum Command {
         /// Also (or instead) write a pack: the bundle with the policy set, registry and tool definitions.
         #[arg(long, value_name = "DIR")]
         pack: Option<PathBuf>,
+        /// Prove inclusion against the checkpoint of this tree size (default: the newest).
+        #[arg(long, value_name = "SIZE")]
+        checkpoint: Option<u64>,
     },
     /// Verify a bundle (or a pack directory) offline: receipt signatures, kids, inclusion, the
     /// checkpoint's Ed25519 and ML-DSA-65 signatures, and the pinned signer. Exit 1 if anything fails.
@@ -187,7 +190,7 @@ fn main() -> std::process::ExitCode {
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),
             Command::Receipts(action) => receipts::run(action).await,
-            Command::Export { config, receipt, since, out, pack } => receipts::export(&config, receipt, since, out, pack).await,
+            Command::Export { config, receipt, since, out, pack, checkpoint } => receipts::export(&config, receipt, since, out, pack, checkpoint).await,
             Command::Verify { path, expected_kid, require_pq, json } => match receipts::verify(&path, expected_kid, require_pq, json) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("{} did not verify", path.display())),

@@ -114,12 +114,12 @@ async fn signing_log(config: &Config, ledger: Arc<dyn Ledger>) -> anyhow::Result
 }
 
 /// `toolgate export`.
-pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>, out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>, out: Option<PathBuf>, pack: Option<PathBuf>, at: Option<u64>) -> anyhow::Result<()> {
     let (config, ledger) = open(config_path).await?;
     let size = ledger.log_size().await?;
     let (from, to) = match (receipt, since) {
         (Some(n), None) => (n, n + 1),
-        (None, Some(n)) => (n, size),
+        (None, Some(n)) => (n, at.unwrap_or(size)),
         _ => bail!("give exactly one of --receipt N or --since N"),
     };
     if to > size || from >= to {
@@ -127,6 +127,18 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
     }
     // The newest checkpoint must cover what is exported: sign one if the
     // gateway has not yet (same keys, same state dir).
+    if let Some(at) = at {
+        let all = ledger.checkpoints().await?;
+        let checkpoint = all.iter().find(|c| c.size == at).ok_or_else(|| {
+            let sizes: Vec<String> = all.iter().map(|c| c.size.to_string()).collect();
+            anyhow!("no checkpoint of tree size {at}; the log has checkpoints of sizes {}", sizes.join(", "))
+        })?;
+        if to > at {
+            bail!("the checkpoint of size {at} does not cover receipt {}; pick a later one", to - 1);
+        }
+        let bundle = build(&*ledger, checkpoint, from, to).await?;
+        return write_outputs(&config, config_path, &*ledger, &bundle, (from, to, at), out, pack).await;
+    }
     let mut checkpoint = ledger.checkpoints().await?.pop();
     if checkpoint.as_ref().is_none_or(|c| c.size < to) {
         signing_log(&config, ledger.clone()).await?.checkpoint().await?;
@@ -134,14 +146,18 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
     }
     let checkpoint = checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))?;
     let bundle = build(&*ledger, &checkpoint, from, to).await?;
-    let text = bundle.to_json();
+    write_outputs(&config, config_path, &*ledger, &bundle, (from, to, checkpoint.size), out, pack).await
+}
+
+/// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.
+async fn write_outputs(config: &Config, config_path: &Path, ledger: &dyn Ledger, bundle: &Bundle, (from, to, size): (u64, u64, u64), out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(dir) = pack {
-        write_pack(&config, config_path, &*ledger, &bundle, &dir).await?;
-        println!("packed {} receipt(s) (log {from}..{to}) with checkpoint size {} into {}", to - from, checkpoint.size, dir.display());
+        write_pack(config, config_path, ledger, bundle, &dir).await?;
+        println!("packed {} receipt(s) (log {from}..{to}) with checkpoint size {size} into {}", to - from, dir.display());
     }
     if let Some(out) = out {
-        write_atomically(&out, text.as_bytes())?;
-        println!("exported {} receipt(s) (log {from}..{to}) with checkpoint size {} to {}", to - from, checkpoint.size, out.display());
+        write_atomically(&out, bundle.to_json().as_bytes())?;
+        println!("exported {} receipt(s) (log {from}..{to}) with checkpoint size {size} to {}", to - from, out.display());
     }
     Ok(())
 }

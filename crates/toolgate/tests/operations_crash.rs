@@ -513,6 +513,27 @@ async fn keyed_writes_survive_sigkill() {
     assert_eq!(op_keys, (0..KEYS).map(crash_key).collect::<BTreeSet<_>>());
     assert!(ops.iter().all(|o| matches!(o["state"].as_str(), Some("completed" | "reconciled_applied"))), "{states:?}");
     assert_eq!(states.get("reconciled_applied").copied().unwrap_or(0), count(&|s| s.reconciled_applied > 0));
+
+    // (e) The receipt log survived every kill whole: it verifies, and each
+    // key's settled operation has the receipt of its settlement (a write's
+    // receipts commit with its state, so none can be missing).
+    let verified = toolgate(&["log", "verify", "--config", config.to_str().unwrap()]).await;
+    assert!(verified.contains("log verified"), "{verified}");
+    let receipts: Value = serde_json::from_str(&toolgate(&["receipts", "list", "--json", "--limit", "10000000", "--config", config.to_str().unwrap()]).await).unwrap();
+    let receipts = receipts.as_array().unwrap();
+    let settled: BTreeSet<(String, String)> = receipts
+        .iter()
+        .filter_map(|r| {
+            let op = &r["receipt"]["operation"];
+            let state = op["state"].as_str()?;
+            matches!(state, "completed" | "reconciled_applied").then(|| (op["key"].as_str().unwrap().to_string(), state.to_string()))
+        })
+        .collect();
+    for op in &ops {
+        let key = (op["key"].as_str().unwrap().to_string(), op["state"].as_str().unwrap().to_string());
+        assert!(settled.contains(&key), "no receipt of {key:?}");
+    }
+    println!("  receipt log: {} receipts, verified; every settled operation has its receipt", receipts.len());
     println!("crash test took {:.1} s", started.elapsed().as_secs_f64());
     drop((gateway, support));
 }

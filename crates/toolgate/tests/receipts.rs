@@ -84,6 +84,15 @@ fn an_exported_demo_log_verifies_offline_and_lists_each_proof() {
         // Values only as salted hashes (capture is off by default).
         assert!(r.get("arguments").is_none() && r.get("result").is_none());
     }
+    // Against a later checkpoint than the first one covering a receipt,
+    // and refused against one that does not cover it.
+    let one = dir.path().join("one.json");
+    let size = receipts.len();
+    let o = toolgate().args(["export", "--receipt", "3", "--checkpoint", &size.to_string(), "--out"]).arg(&one).arg("--config").arg(config()).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(verify(&one, &["--require-pq"]).status.success());
+    let o = toolgate().args(["export", "--receipt", "3", "--checkpoint", "2", "--out"]).arg(&one).arg("--config").arg(config()).output().unwrap();
+    assert!(!o.status.success() && text(&o).contains("checkpoint"), "{}", text(&o));
     // The whole log, from the ledger.
     let log = toolgate().args(["log", "verify", "--config"]).arg(config()).output().unwrap();
     assert!(log.status.success() && text(&log).contains("log verified"), "{}", text(&log));

@@ -12,6 +12,8 @@ use toolgate_ledger::LedgerError;
 
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
+use crate::stages::record::{self, Trail};
+use toolgate_core::receipt::ApprovalRef;
 use crate::pipeline::{Answer, CallRequest, Stop};
 use crate::wire::{Era, RawObject};
 
@@ -92,7 +94,7 @@ pub struct Gate {
     pub used: bool,
 }
 
-pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gate, Stop> {
+pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing, trail: &mut Trail) -> Result<Gate, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
@@ -129,6 +131,10 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Step::Open => {
             let id = gw.sealer.random_id("apr_");
             let why = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
+            // The receipt of this decision commits with the approval it opens.
+            let pending = ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.clone() };
+            trail.approval_id = Some(id.clone());
+            let receipt = Some(record::awaiting(gw, trail, Some(pending)));
             let new = toolgate_ledger::NewApproval {
                 id,
                 binding: binding.clone(),
@@ -137,12 +143,19 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
                 rules: decision.rules.clone(),
                 now_ms: now_ms(),
                 ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
+                receipt,
             };
             let opened = gw.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
+            trail.receipts = 1;
+            gw.log.appended(1);
             tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %binding.caller, "approval opened");
             Err(waiting(&opened))
         }
-        Step::Wait(_) => Err(waiting(claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval"))),
+        Step::Wait(_) => {
+            let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
+            trail.approval_id = Some(pending.id.clone());
+            Err(waiting(pending))
+        }
         Step::Consume(id) => use_approval(gw, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await,
         Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false }),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {

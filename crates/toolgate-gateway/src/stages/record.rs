@@ -214,13 +214,12 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             let state = if trail.tool_error { OperationState::ToolError } else { OperationState::Completed };
             vec![decided(gw, trail, approval), outcome(gw, trail, state, Some(&result))]
         }
+        Answer::Result(_) if trail.input_required => vec![awaiting(gw, trail, approval)],
         Answer::Result(raw) => {
-            // Not sent now: a replay of the recorded outcome, or a wait for approval.
+            // Not sent now: a replay of the recorded outcome.
             let mut r = base(gw, trail, None);
             r.approval = approval;
-            if trail.input_required {
-                (r.execution_status, r.result_status) = ("not_dispatched".into(), "awaiting_approval".into());
-            } else {
+            {
                 let result = serde_json::to_string(raw).unwrap_or_default();
                 r.execution_status = "replayed".into();
                 r.result_status = if trail.tool_error { "tool_error" } else { "ok" }.into();
@@ -259,6 +258,15 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             }
         }
     }
+}
+
+/// The decision to wait for a named human. With a new approval it goes in
+/// the transaction that opens the approval.
+pub fn awaiting(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
+    let mut r = base(gw, trail, None);
+    r.approval = approval;
+    (r.execution_status, r.result_status) = ("not_dispatched".into(), "awaiting_approval".into());
+    gw.log.draft(r, trail.salt, trail.asked())
 }
 
 fn refused(gw: &Gateway, trail: &Trail, refusal: &Refusal, approval: Option<ApprovalRef>) -> Draft {

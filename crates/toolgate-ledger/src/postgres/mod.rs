@@ -49,8 +49,17 @@ impl Ledger for PostgresLedger {
         "postgres"
     }
 
-    async fn create_approval(&self, new: NewApproval) -> Result<Approval> {
-        approvals::create(&self.pool, &new).await
+    async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
+        let Some(draft) = new.receipt.take() else { return approvals::create(&self.pool, &new).await };
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let approval = approvals::create(tx, &new).await?;
+                    receipts::append(tx, vec![draft], new.now_ms).await?;
+                    Ok(approval)
+                })
+            })
+            .await
     }
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         approvals::find(&self.pool, id).await

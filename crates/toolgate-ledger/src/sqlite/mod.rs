@@ -159,8 +159,14 @@ impl Ledger for SqliteLedger {
         "sqlite"
     }
 
-    async fn create_approval(&self, new: NewApproval) -> Result<Approval> {
-        self.run(move |c| approvals::create(c, &new)).await
+    async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
+        self.run(move |c| {
+            let receipt = new.receipt.take();
+            let approval = approvals::create(c, &new)?;
+            receipts::append(c, receipt.into_iter().collect(), new.now_ms)?;
+            Ok(approval)
+        })
+        .await
     }
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         let id = id.to_string();
