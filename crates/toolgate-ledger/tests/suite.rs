@@ -24,6 +24,14 @@ enum Raw {
 }
 
 impl Store {
+    /// Another ledger on the same store, as a second process would open it.
+    async fn second(&self) -> Arc<dyn Ledger> {
+        match &self.raw {
+            Raw::Sqlite(path) => Arc::new(SqliteLedger::open(path).unwrap()),
+            Raw::Postgres(url) => Arc::new(PostgresLedger::connect(url).await.unwrap()),
+        }
+    }
+
     async fn raw(&self, sql: &str) -> Result<(), String> {
         match &self.raw {
             Raw::Sqlite(path) => {
@@ -71,6 +79,7 @@ macro_rules! both {
 }
 
 both!(
+    two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_and_signed,
     receipts_take_contiguous_indexes_under_concurrency,
     a_receipt_commits_with_the_state_it_attests_or_not_at_all,
     the_store_itself_refuses_log_rewrites,
@@ -434,4 +443,41 @@ async fn the_store_itself_refuses_log_rewrites(s: Store) {
     assert!(l.add_log_key(LogKey { ed25519: "vkey-b".into(), ..k.clone() }).await.is_err());
     assert_eq!(l.log_keys().await.unwrap(), vec![k]);
     assert!(s.raw("DELETE FROM log_keys").await.unwrap_err().contains("never"));
+}
+
+async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_and_signed(s: Store) {
+    let key = receipt_key(5);
+    let other = s.second().await;
+    let tasks = (0..24).map(|i| {
+        let l = if i % 3 == 0 { other.clone() } else { s.ledger.clone() };
+        let key = key.clone();
+        tokio::spawn(async move {
+            for j in 0..5 {
+                if (i + j) % 4 == 0 {
+                    // A receipt that goes with a state change (signed in the writer).
+                    let new = NewOperation { receipt: Some(draft(&key, "create_ticket", Some("reserved"))), ..new_op(&format!("op_{i}_{j}"), key_of(&format!("k{i}_{j}")), 'a', 100) };
+                    mine(l.begin_operation(new, 1).await.unwrap());
+                } else {
+                    l.append_receipts(vec![draft(&key, "t", None); 1 + (j % 2)], 1).await.unwrap();
+                }
+            }
+        })
+    });
+    for t in futures_util::future::join_all(tasks).await {
+        t.unwrap();
+    }
+    let l = &*s.ledger;
+    let size = l.log_size().await.unwrap();
+    let rows = l.receipts(0, 10_000).await.unwrap();
+    assert_eq!(rows.len() as u64, size);
+    for (i, r) in rows.iter().enumerate() {
+        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!((r.log_index, signed.receipt.log_index), (i as u64, i as u64), "signed for the index it holds");
+        receipt::verify(&signed, &key.verifying_key()).unwrap();
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.signed.as_bytes()));
+    }
+    // 24 tasks × 5 steps: the begins add one each, the rest one or two.
+    let begins = (0..24).flat_map(|i| (0..5).map(move |j| (i + j) % 4 == 0)).filter(|b| *b).count() as u64;
+    let appended: u64 = (0..24).flat_map(|i| (0..5).map(move |j| if (i + j) % 4 == 0 { 0 } else { 1 + (j % 2) as u64 })).sum();
+    assert_eq!(size, begins + appended);
 }

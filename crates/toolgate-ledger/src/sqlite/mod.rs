@@ -131,15 +131,17 @@ fn run_batch(conn: &mut Connection, batch: Vec<Job>) -> (Ran, Vec<Answer>) {
     let mut answers = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
     for job in jobs.by_ref() {
-        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        // Cached statements: parsing these three per request cost as much
+        // as the request itself (measured with the receipts benchmark).
+        if let Err(e) = conn.prepare_cached("SAVEPOINT job").and_then(|mut s| s.execute([])) {
             answers.push(job(Err(format!("the ledger could not start a request: {e}"))).answer);
             continue;
         }
         // A panicking request loses its own answer, not the writer.
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&*conn))));
         let keep = matches!(&done, Ok(d) if d.keep);
-        let undo = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-        let undone = conn.execute_batch(undo);
+        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]).map(drop));
+        let undone = if keep { run("RELEASE job") } else { run("ROLLBACK TO job").and_then(|()| run("RELEASE job")) };
         if let Ok(done) = done {
             answers.push(done.answer);
         }
