@@ -171,7 +171,12 @@ pub trait Ledger: Send + Sync {
 
     // The receipt log (see toolgate_core::receipt and merkle).
     /// Appends receipts at the next log indexes, in order, in one
-    /// transaction; returns their indexes.
+    /// transaction; returns their indexes. For receipts that attest no
+    /// change of state (reads, refusals, replays): when this returns they
+    /// survive a crash of the process, and they survive power loss once
+    /// the next durable commit lands — any change of state, or a checkpoint
+    /// (every `checkpoint_interval_ms`), which covers them. A later commit
+    /// never survives without an earlier one, so the log stays a prefix.
     async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>>;
     /// Up to `limit` receipts from log index `from` on, in log order.
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>>;

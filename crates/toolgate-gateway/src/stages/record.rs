@@ -219,13 +219,10 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             // Not sent now: a replay of the recorded outcome.
             let mut r = base(gw, trail, None);
             r.approval = approval;
-            {
-                let result = serde_json::to_string(raw).unwrap_or_default();
-                r.execution_status = "replayed".into();
-                r.result_status = if trail.tool_error { "tool_error" } else { "ok" }.into();
-                let canonical = toolgate_core::proposal::canonical_json(&serde_json::from_str(&result).unwrap_or(Value::Null));
-                r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
-            }
+            r.execution_status = "replayed".into();
+            r.result_status = if trail.tool_error { "tool_error" } else { "ok" }.into();
+            let value = serde_json::to_value(raw).unwrap_or(Value::Null);
+            r.result_sha256 = Some(sha256_hex(toolgate_core::proposal::canonical_json(&value).as_bytes()));
             vec![gw.log.draft(r, trail.salt, trail.asked())]
         }
         Answer::Refused(refusal) if trail.dispatched => vec![decided(gw, trail, approval.clone()), refused(gw, trail, refusal, approval)],

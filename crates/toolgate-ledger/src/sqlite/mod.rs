@@ -36,7 +36,14 @@ struct Done {
 }
 
 pub struct SqliteLedger {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Queued>,
+}
+
+/// A request and whether its commit must survive power loss (see
+/// `Ledger::append_receipts` for the one kind that need not).
+struct Queued {
+    job: Job,
+    durable: bool,
 }
 
 /// How durable a commit is. `Full` (the default) survives power loss;
@@ -59,16 +66,22 @@ impl SqliteLedger {
         if sync == Synchronous::Normal {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
-        let (jobs, queue) = mpsc::channel::<Job>();
+        let (jobs, queue) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
-            .spawn(move || writer(conn, queue, if group { MAX_BATCH } else { 1 }))
+            .spawn(move || writer(conn, queue, if group { MAX_BATCH } else { 1 }, sync))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
         Ok(Self { jobs })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
     async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        self.queue(f, true).await
+    }
+
+    /// `durable = false`: the commit survives a crash of the process but
+    /// may not survive power loss until the next durable commit.
+    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn| {
             let result = conn.map_err(LedgerError::Store).and_then(f);
@@ -78,19 +91,32 @@ impl SqliteLedger {
             };
             Done { keep, answer: Box::new(move |committed| drop(tx.send(committed.and(result)))) }
         });
-        self.jobs.send(job).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+        self.jobs.send(Queued { job, durable }).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
     }
 }
 
-fn writer(mut conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize) {
+fn writer(mut conn: Connection, queue: mpsc::Receiver<Queued>, max_batch: usize, sync: Synchronous) {
+    // FULL fsyncs the WAL at every commit; NORMAL writes it (safe from a
+    // crash of the process) and leaves the fsync to the next FULL commit or
+    // checkpoint, which makes everything before it durable too (the WAL is
+    // a prefix). A batch with any durable request commits FULL.
+    let mut full = sync == Synchronous::Full;
     while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
+        let mut durable = first.durable;
+        let mut batch = vec![first.job];
         while batch.len() < max_batch {
             match queue.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(q) => {
+                    durable |= q.durable;
+                    batch.push(q.job);
+                }
                 Err(_) => break,
             }
+        }
+        let want_full = durable && sync == Synchronous::Full;
+        if want_full != full && conn.pragma_update(None, "synchronous", if want_full { "FULL" } else { "NORMAL" }).is_ok() {
+            full = want_full;
         }
         let (ran, answers) = run_batch(&mut conn, batch);
         let committed = match ran {
@@ -240,7 +266,7 @@ impl Ledger for SqliteLedger {
     }
 
     async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
-        self.run(move |c| receipts::append(c, drafts, now_ms)).await
+        self.queue(move |c| receipts::append(c, drafts, now_ms), false).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
         self.run(move |c| receipts::list(c, from, limit)).await
