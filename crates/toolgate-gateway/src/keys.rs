@@ -21,6 +21,7 @@ use toolgate_core::receipt::ReceiptKey;
 use toolgate_ledger::LogKey;
 
 use crate::seal::{check_owner_only, write_owner_only};
+use crate::stages::approve::now_ms;
 
 const ED25519_FILE: &str = "receipt-ed25519.seed";
 const MLDSA_FILE: &str = "checkpoint-ml-dsa-65.seed";
@@ -69,9 +70,6 @@ pub fn dir(state_dir: &Path) -> PathBuf {
     state_dir.join("keys")
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
 
 fn fresh_seed() -> anyhow::Result<[u8; 32]> {
     let mut seed = [0u8; 32];

@@ -26,6 +26,7 @@ use crate::catalog::ExposedTool;
 
 use crate::config::ReceiptsConfig;
 use crate::keys::LogKeys;
+use crate::stages::approve::now_ms;
 
 /// How many leaves a start reads at a time to rebuild the frontier.
 const LOAD_CHUNK: u64 = 50_000;
@@ -193,6 +194,3 @@ impl ReceiptLog {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
