@@ -3,7 +3,7 @@
 //! identity approvals, the ledger and receipts bind to.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The one canonicalizer: RFC 8785 JSON Canonicalization Scheme.
@@ -50,12 +50,19 @@ pub struct Proposal {
     pub arguments: Value,
     /// SHA-256 of the canonical {server, tool, arguments}.
     pub sha256: String,
+    /// The JCS bytes of `arguments` alone (receipts hash them salted).
+    #[serde(skip)]
+    pub canonical_arguments: String,
 }
 
 impl Proposal {
     pub fn new(server: &str, tool: &str, arguments: Value) -> Self {
-        let canonical = canonical_json(&json!({ "server": server, "tool": tool, "arguments": arguments }));
-        Self { server: server.into(), tool: tool.into(), sha256: sha256_hex(canonical.as_bytes()), arguments }
+        // JCS of {arguments, server, tool} is its members' JCS in that
+        // (sorted) order, so the arguments are canonicalized once for both.
+        let canonical_arguments = canonical_json(&arguments);
+        let string = |s: &str| serde_json_canonicalizer::to_string(&s).expect("a string always canonicalizes");
+        let canonical = format!("{{\"arguments\":{canonical_arguments},\"server\":{},\"tool\":{}}}", string(server), string(tool));
+        Self { server: server.into(), tool: tool.into(), sha256: sha256_hex(canonical.as_bytes()), arguments, canonical_arguments }
     }
 }
 
@@ -105,6 +112,7 @@ pub fn inexact_integers(arguments: &Value) -> Vec<crate::schema::Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn integers_jcs_would_round_are_found_by_path() {
@@ -135,6 +143,25 @@ mod tests {
         assert_ne!(base.sha256, Proposal::new("parts2", "raise_parts_order", json!({"quantity": 2})).sha256);
         assert_ne!(base.sha256, Proposal::new("parts", "raise_parts_orders", json!({"quantity": 2})).sha256);
         assert_eq!(base.sha256.len(), 64);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// The proposal's bytes built from its members' JCS are the JCS of
+        /// the whole object (names with escapes and non-ASCII included).
+        #[test]
+        fn the_proposal_is_the_jcs_of_the_whole_object(
+            server in "\\PC{0,8}|[\"\\\\\u{0}-\u{1f}\u{7f}\u{2028}\u{1F600}]{0,4}",
+            tool in "\\PC{0,8}",
+            keys in proptest::collection::vec("\\PC{0,6}", 0..5),
+            n in -1e15f64..1e15,
+        ) {
+            let arguments = Value::Object(keys.iter().enumerate().map(|(i, k)| (k.clone(), if i % 2 == 0 { json!(n) } else { json!([k, i, {"é": null}]) })).collect());
+            let whole = canonical_json(&json!({ "server": server, "tool": tool, "arguments": arguments }));
+            let p = Proposal::new(&server, &tool, arguments.clone());
+            proptest::prop_assert_eq!(p.sha256, sha256_hex(whole.as_bytes()));
+            proptest::prop_assert_eq!(p.canonical_arguments, canonical_json(&arguments));
+        }
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl ReceiptLog {
 
     /// Signs a checkpoint of the log as it is now, if it grew since the
     /// last one. Returns it, or `None` when there was nothing new.
-    pub async fn checkpoint(&self) -> anyhow::Result<Option<StoredCheckpoint>> {
+    pub async fn checkpoint(self: &Arc<Self>) -> anyhow::Result<Option<StoredCheckpoint>> {
         let mut tree = self.tree.lock().await;
         let size = self.ledger.log_size().await?;
         let (frontier, last) = &mut *tree;
@@ -162,7 +162,11 @@ impl ReceiptLog {
         }
         let root = frontier.root();
         let body = Checkpoint::new(&self.keys.origin, size, root).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
-        let note = body.sign(&[&self.keys.ed25519, &self.keys.ml_dsa_65]).map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
+        // ML-DSA-65 signing takes a while: off the workers that serve calls.
+        let log = self.clone();
+        let note = tokio::task::spawn_blocking(move || body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65]))
+            .await?
+            .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
         let checkpoint = StoredCheckpoint { size, root, note, created_ms: now_ms() };
         // Another replica may have signed this size already: one row either way.
         self.ledger.add_checkpoint(checkpoint.clone()).await?;

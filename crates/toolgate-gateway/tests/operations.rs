@@ -165,3 +165,36 @@ async fn an_effect_reconciled_as_absent_runs_once_on_retry() {
     let op = h.gateway.ledger.operation(&op_id).await.unwrap().unwrap();
     assert_eq!((op.state, op.attempts), (OperationState::Completed, 2));
 }
+
+/// A write's decision and outcome are two receipts, each committed with the
+/// operation state it attests; a read's are one, after its answer, naming
+/// the result the caller got by its hash.
+#[tokio::test]
+async fn a_write_has_two_receipts_and_a_read_one_carrying_its_decision_and_outcome() {
+    use toolgate_core::proposal::{canonical_json, sha256_hex};
+    use toolgate_core::receipt::SignedReceipt;
+    use toolgate_core::strict_json::JsonLimits;
+    let h = start("").await;
+    let receipts = || async {
+        let stored = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
+        stored.into_iter().map(|r| (SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap().receipt, r.proposal)).collect::<Vec<_>>()
+    };
+    let before = receipts().await.len();
+    create(&h.url, &ticket("Door sensor fault", "ref-rcpt-0001"), Some("key-rcpt")).await;
+    let write = receipts().await.split_off(before);
+    let statuses: Vec<(&str, &str)> = write.iter().map(|(r, _)| (r.execution_status.as_str(), r.result_status.as_str())).collect();
+    assert_eq!(statuses, [("authorized", "pending"), ("dispatched", "ok")]);
+    assert!(write[0].1.is_some() && write[1].1.is_none(), "the private record of what was asked goes with the first receipt only");
+
+    let read = call(&h.url, "support__get_ticket", json!({"client_reference": "ref-rcpt-0001"})).await;
+    assert_eq!(read["result"]["structuredContent"]["found"], true, "{read}");
+    let all = receipts().await;
+    assert_eq!(all.len(), before + 3, "one receipt for the read");
+    let (r, asked) = &all[before + 2];
+    assert_eq!((r.tool.as_str(), r.decision.as_str(), r.execution_status.as_str(), r.result_status.as_str()), ("get_ticket", "allow", "dispatched", "ok"));
+    assert_eq!(r.result_sha256.as_deref(), Some(sha256_hex(canonical_json(&read["result"]).as_bytes()).as_str()), "the hash of what the caller got");
+    assert!(r.result_hash.is_some() && r.operation.is_none());
+    let asked: Value = serde_json::from_str(asked.as_deref().expect("the read's private record")).unwrap();
+    assert_eq!(asked["arguments"], json!({"client_reference": "ref-rcpt-0001"}));
+    assert_eq!(asked["decision"]["verdict"], "allow");
+}

@@ -140,6 +140,36 @@ fn main() {
         append_rate / seal_rate
     );
 
+    // 2b. One receipt at a time at a fixed 1,000/s (the gateway's read
+    // path at that rate): how long a caller waits for its receipt. A new
+    // ledger, so this is the steady state rather than the aftermath of
+    // the burst above (whose WAL the checkpointer is still copying).
+    let rate = 1_000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true).unwrap());
+    let latencies = rt.block_on(async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_micros(1_000_000 / rate));
+        let mut calls = Vec::new();
+        for i in 0..rate * 10 {
+            tick.tick().await;
+            let (ledger, key) = (ledger.clone(), key.clone());
+            calls.push(tokio::spawn(async move {
+                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key };
+                let t = Instant::now();
+                ledger.append_receipts(vec![d], 0).await.unwrap();
+                t.elapsed()
+            }));
+        }
+        let mut all = Vec::new();
+        for c in calls {
+            all.push(c.await.unwrap());
+        }
+        all.sort();
+        all
+    });
+    let at = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+    println!("one receipt at a time, {rate}/s for 10 s: wait for the append p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), at(1.0));
+
     if only_append {
         return;
     }

@@ -79,6 +79,7 @@ macro_rules! both {
 }
 
 both!(
+    appends_that_fail_amid_others_leave_nothing_and_take_no_index,
     two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_and_signed,
     receipts_take_contiguous_indexes_under_concurrency,
     a_receipt_commits_with_the_state_it_attests_or_not_at_all,
@@ -413,6 +414,62 @@ async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
     assert_eq!(l.log_size().await.unwrap(), 3);
     assert!(l.create_approval(open("apr_1")).await.is_err(), "a second approval under one id is refused");
     assert_eq!(l.log_size().await.unwrap(), 3, "and leaves no receipt");
+}
+
+/// Many single-receipt appends at once (on SQLite they share batches and
+/// run without savepoints of their own), every third unsignable: each bad
+/// one fails alone, the good ones land on contiguous indexes.
+async fn appends_that_fail_amid_others_leave_nothing_and_take_no_index(s: Store) {
+    let (key, other) = (receipt_key(4), receipt_key(5));
+    let tasks = (0..60).map(|i| {
+        let (l, key, other) = (s.ledger.clone(), key.clone(), other.clone());
+        tokio::spawn(async move {
+            let mut d = draft(&key, &format!("t{i}"), None);
+            if i % 3 == 0 {
+                d.receipt.kid = other.kid().into();
+            }
+            (i, l.append_receipts(vec![d], 1).await)
+        })
+    });
+    let mut good = Vec::new();
+    for (i, got) in futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap) {
+        match got {
+            Ok(indexes) if i % 3 != 0 => good.extend(indexes),
+            Err(e) if i % 3 == 0 => assert!(e.to_string().contains("kid"), "{e}"),
+            other => panic!("append {i}: {other:?}"),
+        }
+    }
+    good.sort();
+    assert_eq!(good, (0..40).collect::<Vec<_>>());
+    let stored = s.ledger.receipts(0, 100).await.unwrap();
+    assert_eq!(stored.len(), 40);
+    for r in &stored {
+        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!(signed.receipt.log_index, r.log_index);
+        receipt::verify(&signed, &key.verifying_key()).unwrap();
+    }
+}
+
+/// The writer's connection does not checkpoint the WAL (so no request
+/// waits for it); the checkpointer thread copies it into the database
+/// file while the ledger is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_is_copied_into_the_database_off_the_writer() {
+    let s = sqlite().await;
+    let Raw::Sqlite(path) = &s.raw else { unreachable!() };
+    let key = receipt_key(6);
+    let before = std::fs::metadata(path).unwrap().len();
+    for i in 0..20 {
+        s.ledger.append_receipts((0..20).map(|j| draft(&key, &format!("t{i}-{j}"), None)).collect(), 1).await.unwrap();
+    }
+    let wal = path.with_extension("sqlite3-wal");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 100_000, "the appends went to the WAL");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(path).unwrap().len() < before + 100_000 {
+        assert!(std::time::Instant::now() < deadline, "nothing was checkpointed into {} within 10 s", path.display());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.ledger.log_size().await.unwrap(), 400);
 }
 
 fn key_of(k: &str) -> OperationKey {

@@ -1,10 +1,10 @@
 //! record: the call's signed receipts and one structured log line.
 //!
-//! Every call gets a receipt for its decision and, when it was sent
-//! upstream, one for its outcome. A write's two are appended by the
-//! reserve stage in the ledger transactions that reserve and finish its
-//! operation; this stage appends the rest (refusals, reads, replays,
-//! approvals awaited). A read whose receipts cannot be written is not
+//! Every call gets a receipt for its decision and outcome. A write sent
+//! upstream gets two, appended by the reserve stage in the ledger
+//! transactions that reserve and finish its operation; a read gets one,
+//! after its answer, since nothing durable happens in between. This stage
+//! appends the rest (refusals, reads, replays, approvals awaited). A read whose receipts cannot be written is not
 //! answered: the caller gets `ledger_unavailable` instead of an unrecorded
 //! result.
 
@@ -98,7 +98,7 @@ impl Trail {
     pub fn validated(&mut self, gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) {
         self.proposal_sha256 = Some(proposal.sha256.clone());
         self.salt = gw.log.salt();
-        self.arguments_hash = receipt::salted_value_hash(&self.salt, &proposal.arguments);
+        self.arguments_hash = receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
         if gw.config.receipts.capture_values {
             self.arguments = Some(proposal.arguments.clone());
         }
@@ -181,15 +181,30 @@ pub fn outcome(gw: &Gateway, trail: &Trail, state: OperationState, result: Optio
         op.state = state.as_str().into();
     }
     if let Some(text) = result {
-        let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-        let canonical = toolgate_core::proposal::canonical_json(&value);
-        r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
-        r.result_hash = Some(receipt::salted_hash(&trail.salt, canonical.as_bytes()));
-        if gw.config.receipts.capture_values {
-            r.result = Some(value);
-        }
+        attest_result(gw, trail, &mut r, serde_json::from_str(text).unwrap_or(Value::Null));
     }
     gw.log.draft(r, trail.salt, None)
+}
+
+/// A read that was sent and answered: its decision and outcome in one
+/// receipt, with the private record of what was asked.
+fn read(gw: &Gateway, trail: &Trail, state: OperationState, result: Value, approval: Option<ApprovalRef>) -> Draft {
+    let mut r = base(gw, trail, None);
+    r.approval = approval;
+    r.execution_status = "dispatched".into();
+    r.result_status = if state == OperationState::ToolError { "tool_error" } else { "ok" }.into();
+    attest_result(gw, trail, &mut r, result);
+    gw.log.draft(r, trail.salt, trail.asked())
+}
+
+/// The result's plain and salted hashes (and the value, when captured).
+fn attest_result(gw: &Gateway, trail: &Trail, r: &mut Receipt, value: Value) {
+    let canonical = toolgate_core::proposal::canonical_json(&value);
+    r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
+    r.result_hash = Some(receipt::salted_hash(&trail.salt, canonical.as_bytes()));
+    if gw.config.receipts.capture_values {
+        r.result = Some(value);
+    }
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
@@ -210,9 +225,12 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
     let approval = approval_ref(gw, trail.approval_id.as_deref()).await;
     let drafts = match &answer {
         Answer::Result(raw) if trail.dispatched && !trail.input_required => {
-            let result = serde_json::to_string(raw).unwrap_or_default();
+            // A read: nothing durable happens between its decision and its
+            // outcome, so one receipt attests both (a write has two, each
+            // committed with the state it attests).
+            let result = serde_json::to_value(raw).unwrap_or(Value::Null);
             let state = if trail.tool_error { OperationState::ToolError } else { OperationState::Completed };
-            vec![decided(gw, trail, approval), outcome(gw, trail, state, Some(&result))]
+            vec![read(gw, trail, state, result, approval)]
         }
         Answer::Result(_) if trail.input_required => vec![awaiting(gw, trail, approval)],
         Answer::Result(raw) => {
@@ -228,11 +246,13 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
         Answer::Refused(refusal) if trail.dispatched => vec![decided(gw, trail, approval.clone()), refused(gw, trail, refusal, approval)],
         Answer::Refused(refusal) => vec![refused(gw, trail, refusal, approval)],
         Answer::Error(e) => {
+            // The call's decision stands (a protocol error overrides none of
+            // it), so one receipt carries it and how the call ended.
             let mut r = base(gw, trail, None);
+            r.approval = approval;
             r.execution_status = if trail.dispatched { "dispatched" } else { "not_dispatched" }.into();
             r.result_status = format!("protocol_error:{}", e.code);
-            let error = gw.log.draft(r, trail.salt, None);
-            if trail.dispatched { vec![decided(gw, trail, approval), error] } else { vec![error] }
+            vec![gw.log.draft(r, trail.salt, trail.asked())]
         }
     };
     let mut drafts = drafts;

@@ -6,6 +6,7 @@
 //! share one fsync (group commit); alone, a call pays one.
 
 mod approvals;
+mod checkpointer;
 mod conn;
 mod operations;
 mod receipts;
@@ -37,13 +38,18 @@ struct Done {
 
 pub struct SqliteLedger {
     jobs: mpsc::Sender<Queued>,
+    /// Dropped with the ledger: stops the WAL checkpointer.
+    _checkpointer: mpsc::Sender<()>,
 }
 
-/// A request and whether its commit must survive power loss (see
-/// `Ledger::append_receipts` for the one kind that need not).
+/// A request; whether its commit must survive power loss (see
+/// `Ledger::append_receipts` for the one kind that need not); and whether
+/// it needs a savepoint of its own — not when it writes at most one row,
+/// since a failed statement leaves nothing behind.
 struct Queued {
     job: Job,
     durable: bool,
+    isolated: bool,
 }
 
 /// How durable a commit is. `Full` (the default) survives power loss;
@@ -66,22 +72,28 @@ impl SqliteLedger {
         if sync == Synchronous::Normal {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
+        // WAL checkpoints run on their own thread (see `checkpointer`).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let (checkpointer, stop) = mpsc::channel();
+        checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
             .spawn(move || writer(conn, queue, if group { MAX_BATCH } else { 1 }, sync))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs })
+        Ok(Self { jobs, _checkpointer: checkpointer })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
     async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
-        self.queue(f, true).await
+        self.queue(f, true, true).await
     }
 
     /// `durable = false`: the commit survives a crash of the process but
     /// may not survive power loss until the next durable commit.
-    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool) -> Result<T> {
+    /// `isolated = false` only for a request that writes at most one row
+    /// (and nothing before a step that can fail).
+    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool, isolated: bool) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn| {
             let result = conn.map_err(LedgerError::Store).and_then(f);
@@ -91,7 +103,7 @@ impl SqliteLedger {
             };
             Done { keep, answer: Box::new(move |committed| drop(tx.send(committed.and(result)))) }
         });
-        self.jobs.send(Queued { job, durable }).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+        self.jobs.send(Queued { job, durable, isolated }).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
     }
 }
@@ -104,12 +116,12 @@ fn writer(mut conn: Connection, queue: mpsc::Receiver<Queued>, max_batch: usize,
     let mut full = sync == Synchronous::Full;
     while let Ok(first) = queue.recv() {
         let mut durable = first.durable;
-        let mut batch = vec![first.job];
+        let mut batch = vec![first];
         while batch.len() < max_batch {
             match queue.try_recv() {
                 Ok(q) => {
                     durable |= q.durable;
-                    batch.push(q.job);
+                    batch.push(q);
                 }
                 Err(_) => break,
             }
@@ -147,34 +159,38 @@ enum Ran {
     Lost(String),
 }
 
-fn run_batch(conn: &mut Connection, batch: Vec<Job>) -> (Ran, Vec<Answer>) {
+fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
     // IMMEDIATE: take the write lock now (waiting out the CLI or another
     // gateway by busy_timeout) rather than fail on upgrade mid-batch.
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let why = format!("cannot begin a ledger transaction: {e}");
-        return (Ran::NoTransaction, batch.into_iter().map(|job| job(Err(why.clone())).answer).collect());
+        return (Ran::NoTransaction, batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
     }
     let mut answers = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
-    for job in jobs.by_ref() {
+    for Queued { job, isolated, .. } in jobs.by_ref() {
         // Cached statements: parsing these three per request cost as much
         // as the request itself (measured with the receipts benchmark).
-        if let Err(e) = conn.prepare_cached("SAVEPOINT job").and_then(|mut s| s.execute([])) {
+        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]).map(drop));
+        if isolated && let Err(e) = run("SAVEPOINT job") {
             answers.push(job(Err(format!("the ledger could not start a request: {e}"))).answer);
             continue;
         }
         // A panicking request loses its own answer, not the writer.
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&*conn))));
         let keep = matches!(&done, Ok(d) if d.keep);
-        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]).map(drop));
-        let undone = if keep { run("RELEASE job") } else { run("ROLLBACK TO job").and_then(|()| run("RELEASE job")) };
+        let undone = match (isolated, keep) {
+            (false, _) => Ok(()),
+            (true, true) => run("RELEASE job"),
+            (true, false) => run("ROLLBACK TO job").and_then(|()| run("RELEASE job")),
+        };
         if let Ok(done) = done {
             answers.push(done.answer);
         }
         if conn.is_autocommit() || undone.is_err() {
             // The transaction is gone: the rest do not run, and nobody is told "done".
             let why = format!("the ledger transaction was rolled back ({}); nothing was recorded, retry", undone.err().map_or("by SQLite".into(), |e| e.to_string()));
-            answers.extend(jobs.map(|job| job(Err(why.clone())).answer));
+            answers.extend(jobs.map(|q| (q.job)(Err(why.clone())).answer));
             return (Ran::Lost(why), answers);
         }
     }
@@ -266,7 +282,9 @@ impl Ledger for SqliteLedger {
     }
 
     async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
-        self.queue(move |c| receipts::append(c, drafts, now_ms), false).await
+        // One receipt is one row: it needs no savepoint of its own.
+        let isolated = drafts.len() > 1;
+        self.queue(move |c| receipts::append(c, drafts, now_ms), false, isolated).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
         self.run(move |c| receipts::list(c, from, limit)).await

@@ -20,14 +20,16 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<
     if drafts.is_empty() {
         return Ok(Vec::new());
     }
-    let mut next = size(conn)?;
+    // Seal everything before writing anything: a seal that fails leaves no row.
+    let first = size(conn)?;
+    let mut rows = Vec::with_capacity(drafts.len());
+    for (i, draft) in drafts.into_iter().enumerate() {
+        rows.push(crate::seal(draft, first + i as u64)?);
+    }
     let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
-    let mut indexes = Vec::with_capacity(drafts.len());
-    for draft in drafts {
-        let (sealed, salt, proposal) = crate::seal(draft, next)?;
-        insert.execute(params![next as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], proposal, now_ms])?;
-        indexes.push(next);
-        next += 1;
+    let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
+    for (&i, (sealed, salt, proposal)) in indexes.iter().zip(rows) {
+        insert.execute(params![i as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], proposal, now_ms])?;
     }
     Ok(indexes)
 }
