@@ -11,6 +11,8 @@
 //!
 //! To profile the gateway hop alone, `TOOLGATE_BENCH_PROFILE=1` runs only
 //! the saturation through toolgate (e.g. under `perf record -e cpu-clock -g`).
+//! `TOOLGATE_BENCH_EXTRA` is appended to the gateway's config (TOML, `\n`
+//! for newlines), to measure a setting: e.g. `[receipts]\ncheckpoint_every = 10`.
 //!
 //! Targets (issue "The spine"): ≥ 0.6× direct throughput at saturation;
 //! ≤ 0.3 ms added p99 at 1,000 calls/s; validate + decide ≤ 20 µs p50.
