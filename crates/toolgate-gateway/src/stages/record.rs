@@ -4,9 +4,9 @@
 //! upstream gets two, appended by the reserve stage in the ledger
 //! transactions that reserve and finish its operation; a read gets one,
 //! after its answer, since nothing durable happens in between. This stage
-//! appends the rest (refusals, reads, replays, approvals awaited). A read whose receipts cannot be written is not
-//! answered: the caller gets `ledger_unavailable` instead of an unrecorded
-//! result.
+//! appends the rest (refusals, reads, replays, approvals awaited). A read
+//! whose receipt cannot be written is not answered: the caller gets
+//! `ledger_unavailable` instead of an unrecorded result.
 
 use std::time::Duration;
 

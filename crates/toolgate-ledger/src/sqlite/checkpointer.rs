@@ -12,8 +12,12 @@
 //! A PASSIVE checkpoint copies what the WAL holds when it starts; SQLite
 //! rewinds the WAL when a transaction begins after everything was copied.
 //! Under endless load that moment may not come, so past `CAP` frames a
-//! RESTART checkpoint waits (by busy_timeout) for a gap between the
-//! writer's transactions and rewinds it then.
+//! RESTART checkpoint waits (by a short busy timeout) for a gap between the
+//! writer's transactions and rewinds it then. A RESTART holds new writers
+//! back while it waits, so it is only tried when no reader pins old frames
+//! (a long `toolgate export`, say): then the wait is for the writer's
+//! current batch alone, and the WAL grows until such a reader is done, as
+//! it would under SQLite's own checkpoints.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -28,11 +32,13 @@ use crate::{LedgerError, Result};
 const EVERY: Duration = Duration::from_millis(250);
 /// WAL frames (pages) past which the checkpoint waits to rewind it: 64 MiB.
 const CAP: i64 = 16_384;
+/// The longest a RESTART may hold the writer back.
+const REWIND_WAIT: Duration = Duration::from_millis(200);
 
 /// Starts the checkpointer; it stops when `stop`'s sender is dropped.
 pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result<()> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.busy_timeout(REWIND_WAIT)?;
     // A checkpoint fsyncs the WAL before and the database after copying,
     // under NORMAL and FULL alike; the setting only has to be one of them.
     conn.pragma_update(None, "synchronous", if sync == Synchronous::Full { "FULL" } else { "NORMAL" })?;
@@ -51,9 +57,10 @@ pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result
 }
 
 fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
-    // The WAL's size in frames after a checkpoint in `mode`.
-    let frames = |mode: &str| conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| r.get::<_, i64>(1));
-    let mut log = frames("PASSIVE")?;
+    // After a checkpoint in `mode`: the WAL's frames, and how many of them
+    // are in the database.
+    let frames = |mode: &str| conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+    let (mut log, mut copied) = frames("PASSIVE")?;
     if log <= CAP {
         return Ok(());
     }
@@ -61,12 +68,13 @@ fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
     // so the rewind blocks the writer only for the last few frames.
     for _ in 0..4 {
         let before = log;
-        log = frames("PASSIVE")?;
+        (log, copied) = frames("PASSIVE")?;
         if log - before < 64 {
             break;
         }
     }
-    if log > CAP {
+    // Frames left uncopied beyond the last few mean a reader still needs them.
+    if log > CAP && log - copied < 64 {
         frames("RESTART")?;
     }
     Ok(())
