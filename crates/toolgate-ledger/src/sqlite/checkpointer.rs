@@ -46,7 +46,7 @@ pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result
         .name("toolgate-ledger-checkpointer".into())
         .spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(EVERY) {
-                if let Err(e) = checkpoint(&conn) {
+                if let Err(e) = checkpoint(&conn, CAP) {
                     // The next round tries again; the WAL only grows meanwhile.
                     tracing::warn!(target: "toolgate::ledger", error = %e, "WAL checkpoint failed");
                 }
@@ -56,12 +56,13 @@ pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result
     Ok(())
 }
 
-fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+/// One round; past `cap` frames, a rewind.
+fn checkpoint(conn: &Connection, cap: i64) -> rusqlite::Result<()> {
     // After a checkpoint in `mode`: the WAL's frames, and how many of them
     // are in the database.
     let frames = |mode: &str| conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
     let (mut log, mut copied) = frames("PASSIVE")?;
-    if log <= CAP {
+    if log <= cap {
         return Ok(());
     }
     // Catch up without blocking anyone until little arrives during a round,
@@ -74,8 +75,70 @@ fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
         }
     }
     // Frames left uncopied beyond the last few mean a reader still needs them.
-    if log > CAP && log - copied < 64 {
+    if log > cap && log - copied < 64 {
         frames("RESTART")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection like the writer's: WAL, no automatic checkpoints.
+    fn writer(path: &Path) -> Connection {
+        let c = Connection::open(path).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        c.execute_batch("CREATE TABLE IF NOT EXISTS t (b BLOB)").unwrap();
+        c
+    }
+
+    fn write_pages(c: &Connection, n: usize) {
+        for _ in 0..n {
+            c.execute("INSERT INTO t VALUES (zeroblob(4000))", []).unwrap();
+        }
+    }
+
+    /// WAL frames after one more small write: few once the WAL was rewound.
+    fn frames_after_a_write(c: &Connection) -> i64 {
+        write_pages(c, 1);
+        c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap()
+    }
+
+    fn checkpointer(path: &Path) -> Connection {
+        let c = Connection::open(path).unwrap();
+        c.busy_timeout(REWIND_WAIT).unwrap();
+        c
+    }
+
+    #[test]
+    fn past_the_cap_the_wal_is_copied_and_rewound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite3");
+        let w = writer(&path);
+        write_pages(&w, 200);
+        checkpoint(&checkpointer(&path), 100).unwrap();
+        assert!(frames_after_a_write(&w) < 10, "the WAL starts over after a rewind");
+    }
+
+    #[test]
+    fn a_reader_on_old_frames_is_not_waited_for_and_the_rewind_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite3");
+        let w = writer(&path);
+        write_pages(&w, 50);
+        // A long read (an export) pins the frames of its snapshot.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        write_pages(&w, 200);
+        let started = std::time::Instant::now();
+        checkpoint(&checkpointer(&path), 100).unwrap();
+        assert!(started.elapsed() < REWIND_WAIT, "no RESTART waited for the reader: {:?}", started.elapsed());
+        assert!(frames_after_a_write(&w) > 200, "the WAL is kept for the reader");
+        reader.execute_batch("COMMIT").unwrap();
+        checkpoint(&checkpointer(&path), 100).unwrap();
+        assert!(frames_after_a_write(&w) < 10, "rewound once the reader is done");
+    }
 }
