@@ -85,13 +85,17 @@ fn checkpoint(conn: &Connection, cap: i64) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
 
-    /// A connection like the writer's: WAL, no automatic checkpoints.
-    fn writer(path: &Path) -> Connection {
-        let c = Connection::open(path).unwrap();
+    /// A new database and a connection like the writer's (WAL, no
+    /// automatic checkpoints) that has written `pages` pages.
+    fn written(pages: usize) -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite3");
+        let c = Connection::open(&path).unwrap();
         c.pragma_update(None, "journal_mode", "WAL").unwrap();
         c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
         c.execute_batch("CREATE TABLE IF NOT EXISTS t (b BLOB)").unwrap();
-        c
+        write_pages(&c, pages);
+        (dir, path, c)
     }
 
     fn write_pages(c: &Connection, n: usize) {
@@ -114,20 +118,14 @@ mod tests {
 
     #[test]
     fn past_the_cap_the_wal_is_copied_and_rewound() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.sqlite3");
-        let w = writer(&path);
-        write_pages(&w, 200);
+        let (_dir, path, w) = written(200);
         checkpoint(&checkpointer(&path), 100).unwrap();
         assert!(frames_after_a_write(&w) < 10, "the WAL starts over after a rewind");
     }
 
     #[test]
     fn a_reader_on_old_frames_is_not_waited_for_and_the_rewind_follows_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.sqlite3");
-        let w = writer(&path);
-        write_pages(&w, 50);
+        let (_dir, path, w) = written(50);
         // A long read (an export) pins the frames of its snapshot.
         let reader = Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();
