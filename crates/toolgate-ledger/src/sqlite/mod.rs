@@ -89,6 +89,14 @@ impl SqliteLedger {
         self.queue(f, true, true).await
     }
 
+    /// Runs a request that only reads: it makes no commit need an fsync,
+    /// and needs no savepoint. (What it reads may include receipts not yet
+    /// power-safe; a checkpoint signed over them commits durably, which
+    /// makes everything before it durable too.)
+    async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        self.queue(f, false, false).await
+    }
+
     /// `durable = false`: the commit survives a crash of the process but
     /// may not survive power loss until the next durable commit.
     /// `isolated = false` only for a request that writes at most one row
@@ -214,17 +222,17 @@ impl Ledger for SqliteLedger {
     }
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         let id = id.to_string();
-        self.run(move |c| approvals::find(c, &id)).await
+        self.read(move |c| approvals::find(c, &id)).await
     }
     async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
         let b = binding.clone();
-        self.run(move |c| approvals::latest(c, &b)).await
+        self.read(move |c| approvals::latest(c, &b)).await
     }
     async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
         self.run(move |c| approvals::list(c, state, now_ms)).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
-        self.run(move |c| approvals::count(c, state)).await
+        self.read(move |c| approvals::count(c, state)).await
     }
     async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
         let (id, approver, reason) = (id.to_string(), approver.to_string(), reason.to_string());
@@ -261,11 +269,11 @@ impl Ledger for SqliteLedger {
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
         let id = id.to_string();
-        self.run(move |c| operations::find(c, &id)).await
+        self.read(move |c| operations::find(c, &id)).await
     }
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
         let key = key.clone();
-        self.run(move |c| operations::by_key(c, &key)).await
+        self.read(move |c| operations::by_key(c, &key)).await
     }
     async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
         self.run(move |c| operations::list(c, state, now_ms)).await
@@ -287,30 +295,30 @@ impl Ledger for SqliteLedger {
         self.queue(move |c| receipts::append(c, drafts, now_ms), false, isolated).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        self.run(move |c| receipts::list(c, from, limit)).await
+        self.read(move |c| receipts::list(c, from, limit)).await
     }
     async fn log_size(&self) -> Result<u64> {
-        self.run(receipts::log_size).await
+        self.read(receipts::log_size).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        self.run(move |c| receipts::leaf_hashes(c, from, to)).await
+        self.read(move |c| receipts::leaf_hashes(c, from, to)).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await
     }
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
-        self.run(receipts::checkpoints).await
+        self.read(receipts::checkpoints).await
     }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
         self.run(move |c| receipts::add_key(c, &key)).await
     }
     async fn log_keys(&self) -> Result<Vec<LogKey>> {
-        self.run(receipts::keys).await
+        self.read(receipts::keys).await
     }
     async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
         self.run(move |c| receipts::add_definitions(c, &definitions, now_ms)).await
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
-        self.run(receipts::definitions).await
+        self.read(receipts::definitions).await
     }
 }
