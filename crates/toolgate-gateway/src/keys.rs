@@ -70,7 +70,6 @@ pub fn dir(state_dir: &Path) -> PathBuf {
     state_dir.join("keys")
 }
 
-
 fn fresh_seed() -> anyhow::Result<[u8; 32]> {
     let mut seed = [0u8; 32];
     SystemRandom::new().fill(&mut seed).map_err(|_| anyhow::anyhow!("no system randomness"))?;

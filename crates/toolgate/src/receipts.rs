@@ -125,26 +125,27 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
     if to > size || from >= to {
         bail!("the log holds receipts 0..{size}; nothing to export from {from} (use --since 0 for everything)");
     }
-    // The newest checkpoint must cover what is exported: sign one if the
-    // gateway has not yet (same keys, same state dir).
-    if let Some(at) = at {
-        let all = ledger.checkpoints().await?;
-        let checkpoint = all.iter().find(|c| c.size == at).ok_or_else(|| {
+    let checkpoint = match at {
+        Some(at) => {
+            let all = ledger.checkpoints().await?;
             let sizes: Vec<String> = all.iter().map(|c| c.size.to_string()).collect();
-            anyhow!("no checkpoint of tree size {at}; the log has checkpoints of sizes {}", sizes.join(", "))
-        })?;
-        if to > at {
-            bail!("the checkpoint of size {at} does not cover receipt {}; pick a later one", to - 1);
+            let checkpoint = all.into_iter().find(|c| c.size == at).ok_or_else(|| anyhow!("no checkpoint of tree size {at}; the log has checkpoints of sizes {}", sizes.join(", ")))?;
+            if to > at {
+                bail!("the checkpoint of size {at} does not cover receipt {}; pick a later one", to - 1);
+            }
+            checkpoint
         }
-        let bundle = build(&*ledger, checkpoint, from, to).await?;
-        return write_outputs(&config, config_path, &*ledger, &bundle, (from, to, at), out, pack).await;
-    }
-    let mut checkpoint = ledger.checkpoints().await?.pop();
-    if checkpoint.as_ref().is_none_or(|c| c.size < to) {
-        signing_log(&config, ledger.clone()).await?.checkpoint().await?;
-        checkpoint = ledger.checkpoints().await?.pop();
-    }
-    let checkpoint = checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))?;
+        None => {
+            // The newest checkpoint must cover what is exported: sign one if
+            // the gateway has not yet (same keys, same state dir).
+            let mut checkpoint = ledger.checkpoints().await?.pop();
+            if checkpoint.as_ref().is_none_or(|c| c.size < to) {
+                signing_log(&config, ledger.clone()).await?.checkpoint().await?;
+                checkpoint = ledger.checkpoints().await?.pop();
+            }
+            checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))?
+        }
+    };
     let bundle = build(&*ledger, &checkpoint, from, to).await?;
     write_outputs(&config, config_path, &*ledger, &bundle, (from, to, checkpoint.size), out, pack).await
 }

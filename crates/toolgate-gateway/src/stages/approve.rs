@@ -7,14 +7,14 @@
 
 use serde_json::{Map, Value, json};
 use toolgate_core::approval::{self, Approval, Binding, Claim, Step};
+use toolgate_core::receipt::ApprovalRef;
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::LedgerError;
 
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
-use crate::stages::record::{self, Trail};
-use toolgate_core::receipt::ApprovalRef;
 use crate::pipeline::{Answer, CallRequest, Stop};
+use crate::stages::record::{self, Trail};
 use crate::wire::{Era, RawObject};
 
 /// The key of toolgate's own entry in `inputRequests` / `inputResponses`.

@@ -223,7 +223,7 @@ pub async fn record(gw: &Gateway, trail: &Trail, answer: Answer, elapsed: Durati
 
 async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
     let approval = approval_ref(gw, trail.approval_id.as_deref()).await;
-    let drafts = match &answer {
+    let mut drafts = match &answer {
         Answer::Result(raw) if trail.dispatched && !trail.input_required => {
             // A read: nothing durable happens between its decision and its
             // outcome, so one receipt attests both (a write has two, each
@@ -255,7 +255,6 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             vec![gw.log.draft(r, trail.salt, trail.asked())]
         }
     };
-    let mut drafts = drafts;
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
     let n = drafts.len() as u64;
