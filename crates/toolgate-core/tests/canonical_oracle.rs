@@ -1,6 +1,6 @@
-//! Property: our one canonicalizer agrees with an independent RFC 8785
-//! implementation (serde_jcs) on arbitrary JSON, and a strict parse of its
-//! output gives back the same value.
+//! Property: our one canonicalizer agrees with two independent RFC 8785
+//! implementations (serde_jcs, serde_json_canonicalizer) on arbitrary JSON,
+//! and a strict parse of its output gives back the same value.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -12,13 +12,17 @@ fn json() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-(1i64 << 54)..(1i64 << 54)).prop_map(Value::from),
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::String),
+        // Escapes, and names ordered differently by UTF-16 and by bytes.
+        "[\"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}\u{e000}\u{ffff}\u{10000}\u{1f600}a-c]{0,8}".prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map("\\PC{0,6}", inner, 0..6)
+            prop::collection::btree_map("\\PC{0,6}|[\u{e000}\u{ffff}\u{10000}\u{1f600}a]{1,3}", inner, 0..6)
                 .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
         ]
     })
@@ -28,6 +32,11 @@ proptest! {
     #[test]
     fn agrees_with_serde_jcs(v in json()) {
         prop_assert_eq!(canonical_json(&v), serde_jcs::to_string(&v).unwrap());
+    }
+
+    #[test]
+    fn agrees_with_serde_json_canonicalizer(v in json()) {
+        prop_assert_eq!(canonical_json(&v), serde_json_canonicalizer::to_string(&v).unwrap());
     }
 
     #[test]

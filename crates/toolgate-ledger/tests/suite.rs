@@ -472,6 +472,31 @@ async fn the_wal_is_copied_into_the_database_off_the_writer() {
     assert_eq!(s.ledger.log_size().await.unwrap(), 400);
 }
 
+/// A request that needs no fsync may run on the caller's own thread, but
+/// never waits there for SQLite's write lock: while another connection (the
+/// CLI, say) holds it, the append queues to the writer thread and the
+/// caller's runtime runs on; it lands once the lock is released.
+#[tokio::test(flavor = "current_thread")]
+async fn an_append_never_waits_for_the_write_lock_on_the_callers_thread() {
+    let s = sqlite().await;
+    let Raw::Sqlite(path) = &s.raw else { unreachable!() };
+    let key = receipt_key(7);
+    assert_eq!(s.ledger.append_receipts(vec![draft(&key, "before", None)], 1).await.unwrap(), vec![0]);
+    let other = rusqlite::Connection::open(path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (ledger, k) = (s.ledger.clone(), key.clone());
+    let started = std::time::Instant::now();
+    let append = tokio::spawn(async move { ledger.append_receipts(vec![draft(&k, "during", None)], 1).await });
+    // The runtime has one thread: this sleep ends on time only if the
+    // append did not hold that thread waiting for the lock.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "the append held the caller's thread for {:?}", started.elapsed());
+    assert!(!append.is_finished(), "nothing can commit while another connection holds the write lock");
+    other.execute_batch("COMMIT").unwrap();
+    assert_eq!(append.await.unwrap().unwrap(), vec![1]);
+    assert_eq!(s.ledger.log_size().await.unwrap(), 2);
+}
+
 fn key_of(k: &str) -> OperationKey {
     key("atlas", "create_ticket", k)
 }

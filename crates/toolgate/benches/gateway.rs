@@ -50,9 +50,15 @@ struct Target {
 }
 
 async fn one_call(client: &reqwest::Client, t: &Target) -> Duration {
+    let started = Instant::now();
+    one_answer(client, t).await;
+    started.elapsed()
+}
+
+/// One `get_ticket` call; its answer, checked to be the ticket.
+async fn one_answer(client: &reqwest::Client, t: &Target) -> String {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": t.tool, "arguments": {"ticket_id": "SR-20031"}, "_meta": meta()}});
-    let started = Instant::now();
     let resp = client
         .post(&t.url)
         .header("Content-Type", "application/json")
@@ -66,7 +72,7 @@ async fn one_call(client: &reqwest::Client, t: &Target) -> Duration {
         .expect("call sent");
     let text = resp.text().await.expect("answer read");
     assert!(text.contains("SR-20031") && !text.contains("\"isError\":true"), "unexpected answer: {text}");
-    started.elapsed()
+    text
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -77,17 +83,37 @@ struct Figures {
     throughput: f64,
     p50: Duration,
     p99: Duration,
+    /// Process CPU time (all threads: load, upstream, gateway) per call.
+    cpu_per_call: Duration,
+    /// Cores busy on average while the leg ran.
+    cores_busy: f64,
 }
 
-fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
+/// CPU time this process has used so far, user and system, all threads.
+fn cpu_used() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid out-pointer for the call's duration.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn figures(mut latencies: Vec<Duration>, elapsed: Duration, cpu: Duration) -> Figures {
     latencies.sort();
-    Figures { throughput: latencies.len() as f64 / elapsed.as_secs_f64(), p50: percentile(&latencies, 0.5), p99: percentile(&latencies, 0.99) }
+    let n = latencies.len().max(1) as u32;
+    Figures {
+        throughput: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        cpu_per_call: cpu / n,
+        cores_busy: cpu.as_secs_f64() / elapsed.as_secs_f64(),
+    }
 }
 
 async fn saturate(t: &Target) -> Figures {
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), cpu_used());
     let workers: Vec<_> = (0..CONCURRENCY)
         .map(|_| {
             let (client, t) = (client.clone(), t.clone());
@@ -104,14 +130,14 @@ async fn saturate(t: &Target) -> Figures {
     for w in workers {
         all.extend(w.await.unwrap());
     }
-    figures(all, started.elapsed())
+    figures(all, started.elapsed(), cpu_used() - cpu)
 }
 
 async fn fixed_rate(t: &Target) -> Figures {
     let client = reqwest::Client::new();
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), cpu_used());
     let mut calls = Vec::new();
     for _ in 0..RATE * SECONDS {
         tick.tick().await;
@@ -122,7 +148,11 @@ async fn fixed_rate(t: &Target) -> Figures {
     for c in calls {
         all.push(c.await.unwrap());
     }
-    figures(all, started.elapsed())
+    figures(all, started.elapsed(), cpu_used() - cpu)
+}
+
+fn cpu(f: &Figures) -> String {
+    format!("CPU {:.0} µs/call, {:.2} cores busy", f.cpu_per_call.as_secs_f64() * 1e6, f.cores_busy)
 }
 
 fn ms(d: Duration) -> String {
@@ -154,20 +184,26 @@ async fn main() {
     // Warm both paths (connections, caches).
     let _ = saturate_briefly(&direct).await;
     let _ = saturate_briefly(&via).await;
+    let answer = |t: &Target| {
+        let (client, t) = (reqwest::Client::new(), t.clone());
+        async move { one_answer(&client, &t).await.len() }
+    };
+    let sizes = (answer(&direct).await, answer(&via).await);
 
     if std::env::var_os("TOOLGATE_BENCH_PROFILE").is_some() {
         let g = saturate(&via).await;
-        println!("toolgate: {:.0} calls/s p50 {} p99 {}", g.throughput, ms(g.p50), ms(g.p99));
+        println!("toolgate: {:.0} calls/s p50 {} p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
         gw.stop();
         cancel.cancel();
         return;
     }
     println!("toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!("   answer: {} bytes direct, {} bytes through toolgate", sizes.0, sizes.1);
     let d = saturate(&direct).await;
     let g = saturate(&via).await;
     println!("\n1. saturation, {CONCURRENCY} concurrent clients, {SECONDS} s each");
-    println!("   direct:   {:>8.0} calls/s  p50 {}  p99 {}", d.throughput, ms(d.p50), ms(d.p99));
-    println!("   toolgate: {:>8.0} calls/s  p50 {}  p99 {}", g.throughput, ms(g.p50), ms(g.p99));
+    println!("   direct:   {:>8.0} calls/s  p50 {}  p99 {}  {}", d.throughput, ms(d.p50), ms(d.p99), cpu(&d));
+    println!("   toolgate: {:>8.0} calls/s  p50 {}  p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
     let ratio = g.throughput / d.throughput;
     println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", verdict(ratio >= 0.6));
 

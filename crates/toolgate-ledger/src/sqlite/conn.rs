@@ -14,9 +14,12 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0003_receipts.sql"),
 ];
 
+/// How long a connection waits for another's write lock before failing.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;

@@ -1,10 +1,17 @@
 //! The embedded store: one SQLite file (WAL, synchronous=FULL by default)
-//! and one writer thread that owns the connection. Requests queue to it;
-//! it runs whatever has queued as one transaction — each request in its own
-//! savepoint, so one failing request does not undo the others — and answers
-//! them all only after the single COMMIT is durable. Under load many calls
-//! share one fsync (group commit); alone, a call pays one.
-
+//! and one connection, held by one writer at a time. Requests queue to the
+//! writer thread; it runs whatever has queued as one transaction — each
+//! request in its own savepoint, so one failing request does not undo the
+//! others — and answers them all only after the single COMMIT is durable.
+//! Under load many calls share one fsync (group commit); alone, a call pays
+//! one.
+//!
+//! A request that needs no fsync (a read's receipt, a lookup) runs on the
+//! caller's own thread instead when the connection is free at that instant
+//! and SQLite's write lock can be taken without waiting: it then costs one
+//! short commit and no thread hand-offs, which on a loaded machine (or a VM,
+//! where waking an idle core takes tens of µs) were most of its latency.
+//! Otherwise it queues like any other.
 mod approvals;
 mod checkpointer;
 mod conn;
@@ -12,7 +19,7 @@ mod operations;
 mod receipts;
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
@@ -38,6 +45,7 @@ struct Done {
 
 pub struct SqliteLedger {
     jobs: mpsc::Sender<Queued>,
+    writer: Arc<Mutex<Writer>>,
     /// Dropped with the ledger: stops the WAL checkpointer.
     _checkpointer: mpsc::Sender<()>,
 }
@@ -77,11 +85,13 @@ impl SqliteLedger {
         let (checkpointer, stop) = mpsc::channel();
         checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
+        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full }));
+        let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
-            .spawn(move || writer(conn, queue, if group { MAX_BATCH } else { 1 }, sync))
+            .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, _checkpointer: checkpointer })
+        Ok(Self { jobs, writer, _checkpointer: checkpointer })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
@@ -111,46 +121,109 @@ impl SqliteLedger {
             };
             Done { keep, answer: Box::new(move |committed| drop(tx.send(committed.and(result)))) }
         });
-        self.jobs.send(Queued { job, durable, isolated }).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+        let mut queued = Some(Queued { job, durable, isolated });
+        // Runs in this poll, start to commit: no cancellation point inside.
+        if !durable && let Ok(mut writer) = self.writer.try_lock() {
+            match writer.try_alone(queued.take().expect("set above")) {
+                Ok((committed, answers)) => {
+                    drop(writer);
+                    answer_all(committed, answers);
+                }
+                Err(back) => queued = Some(back),
+            }
+        }
+        if let Some(q) = queued {
+            self.jobs.send(q).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+        }
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
     }
 }
 
-fn writer(mut conn: Connection, queue: mpsc::Receiver<Queued>, max_batch: usize, sync: Synchronous) {
-    // FULL fsyncs the WAL at every commit; NORMAL writes it (safe from a
-    // crash of the process) and leaves the fsync to the next FULL commit or
-    // checkpoint, which makes everything before it durable too (the WAL is
-    // a prefix). A batch with any durable request commits FULL.
-    let mut full = sync == Synchronous::Full;
+/// The writer thread: takes what has queued (up to `max_batch`) as one
+/// batch, commits it, and answers it once the connection is free again.
+fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize) {
     while let Ok(first) = queue.recv() {
-        let mut durable = first.durable;
+        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+        // What queued while the lock was taken joins the batch.
         let mut batch = vec![first];
         while batch.len() < max_batch {
             match queue.try_recv() {
-                Ok(q) => {
-                    durable |= q.durable;
-                    batch.push(q);
-                }
+                Ok(q) => batch.push(q),
                 Err(_) => break,
             }
         }
-        let want_full = durable && sync == Synchronous::Full;
-        if want_full != full && conn.pragma_update(None, "synchronous", if want_full { "FULL" } else { "NORMAL" }).is_ok() {
-            full = want_full;
+        let (committed, answers) = w.run(batch);
+        drop(w);
+        answer_all(committed, answers);
+    }
+}
+
+fn answer_all(committed: std::result::Result<(), String>, answers: Vec<Answer>) {
+    for answer in answers {
+        answer(committed.clone().map_err(LedgerError::Store));
+    }
+}
+
+/// The one connection that writes, and the durability it commits with now.
+struct Writer {
+    conn: Connection,
+    sync: Synchronous,
+    full: bool,
+}
+
+impl Writer {
+    /// FULL fsyncs the WAL at every commit; NORMAL writes it (safe from a
+    /// crash of the process) and leaves the fsync to the next FULL commit or
+    /// checkpoint, which makes everything before it durable too (the WAL is
+    /// a prefix). A batch with any durable request commits FULL.
+    fn set_full(&mut self, durable: bool) {
+        let want = durable && self.sync == Synchronous::Full;
+        if want != self.full && self.conn.pragma_update(None, "synchronous", if want { "FULL" } else { "NORMAL" }).is_ok() {
+            self.full = want;
         }
-        let (ran, answers) = run_batch(&mut conn, batch);
+    }
+
+    /// Runs `batch` as one transaction and commits it: the commit's fate
+    /// and each request's answer, to be given once the connection is free.
+    fn run(&mut self, batch: Vec<Queued>) -> (std::result::Result<(), String>, Vec<Answer>) {
+        self.set_full(batch.iter().any(|q| q.durable));
+        // IMMEDIATE: take the write lock now (waiting out the CLI or another
+        // gateway by busy_timeout) rather than fail on upgrade mid-batch.
+        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            let why = format!("cannot begin a ledger transaction: {e}");
+            return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
+        }
+        self.commit(batch)
+    }
+
+    /// Runs one request that needs no fsync now, if SQLite's write lock is
+    /// free this instant; if another connection holds it (the CLI, a
+    /// checkpoint's rewind), hands the request back to be queued, so a
+    /// caller's thread never waits on a lock.
+    fn try_alone(&mut self, q: Queued) -> std::result::Result<(std::result::Result<(), String>, Vec<Answer>), Queued> {
+        debug_assert!(!q.durable);
+        self.set_full(false);
+        let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
+        let begun = self.conn.execute_batch("BEGIN IMMEDIATE");
+        let _ = self.conn.busy_timeout(conn::BUSY_TIMEOUT);
+        if begun.is_err() {
+            return Err(q);
+        }
+        Ok(self.commit(vec![q]))
+    }
+
+    /// Runs the requests in the open transaction, then commits (or rolls
+    /// back what SQLite left open).
+    fn commit(&mut self, batch: Vec<Queued>) -> (std::result::Result<(), String>, Vec<Answer>) {
+        let (ran, answers) = run_batch(&mut self.conn, batch);
         let committed = match ran {
-            Ran::Transaction => conn.execute_batch("COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
-            // Each request already carries its own error.
-            Ran::NoTransaction => Ok(()),
+            Ran::Transaction => self.conn.execute_batch("COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
             Ran::Lost(why) => Err(why),
         };
-        if committed.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
+        if committed.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
-        for answer in answers {
-            answer(committed.clone().map_err(LedgerError::Store));
-        }
+        (committed, answers)
     }
 }
 
@@ -160,20 +233,13 @@ type Answer = Box<dyn FnOnce(Result<()>) + Send>;
 enum Ran {
     /// In one open transaction, to be committed.
     Transaction,
-    /// No transaction could begin; every request was told why.
-    NoTransaction,
     /// SQLite rolled the transaction back by itself (disk full, I/O error):
     /// nothing of the batch is on disk, whatever the requests saw.
     Lost(String),
 }
 
+/// Runs each request of `batch` in the transaction just begun.
 fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
-    // IMMEDIATE: take the write lock now (waiting out the CLI or another
-    // gateway by busy_timeout) rather than fail on upgrade mid-batch.
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let why = format!("cannot begin a ledger transaction: {e}");
-        return (Ran::NoTransaction, batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
-    }
     let mut answers = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
     for Queued { job, isolated, .. } in jobs.by_ref() {
