@@ -19,7 +19,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 
 pub struct HttpChannel {
     client: reqwest::Client,
-    url: String,
+    /// Parsed once: parsing (IDNA included) on every call showed in profiles.
+    url: reqwest::Url,
     headers: HeaderMap,
     next_id: AtomicI64,
     /// Legacy era only: the session the server issued at `initialize`.
@@ -45,7 +46,7 @@ impl HttpChannel {
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
             client,
-            url: url.to_string(),
+            url: reqwest::Url::parse(url).map_err(|e| UpstreamError::Protocol(format!("invalid upstream URL: {e}")))?,
             headers: map,
             next_id: AtomicI64::new(1),
             session: Mutex::new(None),
@@ -99,7 +100,7 @@ impl HttpChannel {
     async fn post(&self, method: &str, params: &Value, body: String, modern: bool, extra: &[(String, String)]) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .headers(self.headers.clone())
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json");
