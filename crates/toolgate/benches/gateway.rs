@@ -9,6 +9,9 @@
 //!    toolgate: p50, p99 and the p99 toolgate adds.
 //! 3. Micro: validate + decide for one call, p50 over many iterations.
 //!
+//! Each leg also prints the process's CPU time per call (all threads: load
+//! generator, upstream, gateway) and the cores busy, to tell work from waiting.
+//!
 //! To profile the gateway hop alone, `TOOLGATE_BENCH_PROFILE=1` runs only
 //! the saturation through toolgate (e.g. under `perf record -e cpu-clock -g`).
 //! `TOOLGATE_BENCH_EXTRA` is appended to the gateway's config (TOML, `\n`
