@@ -96,22 +96,31 @@ impl SqliteLedger {
 
     /// Runs `f` on the writer thread; its result once its batch committed.
     async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
-        self.queue(f, true, true).await
+        self.queue(f, true, true, false).await
     }
 
-    /// Runs a request that only reads: it makes no commit need an fsync,
-    /// and needs no savepoint. (What it reads may include receipts not yet
+    /// Runs a request that only reads one thing (a row, a count): it makes
+    /// no commit need an fsync, needs no savepoint, and may run on the
+    /// caller's thread. (What it reads may include receipts not yet
     /// power-safe; a checkpoint signed over them commits durably, which
     /// makes everything before it durable too.)
     async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
-        self.queue(f, false, false).await
+        self.queue(f, false, false, true).await
+    }
+
+    /// Runs a request that reads a range (leaves, receipts, lists): as
+    /// `read`, but always on the writer thread, since it may take long
+    /// enough to stall the caller's async worker.
+    async fn read_many<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        self.queue(f, false, false, false).await
     }
 
     /// `durable = false`: the commit survives a crash of the process but
     /// may not survive power loss until the next durable commit.
     /// `isolated = false` only for a request that writes at most one row
-    /// (and nothing before a step that can fail).
-    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool, isolated: bool) -> Result<T> {
+    /// (and nothing before a step that can fail). `inline`: a short request
+    /// that may run on the caller's thread if it needs no fsync.
+    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool, isolated: bool, inline: bool) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn| {
             let result = conn.map_err(LedgerError::Store).and_then(f);
@@ -123,7 +132,7 @@ impl SqliteLedger {
         });
         let mut queued = Some(Queued { job, durable, isolated });
         // Runs in this poll, start to commit: no cancellation point inside.
-        if !durable && let Ok(mut writer) = self.writer.try_lock() {
+        if inline && !durable && let Ok(mut writer) = self.writer.try_lock() {
             match writer.try_alone(queued.take().expect("set above")) {
                 Ok((committed, answers)) => {
                     drop(writer);
@@ -358,33 +367,33 @@ impl Ledger for SqliteLedger {
     async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
         // One receipt is one row: it needs no savepoint of its own.
         let isolated = drafts.len() > 1;
-        self.queue(move |c| receipts::append(c, drafts, now_ms), false, isolated).await
+        self.queue(move |c| receipts::append(c, drafts, now_ms), false, isolated, true).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        self.read(move |c| receipts::list(c, from, limit)).await
+        self.read_many(move |c| receipts::list(c, from, limit)).await
     }
     async fn log_size(&self) -> Result<u64> {
         self.read(receipts::log_size).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        self.read(move |c| receipts::leaf_hashes(c, from, to)).await
+        self.read_many(move |c| receipts::leaf_hashes(c, from, to)).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await
     }
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
-        self.read(receipts::checkpoints).await
+        self.read_many(receipts::checkpoints).await
     }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
         self.run(move |c| receipts::add_key(c, &key)).await
     }
     async fn log_keys(&self) -> Result<Vec<LogKey>> {
-        self.read(receipts::keys).await
+        self.read_many(receipts::keys).await
     }
     async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
         self.run(move |c| receipts::add_definitions(c, &definitions, now_ms)).await
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
-        self.read(receipts::definitions).await
+        self.read_many(receipts::definitions).await
     }
 }
