@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate_core::operation::OperationState;
 use toolgate_core::proposal::sha256_hex;
 use toolgate_core::receipt::{self, ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt};
@@ -45,8 +45,10 @@ pub struct Trail {
     pub arguments_hash: String,
     /// The full arguments, when `receipts.capture_values` is on.
     pub arguments: Option<Value>,
-    /// What was asked, for the ledger's private record (`toolgate replay`).
-    pub asked: Option<Value>,
+    /// What was asked, for the ledger's private record (`toolgate replay`):
+    /// a JSON object's text without its closing brace, which `asked()`
+    /// completes with how the call was decided.
+    pub asked: Option<String>,
     /// The state of the approval the call presented (`none`, `approved`, …).
     pub approval_state: String,
     /// The call went upstream (its outcome deserves a receipt).
@@ -104,22 +106,49 @@ impl Trail {
         }
         let fallback = toolgate_core::decision::decide_by_class(&tool.view);
         let c = &call.caller;
-        self.asked = Some(json!({
-            "caller": {"name": c.name, "subject": c.subject, "tenant": c.tenant, "roles": c.roles},
-            "tool": {"exposed_name": tool.exposed_name, "server": tool.server, "name": tool.tool.name, "class": tool.view.effective_class.as_str(), "labels": tool.labels},
-            "arguments": proposal.arguments,
-            "class_decision": fallback,
-        }));
+        // Serialized from borrows, once: building it as a `Value` copied the
+        // arguments twice per call.
+        let asked = Asked {
+            caller: AskedCaller { name: &c.name, subject: &c.subject, tenant: &c.tenant, roles: &c.roles },
+            tool: AskedTool { exposed_name: &tool.exposed_name, server: &tool.server, name: &tool.tool.name, class: tool.view.effective_class.as_str(), labels: &tool.labels },
+            arguments: &proposal.arguments,
+            class_decision: &fallback,
+        };
+        self.asked = serde_json::to_string(&asked).ok().and_then(|mut text| text.pop().map(|_| text));
     }
 
     /// The private record of what was asked and how it was decided, kept
     /// with the call's first receipt.
     fn asked(&self) -> Option<String> {
-        let mut asked = self.asked.clone()?;
-        asked["approval_state"] = json!(self.approval_state);
-        asked["decision"] = json!(self.decision.as_ref()?);
-        Some(asked.to_string())
+        let decision = serde_json::to_string(self.decision.as_ref()?).ok()?;
+        let state = serde_json::to_string(&self.approval_state).ok()?;
+        Some(format!("{},\"approval_state\":{state},\"decision\":{decision}}}", self.asked.as_ref()?))
     }
+}
+
+#[derive(serde::Serialize)]
+struct Asked<'a> {
+    caller: AskedCaller<'a>,
+    tool: AskedTool<'a>,
+    arguments: &'a Value,
+    class_decision: &'a Decision,
+}
+
+#[derive(serde::Serialize)]
+struct AskedCaller<'a> {
+    name: &'a str,
+    subject: &'a str,
+    tenant: &'a str,
+    roles: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct AskedTool<'a> {
+    exposed_name: &'a str,
+    server: &'a str,
+    name: &'a str,
+    class: &'a str,
+    labels: &'a [String],
 }
 
 /// The receipt fields every receipt of this call shares.

@@ -198,7 +198,7 @@ impl Writer {
         self.set_full(batch.iter().any(|q| q.durable));
         // IMMEDIATE: take the write lock now (waiting out the CLI or another
         // gateway by busy_timeout) rather than fail on upgrade mid-batch.
-        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = cached(&self.conn, "BEGIN IMMEDIATE") {
             let why = format!("cannot begin a ledger transaction: {e}");
             return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
         }
@@ -213,7 +213,7 @@ impl Writer {
         debug_assert!(!q.durable);
         self.set_full(false);
         let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
-        let begun = self.conn.execute_batch("BEGIN IMMEDIATE");
+        let begun = cached(&self.conn, "BEGIN IMMEDIATE");
         let _ = self.conn.busy_timeout(conn::BUSY_TIMEOUT);
         if begun.is_err() {
             return Err(q);
@@ -226,7 +226,7 @@ impl Writer {
     fn commit(&mut self, batch: Vec<Queued>) -> (std::result::Result<(), String>, Vec<Answer>) {
         let (ran, answers) = run_batch(&mut self.conn, batch);
         let committed = match ran {
-            Ran::Transaction => self.conn.execute_batch("COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
+            Ran::Transaction => cached(&self.conn, "COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
             Ran::Lost(why) => Err(why),
         };
         if committed.is_err() && !self.conn.is_autocommit() {
@@ -247,6 +247,12 @@ enum Ran {
     Lost(String),
 }
 
+/// Runs a statement kept prepared: parsing `BEGIN`/`COMMIT` on every
+/// request showed in profiles.
+fn cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql).and_then(|mut s| s.execute([]).map(drop))
+}
+
 /// Runs each request of `batch` in the transaction just begun.
 fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
     let mut answers = Vec::with_capacity(batch.len());
@@ -254,7 +260,7 @@ fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
     for Queued { job, isolated, .. } in jobs.by_ref() {
         // Cached statements: parsing these three per request cost as much
         // as the request itself (measured with the receipts benchmark).
-        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]).map(drop));
+        let run = |sql: &str| cached(conn, sql);
         if isolated && let Err(e) = run("SAVEPOINT job") {
             answers.push(job(Err(format!("the ledger could not start a request: {e}"))).answer);
             continue;
