@@ -12,6 +12,7 @@
 //! short commit and no thread hand-offs, which on a loaded machine (or a VM,
 //! where waking an idle core takes tens of µs) were most of its latency.
 //! Otherwise it queues like any other.
+
 mod approvals;
 mod checkpointer;
 mod conn;
@@ -130,17 +131,20 @@ impl SqliteLedger {
             };
             Done { keep, answer: Box::new(move |committed| drop(tx.send(committed.and(result)))) }
         });
-        let mut queued = Some(Queued { job, durable, isolated });
+        let queued = Queued { job, durable, isolated };
         // Runs in this poll, start to commit: no cancellation point inside.
-        if inline && !durable && let Ok(mut writer) = self.writer.try_lock() {
-            match writer.try_alone(queued.take().expect("set above")) {
-                Ok((committed, answers)) => {
+        let queued = if inline && !durable && let Ok(mut writer) = self.writer.try_lock() {
+            match writer.try_alone(queued) {
+                Ok(done) => {
                     drop(writer);
-                    answer_all(committed, answers);
+                    answer_all(done);
+                    None
                 }
-                Err(back) => queued = Some(back),
+                Err(back) => Some(back),
             }
-        }
+        } else {
+            Some(queued)
+        };
         if let Some(q) = queued {
             self.jobs.send(q).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
         }
@@ -161,13 +165,17 @@ fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch
                 Err(_) => break,
             }
         }
-        let (committed, answers) = w.run(batch);
+        let done = w.run(batch);
         drop(w);
-        answer_all(committed, answers);
+        answer_all(done);
     }
 }
 
-fn answer_all(committed: std::result::Result<(), String>, answers: Vec<Answer>) {
+/// A batch's commit (or why it failed) and its requests' answers, to be
+/// given once the connection is free.
+type Committed = (std::result::Result<(), String>, Vec<Answer>);
+
+fn answer_all((committed, answers): Committed) {
     for answer in answers {
         answer(committed.clone().map_err(LedgerError::Store));
     }
@@ -192,9 +200,8 @@ impl Writer {
         }
     }
 
-    /// Runs `batch` as one transaction and commits it: the commit's fate
-    /// and each request's answer, to be given once the connection is free.
-    fn run(&mut self, batch: Vec<Queued>) -> (std::result::Result<(), String>, Vec<Answer>) {
+    /// Runs `batch` as one transaction and commits it.
+    fn run(&mut self, batch: Vec<Queued>) -> Committed {
         self.set_full(batch.iter().any(|q| q.durable));
         // IMMEDIATE: take the write lock now (waiting out the CLI or another
         // gateway by busy_timeout) rather than fail on upgrade mid-batch.
@@ -209,7 +216,7 @@ impl Writer {
     /// free this instant; if another connection holds it (the CLI, a
     /// checkpoint's rewind), hands the request back to be queued, so a
     /// caller's thread never waits on a lock.
-    fn try_alone(&mut self, q: Queued) -> std::result::Result<(std::result::Result<(), String>, Vec<Answer>), Queued> {
+    fn try_alone(&mut self, q: Queued) -> std::result::Result<Committed, Queued> {
         debug_assert!(!q.durable);
         self.set_full(false);
         let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
@@ -223,7 +230,7 @@ impl Writer {
 
     /// Runs the requests in the open transaction, then commits (or rolls
     /// back what SQLite left open).
-    fn commit(&mut self, batch: Vec<Queued>) -> (std::result::Result<(), String>, Vec<Answer>) {
+    fn commit(&mut self, batch: Vec<Queued>) -> Committed {
         let (ran, answers) = run_batch(&mut self.conn, batch);
         let committed = match ran {
             Ran::Transaction => cached(&self.conn, "COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
