@@ -6,8 +6,12 @@
 //! 1. Saturation: C concurrent clients call `get_ticket` as fast as they can
 //!    for D seconds, directly and through toolgate: throughput, p50, p99, ratio.
 //! 2. Fixed rate: 1,000 calls/s for D seconds (open loop), directly and through
-//!    toolgate: p50, p99 and the p99 toolgate adds.
+//!    toolgate, in interleaved slices: p50, p99 and the p99 toolgate adds.
 //! 3. Micro: validate + decide for one call, p50 over many iterations.
+//!
+//! Legs 1 and 2 also run through a bare relay (axum in, reqwest out, nothing
+//! else): the floor any HTTP hop costs on this machine, so what toolgate adds
+//! beyond being a hop reads apart from the hop itself.
 //!
 //! Each leg also prints the process's CPU time per call (all threads: load
 //! generator, upstream, gateway) and the cores busy, to tell work from waiting.
@@ -136,22 +140,33 @@ async fn saturate(t: &Target) -> Figures {
     figures(all, started.elapsed(), cpu_used() - cpu)
 }
 
-async fn fixed_rate(t: &Target) -> Figures {
+/// Fixed rate, open loop, for each target in turn: `SLICES` rounds of
+/// `SECONDS / SLICES` a target, so a burst of this VM's noise (a p99 moves
+/// by milliseconds between two runs of 5 s) lands on every leg alike.
+async fn fixed_rate(targets: &[&Target]) -> Vec<Figures> {
+    const SLICES: u32 = 20;
+    let slice = Duration::from_secs(SECONDS) / SLICES;
     let client = reqwest::Client::new();
-    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let (started, cpu) = (Instant::now(), cpu_used());
-    let mut calls = Vec::new();
-    for _ in 0..RATE * SECONDS {
-        tick.tick().await;
-        let (client, t) = (client.clone(), t.clone());
-        calls.push(tokio::spawn(async move { one_call(&client, &t).await }));
+    let mut legs: Vec<(Vec<Duration>, Duration, Duration)> = vec![Default::default(); targets.len()];
+    for _ in 0..SLICES {
+        for (t, (latencies, elapsed, cpu)) in targets.iter().zip(legs.iter_mut()) {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let (started, cpu_before) = (Instant::now(), cpu_used());
+            let mut calls = Vec::new();
+            for _ in 0..RATE * slice.as_millis() as u64 / 1_000 {
+                tick.tick().await;
+                let (client, t) = (client.clone(), (*t).clone());
+                calls.push(tokio::spawn(async move { one_call(&client, &t).await }));
+            }
+            for c in calls {
+                latencies.push(c.await.unwrap());
+            }
+            *elapsed += started.elapsed();
+            *cpu += cpu_used() - cpu_before;
+        }
     }
-    let mut all = Vec::new();
-    for c in calls {
-        all.push(c.await.unwrap());
-    }
-    figures(all, started.elapsed(), cpu_used() - cpu)
+    legs.into_iter().map(|(latencies, elapsed, cpu)| figures(latencies, elapsed, cpu)).collect()
 }
 
 fn cpu(f: &Figures) -> String {
@@ -182,10 +197,12 @@ async fn main() {
     let stop = cancel.clone();
     tokio::spawn(toolgate_gateway::downstream::http::serve(gw.clone(), listener, async move { stop.cancelled_owned().await }));
 
+    let bare = Target { url: relay(upstream.clone(), cancel.clone()).await, tool: "get_ticket" };
     let direct = Target { url: upstream, tool: "get_ticket" };
     let via = Target { url: gateway, tool: "tickets__get_ticket" };
-    // Warm both paths (connections, caches).
+    // Warm every path (connections, caches).
     let _ = saturate_briefly(&direct).await;
+    let _ = saturate_briefly(&bare).await;
     let _ = saturate_briefly(&via).await;
     let answer = |t: &Target| {
         let (client, t) = (reqwest::Client::new(), t.clone());
@@ -203,19 +220,23 @@ async fn main() {
     println!("toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     println!("   answer: {} bytes direct, {} bytes through toolgate", sizes.0, sizes.1);
     let d = saturate(&direct).await;
+    let r = saturate(&bare).await;
     let g = saturate(&via).await;
     println!("\n1. saturation, {CONCURRENCY} concurrent clients, {SECONDS} s each");
-    println!("   direct:   {:>8.0} calls/s  p50 {}  p99 {}  {}", d.throughput, ms(d.p50), ms(d.p99), cpu(&d));
-    println!("   toolgate: {:>8.0} calls/s  p50 {}  p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
+    println!("   direct:     {:>8.0} calls/s  p50 {}  p99 {}  {}", d.throughput, ms(d.p50), ms(d.p99), cpu(&d));
+    println!("   bare relay: {:>8.0} calls/s  p50 {}  p99 {}  {}", r.throughput, ms(r.p50), ms(r.p99), cpu(&r));
+    println!("   toolgate:   {:>8.0} calls/s  p50 {}  p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
     let ratio = g.throughput / d.throughput;
+    println!("   bare relay / direct {:.2}×; toolgate / bare relay {:.2}×", r.throughput / d.throughput, g.throughput / r.throughput);
     println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", verdict(ratio >= 0.6));
 
-    let d = fixed_rate(&direct).await;
-    let g = fixed_rate(&via).await;
+    let [d, r, g]: [Figures; 3] = fixed_rate(&[&direct, &bare, &via]).await.try_into().ok().expect("three legs");
     let added = g.p99.saturating_sub(d.p99);
-    println!("\n2. fixed rate {RATE} calls/s, {SECONDS} s each");
-    println!("   direct:   p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(d.p50), ms(d.p99), d.throughput);
-    println!("   toolgate: p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(g.p50), ms(g.p99), g.throughput);
+    println!("\n2. fixed rate {RATE} calls/s, {SECONDS} s each, in interleaved slices");
+    println!("   direct:     p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(d.p50), ms(d.p99), d.throughput);
+    println!("   bare relay: p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(r.p50), ms(r.p99), r.throughput);
+    println!("   toolgate:   p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(g.p50), ms(g.p99), g.throughput);
+    println!("   bare relay adds p99 {}", ms(r.p99.saturating_sub(d.p99)));
     println!("   added p99 {} (target ≤ 0.300 ms) {}", ms(added), verdict(added <= Duration::from_micros(300)));
 
     let catalog = gw.catalogs.current();
@@ -251,6 +272,39 @@ async fn main() {
     }
     gw.stop();
     cancel.cancel();
+}
+
+/// The floor of any HTTP hop on this machine: a relay built from the
+/// gateway's own HTTP parts (axum in, reqwest out, the same allocator) that
+/// passes the body and the answer through and does nothing else: no parsing,
+/// no checks, no decision, no receipt. What toolgate costs beyond it is its
+/// own work; what the relay costs is the price of being a hop at all.
+async fn relay(upstream: String, cancel: CancellationToken) -> String {
+    use axum::http::HeaderMap;
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let forward = move |headers: HeaderMap, body: axum::body::Bytes| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let mut req = client.post(&upstream).body(body);
+            for name in ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"] {
+                if let Some(v) = headers.get(name) {
+                    req = req.header(name, v.clone());
+                }
+            }
+            let answer = req.send().await.expect("the upstream answered");
+            let content_type = answer.headers().get("content-type").cloned();
+            let mut response = axum::response::Response::new(axum::body::Body::from(answer.bytes().await.expect("answer read")));
+            if let Some(ct) = content_type {
+                response.headers_mut().insert("content-type", ct);
+            }
+            response
+        }
+    };
+    let app = axum::Router::new().route("/mcp", axum::routing::post(forward));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned()).await });
+    url
 }
 
 async fn saturate_briefly(t: &Target) -> usize {
