@@ -282,10 +282,12 @@ async fn main() {
 async fn relay(upstream: String, cancel: CancellationToken) -> String {
     use axum::http::HeaderMap;
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    // Parsed once, as the gateway does.
+    let upstream = reqwest::Url::parse(&upstream).unwrap();
     let forward = move |headers: HeaderMap, body: axum::body::Bytes| {
         let (client, upstream) = (client.clone(), upstream.clone());
         async move {
-            let mut req = client.post(&upstream).body(body);
+            let mut req = client.post(upstream).body(body);
             for name in ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"] {
                 if let Some(v) = headers.get(name) {
                     req = req.header(name, v.clone());
