@@ -57,8 +57,9 @@ struct Done {
 pub struct SqliteLedger {
     jobs: mpsc::Sender<Queued>,
     writer: Arc<Mutex<Writer>>,
-    /// When the latest request arrived, in ns since `epoch`: how close
-    /// together requests come, which decides whether one may run inline.
+    /// When the latest short request (one that may run inline) arrived,
+    /// in ns since `epoch`: how close together they come decides whether
+    /// the next may run inline.
     latest: std::sync::atomic::AtomicU64,
     epoch: std::time::Instant,
     /// Dropped with the ledger: stops the WAL checkpointer.
