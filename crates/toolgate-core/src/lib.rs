@@ -6,8 +6,10 @@
 pub mod approval;
 pub mod authority;
 pub mod bundle;
+pub mod clock;
 pub mod contract;
 pub mod decision;
+pub mod entropy;
 pub mod identity;
 pub mod merkle;
 pub mod note;
@@ -18,6 +20,8 @@ pub mod receipt;
 pub mod schema;
 pub mod strict_json;
 
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use entropy::{Entropy, SeededEntropy, SystemEntropy};
 pub use authority::{AuthorityClass, AuthorityView, ClassSource, Hint, Hints};
 pub use decision::{Action, Decision, Reason, Refusal, Verdict};
 pub use identity::Caller;

@@ -10,6 +10,7 @@ use toolgate_core::strict_json::JsonLimits;
 
 use anyhow::Context as _;
 use toolgate_core::policy::PolicyEngine;
+use toolgate_core::{Clock, Entropy, SystemClock, SystemEntropy};
 use toolgate_ledger::Ledger;
 
 use crate::catalog::Catalogs;
@@ -32,12 +33,31 @@ pub struct Gateway {
     /// Signing keys and checkpoints of the receipt log.
     pub log: Arc<crate::log::ReceiptLog>,
     pub sealer: Sealer,
+    /// The one clock every stage reads.
+    pub clock: Arc<dyn Clock>,
+    /// Salts, identifiers and nonces.
+    pub entropy: Arc<dyn Entropy>,
     /// Redacts captured tool content (`telemetry.capture_content`).
     pub redactor: crate::telemetry::Redactor,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
     draining: CancellationToken,
+}
+
+/// Where the gateway takes the time and its randomness from: the system's,
+/// or fixed ones in tests (golden receipts).
+#[derive(Clone)]
+pub struct Sources {
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+}
+
+impl Sources {
+    /// The wall clock and the OS's CSPRNG.
+    pub fn system() -> Self {
+        Self { clock: Arc::new(SystemClock), entropy: Arc::new(SystemEntropy::default()) }
+    }
 }
 
 /// Whether this process serves calls (and so pins tools on first sight) or
@@ -52,6 +72,12 @@ impl Gateway {
     /// Opens the ledger and the pin lock file and starts one supervisor per
     /// upstream.
     pub async fn start(config: Config, mode: Mode) -> anyhow::Result<Arc<Self>> {
+        Self::start_with(config, mode, Sources::system()).await
+    }
+
+    /// `start`, with the given clock and randomness.
+    pub async fn start_with(config: Config, mode: Mode, sources: Sources) -> anyhow::Result<Arc<Self>> {
+        let Sources { clock, entropy } = sources;
         // Everything that can refuse the start comes before any upstream starts.
         let policy = load_policy(&config)?;
         let callers = match mode {
@@ -60,10 +86,10 @@ impl Gateway {
         };
         let state = create_state_dir(&config)?;
         let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
-        let sealer = Sealer::load_or_create(&state.join("requeststate.key"))?;
-        let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin)?;
-        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone()).await?;
-        let pins = Arc::new(PinStore::open(&config.lock_path())?);
+        let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
+        let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
+        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone(), clock.clone(), entropy.clone()).await?;
+        let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
         let settings = &config.gateway;
         let timeout = Duration::from_millis(settings.upstream_timeout_ms);
@@ -91,7 +117,7 @@ impl Gateway {
             log.spawn(cancel.child_token());
         }
         let policy = std::sync::RwLock::new(Arc::new(policy));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, redactor, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::signature::{ML_DSA_65_SIGNING, PqdsaKeyPair};
 use serde::{Deserialize, Serialize};
 use toolgate_core::note::Signer;
@@ -21,7 +20,7 @@ use toolgate_core::receipt::ReceiptKey;
 use toolgate_ledger::LogKey;
 
 use crate::seal::{check_owner_only, write_owner_only};
-use crate::stages::approve::now_ms;
+use toolgate_core::{Clock, Entropy};
 
 const ED25519_FILE: &str = "receipt-ed25519.seed";
 const MLDSA_FILE: &str = "checkpoint-ml-dsa-65.seed";
@@ -70,19 +69,13 @@ pub fn dir(state_dir: &Path) -> PathBuf {
     state_dir.join("keys")
 }
 
-fn fresh_seed() -> anyhow::Result<[u8; 32]> {
-    let mut seed = [0u8; 32];
-    SystemRandom::new().fill(&mut seed).map_err(|_| anyhow::anyhow!("no system randomness"))?;
-    Ok(seed)
-}
-
 fn read_seed(path: &Path) -> anyhow::Result<[u8; 32]> {
     check_owner_only(path)?;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key seed; restore it from backup (receipts signed by it can still be verified with its public key)", path.display()))
 }
 
-fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32]) -> anyhow::Result<(Arc<ReceiptKey>, Signer, Signer, KeyRecord)> {
+fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32], created_ms: i64) -> anyhow::Result<(Arc<ReceiptKey>, Signer, Signer, KeyRecord)> {
     let ed = ed25519_dalek::SigningKey::from_bytes(&ed_seed);
     let receipt = Arc::new(ReceiptKey::new(ed.clone()));
     let ed_signer = Signer::ed25519(origin, ed).map_err(|e| anyhow::anyhow!("receipts.origin {origin:?}: {e}"))?;
@@ -92,7 +85,7 @@ fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32]) -> anyhow::Resu
         kid: receipt.kid().to_string(),
         ed25519: ed_signer.verifier().vkey(),
         ml_dsa_65: pq_signer.verifier().vkey(),
-        created_ms: now_ms(),
+        created_ms,
         retired_ms: None,
     };
     Ok((receipt, ed_signer, pq_signer, record))
@@ -125,7 +118,7 @@ fn create_dir(dir: &Path) -> anyhow::Result<()> {
 
 impl LogKeys {
     /// The keys of `state_dir`, created on first start.
-    pub fn load_or_create(state_dir: &Path, origin: &str) -> anyhow::Result<Self> {
+    pub fn load_or_create(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<Self> {
         let dir = dir(state_dir);
         create_dir(&dir)?;
         let (ed_path, pq_path) = (dir.join(ED25519_FILE), dir.join(MLDSA_FILE));
@@ -133,8 +126,8 @@ impl LogKeys {
             if ed_path.exists() || pq_path.exists() {
                 bail!("{} holds key files but no {HISTORY_FILE}: restore the history, or move the key files away to start a new log", dir.display());
             }
-            let (ed_seed, pq_seed) = (fresh_seed()?, fresh_seed()?);
-            let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed)?;
+            let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
+            let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
             write_owner_only(&ed_path, &ed_seed)?;
             write_owner_only(&pq_path, &pq_seed)?;
             let history = History { origin: origin.to_string(), current: record, retired: Vec::new() };
@@ -151,7 +144,7 @@ impl LogKeys {
         let missing = |p: &Path| anyhow::anyhow!("{} records kid {} but its key file {} is missing: restore it from backup", dir.display(), history.current.kid, p.display());
         let ed_seed = read_seed(&ed_path).map_err(|e| if ed_path.exists() { e } else { missing(&ed_path) })?;
         let pq_seed = read_seed(&pq_path).map_err(|e| if pq_path.exists() { e } else { missing(&pq_path) })?;
-        let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed)?;
+        let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed, history.current.created_ms)?;
         if record.kid != history.current.kid {
             bail!(
                 "the receipt key in {} has kid {} but the key history records kid {}: the key was replaced or damaged. \
@@ -169,14 +162,14 @@ impl LogKeys {
 
     /// Starts new keys; the current ones' public halves join the history and
     /// their private halves are overwritten. Returns (old kid, new kid).
-    pub fn rotate(state_dir: &Path, origin: &str) -> anyhow::Result<(String, String)> {
-        let current = Self::load_or_create(state_dir, origin)?;
+    pub fn rotate(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<(String, String)> {
+        let current = Self::load_or_create(state_dir, origin, clock, entropy)?;
         let dir = dir(state_dir);
-        let (ed_seed, pq_seed) = (fresh_seed()?, fresh_seed()?);
-        let (_, _, _, record) = keys_from(origin, ed_seed, pq_seed)?;
+        let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
+        let (_, _, _, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
         let mut history = current.history;
         let mut old = history.current.clone();
-        old.retired_ms = Some(now_ms());
+        old.retired_ms = Some(clock.now_ms());
         history.retired.push(old.clone());
         history.current = record.clone();
         // New seeds first, then the history naming them: a crash between
@@ -197,12 +190,13 @@ impl LogKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_core::{SystemClock, SystemEntropy};
 
     #[test]
     fn created_once_then_loaded_and_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let a = LogKeys::load_or_create(dir.path(), "test/log").unwrap();
-        let b = LogKeys::load_or_create(dir.path(), "test/log").unwrap();
+        let a = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        let b = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
         assert_eq!(a.receipt.kid(), b.receipt.kid());
         #[cfg(unix)]
         {
@@ -213,41 +207,41 @@ mod tests {
             assert_eq!(std::fs::metadata(super::dir(dir.path())).unwrap().permissions().mode() & 0o777, 0o700);
         }
         // Another origin is refused.
-        assert!(LogKeys::load_or_create(dir.path(), "other/log").err().unwrap().to_string().contains("keeps its origin"));
+        assert!(LogKeys::load_or_create(dir.path(), "other/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("keeps its origin"));
     }
 
     #[test]
     fn a_replaced_key_fails_the_start() {
         let dir = tempfile::tempdir().unwrap();
-        let kid = LogKeys::load_or_create(dir.path(), "test/log").unwrap().receipt.kid().to_string();
+        let kid = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap().receipt.kid().to_string();
         write_owner_only(&super::dir(dir.path()).join(ED25519_FILE), &[7u8; 32]).unwrap();
-        let err = LogKeys::load_or_create(dir.path(), "test/log").err().unwrap().to_string();
+        let err = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string();
         assert!(err.contains(&kid) && err.contains("replaced or damaged"), "{err}");
         std::fs::remove_file(super::dir(dir.path()).join(ED25519_FILE)).unwrap();
-        assert!(LogKeys::load_or_create(dir.path(), "test/log").err().unwrap().to_string().contains("missing"));
+        assert!(LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("missing"));
     }
 
     #[test]
     fn a_readable_key_fails_the_start() {
         let dir = tempfile::tempdir().unwrap();
-        LogKeys::load_or_create(dir.path(), "test/log").unwrap();
+        LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let path = super::dir(dir.path()).join(ED25519_FILE);
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-            assert!(LogKeys::load_or_create(dir.path(), "test/log").err().unwrap().to_string().contains("chmod 600"));
+            assert!(LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("chmod 600"));
         }
     }
 
     #[test]
     fn rotation_keeps_the_old_public_key() {
         let dir = tempfile::tempdir().unwrap();
-        let first = LogKeys::load_or_create(dir.path(), "test/log").unwrap();
-        let (old, new) = LogKeys::rotate(dir.path(), "test/log").unwrap();
+        let first = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        let (old, new) = LogKeys::rotate(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
         assert_eq!(old, first.receipt.kid());
         assert_ne!(old, new);
-        let after = LogKeys::load_or_create(dir.path(), "test/log").unwrap();
+        let after = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
         assert_eq!(after.receipt.kid(), new);
         let kids: Vec<_> = after.all().into_iter().map(|k| k.kid).collect();
         assert_eq!(kids, [old, new]);

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::merkle::Frontier;
@@ -26,7 +25,7 @@ use crate::catalog::ExposedTool;
 
 use crate::config::ReceiptsConfig;
 use crate::keys::LogKeys;
-use crate::stages::approve::now_ms;
+use toolgate_core::{Clock, Entropy};
 
 /// How many leaves a start reads at a time to rebuild the frontier.
 const LOAD_CHUNK: u64 = 50_000;
@@ -40,14 +39,15 @@ pub struct ReceiptLog {
     tree: Mutex<(Frontier, u64)>,
     uncovered: AtomicU64,
     wake: Notify,
-    rng: SystemRandom,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
     /// Definition hashes already in the ledger (`export --pack` reads them).
     remembered: std::sync::Mutex<HashSet<String>>,
 }
 
 impl ReceiptLog {
     /// Records the key history in the ledger and rebuilds the frontier.
-    pub async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>) -> anyhow::Result<Arc<Self>> {
+    pub async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
         for key in keys.all() {
             ledger.add_log_key(key).await.map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
         }
@@ -62,7 +62,13 @@ impl ReceiptLog {
         let last = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        Ok(Arc::new(Self { keys, config, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), rng: SystemRandom::new(), remembered }))
+        Ok(Arc::new(Self { keys, config, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered }))
+    }
+
+    /// The log of `config`'s state dir, with its keys (created on first use).
+    pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::gateway::Sources) -> anyhow::Result<Arc<Self>> {
+        let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin, sources.clock.as_ref(), sources.entropy.as_ref())?;
+        Self::open(keys, config.receipts.clone(), ledger, sources.clock.clone(), sources.entropy.clone()).await
     }
 
     pub fn kid(&self) -> &str {
@@ -71,9 +77,7 @@ impl ReceiptLog {
 
     /// A fresh secret salt for one call's salted hashes.
     pub fn salt(&self) -> [u8; 32] {
-        let mut salt = [0u8; 32];
-        self.rng.fill(&mut salt).expect("system randomness");
-        salt
+        self.entropy.bytes32()
     }
 
     /// `receipt` to be signed by the current key once the ledger places it.
@@ -93,7 +97,7 @@ impl ReceiptLog {
             tool: tool.tool.name.clone(),
             definition: toolgate_core::proposal::canonical_json(&tool.tool.definition),
         };
-        match self.ledger.add_tool_definitions(vec![definition], now_ms()).await {
+        match self.ledger.add_tool_definitions(vec![definition], self.clock.now_ms()).await {
             Ok(()) => drop(self.remembered.lock().unwrap_or_else(|p| p.into_inner()).insert(tool.definition_sha256.clone())),
             // Only the pack misses it; the call and its receipts go on.
             Err(e) => tracing::warn!(target: "toolgate::log", tool = %tool.exposed_name, error = %e, "cannot record a tool definition"),
@@ -114,7 +118,7 @@ impl ReceiptLog {
             v: receipt::RECEIPT_VERSION,
             kid: String::new(),
             log_index: 0,
-            issued_at: receipt::rfc3339_ms(now_ms()),
+            issued_at: receipt::rfc3339_ms(self.clock.now_ms()),
             tenant: op.key.tenant.clone(),
             caller: op.caller.clone(),
             server: op.key.server.clone(),
@@ -167,7 +171,7 @@ impl ReceiptLog {
         let note = tokio::task::spawn_blocking(move || body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65]))
             .await?
             .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
-        let checkpoint = StoredCheckpoint { size, root, note, created_ms: now_ms() };
+        let checkpoint = StoredCheckpoint { size, root, note, created_ms: self.clock.now_ms() };
         // Another replica may have signed this size already: one row either way.
         self.ledger.add_checkpoint(checkpoint.clone()).await?;
         *last = size;

@@ -40,6 +40,7 @@ pub enum PinStatus {
 pub struct PinStore {
     path: PathBuf,
     pins: Mutex<BTreeMap<String, Pin>>,
+    clock: std::sync::Arc<dyn toolgate_core::Clock>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +51,10 @@ pub struct PinError {
 }
 
 impl PinStore {
-    pub fn open(path: &Path) -> Result<Self, PinError> {
+    /// The lock file at `path`; `clock` dates what is accepted.
+    pub fn open(path: &Path, clock: std::sync::Arc<dyn toolgate_core::Clock>) -> Result<Self, PinError> {
         let pins = read(path)?;
-        Ok(Self { path: path.to_path_buf(), pins: Mutex::new(pins) })
+        Ok(Self { path: path.to_path_buf(), pins: Mutex::new(pins), clock })
     }
 
     pub fn path(&self) -> &Path {
@@ -103,7 +105,7 @@ impl PinStore {
         let mut pins = self.lock();
         // Merge with the file: another process (the CLI, a replica) may have written.
         let mut merged = read(&self.path)?;
-        let accepted_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let accepted_at = (self.clock.now_ms() / 1000).max(0) as u64;
         merged.insert(exposed.to_string(), Pin { sha256: sha256.to_string(), definition: definition.clone(), accepted_at });
         write_atomically(&self.path, &LockFile { version: 1, tools: merged.clone() })?;
         *pins = merged;
@@ -157,7 +159,7 @@ mod tests {
     fn first_sight_pins_a_change_is_held_until_accepted() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("toolgate.lock");
-        let store = PinStore::open(&path).unwrap();
+        let store = PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap();
         let v1 = json!({"name": "t", "description": "one"});
         let v2 = json!({"name": "t", "description": "two"});
         assert_eq!(store.check_and_pin("s__t", "h1", &v1).unwrap(), PinStatus::Pinned);
@@ -165,9 +167,9 @@ mod tests {
         let PinStatus::Changed(old) = store.check_and_pin("s__t", "h2", &v2).unwrap() else { panic!("change not held") };
         assert_eq!(old.definition, v1);
         // Another process (the CLI) accepts the change; the running store sees it.
-        PinStore::open(&path).unwrap().accept("s__t", "h2", &v2).unwrap();
+        PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap().accept("s__t", "h2", &v2).unwrap();
         assert_eq!(store.check_and_pin("s__t", "h2", &v2).unwrap(), PinStatus::Pinned);
-        assert_eq!(PinStore::open(&path).unwrap().get("s__t").unwrap().sha256, "h2");
+        assert_eq!(PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap().get("s__t").unwrap().sha256, "h2");
     }
 
     #[test]
@@ -175,6 +177,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("toolgate.lock");
         std::fs::write(&path, "{not json").unwrap();
-        assert!(PinStore::open(&path).unwrap_err().to_string().contains("unreadable"));
+        assert!(PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap_err().to_string().contains("unreadable"));
     }
 }

@@ -20,7 +20,6 @@ use toolgate_ledger::Resolution;
 
 use crate::config::{Config, ReconcileConfig};
 use crate::gateway::Gateway;
-use crate::stages::approve::now_ms;
 use crate::upstream::CallOptions;
 
 /// What the read found, and the operation as settled.
@@ -54,7 +53,7 @@ pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> 
 
 pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     // Listing marks lapsed dispatches unknown first.
-    let unknown = gw.ledger.operations(Some(OperationState::Unknown), now_ms()).await?;
+    let unknown = gw.ledger.operations(Some(OperationState::Unknown), gw.clock.now_ms()).await?;
     let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
         let op = gw.ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
         bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
@@ -93,7 +92,7 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         by,
         reason: format!("{} {} the effect", rule.tool, if applied { "found" } else { "did not find" }),
         outcome,
-        now_ms: now_ms(),
+        now_ms: gw.clock.now_ms(),
         receipt,
     };
     let operation = gw.ledger.resolve_operation(id, resolution).await?;

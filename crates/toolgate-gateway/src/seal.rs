@@ -8,7 +8,9 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use std::sync::Arc;
+
+use toolgate_core::Entropy;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use toolgate_core::approval::Claim;
@@ -19,21 +21,19 @@ const AAD: &[u8] = b"toolgate requestState v1";
 
 pub struct Sealer {
     key: LessSafeKey,
-    rng: SystemRandom,
+    entropy: Arc<dyn Entropy>,
 }
 
 impl Sealer {
     /// Loads the key from `path`, or creates it (owner-only) on first start.
-    pub fn load_or_create(path: &Path) -> anyhow::Result<Self> {
-        let rng = SystemRandom::new();
+    pub fn load_or_create(path: &Path, entropy: Arc<dyn Entropy>) -> anyhow::Result<Self> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => {
                 check_owner_only(path)?;
                 bytes
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut bytes = vec![0u8; 32];
-                rng.fill(&mut bytes).map_err(|_| anyhow::anyhow!("no system randomness"))?;
+                let bytes = entropy.bytes32().to_vec();
                 write_owner_only(path, &bytes)?;
                 bytes
             }
@@ -43,12 +43,12 @@ impl Sealer {
             bail!("{} is not a 32-byte key; move it away to start with a new one (outstanding requestStates become invalid)", path.display());
         }
         let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| anyhow::anyhow!("invalid key"))?;
-        Ok(Self { key: LessSafeKey::new(key), rng })
+        Ok(Self { key: LessSafeKey::new(key), entropy })
     }
 
     pub fn seal(&self, claim: &Claim) -> String {
         let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).expect("system randomness");
+        self.entropy.fill(&mut nonce);
         let mut data = serde_json::to_vec(claim).expect("claims serialise");
         self.key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(AAD), &mut data).expect("sealing cannot fail");
         let mut out = nonce.to_vec();
@@ -69,21 +69,11 @@ impl Sealer {
         let plain = self.key.open_in_place(nonce, Aad::from(AAD), &mut sealed).ok()?;
         serde_json::from_slice(plain).ok()
     }
-
-    /// A fresh random identifier: `PREFIX` and 128 bits in hex.
-    pub fn random_id(&self, prefix: &str) -> String {
-        let mut bytes = [0u8; 16];
-        self.rng.fill(&mut bytes).expect("system randomness");
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{prefix}{hex}")
-    }
 }
 
 /// A fresh bearer token (256 bits, URL-safe), for generated configs.
 pub fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    SystemRandom::new().fill(&mut bytes).expect("system randomness");
-    URL_SAFE_NO_PAD.encode(bytes)
+    URL_SAFE_NO_PAD.encode(toolgate_core::SystemEntropy::default().bytes32())
 }
 
 /// Writes a secret readable by its owner only (mode 0600, also when the
@@ -138,7 +128,7 @@ mod tests {
     fn a_sealed_state_opens_only_unaltered_and_only_with_its_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("requeststate.key");
-        let sealer = Sealer::load_or_create(&path).unwrap();
+        let sealer = Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o600);
         let state = sealer.seal(&claim());
@@ -146,17 +136,17 @@ mod tests {
         assert_eq!(sealer.open(&state), Some(claim()));
         assert!(!state.contains("raise_parts_order"), "the content is not readable");
         // Reloaded from disk, the same key.
-        assert_eq!(Sealer::load_or_create(&path).unwrap().open(&state), Some(claim()));
+        assert_eq!(Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).unwrap().open(&state), Some(claim()));
         // Any single changed character fails.
         for i in PREFIX.len()..state.len() {
             let mut altered = state.clone().into_bytes();
             altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
             assert_eq!(sealer.open(std::str::from_utf8(&altered).unwrap()), None, "position {i}");
         }
-        let other = Sealer::load_or_create(&dir.path().join("other.key")).unwrap();
+        let other = Sealer::load_or_create(&dir.path().join("other.key"), Arc::new(toolgate_core::SystemEntropy::default())).unwrap();
         assert_eq!(other.open(&state), None);
         assert_eq!(sealer.open("upstream-state"), None);
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-        assert!(Sealer::load_or_create(&path).is_err());
+        assert!(Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).is_err());
     }
 }

@@ -112,7 +112,7 @@ async fn a_changed_contract_is_refused_until_accepted() {
 
     // The operator reviews and accepts (what `toolgate tools --accept` does).
     let live = s.gateway.catalogs.current().tools["shifty__lookup"].clone();
-    PinStore::open(&s.lock).unwrap().accept("shifty__lookup", &live.definition_sha256, &live.tool.definition).unwrap();
+    PinStore::open(&s.lock, std::sync::Arc::new(toolgate_gateway::core::SystemClock)).unwrap().accept("shifty__lookup", &live.definition_sha256, &live.tool.definition).unwrap();
     let ok = call(&s.url, "shifty__lookup", json!({})).await;
     assert_eq!(ok["result"]["structuredContent"]["count"], 1, "{ok}");
     assert!(list_names(&s.url).await.contains(&"shifty__lookup".to_string()));

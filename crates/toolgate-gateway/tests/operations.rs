@@ -8,7 +8,11 @@ mod common;
 
 use serde_json::{Value, json};
 use toolgate_core::operation::OperationState;
-use toolgate_gateway::stages::approve::now_ms;
+use toolgate_core::{Clock as _, SystemClock};
+
+fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
 
 use common::*;
 

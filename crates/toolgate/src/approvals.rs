@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::json;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::config::{APPROVER_ROLE, Config};
-use toolgate_gateway::stages::approve::now_ms;
+use toolgate_core::{Clock as _, SystemClock};
 use toolgate_ledger::Ledger;
 
 #[derive(clap::Subcommand)]
@@ -67,7 +67,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 None => None,
                 Some(s) => Some(ApprovalState::parse(s).with_context(|| format!("unknown state `{s}`; use pending, approved, denied, expired or consumed"))?),
             };
-            let all = store.approvals(state, now_ms()).await?;
+            let all = store.approvals(state, SystemClock.now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"approvals": all}))?);
             } else if all.is_empty() {
@@ -76,7 +76,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 println!("{:<37} {:<9} {:<10} {:<30} reason", "id", "state", "caller", "tool");
                 for a in &all {
                     let tool = format!("{}/{}", a.binding.server, a.binding.tool);
-                    println!("{:<37} {:<9} {:<10} {:<30} {}", a.id, a.state_at(now_ms()).as_str(), a.binding.caller, tool, a.reason);
+                    println!("{:<37} {:<9} {:<10} {:<30} {}", a.id, a.state_at(SystemClock.now_ms()).as_str(), a.binding.caller, tool, a.reason);
                 }
             }
             Ok(())
@@ -108,7 +108,7 @@ pub fn check_approver(config: &Config, name: &str, reason: &str) -> anyhow::Resu
 async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     let (config, store) = open(&d.config).await?;
     check_approver(&config, &d.approver, &d.reason)?;
-    let decided = store.decide_approval(&d.id, approve, &d.approver, &d.reason, now_ms()).await?;
+    let decided = store.decide_approval(&d.id, approve, &d.approver, &d.reason, SystemClock.now_ms()).await?;
     print(&decided, d.json)
 }
 
@@ -118,7 +118,7 @@ fn print(a: &Approval, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("approval   {}", a.id);
-    println!("state      {}", a.state_at(now_ms()).as_str());
+    println!("state      {}", a.state_at(SystemClock.now_ms()).as_str());
     println!("call       {}/{} by {} (tenant {})", a.binding.server, a.binding.tool, a.binding.caller, a.binding.tenant);
     println!("arguments  {}", a.arguments);
     println!("proposal   {}", a.binding.proposal_sha256);

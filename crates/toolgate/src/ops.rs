@@ -7,7 +7,7 @@ use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use toolgate_core::operation::{Operation, OperationState};
 use toolgate_gateway::gateway::{Gateway, Mode};
-use toolgate_gateway::stages::approve::now_ms;
+use toolgate_core::{Clock as _, SystemClock};
 use toolgate_ledger::Resolution;
 
 use crate::approvals::{check_approver, open};
@@ -70,7 +70,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::List { config, state, json } => {
             let state = state.as_deref().map(parse_state).transpose()?;
             let (_, ledger) = open(&config).await?;
-            let all = ledger.operations(state, now_ms()).await?;
+            let all = ledger.operations(state, SystemClock.now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"operations": all}))?);
             } else if all.is_empty() {
@@ -92,7 +92,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::Reconcile { config, id, json } => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
             let (mut config, ledger) = open(&config).await?;
-            let unknown = ledger.operations(Some(OperationState::Unknown), now_ms()).await?;
+            let unknown = ledger.operations(Some(OperationState::Unknown), SystemClock.now_ms()).await?;
             let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
                 let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
                 anyhow::bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
@@ -121,11 +121,10 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 toolgate_gateway::reconcile::settled_outcome(&id, &message, &json!({"resolved_by": by, "reason": reason}))
             });
             let current = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
-            let keys = toolgate_gateway::keys::LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin)?;
-            let log = toolgate_gateway::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone()).await?;
+            let log = toolgate_gateway::log::ReceiptLog::open_configured(&config, ledger.clone(), &toolgate_gateway::gateway::Sources::system()).await?;
             let state = if applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
             let receipt = Some(log.settlement(&current, state, &by, outcome.as_deref()));
-            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: now_ms(), receipt }).await?;
+            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: SystemClock.now_ms(), receipt }).await?;
             print(&op, json)
         }
     }

@@ -15,7 +15,9 @@ use toolgate_core::note;
 use toolgate_core::proposal::{hex, sha256_hex};
 use toolgate_core::receipt::{self, SignedReceipt};
 use toolgate_core::strict_json::JsonLimits;
+use toolgate_core::{SystemClock, SystemEntropy};
 use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::Sources;
 use toolgate_gateway::keys::LogKeys;
 use toolgate_gateway::log::ReceiptLog;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
@@ -109,8 +111,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
 
 /// The log's keys and a log to sign with, for commands that checkpoint.
 async fn signing_log(config: &Config, ledger: Arc<dyn Ledger>) -> anyhow::Result<Arc<ReceiptLog>> {
-    let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin)?;
-    ReceiptLog::open(keys, config.receipts.clone(), ledger).await
+    ReceiptLog::open_configured(config, ledger, &Sources::system()).await
 }
 
 /// `toolgate export`.
@@ -389,7 +390,7 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
         KeysAction::Rotate { config } => {
             let config = Config::load(&config)?;
             toolgate_gateway::gateway::create_state_dir(&config)?;
-            let (old, new) = LogKeys::rotate(&config.state_dir(), &config.receipts.origin)?;
+            let (old, new) = LogKeys::rotate(&config.state_dir(), &config.receipts.origin, &SystemClock, &SystemEntropy::default())?;
             println!("rotated: kid {old} → {new}; {old}'s public keys stay in the key history. Restart the gateway to sign with {new}.");
             Ok(())
         }

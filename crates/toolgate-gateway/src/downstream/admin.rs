@@ -27,7 +27,6 @@ use toolgate_ledger::LedgerError;
 use super::http::{admit_request, plain};
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
-use crate::stages::approve::now_ms;
 
 pub fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
@@ -78,7 +77,7 @@ async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Quer
         Ok(s) => s,
         Err(r) => return r,
     };
-    match gw.ledger.approvals(state, now_ms()).await {
+    match gw.ledger.approvals(state, gw.clock.now_ms()).await {
         Ok(all) => Json(json!({"approvals": all})).into_response(),
         Err(e) => store_error(e),
     }
@@ -114,7 +113,7 @@ async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, ve
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
         _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
     };
-    match gw.ledger.decide_approval(&id, approve, &caller.name, &reason, now_ms()).await {
+    match gw.ledger.decide_approval(&id, approve, &caller.name, &reason, gw.clock.now_ms()).await {
         Ok(a) => {
             tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
             Json(a).into_response()
@@ -132,7 +131,7 @@ async fn operations(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q)
         Ok(s) => s,
         Err(r) => return r,
     };
-    match gw.ledger.operations(state, now_ms()).await {
+    match gw.ledger.operations(state, gw.clock.now_ms()).await {
         Ok(all) => Json(json!({"operations": all})).into_response(),
         Err(e) => store_error(e),
     }

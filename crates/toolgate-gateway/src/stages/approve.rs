@@ -78,7 +78,7 @@ async fn state_of(gw: &Gateway, claim: &Claim, binding: &Binding) -> String {
         return "none".into();
     }
     match gw.ledger.approval(&claim.approval_id).await {
-        Ok(Some(a)) if a.binding == *binding => a.state_at(now_ms()).as_str().to_string(),
+        Ok(Some(a)) if a.binding == *binding => a.state_at(gw.clock.now_ms()).as_str().to_string(),
         _ => "none".into(),
     }
 }
@@ -125,11 +125,11 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         None => gw.ledger.latest_approval(&binding).await.map(|a| (None, a)),
     };
     let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
-    let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms());
+    let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), gw.clock.now_ms());
     let waiting = |a: &Approval| Stop::Input(input_required(gw, call, tool, a));
     match step {
         Step::Open => {
-            let id = gw.sealer.random_id("apr_");
+            let id = gw.entropy.id("apr_");
             let why = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
             // The receipt of this decision commits with the approval it opens.
             let pending = ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.clone() };
@@ -141,7 +141,7 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
                 arguments: proposal.arguments.clone(),
                 reason: why,
                 rules: decision.rules.clone(),
-                now_ms: now_ms(),
+                now_ms: gw.clock.now_ms(),
                 ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
                 receipt,
             };
@@ -172,7 +172,7 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
 /// Uses approval `id` for this one dispatch; exactly one of any number of
 /// concurrent users gets it.
 async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
-    match gw.ledger.consume_approval(&id, now_ms()).await {
+    match gw.ledger.consume_approval(&id, gw.clock.now_ms()).await {
         Ok(_) => Ok(Gate { approval: Some((id, binding)), input, used: false }),
         // The approval just expired, or another re-issue won the race (its
         // operation answers this one).
@@ -240,7 +240,7 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
 /// client cannot take another round, so it gets an `escalate` refusal that
 /// names the approval, and re-issues the same call once it is approved.
 fn input_required(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, approval: &Approval) -> RawObject {
-    let state = approval.state_at(now_ms()).as_str();
+    let state = approval.state_at(gw.clock.now_ms()).as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} is {state}; an approver decides it with `toolgate approvals approve {}` \
          (or the admin API). Call again with this requestState once it is decided.",
@@ -321,10 +321,6 @@ fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop
         Refusal::new(Verdict::RequireApproval, Reason::UpstreamUnavailable, Action::Retry, "the approvals store is unavailable; nothing was run, retry later")
             .with_proposal(&proposal.sha256),
     )
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> {

@@ -161,7 +161,7 @@ fn base(gw: &Gateway, trail: &Trail, decision: Option<&Decision>) -> Receipt {
         v: RECEIPT_VERSION,
         kid: String::new(),
         log_index: 0,
-        issued_at: receipt::rfc3339_ms(crate::stages::approve::now_ms()),
+        issued_at: receipt::rfc3339_ms(gw.clock.now_ms()),
         tenant: trail.tenant.clone(),
         caller: trail.caller.clone(),
         server: trail.server.clone(),
@@ -287,7 +287,7 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
     let n = drafts.len() as u64;
-    match gw.ledger.append_receipts(drafts, crate::stages::approve::now_ms()).await {
+    match gw.ledger.append_receipts(drafts, gw.clock.now_ms()).await {
         Ok(_) => {
             gw.log.appended(n);
             answer

@@ -21,7 +21,7 @@ use crate::gateway::Gateway;
 use crate::pipeline::{CallRequest, Stop};
 use crate::stages::record::{self, Trail};
 use toolgate_core::receipt::OperationRef;
-use crate::stages::approve::{Gate, now_ms};
+use crate::stages::approve::Gate;
 use crate::wire::RawObject;
 
 /// The `_meta` key a client names its operation with.
@@ -62,10 +62,10 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
             )));
         }
     };
-    let id = gw.sealer.random_id("op_");
+    let id = gw.entropy.id("op_");
     let key = client_key.or_else(|| gate.approval.as_ref().map(|(a, _)| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
     let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), key };
-    let lease = now_ms() + lease_ms(gw, tool);
+    let lease = gw.clock.now_ms() + lease_ms(gw, tool);
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
@@ -89,18 +89,18 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         lease_until_ms: lease,
         receipt,
     };
-    match gw.ledger.begin_operation(new, now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+    match gw.ledger.begin_operation(new, gw.clock.now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))? {
         Begun::Mine(op) => {
             trail.receipts = 1;
             gw.log.appended(1);
             // Durable before the upstream can see the call: after a crash,
             // `dispatched` means "maybe sent", `reserved` means "not sent".
-            let op = gw.ledger.mark_dispatched(&op.id, op.attempts, now_ms() + lease_ms(gw, tool), now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
+            let op = gw.ledger.mark_dispatched(&op.id, op.attempts, gw.clock.now_ms() + lease_ms(gw, tool), gw.clock.now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
             Ok(Held::Mine(op))
         }
         Begun::Theirs(op) => {
             trail.operation_ref = Some(OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() });
-            answer_existing(op, tool, proposal)
+            answer_existing(op, tool, proposal, gw.clock.now_ms())
         }
     }
 }
@@ -120,16 +120,16 @@ async fn used_answer(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, propo
     if let Some(op) = gw.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
         // Only the operation this very approval ran may run again under it.
         let own = op.approval_id.as_deref() == gate.approval.as_ref().map(|(a, _)| a.as_str());
-        if operation::reuse(&op, &proposal.sha256, now_ms()) == Reuse::TakeOver {
+        if operation::reuse(&op, &proposal.sha256, gw.clock.now_ms()) == Reuse::TakeOver {
             return if own { Ok(None) } else { Err(Stop::Refused(crate::stages::approve::used_refusal(tool, gate).with_proposal(&proposal.sha256))) };
         }
-        return answer_existing(op, tool, proposal).map(Some);
+        return answer_existing(op, tool, proposal, gw.clock.now_ms()).map(Some);
     }
     // The re-issue that used it may not have reserved its operation yet.
     let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
     let used = gw.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
     let refusal = match used {
-        Some(at) if now_ms() - at < lease_ms(gw, tool) => {
+        Some(at) if gw.clock.now_ms() - at < lease_ms(gw, tool) => {
             Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
                 .with_approval(id)
                 .with_retry_after(250)
@@ -144,9 +144,9 @@ fn lease_ms(gw: &Gateway, tool: &ExposedTool) -> i64 {
 }
 
 /// Another call's operation under this key, as `reuse` says.
-fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal) -> Result<Held, Stop> {
+fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal, now_ms: i64) -> Result<Held, Stop> {
     let name = &tool.exposed_name;
-    let refusal = match operation::reuse(&op, &proposal.sha256, now_ms()) {
+    let refusal = match operation::reuse(&op, &proposal.sha256, now_ms) {
         Reuse::Replay => {
             let Some(raw) = op.outcome.as_deref().and_then(|o| RawValue::from_string(o.to_string()).ok()) else {
                 return Err(Stop::Refused(unknown(&op, name)));
@@ -230,7 +230,7 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
     };
     // The outcome's receipt commits with the outcome.
     let receipt = record::outcome(gw, trail, state, recorded.as_deref());
-    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), now_ms(), Some(receipt)).await;
+    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), gw.clock.now_ms(), Some(receipt)).await;
     let recorded = match finished {
         Ok(op) => {
             trail.receipts = 2;
@@ -241,7 +241,7 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
         // it unknown), and now the answer is here: that settles it.
         Err(LedgerError::WrongState { state: "unknown", .. }) if state == OperationState::Completed => {
             let receipt = Some(record::outcome(gw, trail, OperationState::ReconciledApplied, recorded.as_deref()));
-            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: now_ms(), receipt };
+            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: gw.clock.now_ms(), receipt };
             match gw.ledger.resolve_operation(&op.id, settle).await {
                 Ok(settled) => {
                     trail.receipts = 2;
