@@ -39,6 +39,8 @@ use sha2::{Digest, Sha256};
 use crate::proposal::sha256_hex;
 use crate::strict_json::{self, JsonLimits};
 
+pub mod build;
+
 /// The receipt format this module writes and verifies.
 pub const RECEIPT_VERSION: u32 = 1;
 

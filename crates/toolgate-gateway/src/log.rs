@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::merkle::Frontier;
 use toolgate_core::note::Checkpoint;
 use toolgate_core::operation::{Operation, OperationState};
+use toolgate_core::receipt::build::{Event, Subject, build};
 use toolgate_core::receipt::{self, Draft, Receipt};
 use toolgate_ledger::{Ledger, StoredCheckpoint, ToolDefinition};
 
@@ -107,39 +108,24 @@ impl ReceiptLog {
     /// The receipt of an operator's or a reconciler's settlement of `op`.
     pub fn settlement(&self, op: &Operation, state: OperationState, by: &str, outcome: Option<&str>) -> Draft {
         let salt = self.salt();
-        let (result_sha256, result_hash) = match outcome {
-            Some(text) => {
-                let canonical = toolgate_core::proposal::canonical_json(&serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
-                (Some(toolgate_core::proposal::sha256_hex(canonical.as_bytes())), Some(receipt::salted_hash(&salt, canonical.as_bytes())))
-            }
-            None => (None, None),
-        };
-        let r = Receipt {
-            v: receipt::RECEIPT_VERSION,
-            kid: String::new(),
-            log_index: 0,
-            issued_at: receipt::rfc3339_ms(self.clock.now_ms()),
-            tenant: op.key.tenant.clone(),
-            caller: op.caller.clone(),
-            server: op.key.server.clone(),
-            tool: op.key.tool.clone(),
-            tool_definition_sha256: String::new(),
-            proposal_sha256: op.proposal_sha256.clone(),
-            decision: "allow".into(),
-            reason: "reconciled".into(),
-            rules: vec![by.to_string()],
-            policy_version: String::new(),
-            approval: None,
+        let arguments_hash = receipt::salted_value_hash(&salt, &op.arguments);
+        let subject = Subject {
+            issued_at_ms: self.clock.now_ms(),
+            tenant: &op.key.tenant,
+            caller: &op.caller,
+            server: &op.key.server,
+            tool: &op.key.tool,
+            tool_definition_sha256: "",
+            proposal_sha256: &op.proposal_sha256,
+            decision: None,
+            policy_version: "",
             operation: Some(receipt::OperationRef { key: op.key.key.clone(), state: state.as_str().into() }),
-            execution_status: "reconciled".into(),
-            result_status: if state == OperationState::ReconciledApplied { "applied" } else { "not_applied" }.into(),
-            result_sha256,
-            arguments_hash: receipt::salted_value_hash(&salt, &op.arguments),
-            result_hash,
-            arguments: self.config.capture_values.then(|| op.arguments.clone()),
-            result: None,
+            salt: &salt,
+            arguments_hash: &arguments_hash,
+            captured: self.config.capture_values.then_some(&op.arguments),
         };
-        self.draft(r, salt, None)
+        let result = outcome.map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
+        self.draft(build(&subject, Event::Settled { state, by, result: result.as_ref() }), salt, None)
     }
 
     /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.

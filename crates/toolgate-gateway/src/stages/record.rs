@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use toolgate_core::operation::OperationState;
-use toolgate_core::proposal::sha256_hex;
-use toolgate_core::receipt::{self, ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt};
+use toolgate_core::receipt::build::{Event, Subject, build};
+use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::Draft;
 
@@ -151,89 +151,51 @@ struct AskedTool<'a> {
     labels: &'a [String],
 }
 
-/// The receipt fields every receipt of this call shares.
-fn base(gw: &Gateway, trail: &Trail, decision: Option<&Decision>) -> Receipt {
-    let (verdict, reason, rules) = match decision.or(trail.decision.as_ref()) {
-        Some(d) => (json_name(&d.verdict), json_name(&d.reason), d.rules.clone()),
-        None => (String::new(), String::new(), Vec::new()),
-    };
-    Receipt {
-        v: RECEIPT_VERSION,
-        kid: String::new(),
-        log_index: 0,
-        issued_at: receipt::rfc3339_ms(gw.clock.now_ms()),
-        tenant: trail.tenant.clone(),
-        caller: trail.caller.clone(),
-        server: trail.server.clone(),
-        tool: if trail.upstream_tool.is_empty() { trail.tool.clone() } else { trail.upstream_tool.clone() },
-        tool_definition_sha256: trail.definition_sha256.clone(),
-        proposal_sha256: trail.proposal_sha256.clone().unwrap_or_default(),
-        decision: verdict,
-        reason,
-        rules,
-        policy_version: trail.policy_version.clone().unwrap_or_else(|| gw.policy().version().to_string()),
-        approval: None,
+/// What every receipt of this call shares, for the one builder.
+fn subject<'a>(gw: &Gateway, trail: &'a Trail, policy_version: &'a str) -> Subject<'a> {
+    Subject {
+        issued_at_ms: gw.clock.now_ms(),
+        tenant: &trail.tenant,
+        caller: &trail.caller,
+        server: &trail.server,
+        tool: if trail.upstream_tool.is_empty() { &trail.tool } else { &trail.upstream_tool },
+        tool_definition_sha256: &trail.definition_sha256,
+        proposal_sha256: trail.proposal_sha256.as_deref().unwrap_or_default(),
+        decision: trail.decision.as_ref(),
+        policy_version,
         operation: trail.operation_ref.clone(),
-        execution_status: String::new(),
-        result_status: String::new(),
-        result_sha256: None,
-        arguments_hash: trail.arguments_hash.clone(),
-        result_hash: None,
-        arguments: trail.arguments.clone(),
-        result: None,
+        salt: &trail.salt,
+        arguments_hash: &trail.arguments_hash,
+        captured: trail.arguments.as_ref(),
     }
+}
+
+/// Drafts the receipt of `event`; `first` carries the private record of
+/// what was asked (one per call, with its first receipt).
+fn draft(gw: &Gateway, trail: &Trail, event: Event, first: bool) -> Draft {
+    let current;
+    let version = match &trail.policy_version {
+        Some(v) => v.as_str(),
+        None => {
+            current = gw.policy();
+            current.version()
+        }
+    };
+    let receipt = build(&subject(gw, trail, version), event);
+    gw.log.draft(receipt, trail.salt, if first { trail.asked() } else { None })
 }
 
 /// The decision to run a call, before it is sent. For a write it goes with
 /// the operation's reservation.
 pub fn decided(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
-    let mut r = base(gw, trail, None);
-    r.execution_status = "authorized".into();
-    r.result_status = "pending".into();
-    r.approval = approval;
-    gw.log.draft(r, trail.salt, trail.asked())
+    draft(gw, trail, Event::Authorized { approval }, true)
 }
 
 /// How a sent call ended: `state` as the operation records it, `result`
 /// the upstream's answer when there is one.
 pub fn outcome(gw: &Gateway, trail: &Trail, state: OperationState, result: Option<&str>) -> Draft {
-    let mut r = base(gw, trail, None);
-    r.execution_status = "dispatched".into();
-    r.result_status = match state {
-        OperationState::Completed | OperationState::ReconciledApplied => "ok",
-        OperationState::ToolError => "tool_error",
-        OperationState::ReconciledNotApplied => "not_applied",
-        _ => "unknown",
-    }
-    .into();
-    if let Some(op) = &mut r.operation {
-        op.state = state.as_str().into();
-    }
-    if let Some(text) = result {
-        attest_result(gw, trail, &mut r, serde_json::from_str(text).unwrap_or(Value::Null));
-    }
-    gw.log.draft(r, trail.salt, None)
-}
-
-/// A read that was sent and answered: its decision and outcome in one
-/// receipt, with the private record of what was asked.
-fn read(gw: &Gateway, trail: &Trail, state: OperationState, result: Value, approval: Option<ApprovalRef>) -> Draft {
-    let mut r = base(gw, trail, None);
-    r.approval = approval;
-    r.execution_status = "dispatched".into();
-    r.result_status = if state == OperationState::ToolError { "tool_error" } else { "ok" }.into();
-    attest_result(gw, trail, &mut r, result);
-    gw.log.draft(r, trail.salt, trail.asked())
-}
-
-/// The result's plain and salted hashes (and the value, when captured).
-fn attest_result(gw: &Gateway, trail: &Trail, r: &mut Receipt, value: Value) {
-    let canonical = toolgate_core::proposal::canonical_json(&value);
-    r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
-    r.result_hash = Some(receipt::salted_hash(&trail.salt, canonical.as_bytes()));
-    if gw.config.receipts.capture_values {
-        r.result = Some(value);
-    }
+    let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
+    draft(gw, trail, Event::Dispatched { state, result: value.as_ref() }, false)
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
@@ -258,31 +220,21 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             // outcome, so one receipt attests both (a write has two, each
             // committed with the state it attests).
             let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            let state = if trail.tool_error { OperationState::ToolError } else { OperationState::Completed };
-            vec![read(gw, trail, state, result, approval)]
+            vec![draft(gw, trail, Event::Answered { approval, tool_error: trail.tool_error, result: &result }, true)]
         }
         Answer::Result(_) if trail.input_required => vec![awaiting(gw, trail, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
-            let mut r = base(gw, trail, None);
-            r.approval = approval;
-            r.execution_status = "replayed".into();
-            r.result_status = if trail.tool_error { "tool_error" } else { "ok" }.into();
-            let value = serde_json::to_value(raw).unwrap_or(Value::Null);
-            r.result_sha256 = Some(sha256_hex(toolgate_core::proposal::canonical_json(&value).as_bytes()));
-            vec![gw.log.draft(r, trail.salt, trail.asked())]
+            let result = serde_json::to_value(raw).unwrap_or(Value::Null);
+            vec![draft(gw, trail, Event::Replayed { approval, tool_error: trail.tool_error, result: &result }, true)]
         }
-        Answer::Refused(refusal) if trail.dispatched => vec![decided(gw, trail, approval.clone()), refused(gw, trail, refusal, approval)],
-        Answer::Refused(refusal) => vec![refused(gw, trail, refusal, approval)],
-        Answer::Error(e) => {
-            // The call's decision stands (a protocol error overrides none of
-            // it), so one receipt carries it and how the call ended.
-            let mut r = base(gw, trail, None);
-            r.approval = approval;
-            r.execution_status = if trail.dispatched { "dispatched" } else { "not_dispatched" }.into();
-            r.result_status = format!("protocol_error:{}", e.code);
-            vec![gw.log.draft(r, trail.salt, trail.asked())]
+        Answer::Refused(refusal) if trail.dispatched => {
+            vec![decided(gw, trail, approval.clone()), draft(gw, trail, Event::Refused { approval, refusal, dispatched: true }, true)]
         }
+        Answer::Refused(refusal) => vec![draft(gw, trail, Event::Refused { approval, refusal, dispatched: false }, true)],
+        // The call's decision stands (a protocol error overrides none of
+        // it), so one receipt carries it and how the call ended.
+        Answer::Error(e) => vec![draft(gw, trail, Event::ProtocolError { approval, code: e.code, dispatched: trail.dispatched }, true)],
     };
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
@@ -308,28 +260,7 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
 /// The decision to wait for a named human. With a new approval it goes in
 /// the transaction that opens the approval.
 pub fn awaiting(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
-    let mut r = base(gw, trail, None);
-    r.approval = approval;
-    (r.execution_status, r.result_status) = ("not_dispatched".into(), "awaiting_approval".into());
-    gw.log.draft(r, trail.salt, trail.asked())
-}
-
-fn refused(gw: &Gateway, trail: &Trail, refusal: &Refusal, approval: Option<ApprovalRef>) -> Draft {
-    let mut r = base(gw, trail, None);
-    // The refusal's own verdict and reason: it may come before any decision
-    // (invalid arguments) or after an allow (an operation conflict).
-    r.decision = json_name(&refusal.decision);
-    r.reason = json_name(&refusal.reason);
-    if !refusal.rules.is_empty() {
-        r.rules = refusal.rules.clone();
-    }
-    if r.proposal_sha256.is_empty() {
-        r.proposal_sha256 = refusal.proposal_sha256.clone().unwrap_or_default();
-    }
-    r.approval = approval;
-    r.execution_status = if trail.dispatched { "dispatched" } else { "not_dispatched" }.into();
-    r.result_status = if trail.dispatched { "unknown" } else { "refused" }.into();
-    gw.log.draft(r, trail.salt, trail.asked())
+    draft(gw, trail, Event::Awaiting { approval }, true)
 }
 
 fn log_line(trail: &Trail, answer: &Answer, elapsed: Duration) {
@@ -370,10 +301,7 @@ fn log_line(trail: &Trail, answer: &Answer, elapsed: Duration) {
     );
 }
 
-/// The wire name of a serde enum value (`require_approval`, `escalate`, …).
-pub fn json_name<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
+pub use toolgate_core::receipt::build::wire_name as json_name;
 
 /// The trace this call belongs to, when it is being traced (so a log line
 /// and its span can be joined).

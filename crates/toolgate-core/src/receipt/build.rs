@@ -1,0 +1,332 @@
+//! The one receipt builder. Every receipt toolgate writes — a read's single
+//! one, a write's decision and outcome, a wait for approval, a replay, a
+//! refusal, a protocol error, a settlement by reconcile or by hand — is
+//! built by [`build`] from what the call's stages concluded, as typed
+//! values. The receipt itself keeps plain strings (see the parent module:
+//! old receipts must stay readable); the names are chosen only here.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, rfc3339_ms, salted_hash};
+use crate::decision::{Decision, Refusal};
+use crate::operation::OperationState;
+use crate::proposal::{canonical_json, sha256_hex};
+
+/// How far a call got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// Decided to run; not yet sent.
+    Authorized,
+    /// Sent upstream.
+    Dispatched,
+    /// Never sent.
+    NotDispatched,
+    /// Answered from the recorded outcome, not sent again.
+    Replayed,
+    /// Settled after the fact (reconcile, or an operator's word).
+    Reconciled,
+}
+
+/// What became of the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultStatus {
+    /// Authorized, outcome to follow.
+    Pending,
+    Ok,
+    ToolError,
+    /// Known not to have taken effect.
+    NotApplied,
+    /// Sent; whether it took effect is not known.
+    Unknown,
+    AwaitingApproval,
+    Refused,
+    /// Settled as having taken effect.
+    Applied,
+    /// Ended by a JSON-RPC error with this code.
+    ProtocolError(i64),
+}
+
+impl ExecutionStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Authorized => "authorized",
+            Self::Dispatched => "dispatched",
+            Self::NotDispatched => "not_dispatched",
+            Self::Replayed => "replayed",
+            Self::Reconciled => "reconciled",
+        }
+    }
+}
+
+impl ResultStatus {
+    /// The wire name (`protocol_error:CODE` for a JSON-RPC error).
+    pub fn wire(self) -> String {
+        match self {
+            Self::Pending => "pending".into(),
+            Self::Ok => "ok".into(),
+            Self::ToolError => "tool_error".into(),
+            Self::NotApplied => "not_applied".into(),
+            Self::Unknown => "unknown".into(),
+            Self::AwaitingApproval => "awaiting_approval".into(),
+            Self::Refused => "refused".into(),
+            Self::Applied => "applied".into(),
+            Self::ProtocolError(code) => format!("protocol_error:{code}"),
+        }
+    }
+
+    /// How a sent write ended, by the state its operation records.
+    pub fn of_dispatch(state: OperationState) -> Self {
+        match state {
+            OperationState::Completed | OperationState::ReconciledApplied => Self::Ok,
+            OperationState::ToolError => Self::ToolError,
+            OperationState::ReconciledNotApplied => Self::NotApplied,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// The wire name of a serde enum value (`require_approval`, `escalate`, …).
+pub fn wire_name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// What every receipt of one call shares: when, who asked, for which
+/// contract and proposal, how it was decided, and the salted hash of the
+/// arguments.
+#[derive(Debug, Clone)]
+pub struct Subject<'a> {
+    /// The instant the receipt states, in ms since the Unix epoch.
+    pub issued_at_ms: i64,
+    pub tenant: &'a str,
+    pub caller: &'a str,
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub tool_definition_sha256: &'a str,
+    pub proposal_sha256: &'a str,
+    /// `None` before the call was decided (it was refused first).
+    pub decision: Option<&'a Decision>,
+    pub policy_version: &'a str,
+    /// The operation's key and state as last recorded, for a write.
+    pub operation: Option<OperationRef>,
+    /// This call's secret salt.
+    pub salt: &'a [u8; 32],
+    /// `salted_hash(salt, canonical arguments)`.
+    pub arguments_hash: &'a str,
+    /// The full arguments, when the gateway captures values.
+    pub captured: Option<&'a Value>,
+}
+
+/// What happened, for one receipt.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// The decision to run a call, before it is sent (a write's first receipt).
+    Authorized { approval: Option<ApprovalRef> },
+    /// How a sent write ended: the state its operation records, and the
+    /// upstream's answer when there is one.
+    Dispatched { state: OperationState, result: Option<&'a Value> },
+    /// A read, sent and answered: its decision and outcome in one receipt.
+    Answered { approval: Option<ApprovalRef>, tool_error: bool, result: &'a Value },
+    /// The call waits for a named human.
+    Awaiting { approval: Option<ApprovalRef> },
+    /// The recorded outcome, given again.
+    Replayed { approval: Option<ApprovalRef>, tool_error: bool, result: &'a Value },
+    /// Refused; `dispatched` when it was sent first (its outcome is then unknown).
+    Refused { approval: Option<ApprovalRef>, refusal: &'a Refusal, dispatched: bool },
+    /// Ended by a JSON-RPC error; the decision stands.
+    ProtocolError { approval: Option<ApprovalRef>, code: i64, dispatched: bool },
+    /// An unknown operation settled by `by` (a reconciler or an operator).
+    Settled { state: OperationState, by: &'a str, result: Option<&'a Value> },
+}
+
+/// The receipt of `event`, unsigned and unplaced (the ledger assigns
+/// `log_index`; the log's key fills `kid` and signs).
+pub fn build(subject: &Subject, event: Event) -> Receipt {
+    let (verdict, reason, rules) = match subject.decision {
+        Some(d) => (wire_name(&d.verdict), wire_name(&d.reason), d.rules.clone()),
+        None => (String::new(), String::new(), Vec::new()),
+    };
+    let mut r = Receipt {
+        v: RECEIPT_VERSION,
+        kid: String::new(),
+        log_index: 0,
+        issued_at: rfc3339_ms(subject.issued_at_ms),
+        tenant: subject.tenant.to_string(),
+        caller: subject.caller.to_string(),
+        server: subject.server.to_string(),
+        tool: subject.tool.to_string(),
+        tool_definition_sha256: subject.tool_definition_sha256.to_string(),
+        proposal_sha256: subject.proposal_sha256.to_string(),
+        decision: verdict,
+        reason,
+        rules,
+        policy_version: subject.policy_version.to_string(),
+        approval: None,
+        operation: subject.operation.clone(),
+        execution_status: String::new(),
+        result_status: String::new(),
+        result_sha256: None,
+        arguments_hash: subject.arguments_hash.to_string(),
+        result_hash: None,
+        arguments: subject.captured.cloned(),
+        result: None,
+    };
+    let tool_status = |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
+    let (execution, result) = match event {
+        Event::Authorized { approval } => {
+            r.approval = approval;
+            (ExecutionStatus::Authorized, ResultStatus::Pending)
+        }
+        Event::Dispatched { state, result } => {
+            set_state(&mut r, state);
+            if let Some(value) = result {
+                attest(&mut r, subject, value, true);
+            }
+            (ExecutionStatus::Dispatched, ResultStatus::of_dispatch(state))
+        }
+        Event::Answered { approval, tool_error, result } => {
+            r.approval = approval;
+            attest(&mut r, subject, result, true);
+            (ExecutionStatus::Dispatched, tool_status(tool_error))
+        }
+        Event::Awaiting { approval } => {
+            r.approval = approval;
+            (ExecutionStatus::NotDispatched, ResultStatus::AwaitingApproval)
+        }
+        Event::Replayed { approval, tool_error, result } => {
+            // Only the plain hash: the replay attests which recorded result
+            // it gave, not a new one.
+            r.approval = approval;
+            r.result_sha256 = Some(sha256_hex(canonical_json(result).as_bytes()));
+            (ExecutionStatus::Replayed, tool_status(tool_error))
+        }
+        Event::Refused { approval, refusal, dispatched } => {
+            // The refusal's own verdict and reason: it may come before any
+            // decision (invalid arguments) or after an allow (a conflict).
+            r.approval = approval;
+            r.decision = wire_name(&refusal.decision);
+            r.reason = wire_name(&refusal.reason);
+            if !refusal.rules.is_empty() {
+                r.rules = refusal.rules.clone();
+            }
+            if r.proposal_sha256.is_empty() {
+                r.proposal_sha256 = refusal.proposal_sha256.clone().unwrap_or_default();
+            }
+            if dispatched { (ExecutionStatus::Dispatched, ResultStatus::Unknown) } else { (ExecutionStatus::NotDispatched, ResultStatus::Refused) }
+        }
+        Event::ProtocolError { approval, code, dispatched } => {
+            r.approval = approval;
+            let execution = if dispatched { ExecutionStatus::Dispatched } else { ExecutionStatus::NotDispatched };
+            (execution, ResultStatus::ProtocolError(code))
+        }
+        Event::Settled { state, by, result } => {
+            r.decision = "allow".into();
+            r.reason = "reconciled".into();
+            r.rules = vec![by.to_string()];
+            set_state(&mut r, state);
+            if let Some(value) = result {
+                attest(&mut r, subject, value, false);
+            }
+            let settled = if state == OperationState::ReconciledApplied { ResultStatus::Applied } else { ResultStatus::NotApplied };
+            (ExecutionStatus::Reconciled, settled)
+        }
+    };
+    r.execution_status = execution.as_str().to_string();
+    r.result_status = result.wire();
+    r
+}
+
+fn set_state(r: &mut Receipt, state: OperationState) {
+    if let Some(op) = &mut r.operation {
+        op.state = state.as_str().into();
+    }
+}
+
+/// The result's plain and salted hashes, and the value itself when the
+/// gateway captures values (and `capture_result` allows it).
+fn attest(r: &mut Receipt, subject: &Subject, value: &Value, capture_result: bool) {
+    let canonical = canonical_json(value);
+    r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
+    r.result_hash = Some(salted_hash(subject.salt, canonical.as_bytes()));
+    if capture_result && subject.captured.is_some() {
+        r.result = Some(value.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Action, Reason, Verdict};
+
+    fn subject<'a>(decision: Option<&'a Decision>, captured: Option<&'a Value>) -> Subject<'a> {
+        Subject {
+            issued_at_ms: 1_780_272_000_000,
+            tenant: "atlas",
+            caller: "agent",
+            server: "desk",
+            tool: "file",
+            tool_definition_sha256: "d",
+            proposal_sha256: "p",
+            decision,
+            policy_version: "v1",
+            operation: Some(OperationRef { key: "k".into(), state: "reserved".into() }),
+            salt: &[1; 32],
+            arguments_hash: "h",
+            captured,
+        }
+    }
+
+    fn allow() -> Decision {
+        Decision { verdict: Verdict::Allow, reason: Reason::Automatic, rules: vec!["registry".into()], why: String::new() }
+    }
+
+    #[test]
+    fn a_dispatched_write_records_its_state_and_attests_its_result() {
+        let d = allow();
+        let result = serde_json::json!({"ticket": "F-1"});
+        let r = build(&subject(Some(&d), None), Event::Dispatched { state: OperationState::ToolError, result: Some(&result) });
+        assert_eq!((r.execution_status.as_str(), r.result_status.as_str()), ("dispatched", "tool_error"));
+        assert_eq!(r.operation.unwrap().state, "tool_error");
+        assert_eq!(r.result_sha256.unwrap(), sha256_hex(canonical_json(&result).as_bytes()));
+        assert_eq!(r.result_hash.unwrap(), salted_hash(&[1; 32], canonical_json(&result).as_bytes()));
+        assert_eq!((r.decision.as_str(), r.reason.as_str(), r.issued_at.as_str()), ("allow", "automatic", "2026-06-01T00:00:00.000Z"));
+        assert!(r.result.is_none(), "not captured");
+    }
+
+    #[test]
+    fn a_refusal_speaks_for_itself_even_before_a_decision() {
+        let refusal = Refusal::new(Verdict::Deny, Reason::InvalidArguments, Action::Correct, "fix it").with_proposal("q");
+        let mut s = subject(None, None);
+        s.proposal_sha256 = "";
+        let r = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: false });
+        assert_eq!((r.decision.as_str(), r.reason.as_str(), r.proposal_sha256.as_str()), ("deny", "invalid_arguments", "q"));
+        assert_eq!((r.execution_status.as_str(), r.result_status.as_str()), ("not_dispatched", "refused"));
+        let sent = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: true });
+        assert_eq!((sent.execution_status.as_str(), sent.result_status.as_str()), ("dispatched", "unknown"));
+    }
+
+    #[test]
+    fn captured_values_go_where_they_always_went() {
+        let d = allow();
+        let (args, result) = (serde_json::json!({"title": "x"}), serde_json::json!({"ok": true}));
+        let s = subject(Some(&d), Some(&args));
+        let answered = build(&s, Event::Answered { approval: None, tool_error: false, result: &result });
+        assert_eq!((answered.arguments.as_ref(), answered.result.as_ref()), (Some(&args), Some(&result)));
+        // A replay names the result it gave by its plain hash only; a settlement keeps the evidence out.
+        let replayed = build(&s, Event::Replayed { approval: None, tool_error: false, result: &result });
+        assert!(replayed.result.is_none() && replayed.result_hash.is_none() && replayed.result_sha256.is_some());
+        let settled = build(&s, Event::Settled { state: OperationState::ReconciledApplied, by: "dana", result: Some(&result) });
+        assert!(settled.result.is_none() && settled.result_hash.is_some());
+        assert_eq!((settled.reason.as_str(), settled.rules.as_slice(), settled.result_status.as_str()), ("reconciled", &["dana".to_string()][..], "applied"));
+    }
+
+    #[test]
+    fn statuses_have_their_wire_names() {
+        assert_eq!(ResultStatus::ProtocolError(-32602).wire(), "protocol_error:-32602");
+        assert_eq!(ExecutionStatus::NotDispatched.as_str(), wire_name(&ExecutionStatus::NotDispatched));
+        assert_eq!(ResultStatus::of_dispatch(OperationState::ReconciledNotApplied), ResultStatus::NotApplied);
+        assert_eq!(ResultStatus::of_dispatch(OperationState::Dispatched), ResultStatus::Unknown);
+    }
+}
