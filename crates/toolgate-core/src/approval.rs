@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::decision::Reason;
+use crate::decision::{Action, Reason, Refusal, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Binding {
@@ -136,6 +136,34 @@ pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval
         // Nothing usable: a fresh call opens a fresh approval.
         None | Some((_, ApprovalState::Expired | ApprovalState::Consumed)) => Step::Open,
     }
+}
+
+/// What each approval refusal tells the caller about its call to `exposed`.
+pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
+    let (decision, action, message) = match reason {
+        Reason::ApprovalDenied => (Verdict::Deny, Action::Refused, format!("an approver denied this exact call to {exposed}; it stays denied — do not retry it")),
+        Reason::ApprovalExpired => (
+            Verdict::RequireApproval,
+            Action::Escalate,
+            format!("the approval for this call to {exposed} expired before it was used; call again without requestState to ask for a fresh one"),
+        ),
+        Reason::ApprovalUsed => (
+            Verdict::RequireApproval,
+            Action::Refused,
+            format!("this approval was already used: the call to {exposed} ran once. Doing it again needs a new approval (call without requestState)"),
+        ),
+        Reason::ApprovalMissingOrMismatched => (
+            Verdict::RequireApproval,
+            Action::Escalate,
+            format!("the requestState is bound to another call (other arguments, caller or policy); this call to {exposed} was not run. Call without requestState to ask approval for this content"),
+        ),
+        _ => (
+            Verdict::RequireApproval,
+            Action::Correct,
+            format!("the requestState was not issued by this gateway or was altered; call {exposed} again without it"),
+        ),
+    };
+    Refusal::new(decision, reason, action, message)
 }
 
 #[cfg(test)]

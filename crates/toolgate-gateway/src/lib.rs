@@ -17,6 +17,8 @@ pub mod catalog;
 pub mod gateway;
 pub mod keys;
 pub mod log;
+pub mod call;
+pub mod observe;
 pub mod pipeline;
 pub mod reconcile;
 pub mod stages;

@@ -1,204 +1,157 @@
-//! The path of one `tools/call`, top to bottom. Each stage is a function in
-//! `stages/`; a stage either hands its conclusion to the next or stops the
-//! call with a refusal (a tool result the caller can act on), an
-//! `input_required` answer (the call waits for a named human), or a JSON-RPC
-//! error (where the protocol demands one).
+//! The path of one `tools/call`, top to bottom:
+//!
+//! 1. **admit** — the call's size; no tenant in the arguments (the transport
+//!    rules — Host/Origin, credentials, headers, versions — ran at the edge).
+//! 2. **resolve** — exposed name → upstream tool, its authority and its pin.
+//! 3. **validate** — the full inputSchema → the canonical `Proposal`.
+//! 4. **decide** — Cedar policy on caller, tool and arguments; else the
+//!    registry's class → `Decision`.
+//! 5. **approve** — a call that needs a named human waits for one → `Gate`.
+//! 6. **reserve** — a write becomes an operation, once per key → `Held`.
+//! 7. **dispatch** — the upstream, under its deadline.
+//! 8. **check** — the result against the outputSchema.
+//! 9. **record** — the receipts not yet committed, and the log line.
+//!
+//! Each stage is a function in `stages/` that takes only what it needs and
+//! returns its conclusion as a value (`call.rs`), or stops the call with a
+//! refusal, an `input_required` answer or a JSON-RPC error. Only this file
+//! gathers what the stages concluded (`Findings`); it drafts each receipt
+//! and hands it to the ledger call that commits it, so every commit point
+//! is visible here; and it tells the telemetry `Observer` what happened.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use opentelemetry::KeyValue;
-use serde_json::Value;
-use toolgate_core::{Caller, Refusal, Verdict};
+use toolgate_core::receipt::ApprovalRef;
 use tracing::Instrument as _;
 
+pub use crate::call::{Answer, CallRequest, Stop};
+use crate::call::Held;
 use crate::gateway::Gateway;
-use crate::stages::reserve::{self, Held};
-use crate::stages::{admit, approve, check, decide, dispatch, record, resolve, validate};
-use crate::upstream::ProgressRelay;
-use crate::wire::{Era, Id, RawObject, RpcError};
+use crate::observe::Observer;
+use crate::stages::approve::{Approvals, Gated};
+use crate::stages::record::{self, Findings};
+use crate::stages::reserve::{Claimed, Operations};
+use crate::stages::{admit, approve, check, decide, dispatch, reserve, resolve, validate};
 
-/// A `tools/call` as it arrived.
-pub struct CallRequest {
-    /// Who is calling, from the request's credentials.
-    pub caller: Arc<Caller>,
-    /// The trace context the request carried in `_meta`.
-    pub trace: std::collections::BTreeMap<String, String>,
-    pub request_id: Option<Id>,
-    pub name: String,
-    pub arguments: Value,
-    pub era: Era,
-    /// Set when the client asked for progress and the transport can carry it.
-    pub progress: Option<ProgressRelay>,
-    /// `inputResponses` / `requestState` of a re-issued call (MRTR).
-    pub input: serde_json::Map<String, Value>,
-    /// `_meta["io.toolgate/operationKey"]`, as sent.
-    pub operation_key: Option<Value>,
-    pub client_capabilities: Option<Value>,
-}
-
-/// How a stage ends a call early.
-pub enum Stop {
-    Refused(Refusal),
-    /// A complete answer that is not a tool's result (`input_required`).
-    Input(RawObject),
-    Error(RpcError),
-}
-
-/// What the caller gets.
-pub enum Answer {
-    /// The upstream's result, field values verbatim.
-    Result(RawObject),
-    Refused(Refusal),
-    Error(RpcError),
-}
-
-impl From<Stop> for Answer {
-    fn from(stop: Stop) -> Self {
-        match stop {
-            Stop::Refused(r) => Answer::Refused(r),
-            Stop::Input(o) => Answer::Result(o),
-            Stop::Error(e) => Answer::Error(e),
-        }
-    }
-}
-
+/// Runs one call through the stages and records it.
 pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
     let started = Instant::now();
-    let mut trail = record::Trail::new(&call);
-    let answer = run(gw, &call, &mut trail).await;
-    record::record(gw, &trail, answer, started.elapsed()).await
+    let mut findings = Findings::new(&call);
+    let answer = run(gw, &call, &mut findings).await;
+    // 9. record: for every answer, the receipts not yet committed and the log line.
+    record::record(gw, &findings, answer, started.elapsed()).await
 }
 
-/// One child span per stage, so a trace shows where the time went.
-fn stage(name: &'static str) -> tracing::Span {
-    tracing::info_span!(target: crate::telemetry::TARGET, "toolgate.stage", otel.name = name, toolgate.stage = name)
-}
-
-async fn run(gw: &Gateway, call: &CallRequest, trail: &mut record::Trail) -> Answer {
-    // The request's SERVER span: stages record what they concluded on it.
-    let server = tracing::Span::current();
-    // 1. admit: the call's size; no tenant in the arguments (transport rules ran at the edge).
-    if let Err(stop) = stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)) {
-        return stop.into();
-    }
-    // 2. resolve: exposed name → upstream tool, its authority and pin.
-    let tool = match stage("resolve").in_scope(|| resolve::resolve(gw, &call.name)) {
-        Ok(tool) => tool,
-        Err(stop) => return stop.into(),
-    };
-    trail.resolved(&tool);
-    gw.log.remember_definition(&tool).await;
-    server.record("gen_ai.operation.name", "execute_tool");
-    server.record("gen_ai.tool.type", "function");
-    server.record("gen_ai.provider.name", tool.server.as_str());
-    server.record("gen_ai.system", tool.server.as_str());
-    if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
-        server.record("gen_ai.tool.description", d);
-    }
-    if let (Some(id), false) = (&call.request_id, server.is_disabled()) {
-        server.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
-    }
-    server.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));
-    server.record("toolgate.authority.implied_class", tool.view.implied_class.as_str());
-    // 3. validate: the full inputSchema → the canonical proposal.
-    let proposal = match stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)) {
-        Ok(proposal) => proposal,
-        Err(stop) => return stop.into(),
-    };
-    trail.validated(gw, call, &tool, &proposal);
-    server.record("toolgate.proposal_sha256", proposal.sha256.as_str());
-    if gw.config.telemetry.capture_content {
-        server.record("gen_ai.tool.call.arguments", gw.redactor.redact(&proposal.arguments).to_string());
-    }
-    // 4. decide: Cedar policy on caller, tool and arguments; else the registry.
-    let decide_span = stage("decide");
-    let standing = approve::standing(gw, call, &tool, &proposal).instrument(decide_span.clone()).await;
-    trail.approval_state = standing.state.clone();
-    let decision = decide_span.in_scope(|| decide::decide(gw, &call.caller, &tool, &proposal, &standing.state));
-    trail.decision = Some(decision.clone());
-    trail.policy_version = Some(gw.policy().version().to_string());
-    let guardrail = match decision.verdict {
-        Verdict::Allow => "allow",
-        Verdict::RequireApproval => "require_approval",
-        Verdict::Deny => "block",
-    };
-    server.record("guardrail.name", "toolgate.policy");
-    server.record("guardrail.decision", guardrail);
-    server.record("toolgate.policy_version", gw.policy().version());
-    // The reason's wire name only when something listens (span or metrics).
-    let reason = (!server.is_disabled() || crate::telemetry::metrics_on()).then(|| record::json_name(&decision.reason));
-    if let (Some(reason), false) = (&reason, server.is_disabled()) {
-        server.record("toolgate.decision.reason", reason.as_str());
-        server.record("toolgate.decision.rules", decision.rules.join(",").as_str());
-    }
-    if let (Some(reason), true) = (reason, crate::telemetry::metrics_on()) {
-        crate::telemetry::INSTRUMENTS.decisions.add(
-            1,
-            &[
-                KeyValue::new("guardrail.decision", guardrail),
-                KeyValue::new("toolgate.decision.reason", reason),
-                KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
-            ],
-        );
-    }
-    // 5. approve: deny refuses; require_approval waits for a named human.
-    let gate = match approve::approve(gw, call, &tool, &proposal, &decision, standing, trail).instrument(stage("approve")).await {
-        Ok(gate) => gate,
-        Err(stop) => {
-            if let Stop::Input(_) = stop {
-                trail.input_required = true;
-            }
-            return stop.into();
+/// Ends the call with `$stop` unless `$step` is `Ok`.
+macro_rules! step {
+    ($step:expr) => {
+        match $step {
+            Ok(value) => value,
+            Err(stop) => return Answer::from(stop),
         }
     };
-    trail.approval_id = gate.approval.as_ref().map(|(id, _)| id.clone());
-    if let Some(id) = &trail.approval_id {
-        server.record("toolgate.approval.id", id.as_str());
-    }
+}
+
+async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
+    let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
+    let policy = gw.policy();
+    // 1. admit
+    step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)));
+    // 2. resolve
+    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, &call.name)));
+    f.resolved(&tool);
+    gw.log.remember_definition(&tool).await;
+    obs.resolved(call, &tool);
+    // 3. validate
+    let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)));
+    f.validated(gw, call, &tool, &proposal);
+    obs.validated(&proposal);
+    // 4. decide, on the state of the approval the call presents (if any)
+    let (ledger, clock, entropy) = (gw.ledger.as_ref(), gw.clock.as_ref(), gw.entropy.as_ref());
+    let ttl_ms = gw.config.gateway.approval_ttl_ms as i64;
+    let approvals = Approvals { ledger, sealer: &gw.sealer, clock, entropy, policy_version: policy.version(), ttl_ms };
+    let span = obs.stage("decide");
+    let standing = approve::standing(&approvals, call, &tool, &proposal).instrument(span.clone()).await;
+    let decision = span.in_scope(|| decide::decide(&policy, &call.caller, &tool, &proposal, standing.state));
+    obs.decided(&tool, &decision, policy.version());
+    (f.approval_state, f.decision, f.policy_version) = (standing.state, Some(decision.clone()), Some(policy.version().to_string()));
+    // 5. approve: deny refuses; require_approval waits for a named human
+    let span = obs.stage("approve");
+    let gate = match step!(approve::approve(&approvals, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
+        Gated::Run(gate) => gate,
+        Gated::Wait { id, answer } => {
+            (f.approval_id, f.input_required) = (Some(id), true);
+            return Answer::Result(answer);
+        }
+        Gated::Open(new) => {
+            // The decision to wait commits with the approval it opens.
+            f.approval_id = Some(new.id.clone());
+            let receipt = record::awaiting(gw, f, Some(ApprovalRef { approver: String::new(), decided_at: String::new(), id: new.id.clone() }));
+            let waiting = step!(approve::open(&approvals, call, &tool, &proposal, new, receipt).instrument(span).await);
+            (f.input_required, f.receipts) = (true, 1);
+            gw.log.appended(1);
+            return Answer::Result(waiting);
+        }
+    };
+    f.approval_id = gate.approval_id().map(str::to_string);
+    gate.approval_id().inspect(|id| obs.approval(id));
     // 6. reserve: a write runs once per operation key; a reused key gets
-    // the recorded outcome, a conflict, or "in progress" / "unknown".
-    let held = match reserve::reserve(gw, call, &tool, &proposal, &gate, trail).instrument(stage("reserve")).await {
-        Ok(held) => held,
-        Err(stop) => return stop.into(),
+    // the recorded outcome, a conflict, or "in progress" / "unknown"
+    let operations = Operations { ledger, clock, entropy, lease_ms: Operations::lease_for(gw.config.timeout_ms(&tool.server)) };
+    let span = obs.stage("reserve");
+    let held = match step!(reserve::claim(&operations, call, &tool, &proposal, &gate).instrument(span.clone()).await) {
+        Claimed::Read => Held::Read,
+        Claimed::Recorded(held) => {
+            if let Held::Replay { op, .. } = &held {
+                f.operation_ref = Some(reserve::reference(op));
+            }
+            held
+        }
+        Claimed::New(new) => {
+            // The decision to run commits with the reservation.
+            f.operation_ref = Some(reserve::reserved(&new));
+            let receipt = record::decided(gw, f, record::approval_ref(gw, gate.approval_id()).await);
+            let begun = reserve::begin(&operations, &tool, &proposal, new, receipt).instrument(span).await;
+            if begun.committed {
+                f.receipts = 1;
+                gw.log.appended(1);
+            }
+            f.operation_ref = begun.found.or(f.operation_ref.take());
+            step!(begun.held)
+        }
     };
     if let Held::Mine(op) | Held::Replay { op, .. } = &held {
-        trail.operation = Some((op.id.clone(), matches!(held, Held::Replay { .. })));
-        server.record("toolgate.operation.id", op.id.as_str());
+        f.operation = Some((op.id.clone(), matches!(held, Held::Replay { .. })));
+        obs.operation(&op.id);
     }
-    // 7. dispatch: the upstream, under its deadline (the CLIENT span); the
-    // operation's end is recorded before the caller hears it.
-    trail.dispatched = matches!(held, Held::Read | Held::Mine(_));
+    // 7. dispatch: the upstream, under its deadline; a write's end is
+    // recorded, with its receipt, before the caller hears it
+    f.dispatched = matches!(held, Held::Read | Held::Mine(_));
+    let upstream = gw.catalogs.upstream(&tool.server).map(|u| u.as_ref());
     let raw = match held {
-        Held::Read => match dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await {
-            Ok(raw) => raw,
-            Err(stop) => return stop.into(),
-        },
+        Held::Read => step!(dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await),
         Held::Mine(op) => {
-            let outcome = dispatch::dispatch(gw, &tool, &proposal, call, gate.input.clone()).instrument(stage("dispatch")).await;
-            match reserve::finish(gw, &tool, &op, &outcome, trail).await {
-                Err(unknown) => return Stop::Refused(unknown.with_proposal(&proposal.sha256)).into(),
-                Ok(op) => match outcome {
-                    Ok(raw) => reserve::annotate(raw, &op, false),
-                    Err(stop) => return stop.into(),
-                },
+            let outcome = dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
+            let settled = reserve::settled(&outcome);
+            let result = settled.1.clone();
+            let (appended, finished) = reserve::finish(&operations, &tool, &op, settled, |state| record::outcome(gw, f, state, result.as_deref())).await;
+            if appended {
+                f.receipts = 2;
+                gw.log.appended(1);
             }
+            let op = step!(finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256))));
+            reserve::annotate(step!(outcome), &op, false)
         }
         Held::Replay { op, raw, checked: true } => reserve::annotate(raw, &op, true),
         // A reconciler's finding is not the tool's result: not checked against its outputSchema.
         Held::Replay { op, raw, checked: false } => return Answer::Result(reserve::annotated(&raw, &op, true)),
     };
     // 8. check: the result against outputSchema; an approved call's own
-    // input round stays bound to its approval.
-    // 9. record: by `call_tool`, for every answer: the receipts not yet
-    // appended, and the log line.
-    let answer = stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256, trail));
-    let answer = approve::seal_continuation(gw, &gate, answer);
-    if gw.config.telemetry.capture_content {
-        if let Answer::Result(result) = &answer {
-            let value = serde_json::to_value(result).unwrap_or_default();
-            server.record("gen_ai.tool.call.result", gw.redactor.redact(&value).to_string());
-        }
-    }
+    // input round stays bound to its approval
+    let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256));
+    (f.tool_error, f.output_violations) = (found.tool_error, found.output_violations);
+    f.input_required |= found.input_required;
+    let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
+    obs.answered(&answer);
     answer
 }

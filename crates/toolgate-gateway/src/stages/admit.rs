@@ -6,7 +6,7 @@
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
 use crate::config::GatewaySettings;
-use crate::pipeline::{CallRequest, Stop};
+use crate::call::{CallRequest, Stop};
 
 pub fn admit(settings: &GatewaySettings, call: &CallRequest) -> Result<(), Stop> {
     let size = serialized_len(&call.arguments);

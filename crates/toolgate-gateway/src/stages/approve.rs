@@ -6,15 +6,13 @@
 //! toolgate-core is the rule; this stage reads and writes the store.
 
 use serde_json::{Map, Value, json};
-use toolgate_core::approval::{self, Approval, Binding, Claim, Step};
-use toolgate_core::receipt::ApprovalRef;
-use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
-use toolgate_ledger::LedgerError;
+use toolgate_core::approval::{self, Approval, ApprovalState, Binding, Claim, Step};
+use toolgate_core::{Action, Clock, Decision, Entropy, Proposal, Reason, Refusal, Verdict};
+use toolgate_ledger::{Draft, Ledger, LedgerError, NewApproval};
 
+use crate::call::{Answer, CallRequest, Gate, Stop};
 use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
-use crate::pipeline::{Answer, CallRequest, Stop};
-use crate::stages::record::{self, Trail};
+use crate::seal::Sealer;
 use crate::wire::{Era, RawObject};
 
 /// The key of toolgate's own entry in `inputRequests` / `inputResponses`.
@@ -22,20 +20,32 @@ pub const INPUT_KEY: &str = "toolgate_approval";
 /// The `_meta` key describing the approval a call waits for.
 pub const APPROVAL_META: &str = "io.toolgate/approval";
 
+/// What the approve stage reads and writes.
+pub struct Approvals<'a> {
+    pub ledger: &'a dyn Ledger,
+    pub sealer: &'a Sealer,
+    pub clock: &'a dyn Clock,
+    pub entropy: &'a dyn Entropy,
+    /// The version of the policy that decided this call.
+    pub policy_version: &'a str,
+    /// How long an opened approval stays decidable.
+    pub ttl_ms: i64,
+}
+
 /// What a call brings to the approve stage: the `requestState` it presents,
 /// and the state of the approval it presents (what policy sees as
 /// `context.approval`).
 pub struct Standing {
     pub presented: Presented,
-    pub state: String,
+    pub state: Option<ApprovalState>,
 }
 
 /// Most calls present nothing: no binding is built and the store is not read.
-pub async fn standing(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
-    let presented = presented(gw, call);
+pub async fn standing(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
+    let presented = presented(a.sealer, call);
     let state = match &presented {
-        Presented::Ours(claim) => state_of(gw, claim, &binding(gw, call, tool, proposal)).await,
-        _ => "none".into(),
+        Presented::Ours(claim) => state_of(a, claim, &binding(a, call, tool, proposal)).await,
+        _ => None,
     };
     Standing { presented, state }
 }
@@ -50,51 +60,50 @@ pub enum Presented {
     Foreign,
 }
 
-fn presented(gw: &Gateway, call: &CallRequest) -> Presented {
+fn presented(sealer: &Sealer, call: &CallRequest) -> Presented {
     match call.input.get("requestState") {
         None | Some(Value::Null) => Presented::None,
-        Some(Value::String(s)) => gw.sealer.open(s).map_or(Presented::Foreign, Presented::Ours),
+        Some(Value::String(s)) => sealer.open(s).map_or(Presented::Foreign, Presented::Ours),
         Some(_) => Presented::Foreign,
     }
 }
 
 /// What an approval of this exact call is bound to.
-fn binding(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
+fn binding(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
     Binding {
         tenant: call.caller.tenant.clone(),
         caller: call.caller.name.clone(),
         server: tool.server.clone(),
         tool: tool.tool.name.clone(),
         proposal_sha256: proposal.sha256.clone(),
-        policy_version: gw.policy().version().to_string(),
+        policy_version: a.policy_version.to_string(),
     }
 }
 
 /// The state of the approval a call presents, for policy's
-/// `context.approval`: `none` unless it is an approval of exactly this
+/// `context.approval`: none unless it is an approval of exactly this
 /// call (an approval of another call never counts).
-async fn state_of(gw: &Gateway, claim: &Claim, binding: &Binding) -> String {
+async fn state_of(a: &Approvals<'_>, claim: &Claim, binding: &Binding) -> Option<ApprovalState> {
     if claim.binding != *binding {
-        return "none".into();
+        return None;
     }
-    match gw.ledger.approval(&claim.approval_id).await {
-        Ok(Some(a)) if a.binding == *binding => a.state_at(gw.clock.now_ms()).as_str().to_string(),
-        _ => "none".into(),
+    match a.ledger.approval(&claim.approval_id).await {
+        Ok(Some(found)) if found.binding == *binding => Some(found.state_at(a.clock.now_ms())),
+        _ => None,
     }
 }
 
-/// What the rest of the pipeline needs from this stage.
-pub struct Gate {
-    /// The approval this dispatch runs under.
-    pub approval: Option<(String, Binding)>,
-    /// `inputResponses` / `requestState` as the upstream must see them.
-    pub input: Map<String, Value>,
-    /// The approval presented was already used: only the operation it ran
-    /// (reserve looks it up) can answer this call.
-    pub used: bool,
+/// How the approve stage ends, when it does not stop the call.
+pub enum Gated {
+    /// Run the call (under an approval, if it has one).
+    Run(Gate),
+    /// Open this approval; its receipt commits with it (`open`).
+    Open(NewApproval),
+    /// An approval of this call is pending: answer that it waits.
+    Wait { id: String, answer: RawObject },
 }
 
-pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing, trail: &mut Trail) -> Result<Gate, Stop> {
+pub async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
@@ -104,75 +113,65 @@ pub async fn approve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
         Verdict::Allow => {
             // Allowed while presenting an approved approval of this very call
             // (a policy may permit approved calls): running it uses it up, once.
-            if let (Presented::Ours(claim), "approved") = (&presented, approval_state.as_str()) {
+            if let (Presented::Ours(claim), Some(ApprovalState::Approved)) = (&presented, approval_state) {
                 let input = upstream_input(&call.input, &presented);
-                return use_approval(gw, tool, proposal, claim.approval_id.clone(), binding(gw, call, tool, proposal), input).await;
+                return use_approval(a, tool, proposal, claim.approval_id.clone(), binding(a, call, tool, proposal), input).await.map(Gated::Run);
             }
             // A state of ours has no business upstream: unwrap or drop it.
-            return Ok(Gate { approval: None, input: upstream_input(&call.input, &presented), used: false });
+            return Ok(Gated::Run(Gate { approval: None, input: upstream_input(&call.input, &presented), used: false }));
         }
         Verdict::RequireApproval => {}
     }
     let refuse = |reason: Reason, approval: Option<&str>| refused(reason, tool, proposal, approval);
-    let binding = binding(gw, call, tool, proposal);
+    let binding = binding(a, call, tool, proposal);
     let claim = match &presented {
         Presented::Foreign => return Err(refuse(Reason::RequestStateInvalid, None)),
         Presented::Ours(claim) => Some(claim.clone()),
         Presented::None => None,
     };
     let found = match &claim {
-        Some(c) => gw.ledger.approval(&c.approval_id).await.map(|a| (a, None)),
-        None => gw.ledger.latest_approval(&binding).await.map(|a| (None, a)),
+        Some(c) => a.ledger.approval(&c.approval_id).await.map(|found| (found, None)),
+        None => a.ledger.latest_approval(&binding).await.map(|latest| (None, latest)),
     };
     let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
-    let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), gw.clock.now_ms());
-    let waiting = |a: &Approval| Stop::Input(input_required(gw, call, tool, a));
-    match step {
+    let now_ms = a.clock.now_ms();
+    match approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms) {
         Step::Open => {
-            let id = gw.entropy.id("apr_");
-            let why = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
-            // The receipt of this decision commits with the approval it opens.
-            let pending = ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.clone() };
-            trail.approval_id = Some(id.clone());
-            let receipt = Some(record::awaiting(gw, trail, Some(pending)));
-            let new = toolgate_ledger::NewApproval {
-                id,
-                binding: binding.clone(),
-                arguments: proposal.arguments.clone(),
-                reason: why,
-                rules: decision.rules.clone(),
-                now_ms: gw.clock.now_ms(),
-                ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
-                receipt,
-            };
-            let opened = gw.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
-            trail.receipts = 1;
-            gw.log.appended(1);
-            tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %binding.caller, "approval opened");
-            Err(waiting(&opened))
+            let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
+            let id = a.entropy.id("apr_");
+            let arguments = proposal.arguments.clone();
+            Ok(Gated::Open(NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms, ttl_ms: a.ttl_ms, receipt: None }))
         }
         Step::Wait(_) => {
             let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
-            trail.approval_id = Some(pending.id.clone());
-            Err(waiting(pending))
+            Ok(Gated::Wait { id: pending.id.clone(), answer: input_required(a, call, tool, pending) })
         }
-        Step::Consume(id) => use_approval(gw, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await,
-        Step::Continue(id) => Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false }),
+        Step::Consume(id) => use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await.map(Gated::Run),
+        Step::Continue(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false })),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
-            let id = claimed.map(|a| a.id).expect("checked");
-            Ok(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true })
+            let id = claimed.map(|found| found.id).expect("checked");
+            Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true }))
         }
         Step::Refuse(reason) => {
-            let id = claimed.as_ref().or(latest.as_ref()).map(|a| a.id.clone());
+            let id = claimed.as_ref().or(latest.as_ref()).map(|found| found.id.clone());
             Err(refuse(reason, id.as_deref()))
         }
     }
 }
 
+/// Opens `new` with `receipt` (the decision to wait, in the same
+/// transaction) and answers that the call waits for it.
+pub async fn open(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
+    new.receipt = Some(receipt);
+    let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
+    tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
+    Ok(input_required(a, call, tool, &opened))
+}
+
 /// Uses approval `id` for this one dispatch; exactly one of any number of
 /// concurrent users gets it.
-async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
-    match gw.ledger.consume_approval(&id, gw.clock.now_ms()).await {
+async fn use_approval(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
+    match a.ledger.consume_approval(&id, a.clock.now_ms()).await {
         Ok(_) => Ok(Gate { approval: Some((id, binding)), input, used: false }),
         // The approval just expired, or another re-issue won the race (its
         // operation answers this one).
@@ -182,17 +181,8 @@ async fn use_approval(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, id:
     }
 }
 
-/// A used approval with no operation to answer for it (a read-only tool's).
-pub fn used_refusal(tool: &ExposedTool, gate: &Gate) -> Refusal {
-    let r = refusal(Reason::ApprovalUsed, &tool.exposed_name);
-    match &gate.approval {
-        Some((id, _)) => r.with_approval(id),
-        None => r,
-    }
-}
-
 fn refused(reason: Reason, tool: &ExposedTool, proposal: &Proposal, approval: Option<&str>) -> Stop {
-    let mut r = refusal(reason, &tool.exposed_name).with_proposal(&proposal.sha256);
+    let mut r = approval::refusal(reason, &tool.exposed_name).with_proposal(&proposal.sha256);
     if let Some(id) = approval {
         r = r.with_approval(id);
     }
@@ -202,7 +192,7 @@ fn refused(reason: Reason, tool: &ExposedTool, proposal: &Proposal, approval: Op
 /// An approved call whose tool asks for input of its own: the upstream's
 /// `requestState` travels inside one of ours, so the next round is known to
 /// belong to the approved call.
-pub fn seal_continuation(gw: &Gateway, gate: &Gate, answer: Answer) -> Answer {
+pub fn seal_continuation(sealer: &Sealer, gate: &Gate, answer: Answer) -> Answer {
     let Some((id, binding)) = &gate.approval else { return answer };
     let mut result = match answer {
         Answer::Result(result) => result,
@@ -213,7 +203,7 @@ pub fn seal_continuation(gw: &Gateway, gate: &Gate, answer: Answer) -> Answer {
     }
     let upstream_state = result.get("requestState").and_then(|v| serde_json::from_str::<String>(v.get()).ok()).unwrap_or_default();
     let claim = Claim { approval_id: id.clone(), binding: binding.clone(), upstream_state: Some(upstream_state) };
-    result.insert("requestState".into(), raw(&gw.sealer.seal(&claim)));
+    result.insert("requestState".into(), raw(&sealer.seal(&claim)));
     Answer::Result(result)
 }
 
@@ -239,8 +229,8 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
 /// `input_required` for a call waiting on `approval` (2026-07-28); a legacy
 /// client cannot take another round, so it gets an `escalate` refusal that
 /// names the approval, and re-issues the same call once it is approved.
-fn input_required(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, approval: &Approval) -> RawObject {
-    let state = approval.state_at(gw.clock.now_ms()).as_str();
+fn input_required(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, approval: &Approval) -> RawObject {
+    let state = approval.state_at(a.clock.now_ms()).as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} is {state}; an approver decides it with `toolgate approvals approve {}` \
          (or the admin API). Call again with this requestState once it is decided.",
@@ -270,7 +260,7 @@ fn input_required(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, approval
             }}})),
         );
     }
-    out.insert("requestState".into(), raw(&gw.sealer.seal(&claim)));
+    out.insert("requestState".into(), raw(&a.sealer.seal(&claim)));
     out.insert(
         "_meta".into(),
         raw(&json!({APPROVAL_META: {
@@ -285,34 +275,6 @@ fn input_required(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, approval
         }})),
     );
     out
-}
-
-/// What each approval refusal tells the caller to do.
-fn refusal(reason: Reason, exposed: &str) -> Refusal {
-    let (decision, action, message) = match reason {
-        Reason::ApprovalDenied => (Verdict::Deny, Action::Refused, format!("an approver denied this exact call to {exposed}; it stays denied — do not retry it")),
-        Reason::ApprovalExpired => (
-            Verdict::RequireApproval,
-            Action::Escalate,
-            format!("the approval for this call to {exposed} expired before it was used; call again without requestState to ask for a fresh one"),
-        ),
-        Reason::ApprovalUsed => (
-            Verdict::RequireApproval,
-            Action::Refused,
-            format!("this approval was already used: the call to {exposed} ran once. Doing it again needs a new approval (call without requestState)"),
-        ),
-        Reason::ApprovalMissingOrMismatched => (
-            Verdict::RequireApproval,
-            Action::Escalate,
-            format!("the requestState is bound to another call (other arguments, caller or policy); this call to {exposed} was not run. Call without requestState to ask approval for this content"),
-        ),
-        _ => (
-            Verdict::RequireApproval,
-            Action::Correct,
-            format!("the requestState was not issued by this gateway or was altered; call {exposed} again without it"),
-        ),
-    };
-    Refusal::new(decision, reason, action, message)
 }
 
 fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {

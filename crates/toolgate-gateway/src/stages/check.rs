@@ -6,15 +6,32 @@ use serde_json::value::{RawValue, to_raw_value};
 use serde_json::{Map, Value, json};
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
+use crate::call::Answer;
 use crate::catalog::ExposedTool;
-use crate::pipeline::Answer;
-use crate::stages::record::Trail;
 use crate::wire::RawObject;
 
 /// The `_meta` key of toolgate's verdict on a result.
 pub const CHECK_META: &str = "io.toolgate/check";
 
-pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str, trail: &mut Trail) -> Answer {
+/// What the check stage found in a result.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// The tool said it failed (`isError`).
+    pub tool_error: bool,
+    /// The upstream asks for input (MRTR): there is no result yet.
+    pub input_required: bool,
+    /// How many places of `structuredContent` violate the outputSchema.
+    pub output_violations: usize,
+}
+
+/// The answer to give, and what was found on the way.
+pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str) -> (Answer, Found) {
+    let mut found = Found::default();
+    let answer = conclude(tool, raw, block, proposal_sha256, &mut found);
+    (answer, found)
+}
+
+fn conclude(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str, found: &mut Found) -> Answer {
     let mut result: RawObject = match serde_json::from_str(raw.get()) {
         Ok(map) => map,
         Err(_) => {
@@ -30,10 +47,10 @@ pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &
         }
     };
     let is_error = result.get("isError").is_some_and(|v| v.get() == "true");
-    trail.tool_error = is_error;
+    found.tool_error = is_error;
     // An upstream asking for input (MRTR) has no result to check yet.
     if result.get("resultType").is_some_and(|t| t.get() != "\"complete\"") {
-        trail.input_required = true;
+        found.input_required = true;
         return Answer::Result(result);
     }
     let (Some(output), false) = (&tool.output, is_error) else { return Answer::Result(result) };
@@ -48,7 +65,7 @@ pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &
     if violations.is_empty() {
         return Answer::Result(result);
     }
-    trail.output_violations = violations.len();
+    found.output_violations = violations.len();
     if block {
         return Answer::Refused(
             Refusal::new(

@@ -6,17 +6,15 @@ use serde_json::value::RawValue;
 use tracing::Instrument as _;
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
+use crate::call::{CallRequest, Stop};
 use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
-use crate::pipeline::Stop;
 use crate::downstream::param_headers;
-use crate::pipeline::CallRequest;
-use crate::upstream::{CallOptions, UpstreamError};
+use crate::upstream::{CallOptions, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
-pub async fn dispatch(gw: &Gateway, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
-    let Some(upstream) = gw.catalogs.upstream(&tool.server) else {
+pub async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
+    let Some(upstream) = upstream else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
     // The upstream may route on Mcp-Param-* headers too: send what its schema declares.

@@ -1,12 +1,15 @@
 //! record: the call's signed receipts and one structured log line.
 //!
-//! Every call gets a receipt for its decision and outcome. A write sent
-//! upstream gets two, appended by the reserve stage in the ledger
-//! transactions that reserve and finish its operation; a read gets one,
-//! after its answer, since nothing durable happens in between. This stage
-//! appends the rest (refusals, reads, replays, approvals awaited). A read
-//! whose receipt cannot be written is not answered: the caller gets
-//! `ledger_unavailable` instead of an unrecorded result.
+//! Every call gets a receipt for its decision and outcome, each drafted
+//! here from the `Findings` the pipeline gathered (and built by core's one
+//! receipt builder). A write sent upstream gets two, which the pipeline
+//! hands to the ledger calls that reserve and finish its operation; an
+//! approval opened gets its receipt in the transaction that opens it; a
+//! read gets one, after its answer, since nothing durable happens in
+//! between. `record` appends whatever was not committed already
+//! (refusals, reads, replays). A read whose receipt cannot be written is
+//! not answered: the caller gets `ledger_unavailable` instead of an
+//! unrecorded result.
 
 use std::time::Duration;
 
@@ -17,12 +20,15 @@ use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::Draft;
 
+use toolgate_core::approval::ApprovalState;
+
+use crate::call::{Answer, CallRequest};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
-use crate::pipeline::{Answer, CallRequest};
 
-/// What the stages learned, for the record.
-pub struct Trail {
+/// What the stages concluded, gathered by the pipeline (and only there)
+/// for the receipts and the log line.
+pub struct Findings {
     pub tool: String,
     pub request_id: String,
     pub proposal_sha256: Option<String>,
@@ -49,17 +55,17 @@ pub struct Trail {
     /// a JSON object's text without its closing brace, which `asked()`
     /// completes with how the call was decided.
     pub asked: Option<String>,
-    /// The state of the approval the call presented (`none`, `approved`, …).
-    pub approval_state: String,
+    /// The state of the approval the call presented, if it presented one of this call.
+    pub approval_state: Option<ApprovalState>,
     /// The call went upstream (its outcome deserves a receipt).
     pub dispatched: bool,
     /// The operation's key and state as last recorded.
     pub operation_ref: Option<OperationRef>,
-    /// Receipts the reserve stage already appended (0, 1 or 2).
+    /// Receipts already committed with the ledger's state (0, 1 or 2).
     pub receipts: u8,
 }
 
-impl Trail {
+impl Findings {
     pub fn new(call: &CallRequest) -> Self {
         Self {
             tool: call.name.clone(),
@@ -81,7 +87,7 @@ impl Trail {
             arguments_hash: String::new(),
             arguments: None,
             asked: None,
-            approval_state: "none".into(),
+            approval_state: None,
             dispatched: false,
             operation_ref: None,
             receipts: 0,
@@ -121,7 +127,7 @@ impl Trail {
     /// with the call's first receipt.
     fn asked(&self) -> Option<String> {
         let decision = serde_json::to_string(self.decision.as_ref()?).ok()?;
-        let state = serde_json::to_string(&self.approval_state).ok()?;
+        let state = serde_json::to_string(self.approval_state.map_or("none", ApprovalState::as_str)).ok()?;
         Some(format!("{},\"approval_state\":{state},\"decision\":{decision}}}", self.asked.as_ref()?))
     }
 }
@@ -152,50 +158,50 @@ struct AskedTool<'a> {
 }
 
 /// What every receipt of this call shares, for the one builder.
-fn subject<'a>(gw: &Gateway, trail: &'a Trail, policy_version: &'a str) -> Subject<'a> {
+fn subject<'a>(gw: &Gateway, findings: &'a Findings, policy_version: &'a str) -> Subject<'a> {
     Subject {
         issued_at_ms: gw.clock.now_ms(),
-        tenant: &trail.tenant,
-        caller: &trail.caller,
-        server: &trail.server,
-        tool: if trail.upstream_tool.is_empty() { &trail.tool } else { &trail.upstream_tool },
-        tool_definition_sha256: &trail.definition_sha256,
-        proposal_sha256: trail.proposal_sha256.as_deref().unwrap_or_default(),
-        decision: trail.decision.as_ref(),
+        tenant: &findings.tenant,
+        caller: &findings.caller,
+        server: &findings.server,
+        tool: if findings.upstream_tool.is_empty() { &findings.tool } else { &findings.upstream_tool },
+        tool_definition_sha256: &findings.definition_sha256,
+        proposal_sha256: findings.proposal_sha256.as_deref().unwrap_or_default(),
+        decision: findings.decision.as_ref(),
         policy_version,
-        operation: trail.operation_ref.clone(),
-        salt: &trail.salt,
-        arguments_hash: &trail.arguments_hash,
-        captured: trail.arguments.as_ref(),
+        operation: findings.operation_ref.clone(),
+        salt: &findings.salt,
+        arguments_hash: &findings.arguments_hash,
+        captured: findings.arguments.as_ref(),
     }
 }
 
 /// Drafts the receipt of `event`; `first` carries the private record of
 /// what was asked (one per call, with its first receipt).
-fn draft(gw: &Gateway, trail: &Trail, event: Event, first: bool) -> Draft {
+fn draft(gw: &Gateway, findings: &Findings, event: Event, first: bool) -> Draft {
     let current;
-    let version = match &trail.policy_version {
+    let version = match &findings.policy_version {
         Some(v) => v.as_str(),
         None => {
             current = gw.policy();
             current.version()
         }
     };
-    let receipt = build(&subject(gw, trail, version), event);
-    gw.log.draft(receipt, trail.salt, if first { trail.asked() } else { None })
+    let receipt = build(&subject(gw, findings, version), event);
+    gw.log.draft(receipt, findings.salt, if first { findings.asked() } else { None })
 }
 
 /// The decision to run a call, before it is sent. For a write it goes with
 /// the operation's reservation.
-pub fn decided(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
-    draft(gw, trail, Event::Authorized { approval }, true)
+pub fn decided(gw: &Gateway, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+    draft(gw, findings, Event::Authorized { approval }, true)
 }
 
 /// How a sent call ended: `state` as the operation records it, `result`
 /// the upstream's answer when there is one.
-pub fn outcome(gw: &Gateway, trail: &Trail, state: OperationState, result: Option<&str>) -> Draft {
+pub fn outcome(gw: &Gateway, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
     let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
-    draft(gw, trail, Event::Dispatched { state, result: value.as_ref() }, false)
+    draft(gw, findings, Event::Dispatched { state, result: value.as_ref() }, false)
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
@@ -206,35 +212,35 @@ pub async fn approval_ref(gw: &Gateway, id: Option<&str>) -> Option<ApprovalRef>
 
 /// Appends what the reserve stage did not, then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
-pub async fn record(gw: &Gateway, trail: &Trail, answer: Answer, elapsed: Duration) -> Answer {
-    let answer = if trail.receipts == 0 { append(gw, trail, answer).await } else { answer };
-    log_line(trail, &answer, elapsed);
+pub async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+    let answer = if findings.receipts == 0 { append(gw, findings, answer).await } else { answer };
+    log_line(findings, &answer, elapsed);
     answer
 }
 
-async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
-    let approval = approval_ref(gw, trail.approval_id.as_deref()).await;
+async fn append(gw: &Gateway, findings: &Findings, answer: Answer) -> Answer {
+    let approval = approval_ref(gw, findings.approval_id.as_deref()).await;
     let mut drafts = match &answer {
-        Answer::Result(raw) if trail.dispatched && !trail.input_required => {
+        Answer::Result(raw) if findings.dispatched && !findings.input_required => {
             // A read: nothing durable happens between its decision and its
             // outcome, so one receipt attests both (a write has two, each
             // committed with the state it attests).
             let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(gw, trail, Event::Answered { approval, tool_error: trail.tool_error, result: &result }, true)]
+            vec![draft(gw, findings, Event::Answered { approval, tool_error: findings.tool_error, result: &result }, true)]
         }
-        Answer::Result(_) if trail.input_required => vec![awaiting(gw, trail, approval)],
+        Answer::Result(_) if findings.input_required => vec![awaiting(gw, findings, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
             let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(gw, trail, Event::Replayed { approval, tool_error: trail.tool_error, result: &result }, true)]
+            vec![draft(gw, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: &result }, true)]
         }
-        Answer::Refused(refusal) if trail.dispatched => {
-            vec![decided(gw, trail, approval.clone()), draft(gw, trail, Event::Refused { approval, refusal, dispatched: true }, true)]
+        Answer::Refused(refusal) if findings.dispatched => {
+            vec![decided(gw, findings, approval.clone()), draft(gw, findings, Event::Refused { approval, refusal, dispatched: true }, true)]
         }
-        Answer::Refused(refusal) => vec![draft(gw, trail, Event::Refused { approval, refusal, dispatched: false }, true)],
+        Answer::Refused(refusal) => vec![draft(gw, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
         // The call's decision stands (a protocol error overrides none of
         // it), so one receipt carries it and how the call ended.
-        Answer::Error(e) => vec![draft(gw, trail, Event::ProtocolError { approval, code: e.code, dispatched: trail.dispatched }, true)],
+        Answer::Error(e) => vec![draft(gw, findings, Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched }, true)],
     };
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
@@ -245,11 +251,11 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
             answer
         }
         Err(e) => {
-            tracing::error!(target: "toolgate::log", tool = %trail.tool, error = %e, "cannot append the call's receipts");
+            tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the call's receipts");
             match answer {
-                Answer::Result(_) if !trail.input_required => Answer::Refused(
+                Answer::Result(_) if !findings.input_required => Answer::Refused(
                     Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the receipt log is unavailable, so the result cannot be recorded and is withheld; retry later")
-                        .with_proposal(trail.proposal_sha256.as_deref().unwrap_or_default()),
+                        .with_proposal(findings.proposal_sha256.as_deref().unwrap_or_default()),
                 ),
                 other => other,
             }
@@ -259,42 +265,42 @@ async fn append(gw: &Gateway, trail: &Trail, answer: Answer) -> Answer {
 
 /// The decision to wait for a named human. With a new approval it goes in
 /// the transaction that opens the approval.
-pub fn awaiting(gw: &Gateway, trail: &Trail, approval: Option<ApprovalRef>) -> Draft {
-    draft(gw, trail, Event::Awaiting { approval }, true)
+pub fn awaiting(gw: &Gateway, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+    draft(gw, findings, Event::Awaiting { approval }, true)
 }
 
-fn log_line(trail: &Trail, answer: &Answer, elapsed: Duration) {
+fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
     let (outcome, reason, action) = match answer {
-        Answer::Result(_) if trail.tool_error => ("tool_error", String::new(), String::new()),
-        Answer::Result(_) if trail.input_required => ("input_required", String::new(), String::new()),
+        Answer::Result(_) if findings.tool_error => ("tool_error", String::new(), String::new()),
+        Answer::Result(_) if findings.input_required => ("input_required", String::new(), String::new()),
         Answer::Result(_) => ("completed", String::new(), String::new()),
         Answer::Refused(r) => ("refused", json_name(&r.reason), json_name(&r.action)),
         Answer::Error(e) => ("protocol_error", e.code.to_string(), String::new()),
     };
-    let decision = trail.decision.as_ref().map(|d| json_name(&d.verdict)).unwrap_or_default();
+    let decision = findings.decision.as_ref().map(|d| json_name(&d.verdict)).unwrap_or_default();
     let proposal = match answer {
-        Answer::Refused(r) => r.proposal_sha256.as_deref().or(trail.proposal_sha256.as_deref()),
-        _ => trail.proposal_sha256.as_deref(),
+        Answer::Refused(r) => r.proposal_sha256.as_deref().or(findings.proposal_sha256.as_deref()),
+        _ => findings.proposal_sha256.as_deref(),
     };
     tracing::info!(
         target: "toolgate::call",
-        tool = %trail.tool,
-        request_id = %trail.request_id,
+        tool = %findings.tool,
+        request_id = %findings.request_id,
         proposal_sha256 = proposal.unwrap_or(""),
         decision = %decision,
-        rules = %trail.decision.as_ref().map(|d| d.rules.join(",")).unwrap_or_default(),
-        caller = %trail.caller,
-        policy_version = trail.policy_version.as_deref().unwrap_or(""),
-        approval = trail.approval_id.as_deref().or(match answer {
+        rules = %findings.decision.as_ref().map(|d| d.rules.join(",")).unwrap_or_default(),
+        caller = %findings.caller,
+        policy_version = findings.policy_version.as_deref().unwrap_or(""),
+        approval = findings.approval_id.as_deref().or(match answer {
             Answer::Refused(r) => r.approval_id.as_deref(),
             _ => None,
         }).unwrap_or(""),
-        operation = trail.operation.as_ref().map_or("", |(id, _)| id.as_str()),
-        replayed = trail.operation.as_ref().is_some_and(|(_, r)| *r),
+        operation = findings.operation.as_ref().map_or("", |(id, _)| id.as_str()),
+        replayed = findings.operation.as_ref().is_some_and(|(_, r)| *r),
         outcome,
         reason = %reason,
         action = %action,
-        output_violations = trail.output_violations,
+        output_violations = findings.output_violations,
         elapsed_us = elapsed.as_micros() as u64,
         trace_id = %trace_id(),
         "tools/call"

@@ -13,15 +13,12 @@
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
-use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
-use toolgate_ledger::{Begun, LedgerError, NewOperation, Resolution};
-
-use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
-use crate::pipeline::{CallRequest, Stop};
-use crate::stages::record::{self, Trail};
 use toolgate_core::receipt::OperationRef;
-use crate::stages::approve::Gate;
+use toolgate_core::{Action, Clock, Entropy, Proposal, Reason, Refusal, Verdict};
+use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolution};
+
+use crate::call::{CallRequest, Gate, Held, Stop};
+use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
 /// The `_meta` key a client names its operation with.
@@ -32,21 +29,39 @@ pub const OPERATION_META: &str = "io.toolgate/operation";
 /// live gateway always finishes its own operations before they count as lapsed.
 const LEASE_GRACE_MS: i64 = 5_000;
 
-/// What the dispatch stage does next.
-pub enum Held {
-    /// A read: nothing to record.
-    Read,
-    /// This call holds the operation and may send it.
-    Mine(Operation),
-    /// The recorded outcome; `checked` is false for a reconciler's finding,
-    /// which is not the tool's own result.
-    Replay { op: Operation, raw: Box<RawValue>, checked: bool },
+/// What the reserve stage reads and writes.
+pub struct Operations<'a> {
+    pub ledger: &'a dyn Ledger,
+    pub clock: &'a dyn Clock,
+    pub entropy: &'a dyn Entropy,
+    /// How long a holder may take before its operation counts as lapsed:
+    /// the tool's upstream deadline and a grace.
+    pub lease_ms: i64,
 }
 
-pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate, trail: &mut Trail) -> Result<Held, Stop> {
+impl Operations<'_> {
+    /// The lease for a tool whose upstream deadline is `timeout_ms`.
+    pub fn lease_for(timeout_ms: u64) -> i64 {
+        timeout_ms as i64 + LEASE_GRACE_MS
+    }
+}
+
+/// How a write stands before it is sent.
+pub enum Claimed {
+    /// A read: nothing to reserve.
+    Read,
+    /// A write to reserve under its key; its decision's receipt commits
+    /// with the reservation (`begin`).
+    New(NewOperation),
+    /// Answered from the operation a used approval already ran.
+    Recorded(Held),
+}
+
+/// The operation key of this call and what stands under it already.
+pub async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
-        return if gate.used { Err(refuse(crate::stages::approve::used_refusal(tool, gate))) } else { Ok(Held::Read) };
+        return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
     }
     let client_key = match call.operation_key.as_ref() {
         None | Some(Value::Null) => None,
@@ -62,53 +77,65 @@ pub async fn reserve(gw: &Gateway, call: &CallRequest, tool: &ExposedTool, propo
             )));
         }
     };
-    let id = gw.entropy.id("op_");
-    let key = client_key.or_else(|| gate.approval.as_ref().map(|(a, _)| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
+    let id = o.entropy.id("op_");
+    let key = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
     let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), key };
-    let lease = gw.clock.now_ms() + lease_ms(gw, tool);
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
     if gate.used {
-        if let Some(answer) = used_answer(gw, &key, tool, proposal, gate).await? {
-            note(trail, &answer);
-            return Ok(answer);
+        if let Some(answer) = used_answer(o, &key, tool, proposal, gate).await? {
+            return Ok(Claimed::Recorded(answer));
         }
     }
-    // The decision's receipt commits with the reservation.
-    trail.operation_ref = Some(OperationRef { key: key.key.clone(), state: OperationState::Reserved.as_str().into() });
-    let approval = record::approval_ref(gw, gate.approval.as_ref().map(|(a, _)| a.as_str())).await;
-    let receipt = Some(record::decided(gw, trail, approval));
     let new = NewOperation {
         id,
         key,
         caller: call.caller.name.clone(),
         proposal_sha256: proposal.sha256.clone(),
-        approval_id: gate.approval.as_ref().map(|(a, _)| a.clone()),
+        approval_id: gate.approval_id().map(str::to_string),
         arguments: proposal.arguments.clone(),
-        lease_until_ms: lease,
-        receipt,
+        lease_until_ms: o.clock.now_ms() + o.lease_ms,
+        receipt: None,
     };
-    match gw.ledger.begin_operation(new, gw.clock.now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))? {
-        Begun::Mine(op) => {
-            trail.receipts = 1;
-            gw.log.appended(1);
-            // Durable before the upstream can see the call: after a crash,
-            // `dispatched` means "maybe sent", `reserved` means "not sent".
-            let op = gw.ledger.mark_dispatched(&op.id, op.attempts, gw.clock.now_ms() + lease_ms(gw, tool), gw.clock.now_ms()).await.map_err(|e| ledger_failed(e, tool, proposal))?;
-            Ok(Held::Mine(op))
-        }
-        Begun::Theirs(op) => {
-            trail.operation_ref = Some(OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() });
-            answer_existing(op, tool, proposal, gw.clock.now_ms())
-        }
-    }
+    Ok(Claimed::New(new))
 }
 
-/// The recorded operation a used approval's re-issue is answered from.
-fn note(trail: &mut Trail, held: &Held) {
-    if let Held::Replay { op, .. } = held {
-        trail.operation_ref = Some(OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() });
+/// The operation's key and state, as a receipt names it.
+pub fn reference(op: &Operation) -> OperationRef {
+    OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() }
+}
+
+/// A new operation's key, in the state its first receipt names.
+pub fn reserved(new: &NewOperation) -> OperationRef {
+    OperationRef { key: new.key.key.clone(), state: OperationState::Reserved.as_str().into() }
+}
+
+/// How `begin` ended.
+pub struct Begin {
+    /// The receipt given to `begin` was committed (this call holds the operation).
+    pub committed: bool,
+    /// Another call's operation under the key, as this call found it.
+    pub found: Option<OperationRef>,
+    /// What dispatch does next.
+    pub held: Result<Held, Stop>,
+}
+
+/// Reserves `new` with `receipt` (the decision to run it, in the same
+/// transaction) and marks it dispatched, or answers from the operation
+/// another call holds under the key.
+pub async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
+    new.receipt = Some(receipt);
+    let now_ms = o.clock.now_ms();
+    match o.ledger.begin_operation(new, now_ms).await {
+        Err(e) => Begin { committed: false, found: None, held: Err(ledger_failed(e, tool, proposal)) },
+        Ok(Begun::Mine(op)) => {
+            // Durable before the upstream can see the call: after a crash,
+            // `dispatched` means "maybe sent", `reserved` means "not sent".
+            let marked = o.ledger.mark_dispatched(&op.id, op.attempts, o.clock.now_ms() + o.lease_ms, o.clock.now_ms()).await;
+            Begin { committed: true, found: None, held: marked.map(Held::Mine).map_err(|e| ledger_failed(e, tool, proposal)) }
+        }
+        Ok(Begun::Theirs(op)) => Begin { committed: false, found: Some(reference(&op)), held: answer_existing(op, tool, proposal, now_ms) },
     }
 }
 
@@ -116,31 +143,28 @@ fn note(trail: &mut Trail, held: &Held) {
 /// refusal; `None` when its operation is known never to have run (a
 /// reservation left by a crash, or reconciled as not applied), so this
 /// call runs it.
-async fn used_answer(gw: &Gateway, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Option<Held>, Stop> {
-    if let Some(op) = gw.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+async fn used_answer(o: &Operations<'_>, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Option<Held>, Stop> {
+    let now_ms = o.clock.now_ms();
+    if let Some(op) = o.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
         // Only the operation this very approval ran may run again under it.
-        let own = op.approval_id.as_deref() == gate.approval.as_ref().map(|(a, _)| a.as_str());
-        if operation::reuse(&op, &proposal.sha256, gw.clock.now_ms()) == Reuse::TakeOver {
-            return if own { Ok(None) } else { Err(Stop::Refused(crate::stages::approve::used_refusal(tool, gate).with_proposal(&proposal.sha256))) };
+        let own = op.approval_id.as_deref() == gate.approval_id();
+        if operation::reuse(&op, &proposal.sha256, now_ms) == Reuse::TakeOver {
+            return if own { Ok(None) } else { Err(Stop::Refused(gate.used_refusal(&tool.exposed_name).with_proposal(&proposal.sha256))) };
         }
-        return answer_existing(op, tool, proposal, gw.clock.now_ms()).map(Some);
+        return answer_existing(op, tool, proposal, now_ms).map(Some);
     }
     // The re-issue that used it may not have reserved its operation yet.
-    let id = gate.approval.as_ref().map(|(a, _)| a.as_str()).unwrap_or_default();
-    let used = gw.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
+    let id = gate.approval_id().unwrap_or_default();
+    let used = o.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
     let refusal = match used {
-        Some(at) if gw.clock.now_ms() - at < lease_ms(gw, tool) => {
+        Some(at) if now_ms - at < o.lease_ms => {
             Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
                 .with_approval(id)
                 .with_retry_after(250)
         }
-        _ => crate::stages::approve::used_refusal(tool, gate),
+        _ => gate.used_refusal(&tool.exposed_name),
     };
     Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)))
-}
-
-fn lease_ms(gw: &Gateway, tool: &ExposedTool) -> i64 {
-    gw.config.timeout_ms(&tool.server) as i64 + LEASE_GRACE_MS
 }
 
 /// Another call's operation under this key, as `reuse` says.
@@ -201,11 +225,10 @@ pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
     .with_operation(&op.id)
 }
 
-/// Records how a dispatch of `op` ended: the upstream's answer, or how the
-/// dispatch failed. Returns the operation as recorded, or, for an outcome
-/// that is now unknown, the refusal that names the operation to reconcile.
-pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &Result<Box<RawValue>, Stop>, trail: &mut Trail) -> Result<Operation, Refusal> {
-    let (state, recorded) = match outcome {
+/// How a dispatch ended, as the operation records it: its state, and the
+/// upstream's answer to keep (to replay) when there is one.
+pub fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
+    match outcome {
         Ok(raw) => {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
             if fields.get("resultType").is_some_and(|t| t != "complete") {
@@ -227,30 +250,33 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
         Err(Stop::Error(_)) => (OperationState::Unknown, None),
         // Refused before it was sent (the upstream is down or turned it away).
         Err(_) => (OperationState::ReconciledNotApplied, None),
-    };
-    // The outcome's receipt commits with the outcome.
-    let receipt = record::outcome(gw, trail, state, recorded.as_deref());
-    let finished = gw.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), gw.clock.now_ms(), Some(receipt)).await;
-    let recorded = match finished {
-        Ok(op) => {
-            trail.receipts = 2;
-            gw.log.appended(1);
-            op
-        }
+    }
+}
+
+/// Records how a dispatch of `op` ended (`settled`), with the receipt
+/// `draft` makes of that state, in the same transaction. Returns whether a
+/// receipt was appended, and the operation as recorded or, for an outcome
+/// that is now unknown, the refusal that names the operation to reconcile.
+pub async fn finish(
+    o: &Operations<'_>,
+    tool: &ExposedTool,
+    op: &Operation,
+    (state, recorded): (OperationState, Option<String>),
+    draft: impl Fn(OperationState) -> Draft,
+) -> (bool, Result<Operation, Refusal>) {
+    let finished = o.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), o.clock.now_ms(), Some(draft(state))).await;
+    let (appended, recorded) = match finished {
+        Ok(op) => (true, op),
         // Its lease lapsed while it ran (another replica or the CLI marked
         // it unknown), and now the answer is here: that settles it.
         Err(LedgerError::WrongState { state: "unknown", .. }) if state == OperationState::Completed => {
-            let receipt = Some(record::outcome(gw, trail, OperationState::ReconciledApplied, recorded.as_deref()));
-            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: gw.clock.now_ms(), receipt };
-            match gw.ledger.resolve_operation(&op.id, settle).await {
-                Ok(settled) => {
-                    trail.receipts = 2;
-                    gw.log.appended(1);
-                    settled
-                }
+            let receipt = Some(draft(OperationState::ReconciledApplied));
+            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: o.clock.now_ms(), receipt };
+            match o.ledger.resolve_operation(&op.id, settle).await {
+                Ok(settled) => (true, settled),
                 Err(e) => {
                     tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record a late answer");
-                    op.clone()
+                    (false, op.clone())
                 }
             }
         }
@@ -258,14 +284,14 @@ pub async fn finish(gw: &Gateway, tool: &ExposedTool, op: &Operation, outcome: &
             // The answer still goes to the caller; the operation stays
             // dispatched and will read as unknown once its lease lapses.
             tracing::error!(target: "toolgate::operation", operation = %op.id, error = %e, "cannot record an operation's outcome");
-            op.clone()
+            (false, op.clone())
         }
     };
     if state == OperationState::Unknown {
         tracing::warn!(target: "toolgate::operation", operation = %op.id, tool = %tool.exposed_name, "operation outcome unknown; reconcile it");
-        return Err(unknown(op, &tool.exposed_name));
+        return (appended, Err(unknown(op, &tool.exposed_name)));
     }
-    Ok(recorded)
+    (appended, Ok(recorded))
 }
 
 /// The result with toolgate's note on the operation in `_meta`: its id and

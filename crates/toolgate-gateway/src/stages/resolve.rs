@@ -6,21 +6,21 @@ use std::sync::Arc;
 use serde_json::json;
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
-use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
+use crate::call::Stop;
+use crate::catalog::{Catalogs, ExposedTool};
+use crate::config::Config;
 use crate::pins::PinStatus;
-use crate::pipeline::Stop;
 use crate::wire::{RpcError, code};
 
-pub fn resolve(gw: &Gateway, name: &str) -> Result<Arc<ExposedTool>, Stop> {
-    let catalog = gw.catalogs.current();
+pub fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+    let catalog = catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
         if tool.pin != PinStatus::Pinned {
             // Only a pinned contract runs. The lock file decides: the change
             // may have been accepted, or a new tool pinned, since the build.
-            let status = gw.catalogs.pins().check_and_pin(name, &tool.definition_sha256, &tool.tool.definition);
+            let status = catalogs.pins().check_and_pin(name, &tool.definition_sha256, &tool.tool.definition);
             match status {
-                Ok(PinStatus::Pinned) => gw.catalogs.invalidate(),
+                Ok(PinStatus::Pinned) => catalogs.invalidate(),
                 Ok(PinStatus::Changed(_)) => {
                     return Err(Stop::Refused(Refusal::new(
                         Verdict::Deny,
@@ -44,7 +44,7 @@ pub fn resolve(gw: &Gateway, name: &str) -> Result<Arc<ExposedTool>, Stop> {
         }
         return Ok(tool.clone());
     }
-    let server = gw.config.split_exposed(name).map(|(s, _)| s);
+    let server = config.split_exposed(name).map(|(s, _)| s);
     if let Some(server) = server.filter(|s| catalog.down.contains_key(*s)) {
         // Why it is down (paths, addresses) is the operator's business: it is
         // in the log, not in the answer.

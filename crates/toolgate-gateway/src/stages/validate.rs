@@ -5,7 +5,7 @@ use serde_json::Value;
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
 use crate::catalog::ExposedTool;
-use crate::pipeline::Stop;
+use crate::call::Stop;
 
 pub fn validate(tool: &ExposedTool, arguments: &Value) -> Result<Proposal, Stop> {
     let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments.clone());

@@ -1,0 +1,99 @@
+//! The values one `tools/call` carries from stage to stage: what arrived
+//! (`CallRequest`), how a stage ends it early (`Stop`), what the caller gets
+//! (`Answer`), and the conclusions that later stages read — approve's `Gate`
+//! and reserve's `Held`. Stages import these, never each other.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use toolgate_core::approval::Binding;
+use toolgate_core::operation::Operation;
+use toolgate_core::{Caller, Refusal};
+
+use crate::upstream::ProgressRelay;
+use crate::wire::{Era, Id, RawObject, RpcError};
+
+/// A `tools/call` as it arrived.
+pub struct CallRequest {
+    /// Who is calling, from the request's credentials.
+    pub caller: Arc<Caller>,
+    /// The trace context the request carried in `_meta`.
+    pub trace: BTreeMap<String, String>,
+    pub request_id: Option<Id>,
+    pub name: String,
+    pub arguments: Value,
+    pub era: Era,
+    /// Set when the client asked for progress and the transport can carry it.
+    pub progress: Option<ProgressRelay>,
+    /// `inputResponses` / `requestState` of a re-issued call (MRTR).
+    pub input: Map<String, Value>,
+    /// `_meta["io.toolgate/operationKey"]`, as sent.
+    pub operation_key: Option<Value>,
+    pub client_capabilities: Option<Value>,
+}
+
+/// How a stage ends a call early.
+pub enum Stop {
+    Refused(Refusal),
+    /// A complete answer that is not a tool's result (`input_required`).
+    Input(RawObject),
+    Error(RpcError),
+}
+
+/// What the caller gets.
+pub enum Answer {
+    /// The upstream's result, field values verbatim.
+    Result(RawObject),
+    Refused(Refusal),
+    Error(RpcError),
+}
+
+impl From<Stop> for Answer {
+    fn from(stop: Stop) -> Self {
+        match stop {
+            Stop::Refused(r) => Answer::Refused(r),
+            Stop::Input(o) => Answer::Result(o),
+            Stop::Error(e) => Answer::Error(e),
+        }
+    }
+}
+
+/// The approve stage's conclusion: what the rest of the call runs under.
+pub struct Gate {
+    /// The approval this dispatch runs under.
+    pub approval: Option<(String, Binding)>,
+    /// `inputResponses` / `requestState` as the upstream must see them.
+    pub input: Map<String, Value>,
+    /// The approval presented was already used: only the operation it ran
+    /// (reserve looks it up) can answer this call.
+    pub used: bool,
+}
+
+impl Gate {
+    /// The id of the approval this call runs under.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.approval.as_ref().map(|(id, _)| id.as_str())
+    }
+
+    /// A used approval with no operation to answer for it.
+    pub fn used_refusal(&self, exposed: &str) -> Refusal {
+        let r = toolgate_core::approval::refusal(toolgate_core::Reason::ApprovalUsed, exposed);
+        match self.approval_id() {
+            Some(id) => r.with_approval(id),
+            None => r,
+        }
+    }
+}
+
+/// The reserve stage's conclusion: what dispatch does next.
+pub enum Held {
+    /// A read: nothing to record.
+    Read,
+    /// This call holds the operation and may send it.
+    Mine(Operation),
+    /// The recorded outcome; `checked` is false for a reconciler's finding,
+    /// which is not the tool's own result.
+    Replay { op: Operation, raw: Box<RawValue>, checked: bool },
+}
