@@ -15,17 +15,15 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
-use toolgate_core::Caller;
 use toolgate_core::approval::ApprovalState;
 use toolgate_core::operation::OperationState;
 use toolgate_ledger::LedgerError;
 
-use super::http::{admit_request, plain};
-use crate::config::APPROVER_ROLE;
+use super::edge::{Approver, plain};
 use crate::gateway::Gateway;
 
 pub fn routes() -> axum::Router<Arc<Gateway>> {
@@ -36,14 +34,6 @@ pub fn routes() -> axum::Router<Arc<Gateway>> {
         .route("/admin/operations", axum::routing::get(operations))
         .route("/admin/operations/{id}", axum::routing::get(operation))
         .route("/admin/operations/{id}/reconcile", axum::routing::post(reconcile))
-}
-
-fn approver(gw: &Gateway, headers: &HeaderMap) -> Result<Arc<Caller>, Response> {
-    let caller = admit_request(gw, headers)?;
-    if !caller.has_role(APPROVER_ROLE) {
-        return Err(plain(StatusCode::FORBIDDEN, "the approver role is required; agent tokens cannot see or decide approvals"));
-    }
-    Ok(caller)
 }
 
 fn store_error(e: LedgerError) -> Response {
@@ -69,10 +59,7 @@ fn state_filter<S>(q: &ListQuery, parse: fn(&str) -> Option<S>, known: &str) -> 
     }
 }
 
-async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
-    if let Err(r) = approver(&gw, &headers) {
-        return r;
-    }
+async fn list(_: Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
     let state = match state_filter(&q, ApprovalState::parse, "pending, approved, denied, expired or consumed") {
         Ok(s) => s,
         Err(r) => return r,
@@ -83,10 +70,7 @@ async fn list(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Quer
     }
 }
 
-async fn show(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(r) = approver(&gw, &headers) {
-        return r;
-    }
+async fn show(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match gw.ledger.approval(&id).await {
         Ok(Some(a)) => Json(a).into_response(),
         Ok(None) => store_error(LedgerError::NotFound(id)),
@@ -99,11 +83,7 @@ struct DecideBody {
     reason: String,
 }
 
-async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, verdict)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
-    let caller = match approver(&gw, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path((id, verdict)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
     let approve = match verdict.as_str() {
         "approve" => true,
         "deny" => false,
@@ -122,10 +102,7 @@ async fn decide(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path((id, ve
     }
 }
 
-async fn operations(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
-    if let Err(r) = approver(&gw, &headers) {
-        return r;
-    }
+async fn operations(_: Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
     let states = OperationState::ALL.map(OperationState::as_str).join(", ");
     let state = match state_filter(&q, OperationState::parse, &states) {
         Ok(s) => s,
@@ -137,10 +114,7 @@ async fn operations(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q)
     }
 }
 
-async fn operation(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(r) = approver(&gw, &headers) {
-        return r;
-    }
+async fn operation(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match gw.ledger.operation(&id).await {
         Ok(Some(op)) => Json(op).into_response(),
         Ok(None) => store_error(LedgerError::OperationNotFound(id)),
@@ -148,10 +122,7 @@ async fn operation(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id):
     }
 }
 
-async fn reconcile(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(r) = approver(&gw, &headers) {
-        return r;
-    }
+async fn reconcile(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match crate::reconcile::reconcile(&gw, &id).await {
         Ok(done) => Json(json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence})).into_response(),
         // Nothing was settled: say why (not found, not unknown, no rule, the read failed).

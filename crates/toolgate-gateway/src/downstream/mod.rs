@@ -3,6 +3,7 @@
 //! way, then hand it here.
 
 pub mod admin;
+pub mod edge;
 pub mod http;
 pub mod listen;
 pub mod param_headers;
