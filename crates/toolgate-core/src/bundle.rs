@@ -306,7 +306,7 @@ fn pinned(bundle: &Bundle, keys: &[(&BundleKey, Vec<Verifier>)], signed_by: &[no
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::note::{Checkpoint, Signer};
     use crate::receipt::{Draft, RECEIPT_VERSION, Receipt, ReceiptKey};
@@ -314,25 +314,25 @@ mod tests {
     use ed25519_dalek::SigningKey;
     use std::sync::Arc;
 
-    const ORIGIN: &str = "toolgate.test/log";
+    pub(crate) const ORIGIN: &str = "toolgate.test/log";
 
-    struct Keys {
-        receipt: Arc<ReceiptKey>,
-        ed: Signer,
-        pq: Signer,
+    pub(crate) struct Keys {
+        pub(crate) receipt: Arc<ReceiptKey>,
+        pub(crate) ed: Signer,
+        pub(crate) pq: Signer,
     }
 
-    fn keys(seed: u8) -> Keys {
+    pub(crate) fn keys(seed: u8) -> Keys {
         let sk = SigningKey::from_bytes(&[seed; 32]);
         let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[seed; 32]).unwrap();
         Keys { receipt: Arc::new(ReceiptKey::new(sk.clone())), ed: Signer::ed25519(ORIGIN, sk).unwrap(), pq: Signer::ml_dsa_65(ORIGIN, pq).unwrap() }
     }
 
-    fn bundle_key(k: &Keys) -> BundleKey {
+    pub(crate) fn bundle_key(k: &Keys) -> BundleKey {
         BundleKey { kid: k.receipt.kid().into(), ed25519: k.ed.verifier().vkey(), ml_dsa_65: Some(k.pq.verifier().vkey()) }
     }
 
-    fn receipt(k: &Keys, i: u64) -> Receipt {
+    pub(crate) fn receipt(k: &Keys, i: u64) -> Receipt {
         Receipt {
             v: RECEIPT_VERSION,
             kid: k.receipt.kid().into(),

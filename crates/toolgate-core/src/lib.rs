@@ -10,6 +10,7 @@ pub mod clock;
 pub mod contract;
 pub mod decision;
 pub mod entropy;
+pub mod log_verify;
 pub mod identity;
 pub mod merkle;
 pub mod note;

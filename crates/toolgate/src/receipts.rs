@@ -10,10 +10,11 @@ use anyhow::{Context as _, anyhow, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
 use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry};
+use toolgate_core::log_verify::LogVerifier;
 use toolgate_core::merkle;
-use toolgate_core::note;
 use toolgate_core::proposal::{hex, sha256_hex};
-use toolgate_core::receipt::{self, SignedReceipt};
+use toolgate_core::receipt::build::wire_name;
+use toolgate_core::receipt::SignedReceipt;
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_core::{SystemClock, SystemEntropy};
 use toolgate_gateway::config::Config;
@@ -297,79 +298,25 @@ fn pack_checks(dir: &Path, b: &Bundle, report: &mut bundle::Report) {
     }
 }
 
-/// `toolgate log verify`: the whole log, from the ledger.
+/// `toolgate log verify`: the whole log, from the ledger, by core's verifier.
 pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
     let (_, ledger) = open(config_path).await?;
     let size = ledger.log_size().await?;
     let keys = ledger.log_keys().await?;
-    let mut verifiers = Vec::new();
-    let mut receipt_keys = std::collections::HashMap::new();
-    for k in &keys {
-        let bk = BundleKey { kid: k.kid.clone(), ed25519: k.ed25519.clone(), ml_dsa_65: k.ml_dsa_65.clone() };
-        let vs = bundle::key_verifiers(&bk).map_err(|e| anyhow!("key history: {e}"))?;
-        let raw: [u8; 32] = vs[0].public_key().try_into().expect("an Ed25519 key");
-        receipt_keys.insert(k.kid.clone(), ed25519_dalek::VerifyingKey::from_bytes(&raw)?);
-        verifiers.extend(vs);
-    }
-    let mut problems = Vec::new();
-    let mut leaves = Vec::with_capacity(size as usize);
-    let mut from = 0;
-    while from < size {
-        let rows = ledger.receipts(from, 10_000).await?;
+    let history: Vec<BundleKey> = keys.iter().map(|k| BundleKey { kid: k.kid.clone(), ed25519: k.ed25519.clone(), ml_dsa_65: k.ml_dsa_65.clone() }).collect();
+    let mut verifier = LogVerifier::new(&history).map_err(|e| anyhow!(e))?;
+    while verifier.size() < size {
+        let rows = ledger.receipts(verifier.size(), 10_000).await?;
         if rows.is_empty() {
             break;
         }
         for row in &rows {
-            if row.log_index != leaves.len() as u64 {
-                problems.push(format!("log index {} follows {}", row.log_index, leaves.len()));
-            }
-            let leaf = merkle::leaf_hash(row.signed.as_bytes());
-            if leaf != row.leaf_hash {
-                problems.push(format!("receipt {}: its stored leaf hash is not the hash of its bytes", row.log_index));
-            }
-            match parse(&row.signed) {
-                Ok(signed) => match receipt_keys.get(&signed.receipt.kid) {
-                    Some(key) => {
-                        if let Err(e) = receipt::verify(&signed, key) {
-                            problems.push(format!("receipt {}: {e}", row.log_index));
-                        }
-                        if signed.receipt.log_index != row.log_index {
-                            problems.push(format!("receipt {} is signed as index {}", row.log_index, signed.receipt.log_index));
-                        }
-                        if receipt::leaf_bytes(&signed) != row.signed.as_bytes() {
-                            problems.push(format!("receipt {} is not stored in canonical form", row.log_index));
-                        }
-                    }
-                    None => problems.push(format!("receipt {} names kid {}, which is not in the key history", row.log_index, signed.receipt.kid)),
-                },
-                Err(e) => problems.push(format!("receipt {}: {e}", row.log_index)),
-            }
-            leaves.push(leaf);
+            verifier.receipt(row.log_index, &row.leaf_hash, &row.signed);
         }
-        from = leaves.len() as u64;
     }
     let checkpoints = ledger.checkpoints().await?;
-    let mut previous: Option<(u64, merkle::Hash)> = None;
     for c in &checkpoints {
-        match note::open_checkpoint(&c.note, &verifiers) {
-            Ok((cp, signed)) => {
-                let root = merkle::root(&leaves[..(c.size as usize).min(leaves.len())]);
-                if cp.size() != c.size || *cp.root() != c.root || root != c.root {
-                    problems.push(format!("checkpoint of size {}: its root is not the log's root at that size", c.size));
-                }
-                if !signed.iter().any(|s| s.algorithm == note::Algorithm::Ed25519) || !signed.iter().any(|s| s.algorithm == note::Algorithm::MlDsa65) {
-                    problems.push(format!("checkpoint of size {}: not signed by both an Ed25519 and an ML-DSA-65 key of the history", c.size));
-                }
-                if let Some((old_size, old_root)) = previous {
-                    let proof = merkle::consistency_proof(&leaves, old_size, c.size)?;
-                    if let Err(e) = merkle::verify_consistency(old_size, c.size, &old_root, &c.root, &proof) {
-                        problems.push(format!("checkpoints {old_size} → {}: not consistent ({e})", c.size));
-                    }
-                }
-                previous = Some((c.size, c.root));
-            }
-            Err(e) => problems.push(format!("checkpoint of size {}: {e}", c.size)),
-        }
+        verifier.checkpoint(c.size, &c.root, &c.note);
     }
     println!("receipts     {size} (every signature, index and leaf hash checked)");
     println!("keys         {} in the history", keys.len());
@@ -378,11 +325,11 @@ pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
         Some(c) if c.size < size => println!("uncovered    {} receipt(s) after the last checkpoint (the gateway signs the next one)", size - c.size),
         _ => {}
     }
-    for p in &problems {
+    for p in &verifier.problems {
         println!("FAIL {p}");
     }
-    println!("{}", if problems.is_empty() { "log verified" } else { "LOG NOT VERIFIED" });
-    Ok(problems.is_empty())
+    println!("{}", if verifier.problems.is_empty() { "log verified" } else { "LOG NOT VERIFIED" });
+    Ok(verifier.problems.is_empty())
 }
 
 pub fn keys(action: KeysAction) -> anyhow::Result<()> {
@@ -433,7 +380,7 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
             decided += 1;
             if now.verdict != recorded.verdict || now.reason != recorded.reason {
                 changed += 1;
-                let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", toolgate_gateway::stages::record::json_name(&d.verdict), toolgate_gateway::stages::record::json_name(&d.reason), d.rules.join(","));
+                let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", wire_name(&d.verdict), wire_name(&d.reason), d.rules.join(","));
                 let version = parse(&row.signed)?.receipt.policy_version;
                 println!("log {:>6}  {:<32} {:<12} {} → {}  [decided under policy {}]", row.log_index, exposed, caller.name, name(&recorded), name(&now), &version[..version.len().min(12)]);
             }

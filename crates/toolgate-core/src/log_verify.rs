@@ -1,0 +1,165 @@
+//! Verifying a whole receipt log, as its store holds it: every receipt's
+//! signature under the key its kid names (from the key history), its index
+//! and its leaf hash; every checkpoint's signatures (Ed25519 and ML-DSA-65),
+//! its root recomputed from the leaves, and each checkpoint consistent with
+//! the one before. Pure: the caller feeds rows in log order (in chunks, so a
+//! large log need not be held as text), then the checkpoints.
+//!
+//! A bundle (`bundle.rs`) proves a few receipts to a third party; this
+//! proves the operator's own copy of everything.
+
+use std::collections::HashMap;
+
+use crate::bundle::{BundleKey, key_verifiers};
+use crate::merkle::{self, Hash};
+use crate::note::{self, Algorithm, Verifier};
+use crate::receipt::{self, SignedReceipt};
+use crate::strict_json::JsonLimits;
+
+/// The most a stored receipt may be (captured values included).
+const RECEIPT_LIMITS: JsonLimits = JsonLimits { max_bytes: 64 << 20, max_depth: 128 };
+
+/// Checks a log row by row; `problems` says what failed, in words.
+pub struct LogVerifier {
+    receipt_keys: HashMap<String, ed25519_dalek::VerifyingKey>,
+    verifiers: Vec<Verifier>,
+    leaves: Vec<Hash>,
+    previous: Option<(u64, Hash)>,
+    /// What failed so far, one line each.
+    pub problems: Vec<String>,
+}
+
+impl LogVerifier {
+    /// A verifier trusting the keys of the log's history.
+    pub fn new(keys: &[BundleKey]) -> Result<Self, String> {
+        let mut receipt_keys = HashMap::new();
+        let mut verifiers = Vec::new();
+        for k in keys {
+            let vs = key_verifiers(k).map_err(|e| format!("key history: {e}"))?;
+            let raw: [u8; 32] = vs[0].public_key().try_into().expect("an Ed25519 key");
+            let key = ed25519_dalek::VerifyingKey::from_bytes(&raw).map_err(|e| format!("key history: {e}"))?;
+            receipt_keys.insert(k.kid.clone(), key);
+            verifiers.extend(vs);
+        }
+        Ok(Self { receipt_keys, verifiers, leaves: Vec::new(), previous: None, problems: Vec::new() })
+    }
+
+    /// How many receipts were fed.
+    pub fn size(&self) -> u64 {
+        self.leaves.len() as u64
+    }
+
+    /// The next stored receipt: its index, the leaf hash stored beside it,
+    /// and its signed text.
+    pub fn receipt(&mut self, log_index: u64, stored_leaf: &Hash, signed: &str) {
+        let problems = &mut self.problems;
+        if log_index != self.leaves.len() as u64 {
+            problems.push(format!("log index {log_index} follows {}", self.leaves.len()));
+        }
+        let leaf = merkle::leaf_hash(signed.as_bytes());
+        if leaf != *stored_leaf {
+            problems.push(format!("receipt {log_index}: its stored leaf hash is not the hash of its bytes"));
+        }
+        match SignedReceipt::from_json(signed.as_bytes(), RECEIPT_LIMITS) {
+            Ok(parsed) => match self.receipt_keys.get(&parsed.receipt.kid) {
+                Some(key) => {
+                    if let Err(e) = receipt::verify(&parsed, key) {
+                        problems.push(format!("receipt {log_index}: {e}"));
+                    }
+                    if parsed.receipt.log_index != log_index {
+                        problems.push(format!("receipt {log_index} is signed as index {}", parsed.receipt.log_index));
+                    }
+                    if receipt::leaf_bytes(&parsed) != signed.as_bytes() {
+                        problems.push(format!("receipt {log_index} is not stored in canonical form"));
+                    }
+                }
+                None => problems.push(format!("receipt {log_index} names kid {}, which is not in the key history", parsed.receipt.kid)),
+            },
+            Err(e) => problems.push(format!("receipt {log_index}: {e}")),
+        }
+        self.leaves.push(leaf);
+    }
+
+    /// The next checkpoint, in order of size, after every receipt.
+    pub fn checkpoint(&mut self, size: u64, root: &Hash, signed_note: &str) {
+        let (cp, signed) = match note::open_checkpoint(signed_note, &self.verifiers) {
+            Ok(opened) => opened,
+            Err(e) => return self.problems.push(format!("checkpoint of size {size}: {e}")),
+        };
+        let recomputed = merkle::root(&self.leaves[..(size as usize).min(self.leaves.len())]);
+        if cp.size() != size || cp.root() != root || recomputed != *root {
+            self.problems.push(format!("checkpoint of size {size}: its root is not the log's root at that size"));
+        }
+        let by = |alg: Algorithm| signed.iter().any(|s| s.algorithm == alg);
+        if !by(Algorithm::Ed25519) || !by(Algorithm::MlDsa65) {
+            self.problems.push(format!("checkpoint of size {size}: not signed by both an Ed25519 and an ML-DSA-65 key of the history"));
+        }
+        if let Some((old_size, old_root)) = self.previous {
+            let consistent = merkle::consistency_proof(&self.leaves, old_size, size)
+                .map_err(|e| e.to_string())
+                .and_then(|proof| merkle::verify_consistency(old_size, size, &old_root, root, &proof).map_err(|e| e.to_string()));
+            if let Err(e) = consistent {
+                self.problems.push(format!("checkpoints {old_size} → {size}: not consistent ({e})"));
+            }
+        }
+        self.previous = Some((size, *root));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::tests::{ORIGIN, bundle_key, keys, receipt};
+    use crate::note::Checkpoint;
+    use crate::receipt::{Draft, Sealed};
+
+    fn log(k: &crate::bundle::tests::Keys, n: u64) -> Vec<Sealed> {
+        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], proposal: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect()
+    }
+
+    fn checkpoint(k: &crate::bundle::tests::Keys, leaves: &[Hash]) -> (u64, Hash, String) {
+        let root = merkle::root(leaves);
+        let note = Checkpoint::new(ORIGIN, leaves.len() as u64, root).unwrap().sign(&[&k.ed, &k.pq]).unwrap();
+        (leaves.len() as u64, root, note)
+    }
+
+    fn verify(k: &crate::bundle::tests::Keys, rows: &[(u64, Hash, String)], checkpoints: &[(u64, Hash, String)]) -> Vec<String> {
+        let mut v = LogVerifier::new(&[bundle_key(k)]).unwrap();
+        for (i, leaf, signed) in rows {
+            v.receipt(*i, leaf, signed);
+        }
+        for (size, root, note) in checkpoints {
+            v.checkpoint(*size, root, note);
+        }
+        v.problems
+    }
+
+    #[test]
+    fn a_sound_log_verifies_and_each_damage_is_named() {
+        let k = keys(9);
+        let sealed = log(&k, 5);
+        let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
+        let rows: Vec<(u64, Hash, String)> = sealed.iter().enumerate().map(|(i, s)| (i as u64, s.leaf_hash, s.json.clone())).collect();
+        let cps = [checkpoint(&k, &leaves[..3]), checkpoint(&k, &leaves)];
+        assert_eq!(verify(&k, &rows, &cps), Vec::<String>::new());
+        // A receipt's text altered in place (its stored leaf hash kept).
+        let mut bad = rows.clone();
+        bad[2].2 = bad[2].2.replace("\"allow\"", "\"deny\"");
+        let problems = verify(&k, &bad, &cps);
+        assert!(problems.iter().any(|p| p.contains("receipt 2: its stored leaf hash")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("receipt 2:") && p.contains("signature")), "{problems:?}");
+        // A receipt missing from the middle.
+        let mut gap = rows.clone();
+        gap.remove(1);
+        assert!(verify(&k, &gap, &[]).iter().any(|p| p == "log index 2 follows 1"));
+        // A checkpoint over other leaves, and one signed by a stranger.
+        let other = keys(10);
+        let forged = checkpoint(&k, &leaves[1..]);
+        assert!(verify(&k, &rows, &[(5, forged.1, forged.2)]).iter().any(|p| p.contains("is not the log's root")));
+        let foreign = checkpoint(&other, &leaves);
+        assert!(verify(&k, &rows, &[foreign]).iter().any(|p| p.starts_with("checkpoint of size 5:")));
+        // A receipt signed by a key outside the history.
+        let stranger = log(&other, 1).remove(0);
+        assert!(verify(&k, &[(0, stranger.leaf_hash, stranger.json)], &[]).iter().any(|p| p.contains("not in the key history")));
+    }
+}
