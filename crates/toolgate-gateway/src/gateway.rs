@@ -10,7 +10,9 @@ use toolgate_core::strict_json::JsonLimits;
 
 use anyhow::Context as _;
 use toolgate_core::policy::PolicyEngine;
-use toolgate_core::{Clock, Entropy, SystemClock, SystemEntropy};
+use toolgate_core::{Clock, Entropy};
+
+pub use crate::sources::Sources;
 use toolgate_ledger::Ledger;
 
 use crate::catalog::Catalogs;
@@ -43,21 +45,6 @@ pub struct Gateway {
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
     draining: CancellationToken,
-}
-
-/// Where the gateway takes the time and its randomness from: the system's,
-/// or fixed ones in tests (golden receipts).
-#[derive(Clone)]
-pub struct Sources {
-    pub clock: Arc<dyn Clock>,
-    pub entropy: Arc<dyn Entropy>,
-}
-
-impl Sources {
-    /// The wall clock and the OS's CSPRNG.
-    pub fn system() -> Self {
-        Self { clock: Arc::new(SystemClock), entropy: Arc::new(SystemEntropy::default()) }
-    }
 }
 
 /// Whether this process serves calls (and so pins tools on first sight) or

@@ -9,6 +9,7 @@ pub use toolgate_ledger as ledger;
 pub mod config;
 pub mod identity;
 pub mod seal;
+pub mod sources;
 pub mod telemetry;
 pub mod wire;
 pub mod upstream;

@@ -67,7 +67,7 @@ impl ReceiptLog {
     }
 
     /// The log of `config`'s state dir, with its keys (created on first use).
-    pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::gateway::Sources) -> anyhow::Result<Arc<Self>> {
+    pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::sources::Sources) -> anyhow::Result<Arc<Self>> {
         let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin, sources.clock.as_ref(), sources.entropy.as_ref())?;
         Self::open(keys, config.receipts.clone(), ledger, sources.clock.clone(), sources.entropy.clone()).await
     }
