@@ -114,7 +114,7 @@ mod tests {
     use crate::receipt::{Draft, Sealed};
 
     fn log(k: &crate::bundle::tests::Keys, n: u64) -> Vec<Sealed> {
-        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], proposal: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect()
+        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect()
     }
 
     fn checkpoint(k: &crate::bundle::tests::Keys, leaves: &[Hash]) -> (u64, Hash, String) {

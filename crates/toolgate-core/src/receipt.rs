@@ -346,14 +346,15 @@ impl ReceiptKey {
 /// A receipt waiting for its place in the log: the store that appends it
 /// assigns `log_index` (inside the transaction that appends it, so indexes
 /// are contiguous), then signs it with `key`. `salt` is the secret behind
-/// the salted hashes; it stays in the ledger. `proposal` is the ledger's
-/// private copy of what was asked ({caller, server, tool, arguments}, JSON),
-/// so a later policy can be replayed over it; it is never in the receipt.
+/// the salted hashes; it stays in the ledger. `asked` is the ledger's
+/// private record of what was asked ({caller, tool, arguments, and how it
+/// was decided}, JSON), so a later policy can be replayed over it; it is
+/// never in the receipt.
 #[derive(Clone)]
 pub struct Draft {
     pub receipt: Receipt,
     pub salt: [u8; 32],
-    pub proposal: Option<String>,
+    pub asked: Option<String>,
     pub key: std::sync::Arc<ReceiptKey>,
 }
 
@@ -386,7 +387,7 @@ impl Draft {
         let signed = SignedReceipt { receipt: self.receipt, signature };
         let leaf_hash = crate::merkle::leaf_hash(&bytes);
         let json = String::from_utf8(bytes).expect("JCS output is UTF-8");
-        Ok((Sealed { signed, json, leaf_hash }, self.salt, self.proposal))
+        Ok((Sealed { signed, json, leaf_hash }, self.salt, self.asked))
     }
 }
 
@@ -476,7 +477,7 @@ mod tests {
     fn a_draft_is_sealed_at_its_index_and_verifies() {
         let k = key(3);
         let rk = std::sync::Arc::new(ReceiptKey::new(k.clone()));
-        let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], proposal: None, key: rk.clone() };
+        let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone() };
         let (sealed, salt, _) = draft.seal(7).unwrap();
         assert_eq!(salt, [1; 32]);
         assert_eq!(sealed.signed.receipt.log_index, 7);
@@ -484,7 +485,7 @@ mod tests {
         assert_eq!(sealed.json.as_bytes(), leaf_bytes(&sealed.signed));
         assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(sealed.json.as_bytes()));
         // A draft naming another key is refused, not signed.
-        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], proposal: None, key: rk };
+        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk };
         assert!(matches!(other.seal(0), Err(ReceiptError::KidMismatch { .. })));
     }
 

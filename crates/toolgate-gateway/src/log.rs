@@ -82,9 +82,9 @@ impl ReceiptLog {
     }
 
     /// `receipt` to be signed by the current key once the ledger places it.
-    pub fn draft(&self, mut receipt: Receipt, salt: [u8; 32], proposal: Option<String>) -> Draft {
+    pub fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
         receipt.kid = self.kid().to_string();
-        Draft { receipt, salt, proposal, key: self.keys.receipt.clone() }
+        Draft { receipt, salt, asked, key: self.keys.receipt.clone() }
     }
 
     /// Keeps the definition a receipt names by hash, once per process.

@@ -181,7 +181,7 @@ async fn a_write_has_two_receipts_and_a_read_one_carrying_its_decision_and_outco
     let h = start("").await;
     let receipts = || async {
         let stored = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
-        stored.into_iter().map(|r| (SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap().receipt, r.proposal)).collect::<Vec<_>>()
+        stored.into_iter().map(|r| (SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap().receipt, r.asked)).collect::<Vec<_>>()
     };
     let before = receipts().await.len();
     create(&h.url, &ticket("Door sensor fault", "ref-rcpt-0001"), Some("key-rcpt")).await;

@@ -66,7 +66,7 @@ fn main() {
     let n: usize = std::env::var("TOOLGATE_BENCH_RECEIPTS").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
     let in_flight: usize = std::env::var("TOOLGATE_BENCH_IN_FLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let key = Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[7; 32])));
-    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key: key.clone() };
+    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone() };
 
     // 1. Sealing alone.
     let started = Instant::now();
@@ -125,7 +125,7 @@ fn main() {
                         if i >= n {
                             break;
                         }
-                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key: key.clone() };
+                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone() };
                         ledger.append_receipts(vec![d], 0).await.unwrap();
                     }
                 })
@@ -161,7 +161,7 @@ fn main() {
             tick.tick().await;
             let (appender, key) = (ledger.clone(), key.clone());
             calls.push(tokio::spawn(async move {
-                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], proposal: Some("{\"arguments\":{}}".into()), key };
+                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key };
                 let t = Instant::now();
                 appender.append_receipts(vec![d], 0).await.unwrap();
                 t.elapsed()

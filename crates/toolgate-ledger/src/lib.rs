@@ -89,8 +89,8 @@ pub struct StoredReceipt {
     pub leaf_hash: Hash,
     /// Private: the secret behind the receipt's salted hashes.
     pub salt: [u8; 32],
-    /// Private: what was asked ({caller, tenant, roles, server, tool, arguments}, JSON).
-    pub proposal: Option<String>,
+    /// Private: the record of what was asked (the caller, the tool, the arguments and how the call was decided; JSON). Column `proposal`.
+    pub asked: Option<String>,
     pub created_ms: i64,
 }
 
@@ -196,7 +196,7 @@ pub trait Ledger: Send + Sync {
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
 }
 
-/// The private copy of a draft's proposal, or nothing.
+/// Seals a draft at `log_index`: the sealed receipt, its salt and its private record of what was asked.
 pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<(toolgate_core::receipt::Sealed, [u8; 32], Option<String>)> {
     draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot sign a receipt: {e}")))
 }

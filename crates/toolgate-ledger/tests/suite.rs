@@ -354,7 +354,7 @@ fn draft(key: &Arc<ReceiptKey>, tool: &str, op: Option<&str>) -> Draft {
         arguments: None,
         result: None,
     };
-    Draft { receipt, salt: [9; 32], proposal: Some("{}".into()), key: key.clone() }
+    Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone() }
 }
 
 async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
@@ -381,7 +381,7 @@ async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
         receipt::verify(&signed, &key.verifying_key()).unwrap();
         assert_eq!(r.leaf_hash, merkle::leaf_hash(r.signed.as_bytes()));
         assert_eq!(leaves[i], r.leaf_hash);
-        assert_eq!((r.salt, r.proposal.as_deref()), ([9; 32], Some("{}")));
+        assert_eq!((r.salt, r.asked.as_deref()), ([9; 32], Some("{}")));
     }
     assert_eq!(l.receipts(38, 10).await.unwrap().len(), 2);
     assert!(l.leaf_hashes(30, 41).await.is_err(), "asking beyond the log is an error, not a short answer");

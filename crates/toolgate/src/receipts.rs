@@ -365,7 +365,7 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
         let Some(last) = rows.last() else { break };
         from = last.log_index + 1;
         for row in &rows {
-            let Some(asked) = row.proposal.as_deref() else { continue };
+            let Some(asked) = row.asked.as_deref() else { continue };
             let asked: Value = serde_json::from_str(asked).with_context(|| format!("receipt {}'s record", row.log_index))?;
             let caller: toolgate_core::Caller = serde_json::from_value(asked["caller"].clone())?;
             let recorded: toolgate_core::Decision = serde_json::from_value(asked["decision"].clone())?;

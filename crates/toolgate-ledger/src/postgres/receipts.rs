@@ -21,11 +21,11 @@ pub async fn append(tx: &impl Db, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec
     let mut next = log_size(tx).await?;
     let mut indexes = Vec::with_capacity(drafts.len());
     for draft in drafts {
-        let (sealed, salt, proposal) = crate::seal(draft, next)?;
+        let (sealed, salt, asked) = crate::seal(draft, next)?;
         let index = next as i64;
         tx.execute(
             "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&index, &sealed.signed.receipt.kid, &&sealed.leaf_hash[..], &sealed.json, &&salt[..], &proposal, &now_ms],
+            &[&index, &sealed.signed.receipt.kid, &&sealed.leaf_hash[..], &sealed.json, &&salt[..], &asked, &now_ms],
         )
         .await?;
         indexes.push(next);
@@ -54,7 +54,7 @@ pub async fn list(db: &impl Db, from: u64, limit: u64) -> Result<Vec<StoredRecei
                 signed: r.get("signed"),
                 leaf_hash: hash(r, "leaf_hash")?,
                 salt: hash(r, "salt")?,
-                proposal: r.get("proposal"),
+                asked: r.get("proposal"),
                 created_ms: r.get("created_ms"),
             })
         })

@@ -28,8 +28,8 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<
     }
     let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
-    for (&i, (sealed, salt, proposal)) in indexes.iter().zip(rows) {
-        insert.execute(params![i as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], proposal, now_ms])?;
+    for (&i, (sealed, salt, asked)) in indexes.iter().zip(rows) {
+        insert.execute(params![i as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], asked, now_ms])?;
     }
     Ok(indexes)
 }
@@ -50,7 +50,7 @@ pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceip
             signed: r.get(2)?,
             leaf_hash: hash(r, 3)?,
             salt: hash(r, 4)?,
-            proposal: r.get(5)?,
+            asked: r.get(5)?,
             created_ms: r.get(6)?,
         })
     })?;
