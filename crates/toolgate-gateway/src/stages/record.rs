@@ -243,7 +243,7 @@ async fn append(gw: &Gateway, findings: &Findings, answer: Answer) -> Answer {
         Answer::Error(e) => vec![draft(gw, findings, Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched }, true)],
     };
     // One private record per call: with its first receipt.
-    drafts.iter_mut().skip(1).for_each(|d| d.proposal = None);
+    drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
     let n = drafts.len() as u64;
     match gw.ledger.append_receipts(drafts, gw.clock.now_ms()).await {
         Ok(_) => {
