@@ -55,6 +55,7 @@ impl<'a> Observer<'a> {
 
     pub fn decided(&self, tool: &ExposedTool, decision: &Decision, policy_version: &str) {
         let s = &self.server;
+        // The guardrail convention's words for the verdict (`block` is its deny).
         let guardrail = match decision.verdict {
             Verdict::Allow => "allow",
             Verdict::RequireApproval => "require_approval",
