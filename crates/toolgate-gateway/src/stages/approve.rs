@@ -288,3 +288,301 @@ fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> {
     serde_json::value::to_raw_value(v).expect("serialisable")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused};
+    use toolgate_core::decision::decide_by_class;
+
+    const TTL_MS: i64 = 60_000;
+
+    fn approvals(s: &Store) -> Approvals<'_> {
+        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS }
+    }
+
+    /// The agent's order of `quantity` units, presenting `state` as its requestState.
+    fn order(quantity: u32, state: Option<&str>) -> CallRequest {
+        let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": quantity}));
+        if let Some(state) = state {
+            c.input.insert("requestState".into(), json!(state));
+        }
+        c
+    }
+
+    fn proposal(c: &CallRequest) -> Proposal {
+        Proposal::new("parts", "raise_parts_order", c.arguments.clone())
+    }
+
+    /// The registry's requires_approval class, as decide concludes it.
+    fn needs_approval() -> Decision {
+        decide_by_class(&order_tool().view)
+    }
+
+    fn decision(verdict: Verdict, reason: Reason, rule: &str) -> Decision {
+        Decision { verdict, reason, rules: vec![rule.into()], why: String::new() }
+    }
+
+    /// The approve stage as the pipeline runs it: the call's standing, then the gate.
+    async fn gated(s: &Store, c: &CallRequest, decision: &Decision) -> Result<Gated, Stop> {
+        let a = approvals(s);
+        let standing = standing(&a, c, &order_tool(), &proposal(c)).await;
+        approve(&a, c, &order_tool(), &proposal(c), decision, standing).await
+    }
+
+    /// What policy would see as `context.approval` for `c`.
+    async fn seen_by_policy(s: &Store, c: &CallRequest) -> Option<ApprovalState> {
+        standing(&approvals(s), c, &order_tool(), &proposal(c)).await.state
+    }
+
+    fn run(gated: Gated) -> Gate {
+        match gated {
+            Gated::Run(gate) => gate,
+            Gated::Open(new) => panic!("expected to run; opened {}", new.id),
+            Gated::Wait { id, .. } => panic!("expected to run; waits for {id}"),
+        }
+    }
+
+    fn opened(gated: Gated) -> NewApproval {
+        match gated {
+            Gated::Open(new) => new,
+            Gated::Run(gate) => panic!("expected a new approval; runs under {:?}", gate.approval_id()),
+            Gated::Wait { id, .. } => panic!("expected a new approval; waits for {id}"),
+        }
+    }
+
+    fn waits(gated: Gated) -> (String, RawObject) {
+        match gated {
+            Gated::Wait { id, answer } => (id, answer),
+            Gated::Run(gate) => panic!("expected to wait; runs under {:?}", gate.approval_id()),
+            Gated::Open(new) => panic!("expected to wait; opened {}", new.id),
+        }
+    }
+
+    /// Opens the approval `c` waits for, as the pipeline does; returns the answer.
+    async fn open_for(s: &Store, c: &CallRequest) -> (String, RawObject) {
+        let new = opened(passed(gated(s, c, &needs_approval()).await));
+        let id = new.id.clone();
+        (id, passed(open(&approvals(s), c, &order_tool(), &proposal(c), new, s.draft()).await))
+    }
+
+    /// An order of 2 units waiting for approval: its id and sealed requestState.
+    async fn waiting_order(s: &Store) -> (String, String) {
+        let (id, answer) = open_for(s, &order(2, None)).await;
+        (id, field(&answer, "requestState").as_str().expect("a sealed requestState").to_string())
+    }
+
+    async fn decide_as_dana(s: &Store, id: &str, approve: bool) {
+        s.ledger.decide_approval(id, approve, "dana", "checked", s.clock.now_ms()).await.expect("dana may decide");
+    }
+
+    async fn stored(s: &Store, id: &str) -> Approval {
+        s.ledger.approval(id).await.unwrap().expect("the approval is stored")
+    }
+
+    #[tokio::test]
+    async fn deny_refuses_with_the_decisions_rules_and_opens_nothing() {
+        let s = Store::open().await;
+        let c = order(2, None);
+        let r = refused(gated(&s, &c, &decision(Verdict::Deny, Reason::PolicyForbids, "no_orders")).await);
+        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::PolicyForbids, Action::Refused));
+        assert_eq!((r.rules.as_slice(), r.proposal_sha256.as_deref()), (["no_orders".to_string()].as_slice(), Some(proposal(&c).sha256.as_str())));
+        assert_eq!(s.receipts().await, 0);
+    }
+
+    #[tokio::test]
+    async fn an_allowed_call_runs_without_an_approval_and_an_upstreams_state_passes_through() {
+        let s = Store::open().await;
+        // Not sealed by toolgate: the upstream's own, for tools that need no approval.
+        let c = order(2, Some("upstream-round-1"));
+        let gate = run(passed(gated(&s, &c, &decision(Verdict::Allow, Reason::Automatic, "registry")).await));
+        assert!(gate.approval.is_none() && !gate.used);
+        assert_eq!(gate.input.get("requestState"), Some(&json!("upstream-round-1")));
+    }
+
+    #[tokio::test]
+    async fn a_call_needing_approval_opens_one_bound_to_exactly_this_call() {
+        let s = Store::open().await;
+        let c = order(2, None);
+        let new = opened(passed(gated(&s, &c, &needs_approval()).await));
+        assert!(new.id.starts_with("apr_"), "{}", new.id);
+        let binding = Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            proposal_sha256: proposal(&c).sha256,
+            policy_version: "policy-v1".into(),
+        };
+        assert_eq!(new.binding, binding);
+        assert_eq!((new.now_ms, new.ttl_ms, new.rules.as_slice()), (NOW_MS, TTL_MS, ["registry".to_string()].as_slice()));
+        assert_eq!(new.reason, "parts__raise_parts_order requires approval (registry)");
+        // Nothing is stored until `open` commits it, with its receipt.
+        assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
+        let waiting = passed(open(&approvals(&s), &c, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
+        assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
+        assert_eq!(field(&waiting, "resultType"), "input_required");
+        let meta = &field(&waiting, "_meta")[APPROVAL_META];
+        assert_eq!((&meta["id"], &meta["state"], &meta["expires_ms"]), (&json!(new.id), &json!("pending"), &json!(NOW_MS + TTL_MS)));
+        // The requestState carries the binding, sealed.
+        let claim = s.sealer.open(field(&waiting, "requestState").as_str().unwrap()).expect("sealed by this gateway");
+        assert_eq!((claim.approval_id, claim.binding, claim.upstream_state), (new.id, binding, None));
+        // The client declared no elicitation: it is asked nothing it cannot answer.
+        assert!(!waiting.contains_key("inputRequests"));
+    }
+
+    #[tokio::test]
+    async fn what_a_waiting_client_is_told_depends_on_what_it_can_do() {
+        let s = Store::open().await;
+        let mut eliciting = order(2, None);
+        eliciting.client_capabilities = Some(json!({"elicitation": {}}));
+        let (_, answer) = open_for(&s, &eliciting).await;
+        assert_eq!(field(&answer, "inputRequests")[INPUT_KEY]["method"], "elicitation/create");
+        // A legacy client cannot take another round: an escalate refusal naming the approval.
+        let mut legacy = order(3, None);
+        legacy.era = Era::Legacy;
+        let (id, answer) = open_for(&s, &legacy).await;
+        assert_eq!(field(&answer, "isError"), json!(true));
+        assert!(!answer.contains_key("requestState") && !answer.contains_key("resultType"));
+        let refusal = field(&answer, "structuredContent");
+        assert_eq!((&refusal["reason"], &refusal["action"], &refusal["approval_id"]), (&json!("approval_pending"), &json!("escalate"), &json!(id)));
+    }
+
+    #[tokio::test]
+    async fn while_the_approval_is_pending_the_same_call_waits_for_it() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        // Re-issued with its requestState, or asked again without: the same approval.
+        for presented in [Some(state.as_str()), None] {
+            let (waited, answer) = waits(passed(gated(&s, &order(2, presented), &needs_approval()).await));
+            assert_eq!(waited, id);
+            assert_eq!(field(&answer, "_meta")[APPROVAL_META]["state"], "pending");
+        }
+        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Pending));
+        // Other arguments are another call, with an approval of its own.
+        assert_ne!(opened(passed(gated(&s, &order(3, None), &needs_approval()).await)).id, id);
+    }
+
+    #[tokio::test]
+    async fn an_approved_call_runs_under_its_approval_which_is_used_up() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        let c = order(2, Some(state.as_str()));
+        assert_eq!(seen_by_policy(&s, &c).await, Some(ApprovalState::Approved));
+        let gate = run(passed(gated(&s, &c, &needs_approval()).await));
+        assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
+        assert_eq!(gate.approval.as_ref().map(|(_, b)| b.proposal_sha256.as_str()), Some(proposal(&c).sha256.as_str()));
+        assert!(!gate.input.contains_key("requestState"), "toolgate's own state never goes upstream");
+        let used = stored(&s, &id).await;
+        assert_eq!((used.state, used.used_ms), (ApprovalState::Consumed, Some(NOW_MS)));
+    }
+
+    #[tokio::test]
+    async fn a_used_approval_is_marked_used_and_the_same_content_asks_anew() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        // Presented again: it does not run a second time on its own; the gate
+        // says the approval is used, and reserve answers from its operation.
+        let again = run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        assert_eq!((again.approval_id(), again.used), (Some(id.as_str()), true));
+        // Without the requestState the same content needs a new approval.
+        assert_ne!(opened(passed(gated(&s, &order(2, None), &needs_approval()).await)).id, id);
+    }
+
+    #[tokio::test]
+    async fn an_approval_past_its_ttl_is_refused_as_expired_and_never_used() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        s.clock.advance(TTL_MS - 1);
+        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Approved));
+        s.clock.advance(1);
+        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Expired));
+        let r = refused(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await);
+        assert_eq!((r.decision, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate));
+        assert_eq!(r.approval_id.as_deref(), Some(id.as_str()));
+        assert_eq!(stored(&s, &id).await.used_ms, None);
+    }
+
+    #[tokio::test]
+    async fn a_denied_approval_keeps_the_call_denied() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, false).await;
+        for presented in [Some(state.as_str()), None] {
+            let r = refused(gated(&s, &order(2, presented), &needs_approval()).await);
+            assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ApprovalDenied, Action::Refused));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_state_not_sealed_by_this_gateway_is_refused() {
+        let s = Store::open().await;
+        let (_, state) = waiting_order(&s).await;
+        // This very claim, sealed under another gateway's key.
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = Sealer::load_or_create(&dir.path().join("other.key"), std::sync::Arc::new(toolgate_core::SeededEntropy::new([9; 32]))).unwrap();
+        let sealed_elsewhere = elsewhere.seal(&s.sealer.open(&state).unwrap());
+        for forged in [json!(sealed_elsewhere), json!("tg1.AAAAAAAAAAAAAAAAAAAAAAAA"), json!("upstream-round-1"), json!(42)] {
+            let mut c = order(2, None);
+            c.input.insert("requestState".into(), forged.clone());
+            assert_eq!(seen_by_policy(&s, &c).await, None);
+            let r = refused(gated(&s, &c, &needs_approval()).await);
+            assert_eq!((r.reason, r.action), (Reason::RequestStateInvalid, Action::Correct), "{forged}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_approval_of_other_arguments_counts_for_nothing() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        // The approval of 2 units, presented with 40.
+        let c = order(40, Some(state.as_str()));
+        assert_eq!(seen_by_policy(&s, &c).await, None, "policy must not see another call's approval");
+        let r = refused(gated(&s, &c, &needs_approval()).await);
+        assert_eq!((r.reason, r.action), (Reason::ApprovalMissingOrMismatched, Action::Escalate));
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Approved, "not used up by another call");
+    }
+
+    #[tokio::test]
+    async fn a_call_policy_allows_once_approved_uses_its_approval() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        // A policy that permits approved calls: allow, yet the approval is used, once.
+        let gate = run(passed(gated(&s, &order(2, Some(state.as_str())), &decision(Verdict::Allow, Reason::PolicyPermits, "approved_orders")).await));
+        assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
+    }
+
+    #[tokio::test]
+    async fn an_approved_calls_own_input_round_stays_bound_to_its_approval() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        let gate = run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        // The tool asks for input of its own, under its own requestState.
+        let asks: RawObject = serde_json::from_str(r#"{"resultType":"input_required","requestState":"upstream-round-1","inputRequests":{"confirm":{}}}"#).unwrap();
+        let Answer::Result(sealed) = seal_continuation(&s.sealer, &gate, Answer::Result(asks)) else { panic!("a result stays a result") };
+        let ours = field(&sealed, "requestState").as_str().unwrap().to_string();
+        let claim = s.sealer.open(&ours).expect("sealed by this gateway");
+        assert_eq!((claim.approval_id.as_str(), claim.upstream_state.as_deref()), (id.as_str(), Some("upstream-round-1")));
+        // The next round continues under the used approval; the upstream gets
+        // its own state back, and not toolgate's input response.
+        let mut next = order(2, Some(ours.as_str()));
+        next.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept"}, "confirm": {"action": "accept"}}));
+        let gate = run(passed(gated(&s, &next, &needs_approval()).await));
+        assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
+        assert_eq!(gate.input.get("requestState"), Some(&json!("upstream-round-1")));
+        assert_eq!(gate.input.get("inputResponses"), Some(&json!({"confirm": {"action": "accept"}})));
+        // Without an approval, or for a complete result, nothing is sealed.
+        let plain = Gate { approval: None, input: Map::new(), used: false };
+        let asks: RawObject = serde_json::from_str(r#"{"resultType":"input_required","requestState":"upstream-round-2"}"#).unwrap();
+        let Answer::Result(untouched) = seal_continuation(&s.sealer, &plain, Answer::Result(asks)) else { panic!() };
+        assert_eq!(field(&untouched, "requestState"), "upstream-round-2");
+    }
+}

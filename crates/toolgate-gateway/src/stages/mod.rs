@@ -9,4 +9,6 @@ pub mod dispatch;
 pub mod record;
 pub mod reserve;
 pub mod resolve;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod validate;

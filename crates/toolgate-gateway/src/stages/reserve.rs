@@ -321,3 +321,335 @@ fn ledger_failed(e: toolgate_ledger::LedgerError, tool: &ExposedTool, proposal: 
             .with_proposal(&proposal.sha256),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::testing::{NOW_MS, Store, call, find_definition, find_tool, order_tool, passed, raw, refused, tool};
+    use crate::wire::{RpcError, code};
+    use toolgate_core::approval::Binding;
+    use toolgate_core::{AuthorityClass, AuthorityView, Hints};
+    use toolgate_ledger::NewApproval;
+
+    const LEASE_MS: i64 = 10_000;
+    const RESULT: &str = r#"{"content":[{"type":"text","text":"ordered"}],"structuredContent":{"order":"PO-1"}}"#;
+
+    fn operations(s: &Store) -> Operations<'_> {
+        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS }
+    }
+
+    /// The agent's order of `quantity` units, sending `key` as its operation key.
+    fn order(quantity: u32, key: Option<Value>) -> (CallRequest, Proposal) {
+        let arguments = json!({"part_no": "P-1", "quantity": quantity});
+        let mut c = call("parts__raise_parts_order", arguments.clone());
+        c.operation_key = key;
+        (c, Proposal::new("parts", "raise_parts_order", arguments))
+    }
+
+    fn keyed(quantity: u32, key: &str) -> (CallRequest, Proposal) {
+        order(quantity, Some(json!(key)))
+    }
+
+    fn no_approval() -> Gate {
+        Gate { approval: None, input: Default::default(), used: false }
+    }
+
+    /// The gate of a call run under approval `id` of `proposal` (`used`: presented again).
+    fn under_approval(id: &str, proposal: &Proposal, used: bool) -> Gate {
+        let binding = Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            proposal_sha256: proposal.sha256.clone(),
+            policy_version: "v1".into(),
+        };
+        Gate { approval: Some((id.into(), binding)), input: Default::default(), used }
+    }
+
+    async fn claimed(s: &Store, (c, p): &(CallRequest, Proposal), t: &ExposedTool, gate: &Gate) -> Result<Claimed, Stop> {
+        claim(&operations(s), c, t, p, gate).await
+    }
+
+    fn new_one(claimed: Claimed) -> NewOperation {
+        match claimed {
+            Claimed::New(new) => new,
+            Claimed::Read => panic!("expected a new operation; claimed a read"),
+            Claimed::Recorded(_) => panic!("expected a new operation; answered from a recorded one"),
+        }
+    }
+
+    /// Claims and begins the call as the pipeline does, with a receipt to commit.
+    async fn begun(s: &Store, call: &(CallRequest, Proposal), gate: &Gate) -> Begin {
+        let new = new_one(passed(claimed(s, call, &order_tool(), gate).await));
+        begin(&operations(s), &order_tool(), &call.1, new, s.draft()).await
+    }
+
+    fn mine(held: Result<Held, Stop>) -> Operation {
+        match passed(held) {
+            Held::Mine(op) => op,
+            Held::Read => panic!("expected to hold the operation; a read"),
+            Held::Replay { op, .. } => panic!("expected to hold the operation; a replay of {}", op.id),
+        }
+    }
+
+    fn replay(held: Result<Held, Stop>) -> (Operation, Box<RawValue>, bool) {
+        match passed(held) {
+            Held::Replay { op, raw, checked } => (op, raw, checked),
+            Held::Read => panic!("expected a replay; a read"),
+            Held::Mine(op) => panic!("expected a replay; holds {}", op.id),
+        }
+    }
+
+    /// Records `outcome` as how `op`'s dispatch ended.
+    async fn finished(s: &Store, op: &Operation, outcome: Result<Box<RawValue>, Stop>) -> (bool, Result<Operation, Refusal>) {
+        finish(&operations(s), &order_tool(), op, settled(&outcome), |_| s.draft()).await
+    }
+
+    /// A write sent under `key` and answered with `RESULT`.
+    async fn completed(s: &Store, key: &str) -> Operation {
+        let op = mine(begun(s, &keyed(2, key), &no_approval()).await.held);
+        finished(s, &op, Ok(raw(RESULT))).await.1.expect("recorded")
+    }
+
+    async fn stored(s: &Store, id: &str) -> Operation {
+        s.ledger.operation(id).await.unwrap().expect("the operation is stored")
+    }
+
+    #[tokio::test]
+    async fn a_read_reserves_nothing_unless_it_presents_a_used_approval() {
+        let s = Store::open().await;
+        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        assert!(matches!(passed(claimed(&s, &read, &find_tool(), &no_approval()).await), Claimed::Read));
+        let r = refused(claimed(&s, &read, &find_tool(), &under_approval("apr_1", &read.1, true)).await);
+        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalUsed, Some("apr_1")));
+    }
+
+    #[tokio::test]
+    async fn a_read_only_hint_counts_only_from_a_trusted_server() {
+        let s = Store::open().await;
+        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        // The hint may be forged: from an untrusted server the tool is a write.
+        let untrusted = tool("parts", find_definition(), Some(AuthorityClass::Automatic));
+        assert!(matches!(passed(claimed(&s, &read, &untrusted, &no_approval()).await), Claimed::New(_)));
+        let mut trusted = untrusted;
+        trusted.view = AuthorityView::new(Hints::from_annotations(find_definition().get("annotations")), Some(AuthorityClass::Automatic), true);
+        assert!(matches!(passed(claimed(&s, &read, &trusted, &no_approval()).await), Claimed::Read));
+    }
+
+    #[tokio::test]
+    async fn a_write_is_reserved_under_the_clients_key() {
+        let s = Store::open().await;
+        let call = keyed(2, "order-1");
+        let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
+        let key = OperationKey { tenant: "atlas".into(), server: "parts".into(), tool: "raise_parts_order".into(), key: "order-1".into() };
+        assert_eq!(new.key, key);
+        assert!(new.id.starts_with("op_"), "{}", new.id);
+        assert_eq!((new.caller.as_str(), new.proposal_sha256.as_str(), new.approval_id.as_deref()), ("agent", call.1.sha256.as_str(), None));
+        assert_eq!((&new.arguments, new.lease_until_ms), (&call.1.arguments, NOW_MS + LEASE_MS));
+        assert_eq!(reserved(&new), OperationRef { key: "order-1".into(), state: "reserved".into() });
+        // Nothing is written before `begin`.
+        assert!(s.ledger.operation_by_key(&key).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn without_a_client_key_the_approval_or_a_fresh_id_names_the_operation() {
+        let s = Store::open().await;
+        let call = order(2, None);
+        let new = new_one(passed(claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, false)).await));
+        assert_eq!((new.key.key.as_str(), new.approval_id.as_deref()), ("approval:apr_1", Some("apr_1")));
+        for call in [order(2, None), order(2, Some(Value::Null))] {
+            let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
+            assert_eq!(new.key.key, format!("auto:{}", new.id));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_the_client_may_not_give_is_refused_before_anything_runs() {
+        let s = Store::open().await;
+        // The gateway's own prefixes could stand in for another call's operation.
+        for key in [json!(7), json!(""), json!("auto:op_1"), json!("approval:apr_1"), json!("k".repeat(201)), json!(["order-1"])] {
+            let call = order(2, Some(key.clone()));
+            let r = refused(claimed(&s, &call, &order_tool(), &no_approval()).await);
+            assert_eq!((r.decision, r.reason, r.action), (Verdict::Allow, Reason::InvalidArguments, Action::Correct), "{key}");
+            assert_eq!(r.proposal_sha256.as_deref(), Some(call.1.sha256.as_str()));
+        }
+        // 200 characters (not bytes) is the limit.
+        for key in ["k".repeat(200), "é".repeat(200)] {
+            let new = new_one(passed(claimed(&s, &keyed(2, &key), &order_tool(), &no_approval()).await));
+            assert_eq!(new.key.key, key);
+        }
+    }
+
+    #[tokio::test]
+    async fn begin_commits_once_and_the_same_call_again_replays_the_recorded_outcome() {
+        let s = Store::open().await;
+        let call = keyed(2, "order-1");
+        let first = begun(&s, &call, &no_approval()).await;
+        assert!(first.committed && first.found.is_none());
+        let op = mine(first.held);
+        assert_eq!((op.state, op.attempts, op.lease_until_ms), (OperationState::Dispatched, 1, NOW_MS + LEASE_MS));
+        assert_eq!(s.receipts().await, 1, "the decision's receipt commits with the reservation");
+        let (appended, recorded) = finished(&s, &op, Ok(raw(RESULT))).await;
+        let recorded = recorded.expect("completed");
+        assert!(appended);
+        assert_eq!((recorded.state, recorded.outcome.as_deref()), (OperationState::Completed, Some(RESULT)));
+        assert_eq!(s.receipts().await, 2);
+        // Again, same key and arguments: the recorded answer; nothing held, nothing committed.
+        let again = begun(&s, &call, &no_approval()).await;
+        assert!(!again.committed);
+        assert_eq!(again.found, Some(OperationRef { key: "order-1".into(), state: "completed".into() }));
+        let (replayed, answer, checked) = replay(again.held);
+        assert_eq!((replayed.id.as_str(), answer.get(), checked), (op.id.as_str(), RESULT, true));
+        assert_eq!(s.receipts().await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_key_reused_for_other_arguments_is_a_conflict() {
+        let s = Store::open().await;
+        let op = completed(&s, "order-1").await;
+        let other = begun(&s, &keyed(3, "order-1"), &no_approval()).await;
+        assert!(!other.committed);
+        let r = refused(other.held);
+        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OperationConflict, Action::Correct, Some(op.id.as_str())));
+        assert_eq!(stored(&s, &op.id).await.state, OperationState::Completed, "the recorded operation is untouched");
+    }
+
+    #[tokio::test]
+    async fn a_key_whose_call_is_still_running_says_when_to_ask_again() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        s.clock.advance(LEASE_MS - 400);
+        let r = refused(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        assert_eq!((r.reason, r.action, r.retry_after_ms), (Reason::OperationInProgress, Action::Retry, Some(400)));
+        assert_eq!(r.operation_id.as_deref(), Some(op.id.as_str()));
+    }
+
+    #[tokio::test]
+    async fn a_dispatch_whose_lease_lapsed_is_unknown_and_never_sent_again() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        s.clock.advance(LEASE_MS);
+        let again = begun(&s, &keyed(2, "order-1"), &no_approval()).await;
+        assert_eq!((again.committed, again.found.as_ref().map(|f| f.state.as_str())), (false, Some("unknown")));
+        let r = refused(again.held);
+        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str())));
+        assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
+    }
+
+    #[test]
+    fn settled_maps_each_outcome_to_what_the_operation_records() {
+        let refusal = |reason| Err(Stop::Refused(Refusal::new(Verdict::Allow, reason, Action::Retry, "x")));
+        let error = |code| Err(Stop::Error(RpcError::new(code, "x")));
+        let ok = r#"{"content":[]}"#;
+        let tool_error = r#"{"isError":true,"content":[]}"#;
+        let cases: Vec<(Result<Box<RawValue>, Stop>, OperationState, Option<&str>)> = vec![
+            (Ok(raw(ok)), OperationState::Completed, Some(ok)),
+            (Ok(raw(r#"{"resultType":"complete","content":[]}"#)), OperationState::Completed, Some(r#"{"resultType":"complete","content":[]}"#)),
+            (Ok(raw(tool_error)), OperationState::ToolError, Some(tool_error)),
+            // Asked for input before acting: nothing happened yet.
+            (Ok(raw(r#"{"resultType":"input_required","inputRequests":{}}"#)), OperationState::ReconciledNotApplied, None),
+            (refusal(Reason::UpstreamTimeout), OperationState::Unknown, None),
+            (refusal(Reason::OutcomeUnknown), OperationState::Unknown, None),
+            (error(code::INVALID_PARAMS), OperationState::ReconciledNotApplied, None),
+            (error(code::METHOD_NOT_FOUND), OperationState::ReconciledNotApplied, None),
+            // An internal error may come after the tool committed.
+            (error(code::INTERNAL_ERROR), OperationState::Unknown, None),
+            (refusal(Reason::UpstreamUnavailable), OperationState::ReconciledNotApplied, None),
+        ];
+        for (outcome, state, kept) in cases {
+            let described = match &outcome {
+                Ok(r) => r.get().to_string(),
+                Err(Stop::Refused(r)) => format!("{:?}", r.reason),
+                Err(Stop::Error(e)) => e.code.to_string(),
+                Err(Stop::Input(_)) => "input".into(),
+            };
+            assert_eq!(settled(&outcome), (state, kept.map(str::to_string)), "{described}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_outcome_that_is_unknown_is_recorded_and_names_the_operation_to_reconcile() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        let timeout = Refusal::new(Verdict::Allow, Reason::UpstreamTimeout, Action::Retry, "late");
+        let (appended, recorded) = finished(&s, &op, Err(Stop::Refused(timeout))).await;
+        assert!(appended);
+        let r = recorded.err().expect("the caller is told to reconcile");
+        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str())));
+        assert!(r.message.contains(&format!("toolgate ops reconcile {}", op.id)), "{}", r.message);
+        assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
+        assert_eq!(s.receipts().await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_write_the_upstream_never_ran_leaves_its_key_free_to_run() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        let (_, recorded) = finished(&s, &op, Err(Stop::Error(RpcError::new(code::INVALID_PARAMS, "bad")))).await;
+        assert_eq!(recorded.expect("recorded").state, OperationState::ReconciledNotApplied);
+        // The same call again takes the operation over as its next attempt.
+        let again = begun(&s, &keyed(2, "order-1"), &no_approval()).await;
+        assert!(again.committed);
+        let retaken = mine(again.held);
+        assert_eq!((retaken.id.as_str(), retaken.attempts, retaken.state), (op.id.as_str(), 2, OperationState::Dispatched));
+    }
+
+    #[tokio::test]
+    async fn an_answer_after_the_lease_lapsed_settles_the_operation_as_applied() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        s.clock.advance(LEASE_MS);
+        // Someone lists operations: the lapsed dispatch is marked unknown.
+        s.ledger.operations(None, s.clock.now_ms()).await.unwrap();
+        assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
+        let (appended, late) = finished(&s, &op, Ok(raw(RESULT))).await;
+        let late = late.expect("the late answer settles it");
+        assert!(appended);
+        assert_eq!((late.state, late.resolved_by.as_deref(), late.outcome.as_deref()), (OperationState::ReconciledApplied, Some("toolgate"), Some(RESULT)));
+    }
+
+    #[tokio::test]
+    async fn a_used_approval_answers_only_from_its_operation() {
+        let s = Store::open().await;
+        let call = order(2, None);
+        let op = mine(begun(&s, &call, &under_approval("apr_1", &call.1, false)).await.held);
+        finished(&s, &op, Ok(raw(RESULT))).await.1.expect("recorded");
+        // Presented again: the operation it ran answers; nothing new is reserved.
+        let Claimed::Recorded(held) = passed(claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, true)).await) else {
+            panic!("expected the recorded operation")
+        };
+        let (replayed, answer, checked) = replay(Ok(held));
+        assert_eq!((replayed.id.as_str(), answer.get(), checked), (op.id.as_str(), RESULT, true));
+    }
+
+    #[tokio::test]
+    async fn a_used_approval_without_an_operation_is_in_progress_then_refused() {
+        let s = Store::open().await;
+        let call = order(2, None);
+        let gate = under_approval("apr_2", &call.1, true);
+        let (_, binding) = gate.approval.clone().unwrap();
+        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None };
+        s.ledger.create_approval(new).await.unwrap();
+        s.ledger.decide_approval("apr_2", true, "dana", "ok", NOW_MS).await.unwrap();
+        s.ledger.consume_approval("apr_2", NOW_MS).await.unwrap();
+        // Another re-issue just used it and has not reserved its operation yet.
+        let r = refused(claimed(&s, &call, &order_tool(), &gate).await);
+        assert_eq!((r.reason, r.action, r.retry_after_ms, r.approval_id.as_deref()), (Reason::OperationInProgress, Action::Retry, Some(250), Some("apr_2")));
+        // Long after, nothing will come: the approval is simply used.
+        s.clock.advance(LEASE_MS);
+        let r = refused(claimed(&s, &call, &order_tool(), &gate).await);
+        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalUsed, Some("apr_2")));
+    }
+
+    #[tokio::test]
+    async fn the_result_names_its_operation_in_meta() {
+        let s = Store::open().await;
+        let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
+        let annotated = annotate(raw(r#"{"content":[],"_meta":{"x":1}}"#), &op, true);
+        let meta: Value = serde_json::from_str::<Value>(annotated.get()).unwrap()["_meta"].clone();
+        assert_eq!(meta, json!({"x": 1, OPERATION_META: {"id": op.id, "key": "order-1", "state": "dispatched", "replayed": true}}));
+        // Not an object: left for the check stage to refuse.
+        assert_eq!(annotate(raw("[1]"), &op, false).get(), "[1]");
+    }
+}
