@@ -4,6 +4,8 @@
 //!
 //! Empty until the spine lands (issue "The spine: toolgate in the call path").
 
+#![warn(missing_docs)]
+
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
 pub mod config;
@@ -13,6 +15,7 @@ pub mod sources;
 pub mod telemetry;
 pub mod wire;
 pub mod upstream;
+pub mod param_headers;
 pub mod pins;
 pub mod catalog;
 pub mod gateway;

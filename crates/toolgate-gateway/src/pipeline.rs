@@ -21,6 +21,7 @@
 
 use std::time::Instant;
 
+use toolgate_core::policy::PolicyEngine;
 use toolgate_core::receipt::ApprovalRef;
 use tracing::Instrument as _;
 
@@ -29,17 +30,20 @@ use crate::call::Held;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
 use crate::stages::approve::{Approvals, Gated};
-use crate::stages::record::{self, Findings};
+use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::{Claimed, Operations};
 use crate::stages::{admit, approve, check, decide, dispatch, reserve, resolve, validate};
 
 /// Runs one call through the stages and records it.
 pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
     let started = Instant::now();
+    // One policy for the whole call, even if it is reloaded meanwhile.
+    let policy = gw.policy();
+    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
     let mut findings = Findings::new(&call);
-    let answer = run(gw, &call, &mut findings).await;
+    let answer = run(gw, &policy, &rec, &call, &mut findings).await;
     // 9. record: for every answer, the receipts not yet committed and the log line.
-    record::record(gw, &findings, answer, started.elapsed()).await
+    record::record(&rec, &findings, answer, started.elapsed()).await
 }
 
 /// Ends the call with `$stop` unless `$step` is `Ok`.
@@ -52,9 +56,8 @@ macro_rules! step {
     };
 }
 
-async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
+async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &CallRequest, f: &mut Findings) -> Answer {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
-    let policy = gw.policy();
     // 1. admit
     step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)));
     // 2. resolve
@@ -64,7 +67,7 @@ async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
     obs.resolved(call, &tool);
     // 3. validate
     let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)));
-    f.validated(gw, call, &tool, &proposal);
+    f.validated(gw.log.salt(), gw.config.receipts.capture_values, call, &tool, &proposal);
     obs.validated(&proposal);
     // 4. decide, on the state of the approval the call presents (if any)
     let (ledger, clock, entropy) = (gw.ledger.as_ref(), gw.clock.as_ref(), gw.entropy.as_ref());
@@ -72,7 +75,7 @@ async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
     let approvals = Approvals { ledger, sealer: &gw.sealer, clock, entropy, policy_version: policy.version(), ttl_ms };
     let span = obs.stage("decide");
     let standing = approve::standing(&approvals, call, &tool, &proposal).instrument(span.clone()).await;
-    let decision = span.in_scope(|| decide::decide(&policy, &call.caller, &tool, &proposal, standing.state));
+    let decision = span.in_scope(|| decide::decide(policy, &call.caller, &tool, &proposal, standing.state));
     obs.decided(&tool, &decision, policy.version());
     (f.approval_state, f.decision, f.policy_version) = (standing.state, Some(decision.clone()), Some(policy.version().to_string()));
     // 5. approve: deny refuses; require_approval waits for a named human
@@ -86,7 +89,7 @@ async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
         Gated::Open(new) => {
             // The decision to wait commits with the approval it opens.
             f.approval_id = Some(new.id.clone());
-            let receipt = record::awaiting(gw, f, Some(ApprovalRef { approver: String::new(), decided_at: String::new(), id: new.id.clone() }));
+            let receipt = record::awaiting(rec, f, Some(ApprovalRef { approver: String::new(), decided_at: String::new(), id: new.id.clone() }));
             let waiting = step!(approve::open(&approvals, call, &tool, &proposal, new, receipt).instrument(span).await);
             (f.input_required, f.receipts) = (true, 1);
             gw.log.appended(1);
@@ -110,7 +113,7 @@ async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
         Claimed::New(new) => {
             // The decision to run commits with the reservation.
             f.operation_ref = Some(reserve::reserved(&new));
-            let receipt = record::decided(gw, f, record::approval_ref(gw, gate.approval_id()).await);
+            let receipt = record::decided(rec, f, record::approval_ref(ledger, gate.approval_id()).await);
             let begun = reserve::begin(&operations, &tool, &proposal, new, receipt).instrument(span).await;
             if begun.committed {
                 f.receipts = 1;
@@ -134,7 +137,7 @@ async fn run(gw: &Gateway, call: &CallRequest, f: &mut Findings) -> Answer {
             let outcome = dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
             let settled = reserve::settled(&outcome);
             let result = settled.1.clone();
-            let (appended, finished) = reserve::finish(&operations, &tool, &op, settled, |state| record::outcome(gw, f, state, result.as_deref())).await;
+            let (appended, finished) = reserve::finish(&operations, &tool, &op, settled, |state| record::outcome(rec, f, state, result.as_deref())).await;
             if appended {
                 f.receipts = 2;
                 gw.log.appended(1);

@@ -213,7 +213,7 @@ fn param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Era) -> 
     let Some(tool) = catalog.tools.get(name) else { return Ok(()) };
     let schema = tool.tool.definition.get("inputSchema").unwrap_or(&Value::Null);
     let arguments = msg.params.get("arguments").unwrap_or(&Value::Null);
-    super::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
+    crate::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
         .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 

@@ -6,7 +6,6 @@ pub mod admin;
 pub mod edge;
 pub mod http;
 pub mod listen;
-pub mod param_headers;
 pub mod stdio;
 
 use serde_json::value::{RawValue, to_raw_value};

@@ -8,7 +8,7 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
 use crate::call::{CallRequest, Stop};
 use crate::catalog::ExposedTool;
-use crate::downstream::param_headers;
+use crate::param_headers;
 use crate::upstream::{CallOptions, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream

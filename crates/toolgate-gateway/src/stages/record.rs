@@ -18,13 +18,24 @@ use toolgate_core::operation::OperationState;
 use toolgate_core::receipt::build::{Event, Subject, build};
 use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
-use toolgate_ledger::Draft;
-
+use toolgate_core::Clock;
 use toolgate_core::approval::ApprovalState;
+use toolgate_ledger::{Draft, Ledger};
 
 use crate::call::{Answer, CallRequest};
 use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
+use crate::log::ReceiptLog;
+
+/// What the record stage drafts and appends with.
+pub struct Recorder<'a> {
+    pub ledger: &'a dyn Ledger,
+    /// The log's current key (a draft names it) and its checkpointer.
+    pub log: &'a ReceiptLog,
+    pub clock: &'a dyn Clock,
+    /// The policy in force for this call, named by receipts of calls
+    /// refused before they were decided.
+    pub policy_version: &'a str,
+}
 
 /// What the stages concluded, gathered by the pipeline (and only there)
 /// for the receipts and the log line.
@@ -103,11 +114,13 @@ impl Findings {
     /// After validate: the salted hash, and what `toolgate replay` needs to
     /// decide this call again (the caller, the tool's facts, the arguments,
     /// and the class decision that applies where no policy does).
-    pub fn validated(&mut self, gw: &Gateway, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) {
+    /// `salt` is this call's fresh secret salt; `capture` keeps the
+    /// arguments themselves in the receipts (`receipts.capture_values`).
+    pub fn validated(&mut self, salt: [u8; 32], capture: bool, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) {
         self.proposal_sha256 = Some(proposal.sha256.clone());
-        self.salt = gw.log.salt();
+        self.salt = salt;
         self.arguments_hash = receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
-        if gw.config.receipts.capture_values {
+        if capture {
             self.arguments = Some(proposal.arguments.clone());
         }
         let fallback = toolgate_core::decision::decide_by_class(&tool.view);
@@ -158,9 +171,9 @@ struct AskedTool<'a> {
 }
 
 /// What every receipt of this call shares, for the one builder.
-fn subject<'a>(gw: &Gateway, findings: &'a Findings, policy_version: &'a str) -> Subject<'a> {
+fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings) -> Subject<'a> {
     Subject {
-        issued_at_ms: gw.clock.now_ms(),
+        issued_at_ms: rec.clock.now_ms(),
         tenant: &findings.tenant,
         caller: &findings.caller,
         server: &findings.server,
@@ -168,7 +181,7 @@ fn subject<'a>(gw: &Gateway, findings: &'a Findings, policy_version: &'a str) ->
         tool_definition_sha256: &findings.definition_sha256,
         proposal_sha256: findings.proposal_sha256.as_deref().unwrap_or_default(),
         decision: findings.decision.as_ref(),
-        policy_version,
+        policy_version: findings.policy_version.as_deref().unwrap_or(rec.policy_version),
         operation: findings.operation_ref.clone(),
         salt: &findings.salt,
         arguments_hash: &findings.arguments_hash,
@@ -178,76 +191,68 @@ fn subject<'a>(gw: &Gateway, findings: &'a Findings, policy_version: &'a str) ->
 
 /// Drafts the receipt of `event`; `first` carries the private record of
 /// what was asked (one per call, with its first receipt).
-fn draft(gw: &Gateway, findings: &Findings, event: Event, first: bool) -> Draft {
-    let current;
-    let version = match &findings.policy_version {
-        Some(v) => v.as_str(),
-        None => {
-            current = gw.policy();
-            current.version()
-        }
-    };
-    let receipt = build(&subject(gw, findings, version), event);
-    gw.log.draft(receipt, findings.salt, if first { findings.asked() } else { None })
+fn draft(rec: &Recorder<'_>, findings: &Findings, event: Event, first: bool) -> Draft {
+    let receipt = build(&subject(rec, findings), event);
+    rec.log.draft(receipt, findings.salt, if first { findings.asked() } else { None })
 }
 
 /// The decision to run a call, before it is sent. For a write it goes with
 /// the operation's reservation.
-pub fn decided(gw: &Gateway, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
-    draft(gw, findings, Event::Authorized { approval }, true)
+pub fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+    draft(rec, findings, Event::Authorized { approval }, true)
 }
 
 /// How a sent call ended: `state` as the operation records it, `result`
 /// the upstream's answer when there is one.
-pub fn outcome(gw: &Gateway, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
+pub fn outcome(rec: &Recorder<'_>, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
     let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
-    draft(gw, findings, Event::Dispatched { state, result: value.as_ref() }, false)
+    draft(rec, findings, Event::Dispatched { state, result: value.as_ref() }, false)
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
-pub async fn approval_ref(gw: &Gateway, id: Option<&str>) -> Option<ApprovalRef> {
-    let a = gw.ledger.approval(id?).await.ok()??;
+pub async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Option<ApprovalRef> {
+    let a = ledger.approval(id?).await.ok()??;
     Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
 }
 
 /// Appends what the reserve stage did not, then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
-pub async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
-    let answer = if findings.receipts == 0 { append(gw, findings, answer).await } else { answer };
+pub async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+    let answer = if findings.receipts == 0 { append(rec, findings, answer).await } else { answer };
     log_line(findings, &answer, elapsed);
     answer
 }
 
-async fn append(gw: &Gateway, findings: &Findings, answer: Answer) -> Answer {
-    let approval = approval_ref(gw, findings.approval_id.as_deref()).await;
+async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answer {
+    let approval = approval_ref(rec.ledger, findings.approval_id.as_deref()).await;
     let mut drafts = match &answer {
         Answer::Result(raw) if findings.dispatched && !findings.input_required => {
             // A read: nothing durable happens between its decision and its
             // outcome, so one receipt attests both (a write has two, each
             // committed with the state it attests).
             let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(gw, findings, Event::Answered { approval, tool_error: findings.tool_error, result: &result }, true)]
+            vec![draft(rec, findings, Event::Answered { approval, tool_error: findings.tool_error, result: &result }, true)]
         }
-        Answer::Result(_) if findings.input_required => vec![awaiting(gw, findings, approval)],
+        Answer::Result(_) if findings.input_required => vec![awaiting(rec, findings, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
             let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(gw, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: &result }, true)]
+            vec![draft(rec, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: &result }, true)]
         }
         Answer::Refused(refusal) if findings.dispatched => {
-            vec![decided(gw, findings, approval.clone()), draft(gw, findings, Event::Refused { approval, refusal, dispatched: true }, true)]
+            vec![decided(rec, findings, approval.clone()), draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, true)]
         }
-        Answer::Refused(refusal) => vec![draft(gw, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
+        Answer::Refused(refusal) => vec![draft(rec, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
         // The call's decision stands (a protocol error overrides none of
         // it), so one receipt carries it and how the call ended.
-        Answer::Error(e) => vec![draft(gw, findings, Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched }, true)],
+        Answer::Error(e) => vec![draft(rec, findings, Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched }, true)],
     };
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
     let n = drafts.len() as u64;
-    match gw.ledger.append_receipts(drafts, gw.clock.now_ms()).await {
+    match rec.ledger.append_receipts(drafts, rec.clock.now_ms()).await {
         Ok(_) => {
-            gw.log.appended(n);
+            rec.log.appended(n);
             answer
         }
         Err(e) => {
@@ -265,8 +270,8 @@ async fn append(gw: &Gateway, findings: &Findings, answer: Answer) -> Answer {
 
 /// The decision to wait for a named human. With a new approval it goes in
 /// the transaction that opens the approval.
-pub fn awaiting(gw: &Gateway, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
-    draft(gw, findings, Event::Awaiting { approval }, true)
+pub fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+    draft(rec, findings, Event::Awaiting { approval }, true)
 }
 
 fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
@@ -326,6 +331,7 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
+    use crate::gateway::Gateway;
     use crate::gateway::{Mode, Sources};
     use crate::stages::testing::{NOW_MS, call, find_tool};
     use crate::wire::{RawObject, RpcError, code};
@@ -352,10 +358,17 @@ mod tests {
         let tool = find_tool();
         let mut f = Findings::new(c);
         f.resolved(&tool);
-        f.validated(gw, c, &tool, proposal);
+        f.validated(gw.log.salt(), gw.config.receipts.capture_values, c, &tool, proposal);
         f.decision = Some(decide_by_class(&tool.view));
         f.policy_version = Some(gw.policy().version().to_string());
         f
+    }
+
+    /// Records `answer` as the pipeline does, under the policy in force.
+    async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+        let policy = gw.policy();
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        super::record(&rec, findings, answer, elapsed).await
     }
 
     fn result(text: &str) -> Answer {
@@ -386,7 +399,7 @@ mod tests {
         assert_eq!((f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()), ("parts__find_part", "agent", "atlas", "7"));
         f.resolved(&tool);
         assert_eq!((f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()), ("parts", "find_part", tool.definition_sha256.as_str()));
-        f.validated(&gw, &c, &tool, &proposal);
+        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &c, &tool, &proposal);
         assert_eq!(f.proposal_sha256.as_deref(), Some(proposal.sha256.as_str()));
         assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
         assert!(f.arguments.is_none(), "values are not captured unless configured");
