@@ -9,6 +9,8 @@
 //! is one conditional statement or one transaction, so two gateways racing
 //! the same approval or key cannot both win.
 
+#![warn(missing_docs)]
+
 mod error;
 mod postgres;
 mod sqlite;
@@ -25,17 +27,25 @@ use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::merkle::Hash;
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
+/// A ledger call's result: a [`LedgerError`] unless another error is named.
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;
 
 /// What a new approval asks for.
 #[derive(Debug, Clone)]
 pub struct NewApproval {
+    /// The approval's id (`apr_…`), chosen by the gateway; a taken id is refused.
     pub id: String,
+    /// The one exact call it can approve: tenant, caller, server, tool, proposal and policy version.
     pub binding: Binding,
+    /// The exact arguments the approver is shown.
     pub arguments: serde_json::Value,
+    /// Why approval is needed (the policy's annotation, or the rules that asked for it).
     pub reason: String,
+    /// The ids of the rules that required approval (policy rule ids, or `registry`).
     pub rules: Vec<String>,
+    /// When it is asked for (ms since the Unix epoch): its `created_ms`.
     pub now_ms: i64,
+    /// How long it can be decided and used: it expires at `now_ms + ttl_ms`.
     pub ttl_ms: i64,
     /// The receipt of the decision to wait for it, appended in the same transaction.
     pub receipt: Option<Draft>,
@@ -44,12 +54,21 @@ pub struct NewApproval {
 /// A write about to be dispatched.
 #[derive(Debug, Clone)]
 pub struct NewOperation {
+    /// The operation's id (`op_…`); used only when this call creates the row
+    /// (a take-over keeps the existing operation's id).
     pub id: String,
+    /// The idempotency key it reserves, unique per tenant, server and tool.
     pub key: OperationKey,
+    /// Who makes the write; on a take-over it replaces the earlier holder.
     pub caller: String,
+    /// The payload hash: the same key with another proposal is a conflict, never a take-over.
     pub proposal_sha256: String,
+    /// The approval the write runs under, if any.
     pub approval_id: Option<String>,
+    /// The canonical arguments, kept so a reconciler can look for the effect.
     pub arguments: serde_json::Value,
+    /// Until when this call answers for the reservation; once it lapses, a
+    /// reservation may be taken over.
     pub lease_until_ms: i64,
     /// The decision's receipt, appended in the same transaction when this
     /// call comes to hold the operation (and only then).
@@ -69,11 +88,16 @@ pub enum Begun {
 /// How an operator or a reconciler settles an `unknown` operation.
 #[derive(Debug, Clone)]
 pub struct Resolution {
+    /// Whether the effect happened: `true` settles it `reconciled_applied`
+    /// (final), `false` `reconciled_not_applied` (the key may run again).
     pub applied: bool,
+    /// Who settled it (an operator, `reconciler:<tool>`, or `toolgate`), kept as its `resolved_by`.
     pub by: String,
+    /// Why, kept as its `resolution`.
     pub reason: String,
     /// For `applied`: the result a replay returns (the evidence found).
     pub outcome: Option<String>,
+    /// When it is settled; "not applied" is refused while the lease has not ended by then.
     pub now_ms: i64,
     /// The settlement's receipt, appended in the same transaction.
     pub receipt: Option<Draft>,
@@ -82,59 +106,84 @@ pub struct Resolution {
 /// One leaf of the receipt log, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredReceipt {
+    /// Its position in the log: indexes run contiguously from 0.
     pub log_index: u64,
+    /// The id of the key that signed it.
     pub kid: String,
     /// JCS text of the signed receipt (`{"receipt", "sig"}`): the leaf's bytes.
     pub signed: String,
+    /// RFC 6962's leaf hash of `signed`: what the log's Merkle tree is built from.
     pub leaf_hash: Hash,
     /// Private: the secret behind the receipt's salted hashes.
     pub salt: [u8; 32],
     /// Private: the record of what was asked (the caller, the tool, the arguments and how the call was decided; JSON). Column `proposal`.
     pub asked: Option<String>,
+    /// When it was appended (ms since the Unix epoch).
     pub created_ms: i64,
 }
 
 /// A signed checkpoint of the log at `size`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredCheckpoint {
+    /// The tree size it covers: the first `size` receipts (never more than the log holds).
     pub size: u64,
+    /// The Merkle root of the log at `size`.
     pub root: Hash,
     /// The C2SP signed note.
     pub note: String,
+    /// When it was recorded (ms since the Unix epoch).
     pub created_ms: i64,
 }
 
 /// A key of the history: its kid and verifier keys (signed-note vkey text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogKey {
+    /// The key's id, as receipts name it; never bound to another key.
     pub kid: String,
+    /// The Ed25519 verifier key.
     pub ed25519: String,
+    /// The ML-DSA-65 verifier key, when the key has one.
     pub ml_dsa_65: Option<String>,
+    /// When the key was created; the history is listed in this order.
     pub created_ms: i64,
 }
 
 /// A tool definition a receipt names by `tool_definition_sha256`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolDefinition {
+    /// The definition's hash, as receipts name it; each is stored once.
     pub sha256: String,
+    /// The upstream server that offers the tool.
     pub server: String,
+    /// The tool's name on that server.
     pub tool: String,
+    /// The definition itself, as canonical JSON text.
     pub definition: String,
 }
 
+/// The gateway's durable state, as both stores implement it: every change
+/// is one conditional statement or one transaction, so concurrent callers
+/// (in this process or on other gateways) cannot both win, and a receipt
+/// passed with a change commits with it or not at all.
 #[async_trait::async_trait]
 pub trait Ledger: Send + Sync {
     /// `sqlite` or `postgres`, for logs and `ops list`.
     fn backend(&self) -> &'static str;
 
     // Approvals (see toolgate_core::approval).
+    /// Records a new pending approval, expiring `ttl_ms` after `now_ms`, and
+    /// its `receipt` in the same transaction; a taken id is refused.
     async fn create_approval(&self, new: NewApproval) -> Result<Approval>;
+    /// The approval with this id, as stored (one past its expiry may not be
+    /// marked expired yet: see `Approval::state_at`).
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
     /// The newest approval with exactly this binding.
     async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>>;
     /// Newest first, only `state` when given; approvals past their expiry
     /// are marked expired first.
     async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>>;
+    /// How many approvals are stored in `state`; nothing is marked expired
+    /// first, so an approval past its expiry still counts as it was.
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64>;
     /// An approver's decision on a pending approval; the caller who asked can
     /// never decide its own call.
@@ -159,7 +208,9 @@ pub trait Ledger: Send + Sync {
     /// reconciled_not_applied (the upstream refused before running it).
     /// `receipt`: the outcome's receipt, appended in the same transaction.
     async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation>;
+    /// The operation with this id, as stored (a lapsed lease is not marked unknown here).
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
+    /// The operation that holds `key`, if any, as stored.
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>>;
     /// Newest first, only `state` when given; dispatched operations whose
     /// lease lapsed are marked unknown first.
@@ -188,11 +239,14 @@ pub trait Ledger: Send + Sync {
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
     /// Every checkpoint, smallest size first.
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>>;
-    /// Adds a key to the history (a key already there is left as it is).
+    /// Adds a key to the history. The same key again is a no-op; another key under a kid already
+    /// recorded is refused (`LedgerError::Store`): a kid names one key forever.
     async fn add_log_key(&self, key: LogKey) -> Result<()>;
+    /// The key history, oldest first (by `created_ms`, then kid).
     async fn log_keys(&self) -> Result<Vec<LogKey>>;
     /// Remembers tool definitions (a hash already there is left as it is).
     async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()>;
+    /// Every remembered tool definition, by server and tool, first remembered first.
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
 }
 

@@ -29,6 +29,9 @@ const MIGRATIONS: &[&str] = &[
 /// Connections per ledger: each pipelines concurrent statements.
 const CONNECTIONS: usize = 8;
 
+/// The PostgreSQL store, for replicas sharing one database: a few
+/// pipelined connections for single statements, and one more for
+/// transactions (a change with a receipt, and the receipt log).
 pub struct PostgresLedger {
     pool: Pool,
 }

@@ -54,6 +54,8 @@ struct Done {
     answer: Answer,
 }
 
+/// The embedded store: one SQLite file, written by one writer thread that
+/// commits whatever has queued as one transaction (group commit).
 pub struct SqliteLedger {
     jobs: mpsc::Sender<Queued>,
     writer: Arc<Mutex<Writer>>,
@@ -80,11 +82,16 @@ struct Queued {
 /// `Normal` in WAL survives a process crash but not power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Synchronous {
+    /// Commits that change state are fsynced before they are answered.
     Full,
+    /// No commit is fsynced when answered; the benchmarks compare it with `Full`.
     Normal,
 }
 
 impl SqliteLedger {
+    /// Opens the SQLite file at `path` (created and migrated as needed) with
+    /// `Synchronous::Full` and group commit, and starts its writer and WAL
+    /// checkpointer threads.
     pub fn open(path: &Path) -> Result<Self> {
         Self::open_with(path, Synchronous::Full, true)
     }
