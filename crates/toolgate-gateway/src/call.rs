@@ -97,3 +97,13 @@ pub enum Held {
     /// which is not the tool's own result.
     Replay { op: Operation, raw: Box<RawValue>, checked: bool },
 }
+
+impl Held {
+    /// The operation this call holds or replays; none for a read.
+    pub fn operation(&self) -> Option<&Operation> {
+        match self {
+            Held::Read => None,
+            Held::Mine(op) | Held::Replay { op, .. } => Some(op),
+        }
+    }
+}

@@ -21,12 +21,16 @@
 
 use std::time::Instant;
 
+use serde_json::value::RawValue;
+use toolgate_core::Proposal;
+use toolgate_core::operation::Operation;
 use toolgate_core::policy::PolicyEngine;
-use toolgate_core::receipt::ApprovalRef;
+use toolgate_ledger::NewApproval;
 use tracing::Instrument as _;
 
 pub use crate::call::{Answer, CallRequest, Stop};
 use crate::call::Held;
+use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
 use crate::stages::approve::{Approvals, Gated};
@@ -70,14 +74,12 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
     f.validated(gw.log.salt(), gw.config.receipts.capture_values, call, &tool, &proposal);
     obs.validated(&proposal);
     // 4. decide, on the state of the approval the call presents (if any)
-    let (ledger, clock, entropy) = (gw.ledger.as_ref(), gw.clock.as_ref(), gw.entropy.as_ref());
-    let ttl_ms = gw.config.gateway.approval_ttl_ms as i64;
-    let approvals = Approvals { ledger, sealer: &gw.sealer, clock, entropy, policy_version: policy.version(), ttl_ms };
+    let approvals = approvals(gw, policy);
     let span = obs.stage("decide");
     let standing = approve::standing(&approvals, call, &tool, &proposal).instrument(span.clone()).await;
     let decision = span.in_scope(|| decide::decide(policy, &call.caller, &tool, &proposal, standing.state));
     obs.decided(&tool, &decision, policy.version());
-    (f.approval_state, f.decision, f.policy_version) = (standing.state, Some(decision.clone()), Some(policy.version().to_string()));
+    f.decided(standing.state, &decision, policy.version());
     // 5. approve: deny refuses; require_approval waits for a named human
     let span = obs.stage("approve");
     let gate = match step!(approve::approve(&approvals, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
@@ -86,47 +88,34 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
             (f.approval_id, f.input_required) = (Some(id), true);
             return Answer::Result(answer);
         }
-        Gated::Open(new) => {
-            // The decision to wait commits with the approval it opens.
-            f.approval_id = Some(new.id.clone());
-            let receipt = record::awaiting(rec, f, Some(ApprovalRef { approver: String::new(), decided_at: String::new(), id: new.id.clone() }));
-            let waiting = step!(approve::open(&approvals, call, &tool, &proposal, new, receipt).instrument(span).await);
-            (f.input_required, f.receipts) = (true, 1);
-            gw.log.appended(1);
-            return Answer::Result(waiting);
-        }
+        Gated::Open(new) => return open(rec, &approvals, call, &tool, &proposal, new, f).instrument(span).await,
     };
     f.approval_id = gate.approval_id().map(str::to_string);
     gate.approval_id().inspect(|id| obs.approval(id));
     // 6. reserve: a write runs once per operation key; a reused key gets
     // the recorded outcome, a conflict, or "in progress" / "unknown"
-    let operations = Operations { ledger, clock, entropy, lease_ms: Operations::lease_for(gw.config.timeout_ms(&tool.server)) };
+    let operations = operations(gw, &tool.server);
     let span = obs.stage("reserve");
     let held = match step!(reserve::claim(&operations, call, &tool, &proposal, &gate).instrument(span.clone()).await) {
         Claimed::Read => Held::Read,
         Claimed::Recorded(held) => {
-            if let Held::Replay { op, .. } = &held {
-                f.operation_ref = Some(reserve::reference(op));
-            }
+            f.operation_ref = held.operation().map(reserve::reference);
             held
         }
         Claimed::New(new) => {
             // The decision to run commits with the reservation.
             f.operation_ref = Some(reserve::reserved(&new));
-            let receipt = record::decided(rec, f, record::approval_ref(ledger, gate.approval_id()).await);
+            let receipt = record::decided(rec, f, record::approval_ref(rec.ledger, gate.approval_id()).await);
             let begun = reserve::begin(&operations, &tool, &proposal, new, receipt).instrument(span).await;
             if begun.committed {
-                f.receipts = 1;
-                gw.log.appended(1);
+                rec.committed(f, 1);
             }
             f.operation_ref = begun.found.or(f.operation_ref.take());
             step!(begun.held)
         }
     };
-    if let Held::Mine(op) | Held::Replay { op, .. } = &held {
-        f.operation = Some((op.id.clone(), matches!(held, Held::Replay { .. })));
-        obs.operation(&op.id);
-    }
+    f.operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
+    held.operation().inspect(|op| obs.operation(&op.id));
     // 7. dispatch: the upstream, under its deadline; a write's end is
     // recorded, with its receipt, before the caller hears it
     f.dispatched = matches!(held, Held::Read | Held::Mine(_));
@@ -135,15 +124,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
         Held::Read => step!(dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await),
         Held::Mine(op) => {
             let outcome = dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
-            let settled = reserve::settled(&outcome);
-            let result = settled.1.clone();
-            let (appended, finished) = reserve::finish(&operations, &tool, &op, settled, |state| record::outcome(rec, f, state, result.as_deref())).await;
-            if appended {
-                f.receipts = 2;
-                gw.log.appended(1);
-            }
-            let op = step!(finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256))));
-            reserve::annotate(step!(outcome), &op, false)
+            step!(finish(rec, &operations, &tool, &proposal, op, outcome, f).await)
         }
         Held::Replay { op, raw, checked: true } => reserve::annotate(raw, &op, true),
         // A reconciler's finding is not the tool's result: not checked against its outputSchema.
@@ -157,4 +138,55 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
     let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
     obs.answered(&answer);
     answer
+}
+
+/// approve, when the call must wait: opens the approval, with the receipt
+/// of the decision to wait in the same transaction, and answers that it waits.
+async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Answer {
+    f.approval_id = Some(new.id.clone());
+    let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
+    let waiting = step!(approve::open(a, call, tool, proposal, new, receipt).await);
+    f.input_required = true;
+    rec.committed(f, 1);
+    Answer::Result(waiting)
+}
+
+/// dispatch, for a write: records how it ended, with the receipt of that
+/// end in the same transaction, before the caller hears it.
+async fn finish(
+    rec: &Recorder<'_>,
+    o: &Operations<'_>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    op: Operation,
+    outcome: Result<Box<RawValue>, Stop>,
+    f: &mut Findings,
+) -> Result<Box<RawValue>, Stop> {
+    let settled = reserve::settled(&outcome);
+    let result = settled.1.clone();
+    let (appended, finished) = reserve::finish(o, tool, &op, settled, |state| record::outcome(rec, f, state, result.as_deref())).await;
+    if appended {
+        rec.committed(f, 2);
+    }
+    let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
+    Ok(reserve::annotate(outcome?, &op, false))
+}
+
+/// What approve reads and writes for a call decided under `policy`.
+fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
+    Approvals {
+        ledger: gw.ledger.as_ref(),
+        sealer: &gw.sealer,
+        clock: gw.clock.as_ref(),
+        entropy: gw.entropy.as_ref(),
+        policy_version: policy.version(),
+        ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
+    }
+}
+
+/// What reserve reads and writes for a call to `server` (its lease follows
+/// the server's deadline).
+fn operations<'a>(gw: &'a Gateway, server: &str) -> Operations<'a> {
+    let lease_ms = Operations::lease_for(gw.config.timeout_ms(server));
+    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms }
 }

@@ -37,6 +37,15 @@ pub struct Recorder<'a> {
     pub policy_version: &'a str,
 }
 
+impl Recorder<'_> {
+    /// Notes that the call's receipts up to the `total`-th were committed
+    /// with the ledger's state (one more for the log's checkpointer).
+    pub fn committed(&self, findings: &mut Findings, total: u8) {
+        findings.receipts = total;
+        self.log.appended(1);
+    }
+}
+
 /// What the stages concluded, gathered by the pipeline (and only there)
 /// for the receipts and the log line.
 pub struct Findings {
@@ -136,6 +145,14 @@ impl Findings {
         self.asked = serde_json::to_string(&asked).ok().and_then(|mut text| text.pop().map(|_| text));
     }
 
+    /// After decide: how the call was decided, under which policy, and the
+    /// state of the approval it presented.
+    pub fn decided(&mut self, approval_state: Option<ApprovalState>, decision: &Decision, policy_version: &str) {
+        self.approval_state = approval_state;
+        self.decision = Some(decision.clone());
+        self.policy_version = Some(policy_version.to_string());
+    }
+
     /// The private record of what was asked and how it was decided, kept
     /// with the call's first receipt.
     fn asked(&self) -> Option<String> {
@@ -207,6 +224,11 @@ pub fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<Approva
 pub fn outcome(rec: &Recorder<'_>, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
     let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
     draft(rec, findings, Event::Dispatched { state, result: value.as_ref() }, false)
+}
+
+/// An approval just opened, as the receipt of the wait names it.
+pub fn pending(id: &str) -> ApprovalRef {
+    ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.to_string() }
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
