@@ -21,9 +21,13 @@ pub struct CallRequest {
     pub caller: Arc<Caller>,
     /// The trace context the request carried in `_meta`.
     pub trace: BTreeMap<String, String>,
+    /// The JSON-RPC id of the request (none for a notification-shaped call).
     pub request_id: Option<Id>,
+    /// The exposed tool name (`SERVER__TOOL`) the caller asked for.
     pub name: String,
+    /// The arguments as sent (an object).
     pub arguments: Value,
+    /// Which MCP era the request speaks (2026-07-28 or legacy).
     pub era: Era,
     /// Set when the client asked for progress and the transport can carry it.
     pub progress: Option<ProgressRelay>,
@@ -31,14 +35,18 @@ pub struct CallRequest {
     pub input: Map<String, Value>,
     /// `_meta["io.toolgate/operationKey"]`, as sent.
     pub operation_key: Option<Value>,
+    /// The client's declared capabilities (2026-07-28 `_meta`), to ask only
+    /// for input it can give.
     pub client_capabilities: Option<Value>,
 }
 
 /// How a stage ends a call early.
 pub enum Stop {
+    /// Refused, with what the caller can do next.
     Refused(Refusal),
     /// A complete answer that is not a tool's result (`input_required`).
     Input(RawObject),
+    /// A JSON-RPC error, where the protocol demands one.
     Error(RpcError),
 }
 
@@ -46,7 +54,9 @@ pub enum Stop {
 pub enum Answer {
     /// The upstream's result, field values verbatim.
     Result(RawObject),
+    /// A refusal, sent as a tool result with `isError`.
     Refused(Refusal),
+    /// A JSON-RPC error.
     Error(RpcError),
 }
 
@@ -95,7 +105,14 @@ pub enum Held {
     Mine(Operation),
     /// The recorded outcome; `checked` is false for a reconciler's finding,
     /// which is not the tool's own result.
-    Replay { op: Operation, raw: Box<RawValue>, checked: bool },
+    Replay {
+        /// The operation whose outcome this is.
+        op: Operation,
+        /// The outcome as recorded.
+        raw: Box<RawValue>,
+        /// Whether it is the tool's own result (checked against its outputSchema).
+        checked: bool,
+    },
 }
 
 impl Held {

@@ -22,10 +22,15 @@ use crate::seal::Sealer;
 use crate::pins::PinStore;
 use crate::upstream::Upstream;
 
+/// Everything a call needs, built once at start and shared by both edges.
 pub struct Gateway {
+    /// The configuration the gateway started with.
     pub config: Arc<Config>,
+    /// The upstreams' tools as exposed now, with their pins.
     pub catalogs: Catalogs,
+    /// Size and depth limits of every JSON message read.
     pub limits: JsonLimits,
+    /// Who may call, by credential.
     pub callers: Callers,
     /// The Cedar policy in force; `reload_policy` swaps it (SIGHUP), so a
     /// withdrawn grant applies to the next call, approved or not.
@@ -34,6 +39,7 @@ pub struct Gateway {
     pub ledger: Arc<dyn Ledger>,
     /// Signing keys and checkpoints of the receipt log.
     pub log: Arc<crate::log::ReceiptLog>,
+    /// Seals and opens the `requestState` handed to clients.
     pub sealer: Sealer,
     /// The one clock every stage reads.
     pub clock: Arc<dyn Clock>,
@@ -51,7 +57,9 @@ pub struct Gateway {
 /// only inspects them (`toolgate tools`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `toolgate serve` and the demo: calls run, new tools are pinned.
     Serve,
+    /// The CLI looking at the tools: nothing runs, nothing is pinned.
     Inspect,
 }
 
@@ -135,6 +143,7 @@ impl Gateway {
         Ok(version)
     }
 
+    /// Cancelled when the gateway stops (`stop`): its upstream supervisors end.
     pub fn cancellation(&self) -> CancellationToken {
         self.cancel.clone()
     }

@@ -22,7 +22,7 @@ pub mod gateway;
 pub mod keys;
 pub mod log;
 pub mod call;
-pub mod observe;
+pub(crate) mod observe;
 pub mod pipeline;
 pub mod reconcile;
 pub mod stages;

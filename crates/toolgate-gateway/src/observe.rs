@@ -12,7 +12,7 @@ use crate::catalog::ExposedTool;
 use crate::telemetry::{INSTRUMENTS, Redactor, TARGET, metrics_on};
 
 /// Watches one call.
-pub struct Observer<'a> {
+pub(crate) struct Observer<'a> {
     /// The request's SERVER span: stages record what they concluded on it.
     server: tracing::Span,
     /// Set when tool content is captured (`telemetry.capture_content`).
@@ -21,16 +21,16 @@ pub struct Observer<'a> {
 
 impl<'a> Observer<'a> {
     /// An observer of the call running in the current span.
-    pub fn new(capture: Option<&'a Redactor>) -> Self {
+    pub(crate) fn new(capture: Option<&'a Redactor>) -> Self {
         Self { server: tracing::Span::current(), capture }
     }
 
     /// The child span of one stage, so a trace shows where the time went.
-    pub fn stage(&self, name: &'static str) -> tracing::Span {
+    pub(crate) fn stage(&self, name: &'static str) -> tracing::Span {
         tracing::info_span!(target: TARGET, "toolgate.stage", otel.name = name, toolgate.stage = name)
     }
 
-    pub fn resolved(&self, call: &CallRequest, tool: &ExposedTool) {
+    pub(crate) fn resolved(&self, call: &CallRequest, tool: &ExposedTool) {
         let s = &self.server;
         s.record("gen_ai.operation.name", "execute_tool");
         s.record("gen_ai.tool.type", "function");
@@ -46,14 +46,14 @@ impl<'a> Observer<'a> {
         s.record("toolgate.authority.implied_class", tool.view.implied_class.as_str());
     }
 
-    pub fn validated(&self, proposal: &Proposal) {
+    pub(crate) fn validated(&self, proposal: &Proposal) {
         self.server.record("toolgate.proposal_sha256", proposal.sha256.as_str());
         if let Some(redactor) = self.capture {
             self.server.record("gen_ai.tool.call.arguments", redactor.redact(&proposal.arguments).to_string());
         }
     }
 
-    pub fn decided(&self, tool: &ExposedTool, decision: &Decision, policy_version: &str) {
+    pub(crate) fn decided(&self, tool: &ExposedTool, decision: &Decision, policy_version: &str) {
         let s = &self.server;
         // The guardrail convention's words for the verdict (`block` is its deny).
         let guardrail = match decision.verdict {
@@ -82,15 +82,15 @@ impl<'a> Observer<'a> {
         }
     }
 
-    pub fn approval(&self, id: &str) {
+    pub(crate) fn approval(&self, id: &str) {
         self.server.record("toolgate.approval.id", id);
     }
 
-    pub fn operation(&self, id: &str) {
+    pub(crate) fn operation(&self, id: &str) {
         self.server.record("toolgate.operation.id", id);
     }
 
-    pub fn answered(&self, answer: &Answer) {
+    pub(crate) fn answered(&self, answer: &Answer) {
         if let (Some(redactor), Answer::Result(result)) = (self.capture, answer) {
             let value = serde_json::to_value(result).unwrap_or_default();
             self.server.record("gen_ai.tool.call.result", redactor.redact(&value).to_string());

@@ -9,7 +9,9 @@ use toolgate_core::{Clock, Entropy, SystemClock, SystemEntropy};
 /// The clock and the source of randomness.
 #[derive(Clone)]
 pub struct Sources {
+    /// What "now" is.
     pub clock: Arc<dyn Clock>,
+    /// Salts, identifiers, key seeds and nonces.
     pub entropy: Arc<dyn Entropy>,
 }
 

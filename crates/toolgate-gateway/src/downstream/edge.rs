@@ -141,7 +141,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 /// strictly, in the era its `MCP-Protocol-Version` names, with the routing
 /// headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) agreeing with the body.
 pub struct McpMessage {
+    /// The message.
     pub msg: Inbound,
+    /// The era its headers name.
     pub era: Era,
 }
 

@@ -8,7 +8,7 @@ use toolgate_core::{Action, Reason, Refusal, Verdict};
 use crate::config::GatewaySettings;
 use crate::call::{CallRequest, Stop};
 
-pub fn admit(settings: &GatewaySettings, call: &CallRequest) -> Result<(), Stop> {
+pub(crate) fn admit(settings: &GatewaySettings, call: &CallRequest) -> Result<(), Stop> {
     let size = serialized_len(&call.arguments);
     if size > settings.max_argument_bytes {
         return Err(Stop::Refused(Refusal::new(

@@ -16,12 +16,12 @@ use crate::seal::Sealer;
 use crate::wire::{Era, RawObject};
 
 /// The key of toolgate's own entry in `inputRequests` / `inputResponses`.
-pub const INPUT_KEY: &str = "toolgate_approval";
+pub(crate) const INPUT_KEY: &str = "toolgate_approval";
 /// The `_meta` key describing the approval a call waits for.
-pub const APPROVAL_META: &str = "io.toolgate/approval";
+pub(crate) const APPROVAL_META: &str = "io.toolgate/approval";
 
 /// What the approve stage reads and writes.
-pub struct Approvals<'a> {
+pub(crate) struct Approvals<'a> {
     pub ledger: &'a dyn Ledger,
     pub sealer: &'a Sealer,
     pub clock: &'a dyn Clock,
@@ -35,13 +35,13 @@ pub struct Approvals<'a> {
 /// What a call brings to the approve stage: the `requestState` it presents,
 /// and the state of the approval it presents (what policy sees as
 /// `context.approval`).
-pub struct Standing {
+pub(crate) struct Standing {
     pub presented: Presented,
     pub state: Option<ApprovalState>,
 }
 
 /// Most calls present nothing: no binding is built and the store is not read.
-pub async fn standing(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
+pub(crate) async fn standing(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
     let presented = presented(a.sealer, call);
     let state = match &presented {
         Presented::Ours(claim) => state_of(a, claim, &binding(a, call, tool, proposal)).await,
@@ -51,7 +51,7 @@ pub async fn standing(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool,
 }
 
 /// The `requestState` a call presents, read once.
-pub enum Presented {
+pub(crate) enum Presented {
     None,
     /// Sealed by this gateway (authentic, not yet checked against the call).
     Ours(Claim),
@@ -94,7 +94,7 @@ async fn state_of(a: &Approvals<'_>, claim: &Claim, binding: &Binding) -> Option
 }
 
 /// How the approve stage ends, when it does not stop the call.
-pub enum Gated {
+pub(crate) enum Gated {
     /// Run the call (under an approval, if it has one).
     Run(Gate),
     /// Open this approval; its receipt commits with it (`open`).
@@ -103,7 +103,7 @@ pub enum Gated {
     Wait { id: String, answer: RawObject },
 }
 
-pub async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
+pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
@@ -161,7 +161,7 @@ pub async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, 
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction) and answers that the call waits for it.
-pub async fn open(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
+pub(crate) async fn open(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
@@ -192,7 +192,7 @@ fn refused(reason: Reason, tool: &ExposedTool, proposal: &Proposal, approval: Op
 /// An approved call whose tool asks for input of its own: the upstream's
 /// `requestState` travels inside one of ours, so the next round is known to
 /// belong to the approved call.
-pub fn seal_continuation(sealer: &Sealer, gate: &Gate, answer: Answer) -> Answer {
+pub(crate) fn seal_continuation(sealer: &Sealer, gate: &Gate, answer: Answer) -> Answer {
     let Some((id, binding)) = &gate.approval else { return answer };
     let mut result = match answer {
         Answer::Result(result) => result,

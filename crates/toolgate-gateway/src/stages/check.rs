@@ -11,11 +11,11 @@ use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
 /// The `_meta` key of toolgate's verdict on a result.
-pub const CHECK_META: &str = "io.toolgate/check";
+pub(crate) const CHECK_META: &str = "io.toolgate/check";
 
 /// What the check stage found in a result.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The tool said it failed (`isError`).
     pub tool_error: bool,
     /// The upstream asks for input (MRTR): there is no result yet.
@@ -25,7 +25,7 @@ pub struct Found {
 }
 
 /// The answer to give, and what was found on the way.
-pub fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str) -> (Answer, Found) {
+pub(crate) fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str) -> (Answer, Found) {
     let mut found = Found::default();
     let answer = conclude(tool, raw, block, proposal_sha256, &mut found);
     (answer, found)

@@ -13,7 +13,7 @@ use crate::upstream::{CallOptions, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
-pub async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
+pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = upstream else {
         return Err(unavailable(tool, proposal, "not configured"));
     };

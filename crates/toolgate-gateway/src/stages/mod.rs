@@ -1,14 +1,14 @@
 //! The stages of the call pipeline, one module each; `pipeline.rs` reads them
 //! in order.
 
-pub mod admit;
-pub mod approve;
-pub mod check;
+pub(crate) mod admit;
+pub(crate) mod approve;
+pub(crate) mod check;
 pub mod decide;
-pub mod dispatch;
-pub mod record;
-pub mod reserve;
-pub mod resolve;
+pub(crate) mod dispatch;
+pub(crate) mod record;
+pub(crate) mod reserve;
+pub(crate) mod resolve;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod validate;

@@ -27,7 +27,7 @@ use crate::catalog::ExposedTool;
 use crate::log::ReceiptLog;
 
 /// What the record stage drafts and appends with.
-pub struct Recorder<'a> {
+pub(crate) struct Recorder<'a> {
     pub ledger: &'a dyn Ledger,
     /// The log's current key (a draft names it) and its checkpointer.
     pub log: &'a ReceiptLog,
@@ -48,7 +48,7 @@ impl Recorder<'_> {
 
 /// What the stages concluded, gathered by the pipeline (and only there)
 /// for the receipts and the log line.
-pub struct Findings {
+pub(crate) struct Findings {
     pub tool: String,
     pub request_id: String,
     pub proposal_sha256: Option<String>,
@@ -215,31 +215,31 @@ fn draft(rec: &Recorder<'_>, findings: &Findings, event: Event, first: bool) -> 
 
 /// The decision to run a call, before it is sent. For a write it goes with
 /// the operation's reservation.
-pub fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+pub(crate) fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
     draft(rec, findings, Event::Authorized { approval }, true)
 }
 
 /// How a sent call ended: `state` as the operation records it, `result`
 /// the upstream's answer when there is one.
-pub fn outcome(rec: &Recorder<'_>, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
+pub(crate) fn outcome(rec: &Recorder<'_>, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
     let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
     draft(rec, findings, Event::Dispatched { state, result: value.as_ref() }, false)
 }
 
 /// An approval just opened, as the receipt of the wait names it.
-pub fn pending(id: &str) -> ApprovalRef {
+pub(crate) fn pending(id: &str) -> ApprovalRef {
     ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.to_string() }
 }
 
 /// The approval a call ran under, as the ledger recorded its decision.
-pub async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Option<ApprovalRef> {
+pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Option<ApprovalRef> {
     let a = ledger.approval(id?).await.ok()??;
     Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
 }
 
 /// Appends what the reserve stage did not, then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
-pub async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
     let answer = if findings.receipts == 0 { append(rec, findings, answer).await } else { answer };
     log_line(findings, &answer, elapsed);
     answer
@@ -292,7 +292,7 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
 
 /// The decision to wait for a named human. With a new approval it goes in
 /// the transaction that opens the approval.
-pub fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+pub(crate) fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
     draft(rec, findings, Event::Awaiting { approval }, true)
 }
 
@@ -334,7 +334,7 @@ fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
     );
 }
 
-pub use toolgate_core::receipt::build::wire_name as json_name;
+pub(crate) use toolgate_core::receipt::build::wire_name as json_name;
 
 /// The trace this call belongs to, when it is being traced (so a log line
 /// and its span can be joined).

@@ -22,15 +22,15 @@ use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
 /// The `_meta` key a client names its operation with.
-pub const KEY_META: &str = "io.toolgate/operationKey";
+pub(crate) const KEY_META: &str = "io.toolgate/operationKey";
 /// The `_meta` key of toolgate's note on a write's result.
-pub const OPERATION_META: &str = "io.toolgate/operation";
+pub(crate) const OPERATION_META: &str = "io.toolgate/operation";
 /// How much longer than the upstream deadline a holder's lease runs, so a
 /// live gateway always finishes its own operations before they count as lapsed.
 const LEASE_GRACE_MS: i64 = 5_000;
 
 /// What the reserve stage reads and writes.
-pub struct Operations<'a> {
+pub(crate) struct Operations<'a> {
     pub ledger: &'a dyn Ledger,
     pub clock: &'a dyn Clock,
     pub entropy: &'a dyn Entropy,
@@ -47,7 +47,7 @@ impl Operations<'_> {
 }
 
 /// How a write stands before it is sent.
-pub enum Claimed {
+pub(crate) enum Claimed {
     /// A read: nothing to reserve.
     Read,
     /// A write to reserve under its key; its decision's receipt commits
@@ -58,7 +58,7 @@ pub enum Claimed {
 }
 
 /// The operation key of this call and what stands under it already.
-pub async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
+pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
         return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
@@ -102,17 +102,17 @@ pub async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &ExposedTool, p
 }
 
 /// The operation's key and state, as a receipt names it.
-pub fn reference(op: &Operation) -> OperationRef {
+pub(crate) fn reference(op: &Operation) -> OperationRef {
     OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() }
 }
 
 /// A new operation's key, in the state its first receipt names.
-pub fn reserved(new: &NewOperation) -> OperationRef {
+pub(crate) fn reserved(new: &NewOperation) -> OperationRef {
     OperationRef { key: new.key.key.clone(), state: OperationState::Reserved.as_str().into() }
 }
 
 /// How `begin` ended.
-pub struct Begin {
+pub(crate) struct Begin {
     /// The receipt given to `begin` was committed (this call holds the operation).
     pub committed: bool,
     /// Another call's operation under the key, as this call found it.
@@ -124,7 +124,7 @@ pub struct Begin {
 /// Reserves `new` with `receipt` (the decision to run it, in the same
 /// transaction) and marks it dispatched, or answers from the operation
 /// another call holds under the key.
-pub async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
+pub(crate) async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
     new.receipt = Some(receipt);
     let now_ms = o.clock.now_ms();
     match o.ledger.begin_operation(new, now_ms).await {
@@ -211,7 +211,7 @@ fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal, now_m
 }
 
 /// The refusal for an operation whose effect is not known.
-pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
+pub(crate) fn unknown(op: &Operation, exposed: &str) -> Refusal {
     Refusal::new(
         Verdict::Allow,
         Reason::OutcomeUnknown,
@@ -227,7 +227,7 @@ pub fn unknown(op: &Operation, exposed: &str) -> Refusal {
 
 /// How a dispatch ended, as the operation records it: its state, and the
 /// upstream's answer to keep (to replay) when there is one.
-pub fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
+pub(crate) fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
     match outcome {
         Ok(raw) => {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
@@ -257,7 +257,7 @@ pub fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option
 /// `draft` makes of that state, in the same transaction. Returns whether a
 /// receipt was appended, and the operation as recorded or, for an outcome
 /// that is now unknown, the refusal that names the operation to reconcile.
-pub async fn finish(
+pub(crate) async fn finish(
     o: &Operations<'_>,
     tool: &ExposedTool,
     op: &Operation,
@@ -296,7 +296,7 @@ pub async fn finish(
 
 /// The result with toolgate's note on the operation in `_meta`: its id and
 /// key, and whether this answer is a replay of the recorded one.
-pub fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
+pub(crate) fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
     let mut result: RawObject = serde_json::from_str(raw.get()).unwrap_or_default();
     let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
     meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.key, "state": op.state, "replayed": replayed}));
@@ -306,7 +306,7 @@ pub fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
     result
 }
 
-pub fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue> {
+pub(crate) fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue> {
     // Not an object: left for the check stage to refuse as it is.
     if !raw.get().trim_start().starts_with('{') {
         return raw;

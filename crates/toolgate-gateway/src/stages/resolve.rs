@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::pins::PinStatus;
 use crate::wire::{RpcError, code};
 
-pub fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Result<Arc<ExposedTool>, Stop> {
     let catalog = catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
         if tool.pin != PinStatus::Pinned {

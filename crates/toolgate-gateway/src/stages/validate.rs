@@ -7,6 +7,8 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 use crate::catalog::ExposedTool;
 use crate::call::Stop;
 
+/// The arguments against the tool's inputSchema: the canonical proposal, or
+/// a refusal naming every violation by its path (values never echoed).
 pub fn validate(tool: &ExposedTool, arguments: &Value) -> Result<Proposal, Stop> {
     let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments.clone());
     let validator = match &tool.input {
