@@ -9,28 +9,46 @@ use serde_json::Value;
 
 use crate::decision::{Action, Reason, Refusal, Verdict};
 
+/// What an approval is bound to: one exact call by one caller under one
+/// policy version. An approval of any other binding never counts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Binding {
+    /// The tenant of the caller who made the call (never from the arguments).
     pub tenant: String,
+    /// The name of the caller who made the call (its `[callers]` key).
     pub caller: String,
+    /// The upstream server's configured name.
     pub server: String,
+    /// The tool's name on that upstream (not the namespaced exposed name).
     pub tool: String,
+    /// The hash of the call's proposal, so the approval covers these exact
+    /// arguments and no others.
     pub proposal_sha256: String,
+    /// The version of the policy that required the approval; a changed
+    /// policy needs a fresh one.
     pub policy_version: String,
 }
 
+/// Where an approval is in its life. Only `pending` may be decided, and
+/// only `approved` may be consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalState {
+    /// Waiting for an approver.
     Pending,
+    /// Approved by an approver and not yet used.
     Approved,
+    /// Denied by an approver: final for this exact call.
     Denied,
+    /// Not decided, or not used, before it expired.
     Expired,
     /// Approved and used by one dispatch.
     Consumed,
 }
 
 impl ApprovalState {
+    /// The snake_case name: as stored, and as policy sees it in
+    /// `context.approval`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -41,30 +59,46 @@ impl ApprovalState {
         }
     }
 
+    /// The state named by `s` (as [`ApprovalState::as_str`] writes it), if any.
     pub fn parse(s: &str) -> Option<Self> {
         [Self::Pending, Self::Approved, Self::Denied, Self::Expired, Self::Consumed].into_iter().find(|v| v.as_str() == s)
     }
 }
 
+/// One request for a named human to let one exact call run, as the store
+/// holds it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Approval {
+    /// The approval's id (`apr_…`), as sealed in `requestState` and named to
+    /// approvers.
     pub id: String,
+    /// The exact call it is bound to.
     #[serde(flatten)]
     pub binding: Binding,
     /// The exact arguments the approver sees.
     pub arguments: Value,
     /// Why approval is needed (the policy's annotation, or the registry class).
     pub reason: String,
+    /// The ids of the rules that required approval (policy rule ids, or
+    /// `registry`, …).
     pub rules: Vec<String>,
+    /// The state as last stored; [`Approval::state_at`] also accounts for expiry.
     pub state: ApprovalState,
+    /// When the approval was opened, in ms since the Unix epoch.
     pub created_ms: i64,
+    /// When it expires, in ms since the Unix epoch: it must be decided and
+    /// used before then.
     pub expires_ms: i64,
+    /// The approver who approved or denied it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The reason the approver gave with the decision.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision_reason: Option<String>,
+    /// When the approver decided, in ms since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_ms: Option<i64>,
+    /// When one dispatch consumed it, in ms since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub used_ms: Option<i64>,
 }
@@ -84,7 +118,10 @@ impl Approval {
 /// gateway sealed (so already known to be authentic).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
+    /// The id of the approval the `requestState` was issued for.
     pub approval_id: String,
+    /// The call that approval is bound to, as sealed; it must equal the
+    /// re-issued call's binding.
     #[serde(flatten)]
     pub binding: Binding,
     /// The upstream's own `requestState`, when the approved call is in an
@@ -93,6 +130,7 @@ pub struct Claim {
     pub upstream_state: Option<String>,
 }
 
+/// What happens next to a call that needs approval: the outcome of [`judge`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// Open a new pending approval and wait for it.
@@ -104,6 +142,7 @@ pub enum Step {
     /// Dispatch the next input round of a call this approval already let
     /// through.
     Continue(String),
+    /// Refuse the call, for this reason (see [`refusal`]).
     Refuse(Reason),
 }
 

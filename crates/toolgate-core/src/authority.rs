@@ -10,8 +10,11 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthorityClass {
+    /// Runs without a human, unless a policy decides otherwise.
     Automatic,
+    /// Every call waits for a named approver, unless a policy decides otherwise.
     RequiresApproval,
+    /// Not listed, and refused unless a policy permits the call.
     Prohibited,
 }
 
@@ -29,6 +32,7 @@ impl std::str::FromStr for AuthorityClass {
 }
 
 impl AuthorityClass {
+    /// The snake_case name, as in config and as policy sees it (`class`).
     pub fn as_str(self) -> &'static str {
         match self {
             AuthorityClass::Automatic => "automatic",
@@ -42,7 +46,9 @@ impl AuthorityClass {
 /// it (a hint not declared takes the specification's default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hint {
+    /// The effective value: the declared one, else the default.
     pub value: bool,
+    /// Whether the server declared it as a JSON boolean.
     pub declared: bool,
 }
 
@@ -50,17 +56,26 @@ pub struct Hint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hints {
+    /// `readOnlyHint`: the tool changes nothing.
     pub read_only_hint: Hint,
+    /// `destructiveHint`: a write may destroy or overwrite, not only add.
     pub destructive_hint: Hint,
+    /// `idempotentHint`: repeating a call with the same arguments has no
+    /// further effect.
     pub idempotent_hint: Hint,
+    /// `openWorldHint`: the tool may reach an open world of outside entities
+    /// (the web, other parties).
     pub open_world_hint: Hint,
 }
 
 /// The specification's defaults: silence is not permission.
-pub const DEFAULT_READ_ONLY: bool = false;
-pub const DEFAULT_DESTRUCTIVE: bool = true;
-pub const DEFAULT_IDEMPOTENT: bool = false;
-pub const DEFAULT_OPEN_WORLD: bool = true;
+pub(crate) const DEFAULT_READ_ONLY: bool = false;
+/// `destructiveHint` when undeclared: a write may destroy.
+pub(crate) const DEFAULT_DESTRUCTIVE: bool = true;
+/// `idempotentHint` when undeclared: a repeat may act again.
+pub(crate) const DEFAULT_IDEMPOTENT: bool = false;
+/// `openWorldHint` when undeclared: the tool may reach anything.
+pub(crate) const DEFAULT_OPEN_WORLD: bool = true;
 
 impl Hints {
     /// Reads the hints from a tool's `annotations` object (absent, `null` or
@@ -110,10 +125,16 @@ pub enum ClassSource {
 /// class they imply, the registry's class, and the one that runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthorityView {
+    /// The annotation hints, as declared or defaulted.
     pub hints: Hints,
+    /// The class the hints imply on their own ([`Hints::implied_class`]).
     pub implied_class: AuthorityClass,
+    /// The class the host registry names, if it names the tool.
     pub registry_class: Option<AuthorityClass>,
+    /// The class that runs: the registry's, else the implied one for a trusted
+    /// server, else prohibited.
     pub effective_class: AuthorityClass,
+    /// Where `effective_class` came from.
     pub source: ClassSource,
     /// The registry names a class other than the hints imply.
     pub disagrees: bool,
@@ -122,6 +143,8 @@ pub struct AuthorityView {
 }
 
 impl AuthorityView {
+    /// The view of a tool with these hints, the registry's class (if any) and
+    /// its server's trust.
     pub fn new(hints: Hints, registry_class: Option<AuthorityClass>, server_trusted: bool) -> Self {
         let implied_class = hints.implied_class();
         let (effective_class, source) = match (registry_class, server_trusted) {

@@ -23,14 +23,20 @@ use crate::proposal::{hex, unhex32};
 use crate::receipt::{self, ReceiptError, SignedReceipt};
 use crate::strict_json::{self, JsonLimits};
 
+/// The `format` of the bundles this module writes and reads.
 pub const BUNDLE_FORMAT: &str = "toolgate-bundle/1";
 
+/// An export bundle: what an auditor is given (wire form in the module docs).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bundle {
+    /// Always [`BUNDLE_FORMAT`].
     pub format: String,
+    /// The signed checkpoint (a C2SP signed note) the inclusion proofs lead to.
     pub checkpoint: String,
+    /// The public keys of the signers of the receipts and the checkpoint.
     pub keys: Vec<BundleKey>,
+    /// The receipts, each with its inclusion proof.
     pub receipts: Vec<Entry>,
 }
 
@@ -38,6 +44,7 @@ pub struct Bundle {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BundleKey {
+    /// The receipt key id: [`receipt::kid`] of the Ed25519 key.
     pub kid: String,
     /// Verifier key text of the Ed25519 key that signs receipts and checkpoints.
     pub ed25519: String,
@@ -46,19 +53,24 @@ pub struct BundleKey {
     pub ml_dsa_65: Option<String>,
 }
 
+/// One receipt of the bundle and the proof that it is in the log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// The receipt, as signed.
     pub receipt: SignedReceipt,
     /// RFC 6962 audit path from the receipt's leaf to the checkpoint's root.
     pub inclusion: Vec<String>,
 }
 
 impl Bundle {
+    /// The bundle as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a bundle always serializes")
     }
 
+    /// Reads a bundle strictly (duplicate keys and unknown members refused)
+    /// and checks its format. It only parses: [`verify`] checks it.
     pub fn from_json(bytes: &[u8]) -> Result<Self, Failure> {
         // Bundles of a whole log are large; depth stays small.
         let limits = JsonLimits { max_bytes: 1 << 30, max_depth: 128 };
@@ -98,27 +110,64 @@ pub fn key_verifiers(key: &BundleKey) -> Result<Vec<Verifier>, Failure> {
 /// script can tell a forged receipt from a stale proof.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {
+    /// The bundle, or its checkpoint, cannot be read.
     #[error("malformed bundle: {0}")]
     Malformed(String),
+    /// A key entry does not hold the key its kid names, or its key text is bad.
     #[error("key {kid} is inconsistent: {detail}")]
-    KeyKid { kid: String, detail: String },
+    KeyKid {
+        /// The kid the key entry states.
+        kid: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A receipt does not verify under the key its kid names.
     #[error("receipt {index}: {detail}")]
-    ReceiptSignature { index: u64, detail: String },
+    ReceiptSignature {
+        /// The receipt's log index.
+        index: u64,
+        /// Why it does not verify.
+        detail: String,
+    },
+    /// A receipt names another kid than its signing key's.
     #[error("receipt {index}: {detail}")]
-    ReceiptKid { index: u64, detail: String },
+    ReceiptKid {
+        /// The receipt's log index.
+        index: u64,
+        /// Which kids differ.
+        detail: String,
+    },
+    /// A receipt names a kid the bundle has no key for.
     #[error("receipt {index} names kid {kid}, which is not among the bundle's keys")]
-    UnknownKid { index: u64, kid: String },
+    UnknownKid {
+        /// The receipt's log index.
+        index: u64,
+        /// The kid it names.
+        kid: String,
+    },
+    /// A receipt's inclusion proof does not lead to the checkpoint's root.
     #[error("receipt {index}: the inclusion proof fails: {detail}")]
-    Inclusion { index: u64, detail: String },
+    Inclusion {
+        /// The receipt's log index.
+        index: u64,
+        /// Why the proof fails.
+        detail: String,
+    },
+    /// The checkpoint's Ed25519 signature is missing or does not verify.
     #[error("checkpoint Ed25519: {0}")]
     CheckpointEd25519(String),
+    /// The checkpoint's ML-DSA-65 signature does not verify, or is missing
+    /// where required.
     #[error("checkpoint ML-DSA-65: {0}")]
     CheckpointMlDsa65(String),
+    /// A signer is not among the kids the auditor expects.
     #[error("signer not pinned: {0}")]
     NotPinned(String),
 }
 
 impl Failure {
+    /// The failure's stable name (`receipt_signature`, `inclusion`, …), for
+    /// scripts.
     pub fn name(&self) -> &'static str {
         match self {
             Failure::Malformed(_) => "malformed",
@@ -146,21 +195,31 @@ pub struct Options {
 /// One line of the report: a property and whether it was proven.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
+    /// The property checked (`receipt signatures`, `inclusion`, …).
     pub name: &'static str,
+    /// Whether it was proven.
     pub ok: bool,
+    /// What was proven, or why not.
     pub detail: String,
 }
 
+/// What [`verify`] found: every property checked, and every failure.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
+    /// One line per property, in the order checked.
     pub checks: Vec<Check>,
+    /// Every failure found; none means the bundle verifies.
     pub failures: Vec<Failure>,
+    /// The log's origin, from the verified checkpoint (empty without one).
     pub origin: String,
+    /// The verified checkpoint's tree size.
     pub tree_size: u64,
+    /// The verified checkpoint's root hash, in hex.
     pub root: String,
 }
 
 impl Report {
+    /// Whether the bundle verifies: no failure at all.
     pub fn ok(&self) -> bool {
         self.failures.is_empty()
     }

@@ -8,10 +8,13 @@ use serde_json::Value;
 
 use crate::proposal::{canonical_json, sha256_hex};
 
+/// A definition's identity: SHA-256 of its canonical JSON, as the lock
+/// file pins it.
 pub fn definition_sha256(definition: &Value) -> String {
     sha256_hex(canonical_json(definition).as_bytes())
 }
 
+/// One changed leaf of a tool's definition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
     /// JSON pointer into the definition.

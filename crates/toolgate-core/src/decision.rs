@@ -8,11 +8,15 @@ use crate::authority::{AuthorityClass, AuthorityView, ClassSource};
 use crate::policy::Outcome;
 use crate::schema::Violation;
 
+/// The gateway's conclusion about a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The call may run.
     Allow,
+    /// The call runs only once a named human approves this exact call.
     RequireApproval,
+    /// The call must not run.
     Deny,
 }
 
@@ -47,14 +51,24 @@ pub enum Reason {
     UntrustedUnregistered,
     /// Not in the registry; the hints of a trusted server imply prohibited.
     AnnotationsImplyProhibited,
+    /// The exposed name names no tool.
     UnknownTool,
+    /// The arguments do not match the tool's inputSchema (or cannot be
+    /// hashed exactly), or the operation key is not valid.
     InvalidArguments,
+    /// The arguments exceed the size limit (`max_argument_bytes`).
     ArgumentsTooLarge,
+    /// The tool's definition differs from its pinned contract; an operator
+    /// must review and accept it.
     ContractChanged,
     /// The contract could not be pinned (the lock file is not writable).
     ContractUnpinned,
+    /// The tool declares an inputSchema that cannot be enforced.
     ContractInvalid,
+    /// The upstream server (or the approvals store) is unavailable or refused
+    /// the request; nothing was run.
     UpstreamUnavailable,
+    /// The upstream did not answer before the deadline.
     UpstreamTimeout,
     /// The call was sent and the connection was lost before an answer.
     OutcomeUnknown,
@@ -91,9 +105,13 @@ pub enum Reason {
     LedgerUnavailable,
 }
 
+/// What the decide stage concluded about one call: the verdict, its cause
+/// and the rules behind it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// Whether the call may run.
     pub verdict: Verdict,
+    /// Why, as one code.
     pub reason: Reason,
     /// Which rules decided: policy rule ids, or one of `registry`,
     /// `annotations`, `untrusted_server` when the class decided.
@@ -145,13 +163,18 @@ pub fn decide_by_class(view: &AuthorityView) -> Decision {
 /// `isError: true` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Refusal {
+    /// The call's verdict: `allow` too, when an allowed call failed later.
     pub decision: Verdict,
+    /// Why the call was refused, as one code.
     pub reason: Reason,
+    /// What the caller can do next.
     pub action: Action,
     /// Says what happened and what to do, for a model or a person.
     pub message: String,
+    /// The hash of the call's proposal, once the arguments made one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proposal_sha256: Option<String>,
+    /// Where the arguments violate the inputSchema, values masked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<Violation>,
     /// The rules that decided (policy rule ids, or `registry`, …).
@@ -169,30 +192,36 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// A refusal with nothing beyond its verdict, reason, action and message.
     pub fn new(decision: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
         Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None, operation_id: None, retry_after_ms: None }
     }
 
+    /// Names the call's proposal (its SHA-256).
     pub fn with_proposal(mut self, sha256: &str) -> Self {
         self.proposal_sha256 = Some(sha256.to_string());
         self
     }
 
+    /// Names the approval this refusal concerns.
     pub fn with_approval(mut self, id: &str) -> Self {
         self.approval_id = Some(id.to_string());
         self
     }
 
+    /// Names the operation this refusal concerns.
     pub fn with_operation(mut self, id: &str) -> Self {
         self.operation_id = Some(id.to_string());
         self
     }
 
+    /// Says how long to wait before retrying, in ms.
     pub fn with_retry_after(mut self, ms: i64) -> Self {
         self.retry_after_ms = Some(ms);
         self
     }
 
+    /// Lists the schema violations of the arguments.
     pub fn with_violations(mut self, violations: Vec<Violation>) -> Self {
         self.violations = violations;
         self

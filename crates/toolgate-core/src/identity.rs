@@ -11,12 +11,18 @@ use serde_json::Value;
 pub struct Caller {
     /// The config key (`[callers.NAME]`); the principal's id in policy.
     pub name: String,
+    /// Who this is (the config's `subject`, by default the name), recorded
+    /// with decisions; policy sees it as `subject`.
     pub subject: String,
+    /// The caller's tenant: the only source of the tenant of its calls.
     pub tenant: String,
+    /// Its roles; policy sees each as a `Role::"R"` group, and `approver`
+    /// may decide approvals.
     pub roles: Vec<String>,
 }
 
 impl Caller {
+    /// Whether the caller has `role`.
     pub fn has_role(&self, role: &str) -> bool {
         self.roles.iter().any(|r| r == role)
     }

@@ -3,6 +3,8 @@
 //! receipts and Merkle-log maths. No tokio, no sockets, no files: every
 //! function here is a function of its inputs, tested fast.
 
+#![warn(missing_docs)]
+
 pub mod approval;
 pub mod authority;
 pub mod bundle;

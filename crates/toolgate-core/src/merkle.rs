@@ -17,22 +17,53 @@ use sha2::{Digest, Sha256};
 /// A SHA-256 digest: a leaf hash, an interior node or a root.
 pub type Hash = [u8; 32];
 
+/// Why a proof cannot be made, or does not verify.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MerkleError {
+    /// A leaf index (or the end of a range) is not in the tree.
     #[error("leaf index {index} is outside a tree of {size} leaves")]
-    IndexOutOfRange { index: u64, size: u64 },
+    IndexOutOfRange {
+        /// The index asked for.
+        index: u64,
+        /// The tree size, in leaves.
+        size: u64,
+    },
+    /// A tree larger than the leaves at hand was asked for.
     #[error("a tree of {size} leaves was asked for; only {available} leaves are at hand")]
-    SizeOutOfRange { size: u64, available: u64 },
+    SizeOutOfRange {
+        /// The tree size asked for.
+        size: u64,
+        /// How many leaf hashes were given.
+        available: u64,
+    },
+    /// The old tree of a consistency proof is larger than the new one.
     #[error("the old tree size {old} is larger than the new tree size {new}")]
-    OldLargerThanNew { old: u64, new: u64 },
+    OldLargerThanNew {
+        /// The old tree size.
+        old: u64,
+        /// The new tree size.
+        new: u64,
+    },
+    /// The proof has another number of hashes than a proof for these sizes.
     #[error("the proof has {got} hashes; a proof for these sizes has exactly {expected}")]
-    WrongProofLength { expected: usize, got: usize },
+    WrongProofLength {
+        /// How many hashes a proof for these sizes has.
+        expected: usize,
+        /// How many the proof has.
+        got: usize,
+    },
+    /// The proof leads to another root than the one given.
     #[error("the proof leads to another root")]
     RootMismatch,
+    /// A consistency proof leads to another old root than the one given.
     #[error("the proof leads to another old root")]
     OldRootMismatch,
+    /// Two roots given for one tree size differ: the log forked.
     #[error("the two roots given for tree size {size} differ")]
-    SameSizeDifferentRoots { size: u64 },
+    SameSizeDifferentRoots {
+        /// The tree size.
+        size: u64,
+    },
 }
 
 /// The hash of one log entry. The 0x00 prefix (0x01 for interior nodes) keeps
@@ -346,6 +377,7 @@ pub struct Frontier {
 }
 
 impl Frontier {
+    /// The frontier of the empty tree.
     pub fn new() -> Self {
         Self::default()
     }
@@ -365,6 +397,7 @@ impl Frontier {
         self.size += 1;
     }
 
+    /// How many leaves the tree has.
     pub fn size(&self) -> u64 {
         self.size
     }

@@ -62,9 +62,12 @@ pub const MAX_SIGNATURES: usize = 100;
 
 const EM_DASH_SPACE: &str = "\u{2014} ";
 
+/// A note signature algorithm toolgate signs and verifies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
+    /// Ed25519 (RFC 8032): the spec's type 0x01.
     Ed25519,
+    /// ML-DSA-65 (FIPS 204): type [`MLDSA65_SIGNATURE_TYPE`].
     MlDsa65,
 }
 
@@ -87,42 +90,84 @@ impl fmt::Display for Algorithm {
     }
 }
 
+/// Why a note, a key or a checkpoint is refused, or signing failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoteError {
+    /// A key name is empty, or has a space, a control character or `+`.
     #[error("key name {0:?} is invalid: it must be non-empty, without spaces or '+'")]
     InvalidKeyName(String),
+    /// The text to sign does not end with a newline.
     #[error("the note text must end with a newline")]
     TextWithoutFinalNewline,
+    /// The note holds a control character other than newline (its code point).
     #[error("the note contains the control character U+{0:04X}; only newlines are allowed")]
     ControlCharacter(u32),
+    /// No blank line separates the text from the signatures.
     #[error("no blank line separates the note text from its signatures")]
     NoSignatureBlock,
+    /// The signature block is empty.
     #[error("the note has no signature lines")]
     NoSignatures,
+    /// The last signature line has no final newline.
     #[error("the last signature line does not end with a newline")]
     UnterminatedSignatureLine,
+    /// A signature line cannot be read.
     #[error("signature line {line}: {problem}")]
-    MalformedSignatureLine { line: usize, problem: String },
+    MalformedSignatureLine {
+        /// The line's number in the signature block, from 1.
+        line: usize,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// More than [`MAX_SIGNATURES`] signature lines or signers.
     #[error("the note has more than {MAX_SIGNATURES} signature lines")]
     TooManySignatures,
+    /// A signature line matches two configured verifiers.
     #[error("two verifiers are configured for key {name}+{key_id:08x}")]
-    AmbiguousKey { name: String, key_id: u32 },
+    AmbiguousKey {
+        /// The key name.
+        name: String,
+        /// The key id.
+        key_id: u32,
+    },
+    /// A signature of a known key does not verify: the note is rejected.
     #[error("the {algorithm} signature of key {name}+{key_id:08x} does not verify")]
-    InvalidSignature { name: String, key_id: u32, algorithm: Algorithm },
+    InvalidSignature {
+        /// The key name.
+        name: String,
+        /// The key id.
+        key_id: u32,
+        /// The key's algorithm.
+        algorithm: Algorithm,
+    },
+    /// No signature line is from a known key.
     #[error("no signature from a known key: the note is not verified")]
     NoKnownSignature,
+    /// Signing was asked for with no signer.
     #[error("no signer given")]
     NoSigner,
+    /// Two signers have the same name and key id.
     #[error("two signers have the same key {name}+{key_id:08x}")]
-    DuplicateSigner { name: String, key_id: u32 },
+    DuplicateSigner {
+        /// The key name.
+        name: String,
+        /// The key id.
+        key_id: u32,
+    },
+    /// A key pair given as ML-DSA-65 is of another parameter set.
     #[error("the key is not an ML-DSA-65 key")]
     NotMlDsa65,
+    /// A public key has the wrong length or does not parse.
     #[error("invalid public key: {0}")]
     InvalidPublicKey(String),
+    /// The ML-DSA signing library failed.
     #[error("signing failed: {0}")]
     SigningFailed(String),
+    /// A verifier key text cannot be read, or states another key id than its
+    /// key's.
     #[error("malformed verifier key: {0}")]
     MalformedVerifierKey(String),
+    /// A checkpoint's text or origin is invalid.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
 }
@@ -170,6 +215,7 @@ impl fmt::Debug for Signer {
 }
 
 impl Signer {
+    /// An Ed25519 signer: `key` under the key name `name`.
     pub fn ed25519(name: &str, key: SigningKey) -> Result<Self, NoteError> {
         check_name(name)?;
         let key_id = key_id(name, Algorithm::Ed25519, &key.verifying_key().to_bytes());
@@ -188,14 +234,17 @@ impl Signer {
         Ok(Self { name: name.into(), key_id, key: SignerKey::MlDsa65(key) })
     }
 
+    /// The key name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The key id ([`key_id`] of the name and public key).
     pub fn key_id(&self) -> u32 {
         self.key_id
     }
 
+    /// The algorithm of the key.
     pub fn algorithm(&self) -> Algorithm {
         match self.key {
             SignerKey::Ed25519(_) => Algorithm::Ed25519,
@@ -249,6 +298,7 @@ impl fmt::Debug for Verifier {
 }
 
 impl Verifier {
+    /// A verifier of Ed25519 signatures by `key` under the key name `name`.
     pub fn ed25519(name: &str, key: VerifyingKey) -> Result<Self, NoteError> {
         check_name(name)?;
         let key_id = key_id(name, Algorithm::Ed25519, &key.to_bytes());
@@ -267,14 +317,17 @@ impl Verifier {
         Ok(Self { name: name.into(), key_id, key: VerifierKey::MlDsa65 { raw: public_key.to_vec(), parsed } })
     }
 
+    /// The key name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The key id ([`key_id`] of the name and public key).
     pub fn key_id(&self) -> u32 {
         self.key_id
     }
 
+    /// The algorithm of the key.
     pub fn algorithm(&self) -> Algorithm {
         match self.key {
             VerifierKey::Ed25519(_) => Algorithm::Ed25519,
@@ -341,8 +394,11 @@ impl Verifier {
 /// One signature that verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedSignature {
+    /// The key name on the signature line.
     pub name: String,
+    /// The key id on the signature line.
     pub key_id: u32,
+    /// The algorithm of the key that verified it.
     pub algorithm: Algorithm,
 }
 
@@ -357,7 +413,9 @@ pub struct OpenedNote {
 }
 
 impl OpenedNote {
-    pub fn verified_by(&self, algorithm: Algorithm) -> bool {
+    /// Whether a signature of `algorithm` verified.
+    #[cfg(test)]
+    pub(crate) fn verified_by(&self, algorithm: Algorithm) -> bool {
         self.verified.iter().any(|s| s.algorithm == algorithm)
     }
 }
@@ -466,14 +524,17 @@ impl Checkpoint {
         Ok(Self { origin: origin.into(), size, root })
     }
 
+    /// The log's origin: the name that identifies the log.
     pub fn origin(&self) -> &str {
         &self.origin
     }
 
+    /// The tree size: how many leaves the root covers.
     pub fn size(&self) -> u64 {
         self.size
     }
 
+    /// The RFC 6962 root hash of the tree at that size.
     pub fn root(&self) -> &Hash {
         &self.root
     }

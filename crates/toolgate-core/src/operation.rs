@@ -24,16 +24,24 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationState {
+    /// Recorded and not yet sent.
     Reserved,
+    /// About to be sent or sent, with no answer recorded yet.
     Dispatched,
+    /// Answered with a result.
     Completed,
+    /// Answered with a tool error (`isError: true`).
     ToolError,
+    /// Sent, with no usable answer: whether it took effect is not known.
     Unknown,
+    /// Settled as having taken effect (final).
     ReconciledApplied,
+    /// Known not to have taken effect: the same key may run it again.
     ReconciledNotApplied,
 }
 
 impl OperationState {
+    /// Every state.
     pub const ALL: [OperationState; 7] = [
         Self::Reserved,
         Self::Dispatched,
@@ -44,6 +52,7 @@ impl OperationState {
         Self::ReconciledNotApplied,
     ];
 
+    /// The snake_case name, as stored and shown.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Reserved => "reserved",
@@ -56,6 +65,7 @@ impl OperationState {
         }
     }
 
+    /// The state named by `s` (as [`OperationState::as_str`] writes it), if any.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|state| state.as_str() == s)
     }
@@ -77,17 +87,26 @@ impl OperationState {
 /// only for the same tenant and tool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperationKey {
+    /// The tenant of the caller who sent the operation (never from the arguments).
     pub tenant: String,
+    /// The upstream server's configured name.
     pub server: String,
+    /// The tool's name on that upstream (not the namespaced exposed name).
     pub tool: String,
+    /// The operation key: the client's, else `approval:<id>` for a call under
+    /// an approval, else a fresh `auto:<id>`.
     pub key: String,
 }
 
+/// One write as the ledger records it: at most one effect per key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operation {
+    /// The operation's id (`op_…`).
     pub id: String,
+    /// What it is unique on.
     #[serde(flatten)]
     pub key: OperationKey,
+    /// The name of the caller who reserved it (the latest, after a take-over).
     pub caller: String,
     /// The payload hash: the same key with another proposal is a conflict.
     pub proposal_sha256: String,
@@ -95,18 +114,24 @@ pub struct Operation {
     pub approval_id: Option<String>,
     /// The canonical arguments, so a reconciler can look for the effect.
     pub arguments: serde_json::Value,
+    /// Where it is in its life.
     pub state: OperationState,
     /// The upstream's result as it was answered (raw JSON), once known.
     pub outcome: Option<String>,
     /// How many times the operation was reserved (more than one only after
     /// a crash before dispatch or a `reconciled_not_applied`).
     pub attempts: i64,
+    /// When it was first reserved, in ms since the Unix epoch.
     pub created_ms: i64,
+    /// When it last changed, in ms since the Unix epoch.
     pub updated_ms: i64,
     /// Until when the gateway that holds it may still answer for it; an
     /// operation still dispatched after this is unknown.
     pub lease_until_ms: i64,
+    /// Who settled it, if it was reconciled: an operator, `reconciler:<tool>`,
+    /// or `toolgate`.
     pub resolved_by: Option<String>,
+    /// Why it was settled as it was.
     pub resolution: Option<String>,
 }
 
@@ -121,7 +146,10 @@ pub enum Reuse {
     Replay,
     /// Still in flight elsewhere: retry after this many milliseconds (at
     /// most a second, at most what is left of the holder's lease).
-    InProgress { retry_after_ms: i64 },
+    InProgress {
+        /// How long to wait before retrying, in ms.
+        retry_after_ms: i64,
+    },
     /// Sent, and its effect is not known: reconcile, never retry blindly.
     Unknown,
     /// Known never to have been sent (a reservation left by a crash), or

@@ -32,37 +32,67 @@ use serde_json::Value;
 use crate::identity::Caller;
 use crate::proposal::{canonical_json, sha256_hex};
 
-pub const ACTION: &str = "call_tool";
+/// The id of the one Cedar action every call is asked as: `Action::"call_tool"`.
+pub(crate) const ACTION: &str = "call_tool";
 
+/// Why a policy set and its schema cannot be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// The policy set does not parse.
     #[error("the policy set does not parse: {0}")]
     Policies(String),
+    /// The schema does not parse.
     #[error("the policy schema does not parse: {0}")]
     Schema(String),
+    /// The policies do not validate against the schema (strict mode).
     #[error("the policies do not validate against the schema:\n{0}")]
     Invalid(String),
 }
 
 /// The tool a call names, as policy sees it.
 pub struct ToolFacts<'a> {
+    /// The name the caller calls it by: the resource's id (`Tool::"…"`).
     pub exposed_name: &'a str,
+    /// The upstream server's configured name.
     pub server: &'a str,
+    /// The tool's name on that upstream.
     pub name: &'a str,
+    /// The tool's effective authority class, by its snake_case name.
     pub class: &'a str,
+    /// The registry's labels for the tool.
     pub labels: &'a [String],
 }
 
 /// What the policy set concluded about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Permit { rules: Vec<String> },
-    Forbid { rules: Vec<String> },
+    /// A satisfied `permit` and no satisfied `forbid`: allow.
+    Permit {
+        /// The ids of the satisfied `permit`s.
+        rules: Vec<String>,
+    },
+    /// A satisfied `forbid` without an `@approval` annotation: deny.
+    Forbid {
+        /// The ids of the satisfied `forbid`s.
+        rules: Vec<String>,
+    },
     /// Forbidden unless a named human approves; `why` from the annotations.
-    RequireApproval { rules: Vec<String>, why: String },
+    RequireApproval {
+        /// The ids of the satisfied `forbid`s.
+        rules: Vec<String>,
+        /// Their `@approval` texts, sorted, without repeats, joined with `; `.
+        why: String,
+    },
+    /// No policy is satisfied: the tool's class decides.
     NotApplicable,
     /// A policy failed to evaluate; the call is denied.
-    Error { rules: Vec<String>, message: String },
+    Error {
+        /// The ids of the rules that failed to evaluate (none when the request
+        /// could not be built).
+        rules: Vec<String>,
+        /// What failed.
+        message: String,
+    },
 }
 
 /// A validated policy set and its schema.
@@ -101,6 +131,10 @@ impl PolicyEngine {
         &self.version
     }
 
+    /// What the policy set concludes about `caller` calling `tool` with
+    /// `arguments`; `approval` is the state of the approval the call presents
+    /// (`none` when it presents none). Fails closed: an error is an
+    /// [`Outcome::Error`].
     pub fn evaluate(&self, caller: &Caller, tool: &ToolFacts<'_>, arguments: &Value, approval: &str) -> Outcome {
         // No policies, nothing can apply: skip building the request.
         if self.policies.is_empty() {

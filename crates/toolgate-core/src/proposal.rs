@@ -130,12 +130,15 @@ pub fn unhex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// One proposed call, "this exact call": what approvals, operations and
+/// receipts bind to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Proposal {
     /// The upstream server's configured name.
     pub server: String,
     /// The tool's name on that upstream (not the namespaced exposed name).
     pub tool: String,
+    /// The call's arguments, as the caller sent them.
     pub arguments: Value,
     /// SHA-256 of the canonical {server, tool, arguments}.
     pub sha256: String,
@@ -145,6 +148,7 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// The proposal of calling `tool` on `server` with `arguments`.
     pub fn new(server: &str, tool: &str, arguments: Value) -> Self {
         // JCS of {arguments, server, tool} is its members' JCS in that
         // (sorted) order, so the arguments are canonicalized once for both.

@@ -49,9 +49,11 @@ pub const RECEIPT_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRef {
     // In JCS key order: `canonical_bytes` writes fields as declared.
+    /// Who decided the approval (empty while it is pending).
     pub approver: String,
     /// RFC 3339, as recorded when the approver decided.
     pub decided_at: String,
+    /// The approval's id.
     pub id: String,
 }
 
@@ -59,6 +61,7 @@ pub struct ApprovalRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperationRef {
+    /// The operation's key.
     pub key: String,
     /// An `OperationState` name (`reserved`, `completed`, `unknown`, …).
     pub state: String,
@@ -82,11 +85,19 @@ pub struct Receipt {
     pub log_index: u64,
     /// RFC 3339, given by the caller.
     pub issued_at: String,
+    /// The caller's tenant (from its credentials, never from the arguments).
     pub tenant: String,
+    /// The caller's name (its `[callers]` key).
     pub caller: String,
+    /// The upstream server's configured name.
     pub server: String,
+    /// The tool's name on that upstream (the name called, when it names no
+    /// known tool).
     pub tool: String,
+    /// The hash of the tool's pinned definition; empty when not known.
     pub tool_definition_sha256: String,
+    /// The hash of the call's proposal, its identity; empty when the call was
+    /// refused before it had one.
     pub proposal_sha256: String,
     /// A `Verdict` name: `allow`, `require_approval`, `deny`.
     pub decision: String,
@@ -94,10 +105,15 @@ pub struct Receipt {
     pub reason: String,
     /// Ids of the policy rules that decided.
     pub rules: Vec<String>,
+    /// The version of the policy set in force.
     pub policy_version: String,
+    /// The approval the call ran under or waits for, if any.
     pub approval: Option<ApprovalRef>,
+    /// The operation's key and state, for a write.
     pub operation: Option<OperationRef>,
+    /// An `ExecutionStatus` name: how far the call got.
     pub execution_status: String,
+    /// A `ResultStatus` name: what became of the call.
     pub result_status: String,
     /// Plain SHA-256 of the canonical result, when there is one.
     pub result_sha256: Option<String>,
@@ -182,6 +198,7 @@ impl Receipt {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedReceipt {
+    /// The receipt that was signed.
     pub receipt: Receipt,
     /// Standard base64 of the Ed25519 signature over `receipt.canonical_bytes()`.
     #[serde(rename = "sig")]
@@ -203,18 +220,34 @@ impl SignedReceipt {
     }
 }
 
+/// Why a receipt cannot be read, signed or verified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReceiptError {
+    /// The document is not a signed receipt.
     #[error("not a signed receipt: {0}")]
     Malformed(String),
+    /// The signature is not standard base64 of 64 bytes.
     #[error("the signature is not standard base64 of 64 bytes")]
     MalformedSignature,
+    /// The signature does not verify under the key.
     #[error("the receipt signature does not verify under the key with kid {key_kid} (the receipt names kid {receipt_kid})")]
-    BadSignature { receipt_kid: String, key_kid: String },
+    BadSignature {
+        /// The kid the receipt names.
+        receipt_kid: String,
+        /// The kid of the key it was checked under.
+        key_kid: String,
+    },
+    /// The receipt's format version is not [`RECEIPT_VERSION`].
     #[error("receipt format v{0} is not supported (this verifier knows v{RECEIPT_VERSION})")]
     UnsupportedVersion(u32),
+    /// The receipt names another kid than the key's.
     #[error("the receipt names kid {receipt_kid} but the key's kid is {key_kid}")]
-    KidMismatch { receipt_kid: String, key_kid: String },
+    KidMismatch {
+        /// The kid the receipt names.
+        receipt_kid: String,
+        /// The kid of the key.
+        key_kid: String,
+    },
 }
 
 /// The key id: the first 32 hex digits (16 bytes) of SHA-256 of the raw
@@ -319,6 +352,7 @@ pub struct ReceiptKey {
 }
 
 impl ReceiptKey {
+    /// The key for `signing`, its kid computed once.
     pub fn new(signing: SigningKey) -> Self {
         let kid = kid(&signing.verifying_key().to_bytes());
         let fast = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(signing.as_bytes()).expect("any 32-byte seed is an Ed25519 key");
@@ -330,14 +364,17 @@ impl ReceiptKey {
         self.fast.sign(message).as_ref().try_into().expect("an Ed25519 signature is 64 bytes")
     }
 
+    /// The key's [`kid`].
     pub fn kid(&self) -> &str {
         &self.kid
     }
 
+    /// The Ed25519 signing key itself.
     pub fn signing_key(&self) -> &SigningKey {
         &self.signing
     }
 
+    /// The public key receipts are verified with.
     pub fn verifying_key(&self) -> VerifyingKey {
         self.signing.verifying_key()
     }
@@ -352,9 +389,13 @@ impl ReceiptKey {
 /// never in the receipt.
 #[derive(Clone)]
 pub struct Draft {
+    /// The receipt, its `log_index` not yet assigned.
     pub receipt: Receipt,
+    /// The secret salt of the receipt's salted hashes.
     pub salt: [u8; 32],
+    /// The ledger's private record of what was asked (JSON), if any.
     pub asked: Option<String>,
+    /// The key that signs the receipt.
     pub key: std::sync::Arc<ReceiptKey>,
 }
 
@@ -367,9 +408,11 @@ impl std::fmt::Debug for Draft {
 
 /// A signed receipt ready to store: its canonical wire form and leaf hash.
 pub struct Sealed {
+    /// The signed receipt.
     pub signed: SignedReceipt,
     /// The JCS bytes of the signed object (what the leaf hashes), as text.
     pub json: String,
+    /// Its leaf hash in the log.
     pub leaf_hash: crate::merkle::Hash,
 }
 

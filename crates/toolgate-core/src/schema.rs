@@ -15,18 +15,24 @@ const BACKTRACK_LIMIT: usize = 10_000;
 /// and what is wrong, with the value masked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    /// Where: a JSON pointer into the instance (`/` for the root).
     pub path: String,
+    /// What is wrong, with the value masked.
     pub message: String,
 }
 
 /// A compiled schema.
 pub struct SchemaValidator(jsonschema::Validator);
 
+/// Why a schema cannot be used: it does not compile (the message masks
+/// values).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the schema does not compile: {0}")]
 pub struct SchemaError(pub String);
 
 impl SchemaValidator {
+    /// Compiles `schema`: patterns get a bounded backtracking budget, formats
+    /// are checked, nothing remote is fetched.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
         jsonschema::options()
             .with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT))
@@ -36,6 +42,7 @@ impl SchemaValidator {
             .map_err(|e| SchemaError(e.masked().to_string()))
     }
 
+    /// Whether `instance` satisfies the schema.
     pub fn is_valid(&self, instance: &Value) -> bool {
         self.0.is_valid(instance)
     }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 /// Limits for one JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonLimits {
+    /// Documents longer than this many bytes are refused before parsing.
     pub max_bytes: usize,
     /// Arrays and objects nested deeper than this are refused.
     pub max_depth: usize,
@@ -23,14 +24,30 @@ impl Default for JsonLimits {
     }
 }
 
+/// Why a document was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
+    /// The document is longer than `max_bytes`.
     #[error("the document is {size} bytes; the limit is {limit}")]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// The document's length, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// Arrays and objects nest deeper than `max_depth`.
     #[error("nesting deeper than {limit} levels")]
-    TooDeep { limit: usize },
+    TooDeep {
+        /// The nesting limit.
+        limit: usize,
+    },
+    /// One object holds the same key twice.
     #[error("duplicate key `{key}` in one object")]
-    DuplicateKey { key: String },
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+    /// Not valid JSON (or something follows the value).
     #[error("not valid JSON: {0}")]
     Syntax(String),
 }

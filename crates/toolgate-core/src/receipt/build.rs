@@ -34,13 +34,17 @@ pub enum ExecutionStatus {
 pub enum ResultStatus {
     /// Authorized, outcome to follow.
     Pending,
+    /// Answered with a result.
     Ok,
+    /// Answered with a tool error (`isError: true`).
     ToolError,
     /// Known not to have taken effect.
     NotApplied,
     /// Sent; whether it took effect is not known.
     Unknown,
+    /// Waits for a named human's approval.
     AwaitingApproval,
+    /// Refused; not sent.
     Refused,
     /// Settled as having taken effect.
     Applied,
@@ -100,14 +104,21 @@ pub fn wire_name<T: Serialize>(v: &T) -> String {
 pub struct Subject<'a> {
     /// The instant the receipt states, in ms since the Unix epoch.
     pub issued_at_ms: i64,
+    /// The caller's tenant (from its credentials, never from the arguments).
     pub tenant: &'a str,
+    /// The caller's name (its `[callers]` key).
     pub caller: &'a str,
+    /// The upstream server's configured name.
     pub server: &'a str,
+    /// The tool's name on that upstream.
     pub tool: &'a str,
+    /// The hash of the tool's pinned definition.
     pub tool_definition_sha256: &'a str,
+    /// The hash of the call's proposal.
     pub proposal_sha256: &'a str,
     /// `None` before the call was decided (it was refused first).
     pub decision: Option<&'a Decision>,
+    /// The version of the policy set in force.
     pub policy_version: &'a str,
     /// The operation's key and state as last recorded, for a write.
     pub operation: Option<OperationRef>,
@@ -123,22 +134,68 @@ pub struct Subject<'a> {
 #[derive(Debug, Clone)]
 pub enum Event<'a> {
     /// The decision to run a call, before it is sent (a write's first receipt).
-    Authorized { approval: Option<ApprovalRef> },
+    Authorized {
+        /// The approval it runs under, if any.
+        approval: Option<ApprovalRef>,
+    },
     /// How a sent write ended: the state its operation records, and the
     /// upstream's answer when there is one.
-    Dispatched { state: OperationState, result: Option<&'a Value> },
+    Dispatched {
+        /// The state its operation records.
+        state: OperationState,
+        /// The upstream's answer, when there is one.
+        result: Option<&'a Value>,
+    },
     /// A read, sent and answered: its decision and outcome in one receipt.
-    Answered { approval: Option<ApprovalRef>, tool_error: bool, result: &'a Value },
+    Answered {
+        /// The approval it ran under, if any.
+        approval: Option<ApprovalRef>,
+        /// Whether the answer is a tool error (`isError: true`).
+        tool_error: bool,
+        /// The upstream's answer.
+        result: &'a Value,
+    },
     /// The call waits for a named human.
-    Awaiting { approval: Option<ApprovalRef> },
+    Awaiting {
+        /// The approval it waits for.
+        approval: Option<ApprovalRef>,
+    },
     /// The recorded outcome, given again.
-    Replayed { approval: Option<ApprovalRef>, tool_error: bool, result: &'a Value },
+    Replayed {
+        /// The approval the call runs under, if any.
+        approval: Option<ApprovalRef>,
+        /// Whether the recorded outcome is a tool error.
+        tool_error: bool,
+        /// The recorded outcome.
+        result: &'a Value,
+    },
     /// Refused; `dispatched` when it was sent first (its outcome is then unknown).
-    Refused { approval: Option<ApprovalRef>, refusal: &'a Refusal, dispatched: bool },
+    Refused {
+        /// The approval the call runs under, if any.
+        approval: Option<ApprovalRef>,
+        /// The refusal the caller gets.
+        refusal: &'a Refusal,
+        /// Whether the call was sent before it was refused.
+        dispatched: bool,
+    },
     /// Ended by a JSON-RPC error; the decision stands.
-    ProtocolError { approval: Option<ApprovalRef>, code: i64, dispatched: bool },
+    ProtocolError {
+        /// The approval the call runs under, if any.
+        approval: Option<ApprovalRef>,
+        /// The JSON-RPC error code.
+        code: i64,
+        /// Whether the call was sent upstream.
+        dispatched: bool,
+    },
     /// An unknown operation settled by `by` (a reconciler or an operator).
-    Settled { state: OperationState, by: &'a str, result: Option<&'a Value> },
+    Settled {
+        /// The state it was settled to.
+        state: OperationState,
+        /// Who settled it: a reconciler or an operator.
+        by: &'a str,
+        /// The outcome recorded with it (for an applied one, the evidence found).
+        result: Option<&'a Value>,
+    },
 }
 
 /// The receipt of `event`, unsigned and unplaced (the ledger assigns
