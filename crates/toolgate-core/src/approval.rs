@@ -179,7 +179,7 @@ pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval
 
 /// What each approval refusal tells the caller about its call to `exposed`.
 pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
-    let (decision, action, message) = match reason {
+    let (verdict, action, message) = match reason {
         Reason::ApprovalDenied => (Verdict::Deny, Action::Refused, format!("an approver denied this exact call to {exposed}; it stays denied — do not retry it")),
         Reason::ApprovalExpired => (
             Verdict::RequireApproval,
@@ -202,7 +202,7 @@ pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
             format!("the requestState was not issued by this gateway or was altered; call {exposed} again without it"),
         ),
     };
-    Refusal::new(decision, reason, action, message)
+    Refusal::new(verdict, reason, action, message)
 }
 
 #[cfg(test)]

@@ -164,7 +164,9 @@ pub fn decide_by_class(view: &AuthorityView) -> Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Refusal {
     /// The call's verdict: `allow` too, when an allowed call failed later.
-    pub decision: Verdict,
+    /// On the wire it is `decision` (what refusals have always said).
+    #[serde(rename = "decision")]
+    pub verdict: Verdict,
     /// Why the call was refused, as one code.
     pub reason: Reason,
     /// What the caller can do next.
@@ -193,8 +195,8 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal with nothing beyond its verdict, reason, action and message.
-    pub fn new(decision: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
-        Self { decision, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None, operation_id: None, retry_after_ms: None }
+    pub fn new(verdict: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
+        Self { verdict, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None, operation_id: None, retry_after_ms: None }
     }
 
     /// Names the call's proposal (its SHA-256).

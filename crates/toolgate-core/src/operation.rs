@@ -93,9 +93,10 @@ pub struct OperationKey {
     pub server: String,
     /// The tool's name on that upstream (not the namespaced exposed name).
     pub tool: String,
-    /// The operation key: the client's, else `approval:<id>` for a call under
-    /// an approval, else a fresh `auto:<id>`.
-    pub key: String,
+    /// The key's own value: the client's, else `approval:<id>` for a call
+    /// under an approval, else a fresh `auto:<id>`. `key` on the wire.
+    #[serde(rename = "key")]
+    pub value: String,
 }
 
 /// One write as the ledger records it: at most one effect per key.
@@ -183,7 +184,7 @@ mod tests {
     fn op(state: OperationState, lease: i64) -> Operation {
         Operation {
             id: "op_1".into(),
-            key: OperationKey { tenant: "t".into(), server: "s".into(), tool: "w".into(), key: "k".into() },
+            key: OperationKey { tenant: "t".into(), server: "s".into(), tool: "w".into(), value: "k".into() },
             caller: "agent".into(),
             proposal_sha256: "a".repeat(64),
             approval_id: None,

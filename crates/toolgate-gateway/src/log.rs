@@ -31,9 +31,11 @@ use toolgate_core::{Clock, Entropy};
 /// How many leaves a start reads at a time to rebuild the frontier.
 const LOAD_CHUNK: u64 = 50_000;
 
+/// The receipt log of this process: its signing keys, the tree's frontier,
+/// and the checkpointer.
 pub struct ReceiptLog {
-    pub keys: LogKeys,
-    pub config: ReceiptsConfig,
+    pub(crate) keys: LogKeys,
+    pub(crate) config: ReceiptsConfig,
     ledger: Arc<dyn Ledger>,
     /// The tree as last checkpointed by this process: its frontier, and the
     /// size of the last checkpoint signed (or found).
@@ -48,7 +50,7 @@ pub struct ReceiptLog {
 
 impl ReceiptLog {
     /// Records the key history in the ledger and rebuilds the frontier.
-    pub async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
+    pub(crate) async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
         for key in keys.all() {
             ledger.add_log_key(key).await.map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
         }
@@ -72,23 +74,23 @@ impl ReceiptLog {
         Self::open(keys, config.receipts.clone(), ledger, sources.clock.clone(), sources.entropy.clone()).await
     }
 
-    pub fn kid(&self) -> &str {
+    fn kid(&self) -> &str {
         self.keys.receipt.kid()
     }
 
     /// A fresh secret salt for one call's salted hashes.
-    pub fn salt(&self) -> [u8; 32] {
+    pub(crate) fn salt(&self) -> [u8; 32] {
         self.entropy.bytes32()
     }
 
     /// `receipt` to be signed by the current key once the ledger places it.
-    pub fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
+    pub(crate) fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
         receipt.kid = self.kid().to_string();
         Draft { receipt, salt, asked, key: self.keys.receipt.clone() }
     }
 
     /// Keeps the definition a receipt names by hash, once per process.
-    pub async fn remember_definition(&self, tool: &ExposedTool) {
+    pub(crate) async fn remember_definition(&self, tool: &ExposedTool) {
         if self.remembered.lock().unwrap_or_else(|p| p.into_inner()).contains(&tool.definition_sha256) {
             return;
         }
@@ -119,7 +121,7 @@ impl ReceiptLog {
             proposal_sha256: &op.proposal_sha256,
             decision: None,
             policy_version: "",
-            operation: Some(receipt::OperationRef { key: op.key.key.clone(), state: state.as_str().into() }),
+            operation: Some(receipt::OperationRef { key: op.key.value.clone(), state: state.as_str().into() }),
             salt: &salt,
             arguments_hash: &arguments_hash,
             captured: self.config.capture_values.then_some(&op.arguments),
@@ -129,7 +131,7 @@ impl ReceiptLog {
     }
 
     /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.
-    pub fn appended(&self, n: u64) {
+    pub(crate) fn appended(&self, n: u64) {
         let before = self.uncovered.fetch_add(n, Ordering::Relaxed);
         if before + n >= self.config.checkpoint_every.max(1) {
             self.wake.notify_one();
@@ -167,7 +169,7 @@ impl ReceiptLog {
     }
 
     /// Checkpoints every interval or when woken, until `cancel`; then once more.
-    pub fn spawn(self: &Arc<Self>, cancel: CancellationToken) {
+    pub(crate) fn spawn(self: &Arc<Self>, cancel: CancellationToken) {
         let log = self.clone();
         let interval = Duration::from_millis(self.config.checkpoint_interval_ms.max(10));
         tokio::spawn(async move {

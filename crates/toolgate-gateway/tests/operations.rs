@@ -88,7 +88,7 @@ async fn writes_without_a_key_are_recorded_and_reads_are_not_operations() {
     assert_eq!(read["result"]["structuredContent"]["found"], true, "{read}");
     let ops = h.gateway.ledger.operations(None, now_ms()).await.unwrap();
     assert_eq!(ops.len(), 2, "two writes, no read: {ops:?}");
-    assert!(ops.iter().all(|o| o.key.key.starts_with("auto:") && o.key.tool == "create_ticket"));
+    assert!(ops.iter().all(|o| o.key.value.starts_with("auto:") && o.key.tool == "create_ticket"));
     // A key that is not a short string is refused before anything runs.
     let (_, bad) = post(&h.url, "tools/call", json!({"name": CREATE, "arguments": args, "_meta": {"io.toolgate/operationKey": 42}})).await;
     assert_eq!(bad["result"]["structuredContent"]["action"], "correct", "{bad}");

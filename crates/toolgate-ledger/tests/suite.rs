@@ -175,7 +175,7 @@ async fn list_filters_by_state_and_notes_expiry(s: Store) {
 }
 
 fn key(tenant: &str, tool: &str, k: &str) -> OperationKey {
-    OperationKey { tenant: tenant.into(), server: "support".into(), tool: tool.into(), key: k.into() }
+    OperationKey { tenant: tenant.into(), server: "support".into(), tool: tool.into(), value: k.into() }
 }
 
 fn new_op(id: &str, k: OperationKey, payload: char, lease: i64) -> NewOperation {

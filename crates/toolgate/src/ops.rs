@@ -79,7 +79,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 println!("{:<37} {:<22} {:<10} {:<28} key", "id", "state", "caller", "tool");
                 for op in &all {
                     let tool = format!("{}/{}", op.key.server, op.key.tool);
-                    println!("{:<37} {:<22} {:<10} {:<28} {}", op.id, op.state.as_str(), op.caller, tool, op.key.key);
+                    println!("{:<37} {:<22} {:<10} {:<28} {}", op.id, op.state.as_str(), op.caller, tool, op.key.value);
                 }
             }
             Ok(())
@@ -138,7 +138,7 @@ fn print(op: &Operation, json: bool) -> anyhow::Result<()> {
     println!("operation  {}", op.id);
     println!("state      {} (attempt {})", op.state.as_str(), op.attempts);
     println!("call       {}/{} by {} (tenant {})", op.key.server, op.key.tool, op.caller, op.key.tenant);
-    println!("key        {}", op.key.key);
+    println!("key        {}", op.key.value);
     println!("arguments  {}", op.arguments);
     println!("proposal   {}", op.proposal_sha256);
     if let Some(a) = &op.approval_id {

@@ -263,7 +263,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             // The refusal's own verdict and reason: it may come before any
             // decision (invalid arguments) or after an allow (a conflict).
             r.approval = approval;
-            r.decision = wire_name(&refusal.decision);
+            r.decision = wire_name(&refusal.verdict);
             r.reason = wire_name(&refusal.reason);
             if !refusal.rules.is_empty() {
                 r.rules = refusal.rules.clone();

@@ -85,7 +85,7 @@ mod tests {
         let size = serde_json::to_string(&arguments).unwrap().len();
         passed(admit(&limited_to(size), &call("parts__raise_parts_order", arguments.clone())));
         let r = refused(admit(&limited_to(size - 1), &call("parts__raise_parts_order", arguments)));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct));
         assert!(r.message.contains(&format!("{size} bytes")) && r.message.contains(&format!("limit is {}", size - 1)), "{}", r.message);
     }
 
@@ -93,7 +93,7 @@ mod tests {
     fn tenant_keys_are_refused_each_by_its_path_without_its_value() {
         let arguments = json!({"part_no": "P-1", "tenant_id": "globex", "lines": [{"sku": "x", "Tenant-ID": "initech"}], "meta": {"tenantId": "umbrella"}});
         let r = refused(admit(&GatewaySettings::default(), &call("parts__raise_parts_order", arguments)));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::TenantInArguments, Action::Correct));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::TenantInArguments, Action::Correct));
         let paths: Vec<&str> = r.violations.iter().map(|v| v.path.as_str()).collect();
         assert_eq!(paths, ["/lines/0/Tenant-ID", "/meta/tenantId", "/tenant_id"]);
         let told = serde_json::to_string(&r).unwrap();

@@ -385,7 +385,7 @@ mod tests {
         let s = Store::open().await;
         let c = order(2, None);
         let r = refused(gated(&s, &c, &decision(Verdict::Deny, Reason::PolicyForbids, "no_orders")).await);
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::PolicyForbids, Action::Refused));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::PolicyForbids, Action::Refused));
         assert_eq!((r.rules.as_slice(), r.proposal_sha256.as_deref()), (["no_orders".to_string()].as_slice(), Some(proposal(&c).sha256.as_str())));
         assert_eq!(s.receipts().await, 0);
     }
@@ -502,7 +502,7 @@ mod tests {
         s.clock.advance(1);
         assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Expired));
         let r = refused(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await);
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate));
         assert_eq!(r.approval_id.as_deref(), Some(id.as_str()));
         assert_eq!(stored(&s, &id).await.used_ms, None);
     }
@@ -514,7 +514,7 @@ mod tests {
         decide_as_dana(&s, &id, false).await;
         for presented in [Some(state.as_str()), None] {
             let r = refused(gated(&s, &order(2, presented), &needs_approval()).await);
-            assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ApprovalDenied, Action::Refused));
+            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ApprovalDenied, Action::Refused));
         }
     }
 

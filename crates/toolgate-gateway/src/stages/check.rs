@@ -163,7 +163,7 @@ mod tests {
     fn a_violating_result_is_withheld_when_blocking() {
         let (answer, found) = check(&stock_tool(true), &raw(r#"{"content":[],"structuredContent":{"stock":-1}}"#), true, SHA);
         let r = refusal(answer);
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Allow, Reason::InvalidResult, Action::Refused));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::InvalidResult, Action::Refused));
         assert_eq!((r.proposal_sha256.as_deref(), r.violations.len()), (Some(SHA), 2));
         assert_eq!(found.output_violations, 2);
     }
@@ -224,7 +224,7 @@ mod tests {
             for (read_only, action) in [(true, Action::Retry), (false, Action::Reconcile)] {
                 let (answer, _) = check(&stock_tool(read_only), &raw(text), false, SHA);
                 let r = refusal(answer);
-                assert_eq!((r.decision, r.reason, r.action, r.proposal_sha256.as_deref()), (Verdict::Allow, Reason::InvalidResult, action, Some(SHA)), "{text}");
+                assert_eq!((r.verdict, r.reason, r.action, r.proposal_sha256.as_deref()), (Verdict::Allow, Reason::InvalidResult, action, Some(SHA)), "{text}");
             }
         }
     }

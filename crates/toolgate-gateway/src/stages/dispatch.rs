@@ -136,7 +136,7 @@ mod tests {
     async fn without_an_upstream_nothing_is_sent_and_the_caller_may_retry() {
         for c in [find("P-1"), order()] {
             let r = refused(sent(None, &c).await);
-            assert_eq!((r.decision, r.reason, r.action), (Verdict::Allow, Reason::UpstreamUnavailable, Action::Retry));
+            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::UpstreamUnavailable, Action::Retry));
             assert_eq!(r.proposal_sha256.as_deref(), Some(c.1.sha256.as_str()));
             assert!(r.message.contains("nothing was run"), "{}", r.message);
         }
@@ -189,7 +189,7 @@ mod tests {
         // (Each on its own upstream: a lost connection marks it down.)
         let failing = serving(Reply::Status(500)).await;
         let r = refused(sent(Some(&failing.upstream), &order()).await);
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Allow, Reason::OutcomeUnknown, Action::Reconcile));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::OutcomeUnknown, Action::Reconcile));
         assert!(r.message.contains("may or may not have taken effect"), "{}", r.message);
         let failing = serving(Reply::Status(500)).await;
         let r = refused(sent(Some(&failing.upstream), &find("P-1")).await);

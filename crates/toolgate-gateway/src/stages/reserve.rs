@@ -78,8 +78,8 @@ pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &Exposed
         }
     };
     let id = o.entropy.id("op_");
-    let key = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
-    let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), key };
+    let value = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
+    let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
@@ -103,12 +103,12 @@ pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &Exposed
 
 /// The operation's key and state, as a receipt names it.
 pub(crate) fn reference(op: &Operation) -> OperationRef {
-    OperationRef { key: op.key.key.clone(), state: op.state.as_str().into() }
+    OperationRef { key: op.key.value.clone(), state: op.state.as_str().into() }
 }
 
 /// A new operation's key, in the state its first receipt names.
 pub(crate) fn reserved(new: &NewOperation) -> OperationRef {
-    OperationRef { key: new.key.key.clone(), state: OperationState::Reserved.as_str().into() }
+    OperationRef { key: new.key.value.clone(), state: OperationState::Reserved.as_str().into() }
 }
 
 /// How `begin` ended.
@@ -299,7 +299,7 @@ pub(crate) async fn finish(
 pub(crate) fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
     let mut result: RawObject = serde_json::from_str(raw.get()).unwrap_or_default();
     let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
-    meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.key, "state": op.state, "replayed": replayed}));
+    meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.value, "state": op.state, "replayed": replayed}));
     if let Ok(m) = serde_json::value::to_raw_value(&meta) {
         result.insert("_meta".into(), m);
     }
@@ -442,7 +442,7 @@ mod tests {
         let s = Store::open().await;
         let call = keyed(2, "order-1");
         let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
-        let key = OperationKey { tenant: "atlas".into(), server: "parts".into(), tool: "raise_parts_order".into(), key: "order-1".into() };
+        let key = OperationKey { tenant: "atlas".into(), server: "parts".into(), tool: "raise_parts_order".into(), value: "order-1".into() };
         assert_eq!(new.key, key);
         assert!(new.id.starts_with("op_"), "{}", new.id);
         assert_eq!((new.caller.as_str(), new.proposal_sha256.as_str(), new.approval_id.as_deref()), ("agent", call.1.sha256.as_str(), None));
@@ -457,10 +457,10 @@ mod tests {
         let s = Store::open().await;
         let call = order(2, None);
         let new = new_one(passed(claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, false)).await));
-        assert_eq!((new.key.key.as_str(), new.approval_id.as_deref()), ("approval:apr_1", Some("apr_1")));
+        assert_eq!((new.key.value.as_str(), new.approval_id.as_deref()), ("approval:apr_1", Some("apr_1")));
         for call in [order(2, None), order(2, Some(Value::Null))] {
             let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
-            assert_eq!(new.key.key, format!("auto:{}", new.id));
+            assert_eq!(new.key.value, format!("auto:{}", new.id));
         }
     }
 
@@ -471,13 +471,13 @@ mod tests {
         for key in [json!(7), json!(""), json!("auto:op_1"), json!("approval:apr_1"), json!("k".repeat(201)), json!(["order-1"])] {
             let call = order(2, Some(key.clone()));
             let r = refused(claimed(&s, &call, &order_tool(), &no_approval()).await);
-            assert_eq!((r.decision, r.reason, r.action), (Verdict::Allow, Reason::InvalidArguments, Action::Correct), "{key}");
+            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::InvalidArguments, Action::Correct), "{key}");
             assert_eq!(r.proposal_sha256.as_deref(), Some(call.1.sha256.as_str()));
         }
         // 200 characters (not bytes) is the limit.
         for key in ["k".repeat(200), "é".repeat(200)] {
             let new = new_one(passed(claimed(&s, &keyed(2, &key), &order_tool(), &no_approval()).await));
-            assert_eq!(new.key.key, key);
+            assert_eq!(new.key.value, key);
         }
     }
 

@@ -112,7 +112,7 @@ mod tests {
         let pins = Arc::new(crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap());
         let catalogs = Catalogs::new(config.clone(), vec![upstream], pins, true);
         let r = refused(resolve(&catalogs, &config, "parts__find_part"));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry));
         assert!(r.message.contains("`parts`"), "{}", r.message);
         let down = catalogs.current().down["parts"].clone();
         assert!(!r.message.contains(&down), "the operator's reason `{down}` leaked: {}", r.message);
@@ -125,7 +125,7 @@ mod tests {
         let accepted_before = serde_json::json!({"name": "find_part", "description": "the old one"});
         live.catalogs.pins().accept("parts__find_part", "0".repeat(64).as_str(), &accepted_before).unwrap();
         let r = refused(resolve(&live.catalogs, &live.config, "parts__find_part"));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ContractChanged, Action::Escalate));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractChanged, Action::Escalate));
         assert!(r.message.contains("toolgate tools --accept parts__find_part"), "{}", r.message);
         // The operator accepts the live definition from another process (the CLI).
         let cli = crate::pins::PinStore::open(&live.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap();
@@ -142,6 +142,6 @@ mod tests {
         // The lock file became unreadable after the gateway opened it.
         std::fs::write(live.lock_path(), "{not json").unwrap();
         let r = refused(resolve(&live.catalogs, &live.config, "parts__find_part"));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate));
     }
 }

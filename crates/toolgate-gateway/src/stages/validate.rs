@@ -65,7 +65,7 @@ mod tests {
     fn every_violation_is_reported_by_its_path_without_its_value() {
         let arguments = json!({"part_no": "SECRET-4111", "quantity": 99, "colour": "red"});
         let r = refused(validate(&order_tool(), &arguments));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::InvalidArguments, Action::Correct));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::InvalidArguments, Action::Correct));
         assert_eq!(r.proposal_sha256.as_deref(), Some(Proposal::new("parts", "raise_parts_order", arguments).sha256.as_str()));
         let mut paths: Vec<&str> = r.violations.iter().map(|v| v.path.as_str()).collect();
         paths.sort();
@@ -102,7 +102,7 @@ mod tests {
     fn a_tool_without_an_enforceable_input_schema_is_refused_for_the_operator() {
         let unenforceable = tool("parts", json!({"name": "raise_parts_order"}), None);
         let r = refused(validate(&unenforceable, &json!({})));
-        assert_eq!((r.decision, r.reason, r.action), (Verdict::Deny, Reason::ContractInvalid, Action::Escalate));
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractInvalid, Action::Escalate));
         assert_eq!(r.proposal_sha256.as_deref(), Some(Proposal::new("parts", "raise_parts_order", json!({})).sha256.as_str()));
     }
 }

@@ -12,7 +12,7 @@ fn op(r: &Row) -> Result<Operation> {
     let state: String = r.get("state");
     Ok(Operation {
         id: r.get("id"),
-        key: OperationKey { tenant: r.get("tenant"), server: r.get("server"), tool: r.get("tool"), key: r.get("op_key") },
+        key: OperationKey { tenant: r.get("tenant"), server: r.get("server"), tool: r.get("tool"), value: r.get("op_key") },
         caller: r.get("caller"),
         proposal_sha256: r.get("proposal_sha256"),
         approval_id: r.get("approval_id"),
@@ -33,7 +33,7 @@ pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Operation>> {
 }
 
 pub async fn find_by_key(pool: &impl Db, k: &OperationKey) -> Result<Option<Operation>> {
-    pool.query_opt("SELECT * FROM operations WHERE tenant = $1 AND server = $2 AND tool = $3 AND op_key = $4", &[&k.tenant, &k.server, &k.tool, &k.key])
+    pool.query_opt("SELECT * FROM operations WHERE tenant = $1 AND server = $2 AND tool = $3 AND op_key = $4", &[&k.tenant, &k.server, &k.tool, &k.value])
         .await?
         .as_ref()
         .map(op)
@@ -51,7 +51,7 @@ pub async fn begin(pool: &impl Db, new: &NewOperation, now_ms: i64) -> Result<Be
         .query_opt(
             "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, attempts, created_ms, updated_ms, lease_until_ms, arguments) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', 1, $9, $9, $10, $11) ON CONFLICT (tenant, server, tool, op_key) DO NOTHING RETURNING *",
-            &[&new.id, &k.tenant, &k.server, &k.tool, &k.key, &new.caller, &new.proposal_sha256, &new.approval_id, &now_ms, &new.lease_until_ms, &arguments],
+            &[&new.id, &k.tenant, &k.server, &k.tool, &k.value, &new.caller, &new.proposal_sha256, &new.approval_id, &now_ms, &new.lease_until_ms, &arguments],
         )
         .await?;
     if let Some(row) = inserted {
