@@ -15,25 +15,35 @@ use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
 use crate::upstream::{Upstream, UpstreamTool};
 
+/// An upstream tool as agents see it: under its exposed name, with the
+/// authority it is given and the state of its pin.
 pub struct ExposedTool {
+    /// `SERVER{sep}TOOL` (plain `TOOL` for a server with `namespace = false`).
     pub exposed_name: String,
+    /// The configured server that offers it.
     pub server: String,
+    /// The tool as its upstream declared it.
     pub tool: Arc<UpstreamTool>,
+    /// The registry's labels for it (none when the registry does not name it).
     pub labels: Vec<String>,
     /// The registry says this tool changes nothing (`read_only = true`).
-    pub registry_read_only: bool,
+    pub(crate) registry_read_only: bool,
+    /// Its hints, the class they imply, the registry's class and the
+    /// effective one.
     pub view: AuthorityView,
+    /// The hash of its definition, by which pins and receipts name it.
     pub definition_sha256: String,
+    /// Whether its live definition is the pinned one.
     pub pin: PinStatus,
     /// The compiled inputSchema, or why it does not compile.
-    pub input: Result<Arc<SchemaValidator>, String>,
+    pub(crate) input: Result<Arc<SchemaValidator>, String>,
     /// The compiled outputSchema, when the tool declares one.
-    pub output: Option<Result<Arc<SchemaValidator>, String>>,
+    pub(crate) output: Option<Result<Arc<SchemaValidator>, String>>,
 }
 
 impl ExposedTool {
     /// Whether a call may even be proposed: listed tools are exactly these.
-    pub fn listable(&self) -> bool {
+    pub(crate) fn listable(&self) -> bool {
         self.view.effective_class != toolgate_core::AuthorityClass::Prohibited && self.pin == PinStatus::Pinned
     }
 
@@ -41,17 +51,18 @@ impl ExposedTool {
     /// untrusted server's `readOnlyHint` may be forged, so its tools count
     /// as writes (each call an operation; a lost answer means reconcile,
     /// never a blind retry).
-    pub fn read_only(&self) -> bool {
+    pub(crate) fn read_only(&self) -> bool {
         self.registry_read_only || (self.view.server_trusted && self.view.hints.read_only_hint.value)
     }
 }
 
+/// One snapshot of the exposed tools and of the servers that are down.
 #[derive(Default)]
 pub struct Catalog {
     /// By exposed name: the order of `tools/list`.
     pub tools: BTreeMap<String, Arc<ExposedTool>>,
     /// Servers that are down, with the reason.
-    pub down: BTreeMap<String, String>,
+    pub(crate) down: BTreeMap<String, String>,
 }
 
 /// Compiled schemas by the hash of their canonical text, so a re-list
@@ -90,24 +101,26 @@ pub struct Catalogs {
 }
 
 impl Catalogs {
-    pub fn new(config: Arc<Config>, upstreams: Vec<Arc<Upstream>>, pins: Arc<PinStore>, pin_new: bool) -> Self {
+    pub(crate) fn new(config: Arc<Config>, upstreams: Vec<Arc<Upstream>>, pins: Arc<PinStore>, pin_new: bool) -> Self {
         Self { config, upstreams, pins, pin_new, schemas: SchemaCache::default(), current: RwLock::new((Vec::new(), Arc::default())) }
     }
 
+    /// Every configured upstream, by server name.
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
     }
 
-    pub fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
+    pub(crate) fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
         self.upstreams.iter().find(|u| u.name == server)
     }
 
+    /// The pins tools are checked against (`toolgate tools --accept` writes them).
     pub fn pins(&self) -> &Arc<PinStore> {
         &self.pins
     }
 
     /// Forces the next `current()` to rebuild (a pin was accepted).
-    pub fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         self.current.write().unwrap_or_else(|p| p.into_inner()).0.clear();
     }
 

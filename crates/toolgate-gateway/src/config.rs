@@ -13,24 +13,44 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toolgate_core::AuthorityClass;
 
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
-pub const DEFAULT_SEPARATOR: &str = "__";
+const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+const DEFAULT_SEPARATOR: &str = "__";
 
+/// Why a config (or an imported `mcpServers` file) cannot be used; the
+/// message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file was read but is not valid: bad syntax, an unknown key, or a
+    /// value (or combination) the checks refuse.
     #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key where there is one.
+        message: String,
+    },
 }
 
+/// The gateway's configuration, parsed and validated (see the module docs).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[gateway]`: the downstream endpoint, its limits and timings.
     #[serde(default)]
     pub gateway: GatewaySettings,
+    /// `[servers.NAME]`: the upstream MCP servers, by name.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+    /// `[registry."SERVER{sep}TOOL"]`: the host's own word on a tool (its
+    /// class and labels), by exposed name.
     #[serde(default)]
     pub registry: BTreeMap<String, RegistryEntry>,
     /// Who may call: `[callers.NAME]`, each with a token or opened anonymously.
@@ -46,9 +66,10 @@ pub struct Config {
     pub receipts: ReceiptsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
-    pub path: PathBuf,
+    path: PathBuf,
 }
 
+/// `[gateway]`: how the gateway serves agents, and its limits.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaySettings {
@@ -56,35 +77,35 @@ pub struct GatewaySettings {
     pub listen: SocketAddr,
     /// Between server and tool in exposed names. LLM function-name rules
     /// forbid dots, so the default is `__`.
-    pub separator: String,
+    pub(crate) separator: String,
     /// `Host` values accepted (DNS-rebinding defence). Loopback names by default.
-    pub allowed_hosts: Vec<String>,
+    pub(crate) allowed_hosts: Vec<String>,
     /// `Origin` values accepted from browsers; a request with any other
     /// `Origin` gets 403. Requests without `Origin` (non-browser clients) pass.
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Where the gateway keeps its state; relative to the config file.
-    pub state_dir: PathBuf,
-    pub max_body_bytes: usize,
-    pub max_argument_bytes: usize,
-    pub max_depth: usize,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_argument_bytes: usize,
+    pub(crate) max_depth: usize,
     /// Deadline of one upstream call (a server's `timeout_ms` overrides it).
-    pub upstream_timeout_ms: u64,
+    pub(crate) upstream_timeout_ms: u64,
     /// Where operations and approvals are kept: a `postgres://` URL (for
     /// replicas sharing one database), or else the embedded SQLite file
     /// `STATE_DIR/ledger.sqlite3`.
-    pub ledger: Option<String>,
+    pub(crate) ledger: Option<String>,
     /// How long a tool list is trusted before it is listed again.
-    pub list_ttl_ms: u64,
+    pub(crate) list_ttl_ms: u64,
     /// Refuse results that violate the tool's outputSchema instead of
     /// passing them on flagged.
-    pub block_invalid_results: bool,
+    pub(crate) block_invalid_results: bool,
     /// Tools per `tools/list` page.
-    pub list_page_size: usize,
+    pub(crate) list_page_size: usize,
     /// The caller a `--stdio` downstream acts as (a `[callers]` key).
-    pub stdio_caller: Option<String>,
+    pub(crate) stdio_caller: Option<String>,
     /// How long an approval stays valid once opened: it must be decided and
     /// used within this time.
-    pub approval_ttl_ms: u64,
+    pub(crate) approval_ttl_ms: u64,
 }
 
 impl Default for GatewaySettings {
@@ -109,15 +130,23 @@ impl Default for GatewaySettings {
     }
 }
 
+/// `[servers.NAME]`: one upstream, reached over stdio (`command`) or
+/// Streamable HTTP (`url`); exactly one of the two is set.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
+    /// The program to start as a stdio upstream.
     pub command: Option<String>,
+    /// The arguments of `command`.
     #[serde(default)]
     pub args: Vec<String>,
+    /// Variables added to the environment `command` inherits.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The endpoint of a Streamable HTTP upstream (`http://` only: this
+    /// build has no TLS).
     pub url: Option<String>,
+    /// Headers sent with every request to `url`, e.g. `Authorization`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Whether this server's annotations may decide for tools the registry
@@ -143,7 +172,7 @@ fn yes() -> bool {
 
 /// How toolgate reaches an upstream.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Transport {
+pub(crate) enum Transport {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
     Http { url: String, headers: BTreeMap<String, String> },
 }
@@ -165,7 +194,7 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    pub fn transport(&self) -> Transport {
+    pub(crate) fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => Transport::Stdio { command: command.clone(), args: self.args.clone(), env: self.env.clone() },
             (None, Some(url)) => Transport::Http { url: url.clone(), headers: self.headers.clone() },
@@ -174,9 +203,12 @@ impl ServerConfig {
     }
 }
 
+/// A `[registry]` entry: the host's word on one tool, which a server's
+/// annotations cannot override.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryEntry {
+    /// The tool's authority class; it runs over what the annotations imply.
     pub class: AuthorityClass,
     /// Free labels (e.g. `private_data`, `exfiltration`) for policy and guards.
     #[serde(default)]
@@ -184,9 +216,9 @@ pub struct RegistryEntry {
     /// The host's word that this tool changes nothing: its calls are not
     /// operations (no ledger record, a lost answer may be retried).
     #[serde(default)]
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// How to find this write's effect when its outcome is unknown.
-    pub reconcile: Option<ReconcileConfig>,
+    pub(crate) reconcile: Option<ReconcileConfig>,
 }
 
 /// A read tool on the same server that finds a write's effect: after
@@ -196,14 +228,14 @@ pub struct RegistryEntry {
 #[serde(deny_unknown_fields)]
 pub struct ReconcileConfig {
     /// The read tool's upstream name.
-    pub tool: String,
+    pub(crate) tool: String,
     /// The read tool's arguments: each maps to the name of an argument of
     /// the original write.
-    pub arguments: BTreeMap<String, String>,
+    pub(crate) arguments: BTreeMap<String, String>,
     /// A JSON pointer into the read's `structuredContent` that is `true`
     /// when the effect exists (default `/found`).
     #[serde(default = "found_pointer")]
-    pub found: String,
+    pub(crate) found: String,
 }
 
 fn found_pointer() -> String {
@@ -219,13 +251,15 @@ fn found_pointer() -> String {
 pub struct CallerConfig {
     /// Default: the caller's name.
     pub subject: Option<String>,
+    /// The tenant every call of this caller belongs to.
     pub tenant: String,
+    /// Roles for policy; `approver` may decide approvals.
     #[serde(default)]
     pub roles: Vec<String>,
-    pub token_env: Option<String>,
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_env: Option<String>,
+    pub(crate) token_file: Option<PathBuf>,
     #[serde(default)]
-    pub anonymous: bool,
+    pub(crate) anonymous: bool,
 }
 
 /// Telemetry: OTLP export (HTTP/protobuf) is off unless an endpoint is
@@ -237,29 +271,30 @@ pub struct CallerConfig {
 pub struct TelemetryConfig {
     /// Base URL of an OTLP/HTTP receiver, e.g. `http://127.0.0.1:4318`
     /// (traces go to `/v1/traces`, metrics to `/v1/metrics`).
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// Extra headers for the receiver (credentials: never logged).
-    pub otlp_headers: BTreeMap<String, String>,
+    pub(crate) otlp_headers: BTreeMap<String, String>,
     /// Fraction of new traces sampled (a sampled parent is always followed).
-    pub sample_ratio: Option<f64>,
-    pub service_name: Option<String>,
+    pub(crate) sample_ratio: Option<f64>,
+    pub(crate) service_name: Option<String>,
     /// `text` or `json` log lines on stderr.
-    pub log_format: LogFormat,
-    /// Log filter when `RUST_LOG` is not set (default `warn`).
-    pub log_level: Option<String>,
+    pub(crate) log_format: LogFormat,
+    /// Log filter when `RUST_LOG` is not set (unset: the command's own
+    /// default, e.g. `error` for `demo`).
+    pub(crate) log_level: Option<String>,
     /// How often metrics are exported.
-    pub metrics_interval_ms: u64,
+    pub(crate) metrics_interval_ms: u64,
     /// Record `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` on
     /// spans. Off by default; values under `redact_keys` and strings that
     /// match `redact_patterns` are replaced.
-    pub capture_content: bool,
-    pub redact_keys: Vec<String>,
-    pub redact_patterns: Vec<String>,
+    pub(crate) capture_content: bool,
+    pub(crate) redact_keys: Vec<String>,
+    pub(crate) redact_patterns: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     #[default]
     Text,
     Json,
@@ -293,12 +328,12 @@ pub struct ReceiptsConfig {
     /// its signing keys. Keep it unique per log (e.g. `toolgate.example.com/prod`).
     pub origin: String,
     /// Sign a checkpoint once this many receipts are not yet covered by one.
-    pub checkpoint_every: u64,
-    /// …or once the oldest uncovered receipt is this old (ms).
-    pub checkpoint_interval_ms: u64,
+    pub(crate) checkpoint_every: u64,
+    /// …and at least this often (ms), when any receipt is uncovered.
+    pub(crate) checkpoint_interval_ms: u64,
     /// Put the full arguments and result values in receipts, not only their
     /// salted hashes. Off by default: receipts leave the host in bundles.
-    pub capture_values: bool,
+    pub(crate) capture_values: bool,
 }
 
 impl Default for ReceiptsConfig {
@@ -310,6 +345,7 @@ impl Default for ReceiptsConfig {
 /// The role that may decide approvals (CLI `--as`, the admin API).
 pub const APPROVER_ROLE: &str = "approver";
 
+/// `[policy]`: the Cedar files argument-level rules are read from.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
@@ -320,11 +356,14 @@ pub struct PolicyConfig {
 }
 
 impl Config {
+    /// Reads, parses and validates the config file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Self::parse(&text, path)
     }
 
+    /// Parses and validates `text` as the config file at `path` (relative
+    /// paths resolve against its folder).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
         let mut config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
@@ -449,7 +488,7 @@ impl Config {
     }
 
     /// `SERVER{sep}TOOL`, or `TOOL` for a server with `namespace = false`.
-    pub fn exposed_name(&self, server: &str, tool: &str) -> String {
+    pub(crate) fn exposed_name(&self, server: &str, tool: &str) -> String {
         match self.servers.get(server) {
             Some(s) if !s.namespace => tool.to_string(),
             _ => format!("{server}{}{tool}", self.gateway.separator),
@@ -470,6 +509,7 @@ impl Config {
         self.path.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 
+    /// The state dir (`gateway.state_dir`), relative to the config file's folder.
     pub fn state_dir(&self) -> PathBuf {
         self.dir().join(&self.gateway.state_dir)
     }
@@ -515,7 +555,7 @@ impl Config {
     }
 
     /// The deadline of one call to `server`.
-    pub fn timeout_ms(&self, server: &str) -> u64 {
+    pub(crate) fn timeout_ms(&self, server: &str) -> u64 {
         self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
     }
 

@@ -40,13 +40,13 @@ pub struct Gateway {
     /// Signing keys and checkpoints of the receipt log.
     pub log: Arc<crate::log::ReceiptLog>,
     /// Seals and opens the `requestState` handed to clients.
-    pub sealer: Sealer,
+    pub(crate) sealer: Sealer,
     /// The one clock every stage reads.
     pub clock: Arc<dyn Clock>,
     /// Salts, identifiers and nonces.
     pub entropy: Arc<dyn Entropy>,
     /// Redacts captured tool content (`telemetry.capture_content`).
-    pub redactor: crate::telemetry::Redactor,
+    pub(crate) redactor: crate::telemetry::Redactor,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.

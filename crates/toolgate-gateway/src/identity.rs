@@ -15,6 +15,8 @@ use crate::config::{CallerConfig, Config};
 /// Tokens shorter than this are refused at start: they can be guessed.
 const MIN_TOKEN_LEN: usize = 16;
 
+/// The configured callers: by token digest, the anonymous one, and the one
+/// stdio acts as.
 pub struct Callers {
     tokens: Vec<([u8; 32], Arc<Caller>)>,
     anonymous: Option<Arc<Caller>>,
@@ -22,7 +24,7 @@ pub struct Callers {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// No `Authorization: Bearer` and no anonymous caller.
     Missing,
     /// A token that maps to no caller.
@@ -30,7 +32,7 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self {
             AuthError::Missing => "authentication required: send `Authorization: Bearer TOKEN` with a token from the gateway's [callers]",
             AuthError::Unknown => "the bearer token is not valid here; ask the operator for a token from the gateway's [callers]",
@@ -54,7 +56,7 @@ fn digest(token: &str) -> [u8; 32] {
 impl Callers {
     /// Reads every caller's token. A missing variable, an unreadable or
     /// group/world-readable file, or a short token stops the start.
-    pub fn load(config: &Config) -> anyhow::Result<Self> {
+    pub(crate) fn load(config: &Config) -> anyhow::Result<Self> {
         let mut tokens = Vec::new();
         let mut anonymous = None;
         for (name, c) in &config.callers {
@@ -81,12 +83,12 @@ impl Callers {
     }
 
     /// For processes that serve no one (`toolgate tools`).
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Self { tokens: Vec::new(), anonymous: None, stdio: None }
     }
 
     /// The caller of an HTTP request, from its `Authorization` header.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, AuthError> {
+    pub(crate) fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, AuthError> {
         let Some(value) = authorization else {
             return self.anonymous.clone().ok_or(AuthError::Missing);
         };

@@ -32,40 +32,43 @@ const HISTORY_FILE: &str = "keys.json";
 pub struct History {
     /// The log origin the keys are named by (fixed at first start).
     pub origin: String,
+    /// The key that signs now.
     pub current: KeyRecord,
     /// Earlier keys, oldest first: public halves only.
     #[serde(default)]
     pub retired: Vec<KeyRecord>,
 }
 
+/// One key of the history: its kid and the public halves that verify it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyRecord {
+    /// The receipt key's id, as receipts and the ledger name it.
     pub kid: String,
     /// Signed-note verifier key texts.
-    pub ed25519: String,
-    pub ml_dsa_65: String,
-    pub created_ms: i64,
+    ed25519: String,
+    ml_dsa_65: String,
+    created_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retired_ms: Option<i64>,
+    retired_ms: Option<i64>,
 }
 
 impl KeyRecord {
-    pub fn log_key(&self) -> LogKey {
+    fn log_key(&self) -> LogKey {
         LogKey { kid: self.kid.clone(), ed25519: self.ed25519.clone(), ml_dsa_65: Some(self.ml_dsa_65.clone()), created_ms: self.created_ms }
     }
 }
 
 /// The keys in use.
 pub struct LogKeys {
-    pub origin: String,
-    pub receipt: Arc<ReceiptKey>,
-    pub ed25519: Signer,
-    pub ml_dsa_65: Signer,
-    pub history: History,
+    pub(crate) origin: String,
+    pub(crate) receipt: Arc<ReceiptKey>,
+    pub(crate) ed25519: Signer,
+    pub(crate) ml_dsa_65: Signer,
+    history: History,
 }
 
-pub fn dir(state_dir: &Path) -> PathBuf {
+fn dir(state_dir: &Path) -> PathBuf {
     state_dir.join("keys")
 }
 
@@ -99,6 +102,8 @@ fn write_history(dir: &Path, history: &History) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The key history of `state_dir`; `None` until the first start creates
+/// the keys.
 pub fn read_history(state_dir: &Path) -> anyhow::Result<Option<History>> {
     let path = dir(state_dir).join(HISTORY_FILE);
     match std::fs::read(&path) {
@@ -118,7 +123,7 @@ fn create_dir(dir: &Path) -> anyhow::Result<()> {
 
 impl LogKeys {
     /// The keys of `state_dir`, created on first start.
-    pub fn load_or_create(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<Self> {
+    pub(crate) fn load_or_create(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<Self> {
         let dir = dir(state_dir);
         create_dir(&dir)?;
         let (ed_path, pq_path) = (dir.join(ED25519_FILE), dir.join(MLDSA_FILE));
@@ -182,7 +187,7 @@ impl LogKeys {
     }
 
     /// Every key of the history, current last.
-    pub fn all(&self) -> Vec<LogKey> {
+    pub(crate) fn all(&self) -> Vec<LogKey> {
         self.history.retired.iter().chain(std::iter::once(&self.history.current)).map(KeyRecord::log_key).collect()
     }
 }

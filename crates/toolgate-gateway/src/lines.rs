@@ -7,24 +7,24 @@
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     Text(String),
     TooLong,
     NotUtf8,
 }
 
-pub struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     reader: BufReader<R>,
     max: usize,
 }
 
 impl<R: AsyncRead + Unpin> BoundedLines<R> {
-    pub fn new(reader: R, max: usize) -> Self {
+    pub(crate) fn new(reader: R, max: usize) -> Self {
         Self { reader: BufReader::new(reader), max }
     }
 
     /// The next line, or `None` at the end of the stream.
-    pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub(crate) async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         let mut buf = Vec::new();
         let mut too_long = false;
         loop {

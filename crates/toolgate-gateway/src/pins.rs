@@ -12,12 +12,14 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A tool's accepted contract, as the lock file records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pin {
-    pub sha256: String,
+    sha256: String,
+    /// The accepted definition, kept so a change can be shown as a diff.
     pub definition: Value,
     /// Seconds since the Unix epoch.
-    pub accepted_at: u64,
+    accepted_at: u64,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -26,6 +28,7 @@ struct LockFile {
     tools: BTreeMap<String, Pin>,
 }
 
+/// How a tool's live definition compares with its pin.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PinStatus {
     /// The live definition is the pinned one.
@@ -36,6 +39,8 @@ pub enum PinStatus {
     Changed(Pin),
 }
 
+/// The lock file's pins, cached; every write merges with the file first,
+/// since the CLI and replicas write it too.
 #[derive(Debug)]
 pub struct PinStore {
     path: PathBuf,
@@ -43,11 +48,12 @@ pub struct PinStore {
     clock: std::sync::Arc<dyn toolgate_core::Clock>,
 }
 
+/// A lock file that cannot be read, parsed or written.
 #[derive(Debug, thiserror::Error)]
 #[error("pin lock file {path}: {message}")]
 pub struct PinError {
-    pub path: PathBuf,
-    pub message: String,
+    path: PathBuf,
+    message: String,
 }
 
 impl PinStore {
@@ -57,15 +63,13 @@ impl PinStore {
         Ok(Self { path: path.to_path_buf(), pins: Mutex::new(pins), clock })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 
-    pub fn get(&self, exposed: &str) -> Option<Pin> {
+    #[cfg(test)]
+    fn get(&self, exposed: &str) -> Option<Pin> {
         self.lock().get(exposed).cloned()
     }
 
-    pub fn status(&self, exposed: &str, sha256: &str) -> PinStatus {
+    pub(crate) fn status(&self, exposed: &str, sha256: &str) -> PinStatus {
         match self.lock().get(exposed) {
             None => PinStatus::New,
             Some(pin) if pin.sha256 == sha256 => PinStatus::Pinned,
@@ -76,7 +80,7 @@ impl PinStore {
     /// The status a running gateway acts on: new tools are pinned now; a
     /// mismatch is checked against the file once more, since an operator may
     /// have accepted the change meanwhile.
-    pub fn check_and_pin(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<PinStatus, PinError> {
+    pub(crate) fn check_and_pin(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<PinStatus, PinError> {
         match self.status(exposed, sha256) {
             PinStatus::Pinned => Ok(PinStatus::Pinned),
             PinStatus::New => {

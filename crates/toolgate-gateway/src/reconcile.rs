@@ -24,7 +24,9 @@ use crate::upstream::CallOptions;
 
 /// What the read found, and the operation as settled.
 pub struct Reconciled {
+    /// The operation, now `reconciled_applied` or `reconciled_not_applied`.
     pub operation: Operation,
+    /// Whether the read found the write's effect.
     pub applied: bool,
     /// The read tool's `structuredContent`.
     pub evidence: Value,
@@ -51,6 +53,9 @@ pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> 
     })
 }
 
+/// Settles the unknown operation `id` by its rule's read, with a receipt.
+/// An error (not unknown, no rule, the read failed or has no boolean at
+/// `found`) settles nothing.
 pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     // Listing marks lapsed dispatches unknown first.
     let unknown = gw.ledger.operations(Some(OperationState::Unknown), gw.clock.now_ms()).await?;

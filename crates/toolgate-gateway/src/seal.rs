@@ -16,17 +16,18 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use toolgate_core::approval::Claim;
 
 /// Marks toolgate's own states (an upstream's are carried inside ours).
-pub const PREFIX: &str = "tg1.";
+const PREFIX: &str = "tg1.";
 const AAD: &[u8] = b"toolgate requestState v1";
 
-pub struct Sealer {
+/// Seals and opens `requestState` values under the state dir's key.
+pub(crate) struct Sealer {
     key: LessSafeKey,
     entropy: Arc<dyn Entropy>,
 }
 
 impl Sealer {
     /// Loads the key from `path`, or creates it (owner-only) on first start.
-    pub fn load_or_create(path: &Path, entropy: Arc<dyn Entropy>) -> anyhow::Result<Self> {
+    pub(crate) fn load_or_create(path: &Path, entropy: Arc<dyn Entropy>) -> anyhow::Result<Self> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => {
                 check_owner_only(path)?;
@@ -46,7 +47,7 @@ impl Sealer {
         Ok(Self { key: LessSafeKey::new(key), entropy })
     }
 
-    pub fn seal(&self, claim: &Claim) -> String {
+    pub(crate) fn seal(&self, claim: &Claim) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         self.entropy.fill(&mut nonce);
         let mut data = serde_json::to_vec(claim).expect("claims serialise");
@@ -58,7 +59,7 @@ impl Sealer {
 
     /// The claim inside a state this gateway sealed; `None` for anything
     /// else (not ours, altered, or sealed under another key).
-    pub fn open(&self, state: &str) -> Option<Claim> {
+    pub(crate) fn open(&self, state: &str) -> Option<Claim> {
         let bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX)?).ok()?;
         if bytes.len() < NONCE_LEN {
             return None;
@@ -92,7 +93,7 @@ pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// A secret on disk must be the owner's alone.
-pub fn check_owner_only(path: &Path) -> anyhow::Result<()> {
+pub(crate) fn check_owner_only(path: &Path) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

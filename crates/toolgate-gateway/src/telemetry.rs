@@ -38,9 +38,9 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 use crate::config::{LogFormat, TelemetryConfig};
 
 /// The target of every span toolgate exports.
-pub const TARGET: &str = "toolgate::mcp";
+pub(crate) const TARGET: &str = "toolgate::mcp";
 /// The `_meta` keys that carry trace context (W3C trace context, baggage).
-pub const TRACE_KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+const TRACE_KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 
 /// Owns the providers; `shutdown` flushes what is buffered.
 pub struct Telemetry {
@@ -148,7 +148,7 @@ fn exporters(cfg: &TelemetryConfig, base: &str) -> anyhow::Result<(SdkTracerProv
 }
 
 /// The trace context a request carries in `params._meta`.
-pub fn trace_context(params: &Value) -> BTreeMap<String, String> {
+pub(crate) fn trace_context(params: &Value) -> BTreeMap<String, String> {
     let meta = params.get("_meta");
     TRACE_KEYS
         .iter()
@@ -157,7 +157,7 @@ pub fn trace_context(params: &Value) -> BTreeMap<String, String> {
 }
 
 /// Makes `span` a child of the trace the request carries, if any.
-pub fn adopt_parent(span: &tracing::Span, carried: &BTreeMap<String, String>) {
+pub(crate) fn adopt_parent(span: &tracing::Span, carried: &BTreeMap<String, String>) {
     if carried.is_empty() {
         return;
     }
@@ -168,7 +168,7 @@ pub fn adopt_parent(span: &tracing::Span, carried: &BTreeMap<String, String>) {
 
 /// The trace context to send upstream: `span`'s own when it is recorded
 /// (the upstream call becomes its child), else what the client sent.
-pub fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub(crate) fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     if span.is_disabled() {
         return carried.clone();
     }
@@ -185,27 +185,27 @@ pub fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTr
 /// altogether (no attribute allocations on the call path).
 static METRICS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-pub fn metrics_on() -> bool {
+pub(crate) fn metrics_on() -> bool {
     METRICS_ON.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Installs `provider` as the global meter provider and turns recording on.
-pub fn install_meter_provider(provider: SdkMeterProvider) {
+fn install_meter_provider(provider: SdkMeterProvider) {
     global::set_meter_provider(provider);
     METRICS_ON.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The instruments, created on first use (after `init` set the provider).
-pub struct Instruments {
-    pub server_duration: Histogram<f64>,
-    pub client_duration: Histogram<f64>,
-    pub decisions: Counter<u64>,
+pub(crate) struct Instruments {
+    pub(crate) server_duration: Histogram<f64>,
+    pub(crate) client_duration: Histogram<f64>,
+    pub(crate) decisions: Counter<u64>,
 }
 
 /// Bucket boundaries of the MCP operation-duration histograms (seconds).
 const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
-pub static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
+pub(crate) static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
     let meter = global::meter("toolgate");
     Instruments {
         server_duration: meter
@@ -226,13 +226,13 @@ pub static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
 
 /// Values of keys named in `keys` (case-insensitive, at any depth) and
 /// strings matching `patterns` are replaced by `[REDACTED]`.
-pub struct Redactor {
+pub(crate) struct Redactor {
     keys: Vec<String>,
     patterns: Vec<regex::Regex>,
 }
 
 impl Redactor {
-    pub fn new(cfg: &TelemetryConfig) -> Self {
+    pub(crate) fn new(cfg: &TelemetryConfig) -> Self {
         Self {
             keys: cfg.redact_keys.iter().map(|k| k.to_ascii_lowercase()).collect(),
             // Validated with the config.
@@ -240,7 +240,7 @@ impl Redactor {
         }
     }
 
-    pub fn redact(&self, value: &Value) -> Value {
+    pub(crate) fn redact(&self, value: &Value) -> Value {
         match value {
             Value::Object(map) => map
                 .iter()
@@ -282,7 +282,7 @@ mod tests {
 /// `toolgate.approvals.pending`: approvals waiting for a decision. The
 /// gauge's callback cannot wait on the ledger, so a task keeps a count
 /// fresh and the callback reads it.
-pub fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>, stop: tokio_util::sync::CancellationToken) {
+pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>, stop: tokio_util::sync::CancellationToken) {
     if !metrics_on() {
         return;
     }

@@ -6,20 +6,20 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The stateless core revision.
-pub const MODERN: &str = "2026-07-28";
+pub(crate) const MODERN: &str = "2026-07-28";
 /// The last revision with the `initialize` handshake.
-pub const LEGACY: &str = "2025-11-25";
+pub(crate) const LEGACY: &str = "2025-11-25";
 /// What toolgate speaks, newest first.
-pub const SUPPORTED_VERSIONS: [&str; 2] = [MODERN, LEGACY];
+pub(crate) const SUPPORTED_VERSIONS: [&str; 2] = [MODERN, LEGACY];
 
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// A JSON object whose field values stay verbatim: the gateway can add or
 /// replace a field without re-encoding the others.
-pub type RawObject = std::collections::BTreeMap<String, Box<RawValue>>;
+pub(crate) type RawObject = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// The two protocol eras toolgate speaks, on both edges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -32,62 +32,63 @@ pub enum Era {
 }
 
 /// JSON-RPC error codes toolgate sends.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    pub const HEADER_MISMATCH: i64 = -32020;
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) mod code {
+    pub(crate) const PARSE_ERROR: i64 = -32700;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const HEADER_MISMATCH: i64 = -32020;
+    pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// A JSON-RPC id: a number or a string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Id {
+    /// A numeric id.
     Number(i64),
+    /// A string id.
     String(String),
 }
 
 /// Any JSON-RPC message, parsed only as far as routing needs.
 #[derive(Debug, Deserialize)]
-pub struct Message {
+pub(crate) struct Message {
     #[serde(default)]
-    pub jsonrpc: Option<String>,
+    pub(crate) id: Option<Id>,
     #[serde(default)]
-    pub id: Option<Id>,
+    pub(crate) method: Option<String>,
     #[serde(default)]
-    pub method: Option<String>,
+    pub(crate) params: Option<Box<RawValue>>,
     #[serde(default)]
-    pub params: Option<Box<RawValue>>,
+    pub(crate) result: Option<Box<RawValue>>,
     #[serde(default)]
-    pub result: Option<Box<RawValue>>,
-    #[serde(default)]
-    pub error: Option<RpcError>,
+    pub(crate) error: Option<RpcError>,
 }
 
 impl Message {
-    pub fn is_response(&self) -> bool {
+    pub(crate) fn is_response(&self) -> bool {
         self.method.is_none() && (self.result.is_some() || self.error.is_some())
     }
 }
 
+/// A JSON-RPC error object: its code, message and optional data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcError {
-    pub code: i64,
-    pub message: String,
+    pub(crate) code: i64,
+    pub(crate) message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), data: None }
     }
 
-    pub fn with_data(mut self, data: Value) -> Self {
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
@@ -101,7 +102,7 @@ impl std::fmt::Display for RpcError {
 
 /// A request as toolgate sends it upstream (serialised from borrows: the
 /// arguments are not copied on the way out).
-pub fn request(id: &Id, method: &str, params: &Value) -> String {
+pub(crate) fn request(id: &Id, method: &str, params: &Value) -> String {
     #[derive(Serialize)]
     struct Request<'a> {
         jsonrpc: &'static str,
@@ -112,21 +113,21 @@ pub fn request(id: &Id, method: &str, params: &Value) -> String {
     serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params }).expect("JSON values serialise")
 }
 
-pub fn notification(method: &str, params: &Value) -> String {
+pub(crate) fn notification(method: &str, params: &Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
 
 /// A success response carrying `result` verbatim.
-pub fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
+pub(crate) fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
     let id = serde_json::to_string(&id).expect("ids serialise");
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get())
 }
 
-pub fn response(id: Option<&Id>, result: &Value) -> String {
+pub(crate) fn response(id: Option<&Id>, result: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
-pub fn error_response(id: Option<&Id>, error: &RpcError) -> String {
+pub(crate) fn error_response(id: Option<&Id>, error: &RpcError) -> String {
     match id {
         Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string(),
         // 2026-07-28: the id is omitted when the request's could not be read.
@@ -135,7 +136,7 @@ pub fn error_response(id: Option<&Id>, error: &RpcError) -> String {
 }
 
 /// The per-request `_meta` a 2026-07-28 request carries.
-pub fn modern_meta(client_name: &str, client_version: &str) -> Value {
+pub(crate) fn modern_meta(client_name: &str, client_version: &str) -> Value {
     json!({
         META_PROTOCOL_VERSION: MODERN,
         META_CLIENT_INFO: {"name": client_name, "version": client_version},

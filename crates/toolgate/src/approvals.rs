@@ -12,28 +12,36 @@ use toolgate_ledger::Ledger;
 
 #[derive(clap::Subcommand)]
 pub enum Action {
-    /// List approvals, newest first.
-    List {
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// Only this state: pending, approved, denied, expired or consumed.
-        #[arg(long)]
-        state: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
+    /// List approvals, newest first; --state is one of pending, approved, denied, expired or consumed.
+    List(Listing),
     /// Show one approval: the exact call it is for, and its state.
-    Show {
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
+    Show(One),
     /// Approve one exact pending call; the agent's re-issue then runs once.
     Approve(Decide),
     /// Deny one exact pending call; that proposal stays denied.
     Deny(Decide),
+}
+
+/// `--config FILE [--state S] [--json]`: a list from the ledger.
+#[derive(clap::Args)]
+pub struct Listing {
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
+    /// Only this state.
+    #[arg(long)]
+    pub state: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--config FILE ID [--json]`: one record of the ledger.
+#[derive(clap::Args)]
+pub struct One {
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
+    pub id: String,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -61,7 +69,7 @@ pub async fn open(config: &std::path::Path) -> anyhow::Result<(Config, std::sync
 
 pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
-        Action::List { config, state, json } => {
+        Action::List(Listing { config, state, json }) => {
             let (_, store) = open(&config).await?;
             let state = match state.as_deref() {
                 None => None,
@@ -81,7 +89,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Action::Show { config, id, json } => {
+        Action::Show(One { config, id, json }) => {
             let (_, store) = open(&config).await?;
             let approval = store.approval(&id).await?.ok_or_else(|| toolgate_ledger::LedgerError::NotFound(id.clone()))?;
             print(&approval, json)

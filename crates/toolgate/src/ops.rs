@@ -10,36 +10,16 @@ use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_core::{Clock as _, SystemClock};
 use toolgate_ledger::Resolution;
 
-use crate::approvals::{check_approver, open};
+use crate::approvals::{Listing, One, check_approver, open};
 
 #[derive(clap::Subcommand)]
 pub enum Action {
-    /// List operations, newest first.
-    List {
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// Only this state: reserved, dispatched, completed, tool_error, unknown, reconciled_applied or reconciled_not_applied.
-        #[arg(long)]
-        state: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show one operation: its key, payload hash, state and recorded outcome.
-    Show {
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
+    /// List operations, newest first; --state is one of reserved, dispatched, completed, tool_error, unknown, reconciled_applied or reconciled_not_applied.
+    List(Listing),
+    /// Show one operation: its key, proposal hash, state and recorded outcome.
+    Show(One),
     /// Settle an unknown operation by asking the write's configured read tool whether its effect exists.
-    Reconcile {
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
+    Reconcile(One),
     /// Settle an unknown operation by hand: it took effect (--applied) or it did not (--not-applied; the same key may then run again).
     Resolve {
         #[arg(long, value_name = "FILE")]
@@ -67,7 +47,7 @@ fn parse_state(s: &str) -> anyhow::Result<OperationState> {
 
 pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
-        Action::List { config, state, json } => {
+        Action::List(Listing { config, state, json }) => {
             let state = state.as_deref().map(parse_state).transpose()?;
             let (_, ledger) = open(&config).await?;
             let all = ledger.operations(state, SystemClock.now_ms()).await?;
@@ -84,12 +64,12 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Action::Show { config, id, json } => {
+        Action::Show(One { config, id, json }) => {
             let (_, ledger) = open(&config).await?;
             let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
             print(&op, json)
         }
-        Action::Reconcile { config, id, json } => {
+        Action::Reconcile(One { config, id, json }) => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
             let (mut config, ledger) = open(&config).await?;
             let unknown = ledger.operations(Some(OperationState::Unknown), SystemClock.now_ms()).await?;

@@ -26,7 +26,7 @@ use toolgate_ledger::LedgerError;
 use super::edge::{Approver, plain};
 use crate::gateway::Gateway;
 
-pub fn routes() -> axum::Router<Arc<Gateway>> {
+pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
         .route("/admin/approvals", axum::routing::get(list))
         .route("/admin/approvals/{id}", axum::routing::get(show))

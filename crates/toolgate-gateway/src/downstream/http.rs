@@ -17,12 +17,12 @@ use super::{Inbound, Peer, Reply, handle};
 use crate::gateway::Gateway;
 use crate::wire::{Era, RpcError, code};
 
-pub fn router(gw: Arc<Gateway>) -> axum::Router {
+pub(crate) fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
     axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).with_state(gw)
 }
 
-/// Binds `addr` and serves until `shutdown` resolves.
+/// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.
 pub async fn serve(
     gw: Arc<Gateway>,
     listener: tokio::net::TcpListener,

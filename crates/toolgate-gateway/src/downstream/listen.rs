@@ -14,11 +14,11 @@ use tokio::sync::watch;
 use crate::gateway::Gateway;
 use crate::wire::{self, Id};
 
-pub const LIST_CHANGED: &str = "notifications/tools/list_changed";
+pub(crate) const LIST_CHANGED: &str = "notifications/tools/list_changed";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Resolves when any upstream's listing changes; `false` when shutdown begins.
-pub async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gateway) -> bool {
+pub(crate) async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gateway) -> bool {
     let cancel = gw.draining();
     if receivers.is_empty() {
         cancel.cancelled().await;
@@ -31,14 +31,14 @@ pub async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gateway) -
     }
 }
 
-pub fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
+pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
     gw.catalogs.upstreams().iter().map(|u| u.changes()).collect()
 }
 
 /// The SSE body of a `subscriptions/listen` request: the acknowledgement,
 /// then one notification per change, then (when the gateway stops) the
 /// request's final result.
-pub fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStream<'static, Result<String, Infallible>> {
+pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStream<'static, Result<String, Infallible>> {
     let wants_tools = params["notifications"]["toolsListChanged"] == json!(true);
     let accepted = if wants_tools { json!({"toolsListChanged": true}) } else { json!({}) };
     let meta = json!({SUBSCRIPTION_ID: id});

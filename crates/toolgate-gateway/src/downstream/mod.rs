@@ -2,10 +2,10 @@
 //! transports (Streamable HTTP, stdio) parse and admit a message their own
 //! way, then hand it here.
 
-pub mod admin;
-pub mod edge;
+pub(crate) mod admin;
+pub(crate) mod edge;
 pub mod http;
-pub mod listen;
+pub(crate) mod listen;
 pub mod stdio;
 
 use serde_json::value::{RawValue, to_raw_value};
@@ -26,13 +26,13 @@ use crate::upstream::ProgressRelay;
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 
 /// One request or notification, already parsed strictly.
-pub struct Inbound {
-    pub id: Option<Id>,
-    pub method: String,
-    pub params: Value,
+pub(crate) struct Inbound {
+    pub(crate) id: Option<Id>,
+    pub(crate) method: String,
+    pub(crate) params: Value,
 }
 
-pub enum Reply {
+pub(crate) enum Reply {
     /// A JSON-RPC response body.
     Json(String),
     /// A JSON-RPC error for a method this gateway does not serve (HTTP 404).
@@ -45,7 +45,7 @@ pub enum Reply {
 }
 
 /// Reads a JSON-RPC message out of a strictly parsed value.
-pub fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
+pub(crate) fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
     let Value::Object(mut map) = message else {
         return Err((None, RpcError::new(code::INVALID_REQUEST, "expected one JSON-RPC message object (batches are not supported)")));
     };
@@ -69,7 +69,7 @@ pub fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
 /// 2026-07-28 requests carry their context in `_meta` (the protocol version
 /// and the client's capabilities; `clientInfo` is optional); notifications
 /// and legacy requests do not.
-pub fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
+pub(crate) fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
     let meta = params.get("_meta");
     let missing: Vec<&str> = [wire::META_PROTOCOL_VERSION, wire::META_CLIENT_CAPABILITIES]
         .into_iter()
@@ -86,7 +86,7 @@ pub fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
     Ok(())
 }
 
-pub fn unsupported_version(requested: &str) -> RpcError {
+pub(crate) fn unsupported_version(requested: &str) -> RpcError {
     RpcError::new(code::UNSUPPORTED_PROTOCOL_VERSION, format!("protocol version `{requested}` is not supported"))
         .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested}))
 }
@@ -99,10 +99,10 @@ const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named
 
 /// Where a request came from, for its span.
 #[derive(Debug, Clone)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// `network.transport`: `tcp` (Streamable HTTP) or `pipe` (stdio).
-    pub transport: &'static str,
-    pub address: Option<String>,
+    pub(crate) transport: &'static str,
+    pub(crate) address: Option<String>,
 }
 
 /// The SERVER span of one request, a child of the trace it carries. Field
@@ -128,7 +128,7 @@ fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span 
 
 /// `notify` carries messages to the client before the answer (progress), when
 /// the transport can: stdio always, HTTP when the answer is an SSE stream.
-pub async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, peer: &Peer, notify: Option<UnboundedSender<String>>) -> Reply {
+pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, peer: &Peer, notify: Option<UnboundedSender<String>>) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer.
         return Reply::Accepted;
@@ -233,7 +233,7 @@ fn value_object(v: Value) -> RawObject {
 }
 
 /// The client's `_meta.progressToken`, when it asked for progress.
-pub fn progress_token(params: &Value) -> Option<Value> {
+pub(crate) fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
 }
 

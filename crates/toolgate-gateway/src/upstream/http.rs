@@ -15,15 +15,16 @@ use super::UpstreamError;
 use crate::wire::{self, Id, Message};
 
 const MAX_BODY: usize = 16 << 20;
-pub const SESSION_HEADER: &str = "mcp-session-id";
+const SESSION_HEADER: &str = "mcp-session-id";
 
-pub struct HttpChannel {
+pub(crate) struct HttpChannel {
     client: reqwest::Client,
     /// Parsed once: parsing (IDNA included) on every call showed in profiles.
     url: reqwest::Url,
     headers: HeaderMap,
     next_id: AtomicI64,
-    /// Legacy era only: the session the server issued at `initialize`.
+    /// The `Mcp-Session-Id` the server last issued (a legacy server's, at
+    /// `initialize`), sent back on every later request whatever the era.
     session: Mutex<Option<String>>,
     /// The revision in force, sent as `MCP-Protocol-Version` once agreed.
     protocol_version: Mutex<Option<String>>,
@@ -32,7 +33,7 @@ pub struct HttpChannel {
 }
 
 impl HttpChannel {
-    pub fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -56,12 +57,12 @@ impl HttpChannel {
         })
     }
 
-    pub fn set_protocol_version(&self, version: &str) {
+    pub(crate) fn set_protocol_version(&self, version: &str) {
         *self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
     }
 
     /// Sends a request; `modern` adds the 2026-07-28 routing headers.
-    pub async fn request(&self, method: &str, params: &Value, modern: bool, extra: &[(String, String)]) -> Result<Message, UpstreamError> {
+    pub(crate) async fn request(&self, method: &str, params: &Value, modern: bool, extra: &[(String, String)]) -> Result<Message, UpstreamError> {
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let body = wire::request(&id, method, params);
         let response = self.post(method, params, body, modern, extra).await?;
@@ -88,7 +89,7 @@ impl HttpChannel {
         }
     }
 
-    pub async fn notify(&self, method: &str, params: &Value, modern: bool) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(&self, method: &str, params: &Value, modern: bool) -> Result<(), UpstreamError> {
         let response = self.post(method, params, wire::notification(method, params), modern, &[]).await?;
         if response.status().is_success() {
             Ok(())

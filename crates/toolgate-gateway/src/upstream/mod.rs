@@ -3,12 +3,12 @@
 //! on ttl or on `notifications/tools/list_changed`, and restarts a dead stdio
 //! child with backoff. While an upstream is down its tools leave the list.
 
-pub mod http;
-pub mod session;
-pub mod stdio;
+pub(crate) mod http;
+pub(crate) mod session;
+pub(crate) mod stdio;
 
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -18,19 +18,27 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ServerConfig, Transport};
 use crate::wire::RpcError;
 pub use crate::wire::Era;
-pub use session::Session;
+pub(crate) use session::Session;
 
+/// Why a request to an upstream failed, and so whether a call may have run:
+/// not after `Unavailable` or `Rejected`; unknown after `Timeout`, `Lost`
+/// or `Protocol`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
+    /// Not connected, or nothing there to take the request: not run.
     #[error("upstream unavailable: {0}")]
     Unavailable(String),
+    /// No answer before the deadline; the call may have run.
     #[error("the upstream did not answer before the deadline")]
     Timeout,
     /// The request was sent; the connection broke before the answer.
     #[error("the upstream connection was lost during the call: {0}")]
     Lost(String),
+    /// The upstream answered with a JSON-RPC error.
     #[error("{0}")]
     Rpc(RpcError),
+    /// The answer broke the protocol (not JSON-RPC, too large, …); the call
+    /// may have run.
     #[error("upstream protocol error: {0}")]
     Protocol(String),
     /// The server refused the request at the HTTP level (4xx): not run.
@@ -42,31 +50,31 @@ pub enum UpstreamError {
 /// JSON-RPC messages back to that client.
 #[derive(Clone)]
 pub struct ProgressRelay {
-    pub client_token: Value,
-    pub out: tokio::sync::mpsc::UnboundedSender<String>,
+    pub(crate) client_token: Value,
+    pub(crate) out: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// What a call carries besides its arguments.
 #[derive(Clone, Default)]
 pub struct CallOptions {
     /// Progress wanted by the client, and where it goes.
-    pub progress: Option<ProgressRelay>,
+    pub(crate) progress: Option<ProgressRelay>,
     /// `Mcp-Param-*` headers the tool's schema asks for (HTTP upstreams).
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// A re-issued call's answers to the upstream's `input_required`
     /// (`inputResponses`, `requestState`), passed on unchanged.
-    pub input: serde_json::Map<String, Value>,
+    pub(crate) input: serde_json::Map<String, Value>,
     /// The client's own capabilities: on 2026-07-28 the client, not the
     /// gateway, fulfils an upstream's input requests.
-    pub client_capabilities: Option<Value>,
+    pub(crate) client_capabilities: Option<Value>,
     /// Trace context for the upstream's `_meta` (`traceparent`, …).
-    pub meta: std::collections::BTreeMap<String, String>,
+    pub(crate) meta: std::collections::BTreeMap<String, String>,
 }
 
 /// An upstream's `notifications/progress` routes, by the progress token
 /// toolgate gave each call (never the client's own: two clients may pick the
 /// same one).
-pub type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressRelay>>>;
+pub(crate) type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressRelay>>>;
 
 /// Passes an upstream progress notification on to its call's client, under
 /// the client's token. Called by the reader before it delivers the call's
@@ -87,17 +95,24 @@ pub(crate) fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>)
 /// One tool as the upstream declared it.
 #[derive(Debug)]
 pub struct UpstreamTool {
+    /// Its name on the upstream.
     pub name: String,
     /// The definition byte for byte, for forwarding.
     pub raw: Box<RawValue>,
+    /// The same definition, parsed.
     pub definition: Value,
 }
 
+/// An upstream's tools as last listed, and the protocol of the session
+/// that listed them.
 #[derive(Debug)]
 pub struct Listing {
+    /// The tools, in the upstream's order.
     pub tools: Vec<Arc<UpstreamTool>>,
-    pub listed_at: Instant,
+
+    /// The era the session agreed on.
     pub era: Era,
+    /// The protocol revision in force: 2026-07-28, or what `initialize` agreed.
     pub protocol_version: String,
 }
 
@@ -108,9 +123,11 @@ struct State {
     down: Option<String>,
 }
 
+/// One configured upstream server and the supervisor of its connection.
 pub struct Upstream {
+    /// Its `[servers]` name.
     pub name: String,
-    pub trusted: bool,
+    pub(crate) trusted: bool,
     transport: Transport,
     timeout: Duration,
     ttl: Duration,
@@ -139,6 +156,9 @@ const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 impl Upstream {
+    /// An upstream for `config`, not yet connected (`start` connects it):
+    /// `timeout` bounds every request, `ttl` how long a listing stands, and
+    /// `client_version` is what toolgate reports as its own version.
     pub fn new(name: &str, config: &ServerConfig, timeout: Duration, ttl: Duration, client_version: &str) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_string(),
@@ -167,6 +187,7 @@ impl Upstream {
         });
     }
 
+    /// The current listing; `None` while the upstream is down or connecting.
     pub fn listing(&self) -> Option<Arc<Listing>> {
         self.read().listing.clone()
     }
@@ -176,12 +197,12 @@ impl Upstream {
         self.read().down.clone()
     }
 
-    pub fn changes(&self) -> watch::Receiver<u64> {
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }
 
     /// Bumped whenever the listing changes; cheap enough for every call.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         *self.generation.borrow()
     }
 
@@ -297,7 +318,7 @@ impl Upstream {
                 None => tracing::warn!(server = %self.name, "a tool without a name was ignored"),
             }
         }
-        Ok(Listing { tools, listed_at: Instant::now(), era: session.era, protocol_version: session.protocol_version.clone() })
+        Ok(Listing { tools, era: session.era, protocol_version: session.protocol_version.clone() })
     }
 
     async fn supervise(self: &Arc<Self>) {

@@ -19,13 +19,13 @@ use crate::wire::{self, Era, LEGACY, MODERN, Message};
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_LIST_PAGES: usize = 100;
 
-pub enum Channel {
+pub(crate) enum Channel {
     Stdio(StdioChannel),
     Http(HttpChannel),
 }
 
 impl Channel {
-    pub fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
+    pub(crate) fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
         Ok(match transport {
             Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events, progress)?),
             Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events, progress)?),
@@ -48,7 +48,7 @@ impl Channel {
 
     /// For stdio: flips to false when the process exits. HTTP has no
     /// standing connection to lose.
-    pub fn closed(&self) -> Option<watch::Receiver<bool>> {
+    pub(crate) fn closed(&self) -> Option<watch::Receiver<bool>> {
         match self {
             Channel::Stdio(c) => Some(c.closed()),
             Channel::Http(_) => None,
@@ -56,12 +56,12 @@ impl Channel {
     }
 }
 
-pub struct Session {
+pub(crate) struct Session {
     channel: Channel,
-    pub era: Era,
-    pub protocol_version: String,
+    pub(crate) era: Era,
+    pub(crate) protocol_version: String,
     /// The server's self-description (name, version, title), as it sent it.
-    pub server_info: Value,
+
     meta: Value,
 }
 
@@ -74,7 +74,7 @@ fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
 }
 
 impl Session {
-    pub async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
+    pub(crate) async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
         let meta = wire::modern_meta("toolgate", client_version);
         let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern), &[])).await;
         if let Ok(Ok(message)) = discover {
@@ -85,16 +85,15 @@ impl Session {
                     if let Channel::Http(c) = &channel {
                         c.set_protocol_version(MODERN);
                     }
-                    let server_info = result["_meta"][wire::META_SERVER_INFO].clone();
-                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), server_info, meta });
+                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), meta });
                 }
             }
         } else if let Ok(Err(e @ UpstreamError::Unavailable(_))) = discover {
             // Nothing answered at all (no process, no listener): no point in a handshake.
             return Err(e);
         }
-        // Anything else — an error, an HTTP refusal, silence — is a legacy server.
-        // A legacy server: the handshake.
+        // Anything else — an error, an HTTP refusal, silence — is a legacy
+        // server: the handshake.
         let params = json!({
             "protocolVersion": LEGACY,
             "capabilities": {},
@@ -110,10 +109,10 @@ impl Session {
             c.set_protocol_version(&version);
         }
         channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
-        Ok(Session { channel, era: Era::Legacy, protocol_version: version, server_info: result["serverInfo"].clone(), meta })
+        Ok(Session { channel, era: Era::Legacy, protocol_version: version, meta })
     }
 
-    pub fn closed(&self) -> Option<watch::Receiver<bool>> {
+    pub(crate) fn closed(&self) -> Option<watch::Receiver<bool>> {
         self.channel.closed()
     }
 
@@ -130,17 +129,17 @@ impl Session {
         params
     }
 
-    pub async fn request(&self, method: &str, params: Value) -> Result<Box<RawValue>, UpstreamError> {
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Box<RawValue>, UpstreamError> {
         self.request_with_headers(method, params, &[]).await
     }
 
     /// A request with extra HTTP headers (ignored on stdio).
-    pub async fn request_with_headers(&self, method: &str, params: Value, headers: &[(String, String)]) -> Result<Box<RawValue>, UpstreamError> {
+    pub(crate) async fn request_with_headers(&self, method: &str, params: Value, headers: &[(String, String)]) -> Result<Box<RawValue>, UpstreamError> {
         into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
     }
 
     /// Every tool definition, all pages, each kept verbatim.
-    pub async fn list_tools(&self) -> Result<Vec<Box<RawValue>>, UpstreamError> {
+    pub(crate) async fn list_tools(&self) -> Result<Vec<Box<RawValue>>, UpstreamError> {
         #[derive(serde::Deserialize)]
         struct Page {
             tools: Vec<Box<RawValue>>,

@@ -22,7 +22,7 @@ const MAX_LINE: usize = 16 << 20;
 
 type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Message>>>>;
 
-pub struct StdioChannel {
+pub(crate) struct StdioChannel {
     /// Lines for the writer task, which owns the child's stdin.
     outbox: mpsc::UnboundedSender<String>,
     pending: Pending,
@@ -32,7 +32,7 @@ pub struct StdioChannel {
 }
 
 impl StdioChannel {
-    pub fn spawn(
+    pub(crate) fn spawn(
         server: &str,
         command: &str,
         args: &[String],
@@ -100,16 +100,16 @@ impl StdioChannel {
         Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, _child: Mutex::new(child) })
     }
 
-    /// Resolves when the child has exited (its stdout closed).
-    pub fn closed(&self) -> watch::Receiver<bool> {
+    /// Whether the child is alive: flips to `false` once it exits (its stdout closed).
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
         self.alive.clone()
     }
 
-    pub fn is_alive(&self) -> bool {
+    fn is_alive(&self) -> bool {
         *self.alive.borrow()
     }
 
-    pub async fn request(&self, method: &str, params: &Value) -> Result<Message, UpstreamError> {
+    pub(crate) async fn request(&self, method: &str, params: &Value) -> Result<Message, UpstreamError> {
         if !self.is_alive() {
             return Err(UpstreamError::Unavailable("the upstream process has exited".into()));
         }
@@ -124,7 +124,7 @@ impl StdioChannel {
         rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))
     }
 
-    pub async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
         self.send_line(&wire::notification(method, params)).await
     }
 
