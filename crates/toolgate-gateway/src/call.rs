@@ -1,10 +1,12 @@
 //! The values one `tools/call` carries from stage to stage: what arrived
-//! (`CallRequest`), how a stage ends it early (`Stop`), what the caller gets
-//! (`Answer`), and the conclusions that later stages read — approve's `Gate`
-//! and reserve's `Held`. Stages import these, never each other.
+//! (`CallRequest`), split by admit into the call's `Context` and the `Call`;
+//! how a stage ends it early (`Stop`); what the caller gets (`Answer`); and
+//! the conclusions that later stages read — approve's `Gate` and reserve's
+//! `Held`. Stages import these, never each other.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -15,7 +17,9 @@ use toolgate_core::{Caller, Refusal};
 use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
 
-/// A `tools/call` as it arrived.
+/// A `tools/call` as it arrived from either edge; admit splits it into the
+/// call's `Context` and the `Call` itself.
+#[derive(Clone)]
 pub struct CallRequest {
     /// Who is calling, from the request's credentials.
     pub caller: Arc<Caller>,
@@ -37,6 +41,40 @@ pub struct CallRequest {
     pub operation_key: Option<Value>,
     /// The client's declared capabilities (2026-07-28 `_meta`), to ask only
     /// for input it can give.
+    pub client_capabilities: Option<Value>,
+}
+
+/// The call's context: who calls, in which era, under which trace, since
+/// when. One value, built once by admit (`admit::context`) and read by every
+/// stage that needs it.
+pub struct Context {
+    /// Who is calling, from the request's credentials.
+    pub caller: Arc<Caller>,
+    /// Which MCP era the request speaks.
+    pub era: Era,
+    /// The trace context the request carried in `_meta`.
+    pub trace: BTreeMap<String, String>,
+    /// The JSON-RPC id of the request.
+    pub request_id: Option<Id>,
+    /// The instant the call began, on the one clock (ms since the epoch).
+    pub began_ms: i64,
+    /// The same instant, monotonic: how long the call took is measured from it.
+    pub started: Instant,
+}
+
+/// What the call asks for: the tool, its arguments, and what came with them.
+pub struct Call {
+    /// The exposed tool name (`SERVER__TOOL`).
+    pub name: String,
+    /// The arguments as sent (an object).
+    pub arguments: Value,
+    /// Set when the client asked for progress and the transport can carry it.
+    pub progress: Option<ProgressRelay>,
+    /// `inputResponses` / `requestState` of a re-issued call (MRTR).
+    pub input: Map<String, Value>,
+    /// `_meta["io.toolgate/operationKey"]`, as sent.
+    pub operation_key: Option<Value>,
+    /// The client's declared capabilities, to ask only for input it can give.
     pub client_capabilities: Option<Value>,
 }
 

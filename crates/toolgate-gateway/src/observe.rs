@@ -7,7 +7,7 @@ use opentelemetry::KeyValue;
 use serde_json::Value;
 use toolgate_core::{Decision, Proposal, Verdict};
 
-use crate::call::{Answer, CallRequest};
+use crate::call::{Answer, Context};
 use crate::catalog::ExposedTool;
 use crate::telemetry::{INSTRUMENTS, Redactor, TARGET, metrics_on};
 
@@ -30,7 +30,7 @@ impl<'a> Observer<'a> {
         tracing::info_span!(target: TARGET, "toolgate.stage", otel.name = name, toolgate.stage = name)
     }
 
-    pub(crate) fn resolved(&self, call: &CallRequest, tool: &ExposedTool) {
+    pub(crate) fn resolved(&self, cx: &Context, tool: &ExposedTool) {
         let s = &self.server;
         s.record("gen_ai.operation.name", "execute_tool");
         s.record("gen_ai.tool.type", "function");
@@ -39,7 +39,7 @@ impl<'a> Observer<'a> {
         if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
             s.record("gen_ai.tool.description", d);
         }
-        if let (Some(id), false) = (&call.request_id, s.is_disabled()) {
+        if let (Some(id), false) = (&cx.request_id, s.is_disabled()) {
             s.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
         }
         s.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));

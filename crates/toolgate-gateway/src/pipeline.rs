@@ -19,8 +19,6 @@
 //! and hands it to the ledger call that commits it, so every commit point
 //! is visible here; and it tells the telemetry `Observer` what happened.
 
-use std::time::Instant;
-
 use serde_json::value::RawValue;
 use toolgate_core::Proposal;
 use toolgate_core::operation::Operation;
@@ -29,7 +27,7 @@ use toolgate_ledger::NewApproval;
 use tracing::Instrument as _;
 
 pub use crate::call::{Answer, CallRequest, Stop};
-use crate::call::Held;
+use crate::call::{Call, Context, Held};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
@@ -39,15 +37,16 @@ use crate::stages::reserve::{Claimed, Operations};
 use crate::stages::{admit, approve, check, decide, dispatch, reserve, resolve, validate};
 
 /// Runs one call through the stages and records it.
-pub async fn call_tool(gw: &Gateway, call: CallRequest) -> Answer {
-    let started = Instant::now();
+pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
+    // 1. admit, first: the call's context, built once (who, era, trace, when).
+    let (cx, call) = admit::context(request, gw.clock.as_ref());
     // One policy for the whole call, even if it is reloaded meanwhile.
     let policy = gw.policy();
     let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
-    let mut findings = Findings::new(&call);
-    let answer = run(gw, &policy, &rec, &call, &mut findings).await;
+    let mut findings = Findings::new(&cx, &call);
+    let answer = run(gw, &policy, &rec, &cx, &call, &mut findings).await;
     // 9. record: for every answer, the receipts not yet committed and the log line.
-    record::record(&rec, &findings, answer, started.elapsed()).await
+    record::record(&rec, &findings, answer, cx.started.elapsed()).await
 }
 
 /// Ends the call with `$stop` unless `$step` is `Ok`.
@@ -60,35 +59,35 @@ macro_rules! step {
     };
 }
 
-async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &CallRequest, f: &mut Findings) -> Answer {
+async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Context, call: &Call, f: &mut Findings) -> Answer {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
-    // 1. admit
+    // 1. admit: the call's own limits
     step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)));
     // 2. resolve
     let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, &call.name)));
     f.resolved(&tool);
     gw.log.remember_definition(&tool).await;
-    obs.resolved(call, &tool);
+    obs.resolved(cx, &tool);
     // 3. validate
     let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)));
-    f.validated(gw.log.salt(), gw.config.receipts.capture_values, call, &tool, &proposal);
+    f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
     obs.validated(&proposal);
     // 4. decide, on the state of the approval the call presents (if any)
     let approvals = approvals(gw, policy);
     let span = obs.stage("decide");
-    let standing = approve::standing(&approvals, call, &tool, &proposal).instrument(span.clone()).await;
-    let decision = span.in_scope(|| decide::decide(policy, &call.caller, &tool, &proposal, standing.state));
+    let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
+    let decision = span.in_scope(|| decide::decide(policy, &cx.caller, &tool, &proposal, standing.state));
     obs.decided(&tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
     // 5. approve: deny refuses; require_approval waits for a named human
     let span = obs.stage("approve");
-    let gate = match step!(approve::approve(&approvals, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
+    let gate = match step!(approve::approve(&approvals, cx, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
         Gated::Run(gate) => gate,
         Gated::Wait { id, answer } => {
             (f.approval_id, f.input_required) = (Some(id), true);
             return Answer::Result(answer);
         }
-        Gated::Open(new) => return open(rec, &approvals, call, &tool, &proposal, new, f).instrument(span).await,
+        Gated::Open(new) => return open(rec, &approvals, cx, call, &tool, &proposal, new, f).instrument(span).await,
     };
     f.approval_id = gate.approval_id().map(str::to_string);
     gate.approval_id().inspect(|id| obs.approval(id));
@@ -96,7 +95,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
     // the recorded outcome, a conflict, or "in progress" / "unknown"
     let operations = operations(gw, &tool.server);
     let span = obs.stage("reserve");
-    let held = match step!(reserve::claim(&operations, call, &tool, &proposal, &gate).instrument(span.clone()).await) {
+    let held = match step!(reserve::claim(&operations, cx, call, &tool, &proposal, &gate).instrument(span.clone()).await) {
         Claimed::Read => Held::Read,
         Claimed::Recorded(held) => {
             f.operation_ref = held.operation().map(reserve::reference);
@@ -121,9 +120,9 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
     f.dispatched = matches!(held, Held::Read | Held::Mine(_));
     let upstream = gw.catalogs.upstream(&tool.server).map(|u| u.as_ref());
     let raw = match held {
-        Held::Read => step!(dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await),
+        Held::Read => step!(dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch")).await),
         Held::Mine(op) => {
-            let outcome = dispatch::dispatch(upstream, &tool, &proposal, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
+            let outcome = dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
             step!(finish(rec, &operations, &tool, &proposal, op, outcome, f).await)
         }
         Held::Replay { op, raw, checked: true } => reserve::annotate(raw, &op, true),
@@ -142,10 +141,10 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, call: &Cal
 
 /// approve, when the call must wait: opens the approval, with the receipt
 /// of the decision to wait in the same transaction, and answers that it waits.
-async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Answer {
+async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Answer {
     f.approval_id = Some(new.id.clone());
     let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
-    let waiting = step!(approve::open(a, call, tool, proposal, new, receipt).await);
+    let waiting = step!(approve::open(a, cx, call, tool, proposal, new, receipt).await);
     f.input_required = true;
     rec.committed(f, 1);
     Answer::Result(waiting)

@@ -10,7 +10,7 @@ use toolgate_core::approval::{self, Approval, ApprovalState, Binding, Claim, Ste
 use toolgate_core::{Action, Clock, Decision, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Draft, Ledger, LedgerError, NewApproval};
 
-use crate::call::{Answer, CallRequest, Gate, Stop};
+use crate::call::{Answer, Call, Context, Gate, Stop};
 use crate::catalog::ExposedTool;
 use crate::seal::Sealer;
 use crate::wire::{Era, RawObject};
@@ -41,10 +41,10 @@ pub(crate) struct Standing {
 }
 
 /// Most calls present nothing: no binding is built and the store is not read.
-pub(crate) async fn standing(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Standing {
+pub(crate) async fn standing(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal) -> Standing {
     let presented = presented(a.sealer, call);
     let state = match &presented {
-        Presented::Ours(claim) => state_of(a, claim, &binding(a, call, tool, proposal)).await,
+        Presented::Ours(claim) => state_of(a, claim, &binding(a, cx, tool, proposal)).await,
         _ => None,
     };
     Standing { presented, state }
@@ -60,7 +60,7 @@ pub(crate) enum Presented {
     Foreign,
 }
 
-fn presented(sealer: &Sealer, call: &CallRequest) -> Presented {
+fn presented(sealer: &Sealer, call: &Call) -> Presented {
     match call.input.get("requestState") {
         None | Some(Value::Null) => Presented::None,
         Some(Value::String(s)) => sealer.open(s).map_or(Presented::Foreign, Presented::Ours),
@@ -69,10 +69,10 @@ fn presented(sealer: &Sealer, call: &CallRequest) -> Presented {
 }
 
 /// What an approval of this exact call is bound to.
-fn binding(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) -> Binding {
+fn binding(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Proposal) -> Binding {
     Binding {
-        tenant: call.caller.tenant.clone(),
-        caller: call.caller.name.clone(),
+        tenant: cx.caller.tenant.clone(),
+        caller: cx.caller.name.clone(),
         server: tool.server.clone(),
         tool: tool.tool.name.clone(),
         proposal_sha256: proposal.sha256.clone(),
@@ -103,7 +103,7 @@ pub(crate) enum Gated {
     Wait { id: String, answer: RawObject },
 }
 
-pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
+pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
@@ -115,7 +115,7 @@ pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &Expose
             // (a policy may permit approved calls): running it uses it up, once.
             if let (Presented::Ours(claim), Some(ApprovalState::Approved)) = (&presented, approval_state) {
                 let input = upstream_input(&call.input, &presented);
-                return use_approval(a, tool, proposal, claim.approval_id.clone(), binding(a, call, tool, proposal), input).await.map(Gated::Run);
+                return use_approval(a, tool, proposal, claim.approval_id.clone(), binding(a, cx, tool, proposal), input).await.map(Gated::Run);
             }
             // A state of ours has no business upstream: unwrap or drop it.
             return Ok(Gated::Run(Gate { approval: None, input: upstream_input(&call.input, &presented), used: false }));
@@ -123,7 +123,7 @@ pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &Expose
         Verdict::RequireApproval => {}
     }
     let refuse = |reason: Reason, approval: Option<&str>| refused(reason, tool, proposal, approval);
-    let binding = binding(a, call, tool, proposal);
+    let binding = binding(a, cx, tool, proposal);
     let claim = match &presented {
         Presented::Foreign => return Err(refuse(Reason::RequestStateInvalid, None)),
         Presented::Ours(claim) => Some(claim.clone()),
@@ -144,7 +144,7 @@ pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &Expose
         }
         Step::Wait(_) => {
             let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
-            Ok(Gated::Wait { id: pending.id.clone(), answer: input_required(a, call, tool, pending) })
+            Ok(Gated::Wait { id: pending.id.clone(), answer: input_required(a, cx, call, tool, pending) })
         }
         Step::Consume(id) => use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await.map(Gated::Run),
         Step::Continue(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false })),
@@ -161,11 +161,11 @@ pub(crate) async fn approve(a: &Approvals<'_>, call: &CallRequest, tool: &Expose
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction) and answers that the call waits for it.
-pub(crate) async fn open(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
+pub(crate) async fn open(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
-    Ok(input_required(a, call, tool, &opened))
+    Ok(input_required(a, cx, call, tool, &opened))
 }
 
 /// Uses approval `id` for this one dispatch; exactly one of any number of
@@ -229,7 +229,7 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
 /// `input_required` for a call waiting on `approval` (2026-07-28); a legacy
 /// client cannot take another round, so it gets an `escalate` refusal that
 /// names the approval, and re-issues the same call once it is approved.
-fn input_required(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, approval: &Approval) -> RawObject {
+fn input_required(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, approval: &Approval) -> RawObject {
     let state = approval.state_at(a.clock.now_ms()).as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} is {state}; an approver decides it with `toolgate approvals approve {}` \
@@ -237,7 +237,7 @@ fn input_required(a: &Approvals<'_>, call: &CallRequest, tool: &ExposedTool, app
         tool.exposed_name, approval.reason, approval.id, approval.id
     );
     let mut out = RawObject::new();
-    if call.era == Era::Legacy {
+    if cx.era == Era::Legacy {
         let refusal = Refusal::new(Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate, message)
             .with_proposal(&approval.binding.proposal_sha256)
             .with_approval(&approval.id);
@@ -292,7 +292,8 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused};
+    use crate::call::CallRequest;
+    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split};
     use toolgate_core::decision::decide_by_class;
 
     const TTL_MS: i64 = 60_000;
@@ -325,14 +326,15 @@ mod tests {
 
     /// The approve stage as the pipeline runs it: the call's standing, then the gate.
     async fn gated(s: &Store, c: &CallRequest, decision: &Decision) -> Result<Gated, Stop> {
-        let a = approvals(s);
-        let standing = standing(&a, c, &order_tool(), &proposal(c)).await;
-        approve(&a, c, &order_tool(), &proposal(c), decision, standing).await
+        let (a, (cx, call)) = (approvals(s), split(c));
+        let standing = standing(&a, &cx, &call, &order_tool(), &proposal(c)).await;
+        approve(&a, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
     }
 
     /// What policy would see as `context.approval` for `c`.
     async fn seen_by_policy(s: &Store, c: &CallRequest) -> Option<ApprovalState> {
-        standing(&approvals(s), c, &order_tool(), &proposal(c)).await.state
+        let (cx, call) = split(c);
+        standing(&approvals(s), &cx, &call, &order_tool(), &proposal(c)).await.state
     }
 
     fn run(gated: Gated) -> Gate {
@@ -363,7 +365,8 @@ mod tests {
     async fn open_for(s: &Store, c: &CallRequest) -> (String, RawObject) {
         let new = opened(passed(gated(s, c, &needs_approval()).await));
         let id = new.id.clone();
-        (id, passed(open(&approvals(s), c, &order_tool(), &proposal(c), new, s.draft()).await))
+        let (cx, call) = split(c);
+        (id, passed(open(&approvals(s), &cx, &call, &order_tool(), &proposal(c), new, s.draft()).await))
     }
 
     /// An order of 2 units waiting for approval: its id and sealed requestState.
@@ -419,7 +422,8 @@ mod tests {
         assert_eq!(new.reason, "parts__raise_parts_order requires approval (registry)");
         // Nothing is stored until `open` commits it, with its receipt.
         assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
-        let waiting = passed(open(&approvals(&s), &c, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
+        let (cx, call) = split(&c);
+        let waiting = passed(open(&approvals(&s), &cx, &call, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
         assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
         assert_eq!(field(&waiting, "resultType"), "input_required");
         let meta = &field(&waiting, "_meta")[APPROVAL_META];

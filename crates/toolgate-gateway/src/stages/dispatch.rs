@@ -6,14 +6,14 @@ use serde_json::value::RawValue;
 use tracing::Instrument as _;
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
-use crate::call::{CallRequest, Stop};
+use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
 use crate::param_headers;
 use crate::upstream::{CallOptions, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
-pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, call: &CallRequest, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
+pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, cx: &Context, call: &Call, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = upstream else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
@@ -36,7 +36,7 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         headers,
         input,
         client_capabilities: call.client_capabilities.clone(),
-        meta: crate::telemetry::outgoing(&span, &call.trace),
+        meta: crate::telemetry::outgoing(&span, &cx.trace),
     };
     let started = std::time::Instant::now();
     let outcome = upstream.call_tool(&tool.tool.name, &proposal.arguments, options).instrument(span.clone()).await;
@@ -107,7 +107,8 @@ mod tests {
 
     use super::*;
     use crate::wire::code;
-    use crate::stages::testing::{Live, Reply, call, find_definition, find_tool, order_definition, order_tool, passed, refused, rpc_error};
+    use crate::call::CallRequest;
+    use crate::stages::testing::{Live, Reply, call, split, find_definition, find_tool, order_definition, order_tool, passed, refused, rpc_error};
     use serde_json::json;
 
     const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n";
@@ -129,7 +130,8 @@ mod tests {
 
     /// Sends `call` to `upstream` as the pipeline does, with no input of its own.
     async fn sent(upstream: Option<&Upstream>, (tool, proposal, call): &(ExposedTool, Proposal, CallRequest)) -> Result<Box<RawValue>, Stop> {
-        dispatch(upstream, tool, proposal, call, serde_json::Map::new()).await
+        let (cx, call) = split(call);
+        dispatch(upstream, tool, proposal, &cx, &call, serde_json::Map::new()).await
     }
 
     #[tokio::test]
@@ -157,7 +159,8 @@ mod tests {
         let live = serving(Reply::Result(text)).await;
         let c = find("P-7 valve");
         let input = serde_json::Map::from_iter([("requestState".to_string(), json!("up-1"))]);
-        let answer = passed(dispatch(Some(&live.upstream), &c.0, &c.1, &c.2, input).await);
+        let (cx, call) = split(&c.2);
+        let answer = passed(dispatch(Some(&live.upstream), &c.0, &c.1, &cx, &call, input).await);
         assert_eq!(answer.get(), text);
         let calls = live.fake.calls();
         assert_eq!(calls.len(), 1);

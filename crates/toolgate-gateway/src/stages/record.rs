@@ -22,7 +22,7 @@ use toolgate_core::Clock;
 use toolgate_core::approval::ApprovalState;
 use toolgate_ledger::{Draft, Ledger};
 
-use crate::call::{Answer, CallRequest};
+use crate::call::{Answer, Call, Context};
 use crate::catalog::ExposedTool;
 use crate::log::ReceiptLog;
 
@@ -86,20 +86,20 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    pub fn new(call: &CallRequest) -> Self {
+    pub fn new(cx: &Context, call: &Call) -> Self {
         Self {
             tool: call.name.clone(),
-            request_id: call.request_id.as_ref().map(|id| serde_json::to_string(id).unwrap_or_default()).unwrap_or_default(),
+            request_id: cx.request_id.as_ref().map(|id| serde_json::to_string(id).unwrap_or_default()).unwrap_or_default(),
             proposal_sha256: None,
             decision: None,
             policy_version: None,
             approval_id: None,
             operation: None,
-            caller: call.caller.name.clone(),
+            caller: cx.caller.name.clone(),
             tool_error: false,
             input_required: false,
             output_violations: 0,
-            tenant: call.caller.tenant.clone(),
+            tenant: cx.caller.tenant.clone(),
             server: String::new(),
             upstream_tool: String::new(),
             definition_sha256: String::new(),
@@ -125,7 +125,7 @@ impl Findings {
     /// and the class decision that applies where no policy does).
     /// `salt` is this call's fresh secret salt; `capture` keeps the
     /// arguments themselves in the receipts (`receipts.capture_values`).
-    pub fn validated(&mut self, salt: [u8; 32], capture: bool, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal) {
+    pub fn validated(&mut self, salt: [u8; 32], capture: bool, cx: &Context, tool: &ExposedTool, proposal: &Proposal) {
         self.proposal_sha256 = Some(proposal.sha256.clone());
         self.salt = salt;
         self.arguments_hash = receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
@@ -133,7 +133,7 @@ impl Findings {
             self.arguments = Some(proposal.arguments.clone());
         }
         let fallback = toolgate_core::decision::decide_by_class(&tool.view);
-        let c = &call.caller;
+        let c = &cx.caller;
         // Serialized from borrows, once: building it as a `Value` copied the
         // arguments twice per call.
         let asked = Asked {
@@ -355,7 +355,8 @@ mod tests {
     use crate::config::Config;
     use crate::gateway::Gateway;
     use crate::gateway::{Mode, Sources};
-    use crate::stages::testing::{NOW_MS, call, find_tool};
+    use crate::call::CallRequest;
+    use crate::stages::testing::{NOW_MS, call, find_tool, split};
     use crate::wire::{RawObject, RpcError, code};
     use serde_json::json;
     use toolgate_core::approval::Binding;
@@ -378,9 +379,10 @@ mod tests {
     /// What the pipeline has gathered about a read once decide allowed it.
     fn allowed(gw: &Gateway, (c, proposal): &(CallRequest, Proposal)) -> Findings {
         let tool = find_tool();
-        let mut f = Findings::new(c);
+        let (cx, call) = split(c);
+        let mut f = Findings::new(&cx, &call);
         f.resolved(&tool);
-        f.validated(gw.log.salt(), gw.config.receipts.capture_values, c, &tool, proposal);
+        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &cx, &tool, proposal);
         f.decision = Some(decide_by_class(&tool.view));
         f.policy_version = Some(gw.policy().version().to_string());
         f
@@ -417,11 +419,12 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         let (c, proposal) = find();
         let tool = find_tool();
-        let mut f = Findings::new(&c);
+        let (cx, request) = split(&c);
+        let mut f = Findings::new(&cx, &request);
         assert_eq!((f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()), ("parts__find_part", "agent", "atlas", "7"));
         f.resolved(&tool);
         assert_eq!((f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()), ("parts", "find_part", tool.definition_sha256.as_str()));
-        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &c, &tool, &proposal);
+        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &cx, &tool, &proposal);
         assert_eq!(f.proposal_sha256.as_deref(), Some(proposal.sha256.as_str()));
         assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
         assert!(f.arguments.is_none(), "values are not captured unless configured");
@@ -471,7 +474,8 @@ mod tests {
     async fn a_call_refused_before_it_resolved_is_recorded_under_the_name_it_asked_for() {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
-        let f = Findings::new(&call("parts__nope", json!({})));
+        let (cx, nope) = split(&call("parts__nope", json!({})));
+        let f = Findings::new(&cx, &nope);
         let refusal = Refusal::new(Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct, "too large");
         assert!(matches!(record(&gw, &f, Answer::Refused(refusal), Duration::ZERO).await, Answer::Refused(_)));
         let stored = receipts(&gw).await;

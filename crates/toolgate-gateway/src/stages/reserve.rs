@@ -17,7 +17,7 @@ use toolgate_core::receipt::OperationRef;
 use toolgate_core::{Action, Clock, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolution};
 
-use crate::call::{CallRequest, Gate, Held, Stop};
+use crate::call::{Call, Context, Gate, Held, Stop};
 use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
@@ -58,7 +58,7 @@ pub(crate) enum Claimed {
 }
 
 /// The operation key of this call and what stands under it already.
-pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
+pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
         return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
@@ -79,7 +79,7 @@ pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &Exposed
     };
     let id = o.entropy.id("op_");
     let value = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
-    let key = OperationKey { tenant: call.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
+    let key = OperationKey { tenant: cx.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
@@ -91,7 +91,7 @@ pub(crate) async fn claim(o: &Operations<'_>, call: &CallRequest, tool: &Exposed
     let new = NewOperation {
         id,
         key,
-        caller: call.caller.name.clone(),
+        caller: cx.caller.name.clone(),
         proposal_sha256: proposal.sha256.clone(),
         approval_id: gate.approval_id().map(str::to_string),
         arguments: proposal.arguments.clone(),
@@ -325,7 +325,8 @@ fn ledger_failed(e: toolgate_ledger::LedgerError, tool: &ExposedTool, proposal: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::testing::{NOW_MS, Store, call, find_definition, find_tool, order_tool, passed, raw, refused, tool};
+    use crate::call::CallRequest;
+    use crate::stages::testing::{NOW_MS, Store, call, split, find_definition, find_tool, order_tool, passed, raw, refused, tool};
     use crate::wire::{RpcError, code};
     use toolgate_core::approval::Binding;
     use toolgate_core::{AuthorityClass, AuthorityView, Hints};
@@ -368,7 +369,8 @@ mod tests {
     }
 
     async fn claimed(s: &Store, (c, p): &(CallRequest, Proposal), t: &ExposedTool, gate: &Gate) -> Result<Claimed, Stop> {
-        claim(&operations(s), c, t, p, gate).await
+        let (cx, call) = split(c);
+        claim(&operations(s), &cx, &call, t, p, gate).await
     }
 
     fn new_one(claimed: Claimed) -> NewOperation {

@@ -49,6 +49,11 @@ pub fn call(name: &str, arguments: Value) -> CallRequest {
     }
 }
 
+/// `c` split as admit splits it, on the fixed clock.
+pub fn split(c: &CallRequest) -> (crate::call::Context, crate::call::Call) {
+    crate::stages::admit::context(c.clone(), &toolgate_core::FixedClock::new(NOW_MS))
+}
+
 /// A tool as `Catalog::build` exposes it: `definition` as the upstream
 /// lists it, `class` the registry's (`None`: not in the registry), from an
 /// untrusted server, its contract pinned.
