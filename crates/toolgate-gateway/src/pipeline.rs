@@ -1,7 +1,9 @@
 //! The path of one `tools/call`, top to bottom:
 //!
-//! 1. **admit** — the call's size; no tenant in the arguments (the transport
-//!    rules — Host/Origin, credentials, headers, versions — ran at the edge).
+//! 1. **admit** — the call's `Context`, built once (caller, era, trace,
+//!    request id, the instant it began); then the call's size, and no tenant
+//!    in the arguments (the transport rules — Host/Origin, credentials,
+//!    headers, versions — ran at the edge, `downstream/edge.rs`).
 //! 2. **resolve** — exposed name → upstream tool, its authority and its pin.
 //! 3. **validate** — the full inputSchema → the canonical `Proposal`.
 //! 4. **decide** — Cedar policy on caller, tool and arguments; else the
