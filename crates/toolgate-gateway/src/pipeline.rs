@@ -17,9 +17,11 @@
 //! Each stage is a function in `stages/` that takes only what it needs and
 //! returns its conclusion as a value (`call.rs`), or stops the call with a
 //! refusal, an `input_required` answer or a JSON-RPC error. Only this file
-//! gathers what the stages concluded (`Findings`); it drafts each receipt
-//! and hands it to the ledger call that commits it, so every commit point
-//! is visible here; and it tells the telemetry `Observer` what happened.
+//! gathers what the stages concluded (`Findings`). The receipts that commit
+//! with the ledger's state (a write's two, a new approval's) are drafted
+//! here and handed to the ledger call that commits them, so those commit
+//! points are visible here; record appends the rest. The telemetry
+//! `Observer` is told what happened.
 
 use serde_json::value::RawValue;
 use toolgate_core::Proposal;

@@ -11,8 +11,9 @@ use toolgate_core::{Action, Clock, Reason, Refusal, Verdict};
 use crate::call::{Call, CallRequest, Context, Stop};
 use crate::config::GatewaySettings;
 
-/// The call's context, built once, and the call itself: the instant it
-/// began is read here, from the one clock, and nowhere else.
+/// The call's context, built once, and the call itself. The instant the
+/// call began is read here, from the one clock: what is judged as of the
+/// call (an approval's state) uses it rather than reading the clock again.
 pub(crate) fn context(request: CallRequest, clock: &dyn Clock) -> (Context, Call) {
     let CallRequest { caller, trace, request_id, name, arguments, era, progress, input, operation_key, client_capabilities } = request;
     let cx = Context { caller, era, trace, request_id, began_ms: clock.now_ms(), started: Instant::now() };

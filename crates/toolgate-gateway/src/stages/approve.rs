@@ -24,6 +24,8 @@ pub(crate) const APPROVAL_META: &str = "io.toolgate/approval";
 pub(crate) struct Approvals<'a> {
     pub ledger: &'a dyn Ledger,
     pub sealer: &'a Sealer,
+    /// Read only to use an approval: the ledger checks its expiry at the
+    /// moment it is used; everything else is judged as of the call's start.
     pub clock: &'a dyn Clock,
     pub entropy: &'a dyn Entropy,
     /// The version of the policy that decided this call.
@@ -44,7 +46,7 @@ pub(crate) struct Standing {
 pub(crate) async fn standing(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal) -> Standing {
     let presented = presented(a.sealer, call);
     let state = match &presented {
-        Presented::Ours(claim) => state_of(a, claim, &binding(a, cx, tool, proposal)).await,
+        Presented::Ours(claim) => state_of(a, cx, claim, &binding(a, cx, tool, proposal)).await,
         _ => None,
     };
     Standing { presented, state }
@@ -82,13 +84,14 @@ fn binding(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Propo
 
 /// The state of the approval a call presents, for policy's
 /// `context.approval`: none unless it is an approval of exactly this
-/// call (an approval of another call never counts).
-async fn state_of(a: &Approvals<'_>, claim: &Claim, binding: &Binding) -> Option<ApprovalState> {
+/// call (an approval of another call never counts). Judged, like the rest
+/// of this stage, as of the instant the call began.
+async fn state_of(a: &Approvals<'_>, cx: &Context, claim: &Claim, binding: &Binding) -> Option<ApprovalState> {
     if claim.binding != *binding {
         return None;
     }
     match a.ledger.approval(&claim.approval_id).await {
-        Ok(Some(found)) if found.binding == *binding => Some(found.state_at(a.clock.now_ms())),
+        Ok(Some(found)) if found.binding == *binding => Some(found.state_at(cx.began_ms)),
         _ => None,
     }
 }
@@ -134,7 +137,7 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
         None => a.ledger.latest_approval(&binding).await.map(|latest| (None, latest)),
     };
     let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
-    let now_ms = a.clock.now_ms();
+    let now_ms = cx.began_ms;
     match approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms) {
         Step::Open => {
             let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
@@ -230,7 +233,7 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
 /// client cannot take another round, so it gets an `escalate` refusal that
 /// names the approval, and re-issues the same call once it is approved.
 fn input_required(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, approval: &Approval) -> RawObject {
-    let state = approval.state_at(a.clock.now_ms()).as_str();
+    let state = approval.state_at(cx.began_ms).as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} is {state}; an approver decides it with `toolgate approvals approve {}` \
          (or the admin API). Call again with this requestState once it is decided.",
@@ -293,7 +296,7 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 mod tests {
     use super::*;
     use crate::call::CallRequest;
-    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split};
+    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split_at};
     use toolgate_core::decision::decide_by_class;
 
     const TTL_MS: i64 = 60_000;
@@ -326,14 +329,14 @@ mod tests {
 
     /// The approve stage as the pipeline runs it: the call's standing, then the gate.
     async fn gated(s: &Store, c: &CallRequest, decision: &Decision) -> Result<Gated, Stop> {
-        let (a, (cx, call)) = (approvals(s), split(c));
+        let (a, (cx, call)) = (approvals(s), split_at(c, s.clock.as_ref()));
         let standing = standing(&a, &cx, &call, &order_tool(), &proposal(c)).await;
         approve(&a, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
     }
 
     /// What policy would see as `context.approval` for `c`.
     async fn seen_by_policy(s: &Store, c: &CallRequest) -> Option<ApprovalState> {
-        let (cx, call) = split(c);
+        let (cx, call) = split_at(c, s.clock.as_ref());
         standing(&approvals(s), &cx, &call, &order_tool(), &proposal(c)).await.state
     }
 
@@ -365,7 +368,7 @@ mod tests {
     async fn open_for(s: &Store, c: &CallRequest) -> (String, RawObject) {
         let new = opened(passed(gated(s, c, &needs_approval()).await));
         let id = new.id.clone();
-        let (cx, call) = split(c);
+        let (cx, call) = split_at(c, s.clock.as_ref());
         (id, passed(open(&approvals(s), &cx, &call, &order_tool(), &proposal(c), new, s.draft()).await))
     }
 
@@ -422,7 +425,7 @@ mod tests {
         assert_eq!(new.reason, "parts__raise_parts_order requires approval (registry)");
         // Nothing is stored until `open` commits it, with its receipt.
         assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
-        let (cx, call) = split(&c);
+        let (cx, call) = split_at(&c, s.clock.as_ref());
         let waiting = passed(open(&approvals(&s), &cx, &call, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
         assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
         assert_eq!(field(&waiting, "resultType"), "input_required");
@@ -494,6 +497,24 @@ mod tests {
         assert_eq!((again.approval_id(), again.used), (Some(id.as_str()), true));
         // Without the requestState the same content needs a new approval.
         assert_ne!(opened(passed(gated(&s, &order(2, None), &needs_approval()).await)).id, id);
+    }
+
+    #[tokio::test]
+    async fn an_approval_is_judged_as_of_the_calls_start_but_used_only_while_still_valid() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        s.clock.advance(TTL_MS - 1);
+        let c = order(2, Some(state.as_str()));
+        // The call began a millisecond before expiry; the approval lapses before it is used.
+        let (cx, call) = split_at(&c, s.clock.as_ref());
+        s.clock.advance(1);
+        let a = approvals(&s);
+        let standing = standing(&a, &cx, &call, &order_tool(), &proposal(&c)).await;
+        assert_eq!(standing.state, Some(ApprovalState::Approved));
+        let r = refused(approve(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await);
+        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalExpired, Some(id.as_str())));
+        assert_eq!(stored(&s, &id).await.used_ms, None, "the ledger refused to use it");
     }
 
     #[tokio::test]

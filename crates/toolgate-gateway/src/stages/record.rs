@@ -237,7 +237,8 @@ pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Optio
     Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
 }
 
-/// Appends what the reserve stage did not, then logs the call. Returns the
+/// Appends the receipts not committed with the ledger's state (the
+/// pipeline commits those), then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
 pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
     let answer = if findings.receipts == 0 { append(rec, findings, answer).await } else { answer };

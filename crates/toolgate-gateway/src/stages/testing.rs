@@ -49,9 +49,14 @@ pub fn call(name: &str, arguments: Value) -> CallRequest {
     }
 }
 
-/// `c` split as admit splits it, on the fixed clock.
+/// `c` split as admit splits it, on the fixed clock at `NOW_MS`.
 pub fn split(c: &CallRequest) -> (crate::call::Context, crate::call::Call) {
-    crate::stages::admit::context(c.clone(), &toolgate_core::FixedClock::new(NOW_MS))
+    split_at(c, &toolgate_core::FixedClock::new(NOW_MS))
+}
+
+/// `c` split as admit splits it, beginning when `clock` says.
+pub fn split_at(c: &CallRequest, clock: &dyn toolgate_core::Clock) -> (crate::call::Context, crate::call::Call) {
+    crate::stages::admit::context(c.clone(), clock)
 }
 
 /// A tool as `Catalog::build` exposes it: `definition` as the upstream
