@@ -17,31 +17,20 @@ use toolgate_core::{Caller, Refusal};
 use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
 
-/// A `tools/call` as it arrived from either edge; admit splits it into the
-/// call's `Context` and the `Call` itself.
+/// A `tools/call` as it arrived from either edge: who sent it and how,
+/// and the call itself. Admit builds the call's `Context` from it.
 #[derive(Clone)]
 pub struct CallRequest {
     /// Who is calling, from the request's credentials.
     pub caller: Arc<Caller>,
     /// The trace context the request carried in `_meta`.
     pub trace: BTreeMap<String, String>,
-    /// The JSON-RPC id of the request (none for a notification-shaped call).
+    /// The JSON-RPC id of the request.
     pub request_id: Option<Id>,
-    /// The exposed tool name (`SERVER__TOOL`) the caller asked for.
-    pub name: String,
-    /// The arguments as sent (an object).
-    pub arguments: Value,
     /// Which MCP era the request speaks (2026-07-28 or legacy).
     pub era: Era,
-    /// Set when the client asked for progress and the transport can carry it.
-    pub progress: Option<ProgressRelay>,
-    /// `inputResponses` / `requestState` of a re-issued call (MRTR).
-    pub input: Map<String, Value>,
-    /// `_meta["io.toolgate/operationKey"]`, as sent.
-    pub operation_key: Option<Value>,
-    /// The client's declared capabilities (2026-07-28 `_meta`), to ask only
-    /// for input it can give.
-    pub client_capabilities: Option<Value>,
+    /// What it asks for.
+    pub call: Call,
 }
 
 /// The call's context: who calls, in which era, under which trace, since
@@ -63,6 +52,7 @@ pub struct Context {
 }
 
 /// What the call asks for: the tool, its arguments, and what came with them.
+#[derive(Clone)]
 pub struct Call {
     /// The exposed tool name (`SERVER__TOOL`).
     pub name: String,

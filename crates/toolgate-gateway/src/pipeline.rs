@@ -30,8 +30,8 @@ use toolgate_core::policy::PolicyEngine;
 use toolgate_ledger::NewApproval;
 use tracing::Instrument as _;
 
-pub use crate::call::{Answer, CallRequest, Stop};
-use crate::call::{Call, Context, Held};
+pub use crate::call::{Answer, Call, CallRequest, Stop};
+use crate::call::{Context, Held};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::observe::Observer;

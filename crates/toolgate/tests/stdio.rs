@@ -12,7 +12,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
-use toolgate_gateway::pipeline::{self, Answer, CallRequest};
+use toolgate_gateway::pipeline::{self, Answer, Call, CallRequest};
 use toolgate_gateway::wire::Era;
 
 fn write_config(dir: &Path) -> std::path::PathBuf {
@@ -30,7 +30,8 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 
 async fn get_ticket(gw: &Gateway) -> Answer {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
-    let call = CallRequest { caller, trace: Default::default(), request_id: None, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), era: Era::Modern, progress: None, input: Default::default(), client_capabilities: None, operation_key: None };
+    let get = Call { name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), progress: None, input: Default::default(), client_capabilities: None, operation_key: None };
+    let call = CallRequest { caller, trace: Default::default(), request_id: None, era: Era::Modern, call: get };
     pipeline::call_tool(gw, call).await
 }
 

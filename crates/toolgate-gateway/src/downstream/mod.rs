@@ -21,7 +21,7 @@ use toolgate_core::Caller;
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
-use crate::pipeline::{self, Answer, CallRequest};
+use crate::pipeline::{self, Answer, Call, CallRequest};
 use crate::upstream::ProgressRelay;
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 
@@ -296,7 +296,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         .flatten();
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
-    let call = CallRequest { caller, trace, request_id: msg.id.clone(), name: name.to_string(), arguments, era, progress, input, client_capabilities, operation_key };
+    let call = Call { name: name.to_string(), arguments, progress, input, operation_key, client_capabilities };
+    let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gw = gw.clone();

@@ -15,9 +15,8 @@ use crate::config::GatewaySettings;
 /// call began is read here, from the one clock: what is judged as of the
 /// call (an approval's state) uses it rather than reading the clock again.
 pub(crate) fn context(request: CallRequest, clock: &dyn Clock) -> (Context, Call) {
-    let CallRequest { caller, trace, request_id, name, arguments, era, progress, input, operation_key, client_capabilities } = request;
-    let cx = Context { caller, era, trace, request_id, began_ms: clock.now_ms(), started: Instant::now() };
-    (cx, Call { name, arguments, progress, input, operation_key, client_capabilities })
+    let CallRequest { caller, trace, request_id, era, call } = request;
+    (Context { caller, era, trace, request_id, began_ms: clock.now_ms(), started: Instant::now() }, call)
 }
 
 /// The call's own limits: its size, and no tenant in its arguments.

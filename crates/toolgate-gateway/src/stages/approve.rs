@@ -309,13 +309,13 @@ mod tests {
     fn order(quantity: u32, state: Option<&str>) -> CallRequest {
         let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": quantity}));
         if let Some(state) = state {
-            c.input.insert("requestState".into(), json!(state));
+            c.call.input.insert("requestState".into(), json!(state));
         }
         c
     }
 
     fn proposal(c: &CallRequest) -> Proposal {
-        Proposal::new("parts", "raise_parts_order", c.arguments.clone())
+        Proposal::new("parts", "raise_parts_order", c.call.arguments.clone())
     }
 
     /// The registry's requires_approval class, as decide concludes it.
@@ -442,7 +442,7 @@ mod tests {
     async fn what_a_waiting_client_is_told_depends_on_what_it_can_do() {
         let s = Store::open().await;
         let mut eliciting = order(2, None);
-        eliciting.client_capabilities = Some(json!({"elicitation": {}}));
+        eliciting.call.client_capabilities = Some(json!({"elicitation": {}}));
         let (_, answer) = open_for(&s, &eliciting).await;
         assert_eq!(field(&answer, "inputRequests")[INPUT_KEY]["method"], "elicitation/create");
         // A legacy client cannot take another round: an escalate refusal naming the approval.
@@ -553,7 +553,7 @@ mod tests {
         let sealed_elsewhere = elsewhere.seal(&s.sealer.open(&state).unwrap());
         for forged in [json!(sealed_elsewhere), json!("tg1.AAAAAAAAAAAAAAAAAAAAAAAA"), json!("upstream-round-1"), json!(42)] {
             let mut c = order(2, None);
-            c.input.insert("requestState".into(), forged.clone());
+            c.call.input.insert("requestState".into(), forged.clone());
             assert_eq!(seen_by_policy(&s, &c).await, None);
             let r = refused(gated(&s, &c, &needs_approval()).await);
             assert_eq!((r.reason, r.action), (Reason::RequestStateInvalid, Action::Correct), "{forged}");
@@ -599,7 +599,7 @@ mod tests {
         // The next round continues under the used approval; the upstream gets
         // its own state back, and not toolgate's input response.
         let mut next = order(2, Some(ours.as_str()));
-        next.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept"}, "confirm": {"action": "accept"}}));
+        next.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept"}, "confirm": {"action": "accept"}}));
         let gate = run(passed(gated(&s, &next, &needs_approval()).await));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(gate.input.get("requestState"), Some(&json!("upstream-round-1")));

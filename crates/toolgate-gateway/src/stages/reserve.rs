@@ -343,7 +343,7 @@ mod tests {
     fn order(quantity: u32, key: Option<Value>) -> (CallRequest, Proposal) {
         let arguments = json!({"part_no": "P-1", "quantity": quantity});
         let mut c = call("parts__raise_parts_order", arguments.clone());
-        c.operation_key = key;
+        c.call.operation_key = key;
         (c, Proposal::new("parts", "raise_parts_order", arguments))
     }
 

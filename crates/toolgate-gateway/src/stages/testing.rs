@@ -17,7 +17,7 @@ use toolgate_core::schema::SchemaValidator;
 use toolgate_core::{AuthorityClass, AuthorityView, Caller, Clock, FixedClock, Hints, Refusal, SeededEntropy};
 use toolgate_ledger::{Draft, Ledger};
 
-use crate::call::{CallRequest, Stop};
+use crate::call::{Call, CallRequest, Stop};
 use crate::catalog::{Catalogs, ExposedTool};
 use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
@@ -35,18 +35,8 @@ pub fn agent() -> Arc<Caller> {
 
 /// A 2026-07-28 `tools/call` of `name` by the agent, presenting nothing.
 pub fn call(name: &str, arguments: Value) -> CallRequest {
-    CallRequest {
-        caller: agent(),
-        trace: Default::default(),
-        request_id: Some(Id::Number(7)),
-        name: name.to_string(),
-        arguments,
-        era: Era::Modern,
-        progress: None,
-        input: Map::new(),
-        operation_key: None,
-        client_capabilities: None,
-    }
+    let call = Call { name: name.to_string(), arguments, progress: None, input: Map::new(), operation_key: None, client_capabilities: None };
+    CallRequest { caller: agent(), trace: Default::default(), request_id: Some(Id::Number(7)), era: Era::Modern, call }
 }
 
 /// `c` split as admit splits it, on the fixed clock at `NOW_MS`.
