@@ -103,6 +103,9 @@ pub enum Reason {
     OperationInProgress,
     /// The operation ledger could not be read or written; nothing was run.
     LedgerUnavailable,
+    /// An operation whose outcome was unknown, settled after the fact (by a
+    /// reconciler's read or an operator's word): a settlement receipt's reason.
+    Reconciled,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause

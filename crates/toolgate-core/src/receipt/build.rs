@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, rfc3339_ms, salted_hash};
-use crate::decision::{Decision, Refusal};
+use crate::decision::{Decision, Reason, Refusal, Verdict};
 use crate::operation::OperationState;
 use crate::proposal::{canonical_json, sha256_hex};
 
@@ -279,8 +279,8 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             (execution, ResultStatus::ProtocolError(code))
         }
         Event::Settled { state, by, result } => {
-            r.decision = "allow".into();
-            r.reason = "reconciled".into();
+            r.decision = wire_name(&Verdict::Allow);
+            r.reason = wire_name(&Reason::Reconciled);
             r.rules = vec![by.to_string()];
             set_state(&mut r, state);
             if let Some(value) = result {
@@ -315,7 +315,7 @@ fn attest(r: &mut Receipt, subject: &Subject, value: &Value, capture_result: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::{Action, Reason, Verdict};
+    use crate::decision::Action;
 
     fn subject<'a>(decision: Option<&'a Decision>, captured: Option<&'a Value>) -> Subject<'a> {
         Subject {
