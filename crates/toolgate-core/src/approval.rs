@@ -112,6 +112,12 @@ impl Approval {
             s => s,
         }
     }
+
+    /// This approval as the gateway would act on it at `now`: its state is
+    /// `state_at(now)`, so what is shown is what a re-issue would meet.
+    pub fn as_of(&self, now_ms: i64) -> Approval {
+        Approval { state: self.state_at(now_ms), ..self.clone() }
+    }
 }
 
 /// What a re-issued call presents: the content of a `requestState` this
@@ -241,6 +247,15 @@ mod tests {
 
     fn claim(b: Binding) -> Claim {
         Claim { approval_id: "apr_1".into(), binding: b, upstream_state: None }
+    }
+
+    #[test]
+    fn shown_as_of_now_an_unused_approval_past_its_expiry_is_expired() {
+        assert_eq!(approval(ApprovalState::Approved).as_of(999).state, ApprovalState::Approved);
+        assert_eq!(approval(ApprovalState::Approved).as_of(1000).state, ApprovalState::Expired);
+        assert_eq!(approval(ApprovalState::Pending).as_of(5000).state, ApprovalState::Expired);
+        assert_eq!(approval(ApprovalState::Consumed).as_of(5000).state, ApprovalState::Consumed);
+        assert_eq!(approval(ApprovalState::Denied).as_of(5000).state, ApprovalState::Denied);
     }
 
     #[test]

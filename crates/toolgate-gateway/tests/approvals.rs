@@ -204,6 +204,23 @@ async fn approvals_expire_undecided_and_unused() {
 }
 
 #[tokio::test]
+async fn an_approval_past_its_expiry_shows_the_state_the_gateway_acts_on() {
+    let h = start("approval_ttl_ms = 400").await;
+    let asked = call_as(&h.url, None, ORDER, &order(5), json!({})).await;
+    let id = approval_id(&asked);
+    assert_eq!(decide(&h.url, DANA_TOKEN, &id, "approve").await.0, 200);
+    let path = format!("/admin/approvals/{id}");
+    let show = || admin(&h.url, Some(DANA_TOKEN), "GET", &path, None);
+    assert_eq!(show().await.1["state"], "approved");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Not yet noted as expired in the store, but a re-issue would be refused: show that.
+    let (status, shown) = show().await;
+    assert_eq!((status, shown["state"].as_str()), (200, Some("expired")), "{shown}");
+    let late = call_as(&h.url, None, ORDER, &order(5), json!({"requestState": state(&asked)})).await;
+    assert_eq!(reason(&late), "approval_expired", "{late}");
+}
+
+#[tokio::test]
 async fn a_legacy_client_waits_with_an_escalate_refusal_and_re_issues_the_same_call() {
     let h = start("").await;
     let legacy = |args: &Value| {

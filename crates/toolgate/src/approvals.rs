@@ -120,13 +120,16 @@ async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     print(&decided, d.json)
 }
 
+/// The approval as the gateway would act on it now (an approved one past
+/// its expiry shows `expired`).
 fn print(a: &Approval, json: bool) -> anyhow::Result<()> {
+    let a = &a.as_of(SystemClock.now_ms());
     if json {
         println!("{}", serde_json::to_string_pretty(a)?);
         return Ok(());
     }
     println!("approval   {}", a.id);
-    println!("state      {}", a.state_at(SystemClock.now_ms()).as_str());
+    println!("state      {}", a.state.as_str());
     println!("call       {}/{} by {} (tenant {})", a.binding.server, a.binding.tool, a.binding.caller, a.binding.tenant);
     println!("arguments  {}", a.arguments);
     println!("proposal   {}", a.binding.proposal_sha256);

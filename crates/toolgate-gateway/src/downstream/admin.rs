@@ -72,7 +72,7 @@ async fn list(_: Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQ
 
 async fn show(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match gw.ledger.approval(&id).await {
-        Ok(Some(a)) => Json(a).into_response(),
+        Ok(Some(a)) => Json(a.as_of(gw.clock.now_ms())).into_response(),
         Ok(None) => store_error(LedgerError::NotFound(id)),
         Err(e) => store_error(e),
     }
