@@ -63,6 +63,9 @@ pub struct Catalog {
     pub tools: BTreeMap<String, Arc<ExposedTool>>,
     /// Servers that are down, with the reason.
     pub(crate) down: BTreeMap<String, String>,
+    /// Exposed names not offered because they do not lead back to exactly
+    /// one tool (listed more than once, or not round-tripping), with why.
+    pub ambiguous: BTreeMap<String, String>,
 }
 
 /// Compiled schemas by the hash of their canonical text, so a re-list
@@ -151,9 +154,19 @@ impl Catalogs {
                 // The name must lead back to exactly this tool, or a registry
                 // entry could grant one tool's class to another.
                 let round_trip = self.config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
-                if !round_trip || catalog.tools.contains_key(&exposed_name) {
+                // A name seen before stays refused however often it comes
+                // back: the listing does not say which definition is meant.
+                let why = if !round_trip {
+                    Some(format!("`{exposed_name}` does not name `{}` of `{}` unambiguously (rename the server or the tool)", tool.name, upstream.name))
+                } else if catalog.tools.contains_key(&exposed_name) || catalog.ambiguous.contains_key(&exposed_name) {
+                    Some(format!("`{}` lists `{}` more than once; it is not offered until it lists it once", upstream.name, tool.name))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
                     tracing::error!(server = %upstream.name, tool = %tool.name, %exposed_name, "ambiguous exposed name; the tool is not offered");
                     catalog.tools.remove(&exposed_name);
+                    catalog.ambiguous.insert(exposed_name, why);
                     continue;
                 }
                 let entry = self.config.registry.get(&exposed_name);
@@ -190,5 +203,35 @@ impl Catalogs {
         }
         self.schemas.keep_only(&used);
         catalog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::stages::testing::{Live, Reply, find_definition};
+
+    fn named(name: &str, description: &str, annotations: serde_json::Value) -> serde_json::Value {
+        json!({"name": name, "description": description, "annotations": annotations, "inputSchema": {"type": "object"}})
+    }
+
+    #[tokio::test]
+    async fn a_name_listed_more_than_once_is_never_offered_however_often_it_repeats() {
+        let read = named("dup", "a harmless read", json!({"readOnlyHint": true}));
+        let destructive = named("dup", "deletes everything", json!({"destructiveHint": true}));
+        for listing in [vec![read.clone(), destructive.clone()], vec![read.clone(), destructive.clone(), read.clone()], vec![read.clone(), read.clone(), read.clone(), find_definition()]] {
+            let live = Live::start(listing, Reply::Result("{}"), "", Duration::from_secs(5)).await;
+            let catalog = live.catalogs.current();
+            assert!(!catalog.tools.contains_key("parts__dup"), "offered: {:?}", catalog.tools.keys().collect::<Vec<_>>());
+            assert!(catalog.ambiguous["parts__dup"].contains("more than once"), "{:?}", catalog.ambiguous);
+        }
+        // Listed once, it is offered, beside the others.
+        let live = Live::start(vec![read, find_definition()], Reply::Result("{}"), "", Duration::from_secs(5)).await;
+        let catalog = live.catalogs.current();
+        assert!(catalog.tools.contains_key("parts__dup") && catalog.tools.contains_key("parts__find_part"));
+        assert!(catalog.ambiguous.is_empty());
     }
 }

@@ -29,13 +29,17 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
         None if json_out => {
             let rows: Vec<Value> = catalog.tools.values().map(|t| row_json(t)).collect();
             let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
-            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "unavailable": down}))?);
+            let refused: Vec<Value> = catalog.ambiguous.iter().map(|(name, why)| json!({"name": name, "reason": why})).collect();
+            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "unavailable": down, "ambiguous": refused}))?);
             Ok(())
         }
         None => {
             print_table(catalog.tools.values().map(|t| t.as_ref()));
             for (server, why) in &down {
                 println!("\n  server `{server}` is unavailable: {why}");
+            }
+            for (name, why) in &catalog.ambiguous {
+                println!("\n  `{name}` is not offered: {why}");
             }
             Ok(())
         }
