@@ -181,10 +181,16 @@ fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
             }
             if msg.method == "tools/call" {
                 let body_name = msg.params.get("name").and_then(Value::as_str).unwrap_or_default();
-                match header_str(headers, "mcp-name") {
-                    Some(name) if name.trim() == body_name => {}
-                    Some(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.name is `{body_name}`"))),
-                    None => return Err(mismatch("Mcp-Name header is missing for tools/call")),
+                // Decoded as strictly as `Mcp-Param-*` (a client sends a name
+                // beyond printable ASCII as `=?base64?…?=`), then compared
+                // exactly: no normalisation, so a confusable stays another name.
+                let Some(header) = header_str(headers, "mcp-name") else {
+                    return Err(mismatch("Mcp-Name header is missing for tools/call"));
+                };
+                match crate::param_headers::decode(header) {
+                    Ok(name) if name == body_name => {}
+                    Ok(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.name is `{body_name}`"))),
+                    Err(why) => return Err(mismatch(&format!("Mcp-Name `{header}` is not a valid value ({why})"))),
                 }
             }
             let meta_version = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).and_then(Value::as_str);

@@ -124,7 +124,7 @@ impl HttpChannel {
         if modern {
             req = req.header("Mcp-Method", method);
             if let Some(name) = params.get("name").and_then(Value::as_str).filter(|_| method == "tools/call") {
-                req = req.header("Mcp-Name", name);
+                req = req.header("Mcp-Name", crate::param_headers::encode(name));
             }
         }
         req.body(body).send().await.map_err(|e| {
