@@ -101,6 +101,9 @@ pub struct Approval {
     /// When one dispatch consumed it, in ms since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub used_ms: Option<i64>,
+    /// The person behind the caller who asked (its subject); empty for an
+    /// approval stored before subjects were recorded.
+    pub subject: String,
 }
 
 impl Approval {
@@ -111,6 +114,12 @@ impl Approval {
             ApprovalState::Pending | ApprovalState::Approved if now_ms >= self.expires_ms => ApprovalState::Expired,
             s => s,
         }
+    }
+
+    /// Whether the approver `name` with `subject` is the one who asked: the
+    /// same credential, or the same person under another one.
+    pub fn asked_by(&self, name: &str, subject: &str) -> bool {
+        self.binding.caller == name || (!self.subject.is_empty() && self.subject == subject)
     }
 
     /// This approval as the gateway would act on it at `now`: its state is
@@ -242,11 +251,22 @@ mod tests {
             decision_reason: None,
             decided_ms: None,
             used_ms: None,
+            subject: "agent@atlas.example".into(),
         }
     }
 
     fn claim(b: Binding) -> Claim {
         Claim { approval_id: "apr_1".into(), binding: b, upstream_state: None }
+    }
+
+    #[test]
+    fn the_asker_is_the_same_credential_or_the_same_person() {
+        let a = approval(ApprovalState::Pending);
+        assert!(a.asked_by("agent", "someone@else"), "the credential that asked");
+        assert!(a.asked_by("agent_human", "agent@atlas.example"), "the same person under another credential");
+        assert!(!a.asked_by("dana", "dana@atlas.example"));
+        let before = Approval { subject: String::new(), ..a };
+        assert!(!before.asked_by("dana", ""), "no subject recorded: only the credential is compared");
     }
 
     #[test]

@@ -262,6 +262,13 @@ pub struct CallerConfig {
     pub(crate) anonymous: bool,
 }
 
+impl CallerConfig {
+    /// The person behind the caller `name`: its `subject`, or its name.
+    pub fn subject_of(&self, name: &str) -> String {
+        self.subject.clone().unwrap_or_else(|| name.to_string())
+    }
+}
+
 /// Telemetry: OTLP export (HTTP/protobuf) is off unless an endpoint is
 /// configured here or in `OTEL_EXPORTER_OTLP_ENDPOINT` /
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; the other `OTEL_*` variables

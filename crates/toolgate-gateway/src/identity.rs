@@ -43,7 +43,7 @@ impl AuthError {
 fn caller(name: &str, c: &CallerConfig) -> Arc<Caller> {
     Arc::new(Caller {
         name: name.to_string(),
-        subject: c.subject.clone().unwrap_or_else(|| name.to_string()),
+        subject: c.subject_of(name),
         tenant: c.tenant.clone(),
         roles: c.roles.clone(),
     })

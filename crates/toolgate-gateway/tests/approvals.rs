@@ -166,6 +166,24 @@ async fn an_approved_call_runs_exactly_once_and_only_as_approved() {
 }
 
 #[tokio::test]
+async fn nobody_approves_their_own_call_under_another_credential() {
+    // dana's bot asks; dana, the same person with her approver token, may not decide it.
+    const BOT_TOKEN: &str = "dana-bot-token-0123456789abcdef";
+    unsafe { std::env::set_var("TOOLGATE_TEST_DANA_BOT", BOT_TOKEN) };
+    let bot = "[callers.dana_bot]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TOOLGATE_TEST_DANA_BOT\"\n";
+    let h = start_with("", bot, &[]).await;
+    let asked = call_as(&h.url, Some(BOT_TOKEN), ORDER, &order(4), json!({})).await;
+    let id = approval_id(&asked);
+    let (status, body) = decide(&h.url, DANA_TOKEN, &id, "approve").await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("cannot approve"), "{body}");
+    // Someone else can.
+    assert_eq!(decide(&h.url, SAM_TOKEN, &id, "approve").await.0, 200);
+    let ran = call_as(&h.url, Some(BOT_TOKEN), ORDER, &order(4), json!({"requestState": state(&asked)})).await;
+    assert!(ran["structuredContent"]["order_id"].is_string(), "{ran}");
+}
+
+#[tokio::test]
 async fn nobody_approves_their_own_call() {
     let h = start("").await;
     let asked = call_as(&h.url, Some(SAM_TOKEN), ORDER, &order(7), json!({})).await;

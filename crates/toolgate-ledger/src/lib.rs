@@ -49,6 +49,19 @@ pub struct NewApproval {
     pub ttl_ms: i64,
     /// The receipt of the decision to wait for it, appended in the same transaction.
     pub receipt: Option<Draft>,
+    /// The person behind the caller who asked (its subject): they may not
+    /// decide it under any credential.
+    pub subject: String,
+}
+
+/// Who decides an approval: the credential (a `[callers]` name) and the
+/// person behind it (its subject).
+#[derive(Debug, Clone, Copy)]
+pub struct Decider<'a> {
+    /// The approver's caller name, recorded as `decided_by`.
+    pub name: &'a str,
+    /// The approver's subject: the same person as the asker is refused.
+    pub subject: &'a str,
 }
 
 /// A write about to be dispatched.
@@ -185,9 +198,10 @@ pub trait Ledger: Send + Sync {
     /// How many approvals are stored in `state`; nothing is marked expired
     /// first, so an approval past its expiry still counts as it was.
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64>;
-    /// An approver's decision on a pending approval; the caller who asked can
-    /// never decide its own call.
-    async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval>;
+    /// An approver's decision on a pending approval. Nobody decides their own
+    /// call: not the caller who asked, nor the same person (subject) under
+    /// another credential (`SelfApproval`).
+    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval>;
     /// Uses an approved approval for its one dispatch: exactly one of any
     /// number of concurrent users succeeds.
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval>;

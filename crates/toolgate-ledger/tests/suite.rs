@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 use toolgate_ledger::core::approval::{ApprovalState, Binding};
 use toolgate_ledger::core::operation::{OperationKey, OperationState};
-use toolgate_ledger::{Begun, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
+use toolgate_ledger::{Begun, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
 
 /// A store under test, and a way to run raw SQL against it behind the
 /// ledger's back (to show the store itself refuses illegal changes).
@@ -85,7 +85,7 @@ both!(
     a_receipt_commits_with_the_state_it_attests_or_not_at_all,
     the_store_itself_refuses_log_rewrites,
     an_approval_lives_pending_approved_consumed_once,
-    the_caller_cannot_decide_its_own_call_and_expiry_is_final,
+    nobody_decides_their_own_call_under_any_credential_and_expiry_is_final,
     the_store_itself_refuses_illegal_approval_changes,
     concurrent_consumers_win_exactly_once,
     list_filters_by_state_and_notes_expiry,
@@ -109,8 +109,13 @@ fn binding(proposal: char) -> Binding {
     }
 }
 
+/// The approver `name`, the person `subject`.
+fn as_<'a>(name: &'a str, subject: &'a str) -> Decider<'a> {
+    Decider { name, subject }
+}
+
 async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
-    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None };
+    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into() };
     let a = l.create_approval(new).await.unwrap();
     assert_eq!((a.state, a.expires_ms, a.arguments), (ApprovalState::Pending, now + 1000, json!({"quantity": 8})));
 }
@@ -121,29 +126,32 @@ async fn an_approval_lives_pending_approved_consumed_once(s: Store) {
     assert_eq!(l.latest_approval(&binding('a')).await.unwrap().unwrap().id, "apr_1");
     assert!(l.latest_approval(&binding('b')).await.unwrap().is_none());
     assert!(matches!(l.consume_approval("apr_1", 10).await, Err(LedgerError::NotApproved { state: "pending", .. })));
-    let a = l.decide_approval("apr_1", true, "dana", "ok for the fleet", 10).await.unwrap();
+    let a = l.decide_approval("apr_1", true, as_("dana", "dana@atlas.example"), "ok for the fleet", 10).await.unwrap();
     assert_eq!((a.state, a.decided_by.as_deref()), (ApprovalState::Approved, Some("dana")));
-    assert!(matches!(l.decide_approval("apr_1", false, "dana", "changed my mind", 11).await, Err(LedgerError::NotPending { state: "approved", .. })));
+    assert!(matches!(l.decide_approval("apr_1", false, as_("dana", "dana@atlas.example"), "changed my mind", 11).await, Err(LedgerError::NotPending { state: "approved", .. })));
     assert_eq!(l.consume_approval("apr_1", 20).await.unwrap().state, ApprovalState::Consumed);
     assert!(matches!(l.consume_approval("apr_1", 21).await, Err(LedgerError::NotApproved { state: "consumed", .. })));
     assert_eq!(l.count_approvals(ApprovalState::Consumed).await.unwrap(), 1);
 }
 
-async fn the_caller_cannot_decide_its_own_call_and_expiry_is_final(s: Store) {
+async fn nobody_decides_their_own_call_under_any_credential_and_expiry_is_final(s: Store) {
     let l = &*s.ledger;
     ask(l, "apr_1", &binding('a'), 0).await;
-    assert!(matches!(l.decide_approval("apr_1", true, "agent", "me", 10).await, Err(LedgerError::SelfApproval { .. })));
-    assert!(matches!(l.decide_approval("apr_1", true, "dana", "late", 1000).await, Err(LedgerError::Expired(_))));
+    assert!(matches!(l.decide_approval("apr_1", true, as_("agent", "agent@atlas.example"), "me", 10).await, Err(LedgerError::SelfApproval { .. })));
+    // The same person under another credential (an approver token of theirs) is still the asker.
+    assert!(matches!(l.decide_approval("apr_1", true, as_("agent_human", "agent@atlas.example"), "me again", 10).await, Err(LedgerError::SelfApproval { .. })));
+    assert_eq!(l.approval("apr_1").await.unwrap().unwrap().state, ApprovalState::Pending, "nothing was decided");
+    assert!(matches!(l.decide_approval("apr_1", true, as_("dana", "dana@atlas.example"), "late", 1000).await, Err(LedgerError::Expired(_))));
     assert_eq!(l.approval("apr_1").await.unwrap().unwrap().state, ApprovalState::Expired, "the expiry is recorded");
     ask(l, "apr_2", &binding('b'), 0).await;
-    l.decide_approval("apr_2", true, "dana", "ok", 10).await.unwrap();
+    l.decide_approval("apr_2", true, as_("dana", "dana@atlas.example"), "ok", 10).await.unwrap();
     assert!(matches!(l.consume_approval("apr_2", 1000).await, Err(LedgerError::NotApproved { state: "expired", .. })));
-    assert!(matches!(l.decide_approval("nope", true, "dana", "x", 0).await, Err(LedgerError::NotFound(_))));
+    assert!(matches!(l.decide_approval("nope", true, as_("dana", "dana@atlas.example"), "x", 0).await, Err(LedgerError::NotFound(_))));
 }
 
 async fn the_store_itself_refuses_illegal_approval_changes(s: Store) {
     ask(&*s.ledger, "apr_1", &binding('a'), 0).await;
-    s.ledger.decide_approval("apr_1", false, "dana", "no", 10).await.unwrap();
+    s.ledger.decide_approval("apr_1", false, as_("dana", "dana@atlas.example"), "no", 10).await.unwrap();
     let err = s.raw("UPDATE approvals SET state = 'approved' WHERE id = 'apr_1'").await.unwrap_err();
     assert!(err.contains("illegal approval transition"), "{err}");
     let err = s.raw("UPDATE approvals SET arguments = '{}' WHERE id = 'apr_1'").await.unwrap_err();
@@ -154,7 +162,7 @@ async fn the_store_itself_refuses_illegal_approval_changes(s: Store) {
 
 async fn concurrent_consumers_win_exactly_once(s: Store) {
     ask(&*s.ledger, "apr_1", &binding('a'), 0).await;
-    s.ledger.decide_approval("apr_1", true, "dana", "ok", 1).await.unwrap();
+    s.ledger.decide_approval("apr_1", true, as_("dana", "dana@atlas.example"), "ok", 1).await.unwrap();
     let tries = (0..16).map(|_| {
         let l = s.ledger.clone();
         tokio::spawn(async move { l.consume_approval("apr_1", 5).await.is_ok() })
@@ -409,7 +417,7 @@ async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
     assert_eq!(l.log_size().await.unwrap(), 2);
     // Opening an approval: its receipt with it, or neither.
     let b = binding('c');
-    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)) };
+    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)), subject: "agent@atlas.example".into() };
     l.create_approval(open("apr_1")).await.unwrap();
     assert_eq!(l.log_size().await.unwrap(), 3);
     assert!(l.create_approval(open("apr_1")).await.is_err(), "a second approval under one id is refused");

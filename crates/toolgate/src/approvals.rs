@@ -116,7 +116,9 @@ pub fn check_approver(config: &Config, name: &str, reason: &str) -> anyhow::Resu
 async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     let (config, store) = open(&d.config).await?;
     check_approver(&config, &d.approver, &d.reason)?;
-    let decided = store.decide_approval(&d.id, approve, &d.approver, &d.reason, SystemClock.now_ms()).await?;
+    let subject = config.callers[&d.approver].subject_of(&d.approver);
+    let decider = toolgate_ledger::Decider { name: &d.approver, subject: &subject };
+    let decided = store.decide_approval(&d.id, approve, decider, &d.reason, SystemClock.now_ms()).await?;
     print(&decided, d.json)
 }
 

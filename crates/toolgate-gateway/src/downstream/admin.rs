@@ -93,7 +93,8 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
         _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
     };
-    match gw.ledger.decide_approval(&id, approve, &caller.name, &reason, gw.clock.now_ms()).await {
+    let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject };
+    match gw.ledger.decide_approval(&id, approve, decider, &reason, gw.clock.now_ms()).await {
         Ok(a) => {
             tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
             Json(a).into_response()

@@ -143,7 +143,8 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
             let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
             let id = a.entropy.id("apr_");
             let arguments = proposal.arguments.clone();
-            Ok(Gated::Open(NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms, ttl_ms: a.ttl_ms, receipt: None }))
+            let subject = cx.caller.subject.clone();
+            Ok(Gated::Open(NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms, ttl_ms: a.ttl_ms, receipt: None, subject }))
         }
         Step::Wait(_) => {
             let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
@@ -379,7 +380,7 @@ mod tests {
     }
 
     async fn decide_as_dana(s: &Store, id: &str, approve: bool) {
-        s.ledger.decide_approval(id, approve, "dana", "checked", s.clock.now_ms()).await.expect("dana may decide");
+        s.ledger.decide_approval(id, approve, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example" }, "checked", s.clock.now_ms()).await.expect("dana may decide");
     }
 
     async fn stored(s: &Store, id: &str) -> Approval {

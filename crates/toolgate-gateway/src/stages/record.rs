@@ -542,9 +542,9 @@ mod tests {
             proposal_sha256: call.1.sha256.clone(),
             policy_version: gw.policy().version().to_string(),
         };
-        let new = NewApproval { id: "apr_1".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None };
+        let new = NewApproval { id: "apr_1".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into() };
         gw.ledger.create_approval(new).await.unwrap();
-        gw.ledger.decide_approval("apr_1", true, "dana", "checked", NOW_MS + 1_500).await.unwrap();
+        gw.ledger.decide_approval("apr_1", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example" }, "checked", NOW_MS + 1_500).await.unwrap();
         let mut f = allowed(&gw, &call);
         (f.dispatched, f.approval_id) = (true, Some("apr_1".into()));
         record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await;

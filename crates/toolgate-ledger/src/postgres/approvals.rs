@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
 use super::pool::Db;
-use crate::{LedgerError, NewApproval, Result};
+use crate::{Decider, LedgerError, NewApproval, Result};
 
 fn approval(r: &Row) -> Result<Approval> {
     let state: String = r.get("state");
@@ -31,6 +31,7 @@ fn approval(r: &Row) -> Result<Approval> {
         decision_reason: r.get("decision_reason"),
         decided_ms: r.get("decided_ms"),
         used_ms: r.get("used_ms"),
+        subject: r.get("subject"),
     })
 }
 
@@ -39,9 +40,9 @@ pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
     let (arguments, rules, expires) = (new.arguments.to_string(), serde_json::to_string(&new.rules).expect("strings serialise"), new.now_ms + new.ttl_ms);
     let row = pool
         .query_opt(
-            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12) RETURNING *",
-            &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires],
+            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13) RETURNING *",
+            &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires, &new.subject],
         )
         .await?;
     approval(&row.ok_or_else(|| LedgerError::Store("the approval was not stored".into()))?)
@@ -79,13 +80,15 @@ pub async fn list(pool: &impl Db, state: Option<ApprovalState>, now_ms: i64) -> 
     rows.iter().map(approval).collect()
 }
 
-pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
     let state = if approve { "approved" } else { "denied" };
+    // Nobody decides their own call: not under the credential that asked,
+    // nor as the same person (subject) under another one.
     let decided = pool
         .query_opt(
             "UPDATE approvals SET state = $2, decided_by = $3, decision_reason = $4, decided_ms = $5 \
-             WHERE id = $1 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 RETURNING *",
-            &[&id, &state, &approver, &reason, &now_ms],
+             WHERE id = $1 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 AND (subject = '' OR subject <> $6) RETURNING *",
+            &[&id, &state, &approver.name, &reason, &now_ms, &approver.subject],
         )
         .await?;
     if let Some(row) = decided {
@@ -93,8 +96,8 @@ pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &str, rea
     }
     // Not decided: say why, as SQLite's store does.
     let current = get(pool, id).await?;
-    if current.binding.caller == approver {
-        return Err(LedgerError::SelfApproval { approver: approver.to_string() });
+    if current.asked_by(approver.name, approver.subject) {
+        return Err(LedgerError::SelfApproval { approver: approver.name.to_string() });
     }
     match current.state_at(now_ms) {
         ApprovalState::Expired if current.state == ApprovalState::Pending => {

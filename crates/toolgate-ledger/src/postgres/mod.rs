@@ -16,7 +16,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use pool::{Db as _, Pool};
 
 /// Each entry is one schema version; never edit a shipped one, append.
@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0001_approvals.sql"),
     include_str!("../migrations/postgres/0002_operations.sql"),
     include_str!("../migrations/postgres/0003_receipts.sql"),
+    include_str!("../migrations/postgres/0004_approval_subject.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -76,8 +77,8 @@ impl Ledger for PostgresLedger {
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         approvals::count(&self.pool, state).await
     }
-    async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
-        approvals::decide(&self.pool, id, approve, approver, reason, now_ms).await
+    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
+        approvals::decide(&self.pool, id, approve, &approver, reason, now_ms).await
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
         approvals::consume(&self.pool, id, now_ms).await

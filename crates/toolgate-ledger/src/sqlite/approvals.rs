@@ -6,10 +6,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
-use crate::{LedgerError, NewApproval, Result};
+use crate::{Decider, LedgerError, NewApproval, Result};
 
 const COLUMNS: &str = "id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, \
-                       created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms";
+                       created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms, subject";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let text = |i: usize| r.get::<_, String>(i);
@@ -37,6 +37,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
         decision_reason: r.get(14)?,
         decided_ms: r.get(15)?,
         used_ms: r.get(16)?,
+        subject: text(17)?,
     })
 }
 
@@ -44,8 +45,8 @@ pub fn create(conn: &Connection, new: &NewApproval) -> Result<Approval> {
     let b = &new.binding;
     let rules = serde_json::to_string(&new.rules).expect("strings serialise");
     conn.execute(
-        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, NULL, NULL, NULL, NULL)"),
-        params![new.id, b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, new.arguments.to_string(), new.reason, rules, new.now_ms, new.now_ms + new.ttl_ms],
+        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, NULL, NULL, NULL, NULL, ?13)"),
+        params![new.id, b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, new.arguments.to_string(), new.reason, rules, new.now_ms, new.now_ms + new.ttl_ms, new.subject],
     )?;
     get(conn, &new.id)
 }
@@ -82,10 +83,10 @@ pub fn list(conn: &Connection, state: Option<ApprovalState>, now_ms: i64) -> Res
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
+pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
     let current = get(conn, id)?;
-    if current.binding.caller == approver {
-        return Err(LedgerError::SelfApproval { approver: approver.to_string() });
+    if current.asked_by(approver.name, approver.subject) {
+        return Err(LedgerError::SelfApproval { approver: approver.name.to_string() });
     }
     match current.state_at(now_ms) {
         ApprovalState::Pending => {}
@@ -98,7 +99,7 @@ pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &str, reason
     let state = if approve { "approved" } else { "denied" };
     conn.execute(
         "UPDATE approvals SET state = ?2, decided_by = ?3, decision_reason = ?4, decided_ms = ?5 WHERE id = ?1 AND state = 'pending'",
-        params![id, state, approver, reason, now_ms],
+        params![id, state, approver.name, reason, now_ms],
     )?;
     get(conn, id)
 }

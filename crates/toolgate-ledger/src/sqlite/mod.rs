@@ -31,7 +31,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
 /// The most requests one transaction takes: bounds the latency a request
 /// can add to the others in its batch.
@@ -358,9 +358,9 @@ impl Ledger for SqliteLedger {
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         self.read(move |c| approvals::count(c, state)).await
     }
-    async fn decide_approval(&self, id: &str, approve: bool, approver: &str, reason: &str, now_ms: i64) -> Result<Approval> {
-        let (id, approver, reason) = (id.to_string(), approver.to_string(), reason.to_string());
-        self.run(move |c| approvals::decide(c, &id, approve, &approver, &reason, now_ms)).await
+    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
+        let (id, name, subject, reason) = (id.to_string(), approver.name.to_string(), approver.subject.to_string(), reason.to_string());
+        self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject }, &reason, now_ms)).await
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
         let id = id.to_string();
