@@ -166,6 +166,35 @@ async fn an_approved_call_runs_exactly_once_and_only_as_approved() {
 }
 
 #[tokio::test]
+async fn an_approver_of_another_tenant_finds_nothing_of_this_one() {
+    const MALLORY: &str = "mallory-token-0123456789abcdef";
+    unsafe { std::env::set_var("TOOLGATE_TEST_MALLORY", MALLORY) };
+    let mallory = "[callers.mallory]\ntenant = \"other\"\nroles = [\"approver\"]\ntoken_env = \"TOOLGATE_TEST_MALLORY\"\n";
+    let h = start_with("", mallory, &[]).await;
+    let asked = call_as(&h.url, None, ORDER, &order(3), json!({})).await;
+    let id = approval_id(&asked);
+    // Not listed, not shown, not decidable: "not found", not "forbidden".
+    let (status, listed) = admin(&h.url, Some(MALLORY), "GET", "/admin/approvals", None).await;
+    assert_eq!((status, listed["approvals"].as_array().map(Vec::len)), (200, Some(0)), "{listed}");
+    assert_eq!(admin(&h.url, Some(MALLORY), "GET", &format!("/admin/approvals/{id}"), None).await.0, 404);
+    assert_eq!(decide(&h.url, MALLORY, &id, "approve").await.0, 404);
+    let waiting = call_as(&h.url, None, ORDER, &order(3), json!({"requestState": state(&asked)})).await;
+    assert_eq!(waiting["resultType"], "input_required", "still waiting: {waiting}");
+    // Its own tenant's approver sees and decides it.
+    let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals", None).await;
+    assert!(listed["approvals"].as_array().unwrap().iter().any(|a| a["id"] == id.as_str()), "{listed}");
+    assert_eq!(decide(&h.url, DANA_TOKEN, &id, "approve").await.0, 200);
+    // Operations too are the tenant's own.
+    let ran = call_as(&h.url, None, ORDER, &order(3), json!({"requestState": state(&asked)})).await;
+    let op = ran["_meta"]["io.toolgate/operation"]["id"].as_str().unwrap_or_else(|| panic!("{ran}")).to_string();
+    let (_, ops) = admin(&h.url, Some(MALLORY), "GET", "/admin/operations", None).await;
+    assert_eq!(ops["operations"].as_array().map(Vec::len), Some(0), "{ops}");
+    assert_eq!(admin(&h.url, Some(MALLORY), "GET", &format!("/admin/operations/{op}"), None).await.0, 404);
+    assert_eq!(admin(&h.url, Some(MALLORY), "POST", &format!("/admin/operations/{op}/reconcile"), Some(json!({}))).await.0, 404);
+    assert_eq!(admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/operations/{op}"), None).await.0, 200);
+}
+
+#[tokio::test]
 async fn nobody_approves_their_own_call_under_another_credential() {
     // dana's bot asks; dana, the same person with her approver token, may not decide it.
     const BOT_TOKEN: &str = "dana-bot-token-0123456789abcdef";

@@ -71,7 +71,7 @@ async fn a_retried_write_takes_effect_once_and_another_payload_is_a_conflict() {
     let fresh = create(&h.url, &ticket("Forklift 4 will not start", "ref-retry-0002"), Some("key-2")).await;
     assert!(fresh["structuredContent"]["ticket_id"].is_string(), "{fresh}");
     assert_eq!((invocations(&h), tickets(&h)), (2, 2));
-    let ops = h.gateway.ledger.operations(None, now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, None, now_ms()).await.unwrap();
     assert_eq!(ops.len(), 2);
     assert!(ops.iter().all(|o| o.state == OperationState::Completed && o.key.tenant == "atlas" && o.caller == "agent"), "{ops:?}");
 }
@@ -86,7 +86,7 @@ async fn writes_without_a_key_are_recorded_and_reads_are_not_operations() {
     assert_eq!((invocations(&h), tickets(&h)), (2, 1));
     let read = call(&h.url, "support__get_ticket", json!({"client_reference": "ref-nokey-0001"})).await;
     assert_eq!(read["result"]["structuredContent"]["found"], true, "{read}");
-    let ops = h.gateway.ledger.operations(None, now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, None, now_ms()).await.unwrap();
     assert_eq!(ops.len(), 2, "two writes, no read: {ops:?}");
     assert!(ops.iter().all(|o| o.key.value.starts_with("auto:") && o.key.tool == "create_ticket"));
     // A key that is not a short string is refused before anything runs.
@@ -109,7 +109,7 @@ async fn a_recorded_tool_error_is_replayed_not_retried() {
     assert_eq!((again["isError"].clone(), again["content"].clone()), (json!(true), failed["content"].clone()));
     assert_eq!(op_meta(&again)["replayed"], true);
     assert_eq!((invocations(&h), tickets(&h)), (1, 0));
-    let ops = h.gateway.ledger.operations(Some(OperationState::ToolError), now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, Some(OperationState::ToolError), now_ms()).await.unwrap();
     assert_eq!(ops.len(), 1);
 }
 

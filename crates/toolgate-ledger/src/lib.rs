@@ -54,14 +54,16 @@ pub struct NewApproval {
     pub subject: String,
 }
 
-/// Who decides an approval: the credential (a `[callers]` name) and the
-/// person behind it (its subject).
+/// Who decides an approval: the credential (a `[callers]` name), the
+/// person behind it (its subject) and the tenant it acts in.
 #[derive(Debug, Clone, Copy)]
 pub struct Decider<'a> {
     /// The approver's caller name, recorded as `decided_by`.
     pub name: &'a str,
     /// The approver's subject: the same person as the asker is refused.
     pub subject: &'a str,
+    /// The approver's tenant: another tenant's approval is not found.
+    pub tenant: &'a str,
 }
 
 /// A write about to be dispatched.
@@ -192,13 +194,15 @@ pub trait Ledger: Send + Sync {
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
     /// The newest approval with exactly this binding.
     async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>>;
-    /// Newest first, only `state` when given; approvals past their expiry
-    /// are marked expired first.
-    async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>>;
+    /// Newest first, only `tenant`'s and only `state` when given (`None`:
+    /// every tenant, for an operator); approvals past their expiry are
+    /// marked expired first.
+    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>>;
     /// How many approvals are stored in `state`; nothing is marked expired
     /// first, so an approval past its expiry still counts as it was.
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64>;
-    /// An approver's decision on a pending approval. Nobody decides their own
+    /// An approver's decision on a pending approval of the approver's own
+    /// tenant (another tenant's is `NotFound`). Nobody decides their own
     /// call: not the caller who asked, nor the same person (subject) under
     /// another credential (`SelfApproval`).
     async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval>;
@@ -226,9 +230,10 @@ pub trait Ledger: Send + Sync {
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
     /// The operation that holds `key`, if any, as stored.
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>>;
-    /// Newest first, only `state` when given; dispatched operations whose
-    /// lease lapsed are marked unknown first.
-    async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>>;
+    /// Newest first, only `tenant`'s and only `state` when given (`None`:
+    /// every tenant); dispatched operations whose lease lapsed are marked
+    /// unknown first.
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>>;
     /// Settles an unknown operation: applied (final) or not applied (the
     /// key may run again — only once its lease has ended, so a dispatch
     /// still running upstream cannot be doubled).

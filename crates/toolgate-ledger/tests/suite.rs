@@ -87,6 +87,7 @@ both!(
     an_approval_lives_pending_approved_consumed_once,
     nobody_decides_their_own_call_under_any_credential_and_expiry_is_final,
     the_store_itself_refuses_illegal_approval_changes,
+    an_approval_is_its_tenants_own,
     concurrent_consumers_win_exactly_once,
     list_filters_by_state_and_notes_expiry,
     an_operation_runs_once_and_records_its_outcome,
@@ -109,9 +110,9 @@ fn binding(proposal: char) -> Binding {
     }
 }
 
-/// The approver `name`, the person `subject`.
+/// The approver `name`, the person `subject`, acting in tenant `atlas`.
 fn as_<'a>(name: &'a str, subject: &'a str) -> Decider<'a> {
-    Decider { name, subject }
+    Decider { name, subject, tenant: "atlas" }
 }
 
 async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
@@ -149,6 +150,23 @@ async fn nobody_decides_their_own_call_under_any_credential_and_expiry_is_final(
     assert!(matches!(l.decide_approval("nope", true, as_("dana", "dana@atlas.example"), "x", 0).await, Err(LedgerError::NotFound(_))));
 }
 
+async fn an_approval_is_its_tenants_own(s: Store) {
+    let l = &*s.ledger;
+    ask(l, "apr_1", &binding('a'), 0).await;
+    let other = Binding { tenant: "other".into(), ..binding('b') };
+    ask(l, "apr_2", &other, 0).await;
+    // Another tenant's approver neither sees it listed nor decides it: it is not found.
+    let mallory = Decider { name: "mallory", subject: "mallory@other.example", tenant: "other" };
+    let listed: Vec<String> = l.approvals(Some("other"), None, 10).await.unwrap().into_iter().map(|a| a.id).collect();
+    assert_eq!(listed, ["apr_2"]);
+    assert!(matches!(l.decide_approval("apr_1", true, mallory, "mine now", 10).await, Err(LedgerError::NotFound(_))));
+    assert_eq!(l.approval("apr_1").await.unwrap().unwrap().state, ApprovalState::Pending, "nothing was decided");
+    // Its own tenant's approver does; an operator's listing (no tenant) sees both.
+    l.decide_approval("apr_1", true, as_("dana", "dana@atlas.example"), "ok", 10).await.unwrap();
+    assert_eq!(l.approvals(Some("atlas"), None, 10).await.unwrap().len(), 1);
+    assert_eq!(l.approvals(None, None, 10).await.unwrap().len(), 2);
+}
+
 async fn the_store_itself_refuses_illegal_approval_changes(s: Store) {
     ask(&*s.ledger, "apr_1", &binding('a'), 0).await;
     s.ledger.decide_approval("apr_1", false, as_("dana", "dana@atlas.example"), "no", 10).await.unwrap();
@@ -175,10 +193,10 @@ async fn list_filters_by_state_and_notes_expiry(s: Store) {
     let l = &*s.ledger;
     ask(l, "apr_1", &binding('a'), 0).await;
     ask(l, "apr_2", &binding('b'), 500).await;
-    assert_eq!(l.approvals(Some(ApprovalState::Pending), 100).await.unwrap().len(), 2);
-    let pending = l.approvals(Some(ApprovalState::Pending), 1200).await.unwrap();
+    assert_eq!(l.approvals(None, Some(ApprovalState::Pending), 100).await.unwrap().len(), 2);
+    let pending = l.approvals(None, Some(ApprovalState::Pending), 1200).await.unwrap();
     assert_eq!(pending.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec!["apr_2"]);
-    let all = l.approvals(None, 1200).await.unwrap();
+    let all = l.approvals(None, None, 1200).await.unwrap();
     assert_eq!(all.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec!["apr_2", "apr_1"], "newest first");
 }
 
@@ -224,9 +242,9 @@ async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
     assert_eq!(other_payload.proposal_sha256, "a".repeat(64));
     assert!(matches!(l.finish_operation("op_1", 1, OperationState::ToolError, None, 6, None).await, Err(LedgerError::WrongState { .. })));
     assert!(l.operation("op_3").await.unwrap().is_none(), "no row for a replayed call");
-    let listed = l.operations(None, 7).await.unwrap();
+    let listed = l.operations(None, None, 7).await.unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(l.operations(Some(OperationState::Unknown), 7).await.unwrap().len(), 0);
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 7).await.unwrap().len(), 0);
 }
 
 async fn a_key_is_scoped_to_tenant_and_tool(s: Store) {
@@ -234,7 +252,7 @@ async fn a_key_is_scoped_to_tenant_and_tool(s: Store) {
     mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
     mine(l.begin_operation(new_op("op_2", key("other", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
     mine(l.begin_operation(new_op("op_3", key("atlas", "close_ticket", "k"), 'a', 100), 0).await.unwrap());
-    assert_eq!(l.operations(Some(OperationState::Reserved), 1).await.unwrap().len(), 3);
+    assert_eq!(l.operations(None, Some(OperationState::Reserved), 1).await.unwrap().len(), 3);
 }
 
 async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Store) {
@@ -255,7 +273,7 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     let k2 = key("atlas", "create_ticket", "k2");
     mine(l.begin_operation(new_op("op_3", k2.clone(), 'a', 100), 0).await.unwrap());
     l.mark_dispatched("op_3", 1, 100, 1).await.unwrap();
-    assert_eq!(l.operations(Some(OperationState::Unknown), 200).await.unwrap().len(), 1, "listing notes lapsed leases");
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 200).await.unwrap().len(), 1, "listing notes lapsed leases");
     l.resolve_operation("op_3", resolution(false)).await.unwrap();
     let retried = mine(l.begin_operation(new_op("op_4", k2, 'a', 400), 210).await.unwrap());
     assert_eq!((retried.id.as_str(), retried.state, retried.attempts), ("op_3", OperationState::Reserved, 2));

@@ -75,7 +75,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 None => None,
                 Some(s) => Some(ApprovalState::parse(s).with_context(|| format!("unknown state `{s}`; use pending, approved, denied, expired or consumed"))?),
             };
-            let all = store.approvals(state, SystemClock.now_ms()).await?;
+            let all = store.approvals(None, state, SystemClock.now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"approvals": all}))?);
             } else if all.is_empty() {
@@ -116,8 +116,9 @@ pub fn check_approver(config: &Config, name: &str, reason: &str) -> anyhow::Resu
 async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     let (config, store) = open(&d.config).await?;
     check_approver(&config, &d.approver, &d.reason)?;
-    let subject = config.callers[&d.approver].subject_of(&d.approver);
-    let decider = toolgate_ledger::Decider { name: &d.approver, subject: &subject };
+    let approver = &config.callers[&d.approver];
+    let subject = approver.subject_of(&d.approver);
+    let decider = toolgate_ledger::Decider { name: &d.approver, subject: &subject, tenant: &approver.tenant };
     let decided = store.decide_approval(&d.id, approve, decider, &d.reason, SystemClock.now_ms()).await?;
     print(&decided, d.json)
 }

@@ -50,7 +50,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::List(Listing { config, state, json }) => {
             let state = state.as_deref().map(parse_state).transpose()?;
             let (_, ledger) = open(&config).await?;
-            let all = ledger.operations(state, SystemClock.now_ms()).await?;
+            let all = ledger.operations(None, state, SystemClock.now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"operations": all}))?);
             } else if all.is_empty() {
@@ -72,7 +72,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::Reconcile(One { config, id, json }) => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
             let (mut config, ledger) = open(&config).await?;
-            let unknown = ledger.operations(Some(OperationState::Unknown), SystemClock.now_ms()).await?;
+            let unknown = ledger.operations(None, Some(OperationState::Unknown), SystemClock.now_ms()).await?;
             let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
                 let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
                 anyhow::bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());

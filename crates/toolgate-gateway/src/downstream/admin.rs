@@ -2,6 +2,8 @@
 //! the same Host/Origin checks. Only a caller with the `approver` role may
 //! use it; agents' tokens get 403. The approver is the authenticated
 //! caller, never a name in the body, and can never decide its own call.
+//! Everything is the approver's own tenant's: another tenant's approval or
+//! operation is "not found" (404), never listed.
 //!
 //! - `GET  /admin/approvals[?state=pending]`
 //! - `GET  /admin/approvals/{id}`
@@ -59,21 +61,22 @@ fn state_filter<S>(q: &ListQuery, parse: fn(&str) -> Option<S>, known: &str) -> 
     }
 }
 
-async fn list(_: Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
+async fn list(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
     let state = match state_filter(&q, ApprovalState::parse, "pending, approved, denied, expired or consumed") {
         Ok(s) => s,
         Err(r) => return r,
     };
-    match gw.ledger.approvals(state, gw.clock.now_ms()).await {
+    match gw.ledger.approvals(Some(&caller.tenant), state, gw.clock.now_ms()).await {
         Ok(all) => Json(json!({"approvals": all})).into_response(),
         Err(e) => store_error(e),
     }
 }
 
-async fn show(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn show(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match gw.ledger.approval(&id).await {
-        Ok(Some(a)) => Json(a.as_of(gw.clock.now_ms())).into_response(),
-        Ok(None) => store_error(LedgerError::NotFound(id)),
+        Ok(Some(a)) if a.binding.tenant == caller.tenant => Json(a.as_of(gw.clock.now_ms())).into_response(),
+        // Another tenant's approval does not exist for this approver.
+        Ok(_) => store_error(LedgerError::NotFound(id)),
         Err(e) => store_error(e),
     }
 }
@@ -93,7 +96,7 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
         _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
     };
-    let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject };
+    let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject, tenant: &caller.tenant };
     match gw.ledger.decide_approval(&id, approve, decider, &reason, gw.clock.now_ms()).await {
         Ok(a) => {
             tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
@@ -103,27 +106,32 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
     }
 }
 
-async fn operations(_: Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
+async fn operations(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
     let states = OperationState::ALL.map(OperationState::as_str).join(", ");
     let state = match state_filter(&q, OperationState::parse, &states) {
         Ok(s) => s,
         Err(r) => return r,
     };
-    match gw.ledger.operations(state, gw.clock.now_ms()).await {
+    match gw.ledger.operations(Some(&caller.tenant), state, gw.clock.now_ms()).await {
         Ok(all) => Json(json!({"operations": all})).into_response(),
         Err(e) => store_error(e),
     }
 }
 
-async fn operation(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn operation(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
     match gw.ledger.operation(&id).await {
-        Ok(Some(op)) => Json(op).into_response(),
-        Ok(None) => store_error(LedgerError::OperationNotFound(id)),
+        Ok(Some(op)) if op.key.tenant == caller.tenant => Json(op).into_response(),
+        Ok(_) => store_error(LedgerError::OperationNotFound(id)),
         Err(e) => store_error(e),
     }
 }
 
-async fn reconcile(_: Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn reconcile(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+    match gw.ledger.operation(&id).await {
+        Ok(Some(op)) if op.key.tenant == caller.tenant => {}
+        Ok(_) => return store_error(LedgerError::OperationNotFound(id)),
+        Err(e) => return store_error(e),
+    }
     match crate::reconcile::reconcile(&gw, &id).await {
         Ok(done) => Json(json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence})).into_response(),
         // Nothing was settled: say why (not found, not unknown, no rule, the read failed).

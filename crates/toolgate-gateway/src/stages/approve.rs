@@ -380,7 +380,7 @@ mod tests {
     }
 
     async fn decide_as_dana(s: &Store, id: &str, approve: bool) {
-        s.ledger.decide_approval(id, approve, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example" }, "checked", s.clock.now_ms()).await.expect("dana may decide");
+        s.ledger.decide_approval(id, approve, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "checked", s.clock.now_ms()).await.expect("dana may decide");
     }
 
     async fn stored(s: &Store, id: &str) -> Approval {

@@ -603,7 +603,7 @@ mod tests {
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
         s.clock.advance(LEASE_MS);
         // Someone lists operations: the lapsed dispatch is marked unknown.
-        s.ledger.operations(None, s.clock.now_ms()).await.unwrap();
+        s.ledger.operations(None, None, s.clock.now_ms()).await.unwrap();
         assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
         let (appended, late) = finished(&s, &op, Ok(raw(RESULT))).await;
         let late = late.expect("the late answer settles it");
@@ -633,7 +633,7 @@ mod tests {
         let (_, binding) = gate.approval.clone().unwrap();
         let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into() };
         s.ledger.create_approval(new).await.unwrap();
-        s.ledger.decide_approval("apr_2", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example" }, "ok", NOW_MS).await.unwrap();
+        s.ledger.decide_approval("apr_2", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
         s.ledger.consume_approval("apr_2", NOW_MS).await.unwrap();
         // Another re-issue just used it and has not reserved its operation yet.
         let r = refused(claimed(&s, &call, &order_tool(), &gate).await);

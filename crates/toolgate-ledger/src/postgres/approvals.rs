@@ -73,10 +73,12 @@ pub async fn count(pool: &impl Db, state: ApprovalState) -> Result<u64> {
     Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
 }
 
-pub async fn list(pool: &impl Db, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
     pool.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= $1", &[&now_ms]).await?;
     let state = state.map(ApprovalState::as_str);
-    let rows = pool.query("SELECT * FROM approvals WHERE $1::text IS NULL OR state = $1 ORDER BY created_ms DESC, seq DESC", &[&state]).await?;
+    let rows = pool
+        .query("SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC", &[&state, &tenant])
+        .await?;
     rows.iter().map(approval).collect()
 }
 
@@ -87,8 +89,8 @@ pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &Decider<
     let decided = pool
         .query_opt(
             "UPDATE approvals SET state = $2, decided_by = $3, decision_reason = $4, decided_ms = $5 \
-             WHERE id = $1 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 AND (subject = '' OR subject <> $6) RETURNING *",
-            &[&id, &state, &approver.name, &reason, &now_ms, &approver.subject],
+             WHERE id = $1 AND tenant = $7 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 AND (subject = '' OR subject <> $6) RETURNING *",
+            &[&id, &state, &approver.name, &reason, &now_ms, &approver.subject, &approver.tenant],
         )
         .await?;
     if let Some(row) = decided {
@@ -96,6 +98,9 @@ pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &Decider<
     }
     // Not decided: say why, as SQLite's store does.
     let current = get(pool, id).await?;
+    if current.binding.tenant != approver.tenant {
+        return Err(LedgerError::NotFound(id.to_string()));
+    }
     if current.asked_by(approver.name, approver.subject) {
         return Err(LedgerError::SelfApproval { approver: approver.name.to_string() });
     }

@@ -71,8 +71,8 @@ impl Ledger for PostgresLedger {
     async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
         approvals::latest(&self.pool, binding).await
     }
-    async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
-        approvals::list(&self.pool, state, now_ms).await
+    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+        approvals::list(&self.pool, tenant, state, now_ms).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         approvals::count(&self.pool, state).await
@@ -120,8 +120,8 @@ impl Ledger for PostgresLedger {
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
         operations::find_by_key(&self.pool, key).await
     }
-    async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
-        operations::list(&self.pool, state, now_ms).await
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+        operations::list(&self.pool, tenant, state, now_ms).await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let Some(draft) = resolution.receipt.take() else { return operations::resolve(&self.pool, id, &resolution).await };

@@ -126,9 +126,11 @@ pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operati
     changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
 }
 
-pub async fn list(pool: &impl Db, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
     lapse(pool, now_ms).await?;
     let state = state.map(OperationState::as_str);
-    let rows = pool.query("SELECT * FROM operations WHERE $1::text IS NULL OR state = $1 ORDER BY created_ms DESC, seq DESC", &[&state]).await?;
+    let rows = pool
+        .query("SELECT * FROM operations WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC", &[&state, &tenant])
+        .await?;
     rows.iter().map(op).collect()
 }

@@ -76,15 +76,21 @@ pub fn count(conn: &Connection, state: ApprovalState) -> Result<u64> {
     Ok(conn.query_row("SELECT count(*) FROM approvals WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
 }
 
-pub fn list(conn: &Connection, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
     conn.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= ?1", [now_ms])?;
-    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE ?1 IS NULL OR state = ?1 ORDER BY created_ms DESC, rowid DESC"))?;
-    let rows = stmt.query_map([state.map(ApprovalState::as_str)], row)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC"
+    ))?;
+    let rows = stmt.query_map(params![state.map(ApprovalState::as_str), tenant], row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
     let current = get(conn, id)?;
+    // Another tenant's approval does not exist for this approver.
+    if current.binding.tenant != approver.tenant {
+        return Err(LedgerError::NotFound(id.to_string()));
+    }
     if current.asked_by(approver.name, approver.subject) {
         return Err(LedgerError::SelfApproval { approver: approver.name.to_string() });
     }

@@ -352,15 +352,16 @@ impl Ledger for SqliteLedger {
         let b = binding.clone();
         self.read(move |c| approvals::latest(c, &b)).await
     }
-    async fn approvals(&self, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
-        self.run(move |c| approvals::list(c, state, now_ms)).await
+    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+        let tenant = tenant.map(str::to_string);
+        self.run(move |c| approvals::list(c, tenant.as_deref(), state, now_ms)).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         self.read(move |c| approvals::count(c, state)).await
     }
     async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
-        let (id, name, subject, reason) = (id.to_string(), approver.name.to_string(), approver.subject.to_string(), reason.to_string());
-        self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject }, &reason, now_ms)).await
+        let (id, name, subject, tenant, reason) = (id.to_string(), approver.name.to_string(), approver.subject.to_string(), approver.tenant.to_string(), reason.to_string());
+        self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject, tenant: &tenant }, &reason, now_ms)).await
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
         let id = id.to_string();
@@ -399,8 +400,9 @@ impl Ledger for SqliteLedger {
         let key = key.clone();
         self.read(move |c| operations::by_key(c, &key)).await
     }
-    async fn operations(&self, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
-        self.run(move |c| operations::list(c, state, now_ms)).await
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+        let tenant = tenant.map(str::to_string);
+        self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms)).await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let id = id.to_string();

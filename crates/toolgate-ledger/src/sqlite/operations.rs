@@ -117,9 +117,11 @@ fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static 
     Err(LedgerError::WrongState { id: id.to_string(), state: op.state.as_str(), what })
 }
 
-pub fn list(conn: &Connection, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
     lapse(conn, now_ms)?;
-    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE ?1 IS NULL OR state = ?1 ORDER BY created_ms DESC, rowid DESC"))?;
-    let rows = stmt.query_map([state.map(OperationState::as_str)], row)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM operations WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC"
+    ))?;
+    let rows = stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant], row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
