@@ -89,6 +89,9 @@ impl OperationState {
 pub struct OperationKey {
     /// The tenant of the caller who sent the operation (never from the arguments).
     pub tenant: String,
+    /// The person who sent it (the caller's subject): a key is its sender's
+    /// own, as an idempotency key belongs to one account.
+    pub subject: String,
     /// The upstream server's configured name.
     pub server: String,
     /// The tool's name on that upstream (not the namespaced exposed name).
@@ -184,7 +187,7 @@ mod tests {
     fn op(state: OperationState, lease: i64) -> Operation {
         Operation {
             id: "op_1".into(),
-            key: OperationKey { tenant: "t".into(), server: "s".into(), tool: "w".into(), value: "k".into() },
+            key: OperationKey { tenant: "t".into(), server: "s".into(), tool: "w".into(), value: "k".into(), subject: "agent".into() },
             caller: "agent".into(),
             proposal_sha256: "a".repeat(64),
             approval_id: None,

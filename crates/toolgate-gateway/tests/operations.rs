@@ -202,3 +202,32 @@ async fn a_write_has_two_receipts_and_a_read_one_carrying_its_decision_and_outco
     assert_eq!(asked["arguments"], json!({"client_reference": "ref-rcpt-0001"}));
     assert_eq!(asked["decision"]["verdict"], "allow");
 }
+
+#[tokio::test]
+async fn an_operation_key_is_its_senders_own() {
+    // The agent and sam (same tenant) send the same key and the same note:
+    // each gets an operation of their own and one note each; neither is
+    // handed the other's result as a replay.
+    let h = start("").await;
+    let open = toolgate_atlas::dataset().tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open).unwrap().ticket_id.clone();
+    let args = json!({"ticket_id": open, "note": "compressor replaced"});
+    let send = |token: Option<&'static str>| {
+        let mut params = json!({"name": "tickets__post_ticket_update", "arguments": args.clone()});
+        params["_meta"] = json!({"io.toolgate/operationKey": "note-1"});
+        let mut req = request(&h.url, json!(9), "tools/call", params);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap()["result"].clone() }
+    };
+    let agent = send(None).await;
+    let sam = send(Some(SAM_TOKEN)).await;
+    assert_eq!(op_meta(&agent)["replayed"], false, "{agent}");
+    assert_eq!(op_meta(&sam)["replayed"], false, "{sam}");
+    assert_ne!(op_meta(&agent)["id"], op_meta(&sam)["id"]);
+    assert_eq!(lines(&h.sandbox().join("notes.jsonl")), 2);
+    // Each sender's own retry is still answered from its record.
+    let again = send(Some(SAM_TOKEN)).await;
+    assert_eq!((op_meta(&again)["replayed"].as_bool(), &op_meta(&again)["id"]), (Some(true), &op_meta(&sam)["id"]));
+    assert_eq!(lines(&h.sandbox().join("notes.jsonl")), 2);
+}

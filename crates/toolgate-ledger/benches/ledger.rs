@@ -61,7 +61,7 @@ async fn one_operation(ledger: &dyn Ledger, run: &str, i: usize) -> Duration {
     let now = now_ms();
     let new = NewOperation {
         id: id.clone(),
-        key: OperationKey { tenant: "atlas".into(), server: "support".into(), tool: "create_ticket".into(), value: format!("{run}-{i}") },
+        key: OperationKey { tenant: "atlas".into(), subject: "agent".into(), server: "support".into(), tool: "create_ticket".into(), value: format!("{run}-{i}") },
         caller: "agent".into(),
         proposal_sha256: "a".repeat(64),
         approval_id: None,

@@ -91,7 +91,7 @@ both!(
     concurrent_consumers_win_exactly_once,
     list_filters_by_state_and_notes_expiry,
     an_operation_runs_once_and_records_its_outcome,
-    a_key_is_scoped_to_tenant_and_tool,
+    a_key_is_scoped_to_tenant_sender_and_tool,
     a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it,
     a_crashed_reservation_is_taken_over_not_run_twice,
     not_applied_waits_for_the_lease_but_applied_does_not,
@@ -201,7 +201,7 @@ async fn list_filters_by_state_and_notes_expiry(s: Store) {
 }
 
 fn key(tenant: &str, tool: &str, k: &str) -> OperationKey {
-    OperationKey { tenant: tenant.into(), server: "support".into(), tool: tool.into(), value: k.into() }
+    OperationKey { tenant: tenant.into(), subject: "agent@atlas.example".into(), server: "support".into(), tool: tool.into(), value: k.into() }
 }
 
 fn new_op(id: &str, k: OperationKey, payload: char, lease: i64) -> NewOperation {
@@ -247,12 +247,19 @@ async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
     assert_eq!(l.operations(None, Some(OperationState::Unknown), 7).await.unwrap().len(), 0);
 }
 
-async fn a_key_is_scoped_to_tenant_and_tool(s: Store) {
+async fn a_key_is_scoped_to_tenant_sender_and_tool(s: Store) {
     let l = &*s.ledger;
     mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
     mine(l.begin_operation(new_op("op_2", key("other", "create_ticket", "k"), 'a', 100), 0).await.unwrap());
     mine(l.begin_operation(new_op("op_3", key("atlas", "close_ticket", "k"), 'a', 100), 0).await.unwrap());
-    assert_eq!(l.operations(None, Some(OperationState::Reserved), 1).await.unwrap().len(), 3);
+    // Another person of the same tenant sending the same key and content
+    // gets an operation of their own, never the first sender's outcome.
+    let dana = OperationKey { subject: "dana@atlas.example".into(), ..key("atlas", "create_ticket", "k") };
+    let held = mine(l.begin_operation(new_op("op_4", dana.clone(), 'a', 100), 0).await.unwrap());
+    assert_eq!((held.id.as_str(), held.key.subject.as_str()), ("op_4", "dana@atlas.example"));
+    assert_eq!(l.operation_by_key(&dana).await.unwrap().unwrap().id, "op_4");
+    assert_eq!(l.operation_by_key(&key("atlas", "create_ticket", "k")).await.unwrap().unwrap().id, "op_1");
+    assert_eq!(l.operations(None, Some(OperationState::Reserved), 1).await.unwrap().len(), 4);
 }
 
 async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Store) {
@@ -589,3 +596,71 @@ async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_a
     let appended: u64 = (0..24).flat_map(|i| (0..5).map(move |j| if (i + j) % 4 == 0 { 0 } else { 1 + (j % 2) as u64 })).sum();
     assert_eq!(size, begins + appended);
 }
+
+/// A store as the release before operation subjects left it (migrations 1
+/// to 4), with one completed operation under key `k1` sent by `agent`.
+const BEFORE_SUBJECTS: [&str; 4] = [
+    include_str!("../src/migrations/sqlite/0001_approvals.sql"),
+    include_str!("../src/migrations/sqlite/0002_operations.sql"),
+    include_str!("../src/migrations/sqlite/0003_receipts.sql"),
+    include_str!("../src/migrations/sqlite/0004_approval_subject.sql"),
+];
+const BEFORE_SUBJECTS_PG: [&str; 4] = [
+    include_str!("../src/migrations/postgres/0001_approvals.sql"),
+    include_str!("../src/migrations/postgres/0002_operations.sql"),
+    include_str!("../src/migrations/postgres/0003_receipts.sql"),
+    include_str!("../src/migrations/postgres/0004_approval_subject.sql"),
+];
+const OLD_ROW: &str = "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, arguments, state, outcome, \
+                       attempts, created_ms, updated_ms, lease_until_ms) VALUES ('op_old', 'atlas', 'support', 'create_ticket', 'k1', 'agent', \
+                       'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', NULL, '{}', 'completed', '{\"ok\":true}', 1, 1, 2, 3)";
+
+/// After the upgrade the old operation is its caller's: the same sender's
+/// retry replays it, another person's same key is theirs alone.
+async fn an_old_operation_keeps_its_key_after_the_upgrade(l: &dyn Ledger) {
+    let agent = OperationKey { subject: "agent".into(), ..key("atlas", "create_ticket", "k1") };
+    let old = l.operation_by_key(&agent).await.unwrap().expect("the old row, found under its caller");
+    assert_eq!((old.id.as_str(), old.state, old.key.subject.as_str()), ("op_old", OperationState::Completed, "agent"));
+    assert_eq!(theirs(l.begin_operation(new_op("op_new", agent, 'a', 100), 10).await.unwrap()).id, "op_old");
+    mine(l.begin_operation(new_op("op_dana", OperationKey { subject: "dana".into(), ..key("atlas", "create_ticket", "k1") }, 'a', 100), 10).await.unwrap());
+}
+
+#[tokio::test]
+async fn operations_stored_before_subjects_upgrade_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in BEFORE_SUBJECTS {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute_batch(OLD_ROW).unwrap();
+    }
+    an_old_operation_keeps_its_key_after_the_upgrade(&SqliteLedger::open(&path).unwrap()).await;
+    // The rebuilt table still guards itself.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert!(conn.execute_batch("UPDATE operations SET subject = 'x' WHERE id = 'op_old'").unwrap_err().to_string().contains("immutable"));
+    assert!(conn.execute_batch("DELETE FROM operations").unwrap_err().to_string().contains("never deleted"));
+}
+
+#[tokio::test]
+async fn operations_stored_before_subjects_upgrade_on_postgres() {
+    let schema = format!("tg_upgrade_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
+    let base = postgres_url();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {schema}; SET search_path = {schema};")).await.unwrap();
+    client.batch_execute("CREATE TABLE toolgate_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)").await.unwrap();
+    for (i, sql) in BEFORE_SUBJECTS_PG.iter().enumerate() {
+        client.batch_execute(sql).await.unwrap();
+        client.execute("INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, 0)", &[&(i as i32 + 1)]).await.unwrap();
+    }
+    client.batch_execute(OLD_ROW).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    an_old_operation_keeps_its_key_after_the_upgrade(&PostgresLedger::connect(&url).await.unwrap()).await;
+    let err = client.batch_execute("UPDATE operations SET subject = 'x' WHERE id = 'op_old'").await.unwrap_err();
+    assert!(err.as_db_error().unwrap().message().contains("immutable"), "{err}");
+}
+

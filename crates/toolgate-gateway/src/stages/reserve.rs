@@ -1,6 +1,7 @@
 //! reserve: a write takes effect at most once per operation key. Before a
 //! write goes upstream it is reserved in the ledger, unique on (tenant,
-//! server, tool, key), and marked dispatched; its answer is recorded after.
+//! sender's subject, server, tool, key), and marked dispatched; its answer
+//! is recorded after.
 //! A call that brings a key already used gets what
 //! `toolgate_core::operation::reuse` says: the recorded outcome, a
 //! conflict, "in progress", or "unknown — reconcile"; never a second effect.
@@ -79,7 +80,7 @@ pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &
     };
     let id = o.entropy.id("op_");
     let value = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
-    let key = OperationKey { tenant: cx.caller.tenant.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
+    let key = OperationKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
@@ -444,7 +445,7 @@ mod tests {
         let s = Store::open().await;
         let call = keyed(2, "order-1");
         let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
-        let key = OperationKey { tenant: "atlas".into(), server: "parts".into(), tool: "raise_parts_order".into(), value: "order-1".into() };
+        let key = OperationKey { tenant: "atlas".into(), subject: "agent-7".into(), server: "parts".into(), tool: "raise_parts_order".into(), value: "order-1".into() };
         assert_eq!(new.key, key);
         assert!(new.id.starts_with("op_"), "{}", new.id);
         assert_eq!((new.caller.as_str(), new.proposal_sha256.as_str(), new.approval_id.as_deref()), ("agent", call.1.sha256.as_str(), None));

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0002_operations.sql"),
     include_str!("../migrations/postgres/0003_receipts.sql"),
     include_str!("../migrations/postgres/0004_approval_subject.sql"),
+    include_str!("../migrations/postgres/0005_operation_subject.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.

@@ -12,7 +12,7 @@ fn op(r: &Row) -> Result<Operation> {
     let state: String = r.get("state");
     Ok(Operation {
         id: r.get("id"),
-        key: OperationKey { tenant: r.get("tenant"), server: r.get("server"), tool: r.get("tool"), value: r.get("op_key") },
+        key: OperationKey { tenant: r.get("tenant"), subject: r.get("subject"), server: r.get("server"), tool: r.get("tool"), value: r.get("op_key") },
         caller: r.get("caller"),
         proposal_sha256: r.get("proposal_sha256"),
         approval_id: r.get("approval_id"),
@@ -33,7 +33,10 @@ pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Operation>> {
 }
 
 pub async fn find_by_key(pool: &impl Db, k: &OperationKey) -> Result<Option<Operation>> {
-    pool.query_opt("SELECT * FROM operations WHERE tenant = $1 AND server = $2 AND tool = $3 AND op_key = $4", &[&k.tenant, &k.server, &k.tool, &k.value])
+    pool.query_opt(
+        "SELECT * FROM operations WHERE tenant = $1 AND server = $2 AND tool = $3 AND op_key = $4 AND subject = $5",
+        &[&k.tenant, &k.server, &k.tool, &k.value, &k.subject],
+    )
         .await?
         .as_ref()
         .map(op)
@@ -49,9 +52,9 @@ pub async fn begin(pool: &impl Db, new: &NewOperation, now_ms: i64) -> Result<Be
     let arguments = new.arguments.to_string();
     let inserted = pool
         .query_opt(
-            "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, attempts, created_ms, updated_ms, lease_until_ms, arguments) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', 1, $9, $9, $10, $11) ON CONFLICT (tenant, server, tool, op_key) DO NOTHING RETURNING *",
-            &[&new.id, &k.tenant, &k.server, &k.tool, &k.value, &new.caller, &new.proposal_sha256, &new.approval_id, &now_ms, &new.lease_until_ms, &arguments],
+            "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, attempts, created_ms, updated_ms, lease_until_ms, arguments, subject) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', 1, $9, $9, $10, $11, $12) ON CONFLICT (tenant, subject, server, tool, op_key) DO NOTHING RETURNING *",
+            &[&new.id, &k.tenant, &k.server, &k.tool, &k.value, &new.caller, &new.proposal_sha256, &new.approval_id, &now_ms, &new.lease_until_ms, &arguments, &k.subject],
         )
         .await?;
     if let Some(row) = inserted {

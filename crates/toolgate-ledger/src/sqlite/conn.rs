@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0002_operations.sql"),
     include_str!("../migrations/sqlite/0003_receipts.sql"),
     include_str!("../migrations/sqlite/0004_approval_subject.sql"),
+    include_str!("../migrations/sqlite/0005_operation_subject.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

@@ -7,13 +7,13 @@ use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Re
 use crate::{Begun, LedgerError, NewOperation, Resolution, Result};
 
 const COLUMNS: &str = "id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, outcome, attempts, \
-                       created_ms, updated_ms, lease_until_ms, resolved_by, resolution, arguments";
+                       created_ms, updated_ms, lease_until_ms, resolved_by, resolution, arguments, subject";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<Operation> {
     let state: String = r.get(8)?;
     Ok(Operation {
         id: r.get(0)?,
-        key: OperationKey { tenant: r.get(1)?, server: r.get(2)?, tool: r.get(3)?, value: r.get(4)? },
+        key: OperationKey { tenant: r.get(1)?, subject: r.get(17)?, server: r.get(2)?, tool: r.get(3)?, value: r.get(4)? },
         caller: r.get(5)?,
         proposal_sha256: r.get(6)?,
         approval_id: r.get(7)?,
@@ -42,18 +42,18 @@ fn get(conn: &Connection, id: &str) -> Result<Operation> {
 
 pub fn by_key(conn: &Connection, k: &OperationKey) -> Result<Option<Operation>> {
     Ok(conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE tenant = ?1 AND server = ?2 AND tool = ?3 AND op_key = ?4"))?
-        .query_row(params![k.tenant, k.server, k.tool, k.value], row)
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE tenant = ?1 AND server = ?2 AND tool = ?3 AND op_key = ?4 AND subject = ?5"))?
+        .query_row(params![k.tenant, k.server, k.tool, k.value, k.subject], row)
         .optional()?)
 }
 
 pub fn begin(conn: &Connection, new: &NewOperation, now_ms: i64) -> Result<Begun> {
     let k = &new.key;
     let inserted = conn.prepare_cached(&format!(
-        "INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'reserved', NULL, 1, ?9, ?9, ?10, NULL, NULL, ?11) \
-         ON CONFLICT (tenant, server, tool, op_key) DO NOTHING"
+        "INSERT INTO operations ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'reserved', NULL, 1, ?9, ?9, ?10, NULL, NULL, ?11, ?12) \
+         ON CONFLICT (tenant, subject, server, tool, op_key) DO NOTHING"
     ))?
-    .execute(params![new.id, k.tenant, k.server, k.tool, k.value, new.caller, new.proposal_sha256, new.approval_id, now_ms, new.lease_until_ms, new.arguments.to_string()])?;
+    .execute(params![new.id, k.tenant, k.server, k.tool, k.value, new.caller, new.proposal_sha256, new.approval_id, now_ms, new.lease_until_ms, new.arguments.to_string(), k.subject])?;
     if inserted == 1 {
         return Ok(Begun::Mine(get(conn, &new.id)?));
     }
