@@ -16,6 +16,7 @@ pub mod log_verify;
 pub mod identity;
 pub mod merkle;
 pub mod note;
+pub mod pack;
 pub mod operation;
 pub mod policy;
 pub mod proposal;

@@ -78,6 +78,11 @@ impl ReceiptLog {
         self.keys.receipt.kid()
     }
 
+    /// Signs a pack's manifest with the current receipt key.
+    pub fn sign_manifest(&self, manifest: &[u8]) -> toolgate_core::pack::ManifestSignature {
+        toolgate_core::pack::sign_manifest(&self.keys.receipt, manifest)
+    }
+
     /// A fresh secret salt for one call's salted hashes.
     pub(crate) fn salt(&self) -> [u8; 32] {
         self.entropy.bytes32()

@@ -149,11 +149,11 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
         }
     };
     let bundle = build(&*ledger, &checkpoint, from, to).await?;
-    write_outputs(&config, config_path, &*ledger, &bundle, (from, to, checkpoint.size), out, pack).await
+    write_outputs(&config, config_path, &ledger, &bundle, (from, to, checkpoint.size), out, pack).await
 }
 
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.
-async fn write_outputs(config: &Config, config_path: &Path, ledger: &dyn Ledger, bundle: &Bundle, (from, to, size): (u64, u64, u64), out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
+async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger>, bundle: &Bundle, (from, to, size): (u64, u64, u64), out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(dir) = pack {
         write_pack(config, config_path, ledger, bundle, &dir).await?;
         println!("packed {} receipt(s) (log {from}..{to}) with checkpoint size {size} into {}", to - from, dir.display());
@@ -185,8 +185,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// A pack: the bundle, the policy set and registry in force, and the tool
-/// definitions the receipts name — with a manifest of their hashes.
-async fn write_pack(config: &Config, config_path: &Path, ledger: &dyn Ledger, bundle: &Bundle, dir: &Path) -> anyhow::Result<()> {
+/// definitions the receipts name — with a manifest of their hashes, signed
+/// by the log's receipt key.
+async fn write_pack(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger>, bundle: &Bundle, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir.join("tools")).with_context(|| format!("creating {}", dir.display()))?;
     let mut files: Vec<(String, Vec<u8>)> = vec![("bundle.json".into(), bundle.to_json().into_bytes())];
     if let Some(p) = &config.policy {
@@ -211,7 +212,10 @@ async fn write_pack(config: &Config, config_path: &Path, ledger: &dyn Ledger, bu
         write_atomically(&dir.join(name), bytes)?;
         manifest.insert(name.clone(), json!(sha256_hex(bytes)));
     }
-    write_atomically(&dir.join("MANIFEST.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())
+    let manifest = serde_json::to_string_pretty(&manifest)?;
+    write_atomically(&dir.join("MANIFEST.json"), manifest.as_bytes())?;
+    let signature = signing_log(config, ledger.clone()).await?.sign_manifest(manifest.as_bytes());
+    write_atomically(&dir.join("MANIFEST.sig"), serde_json::to_string_pretty(&signature)?.as_bytes())
 }
 
 /// `toolgate verify FILE|PACK`: offline; exit status 1 when anything required fails.
@@ -251,18 +255,30 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json
     Ok(report.ok())
 }
 
-/// A pack's extra proofs: its files match the manifest, each receipt's tool
-/// definition is there under its hash, and the policy set's version is the
-/// one the receipts name.
+/// A pack's extra proofs: the manifest is signed by a key of the bundle and
+/// its files match it, each receipt's tool definition is there under its
+/// hash, and the policy set is the version at least one receipt names.
 fn pack_checks(dir: &Path, b: &Bundle, report: &mut bundle::Report) {
     fn fail(report: &mut bundle::Report, name: &'static str, detail: String) {
         report.failures.push(bundle::Failure::Malformed(format!("pack: {detail}")));
         report.checks.push(bundle::Check { name, ok: false, detail });
     }
-    let manifest: serde_json::Map<String, Value> = match std::fs::read(dir.join("MANIFEST.json")).ok().and_then(|m| serde_json::from_slice(&m).ok()) {
-        Some(m) => m,
-        None => return fail(report, "pack manifest", "MANIFEST.json is missing or not JSON".into()),
+    let Ok(manifest_bytes) = std::fs::read(dir.join("MANIFEST.json")) else {
+        return fail(report, "pack manifest", "MANIFEST.json is missing".into());
     };
+    let manifest: serde_json::Map<String, Value> = match serde_json::from_slice(&manifest_bytes) {
+        Ok(m) => m,
+        Err(_) => return fail(report, "pack manifest", "MANIFEST.json is not JSON".into()),
+    };
+    // The manifest is the gateway's word on what the pack holds: signed by a
+    // key of the bundle, so a file rewritten and re-hashed here fails.
+    let signature = std::fs::read(dir.join("MANIFEST.sig")).ok().and_then(|s| serde_json::from_slice::<toolgate_core::pack::ManifestSignature>(&s).ok());
+    let Some(signature) = signature else {
+        return fail(report, "pack manifest", "MANIFEST.sig is missing or not a manifest signature".into());
+    };
+    if let Err(why) = toolgate_core::pack::verify_manifest(&b.keys, &manifest_bytes, &signature) {
+        return fail(report, "pack manifest", format!("MANIFEST.sig: {why}"));
+    }
     for (name, hash) in &manifest {
         let actual = std::fs::read(dir.join(name)).map(|b| sha256_hex(&b)).unwrap_or_default();
         if Some(actual.as_str()) != hash.as_str() {
@@ -292,6 +308,10 @@ fn pack_checks(dir: &Path, b: &Bundle, report: &mut bundle::Report) {
     match version {
         Ok(v) => {
             let under = b.receipts.iter().filter(|e| e.receipt.receipt.policy_version == v).count();
+            // A policy no receipt was decided under is not the policy of these receipts.
+            if under == 0 && !b.receipts.is_empty() {
+                return fail(report, "policy set", format!("version {v} is the policy of none of the {} receipt(s)", b.receipts.len()));
+            }
             report.checks.push(bundle::Check { name: "policy set", ok: true, detail: format!("version {v}: in force for {under} of {} receipt(s)", b.receipts.len()) });
         }
         Err(e) => fail(report, "policy set", format!("the pack's policy does not load: {e}")),

@@ -193,6 +193,44 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     std::fs::write(&tool, String::from_utf8(original.clone()).unwrap().replacen('"', "\"x", 1)).unwrap();
     assert!(!verify(&pack, &[]).status.success());
     std::fs::write(&tool, original).unwrap();
+    assert!(verify(&pack, &[]).status.success());
+
+    // Rules rewritten and re-hashed in the manifest: the manifest's signature
+    // fails; re-signing is not possible without the log's key. A policy that
+    // no receipt was decided under fails on its own too.
+    let rewrite = |file: &str, content: &str| {
+        let before = (std::fs::read(pack.join(file)).unwrap(), std::fs::read(pack.join("MANIFEST.json")).unwrap());
+        std::fs::write(pack.join(file), content).unwrap();
+        let mut manifest: serde_json::Value = serde_json::from_slice(&before.1).unwrap();
+        manifest[file] = serde_json::json!(toolgate_core::proposal::sha256_hex(content.as_bytes()));
+        std::fs::write(pack.join("MANIFEST.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+        let out = verify(&pack, &[]);
+        std::fs::write(pack.join(file), before.0).unwrap();
+        std::fs::write(pack.join("MANIFEST.json"), before.1).unwrap();
+        out
+    };
+    let permissive = rewrite("policy/policy.cedar", "permit (principal, action, resource);");
+    let said = text(&permissive);
+    assert!(!permissive.status.success() && said.contains("MANIFEST.sig"), "{said}");
+    let lenient = rewrite("registry.json", r#"{"tickets__export_service_records": {"class": "automatic"}}"#);
+    let said = text(&lenient);
+    assert!(!lenient.status.success() && said.contains("MANIFEST.sig"), "{said}");
+    let signature = std::fs::read(pack.join("MANIFEST.sig")).unwrap();
+    std::fs::remove_file(pack.join("MANIFEST.sig")).unwrap();
+    assert!(!verify(&pack, &[]).status.success(), "an unsigned manifest proves nothing");
+    std::fs::write(pack.join("MANIFEST.sig"), signature).unwrap();
+    assert!(verify(&pack, &[]).status.success());
+    // A pack exported after the policy changed, with no receipt decided under
+    // the new one yet: its signed policy is the policy of none of them.
+    let policy = demo().join("policy.cedar");
+    let in_force = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(&policy, format!("{in_force}\n@id(\"never\")\nforbid (principal, action, resource) when {{ false }};\n")).unwrap();
+    let later = dir.path().join("later");
+    let o = toolgate().args(["export", "--since", "0", "--pack"]).arg(&later).arg("--config").arg(config()).output().unwrap();
+    std::fs::write(&policy, in_force).unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = verify(&later, &[]);
+    assert!(!out.status.success() && text(&out).contains("the policy of none"), "{}", text(&out));
 
     // The same policy: only decisions made under another version (the demo
     // withdraws a grant for a while) would change. No policy at all: the
