@@ -174,6 +174,8 @@ async fn the_store_itself_refuses_illegal_approval_changes(s: Store) {
     assert!(err.contains("illegal approval transition"), "{err}");
     let err = s.raw("UPDATE approvals SET arguments = '{}' WHERE id = 'apr_1'").await.unwrap_err();
     assert!(err.contains("immutable"), "{err}");
+    let err = s.raw("UPDATE approvals SET subject = 'someone@else' WHERE id = 'apr_1'").await.unwrap_err();
+    assert!(err.contains("immutable"), "who asked never changes: {err}");
     let err = s.raw("DELETE FROM approvals").await.unwrap_err();
     assert!(err.contains("never deleted"), "{err}");
 }
