@@ -53,7 +53,7 @@ pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
     record::record(&rec, &findings, answer, cx.started.elapsed()).await
 }
 
-/// Ends the call with `$stop` unless `$step` is `Ok`.
+/// The step's value, or the call ends with the stage's `Stop` as its answer.
 macro_rules! step {
     ($step:expr) => {
         match $step {
