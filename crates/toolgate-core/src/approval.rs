@@ -157,6 +157,10 @@ pub enum Step {
     /// Dispatch the next input round of a call this approval already let
     /// through.
     Continue(String),
+    /// The same call again after this approval let it run, within the
+    /// approval's life: answer with the outcome it recorded, never run it
+    /// twice (whichever era the client speaks).
+    Replay(String),
     /// Refuse the call, for this reason (see [`refusal`]).
     Refuse(Reason),
 }
@@ -187,6 +191,9 @@ pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval
         Some((a, ApprovalState::Approved)) => Step::Consume(a.id.clone()),
         // A denial is terminal for this exact proposal.
         Some((_, ApprovalState::Denied)) => Step::Refuse(Reason::ApprovalDenied),
+        // A retry of the call it let run (a lost answer, a legacy client
+        // re-issuing): its recorded outcome, until the approval's life ends.
+        Some((a, ApprovalState::Consumed)) if now_ms < a.expires_ms => Step::Replay(a.id.clone()),
         // Nothing usable: a fresh call opens a fresh approval.
         None | Some((_, ApprovalState::Expired | ApprovalState::Consumed)) => Step::Open,
     }
@@ -306,7 +313,10 @@ mod tests {
         assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 10), Step::Wait("apr_1".into()));
         assert_eq!(judge(&b, None, None, Some(&approval(Approved)), 10), Step::Consume("apr_1".into()));
         assert_eq!(judge(&b, None, None, Some(&approval(Denied)), 10), Step::Refuse(Reason::ApprovalDenied));
-        assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 10), Step::Open);
+        // The same call after it ran: its recorded outcome while the
+        // approval lives (it expires at 1000), a fresh approval after.
+        assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 999), Step::Replay("apr_1".into()));
+        assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 1000), Step::Open);
         assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 2000), Step::Open);
         // Another proposal's approval never counts.
         assert_eq!(judge(&binding("p2"), None, None, Some(&approval(Approved)), 10), Step::Open);

@@ -68,6 +68,20 @@ pub struct Call {
     pub client_capabilities: Option<Value>,
 }
 
+impl Call {
+    /// The client's own operation key (`_meta["io.toolgate/operationKey"]`),
+    /// if it sent one; `Err` if what it sent cannot be one (reserve refuses
+    /// the call). `approval:` and `auto:` are the gateway's own prefixes: a
+    /// client key there could stand in for another call's approved operation.
+    pub fn client_key(&self) -> Result<Option<&str>, ()> {
+        match self.operation_key.as_ref() {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) && !k.starts_with("approval:") && !k.starts_with("auto:") => Ok(Some(k)),
+            Some(_) => Err(()),
+        }
+    }
+}
+
 /// How a stage ends a call early.
 pub enum Stop {
     /// Refused, with what the caller can do next.

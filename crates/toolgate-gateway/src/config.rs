@@ -64,6 +64,9 @@ pub struct Config {
     /// Signed receipts and the verifiable log.
     #[serde(default)]
     pub receipts: ReceiptsConfig,
+    /// How a call waiting for a named human is held, and who is told.
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
@@ -349,6 +352,79 @@ impl Default for ReceiptsConfig {
     }
 }
 
+/// `[approvals]`: a call that needs a named human is held open while its
+/// approval is pending (so a stock client gets the result, not a loop), and
+/// approvers are told (`[approvals.notify]`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// How long a call waits for its approval to be decided before it is
+    /// answered that it still waits (0: answer at once).
+    pub hold_ms: u64,
+    /// How often a held call's approval is read again when the decision may
+    /// come from elsewhere (the CLI, another replica); a decision through
+    /// this gateway's admin API wakes the call at once.
+    pub poll_ms: u64,
+    /// Who is told that an approval waits.
+    pub notify: NotifyConfig,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self { hold_ms: 30_000, poll_ms: 500, notify: NotifyConfig::default() }
+    }
+}
+
+/// `[approvals.notify]`: webhooks told of every approval opened.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// `[[approvals.notify.webhooks]]`, each told of every approval.
+    pub webhooks: Vec<WebhookConfig>,
+    /// A link an approver can open, with `{id}` for the approval's id (e.g.
+    /// the console's page for it); without it, the message names the CLI
+    /// command and the admin API.
+    pub link: Option<String>,
+}
+
+/// One webhook: where, in which body, signed with which secret.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Its name in the delivery records and logs (the URL may hold a secret
+    /// and is never logged).
+    pub name: String,
+    /// Where to POST (`http://`; this build has no TLS).
+    pub url: String,
+    /// `toolgate` (the approval as JSON, HMAC-signed) or `slack` (an
+    /// incoming-webhook `{"text": …}` body).
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// The environment variable holding the HMAC-SHA256 key; the body is
+    /// signed in `Toolgate-Signature` so a receiver can check it came from
+    /// this gateway. Required for the `toolgate` format.
+    pub secret_env: Option<String>,
+    /// Attempts before a delivery is given up (backoff doubles from 500 ms,
+    /// capped at 30 s).
+    #[serde(default = "default_attempts")]
+    pub attempts: u32,
+}
+
+fn default_attempts() -> u32 {
+    8
+}
+
+/// The body a webhook gets.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// `{"event": "approval.pending", "approval": {…}, "decide": {…}}`.
+    #[default]
+    Toolgate,
+    /// A Slack-compatible incoming-webhook body: `{"text": "…"}`.
+    Slack,
+}
+
 /// The role that may decide approvals (CLI `--as`, the admin API).
 pub const APPROVER_ROLE: &str = "approver";
 
@@ -479,6 +555,25 @@ impl Config {
                     return Err(format!("servers.{name}: url must start with http://"));
                 }
                 _ => {}
+            }
+        }
+        if self.approvals.poll_ms == 0 {
+            return Err("approvals.poll_ms must be at least 1".into());
+        }
+        let mut hooks = std::collections::BTreeSet::new();
+        for hook in &self.approvals.notify.webhooks {
+            let name = &hook.name;
+            if !hooks.insert(name) {
+                return Err(format!("approvals.notify.webhooks: the name `{name}` is used twice"));
+            }
+            if !hook.url.starts_with("http://") {
+                return Err(format!("approvals.notify.webhooks `{name}`: url must start with http:// (this build has no TLS; use a local TLS terminator)"));
+            }
+            if hook.format == WebhookFormat::Toolgate && hook.secret_env.is_none() {
+                return Err(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
+            }
+            if hook.attempts == 0 {
+                return Err(format!("approvals.notify.webhooks `{name}`: attempts must be at least 1"));
             }
         }
         if self.servers.values().any(|s| !s.namespace) && self.servers.len() > 1 {

@@ -47,6 +47,10 @@ pub struct Gateway {
     pub entropy: Arc<dyn Entropy>,
     /// Redacts captured tool content (`telemetry.capture_content`).
     pub(crate) redactor: crate::telemetry::Redactor,
+    /// Calls held for their approval's decision, and what wakes them.
+    pub holds: Arc<crate::holds::Holds>,
+    /// Tells approvers that an approval waits (`[approvals.notify]`).
+    pub(crate) notifier: crate::notify::Notifier,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -106,13 +110,19 @@ impl Gateway {
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
         crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
+        let holds = Arc::new(crate::holds::Holds::default());
+        holds.watch(ledger.clone(), clock.clone(), Duration::from_millis(config.approvals.poll_ms), cancel.child_token());
+        let notifier = match mode {
+            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &state, clock.clone(), entropy.clone(), cancel.child_token())?,
+            Mode::Inspect => crate::notify::Notifier::none(),
+        };
         if mode == Mode::Serve {
             // Covers what a crash left uncovered, then keeps checkpointing.
             log.checkpoint().await?;
             log.spawn(cancel.child_token());
         }
         let policy = std::sync::RwLock::new(Arc::new(policy));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

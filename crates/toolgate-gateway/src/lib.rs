@@ -19,6 +19,8 @@ pub mod param_headers;
 pub mod pins;
 pub mod catalog;
 pub mod gateway;
+pub mod holds;
+pub mod notify;
 pub mod keys;
 pub mod log;
 pub mod call;

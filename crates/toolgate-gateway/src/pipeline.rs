@@ -8,7 +8,8 @@
 //! 3. **validate** — the full inputSchema → the canonical `Proposal`.
 //! 4. **decide** — Cedar policy on caller, tool and arguments; else the
 //!    registry's class → `Decision`.
-//! 5. **approve** — a call that needs a named human waits for one → `Gate`.
+//! 5. **approve** — a call that needs a named human waits for one, held
+//!    open for a bounded time while it is pending (`hold`) → `Gate`.
 //! 6. **reserve** — a write becomes an operation, once per key → `Held`.
 //! 7. **dispatch** — the upstream, under its deadline.
 //! 8. **check** — the result against the outputSchema.
@@ -23,7 +24,10 @@
 //! points are visible here; record appends the rest. The telemetry
 //! `Observer` is told what happened.
 
+use std::time::Duration;
+
 use serde_json::value::RawValue;
+use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_core::Proposal;
 use toolgate_core::operation::Operation;
 use toolgate_core::policy::PolicyEngine;
@@ -31,14 +35,15 @@ use toolgate_ledger::NewApproval;
 use tracing::Instrument as _;
 
 pub use crate::call::{Answer, Call, CallRequest, Stop};
-use crate::call::{Context, Held};
+use crate::call::{Context, Gate, Held};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
 use crate::stages::approve::{Approvals, Gated};
 use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::{Claimed, Operations};
-use crate::stages::{admit, approve, check, decide, dispatch, reserve, resolve, validate};
+use crate::stages::hold::Hold;
+use crate::stages::{admit, approve, check, decide, dispatch, hold, reserve, resolve, validate};
 
 /// Runs one call through the stages and records it.
 pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
@@ -87,11 +92,13 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let span = obs.stage("approve");
     let gate = match step!(approve::approve(&approvals, cx, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
         Gated::Run(gate) => gate,
-        Gated::Wait { id, answer } => {
-            (f.approval_id, f.input_required) = (Some(id), true);
-            return Answer::Result(answer);
+        // ... and is held, visibly and for a bounded time, for the decision
+        Gated::Wait(pending) => step!(held(gw, policy, &approvals, &obs, cx, call, &tool, &proposal, pending, f).await),
+        Gated::Open(new) => {
+            let pending = step!(open(rec, &approvals, &tool, &proposal, new, f).instrument(span).await);
+            gw.notifier.opened(&pending, &tool.exposed_name);
+            step!(held(gw, policy, &approvals, &obs, cx, call, &tool, &proposal, pending, f).await)
         }
-        Gated::Open(new) => return open(rec, &approvals, cx, call, &tool, &proposal, new, f).instrument(span).await,
     };
     f.approval_id = gate.approval_id().map(str::to_string);
     gate.approval_id().inspect(|id| obs.approval(id));
@@ -144,14 +151,57 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
 }
 
 /// approve, when the call must wait: opens the approval, with the receipt
-/// of the decision to wait in the same transaction, and answers that it waits.
-async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Answer {
+/// of the decision to wait in the same transaction.
+async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Result<Approval, Stop> {
     f.approval_id = Some(new.id.clone());
     let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
-    let waiting = step!(approve::open(a, cx, call, tool, proposal, new, receipt).await);
-    f.input_required = true;
+    let opened = approve::open(a, tool, proposal, new, receipt).await?;
     rec.committed(f, 1);
-    Answer::Result(waiting)
+    Ok(opened)
+}
+
+/// approve, while the approval is pending: the call is held until it is
+/// decided or the hold ends. Approved meanwhile, it is decided again as a
+/// re-issue presenting the approval would be (policy now sees it approved)
+/// and runs under it; otherwise it is answered (`approve::unheld`). What
+/// follows the wait gets receipts of its own, except a further round of
+/// waiting, which the wait's receipt already attests.
+#[allow(clippy::too_many_arguments)]
+async fn held(
+    gw: &Gateway,
+    policy: &PolicyEngine,
+    a: &Approvals<'_>,
+    obs: &Observer<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    pending: Approval,
+    f: &mut Findings,
+) -> Result<Gate, Stop> {
+    f.approval_id = Some(pending.id.clone());
+    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms) };
+    let approval = hold::hold(&h, call, pending).instrument(obs.stage("hold")).await;
+    if approval.state_at(gw.clock.now_ms()) != ApprovalState::Approved {
+        let answered = approve::unheld(a, cx, call, tool, proposal, approval);
+        match &answered {
+            Err(Stop::Input(_)) => f.input_required = true,
+            _ => f.receipts = 0,
+        }
+        return answered;
+    }
+    f.receipts = 0;
+    let standing = approve::presenting(&approval);
+    let decision = decide::decide(policy, &cx.caller, tool, proposal, standing.state);
+    obs.decided(tool, &decision, policy.version());
+    f.decided(standing.state, &decision, policy.version());
+    match approve::approve(a, cx, call, tool, proposal, &decision, standing).await? {
+        Gated::Run(gate) => Ok(gate),
+        // An approved approval neither waits nor opens another; if the store
+        // says otherwise, the call is answered as still waiting.
+        Gated::Wait(approval) => approve::unheld(a, cx, call, tool, proposal, approval),
+        Gated::Open(_) => approve::unheld(a, cx, call, tool, proposal, approval),
+    }
 }
 
 /// dispatch, for a write: records how it ended, with the receipt of that

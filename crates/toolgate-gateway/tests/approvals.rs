@@ -24,9 +24,11 @@ fn order(quantity: u32) -> Value {
     json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id})
 }
 
-/// A tools/call with extra params (requestState, inputResponses) and an optional token.
+/// A tools/call with extra params (requestState, inputResponses) and an
+/// optional token, from a client that declared elicitation (so a call that
+/// still waits gets an `input_required` round with a requestState).
 async fn call_as(url: &str, token: Option<&str>, name: &str, arguments: &Value, extra: Value) -> Value {
-    let mut params = json!({"name": name, "arguments": arguments});
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
     if let Value::Object(more) = extra {
         for (k, v) in more {
             params[k.as_str()] = v;

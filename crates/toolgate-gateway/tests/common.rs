@@ -136,7 +136,9 @@ pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support
         atlas_urls.insert(kind.name(), url);
         atlas_cancel.insert(kind.name(), cancel);
     }
-    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}{CALLERS}{more}");
+    // Calls are not held for their approval unless a test says so (`HOLD`).
+    let hold = if more.contains("[approvals]") { "" } else { "[approvals]\nhold_ms = 0\n" };
+    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}{CALLERS}{hold}{more}");
     write_tokens(dir.path());
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, &text).unwrap();

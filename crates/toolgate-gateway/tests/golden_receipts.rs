@@ -93,7 +93,7 @@ async fn scenario(capture: bool) -> Vec<String> {
         .iter()
         .map(|(t, c)| format!("[registry.\"desk__{t}\"]\nclass = \"{c}\"\n"))
         .collect();
-    let text = format!("[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = {capture}\n");
+    let text = format!("[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = {capture}\n[approvals]\nhold_ms = 0\n");
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
     let clock = Arc::new(FixedClock::new(START_MS));
@@ -127,7 +127,8 @@ async fn scenario(capture: bool) -> Vec<String> {
     tick();
     // Approval: asked (the approval opens with its receipt), approved by
     // dana, run once under it, and its re-issue answered from the record.
-    let asked = call_with(&url, "desk__pay", json!({"amount": 120}), json!({})).await["result"].clone();
+    let eliciting = json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    let asked = call_with(&url, "desk__pay", json!({"amount": 120}), eliciting).await["result"].clone();
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let approval = asked["_meta"]["io.toolgate/approval"]["id"].as_str().unwrap().to_string();
     let state = asked["requestState"].clone();

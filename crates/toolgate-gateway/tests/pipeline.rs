@@ -105,9 +105,11 @@ async fn prohibited_and_approval_tools_never_reach_the_upstream() {
 
     let part = toolgate_atlas::dataset().parts[0].part_no.clone();
     let order = call(&h.url, "parts__raise_parts_order", json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"})).await;
-    // It waits for a named approver (the approvals tests follow it further).
-    assert_eq!(order["result"]["resultType"], "input_required", "{order}");
-    assert_eq!(order["result"]["_meta"]["io.toolgate/approval"]["state"], "pending", "{order}");
+    // It waits for a named approver (the approvals tests follow it further);
+    // this client cannot be asked, so it is told who decides, and how.
+    let r = refusal(&order);
+    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{order}");
+    assert!(r["approval_id"].as_str().is_some_and(|id| id.starts_with("apr_")), "{order}");
     assert_eq!(lines(&h.sandbox().join("orders.jsonl")), 0);
 
     // The registry said automatic: the write runs although its hints imply approval.

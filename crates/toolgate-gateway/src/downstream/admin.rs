@@ -100,6 +100,8 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
     match gw.ledger.decide_approval(&id, approve, decider, &reason, gw.clock.now_ms()).await {
         Ok(a) => {
             tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
+            // Calls held for it answer now, not at the watcher's next read.
+            gw.holds.ring(&a.id);
             Json(a).into_response()
         }
         Err(e) => store_error(e),

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -46,8 +47,8 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): 
         let body = Body::from_stream(super::listen::listen_stream(gw.clone(), id, &msg.params));
         return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
     }
-    if msg.method == "tools/call" && super::progress_token(&msg.params).is_some() {
-        return progress_stream(gw, msg, era, caller, peer).await;
+    if msg.method == "tools/call" {
+        return call_stream(gw, msg, era, caller, peer).await;
     }
     plain_reply(handle(&gw, msg, era, caller, &peer, None).await)
 }
@@ -62,12 +63,19 @@ fn plain_reply(reply: Reply) -> Response {
     }
 }
 
-/// A call that asked for progress answers with an SSE stream — progress
-/// notifications as the upstream sends them, then the result — once there
-/// is progress to send. A call answered before any progress gets a plain
-/// response, so an error keeps its HTTP status (a missing client
-/// capability is 400, not an event inside a 200 stream).
-async fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: Peer) -> Response {
+/// How long a call may run before its answer becomes an SSE stream.
+const SSE_AFTER: Duration = Duration::from_secs(1);
+/// How often an open stream with nothing to say sends an SSE comment, so
+/// that proxies and clients do not take a held call for a dead one.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A `tools/call` answered quickly gets a plain response, so an error keeps
+/// its HTTP status (a missing client capability is 400, not an event inside
+/// a 200 stream). Once the call has something to say first (progress from
+/// the upstream, or from a call held for its approval) or has run for
+/// `SSE_AFTER`, its answer is an SSE stream: those messages, a comment every
+/// `KEEP_ALIVE` while nothing else is said, then the result.
+async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: Peer) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (done_tx, mut done) = tokio::sync::oneshot::channel::<Reply>();
     tokio::spawn(async move {
@@ -75,25 +83,60 @@ async fn progress_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<t
     });
     let first = tokio::select! {
         biased;
-        first = rx.recv() => first,
+        first = rx.recv() => first.map(|m| event(&m)),
         reply = &mut done => return plain_reply(reply.unwrap_or(Reply::Accepted)),
+        _ = tokio::time::sleep(SSE_AFTER) => Some(": the call is still running\n\n".to_string()),
     };
     let Some(first) = first else {
         // The call ended without progress: its reply is on the way.
         return plain_reply(done.await.unwrap_or(Reply::Accepted));
     };
-    let rest = futures_util::stream::unfold((Some(first), rx, Some(done)), |(first, mut rx, done)| async move {
-        if let Some(f) = first {
-            return Some((f, (None, rx, done)));
+    let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done) };
+    let events = futures_util::stream::unfold(state, |mut s| async move {
+        if let Some(f) = s.first.take() {
+            return Some((f, s));
         }
-        if let Some(message) = rx.recv().await {
-            return Some((message, (None, rx, done)));
-        }
-        match done?.await {
-            Ok(Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body)) => Some((body, (None, rx, None))),
-            _ => None,
+        let done = s.done.as_mut()?;
+        let next = tokio::select! {
+            biased;
+            // Progress first: what the call said before its answer precedes it.
+            Some(message) = recv(&mut s.rx) => Ok(event(&message)),
+            reply = done => Err(reply),
+            _ = tokio::time::sleep(KEEP_ALIVE) => Ok(": still waiting\n\n".to_string()),
+        };
+        match next {
+            Ok(said) => Some((said, s)),
+            Err(Ok(Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body))) => {
+                s.done = None;
+                Some((event(&body), s))
+            }
+            Err(_) => None,
         }
     });
-    let events = futures_util::StreamExt::map(rest, |message| Ok::<_, std::convert::Infallible>(format!("event: message\ndata: {message}\n\n")));
+    let events = futures_util::StreamExt::map(events, Ok::<_, std::convert::Infallible>);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
+}
+
+struct Streaming {
+    first: Option<String>,
+    rx: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    done: Option<tokio::sync::oneshot::Receiver<Reply>>,
+}
+
+/// The next message, or never once the call has no more to say.
+async fn recv(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>) -> Option<String> {
+    match rx {
+        Some(r) => match r.recv().await {
+            Some(m) => Some(m),
+            None => {
+                *rx = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+fn event(message: &str) -> String {
+    format!("event: message\ndata: {message}\n\n")
 }

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value, json};
 use toolgate_core::approval::{self, Approval, ApprovalState, Binding, Claim, Step};
+use toolgate_core::operation::OperationKey;
 use toolgate_core::{Action, Clock, Decision, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Draft, Ledger, LedgerError, NewApproval};
 
@@ -102,8 +103,8 @@ pub(crate) enum Gated {
     Run(Gate),
     /// Open this approval; its receipt commits with it (`open`).
     Open(NewApproval),
-    /// An approval of this call is pending: answer that it waits.
-    Wait { id: String, answer: RawObject },
+    /// An approval of this call is pending: hold the call for its decision.
+    Wait(Approval),
 }
 
 pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
@@ -138,18 +139,18 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
     };
     let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
     let now_ms = cx.began_ms;
-    match approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms) {
-        Step::Open => {
-            let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
-            let id = a.entropy.id("apr_");
-            let arguments = proposal.arguments.clone();
-            let subject = cx.caller.subject.clone();
-            Ok(Gated::Open(NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms, ttl_ms: a.ttl_ms, receipt: None, subject }))
-        }
-        Step::Wait(_) => {
-            let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
-            Ok(Gated::Wait { id: pending.id.clone(), answer: input_required(a, cx, call, tool, pending) })
-        }
+    let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms);
+    if let Step::Wait(id) = &step
+        && declined(call)
+    {
+        // The person at the client said they will not wait: end the call.
+        let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
+        return Err(Stop::Refused(pending_refusal(tool, pending, cx.began_ms, "you chose not to wait for it").with_approval(id)));
+    }
+    match step {
+        Step::Open => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding))),
+        Step::Wait(_) => Ok(Gated::Wait(claimed.or(latest).expect("judge waits on a known approval"))),
+        Step::Replay(id) => replay(a, cx, call, tool, proposal, decision, binding, id).await,
         Step::Consume(id) => use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await.map(Gated::Run),
         Step::Continue(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false })),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
@@ -163,13 +164,67 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
     }
 }
 
+/// A retry of a call its approval already let run: the operation it ran
+/// answers (reserve replays its recorded outcome). A read records no
+/// outcome, and a client's own new operation key is a new operation: each
+/// needs an approval of its own.
+#[allow(clippy::too_many_arguments)]
+async fn replay(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding, id: String) -> Result<Gated, Stop> {
+    let ran_it = match call.client_key() {
+        _ if tool.read_only() => false,
+        Ok(None) => true,
+        // An invalid key: reserve refuses it, without opening anything.
+        Err(()) => true,
+        Ok(Some(key)) => {
+            let key = OperationKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value: key.to_string() };
+            let op = a.ledger.operation_by_key(&key).await.map_err(|e| store_failed(e, tool, proposal))?;
+            op.is_some_and(|op| op.approval_id.as_deref() == Some(id.as_str()))
+        }
+    };
+    if ran_it {
+        return Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &Presented::None), used: true }));
+    }
+    Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding)))
+}
+
+fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding) -> NewApproval {
+    let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
+    let id = a.entropy.id("apr_");
+    let arguments = proposal.arguments.clone();
+    let subject = cx.caller.subject.clone();
+    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject }
+}
+
 /// Opens `new` with `receipt` (the decision to wait, in the same
-/// transaction) and answers that the call waits for it.
-pub(crate) async fn open(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<RawObject, Stop> {
+/// transaction); the call then holds for it.
+pub(crate) async fn open(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<Approval, Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
-    Ok(input_required(a, cx, call, tool, &opened))
+    Ok(opened)
+}
+
+/// An approval decided while its call was held, as if the client had
+/// presented it: what the call brings to decide and approve once more.
+pub(crate) fn presenting(approval: &Approval) -> Standing {
+    let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
+    Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved) }
+}
+
+/// How a held call ends when its approval was not approved during the
+/// hold: still pending → an elicitation the client can answer (if it can),
+/// else an `escalate` refusal naming the approval; denied or expired → the
+/// refusal; used meanwhile by another re-issue → its recorded outcome.
+pub(crate) fn unheld(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, approval: Approval) -> Result<Gate, Stop> {
+    match approval.state_at(a.clock.now_ms()) {
+        ApprovalState::Pending if elicits(cx, call) => Err(Stop::Input(input_required(a, cx, tool, &approval))),
+        ApprovalState::Pending => Err(Stop::Refused(pending_refusal(tool, &approval, a.clock.now_ms(), "it was not decided while the call was held"))),
+        ApprovalState::Consumed => Ok(Gate { approval: Some((approval.id, approval.binding)), input: upstream_input(&call.input, &Presented::None), used: true }),
+        ApprovalState::Denied => Err(refused(Reason::ApprovalDenied, tool, proposal, Some(&approval.id))),
+        ApprovalState::Expired => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&approval.id))),
+        // Approved calls are decided again by the pipeline, not here.
+        ApprovalState::Approved => Err(Stop::Refused(pending_refusal(tool, &approval, a.clock.now_ms(), "it was approved as the hold ended"))),
+    }
 }
 
 /// Uses approval `id` for this one dispatch; exactly one of any number of
@@ -230,40 +285,76 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
     out
 }
 
-/// `input_required` for a call waiting on `approval` (2026-07-28); a legacy
-/// client cannot take another round, so it gets an `escalate` refusal that
-/// names the approval, and re-issues the same call once it is approved.
-fn input_required(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, approval: &Approval) -> RawObject {
+/// Whether the client can be asked (2026-07-28, with `elicitation` declared).
+fn elicits(cx: &Context, call: &Call) -> bool {
+    cx.era == Era::Modern && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
+}
+
+/// The person at the client declined or cancelled our question, or
+/// answered that they will not wait.
+fn declined(call: &Call) -> bool {
+    let Some(answer) = call.input.get("inputResponses").and_then(|r| r.get(INPUT_KEY)) else { return false };
+    let action = answer.get("action").and_then(Value::as_str);
+    let wait = answer.get("content").and_then(|c| c.get(WAIT_FIELD)).and_then(Value::as_bool);
+    matches!(action, Some("decline" | "cancel")) || wait == Some(false)
+}
+
+/// The field of our question: keep waiting for the approver?
+const WAIT_FIELD: &str = "wait";
+
+/// Who decides approval `id`, and how: the same words in every answer.
+fn how_to_decide(id: &str) -> String {
+    format!(
+        "a person with the approver role decides it with `toolgate approvals approve {id} --as NAME --reason TEXT` \
+         (or `deny`), or POST /admin/approvals/{id}/approve on this gateway"
+    )
+}
+
+/// The refusal of a call whose approval is still pending (both eras): it
+/// names the approval and says what to do next.
+fn pending_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
+    let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
+    let message = format!(
+        "{} waits for a named approver ({}); approval {} is pending and {why}. Nothing was run. {}. Once it is approved, \
+         call again with the same arguments (within {left} s): the call runs once, and repeating it returns the recorded result.",
+        tool.exposed_name,
+        approval.reason,
+        approval.id,
+        how_to_decide(&approval.id)
+    );
+    Refusal::new(Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate, message)
+        .with_proposal(&approval.binding.proposal_sha256)
+        .with_approval(&approval.id)
+}
+
+/// `input_required` for a call still waiting on `approval`, to a
+/// 2026-07-28 client that declared elicitation: a question it can show its
+/// person — what is asked, the proposal hash, who must decide — and a
+/// sealed `requestState`. Accepting holds the call again; declining ends
+/// it with a refusal.
+fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, approval: &Approval) -> RawObject {
     let state = approval.state_at(cx.began_ms).as_str();
     let message = format!(
-        "{} waits for a named approver: {}. Approval {} is {state}; an approver decides it with `toolgate approvals approve {}` \
-         (or the admin API). Call again with this requestState once it is decided.",
-        tool.exposed_name, approval.reason, approval.id, approval.id
+        "{} waits for a named approver: {}. Approval {} (proposal {}) is {state}; {}. Keep waiting for the decision?",
+        tool.exposed_name,
+        approval.reason,
+        approval.id,
+        approval.binding.proposal_sha256,
+        how_to_decide(&approval.id)
     );
-    let mut out = RawObject::new();
-    if cx.era == Era::Legacy {
-        let refusal = Refusal::new(Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate, message)
-            .with_proposal(&approval.binding.proposal_sha256)
-            .with_approval(&approval.id);
-        out.insert("content".into(), raw(&json!([{"type": "text", "text": refusal.message}])));
-        out.insert("structuredContent".into(), raw(&refusal));
-        out.insert("isError".into(), raw(&true));
-        return out;
-    }
     let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
+    let mut out = RawObject::new();
     out.insert("resultType".into(), raw("input_required"));
-    // Ask only for what the client can answer (MRTR): an elicitation if it
-    // declared elicitation; otherwise the `_meta` below says what is awaited.
-    let elicits = call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some());
-    if elicits {
-        out.insert(
-            "inputRequests".into(),
-            raw(&json!({INPUT_KEY: {"method": "elicitation/create", "params": {
-                "message": message,
-                "requestedSchema": {"type": "object", "properties": {}}
-            }}})),
-        );
-    }
+    out.insert(
+        "inputRequests".into(),
+        raw(&json!({INPUT_KEY: {"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {"type": "object", "properties": {
+                WAIT_FIELD: {"type": "boolean", "title": "Keep waiting", "description": format!("Wait for approval {} to be decided", approval.id), "default": true}
+            }, "required": [WAIT_FIELD]}
+        }}})),
+    );
     out.insert("requestState".into(), raw(&a.sealer.seal(&claim)));
     out.insert(
         "_meta".into(),
@@ -306,9 +397,11 @@ mod tests {
         Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS }
     }
 
-    /// The agent's order of `quantity` units, presenting `state` as its requestState.
+    /// The agent's order of `quantity` units, presenting `state` as its
+    /// requestState, from a 2026-07-28 client that declared elicitation.
     fn order(quantity: u32, state: Option<&str>) -> CallRequest {
         let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": quantity}));
+        c.call.client_capabilities = Some(json!({"elicitation": {}}));
         if let Some(state) = state {
             c.call.input.insert("requestState".into(), json!(state));
         }
@@ -345,7 +438,7 @@ mod tests {
         match gated {
             Gated::Run(gate) => gate,
             Gated::Open(new) => panic!("expected to run; opened {}", new.id),
-            Gated::Wait { id, .. } => panic!("expected to run; waits for {id}"),
+            Gated::Wait(pending) => panic!("expected to run; waits for {}", pending.id),
         }
     }
 
@@ -353,30 +446,44 @@ mod tests {
         match gated {
             Gated::Open(new) => new,
             Gated::Run(gate) => panic!("expected a new approval; runs under {:?}", gate.approval_id()),
-            Gated::Wait { id, .. } => panic!("expected a new approval; waits for {id}"),
+            Gated::Wait(pending) => panic!("expected a new approval; waits for {}", pending.id),
         }
     }
 
-    fn waits(gated: Gated) -> (String, RawObject) {
+    fn waits(gated: Gated) -> Approval {
         match gated {
-            Gated::Wait { id, answer } => (id, answer),
+            Gated::Wait(pending) => pending,
             Gated::Run(gate) => panic!("expected to wait; runs under {:?}", gate.approval_id()),
             Gated::Open(new) => panic!("expected to wait; opened {}", new.id),
         }
     }
 
-    /// Opens the approval `c` waits for, as the pipeline does; returns the answer.
-    async fn open_for(s: &Store, c: &CallRequest) -> (String, RawObject) {
+    /// Opens the approval `c` waits for, as the pipeline does, and answers
+    /// as at the end of a hold in which nobody decided.
+    async fn open_for(s: &Store, c: &CallRequest) -> (String, Stop) {
         let new = opened(passed(gated(s, c, &needs_approval()).await));
         let id = new.id.clone();
         let (cx, call) = split_at(c, s.clock.as_ref());
-        (id, passed(open(&approvals(s), &cx, &call, &order_tool(), &proposal(c), new, s.draft()).await))
+        let a = approvals(s);
+        let pending = passed(open(&a, &order_tool(), &proposal(c), new, s.draft()).await);
+        match unheld(&a, &cx, &call, &order_tool(), &proposal(c), pending) {
+            Err(stop) => (id, stop),
+            Ok(gate) => panic!("a pending approval runs nothing; ran under {:?}", gate.approval_id()),
+        }
+    }
+
+    fn asked(stop: Stop) -> RawObject {
+        match stop {
+            Stop::Input(answer) => answer,
+            Stop::Refused(r) => panic!("expected input_required; refused {:?}: {}", r.reason, r.message),
+            Stop::Error(e) => panic!("expected input_required; error {}", e.message),
+        }
     }
 
     /// An order of 2 units waiting for approval: its id and sealed requestState.
     async fn waiting_order(s: &Store) -> (String, String) {
-        let (id, answer) = open_for(s, &order(2, None)).await;
-        (id, field(&answer, "requestState").as_str().expect("a sealed requestState").to_string())
+        let (id, stop) = open_for(s, &order(2, None)).await;
+        (id, field(&asked(stop), "requestState").as_str().expect("a sealed requestState").to_string())
     }
 
     async fn decide_as_dana(s: &Store, id: &str, approve: bool) {
@@ -427,33 +534,109 @@ mod tests {
         // Nothing is stored until `open` commits it, with its receipt.
         assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
         let (cx, call) = split_at(&c, s.clock.as_ref());
-        let waiting = passed(open(&approvals(&s), &cx, &call, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
+        let a = approvals(&s);
+        let pending = passed(open(&a, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
         assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
+        let waiting = asked(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), pending).err().expect("it waits"));
         assert_eq!(field(&waiting, "resultType"), "input_required");
         let meta = &field(&waiting, "_meta")[APPROVAL_META];
         assert_eq!((&meta["id"], &meta["state"], &meta["expires_ms"]), (&json!(new.id), &json!("pending"), &json!(NOW_MS + TTL_MS)));
         // The requestState carries the binding, sealed.
         let claim = s.sealer.open(field(&waiting, "requestState").as_str().unwrap()).expect("sealed by this gateway");
         assert_eq!((claim.approval_id, claim.binding, claim.upstream_state), (new.id, binding, None));
-        // The client declared no elicitation: it is asked nothing it cannot answer.
-        assert!(!waiting.contains_key("inputRequests"));
     }
 
     #[tokio::test]
     async fn what_a_waiting_client_is_told_depends_on_what_it_can_do() {
         let s = Store::open().await;
-        let mut eliciting = order(2, None);
-        eliciting.call.client_capabilities = Some(json!({"elicitation": {}}));
-        let (_, answer) = open_for(&s, &eliciting).await;
-        assert_eq!(field(&answer, "inputRequests")[INPUT_KEY]["method"], "elicitation/create");
-        // A legacy client cannot take another round: an escalate refusal naming the approval.
-        let mut legacy = order(3, None);
-        legacy.era = Era::Legacy;
-        let (id, answer) = open_for(&s, &legacy).await;
-        assert_eq!(field(&answer, "isError"), json!(true));
-        assert!(!answer.contains_key("requestState") && !answer.contains_key("resultType"));
-        let refusal = field(&answer, "structuredContent");
-        assert_eq!((&refusal["reason"], &refusal["action"], &refusal["approval_id"]), (&json!("approval_pending"), &json!("escalate"), &json!(id)));
+        // A client that can be asked gets a real question: what, which
+        // proposal, who decides; never an empty round.
+        let (id, stop) = open_for(&s, &order(2, None)).await;
+        let answer = asked(stop);
+        let question = &field(&answer, "inputRequests")[INPUT_KEY];
+        assert_eq!(question["method"], "elicitation/create");
+        let message = question["params"]["message"].as_str().unwrap();
+        assert!(message.contains(&id) && message.contains(&proposal(&order(2, None)).sha256) && message.contains("toolgate approvals approve"), "{message}");
+        assert_eq!(question["params"]["requestedSchema"]["properties"][WAIT_FIELD]["type"], "boolean");
+        // A client that cannot (no elicitation declared, or legacy): an
+        // escalate refusal naming the approval, in either era.
+        for (era, quantity) in [(Era::Modern, 3), (Era::Legacy, 4)] {
+            let mut plain = order(quantity, None);
+            plain.era = era;
+            plain.call.client_capabilities = None;
+            let (id, stop) = open_for(&s, &plain).await;
+            let Stop::Refused(r) = stop else { panic!("{era:?}: expected a refusal") };
+            assert_eq!((r.reason, r.action, r.approval_id.as_deref()), (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())), "{era:?}");
+            assert!(r.message.contains("call again with the same arguments") && !r.message.contains("requestState"), "{}", r.message);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declined_question_ends_the_call_with_a_refusal_not_another_round() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        for answer in [json!({"action": "decline"}), json!({"action": "cancel"}), json!({"action": "accept", "content": {WAIT_FIELD: false}})] {
+            let mut c = order(2, Some(state.as_str()));
+            c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: answer.clone()}));
+            let r = refused(gated(&s, &c, &needs_approval()).await);
+            assert_eq!((r.reason, r.action, r.approval_id.as_deref()), (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())), "{answer}");
+        }
+        // Accepting keeps waiting (the pipeline holds it again).
+        let mut c = order(2, Some(state.as_str()));
+        c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept", "content": {WAIT_FIELD: true}}}));
+        assert_eq!(waits(passed(gated(&s, &c, &needs_approval()).await)).id, id);
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Pending, "declining the question decides nothing");
+    }
+
+    #[tokio::test]
+    async fn the_same_call_after_its_approval_ran_replays_in_every_era() {
+        let s = Store::open().await;
+        let (id, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, true).await;
+        run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        // Re-issued without any requestState (a legacy client, a lost answer):
+        // the operation the approval ran answers; nothing opens, nothing runs.
+        for era in [Era::Legacy, Era::Modern] {
+            let mut again = order(2, None);
+            again.era = era;
+            let gate = run(passed(gated(&s, &again, &needs_approval()).await));
+            assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), true), "{era:?}");
+        }
+        // A client's own new operation key is a new operation: a new approval.
+        let mut keyed = order(2, None);
+        keyed.call.operation_key = Some(json!("order-2"));
+        assert_ne!(opened(passed(gated(&s, &keyed, &needs_approval()).await)).id, id);
+        // Once the approval's life is over, the same content asks anew.
+        s.clock.advance(TTL_MS);
+        assert_ne!(opened(passed(gated(&s, &order(2, None), &needs_approval()).await)).id, id);
+    }
+
+    #[tokio::test]
+    async fn a_held_call_ends_as_its_approval_was_decided() {
+        let s = Store::open().await;
+        let a = approvals(&s);
+        let c = order(2, None);
+        let (cx, call) = split_at(&c, s.clock.as_ref());
+        let (id, _) = waiting_order(&s).await;
+        decide_as_dana(&s, &id, false).await;
+        let r = refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
+        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalDenied, Some(id.as_str())));
+        // Approved during the hold: presented as if the client had presented it.
+        let (id, _) = open_for(&s, &order(5, None)).await;
+        decide_as_dana(&s, &id, true).await;
+        let approval = stored(&s, &id).await;
+        let standing = presenting(&approval);
+        assert_eq!(standing.state, Some(ApprovalState::Approved));
+        let five = order(5, None);
+        let (cx, call) = split_at(&five, s.clock.as_ref());
+        let gate = run(passed(approve(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing).await));
+        assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
+        // Expired while held: refused as expired.
+        let (id, _) = open_for(&s, &order(6, None)).await;
+        s.clock.advance(TTL_MS);
+        let r = refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
+        assert_eq!(r.reason, Reason::ApprovalExpired);
     }
 
     #[tokio::test]
@@ -462,9 +645,8 @@ mod tests {
         let (id, state) = waiting_order(&s).await;
         // Re-issued with its requestState, or asked again without: the same approval.
         for presented in [Some(state.as_str()), None] {
-            let (waited, answer) = waits(passed(gated(&s, &order(2, presented), &needs_approval()).await));
-            assert_eq!(waited, id);
-            assert_eq!(field(&answer, "_meta")[APPROVAL_META]["state"], "pending");
+            let pending = waits(passed(gated(&s, &order(2, presented), &needs_approval()).await));
+            assert_eq!((pending.id.as_str(), pending.state), (id.as_str(), ApprovalState::Pending));
         }
         assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Pending));
         // Other arguments are another call, with an approval of its own.
@@ -487,7 +669,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_used_approval_is_marked_used_and_the_same_content_asks_anew() {
+    async fn a_used_approval_presented_again_is_marked_used() {
         let s = Store::open().await;
         let (id, state) = waiting_order(&s).await;
         decide_as_dana(&s, &id, true).await;
@@ -496,8 +678,6 @@ mod tests {
         // says the approval is used, and reserve answers from its operation.
         let again = run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
         assert_eq!((again.approval_id(), again.used), (Some(id.as_str()), true));
-        // Without the requestState the same content needs a new approval.
-        assert_ne!(opened(passed(gated(&s, &order(2, None), &needs_approval()).await)).id, id);
     }
 
     #[tokio::test]

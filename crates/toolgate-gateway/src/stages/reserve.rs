@@ -64,12 +64,9 @@ pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &
     if tool.read_only() {
         return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
     }
-    let client_key = match call.operation_key.as_ref() {
-        None | Some(Value::Null) => None,
-        // `approval:` and `auto:` are the gateway's own: a client key there
-        // could stand in for another call's approved operation.
-        Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) && !k.starts_with("approval:") && !k.starts_with("auto:") => Some(k.clone()),
-        Some(_) => {
+    let client_key = match call.client_key() {
+        Ok(key) => key.map(str::to_string),
+        Err(()) => {
             return Err(refuse(Refusal::new(
                 Verdict::Allow,
                 Reason::InvalidArguments,

@@ -1,0 +1,183 @@
+//! hold: a call whose approval is pending waits for the decision, up to
+//! `[approvals] hold_ms`, so a stock client that simply calls the tool gets
+//! the tool's result (approved), the refusal (denied), or — still pending —
+//! an answer it can act on, instead of looping. While it waits, a client
+//! that sent a `progressToken` gets `notifications/progress` every few
+//! seconds. The wait holds a future and a seat (`holds.rs`), nothing more.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+use toolgate_core::Clock;
+use toolgate_core::approval::{Approval, ApprovalState};
+use toolgate_ledger::Ledger;
+
+use crate::call::Call;
+use crate::holds::Holds;
+
+/// How often a held call with a `progressToken` hears that it still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// What the hold stage reads.
+pub(crate) struct Hold<'a> {
+    pub holds: &'a Holds,
+    pub ledger: &'a dyn Ledger,
+    pub clock: &'a dyn Clock,
+    /// `[approvals] hold_ms`.
+    pub hold: Duration,
+}
+
+/// Waits until `pending` is decided (or expires), or the hold ends; returns
+/// the approval as last read. A store that cannot be read is read again at
+/// the next ring or tick; the approval's state is never guessed.
+pub(crate) async fn hold(h: &Hold<'_>, call: &Call, pending: Approval) -> Approval {
+    if h.hold.is_zero() {
+        return pending;
+    }
+    let began = Instant::now();
+    let until = began + h.hold;
+    let seat = h.holds.seat(&pending.id);
+    let mut latest = pending;
+    progress(call, &latest, Duration::ZERO, h.hold);
+    loop {
+        // Listening before reading: a decision between the two still wakes us.
+        let rung = seat.bell().notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        if let Ok(Some(read)) = h.ledger.approval(&latest.id).await {
+            latest = read;
+        }
+        let now = Instant::now();
+        if latest.state_at(h.clock.now_ms()) != ApprovalState::Pending || now >= until {
+            return latest;
+        }
+        let tick = (now + PROGRESS_EVERY).min(until);
+        tokio::select! {
+            _ = &mut rung => {}
+            _ = tokio::time::sleep_until(tick) => progress(call, &latest, tick - began, h.hold),
+        }
+    }
+}
+
+/// Tells a client that asked for progress that its call still waits, and for whom.
+fn progress(call: &Call, approval: &Approval, waited: Duration, hold: Duration) {
+    let Some(relay) = &call.progress else { return };
+    let message = format!(
+        "waiting for a named approver to decide approval {} ({}); {} s of {} s",
+        approval.id,
+        approval.reason,
+        waited.as_secs(),
+        hold.as_secs()
+    );
+    let params = json!({"progressToken": relay.client_token, "progress": waited.as_millis() as u64, "total": hold.as_millis() as u64, "message": message});
+    let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::testing::{NOW_MS, Store};
+    use toolgate_core::approval::Binding;
+    use toolgate_ledger::{Decider, NewApproval};
+
+    async fn pending(s: &Store) -> Approval {
+        let binding = Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            proposal_sha256: "p".repeat(64),
+            policy_version: "v1".into(),
+        };
+        let new = NewApproval {
+            id: "apr_held".into(),
+            binding,
+            arguments: json!({"quantity": 8}),
+            reason: "large order".into(),
+            rules: vec!["order_above_five_units".into()],
+            now_ms: NOW_MS,
+            ttl_ms: 60_000,
+            receipt: None,
+            subject: "field-agent".into(),
+        };
+        s.ledger.create_approval(new).await.unwrap()
+    }
+
+    fn call_with_progress() -> (Call, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let (out, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut call = crate::stages::testing::call("parts__raise_parts_order", json!({})).call;
+        call.progress = Some(crate::upstream::ProgressRelay { client_token: json!("tok-1"), out });
+        (call, rx)
+    }
+
+    fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
+        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms) }
+    }
+
+    #[tokio::test]
+    async fn a_decision_rung_during_the_hold_ends_it_at_once() {
+        let s = Store::open().await;
+        let holds = Holds::default();
+        let approval = pending(&s).await;
+        let (call, mut rx) = call_with_progress();
+        let decide = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s.ledger.decide_approval("apr_held", true, Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
+            holds.ring("apr_held");
+        };
+        let started = std::time::Instant::now();
+        let h = hold_of(&s, &holds, 10_000);
+        let (decided, ()) = tokio::join!(hold(&h, &call, approval), decide);
+        assert_eq!(decided.state, ApprovalState::Approved);
+        assert!(started.elapsed() < Duration::from_secs(2), "woken by the bell, not the end of the hold: {:?}", started.elapsed());
+        assert_eq!(holds.held(), 0, "the seat is left");
+        // The client that asked for progress heard, at once, what it waits for.
+        let first: serde_json::Value = serde_json::from_str(&rx.try_recv().expect("a progress notification")).unwrap();
+        assert_eq!((&first["method"], &first["params"]["progressToken"]), (&json!("notifications/progress"), &json!("tok-1")));
+        assert!(first["params"]["message"].as_str().unwrap().contains("apr_held"), "{first}");
+    }
+
+    #[tokio::test]
+    async fn undecided_it_ends_with_the_hold_still_pending() {
+        let s = Store::open().await;
+        let holds = Holds::default();
+        let (call, _rx) = call_with_progress();
+        let started = std::time::Instant::now();
+        let after = hold(&hold_of(&s, &holds, 150), &call, pending(&s).await).await;
+        assert_eq!(after.state, ApprovalState::Pending);
+        assert!(started.elapsed() >= Duration::from_millis(150) && started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_hold_of_zero_answers_at_once_and_reads_nothing() {
+        let s = Store::open().await;
+        let holds = Holds::default();
+        let approval = pending(&s).await;
+        let (call, mut rx) = call_with_progress();
+        let after = hold(&hold_of(&s, &holds, 0), &call, approval.clone()).await;
+        assert_eq!(after, approval);
+        assert!(rx.try_recv().is_err(), "no progress without a hold");
+    }
+
+    #[tokio::test]
+    async fn the_watcher_wakes_a_call_decided_elsewhere() {
+        let s = Store::open().await;
+        let holds = std::sync::Arc::new(Holds::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        holds.watch(s.ledger.clone(), s.clock.clone(), Duration::from_millis(20), stop.clone());
+        let approval = pending(&s).await;
+        let (call, _rx) = call_with_progress();
+        // Decided straight in the ledger (as the CLI does), without a ring.
+        let decide = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s.ledger.decide_approval("apr_held", false, Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "no", NOW_MS).await.unwrap();
+        };
+        let started = std::time::Instant::now();
+        let h = hold_of(&s, &holds, 10_000);
+        let (decided, ()) = tokio::join!(hold(&h, &call, approval), decide);
+        stop.cancel();
+        assert_eq!(decided.state, ApprovalState::Denied);
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+}
