@@ -37,6 +37,16 @@ impl Approver<'_> {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The pending approvals, as `toolgate approvals list --state pending --json` prints them.
+    pub fn pending(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        let out = Command::new(self.exe).args(["approvals", "list", "--state", "pending", "--json", "--config"]).arg(self.config).output().context("running `toolgate approvals list`")?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let listed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok(listed["approvals"].as_array().cloned().unwrap_or_default())
+    }
+
     pub fn approve(&self, id: &str, reason: &str) -> anyhow::Result<()> {
         self.decide("approve", id, reason, APPROVER).map(|_| ())
     }

@@ -3,14 +3,23 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientConfig, ElicitationCapability, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Map, Value, json};
 
-pub type Client = RunningService<RoleClient, ()>;
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// The demo's client says it can ask its person (elicitation), so a call
+/// still waiting for an approver gets a question and a requestState it
+/// re-issues with, as an interactive client would.
+fn asks() -> ClientConfig {
+    let mut info = ClientConfig::default();
+    info.capabilities.elicitation = Some(ElicitationCapability::new());
+    info
+}
 
 /// What one call produced: a result, an input round, or a protocol failure.
 pub enum Got {
@@ -156,7 +165,7 @@ pub async fn http_client(url: &str, token: Option<&str>) -> anyhow::Result<Clien
     }
     let transport = StreamableHttpClientTransport::from_config(config);
     let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Ok(().serve_with_lifecycle(transport, lifecycle).await?)
+    Ok(asks().serve_with_lifecycle(transport, lifecycle).await?)
 }
 
 pub async fn stdio_client(exe: &Path, server: &str, state: &Path) -> anyhow::Result<Client> {
@@ -164,7 +173,7 @@ pub async fn stdio_client(exe: &Path, server: &str, state: &Path) -> anyhow::Res
     cmd.args(["atlas", server, "--state"]).arg(state);
     let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn()?;
     let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Ok(().serve_with_lifecycle(transport, lifecycle).await?)
+    Ok(asks().serve_with_lifecycle(transport, lifecycle).await?)
 }
 
 pub fn count_lines(path: &Path) -> usize {

@@ -1,7 +1,9 @@
 //! Seed 000's approval flow for raise_parts_order: the call waits; the agent
 //! cannot approve itself; a named approver approves out of band; the
 //! re-issued call runs once; a second re-issue and a changed quantity do
-//! not run; a denial is terminal.
+//! not run; a denial is terminal; a call held open while an approver
+//! decides from another process returns the order, and calling it again
+//! replays it.
 
 use std::path::Path;
 
@@ -83,5 +85,34 @@ pub async fn run(via: &Client, approver: &Approver<'_>, sandbox: &Path, endpoint
     s.step("3 valves, denied: the re-issue is refused", denied.summary(), denied.refused_for("approval_denied"));
     let fresh = call(via, TOOL, &three).await;
     s.step("the same 3 valves, called afresh", format!("{}; orders: {}", fresh.summary(), orders() - before), fresh.refused_for("approval_denied") && orders() == before + 1);
+
+    // The way most clients meet it: one call, held open while it waits; the
+    // approver decides from another process; the call returns the order.
+    let six = order(6)?;
+    let before = orders();
+    let (held, decided) = tokio::join!(call(via, TOOL, &six), approve_when_pending(approver, 6));
+    let held_order = held.structured().and_then(|v| v["order_id"].as_str()).map(str::to_string);
+    s.step(
+        "6 valves: the call is held while dana approves from another process",
+        format!("{}; {}; orders: {}", decided.unwrap_or_else(|e| format!("{e:#}")), held.summary(), orders() - before),
+        held_order.is_some() && orders() == before + 1,
+    );
+    // A client that lost the answer (or never had a requestState) calls again.
+    let retried = call(via, TOOL, &six).await;
+    let replayed = retried.structured().and_then(|v| v["order_id"].as_str()).map(str::to_string);
+    s.step("the same 6 valves again: the recorded result, no second order", format!("{}; orders: {}", retried.summary(), orders() - before), replayed == held_order && orders() == before + 1);
     Ok(s.0)
+}
+
+/// Dana approves the pending order of `quantity` as soon as it is listed.
+async fn approve_when_pending(approver: &Approver<'_>, quantity: u64) -> anyhow::Result<String> {
+    for _ in 0..50 {
+        let pending = tokio::task::block_in_place(|| approver.pending())?;
+        if let Some(id) = pending.iter().find(|a| a["arguments"]["quantity"] == quantity).and_then(|a| a["id"].as_str()) {
+            tokio::task::block_in_place(|| approver.approve(id, "six valves for the site"))?;
+            return Ok(format!("`toolgate approvals approve {id} --as dana` while the call waited"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("no pending approval for {quantity} valves appeared")
 }

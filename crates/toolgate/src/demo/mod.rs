@@ -122,6 +122,9 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
         "# Written by `toolgate demo`: the Atlas servers behind toolgate, with seed 000's registry,\n\
          # an agent and an approver, and the demo Cedar policy.\n\
          [gateway]\nlisten = \"127.0.0.1:0\"\nupstream_timeout_ms = 5000\n\n\
+         # A call waiting for an approver is held this long for the decision (the default is 30 s;\n\
+         # the demo's script decides its approvals from another process, so it holds briefly).\n\
+         [approvals]\nhold_ms = 1500\npoll_ms = 100\n\n\
          [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
          [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::approver::Approver;
-use super::client::{Client, Got, accept_all, call, count_lines, reissue};
+use super::client::{Client, Got, accept_all, call, call_with_meta, count_lines, reissue};
 
 /// The seed's "after" column: decision (or rejection), reason, execution
 /// status, result status, tool callbacks.
@@ -139,7 +139,10 @@ async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> 
         seen.callbacks = calls() - start;
         return Ok(seen);
     }
-    let first = call(w.via, &exposed, args).await;
+    // Each case is a send of its own, though several carry the same notice:
+    // its own operation key says so (the same call again would be answered
+    // with the first send's recorded result).
+    let first = call_with_meta(w.via, &exposed, args, json!({"io.toolgate/operationKey": format!("seed002-{id}")})).await;
     let Some(approval) = first.approval_id().filter(|_| matches!(first, Got::Input(_))) else {
         describe(&first, &first, &mut seen);
         seen.callbacks = calls() - start;
