@@ -181,7 +181,7 @@ async fn held(
 ) -> Result<Gate, Stop> {
     f.approval_id = Some(pending.id.clone());
     let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms) };
-    let approval = hold::hold(&h, call, pending).instrument(obs.stage("hold")).await;
+    let approval = hold::hold(&h, call, cx.started, pending).instrument(obs.stage("hold")).await;
     if approval.state_at(gw.clock.now_ms()) != ApprovalState::Approved {
         let answered = approve::unheld(a, cx, call, tool, proposal, approval);
         match &answered {

@@ -81,15 +81,13 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
     tokio::spawn(async move {
         let _ = done_tx.send(handle(&gw, msg, era, caller, &peer, Some(tx)).await);
     });
+    // A call that sends no progress drops its sender at once: then only its
+    // reply or the clock decides.
     let first = tokio::select! {
         biased;
-        first = rx.recv() => first.map(|m| event(&m)),
+        Some(message) = rx.recv() => event(&message),
         reply = &mut done => return plain_reply(reply.unwrap_or(Reply::Accepted)),
-        _ = tokio::time::sleep(SSE_AFTER) => Some(": the call is still running\n\n".to_string()),
-    };
-    let Some(first) = first else {
-        // The call ended without progress: its reply is on the way.
-        return plain_reply(done.await.unwrap_or(Reply::Accepted));
+        _ = tokio::time::sleep(SSE_AFTER) => ": the call is still running\n\n".to_string(),
     };
     let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done) };
     let events = futures_util::stream::unfold(state, |mut s| async move {

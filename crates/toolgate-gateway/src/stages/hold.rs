@@ -28,18 +28,20 @@ pub(crate) struct Hold<'a> {
     pub hold: Duration,
 }
 
-/// Waits until `pending` is decided (or expires), or the hold ends; returns
+/// Waits until `pending` is decided (or expires), or the hold ends — `hold`
+/// after the call `began`, so time spent before the wait counts, and the
+/// caller hears back within the hold however busy the gateway was. Returns
 /// the approval as last read. A store that cannot be read is read again at
 /// the next ring or tick; the approval's state is never guessed.
-pub(crate) async fn hold(h: &Hold<'_>, call: &Call, pending: Approval) -> Approval {
+pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, pending: Approval) -> Approval {
     if h.hold.is_zero() {
         return pending;
     }
-    let began = Instant::now();
+    let began = Instant::from_std(began);
     let until = began + h.hold;
     let seat = h.holds.seat(&pending.id);
     let mut latest = pending;
-    progress(call, &latest, Duration::ZERO, h.hold);
+    progress(call, &latest, began.elapsed(), h.hold);
     loop {
         // Listening before reading: a decision between the two still wakes us.
         let rung = seat.bell().notified();
@@ -128,7 +130,7 @@ mod tests {
         };
         let started = std::time::Instant::now();
         let h = hold_of(&s, &holds, 10_000);
-        let (decided, ()) = tokio::join!(hold(&h, &call, approval), decide);
+        let (decided, ()) = tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
         assert_eq!(decided.state, ApprovalState::Approved);
         assert!(started.elapsed() < Duration::from_secs(2), "woken by the bell, not the end of the hold: {:?}", started.elapsed());
         assert_eq!(holds.held(), 0, "the seat is left");
@@ -144,7 +146,7 @@ mod tests {
         let holds = Holds::default();
         let (call, _rx) = call_with_progress();
         let started = std::time::Instant::now();
-        let after = hold(&hold_of(&s, &holds, 150), &call, pending(&s).await).await;
+        let after = hold(&hold_of(&s, &holds, 150), &call, std::time::Instant::now(), pending(&s).await).await;
         assert_eq!(after.state, ApprovalState::Pending);
         assert!(started.elapsed() >= Duration::from_millis(150) && started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     }
@@ -155,7 +157,7 @@ mod tests {
         let holds = Holds::default();
         let approval = pending(&s).await;
         let (call, mut rx) = call_with_progress();
-        let after = hold(&hold_of(&s, &holds, 0), &call, approval.clone()).await;
+        let after = hold(&hold_of(&s, &holds, 0), &call, std::time::Instant::now(), approval.clone()).await;
         assert_eq!(after, approval);
         assert!(rx.try_recv().is_err(), "no progress without a hold");
     }
@@ -175,7 +177,7 @@ mod tests {
         };
         let started = std::time::Instant::now();
         let h = hold_of(&s, &holds, 10_000);
-        let (decided, ()) = tokio::join!(hold(&h, &call, approval), decide);
+        let (decided, ()) = tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
         stop.cancel();
         assert_eq!(decided.state, ApprovalState::Denied);
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());

@@ -1,0 +1,224 @@
+//! Level 3–4: a call that needs a named human, made by the official MCP
+//! Python SDK (mcp 2.3.0) exactly as its README shows — `call_tool(name,
+//! arguments)` — in each of its modes, against the gateway with the Atlas
+//! servers behind it. toolgate holds the call while its approval is pending:
+//! approved meanwhile (by dana, from another task) the SDK returns the
+//! order, placed once, and the same call again returns it replayed; nobody
+//! deciding gives a refusal naming the approval, not an exception and not a
+//! loop; a person who declines to wait ends the call. And hundreds of calls
+//! can be held at once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+const ORDER: &str = "parts__raise_parts_order";
+const MODES: [&str; 3] = ["2026-07-28", "legacy", "auto"];
+
+/// An order for an open AC-250-S ticket with a valve that fits it; `note`
+/// makes each call a proposal of its own.
+fn order(quantity: u32, note: &str) -> Value {
+    let data = toolgate_atlas::dataset();
+    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id, "justification": note})
+}
+
+fn hold(ms: u64) -> String {
+    format!("[approvals]\nhold_ms = {ms}\npoll_ms = 100\n")
+}
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
+    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
+    venv
+}
+
+/// The SDK calls `ORDER` with `arguments` `times` times, in `mode`; `person`
+/// says whether the client can ask its person, and what they answer.
+async fn sdk(url: &str, mode: &str, person: &str, arguments: &Value, times: u32) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/approval_hold.py");
+    let args = [url.to_string(), mode.into(), person.into(), ORDER.into(), arguments.to_string(), times.to_string()];
+    let out = tokio::task::spawn_blocking(move || std::process::Command::new(python()).arg(script).args(args).output().expect("python runs")).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode}/{person}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    for r in got["results"].as_array().unwrap() {
+        assert!(r.get("raised").is_none(), "{mode}/{person}: the SDK raised: {r}");
+    }
+    got
+}
+
+/// Dana (an approver, through the admin API) decides the pending order
+/// whose justification is `note` as soon as it is listed; returns its id.
+async fn decide_when_pending(url: &str, note: &str, verdict: &str) -> String {
+    decide_pending_after(url, note, verdict, Duration::ZERO).await
+}
+
+/// `decide_when_pending`, `after` it was first listed.
+async fn decide_pending_after(url: &str, note: &str, verdict: &str, after: Duration) -> String {
+    for _ in 0..200 {
+        let (status, listed) = admin(url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+        assert_eq!(status, 200, "{listed}");
+        let found = listed["approvals"].as_array().unwrap().iter().find(|a| a["arguments"]["justification"] == note).and_then(|a| a["id"].as_str()).map(str::to_string);
+        if let Some(id) = found {
+            tokio::time::sleep(after).await;
+            let (status, decided) = admin(url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{id}/{verdict}"), Some(json!({"reason": "checked by the test"}))).await;
+            assert_eq!(status, 200, "{decided}");
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no pending approval for {note}")
+}
+
+fn orders(h: &Harness) -> usize {
+    lines(&h.sandbox().join("orders.jsonl"))
+}
+
+fn refusal(result: &Value) -> &Value {
+    assert_eq!(result["isError"], true, "expected a refusal: {result}");
+    &result["structuredContent"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approved_during_the_hold_the_sdk_gets_the_order_once_and_then_its_replay() {
+    let h = start_with("", &hold(20_000), &[]).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let note = format!("approved while held ({mode})");
+        let arguments = order(2 + i as u32, &note);
+        let before = orders(&h);
+        let (got, id) = tokio::join!(sdk(&h.url, mode, "absent", &arguments, 2), decide_when_pending(&h.url, &note, "approve"));
+        let (first, again) = (&got["results"][0], &got["results"][1]);
+        let order_id = first["structuredContent"]["order_id"].as_str().unwrap_or_else(|| panic!("{mode}: no order: {first}"));
+        assert!(order_id.starts_with("PO-") && first["isError"] != true, "{mode}: {first}");
+        assert_eq!(first["_meta"]["io.toolgate/operation"]["key"], json!(format!("approval:{id}")), "{mode}: {first}");
+        // The same call again (a lost answer, a retry): the recorded order.
+        assert_eq!(again["structuredContent"]["order_id"], json!(order_id), "{mode}: {again}");
+        assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], true, "{mode}: {again}");
+        assert_eq!(orders(&h) - before, 1, "{mode}: exactly one order placed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_deciding_the_sdk_gets_a_refusal_naming_the_approval_after_the_hold() {
+    let h = start_with("", &hold(1_500), &[]).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let started = Instant::now();
+        let got = sdk(&h.url, mode, "absent", &order(2 + i as u32, &format!("undecided ({mode})")), 1).await;
+        let r = refusal(&got["results"][0]);
+        assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{mode}: {r}");
+        let id = r["approval_id"].as_str().unwrap_or_else(|| panic!("{mode}: no approval id: {r}"));
+        assert!(r["message"].as_str().unwrap().contains(&format!("toolgate approvals approve {id}")), "{mode}: {r}");
+        assert!(started.elapsed() >= Duration::from_millis(1_500), "{mode}: answered before the hold ended");
+        assert_eq!(orders(&h), 0, "{mode}");
+        let (_, pending) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
+        assert_eq!(pending["state"], "pending", "{mode}: still decidable: {pending}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_asked_to_wait_who_declines_ends_the_call_with_a_refusal() {
+    let h = start_with("", &hold(500), &[]).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let got = sdk(&h.url, mode, "declines", &order(2 + i as u32, &format!("declined ({mode})")), 1).await;
+        let r = refusal(&got["results"][0]);
+        assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{mode}: {r}");
+        let id = r["approval_id"].as_str().unwrap();
+        let asked = got["asked"].as_array().unwrap();
+        if mode == "legacy" {
+            // A 2025-11-25 client has no input rounds: told at once, never asked.
+            assert!(asked.is_empty(), "{asked:?}");
+        } else {
+            // Asked once, with what waits and who decides; declining ends it.
+            assert_eq!(asked.len(), 1, "{mode}: {asked:?}");
+            let question = asked[0].as_str().unwrap();
+            assert!(question.contains(id) && question.contains("toolgate approvals approve") && question.contains("Keep waiting"), "{question}");
+        }
+        assert_eq!(orders(&h), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_who_keeps_waiting_gets_the_order_when_it_is_approved_later() {
+    let h = start_with("", &hold(700), &[]).await;
+    let note = "approved after a round";
+    let arguments = order(4, note);
+    // Decided after the first hold ended: the person was asked, kept
+    // waiting, and the second hold ends with the order.
+    let decide = decide_pending_after(&h.url, note, "approve", Duration::from_millis(1_500));
+    let (got, _) = tokio::join!(sdk(&h.url, "2026-07-28", "accepts", &arguments, 1), decide);
+    assert!(got["asked"].as_array().unwrap().len() >= 1, "{got}");
+    assert!(got["results"][0]["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{got}");
+    assert_eq!(orders(&h), 1);
+}
+
+/// The result a Streamable HTTP answer carries, plain JSON or SSE.
+fn answer_of(body: &str) -> Value {
+    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or(body);
+    serde_json::from_str(last).unwrap_or_else(|_| panic!("not a JSON-RPC answer: {body}"))
+}
+
+fn rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_calls_held_at_once_are_each_answered_within_the_hold_and_a_second() {
+    const CALLS: usize = 200;
+    const HOLD_MS: u64 = 3_000;
+    let h = start_with("", &hold(HOLD_MS), &[]).await;
+    let rss_before = rss_kb();
+    let calls = (0..CALLS).map(|i| {
+        let url = h.url.clone();
+        tokio::spawn(async move {
+            // Connections opened 25 at a time, 5 ms apart (200 SYNs in the same
+            // instant overflow loopback's queues and one is resent after 1 s).
+            tokio::time::sleep(Duration::from_millis(5 * (i / 25) as u64)).await;
+            let params = json!({"name": ORDER, "arguments": order(2, &format!("held {i}"))});
+            let started = Instant::now();
+            let resp = request(&url, json!(i), "tools/call", params).send().await.unwrap();
+            let headers_after = started.elapsed();
+            let sse = resp.headers().get("content-type").is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"));
+            let body = resp.text().await.unwrap();
+            if started.elapsed() > Duration::from_millis(HOLD_MS + 500) {
+                eprintln!("slow: headers after {headers_after:?}, whole after {:?}", started.elapsed());
+            }
+            (started.elapsed(), sse, answer_of(&body))
+        })
+    });
+    let calls: Vec<_> = calls.collect();
+    // Every call is seated at once: none is queued behind another.
+    let deadline = Instant::now() + Duration::from_millis(HOLD_MS - 500);
+    while h.gateway.holds.held() < CALLS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (held, rss_held) = (h.gateway.holds.held(), rss_kb());
+    assert_eq!(held, CALLS, "all calls held at the same moment");
+    let mut times = Vec::new();
+    for call in calls {
+        let (elapsed, sse, answer) = call.await.unwrap();
+        times.push(elapsed);
+        assert!(sse, "a held call answers on an SSE stream: {answer}");
+        assert_eq!(answer["result"]["structuredContent"]["reason"], "approval_pending", "{answer}");
+    }
+    assert_eq!(h.gateway.holds.held(), 0);
+    times.sort();
+    let slowest = *times.last().unwrap();
+    eprintln!("answered after: min {:?}, median {:?}, max {slowest:?}; over hold + 0.5 s: {}", times[0], times[CALLS / 2], times.iter().filter(|t| **t > Duration::from_millis(HOLD_MS + 500)).count());
+    assert!(slowest < Duration::from_millis(HOLD_MS + 1_000), "the slowest was answered after {slowest:?}");
+    eprintln!(
+        "held: {CALLS} calls at once, hold {HOLD_MS} ms, slowest answer {slowest:?}; RSS {rss_before} kB before, {rss_held} kB while held (+{} kB, {:.1} kB per call), {} kB after",
+        rss_held.saturating_sub(rss_before),
+        rss_held.saturating_sub(rss_before) as f64 / CALLS as f64,
+        rss_kb()
+    );
+}
