@@ -2,7 +2,9 @@
 
 Usage: TOOLGATE_TOKEN=AGENT_TOKEN approval_flow.py URL TOOLGATE CONFIG ORDER_JSON
 
-Against `toolgate demo --serve`: raise_parts_order answers input_required; the
+Against `toolgate demo --serve`, as a client that declared elicitation and
+drives the input rounds itself: raise_parts_order, still pending after the
+hold, answers input_required; the
 named approver approves with `TOOLGATE approvals approve --config CONFIG ID
 --as dana`; the re-issued call (new id, same params, requestState) returns an
 order id; a second re-issue gets the recorded result and places no second order; a changed quantity under
@@ -16,6 +18,8 @@ import subprocess
 import sys
 
 import anyio
+from mcp import Client
+from mcp_types import ElicitResult
 
 from sdk_client import connect, wire
 
@@ -24,7 +28,13 @@ TOOL = "parts__raise_parts_order"
 
 async def run(url: str, toolgate: str, config: str, order: dict) -> dict:
     steps = {}
-    async with connect(url, "2026-07-28") as client:
+
+    async def keep_waiting(context, params):
+        return ElicitResult(action="accept", content={"wait": True})
+
+    # A client that can ask its person, driving the rounds by hand.
+    client = Client(connect(url, "2026-07-28").server, mode="2026-07-28", elicitation_callback=keep_waiting)
+    async with client:
         await client.list_tools()
         call = client.session.call_tool
         first = await call(TOOL, order, allow_input_required=True)

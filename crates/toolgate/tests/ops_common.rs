@@ -124,6 +124,10 @@ listen = "127.0.0.1:0"
 state_dir = "state"
 upstream_timeout_ms = 2000
 {ledger}
+# Approval tests here re-issue by hand: a waiting call is answered at once.
+[approvals]
+hold_ms = 0
+
 [servers.support]
 url = "{upstream}"
 
@@ -175,7 +179,8 @@ pub async fn call(client: &reqwest::Client, url: &str, arguments: &Value, key: O
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "operations-crash-test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
+        // A client that can be asked: a waiting call gets an input round.
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
     });
     if let Some(k) = key {
         meta["io.toolgate/operationKey"] = json!(k);
