@@ -10,8 +10,9 @@ Usage: [TOOLGATE_TOKEN=…] approval_hold.py URL MODE PERSON TOOL ARGUMENTS [TIM
            that lost an answer and retries would.
 
 While toolgate holds the call, the Rust test decides (or not) from another
-task. Prints one JSON object: {"protocol_version", "results": [...], "asked":
-[the elicitation messages the person was shown]}; a call that raised gives
+task. Each call asks for progress. Prints one JSON object: {"protocol_version",
+"results": [...], "asked": [the elicitation messages the person was shown],
+"progress": [the progress notifications received]}; a call that raised gives
 {"raised": {"type", "message"}} in its place — the tests assert none does.
 """
 
@@ -27,6 +28,10 @@ from sdk_client import connect, leaf, wire
 
 async def run(url: str, mode: str, person: str, tool: str, arguments: dict, times: int) -> dict:
     asked = []
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "total": total, "message": message})
 
     async def elicit(context, params):
         asked.append(params.message)
@@ -41,11 +46,11 @@ async def run(url: str, mode: str, person: str, tool: str, arguments: dict, time
     async with client:
         for _ in range(times):
             try:
-                results.append(wire(await client.call_tool(tool, arguments)))
+                results.append(wire(await client.call_tool(tool, arguments, progress_callback=on_progress)))
             except Exception as group:  # noqa: BLE001 - reported to the Rust side
                 e = leaf(group)
                 results.append({"raised": {"type": type(e).__name__, "message": str(e)}})
-        return {"protocol_version": client.protocol_version, "results": results, "asked": asked}
+        return {"protocol_version": client.protocol_version, "results": results, "asked": asked, "progress": progress}
 
 
 def main() -> int:

@@ -118,6 +118,9 @@ async fn nobody_deciding_the_sdk_gets_a_refusal_naming_the_approval_after_the_ho
         let id = r["approval_id"].as_str().unwrap_or_else(|| panic!("{mode}: no approval id: {r}"));
         assert!(r["message"].as_str().unwrap().contains(&format!("toolgate approvals approve {id}")), "{mode}: {r}");
         assert!(started.elapsed() >= Duration::from_millis(1_500), "{mode}: answered before the hold ended");
+        // While it waited, the client (which asked for progress) heard for what.
+        let progress = got["progress"].as_array().unwrap();
+        assert!(progress.iter().any(|p| p["message"].as_str().is_some_and(|m| m.contains(id))), "{mode}: {progress:?}");
         assert_eq!(orders(&h), 0, "{mode}");
         let (_, pending) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
         assert_eq!(pending["state"], "pending", "{mode}: still decidable: {pending}");
