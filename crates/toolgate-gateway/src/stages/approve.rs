@@ -315,7 +315,7 @@ fn how_to_decide(id: &str) -> String {
 fn pending_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
     let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
     let message = format!(
-        "{} waits for a named approver ({}); approval {} is pending and {why}. Nothing was run. {}. Once it is approved, \
+        "{} waits for a named approver ({}); approval {} is pending and {why}. Nothing was run; {}. Once it is approved, \
          call again with the same arguments (within {left} s): the call runs once, and repeating it returns the recorded result.",
         tool.exposed_name,
         approval.reason,

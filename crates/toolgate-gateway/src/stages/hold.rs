@@ -57,7 +57,8 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
         let tick = (now + PROGRESS_EVERY).min(until);
         tokio::select! {
             _ = &mut rung => {}
-            _ = tokio::time::sleep_until(tick) => progress(call, &latest, tick - began, h.hold),
+            // At the hold's end the answer itself follows, not more progress.
+            _ = tokio::time::sleep_until(tick) => if tick < until { progress(call, &latest, tick - began, h.hold) },
         }
     }
 }
@@ -66,11 +67,11 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
 fn progress(call: &Call, approval: &Approval, waited: Duration, hold: Duration) {
     let Some(relay) = &call.progress else { return };
     let message = format!(
-        "waiting for a named approver to decide approval {} ({}); {} s of {} s",
+        "waiting for a named approver to decide approval {} ({}); held {:.1} s of {:.1} s",
         approval.id,
         approval.reason,
-        waited.as_secs(),
-        hold.as_secs()
+        waited.as_secs_f64(),
+        hold.as_secs_f64()
     );
     let params = json!({"progressToken": relay.client_token, "progress": waited.as_millis() as u64, "total": hold.as_millis() as u64, "message": message});
     let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
