@@ -104,7 +104,25 @@ async fn approved_during_the_hold_the_sdk_gets_the_order_once_and_then_its_repla
         assert_eq!(again["structuredContent"]["order_id"], json!(order_id), "{mode}: {again}");
         assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], true, "{mode}: {again}");
         assert_eq!(orders(&h) - before, 1, "{mode}: exactly one order placed");
+        // Its receipts: the decision to wait (committed with the approval),
+        // the decision to run under it and the outcome (each committed with
+        // the operation's state), and the replay.
+        let seen: Vec<(String, String, String)> = receipts_of(&h, &id).await;
+        let want = [("require_approval", "not_dispatched", "awaiting_approval"), ("require_approval", "authorized", "pending"), ("require_approval", "dispatched", "ok"), ("require_approval", "replayed", "ok")];
+        assert_eq!(seen, want.map(|(d, e, r)| (d.to_string(), e.to_string(), r.to_string())), "{mode}");
     }
+}
+
+/// (decision, execution_status, result_status) of every receipt naming approval `id` or its
+/// operation, in log order.
+async fn receipts_of(h: &Harness, id: &str) -> Vec<(String, String, String)> {
+    let stored = h.gateway.ledger.receipts(0, 10_000).await.unwrap();
+    stored
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.signed).unwrap()["receipt"].clone())
+        .filter(|r| r["approval"]["id"] == id || r["operation"]["key"] == format!("approval:{id}"))
+        .map(|r| (r["decision"].as_str().unwrap().to_string(), r["execution_status"].as_str().unwrap().to_string(), r["result_status"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
