@@ -104,6 +104,11 @@ pub struct Approval {
     /// The person behind the caller who asked (its subject); empty for an
     /// approval stored before subjects were recorded.
     pub subject: String,
+    /// The client's own operation key the call was sent with; none when it
+    /// sent none (the approved call is then the operation `approval:<id>`).
+    /// An approval is for that one operation only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_key: Option<String>,
 }
 
 impl Approval {
@@ -211,7 +216,7 @@ pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
         Reason::ApprovalUsed => (
             Verdict::RequireApproval,
             Action::Refused,
-            format!("this approval was already used: the call to {exposed} ran once. Doing it again needs a new approval (call without requestState)"),
+            format!("this approval was already used: the call to {exposed} ran once. To do it again, send a new _meta[\"io.toolgate/operationKey\"]: a new operation, with an approval of its own"),
         ),
         Reason::ApprovalMissingOrMismatched => (
             Verdict::RequireApproval,
@@ -259,6 +264,7 @@ mod tests {
             decided_ms: None,
             used_ms: None,
             subject: "agent@atlas.example".into(),
+            operation_key: None,
         }
     }
 

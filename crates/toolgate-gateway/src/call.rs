@@ -60,6 +60,9 @@ pub struct Call {
     pub arguments: Value,
     /// Set when the client asked for progress and the transport can carry it.
     pub progress: Option<ProgressRelay>,
+    /// The stream back to the client, while it listens (closed once it has
+    /// gone away); none where the transport cannot tell.
+    pub client: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// `inputResponses` / `requestState` of a re-issued call (MRTR).
     pub input: Map<String, Value>,
     /// `_meta["io.toolgate/operationKey"]`, as sent.
@@ -70,14 +73,19 @@ pub struct Call {
 
 impl Call {
     /// The client's own operation key (`_meta["io.toolgate/operationKey"]`),
-    /// if it sent one; `Err` if what it sent cannot be one (reserve refuses
-    /// the call). `approval:` and `auto:` are the gateway's own prefixes: a
-    /// client key there could stand in for another call's approved operation.
-    pub fn client_key(&self) -> Result<Option<&str>, ()> {
+    /// if it sent one; the refusal if what it sent cannot be one.
+    /// `approval:` and `auto:` are the gateway's own prefixes: a client key
+    /// there could stand in for another call's approved operation.
+    pub fn client_key(&self) -> Result<Option<&str>, Refusal> {
         match self.operation_key.as_ref() {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) && !k.starts_with("approval:") && !k.starts_with("auto:") => Ok(Some(k)),
-            Some(_) => Err(()),
+            Some(_) => Err(Refusal::new(
+                toolgate_core::Verdict::Allow,
+                toolgate_core::Reason::InvalidArguments,
+                toolgate_core::Action::Correct,
+                "_meta[\"io.toolgate/operationKey\"] must be a string of 1 to 200 characters not starting with `approval:` or `auto:`; nothing was run",
+            )),
         }
     }
 }

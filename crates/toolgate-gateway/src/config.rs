@@ -560,6 +560,12 @@ impl Config {
         if self.approvals.poll_ms == 0 {
             return Err("approvals.poll_ms must be at least 1".into());
         }
+        if self.approvals.hold_ms > self.gateway.approval_ttl_ms {
+            return Err(format!(
+                "approvals.hold_ms ({}) is longer than gateway.approval_ttl_ms ({}): a call would be held past its approval's life",
+                self.approvals.hold_ms, self.gateway.approval_ttl_ms
+            ));
+        }
         let mut hooks = std::collections::BTreeSet::new();
         for hook in &self.approvals.notify.webhooks {
             let name = &hook.name;

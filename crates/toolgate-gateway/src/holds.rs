@@ -7,7 +7,7 @@
 //! approval someone waits on is no longer pending — decided by the CLI,
 //! by another replica sharing the ledger, or expired.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,8 +82,8 @@ impl Holds {
     }
 
     /// Reads the ledger every `poll` while anyone is held, and rings every
-    /// room whose approval is no longer pending. One query per tick,
-    /// whatever the number of held calls.
+    /// room whose approval is no longer pending: one read-only lookup by id
+    /// per approval waited on, however many calls wait on it.
     pub(crate) fn watch(self: &Arc<Self>, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, poll: Duration, stop: CancellationToken) {
         let holds = self.clone();
         tokio::spawn(async move {
@@ -92,17 +92,14 @@ impl Holds {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(poll) => {}
                 }
-                let waited = holds.waited_on();
-                if waited.is_empty() {
-                    continue;
-                }
-                let Ok(pending) = ledger.approvals(None, Some(ApprovalState::Pending), clock.now_ms()).await else {
-                    // The held calls read it themselves before they answer.
-                    continue;
-                };
-                let pending: HashSet<&str> = pending.iter().map(|a| a.id.as_str()).collect();
-                for id in waited.iter().filter(|id| !pending.contains(id.as_str())) {
-                    holds.ring(id);
+                for id in holds.waited_on() {
+                    // A store that cannot be read now is read at the next
+                    // tick; the held calls read it themselves before they answer.
+                    if let Ok(Some(a)) = ledger.approval(&id).await
+                        && a.state_at(clock.now_ms()) != ApprovalState::Pending
+                    {
+                        holds.ring(&id);
+                    }
                 }
             }
         });

@@ -32,10 +32,15 @@ pub const DELIVERY_HEADER: &str = "Toolgate-Delivery";
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Approvals waiting to be handed to the delivery tasks; past this, a
+/// notice is dropped (and recorded so) rather than grow without bound.
+const QUEUE: usize = 1024;
+/// Deliveries in flight at once, all webhooks together.
+const IN_FLIGHT: usize = 64;
 
 /// Hands opened approvals to the delivery tasks; does nothing without webhooks.
 pub struct Notifier {
-    queue: Option<mpsc::UnboundedSender<(Approval, String)>>,
+    queue: Option<(mpsc::Sender<(Approval, String)>, Arc<Courier>)>,
 }
 
 struct Hook {
@@ -55,6 +60,7 @@ struct Courier {
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     stop: CancellationToken,
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl Notifier {
@@ -88,24 +94,34 @@ impl Notifier {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let record = options.open(&path).with_context(|| format!("opening {}", path.display()))?;
+        // An existing file keeps its mode on open: make it owner-only too.
+        #[cfg(unix)]
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).with_context(|| format!("restricting {}", path.display()))?;
         let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).build()?;
-        let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, record: Mutex::new(record), clock, entropy, stop });
-        let (queue, mut opened) = mpsc::unbounded_channel::<(Approval, String)>();
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, record: Mutex::new(record), clock, entropy, stop, in_flight });
+        let (queue, mut opened) = mpsc::channel::<(Approval, String)>(QUEUE);
+        let deliverer = courier.clone();
         tokio::spawn(async move {
             while let Some((approval, tool)) = opened.recv().await {
-                for i in 0..courier.hooks.len() {
-                    tokio::spawn(courier.clone().deliver(i, approval.clone(), tool.clone()));
+                for i in 0..deliverer.hooks.len() {
+                    tokio::spawn(deliverer.clone().deliver(i, approval.clone(), tool.clone()));
                 }
             }
         });
-        Ok(Self { queue: Some(queue) })
+        Ok(Self { queue: Some((queue, courier)) })
     }
 
     /// Tells every webhook that `approval` (of a call to `exposed_tool`)
-    /// waits. Returns at once.
+    /// waits. Returns at once; with the queue full, the notice is dropped
+    /// and recorded as such (the approval itself is in the ledger).
     pub(crate) fn opened(&self, approval: &Approval, exposed_tool: &str) {
-        if let Some(queue) = &self.queue {
-            let _ = queue.send((approval.clone(), exposed_tool.to_string()));
+        if let Some((queue, courier)) = &self.queue
+            && queue.try_send((approval.clone(), exposed_tool.to_string())).is_err()
+        {
+            for hook in &courier.hooks {
+                courier.note("", &approval.id, &hook.name, 0, "dropped", None, Some("the notice queue is full"));
+            }
         }
     }
 }
@@ -123,6 +139,7 @@ impl Courier {
         .to_string();
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=hook.attempts {
+            let Ok(_slot) = self.in_flight.clone().acquire_owned().await else { return };
             let mut request = self.http.post(&hook.url).header("Content-Type", "application/json").header(DELIVERY_HEADER, &delivery).header("Toolgate-Event", "approval.pending");
             if let Some(key) = &hook.key {
                 request = request.header(SIGNATURE_HEADER, signature(key, self.clock.now_ms(), &body));
@@ -139,6 +156,7 @@ impl Courier {
             if last {
                 return;
             }
+            drop(_slot);
             tokio::select! {
                 _ = self.stop.cancelled() => return,
                 _ = tokio::time::sleep(backoff) => {}
@@ -169,7 +187,7 @@ pub fn signature(key: &aws_lc_rs::hmac::Key, at_ms: i64, body: &str) -> String {
 /// How an approver decides `id`: the CLI, the admin API, and the link if configured.
 fn decide(id: &str, link: Option<&str>) -> Value {
     json!({
-        "cli": format!("toolgate approvals approve {id} --config CONFIG --as NAME --reason TEXT"),
+        "cli": format!("toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT"),
         "api": format!("POST /admin/approvals/{id}/approve"),
         "link": link.map(|l| l.replace("{id}", id)),
     })
@@ -197,18 +215,25 @@ fn toolgate_body(delivery: &str, a: &Approval, tool: &str, link: Option<&str>) -
     })
 }
 
+/// Text for Slack's markup: `&`, `<` and `>` escaped as Slack asks, so an
+/// argument cannot mention a channel or forge a link; backticks cannot close
+/// the code block around the arguments.
+fn slack_text(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('`', "\u{2032}")
+}
+
 fn slack_body(a: &Approval, tool: &str, link: Option<&str>) -> Value {
-    let arguments = serde_json::to_string_pretty(&a.arguments).unwrap_or_default();
+    let arguments = slack_text(&serde_json::to_string_pretty(&a.arguments).unwrap_or_default());
     let how = match link {
         Some(l) => format!("<{}|Decide it here>, or `toolgate approvals approve {}`", l.replace("{id}", &a.id), a.id),
-        None => format!("Decide it with `toolgate approvals approve {} --as NAME --reason TEXT` (or `deny`)", a.id),
+        None => format!("Decide it with `toolgate approvals approve --config CONFIG {} --as NAME --reason TEXT` (or `deny`)", a.id),
     };
     let text = format!(
         "*Approval needed* `{}`: *{}* asks to run `{tool}` ({}).\n```{arguments}```\nRules: {}; proposal `{}`.\n{how}",
         a.id,
-        a.binding.caller,
-        a.reason,
-        a.rules.join(", "),
+        slack_text(&a.binding.caller),
+        slack_text(&a.reason),
+        slack_text(&a.rules.join(", ")),
         a.binding.proposal_sha256
     );
     json!({"text": text})
@@ -227,5 +252,13 @@ mod tests {
         let tag: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
         assert!(aws_lc_rs::hmac::verify(&key, b"1700000000000.{\"a\":1}", &tag).is_ok());
         assert!(aws_lc_rs::hmac::verify(&key, b"1700000000001.{\"a\":1}", &tag).is_err(), "the time is signed");
+    }
+
+    #[test]
+    fn an_argument_cannot_mention_a_channel_forge_a_link_or_leave_the_code_block() {
+        let hostile = "```\n<!channel> <https://evil.example|Decide it here> & more";
+        let text = slack_text(hostile);
+        assert!(!text.contains('<') && !text.contains('>') && !text.contains('`'), "{text}");
+        assert!(text.contains("&lt;!channel&gt;") && text.contains("&amp; more"), "{text}");
     }
 }

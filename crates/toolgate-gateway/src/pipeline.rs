@@ -163,9 +163,11 @@ async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, tool: &ExposedTool, proposa
 /// approve, while the approval is pending: the call is held until it is
 /// decided or the hold ends. Approved meanwhile, it is decided again as a
 /// re-issue presenting the approval would be (policy now sees it approved)
-/// and runs under it; otherwise it is answered (`approve::unheld`). What
-/// follows the wait gets receipts of its own, except a further round of
-/// waiting, which the wait's receipt already attests.
+/// and runs under it; otherwise it is answered (`approve::unheld`). The
+/// wait's receipt is already committed when the approval was opened here;
+/// what follows gets receipts of its own — except an `input_required`
+/// round, which the wait's receipt attests (or, on a re-issue that opened
+/// nothing, record's own).
 #[allow(clippy::too_many_arguments)]
 async fn held(
     gw: &Gateway,
@@ -180,7 +182,7 @@ async fn held(
     f: &mut Findings,
 ) -> Result<Gate, Stop> {
     f.approval_id = Some(pending.id.clone());
-    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms) };
+    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms), draining: gw.draining() };
     let approval = hold::hold(&h, call, cx.started, pending).instrument(obs.stage("hold")).await;
     if approval.state_at(gw.clock.now_ms()) != ApprovalState::Approved {
         let answered = approve::unheld(a, cx, call, tool, proposal, approval);
@@ -192,15 +194,14 @@ async fn held(
     }
     f.receipts = 0;
     let standing = approve::presenting(&approval);
-    let decision = decide::decide(policy, &cx.caller, tool, proposal, standing.state);
+    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &cx.caller, tool, proposal, standing.state));
     obs.decided(tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
-    match approve::approve(a, cx, call, tool, proposal, &decision, standing).await? {
+    match approve::approve(a, cx, call, tool, proposal, &decision, standing).instrument(obs.stage("approve")).await? {
         Gated::Run(gate) => Ok(gate),
-        // An approved approval neither waits nor opens another; if the store
-        // says otherwise, the call is answered as still waiting.
-        Gated::Wait(approval) => approve::unheld(a, cx, call, tool, proposal, approval),
-        Gated::Open(_) => approve::unheld(a, cx, call, tool, proposal, approval),
+        // An approved approval neither waits nor opens another; should the
+        // store say otherwise, nothing runs and the caller is told it waits.
+        Gated::Wait(_) | Gated::Open(_) => Err(approve::still_waiting(a, tool, &approval)),
     }
 }
 

@@ -40,7 +40,7 @@ async fn call_as(url: &str, token: Option<&str>, name: &str, arguments: &Value, 
     }
     let resp = req.send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    resp.json::<Value>().await.unwrap()["result"].clone()
+    answer_of(&resp.text().await.unwrap())["result"].clone()
 }
 
 fn state(result: &Value) -> String {

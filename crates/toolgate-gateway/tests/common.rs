@@ -234,7 +234,15 @@ pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
     let resp = request(url, json!(7), method, params).send().await.unwrap();
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (status, answer_of(&text))
+}
+
+/// The JSON-RPC answer of a Streamable HTTP response body: plain JSON, or
+/// the last event of an SSE stream (a call that runs past a second answers
+/// on one).
+pub fn answer_of(body: &str) -> Value {
+    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or(body);
+    serde_json::from_str(last).unwrap_or(Value::Null)
 }
 
 pub async fn call(url: &str, name: &str, arguments: Value) -> Value {

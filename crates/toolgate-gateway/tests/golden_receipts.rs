@@ -75,7 +75,7 @@ async fn call_with(url: &str, name: &str, arguments: Value, extra: Value) -> Val
         }
     }
     let resp = request(url, json!(3), "tools/call", params).send().await.unwrap();
-    resp.json::<Value>().await.unwrap()
+    answer_of(&resp.text().await.unwrap())
 }
 
 fn key(k: &str) -> Value {

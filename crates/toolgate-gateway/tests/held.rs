@@ -134,7 +134,7 @@ async fn nobody_deciding_the_sdk_gets_a_refusal_naming_the_approval_after_the_ho
         let r = refusal(&got["results"][0]);
         assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{mode}: {r}");
         let id = r["approval_id"].as_str().unwrap_or_else(|| panic!("{mode}: no approval id: {r}"));
-        assert!(r["message"].as_str().unwrap().contains(&format!("toolgate approvals approve {id}")), "{mode}: {r}");
+        assert!(r["message"].as_str().unwrap().contains(&format!("toolgate approvals approve --config CONFIG {id}")), "{mode}: {r}");
         assert!(started.elapsed() >= Duration::from_millis(1_500), "{mode}: answered before the hold ended");
         // While it waited, the client (which asked for progress) heard for what.
         let progress = got["progress"].as_array().unwrap();
@@ -179,12 +179,6 @@ async fn a_person_who_keeps_waiting_gets_the_order_when_it_is_approved_later() {
     assert!(got["asked"].as_array().unwrap().len() >= 1, "{got}");
     assert!(got["results"][0]["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{got}");
     assert_eq!(orders(&h), 1);
-}
-
-/// The result a Streamable HTTP answer carries, plain JSON or SSE.
-fn answer_of(body: &str) -> Value {
-    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or(body);
-    serde_json::from_str(last).unwrap_or_else(|_| panic!("not a JSON-RPC answer: {body}"))
 }
 
 fn rss_kb() -> u64 {
@@ -242,4 +236,36 @@ async fn two_hundred_calls_held_at_once_are_each_answered_within_the_hold_and_a_
         rss_held.saturating_sub(rss_before) as f64 / CALLS as f64,
         rss_kb()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_is_not_held_for_and_its_approval_runs_nothing_unasked() {
+    let h = start_with("", &hold(20_000), &[]).await;
+    let note = "abandoned";
+    let params = json!({"name": ORDER, "arguments": order(3, note)});
+    // The client gives up after 1.5 s (its answer is an SSE stream by then).
+    let gave_up = reqwest::Client::builder().timeout(Duration::from_millis(1_500)).build().unwrap();
+    let sent = request(&h.url, json!(1), "tools/call", params.clone());
+    let (client, req) = sent.build_split();
+    drop(client);
+    let lost = gave_up.execute(req.unwrap()).await;
+    let body = match lost {
+        Ok(resp) => resp.text().await.err().map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    assert!(body.is_some(), "the client timed out");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while h.gateway.holds.held() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.gateway.holds.held(), 0, "nobody is held for a client that left");
+    // Approved afterwards: nothing runs until the client calls again.
+    let id = decide_when_pending(&h.url, note, "approve").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(orders(&h), 0);
+    let (_, approval) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
+    assert_eq!(approval["state"], "approved", "{approval}");
+    let (_, again) = post(&h.url, "tools/call", params).await;
+    assert!(again["result"]["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{again}");
+    assert_eq!(orders(&h), 1);
 }

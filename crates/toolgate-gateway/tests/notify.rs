@@ -118,7 +118,7 @@ async fn each_webhook_gets_one_signed_delivery_per_approval() {
     assert_eq!(a["arguments"], order(7), "the exact arguments");
     assert_eq!(a["proposal_sha256"], asked["result"]["structuredContent"]["proposal_sha256"]);
     assert_eq!(a["rules"], json!(["registry"]));
-    assert!(body["decide"]["cli"].as_str().unwrap().contains(&format!("toolgate approvals approve {id}")), "{body}");
+    assert!(body["decide"]["cli"].as_str().unwrap().contains(&format!("toolgate approvals approve --config CONFIG {id}")), "{body}");
     assert_eq!(headers["toolgate-delivery"].to_str().unwrap(), body["delivery"].as_str().unwrap());
 
     let (_, headers, chat) = got.iter().find(|g| g.0 == "chat").expect("the slack webhook");

@@ -218,7 +218,7 @@ async fn an_operation_key_is_its_senders_own() {
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
-        async move { req.send().await.unwrap().json::<Value>().await.unwrap()["result"].clone() }
+        async move { answer_of(&req.send().await.unwrap().text().await.unwrap())["result"].clone() }
     };
     let agent = send(None).await;
     let sam = send(Some(SAM_TOKEN)).await;

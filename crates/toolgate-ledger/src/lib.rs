@@ -52,6 +52,9 @@ pub struct NewApproval {
     /// The person behind the caller who asked (its subject): they may not
     /// decide it under any credential.
     pub subject: String,
+    /// The client's own operation key the call was sent with, if any: the
+    /// approval is for that operation only.
+    pub operation_key: Option<String>,
 }
 
 /// Who decides an approval: the credential (a `[callers]` name), the
@@ -192,8 +195,9 @@ pub trait Ledger: Send + Sync {
     /// The approval with this id, as stored (one past its expiry may not be
     /// marked expired yet: see `Approval::state_at`).
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
-    /// The newest approval with exactly this binding.
-    async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>>;
+    /// The newest approval with exactly this binding, opened for a call
+    /// under exactly this operation key (or under none).
+    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>>;
     /// Newest first, only `tenant`'s and only `state` when given (`None`:
     /// every tenant, for an operator); approvals past their expiry are
     /// marked expired first.

@@ -116,7 +116,7 @@ fn as_<'a>(name: &'a str, subject: &'a str) -> Decider<'a> {
 }
 
 async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
-    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into() };
+    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: None };
     let a = l.create_approval(new).await.unwrap();
     assert_eq!((a.state, a.expires_ms, a.arguments), (ApprovalState::Pending, now + 1000, json!({"quantity": 8})));
 }
@@ -124,8 +124,15 @@ async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
 async fn an_approval_lives_pending_approved_consumed_once(s: Store) {
     let l = &*s.ledger;
     ask(l, "apr_1", &binding('a'), 0).await;
-    assert_eq!(l.latest_approval(&binding('a')).await.unwrap().unwrap().id, "apr_1");
-    assert!(l.latest_approval(&binding('b')).await.unwrap().is_none());
+    assert_eq!(l.latest_approval(&binding('a'), None).await.unwrap().unwrap().id, "apr_1");
+    assert!(l.latest_approval(&binding('b'), None).await.unwrap().is_none());
+    // An approval is for one operation: the same call under a key of the
+    // client's own is another, with an approval of its own.
+    assert!(l.latest_approval(&binding('a'), Some("order-1")).await.unwrap().is_none());
+    let keyed = NewApproval { id: "apr_k".into(), binding: binding('a'), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec![], now_ms: 1, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: Some("order-1".into()) };
+    assert_eq!(l.create_approval(keyed).await.unwrap().operation_key.as_deref(), Some("order-1"));
+    assert_eq!(l.latest_approval(&binding('a'), Some("order-1")).await.unwrap().unwrap().id, "apr_k");
+    assert_eq!(l.latest_approval(&binding('a'), None).await.unwrap().unwrap().id, "apr_1");
     assert!(matches!(l.consume_approval("apr_1", 10).await, Err(LedgerError::NotApproved { state: "pending", .. })));
     let a = l.decide_approval("apr_1", true, as_("dana", "dana@atlas.example"), "ok for the fleet", 10).await.unwrap();
     assert_eq!((a.state, a.decided_by.as_deref()), (ApprovalState::Approved, Some("dana")));
@@ -444,7 +451,7 @@ async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
     assert_eq!(l.log_size().await.unwrap(), 2);
     // Opening an approval: its receipt with it, or neither.
     let b = binding('c');
-    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)), subject: "agent@atlas.example".into() };
+    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)), subject: "agent@atlas.example".into(), operation_key: None };
     l.create_approval(open("apr_1")).await.unwrap();
     assert_eq!(l.log_size().await.unwrap(), 3);
     assert!(l.create_approval(open("apr_1")).await.is_err(), "a second approval under one id is refused");

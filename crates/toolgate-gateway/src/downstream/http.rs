@@ -78,18 +78,18 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: Peer) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (done_tx, mut done) = tokio::sync::oneshot::channel::<Reply>();
+    let failed = failed(msg.id.as_ref());
     tokio::spawn(async move {
         let _ = done_tx.send(handle(&gw, msg, era, caller, &peer, Some(tx)).await);
     });
-    // A call that sends no progress drops its sender at once: then only its
-    // reply or the clock decides.
+    // Before anything is said, only the reply or the clock decides.
     let first = tokio::select! {
         biased;
         Some(message) = rx.recv() => event(&message),
-        reply = &mut done => return plain_reply(reply.unwrap_or(Reply::Accepted)),
+        reply = &mut done => return plain_reply(reply.unwrap_or(failed)),
         _ = tokio::time::sleep(SSE_AFTER) => ": the call is still running\n\n".to_string(),
     };
-    let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done) };
+    let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done), failed: Some(failed) };
     let events = futures_util::stream::unfold(state, |mut s| async move {
         if let Some(f) = s.first.take() {
             return Some((f, s));
@@ -108,7 +108,15 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
                 s.done = None;
                 Some((event(&body), s))
             }
-            Err(_) => None,
+            Err(Ok(Reply::Accepted)) => None,
+            // The call's task died: the client still gets an answer to its id.
+            Err(Err(_)) => {
+                s.done = None;
+                match s.failed.take() {
+                    Some(Reply::Json(body)) => Some((event(&body), s)),
+                    _ => None,
+                }
+            }
         }
     });
     let events = futures_util::StreamExt::map(events, Ok::<_, std::convert::Infallible>);
@@ -119,6 +127,12 @@ struct Streaming {
     first: Option<String>,
     rx: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
     done: Option<tokio::sync::oneshot::Receiver<Reply>>,
+    failed: Option<Reply>,
+}
+
+/// The answer to request `id` when the task running it died.
+fn failed(id: Option<&crate::wire::Id>) -> Reply {
+    Reply::Json(crate::wire::error_response(id, &RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway; retry it")))
 }
 
 /// The next message, or never once the call has no more to say.

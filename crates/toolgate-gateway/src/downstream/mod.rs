@@ -283,8 +283,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         Some(v @ Value::Object(_)) => v.clone(),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
     };
-    let progress = match (progress_token(&msg.params), notify) {
-        (Some(client_token), Some(out)) => Some(ProgressRelay { client_token, out }),
+    let progress = match (progress_token(&msg.params), &notify) {
+        (Some(client_token), Some(out)) => Some(ProgressRelay { client_token, out: out.clone() }),
         _ => None,
     };
     let input: serde_json::Map<String, Value> = ["inputResponses", "requestState"]
@@ -296,7 +296,7 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         .flatten();
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
-    let call = Call { name: name.to_string(), arguments, progress, input, operation_key, client_capabilities };
+    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

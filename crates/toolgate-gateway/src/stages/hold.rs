@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use toolgate_core::Clock;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_ledger::Ledger;
@@ -26,6 +27,9 @@ pub(crate) struct Hold<'a> {
     pub clock: &'a dyn Clock,
     /// `[approvals] hold_ms`.
     pub hold: Duration,
+    /// Cancelled when the gateway begins to shut down: held calls are
+    /// answered at once rather than delay the drain.
+    pub draining: CancellationToken,
 }
 
 /// Waits until `pending` is decided (or expires), or the hold ends — `hold`
@@ -47,7 +51,8 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
         let rung = seat.bell().notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
-        if let Ok(Some(read)) = h.ledger.approval(&latest.id).await {
+        // A stalled store does not stretch the hold.
+        if let Ok(Ok(Some(read))) = tokio::time::timeout_at(until, h.ledger.approval(&latest.id)).await {
             latest = read;
         }
         let now = Instant::now();
@@ -59,7 +64,19 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
             _ = &mut rung => {}
             // At the hold's end the answer itself follows, not more progress.
             _ = tokio::time::sleep_until(tick) => if tick < until { progress(call, &latest, tick - began, h.hold) },
+            // Nobody listens any more (the client went away), or the gateway
+            // stops: answer now; the approval stays pending, nothing runs.
+            _ = gone(call) => return latest,
+            _ = h.draining.cancelled() => return latest,
         }
+    }
+}
+
+/// Resolves when the client that sent `call` stopped listening for its answer.
+async fn gone(call: &Call) {
+    match &call.client {
+        Some(out) => out.closed().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -103,6 +120,7 @@ mod tests {
             ttl_ms: 60_000,
             receipt: None,
             subject: "field-agent".into(),
+            operation_key: None,
         };
         s.ledger.create_approval(new).await.unwrap()
     }
@@ -115,7 +133,7 @@ mod tests {
     }
 
     fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
-        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms) }
+        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), draining: CancellationToken::new() }
     }
 
     #[tokio::test]

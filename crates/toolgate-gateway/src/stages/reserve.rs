@@ -64,17 +64,7 @@ pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &
     if tool.read_only() {
         return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
     }
-    let client_key = match call.client_key() {
-        Ok(key) => key.map(str::to_string),
-        Err(()) => {
-            return Err(refuse(Refusal::new(
-                Verdict::Allow,
-                Reason::InvalidArguments,
-                Action::Correct,
-                format!("_meta[\"{KEY_META}\"] must be a string of 1 to 200 characters not starting with `approval:` or `auto:`; nothing was run"),
-            )));
-        }
-    };
+    let client_key = call.client_key().map_err(refuse)?.map(str::to_string);
     let id = o.entropy.id("op_");
     let value = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
     let key = OperationKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
@@ -629,7 +619,7 @@ mod tests {
         let call = order(2, None);
         let gate = under_approval("apr_2", &call.1, true);
         let (_, binding) = gate.approval.clone().unwrap();
-        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into() };
+        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None };
         s.ledger.create_approval(new).await.unwrap();
         s.ledger.decide_approval("apr_2", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
         s.ledger.consume_approval("apr_2", NOW_MS).await.unwrap();

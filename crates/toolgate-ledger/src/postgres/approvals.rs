@@ -32,6 +32,7 @@ fn approval(r: &Row) -> Result<Approval> {
         decided_ms: r.get("decided_ms"),
         used_ms: r.get("used_ms"),
         subject: r.get("subject"),
+        operation_key: r.get("operation_key"),
     })
 }
 
@@ -40,9 +41,9 @@ pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
     let (arguments, rules, expires) = (new.arguments.to_string(), serde_json::to_string(&new.rules).expect("strings serialise"), new.now_ms + new.ttl_ms);
     let row = pool
         .query_opt(
-            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13) RETURNING *",
-            &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires, &new.subject],
+            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject, operation_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14) RETURNING *",
+            &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires, &new.subject, &new.operation_key],
         )
         .await?;
     approval(&row.ok_or_else(|| LedgerError::Store("the approval was not stored".into()))?)
@@ -56,11 +57,12 @@ async fn get(pool: &impl Db, id: &str) -> Result<Approval> {
     find(pool, id).await?.ok_or_else(|| LedgerError::NotFound(id.to_string()))
 }
 
-pub async fn latest(pool: &impl Db, b: &Binding) -> Result<Option<Approval>> {
+/// The newest approval of this binding for this operation key (or none).
+pub async fn latest(pool: &impl Db, b: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
     pool.query_opt(
         "SELECT * FROM approvals WHERE tenant = $1 AND caller = $2 AND server = $3 AND tool = $4 AND proposal_sha256 = $5 \
-         AND policy_version = $6 ORDER BY created_ms DESC, seq DESC LIMIT 1",
-        &[&b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version],
+         AND policy_version = $6 AND operation_key IS NOT DISTINCT FROM $7 ORDER BY created_ms DESC, seq DESC LIMIT 1",
+        &[&b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &operation_key],
     )
     .await?
     .as_ref()

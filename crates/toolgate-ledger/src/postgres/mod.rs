@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0003_receipts.sql"),
     include_str!("../migrations/postgres/0004_approval_subject.sql"),
     include_str!("../migrations/postgres/0005_operation_subject.sql"),
+    include_str!("../migrations/postgres/0006_approval_operation_key.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -69,8 +70,8 @@ impl Ledger for PostgresLedger {
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         approvals::find(&self.pool, id).await
     }
-    async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
-        approvals::latest(&self.pool, binding).await
+    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+        approvals::latest(&self.pool, binding, operation_key).await
     }
     async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
         approvals::list(&self.pool, tenant, state, now_ms).await

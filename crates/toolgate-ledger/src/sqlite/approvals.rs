@@ -9,7 +9,7 @@ use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use crate::{Decider, LedgerError, NewApproval, Result};
 
 const COLUMNS: &str = "id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, \
-                       created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms, subject";
+                       created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms, subject, operation_key";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let text = |i: usize| r.get::<_, String>(i);
@@ -38,6 +38,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
         decided_ms: r.get(15)?,
         used_ms: r.get(16)?,
         subject: text(17)?,
+        operation_key: r.get(18)?,
     })
 }
 
@@ -45,8 +46,8 @@ pub fn create(conn: &Connection, new: &NewApproval) -> Result<Approval> {
     let b = &new.binding;
     let rules = serde_json::to_string(&new.rules).expect("strings serialise");
     conn.execute(
-        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, NULL, NULL, NULL, NULL, ?13)"),
-        params![new.id, b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, new.arguments.to_string(), new.reason, rules, new.now_ms, new.now_ms + new.ttl_ms, new.subject],
+        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, NULL, NULL, NULL, NULL, ?13, ?14)"),
+        params![new.id, b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, new.arguments.to_string(), new.reason, rules, new.now_ms, new.now_ms + new.ttl_ms, new.subject, new.operation_key],
     )?;
     get(conn, &new.id)
 }
@@ -59,14 +60,15 @@ pub fn find(conn: &Connection, id: &str) -> Result<Option<Approval>> {
     Ok(conn.query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), [id], row).optional()?)
 }
 
-pub fn latest(conn: &Connection, b: &Binding) -> Result<Option<Approval>> {
+/// The newest approval of this binding for this operation key (or none).
+pub fn latest(conn: &Connection, b: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
     Ok(conn
         .query_row(
             &format!(
                 "SELECT {COLUMNS} FROM approvals WHERE tenant = ?1 AND caller = ?2 AND server = ?3 AND tool = ?4 \
-                 AND proposal_sha256 = ?5 AND policy_version = ?6 ORDER BY created_ms DESC, rowid DESC LIMIT 1"
+                 AND proposal_sha256 = ?5 AND policy_version = ?6 AND operation_key IS ?7 ORDER BY created_ms DESC, rowid DESC LIMIT 1"
             ),
-            params![b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version],
+            params![b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, operation_key],
             row,
         )
         .optional()?)

@@ -348,9 +348,9 @@ impl Ledger for SqliteLedger {
         let id = id.to_string();
         self.read(move |c| approvals::find(c, &id)).await
     }
-    async fn latest_approval(&self, binding: &Binding) -> Result<Option<Approval>> {
-        let b = binding.clone();
-        self.read(move |c| approvals::latest(c, &b)).await
+    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+        let (b, key) = (binding.clone(), operation_key.map(str::to_string));
+        self.read(move |c| approvals::latest(c, &b, key.as_deref())).await
     }
     async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
         let tenant = tenant.map(str::to_string);

@@ -122,22 +122,26 @@ pub async fn call(client: &Client, name: &str, arguments: &Value) -> Got {
     reissue(client, name, arguments, None, None).await
 }
 
-/// A call with request `_meta` of the caller's own (an operation key).
-pub async fn call_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value) -> Got {
+/// `reissue`, for a call first sent with request `_meta` of its own (an
+/// operation key): a re-issue repeats it, as it repeats the arguments.
+pub async fn reissue_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value, state: Option<String>, responses: Option<Value>) -> Got {
     let Value::Object(map) = arguments.clone() else { return Got::Failed("arguments must be an object".into(), None) };
     let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(map);
     params.meta = serde_json::from_value(meta).ok();
+    params.request_state = state;
+    params.input_responses = responses.and_then(|r| serde_json::from_value(r).ok());
     answer(client.call_tool_once(params).await)
+}
+
+/// A call with request `_meta` of the caller's own (an operation key).
+pub async fn call_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value) -> Got {
+    reissue_with_meta(client, name, arguments, meta, None, None).await
 }
 
 /// A re-issued call (MRTR): the same name and arguments with the
 /// `requestState` and `inputResponses` of the previous round.
 pub async fn reissue(client: &Client, name: &str, arguments: &Value, state: Option<String>, responses: Option<Value>) -> Got {
-    let Value::Object(map) = arguments.clone() else { return Got::Failed("arguments must be an object".into(), None) };
-    let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(map);
-    params.request_state = state;
-    params.input_responses = responses.and_then(|r| serde_json::from_value(r).ok());
-    answer(client.call_tool_once(params).await)
+    reissue_with_meta(client, name, arguments, Value::Null, state, responses).await
 }
 
 fn answer(got: Result<CallToolResponse, rmcp::ServiceError>) -> Got {

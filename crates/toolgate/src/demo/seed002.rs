@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::approver::Approver;
-use super::client::{Client, Got, accept_all, call, call_with_meta, count_lines, reissue};
+use super::client::{Client, Got, accept_all, call, call_with_meta, count_lines, reissue, reissue_with_meta};
 
 /// The seed's "after" column: decision (or rejection), reason, execution
 /// status, result status, tool callbacks.
@@ -142,7 +142,8 @@ async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> 
     // Each case is a send of its own, though several carry the same notice:
     // its own operation key says so (the same call again would be answered
     // with the first send's recorded result).
-    let first = call_with_meta(w.via, &exposed, args, json!({"io.toolgate/operationKey": format!("seed002-{id}")})).await;
+    let key = json!({"io.toolgate/operationKey": format!("seed002-{id}")});
+    let first = call_with_meta(w.via, &exposed, args, key.clone()).await;
     let Some(approval) = first.approval_id().filter(|_| matches!(first, Got::Input(_))) else {
         describe(&first, &first, &mut seen);
         seen.callbacks = calls() - start;
@@ -153,13 +154,13 @@ async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> 
         std::fs::write(w.sandbox.join(toolgate_atlas::tools::notices::FAULT), f)?;
     }
     w.approver.approve(&approval, "build notice to the team")?;
-    let got = reissue(w.via, &exposed, args, first.request_state(), Some(accept_all(&first))).await;
+    let got = reissue_with_meta(w.via, &exposed, args, key.clone(), first.request_state(), Some(accept_all(&first))).await;
     describe(&first, &got, &mut seen);
     seen.callbacks = calls() - start;
     seen.note = format!("approval {approval} approved by dana; re-issued: {}", got.summary());
     if id == "input_required" {
         // The tool's own round, answered: it stays bound to the approved call.
-        let done = reissue(w.via, &exposed, args, got.request_state(), Some(accept_all(&got))).await;
+        let done = reissue_with_meta(w.via, &exposed, args, key, got.request_state(), Some(accept_all(&got))).await;
         seen.note.push_str(&format!("\n        after the confirmation round: {}", done.summary()));
     }
     Ok(seen)

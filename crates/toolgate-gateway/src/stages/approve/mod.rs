@@ -1,20 +1,24 @@
 //! approve: a call the decision says needs a human waits for one. The
 //! first call opens a pending approval bound to {tenant, caller, server,
-//! tool, proposal, policy version} and answers `input_required` with a
-//! sealed `requestState`; an approver decides out of band (CLI or admin
-//! API); the re-issued call dispatches once if approved. `judge` in
-//! toolgate-core is the rule; this stage reads and writes the store.
+//! tool, proposal, policy version} and the operation key it was sent
+//! under; the pipeline then holds the call (`stages/hold.rs`) while an
+//! approver decides out of band (CLI or admin API). Approved meanwhile, the
+//! call is gated again here and dispatches once; otherwise `unheld` answers
+//! (`ask.rs`: a question, or a refusal naming the approval), and a re-issue
+//! — with our sealed `requestState`, or the same call again — meets the
+//! approval where it stands. `judge` in toolgate-core is the rule; this
+//! stage reads and writes the store.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use toolgate_core::approval::{self, Approval, ApprovalState, Binding, Claim, Step};
-use toolgate_core::operation::OperationKey;
 use toolgate_core::{Action, Clock, Decision, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Draft, Ledger, LedgerError, NewApproval};
+
+mod ask;
 
 use crate::call::{Answer, Call, Context, Gate, Stop};
 use crate::catalog::ExposedTool;
 use crate::seal::Sealer;
-use crate::wire::{Era, RawObject};
 
 /// The key of toolgate's own entry in `inputRequests` / `inputResponses`.
 pub(crate) const INPUT_KEY: &str = "toolgate_approval";
@@ -25,8 +29,9 @@ pub(crate) const APPROVAL_META: &str = "io.toolgate/approval";
 pub(crate) struct Approvals<'a> {
     pub ledger: &'a dyn Ledger,
     pub sealer: &'a Sealer,
-    /// Read only to use an approval: the ledger checks its expiry at the
-    /// moment it is used; everything else is judged as of the call's start.
+    /// Read to use an approval (the ledger checks its expiry at the moment
+    /// it is used) and to judge it when a hold ends; everything else is
+    /// judged as of the call's start.
     pub clock: &'a dyn Clock,
     pub entropy: &'a dyn Entropy,
     /// The version of the policy that decided this call.
@@ -128,6 +133,8 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
     }
     let refuse = |reason: Reason, approval: Option<&str>| refused(reason, tool, proposal, approval);
     let binding = binding(a, cx, tool, proposal);
+    // An approval is for one operation: the client's own key, or none.
+    let key = call.client_key().map_err(|r| Stop::Refused(r.with_proposal(&proposal.sha256)))?;
     let claim = match &presented {
         Presented::Foreign => return Err(refuse(Reason::RequestStateInvalid, None)),
         Presented::Ours(claim) => Some(claim.clone()),
@@ -135,22 +142,29 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
     };
     let found = match &claim {
         Some(c) => a.ledger.approval(&c.approval_id).await.map(|found| (found, None)),
-        None => a.ledger.latest_approval(&binding).await.map(|latest| (None, latest)),
+        None => a.ledger.latest_approval(&binding, key).await.map(|latest| (None, latest)),
     };
     let (claimed, latest) = found.map_err(|e| store_failed(e, tool, proposal))?;
+    if claimed.as_ref().is_some_and(|c| c.operation_key.as_deref() != key) {
+        // Presented under another operation key than it was asked under.
+        return Err(refuse(Reason::ApprovalMissingOrMismatched, None));
+    }
     let now_ms = cx.began_ms;
     let step = approval::judge(&binding, claim.as_ref(), claimed.as_ref(), latest.as_ref(), now_ms);
-    if let Step::Wait(id) = &step
-        && declined(call)
-    {
-        // The person at the client said they will not wait: end the call.
-        let pending = claimed.as_ref().or(latest.as_ref()).expect("judge waits on a known approval");
-        return Err(Stop::Refused(pending_refusal(tool, pending, cx.began_ms, "you chose not to wait for it").with_approval(id)));
+    if matches!(step, Step::Wait(_) | Step::Consume(_) | Step::Replay(_)) && ask::declined(call) {
+        // The person at the client said they will not wait: end the call,
+        // running nothing and using nothing (the approval stays as it is).
+        let known = claimed.as_ref().or(latest.as_ref()).expect("judge names a known approval");
+        return Err(Stop::Refused(ask::waiting_refusal(tool, known, cx.began_ms, "you chose not to wait for it")));
     }
     match step {
-        Step::Open => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding))),
+        Step::Open => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding, key))),
         Step::Wait(_) => Ok(Gated::Wait(claimed.or(latest).expect("judge waits on a known approval"))),
-        Step::Replay(id) => replay(a, cx, call, tool, proposal, decision, binding, id).await,
+        // The same call again after its approval let it run: the operation it
+        // ran answers (reserve replays its outcome). A read records none, so
+        // the same read asks anew.
+        Step::Replay(_) if tool.read_only() => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding, key))),
+        Step::Replay(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true })),
         Step::Consume(id) => use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await.map(Gated::Run),
         Step::Continue(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false })),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
@@ -164,35 +178,13 @@ pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: 
     }
 }
 
-/// A retry of a call its approval already let run: the operation it ran
-/// answers (reserve replays its recorded outcome). A read records no
-/// outcome, and a client's own new operation key is a new operation: each
-/// needs an approval of its own.
-#[allow(clippy::too_many_arguments)]
-async fn replay(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding, id: String) -> Result<Gated, Stop> {
-    let ran_it = match call.client_key() {
-        _ if tool.read_only() => false,
-        Ok(None) => true,
-        // An invalid key: reserve refuses it, without opening anything.
-        Err(()) => true,
-        Ok(Some(key)) => {
-            let key = OperationKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value: key.to_string() };
-            let op = a.ledger.operation_by_key(&key).await.map_err(|e| store_failed(e, tool, proposal))?;
-            op.is_some_and(|op| op.approval_id.as_deref() == Some(id.as_str()))
-        }
-    };
-    if ran_it {
-        return Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &Presented::None), used: true }));
-    }
-    Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding)))
-}
-
-fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding) -> NewApproval {
+fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding, key: Option<&str>) -> NewApproval {
     let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
     let id = a.entropy.id("apr_");
     let arguments = proposal.arguments.clone();
     let subject = cx.caller.subject.clone();
-    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject }
+    let operation_key = key.map(str::to_string);
+    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject, operation_key }
 }
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
@@ -211,19 +203,25 @@ pub(crate) fn presenting(approval: &Approval) -> Standing {
     Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved) }
 }
 
+/// The refusal of a call whose approved approval could not be used now
+/// (the store disagreed): nothing ran, and the approval is as it was.
+pub(crate) fn still_waiting(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Stop {
+    Stop::Refused(ask::waiting_refusal(tool, approval, a.clock.now_ms(), "it could not be used just now"))
+}
+
 /// How a held call ends when its approval was not approved during the
 /// hold: still pending → an elicitation the client can answer (if it can),
 /// else an `escalate` refusal naming the approval; denied or expired → the
 /// refusal; used meanwhile by another re-issue → its recorded outcome.
 pub(crate) fn unheld(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, approval: Approval) -> Result<Gate, Stop> {
     match approval.state_at(a.clock.now_ms()) {
-        ApprovalState::Pending if elicits(cx, call) => Err(Stop::Input(input_required(a, cx, tool, &approval))),
-        ApprovalState::Pending => Err(Stop::Refused(pending_refusal(tool, &approval, a.clock.now_ms(), "it was not decided while the call was held"))),
+        ApprovalState::Pending if ask::elicits(cx, call) => Err(Stop::Input(ask::input_required(a, cx, tool, &approval))),
+        ApprovalState::Pending => Err(Stop::Refused(ask::waiting_refusal(tool, &approval, a.clock.now_ms(), "it was not decided while the call was held"))),
         ApprovalState::Consumed => Ok(Gate { approval: Some((approval.id, approval.binding)), input: upstream_input(&call.input, &Presented::None), used: true }),
         ApprovalState::Denied => Err(refused(Reason::ApprovalDenied, tool, proposal, Some(&approval.id))),
         ApprovalState::Expired => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&approval.id))),
         // Approved calls are decided again by the pipeline, not here.
-        ApprovalState::Approved => Err(Stop::Refused(pending_refusal(tool, &approval, a.clock.now_ms(), "it was approved as the hold ended"))),
+        ApprovalState::Approved => Err(Stop::Refused(ask::waiting_refusal(tool, &approval, a.clock.now_ms(), "it was approved as the hold ended"))),
     }
 }
 
@@ -285,93 +283,6 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
     out
 }
 
-/// Whether the client can be asked (2026-07-28, with `elicitation` declared).
-fn elicits(cx: &Context, call: &Call) -> bool {
-    cx.era == Era::Modern && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
-}
-
-/// The person at the client declined or cancelled our question, or
-/// answered that they will not wait.
-fn declined(call: &Call) -> bool {
-    let Some(answer) = call.input.get("inputResponses").and_then(|r| r.get(INPUT_KEY)) else { return false };
-    let action = answer.get("action").and_then(Value::as_str);
-    let wait = answer.get("content").and_then(|c| c.get(WAIT_FIELD)).and_then(Value::as_bool);
-    matches!(action, Some("decline" | "cancel")) || wait == Some(false)
-}
-
-/// The field of our question: keep waiting for the approver?
-const WAIT_FIELD: &str = "wait";
-
-/// Who decides approval `id`, and how: the same words in every answer.
-fn how_to_decide(id: &str) -> String {
-    format!(
-        "a person with the approver role decides it with `toolgate approvals approve {id} --as NAME --reason TEXT` \
-         (or `deny`), or POST /admin/approvals/{id}/approve on this gateway"
-    )
-}
-
-/// The refusal of a call whose approval is still pending (both eras): it
-/// names the approval and says what to do next.
-fn pending_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
-    let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
-    let message = format!(
-        "{} waits for a named approver ({}); approval {} is pending and {why}. Nothing was run; {}. Once it is approved, \
-         call again with the same arguments (within {left} s): the call runs once, and repeating it returns the recorded result.",
-        tool.exposed_name,
-        approval.reason,
-        approval.id,
-        how_to_decide(&approval.id)
-    );
-    Refusal::new(Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate, message)
-        .with_proposal(&approval.binding.proposal_sha256)
-        .with_approval(&approval.id)
-}
-
-/// `input_required` for a call still waiting on `approval`, to a
-/// 2026-07-28 client that declared elicitation: a question it can show its
-/// person — what is asked, the proposal hash, who must decide — and a
-/// sealed `requestState`. Accepting holds the call again; declining ends
-/// it with a refusal.
-fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, approval: &Approval) -> RawObject {
-    let state = approval.state_at(cx.began_ms).as_str();
-    let message = format!(
-        "{} waits for a named approver: {}. Approval {} (proposal {}) is {state}; {}. Keep waiting for the decision?",
-        tool.exposed_name,
-        approval.reason,
-        approval.id,
-        approval.binding.proposal_sha256,
-        how_to_decide(&approval.id)
-    );
-    let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
-    let mut out = RawObject::new();
-    out.insert("resultType".into(), raw("input_required"));
-    out.insert(
-        "inputRequests".into(),
-        raw(&json!({INPUT_KEY: {"method": "elicitation/create", "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {"type": "object", "properties": {
-                WAIT_FIELD: {"type": "boolean", "title": "Keep waiting", "description": format!("Wait for approval {} to be decided", approval.id), "default": true}
-            }, "required": [WAIT_FIELD]}
-        }}})),
-    );
-    out.insert("requestState".into(), raw(&a.sealer.seal(&claim)));
-    out.insert(
-        "_meta".into(),
-        raw(&json!({APPROVAL_META: {
-            "id": approval.id,
-            "state": state,
-            "reason": approval.reason,
-            "rules": approval.rules,
-            "proposal_sha256": approval.binding.proposal_sha256,
-            "policy_version": approval.binding.policy_version,
-            "expires_ms": approval.expires_ms,
-            "message": message,
-        }})),
-    );
-    out
-}
-
 fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
     tracing::error!(target: "toolgate::approval", tool = %tool.exposed_name, error = %e, "approvals store failed");
     Stop::Refused(
@@ -386,7 +297,10 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 
 #[cfg(test)]
 mod tests {
+    use super::ask::WAIT_FIELD;
     use super::*;
+    use crate::wire::{Era, RawObject};
+    use serde_json::json;
     use crate::call::CallRequest;
     use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split_at};
     use toolgate_core::decision::decide_by_class;
@@ -586,6 +500,39 @@ mod tests {
         c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept", "content": {WAIT_FIELD: true}}}));
         assert_eq!(waits(passed(gated(&s, &c, &needs_approval()).await)).id, id);
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Pending, "declining the question decides nothing");
+        // Declined after it was approved meanwhile: still nothing runs, and
+        // the approval stays usable by a later re-issue.
+        decide_as_dana(&s, &id, true).await;
+        let mut c = order(2, Some(state.as_str()));
+        c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "decline"}}));
+        let r = refused(gated(&s, &c, &needs_approval()).await);
+        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalPending, Some(id.as_str())));
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Approved);
+    }
+
+    #[tokio::test]
+    async fn an_approval_is_for_one_operation_key_and_no_other() {
+        let s = Store::open().await;
+        let keyed = |key: Option<&str>, state: Option<&str>| {
+            let mut c = order(2, state);
+            c.call.operation_key = key.map(|k| json!(k));
+            c
+        };
+        // A keyless order runs under its approval.
+        let (plain, state) = waiting_order(&s).await;
+        decide_as_dana(&s, &plain, true).await;
+        run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        // The same content under the client's own key is a second operation:
+        // an approval of its own, which a keyless retry never waits on or uses.
+        let new = opened(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await));
+        assert_eq!(new.operation_key.as_deref(), Some("order-2"));
+        let second = passed(open(&approvals(&s), &order_tool(), &proposal(&order(2, None)), new, s.draft()).await).id;
+        let retry = run(passed(gated(&s, &order(2, None), &needs_approval()).await));
+        assert_eq!((retry.approval_id(), retry.used), (Some(plain.as_str()), true), "the keyless retry replays the first order");
+        assert_eq!(waits(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await)).id, second);
+        // Presented under another key than it was asked under: not this approval.
+        let r = refused(gated(&s, &keyed(Some("order-3"), Some(state.as_str())), &needs_approval()).await);
+        assert_eq!(r.reason, Reason::ApprovalMissingOrMismatched);
     }
 
     #[tokio::test]

@@ -1,0 +1,101 @@
+//! What a call waiting for its approval is told: a question its person can
+//! answer (a 2026-07-28 client that declared elicitation), or a refusal
+//! naming the approval (every other client) — never an empty round that a
+//! client would repeat until it gives up.
+
+use serde_json::{Value, json};
+use toolgate_core::approval::{Approval, Claim};
+use toolgate_core::{Action, Reason, Refusal, Verdict};
+
+use super::{APPROVAL_META, Approvals, INPUT_KEY, raw};
+use crate::call::{Call, Context};
+use crate::catalog::ExposedTool;
+use crate::wire::{Era, RawObject};
+
+/// Whether the client can be asked (2026-07-28, with `elicitation` declared).
+pub(super) fn elicits(cx: &Context, call: &Call) -> bool {
+    cx.era == Era::Modern && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
+}
+
+/// The person at the client declined or cancelled our question, or
+/// answered that they will not wait.
+pub(super) fn declined(call: &Call) -> bool {
+    let Some(answer) = call.input.get("inputResponses").and_then(|r| r.get(INPUT_KEY)) else { return false };
+    let action = answer.get("action").and_then(Value::as_str);
+    let wait = answer.get("content").and_then(|c| c.get(WAIT_FIELD)).and_then(Value::as_bool);
+    matches!(action, Some("decline" | "cancel")) || wait == Some(false)
+}
+
+/// The field of our question: keep waiting for the approver?
+pub(super) const WAIT_FIELD: &str = "wait";
+
+/// Who decides approval `id`, and how: the same words in every answer.
+fn how_to_decide(id: &str) -> String {
+    format!(
+        "a person with the approver role decides it with `toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT` \
+         (or `deny`), or POST /admin/approvals/{id}/approve on this gateway"
+    )
+}
+
+/// The refusal of a call that ends while its approval waits (both eras):
+/// it names the approval, who decides and how, and what to do next.
+pub(super) fn waiting_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
+    let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
+    let message = format!(
+        "{} waits for a named approver ({}); approval {} is {} and {why}. Nothing was run; {}. Once it is approved, \
+         call again with the same arguments (within {left} s): the call runs once, and repeating it returns the recorded result.",
+        tool.exposed_name,
+        approval.reason,
+        approval.id,
+        approval.state_at(now_ms).as_str(),
+        how_to_decide(&approval.id)
+    );
+    Refusal::new(Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate, message)
+        .with_proposal(&approval.binding.proposal_sha256)
+        .with_approval(&approval.id)
+}
+
+/// `input_required` for a call still waiting on `approval`, to a
+/// 2026-07-28 client that declared elicitation: a question it can show its
+/// person — what is asked, the proposal hash, who must decide — and a
+/// sealed `requestState`. Accepting holds the call again; declining ends
+/// it with a refusal.
+pub(super) fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, approval: &Approval) -> RawObject {
+    let state = approval.state_at(cx.began_ms).as_str();
+    let message = format!(
+        "{} waits for a named approver: {}. Approval {} (proposal {}) is {state}; {}. Keep waiting for the decision?",
+        tool.exposed_name,
+        approval.reason,
+        approval.id,
+        approval.binding.proposal_sha256,
+        how_to_decide(&approval.id)
+    );
+    let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
+    let mut out = RawObject::new();
+    out.insert("resultType".into(), raw("input_required"));
+    out.insert(
+        "inputRequests".into(),
+        raw(&json!({INPUT_KEY: {"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {"type": "object", "properties": {
+                WAIT_FIELD: {"type": "boolean", "title": "Keep waiting", "description": format!("Wait for approval {} to be decided", approval.id), "default": true}
+            }, "required": [WAIT_FIELD]}
+        }}})),
+    );
+    out.insert("requestState".into(), raw(&a.sealer.seal(&claim)));
+    out.insert(
+        "_meta".into(),
+        raw(&json!({APPROVAL_META: {
+            "id": approval.id,
+            "state": state,
+            "reason": approval.reason,
+            "rules": approval.rules,
+            "proposal_sha256": approval.binding.proposal_sha256,
+            "policy_version": approval.binding.policy_version,
+            "expires_ms": approval.expires_ms,
+            "message": message,
+        }})),
+    );
+    out
+}
