@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod approval;
+pub mod audit;
 pub mod authority;
 pub mod bundle;
 pub mod clock;

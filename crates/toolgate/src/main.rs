@@ -2,6 +2,7 @@
 //! it parses arguments and calls the crates.
 
 mod approvals;
+mod audit;
 mod demo;
 mod fixture;
 mod ops;
@@ -58,6 +59,8 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         accept: Option<String>,
     },
+    /// Audit the tools every upstream offers: worst regret, drift from the pins, poisoning markers, description lint.
+    Audit(audit::Args),
     /// Decide pending approvals out of band: list, show, approve or deny one exact call.
     #[command(subcommand)]
     Approvals(approvals::Action),
@@ -142,7 +145,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
+    if matches!(cli.command, Command::Audit(_) | Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
         // Listing commands end quietly when their reader goes away
         // (`toolgate approvals list | head`), as other Unix tools do.
         // SAFETY: set once, before any thread starts.
@@ -186,6 +189,7 @@ fn main() -> std::process::ExitCode {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
             }
+            Command::Audit(args) => audit::run(args).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),
@@ -214,7 +218,10 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate: {e:#}");
-            std::process::ExitCode::FAILURE
+            match e.downcast_ref::<audit::GateFailed>() {
+                Some(_) => std::process::ExitCode::from(audit::FAILED_GATE),
+                None => std::process::ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -84,6 +84,13 @@ fn row_json(t: &ExposedTool) -> Value {
         "labels": t.labels,
         "definition_sha256": t.definition_sha256,
         "pin": pin_word(&t.pin),
+        // What `toolgate audit --inventory` reads: the definition as the
+        // server sends it, and the pinned one when they differ.
+        "definition": t.tool.definition,
+        "pinned": match &t.pin {
+            PinStatus::Changed(pin) => Some(&pin.definition),
+            _ => None,
+        },
     })
 }
 

@@ -3,15 +3,13 @@
 //! and exits 0 only if each behaved; `demo --serve` stays up for another
 //! client (the official Python SDK, both modes). Also the binary's contract.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-fn toolgate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-}
+mod demo_common;
+use demo_common::{demo_serve, toolgate};
 
 #[test]
 fn version_and_help() {
@@ -84,53 +82,6 @@ fn the_demo_plays_every_case_and_exits_zero() {
     assert!(dir.path().join("toolgate.toml").exists());
     let lock = std::fs::read_to_string(dir.path().join("toolgate.lock")).unwrap();
     assert!(lock.contains("tickets__get_ticket"));
-}
-
-struct Serving {
-    child: Child,
-    endpoint: String,
-    config: PathBuf,
-    agent_token: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        // SIGTERM, so the demo stops what it started (a SIGKILL would orphan
-        // its manuals process).
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let _ = self.child.wait();
-    }
-}
-
-fn demo_serve(state: &Path) -> Serving {
-    let mut child = toolgate()
-        .args(["demo", "--serve", "--state"])
-        .arg(state)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut endpoint, mut config, mut agent, mut approver) = (None, None, None, None);
-    while endpoint.is_none() || config.is_none() || agent.is_none() || approver.is_none() {
-        let line = lines.next().expect("demo --serve prints endpoint, config and tokens").unwrap();
-        if let Some(v) = line.strip_prefix("agent-token: ") {
-            agent = Some(v.to_string());
-        }
-        if let Some(v) = line.strip_prefix("approver-token: ") {
-            approver = Some(v.to_string());
-        }
-        if let Some(v) = line.strip_prefix("endpoint: ") {
-            endpoint = Some(v.to_string());
-        }
-        if let Some(v) = line.strip_prefix("config: ") {
-            config = Some(PathBuf::from(v));
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    assert_ne!(agent, approver);
-    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap() }
 }
 
 fn python() -> PathBuf {
