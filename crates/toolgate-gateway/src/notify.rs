@@ -38,9 +38,12 @@ const QUEUE: usize = 1024;
 /// Deliveries in flight at once, all webhooks together.
 const IN_FLIGHT: usize = 64;
 
+/// An approval opened, and the exposed name of the tool it is for.
+type Opened = (Approval, String);
+
 /// Hands opened approvals to the delivery tasks; does nothing without webhooks.
 pub struct Notifier {
-    queue: Option<(mpsc::Sender<(Approval, String)>, Arc<Courier>)>,
+    queue: Option<(mpsc::Sender<Opened>, Arc<Courier>)>,
 }
 
 struct Hook {
@@ -100,7 +103,7 @@ impl Notifier {
         let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).build()?;
         let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, record: Mutex::new(record), clock, entropy, stop, in_flight });
-        let (queue, mut opened) = mpsc::channel::<(Approval, String)>(QUEUE);
+        let (queue, mut opened) = mpsc::channel::<Opened>(QUEUE);
         let deliverer = courier.clone();
         tokio::spawn(async move {
             while let Some((approval, tool)) = opened.recv().await {
