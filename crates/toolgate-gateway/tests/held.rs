@@ -1,6 +1,7 @@
 //! Level 3–4: a call that needs a named human, made by the official MCP
 //! Python SDK (mcp 2.3.0) exactly as its README shows — `call_tool(name,
-//! arguments)` — in each of its modes, against the gateway with the Atlas
+//! arguments)` — in each of its modes (and by the TypeScript SDK v2's
+//! `callTool`), against the gateway with the Atlas
 //! servers behind it. toolgate holds the call while its approval is pending:
 //! approved meanwhile (by dana, from another task) the SDK returns the
 //! order, placed once, and the same call again returns it replayed; nobody
@@ -77,6 +78,21 @@ async fn decide_pending_after(url: &str, note: &str, verdict: &str, after: Durat
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("no pending approval for {note}")
+}
+
+/// The TypeScript SDK v2 calls `ORDER` with `arguments` `times` times, in `mode`.
+async fn ts_sdk(url: &str, mode: &str, arguments: &Value, times: u32) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
+    assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
+    let args = [root.join("call_tool.mjs").display().to_string(), url.to_string(), mode.into(), ORDER.into(), arguments.to_string(), times.to_string()];
+    let out = tokio::task::spawn_blocking(move || std::process::Command::new("node").args(args).output().expect("node runs")).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    for r in got["results"].as_array().unwrap() {
+        assert!(r.get("threw").is_none(), "{mode}: the SDK threw: {r}");
+    }
+    got
 }
 
 fn orders(h: &Harness) -> usize {
@@ -268,4 +284,24 @@ async fn a_client_that_goes_away_is_not_held_for_and_its_approval_runs_nothing_u
     let (_, again) = post(&h.url, "tools/call", params).await;
     assert!(again["result"]["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{again}");
     assert_eq!(orders(&h), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_gets_the_order_when_approved_during_the_hold_and_a_refusal_when_nobody_decides() {
+    let h = start_with("", &hold(2_000), &[]).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let note = format!("ts approved ({mode})");
+        let arguments = order(2 + i as u32, &note);
+        let before = orders(&h);
+        let (got, _) = tokio::join!(ts_sdk(&h.url, mode, &arguments, 2), decide_when_pending(&h.url, &note, "approve"));
+        let (first, again) = (&got["results"][0], &got["results"][1]);
+        assert!(first["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{mode}: {first}");
+        assert_eq!(again["structuredContent"]["order_id"], first["structuredContent"]["order_id"], "{mode}: {again}");
+        assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], true, "{mode}: {again}");
+        assert_eq!(orders(&h) - before, 1, "{mode}");
+        let nobody = ts_sdk(&h.url, mode, &order(5 + i as u32, &format!("ts undecided ({mode})")), 1).await;
+        let r = refusal(&nobody["results"][0]);
+        assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{mode}: {r}");
+        assert!(r["approval_id"].as_str().is_some_and(|id| id.starts_with("apr_")), "{mode}: {r}");
+    }
 }
