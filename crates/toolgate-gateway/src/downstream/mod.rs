@@ -284,7 +284,7 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
     };
     let progress = match (progress_token(&msg.params), &notify) {
-        (Some(client_token), Some(out)) => Some(ProgressRelay { client_token, out: out.clone() }),
+        (Some(client_token), Some(out)) => Some(ProgressRelay::new(client_token, out.clone())),
         _ => None,
     };
     let input: serde_json::Map<String, Value> = ["inputResponses", "requestState"]

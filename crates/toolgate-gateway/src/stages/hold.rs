@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::Clock;
@@ -90,13 +89,13 @@ fn progress(call: &Call, approval: &Approval, waited: Duration, hold: Duration) 
         waited.as_secs_f64(),
         hold.as_secs_f64()
     );
-    let params = json!({"progressToken": relay.client_token, "progress": waited.as_millis() as u64, "total": hold.as_millis() as u64, "message": message});
-    let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
+    relay.own(waited.as_millis() as f64, hold.as_millis() as f64, &message);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::stages::testing::{NOW_MS, Store};
     use toolgate_core::approval::Binding;
     use toolgate_ledger::{Decider, NewApproval};
@@ -128,7 +127,7 @@ mod tests {
     fn call_with_progress() -> (Call, tokio::sync::mpsc::UnboundedReceiver<String>) {
         let (out, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut call = crate::stages::testing::call("parts__raise_parts_order", json!({})).call;
-        call.progress = Some(crate::upstream::ProgressRelay { client_token: json!("tok-1"), out });
+        call.progress = Some(crate::upstream::ProgressRelay::new(json!("tok-1"), out));
         (call, rx)
     }
 
@@ -200,5 +199,20 @@ mod tests {
         stop.cancel();
         assert_eq!(decided.state, ApprovalState::Denied);
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn an_upstreams_progress_after_a_hold_counts_on_from_it() {
+        let (call, mut rx) = call_with_progress();
+        let relay = call.progress.clone().unwrap();
+        relay.own(1_500.0, 30_000.0, "held");
+        let routes = crate::upstream::ProgressRoutes::default();
+        routes.lock().unwrap().insert("toolgate-1".into(), relay);
+        let upstream = serde_json::value::to_raw_value(&json!({"progressToken": "toolgate-1", "progress": 1, "total": 4})).unwrap();
+        crate::upstream::route_progress(&routes, Some(&upstream));
+        let seen: Vec<serde_json::Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| serde_json::from_str(&m).unwrap()).collect();
+        let values: Vec<(f64, f64)> = seen.iter().map(|m| (m["params"]["progress"].as_f64().unwrap(), m["params"]["total"].as_f64().unwrap())).collect();
+        assert_eq!(values, [(1_500.0, 30_000.0), (1_501.0, 1_504.0)], "progress only increases");
+        assert!(seen.iter().all(|m| m["params"]["progressToken"] == "tok-1"));
     }
 }

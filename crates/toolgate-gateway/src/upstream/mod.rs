@@ -52,6 +52,25 @@ pub enum UpstreamError {
 pub struct ProgressRelay {
     pub(crate) client_token: Value,
     pub(crate) out: tokio::sync::mpsc::UnboundedSender<String>,
+    /// The progress the gateway itself already reported for this call (a
+    /// hold): the upstream's values are counted on from it, so the client
+    /// sees progress only increase, as MCP requires.
+    pub(crate) floor: Arc<std::sync::Mutex<f64>>,
+}
+
+impl ProgressRelay {
+    /// A relay of progress for the client's `client_token` onto `out`.
+    pub(crate) fn new(client_token: Value, out: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
+        Self { client_token, out, floor: Arc::default() }
+    }
+
+    /// Sends the gateway's own progress (`progress` of `total`), and counts
+    /// what the upstream reports later on from it.
+    pub(crate) fn own(&self, progress: f64, total: f64, message: &str) {
+        *self.floor.lock().unwrap_or_else(|p| p.into_inner()) = progress;
+        let params = serde_json::json!({"progressToken": self.client_token, "progress": progress, "total": total, "message": message});
+        let _ = self.out.send(crate::wire::notification("notifications/progress", &params));
+    }
 }
 
 /// What a call carries besides its arguments.
@@ -88,6 +107,14 @@ pub(crate) fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>)
     let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(relay) = routes.get(&key) {
         params["progressToken"] = relay.client_token.clone();
+        let floor = *relay.floor.lock().unwrap_or_else(|p| p.into_inner());
+        if floor > 0.0 {
+            for field in ["progress", "total"] {
+                if let Some(v) = params.get(field).and_then(Value::as_f64) {
+                    params[field] = serde_json::json!(floor + v);
+                }
+            }
+        }
         let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
     }
 }
