@@ -12,6 +12,7 @@ pub mod bundle;
 pub mod clock;
 pub mod contract;
 pub mod decision;
+pub mod egress;
 pub mod entropy;
 pub mod log_verify;
 pub mod identity;

@@ -1,0 +1,350 @@
+//! The egress scan: sensitive markers in arguments bound for a tool that
+//! sends data outside (seed 003's classification, enforced where toolgate
+//! stands: in the path). Every string of the arguments is scanned, at any
+//! depth, as written and — for runs that look encoded — base64- or
+//! percent-decoded. Matching runs on the `regex` crate (linear time, no
+//! backtracking), over at most the gateway's body cap.
+//!
+//! A finding names each marker's kind and its JSON pointer, never its
+//! value. The classes, by the worst marker found: `restricted` (payment
+//! cards, national ids, private keys, cloud and forge tokens), `confidential`
+//! (JWTs, `password=`-style pairs), `internal` (configured patterns of that
+//! class), else `no_markers_found` — which is not clearance: the list of
+//! markers is finite, and a value split across arguments, encrypted,
+//! encoded otherwise, or paraphrased is not seen.
+
+use std::sync::LazyLock;
+
+use base64::Engine as _;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How sensitive what a call would send is, by its worst marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EgressClass {
+    /// No marker of the finite list was found (not clearance to send).
+    NoMarkersFound,
+    /// Internal data by a configured pattern.
+    Internal,
+    /// Credentials that may be short-lived or partial: JWTs, `password=` pairs.
+    Confidential,
+    /// Payment cards, national ids, private keys, cloud and forge tokens.
+    Restricted,
+}
+
+impl EgressClass {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoMarkersFound => "no_markers_found",
+            Self::Internal => "internal",
+            Self::Confidential => "confidential",
+            Self::Restricted => "restricted",
+        }
+    }
+}
+
+/// One marker found: its kind and where, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Marker {
+    /// `payment_card`, `us_ssn`, `uk_nino`, `private_key`, `aws_access_key`,
+    /// `github_token`, `gitlab_token`, `slack_token`, `google_api_key`,
+    /// `stripe_key`, `jwt`, `password_pair`, or a configured pattern's name.
+    pub kind: String,
+    /// The JSON pointer of the string it was found in.
+    pub path: String,
+    /// `plain`, `base64` or `percent`: how the string held it.
+    pub encoding: &'static str,
+    /// The class this marker alone would give.
+    pub class: EgressClass,
+}
+
+/// What a scan concludes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scan {
+    /// The worst class found.
+    pub class: EgressClass,
+    /// Every marker, in document order.
+    pub markers: Vec<Marker>,
+}
+
+/// A configured pattern: a name, a regular expression and the class it gives.
+#[derive(Debug, Clone)]
+pub struct CustomPattern {
+    /// Its name, as findings report it.
+    pub name: String,
+    /// The expression (the `regex` crate's syntax: linear time).
+    pub regex: Regex,
+    /// The class a match gives.
+    pub class: EgressClass,
+}
+
+struct Detector {
+    kind: &'static str,
+    class: EgressClass,
+    regex: Regex,
+    /// A further check of a match (Luhn, id validity rules, a JWT header).
+    valid: fn(&str) -> bool,
+}
+
+fn always(_: &str) -> bool {
+    true
+}
+
+static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
+    let d = |kind, class, pattern: &str, valid| Detector { kind, class, regex: Regex::new(pattern).expect("static pattern"), valid };
+    use EgressClass::*;
+    vec![
+        d("payment_card", Restricted, r"\b\d(?:[ -]?\d){12,18}\b", payment_card),
+        d("us_ssn", Restricted, r"\b\d{3}[- ]\d{2}[- ]\d{4}\b", us_ssn),
+        d("uk_nino", Restricted, r"\b[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b", uk_nino),
+        d("private_key", Restricted, r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----", always),
+        d("aws_access_key", Restricted, r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", always),
+        d("aws_access_key", Restricted, r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}", always),
+        d("github_token", Restricted, r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b", always),
+        d("gitlab_token", Restricted, r"\bglpat-[A-Za-z0-9_-]{20,}", always),
+        d("slack_token", Restricted, r"\bxox[abprs]-[A-Za-z0-9-]{10,}", always),
+        d("google_api_key", Restricted, r"\bAIza[0-9A-Za-z_-]{35}", always),
+        d("stripe_key", Restricted, r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}", always),
+        d("jwt", Confidential, r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", jwt),
+        d("password_pair", Confidential, r#"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*["']?[^\s"',;]{4,}"#, always),
+    ]
+});
+
+/// Runs that may be base64 (at least 24 characters) or percent-encoded.
+static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").expect("static pattern"));
+static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern"));
+
+/// The Luhn checksum, over the digits of `s` (other characters ignored).
+pub fn luhn(s: &str) -> bool {
+    let digits: Vec<u32> = s.chars().filter_map(|c| c.to_digit(10)).collect();
+    if digits.is_empty() {
+        return false;
+    }
+    let sum: u32 = digits.iter().rev().enumerate().map(|(i, &d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d }).sum();
+    sum % 10 == 0
+}
+
+/// 13–19 digits, Luhn-valid, under a card network's prefix — so an order
+/// number that happens to pass Luhn (one in ten does) is not a card.
+fn payment_card(m: &str) -> bool {
+    let digits: String = m.chars().filter(char::is_ascii_digit).collect();
+    let n = digits.len();
+    let prefix = |len: usize| digits.get(..len).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+    let network = match digits.as_bytes().first() {
+        Some(b'4') => matches!(n, 13 | 16 | 19),                                                            // Visa
+        Some(b'5') => (51..=55).contains(&prefix(2)) && n == 16,                                             // Mastercard
+        Some(b'2') => (2221..=2720).contains(&prefix(4)) && n == 16,                                         // Mastercard 2-series
+        Some(b'3') => (matches!(prefix(2), 34 | 37) && n == 15) || ((3528..=3589).contains(&prefix(4)) && n >= 16) || (matches!(prefix(2), 36 | 38) || (300..=305).contains(&prefix(3))) && n >= 14, // Amex, JCB, Diners
+        Some(b'6') => (prefix(4) == 6011 || prefix(2) == 65 || (644..=649).contains(&prefix(3)) || prefix(2) == 62) && n >= 16, // Discover, UnionPay
+        _ => false,
+    };
+    (13..=19).contains(&n) && network && luhn(&digits)
+}
+
+/// A US SSN with separators: area 001–899 except 666, group 01–99, serial 0001–9999.
+fn us_ssn(m: &str) -> bool {
+    let digits: String = m.chars().filter(char::is_ascii_digit).collect();
+    let (area, group, serial) = (digits[..3].parse::<u32>().unwrap_or(0), digits[3..5].parse::<u32>().unwrap_or(0), digits[5..].parse::<u32>().unwrap_or(0));
+    let seps: Vec<char> = m.chars().filter(|c| !c.is_ascii_digit()).collect();
+    seps.len() == 2 && seps[0] == seps[1] && area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
+}
+
+/// A UK National Insurance number: the prefix letters HMRC allocates (not D,
+/// F, I, Q, U, V; second not O; not BG, GB, KN, NK, NT, TN, ZZ), six digits,
+/// suffix A–D.
+fn uk_nino(m: &str) -> bool {
+    let letters: Vec<char> = m.chars().filter(char::is_ascii_alphabetic).collect();
+    let (first, second) = (letters[0], letters[1]);
+    let prefix: String = [first, second].iter().collect();
+    !"DFIQUV".contains(first) && !"DFIQUVO".contains(second) && !["BG", "GB", "KN", "NK", "NT", "TN", "ZZ"].contains(&prefix.as_str())
+}
+
+/// Three dot-separated base64url parts whose first is a JSON header with `alg`.
+fn jwt(m: &str) -> bool {
+    let header = m.split('.').next().unwrap_or("");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .is_some_and(|h| h.get("alg").is_some())
+}
+
+/// Scans every string of `arguments` (at any depth) for the built-in
+/// markers and `custom` patterns.
+pub fn scan(arguments: &Value, custom: &[CustomPattern]) -> Scan {
+    let mut markers = Vec::new();
+    walk(arguments, &mut String::new(), custom, &mut markers);
+    let class = markers.iter().map(|m| m.class).max().unwrap_or(EgressClass::NoMarkersFound);
+    Scan { class, markers }
+}
+
+fn walk(value: &Value, path: &mut String, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+    match value {
+        Value::String(s) => scan_text(s, path, custom, out),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                walk(v, path, custom, out);
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                walk(v, path, custom, out);
+                path.truncate(len);
+            }
+        }
+        // A card number sent as a JSON number is a string of digits too.
+        Value::Number(n) => scan_text(&n.to_string(), path, custom, out),
+        _ => {}
+    }
+}
+
+fn scan_text(text: &str, path: &str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+    let before = out.len();
+    find(text, path, "plain", custom, out);
+    // Encoded runs: decoded once, scanned as text.
+    for run in BASE64_RUN.find_iter(text) {
+        let s = run.as_str().trim_end_matches('=');
+        let decoded = base64::engine::general_purpose::STANDARD_NO_PAD.decode(s).or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s));
+        if let Ok(Ok(text)) = decoded.map(String::from_utf8) {
+            find(&text, path, "base64", custom, out);
+        }
+    }
+    if text.contains('%') {
+        for run in PERCENT_RUN.find_iter(text).filter(|r| r.as_str().contains('%')) {
+            if let Some(decoded) = percent_decode(run.as_str()) {
+                find(&decoded, path, "percent", custom, out);
+            }
+        }
+    }
+    // One marker per kind and place: a value seen plain and decoded counts once.
+    let mut seen = std::collections::HashSet::new();
+    let mut i = before;
+    while i < out.len() {
+        if seen.insert((out[i].kind.clone(), out[i].path.clone())) {
+            i += 1;
+        } else {
+            out.remove(i);
+        }
+    }
+}
+
+fn find(text: &str, path: &str, encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+    for d in DETECTORS.iter() {
+        if d.regex.find_iter(text).any(|m| (d.valid)(m.as_str())) {
+            out.push(Marker { kind: d.kind.to_string(), path: path.to_string(), encoding, class: d.class });
+        }
+    }
+    for p in custom {
+        if p.regex.is_match(text) {
+            out.push(Marker { kind: p.name.clone(), path: path.to_string(), encoding, class: p.class });
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Appends the Luhn check digit to `body`.
+    fn with_check_digit(body: &str) -> String {
+        (0..10).map(|d| format!("{body}{d}")).find(|s| luhn(s)).unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn a_valid_visa_number_is_found_with_or_without_separators(body in "4[0-9]{14}", sep in prop::sample::select(vec!["", " ", "-"])) {
+            let card = with_check_digit(&body);
+            let written: String = card.as_bytes().chunks(4).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(sep);
+            let scan = scan(&json!({"payment": {"card": written}}), &[]);
+            prop_assert_eq!(scan.class, EgressClass::Restricted);
+            prop_assert_eq!(&scan.markers[0].path, "/payment/card");
+        }
+
+        #[test]
+        fn a_number_failing_luhn_is_not_a_card(body in "4[0-9]{14}") {
+            let card = with_check_digit(&body);
+            let last = card.chars().last().unwrap().to_digit(10).unwrap();
+            let broken = format!("{}{}", &card[..15], (last + 1) % 10);
+            prop_assert!(!scan(&json!(broken), &[]).markers.iter().any(|m| m.kind == "payment_card"));
+        }
+
+        #[test]
+        fn ssns_follow_their_allocation_rules(area in 0u32..1000, group in 0u32..100, serial in 0u32..10000) {
+            let ssn = format!("{area:03}-{group:02}-{serial:04}");
+            let valid = area != 0 && area != 666 && area < 900 && group != 0 && serial != 0;
+            let found = scan(&json!({"note": format!("id {ssn} on file")}), &[]).markers.iter().any(|m| m.kind == "us_ssn");
+            prop_assert_eq!(found, valid, "{}", ssn);
+        }
+
+        #[test]
+        fn no_value_is_ever_in_a_finding(body in "4[0-9]{14}") {
+            let card = with_check_digit(&body);
+            let scan = scan(&json!({"a": [{"b": card.clone()}]}), &[]);
+            let text = serde_json::to_string(&scan).unwrap();
+            prop_assert!(!text.contains(&card[4..12]));
+        }
+    }
+
+    #[test]
+    fn the_luhn_check_matches_known_numbers() {
+        assert!(luhn("4111111111111111") && luhn("79927398713") && luhn("378282246310005"));
+        assert!(!luhn("4111111111111112") && !luhn(""));
+    }
+
+    #[test]
+    fn national_insurance_numbers_follow_hmrcs_prefix_rules() {
+        for (nino, ok) in [("QQ 12 34 56 C", false), ("AB 12 34 56 C", true), ("AB123456C", true), ("GB123456A", false), ("AO123456A", false), ("AB123456E", false)] {
+            assert_eq!(scan(&json!(nino), &[]).markers.iter().any(|m| m.kind == "uk_nino"), ok, "{nino}");
+        }
+    }
+
+    #[test]
+    fn encoded_markers_are_found_and_named_by_their_encoding() {
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+        let b64 = base64::engine::general_purpose::STANDARD.encode(key);
+        let s = scan(&json!({"attachment": b64, "link": "https://x.example/?c=4111%201111%201111%201111"}), &[]);
+        let found: Vec<(&str, &str, &str)> = s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str(), m.encoding)).collect();
+        assert_eq!(found, [("private_key", "/attachment", "base64"), ("payment_card", "/link", "percent")]);
+        assert_eq!(s.class, EgressClass::Restricted);
+    }
+
+    #[test]
+    fn the_worst_marker_classes_the_call_and_custom_patterns_count() {
+        let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        assert_eq!(scan(&json!({"auth": jwt}), &[]).class, EgressClass::Confidential);
+        assert_eq!(scan(&json!({"body": "Build passed."}), &[]).class, EgressClass::NoMarkersFound);
+        let project = CustomPattern { name: "project_codename".into(), regex: Regex::new(r"\bPROJECT-[A-Z]{4}\b").unwrap(), class: EgressClass::Internal };
+        let s = scan(&json!({"body": "status of PROJECT-ORCA", "cc": "password=hunter22"}), &[project]);
+        assert_eq!(s.class, EgressClass::Confidential);
+        let kinds: Vec<&str> = s.markers.iter().map(|m| m.kind.as_str()).collect();
+        assert_eq!(kinds, ["project_codename", "password_pair"]);
+    }
+}
