@@ -106,6 +106,12 @@ pub enum Reason {
     /// An operation whose outcome was unknown, settled after the fact (by a
     /// reconciler's read or an operator's word): a settlement receipt's reason.
     Reconciled,
+    /// The arguments of a call to an egress tool carry restricted data
+    /// (payment cards, national ids, private keys, tokens): it may not leave.
+    EgressRestricted,
+    /// The arguments of a call to an egress tool carry confidential data
+    /// (JWTs, password pairs): held for approval or refused, as configured.
+    EgressConfidential,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause
@@ -241,6 +247,7 @@ impl Refusal {
                 Action::Escalate,
                 format!("{exposed_name} requires approval by a named human; this call was not run"),
             ),
+            Verdict::Deny if !decision.why.is_empty() => (Action::Refused, format!("{exposed_name}: {}; this call was not run", decision.why)),
             Verdict::Deny => (Action::Refused, format!("{exposed_name} is not permitted here; do not retry")),
         };
         let mut refusal = Refusal::new(decision.verdict, decision.reason, action, message);

@@ -16,6 +16,7 @@
 use std::sync::LazyLock;
 
 use base64::Engine as _;
+use crate::decision::{Decision, Reason, Verdict};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -116,6 +117,60 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
 /// Runs that may be base64 (at least 24 characters) or percent-encoded.
 static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").expect("static pattern"));
 static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern"));
+
+/// What a call carrying confidential data meets (`[guards.egress] confidential`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConfidential {
+    /// It runs; its markers are named in the decision.
+    Allow,
+    /// It waits for a named approver, who sees what it carries.
+    #[default]
+    Approval,
+    /// It is refused.
+    Block,
+}
+
+/// The egress guard's word, joined to the decision of the policy and the
+/// registry: restricted data never leaves (deny); confidential data follows
+/// `on_confidential`; either way the markers' kinds and paths join the
+/// decision's rules (`egress.KIND@PATH`), so the receipt, the span and a
+/// refusal name them — never the values. A denial stands as it is.
+pub fn guard(decision: Decision, scan: &Scan, on_confidential: OnConfidential) -> Decision {
+    if scan.markers.is_empty() {
+        return decision;
+    }
+    let found: Vec<String> = scan.markers.iter().map(|m| format!("egress.{}@{}", m.kind, if m.path.is_empty() { "/" } else { &m.path })).collect();
+    let listing = scan.markers.iter().map(|m| format!("{} at {}", m.kind, if m.path.is_empty() { "/" } else { &m.path })).collect::<Vec<_>>().join(", ");
+    let noted = |mut d: Decision| {
+        d.rules.extend(found.iter().cloned());
+        d
+    };
+    if decision.verdict == Verdict::Deny {
+        return noted(decision);
+    }
+    let class = scan.class.as_str();
+    match (scan.class, on_confidential) {
+        (EgressClass::Restricted, _) | (EgressClass::Confidential, OnConfidential::Block) => Decision {
+            verdict: Verdict::Deny,
+            reason: if scan.class == EgressClass::Restricted { Reason::EgressRestricted } else { Reason::EgressConfidential },
+            rules: found,
+            why: format!("the arguments carry {class} data ({listing}), which may not leave through this tool; remove it and call again"),
+        },
+        (EgressClass::Confidential, OnConfidential::Approval) => {
+            let why = format!("the arguments carry confidential data ({listing}); a named approver must let it leave");
+            match decision.verdict {
+                // Already held for a person: they are told what it carries too.
+                Verdict::RequireApproval => {
+                    let why = if decision.why.is_empty() { why } else { format!("{}; {why}", decision.why) };
+                    Decision { why, ..noted(decision) }
+                }
+                _ => Decision { verdict: Verdict::RequireApproval, reason: Reason::EgressConfidential, rules: found, why },
+            }
+        }
+        _ => noted(decision),
+    }
+}
 
 /// The Luhn checksum, over the digits of `s` (other characters ignored).
 pub fn luhn(s: &str) -> bool {
@@ -311,6 +366,33 @@ mod tests {
             let text = serde_json::to_string(&scan).unwrap();
             prop_assert!(!text.contains(&card[4..12]));
         }
+    }
+
+    fn allowed() -> Decision {
+        Decision { verdict: Verdict::Allow, reason: Reason::Automatic, rules: vec!["registry".into()], why: String::new() }
+    }
+
+    #[test]
+    fn restricted_data_never_leaves_and_confidential_data_follows_the_setting() {
+        let card = scan(&json!({"body": "card 4111 1111 1111 1111"}), &[]);
+        let d = guard(allowed(), &card, OnConfidential::Allow);
+        assert_eq!((d.verdict, d.reason, d.rules.as_slice()), (Verdict::Deny, Reason::EgressRestricted, ["egress.payment_card@/body".to_string()].as_slice()));
+        assert!(d.why.contains("payment_card at /body") && !d.why.contains("4111"), "{}", d.why);
+        let pair = scan(&json!({"cc": "password=hunter22"}), &[]);
+        assert_eq!(guard(allowed(), &pair, OnConfidential::Approval).verdict, Verdict::RequireApproval);
+        assert_eq!(guard(allowed(), &pair, OnConfidential::Block).verdict, Verdict::Deny);
+        let let_through = guard(allowed(), &pair, OnConfidential::Allow);
+        assert_eq!((let_through.verdict, let_through.rules.as_slice()), (Verdict::Allow, ["registry".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
+        // Nothing found changes nothing; a denial stays the policy's.
+        assert_eq!(guard(allowed(), &scan(&json!({"body": "hi"}), &[]), OnConfidential::Block), allowed());
+        let denied = Decision { verdict: Verdict::Deny, reason: Reason::PolicyForbids, rules: vec!["no_exports".into()], why: String::new() };
+        assert_eq!(guard(denied, &card, OnConfidential::Block).reason, Reason::PolicyForbids);
+        // A call a policy already holds for approval keeps its rule, and the
+        // approver is told what it carries.
+        let held = Decision { verdict: Verdict::RequireApproval, reason: Reason::PolicyRequiresApproval, rules: vec!["exact_rule".into()], why: "notices need a person".into() };
+        let d = guard(held, &pair, OnConfidential::Approval);
+        assert_eq!((d.reason, d.rules.as_slice()), (Reason::PolicyRequiresApproval, ["exact_rule".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
+        assert_eq!(d.why, "notices need a person; the arguments carry confidential data (password_pair at /cc); a named approver must let it leave");
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub struct Config {
     /// How a call waiting for a named human is held, and who is told.
     #[serde(default)]
     pub approvals: ApprovalsConfig,
+    /// Guards in the decide stage, beside the registry and Cedar.
+    #[serde(default)]
+    pub guards: GuardsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
@@ -425,6 +428,47 @@ pub enum WebhookFormat {
     Slack,
 }
 
+/// `[guards]`: checks of every call in the decide stage.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardsConfig {
+    /// `[guards.egress]`: sensitive markers in what a call would send out.
+    pub egress: EgressConfig,
+}
+
+/// `[guards.egress]`: arguments bound for an egress tool (registry label
+/// `egress`, or an effective `openWorldHint: true`) are scanned for
+/// sensitive markers; restricted data is refused, confidential data
+/// follows `confidential`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressConfig {
+    /// Off: nothing is scanned.
+    pub enabled: bool,
+    /// `allow`, `approval` (default) or `block`.
+    pub confidential: toolgate_core::egress::OnConfidential,
+    /// `[[guards.egress.patterns]]`: markers of this deployment's own.
+    pub patterns: Vec<PatternConfig>,
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        Self { enabled: true, confidential: toolgate_core::egress::OnConfidential::Approval, patterns: Vec::new() }
+    }
+}
+
+/// One configured egress marker.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PatternConfig {
+    /// Its name, as findings report it (`egress.NAME@PATH`).
+    pub name: String,
+    /// A regular expression (the `regex` crate's syntax: linear time).
+    pub regex: String,
+    /// `internal`, `confidential` or `restricted`.
+    pub class: toolgate_core::egress::EgressClass,
+}
+
 /// The role that may decide approvals (CLI `--as`, the admin API).
 pub const APPROVER_ROLE: &str = "approver";
 
@@ -555,6 +599,12 @@ impl Config {
                     return Err(format!("servers.{name}: url must start with http://"));
                 }
                 _ => {}
+            }
+        }
+        for p in &self.guards.egress.patterns {
+            regex::Regex::new(&p.regex).map_err(|e| format!("guards.egress.patterns `{}`: not a regular expression: {e}", p.name))?;
+            if p.class == toolgate_core::egress::EgressClass::NoMarkersFound || p.name.trim().is_empty() {
+                return Err(format!("guards.egress.patterns `{}`: give a name and a class of internal, confidential or restricted", p.name));
             }
         }
         if self.approvals.poll_ms == 0 {

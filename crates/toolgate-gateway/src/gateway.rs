@@ -51,6 +51,8 @@ pub struct Gateway {
     pub holds: Arc<crate::holds::Holds>,
     /// Tells approvers that an approval waits (`[approvals.notify]`).
     pub(crate) notifier: crate::notify::Notifier,
+    /// The guards of the decide stage (`[guards]`).
+    pub guards: crate::stages::decide::Guards,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -122,7 +124,8 @@ impl Gateway {
             log.spawn(cancel.child_token());
         }
         let policy = std::sync::RwLock::new(Arc::new(policy));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, cancel, draining }))
+        let guards = crate::stages::decide::Guards::new(&config.guards);
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, guards, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -85,7 +85,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let approvals = approvals(gw, policy);
     let span = obs.stage("decide");
     let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
-    let decision = span.in_scope(|| decide::decide(policy, &cx.caller, &tool, &proposal, standing.state));
+    let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state));
     obs.decided(&tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
     // 5. approve: deny refuses; require_approval waits for a named human
@@ -194,7 +194,7 @@ async fn held(
     }
     f.receipts = 0;
     let standing = approve::presenting(&approval);
-    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &cx.caller, tool, proposal, standing.state));
+    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, standing.state));
     obs.decided(tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
     match approve::approve(a, cx, call, tool, proposal, &decision, standing).instrument(obs.stage("approve")).await? {

@@ -1,16 +1,48 @@
 //! decide: the Cedar policy's word on this caller, tool and arguments; where
 //! no policy applies, the tool's effective authority class (the registry's,
-//! or a trusted server's annotations). Guards and budgets join here later.
+//! or a trusted server's annotations); then the guards' word on what the
+//! call would send (the egress scan). Budgets join here later.
 
 use toolgate_core::approval::ApprovalState;
+use toolgate_core::egress::{self, CustomPattern, OnConfidential};
 use toolgate_core::policy::{Outcome, PolicyEngine, ToolFacts};
 use toolgate_core::{Caller, Decision, Proposal};
 
 use crate::catalog::ExposedTool;
+use crate::config::GuardsConfig;
+
+/// The guards as configured, compiled once at start.
+pub struct Guards {
+    egress: Option<(OnConfidential, Vec<CustomPattern>)>,
+}
+
+impl Guards {
+    /// No guard at all.
+    pub fn none() -> Self {
+        Self { egress: None }
+    }
+
+    /// From `[guards]` (validated with the config: every pattern compiles).
+    pub fn new(config: &GuardsConfig) -> Self {
+        let e = &config.egress;
+        let patterns = e
+            .patterns
+            .iter()
+            .filter_map(|p| regex::Regex::new(&p.regex).ok().map(|regex| CustomPattern { name: p.name.clone(), regex, class: p.class }))
+            .collect();
+        Self { egress: e.enabled.then_some((e.confidential, patterns)) }
+    }
+}
+
+/// Whether calls of `tool` send data out: the registry labels it `egress`,
+/// or its effective `openWorldHint` is true.
+pub fn egress_tool(tool: &ExposedTool) -> bool {
+    tool.labels.iter().any(|l| l == "egress") || tool.view.hints.open_world_hint.value
+}
 
 /// `approval` is the state of the approval the call presents, if it
 /// presents one of exactly this call (policy sees `none` otherwise).
-pub fn decide(policy: &PolicyEngine, caller: &Caller, tool: &ExposedTool, proposal: &Proposal, approval: Option<ApprovalState>) -> Decision {
+pub fn decide(policy: &PolicyEngine, guards: &Guards, caller: &Caller, tool: &ExposedTool, proposal: &Proposal, approval: Option<ApprovalState>) -> Decision {
     let facts = ToolFacts {
         exposed_name: &tool.exposed_name,
         server: &tool.server,
@@ -23,7 +55,11 @@ pub fn decide(policy: &PolicyEngine, caller: &Caller, tool: &ExposedTool, propos
         // Fail closed, and tell the operator which rule to fix.
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");
     }
-    toolgate_core::decision::decide(&tool.view, &outcome)
+    let decision = toolgate_core::decision::decide(&tool.view, &outcome);
+    match &guards.egress {
+        Some((on_confidential, patterns)) if egress_tool(tool) => egress::guard(decision, &egress::scan(&proposal.arguments, patterns), *on_confidential),
+        _ => decision,
+    }
 }
 
 #[cfg(test)]
@@ -75,7 +111,7 @@ mod tests {
 
     fn decided(policy: &PolicyEngine, tool: &ExposedTool, arguments: Value, approval: Option<ApprovalState>) -> Decision {
         let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments);
-        decide(policy, &agent(), tool, &proposal, approval)
+        decide(policy, &Guards::none(), &agent(), tool, &proposal, approval)
     }
 
     #[test]
@@ -110,7 +146,7 @@ mod tests {
     #[test]
     fn a_forbid_with_approval_requires_one_and_says_why() {
         let (tool, proposal) = order(json!(9));
-        let d = decide(&policy(), &agent(), &tool, &proposal, None);
+        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None);
         assert_eq!((d.verdict, d.reason), (Verdict::RequireApproval, Reason::PolicyRequiresApproval));
         assert_eq!((d.rules.as_slice(), d.why.as_str()), (["order_above_five_units".to_string()].as_slice(), "an order above five units needs a named approver"));
     }
@@ -118,7 +154,7 @@ mod tests {
     #[test]
     fn policy_sees_the_state_of_the_approval_the_call_presents() {
         let (tool, proposal) = order(json!(9));
-        let by_state = |state| decide(&policy(), &agent(), &tool, &proposal, state);
+        let by_state = |state| decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, state);
         let approved = by_state(Some(ApprovalState::Approved));
         assert_eq!((approved.verdict, approved.reason, approved.rules.as_slice()), (Verdict::Allow, Reason::PolicyPermits, ["approved_orders".to_string()].as_slice()));
         // Anything but approved is what it is, not approved.
@@ -137,14 +173,14 @@ mod tests {
         // The rule is for agents: an auditor's call falls back to the class.
         let auditor = Caller { roles: vec!["auditor".into()], ..(*agent()).clone() };
         let proposal = Proposal::new("tickets", "export_service_records", json!({}));
-        assert_eq!(decide(&policy(), &auditor, &export, &proposal, None).verdict, Verdict::Allow);
+        assert_eq!(decide(&policy(), &Guards::none(), &auditor, &export, &proposal, None).verdict, Verdict::Allow);
     }
 
     #[test]
     fn a_policy_that_fails_to_evaluate_denies() {
         // `quantity` must be a Long; a string where the policy compares fails it, closed.
         let (tool, proposal) = order(json!("nine"));
-        let d = decide(&policy(), &agent(), &tool, &proposal, None);
+        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None);
         assert_eq!((d.verdict, d.reason), (Verdict::Deny, Reason::PolicyError));
     }
 }
