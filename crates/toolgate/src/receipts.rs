@@ -378,7 +378,10 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
 /// policy set in `dir`; lists the decisions that would change. Runs nothing.
 pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
     let engine = load_policy_dir(dir)?;
-    let (_, ledger) = open(config_path).await?;
+    let (config, ledger) = open(config_path).await?;
+    // The guards are the config's, not the policy's: a call the egress guard
+    // judged is judged by it again, so only the policy's part can change.
+    let guards = toolgate_gateway::stages::decide::Guards::new(&config.guards);
     let (mut decided, mut changed, mut from) = (0u64, 0u64, 0u64);
     loop {
         let rows = ledger.receipts(from, 10_000).await?;
@@ -396,7 +399,10 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
             let (exposed, server, name, class) = (s(&t["exposed_name"]), s(&t["server"]), s(&t["name"]), s(&t["class"]));
             let facts = toolgate_core::policy::ToolFacts { exposed_name: &exposed, server: &server, name: &name, class: &class, labels: &labels };
             let outcome = engine.evaluate(&caller, &facts, &asked["arguments"], asked["approval_state"].as_str().unwrap_or("none"));
-            let now = toolgate_core::decision::decide_or(&outcome, || fallback);
+            let mut now = toolgate_core::decision::decide_or(&outcome, || fallback);
+            if recorded.rules.iter().any(|r| r.starts_with("egress.")) {
+                now = guards.egress(now, &asked["arguments"]);
+            }
             decided += 1;
             if now.verdict != recorded.verdict || now.reason != recorded.reason {
                 changed += 1;

@@ -32,6 +32,15 @@ impl Guards {
             .collect();
         Self { egress: e.enabled.then_some((e.confidential, patterns)) }
     }
+
+    /// The egress guard's word on a call sending `arguments` out, joined to
+    /// `decision` (unchanged when the guard is off).
+    pub fn egress(&self, decision: Decision, arguments: &serde_json::Value) -> Decision {
+        match &self.egress {
+            Some((on_confidential, patterns)) => egress::guard(decision, &egress::scan(arguments, patterns), *on_confidential),
+            None => decision,
+        }
+    }
 }
 
 /// Whether calls of `tool` send data out: the registry labels it `egress`,
@@ -56,10 +65,7 @@ pub fn decide(policy: &PolicyEngine, guards: &Guards, caller: &Caller, tool: &Ex
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");
     }
     let decision = toolgate_core::decision::decide(&tool.view, &outcome);
-    match &guards.egress {
-        Some((on_confidential, patterns)) if egress_tool(tool) => egress::guard(decision, &egress::scan(&proposal.arguments, patterns), *on_confidential),
-        _ => decision,
-    }
+    if egress_tool(tool) { guards.egress(decision, &proposal.arguments) } else { decision }
 }
 
 #[cfg(test)]

@@ -5,13 +5,15 @@
 //! agent and an approver, tokens in owner-only files) and the demo Cedar
 //! policy into a fresh state dir, starts the gateway, and drives the cases:
 //! seed 000's calls directly (ungoverned) and through toolgate, seed 002's
-//! eight notice cases, and seed 000's approval flow for raise_parts_order.
+//! eight notice cases, seed 000's approval flow for raise_parts_order, seed
+//! 001's support desk, and the guards in the path.
 //! Exits 0 only if every case behaved as expected. `--serve` keeps
 //! everything running and prints the endpoint and both tokens.
 
 mod approver;
 mod client;
 mod flow;
+mod guards;
 mod seed002;
 mod support;
 
@@ -48,7 +50,9 @@ const SEED_TABLE: [(&str, AuthorityClass, AuthorityClass); 8] = [
 /// Registry labels the demo policy reads.
 fn labels(tool: &str) -> &'static str {
     match tool {
-        "tickets__export_service_records" => "[\"bulk_export\", \"private_data\"]",
+        // Both reach outside (an external recipient, a supplier): the egress guard scans them.
+        "tickets__export_service_records" => "[\"bulk_export\", \"private_data\", \"egress\"]",
+        "parts__raise_parts_order" => "[\"egress\"]",
         "tickets__get_ticket" | "tickets__search_tickets" => "[\"private_data\"]",
         _ => "[]",
     }
@@ -263,6 +267,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     ok &= flow::run(&via, &approver, &atlas_state, &endpoint, &tokens).await?;
     let desk = support::Desk { gateway: &gateway, via: &via, sandbox: &atlas_state, approver: &approver, policy: &dir.join("policy.cedar") };
     ok &= support::run(&desk).await?;
+    ok &= guards::run(&via, &atlas_state).await?;
 
     if keep_serving {
         // Bring manuals back where the gateway expects it; its supervisor reconnects.
