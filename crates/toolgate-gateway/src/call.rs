@@ -69,6 +69,9 @@ pub struct Call {
     pub operation_key: Option<Value>,
     /// The client's declared capabilities, to ask only for input it can give.
     pub client_capabilities: Option<Value>,
+    /// `_meta["io.toolgate/preview"]: true`: decide, and say how, but open
+    /// no approval, reserve nothing, send nothing, record no receipt.
+    pub preview: bool,
 }
 
 impl Call {

@@ -43,7 +43,10 @@ use crate::stages::approve::{Approvals, Gated};
 use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::{Claimed, Operations};
 use crate::stages::hold::Hold;
-use crate::stages::{admit, approve, check, decide, dispatch, hold, reserve, resolve, validate};
+use crate::stages::{admit, approve, check, decide, dispatch, hold, preview, reserve, resolve, validate};
+
+/// `_meta` key asking for a preview: the decision, nothing acted on.
+pub const PREVIEW_META: &str = "io.toolgate/preview";
 
 /// Runs one call through the stages and records it.
 pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
@@ -88,6 +91,10 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state));
     obs.decided(&tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
+    if call.preview {
+        // A preview ends here: the decision, and nothing acted on.
+        return Answer::Result(preview::answer(cx, &tool, &proposal, &decision, policy.version()));
+    }
     // 5. approve: deny refuses; require_approval waits for a named human
     let span = obs.stage("approve");
     let gate = match step!(approve::approve(&approvals, cx, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {

@@ -87,3 +87,33 @@ async fn with_the_guard_off_nothing_is_scanned() {
     assert_ne!(notice(&h, &format!("card {CARD}")).await["result"]["isError"], true);
     assert_eq!(sent(&h), 1);
 }
+
+/// A call with `_meta["io.toolgate/preview"]: true`.
+async fn preview(h: &Harness, name: &str, arguments: Value) -> Value {
+    let (status, body) = post(&h.url, "tools/call", json!({"name": name, "arguments": arguments, "_meta": {"io.toolgate/preview": true}})).await;
+    assert_eq!(status, 200, "{body}");
+    body["result"]["structuredContent"].clone()
+}
+
+#[tokio::test]
+async fn a_preview_decides_and_acts_on_nothing() {
+    let h = start_with("", GUARDED, &[]).await;
+    let receipts = h.gateway.ledger.log_size().await.unwrap();
+    // An order that needs approval: said so, with who must approve; nothing opened.
+    let part = toolgate_atlas::dataset().parts[0].part_no.clone();
+    let order = preview(&h, "parts__raise_parts_order", json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"})).await;
+    assert_eq!((order["preview"].clone(), order["decision"].as_str(), order["approval"]["needed"].clone()), (json!(true), Some("require_approval"), json!(true)), "{order}");
+    assert!(order["approval"]["by"].as_str().unwrap().contains("approver role in tenant `atlas`"), "{order}");
+    assert!(order["proposal_sha256"].as_str().is_some_and(|p| p.len() == 64));
+    // A card to the team: what the guard would do.
+    let card = preview(&h, NOTICE, json!({"to": "team@example.test", "body": format!("card {CARD}")})).await;
+    assert_eq!((card["decision"].as_str(), card["reason"].as_str(), card["guards"]["egress"].clone()), (Some("deny"), Some("egress_restricted"), json!(["egress.payment_card@/body"])), "{card}");
+    // A clean notice: it would run, and it is not sent.
+    let clean = preview(&h, NOTICE, json!({"to": "team@example.test", "body": "Build passed."})).await;
+    assert_eq!(clean["decision"], "allow", "{clean}");
+    assert_eq!(sent(&h), 0, "a preview sends nothing");
+    assert_eq!(lines(&h.sandbox().join("orders.jsonl")), 0);
+    let (_, pending) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+    assert_eq!(pending["approvals"], json!([]), "a preview opens no approval");
+    assert_eq!(h.gateway.ledger.log_size().await.unwrap(), receipts, "a preview records no receipt");
+}

@@ -7,6 +7,7 @@ mod demo;
 mod fixture;
 mod ops;
 mod policy;
+mod preview;
 mod receipts;
 mod serve;
 mod tools;
@@ -61,6 +62,21 @@ enum Command {
     },
     /// Audit the tools every upstream offers: worst regret, drift from the pins, poisoning markers, description lint.
     Audit(audit::Args),
+    /// How one exact call by one caller would be decided (registry, Cedar, guards); nothing is run or recorded.
+    Preview {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The exposed tool name (SERVER__TOOL).
+        tool: String,
+        /// The arguments, a JSON object.
+        arguments: String,
+        /// The caller: a [callers] entry.
+        #[arg(long = "as", value_name = "NAME")]
+        as_caller: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Decide pending approvals out of band: list, show, approve or deny one exact call.
     #[command(subcommand)]
     Approvals(approvals::Action),
@@ -190,6 +206,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
+            Command::Preview { config, tool, arguments, as_caller, json } => preview::run(&config, &tool, &arguments, &as_caller, json).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),

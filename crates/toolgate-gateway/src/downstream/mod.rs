@@ -296,7 +296,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
         .flatten();
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
-    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities };
+    let preview = msg.params.get("_meta").and_then(|m| m.get(crate::pipeline::PREVIEW_META)).and_then(Value::as_bool) == Some(true);
+    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

@@ -7,6 +7,7 @@ pub(crate) mod check;
 pub mod decide;
 pub(crate) mod dispatch;
 pub(crate) mod hold;
+pub(crate) mod preview;
 pub(crate) mod record;
 pub(crate) mod reserve;
 pub(crate) mod resolve;

@@ -83,6 +83,8 @@ pub(crate) struct Findings {
     pub operation_ref: Option<OperationRef>,
     /// Receipts already committed with the ledger's state (0, 1 or 2).
     pub receipts: u8,
+    /// The call asked only for a preview (no receipt is recorded).
+    pub preview: bool,
 }
 
 impl Findings {
@@ -111,6 +113,7 @@ impl Findings {
             dispatched: false,
             operation_ref: None,
             receipts: 0,
+            preview: call.preview,
         }
     }
 
@@ -241,7 +244,9 @@ pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Optio
 /// pipeline commits those), then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
 pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
-    let answer = if findings.receipts == 0 { append(rec, findings, answer).await } else { answer };
+    // A preview decides and acts on nothing, so it attests nothing either:
+    // no receipt, only the log line.
+    let answer = if findings.receipts == 0 && !findings.preview { append(rec, findings, answer).await } else { answer };
     log_line(findings, &answer, elapsed);
     answer
 }
@@ -299,6 +304,7 @@ pub(crate) fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option
 
 fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
     let (outcome, reason, action) = match answer {
+        Answer::Result(_) if findings.preview => ("preview", String::new(), String::new()),
         Answer::Result(_) if findings.tool_error => ("tool_error", String::new(), String::new()),
         Answer::Result(_) if findings.input_required => ("input_required", String::new(), String::new()),
         Answer::Result(_) => ("completed", String::new(), String::new()),
