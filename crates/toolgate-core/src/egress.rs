@@ -430,3 +430,11 @@ mod tests {
         assert_eq!(kinds, ["project_codename", "password_pair"]);
     }
 }
+
+/// Compiles the built-in detectors now (they are compiled once, on first
+/// use): a gateway calls it at start so that no call pays for it.
+pub fn warm() {
+    LazyLock::force(&DETECTORS);
+    LazyLock::force(&BASE64_RUN);
+    LazyLock::force(&PERCENT_RUN);
+}

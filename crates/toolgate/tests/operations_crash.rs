@@ -66,6 +66,8 @@ struct Chaos {
     /// how many new keys it may start.
     plan: Mutex<(Instant, u64, usize)>,
     started_in_generation: AtomicUsize,
+    /// Set by the killer while it waits for a first attempt in flight.
+    want_first: AtomicBool,
     /// A request for the key was sent (answered or cut off by a kill).
     attempted: Vec<AtomicBool>,
     /// A request for the key was cut off by a kill after it was sent.
@@ -100,6 +102,8 @@ impl Chaos {
         let elapsed = (since.elapsed().as_millis() as u64 + 1).min(uptime_ms);
         let allowed = (budget as u64 * elapsed).div_ceil(uptime_ms) as usize;
         let started = self.started_in_generation.load(SeqCst);
+        // The killer may ask for one more new key, to kill while it runs.
+        let allowed = allowed + self.want_first.load(SeqCst) as usize;
         if self.next_key.load(SeqCst) < KEYS && started < allowed && self.started_in_generation.compare_exchange(started, started + 1, SeqCst, SeqCst).is_ok() {
             let i = self.next_key.fetch_add(1, SeqCst);
             if i < KEYS {
@@ -250,11 +254,20 @@ async fn killer(chaos: Arc<Chaos>, config: PathBuf, logs: PathBuf, first: Proc, 
             chaos.next_key.load(SeqCst),
             tail(&proc.log, 20)
         );
-        // A kill is meant to land on work: wait (briefly) for a write in flight.
+        // A kill is meant to land on work: wait (briefly) for a write in
+        // flight — every other kill, for a first attempt in flight, so that
+        // kills land on first attempts however fast this machine answers.
         let waiting = Instant::now();
-        while chaos.in_flight.load(SeqCst) == 0 && waiting.elapsed() < Duration::from_secs(2) {
+        let first_wanted = stats.kills % 2 == 0 && !chaos.all_attempted();
+        chaos.want_first.store(first_wanted, SeqCst);
+        while waiting.elapsed() < Duration::from_secs(2) {
+            let (busy, first) = (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
+            if (first_wanted && first > 0) || (busy > 0 && (!first_wanted || waiting.elapsed() > Duration::from_millis(300))) {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        chaos.want_first.store(false, SeqCst);
         let (busy, first) = (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
         chaos.gateway.send_replace(None);
         proc.sigkill().await;
@@ -349,6 +362,7 @@ async fn keyed_writes_survive_sigkill() {
         requeue: Mutex::new(Vec::new()),
         plan: Mutex::new((Instant::now(), 1, 0)),
         started_in_generation: AtomicUsize::new(0),
+        want_first: AtomicBool::new(false),
         attempted: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
         interrupted: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
         in_flight: AtomicUsize::new(0),

@@ -30,6 +30,10 @@ impl Guards {
             .iter()
             .filter_map(|p| regex::Regex::new(&p.regex).ok().map(|regex| CustomPattern { name: p.name.clone(), regex, class: p.class }))
             .collect();
+        if e.enabled {
+            // Compiled now, not on the first call that needs them.
+            egress::warm();
+        }
         Self { egress: e.enabled.then_some((e.confidential, patterns)) }
     }
 
