@@ -209,7 +209,12 @@ pub fn meta() -> Value {
 /// A well-formed 2026-07-28 request, ready to send: the standard `_meta`
 /// (with whatever the caller put in `params._meta` on top) and the routing
 /// headers that agree with the body.
-pub fn request(url: &str, id: Value, method: &str, mut params: Value) -> reqwest::RequestBuilder {
+pub fn request(url: &str, id: Value, method: &str, params: Value) -> reqwest::RequestBuilder {
+    request_on(&reqwest::Client::new(), url, id, method, params)
+}
+
+/// `request`, on `client` (and its pool of connections).
+pub fn request_on(client: &reqwest::Client, url: &str, id: Value, method: &str, mut params: Value) -> reqwest::RequestBuilder {
     let mut merged = meta();
     if let Some(Value::Object(extra)) = params.get("_meta") {
         for (k, v) in extra {
@@ -217,7 +222,7 @@ pub fn request(url: &str, id: Value, method: &str, mut params: Value) -> reqwest
         }
     }
     params["_meta"] = merged;
-    let mut req = reqwest::Client::new()
+    let mut req = client
         .post(url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
