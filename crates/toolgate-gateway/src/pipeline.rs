@@ -7,7 +7,8 @@
 //! 2. **resolve** — exposed name → upstream tool, its authority and its pin.
 //! 3. **validate** — the full inputSchema → the canonical `Proposal`.
 //! 4. **decide** — Cedar policy on caller, tool and arguments; else the
-//!    registry's class → `Decision`.
+//!    registry's class; then the guards (the egress scan) → `Decision`. A
+//!    preview (`_meta["io.toolgate/preview"]`) ends here with the decision.
 //! 5. **approve** — a call that needs a named human waits for one, held
 //!    open for a bounded time while it is pending (`hold`) → `Gate`.
 //! 6. **reserve** — a write becomes an operation, once per key → `Held`.
