@@ -72,9 +72,29 @@ pub struct Call {
     /// `_meta["io.toolgate/preview"]: true`: decide, and say how, but open
     /// no approval, reserve nothing, send nothing, record no receipt.
     pub preview: bool,
+    /// `_meta["io.toolgate/deadlineMs"]`, as sent: the caller's own cap on
+    /// the upstream call, which may lower the server's deadline, never raise it.
+    pub deadline_ms: Option<Value>,
 }
 
 impl Call {
+    /// The caller's own deadline for the upstream call, if it sent one; the
+    /// refusal if what it sent cannot be one.
+    pub fn deadline(&self) -> Result<Option<std::time::Duration>, Refusal> {
+        match &self.deadline_ms {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64().filter(|ms| (1..=86_400_000).contains(ms)) {
+                Some(ms) => Ok(Some(std::time::Duration::from_millis(ms))),
+                None => Err(Refusal::new(
+                    toolgate_core::Verdict::Allow,
+                    toolgate_core::Reason::InvalidArguments,
+                    toolgate_core::Action::Correct,
+                    "_meta[\"io.toolgate/deadlineMs\"] must be an integer number of milliseconds from 1 to 86400000; nothing was run",
+                )),
+            },
+        }
+    }
+
     /// The client's own operation key (`_meta["io.toolgate/operationKey"]`),
     /// if it sent one; the refusal if what it sent cannot be one.
     /// `approval:` and `auto:` are the gateway's own prefixes: a client key

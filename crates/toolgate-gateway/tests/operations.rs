@@ -231,3 +231,31 @@ async fn an_operation_key_is_its_senders_own() {
     assert_eq!((op_meta(&again)["replayed"].as_bool(), &op_meta(&again)["id"]), (Some(true), &op_meta(&sam)["id"]));
     assert_eq!(lines(&h.sandbox().join("notes.jsonl")), 2);
 }
+
+#[tokio::test]
+async fn a_caller_may_shorten_the_deadline_of_its_call_never_lengthen_it() {
+    // The desk's deadline is 1.5 s here; it stalls 3 s after committing.
+    let h = start_full("", "", &[], "timeout_ms = 1500").await;
+    let call_with = |arguments: Value, meta: Value| {
+        let url = h.url.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let (status, body) = post(&url, "tools/call", json!({"name": CREATE, "arguments": arguments, "_meta": meta})).await;
+            assert_eq!(status, 200, "{body}");
+            (started.elapsed(), body["result"].clone())
+        }
+    };
+    std::fs::write(h.sandbox().join("support.fault"), "stall:3000").unwrap();
+    let (took, short) = call_with(ticket("Door sensor", "ref-deadline-1"), json!({"io.toolgate/operationKey": "key-deadline-1", "io.toolgate/deadlineMs": 300})).await;
+    assert_eq!(reason(&short), "outcome_unknown", "{short}");
+    assert!(took < std::time::Duration::from_millis(1_200), "the caller's 300 ms ruled, not the server's 1.5 s: {took:?}");
+    std::fs::write(h.sandbox().join("support.fault"), "stall:3000").unwrap();
+    let (took, long) = call_with(ticket("Door sensor 2", "ref-deadline-2"), json!({"io.toolgate/operationKey": "key-deadline-2", "io.toolgate/deadlineMs": 60_000})).await;
+    assert_eq!(reason(&long), "outcome_unknown", "{long}");
+    assert!(took < std::time::Duration::from_millis(2_800), "60 s does not lengthen the server's 1.5 s: {took:?}");
+    for bad in [json!(0), json!(-5), json!("soon"), json!(1.5)] {
+        let (_, refused) = call_with(ticket("Door sensor 3", "ref-deadline-3"), json!({"io.toolgate/deadlineMs": bad})).await;
+        assert_eq!((reason(&refused), refused["structuredContent"]["action"].as_str()), ("invalid_arguments", Some("correct")), "{bad}: {refused}");
+    }
+    assert_eq!(invocations(&h), 2, "the refused calls sent nothing");
+}

@@ -37,6 +37,7 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         operation_key: None,
         client_capabilities: None,
         preview: true,
+        deadline_ms: None,
     };
     let answer = pipeline::call_tool(&gw, CallRequest { caller: Arc::new(caller), trace: Default::default(), request_id: None, era: Era::Modern, call }).await;
     gw.stop();

@@ -232,6 +232,9 @@ fn value_object(v: Value) -> RawObject {
     }
 }
 
+/// `_meta` key of the caller's own deadline for a call (ms; it may only lower the server's).
+pub const DEADLINE_META: &str = "io.toolgate/deadlineMs";
+
 /// The client's `_meta.progressToken`, when it asked for progress.
 pub(crate) fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
@@ -297,7 +300,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
     let preview = msg.params.get("_meta").and_then(|m| m.get(crate::pipeline::PREVIEW_META)).and_then(Value::as_bool) == Some(true);
-    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview };
+    let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
+    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

@@ -37,6 +37,8 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         input,
         client_capabilities: call.client_capabilities.clone(),
         meta: crate::telemetry::outgoing(&span, &cx.trace),
+        // Checked by admit; the caller may only shorten the server's deadline.
+        deadline: call.deadline().ok().flatten(),
     };
     let started = std::time::Instant::now();
     let outcome = upstream.call_tool(&tool.tool.name, &proposal.arguments, options).instrument(span.clone()).await;

@@ -88,6 +88,9 @@ pub struct CallOptions {
     pub(crate) client_capabilities: Option<Value>,
     /// Trace context for the upstream's `_meta` (`traceparent`, …).
     pub(crate) meta: std::collections::BTreeMap<String, String>,
+    /// The caller's own deadline: the call's deadline is the shorter of it
+    /// and the server's.
+    pub(crate) deadline: Option<Duration>,
 }
 
 /// An upstream's `notifications/progress` routes, by the progress token
@@ -277,7 +280,8 @@ impl Upstream {
             self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), relay);
             ProgressRoute { routes: self.progress.clone(), token }
         });
-        match tokio::time::timeout(self.timeout, session.request_with_headers("tools/call", params, &options.headers)).await {
+        let timeout = options.deadline.map_or(self.timeout, |d| d.min(self.timeout));
+        match tokio::time::timeout(timeout, session.request_with_headers("tools/call", params, &options.headers)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
                 // Only if the session that failed is still the current one: a
