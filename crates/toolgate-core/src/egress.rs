@@ -282,14 +282,9 @@ fn scan_text(text: &str, path: &str, custom: &[CustomPattern], out: &mut Vec<Mar
     }
     // One marker per kind and place: a value seen plain and decoded counts once.
     let mut seen = std::collections::HashSet::new();
-    let mut i = before;
-    while i < out.len() {
-        if seen.insert((out[i].kind.clone(), out[i].path.clone())) {
-            i += 1;
-        } else {
-            out.remove(i);
-        }
-    }
+    let mut found = out.split_off(before);
+    found.retain(|m| seen.insert(m.kind.clone()));
+    out.extend(found);
 }
 
 fn find(text: &str, path: &str, encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {

@@ -300,3 +300,19 @@ where
     });
     format!("http://{addr}/mcp")
 }
+
+/// The repository's root, where `tests/python` and `.venv-sdk` are.
+pub fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A Python with the official MCP SDK: `TOOLGATE_PYTHON`, else the venv
+/// `scripts/test` creates.
+pub fn python() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
+        return std::path::PathBuf::from(p);
+    }
+    let venv = workspace().join(".venv-sdk/bin/python");
+    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
+    venv
+}

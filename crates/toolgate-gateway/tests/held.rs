@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -33,19 +32,10 @@ fn hold(ms: u64) -> String {
     format!("[approvals]\nhold_ms = {ms}\npoll_ms = 100\n")
 }
 
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
-    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
-    venv
-}
-
 /// The SDK calls `ORDER` with `arguments` `times` times, in `mode`; `person`
 /// says whether the client can ask its person, and what they answer.
 async fn sdk(url: &str, mode: &str, person: &str, arguments: &Value, times: u32) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/approval_hold.py");
+    let script = workspace().join("tests/python/approval_hold.py");
     let args = [url.to_string(), mode.into(), person.into(), ORDER.into(), arguments.to_string(), times.to_string()];
     let out = tokio::task::spawn_blocking(move || std::process::Command::new(python()).arg(script).args(args).output().expect("python runs")).await.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -82,7 +72,7 @@ async fn decide_pending_after(url: &str, note: &str, verdict: &str, after: Durat
 
 /// The TypeScript SDK v2 calls `ORDER` with `arguments` `times` times, in `mode`.
 async fn ts_sdk(url: &str, mode: &str, arguments: &Value, times: u32) -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
+    let root = workspace().join("tests/ts");
     assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
     let args = [root.join("call_tool.mjs").display().to_string(), url.to_string(), mode.into(), ORDER.into(), arguments.to_string(), times.to_string()];
     let out = tokio::task::spawn_blocking(move || std::process::Command::new("node").args(args).output().expect("node runs")).await.unwrap();

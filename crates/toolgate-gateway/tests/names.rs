@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::Engine as _;
@@ -43,19 +42,6 @@ impl ServerHandler for Shop {
 
 async fn setup() -> Fronted {
     front(Shop, |url| format!("[servers.shop]\nurl = \"{url}\"\ntrusted = true\n[registry.\"{EXPOSED}\"]\nclass = \"automatic\"\n{ANONYMOUS}")).await
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = workspace().join(".venv-sdk/bin/python");
-    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
-    venv
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
