@@ -112,6 +112,17 @@ pub enum Reason {
     /// The arguments of a call to an egress tool carry confidential data
     /// (JWTs, password pairs): held for approval or refused, as configured.
     EgressConfidential,
+    /// The call would send data out of a run that has taken in both private
+    /// data and untrusted content (the lethal trifecta): held for approval
+    /// or refused, as configured.
+    LethalTrifecta,
+    /// The caller is over its rate (`[budgets] rate_per_minute`): retry later.
+    RateLimited,
+    /// The run has used its call budget (`[budgets] run_calls`).
+    RunBudgetExhausted,
+    /// The tool is running as many calls at once as it may
+    /// (`[budgets.concurrency]`): retry shortly.
+    ConcurrencyLimited,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause
@@ -128,6 +139,22 @@ pub struct Decision {
     /// Why approval is needed, from the policy's `@approval` annotation.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub why: String,
+    /// For a budget's refusal: how long until the same call may be accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<i64>,
+}
+
+impl Decision {
+    /// A decision by `rules`, with no more to say.
+    pub fn by(verdict: Verdict, reason: Reason, rules: Vec<String>) -> Self {
+        Self { verdict, reason, rules, why: String::new(), retry_after_ms: None }
+    }
+
+    /// The same decision, saying why.
+    pub fn because(mut self, why: impl Into<String>) -> Self {
+        self.why = why.into();
+        self
+    }
 }
 
 /// The decide stage: the policy's outcome when one applies, else the
@@ -139,13 +166,13 @@ pub fn decide(view: &AuthorityView, policy: &Outcome) -> Decision {
 /// The policy's word, or `fallback` where no policy applies (`toolgate
 /// replay` passes the class decision recorded with the proposal).
 pub fn decide_or(policy: &Outcome, fallback: impl FnOnce() -> Decision) -> Decision {
-    let by = |verdict, reason, rules: &Vec<String>| Decision { verdict, reason, rules: rules.clone(), why: String::new() };
+    let by = |verdict, reason, rules: &Vec<String>| Decision::by(verdict, reason, rules.clone());
     match policy {
         Outcome::Permit { rules } => by(Verdict::Allow, Reason::PolicyPermits, rules),
         Outcome::Forbid { rules } => by(Verdict::Deny, Reason::PolicyForbids, rules),
         Outcome::Error { rules, .. } => by(Verdict::Deny, Reason::PolicyError, rules),
         Outcome::RequireApproval { rules, why } => {
-            Decision { verdict: Verdict::RequireApproval, reason: Reason::PolicyRequiresApproval, rules: rules.clone(), why: why.clone() }
+            Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, rules.clone()).because(why.clone())
         }
         Outcome::NotApplicable => fallback(),
     }
@@ -165,7 +192,7 @@ pub fn decide_by_class(view: &AuthorityView) -> Decision {
         (AuthorityClass::Prohibited, ClassSource::Annotations) => (Verdict::Deny, Reason::AnnotationsImplyProhibited),
         (AuthorityClass::Prohibited, ClassSource::Registry) => (Verdict::Deny, Reason::Prohibited),
     };
-    Decision { verdict, reason, rules: vec![rule.to_string()], why: String::new() }
+    Decision::by(verdict, reason, vec![rule.to_string()])
 }
 
 /// A refused call as the caller sees it: the structured content of an
@@ -247,11 +274,14 @@ impl Refusal {
                 Action::Escalate,
                 format!("{exposed_name} requires approval by a named human; this call was not run"),
             ),
+            // A budget's refusal: the same call is accepted later.
+            Verdict::Deny if decision.retry_after_ms.is_some() => (Action::Retry, format!("{exposed_name}: {}; this call was not run", decision.why)),
             Verdict::Deny if !decision.why.is_empty() => (Action::Refused, format!("{exposed_name}: {}; this call was not run", decision.why)),
             Verdict::Deny => (Action::Refused, format!("{exposed_name} is not permitted here; do not retry")),
         };
         let mut refusal = Refusal::new(decision.verdict, decision.reason, action, message);
         refusal.rules = decision.rules.clone();
+        refusal.retry_after_ms = decision.retry_after_ms;
         Some(refusal)
     }
 }

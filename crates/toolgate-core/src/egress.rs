@@ -151,12 +151,11 @@ pub fn guard(decision: Decision, scan: &Scan, on_confidential: OnConfidential) -
     }
     let class = scan.class.as_str();
     match (scan.class, on_confidential) {
-        (EgressClass::Restricted, _) | (EgressClass::Confidential, OnConfidential::Block) => Decision {
-            verdict: Verdict::Deny,
-            reason: if scan.class == EgressClass::Restricted { Reason::EgressRestricted } else { Reason::EgressConfidential },
-            rules: found,
-            why: format!("the arguments carry {class} data ({listing}), which may not leave through this tool; remove it and call again"),
-        },
+        (EgressClass::Restricted, _) | (EgressClass::Confidential, OnConfidential::Block) => {
+            let reason = if scan.class == EgressClass::Restricted { Reason::EgressRestricted } else { Reason::EgressConfidential };
+            Decision::by(Verdict::Deny, reason, found)
+                .because(format!("the arguments carry {class} data ({listing}), which may not leave through this tool; remove it and call again"))
+        }
         (EgressClass::Confidential, OnConfidential::Approval) => {
             let why = format!("the arguments carry confidential data ({listing}); a named approver must let it leave");
             match decision.verdict {
@@ -165,7 +164,7 @@ pub fn guard(decision: Decision, scan: &Scan, on_confidential: OnConfidential) -
                     let why = if decision.why.is_empty() { why } else { format!("{}; {why}", decision.why) };
                     Decision { why, ..noted(decision) }
                 }
-                _ => Decision { verdict: Verdict::RequireApproval, reason: Reason::EgressConfidential, rules: found, why },
+                _ => Decision::by(Verdict::RequireApproval, Reason::EgressConfidential, found).because(why),
             }
         }
         _ => noted(decision),
@@ -364,7 +363,7 @@ mod tests {
     }
 
     fn allowed() -> Decision {
-        Decision { verdict: Verdict::Allow, reason: Reason::Automatic, rules: vec!["registry".into()], why: String::new() }
+        Decision::by(Verdict::Allow, Reason::Automatic, vec!["registry".into()])
     }
 
     #[test]
@@ -380,11 +379,11 @@ mod tests {
         assert_eq!((let_through.verdict, let_through.rules.as_slice()), (Verdict::Allow, ["registry".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
         // Nothing found changes nothing; a denial stays the policy's.
         assert_eq!(guard(allowed(), &scan(&json!({"body": "hi"}), &[]), OnConfidential::Block), allowed());
-        let denied = Decision { verdict: Verdict::Deny, reason: Reason::PolicyForbids, rules: vec!["no_exports".into()], why: String::new() };
+        let denied = Decision::by(Verdict::Deny, Reason::PolicyForbids, vec!["no_exports".into()]);
         assert_eq!(guard(denied, &card, OnConfidential::Block).reason, Reason::PolicyForbids);
         // A call a policy already holds for approval keeps its rule, and the
         // approver is told what it carries.
-        let held = Decision { verdict: Verdict::RequireApproval, reason: Reason::PolicyRequiresApproval, rules: vec!["exact_rule".into()], why: "notices need a person".into() };
+        let held = Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, vec!["exact_rule".into()]).because("notices need a person");
         let d = guard(held, &pair, OnConfidential::Approval);
         assert_eq!((d.reason, d.rules.as_slice()), (Reason::PolicyRequiresApproval, ["exact_rule".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
         assert_eq!(d.why, "notices need a person; the arguments carry confidential data (password_pair at /cc); a named approver must let it leave");

@@ -8,6 +8,7 @@
 pub mod approval;
 pub mod audit;
 pub mod authority;
+pub mod budget;
 pub mod bundle;
 pub mod clock;
 pub mod contract;
@@ -25,6 +26,7 @@ pub mod proposal;
 pub mod receipt;
 pub mod schema;
 pub mod strict_json;
+pub mod trifecta;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use entropy::{Entropy, SeededEntropy, SystemEntropy};

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::merkle::Hash;
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
+use toolgate_core::trifecta::LegCall;
 
 /// A ledger call's result: a [`LedgerError`] unless another error is named.
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;
@@ -179,6 +180,36 @@ pub struct ToolDefinition {
     pub definition: String,
 }
 
+/// Whose run, and which: a run id is the caller's own, never shared with
+/// another subject or tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunKey {
+    /// The caller's tenant.
+    pub tenant: String,
+    /// The caller's subject.
+    pub subject: String,
+    /// The run's id (`_meta["io.toolgate/run"]`, the session, or the trace).
+    pub run: String,
+}
+
+/// A run as the ledger holds it, as of one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunState {
+    /// Calls counted in it so far (with this one, when it was counted).
+    pub calls: u64,
+    /// When it began (ms since the Unix epoch); it began anew once expired.
+    pub started_ms: i64,
+    /// When it ends.
+    pub expires_ms: i64,
+    /// The calls that brought each leg of the trifecta in, in order (the
+    /// first `MAX_LEGS` of each leg).
+    pub legs: Vec<LegCall>,
+}
+
+/// How many calls of each leg a run keeps: the first few tell the story;
+/// the rest would only grow the row.
+pub const MAX_LEGS: i64 = 8;
+
 /// The gateway's durable state, as both stores implement it: every change
 /// is one conditional statement or one transaction, so concurrent callers
 /// (in this process or on other gateways) cannot both win, and a receipt
@@ -187,6 +218,17 @@ pub struct ToolDefinition {
 pub trait Ledger: Send + Sync {
     /// `sqlite` or `postgres`, for logs and `ops list`.
     fn backend(&self) -> &'static str;
+
+    /// The run `key` as of `now_ms`. With `count`, this call is counted in
+    /// it, and a run not yet begun (or expired) begins now, to last
+    /// `ttl_ms`; without, nothing is written (a run not begun is empty).
+    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState>;
+
+    /// Records that `call` brought its leg into the run `key` (beginning the
+    /// run if it has not begun, as `run` with `count` would, but counting no
+    /// call). Beyond `MAX_LEGS` calls of one leg, nothing more is kept.
+    /// Expired runs and their legs are swept.
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()>;
 
     // Approvals (see toolgate_core::approval).
     /// Records a new pending approval, expiring `ttl_ms` after `now_ms`, and

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 use toolgate_ledger::core::approval::{ApprovalState, Binding};
 use toolgate_ledger::core::operation::{OperationKey, OperationState};
-use toolgate_ledger::{Begun, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
+use toolgate_ledger::core::trifecta::{Leg, LegCall};
+use toolgate_ledger::{Begun, RunKey, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
 
 /// A store under test, and a way to run raw SQL against it behind the
 /// ledger's back (to show the store itself refuses illegal changes).
@@ -97,6 +98,8 @@ both!(
     not_applied_waits_for_the_lease_but_applied_does_not,
     racing_begins_give_one_holder_per_key,
     the_store_itself_refuses_illegal_operation_changes,
+    a_run_counts_its_calls_keeps_its_legs_and_expires,
+    replicas_counting_one_run_add_up,
 );
 
 fn binding(proposal: char) -> Binding {
@@ -673,3 +676,64 @@ async fn operations_stored_before_subjects_upgrade_on_postgres() {
     assert!(err.as_db_error().unwrap().message().contains("immutable"), "{err}");
 }
 
+
+fn run_key(subject: &str, run: &str) -> RunKey {
+    RunKey { tenant: "atlas".into(), subject: subject.into(), run: run.into() }
+}
+
+fn leg_call(leg: Leg, tool: &str, at_ms: i64) -> LegCall {
+    LegCall { leg, tool: tool.into(), proposal_sha256: "c".repeat(64), at_ms }
+}
+
+async fn a_run_counts_its_calls_keeps_its_legs_and_expires(s: Store) {
+    let l = &*s.ledger;
+    let r = run_key("agent", "r1");
+    // Not begun: a read writes nothing and finds nothing.
+    let empty = l.run(&r, false, 1_000, 100).await.unwrap();
+    assert_eq!((empty.calls, empty.legs.len()), (0, 0));
+    assert_eq!(l.run(&r, true, 1_000, 100).await.unwrap().calls, 1);
+    let second = l.run(&r, true, 1_010, 100).await.unwrap();
+    assert_eq!((second.calls, second.started_ms, second.expires_ms), (2, 1_000, 1_100));
+    l.add_run_leg(&r, leg_call(Leg::PrivateData, "tickets__get_ticket", 1_020), 100).await.unwrap();
+    l.add_run_leg(&r, leg_call(Leg::UntrustedContent, "manuals__search_manual", 1_030), 100).await.unwrap();
+    // At most MAX_LEGS of one leg are kept.
+    for i in 0..12 {
+        l.add_run_leg(&r, leg_call(Leg::UntrustedContent, "parts__find_part", 1_040 + i), 100).await.unwrap();
+    }
+    let read = l.run(&r, false, 1_060, 100).await.unwrap();
+    assert_eq!(read.calls, 2, "a read counts nothing");
+    assert_eq!(read.legs[0], leg_call(Leg::PrivateData, "tickets__get_ticket", 1_020));
+    assert_eq!(read.legs[1].tool, "manuals__search_manual");
+    assert_eq!(read.legs.iter().filter(|c| c.leg == Leg::UntrustedContent).count() as i64, toolgate_ledger::MAX_LEGS);
+    // Another subject's run of the same id, and another run, are their own.
+    assert_eq!(l.run(&run_key("other", "r1"), false, 1_060, 100).await.unwrap().legs.len(), 0);
+    assert_eq!(l.run(&run_key("agent", "r2"), false, 1_060, 100).await.unwrap().legs.len(), 0);
+    // Expired: the same id begins anew, with none of the old legs.
+    assert_eq!(l.run(&r, false, 1_100, 100).await.unwrap().legs.len(), 0);
+    let anew = l.run(&r, true, 1_150, 100).await.unwrap();
+    assert_eq!((anew.calls, anew.started_ms, anew.expires_ms, anew.legs.len()), (1, 1_150, 1_250, 0));
+    // A leg of the new run counts from the new start; the old ones are swept.
+    l.add_run_leg(&r, leg_call(Leg::PrivateData, "tickets__get_ticket", 1_260), 100).await.unwrap();
+    let after = l.run(&r, false, 1_261, 100).await.unwrap();
+    assert_eq!((after.started_ms, after.legs.len()), (1_260, 1));
+    // A second process sees the same run.
+    let other = s.second().await;
+    assert_eq!(other.run(&r, false, 1_262, 100).await.unwrap().legs, after.legs);
+}
+
+async fn replicas_counting_one_run_add_up(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    let r = run_key("agent", "busy");
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let l = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let r = r.clone();
+        tasks.push(tokio::spawn(async move { l.run(&r, true, 5_000 + i, 60_000).await.unwrap().calls }));
+    }
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.push(t.await.unwrap());
+    }
+    seen.sort();
+    assert_eq!(seen, (1..=40).collect::<Vec<u64>>(), "each count is seen once");
+}

@@ -336,7 +336,7 @@ mod tests {
     }
 
     fn allow() -> Decision {
-        Decision { verdict: Verdict::Allow, reason: Reason::Automatic, rules: vec!["registry".into()], why: String::new() }
+        Decision::by(Verdict::Allow, Reason::Automatic, vec!["registry".into()])
     }
 
     #[test]

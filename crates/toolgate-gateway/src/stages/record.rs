@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
         assert!(f.arguments.is_none(), "values are not captured unless configured");
         assert!(f.asked().is_none(), "not decided yet");
-        let decision = Decision { verdict: Verdict::Allow, reason: Reason::PolicyPermits, rules: vec!["approved_reads".into()], why: String::new() };
+        let decision = Decision::by(Verdict::Allow, Reason::PolicyPermits, vec!["approved_reads".into()]);
         f.decision = Some(decision.clone());
         let asked: Value = serde_json::from_str(&f.asked().expect("decided")).expect("a JSON object");
         assert_eq!(asked["caller"], json!({"name": "agent", "subject": "agent-7", "tenant": "atlas", "roles": ["agent"]}));

@@ -10,13 +10,15 @@ mod approvals;
 mod operations;
 mod pool;
 mod receipts;
+mod runs;
 
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use toolgate_core::trifecta::LegCall;
 use pool::{Db as _, Pool};
 
 /// Each entry is one schema version; never edit a shipped one, append.
@@ -27,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0004_approval_subject.sql"),
     include_str!("../migrations/postgres/0005_operation_subject.sql"),
     include_str!("../migrations/postgres/0006_approval_operation_key.sql"),
+    include_str!("../migrations/postgres/0007_runs.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -176,5 +179,11 @@ impl Ledger for PostgresLedger {
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
         receipts::definitions(&self.pool).await
+    }
+    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+        runs::run(&self.pool, key, count, now_ms, ttl_ms).await
+    }
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()> {
+        runs::add_leg(&self.pool, key, &call, ttl_ms).await
     }
 }

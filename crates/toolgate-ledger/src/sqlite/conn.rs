@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0004_approval_subject.sql"),
     include_str!("../migrations/sqlite/0005_operation_subject.sql"),
     include_str!("../migrations/sqlite/0006_approval_operation_key.sql"),
+    include_str!("../migrations/sqlite/0007_runs.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

@@ -21,6 +21,7 @@ mod checkpointer;
 mod conn;
 mod operations;
 mod receipts;
+mod runs;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -31,7 +32,8 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
 /// can add to the others in its batch.
@@ -446,6 +448,16 @@ impl Ledger for SqliteLedger {
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
         self.read_many(receipts::definitions).await
+    }
+    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+        let key = key.clone();
+        // A count writes one row and is on every call's path: it survives a
+        // crash of the process but need not wait for an fsync of its own.
+        self.queue(move |c| runs::run(c, &key, count, now_ms, ttl_ms), false, false, true).await
+    }
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()> {
+        let key = key.clone();
+        self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
     }
 }
 

@@ -332,7 +332,7 @@ mod tests {
     }
 
     fn decision(verdict: Verdict, reason: Reason, rule: &str) -> Decision {
-        Decision { verdict, reason, rules: vec![rule.into()], why: String::new() }
+        Decision::by(verdict, reason, vec![rule.into()])
     }
 
     /// The approve stage as the pipeline runs it: the call's standing, then the gate.
