@@ -75,6 +75,10 @@ pub struct Call {
     /// `_meta["io.toolgate/deadlineMs"]`, as sent: the caller's own cap on
     /// the upstream call, which may lower the server's deadline, never raise it.
     pub deadline_ms: Option<Value>,
+    /// `_meta["io.toolgate/run"]`, as sent: the agent run the call is part of.
+    pub run: Option<Value>,
+    /// The MCP session of the request, where the transport has one.
+    pub session: Option<Arc<str>>,
 }
 
 impl Call {
@@ -92,6 +96,21 @@ impl Call {
                     "_meta[\"io.toolgate/deadlineMs\"] must be an integer number of milliseconds from 1 to 86400000; nothing was run",
                 )),
             },
+        }
+    }
+
+    /// The run the caller named (`_meta["io.toolgate/run"]`), if it named
+    /// one; the refusal if what it sent cannot be one.
+    pub fn named_run(&self) -> Result<Option<&str>, Refusal> {
+        match &self.run {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(r)) if (1..=200).contains(&r.chars().count()) && !r.chars().any(char::is_control) => Ok(Some(r)),
+            Some(_) => Err(Refusal::new(
+                toolgate_core::Verdict::Allow,
+                toolgate_core::Reason::InvalidArguments,
+                toolgate_core::Action::Correct,
+                "_meta[\"io.toolgate/run\"] must be a string of 1 to 200 characters without control characters; nothing was run",
+            )),
         }
     }
 

@@ -70,6 +70,12 @@ pub struct Config {
     /// Guards in the decide stage, beside the registry and Cedar.
     #[serde(default)]
     pub guards: GuardsConfig,
+    /// Agent runs: how long one lives (the trifecta and run budgets count within it).
+    #[serde(default)]
+    pub runs: RunsConfig,
+    /// Rates per caller, calls per run, calls at once per tool.
+    #[serde(default)]
+    pub budgets: BudgetsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
@@ -434,6 +440,58 @@ pub enum WebhookFormat {
 pub struct GuardsConfig {
     /// `[guards.egress]`: sensitive markers in what a call would send out.
     pub egress: EgressConfig,
+    /// `[guards.trifecta]`: private data + untrusted content + a way out, per run.
+    pub trifecta: TrifectaConfig,
+}
+
+/// `[guards.trifecta]`: once a run has taken in private data and untrusted
+/// content, a call to an egress tool follows `on_exfiltration`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrifectaConfig {
+    /// Off: no run's legs are read or kept.
+    pub enabled: bool,
+    /// `approval` (default) or `block`.
+    pub on_exfiltration: toolgate_core::trifecta::OnExfiltration,
+}
+
+impl Default for TrifectaConfig {
+    fn default() -> Self {
+        Self { enabled: true, on_exfiltration: toolgate_core::trifecta::OnExfiltration::Approval }
+    }
+}
+
+/// `[runs]`: an agent run is named by `_meta["io.toolgate/run"]`, else the
+/// stdio session, else the trace id, else it is the caller's one standing run.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunsConfig {
+    /// A run ends this long after its first call (default one hour); a call
+    /// under its id after that begins it anew.
+    pub ttl_ms: u64,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        Self { ttl_ms: 3_600_000 }
+    }
+}
+
+/// `[budgets]`: limits that refuse with `retry` and `retry_after_ms`. Zero
+/// (the default) is no limit.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetsConfig {
+    /// Calls a minute per caller (a `[callers]` name), in this gateway.
+    pub rate_per_minute: u32,
+    /// Calls a caller may send at once before the rate applies (default:
+    /// a tenth of a minute's rate, at least 1).
+    pub rate_burst: Option<u32>,
+    /// Calls per run, counted in the ledger (across restarts and replicas).
+    pub run_calls: u64,
+    /// `[budgets.concurrency]`: at most this many calls at once of a tool,
+    /// by exposed name (per gateway process).
+    pub concurrency: BTreeMap<String, u32>,
 }
 
 /// `[guards.egress]`: arguments bound for an egress tool (registry label
@@ -605,6 +663,20 @@ impl Config {
             regex::Regex::new(&p.regex).map_err(|e| format!("guards.egress.patterns `{}`: not a regular expression: {e}", p.name))?;
             if p.class == toolgate_core::egress::EgressClass::NoMarkersFound || p.name.trim().is_empty() {
                 return Err(format!("guards.egress.patterns `{}`: give a name and a class of internal, confidential or restricted", p.name));
+            }
+        }
+        if self.runs.ttl_ms == 0 {
+            return Err("runs.ttl_ms must be at least 1".into());
+        }
+        if self.budgets.rate_burst == Some(0) {
+            return Err("budgets.rate_burst must be at least 1 (or leave it out)".into());
+        }
+        for (name, limit) in &self.budgets.concurrency {
+            if *limit == 0 {
+                return Err(format!("budgets.concurrency `{name}`: the limit must be at least 1 (leave the tool out for no limit)"));
+            }
+            if self.split_exposed(name).is_none() {
+                return Err(format!("budgets.concurrency `{name}`: not an exposed name (SERVER{}TOOL of a configured server)", self.gateway.separator));
             }
         }
         if self.approvals.poll_ms == 0 {

@@ -53,6 +53,10 @@ pub struct Gateway {
     pub(crate) notifier: crate::notify::Notifier,
     /// The guards of the decide stage (`[guards]`).
     pub guards: crate::stages::decide::Guards,
+    /// Agent runs: their legs of the trifecta and call counts, in the ledger.
+    pub runs: crate::runs::Runs,
+    /// Rates per caller and calls at once per tool, in memory.
+    pub budgets: crate::budgets::Budgets,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -125,7 +129,9 @@ impl Gateway {
         }
         let policy = std::sync::RwLock::new(Arc::new(policy));
         let guards = crate::stages::decide::Guards::new(&config.guards);
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, guards, cancel, draining }))
+        let runs = crate::runs::Runs::new(&config);
+        let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -20,6 +20,8 @@ pub mod pins;
 pub mod catalog;
 pub mod gateway;
 pub mod holds;
+pub mod runs;
+pub mod budgets;
 pub mod notify;
 pub mod keys;
 pub mod log;

@@ -5,7 +5,7 @@
 
 use opentelemetry::KeyValue;
 use serde_json::Value;
-use toolgate_core::{Decision, Proposal, Verdict};
+use toolgate_core::{Decision, Proposal, Reason, Verdict};
 
 use crate::call::{Answer, Context};
 use crate::catalog::ExposedTool;
@@ -70,6 +70,11 @@ impl<'a> Observer<'a> {
             s.record("toolgate.decision.reason", reason.as_str());
             s.record("toolgate.decision.rules", decision.rules.join(",").as_str());
         }
+        match decision.reason {
+            Reason::RateLimited => self.budget("rate"),
+            Reason::RunBudgetExhausted => self.budget("run"),
+            _ => {}
+        }
         if let (Some(reason), true) = (reason, metrics_on()) {
             INSTRUMENTS.decisions.add(
                 1,
@@ -79,6 +84,14 @@ impl<'a> Observer<'a> {
                     KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
                 ],
             );
+        }
+    }
+
+    /// A budget refused the call: `rate`, `run` or `concurrency`.
+    pub(crate) fn budget(&self, kind: &'static str) {
+        self.server.record("toolgate.budget", kind);
+        if metrics_on() {
+            INSTRUMENTS.budget_refusals.add(1, &[KeyValue::new("toolgate.budget", kind)]);
         }
     }
 

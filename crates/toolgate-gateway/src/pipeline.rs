@@ -7,12 +7,18 @@
 //! 2. **resolve** — exposed name → upstream tool, its authority and its pin.
 //! 3. **validate** — the full inputSchema → the canonical `Proposal`.
 //! 4. **decide** — Cedar policy on caller, tool and arguments; else the
-//!    registry's class; then the guards (the egress scan) → `Decision`. A
-//!    preview (`_meta["io.toolgate/preview"]`) ends here with the decision.
+//!    registry's class; then the guards (the egress scan, the run's lethal
+//!    trifecta, the budgets) → `Decision`. What the guards know beyond the
+//!    call (the run's legs and count, the caller's rate) is gathered just
+//!    before, as a value (`situate`). A preview
+//!    (`_meta["io.toolgate/preview"]`) ends here with the decision.
 //! 5. **approve** — a call that needs a named human waits for one, held
 //!    open for a bounded time while it is pending (`hold`) → `Gate`.
-//! 6. **reserve** — a write becomes an operation, once per key → `Held`.
-//! 7. **dispatch** — the upstream, under its deadline.
+//! 6. **reserve** — a slot, for a tool limited in calls at once; then a
+//!    write becomes an operation, once per key → `Held`.
+//! 7. **dispatch** — the upstream, under its deadline; what its answer
+//!    brings into the run (a leg of the trifecta) is noted before the
+//!    caller hears it.
 //! 8. **check** — the result against the outputSchema.
 //! 9. **record** — the receipts not yet committed, and the log line.
 //!
@@ -43,8 +49,11 @@ use crate::observe::Observer;
 use crate::stages::approve::{Approvals, Gated};
 use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::{Claimed, Operations};
+use crate::stages::decide::Situation;
 use crate::stages::hold::Hold;
 use crate::stages::{admit, approve, check, decide, dispatch, hold, preview, reserve, resolve, validate};
+use crate::runs::Runs;
+use toolgate_ledger::RunKey;
 
 /// `_meta` key asking for a preview: the decision, nothing acted on.
 pub const PREVIEW_META: &str = "io.toolgate/preview";
@@ -85,11 +94,14 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)));
     f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
     obs.validated(&proposal);
-    // 4. decide, on the state of the approval the call presents (if any)
+    // 4. decide, on the state of the approval the call presents (if any),
+    // what its run has taken in, and the budgets it would spend
     let approvals = approvals(gw, policy);
     let span = obs.stage("decide");
     let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
-    let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state));
+    let run = Runs::key(cx, call);
+    let situation = step!(situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
+    let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state, &situation));
     obs.decided(&tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
     if call.preview {
@@ -101,16 +113,20 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let gate = match step!(approve::approve(&approvals, cx, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
         Gated::Run(gate) => gate,
         // ... and is held, visibly and for a bounded time, for the decision
-        Gated::Wait(pending) => step!(held(gw, policy, &approvals, &obs, cx, call, &tool, &proposal, pending, f).await),
+        Gated::Wait(pending) => step!(held(gw, policy, &approvals, &obs, cx, call, (&tool, &proposal, &situation), pending, f).await),
         Gated::Open(new) => {
             let pending = step!(open(rec, &approvals, &tool, &proposal, new, f).instrument(span).await);
             gw.notifier.opened(&pending, &tool.exposed_name);
-            step!(held(gw, policy, &approvals, &obs, cx, call, &tool, &proposal, pending, f).await)
+            step!(held(gw, policy, &approvals, &obs, cx, call, (&tool, &proposal, &situation), pending, f).await)
         }
     };
     f.approval_id = gate.approval_id().map(str::to_string);
     gate.approval_id().inspect(|id| obs.approval(id));
-    // 6. reserve: a write runs once per operation key; a reused key gets
+    // 6. reserve: a tool limited in calls at once takes a slot until its
+    // dispatch ends, or the call is refused to retry (before anything is
+    // reserved or used up) ...
+    let _slot = step!(gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
+    // ... and a write runs once per operation key; a reused key gets
     // the recorded outcome, a conflict, or "in progress" / "unknown"
     let operations = operations(gw, &tool.server);
     let span = obs.stage("reserve");
@@ -148,6 +164,9 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
         // A reconciler's finding is not the tool's result: not checked against its outputSchema.
         Held::Replay { op, raw, checked: false } => return Answer::Result(reserve::annotated(&raw, &op, true)),
     };
+    // What the answer brings into the run (a leg of the trifecta) is noted
+    // before the caller, and so the agent, sees it.
+    step!(gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
     // 8. check: the result against outputSchema; an approved call's own
     // input round stays bound to its approval
     let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256));
@@ -156,6 +175,15 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
     obs.answered(&answer);
     answer
+}
+
+/// decide's inputs beyond the call itself: what its run has taken in (for
+/// a call to an egress tool), whether the run has calls left, and the
+/// caller's rate. A preview spends nothing.
+async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, run: RunKey) -> Result<Situation, Stop> {
+    let view = gw.runs.view(gw.ledger.as_ref(), cx.began_ms, run, decide::egress_tool(tool), call.preview).await?;
+    let over = view.over.or_else(|| if call.preview { None } else { gw.budgets.spend(&cx.caller) });
+    Ok(Situation { run: view.run, legs: view.legs, over })
 }
 
 /// approve, when the call must wait: opens the approval, with the receipt
@@ -184,8 +212,7 @@ async fn held(
     obs: &Observer<'_>,
     cx: &Context,
     call: &Call,
-    tool: &ExposedTool,
-    proposal: &Proposal,
+    (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation),
     pending: Approval,
     f: &mut Findings,
 ) -> Result<Gate, Stop> {
@@ -202,7 +229,7 @@ async fn held(
     }
     f.receipts = 0;
     let standing = approve::presenting(&approval);
-    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, standing.state));
+    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, standing.state, situation));
     obs.decided(tool, &decision, policy.version());
     f.decided(standing.state, &decision, policy.version());
     match approve::approve(a, cx, call, tool, proposal, &decision, standing).instrument(obs.stage("approve")).await? {

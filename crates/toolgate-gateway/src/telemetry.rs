@@ -200,6 +200,7 @@ pub(crate) struct Instruments {
     pub(crate) server_duration: Histogram<f64>,
     pub(crate) client_duration: Histogram<f64>,
     pub(crate) decisions: Counter<u64>,
+    pub(crate) budget_refusals: Counter<u64>,
 }
 
 /// Bucket boundaries of the MCP operation-duration histograms (seconds).
@@ -221,6 +222,7 @@ pub(crate) static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
             .with_boundaries(DURATION_BUCKETS.to_vec())
             .build(),
         decisions: meter.u64_counter("toolgate.decisions").with_description("Decisions on tools/call, by verdict, guardrail decision and class").build(),
+        budget_refusals: meter.u64_counter("toolgate.budget.refusals").with_description("Calls refused by a budget: a caller's rate, a run's calls, a tool's calls at once").build(),
     }
 });
 

@@ -227,8 +227,8 @@ pub trait Ledger: Send + Sync {
     /// Records that `call` brought its leg into the run `key` (beginning the
     /// run if it has not begun, as `run` with `count` would, but counting no
     /// call). Beyond `MAX_LEGS` calls of one leg, nothing more is kept.
-    /// Expired runs and their legs are swept.
-    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()>;
+    /// Expired runs and their legs are swept. Returns when the run ends.
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64>;
 
     // Approvals (see toolgate_core::approval).
     /// Records a new pending approval, expiring `ttl_ms` after `now_ms`, and

@@ -694,7 +694,7 @@ async fn a_run_counts_its_calls_keeps_its_legs_and_expires(s: Store) {
     assert_eq!(l.run(&r, true, 1_000, 100).await.unwrap().calls, 1);
     let second = l.run(&r, true, 1_010, 100).await.unwrap();
     assert_eq!((second.calls, second.started_ms, second.expires_ms), (2, 1_000, 1_100));
-    l.add_run_leg(&r, leg_call(Leg::PrivateData, "tickets__get_ticket", 1_020), 100).await.unwrap();
+    assert_eq!(l.add_run_leg(&r, leg_call(Leg::PrivateData, "tickets__get_ticket", 1_020), 100).await.unwrap(), 1_100, "the run's end");
     l.add_run_leg(&r, leg_call(Leg::UntrustedContent, "manuals__search_manual", 1_030), 100).await.unwrap();
     // At most MAX_LEGS of one leg are kept.
     for i in 0..12 {

@@ -255,7 +255,7 @@ async fn main() {
             let decision = if with_policy {
                 toolgate_core::decision::decide(&tool.view, &demo.evaluate(&caller, &facts, &proposal.arguments, "none"))
             } else {
-                decide::decide(&gw.policy(), &gw.guards, &caller, &tool, &proposal, None)
+                decide::decide(&gw.policy(), &gw.guards, &caller, &tool, &proposal, None, &decide::Situation::default())
             };
             std::hint::black_box((proposal, decision));
             lat.push(t.elapsed());

@@ -73,6 +73,9 @@ enum Command {
         /// The caller: a [callers] entry.
         #[arg(long = "as", value_name = "NAME")]
         as_caller: String,
+        /// The agent run the call would be part of (its trifecta legs and budget).
+        #[arg(long, value_name = "RUN")]
+        run: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -206,7 +209,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
-            Command::Preview { config, tool, arguments, as_caller, json } => preview::run(&config, &tool, &arguments, &as_caller, json).await,
+            Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),

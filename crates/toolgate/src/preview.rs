@@ -14,7 +14,7 @@ use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pipeline::{self, Answer, Call, CallRequest};
 use toolgate_gateway::wire::Era;
 
-pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &str, json_out: bool) -> anyhow::Result<()> {
+pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &str, in_run: Option<&str>, json_out: bool) -> anyhow::Result<()> {
     let config = crate::serve::load_config(config_path, None)?;
     let Some(c) = config.callers.get(as_caller) else {
         bail!("`{as_caller}` is not a [callers] entry of {}", config_path.display());
@@ -38,6 +38,8 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         client_capabilities: None,
         preview: true,
         deadline_ms: None,
+        run: in_run.map(|r| Value::String(r.to_string())),
+        session: None,
     };
     let answer = pipeline::call_tool(&gw, CallRequest { caller: Arc::new(caller), trace: Default::default(), request_id: None, era: Era::Modern, call }).await;
     gw.stop();

@@ -133,7 +133,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let address = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
-        Ok(Peer { transport: "tcp", address })
+        // Streamable HTTP here is stateless: no session is issued.
+        Ok(Peer { transport: "tcp", address, session: None })
     }
 }
 

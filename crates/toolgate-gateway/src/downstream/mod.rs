@@ -103,6 +103,9 @@ pub(crate) struct Peer {
     /// `network.transport`: `tcp` (Streamable HTTP) or `pipe` (stdio).
     pub(crate) transport: &'static str,
     pub(crate) address: Option<String>,
+    /// The MCP session the request belongs to, where the transport has one
+    /// (stdio: the connection): a call's run when it names none.
+    pub(crate) session: Option<Arc<str>>,
 }
 
 /// The SERVER span of one request, a child of the trace it carries. Field
@@ -118,7 +121,7 @@ fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span 
         gen_ai.tool.type = Empty, gen_ai.provider.name = Empty, gen_ai.system = Empty, error.type = Empty,
         guardrail.name = Empty, guardrail.decision = Empty, toolgate.proposal_sha256 = Empty,
         toolgate.authority.registry_class = Empty, toolgate.authority.implied_class = Empty, toolgate.policy_version = Empty,
-        toolgate.decision.reason = Empty, toolgate.decision.rules = Empty, toolgate.approval.id = Empty, toolgate.operation.id = Empty,
+        toolgate.decision.reason = Empty, toolgate.decision.rules = Empty, toolgate.budget = Empty, toolgate.approval.id = Empty, toolgate.operation.id = Empty,
         gen_ai.tool.call.arguments = Empty, gen_ai.tool.call.result = Empty);
     if !span.is_disabled() {
         telemetry::adopt_parent(&span, &telemetry::trace_context(&msg.params));
@@ -139,7 +142,7 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
         let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
         (msg.method.clone(), tool)
     });
-    let (reply, error_type) = respond(gw, msg, era, caller, notify, id).instrument(span.clone()).await;
+    let (reply, error_type) = respond(gw, msg, era, caller, notify, id, peer.session.clone()).instrument(span.clone()).await;
     if let Some(e) = &error_type {
         span.record("error.type", e.as_str());
         span.record("otel.status_code", "ERROR");
@@ -155,7 +158,7 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
 
 /// The answer, and its `error.type` if it failed: the JSON-RPC code, or
 /// `tool_error` for an `isError` result (refusals included).
-async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id) -> (Reply, Option<String>) {
+async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, session: Option<Arc<str>>) -> (Reply, Option<String>) {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
@@ -184,7 +187,7 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
         "prompts/list" => Ok(empty_list("prompts", gw, era)),
         "resources/list" => Ok(empty_list("resources", gw, era)),
         "resources/templates/list" => Ok(empty_list("resourceTemplates", gw, era)),
-        "tools/call" => call_tool(gw, &msg, era, caller, notify).await,
+        "tools/call" => call_tool(gw, &msg, era, caller, notify, session).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
             let body = wire::error_response(Some(&id), &e);
@@ -277,7 +280,7 @@ fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcEr
     Ok(out)
 }
 
-async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>) -> Result<RawObject, RpcError> {
+async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>) -> Result<RawObject, RpcError> {
     let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
     };
@@ -301,7 +304,8 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
     let preview = msg.params.get("_meta").and_then(|m| m.get(crate::pipeline::PREVIEW_META)).and_then(Value::as_bool) == Some(true);
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
-    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms };
+    let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
+    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

@@ -42,6 +42,8 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             }
         })
     };
+    // The connection is the session: a call naming no run is in its run.
+    let session: Arc<str> = format!("stdio-{}", crate::seal::random_token()).into();
     let mut lines = BoundedLines::new(tokio::io::stdin(), gw.limits.max_bytes);
     // Set by an `initialize`: this connection speaks the legacy era.
     let mut legacy = false;
@@ -90,9 +92,10 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
                 continue;
             }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
-        let (gw, out, caller) = (gw.clone(), out_tx.clone(), caller.clone());
+        let (gw, out, caller, session) = (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
         tokio::spawn(async move {
-            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, &super::Peer { transport: "pipe", address: None }, Some(out.clone())).await {
+            let peer = super::Peer { transport: "pipe", address: None, session: Some(session) };
+            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, &peer, Some(out.clone())).await {
                 let _ = out.send(body);
             }
         });

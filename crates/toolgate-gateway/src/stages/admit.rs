@@ -19,10 +19,11 @@ pub(crate) fn context(request: CallRequest, clock: &dyn Clock) -> (Context, Call
     (Context { caller, era, trace, request_id, began_ms: clock.now_ms(), started: Instant::now() }, call)
 }
 
-/// The call's own limits: its size, its deadline if it sets one, and no
+/// The call's own limits: its size, its deadline and run if it names them, and no
 /// tenant in its arguments.
 pub(crate) fn admit(settings: &GatewaySettings, call: &Call) -> Result<(), Stop> {
     call.deadline().map_err(Stop::Refused)?;
+    call.named_run().map_err(Stop::Refused)?;
     let size = serialized_len(&call.arguments);
     if size > settings.max_argument_bytes {
         return Err(Stop::Refused(Refusal::new(

@@ -1,11 +1,16 @@
 //! decide: the Cedar policy's word on this caller, tool and arguments; where
 //! no policy applies, the tool's effective authority class (the registry's,
-//! or a trusted server's annotations); then the guards' word on what the
-//! call would send (the egress scan). Budgets join here later.
+//! or a trusted server's annotations); then the guards' word: on what the
+//! call would send (the egress scan), on its run (the lethal trifecta), and
+//! on its budgets. What the guards know beyond the arguments — the run's
+//! legs, a budget it is over — arrives as a value (`Situation`), gathered
+//! just before; deciding reads nothing and writes nothing.
 
 use toolgate_core::approval::ApprovalState;
+use toolgate_core::budget::{self, Over};
 use toolgate_core::egress::{self, CustomPattern, OnConfidential};
 use toolgate_core::policy::{Outcome, PolicyEngine, ToolFacts};
+use toolgate_core::trifecta::{self, LegCall, OnExfiltration};
 use toolgate_core::{Caller, Decision, Proposal};
 
 use crate::catalog::ExposedTool;
@@ -14,12 +19,25 @@ use crate::config::GuardsConfig;
 /// The guards as configured, compiled once at start.
 pub struct Guards {
     egress: Option<(OnConfidential, Vec<CustomPattern>)>,
+    trifecta: Option<OnExfiltration>,
+}
+
+/// What the guards know of a call beyond its arguments.
+#[derive(Debug, Default)]
+pub struct Situation {
+    /// The agent run the call is part of.
+    pub run: String,
+    /// The calls that brought each leg of the trifecta into the run (read
+    /// for calls to egress tools only).
+    pub legs: Vec<LegCall>,
+    /// A budget the call is over: the caller's rate, or the run's calls.
+    pub over: Option<Over>,
 }
 
 impl Guards {
     /// No guard at all.
     pub fn none() -> Self {
-        Self { egress: None }
+        Self { egress: None, trifecta: None }
     }
 
     /// From `[guards]` (validated with the config: every pattern compiles).
@@ -34,7 +52,8 @@ impl Guards {
             // Compiled now, not on the first call that needs them.
             egress::warm();
         }
-        Self { egress: e.enabled.then_some((e.confidential, patterns)) }
+        let t = &config.trifecta;
+        Self { egress: e.enabled.then_some((e.confidential, patterns)), trifecta: t.enabled.then_some(t.on_exfiltration) }
     }
 
     /// The egress guard's word on a call sending `arguments` out, joined to
@@ -55,7 +74,15 @@ pub fn egress_tool(tool: &ExposedTool) -> bool {
 
 /// `approval` is the state of the approval the call presents, if it
 /// presents one of exactly this call (policy sees `none` otherwise).
-pub fn decide(policy: &PolicyEngine, guards: &Guards, caller: &Caller, tool: &ExposedTool, proposal: &Proposal, approval: Option<ApprovalState>) -> Decision {
+pub fn decide(
+    policy: &PolicyEngine,
+    guards: &Guards,
+    caller: &Caller,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    approval: Option<ApprovalState>,
+    situation: &Situation,
+) -> Decision {
     let facts = ToolFacts {
         exposed_name: &tool.exposed_name,
         server: &tool.server,
@@ -68,8 +95,14 @@ pub fn decide(policy: &PolicyEngine, guards: &Guards, caller: &Caller, tool: &Ex
         // Fail closed, and tell the operator which rule to fix.
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");
     }
-    let decision = toolgate_core::decision::decide(&tool.view, &outcome);
-    if egress_tool(tool) { guards.egress(decision, &proposal.arguments) } else { decision }
+    let mut decision = toolgate_core::decision::decide(&tool.view, &outcome);
+    if egress_tool(tool) {
+        decision = guards.egress(decision, &proposal.arguments);
+        if let Some(on) = guards.trifecta {
+            decision = trifecta::guard(decision, &situation.run, &situation.legs, on);
+        }
+    }
+    budget::guard(decision, situation.over.as_ref())
 }
 
 #[cfg(test)]
@@ -121,7 +154,7 @@ mod tests {
 
     fn decided(policy: &PolicyEngine, tool: &ExposedTool, arguments: Value, approval: Option<ApprovalState>) -> Decision {
         let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments);
-        decide(policy, &Guards::none(), &agent(), tool, &proposal, approval)
+        decide(policy, &Guards::none(), &agent(), tool, &proposal, approval, &Situation::default())
     }
 
     #[test]
@@ -156,7 +189,7 @@ mod tests {
     #[test]
     fn a_forbid_with_approval_requires_one_and_says_why() {
         let (tool, proposal) = order(json!(9));
-        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None);
+        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None, &Situation::default());
         assert_eq!((d.verdict, d.reason), (Verdict::RequireApproval, Reason::PolicyRequiresApproval));
         assert_eq!((d.rules.as_slice(), d.why.as_str()), (["order_above_five_units".to_string()].as_slice(), "an order above five units needs a named approver"));
     }
@@ -164,7 +197,7 @@ mod tests {
     #[test]
     fn policy_sees_the_state_of_the_approval_the_call_presents() {
         let (tool, proposal) = order(json!(9));
-        let by_state = |state| decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, state);
+        let by_state = |state| decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, state, &Situation::default());
         let approved = by_state(Some(ApprovalState::Approved));
         assert_eq!((approved.verdict, approved.reason, approved.rules.as_slice()), (Verdict::Allow, Reason::PolicyPermits, ["approved_orders".to_string()].as_slice()));
         // Anything but approved is what it is, not approved.
@@ -183,14 +216,14 @@ mod tests {
         // The rule is for agents: an auditor's call falls back to the class.
         let auditor = Caller { roles: vec!["auditor".into()], ..(*agent()).clone() };
         let proposal = Proposal::new("tickets", "export_service_records", json!({}));
-        assert_eq!(decide(&policy(), &Guards::none(), &auditor, &export, &proposal, None).verdict, Verdict::Allow);
+        assert_eq!(decide(&policy(), &Guards::none(), &auditor, &export, &proposal, None, &Situation::default()).verdict, Verdict::Allow);
     }
 
     #[test]
     fn a_policy_that_fails_to_evaluate_denies() {
         // `quantity` must be a Long; a string where the policy compares fails it, closed.
         let (tool, proposal) = order(json!("nine"));
-        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None);
+        let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None, &Situation::default());
         assert_eq!((d.verdict, d.reason), (Verdict::Deny, Reason::PolicyError));
     }
 }

@@ -183,7 +183,7 @@ impl Ledger for PostgresLedger {
     async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
         runs::run(&self.pool, key, count, now_ms, ttl_ms).await
     }
-    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()> {
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
         runs::add_leg(&self.pool, key, &call, ttl_ms).await
     }
 }

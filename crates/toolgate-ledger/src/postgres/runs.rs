@@ -57,17 +57,17 @@ pub async fn run(db: &impl Db, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64
     Ok(RunState { calls: calls as u64, started_ms, expires_ms, legs: legs(db, k, started_ms).await? })
 }
 
-pub async fn add_leg(db: &impl Db, k: &RunKey, call: &LegCall, ttl_ms: i64) -> Result<()> {
+pub async fn add_leg(db: &impl Db, k: &RunKey, call: &LegCall, ttl_ms: i64) -> Result<i64> {
     let now_ms = call.at_ms;
     // Expired runs, and legs too old to belong to any run still alive.
     db.execute("DELETE FROM run_legs WHERE at_ms < $1", &[&(now_ms - ttl_ms)]).await?;
     db.execute("DELETE FROM runs WHERE expires_ms <= $1", &[&now_ms]).await?;
-    let (_, started_ms, _) = begin(db, k, 0, now_ms, ttl_ms).await?;
+    let (_, started_ms, expires_ms) = begin(db, k, 0, now_ms, ttl_ms).await?;
     db.execute(
         "INSERT INTO run_legs (tenant, subject, run, leg, tool, proposal_sha256, at_ms) SELECT $1, $2, $3, $4, $5, $6, $7 \
          WHERE (SELECT count(*) FROM run_legs WHERE tenant = $1 AND subject = $2 AND run = $3 AND leg = $4 AND at_ms >= $8) < $9",
         &[&k.tenant, &k.subject, &k.run, &call.leg.as_str(), &call.tool, &call.proposal_sha256, &now_ms, &started_ms, &MAX_LEGS],
     )
     .await?;
-    Ok(())
+    Ok(expires_ms)
 }

@@ -455,7 +455,7 @@ impl Ledger for SqliteLedger {
         // crash of the process but need not wait for an fsync of its own.
         self.queue(move |c| runs::run(c, &key, count, now_ms, ttl_ms), false, false, true).await
     }
-    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<()> {
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
         let key = key.clone();
         self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
     }

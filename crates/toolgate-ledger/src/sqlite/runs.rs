@@ -60,16 +60,16 @@ pub fn run(conn: &Connection, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64)
     Ok(RunState { calls: calls as u64, started_ms, expires_ms, legs: legs(conn, k, started_ms)? })
 }
 
-pub fn add_leg(conn: &Connection, k: &RunKey, call: &LegCall, ttl_ms: i64) -> Result<()> {
+pub fn add_leg(conn: &Connection, k: &RunKey, call: &LegCall, ttl_ms: i64) -> Result<i64> {
     let now_ms = call.at_ms;
     sweep(conn, now_ms, ttl_ms)?;
-    let (_, started_ms, _) = begin(conn, k, 0, now_ms, ttl_ms)?;
+    let (_, started_ms, expires_ms) = begin(conn, k, 0, now_ms, ttl_ms)?;
     conn.execute(
         "INSERT INTO run_legs (tenant, subject, run, leg, tool, proposal_sha256, at_ms) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
          WHERE (SELECT count(*) FROM run_legs WHERE tenant = ?1 AND subject = ?2 AND run = ?3 AND leg = ?4 AND at_ms >= ?8) < ?9",
         params![k.tenant, k.subject, k.run, call.leg.as_str(), call.tool, call.proposal_sha256, now_ms, started_ms, MAX_LEGS],
     )?;
-    Ok(())
+    Ok(expires_ms)
 }
 
 /// Expired runs, and legs too old to belong to any run still alive (a live

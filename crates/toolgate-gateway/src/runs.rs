@@ -1,0 +1,119 @@
+//! Agent runs: which run a call is part of, what decide learns of it (the
+//! calls that brought each leg of the trifecta in, and whether the run has
+//! used its call budget), and the legs a call's answer brings in.
+//!
+//! A run is the caller's own (tenant and subject), named by
+//! `_meta["io.toolgate/run"]`, else the MCP session (stdio: the
+//! connection), else the trace id the call carries, else it is the
+//! caller's one standing run — the strictest reading: every call of that
+//! caller counts toward it. Its state lives in the ledger, so it survives a
+//! restart and replicas on PostgreSQL share it; it ends `[runs] ttl_ms`
+//! after its first call.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use toolgate_core::budget::Over;
+use toolgate_core::trifecta::{self, Leg, LegCall};
+use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
+use toolgate_ledger::{Ledger, RunKey};
+
+use crate::call::{Call, Context, Stop};
+use crate::catalog::ExposedTool;
+use crate::config::Config;
+
+/// `_meta` key naming the agent run a call is part of.
+pub const RUN_META: &str = "io.toolgate/run";
+
+/// What this gateway keeps of runs between calls: the config, and which
+/// legs it has already written for which run (until the run ends), so a
+/// run reading untrusted content all day writes each leg once.
+pub struct Runs {
+    ttl_ms: i64,
+    trifecta: bool,
+    run_calls: u64,
+    written: Mutex<HashMap<(RunKey, Leg), i64>>,
+}
+
+/// What decide learns of the call's run.
+#[derive(Debug, Default)]
+pub struct RunView {
+    /// The run's id.
+    pub run: String,
+    /// The calls that brought each leg in (read for egress tools only).
+    pub legs: Vec<LegCall>,
+    /// Over the run's call budget, and until when.
+    pub over: Option<Over>,
+}
+
+impl Runs {
+    /// From `[runs]`, `[guards.trifecta]` and `[budgets]`.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            ttl_ms: config.runs.ttl_ms.min(i64::MAX as u64) as i64,
+            trifecta: config.guards.trifecta.enabled,
+            run_calls: config.budgets.run_calls,
+            written: Mutex::default(),
+        }
+    }
+
+    /// The run `call` is part of: the one it names (admit checked it), its
+    /// session's, its trace's, or its caller's standing run.
+    pub fn key(cx: &Context, call: &Call) -> RunKey {
+        let trace = || cx.trace.get("traceparent").and_then(|t| t.split('-').nth(1)).filter(|id| id.len() == 32).map(|id| format!("trace-{id}"));
+        let run = match call.named_run() {
+            Ok(Some(named)) => named.to_string(),
+            _ => call.session.as_deref().map(str::to_string).or_else(trace).unwrap_or_else(|| "standing".to_string()),
+        };
+        RunKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), run }
+    }
+
+    /// What decide needs of the run, before it decides: the legs, for a
+    /// call to an egress tool while the trifecta guard is on; and, with a
+    /// run budget, the call counted (a preview counts nothing). Nothing is
+    /// read when neither applies. A ledger that cannot answer refuses the
+    /// call: the guards cannot judge what they cannot see.
+    pub async fn view(&self, ledger: &dyn Ledger, now_ms: i64, key: RunKey, egress: bool, preview: bool) -> Result<RunView, Stop> {
+        let count = self.run_calls > 0 && !preview;
+        let legs = self.trifecta && egress;
+        if !count && !legs {
+            return Ok(RunView { run: key.run, ..RunView::default() });
+        }
+        let state = ledger.run(&key, count, now_ms, self.ttl_ms).await.map_err(|e| unavailable(&e, "so the run's guards cannot judge this call; nothing was run"))?;
+        let over = (count && state.calls > self.run_calls).then(|| Over::Run { run: key.run.clone(), limit: self.run_calls, retry_after_ms: state.expires_ms - now_ms });
+        Ok(RunView { run: key.run, legs: if legs { state.legs } else { Vec::new() }, over })
+    }
+
+    /// A call's answer came back: the legs its tool brings in join the run
+    /// (`trifecta::legs_of`), before the caller hears the answer — if they
+    /// cannot be written, the answer is withheld, or the run's next call
+    /// out could pass unseen.
+    pub async fn took_in(&self, ledger: &dyn Ledger, now_ms: i64, key: &RunKey, tool: &ExposedTool, proposal: &Proposal) -> Result<(), Stop> {
+        if !self.trifecta {
+            return Ok(());
+        }
+        for leg in trifecta::legs_of(&tool.labels, tool.view.server_trusted) {
+            let slot = (key.clone(), leg);
+            if self.written.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).is_some_and(|until| *until > now_ms) {
+                continue;
+            }
+            let call = LegCall { leg, tool: tool.exposed_name.clone(), proposal_sha256: proposal.sha256.clone(), at_ms: now_ms };
+            let until = ledger
+                .add_run_leg(key, call, self.ttl_ms)
+                .await
+                .map_err(|e| unavailable(&e, "so what this call brought into the run cannot be noted and its answer is withheld"))?;
+            let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+            // Ended runs leave; the map holds at most the runs alive.
+            if written.len() > 10_000 {
+                written.retain(|_, until| *until > now_ms);
+            }
+            written.insert(slot, until);
+        }
+        Ok(())
+    }
+}
+
+fn unavailable(e: &toolgate_ledger::LedgerError, so: &str) -> Stop {
+    tracing::error!(target: "toolgate::runs", error = %e, "the ledger could not read or write a run");
+    Stop::Refused(Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, format!("the ledger is unavailable, {so}; retry later")))
+}
