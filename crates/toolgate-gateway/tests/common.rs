@@ -138,7 +138,8 @@ pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support
     }
     // Calls are not held for their approval unless a test says so (`HOLD`).
     let hold = if more.contains("[approvals]") { "" } else { "[approvals]\nhold_ms = 0\n" };
-    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{REGISTRY}{CALLERS}{hold}{more}");
+    let registry = registry_without(more);
+    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{registry}{CALLERS}{hold}{more}");
     write_tokens(dir.path());
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, &text).unwrap();
@@ -148,6 +149,24 @@ pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support
     assert!(down.is_empty(), "{down:?}");
     let (url, cancel) = serve_gateway(gateway.clone()).await;
     Harness { url, gateway, atlas_urls, atlas_cancel, dir, cancel }
+}
+
+/// The seed's registry without the entries `more` gives again (a test's
+/// own word on a tool replaces the seed's).
+pub fn registry_without(more: &str) -> String {
+    let mut out = String::new();
+    let mut keep = true;
+    for line in REGISTRY.lines() {
+        if let Some(rest) = line.strip_prefix("[registry.\"") {
+            let name = rest.split('"').next().unwrap_or("");
+            keep = !more.contains(&format!("[registry.\"{name}\"]"));
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// A gateway in front of one rmcp upstream, until dropped.

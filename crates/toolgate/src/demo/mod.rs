@@ -6,7 +6,8 @@
 //! policy into a fresh state dir, starts the gateway, and drives the cases:
 //! seed 000's calls directly (ungoverned) and through toolgate, seed 002's
 //! eight notice cases, seed 000's approval flow for raise_parts_order, seed
-//! 001's support desk, and the guards in the path.
+//! 001's support desk, and the guards in the path: the egress scan, the
+//! lethal trifecta of one agent run (with a preview), and a caller's rate.
 //! Exits 0 only if every case behaved as expected. `--serve` keeps
 //! everything running and prints the endpoint and both tokens.
 
@@ -14,6 +15,7 @@ mod approver;
 mod client;
 mod flow;
 mod guards;
+mod runs;
 mod seed002;
 mod support;
 
@@ -53,6 +55,8 @@ fn labels(tool: &str) -> &'static str {
         // Both reach outside (an external recipient, a supplier): the egress guard scans them.
         "tickets__export_service_records" => "[\"bulk_export\", \"private_data\", \"egress\"]",
         "parts__raise_parts_order" => "[\"egress\"]",
+        // An update is mailed to the customer's site contacts.
+        "tickets__post_ticket_update" => "[\"egress\"]",
         "tickets__get_ticket" | "tickets__search_tickets" => "[\"private_data\"]",
         _ => "[]",
     }
@@ -61,6 +65,10 @@ fn labels(tool: &str) -> &'static str {
 pub const POLICY: &str = include_str!("../../demo/policy.cedar");
 pub const SCHEMA: &str = include_str!("../../demo/policy.cedarschema");
 pub const POLICY_CASES: &str = include_str!("../../demo/policy-cases.toml");
+
+/// The agent's rate in the demo (section 8 goes over it).
+const RATE_PER_MINUTE: u32 = 600;
+const RATE_BURST: u32 = 30;
 
 /// A separate `toolgate atlas manuals --http` process, so a case can kill it.
 struct ManualsProcess {
@@ -93,6 +101,17 @@ fn spawn_manuals(exe: &Path, state: &Path, addr: &str) -> anyhow::Result<Manuals
     };
     std::thread::spawn(move || for _ in lines {});
     Ok(ManualsProcess { child, url })
+}
+
+/// Waits (up to 15 s) until the gateway reaches the restarted manuals
+/// server again.
+async fn back_up(via: &client::Client) {
+    for _ in 0..50 {
+        if !call(via, "manuals__search_manual", &json!({"query": "valve"})).await.refused("retry") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// The demo's tokens, written owner-only beside the config.
@@ -129,6 +148,8 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
          # A call waiting for an approver is held this long for the decision (the default is 30 s;\n\
          # the demo's script decides its approvals from another process, so it holds briefly).\n\
          [approvals]\nhold_ms = 1500\npoll_ms = 100\n\n\
+         # Each caller's rate (section 8 goes over it).\n\
+         [budgets]\nrate_per_minute = {rate}\nrate_burst = {burst}\n\n\
          [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
          [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
@@ -142,6 +163,8 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
         exe = q(exe),
         atlas = q(&atlas),
         approver = approver::APPROVER,
+        rate = RATE_PER_MINUTE,
+        burst = RATE_BURST,
     );
     for (name, _, registry) in SEED_TABLE {
         text.push_str(&format!("\n[registry.\"{name}\"]\nclass = \"{}\"\nlabels = {}\n", registry.as_str(), labels(name)));
@@ -268,11 +291,14 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let desk = support::Desk { gateway: &gateway, via: &via, sandbox: &atlas_state, approver: &approver, policy: &dir.join("policy.cedar") };
     ok &= support::run(&desk).await?;
     ok &= guards::run(&via, &atlas_state).await?;
+    // Bring manuals back where the gateway expects it; its supervisor reconnects.
+    let addr = manuals.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    manuals = spawn_manuals(exe, &atlas_state, &addr)?;
+    back_up(&via).await;
+    ok &= runs::trifecta(&via, &approver, &atlas_state).await?;
+    ok &= runs::rate(&via).await?;
 
     if keep_serving {
-        // Bring manuals back where the gateway expects it; its supervisor reconnects.
-        let addr = manuals.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
-        manuals = spawn_manuals(exe, &atlas_state, &addr)?;
         println!("\nendpoint: {endpoint}");
         println!("config: {}", config_path.display());
         println!("agent-token: {}", tokens.agent);

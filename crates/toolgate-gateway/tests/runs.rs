@@ -1,0 +1,261 @@
+//! Level 2–4: the lethal trifecta per agent run, and budgets, through the
+//! running gateway with the Atlas servers behind it (all untrusted here, so
+//! what they return counts as untrusted content unless the registry says
+//! `trusted_content`). A run that took in private data (a ticket) and
+//! untrusted content (a manual passage) and then calls an egress tool
+//! (`send_notice`) waits for a named approver who sees the run's history —
+//! across a gateway restart (SQLite) and across two replicas (PostgreSQL).
+//! Budgets refuse with `retry` and `retry_after_ms`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use toolgate_gateway::config::Config;
+use toolgate_gateway::gateway::{Gateway, Mode};
+
+const NOTICE: &str = "notices__send_notice";
+const TICKET: &str = "tickets__get_ticket";
+const MANUAL: &str = "manuals__search_manual";
+
+/// A ticket is private and vouched for; a notice sends mail out.
+const RUNS: &str = "[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\nread_only = true\nlabels = [\"private_data\", \"trusted_content\"]\n\
+    [registry.\"notices__send_notice\"]\nclass = \"automatic\"\nlabels = [\"egress\", \"trusted_content\"]\n";
+
+/// `tools/call` of `name` in run `run` (none: the caller's standing run).
+async fn in_run(url: &str, run: Option<&str>, name: &str, arguments: Value) -> Value {
+    let meta = run.map_or(json!({}), |r| json!({"io.toolgate/run": r}));
+    let (status, body) = post(url, "tools/call", json!({"name": name, "arguments": arguments, "_meta": meta})).await;
+    assert_eq!(status, 200, "{body}");
+    body["result"].clone()
+}
+
+async fn ticket(url: &str, run: Option<&str>) -> Value {
+    in_run(url, run, TICKET, json!({"ticket_id": "SR-20031"})).await
+}
+
+async fn manual(url: &str, run: Option<&str>) -> Value {
+    in_run(url, run, MANUAL, json!({"query": "torque"})).await
+}
+
+async fn notice(url: &str, run: Option<&str>) -> Value {
+    in_run(url, run, NOTICE, json!({"to": "team@example.test", "body": "Compressor fixed."})).await
+}
+
+fn ran(result: &Value) -> bool {
+    result["isError"] != true
+}
+
+fn reason(result: &Value) -> &str {
+    result["structuredContent"]["reason"].as_str().unwrap_or("")
+}
+
+fn sent(dir: &std::path::Path) -> usize {
+    lines(&dir.join("atlas/notices.jsonl"))
+}
+
+#[tokio::test]
+async fn a_run_that_took_in_private_data_and_untrusted_content_waits_for_a_person_to_send_out() {
+    let h = start_with("", RUNS, &[]).await;
+    let url = &h.url;
+    // One leg is harmless: private data alone, then out.
+    assert!(ran(&ticket(url, Some("r1")).await));
+    assert!(ran(&notice(url, Some("r1")).await), "one leg does not hold a notice");
+    assert_eq!(sent(h.dir.path()), 1);
+    // The second leg: a manual passage from an untrusted server.
+    assert!(ran(&manual(url, Some("r1")).await));
+    let held = notice(url, Some("r1")).await;
+    assert_eq!((reason(&held), held["structuredContent"]["action"].as_str()), ("approval_pending", Some("escalate")), "{held}");
+    assert_eq!(sent(h.dir.path()), 1, "nothing left while it waits");
+    // The approver sees the run's history: which calls brought each leg in.
+    let id = held["structuredContent"]["approval_id"].as_str().unwrap().to_string();
+    let (_, approval) = admin(url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
+    let rules: Vec<String> = approval["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+    assert!(rules.iter().any(|r| r.starts_with("trifecta.private_data@tickets__get_ticket#")), "{approval}");
+    assert!(rules.iter().any(|r| r.starts_with("trifecta.untrusted_content@manuals__search_manual#")), "{approval}");
+    let why = approval["reason"].as_str().unwrap();
+    assert!(why.contains("run `r1`") && why.contains("tickets__get_ticket") && why.contains("manuals__search_manual") && why.contains("lethal trifecta"), "{why}");
+    // Another run holds only what it took in itself.
+    assert!(ran(&manual(url, Some("r2")).await));
+    assert!(ran(&notice(url, Some("r2")).await), "run r2 took in no private data");
+    assert_eq!(sent(h.dir.path()), 2);
+    // Approved, the held call runs once; its receipts carry the reason and the legs.
+    let (status, _) = admin(url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{id}/approve"), Some(json!({"reason": "the customer asked for it"}))).await;
+    assert_eq!(status, 200);
+    assert!(ran(&notice(url, Some("r1")).await));
+    assert_eq!(sent(h.dir.path()), 3);
+    let receipts = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
+    let signed: String = receipts.iter().map(|r| r.signed.as_str()).collect();
+    assert!(signed.contains("\"lethal_trifecta\"") && signed.contains("trifecta.untrusted_content@manuals__search_manual#"), "the receipts name the reason and the legs");
+}
+
+#[tokio::test]
+async fn block_refuses_and_a_preview_says_so_without_counting() {
+    let h = start_with("", &format!("{RUNS}[guards.trifecta]\non_exfiltration = \"block\"\n"), &[]).await;
+    let url = &h.url;
+    assert!(ran(&ticket(url, Some("b1")).await));
+    assert!(ran(&manual(url, Some("b1")).await));
+    // The preview tells what the call would meet, and sends nothing.
+    let (_, preview) = post(url, "tools/call", json!({"name": NOTICE, "arguments": {"to": "team@example.test", "body": "x"}, "_meta": {"io.toolgate/run": "b1", "io.toolgate/preview": true}})).await;
+    let p = &preview["result"]["structuredContent"];
+    assert_eq!((p["decision"].as_str(), p["reason"].as_str()), (Some("deny"), Some("lethal_trifecta")), "{preview}");
+    let refused = notice(url, Some("b1")).await;
+    let r = &refused["structuredContent"];
+    assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()), (Some("deny"), Some("lethal_trifecta"), Some("refused")), "{refused}");
+    assert!(r["message"].as_str().unwrap().contains("start a new run"), "{refused}");
+    assert_eq!(sent(h.dir.path()), 0);
+    // A caller that names no run is in its standing run: the legs count there too.
+    assert!(ran(&ticket(url, None).await));
+    assert!(ran(&manual(url, None).await));
+    assert_eq!(reason(&notice(url, None).await), "lethal_trifecta");
+}
+
+/// Starts a gateway on the harness's config (as a restarted process, or a
+/// replica, would), serving on its own port.
+async fn another(h: &Harness) -> (Arc<Gateway>, String, tokio_util::sync::CancellationToken) {
+    let gateway = Gateway::start(Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), Mode::Serve).await.unwrap();
+    assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
+    let (url, cancel) = serve_gateway(gateway.clone()).await;
+    (gateway, url, cancel)
+}
+
+#[tokio::test]
+async fn a_runs_legs_survive_a_restart() {
+    let h = start_with("", RUNS, &[]).await;
+    assert!(ran(&ticket(&h.url, Some("long")).await));
+    assert!(ran(&manual(&h.url, Some("long")).await));
+    // The gateway goes away; a new one opens the same ledger.
+    h.gateway.stop();
+    let (gateway, url, cancel) = another(&h).await;
+    assert_eq!(reason(&notice(&url, Some("long")).await), "approval_pending", "the run's legs outlived the process");
+    assert!(ran(&notice(&url, Some("fresh")).await));
+    gateway.stop();
+    cancel.cancel();
+}
+
+/// A schema of its own in the machine's PostgreSQL, as a `ledger` URL.
+async fn postgres_ledger() -> String {
+    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("tg_runs_{}_{nanos}", std::process::id());
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (start it: see .ci/run)");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-csearch_path%3D{schema}")
+}
+
+#[tokio::test]
+async fn replicas_on_postgres_share_a_runs_legs_and_its_budget() {
+    let ledger = postgres_ledger().await;
+    let h = start_with(&format!("ledger = \"{ledger}\""), &format!("{RUNS}[budgets]\nrun_calls = 5\n"), &[]).await;
+    let (replica, url_b, cancel) = another(&h).await;
+    // One leg through each replica; the egress call through the first.
+    assert!(ran(&ticket(&h.url, Some("shared")).await));
+    assert!(ran(&manual(&url_b, Some("shared")).await));
+    let held = notice(&h.url, Some("shared")).await;
+    assert_eq!(reason(&held), "approval_pending", "{held}");
+    // The run's budget is counted across replicas: three calls so far,
+    // two more, then the sixth is refused on either.
+    assert!(ran(&ticket(&url_b, Some("shared")).await));
+    assert!(ran(&ticket(&h.url, Some("shared")).await));
+    let over = ticket(&url_b, Some("shared")).await;
+    let r = &over["structuredContent"];
+    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("run_budget_exhausted"), Some("retry")), "{over}");
+    assert!(r["retry_after_ms"].as_i64().unwrap() > 0, "{over}");
+    assert_eq!(reason(&ticket(&h.url, Some("shared")).await), "run_budget_exhausted");
+    // Another run has its own budget.
+    assert!(ran(&ticket(&url_b, Some("other")).await));
+    replica.stop();
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn a_caller_over_its_rate_is_told_to_retry_and_when() {
+    let h = start_with("", "[budgets]\nrate_per_minute = 60\nrate_burst = 3\n", &[]).await;
+    let mut refused = None;
+    for _ in 0..5 {
+        let got = manual(&h.url, None).await;
+        if !ran(&got) {
+            refused = Some(got);
+            break;
+        }
+    }
+    let got = refused.expect("the fourth call within the burst is over the rate");
+    let r = &got["structuredContent"];
+    assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str(), r["rules"].clone()), (Some("deny"), Some("rate_limited"), Some("retry"), json!(["budget.rate"])), "{got}");
+    let wait = r["retry_after_ms"].as_i64().unwrap();
+    assert!((1..=1_000).contains(&wait), "one call a second: {got}");
+    // Another caller has its own rate.
+    let sam = {
+        let resp = request(&h.url, json!(3), "tools/call", json!({"name": MANUAL, "arguments": {"query": "torque"}})).bearer_auth(SAM_TOKEN).send().await.unwrap();
+        answer_of(&resp.text().await.unwrap())
+    };
+    assert_ne!(sam["result"]["isError"], true, "{sam}");
+    // After the wait, the agent is served again.
+    tokio::time::sleep(Duration::from_millis(wait as u64 + 20)).await;
+    assert!(ran(&manual(&h.url, None).await));
+}
+
+#[tokio::test]
+async fn a_tool_at_its_concurrency_refuses_the_next_call_to_retry() {
+    let h = start_full("", "[budgets.concurrency]\n\"support__create_ticket\" = 1\n", &[], "").await;
+    // The desk stalls: the first create holds the only slot.
+    std::fs::write(h.sandbox().join("support.fault"), "stall:1500").unwrap();
+    let create = |reference: &'static str| {
+        let url = h.url.clone();
+        async move { in_run(&url, None, "support__create_ticket", json!({"customer_id": "cust_harbor_02", "subject": "Compressor alarm", "priority": "normal", "client_reference": reference})).await }
+    };
+    let first = tokio::spawn(create("ref-slot-0001"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = create("ref-slot-0002").await;
+    let r = &second["structuredContent"];
+    assert_eq!((r["reason"].as_str(), r["action"].as_str(), r["retry_after_ms"].as_i64()), (Some("concurrency_limited"), Some("retry"), Some(250)), "{second}");
+    // The first, holding the slot, ran to its end.
+    let first = first.await.unwrap();
+    assert!(ran(&first), "{first}");
+    // The slot is free again once the first call ended.
+    std::fs::remove_file(h.sandbox().join("support.fault")).ok();
+    assert_ne!(reason(&create("ref-slot-0003").await), "concurrency_limited");
+}
+
+#[tokio::test]
+async fn stock_clients_get_the_trifecta_and_the_rate_in_both_eras() {
+    // One a second after a burst of four: five calls in a row spend it.
+    let h = start_with("", &format!("{RUNS}[budgets]\nrate_per_minute = 60\nrate_burst = 4\n"), &[]).await;
+    // Each era as another caller, so each starts with a full burst.
+    for (mode, token) in [("2026-07-28", None), ("legacy", Some(SAM_TOKEN))] {
+        let run = json!({"io.toolgate/run": format!("sdk-{mode}")});
+        let calls = json!([
+            {"tool": TICKET, "arguments": {"ticket_id": "SR-20031"}, "meta": run},
+            {"tool": MANUAL, "arguments": {"query": "torque"}, "meta": run},
+            {"tool": NOTICE, "arguments": {"to": "team@example.test", "body": "Compressor fixed."}, "meta": run},
+            {"tool": MANUAL, "arguments": {"query": "torque"}, "meta": run},
+            {"tool": MANUAL, "arguments": {"query": "torque"}, "meta": run},
+        ]);
+        let script = workspace().join("tests/python/run_calls.py");
+        let args = [h.url.clone(), mode.to_string(), calls.to_string()];
+        let out = tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(python());
+            if let Some(t) = token {
+                cmd.env("TOOLGATE_TOKEN", t);
+            }
+            cmd.arg(script).args(args).output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let results = got["results"].as_array().unwrap();
+        assert!(ran(&results[0]) && ran(&results[1]), "{mode}: {got}");
+        assert_eq!(reason(&results[2]), "approval_pending", "{mode}: {got}");
+        // The burst of four is spent by the fifth call.
+        assert_eq!(reason(&results[4]), "rate_limited", "{mode}: {got}");
+        assert_eq!(results[4]["structuredContent"]["action"], "retry", "{mode}: {got}");
+        assert!(results[4]["structuredContent"]["retry_after_ms"].as_i64().is_some_and(|ms| ms > 0), "{mode}: {got}");
+    }
+    assert_eq!(sent(h.dir.path()), 0);
+}

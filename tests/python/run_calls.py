@@ -1,0 +1,50 @@
+"""Make calls through toolgate with the official MCP Python SDK (mcp 2.3.0),
+each with the client's default `call_tool` and the `_meta` it names (e.g.
+the agent run, `io.toolgate/run`): nothing by hand.
+
+Usage: [TOOLGATE_TOKEN=…] run_calls.py URL MODE CALLS
+  MODE:  "2026-07-28" or "legacy".
+  CALLS: a JSON list of {"tool": NAME, "arguments": {...}, "meta": {...}}.
+
+Prints one JSON object: {"results": [...]}, each the result with wire field
+names, or {"error": {code, message}} where the call failed at the protocol
+level. The Rust tests run this and assert on the output.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+def connect(url: str, mode: str) -> Client:
+    token = os.environ.get("TOOLGATE_TOKEN")
+    if not token:
+        return Client(url, mode=mode)
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
+async def run(url: str, mode: str, calls: list) -> dict:
+    results = []
+    async with connect(url, mode) as client:
+        for c in calls:
+            try:
+                result = await client.call_tool(c["tool"], c["arguments"], meta=c.get("meta"))
+                results.append(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+            except MCPError as e:
+                results.append({"error": {"code": e.code, "message": e.error.message}})
+    return {"results": results}
+
+
+def main() -> None:
+    url, mode, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    print(json.dumps(anyio.run(run, url, mode, calls)))
+
+
+if __name__ == "__main__":
+    main()
