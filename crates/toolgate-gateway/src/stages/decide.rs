@@ -226,4 +226,41 @@ mod tests {
         let d = decide(&policy(), &Guards::none(), &agent(), &tool, &proposal, None, &Situation::default());
         assert_eq!((d.verdict, d.reason), (Verdict::Deny, Reason::PolicyError));
     }
+
+    fn guarded(trifecta: &str) -> Guards {
+        let config: GuardsConfig = toml::from_str(&format!("[trifecta]\non_exfiltration = \"{trifecta}\"")).unwrap();
+        Guards::new(&config)
+    }
+
+    fn both_legs() -> Situation {
+        let leg = |leg, tool: &str| LegCall { leg, tool: tool.into(), proposal_sha256: "cd".repeat(32), at_ms: 0 };
+        Situation { run: "r".into(), legs: vec![leg(toolgate_core::trifecta::Leg::PrivateData, "t__get"), leg(toolgate_core::trifecta::Leg::UntrustedContent, "m__read")], over: None }
+    }
+
+    #[test]
+    fn the_trifecta_guards_egress_tools_only_and_as_configured() {
+        let mut egress = notice_tool();
+        egress.labels = vec!["egress".into()];
+        let proposal = Proposal::new("notices", "send_notice", json!({"to": "team@example.test"}));
+        let held = decide(&PolicyEngine::empty(), &guarded("approval"), &agent(), &egress, &proposal, None, &both_legs());
+        assert_eq!((held.verdict, held.reason), (Verdict::RequireApproval, Reason::LethalTrifecta));
+        let refused = decide(&PolicyEngine::empty(), &guarded("block"), &agent(), &egress, &proposal, None, &both_legs());
+        assert_eq!((refused.verdict, refused.reason), (Verdict::Deny, Reason::LethalTrifecta));
+        // Not an egress tool: the run's legs do not matter.
+        let d = decide(&PolicyEngine::empty(), &guarded("block"), &agent(), &notice_tool(), &proposal, None, &both_legs());
+        assert_eq!(d.verdict, Verdict::Allow);
+        // The guard off: nothing held.
+        let off: GuardsConfig = toml::from_str("[trifecta]\nenabled = false").unwrap();
+        assert_eq!(decide(&PolicyEngine::empty(), &Guards::new(&off), &agent(), &egress, &proposal, None, &both_legs()).verdict, Verdict::Allow);
+    }
+
+    #[test]
+    fn a_budget_overrun_refuses_to_retry_unless_already_denied() {
+        let over = Situation { over: Some(Over::Rate { per_minute: 10, retry_after_ms: 600 }), ..Situation::default() };
+        let d = decide(&PolicyEngine::empty(), &Guards::none(), &agent(), &notice_tool(), &Proposal::new("notices", "send_notice", json!({})), None, &over);
+        assert_eq!((d.verdict, d.reason, d.retry_after_ms), (Verdict::Deny, Reason::RateLimited, Some(600)));
+        // A denial stands: retrying would not change it.
+        let d = decide(&policy(), &Guards::none(), &agent(), &notice_tool(), &Proposal::new("notices", "send_notice", json!({"to": "x@elsewhere.test"})), None, &over);
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::PolicyForbids, None));
+    }
 }
