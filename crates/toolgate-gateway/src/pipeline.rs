@@ -181,9 +181,11 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
 /// a call to an egress tool), whether the run has calls left, and the
 /// caller's rate. A preview spends nothing.
 async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, run: RunKey) -> Result<Situation, Stop> {
-    let view = gw.runs.view(gw.ledger.as_ref(), cx.began_ms, run, decide::egress_tool(tool), call.preview).await?;
-    let over = view.over.or_else(|| if call.preview { None } else { gw.budgets.spend(&cx.caller) });
-    Ok(Situation { run: view.run, legs: view.legs, over })
+    let mut situation = gw.runs.view(gw.ledger.as_ref(), cx.began_ms, run, decide::egress_tool(tool), call.preview).await?;
+    if situation.over.is_none() && !call.preview {
+        situation.over = gw.budgets.spend(&cx.caller);
+    }
+    Ok(situation)
 }
 
 /// approve, when the call must wait: opens the approval, with the receipt

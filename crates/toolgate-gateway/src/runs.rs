@@ -21,6 +21,7 @@ use toolgate_ledger::{Ledger, RunKey};
 use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
 use crate::config::Config;
+use crate::stages::decide::Situation;
 
 /// `_meta` key naming the agent run a call is part of.
 pub const RUN_META: &str = "io.toolgate/run";
@@ -33,17 +34,6 @@ pub struct Runs {
     trifecta: bool,
     run_calls: u64,
     written: Mutex<HashMap<(RunKey, Leg), i64>>,
-}
-
-/// What decide learns of the call's run.
-#[derive(Debug, Default)]
-pub struct RunView {
-    /// The run's id.
-    pub run: String,
-    /// The calls that brought each leg in (read for egress tools only).
-    pub legs: Vec<LegCall>,
-    /// Over the run's call budget, and until when.
-    pub over: Option<Over>,
 }
 
 impl Runs {
@@ -70,18 +60,19 @@ impl Runs {
 
     /// What decide needs of the run, before it decides: the legs, for a
     /// call to an egress tool while the trifecta guard is on; and, with a
-    /// run budget, the call counted (a preview counts nothing). Nothing is
-    /// read when neither applies. A ledger that cannot answer refuses the
-    /// call: the guards cannot judge what they cannot see.
-    pub async fn view(&self, ledger: &dyn Ledger, now_ms: i64, key: RunKey, egress: bool, preview: bool) -> Result<RunView, Stop> {
+    /// run budget, the call counted (a preview counts nothing) and whether
+    /// the run is over it. Nothing is read when neither applies. A ledger
+    /// that cannot answer refuses the call: the guards cannot judge what
+    /// they cannot see.
+    pub async fn view(&self, ledger: &dyn Ledger, now_ms: i64, key: RunKey, egress: bool, preview: bool) -> Result<Situation, Stop> {
         let count = self.run_calls > 0 && !preview;
         let legs = self.trifecta && egress;
         if !count && !legs {
-            return Ok(RunView { run: key.run, ..RunView::default() });
+            return Ok(Situation { run: key.run, ..Situation::default() });
         }
         let state = ledger.run(&key, count, now_ms, self.ttl_ms).await.map_err(|e| unavailable(&e, "so the run's guards cannot judge this call; nothing was run"))?;
         let over = (count && state.calls > self.run_calls).then(|| Over::Run { run: key.run.clone(), limit: self.run_calls, retry_after_ms: state.expires_ms - now_ms });
-        Ok(RunView { run: key.run, legs: if legs { state.legs } else { Vec::new() }, over })
+        Ok(Situation { run: key.run, legs: if legs { state.legs } else { Vec::new() }, over })
     }
 
     /// A call's answer came back: the legs its tool brings in join the run

@@ -379,8 +379,8 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
 pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
     let engine = load_policy_dir(dir)?;
     let (config, ledger) = open(config_path).await?;
-    // The guards are the config's, not the policy's: a call the egress guard
-    // judged is judged by it again, so only the policy's part can change.
+    // The guards are the config's, not the policy's: a call a guard judged
+    // is judged by it again, so only the policy's part can change.
     let guards = toolgate_gateway::stages::decide::Guards::new(&config.guards);
     let (mut decided, mut changed, mut from) = (0u64, 0u64, 0u64);
     loop {
@@ -403,6 +403,13 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
             if recorded.rules.iter().any(|r| r.starts_with("egress.")) {
                 now = guards.egress(now, &asked["arguments"]);
             }
+            // The run's legs and the budgets are facts of the moment it was
+            // decided (its rules record them), not of the policy.
+            let situation = toolgate_gateway::stages::decide::Situation::recorded(&recorded);
+            if !situation.legs.is_empty() {
+                now = guards.trifecta(now, &situation);
+            }
+            now = toolgate_core::budget::guard(now, situation.over.as_ref());
             decided += 1;
             if now.verdict != recorded.verdict || now.reason != recorded.reason {
                 changed += 1;

@@ -64,6 +64,39 @@ impl Guards {
             None => decision,
         }
     }
+
+    /// The trifecta guard's word on a call to an egress tool in the run
+    /// `situation` describes (unchanged when the guard is off).
+    pub fn trifecta(&self, decision: Decision, situation: &Situation) -> Decision {
+        match self.trifecta {
+            Some(on) => trifecta::guard(decision, &situation.run, &situation.legs, on),
+            None => decision,
+        }
+    }
+}
+
+impl Situation {
+    /// The situation a recorded decision was made in, as far as its rules
+    /// tell (`trifecta.LEG@TOOL#HASH16`, `budget.rate`, `budget.run`):
+    /// enough for `toolgate replay` to decide it again as the guards did.
+    pub fn recorded(decision: &Decision) -> Self {
+        let legs = decision
+            .rules
+            .iter()
+            .filter_map(|r| {
+                let (leg, rest) = r.strip_prefix("trifecta.")?.split_once('@')?;
+                let (tool, hash) = rest.rsplit_once('#')?;
+                Some(LegCall { leg: toolgate_core::trifecta::Leg::parse(leg)?, tool: tool.into(), proposal_sha256: hash.into(), at_ms: 0 })
+            })
+            .collect();
+        let retry_after_ms = decision.retry_after_ms.unwrap_or(1);
+        let over = decision.rules.iter().find_map(|r| match r.as_str() {
+            "budget.rate" => Some(Over::Rate { per_minute: 0, retry_after_ms }),
+            "budget.run" => Some(Over::Run { run: String::new(), limit: 0, retry_after_ms }),
+            _ => None,
+        });
+        Self { run: String::new(), legs, over }
+    }
 }
 
 /// Whether calls of `tool` send data out: the registry labels it `egress`,
@@ -98,9 +131,7 @@ pub fn decide(
     let mut decision = toolgate_core::decision::decide(&tool.view, &outcome);
     if egress_tool(tool) {
         decision = guards.egress(decision, &proposal.arguments);
-        if let Some(on) = guards.trifecta {
-            decision = trifecta::guard(decision, &situation.run, &situation.legs, on);
-        }
+        decision = guards.trifecta(decision, situation);
     }
     budget::guard(decision, situation.over.as_ref())
 }
@@ -240,14 +271,19 @@ mod tests {
     #[test]
     fn the_trifecta_guards_egress_tools_only_and_as_configured() {
         let mut egress = notice_tool();
+        // The replay reads the same situation back from the rules.
+        let recorded = Situation::recorded(&decide(&PolicyEngine::empty(), &guarded("approval"), &agent(), &egress, &Proposal::new("notices", "send_notice", json!({})), None, &both_legs()));
+        assert_eq!((recorded.legs.len(), recorded.legs[0].tool.as_str(), recorded.legs[0].proposal_sha256.as_str()), (2, "t__get", "cdcdcdcdcdcdcdcd"));
         egress.labels = vec!["egress".into()];
         let proposal = Proposal::new("notices", "send_notice", json!({"to": "team@example.test"}));
         let held = decide(&PolicyEngine::empty(), &guarded("approval"), &agent(), &egress, &proposal, None, &both_legs());
         assert_eq!((held.verdict, held.reason), (Verdict::RequireApproval, Reason::LethalTrifecta));
         let refused = decide(&PolicyEngine::empty(), &guarded("block"), &agent(), &egress, &proposal, None, &both_legs());
         assert_eq!((refused.verdict, refused.reason), (Verdict::Deny, Reason::LethalTrifecta));
-        // Not an egress tool: the run's legs do not matter.
-        let d = decide(&PolicyEngine::empty(), &guarded("block"), &agent(), &notice_tool(), &proposal, None, &both_legs());
+        // Not an egress tool (it declares a closed world, and no label says
+        // otherwise): the run's legs do not matter.
+        let closed = tool("notices", json!({"name": "send_notice", "inputSchema": {"type": "object"}, "annotations": {"openWorldHint": false}}), Some(AuthorityClass::Automatic));
+        let d = decide(&PolicyEngine::empty(), &guarded("block"), &agent(), &closed, &proposal, None, &both_legs());
         assert_eq!(d.verdict, Verdict::Allow);
         // The guard off: nothing held.
         let off: GuardsConfig = toml::from_str("[trifecta]\nenabled = false").unwrap();

@@ -103,11 +103,12 @@ fn spawn_manuals(exe: &Path, state: &Path, addr: &str) -> anyhow::Result<Manuals
     Ok(ManualsProcess { child, url })
 }
 
-/// Waits (up to 15 s) until the gateway reaches the restarted manuals
-/// server again.
+/// Waits (up to 30 s) until a search through the gateway reaches the
+/// restarted manuals server again (until then the gateway refuses it, or
+/// does not list the tool while it reconnects).
 async fn back_up(via: &client::Client) {
-    for _ in 0..50 {
-        if !call(via, "manuals__search_manual", &json!({"query": "valve"})).await.refused("retry") {
+    for _ in 0..100 {
+        if !call(via, "manuals__search_manual", &json!({"query": "valve"})).await.is_error() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
