@@ -108,3 +108,43 @@ fn unavailable(e: &toolgate_ledger::LedgerError, so: &str) -> Stop {
     tracing::error!(target: "toolgate::runs", error = %e, "the ledger could not read or write a run");
     Stop::Refused(Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, format!("the ledger is unavailable, {so}; retry later")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::testing::{call, split};
+    use serde_json::json;
+
+    fn key_of(run: Option<serde_json::Value>, session: Option<&str>, traceparent: Option<&str>) -> String {
+        let mut request = call("parts__find_part", json!({}));
+        request.call.run = run;
+        request.call.session = session.map(Into::into);
+        if let Some(t) = traceparent {
+            request.trace.insert("traceparent".into(), t.into());
+        }
+        let (cx, call) = split(&request);
+        let key = Runs::key(&cx, &call);
+        assert_eq!((key.tenant.as_str(), key.subject.as_str()), ("atlas", "agent-7"), "a run is its caller's own");
+        key.run
+    }
+
+    #[test]
+    fn a_run_is_named_then_the_session_then_the_trace_then_the_callers_standing_run() {
+        let trace = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(key_of(Some(json!("r-1")), Some("stdio-s"), trace), "r-1");
+        assert_eq!(key_of(None, Some("stdio-s"), trace), "stdio-s");
+        assert_eq!(key_of(None, None, trace), "trace-0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(key_of(None, None, Some("not a traceparent")), "standing");
+        assert_eq!(key_of(None, None, None), "standing");
+    }
+
+    #[test]
+    fn a_run_id_that_cannot_be_one_is_refused_before_anything_runs() {
+        for bad in [json!(""), json!(7), json!("a\nb"), json!("x".repeat(201))] {
+            let mut request = call("parts__find_part", json!({}));
+            request.call.run = Some(bad.clone());
+            let refusal = request.call.named_run().expect_err("refused");
+            assert_eq!((refusal.reason, refusal.action), (toolgate_core::Reason::InvalidArguments, toolgate_core::Action::Correct), "{bad}");
+        }
+    }
+}
