@@ -102,6 +102,8 @@ async fn block_refuses_and_a_preview_says_so_without_counting() {
     let (_, preview) = post(url, "tools/call", json!({"name": NOTICE, "arguments": {"to": "team@example.test", "body": "x"}, "_meta": {"io.toolgate/run": "b1", "io.toolgate/preview": true}})).await;
     let p = &preview["result"]["structuredContent"];
     assert_eq!((p["decision"].as_str(), p["reason"].as_str()), (Some("deny"), Some("lethal_trifecta")), "{preview}");
+    let legs: Vec<&str> = p["guards"]["trifecta"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(legs.len() == 2 && legs[0].starts_with("trifecta.private_data@tickets__get_ticket#"), "{preview}");
     let refused = notice(url, Some("b1")).await;
     let r = &refused["structuredContent"];
     assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()), (Some("deny"), Some("lethal_trifecta"), Some("refused")), "{refused}");

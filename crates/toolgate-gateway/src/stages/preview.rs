@@ -27,7 +27,8 @@ pub(crate) fn answer(cx: &Context, tool: &ExposedTool, proposal: &Proposal, deci
         }),
         _ => json!({"needed": false}),
     };
-    let guards: Vec<&String> = decision.rules.iter().filter(|r| r.starts_with("egress.")).collect();
+    // Each guard's findings, as the decision's rules name them.
+    let found = |prefix: &str| decision.rules.iter().filter(|r| r.starts_with(prefix)).collect::<Vec<_>>();
     let summary = match decision.verdict {
         Verdict::Allow => format!("{} would run ({}).", tool.exposed_name, reason.as_str().unwrap_or("")),
         Verdict::RequireApproval => format!("{} would wait for a named approver ({}).", tool.exposed_name, reason.as_str().unwrap_or("")),
@@ -41,7 +42,7 @@ pub(crate) fn answer(cx: &Context, tool: &ExposedTool, proposal: &Proposal, deci
         "class": tool.view.effective_class,
         "registry_class": tool.view.registry_class,
         "approval": approval,
-        "guards": {"egress": guards},
+        "guards": {"egress": found("egress."), "trifecta": found("trifecta."), "budget": found("budget.")},
         "proposal_sha256": proposal.sha256,
         "policy_version": policy_version,
         "message": format!("{summary} Nothing was run, opened or recorded."),
