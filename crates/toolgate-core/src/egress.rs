@@ -98,7 +98,10 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     let d = |kind, class, pattern: &str, valid| Detector { kind, class, regex: Regex::new(pattern).expect("static pattern"), valid };
     use EgressClass::*;
     vec![
-        d("payment_card", Restricted, r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)", payment_card),
+        // Every network's numbers start with 2–6: a run starting otherwise (an
+        // ISBN's 978) is not a candidate, and a card after such a run is still
+        // found from its own first digit.
+        d("payment_card", Restricted, r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)", payment_card),
         d("us_ssn", Restricted, r"(?-u:\b)[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}(?-u:\b)", us_ssn),
         d("uk_nino", Restricted, r"(?-u:\b)[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)", uk_nino),
         d("private_key", Restricted, r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----", always),
@@ -114,13 +117,14 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     ]
 });
 
-/// All the detectors at once: one pass over a string says which of them
-/// may match (most strings: none), and only those run on their own — a pass
-/// each over every string cost twice the whole scan. Word boundaries and
-/// digits are ASCII (`(?-u:\b)`, `[0-9]`), which is all the validators
-/// accept anyway, so the set stays on the regex crate's lazy DFA whatever
-/// the text.
-static DETECTOR_SET: LazyLock<RegexSet> = LazyLock::new(|| RegexSet::new(DETECTORS.iter().map(|d| d.regex.as_str())).expect("static patterns"));
+/// All the detectors at once, and the base64 run: one pass over a string
+/// says which of them may match (most strings: none), and only those run on
+/// their own — a pass each over every string cost twice the whole scan.
+/// Word boundaries and digits are ASCII (`(?-u:\b)`, `[0-9]`), which is all
+/// the validators accept anyway, so the set stays on the regex crate's lazy
+/// DFA whatever the text.
+static DETECTOR_SET: LazyLock<RegexSet> =
+    LazyLock::new(|| RegexSet::new(DETECTORS.iter().map(|d| d.regex.as_str()).chain([BASE64_RUN.as_str()])).expect("static patterns"));
 
 /// Runs that may be base64 (at least 24 characters) or percent-encoded.
 static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").expect("static pattern"));
@@ -238,29 +242,46 @@ fn jwt(m: &str) -> bool {
 /// markers and `custom` patterns.
 pub fn scan(arguments: &Value, custom: &[CustomPattern]) -> Scan {
     let mut markers = Vec::new();
-    walk(arguments, &mut String::new(), custom, &mut markers);
+    walk(arguments, &mut Vec::new(), custom, &mut markers);
     let class = markers.iter().map(|m| m.class).max().unwrap_or(EgressClass::NoMarkersFound);
     Scan { class, markers }
 }
 
-fn walk(value: &Value, path: &mut String, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+/// One step of the way to a string: its key or its index.
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The JSON pointer of a string, written only for a string that holds a
+/// marker (most hold none).
+fn pointer(path: &[Step<'_>]) -> String {
+    let mut out = String::new();
+    for step in path {
+        out.push('/');
+        match step {
+            Step::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
+            Step::Index(i) => out.push_str(&i.to_string()),
+        }
+    }
+    out
+}
+
+fn walk<'a>(value: &'a Value, path: &mut Vec<Step<'a>>, custom: &[CustomPattern], out: &mut Vec<Marker>) {
     match value {
         Value::String(s) => scan_text(s, path, custom, out),
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("/{i}"));
+                path.push(Step::Index(i));
                 walk(v, path, custom, out);
-                path.truncate(len);
+                path.pop();
             }
         }
         Value::Object(map) => {
             for (k, v) in map {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                path.push(Step::Key(k));
                 walk(v, path, custom, out);
-                path.truncate(len);
+                path.pop();
             }
         }
         // A card number sent as a JSON number is a string of digits too.
@@ -269,15 +290,17 @@ fn walk(value: &Value, path: &mut String, custom: &[CustomPattern], out: &mut Ve
     }
 }
 
-fn scan_text(text: &str, path: &str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+fn scan_text(text: &str, path: &[Step<'_>], custom: &[CustomPattern], out: &mut Vec<Marker>) {
     let before = out.len();
-    find(text, path, "plain", custom, out);
+    let maybe_base64 = find(text, path, "plain", custom, out);
     // Encoded runs: decoded once, scanned as text.
-    for run in BASE64_RUN.find_iter(text) {
-        let s = run.as_str().trim_end_matches('=');
-        let decoded = base64::engine::general_purpose::STANDARD_NO_PAD.decode(s).or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s));
-        if let Ok(Ok(text)) = decoded.map(String::from_utf8) {
-            find(&text, path, "base64", custom, out);
+    if maybe_base64 {
+        for run in BASE64_RUN.find_iter(text) {
+            let s = run.as_str().trim_end_matches('=');
+            let decoded = base64::engine::general_purpose::STANDARD_NO_PAD.decode(s).or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s));
+            if let Ok(Ok(text)) = decoded.map(String::from_utf8) {
+                find(&text, path, "base64", custom, out);
+            }
         }
     }
     if text.contains('%') {
@@ -288,23 +311,32 @@ fn scan_text(text: &str, path: &str, custom: &[CustomPattern], out: &mut Vec<Mar
         }
     }
     // One marker per kind and place: a value seen plain and decoded counts once.
-    let mut seen = std::collections::HashSet::new();
-    let mut found = out.split_off(before);
-    found.retain(|m| seen.insert(m.kind.clone()));
-    out.extend(found);
+    if out.len() > before + 1 {
+        let mut seen = std::collections::HashSet::new();
+        let mut found = out.split_off(before);
+        found.retain(|m| seen.insert(m.kind.clone()));
+        out.extend(found);
+    }
 }
 
-fn find(text: &str, path: &str, encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
-    for d in DETECTOR_SET.matches(text).iter().map(|i| &DETECTORS[i]) {
+/// Pushes the markers `text` holds; says whether it may hold a base64 run.
+fn find(text: &str, path: &[Step<'_>], encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) -> bool {
+    let mut maybe_base64 = false;
+    for i in DETECTOR_SET.matches(text).iter() {
+        let Some(d) = DETECTORS.get(i) else {
+            maybe_base64 = true;
+            continue;
+        };
         if d.regex.find_iter(text).any(|m| (d.valid)(m.as_str())) {
-            out.push(Marker { kind: d.kind.to_string(), path: path.to_string(), encoding, class: d.class });
+            out.push(Marker { kind: d.kind.to_string(), path: pointer(path), encoding, class: d.class });
         }
     }
     for p in custom {
         if p.regex.is_match(text) {
-            out.push(Marker { kind: p.name.clone(), path: path.to_string(), encoding, class: p.class });
+            out.push(Marker { kind: p.name.clone(), path: pointer(path), encoding, class: p.class });
         }
     }
+    maybe_base64
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -395,6 +427,17 @@ mod tests {
         let d = guard(held, &pair, OnConfidential::Approval);
         assert_eq!((d.reason, d.rules.as_slice()), (Reason::PolicyRequiresApproval, ["exact_rule".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
         assert_eq!(d.why, "notices need a person; the arguments carry confidential data (password_pair at /cc); a named approver must let it leave");
+    }
+
+    #[test]
+    fn a_card_right_after_another_digit_run_is_still_found() {
+        // The run "9 4111…" is no card, but the card in it is: a candidate
+        // starts at a network's first digit, not at the first digit there is.
+        for text in ["qty 9 4111 1111 1111 1111", "ISBN 978-4111-1111-1111-1111"] {
+            let s = scan(&json!({"note": text}), &[]);
+            assert_eq!(s.markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>(), ["payment_card"], "{text}");
+        }
+        assert!(scan(&json!({"isbn": "978-3-16-148410-0"}), &[]).markers.is_empty());
     }
 
     #[test]

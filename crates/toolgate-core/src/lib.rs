@@ -22,6 +22,7 @@ pub mod note;
 pub mod pack;
 pub mod operation;
 pub mod policy;
+mod policy_arguments;
 pub mod proposal;
 pub mod receipt;
 pub mod schema;

@@ -8,8 +8,10 @@
 //! - action `Action::"call_tool"`;
 //! - resource `Tool::"EXPOSED_NAME"` {server, name, class, labels}, where
 //!   class is the registry's (or the annotations') class;
-//! - context {arguments, approval}: the call's arguments and the state of
-//!   the approval the call presents (`none` when it presents none).
+//! - context {arguments, approval}: the call's arguments — cut to the
+//!   attributes the schema declares, the only ones a validated policy can
+//!   read (`policy_arguments`) — and the state of the approval the call
+//!   presents (`none` when it presents none).
 //!
 //! How Cedar's answer maps to a verdict (`Outcome`):
 //! - a satisfied `forbid` without an `@approval` annotation → deny;
@@ -30,6 +32,7 @@ use cedar_policy::{
 use serde_json::Value;
 
 use crate::identity::Caller;
+use crate::policy_arguments::{Cut, Readable};
 use crate::proposal::{canonical_json, sha256_hex};
 
 /// The id of the one Cedar action every call is asked as: `Action::"call_tool"`.
@@ -98,6 +101,8 @@ pub enum Outcome {
 /// A validated policy set and its schema.
 pub struct PolicyEngine {
     policies: PolicySet,
+    /// What of `context.arguments` the schema lets a policy read.
+    readable: Readable,
     version: String,
 }
 
@@ -112,18 +117,20 @@ impl PolicyEngine {
             let errors: Vec<String> = result.validation_errors().map(|e| format!("- {}", render(e))).collect();
             return Err(PolicyError::Invalid(errors.join("\n")));
         }
+        let schema = fragment.to_json_value().map_err(|e| PolicyError::Schema(e.to_string()))?;
+        let readable = Readable::of_arguments(&schema, ACTION);
         let canonical = serde_json::json!({
             "policies": set.clone().to_json().map_err(|e| PolicyError::Policies(e.to_string()))?,
-            "schema": fragment.to_json_value().map_err(|e| PolicyError::Schema(e.to_string()))?,
+            "schema": schema,
         });
         let version = sha256_hex(canonical_json(&canonical).as_bytes());
-        Ok(Self { policies: set, version })
+        Ok(Self { policies: set, readable, version })
     }
 
     /// An engine with no policies: every call is not applicable.
     pub fn empty() -> Self {
         let version = sha256_hex(canonical_json(&serde_json::json!({"policies": {}, "schema": {}})).as_bytes());
-        Self { policies: PolicySet::new(), version }
+        Self { policies: PolicySet::new(), readable: Readable::Whole, version }
     }
 
     /// sha256 of the canonical policy set and schema, recorded with every decision.
@@ -167,7 +174,7 @@ impl PolicyEngine {
         entities.push(Entity::new(resource.clone(), tool_attrs, HashSet::new()).map_err(|e| e.to_string())?);
         let entities = Entities::from_entities(entities, None).map_err(|e| e.to_string())?;
         let context = Context::from_pairs([
-            ("arguments".to_string(), restricted(arguments)?),
+            ("arguments".to_string(), restricted(self.readable.cut(arguments))?),
             ("approval".to_string(), RestrictedExpression::new_string(approval.to_string())),
         ])
         .map_err(|e| e.to_string())?;
@@ -216,7 +223,18 @@ fn uid(kind: &str, id: &str) -> Result<EntityUid, String> {
 /// JSON → a Cedar value, built directly (never through Cedar's JSON form,
 /// whose `__entity`/`__extn` keys an argument could otherwise forge).
 /// Numbers that are not 64-bit integers become strings: Cedar has no floats.
-fn restricted(value: &Value) -> Result<RestrictedExpression, String> {
+fn restricted(cut: Cut<'_>) -> Result<RestrictedExpression, String> {
+    Ok(match cut {
+        Cut::Whole(value) => whole(value)?,
+        Cut::Record(attrs) => RestrictedExpression::new_record(
+            attrs.into_iter().map(|(k, v)| Ok((k.to_string(), restricted(v)?))).collect::<Result<Vec<_>, String>>()?,
+        )
+        .map_err(|e| e.to_string())?,
+        Cut::Set(items) => RestrictedExpression::new_set(items.into_iter().map(restricted).collect::<Result<Vec<_>, _>>()?),
+    })
+}
+
+fn whole(value: &Value) -> Result<RestrictedExpression, String> {
     Ok(match value {
         Value::Null => RestrictedExpression::new_record(std::iter::empty()).map_err(|e| e.to_string())?,
         Value::Bool(b) => RestrictedExpression::new_bool(*b),
@@ -225,9 +243,9 @@ fn restricted(value: &Value) -> Result<RestrictedExpression, String> {
             None => RestrictedExpression::new_string(n.to_string()),
         },
         Value::String(s) => RestrictedExpression::new_string(s.clone()),
-        Value::Array(items) => RestrictedExpression::new_set(items.iter().map(restricted).collect::<Result<Vec<_>, _>>()?),
+        Value::Array(items) => RestrictedExpression::new_set(items.iter().map(whole).collect::<Result<Vec<_>, _>>()?),
         Value::Object(map) => RestrictedExpression::new_record(
-            map.iter().map(|(k, v)| Ok((k.clone(), restricted(v)?))).collect::<Result<Vec<_>, String>>()?,
+            map.iter().map(|(k, v)| Ok((k.clone(), whole(v)?))).collect::<Result<Vec<_>, String>>()?,
         )
         .map_err(|e| e.to_string())?,
     })
@@ -308,6 +326,37 @@ mod tests {
         // A wrong type where a policy compares: the policy errors, the call is denied.
         let wrong = json!({"quantity": "two"});
         assert!(matches!(engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &wrong, "none"), Outcome::Error { .. }));
+    }
+
+    #[test]
+    fn policies_read_the_declared_arguments_at_any_depth_and_nothing_else() {
+        let schema = r#"
+            entity Role;
+            entity Caller in [Role] = { subject: String, tenant: String };
+            entity Tool = { server: String, name: String, class: String, labels: Set<String> };
+            type Line = { part_no: String };
+            type Arguments = { lines?: Set<Line>, note?: String, extra?: { open: String } };
+            action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: Arguments, approval: String } };
+        "#;
+        let policies = r#"
+            @id("no_valves") forbid (principal, action, resource)
+            when { context.arguments has lines && context.arguments.lines.contains({part_no: "TV-1"}) };
+            @id("noted") permit (principal, action, resource) when { context.arguments has note };
+        "#;
+        let engine = PolicyEngine::load(policies, schema).unwrap();
+        // The nested common type is resolved: lines are a set of closed records.
+        let Readable::Record(attrs) = &engine.readable else { panic!("{:?}", engine.readable) };
+        assert!(matches!(attrs.get("lines"), Some(Readable::Set(line)) if matches!(&**line, Readable::Record(l) if l.contains_key("part_no"))), "{attrs:?}");
+        let eval = |args: Value| engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &args, "none");
+        // An undeclared attribute beside a declared one is dropped, so a set
+        // element still equals the record the policy names.
+        assert_eq!(eval(json!({"lines": [{"part_no": "TV-1", "colour": "red"}]})), Outcome::Forbid { rules: vec!["no_valves".into()] });
+        assert_eq!(eval(json!({"lines": [{"part_no": "TV-2", "colour": "red"}]})), Outcome::NotApplicable);
+        // Undeclared top-level attributes are not there for `has`, as the validator typed them.
+        assert_eq!(eval(json!({"visits": [1, 2, 3]})), Outcome::NotApplicable);
+        assert_eq!(eval(json!({"note": "x", "visits": [1, 2, 3]})), Outcome::Permit { rules: vec!["noted".into()] });
+        // A declared attribute of the wrong type still fails closed.
+        assert!(matches!(eval(json!({"lines": "TV-1"})), Outcome::Error { .. }));
     }
 
     #[test]
