@@ -41,6 +41,24 @@ pub(crate) mod code {
     pub(crate) const HEADER_MISMATCH: i64 = -32020;
     pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
     pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+    /// The errors that say a request was refused before it ran: it could not
+    /// be read, named no method, had invalid params, headers that disagree
+    /// with its body, a capability or a protocol version missing. Nothing
+    /// happened; any other error (an internal one may come after a commit)
+    /// or a lost answer may hide an effect.
+    pub(crate) fn refused_before_running(code: i64) -> bool {
+        matches!(
+            code,
+            PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
+        )
+    }
+
+    /// The errors Streamable HTTP answers with 400 Bad Request, whoever
+    /// raised them (toolgate at its edge, or an upstream it passes on).
+    pub(crate) fn bad_request(code: i64) -> bool {
+        matches!(code, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION)
+    }
 }
 
 /// A JSON-RPC id: a number or a string.

@@ -37,8 +37,7 @@ pub(crate) enum Reply {
     Json(String),
     /// A JSON-RPC error for a method this gateway does not serve (HTTP 404).
     NotFound(String),
-    /// A JSON-RPC error the transport reports as HTTP 400 (a capability the
-    /// client did not declare).
+    /// A JSON-RPC error the transport reports as HTTP 400 (`code::bad_request`).
     BadRequest(String),
     /// A notification: nothing to answer (HTTP 202).
     Accepted,
@@ -204,7 +203,9 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
             let failed = obj.get("isError").is_some_and(|v| v.get() == "true").then(|| "tool_error".to_string());
             (Reply::Json(wire::response_raw(Some(&id), &raw(&obj))), failed)
         }
-        Err(e) if e.code == code::MISSING_CLIENT_CAPABILITY => (Reply::BadRequest(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
+        // 2026-07-28 answers these with 400; before it, a JSON-RPC error to a
+        // request that was read travels as any answer does.
+        Err(e) if era == Era::Modern && code::bad_request(e.code) => (Reply::BadRequest(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
         Err(e) => (Reply::Json(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
     }
 }

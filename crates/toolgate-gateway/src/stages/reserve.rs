@@ -20,7 +20,7 @@ use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolutio
 
 use crate::call::{Call, Context, Gate, Held, Stop};
 use crate::catalog::ExposedTool;
-use crate::wire::RawObject;
+use crate::wire::{RawObject, code};
 
 /// The `_meta` key a client names its operation with.
 pub(crate) const KEY_META: &str = "io.toolgate/operationKey";
@@ -231,10 +231,10 @@ pub(crate) fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState,
         }
         // Sent, then no usable answer.
         Err(Stop::Refused(r)) if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) => (OperationState::Unknown, None),
-        // JSON-RPC errors raised before a tool runs (unparseable, invalid
-        // request, no such method, invalid params): nothing happened. Any
-        // other (an internal error thrown after a commit) may hide an effect.
-        Err(Stop::Error(e)) if matches!(e.code, -32700 | -32600 | -32601 | -32602) => (OperationState::ReconciledNotApplied, None),
+        // JSON-RPC errors that say the request was refused before it ran:
+        // nothing happened. Any other (an internal error thrown after a
+        // commit) may hide an effect.
+        Err(Stop::Error(e)) if code::refused_before_running(e.code) => (OperationState::ReconciledNotApplied, None),
         Err(Stop::Error(_)) => (OperationState::Unknown, None),
         // Refused before it was sent (the upstream is down or turned it away).
         Err(_) => (OperationState::ReconciledNotApplied, None),
@@ -315,7 +315,7 @@ mod tests {
     use super::*;
     use crate::call::CallRequest;
     use crate::stages::testing::{NOW_MS, Store, call, split, find_definition, find_tool, order_tool, passed, raw, refused, tool};
-    use crate::wire::{RpcError, code};
+    use crate::wire::RpcError;
     use toolgate_core::approval::Binding;
     use toolgate_core::{AuthorityClass, AuthorityView, Hints};
     use toolgate_ledger::NewApproval;
@@ -543,6 +543,13 @@ mod tests {
             (refusal(Reason::OutcomeUnknown), OperationState::Unknown, None),
             (error(code::INVALID_PARAMS), OperationState::ReconciledNotApplied, None),
             (error(code::METHOD_NOT_FOUND), OperationState::ReconciledNotApplied, None),
+            (error(code::MISSING_CLIENT_CAPABILITY), OperationState::ReconciledNotApplied, None),
+            (error(code::HEADER_MISMATCH), OperationState::ReconciledNotApplied, None),
+            (error(code::UNSUPPORTED_PROTOCOL_VERSION), OperationState::ReconciledNotApplied, None),
+            (error(code::PARSE_ERROR), OperationState::ReconciledNotApplied, None),
+            (error(code::INVALID_REQUEST), OperationState::ReconciledNotApplied, None),
+            // An application error code says nothing about whether it ran.
+            (error(-32000), OperationState::Unknown, None),
             // An internal error may come after the tool committed.
             (error(code::INTERNAL_ERROR), OperationState::Unknown, None),
             (refusal(Reason::UpstreamUnavailable), OperationState::ReconciledNotApplied, None),
