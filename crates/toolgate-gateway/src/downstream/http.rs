@@ -1,4 +1,5 @@
-//! The downstream Streamable HTTP edge: `POST /mcp` only. Every rule of the
+//! The downstream Streamable HTTP edge: `POST /mcp` (and, beside it, the
+//! admin API and the probes). Every rule of the
 //! transport is an extractor of `edge.rs`, checked before a message reaches
 //! the router — Host and Origin (DNS rebinding, browsers), credentials,
 //! content type and Accept, body size while reading, strict JSON, and the
@@ -20,7 +21,7 @@ use crate::wire::{Era, RpcError, code};
 
 pub(crate) fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
-    axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).with_state(gw)
+    axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.

@@ -6,6 +6,7 @@ pub(crate) mod admin;
 pub(crate) mod edge;
 pub mod http;
 pub(crate) mod listen;
+pub(crate) mod probes;
 pub mod stdio;
 
 use serde_json::value::{RawValue, to_raw_value};
