@@ -7,7 +7,7 @@ use opentelemetry::KeyValue;
 use serde_json::Value;
 use toolgate_core::{Decision, Proposal, Reason, Verdict};
 
-use crate::call::{Answer, Context};
+use crate::call::{Answer, Context, Stop};
 use crate::catalog::ExposedTool;
 use crate::telemetry::{INSTRUMENTS, Redactor, TARGET, metrics_on};
 
@@ -54,35 +54,43 @@ impl<'a> Observer<'a> {
     }
 
     pub(crate) fn decided(&self, tool: &ExposedTool, decision: &Decision, policy_version: &str) {
+        self.server.record("toolgate.policy_version", policy_version);
+        self.verdict(decision.verdict, &decision.reason, &decision.rules, tool.view.effective_class.as_str());
+        match decision.reason {
+            Reason::RateLimited => self.budget("rate"),
+            Reason::RunBudgetExhausted => self.budget("run"),
+            _ => {}
+        }
+    }
+
+    /// A stage before decide refused the call (`tool`: as far as it was
+    /// resolved): the refusal is the call's decision, seen as any other.
+    pub(crate) fn refused_early(&self, stop: &Stop, tool: Option<&ExposedTool>) {
+        if let Stop::Refused(r) = stop {
+            self.verdict(r.verdict, &r.reason, &r.rules, tool.map_or("none", |t| t.view.effective_class.as_str()));
+        }
+    }
+
+    fn verdict(&self, verdict: Verdict, reason: &Reason, rules: &[String], class: &str) {
         let s = &self.server;
         // The guardrail convention's words for the verdict (`block` is its deny).
-        let guardrail = match decision.verdict {
+        let guardrail = match verdict {
             Verdict::Allow => "allow",
             Verdict::RequireApproval => "require_approval",
             Verdict::Deny => "block",
         };
         s.record("guardrail.name", "toolgate.policy");
         s.record("guardrail.decision", guardrail);
-        s.record("toolgate.policy_version", policy_version);
         // The reason's wire name only when something listens (span or metrics).
-        let reason = (!s.is_disabled() || metrics_on()).then(|| toolgate_core::receipt::build::wire_name(&decision.reason));
+        let reason = (!s.is_disabled() || metrics_on()).then(|| toolgate_core::receipt::build::wire_name(reason));
         if let (Some(reason), false) = (&reason, s.is_disabled()) {
             s.record("toolgate.decision.reason", reason.as_str());
-            s.record("toolgate.decision.rules", decision.rules.join(",").as_str());
-        }
-        match decision.reason {
-            Reason::RateLimited => self.budget("rate"),
-            Reason::RunBudgetExhausted => self.budget("run"),
-            _ => {}
+            s.record("toolgate.decision.rules", rules.join(",").as_str());
         }
         if let (Some(reason), true) = (reason, metrics_on()) {
             INSTRUMENTS.decisions.add(
                 1,
-                &[
-                    KeyValue::new("guardrail.decision", guardrail),
-                    KeyValue::new("toolgate.decision.reason", reason),
-                    KeyValue::new("toolgate.authority.class", tool.view.effective_class.as_str()),
-                ],
+                &[KeyValue::new("guardrail.decision", guardrail), KeyValue::new("toolgate.decision.reason", reason), KeyValue::new("toolgate.authority.class", class.to_string())],
             );
         }
     }

@@ -83,15 +83,16 @@ macro_rules! step {
 
 async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Context, call: &Call, f: &mut Findings) -> Answer {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
-    // 1. admit: the call's own limits
-    step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)));
+    // 1. admit: the call's own limits (a refusal before decide is the
+    // call's decision, and is observed as one)
+    step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
     // 2. resolve
-    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, &call.name)));
+    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, &call.name)).inspect_err(|stop| obs.refused_early(stop, None)));
     f.resolved(&tool);
     gw.log.remember_definition(&tool).await;
     obs.resolved(cx, &tool);
     // 3. validate
-    let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)));
+    let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
     f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
     obs.validated(&proposal);
     // 4. decide, on the state of the approval the call presents (if any),

@@ -112,8 +112,14 @@ where
     T: opentelemetry::trace::Tracer + Send + Sync + 'static,
     T::Span: Send + Sync,
 {
+    // Only the documented attributes: none of the bridge's own.
     tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_tracked_inactivity(false)
+        .with_location(false)
+        .with_threads(false)
+        .with_level(false)
+        .with_target(false)
         .with_filter(tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::INFO))
 }
 

@@ -71,6 +71,8 @@ async fn a_call_is_one_server_span_with_stage_children_and_an_upstream_client_sp
     let upstream_meta = &body["result"]["structuredContent"]["meta"];
     let unknown = traced_call(&s.url, "echo__nothing", json!({})).send().await.unwrap();
     assert_eq!(unknown.status(), 200);
+    let wrong: Value = request(&s.url, json!(9), "tools/call", json!({"name": "echo__echo", "arguments": {"q": 5}})).send().await.unwrap().json().await.unwrap();
+    assert_eq!(wrong["result"]["structuredContent"]["reason"], "invalid_arguments", "{wrong}");
     provider.force_flush().unwrap();
     let spans = exporter.get_finished_spans().unwrap();
 
@@ -116,6 +118,20 @@ async fn a_call_is_one_server_span_with_stage_children_and_an_upstream_client_sp
     // The upstream request carried the CLIENT span as its parent.
     let sent = upstream_meta["traceparent"].as_str().expect("traceparent in the upstream _meta");
     assert_eq!(sent, format!("00-{PARENT_TRACE}-{}-01", client.span_context.span_id()));
+
+    // A refusal before decide is a decision all the same, and its receipt's
+    // place in the log is on the span.
+    let refused = spans.iter().find(|s| s.name == "tools/call echo__echo" && attr(s, "jsonrpc.request.id").as_deref() == Some("9")).expect("the refused call's span");
+    assert_eq!(attr(refused, "guardrail.decision").as_deref(), Some("block"));
+    assert_eq!(attr(refused, "toolgate.decision.reason").as_deref(), Some("invalid_arguments"));
+    assert!(attr(refused, "toolgate.receipt.index").is_some_and(|i| i.parse::<u64>().is_ok()), "{:?}", refused.attributes);
+    // Only documented attributes: none of the tracing bridge's own.
+    for span in &spans {
+        for kv in &span.attributes {
+            let key = kv.key.as_str();
+            assert!(!["busy_ns", "idle_ns", "target", "level"].contains(&key) && !key.starts_with("code.") && !key.starts_with("thread."), "{key} on {}", span.name);
+        }
+    }
 
     // A failed request: error.type is the JSON-RPC code, status ERROR.
     let failed = spans.iter().find(|s| s.name == "tools/call echo__nothing").unwrap();

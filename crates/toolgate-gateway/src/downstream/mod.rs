@@ -121,7 +121,7 @@ fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span 
         gen_ai.tool.type = Empty, gen_ai.provider.name = Empty, gen_ai.system = Empty, error.type = Empty,
         guardrail.name = Empty, guardrail.decision = Empty, toolgate.proposal_sha256 = Empty,
         toolgate.authority.registry_class = Empty, toolgate.authority.implied_class = Empty, toolgate.policy_version = Empty,
-        toolgate.decision.reason = Empty, toolgate.decision.rules = Empty, toolgate.budget = Empty, toolgate.approval.id = Empty, toolgate.operation.id = Empty,
+        toolgate.decision.reason = Empty, toolgate.decision.rules = Empty, toolgate.budget = Empty, toolgate.approval.id = Empty, toolgate.operation.id = Empty, toolgate.receipt.index = Empty,
         gen_ai.tool.call.arguments = Empty, gen_ai.tool.call.result = Empty);
     if !span.is_disabled() {
         telemetry::adopt_parent(&span, &telemetry::trace_context(&msg.params));

@@ -279,8 +279,11 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
     drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
     let n = drafts.len() as u64;
     match rec.ledger.append_receipts(drafts, rec.clock.now_ms()).await {
-        Ok(_) => {
+        Ok(indexes) => {
             rec.log.appended(n);
+            if let Some(last) = indexes.last() {
+                tracing::Span::current().record("toolgate.receipt.index", last);
+            }
             answer
         }
         Err(e) => {
