@@ -4,6 +4,7 @@
 mod approvals;
 mod audit;
 mod demo;
+mod doctor;
 mod fixture;
 mod ops;
 mod policy;
@@ -139,6 +140,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         policy: PathBuf,
     },
+    /// Check what `serve` needs — config, policy, keys, ledger, each upstream — and say what to fix.
+    Doctor {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Check the Cedar policy set against its schema, or run table-driven decision cases.
     #[command(subcommand)]
     Policy(policy::Action),
@@ -170,9 +176,9 @@ fn main() -> std::process::ExitCode {
         // SAFETY: set once, before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    // The demo prints its own account of every case; warnings about the
-    // faults it injects on purpose would only interleave with it.
-    let default_level = if matches!(cli.command, Command::Demo { .. }) { "error" } else { "warn" };
+    // The demo prints its own account of every case, and doctor of every
+    // fault; warnings about them would only interleave with it.
+    let default_level = if matches!(cli.command, Command::Demo { .. } | Command::Doctor { .. }) { "error" } else { "warn" };
     // `serve` reads [telemetry] from its config (logs, OTLP export); the
     // other commands log text to stderr.
     let served = match &cli.command {
@@ -229,6 +235,7 @@ fn main() -> std::process::ExitCode {
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
             Command::ConformanceFixture { http } => fixture::run(http).await,
+            Command::Doctor { config } => doctor::run(&config).await,
         }
     });
     // Flush what the exporters still hold (the batch exporter blocks: off the runtime).

@@ -133,6 +133,13 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
     assert!(tools.status.success(), "{}", String::from_utf8_lossy(&tools.stderr));
     let view: Value = serde_json::from_slice(&tools.stdout).unwrap();
     assert_eq!(view["tools"].as_array().unwrap().len(), 12, "seed 000's eight, send_notice, and the support desk's three");
+    // And `toolgate doctor` finds nothing to fix in it.
+    let doctor = toolgate().args(["doctor", "--config"]).arg(&serving.config).output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.status.success(), "{report}\n{}", String::from_utf8_lossy(&doctor.stderr));
+    for line in ["ok    config", "ok    policy: validates", "ok    keys: receipt key", "ok    ledger", "ok    upstream tickets: protocol 2026-07-28", "all checks passed"] {
+        assert!(report.contains(line), "{line} missing from:\n{report}");
+    }
     // Without the agent's token, the SDK gets nothing.
     let anonymous = Command::new(python()).arg(&script).args([&serving.endpoint, "2026-07-28", "[]"]).output().unwrap();
     assert!(!anonymous.status.success(), "{}", String::from_utf8_lossy(&anonymous.stdout));
@@ -220,4 +227,36 @@ async fn demo_serve_runs_a_keyed_write_once_and_lists_it() {
     let op = ops["operations"].as_array().unwrap().iter().find(|o| o["key"] == "accept-key-1").expect("listed");
     assert_eq!((op["state"].as_str(), op["tool"].as_str(), op["attempts"].as_i64()), (Some("completed"), Some("create_ticket"), Some(1)), "{op}");
     assert_eq!(op["id"], first["_meta"]["io.toolgate/operation"]["id"]);
+}
+
+#[test]
+fn doctor_names_each_fault_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("policy.cedar"), r#"permit (principal, action, resource) when { context.arguments.nowhere == 1 };"#).unwrap();
+    std::fs::write(dir.path().join("policy.cedarschema"), "entity Caller; entity Tool; action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: {} } };").unwrap();
+    let config = dir.path().join("toolgate.toml");
+    // Nothing listens on port 9; the policy reads an attribute the schema lacks; no callers.
+    std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout_ms = 500\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n").unwrap();
+    let doctor = toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!doctor.status.success(), "{report}");
+    for line in ["ok    config", "FAIL  callers", "FAIL  policy", "fix: `toolgate policy check", "FAIL  start"] {
+        assert!(report.contains(line), "{line} missing from:\n{report}");
+    }
+    // With the policy fixed, the start goes on to the ledger and the upstream.
+    std::fs::remove_file(dir.path().join("policy.cedar")).unwrap();
+    std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n").unwrap();
+    let doctor = toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!doctor.status.success(), "{report}");
+    for line in ["ok    policy: none configured", "ok    keys: receipt key", "ok    ledger", "FAIL  upstream away", "fix: start the server"] {
+        assert!(report.contains(line), "{line} missing from:\n{report}");
+    }
+    assert!(String::from_utf8_lossy(&doctor.stderr).contains("1 fault(s)"), "{}", String::from_utf8_lossy(&doctor.stderr));
+    // A signing key others can read is a fault, with the command that fixes it.
+    use std::os::unix::fs::PermissionsExt as _;
+    let seed = dir.path().join("state/keys/receipt-ed25519.seed");
+    std::fs::set_permissions(&seed, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let report = String::from_utf8_lossy(&toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap().stdout).into_owned();
+    assert!(report.contains("FAIL  keys: readable by others: receipt-ed25519.seed") && report.contains("fix: chmod 600"), "{report}");
 }

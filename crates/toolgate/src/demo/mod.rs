@@ -300,6 +300,11 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     ok &= runs::rate(&via).await?;
 
     if keep_serving {
+        // The endpoint is announced when a first tools/list sees every upstream.
+        let down = gateway.wait_ready(Duration::from_secs(30)).await;
+        for (server, why) in &down {
+            eprintln!("warning: upstream {server} is not connected yet ({why}); its tools join the list when it is");
+        }
         println!("\nendpoint: {endpoint}");
         println!("config: {}", config_path.display());
         println!("agent-token: {}", tokens.agent);
