@@ -303,6 +303,9 @@ pub struct TelemetryConfig {
     pub(crate) log_level: Option<String>,
     /// How often metrics are exported.
     pub(crate) metrics_interval_ms: u64,
+    /// Where `GET /metrics` serves the same metrics as Prometheus text
+    /// (off unless set; its own listener, so it can stay inside a network).
+    pub(crate) prometheus_listen: Option<String>,
     /// Record `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` on
     /// spans. Off by default; values under `redact_keys` and strings that
     /// match `redact_patterns` are replaced.
@@ -329,6 +332,7 @@ impl Default for TelemetryConfig {
             log_format: LogFormat::Text,
             log_level: None,
             metrics_interval_ms: 10_000,
+            prometheus_listen: None,
             capture_content: false,
             redact_keys: ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "private_key", "card_number"]
                 .map(String::from)

@@ -17,6 +17,7 @@ pub mod wire;
 pub mod upstream;
 pub mod param_headers;
 pub mod pins;
+pub mod prometheus;
 pub mod catalog;
 pub mod gateway;
 pub mod holds;

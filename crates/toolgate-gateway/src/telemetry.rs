@@ -46,6 +46,8 @@ const TRACE_KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
 pub struct Telemetry {
     tracer: Option<SdkTracerProvider>,
     meter: Option<SdkMeterProvider>,
+    /// The Prometheus scrape, until `serve` starts it.
+    scrape: Option<crate::prometheus::Scrape>,
 }
 
 /// Whether OTLP export is configured (config, else the standard variables).
@@ -79,19 +81,39 @@ impl Telemetry {
                 .with_filter(filter())
                 .boxed(),
         };
-        let (tracer, meter) = match otlp_base(cfg) {
+        let resource = resource(cfg);
+        let (tracer, periodic) = match otlp_base(cfg) {
             None => (None, None),
             Some(base) => {
-                let (t, m) = exporters(cfg, &base)?;
+                let (t, m) = exporters(cfg, &base, &resource)?;
                 (Some(t), Some(m))
             }
         };
+        let scrape = cfg.prometheus_listen.as_deref().map(crate::prometheus::listen_of).transpose()?.map(crate::prometheus::reader);
+        // One meter provider, read by OTLP, by the scrape, or both.
+        let meter = (periodic.is_some() || scrape.is_some()).then(|| {
+            let mut builder = SdkMeterProvider::builder().with_resource(resource);
+            if let Some(reader) = periodic {
+                builder = builder.with_reader(reader);
+            }
+            if let Some((reader, _)) = &scrape {
+                builder = builder.with_reader(reader.clone());
+            }
+            builder.build()
+        });
+        let scrape = scrape.map(|(_, s)| s);
         let otel = tracer.as_ref().map(|p| span_layer(p.tracer("toolgate")));
         tracing_subscriber::registry().with(fmt).with(otel).try_init().context("installing the log subscriber")?;
         if let Some(m) = &meter {
             install_meter_provider(m.clone());
         }
-        Ok(Self { tracer, meter })
+        Ok(Self { tracer, meter, scrape })
+    }
+
+    /// The Prometheus scrape, when `telemetry.prometheus_listen` is set:
+    /// `serve` starts it.
+    pub fn take_scrape(&mut self) -> Option<crate::prometheus::Scrape> {
+        self.scrape.take()
     }
 
     /// Flushes and stops the exporters (at shutdown: nothing buffered is lost).
@@ -123,7 +145,18 @@ where
         .with_filter(tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::INFO))
 }
 
-fn exporters(cfg: &TelemetryConfig, base: &str) -> anyhow::Result<(SdkTracerProvider, SdkMeterProvider)> {
+/// The process as telemetry names it: `service_name`, else `OTEL_SERVICE_NAME`, else `toolgate`.
+fn resource(cfg: &TelemetryConfig) -> opentelemetry_sdk::Resource {
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if let Some(name) = &cfg.service_name {
+        resource = resource.with_service_name(name.clone());
+    } else if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("toolgate");
+    }
+    resource.build()
+}
+
+fn exporters(cfg: &TelemetryConfig, base: &str, resource: &opentelemetry_sdk::Resource) -> anyhow::Result<(SdkTracerProvider, opentelemetry_sdk::metrics::PeriodicReader<opentelemetry_otlp::MetricExporter>)> {
     let headers: HashMap<String, String> = cfg.otlp_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     // An empty base means: the endpoint comes from the OTEL_* variables.
     let signal = |path: &str| (!base.is_empty()).then(|| format!("{}/{path}", base.trim_end_matches('/')));
@@ -137,20 +170,12 @@ fn exporters(cfg: &TelemetryConfig, base: &str) -> anyhow::Result<(SdkTracerProv
         metrics = metrics.with_endpoint(url);
     }
     let metrics = metrics.build().context("the OTLP metric exporter")?;
-    let mut resource = opentelemetry_sdk::Resource::builder();
-    if let Some(name) = &cfg.service_name {
-        resource = resource.with_service_name(name.clone());
-    } else if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name("toolgate");
-    }
-    let resource = resource.build();
     let mut tracer = SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone());
     if let Some(ratio) = cfg.sample_ratio {
         tracer = tracer.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
     }
     let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(metrics).with_interval(Duration::from_millis(cfg.metrics_interval_ms)).build();
-    let meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
-    Ok((tracer.build(), meter))
+    Ok((tracer.build(), reader))
 }
 
 /// The trace context a request carries in `params._meta`.

@@ -192,7 +192,7 @@ fn main() -> std::process::ExitCode {
         _ => None,
     };
     let settings = served.as_ref().map(|c| c.telemetry.clone()).unwrap_or_default();
-    let telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, default_level) {
+    let mut telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, default_level) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("toolgate: telemetry: {e:#}");
@@ -209,7 +209,12 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo { state, serve } => demo::run(state, serve).await,
-            Command::Serve { stdio, .. } => serve::run(served.expect("loaded above"), stdio).await,
+            Command::Serve { stdio, .. } => {
+                if let Some(scrape) = telemetry.take_scrape() {
+                    scrape.serve().await?;
+                }
+                serve::run(served.expect("loaded above"), stdio).await
+            }
             Command::Tools { config, mcp_json, json, accept } => {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
