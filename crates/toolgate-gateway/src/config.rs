@@ -118,6 +118,9 @@ pub struct GatewaySettings {
     /// How long an approval stays valid once opened: it must be decided and
     /// used within this time.
     pub(crate) approval_ttl_ms: u64,
+    /// After Ctrl-C or SIGTERM, how long calls in flight may take to finish
+    /// before the process exits anyway.
+    pub shutdown_grace_ms: u64,
 }
 
 impl Default for GatewaySettings {
@@ -138,6 +141,7 @@ impl Default for GatewaySettings {
             list_page_size: 100,
             stdio_caller: None,
             approval_ttl_ms: 15 * 60 * 1000,
+            shutdown_grace_ms: 30_000,
         }
     }
 }

@@ -42,12 +42,28 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
     let draining = gw.clone();
+    let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
+    let signalled = Arc::new(tokio::sync::Notify::new());
+    let heard = signalled.clone();
     let shutdown = async move {
         shutdown_signal().await;
-        // Listen streams end now, or the drain would wait for them forever.
+        // Listen streams and held calls end now, or the drain would wait
+        // for them (a held call is told its approval still waits).
         draining.begin_shutdown();
+        heard.notify_one();
     };
-    downstream::http::serve(gw, listener, shutdown).await.context("HTTP server")
+    let serving = downstream::http::serve(gw, listener, shutdown);
+    tokio::select! {
+        served = serving => served.context("HTTP server"),
+        // Calls in flight get the grace, and no longer.
+        _ = async { signalled.notified().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(
+                grace_ms = grace.as_millis() as u64,
+                "the shutdown grace ended with calls still running; they are cut: a write among them stays `dispatched` and is found `unknown` after its lease (`toolgate ops reconcile`)"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// SIGHUP re-reads the policy files: a grant withdrawn there applies to the
