@@ -224,8 +224,39 @@ async fn a_tool_at_its_concurrency_refuses_the_next_call_to_retry() {
     assert_ne!(reason(&create("ref-slot-0003").await), "concurrency_limited");
 }
 
-#[tokio::test]
-async fn stock_clients_get_the_trifecta_and_the_rate_in_both_eras() {
+/// The official SDKs, as their READMEs show them (a default call with the
+/// run in `_meta`): Python (`run_calls.py`) or TypeScript v2 (`run_calls.mjs`).
+#[derive(Clone, Copy)]
+enum Sdk {
+    Python,
+    TypeScript,
+}
+
+/// Runs `calls` with `sdk` in `mode` as the caller of `token` (none: the agent).
+async fn sdk_calls(sdk: Sdk, url: &str, mode: &str, token: Option<&'static str>, calls: Value) -> Value {
+    let (program, script) = match sdk {
+        Sdk::Python => (python(), workspace().join("tests/python/run_calls.py")),
+        Sdk::TypeScript => {
+            let root = workspace().join("tests/ts");
+            assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
+            ("node".into(), root.join("run_calls.mjs"))
+        }
+    };
+    let args = [url.to_string(), mode.to_string(), calls.to_string()];
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(program);
+        if let Some(t) = token {
+            cmd.env("TOOLGATE_TOKEN", t);
+        }
+        cmd.arg(script).args(args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+async fn stock_client_meets_the_trifecta_and_the_rate(sdk: Sdk) {
     // One a second after a burst of four: five calls in a row spend it.
     let h = start_with("", &format!("{RUNS}[budgets]\nrate_per_minute = 60\nrate_burst = 4\n"), &[]).await;
     // Each era as another caller, so each starts with a full burst.
@@ -238,26 +269,28 @@ async fn stock_clients_get_the_trifecta_and_the_rate_in_both_eras() {
             {"tool": MANUAL, "arguments": {"query": "torque"}, "meta": run},
             {"tool": MANUAL, "arguments": {"query": "torque"}, "meta": run},
         ]);
-        let script = workspace().join("tests/python/run_calls.py");
-        let args = [h.url.clone(), mode.to_string(), calls.to_string()];
-        let out = tokio::task::spawn_blocking(move || {
-            let mut cmd = std::process::Command::new(python());
-            if let Some(t) = token {
-                cmd.env("TOOLGATE_TOKEN", t);
-            }
-            cmd.arg(script).args(args).output().unwrap()
-        })
-        .await
-        .unwrap();
-        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
-        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got = sdk_calls(sdk, &h.url, mode, token, calls).await;
         let results = got["results"].as_array().unwrap();
+        assert!(results.iter().all(|r| r.get("threw").is_none()), "{mode}: the SDK threw: {got}");
         assert!(ran(&results[0]) && ran(&results[1]), "{mode}: {got}");
+        // The run took in a private ticket and an untrusted manual: the
+        // notice waits for a person.
         assert_eq!(reason(&results[2]), "approval_pending", "{mode}: {got}");
+        assert!(results[2]["structuredContent"]["message"].as_str().is_some_and(|m| m.contains("(lethal trifecta)") && m.contains("sdk-")), "{mode}: {got}");
         // The burst of four is spent by the fifth call.
         assert_eq!(reason(&results[4]), "rate_limited", "{mode}: {got}");
         assert_eq!(results[4]["structuredContent"]["action"], "retry", "{mode}: {got}");
         assert!(results[4]["structuredContent"]["retry_after_ms"].as_i64().is_some_and(|ms| ms > 0), "{mode}: {got}");
     }
     assert_eq!(sent(h.dir.path()), 0);
+}
+
+#[tokio::test]
+async fn the_python_sdk_meets_the_trifecta_and_the_rate_in_both_eras() {
+    stock_client_meets_the_trifecta_and_the_rate(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_meets_the_trifecta_and_the_rate_in_both_eras() {
+    stock_client_meets_the_trifecta_and_the_rate(Sdk::TypeScript).await;
 }
