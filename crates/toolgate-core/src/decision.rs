@@ -123,6 +123,9 @@ pub enum Reason {
     /// The tool is running as many calls at once as it may
     /// (`[budgets.concurrency]`): retry shortly.
     ConcurrencyLimited,
+    /// The caller has as many approvals pending as it may
+    /// (`[approvals] max_pending_per_caller`): approvers decide some first.
+    TooManyPendingApprovals,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause

@@ -113,6 +113,8 @@ pub struct GatewaySettings {
     pub(crate) block_invalid_results: bool,
     /// Tools per `tools/list` page.
     pub(crate) list_page_size: usize,
+    /// An upstream listing more tools than this is refused (and stays down).
+    pub(crate) max_tools_per_upstream: usize,
     /// The caller a `--stdio` downstream acts as (a `[callers]` key).
     pub(crate) stdio_caller: Option<String>,
     /// How long an approval stays valid once opened: it must be decided and
@@ -139,6 +141,7 @@ impl Default for GatewaySettings {
             list_ttl_ms: 60_000,
             block_invalid_results: false,
             list_page_size: 100,
+            max_tools_per_upstream: crate::upstream::DEFAULT_MAX_TOOLS,
             stdio_caller: None,
             approval_ttl_ms: 15 * 60 * 1000,
             shutdown_grace_ms: 30_000,
@@ -382,13 +385,19 @@ pub struct ApprovalsConfig {
     /// come from elsewhere (the CLI, another replica); a decision through
     /// this gateway's admin API wakes the call at once.
     pub poll_ms: u64,
+    /// How many calls may be held at once; past it a call is answered at
+    /// once that its approval waits (as with `hold_ms = 0`).
+    pub max_held: usize,
+    /// How many approvals one caller may have pending; past it, a call that
+    /// would open another is refused until approvers decide some.
+    pub max_pending_per_caller: usize,
     /// Who is told that an approval waits.
     pub notify: NotifyConfig,
 }
 
 impl Default for ApprovalsConfig {
     fn default() -> Self {
-        Self { hold_ms: 30_000, poll_ms: 500, notify: NotifyConfig::default() }
+        Self { hold_ms: 30_000, poll_ms: 500, max_held: 1024, max_pending_per_caller: 100, notify: NotifyConfig::default() }
     }
 }
 

@@ -108,6 +108,7 @@ impl Gateway {
             })
             .collect();
         for upstream in &upstreams {
+            upstream.set_max_tools(settings.max_tools_per_upstream);
             upstream.start(cancel.child_token());
         }
         let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth };

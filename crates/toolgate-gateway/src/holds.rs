@@ -56,12 +56,16 @@ impl Drop for Seat<'_> {
 }
 
 impl Holds {
-    /// A seat in the room of approval `id`.
-    pub(crate) fn seat(&self, id: &str) -> Seat<'_> {
+    /// A seat in the room of approval `id`, unless `max` calls are held
+    /// already (counted and taken under one lock).
+    pub(crate) fn seat(&self, id: &str, max: usize) -> Option<Seat<'_>> {
         let mut rooms = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
+        if rooms.values().map(|r| r.seats).sum::<usize>() >= max {
+            return None;
+        }
         let room = rooms.entry(id.to_string()).or_insert_with(|| Room { bell: Arc::new(Notify::new()), seats: 0 });
         room.seats += 1;
-        Seat { holds: self, id: id.to_string(), bell: room.bell.clone() }
+        Some(Seat { holds: self, id: id.to_string(), bell: room.bell.clone() })
     }
 
     /// Wakes every call held on approval `id` (it was just decided).
@@ -113,7 +117,7 @@ mod tests {
     #[tokio::test]
     async fn a_ring_wakes_every_seat_of_its_room_and_no_other() {
         let holds = Holds::default();
-        let (a1, a2, b) = (holds.seat("apr_a"), holds.seat("apr_a"), holds.seat("apr_b"));
+        let (a1, a2, b) = (holds.seat("apr_a", 8).unwrap(), holds.seat("apr_a", 8).unwrap(), holds.seat("apr_b", 8).unwrap());
         assert_eq!(holds.held(), 3);
         let (w1, w2, wb) = (a1.bell().notified(), a2.bell().notified(), b.bell().notified());
         tokio::pin!(w1, w2, wb);
@@ -126,10 +130,20 @@ mod tests {
     }
 
     #[test]
+    fn seats_are_given_up_to_the_limit_and_not_past_it() {
+        let holds = Holds::default();
+        let (a, b) = (holds.seat("apr_a", 2), holds.seat("apr_b", 2));
+        assert!(a.is_some() && b.is_some(), "just under the limit: seated");
+        assert!(holds.seat("apr_c", 2).is_none(), "at the limit: none");
+        drop(a);
+        assert!(holds.seat("apr_c", 2).is_some(), "a seat left frees one");
+    }
+
+    #[test]
     fn a_room_empties_when_its_last_seat_leaves() {
         let holds = Holds::default();
-        let first = holds.seat("apr_a");
-        let second = holds.seat("apr_a");
+        let first = holds.seat("apr_a", 8).unwrap();
+        let second = holds.seat("apr_a", 8).unwrap();
         drop(first);
         assert_eq!(holds.waited_on(), vec!["apr_a".to_string()]);
         drop(second);

@@ -192,6 +192,7 @@ async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, ru
 /// approve, when the call must wait: opens the approval, with the receipt
 /// of the decision to wait in the same transaction.
 async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Result<Approval, Stop> {
+    approve::room_for(a, tool, proposal, &new).await?;
     f.approval_id = Some(new.id.clone());
     let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
     let opened = approve::open(a, tool, proposal, new, receipt).await?;
@@ -220,7 +221,7 @@ async fn held(
     f: &mut Findings,
 ) -> Result<Gate, Stop> {
     f.approval_id = Some(pending.id.clone());
-    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms), draining: gw.draining() };
+    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms), max_held: gw.config.approvals.max_held, draining: gw.draining() };
     let approval = hold::hold(&h, call, cx.started, pending).instrument(obs.stage("hold")).await;
     if approval.state_at(gw.clock.now_ms()) != ApprovalState::Approved {
         let answered = approve::unheld(a, cx, call, tool, proposal, approval);
@@ -273,6 +274,7 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
         entropy: gw.entropy.as_ref(),
         policy_version: policy.version(),
         ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
+        max_pending: gw.config.approvals.max_pending_per_caller,
     }
 }
 

@@ -303,3 +303,27 @@ async fn the_typescript_sdk_gets_the_order_when_approved_during_the_hold_and_a_r
         assert!(r["approval_id"].as_str().is_some_and(|id| id.starts_with("apr_")), "{mode}: {r}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_with_as_many_approvals_pending_as_allowed_opens_no_more() {
+    let h = start_with("", "[approvals]\nhold_ms = 0\nmax_pending_per_caller = 2\n", &[]).await;
+    let reason = |body: &Value| body["result"]["structuredContent"]["reason"].as_str().unwrap_or_default().to_string();
+    // Just under the limit: each call opens its approval.
+    for n in 1..=2 {
+        let body = call(&h.url, ORDER, order(n, &format!("pending {n}"))).await;
+        assert_eq!(reason(&body), "approval_pending", "{body}");
+    }
+    // At it: refused, nothing opened, and told who can help.
+    let over = call(&h.url, ORDER, order(3, "pending 3")).await;
+    let r = &over["result"]["structuredContent"];
+    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("too_many_pending_approvals"), Some("escalate")), "{over}");
+    assert!(r["message"].as_str().unwrap().contains("max_pending_per_caller") && r.get("approval_id").is_none(), "{over}");
+    let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+    let pending = listed["approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 2, "{listed}");
+    // An approver decides one: there is room again.
+    let id = pending[0]["id"].as_str().unwrap();
+    let (status, _) = admin(&h.url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{id}/deny"), Some(json!({"reason": "not now"}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(reason(&call(&h.url, ORDER, order(3, "pending 3")).await), "approval_pending");
+}

@@ -153,3 +153,29 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
     assert_eq!(cancelled["params"]["requestId"], called);
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn an_upstream_listing_more_tools_than_allowed_is_refused_whole() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
+    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let url = format!("http://{addr}/mcp");
+    let counted = http_upstream("tickets", &url);
+    counted.start(cancel.clone());
+    assert!(counted.ready(Duration::from_secs(10)).await);
+    let n = counted.listing().unwrap().tools.len();
+    // Exactly at the limit: listed.
+    let at = http_upstream("tickets", &url);
+    at.set_max_tools(n);
+    at.start(cancel.clone());
+    assert!(at.ready(Duration::from_secs(10)).await, "{:?}", at.down_reason());
+    // One over: refused whole, and the reason says which setting.
+    let over = http_upstream("tickets", &url);
+    over.set_max_tools(n - 1);
+    over.start(cancel.clone());
+    assert!(!over.ready(Duration::from_secs(2)).await);
+    let why = over.down_reason().unwrap_or_default();
+    assert!(why.contains(&format!("it lists {n} tools, more than [gateway] max_tools_per_upstream ({})", n - 1)), "{why}");
+    cancel.cancel();
+}

@@ -26,6 +26,8 @@ pub(crate) struct Hold<'a> {
     pub clock: &'a dyn Clock,
     /// `[approvals] hold_ms`.
     pub hold: Duration,
+    /// `[approvals] max_held`: beyond it, a call is answered at once.
+    pub max_held: usize,
     /// Cancelled when the gateway begins to shut down: held calls are
     /// answered at once rather than delay the drain.
     pub draining: CancellationToken,
@@ -42,7 +44,12 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
     }
     let began = Instant::from_std(began);
     let until = began + h.hold;
-    let seat = h.holds.seat(&pending.id);
+    // Held calls cost little, but not nothing: past the limit a call is
+    // answered at once that its approval waits, as with `hold_ms = 0`.
+    let Some(seat) = h.holds.seat(&pending.id, h.max_held) else {
+        tracing::warn!(target: "toolgate::hold", max_held = h.max_held, approval = %pending.id, "as many calls are held as [approvals] max_held allows; this one is answered at once");
+        return pending;
+    };
     let mut latest = pending;
     progress(call, &latest, began.elapsed(), h.hold);
     loop {
@@ -132,7 +139,7 @@ mod tests {
     }
 
     fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
-        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), draining: CancellationToken::new() }
+        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: CancellationToken::new() }
     }
 
     #[tokio::test]
@@ -167,6 +174,20 @@ mod tests {
         let after = hold(&hold_of(&s, &holds, 150), &call, std::time::Instant::now(), pending(&s).await).await;
         assert_eq!(after.state, ApprovalState::Pending);
         assert!(started.elapsed() >= Duration::from_millis(150) && started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn past_max_held_a_call_is_answered_at_once() {
+        let s = Store::open().await;
+        let holds = Holds::default();
+        let (call, _rx) = call_with_progress();
+        let approval = pending(&s).await;
+        let _others: Vec<_> = (0..8).map(|i| holds.seat(&format!("apr_other_{i}"), 8).unwrap()).collect();
+        let started = std::time::Instant::now();
+        let after = hold(&hold_of(&s, &holds, 10_000), &call, std::time::Instant::now(), approval.clone()).await;
+        assert_eq!(after, approval);
+        assert!(started.elapsed() < Duration::from_secs(1), "not held: {:?}", started.elapsed());
+        assert_eq!(holds.held(), 8, "it took no seat");
     }
 
     #[tokio::test]

@@ -168,7 +168,12 @@ pub struct Upstream {
     generation: watch::Sender<u64>,
     progress: ProgressRoutes,
     next_progress: std::sync::atomic::AtomicU64,
+    /// A listing of more tools than this is refused (`[gateway] max_tools_per_upstream`).
+    max_tools: std::sync::atomic::AtomicUsize,
 }
+
+/// How many tools one upstream may list, unless configured.
+pub const DEFAULT_MAX_TOOLS: usize = 1000;
 
 /// Removes a call's progress route when the call ends, however it ends.
 struct ProgressRoute {
@@ -202,7 +207,13 @@ impl Upstream {
             generation: watch::channel(0).0,
             progress: ProgressRoutes::default(),
             next_progress: std::sync::atomic::AtomicU64::new(1),
+            max_tools: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_TOOLS),
         })
+    }
+
+    /// Refuses a listing of more than `max` tools (set before `start`).
+    pub fn set_max_tools(&self, max: usize) {
+        self.max_tools.store(max, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Starts the supervisor; it stops when `cancel` fires.
@@ -341,6 +352,12 @@ impl Upstream {
 
     async fn list(&self, session: &Session) -> Result<Listing, UpstreamError> {
         let raws = tokio::time::timeout(self.timeout, session.list_tools()).await.map_err(|_| UpstreamError::Timeout)??;
+        // A server that lists without end would fill memory and every
+        // client's context: past the limit, the listing is refused whole.
+        let max = self.max_tools.load(std::sync::atomic::Ordering::Relaxed);
+        if raws.len() > max {
+            return Err(UpstreamError::Protocol(format!("it lists {} tools, more than [gateway] max_tools_per_upstream ({max})", raws.len())));
+        }
         let mut tools = Vec::with_capacity(raws.len());
         for raw in raws {
             let definition: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);

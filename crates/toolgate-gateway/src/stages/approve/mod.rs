@@ -38,6 +38,8 @@ pub(crate) struct Approvals<'a> {
     pub policy_version: &'a str,
     /// How long an opened approval stays decidable.
     pub ttl_ms: i64,
+    /// `[approvals] max_pending_per_caller`.
+    pub max_pending: usize,
 }
 
 /// What a call brings to the approve stage: the `requestState` it presents,
@@ -189,6 +191,32 @@ fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction); the call then holds for it.
+/// Whether the caller of `new` may open another approval: fewer than
+/// `max_pending` of its own are pending (counted when opening; two opened
+/// at the same instant may pass it by one). Past it, the call is refused
+/// and nothing is opened: approvers decide what waits first.
+pub(crate) async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: &NewApproval) -> Result<(), Stop> {
+    let tenant = &new.binding.tenant;
+    let pending = a.ledger.approvals(Some(tenant), Some(ApprovalState::Pending), a.clock.now_ms()).await.map_err(|e| store_failed(e, tool, proposal))?;
+    let mine = pending.iter().filter(|p| p.binding.caller == new.binding.caller).count();
+    if mine < a.max_pending {
+        return Ok(());
+    }
+    Err(Stop::Refused(
+        Refusal::new(
+            Verdict::RequireApproval,
+            Reason::TooManyPendingApprovals,
+            Action::Escalate,
+            format!(
+                "{} needs a named approver, and caller `{}` already has {mine} approvals pending, the most [approvals] max_pending_per_caller allows; \
+                 nothing was run or opened. An approver decides the pending ones first (`toolgate approvals list --state pending`), then call again",
+                tool.exposed_name, new.binding.caller
+            ),
+        )
+        .with_proposal(&proposal.sha256),
+    ))
+}
+
 pub(crate) async fn open(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<Approval, Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
@@ -308,7 +336,7 @@ mod tests {
     const TTL_MS: i64 = 60_000;
 
     fn approvals(s: &Store) -> Approvals<'_> {
-        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS }
+        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS, max_pending: 100 }
     }
 
     /// The agent's order of `quantity` units, presenting `state` as its
