@@ -26,13 +26,18 @@ fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
     Upstream::new(name, &config, Duration::from_secs(5), Duration::from_secs(60), "test")
 }
 
+/// The Atlas tickets server (2026-07-28) over HTTP, until `cancel`; its URL.
+async fn atlas_tickets(dir: &std::path::Path, cancel: &CancellationToken) -> String {
+    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir)).unwrap();
+    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    format!("http://{addr}/mcp")
+}
+
 #[tokio::test]
 async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
-    let upstream = http_upstream("tickets", &format!("http://{addr}/mcp"));
+    let upstream = http_upstream("tickets", &atlas_tickets(dir.path(), &cancel).await);
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let listing = upstream.listing().unwrap();
@@ -158,9 +163,7 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
 async fn an_upstream_listing_more_tools_than_allowed_is_refused_whole() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
-    let url = format!("http://{addr}/mcp");
+    let url = atlas_tickets(dir.path(), &cancel).await;
     let counted = http_upstream("tickets", &url);
     counted.start(cancel.clone());
     assert!(counted.ready(Duration::from_secs(10)).await);
