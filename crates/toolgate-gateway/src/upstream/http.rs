@@ -143,15 +143,14 @@ impl HttpChannel {
     /// way are passed to `events`.
     async fn read_sse(&self, response: reqwest::Response, id: &Id) -> Result<Message, UpstreamError> {
         let mut stream = response.bytes_stream();
-        let mut buffer: Vec<u8> = Vec::new();
+        let mut events = Events::default();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("SSE stream broke: {}", without_url(&e))))?;
-            buffer.extend_from_slice(&chunk);
-            if buffer.len() > MAX_BODY {
-                return Err(UpstreamError::Protocol("the upstream's SSE stream exceeds the size limit".into()));
+            events.push(&chunk);
+            if events.pending() > MAX_BODY {
+                return Err(UpstreamError::Protocol("an event of the upstream's SSE stream exceeds the size limit".into()));
             }
-            while let Some(end) = find_event_end(&buffer) {
-                let event: Vec<u8> = buffer.drain(..end).collect();
+            while let Some(event) = events.next_event() {
                 let data = sse_data(&event);
                 if data.is_empty() {
                     continue;
@@ -173,14 +172,60 @@ impl HttpChannel {
     }
 }
 
-/// Index just past the blank line ending the first complete event.
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+/// The bytes of an SSE stream, split into events as they arrive. Each byte
+/// is looked at once: the search for an event's end resumes where the last
+/// one stopped (a re-scan from the start per chunk made one large event,
+/// sent in small chunks, cost quadratic time).
+#[derive(Default)]
+struct Events {
+    buffer: Vec<u8>,
+    /// How far the buffer is known to hold no event end.
+    scanned: usize,
+}
+
+impl Events {
+    fn push(&mut self, chunk: &[u8]) {
+        self.buffer.extend_from_slice(chunk);
     }
+
+    /// Bytes received and not yet part of a whole event.
+    fn pending(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The next complete event (up to and with its blank line), if any.
+    fn next_event(&mut self) -> Option<Vec<u8>> {
+        // An end straddling the last scan (`\r\n\r\n` is 4 bytes) is found
+        // by starting 3 bytes back.
+        let from = self.scanned.saturating_sub(3);
+        match find_event_end(&self.buffer[from..]) {
+            Some(end) => {
+                self.scanned = 0;
+                Some(self.buffer.drain(..from + end).collect())
+            }
+            None => {
+                self.scanned = self.buffer.len();
+                None
+            }
+        }
+    }
+}
+
+/// Index just past the blank line (`\n\n` or `\r\n\r\n`) ending the first
+/// complete event, in one pass that stops there.
+fn find_event_end(buf: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = buf[from..].iter().position(|&b| b == b'\n') {
+        let n = from + at;
+        if buf.get(n + 1) == Some(&b'\n') {
+            return Some(n + 2);
+        }
+        if n >= 1 && buf[n - 1] == b'\r' && buf.get(n + 1..n + 3) == Some(b"\r\n") {
+            return Some(n + 3);
+        }
+        from = n + 1;
+    }
+    None
 }
 
 /// The joined `data:` lines of one event.
@@ -225,5 +270,26 @@ mod tests {
         let end = find_event_end(buf).unwrap();
         assert_eq!(sse_data(&buf[..end]), "{\"a\":\n1}");
         assert_eq!(sse_data(&buf[end..]), "x");
+    }
+
+    #[test]
+    fn events_are_found_across_chunk_boundaries_and_each_byte_is_read_once() {
+        let stream = b"data: one\n\ndata: two\r\n\r\ndata: three\n\n";
+        // Every split point, byte by byte included: the same three events.
+        for size in 1..stream.len() {
+            let mut events = Events::default();
+            let mut got = Vec::new();
+            for chunk in stream.chunks(size) {
+                events.push(chunk);
+                while let Some(e) = events.next_event() {
+                    got.push(sse_data(&e));
+                }
+                // Nothing complete is left behind, and the scan never
+                // restarts before what it already read (less 3 bytes).
+                assert!(events.scanned == 0 || events.scanned == events.pending(), "chunk size {size}");
+            }
+            assert_eq!(got, ["one", "two", "three"], "chunk size {size}");
+            assert_eq!(events.pending(), 0);
+        }
     }
 }
