@@ -168,6 +168,15 @@ pub struct ServerConfig {
     /// Headers sent with every request to `url`, e.g. `Authorization`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Headers whose values are read, at each connect, from environment
+    /// variables: header → variable. Credentials stay out of the file.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
+    /// Headers whose values are read, at each connect, from owner-only
+    /// files (relative to the config; a trailing newline is dropped):
+    /// header → file.
+    #[serde(default)]
+    pub headers_file: BTreeMap<String, PathBuf>,
     /// Whether this server's annotations may decide for tools the registry
     /// does not name. Default: not trusted.
     #[serde(default)]
@@ -193,7 +202,18 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Transport {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
-    Http { url: String, headers: BTreeMap<String, String> },
+    Http { url: String, headers: BTreeMap<String, HeaderSource> },
+}
+
+/// Where an upstream header's value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum HeaderSource {
+    /// Written in the config.
+    Value(String),
+    /// An environment variable, read at connect.
+    Env(String),
+    /// An owner-only file (absolute), read at connect.
+    File(PathBuf),
 }
 
 impl Default for ServerConfig {
@@ -204,6 +224,8 @@ impl Default for ServerConfig {
             env: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
+            headers_file: BTreeMap::new(),
             trusted: false,
             kind: None,
             namespace: true,
@@ -216,7 +238,12 @@ impl ServerConfig {
     pub(crate) fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => Transport::Stdio { command: command.clone(), args: self.args.clone(), env: self.env.clone() },
-            (None, Some(url)) => Transport::Http { url: url.clone(), headers: self.headers.clone() },
+            (None, Some(url)) => {
+                let written = self.headers.iter().map(|(k, v)| (k.clone(), HeaderSource::Value(v.clone())));
+                let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), HeaderSource::Env(v.clone())));
+                let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), HeaderSource::File(v.clone())));
+                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect() }
+            }
             (None, None) => unreachable!("validated: every server has command or url"),
         }
     }
@@ -571,6 +598,13 @@ impl Config {
         let mut config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         config.path = path.to_path_buf();
         config.validate().map_err(invalid)?;
+        // Header files resolve against the config's folder, as every path does.
+        let dir = config.dir();
+        for server in config.servers.values_mut() {
+            for file in server.headers_file.values_mut() {
+                *file = dir.join(&*file);
+            }
+        }
         Ok(config)
     }
 
@@ -674,6 +708,15 @@ impl Config {
                     return Err(format!("servers.{name}: url must start with http://"));
                 }
                 _ => {}
+            }
+            let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len();
+            if server.command.is_some() && header_sources > 0 {
+                return Err(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`"));
+            }
+            let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
+            named.sort();
+            if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
             }
         }
         for p in &self.guards.egress.patterns {
@@ -828,6 +871,19 @@ mod tests {
         assert_eq!(shown("postgres:///toolgate?host=/run/postgresql&password=s3cret&sslmode=disable"), "postgres:///toolgate?host=/run/postgresql&password=***&sslmode=disable");
         assert_eq!(shown("postgres://tg@db/toolgate"), "postgres://tg@db/toolgate");
         assert!(parse("").unwrap().ledger_display().ends_with("state/ledger.sqlite3"));
+    }
+
+    #[test]
+    fn upstream_credentials_come_from_one_place_each_and_only_for_url_servers() {
+        let c = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\nheaders_file = { X-Api-Key = \"keys/parts.key\" }\n").unwrap();
+        let Transport::Http { headers, .. } = c.servers["parts"].transport() else { panic!("an HTTP upstream") };
+        assert_eq!(headers["Authorization"], HeaderSource::Env("PARTS_TOKEN".into()));
+        // A file resolves against the config's folder.
+        assert!(matches!(&headers["X-Api-Key"], HeaderSource::File(p) if p.is_absolute() && p.ends_with("keys/parts.key")), "{headers:?}");
+        let twice = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n");
+        assert!(twice.unwrap_err().to_string().contains("header `authorization` is given twice"));
+        let stdio = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nheaders_env = { Authorization = \"T\" }\n");
+        assert!(stdio.unwrap_err().to_string().contains("a stdio server's credentials go in `env`"));
     }
 
     #[test]

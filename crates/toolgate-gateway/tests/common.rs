@@ -306,17 +306,31 @@ pub async fn serve_rmcp<S>(handler: S, cancel: &CancellationToken) -> String
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
+    serve_rmcp_requiring(handler, cancel, None).await
+}
+
+/// `serve_rmcp`, answering 401 to any request without header `required`
+/// (name, value): an upstream that wants its own credential.
+pub async fn serve_rmcp_requiring<S>(handler: S, cancel: &CancellationToken, required: Option<(&'static str, &'static str)>) -> String
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
     let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
     let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = cancel.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
-            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-            .await
-    });
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some((name, value)) = required {
+        router = router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            match request.headers().get(name).and_then(|v| v.to_str().ok()) {
+                Some(v) if v == value => next.run(request).await,
+                _ => axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED),
+            }
+        }));
+    }
+    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
     format!("http://{addr}/mcp")
 }
 

@@ -182,3 +182,41 @@ async fn an_upstream_listing_more_tools_than_allowed_is_refused_whole() {
     assert!(why.contains(&format!("it lists {n} tools, more than [gateway] max_tools_per_upstream ({})", n - 1)), "{why}");
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_no_other() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let atlas = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
+    let url = common::serve_rmcp_requiring(atlas, &cancel, Some(("x-api-key", "upstream-key-0123456789"))).await;
+    // SAFETY: this test alone sets this variable.
+    unsafe { std::env::set_var("TG_TEST_UPSTREAM_KEY", "upstream-key-0123456789") };
+    let key_file = dir.path().join("upstream.key");
+    std::fs::write(&key_file, "upstream-key-0123456789\n").unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let with = |config: UpstreamConfig| {
+        let upstream = Upstream::new("tickets", &config, Duration::from_secs(5), Duration::from_secs(60), "test");
+        upstream.start(cancel.clone());
+        upstream
+    };
+    let base = || UpstreamConfig { url: Some(url.clone()), ..Default::default() };
+    // Without it: refused by the upstream.
+    let bare = with(base());
+    assert!(!bare.ready(Duration::from_secs(2)).await);
+    // From the environment, and from an owner-only file (trailing newline dropped): listed.
+    let from_env = with(UpstreamConfig { headers_env: [("x-api-key".into(), "TG_TEST_UPSTREAM_KEY".into())].into(), ..base() });
+    assert!(from_env.ready(Duration::from_secs(10)).await, "{:?}", from_env.down_reason());
+    let from_file = with(UpstreamConfig { headers_file: [("x-api-key".into(), key_file.clone())].into(), ..base() });
+    assert!(from_file.ready(Duration::from_secs(10)).await, "{:?}", from_file.down_reason());
+    // A missing variable, or a file others can read: down, and the reason
+    // names the variable or the file — never a value.
+    let unset = with(UpstreamConfig { headers_env: [("x-api-key".into(), "TG_TEST_UNSET_VARIABLE".into())].into(), ..base() });
+    assert!(!unset.ready(Duration::from_secs(2)).await);
+    assert!(unset.down_reason().unwrap().contains("the environment variable TG_TEST_UNSET_VARIABLE is not set"));
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let loose = with(UpstreamConfig { headers_file: [("x-api-key".into(), key_file.clone())].into(), ..base() });
+    assert!(!loose.ready(Duration::from_secs(2)).await);
+    let why = loose.down_reason().unwrap();
+    assert!(why.contains("chmod 600") && !why.contains("upstream-key"), "{why}");
+    cancel.cancel();
+}

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::UpstreamError;
+use crate::config::HeaderSource;
 use crate::wire::{self, Id, Message};
 
 const MAX_BODY: usize = 16 << 20;
@@ -33,12 +34,13 @@ pub(crate) struct HttpChannel {
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, String>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
-        for (k, v) in headers {
+        for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
             // The value may be a credential: never echo it.
-            let value = HeaderValue::from_str(v).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
+            let mut value = HeaderValue::from_str(&header_value(k, source)?).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
+            value.set_sensitive(true);
             map.insert(name, value);
         }
         let client = reqwest::Client::builder()
@@ -169,6 +171,22 @@ impl HttpChannel {
             }
         }
         Err(UpstreamError::Lost("the SSE stream ended without a response".into()))
+    }
+}
+
+/// A header's value, read where the config says it is (at each connect, so
+/// a rotated credential is picked up by the next one). Errors name the
+/// variable or file, never a value.
+fn header_value(header: &str, source: &HeaderSource) -> Result<String, UpstreamError> {
+    match source {
+        HeaderSource::Value(v) => Ok(v.clone()),
+        HeaderSource::Env(var) => std::env::var(var).map_err(|_| UpstreamError::Unavailable(format!("header `{header}`: the environment variable {var} is not set"))),
+        HeaderSource::File(path) => {
+            let unreadable = |why: String| UpstreamError::Unavailable(format!("header `{header}`: {why}"));
+            let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
+            crate::seal::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
+            Ok(text.trim_end_matches(['\r', '\n']).to_string())
+        }
     }
 }
 
