@@ -33,7 +33,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use toolgate_atlas::{ServerKind, serve};
+mod common;
+use common::percentile;
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::stages::{decide, validate};
@@ -82,9 +83,6 @@ async fn one_answer(client: &reqwest::Client, t: &Target) -> String {
     text
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 struct Figures {
     throughput: f64,
@@ -181,9 +179,7 @@ fn ms(d: Duration) -> String {
 async fn main() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
-    let upstream = format!("http://{addr}/mcp");
+    let upstream = common::tickets(dir.path(), &cancel).await;
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,

@@ -22,7 +22,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_atlas::{ServerKind, serve};
+mod common;
+use common::percentile;
 use toolgate_core::Proposal;
 use toolgate_core::trifecta::{Leg, LegCall};
 use toolgate_gateway::config::Config;
@@ -54,9 +55,6 @@ fn four_kib() -> Value {
     args
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn us(d: Duration) -> String {
     format!("{:.2} µs", d.as_secs_f64() * 1e6)
@@ -66,15 +64,14 @@ fn us(d: Duration) -> String {
 async fn main() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let addr = common::tickets(dir.path(), &cancel).await;
     std::fs::write(dir.path().join("policy.cedar"), include_str!("../demo/policy.cedar")).unwrap();
     std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../demo/policy.cedarschema")).unwrap();
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,
         format!(
-            "[servers.tickets]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n\
+            "[servers.tickets]\nurl = \"{addr}\"\ntrusted = true\n\
              [registry.\"tickets__post_ticket_update\"]\nclass = \"automatic\"\nlabels = [\"egress\"]\n\
              [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\
              [budgets]\nrate_per_minute = 6000000\nrate_burst = 1000000\n"
