@@ -64,14 +64,14 @@ fn us(d: Duration) -> String {
 async fn main() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let addr = common::tickets(dir.path(), &cancel).await;
+    let upstream = common::tickets(dir.path(), &cancel).await;
     std::fs::write(dir.path().join("policy.cedar"), include_str!("../demo/policy.cedar")).unwrap();
     std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../demo/policy.cedarschema")).unwrap();
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,
         format!(
-            "[servers.tickets]\nurl = \"{addr}\"\ntrusted = true\n\
+            "[servers.tickets]\nurl = \"{upstream}\"\ntrusted = true\n\
              [registry.\"tickets__post_ticket_update\"]\nclass = \"automatic\"\nlabels = [\"egress\"]\n\
              [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\
              [budgets]\nrate_per_minute = 6000000\nrate_burst = 1000000\n"
