@@ -189,8 +189,6 @@ fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &
     NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject, operation_key }
 }
 
-/// Opens `new` with `receipt` (the decision to wait, in the same
-/// transaction); the call then holds for it.
 /// Whether the caller of `new` may open another approval: fewer than
 /// `max_pending` of its own are pending (counted when opening; two opened
 /// at the same instant may pass it by one). Past it, the call is refused
@@ -217,6 +215,8 @@ pub(crate) async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &P
     ))
 }
 
+/// Opens `new` with `receipt` (the decision to wait, in the same
+/// transaction); the call then holds for it.
 pub(crate) async fn open(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<Approval, Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
