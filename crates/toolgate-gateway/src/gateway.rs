@@ -49,6 +49,8 @@ pub struct Gateway {
     pub(crate) redactor: crate::telemetry::Redactor,
     /// Calls held for their approval's decision, and what wakes them.
     pub holds: Arc<crate::holds::Holds>,
+    /// Turns per caller for opening approvals (`[approvals] max_pending_per_caller`).
+    pub(crate) openings: crate::stages::approve::Openings,
     /// Tells approvers that an approval waits (`[approvals.notify]`).
     pub(crate) notifier: crate::notify::Notifier,
     /// The guards of the decide stage (`[guards]`).
@@ -132,7 +134,7 @@ impl Gateway {
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, notifier, guards, runs, budgets, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -192,6 +192,8 @@ async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, ru
 /// approve, when the call must wait: opens the approval, with the receipt
 /// of the decision to wait in the same transaction.
 async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Result<Approval, Stop> {
+    // The caller's turn, held until the approval is opened.
+    let _turn = a.openings.turn(&new.binding.caller).await;
     approve::room_for(a, tool, proposal, &new).await?;
     f.approval_id = Some(new.id.clone());
     let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
@@ -275,6 +277,7 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
         policy_version: policy.version(),
         ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
         max_pending: gw.config.approvals.max_pending_per_caller,
+        openings: &gw.openings,
     }
 }
 

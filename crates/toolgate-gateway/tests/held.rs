@@ -196,7 +196,8 @@ fn rss_kb() -> u64 {
 async fn two_hundred_calls_held_at_once_are_each_answered_within_the_hold_and_a_second() {
     const CALLS: usize = 200;
     const HOLD_MS: u64 = 3_000;
-    let h = start_with("", &hold(HOLD_MS), &[]).await;
+    // One caller with two hundred approvals pending at once: allowed here.
+    let h = start_with("", &format!("{}max_pending_per_caller = {CALLS}\n", hold(HOLD_MS)), &[]).await;
     // Connections first — one client and one kept-alive connection per
     // call, opened ten at a time — so that what is measured is the hold, not
     // the kernel's handling of 200 simultaneous connects (a dropped SYN is
@@ -326,4 +327,23 @@ async fn a_caller_with_as_many_approvals_pending_as_allowed_opens_no_more() {
     let (status, _) = admin(&h.url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{id}/deny"), Some(json!({"reason": "not now"}))).await;
     assert_eq!(status, 200);
     assert_eq!(reason(&call(&h.url, ORDER, order(3, "pending 3")).await), "approval_pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_from_one_caller_opens_no_more_approvals_than_allowed() {
+    let h = start_with("", "[approvals]\nhold_ms = 0\nmax_pending_per_caller = 3\n", &[]).await;
+    let calls = (0..10).map(|i| {
+        let url = h.url.clone();
+        tokio::spawn(async move { call(&url, ORDER, order(1 + i, &format!("burst {i}"))).await })
+    });
+    let mut reasons: Vec<String> = Vec::new();
+    for c in calls.collect::<Vec<_>>() {
+        let body = c.await.unwrap();
+        reasons.push(body["result"]["structuredContent"]["reason"].as_str().unwrap_or_default().to_string());
+    }
+    reasons.sort();
+    let count = |r: &str| reasons.iter().filter(|x| *x == r).count();
+    assert_eq!((count("approval_pending"), count("too_many_pending_approvals")), (3, 7), "{reasons:?}");
+    let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+    assert_eq!(listed["approvals"].as_array().unwrap().len(), 3, "{listed}");
 }

@@ -40,6 +40,26 @@ pub(crate) struct Approvals<'a> {
     pub ttl_ms: i64,
     /// `[approvals] max_pending_per_caller`.
     pub max_pending: usize,
+    /// One approval opened at a time per caller, so the count of its
+    /// pending ones is not read by two at once.
+    pub openings: &'a Openings,
+}
+
+/// A turn per caller for opening approvals: the check of `room_for` and the
+/// opening happen in one turn, so a burst of calls from one caller cannot
+/// pass `max_pending_per_caller` together. Callers come from the config, so
+/// the map is bounded. (Replicas sharing a ledger each take their own turn.)
+#[derive(Default)]
+pub struct Openings {
+    turns: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Openings {
+    /// Waits for `caller`'s turn; it ends when the guard is dropped.
+    pub(crate) async fn turn(&self, caller: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.turns.lock().unwrap_or_else(|p| p.into_inner()).entry(caller.to_string()).or_default().clone();
+        lock.lock_owned().await
+    }
 }
 
 /// What a call brings to the approve stage: the `requestState` it presents,
@@ -190,9 +210,9 @@ fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &
 }
 
 /// Whether the caller of `new` may open another approval: fewer than
-/// `max_pending` of its own are pending (counted when opening; two opened
-/// at the same instant may pass it by one). Past it, the call is refused
-/// and nothing is opened: approvers decide what waits first.
+/// `max_pending` of its own are pending (called in the caller's turn,
+/// `Openings`). Past it, the call is refused and nothing is opened:
+/// approvers decide what waits first.
 pub(crate) async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: &NewApproval) -> Result<(), Stop> {
     let tenant = &new.binding.tenant;
     let pending = a.ledger.approvals(Some(tenant), Some(ApprovalState::Pending), a.clock.now_ms()).await.map_err(|e| store_failed(e, tool, proposal))?;
@@ -325,6 +345,7 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 
 #[cfg(test)]
 mod tests {
+    static OPENINGS: std::sync::LazyLock<Openings> = std::sync::LazyLock::new(Openings::default);
     use super::ask::WAIT_FIELD;
     use super::*;
     use crate::wire::{Era, RawObject};
@@ -336,7 +357,7 @@ mod tests {
     const TTL_MS: i64 = 60_000;
 
     fn approvals(s: &Store) -> Approvals<'_> {
-        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS, max_pending: 100 }
+        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS, max_pending: 100, openings: &OPENINGS }
     }
 
     /// The agent's order of `quantity` units, presenting `state` as its
