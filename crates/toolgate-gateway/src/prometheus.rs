@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use axum::response::IntoResponse as _;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::reader::MetricReader;
@@ -75,8 +76,6 @@ impl Scrape {
         Ok(())
     }
 }
-
-use axum::response::IntoResponse as _;
 
 /// The Prometheus text of everything collected.
 pub(crate) fn render(rm: &ResourceMetrics) -> String {

@@ -16,7 +16,7 @@ use toolgate_ledger::RunKey;
 /// How long an upstream may take to connect and list its tools.
 const UPSTREAM_WITHIN: Duration = Duration::from_secs(15);
 
-/// One line of the report.
+/// The report as it is printed, and how many faults it named.
 struct Report {
     faults: usize,
 }

@@ -237,26 +237,27 @@ fn doctor_names_each_fault_and_what_to_do() {
     let config = dir.path().join("toolgate.toml");
     // Nothing listens on port 9; the policy reads an attribute the schema lacks; no callers.
     std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout_ms = 500\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n").unwrap();
-    let doctor = toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap();
-    let report = String::from_utf8_lossy(&doctor.stdout);
-    assert!(!doctor.status.success(), "{report}");
-    for line in ["ok    config", "FAIL  callers", "FAIL  policy", "fix: `toolgate policy check", "FAIL  start"] {
-        assert!(report.contains(line), "{line} missing from:\n{report}");
-    }
+    finds_faults(&config, &["ok    config", "FAIL  callers", "FAIL  policy", "fix: `toolgate policy check", "FAIL  start"]);
     // With the policy fixed, the start goes on to the ledger and the upstream.
     std::fs::remove_file(dir.path().join("policy.cedar")).unwrap();
     std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n").unwrap();
-    let doctor = toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap();
-    let report = String::from_utf8_lossy(&doctor.stdout);
-    assert!(!doctor.status.success(), "{report}");
-    for line in ["ok    policy: none configured", "ok    keys: receipt key", "ok    ledger", "FAIL  upstream away", "fix: start the server"] {
-        assert!(report.contains(line), "{line} missing from:\n{report}");
-    }
-    assert!(String::from_utf8_lossy(&doctor.stderr).contains("1 fault(s)"), "{}", String::from_utf8_lossy(&doctor.stderr));
+    let stderr = finds_faults(&config, &["ok    policy: none configured", "ok    keys: receipt key", "ok    ledger", "FAIL  upstream away", "fix: start the server"]);
+    assert!(stderr.contains("1 fault(s)"), "{stderr}");
     // A signing key others can read is a fault, with the command that fixes it.
     use std::os::unix::fs::PermissionsExt as _;
     let seed = dir.path().join("state/keys/receipt-ed25519.seed");
     std::fs::set_permissions(&seed, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let report = String::from_utf8_lossy(&toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap().stdout).into_owned();
-    assert!(report.contains("FAIL  keys: readable by others: receipt-ed25519.seed") && report.contains("fix: chmod 600"), "{report}");
+    finds_faults(&config, &["FAIL  keys: readable by others: receipt-ed25519.seed", "fix: chmod 600"]);
+}
+
+/// Runs `toolgate doctor` on `config`, which must fail and report each of
+/// `lines`; returns its stderr.
+fn finds_faults(config: &Path, lines: &[&str]) -> String {
+    let doctor = toolgate().args(["doctor", "--config"]).arg(config).output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!doctor.status.success(), "{report}");
+    for line in lines {
+        assert!(report.contains(line), "{line} missing from:\n{report}");
+    }
+    String::from_utf8_lossy(&doctor.stderr).into_owned()
 }

@@ -25,6 +25,12 @@ async fn setup(dir: &Path, stall_ms: u64, grace_ms: u64) -> (Proc, Proc, std::pa
     (support, gateway, config)
 }
 
+/// A keyed create_ticket through `gateway`, running on its own.
+fn create(gateway: &Proc, key: &'static str) -> tokio::task::JoinHandle<Result<(u16, serde_json::Value), reqwest::Error>> {
+    let url = gateway.url.clone();
+    tokio::spawn(async move { call(&client(), &url, &ticket_args(key), Some(key), json!({}), None).await })
+}
+
 /// SIGTERM, once the desk has taken the call (its invocation is logged).
 async fn terminate_when_taken(gateway: &Proc, state: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -40,8 +46,7 @@ async fn terminate_when_taken(gateway: &Proc, state: &Path) {
 async fn a_call_in_flight_finishes_within_the_grace() {
     let dir = tempfile::tempdir().unwrap();
     let (_support, mut gateway, _) = setup(dir.path(), 1_500, 10_000).await;
-    let url = gateway.url.clone();
-    let call = tokio::spawn(async move { call(&client(), &url, &ticket_args("graceful-1"), Some("graceful-1"), json!({}), None).await });
+    let call = create(&gateway, "graceful-1");
     terminate_when_taken(&gateway, &dir.path().join("support")).await;
     let (status, body) = call.await.unwrap().expect("the caller gets its answer");
     assert_eq!((status, body["result"]["isError"].as_bool()), (200, Some(false)), "{body}");
@@ -53,8 +58,7 @@ async fn a_call_in_flight_finishes_within_the_grace() {
 async fn a_call_still_running_when_the_grace_ends_is_cut_and_its_write_stays_in_the_ledger() {
     let dir = tempfile::tempdir().unwrap();
     let (_support, mut gateway, config) = setup(dir.path(), 8_000, 300).await;
-    let url = gateway.url.clone();
-    let call = tokio::spawn(async move { call(&client(), &url, &ticket_args("cut-short-1"), Some("cut-short-1"), json!({}), None).await });
+    let call = create(&gateway, "cut-short-1");
     let signalled = Instant::now();
     terminate_when_taken(&gateway, &dir.path().join("support")).await;
     let exit = tokio::time::timeout(Duration::from_secs(5), gateway.child.wait()).await.expect("it exits when the grace ends, not when the desk answers").unwrap();
