@@ -51,7 +51,7 @@ pub enum Reason {
     UntrustedUnregistered,
     /// Not in the registry; the hints of a trusted server imply prohibited.
     AnnotationsImplyProhibited,
-    /// The exposed name names no tool.
+    /// The exposed name names no tool (nor prompt, nor resource, for those requests).
     UnknownTool,
     /// The arguments do not match the tool's inputSchema (or cannot be
     /// hashed exactly), or the operation key is not valid.

@@ -54,7 +54,9 @@ pub struct Context {
 /// What the call asks for: the tool, its arguments, and what came with them.
 #[derive(Clone)]
 pub struct Call {
-    /// The exposed tool name (`SERVER__TOOL`).
+    /// A tool's call, or a prompt get or resource read on the same path.
+    pub kind: crate::upstream::Kind,
+    /// The exposed tool name (`SERVER__TOOL`); a prompt's; a resource's exposed URI.
     pub name: String,
     /// The arguments as sent (an object).
     pub arguments: Value,

@@ -1,11 +1,16 @@
 //! The catalog: every upstream tool under its exposed name `SERVER{sep}TOOL`,
-//! with its authority view, pin status and compiled schemas. Rebuilt when an
-//! upstream's listing changes; between changes, calls share one snapshot.
+//! with its authority view, pin status and compiled schemas; and beside the
+//! tools, every prompt (`SERVER{sep}PROMPT`), resource and resource template
+//! (`toolgate://SERVER/URI`), each under the same authority: a prompt get or
+//! a resource read runs through the same stages as a read tool's call, with
+//! an input schema made from its contract. Rebuilt when an upstream's
+//! listing changes; between changes, calls share one snapshot.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use toolgate_core::contract::definition_sha256;
 use toolgate_core::proposal::canonical_json;
 use toolgate_core::schema::SchemaValidator;
@@ -13,12 +18,15 @@ use toolgate_core::{AuthorityView, Hints};
 
 use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
-use crate::upstream::{Upstream, UpstreamTool};
+use crate::upstream::{Kind, Listing, Upstream, UpstreamTool};
 
 /// An upstream tool as agents see it: under its exposed name, with the
 /// authority it is given and the state of its pin.
 pub struct ExposedTool {
-    /// `SERVER{sep}TOOL` (plain `TOOL` for a server with `namespace = false`).
+    /// A tool, or a prompt, resource or template read through the same stages.
+    pub kind: Kind,
+    /// `SERVER{sep}TOOL` (plain `TOOL` for a server with `namespace = false`);
+    /// a prompt's likewise; a resource's exposed URI or template.
     pub exposed_name: String,
     /// The configured server that offers it.
     pub server: String,
@@ -33,7 +41,9 @@ pub struct ExposedTool {
     pub view: AuthorityView,
     /// The hash of its definition, by which pins and receipts name it.
     pub definition_sha256: String,
-    /// Whether its live definition is the pinned one.
+    /// Whether its live definition is the pinned one. Tools only: prompts
+    /// and resources are reads whose contracts grant nothing, and are not
+    /// pinned (always `Pinned`).
     pub pin: PinStatus,
     /// The compiled inputSchema, or why it does not compile.
     pub(crate) input: Result<Arc<SchemaValidator>, String>,
@@ -54,6 +64,47 @@ impl ExposedTool {
     pub(crate) fn read_only(&self) -> bool {
         self.registry_read_only || (self.view.server_trusted && self.view.hints.read_only_hint.value)
     }
+
+    /// What proposals and receipts name: a tool's name on its server, or
+    /// `prompt:NAME` / `resource:URI`, so a prompt is never taken for a
+    /// tool of the same name.
+    pub fn subject(&self) -> Cow<'_, str> {
+        match self.kind {
+            Kind::Tool => Cow::Borrowed(&self.tool.name),
+            Kind::Prompt => Cow::Owned(format!("prompt:{}", self.tool.name)),
+            Kind::Resource | Kind::Template => Cow::Owned(format!("resource:{}", self.tool.name)),
+        }
+    }
+
+    /// The upstream's own URI for an exposed one this resource (or
+    /// template) answers for: the exposed form is a prefix and the server's URI.
+    pub(crate) fn upstream_uri<'a>(&self, exposed: &'a str) -> &'a str {
+        let prefix = self.exposed_name.len().saturating_sub(self.tool.name.len());
+        exposed.get(prefix..).unwrap_or(exposed)
+    }
+}
+
+/// The hints of a prompt get or a resource read: it changes nothing and
+/// reaches no one (MCP defines both as reads of what the server holds).
+static READ_HINTS: std::sync::LazyLock<toolgate_core::Hints> = std::sync::LazyLock::new(|| {
+    Hints::from_annotations(Some(&json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})))
+});
+
+/// A resource template as a pattern over exposed URIs (RFC 6570: a simple
+/// `{var}` stands for one path segment, any other expression for any text).
+fn template_pattern(template: &str) -> Option<regex::Regex> {
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        pattern.push_str(&regex::escape(&rest[..open]));
+        let close = rest[open..].find('}')? + open;
+        let expression = &rest[open + 1..close];
+        pattern.push_str(if expression.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') { "[^/?#]*" } else { ".*" });
+        rest = &rest[close + 1..];
+    }
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::Regex::new(&pattern).ok()
 }
 
 /// One snapshot of the exposed tools and of the servers that are down.
@@ -65,7 +116,36 @@ pub struct Catalog {
     pub(crate) down: BTreeMap<String, String>,
     /// Exposed names not offered because they do not lead back to exactly
     /// one tool (listed more than once, or not round-tripping), with why.
+    /// A prompt's or resource's is named with its kind (`prompt NAME`).
     pub ambiguous: BTreeMap<String, String>,
+    /// Prompts by exposed name.
+    pub prompts: BTreeMap<String, Arc<ExposedTool>>,
+    /// Listed resources by exposed URI.
+    pub resources: BTreeMap<String, Arc<ExposedTool>>,
+    /// Resource templates by exposed template, with the pattern a URI
+    /// they expand to matches.
+    pub templates: BTreeMap<String, (regex::Regex, Arc<ExposedTool>)>,
+}
+
+impl Catalog {
+    /// The prompt, resource or template (not a tool) `exposed` names: a
+    /// listed resource first, else the first template it matches.
+    pub(crate) fn content(&self, kind: Kind, exposed: &str) -> Option<&Arc<ExposedTool>> {
+        match kind {
+            Kind::Tool => self.tools.get(exposed),
+            Kind::Prompt => self.prompts.get(exposed),
+            Kind::Template => self.templates.get(exposed).map(|(_, t)| t),
+            Kind::Resource => self.resources.get(exposed).or_else(|| self.templates.values().find(|(p, _)| p.is_match(exposed)).map(|(_, t)| t)),
+        }
+    }
+
+    fn map(&mut self, kind: Kind) -> &mut BTreeMap<String, Arc<ExposedTool>> {
+        match kind {
+            Kind::Tool => &mut self.tools,
+            Kind::Prompt => &mut self.prompts,
+            Kind::Resource | Kind::Template => &mut self.resources,
+        }
+    }
 }
 
 /// Compiled schemas by the hash of their canonical text, so a re-list
@@ -149,61 +229,162 @@ impl Catalogs {
                 catalog.down.insert(upstream.name.clone(), upstream.down_reason().unwrap_or_else(|| "connecting".into()));
                 continue;
             };
-            for tool in &listing.tools {
-                let exposed_name = self.config.exposed_name(&upstream.name, &tool.name);
-                // The name must lead back to exactly this tool, or a registry
-                // entry could grant one tool's class to another.
-                let round_trip = self.config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
-                // A name seen before stays refused however often it comes
-                // back: the listing does not say which definition is meant.
-                let why = if !round_trip {
-                    Some(format!("`{exposed_name}` does not name `{}` of `{}` unambiguously (rename the server or the tool)", tool.name, upstream.name))
-                } else if catalog.tools.contains_key(&exposed_name) || catalog.ambiguous.contains_key(&exposed_name) {
-                    Some(format!("`{}` lists `{}` more than once; it is not offered until it lists it once", upstream.name, tool.name))
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    tracing::error!(server = %upstream.name, tool = %tool.name, %exposed_name, "ambiguous exposed name; the tool is not offered");
-                    catalog.tools.remove(&exposed_name);
-                    catalog.ambiguous.insert(exposed_name, why);
-                    continue;
+            self.add_tools(&mut catalog, upstream, &listing, &mut used);
+            for kind in [Kind::Prompt, Kind::Resource, Kind::Template] {
+                for item in listing.of(kind) {
+                    self.add_content(&mut catalog, upstream, kind, item, &mut used);
                 }
-                let entry = self.config.registry.get(&exposed_name);
-                let hints = Hints::from_annotations(tool.definition.get("annotations"));
-                let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);
-                let sha = definition_sha256(&tool.definition);
-                let pin = if self.pin_new {
-                    self.pins.check_and_pin(&exposed_name, &sha, &tool.definition).unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "cannot record a pin; the tool stays unlisted");
-                        PinStatus::New
-                    })
-                } else {
-                    self.pins.status(&exposed_name, &sha)
-                };
-                let input = match tool.definition.get("inputSchema") {
-                    Some(schema @ Value::Object(_)) => self.schemas.compile(schema, &mut used),
-                    _ => Err("the tool declares no inputSchema object".into()),
-                };
-                let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s, &mut used));
-                let exposed = ExposedTool {
-                    exposed_name: exposed_name.clone(),
-                    server: upstream.name.clone(),
-                    tool: tool.clone(),
-                    labels: entry.map(|e| e.labels.clone()).unwrap_or_default(),
-                    registry_read_only: entry.is_some_and(|e| e.read_only),
-                    view,
-                    definition_sha256: sha,
-                    pin,
-                    input,
-                    output,
-                };
-                catalog.tools.insert(exposed_name, Arc::new(exposed));
             }
         }
         self.schemas.keep_only(&used);
         catalog
     }
+
+    fn add_tools(&self, catalog: &mut Catalog, upstream: &Upstream, listing: &Listing, used: &mut Vec<String>) {
+        for tool in &listing.tools {
+            let exposed_name = self.config.exposed_name(&upstream.name, &tool.name);
+            // The name must lead back to exactly this tool, or a registry
+            // entry could grant one tool's class to another.
+            let round_trip = self.config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
+            if !self.unambiguous(catalog, Kind::Tool, &upstream.name, &tool.name, &exposed_name, round_trip) {
+                continue;
+            }
+            let entry = self.config.registry.get(&exposed_name);
+            let hints = Hints::from_annotations(tool.definition.get("annotations"));
+            let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);
+            let sha = definition_sha256(&tool.definition);
+            let pin = if self.pin_new {
+                self.pins.check_and_pin(&exposed_name, &sha, &tool.definition).unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "cannot record a pin; the tool stays unlisted");
+                    PinStatus::New
+                })
+            } else {
+                self.pins.status(&exposed_name, &sha)
+            };
+            let input = match tool.definition.get("inputSchema") {
+                Some(schema @ Value::Object(_)) => self.schemas.compile(schema, used),
+                _ => Err("the tool declares no inputSchema object".into()),
+            };
+            let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s, used));
+            let exposed = ExposedTool {
+                kind: Kind::Tool,
+                exposed_name: exposed_name.clone(),
+                server: upstream.name.clone(),
+                tool: tool.clone(),
+                labels: entry.map(|e| e.labels.clone()).unwrap_or_default(),
+                registry_read_only: entry.is_some_and(|e| e.read_only),
+                view,
+                definition_sha256: sha,
+                pin,
+                input,
+                output,
+            };
+            catalog.tools.insert(exposed_name, Arc::new(exposed));
+        }
+    }
+
+    /// A prompt, resource or template: classed by the registry's prompt or
+    /// resource entries (else automatic from a trusted server, prohibited
+    /// from an untrusted one), with the input schema its contract implies.
+    fn add_content(&self, catalog: &mut Catalog, upstream: &Upstream, kind: Kind, item: &Arc<UpstreamTool>, used: &mut Vec<String>) {
+        let server = upstream.name.as_str();
+        let (exposed_name, round_trip) = match kind {
+            Kind::Prompt => {
+                let exposed = self.config.exposed_name(server, &item.name);
+                let back = self.config.split_exposed(&exposed) == Some((server, item.name.as_str()));
+                (exposed, back)
+            }
+            _ => {
+                let exposed = self.config.exposed_uri(server, &item.name);
+                let back = self.config.split_uri(&exposed) == Some((server, item.name.as_str()));
+                (exposed, back)
+            }
+        };
+        if !self.unambiguous(catalog, kind, server, &item.name, &exposed_name, round_trip) {
+            return;
+        }
+        let (class, labels) = match kind {
+            Kind::Prompt => self.config.registry_prompts.get(&exposed_name).map(|e| (e.class, e.labels.clone())),
+            _ => self.config.registry_resources.iter().find(|e| e.names(server, &item.name)).map(|e| (e.class, e.labels.clone())),
+        }
+        .unzip();
+        let schema = match kind {
+            Kind::Prompt => prompt_schema(&item.definition),
+            _ => json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"], "additionalProperties": false}),
+        };
+        let exposed = Arc::new(ExposedTool {
+            kind,
+            exposed_name: exposed_name.clone(),
+            server: server.to_string(),
+            tool: item.clone(),
+            labels: labels.unwrap_or_default(),
+            registry_read_only: true,
+            view: AuthorityView::new(*READ_HINTS, class, upstream.trusted),
+            definition_sha256: definition_sha256(&item.definition),
+            pin: PinStatus::Pinned,
+            input: self.schemas.compile(&schema, used),
+            output: None,
+        });
+        match kind {
+            Kind::Template => match template_pattern(&exposed_name) {
+                Some(pattern) => {
+                    catalog.templates.insert(exposed_name, (pattern, exposed));
+                }
+                None => tracing::warn!(server, template = %item.name, "a resource template that does not parse is not offered"),
+            },
+            _ => {
+                catalog.map(kind).insert(exposed_name, exposed);
+            }
+        }
+    }
+
+    /// Whether `exposed` leads back to exactly `name` of `server`; if not,
+    /// it is not offered, and the catalog says why.
+    fn unambiguous(&self, catalog: &mut Catalog, kind: Kind, server: &str, name: &str, exposed: &str, round_trip: bool) -> bool {
+        let key = match kind {
+            Kind::Tool => exposed.to_string(),
+            _ => format!("{} {exposed}", kind.noun()),
+        };
+        // A name seen before stays refused however often it comes back: the
+        // listing does not say which definition is meant.
+        let seen = match kind {
+            Kind::Template => catalog.templates.contains_key(exposed),
+            _ => catalog.map(kind).contains_key(exposed),
+        };
+        let why = if !round_trip {
+            Some(format!("`{exposed}` does not name the {} `{name}` of `{server}` unambiguously (rename the server or the {})", kind.noun(), kind.noun()))
+        } else if seen || catalog.ambiguous.contains_key(&key) {
+            Some(format!("`{server}` lists the {} `{name}` more than once; it is not offered until it lists it once", kind.noun()))
+        } else {
+            None
+        };
+        let Some(why) = why else { return true };
+        tracing::error!(server, name, exposed, kind = kind.noun(), "ambiguous exposed name; it is not offered");
+        match kind {
+            Kind::Template => {
+                catalog.templates.remove(exposed);
+            }
+            _ => {
+                catalog.map(kind).remove(exposed);
+            }
+        }
+        catalog.ambiguous.insert(key, why);
+        false
+    }
+}
+
+/// A prompt's arguments as a schema: each a string, the required ones
+/// required, no others.
+fn prompt_schema(prompt: &Value) -> Value {
+    let arguments = prompt.get("arguments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let names = arguments.iter().filter_map(|a| a.get("name").and_then(Value::as_str));
+    let properties: serde_json::Map<String, Value> = names.map(|n| (n.to_string(), json!({"type": "string"}))).collect();
+    let required: Vec<&str> = arguments
+        .iter()
+        .filter(|a| a.get("required") == Some(&Value::Bool(true)))
+        .filter_map(|a| a.get("name").and_then(Value::as_str))
+        .collect();
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ use toolgate_core::AuthorityClass;
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 const DEFAULT_SEPARATOR: &str = "__";
+/// Resource URIs of a namespaced server are exposed under `toolgate://SERVER/`.
+pub const URI_SCHEME: &str = "toolgate://";
 
 /// Why a config (or an imported `mcpServers` file) cannot be used; the
 /// message names the file.
@@ -53,6 +55,13 @@ pub struct Config {
     /// class and labels), by exposed name.
     #[serde(default)]
     pub registry: BTreeMap<String, RegistryEntry>,
+    /// `[registry_prompts."SERVER{sep}PROMPT"]`: the host's word on a prompt, by exposed name.
+    #[serde(default)]
+    pub registry_prompts: BTreeMap<String, ContentEntry>,
+    /// `[[registry_resources]]`: the host's word on resources, by server and
+    /// URI pattern; the first entry that matches decides.
+    #[serde(default)]
+    pub registry_resources: Vec<ResourceEntry>,
     /// Who may call: `[callers.NAME]`, each with a token or opened anonymously.
     #[serde(default)]
     pub callers: BTreeMap<String, CallerConfig>,
@@ -265,6 +274,59 @@ pub struct RegistryEntry {
     pub(crate) read_only: bool,
     /// How to find this write's effect when its outcome is unknown.
     pub(crate) reconcile: Option<ReconcileConfig>,
+}
+
+/// A `[registry_prompts]` entry: the host's word on a prompt. Getting a
+/// prompt or reading a resource changes nothing, so the class is
+/// `automatic` or `prohibited`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ContentEntry {
+    /// `automatic` or `prohibited`.
+    pub class: AuthorityClass,
+    /// Free labels (e.g. `private_data`) for the guards, as for tools.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// A `[[registry_resources]]` entry: the resources of `server` whose URI
+/// (a template's `uriTemplate`) matches `uri`, where `*` stands for any run
+/// of characters.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceEntry {
+    /// The configured server.
+    pub server: String,
+    /// The URI pattern, on the upstream's own URIs (`manual://*`).
+    pub uri: String,
+    /// `automatic` or `prohibited`.
+    pub class: AuthorityClass,
+    /// Free labels, as for tools.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+impl ResourceEntry {
+    /// Whether this entry names `uri` of `server`.
+    pub fn names(&self, server: &str, uri: &str) -> bool {
+        self.server == server && glob(&self.uri, uri)
+    }
+}
+
+/// `*` matches any run of characters (none included); all else is literal.
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// A read tool on the same server that finds a write's effect: after
@@ -774,7 +836,42 @@ impl Config {
                 ));
             }
         }
+        let reads_only = |what: String, class: AuthorityClass| match class {
+            AuthorityClass::RequiresApproval => Err(format!("{what}: class `requires_approval` is for tools; a prompt or resource read is `automatic` or `prohibited`")),
+            _ => Ok(()),
+        };
+        for (name, entry) in &self.registry_prompts {
+            if self.split_exposed(name).is_none() {
+                return Err(format!("registry_prompts entry `{name}` names no configured server; keys are exposed names `SERVER{sep}PROMPT`"));
+            }
+            reads_only(format!("registry_prompts entry `{name}`"), entry.class)?;
+        }
+        for (i, entry) in self.registry_resources.iter().enumerate() {
+            if !self.servers.contains_key(&entry.server) {
+                return Err(format!("registry_resources entry {} names server `{}`, which is not configured", i + 1, entry.server));
+            }
+            reads_only(format!("registry_resources entry {} (`{}`)", i + 1, entry.uri), entry.class)?;
+        }
         Ok(())
+    }
+
+    /// A resource URI (or template) as agents see it: `toolgate://SERVER/URI`,
+    /// or the upstream's own for a server with `namespace = false`. The
+    /// server's URI follows the prefix verbatim, so a template stays a
+    /// template and a read routes back by the prefix alone.
+    pub(crate) fn exposed_uri(&self, server: &str, uri: &str) -> String {
+        match self.servers.get(server) {
+            Some(s) if !s.namespace => uri.to_string(),
+            _ => format!("{URI_SCHEME}{server}/{uri}"),
+        }
+    }
+
+    /// The configured server and its own URI an exposed URI refers to.
+    pub fn split_uri<'a>(&'a self, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+        if let Some((name, _)) = self.servers.iter().find(|(_, s)| !s.namespace) {
+            return Some((name.as_str(), exposed));
+        }
+        exposed.strip_prefix(URI_SCHEME)?.split_once('/').filter(|(s, _)| self.servers.contains_key(*s))
     }
 
     /// `SERVER{sep}TOOL`, or `TOOL` for a server with `namespace = false`.
@@ -862,6 +959,26 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/etc/toolgate/toolgate.toml"))
+    }
+
+    #[test]
+    fn prompts_and_resources_are_classed_by_name_and_by_uri_pattern() {
+        let c = parse("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__diagnose\"]\nclass = \"automatic\"\n[[registry_resources]]\nserver = \"parts\"\nuri = \"manual://*/secret*\"\nclass = \"prohibited\"\n").unwrap();
+        assert_eq!(c.registry_prompts["parts__diagnose"].class, AuthorityClass::Automatic);
+        let entry = &c.registry_resources[0];
+        assert!(entry.names("parts", "manual://ac250/secret") && entry.names("parts", "manual://x/y/secret-2"));
+        assert!(!entry.names("parts", "manual://ac250/public") && !entry.names("other", "manual://a/secret") && !entry.names("parts", "xmanual://a/secret"));
+        assert!(super::glob("*", "") && super::glob("a*", "a") && !super::glob("a*b", "ab-") && super::glob("a*b*b", "abb"));
+        // Exposed URIs name their server, and route back by it.
+        assert_eq!(c.exposed_uri("parts", "manual://ac250/{section}"), "toolgate://parts/manual://ac250/{section}");
+        assert_eq!(c.split_uri("toolgate://parts/manual://ac250/intro"), Some(("parts", "manual://ac250/intro")));
+        assert_eq!(c.split_uri("toolgate://nobody/x"), None);
+        assert_eq!(c.split_uri("manual://ac250/intro"), None);
+        // A read cannot wait for a human; the servers must exist.
+        let err = |t: &str| parse(t).unwrap_err().to_string();
+        assert!(err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__p\"]\nclass = \"requires_approval\"").contains("`automatic` or `prohibited`"));
+        assert!(err("[servers.parts]\ncommand = \"x\"\n[[registry_resources]]\nserver = \"tickets\"\nuri = \"*\"\nclass = \"automatic\"").contains("`tickets`, which is not configured"));
+        assert!(err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"other__p\"]\nclass = \"automatic\"").contains("names no configured server"));
     }
 
     #[test]

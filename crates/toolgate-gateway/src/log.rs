@@ -102,7 +102,7 @@ impl ReceiptLog {
         let definition = ToolDefinition {
             sha256: tool.definition_sha256.clone(),
             server: tool.server.clone(),
-            tool: tool.tool.name.clone(),
+            tool: tool.subject().into_owned(),
             definition: toolgate_core::proposal::canonical_json(&tool.tool.definition),
         };
         match self.ledger.add_tool_definitions(vec![definition], self.clock.now_ms()).await {

@@ -32,15 +32,19 @@ impl<'a> Observer<'a> {
 
     pub(crate) fn resolved(&self, cx: &Context, tool: &ExposedTool) {
         let s = &self.server;
-        s.record("gen_ai.operation.name", "execute_tool");
-        s.record("gen_ai.tool.type", "function");
-        s.record("gen_ai.provider.name", tool.server.as_str());
-        s.record("gen_ai.system", tool.server.as_str());
-        if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
-            s.record("gen_ai.tool.description", d);
-        }
-        if let (Some(id), false) = (&cx.request_id, s.is_disabled()) {
-            s.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
+        // The GenAI conventions describe tool calls; a prompt get or a
+        // resource read carries only the MCP and toolgate attributes.
+        if tool.kind == crate::upstream::Kind::Tool {
+            s.record("gen_ai.operation.name", "execute_tool");
+            s.record("gen_ai.tool.type", "function");
+            s.record("gen_ai.provider.name", tool.server.as_str());
+            s.record("gen_ai.system", tool.server.as_str());
+            if let Some(d) = tool.tool.definition.get("description").and_then(Value::as_str) {
+                s.record("gen_ai.tool.description", d);
+            }
+            if let (Some(id), false) = (&cx.request_id, s.is_disabled()) {
+                s.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
+            }
         }
         s.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));
         s.record("toolgate.authority.implied_class", tool.view.implied_class.as_str());

@@ -87,7 +87,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     // call's decision, and is observed as one)
     step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
     // 2. resolve
-    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, &call.name)).inspect_err(|stop| obs.refused_early(stop, None)));
+    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| obs.refused_early(stop, None)));
     f.resolved(&tool);
     gw.log.remember_definition(&tool).await;
     obs.resolved(cx, &tool);

@@ -73,7 +73,7 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     let within = std::time::Duration::from_millis(gw.config.timeout_ms(&op.key.server));
     upstream.ready(within).await;
     let raw = upstream
-        .call_tool(&rule.tool, &Value::Object(arguments), CallOptions::default())
+        .call(crate::upstream::Kind::Tool, &rule.tool, &Value::Object(arguments), CallOptions::default())
         .await
         .map_err(|e| anyhow!("{}/{} could not be read ({e}); the operation stays unknown, try again", op.key.server, rule.tool))?;
     let result: Value = serde_json::from_str(raw.get()).context("the read tool's answer is not JSON")?;

@@ -41,6 +41,10 @@ pub(crate) mod code {
     pub(crate) const HEADER_MISMATCH: i64 = -32020;
     pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
     pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// toolgate refused a prompt get or resource read by its authority (the
+    /// refusal, with what to do next, is the error's `data`). A tool's
+    /// refusal is an `isError` result instead.
+    pub(crate) const REFUSED: i64 = -32010;
 
     /// The errors that say a request was refused before it ran: it could not
     /// be read, named no method, had invalid params, headers that disagree

@@ -49,10 +49,10 @@ async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
     assert_eq!(serde_json::from_str::<Value>(get_ticket.raw.get()).unwrap(), get_ticket.definition);
     assert!(get_ticket.definition["annotations"].get("title").is_none());
 
-    let raw = upstream.call_tool("get_ticket", &json!({"ticket_id": "SR-20031"}), Default::default()).await.unwrap();
+    let raw = upstream.call(toolgate_gateway::upstream::Kind::Tool, "get_ticket", &json!({"ticket_id": "SR-20031"}), Default::default()).await.unwrap();
     let result: Value = serde_json::from_str(raw.get()).unwrap();
     assert_eq!(result["structuredContent"]["ticket_id"], "SR-20031");
-    let missing: Value = serde_json::from_str(upstream.call_tool("get_ticket", &json!({"ticket_id": "SR-99999"}), Default::default()).await.unwrap().get()).unwrap();
+    let missing: Value = serde_json::from_str(upstream.call(toolgate_gateway::upstream::Kind::Tool, "get_ticket", &json!({"ticket_id": "SR-99999"}), Default::default()).await.unwrap().get()).unwrap();
     assert_eq!(missing["isError"], true);
     cancel.cancel();
 }
@@ -86,7 +86,7 @@ async fn a_legacy_only_upstream_gets_the_initialize_handshake() {
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let listing = upstream.listing().unwrap();
     assert_eq!((listing.era, listing.protocol_version.as_str()), (Era::Legacy, "2025-11-25"));
-    let raw = upstream.call_tool("echo", &json!({"x": 1}), Default::default()).await.unwrap();
+    let raw = upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", &json!({"x": 1}), Default::default()).await.unwrap();
     let result: Value = serde_json::from_str(raw.get()).unwrap();
     assert_eq!(result["content"][0]["text"], "{\"x\":1}");
     cancel.cancel();
@@ -101,7 +101,7 @@ async fn an_unreachable_upstream_is_down_with_a_reason_and_calls_say_unavailable
     assert!(!upstream.ready(Duration::from_millis(500)).await);
     assert!(upstream.listing().is_none());
     assert!(upstream.down_reason().unwrap().contains("cannot reach"), "{:?}", upstream.down_reason());
-    let err = upstream.call_tool("x", &json!({}), Default::default()).await.unwrap_err();
+    let err = upstream.call(toolgate_gateway::upstream::Kind::Tool, "x", &json!({}), Default::default()).await.unwrap_err();
     assert!(matches!(err, UpstreamError::Unavailable(_)), "{err}");
     cancel.cancel();
 }
@@ -142,7 +142,7 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
     let upstream = Upstream::new("silent", &config, Duration::from_millis(300), Duration::from_secs(60), "test");
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
-    let outcome = upstream.call_tool("slow", &json!({}), Default::default()).await;
+    let outcome = upstream.call(toolgate_gateway::upstream::Kind::Tool, "slow", &json!({}), Default::default()).await;
     assert!(matches!(outcome, Err(UpstreamError::Timeout)), "{outcome:?}");
     // The server hears that the answer is no longer wanted, for that request.
     let mut received = Vec::new();

@@ -1,14 +1,16 @@
 //! `toolgate conformance-fixture`: an rmcp MCP server offering the fixture
-//! tools the official conformance suite calls by name, so the suite can be
-//! run through the gateway (`scripts/conformance-gateway`). Test equipment,
-//! not part of the product.
+//! tools, prompts, resources and completions the official conformance suite
+//! asks for by name, so the suite can be run through the gateway
+//! (`scripts/conformance-gateway`); the gateway's own tests use it as an
+//! upstream with all of them. Test equipment, not part of the product.
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
@@ -23,6 +25,69 @@ const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
 struct Fixture {
     /// Set by `test_trigger_tool_change`: the tool list grows by one.
     changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set by `test_trigger_prompt_change`: the prompt list grows by one.
+    prompts_changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Reads a model type out of JSON (the fixture writes its answers as the
+/// suite documents them).
+fn model<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
+fn prompts(changed: bool) -> Value {
+    let arg = |name: &str, description: &str| json!({"name": name, "description": description, "required": true});
+    let mut list = vec![
+        json!({"name": "test_simple_prompt", "description": "A simple prompt without arguments"}),
+        json!({"name": "test_prompt_with_arguments", "description": "A prompt with two arguments", "arguments": [arg("arg1", "First test argument"), arg("arg2", "Second test argument")]}),
+        json!({"name": "test_prompt_with_embedded_resource", "description": "A prompt embedding a resource", "arguments": [arg("resourceUri", "URI of the resource to embed")]}),
+        json!({"name": "test_prompt_with_image", "description": "A prompt with an image"}),
+        json!({"name": "test_input_required_result_prompt", "description": "MRTR: asks for context by elicitation"}),
+    ];
+    if changed {
+        list.push(json!({"name": "test_dynamic_prompt", "description": "Added by test_trigger_prompt_change"}));
+    }
+    json!({"prompts": list})
+}
+
+/// A prompt's messages, or the `input_required` result of a prompt that asks first.
+fn prompt(name: &str, arguments: &Value, answered: bool) -> Result<Value, ErrorData> {
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let text = |t: String| user(json!({"type": "text", "text": t}));
+    let messages = match name {
+        "test_simple_prompt" | "test_dynamic_prompt" => vec![text("This is a simple prompt for testing.".into())],
+        "test_prompt_with_arguments" => {
+            let arg = |k: &str| arguments[k].as_str().unwrap_or_default().to_string();
+            vec![text(format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2")))]
+        }
+        "test_prompt_with_embedded_resource" => vec![
+            user(json!({"type": "resource", "resource": {"uri": arguments["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing."}})),
+            text("Please process the embedded resource above.".into()),
+        ],
+        "test_prompt_with_image" => vec![user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})), text("Please analyze the image above.".into())],
+        "test_input_required_result_prompt" if !answered => {
+            return Ok(json!({"resultType": "input_required", "inputRequests": {"user_context": {"method": "elicitation/create", "params": {
+                "message": "What context should the prompt use?",
+                "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}}}}}));
+        }
+        "test_input_required_result_prompt" => vec![text("A prompt with the context given.".into())],
+        other => return Err(ErrorData::invalid_params(format!("unknown prompt {other}"), None)),
+    };
+    Ok(json!({"messages": messages}))
+}
+
+const TEMPLATE: &str = "test://template/{id}/data";
+
+fn resource(uri: &str) -> Result<Value, ErrorData> {
+    let content = match uri {
+        "test://static-text" => json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}),
+        "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+        _ => match uri.strip_prefix("test://template/").and_then(|r| r.strip_suffix("/data")).filter(|id| !id.is_empty() && !id.contains('/')) {
+            Some(id) => json!({"uri": uri, "mimeType": "application/json", "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()}),
+            None => return Err(ErrorData::invalid_params("Resource not found", Some(json!({"uri": uri})))),
+        },
+    };
+    Ok(json!({"contents": [content]}))
 }
 
 fn tools() -> Vec<Value> {
@@ -38,6 +103,7 @@ fn tools() -> Vec<Value> {
         ("test_logging_tool", "Logs only when the request sets a log level"),
         ("test_streaming_elicitation", "Answers without sending requests on the response stream"),
         ("test_trigger_tool_change", "Adds a tool to the list"),
+        ("test_trigger_prompt_change", "Adds a prompt to the list"),
         ("test_tool_with_progress", "Reports progress three times, then answers"),
         ("test_input_required_result_elicitation", "MRTR: asks for a name by elicitation"),
         ("test_input_required_result_sampling", "MRTR: asks for a sample"),
@@ -93,7 +159,7 @@ fn content(name: &str) -> Option<Vec<Value>> {
             json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
         ],
         "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
-        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_dynamic_tool" | "test_tool_with_progress" | "test_custom_header" => {
+        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_trigger_prompt_change" | "test_dynamic_tool" | "test_tool_with_progress" | "test_custom_header" => {
             vec![json!({"type": "text", "text": format!("{name} done")})]
         }
         _ => return None,
@@ -102,7 +168,49 @@ fn content(name: &str) -> Option<Vec<Value>> {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities: ServerCapabilities =
+            serde_json::from_value(json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {}, "completions": {}})).expect("capabilities");
+        ServerConfig::new(capabilities)
+    }
+
+    async fn list_prompts(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
+        model(prompts(self.prompts_changed.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    async fn get_prompt(&self, request: GetPromptRequestParams, _: RequestContext<RoleServer>) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = serde_json::to_value(&request.arguments).unwrap_or_default();
+        let answer = prompt(&request.name, &arguments, request.input_responses.is_some())?;
+        if answer["resultType"] == "input_required" {
+            return Ok(GetPromptResponse::InputRequired(model(answer)?));
+        }
+        Ok(GetPromptResponse::Complete(model(answer)?))
+    }
+
+    async fn list_resources(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+        model(json!({"resources": [
+            {"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain"},
+            {"uri": "test://static-binary", "name": "static-binary", "mimeType": "image/png"}
+        ]}))
+    }
+
+    async fn list_resource_templates(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, ErrorData> {
+        model(json!({"resourceTemplates": [{"uriTemplate": TEMPLATE, "name": "template-data", "mimeType": "application/json"}]}))
+    }
+
+    async fn read_resource(&self, request: ReadResourceRequestParams, _: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(ReadResourceResponse::Complete(model(resource(&request.uri)?)?))
+    }
+
+    async fn complete(&self, request: CompleteRequestParams, _: RequestContext<RoleServer>) -> Result<CompleteResult, ErrorData> {
+        let asked = serde_json::to_value(&request).unwrap_or_default();
+        let candidates: &[&str] = match (asked["ref"]["type"].as_str(), asked["ref"]["name"].as_str().or(asked["ref"]["uri"].as_str()), asked["argument"]["name"].as_str()) {
+            (Some("ref/prompt"), Some("test_prompt_with_arguments"), Some("arg1")) => &["paris", "park", "party"],
+            (Some("ref/resource"), Some(TEMPLATE), Some("id")) => &["123", "124", "200"],
+            _ => &[],
+        };
+        let typed = asked["argument"]["value"].as_str().unwrap_or_default();
+        let values: Vec<&str> = candidates.iter().copied().filter(|c| c.starts_with(typed)).collect();
+        model(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
     }
 
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
@@ -136,6 +244,9 @@ impl ServerHandler for Fixture {
         }
         if request.name == "test_trigger_tool_change" {
             self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if request.name == "test_trigger_prompt_change" {
+            self.prompts_changed.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if request.name.starts_with("test_input_required_result_") {
             let responses = serde_json::to_value(&request.input_responses).unwrap_or_default();

@@ -29,6 +29,7 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         eprintln!("toolgate preview: server `{server}` is unavailable ({why})");
     }
     let call = Call {
+        kind: toolgate_gateway::upstream::Kind::Tool,
         name: tool.to_string(),
         arguments,
         progress: None,

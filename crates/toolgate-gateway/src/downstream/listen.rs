@@ -1,7 +1,10 @@
-//! Tool-list changes, passed on to clients. On 2026-07-28 a client opens a
-//! `subscriptions/listen` stream (an SSE response that stays open); legacy
-//! stdio clients get `notifications/tools/list_changed` lines unprompted.
-//! Either way the trigger is the same: an upstream's listing changed.
+//! List changes (tools, prompts, resources), passed on to clients. On
+//! 2026-07-28 a client opens a `subscriptions/listen` stream (an SSE
+//! response that stays open) naming the lists it wants; legacy stdio
+//! clients get `notifications/…/list_changed` lines unprompted. Either way
+//! the trigger is the same: an upstream's listing changed, and with it what
+//! the gateway lists (compared per list, so a tool change is not news to
+//! a client that follows prompts only).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +17,44 @@ use tokio::sync::watch;
 use crate::gateway::Gateway;
 use crate::wire::{self, Id};
 
-pub(crate) const LIST_CHANGED: &str = "notifications/tools/list_changed";
+use crate::catalog::Catalog;
+use crate::upstream::Kind;
+
+/// The lists a client can follow: the filter's name and the notification.
+const LISTS: [(Kind, &str, &str); 3] = [
+    (Kind::Tool, "toolsListChanged", "notifications/tools/list_changed"),
+    (Kind::Prompt, "promptsListChanged", "notifications/prompts/list_changed"),
+    (Kind::Resource, "resourcesListChanged", "notifications/resources/list_changed"),
+];
+
+/// What each list shows, in brief: a change of it is a change of the list.
+#[derive(Default, PartialEq, Clone, Copy)]
+pub(crate) struct Shown([u64; 3]);
+
+impl Shown {
+    pub(crate) fn of(catalog: &Catalog) -> Self {
+        use std::hash::{Hash, Hasher};
+        let digest = |items: &mut dyn Iterator<Item = &std::sync::Arc<crate::catalog::ExposedTool>>| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for t in items.filter(|t| t.listable()) {
+                (&t.exposed_name, &t.definition_sha256).hash(&mut h);
+            }
+            h.finish()
+        };
+        Shown([
+            digest(&mut catalog.tools.values()),
+            digest(&mut catalog.prompts.values()),
+            digest(&mut catalog.resources.values().chain(catalog.templates.values().map(|(_, t)| t))),
+        ])
+    }
+
+    /// The notifications of the lists that differ from `before`, of those `wanted`.
+    pub(crate) fn changed_since(&self, before: &Shown, wanted: [bool; 3]) -> impl Iterator<Item = &'static str> + '_ {
+        let before = *before;
+        LISTS.iter().enumerate().filter(move |(i, _)| wanted[*i] && self.0[*i] != before.0[*i]).map(|(_, (_, _, method))| *method)
+    }
+}
+
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Resolves when any upstream's listing changes; `false` when shutdown begins.
@@ -39,23 +79,28 @@ pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
 /// then one notification per change, then (when the gateway stops) the
 /// request's final result.
 pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStream<'static, Result<String, Infallible>> {
-    let wants_tools = params["notifications"]["toolsListChanged"] == json!(true);
-    let accepted = if wants_tools { json!({"toolsListChanged": true}) } else { json!({}) };
+    let wanted = LISTS.map(|(_, filter, _)| params["notifications"][filter] == json!(true));
+    let accepted: serde_json::Map<String, Value> = LISTS.iter().zip(wanted).filter(|(_, w)| *w).map(|((_, filter, _), _)| (filter.to_string(), json!(true))).collect();
     let meta = json!({SUBSCRIPTION_ID: id});
     let ack = sse(&json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"notifications": accepted, "_meta": meta}}).to_string());
     let receivers = receivers(&gw);
-    let changes = stream::unfold((gw, receivers, meta.clone(), id, false), move |(gw, mut rx, meta, id, done)| async move {
+    let shown = Shown::of(&gw.catalogs.current());
+    let changes = stream::unfold((gw, receivers, shown, meta.clone(), id, false), move |(gw, mut rx, shown, meta, id, done)| async move {
         if done {
             return None;
         }
         loop {
             if !next_change(&mut rx, &gw).await {
                 let end = wire::response(Some(&id), &json!({"resultType": "complete", "_meta": meta}));
-                return Some((sse(&end), (gw, rx, meta, id, true)));
+                return Some((sse(&end), (gw, rx, shown, meta, id, true)));
             }
-            if wants_tools {
-                let note = json!({"jsonrpc": "2.0", "method": LIST_CHANGED, "params": {"_meta": meta}}).to_string();
-                return Some((sse(&note), (gw, rx, meta, id, false)));
+            let now = Shown::of(&gw.catalogs.current());
+            let notes: String = now
+                .changed_since(&shown, wanted)
+                .map(|method| sse(&json!({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}}).to_string()))
+                .collect();
+            if !notes.is_empty() {
+                return Some((notes, (gw, rx, now, meta, id, false)));
             }
         }
     });

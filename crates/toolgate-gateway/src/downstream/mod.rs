@@ -23,7 +23,7 @@ use tracing::Instrument as _;
 use tracing::field::Empty;
 
 use crate::pipeline::{self, Answer, Call, CallRequest};
-use crate::upstream::ProgressRelay;
+use crate::upstream::{Kind, ProgressRelay};
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 
 /// One request or notification, already parsed strictly.
@@ -181,13 +181,14 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
             "instructions": INSTRUCTIONS
         }))),
         "ping" => Ok(RawObject::new()),
-        "tools/list" => list_tools(gw, &msg.params, era),
-        // Prompts and resources are not aggregated (yet): the lists are empty,
-        // with the cache hints a 2026-07-28 list carries.
-        "prompts/list" => Ok(empty_list("prompts", gw, era)),
-        "resources/list" => Ok(empty_list("resources", gw, era)),
-        "resources/templates/list" => Ok(empty_list("resourceTemplates", gw, era)),
-        "tools/call" => call_tool(gw, &msg, era, caller, notify, session).await,
+        "tools/list" => list(gw, &msg.params, era, Kind::Tool),
+        "prompts/list" => list(gw, &msg.params, era, Kind::Prompt),
+        "resources/list" => list(gw, &msg.params, era, Kind::Resource),
+        "resources/templates/list" => list(gw, &msg.params, era, Kind::Template),
+        "tools/call" => call(gw, &msg, era, caller, notify, session, Kind::Tool).await,
+        "prompts/get" => call(gw, &msg, era, caller, notify, session, Kind::Prompt).await,
+        "resources/read" => call(gw, &msg, era, caller, notify, session, Kind::Resource).await,
+        "completion/complete" => complete(gw, &msg.params).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
             let body = wire::error_response(Some(&id), &e);
@@ -211,20 +212,10 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
     }
 }
 
-/// What toolgate offers downstream. Prompts and resources are declared so
-/// their (empty) lists are well-formed answers rather than errors.
-static CAPABILITIES: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {}}));
-
-fn empty_list(key: &str, gw: &Gateway, era: Era) -> RawObject {
-    let mut out = RawObject::new();
-    out.insert(key.into(), raw(&json!([])));
-    if era == Era::Modern {
-        out.insert("ttlMs".into(), raw(&gw.config.gateway.list_ttl_ms));
-        out.insert("cacheScope".into(), raw("public"));
-    }
-    out
-}
+/// What toolgate offers downstream: what its upstreams offer, aggregated.
+static CAPABILITIES: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"listChanged": true}, "completions": {}})
+});
 
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<RawValue> {
     to_raw_value(v).expect("serialisable")
@@ -245,32 +236,45 @@ pub(crate) fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
 }
 
-/// Listable tools, in name order, one page from `cursor` on. A tool's
-/// definition is forwarded as the upstream sent it, under its exposed name.
-fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcError> {
+/// Listable tools (or prompts, resources, templates), in exposed-name
+/// order, one page from `cursor` on. A definition is forwarded as the
+/// upstream sent it, under its exposed name (or URI).
+fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject, RpcError> {
     let catalog = gw.catalogs.current();
     let after = match params.get("cursor") {
         None | Some(Value::Null) => None,
         Some(Value::String(c)) => Some(c.strip_prefix("after:").ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "invalid cursor; start again without one"))?),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "cursor must be a string")),
     };
+    let (key, field) = match kind {
+        Kind::Tool => ("tools", "name"),
+        Kind::Prompt => ("prompts", "name"),
+        Kind::Resource => ("resources", "uri"),
+        Kind::Template => ("resourceTemplates", "uriTemplate"),
+    };
+    let items: Box<dyn Iterator<Item = &Arc<crate::catalog::ExposedTool>>> = match kind {
+        Kind::Template => Box::new(catalog.templates.values().map(|(_, t)| t)),
+        Kind::Tool => Box::new(catalog.tools.values()),
+        Kind::Prompt => Box::new(catalog.prompts.values()),
+        Kind::Resource => Box::new(catalog.resources.values()),
+    };
     let page_size = gw.config.gateway.list_page_size;
-    let listable = catalog.tools.values().filter(|t| t.listable()).filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
-    let mut tools = Vec::new();
+    let listable = items.filter(|t| t.listable()).filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
+    let mut listed = Vec::new();
     let mut last = None;
     let mut more = false;
-    for tool in listable {
-        if tools.len() == page_size {
+    for item in listable {
+        if listed.len() == page_size {
             more = true;
             break;
         }
-        let mut definition: RawObject = serde_json::from_str(tool.tool.raw.get()).unwrap_or_default();
-        definition.insert("name".into(), raw(&tool.exposed_name));
-        tools.push(raw(&definition));
-        last = Some(tool.exposed_name.clone());
+        let mut definition: RawObject = serde_json::from_str(item.tool.raw.get()).unwrap_or_default();
+        definition.insert(field.into(), raw(&item.exposed_name));
+        listed.push(raw(&definition));
+        last = Some(item.exposed_name.clone());
     }
     let mut out = RawObject::new();
-    out.insert("tools".into(), raw(&tools));
+    out.insert(key.into(), raw(&listed));
     if let (true, Some(last)) = (more, last) {
         out.insert("nextCursor".into(), raw(&format!("after:{last}")));
     }
@@ -282,11 +286,66 @@ fn list_tools(gw: &Gateway, params: &Value, era: Era) -> Result<RawObject, RpcEr
     Ok(out)
 }
 
-async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>) -> Result<RawObject, RpcError> {
-    let Some(name) = msg.params.get("name").and_then(Value::as_str) else {
-        return Err(RpcError::new(code::INVALID_PARAMS, "tools/call needs params.name, the tool's name"));
+/// `completion/complete` for a prompt's or a resource template's argument,
+/// passed to its upstream when the caller may see what it completes.
+async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, RpcError> {
+    let reference = &params["ref"];
+    let (kind, field) = match reference["type"].as_str() {
+        Some("ref/prompt") => (Kind::Prompt, "name"),
+        Some("ref/resource") => (Kind::Template, "uri"),
+        _ => return Err(RpcError::new(code::INVALID_PARAMS, "params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
+    };
+    let name = reference[field].as_str().unwrap_or_default();
+    let catalog = gw.catalogs.current();
+    let found = catalog.content(kind, name).or_else(|| (kind == Kind::Template).then(|| catalog.content(Kind::Resource, name)).flatten());
+    let Some(target) = found.filter(|t| t.listable()) else {
+        let what = if kind == Kind::Prompt { "prompt" } else { "resource template" };
+        return Err(RpcError::new(code::INVALID_PARAMS, format!("there is no {what} `{name}` to complete; list them and use one of theirs")).with_data(json!({field: name})));
+    };
+    let upstream = gw.catalogs.upstream(&target.server).ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "the server is not configured"))?;
+    // The upstream's own names; the client's `_meta` is its own business.
+    let mut forwarded = params.clone();
+    forwarded["ref"][field] = json!(target.tool.name);
+    if let Some(p) = forwarded.as_object_mut() {
+        p.remove("_meta");
+    }
+    match upstream.complete(forwarded).await {
+        Ok(result) => Ok(serde_json::from_str(result.get()).unwrap_or_default()),
+        Err(crate::upstream::UpstreamError::Rpc(e)) => Err(e),
+        Err(e) => {
+            tracing::warn!(server = %target.server, error = %e, "a completion failed upstream");
+            Err(RpcError::new(code::INTERNAL_ERROR, format!("the server `{}` did not complete the request; retry later", target.server)))
+        }
+    }
+}
+
+/// A resource's contents name the upstream's URIs: agents are shown the
+/// exposed ones, under which they can read them again.
+fn expose_contents(gw: &Gateway, exposed: &str, result: &mut RawObject) {
+    let Some((server, _)) = gw.config.split_uri(exposed) else { return };
+    if gw.config.exposed_uri(server, "").is_empty() {
+        return;
+    }
+    let Some(mut contents) = result.get("contents").and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok()) else { return };
+    for item in &mut contents {
+        if let Some(uri) = item.get("uri").and_then(Value::as_str) {
+            item["uri"] = json!(gw.config.exposed_uri(server, uri));
+        }
+    }
+    result.insert("contents".into(), raw(&contents));
+}
+
+/// `tools/call`, `prompts/get` and `resources/read`: one call through the
+/// pipeline. A prompt's or resource's refusal is a JSON-RPC error (its
+/// result has no `isError` to carry one), with the refusal in `data`.
+#[allow(clippy::too_many_arguments)]
+async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>, kind: Kind) -> Result<RawObject, RpcError> {
+    let (field, what) = if kind == Kind::Resource { ("uri", "the resource's URI") } else { ("name", "its name") };
+    let Some(name) = msg.params.get(field).and_then(Value::as_str) else {
+        return Err(RpcError::new(code::INVALID_PARAMS, format!("{} needs params.{field}, {what}", msg.method)));
     };
     let arguments = match msg.params.get("arguments") {
+        _ if kind == Kind::Resource => json!({"uri": name}),
         None | Some(Value::Null) => json!({}),
         Some(v @ Value::Object(_)) => v.clone(),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
@@ -307,17 +366,26 @@ async fn call_tool(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Calle
     let preview = msg.params.get("_meta").and_then(|m| m.get(crate::pipeline::PREVIEW_META)).and_then(Value::as_bool) == Some(true);
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
-    let call = Call { name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session };
+    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
-    let gw = gw.clone();
-    let answer = tokio::spawn(async move { pipeline::call_tool(&gw, call).await }.instrument(tracing::Span::current()))
+    let gateway = gw.clone();
+    let answer = tokio::spawn(async move { pipeline::call_tool(&gateway, call).await }.instrument(tracing::Span::current()))
         .await
         .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
     match answer {
-        Answer::Result(result) => Ok(result),
+        Answer::Result(mut result) => {
+            if kind == Kind::Resource {
+                expose_contents(gw, name, &mut result);
+            }
+            Ok(result)
+        }
         Answer::Error(e) => Err(e),
+        Answer::Refused(refusal) if kind != Kind::Tool => {
+            let code = if refusal.action == toolgate_core::Action::Correct { code::INVALID_PARAMS } else { code::REFUSED };
+            Err(RpcError::new(code, refusal.message.clone()).with_data(json!(refusal)))
+        }
         Answer::Refused(refusal) => Ok(value_object(json!({
             "content": [{"type": "text", "text": refusal.message}],
             "structuredContent": refusal,

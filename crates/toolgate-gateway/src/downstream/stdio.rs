@@ -29,16 +29,21 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         }
         Ok::<_, std::io::Error>(())
     });
-    // Legacy clients learn of tool-list changes unprompted.
+    // Legacy clients learn of list changes unprompted.
     let legacy_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let notifier = {
         let (gw, out, legacy_seen) = (gw.clone(), out_tx.clone(), legacy_seen.clone());
         tokio::spawn(async move {
             let mut rx = super::listen::receivers(&gw);
+            let mut shown = super::listen::Shown::of(&gw.catalogs.current());
             while super::listen::next_change(&mut rx, &gw).await {
+                let now = super::listen::Shown::of(&gw.catalogs.current());
                 if legacy_seen.load(std::sync::atomic::Ordering::Relaxed) {
-                    let _ = out.send(wire::notification(super::listen::LIST_CHANGED, &serde_json::json!({})));
+                    for method in now.changed_since(&shown, [true; 3]) {
+                        let _ = out.send(wire::notification(method, &serde_json::json!({})));
+                    }
                 }
+                shown = now;
             }
         })
     };

@@ -123,7 +123,12 @@ pub fn decide(
         class: tool.view.effective_class.as_str(),
         labels: &tool.labels,
     };
-    let outcome = policy.evaluate(caller, &facts, &proposal.arguments, approval.map_or("none", ApprovalState::as_str));
+    // Cedar's one action is `call_tool`: prompts and resources are the
+    // registry's to class (automatic or prohibited), not the policy's.
+    let outcome = match tool.kind {
+        crate::upstream::Kind::Tool => policy.evaluate(caller, &facts, &proposal.arguments, approval.map_or("none", ApprovalState::as_str)),
+        _ => Outcome::NotApplicable,
+    };
     if let Outcome::Error { rules, message } = &outcome {
         // Fail closed, and tell the operator which rule to fix.
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");

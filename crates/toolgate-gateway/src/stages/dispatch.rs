@@ -9,7 +9,7 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
 use crate::param_headers;
-use crate::upstream::{CallOptions, Upstream, UpstreamError};
+use crate::upstream::{CallOptions, Kind, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
@@ -27,10 +27,15 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         })
         .collect();
     // The CLIENT span of the upstream call; the upstream joins its trace.
+    let method = tool.kind.method();
     let span = tracing::info_span!(target: crate::telemetry::TARGET, "mcp.client",
-        otel.name = %format!("tools/call {}", tool.tool.name), otel.kind = "client", otel.status_code = tracing::field::Empty,
-        mcp.method.name = "tools/call", gen_ai.operation.name = "execute_tool", gen_ai.tool.name = %tool.tool.name,
+        otel.name = %format!("{method} {}", tool.tool.name), otel.kind = "client", otel.status_code = tracing::field::Empty,
+        mcp.method.name = method, gen_ai.operation.name = tracing::field::Empty, gen_ai.tool.name = tracing::field::Empty,
         server.address = %tool.server, error.type = tracing::field::Empty);
+    if tool.kind == Kind::Tool {
+        span.record("gen_ai.operation.name", "execute_tool");
+        span.record("gen_ai.tool.name", tool.tool.name.as_str());
+    }
     let options = CallOptions {
         progress: call.progress.clone(),
         headers,
@@ -41,7 +46,12 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         deadline: call.deadline().ok().flatten(),
     };
     let started = std::time::Instant::now();
-    let outcome = upstream.call_tool(&tool.tool.name, &proposal.arguments, options).instrument(span.clone()).await;
+    // A resource is read at the upstream's own URI, behind the exposed one.
+    let arguments = match tool.kind {
+        Kind::Resource | Kind::Template => std::borrow::Cow::Owned(serde_json::json!({"uri": tool.upstream_uri(proposal.arguments["uri"].as_str().unwrap_or_default())})),
+        Kind::Tool | Kind::Prompt => std::borrow::Cow::Borrowed(&proposal.arguments),
+    };
+    let outcome = upstream.call(tool.kind, &tool.tool.name, &arguments, options).instrument(span.clone()).await;
     let observed = !span.is_disabled() || crate::telemetry::metrics_on();
     let error_type = match &outcome {
         _ if !observed => None,
@@ -57,7 +67,7 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
     }
     if crate::telemetry::metrics_on() {
         let mut attributes = vec![
-            opentelemetry::KeyValue::new("mcp.method.name", "tools/call"),
+            opentelemetry::KeyValue::new("mcp.method.name", method),
             opentelemetry::KeyValue::new("gen_ai.tool.name", tool.tool.name.clone()),
             opentelemetry::KeyValue::new("server.address", tool.server.clone()),
         ];

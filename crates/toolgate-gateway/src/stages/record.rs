@@ -119,7 +119,7 @@ impl Findings {
 
     pub fn resolved(&mut self, tool: &ExposedTool) {
         self.server = tool.server.clone();
-        self.upstream_tool = tool.tool.name.clone();
+        self.upstream_tool = tool.subject().into_owned();
         self.definition_sha256 = tool.definition_sha256.clone();
     }
 

@@ -7,12 +7,16 @@ use serde_json::json;
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
 use crate::call::Stop;
-use crate::catalog::{Catalogs, ExposedTool};
+use crate::catalog::{Catalog, Catalogs, ExposedTool};
+use crate::upstream::Kind;
 use crate::config::Config;
 use crate::pins::PinStatus;
 use crate::wire::{RpcError, code};
 
-pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+    if kind != Kind::Tool {
+        return resolve_content(catalogs, config, kind, name);
+    }
     let catalog = catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
         if tool.pin != PinStatus::Pinned {
@@ -45,16 +49,7 @@ pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Resul
         return Ok(tool.clone());
     }
     let server = config.split_exposed(name).map(|(s, _)| s);
-    if let Some(server) = server.filter(|s| catalog.down.contains_key(*s)) {
-        // Why it is down (paths, addresses) is the operator's business: it is
-        // in the log, not in the answer.
-        return Err(Stop::Refused(Refusal::new(
-            Verdict::Deny,
-            Reason::UpstreamUnavailable,
-            Action::Retry,
-            format!("the server `{server}` is unavailable; nothing was run, retry later"),
-        )));
-    }
+    down(&catalog, server)?;
     let refusal = Refusal::new(
         Verdict::Deny,
         Reason::UnknownTool,
@@ -64,6 +59,50 @@ pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, name: &str) -> Resul
     Err(Stop::Error(
         RpcError::new(code::INVALID_PARAMS, format!("Unknown tool: {name}")).with_data(json!(refusal)),
     ))
+}
+
+/// A server that is down is why a name is not found: retry later. Why it
+/// is down (paths, addresses) is the operator's business: it is in the
+/// log, not in the answer.
+fn down(catalog: &Catalog, server: Option<&str>) -> Result<(), Stop> {
+    match server.filter(|s| catalog.down.contains_key(*s)) {
+        Some(server) => Err(Stop::Refused(Refusal::new(
+            Verdict::Deny,
+            Reason::UpstreamUnavailable,
+            Action::Retry,
+            format!("the server `{server}` is unavailable; nothing was run, retry later"),
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A prompt by its exposed name, or the resource (listed, or matching a
+/// template) an exposed URI names. Its class is decide's business: a
+/// prohibited one resolves, and is refused there, with a receipt.
+fn resolve_content(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+    let catalog = catalogs.current();
+    if let Some(found) = catalog.content(kind, name) {
+        return Ok(found.clone());
+    }
+    let server = match kind {
+        Kind::Prompt => config.split_exposed(name),
+        _ => config.split_uri(name),
+    };
+    down(&catalog, server.map(|(s, _)| s))?;
+    let (what, data) = match kind {
+        Kind::Prompt => (format!("there is no prompt `{name}`; list the prompts and use one of their names"), json!({"name": name})),
+        _ => (format!("there is no resource `{name}`; list the resources and templates and read one of theirs"), json!({"uri": name})),
+    };
+    let refusal = Refusal::new(Verdict::Deny, Reason::UnknownTool, Action::Correct, what);
+    let mut data = data;
+    if let (Some(d), Ok(serde_json::Value::Object(r))) = (data.as_object_mut(), serde_json::to_value(&refusal)) {
+        d.extend(r);
+    }
+    let message = match kind {
+        Kind::Prompt => format!("Unknown prompt: {name}"),
+        _ => "Resource not found".to_string(),
+    };
+    Err(Stop::Error(RpcError::new(code::INVALID_PARAMS, message).with_data(data)))
 }
 
 #[cfg(test)]
@@ -83,7 +122,7 @@ mod tests {
     #[tokio::test]
     async fn a_listed_tool_resolves_to_its_upstream_tool_and_pin() {
         let live = live().await;
-        let tool = passed(resolve(&live.catalogs, &live.config, "parts__find_part"));
+        let tool = passed(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((tool.exposed_name.as_str(), tool.server.as_str(), tool.tool.name.as_str()), ("parts__find_part", "parts", "find_part"));
         assert_eq!(tool.pin, PinStatus::Pinned);
         assert_eq!(tool.definition_sha256, toolgate_core::contract::definition_sha256(&find_definition()));
@@ -95,7 +134,7 @@ mod tests {
         let live = live().await;
         // A tool the server does not list, and a server that is not configured.
         for name in ["parts__find_parts", "nobody__find_part"] {
-            let e = rpc_error(resolve(&live.catalogs, &live.config, name));
+            let e = rpc_error(resolve(&live.catalogs, &live.config, Kind::Tool, name));
             assert_eq!(e.code, code::INVALID_PARAMS);
             assert_eq!(e.message, format!("Unknown tool: {name}"));
             let data = e.data.expect("the refusal rides in data");
@@ -111,7 +150,7 @@ mod tests {
         let upstream = Upstream::new("parts", &config.servers["parts"], Duration::from_secs(1), Duration::from_secs(60), "test");
         let pins = Arc::new(crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap());
         let catalogs = Catalogs::new(config.clone(), vec![upstream], pins, true);
-        let r = refused(resolve(&catalogs, &config, "parts__find_part"));
+        let r = refused(resolve(&catalogs, &config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry));
         assert!(r.message.contains("`parts`"), "{}", r.message);
         let down = catalogs.current().down["parts"].clone();
@@ -124,13 +163,13 @@ mod tests {
         // The lock file holds another definition under this name.
         let accepted_before = serde_json::json!({"name": "find_part", "description": "the old one"});
         live.catalogs.pins().accept("parts__find_part", "0".repeat(64).as_str(), &accepted_before).unwrap();
-        let r = refused(resolve(&live.catalogs, &live.config, "parts__find_part"));
+        let r = refused(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractChanged, Action::Escalate));
         assert!(r.message.contains("toolgate tools --accept parts__find_part"), "{}", r.message);
         // The operator accepts the live definition from another process (the CLI).
         let cli = crate::pins::PinStore::open(&live.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap();
         cli.accept("parts__find_part", &toolgate_core::contract::definition_sha256(&find_definition()), &find_definition()).unwrap();
-        let tool = passed(resolve(&live.catalogs, &live.config, "parts__find_part"));
+        let tool = passed(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!(tool.tool.name, "find_part");
         // The catalog was rebuilt with the pin: later calls need not re-read the lock file.
         assert_eq!(live.catalogs.current().tools["parts__find_part"].pin, PinStatus::Pinned);
@@ -141,7 +180,7 @@ mod tests {
         let live = live().await;
         // The lock file became unreadable after the gateway opened it.
         std::fs::write(live.lock_path(), "{not json").unwrap();
-        let r = refused(resolve(&live.catalogs, &live.config, "parts__find_part"));
+        let r = refused(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate));
     }
 }

@@ -35,7 +35,7 @@ pub fn agent() -> Arc<Caller> {
 
 /// A 2026-07-28 `tools/call` of `name` by the agent, presenting nothing.
 pub fn call(name: &str, arguments: Value) -> CallRequest {
-    let call = Call { name: name.to_string(), arguments, progress: None, client: None, input: Map::new(), operation_key: None, client_capabilities: None, preview: false, deadline_ms: None, run: None, session: None };
+    let call = Call { kind: crate::upstream::Kind::Tool, name: name.to_string(), arguments, progress: None, client: None, input: Map::new(), operation_key: None, client_capabilities: None, preview: false, deadline_ms: None, run: None, session: None };
     CallRequest { caller: agent(), trace: Default::default(), request_id: Some(Id::Number(7)), era: Era::Modern, call }
 }
 
@@ -64,6 +64,7 @@ pub fn tool(server: &str, definition: Value, class: Option<AuthorityClass>) -> E
     let definition_sha256 = toolgate_core::contract::definition_sha256(&definition);
     let raw = to_raw_value(&definition).expect("a definition serialises");
     ExposedTool {
+        kind: crate::upstream::Kind::Tool,
         exposed_name: format!("{server}__{name}"),
         server: server.to_string(),
         tool: Arc::new(UpstreamTool { name, raw, definition }),

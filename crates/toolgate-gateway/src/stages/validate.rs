@@ -10,7 +10,7 @@ use crate::call::Stop;
 /// The arguments against the tool's inputSchema: the canonical proposal, or
 /// a refusal naming every violation by its path (values never echoed).
 pub fn validate(tool: &ExposedTool, arguments: &Value) -> Result<Proposal, Stop> {
-    let proposal = Proposal::new(&tool.server, &tool.tool.name, arguments.clone());
+    let proposal = Proposal::new(&tool.server, &tool.subject(), arguments.clone());
     let validator = match &tool.input {
         Ok(v) => v,
         Err(why) => {

@@ -122,10 +122,56 @@ pub(crate) fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>)
     }
 }
 
-/// One tool as the upstream declared it.
+/// What an upstream offers, each reached by its own method. A resource
+/// template is read as a resource is, at a URI it expands to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `tools/call`
+    Tool,
+    /// `prompts/get`
+    Prompt,
+    /// `resources/read`, of a listed URI
+    Resource,
+    /// `resources/read`, of a URI a listed template expands to
+    Template,
+}
+
+impl Kind {
+    /// The method that uses one.
+    pub fn method(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools/call",
+            Kind::Prompt => "prompts/get",
+            Kind::Resource | Kind::Template => "resources/read",
+        }
+    }
+
+    /// What it is called in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::Resource => "resource",
+            Kind::Template => "resource template",
+        }
+    }
+
+    /// The list method, the key of its items in the answer, and the field
+    /// that names an item.
+    fn list(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Kind::Tool => ("tools/list", "tools", "name"),
+            Kind::Prompt => ("prompts/list", "prompts", "name"),
+            Kind::Resource => ("resources/list", "resources", "uri"),
+            Kind::Template => ("resources/templates/list", "resourceTemplates", "uriTemplate"),
+        }
+    }
+}
+
+/// One tool, prompt, resource or resource template as the upstream declared it.
 #[derive(Debug)]
 pub struct UpstreamTool {
-    /// Its name on the upstream.
+    /// Its name on the upstream (a resource's URI, a template's `uriTemplate`).
     pub name: String,
     /// The definition byte for byte, for forwarding.
     pub raw: Box<RawValue>,
@@ -133,17 +179,42 @@ pub struct UpstreamTool {
     pub definition: Value,
 }
 
-/// An upstream's tools as last listed, and the protocol of the session
-/// that listed them.
+/// An upstream's tools, prompts, resources and resource templates as last
+/// listed, and the protocol of the session that listed them.
 #[derive(Debug)]
 pub struct Listing {
     /// The tools, in the upstream's order.
     pub tools: Vec<Arc<UpstreamTool>>,
+    /// Its prompts (none unless it declares `prompts`).
+    pub prompts: Vec<Arc<UpstreamTool>>,
+    /// Its listed resources (none unless it declares `resources`).
+    pub resources: Vec<Arc<UpstreamTool>>,
+    /// Its resource templates.
+    pub templates: Vec<Arc<UpstreamTool>>,
 
     /// The era the session agreed on.
     pub era: Era,
     /// The protocol revision in force: 2026-07-28, or what `initialize` agreed.
     pub protocol_version: String,
+}
+
+impl Listing {
+    /// The items of one kind.
+    pub fn of(&self, kind: Kind) -> &[Arc<UpstreamTool>] {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
+            Kind::Template => &self.templates,
+        }
+    }
+
+    fn same_as(&self, other: &Listing) -> bool {
+        [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template].into_iter().all(|k| {
+            let (a, b) = (self.of(k), other.of(k));
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.raw.get() == b.raw.get())
+        })
+    }
 }
 
 #[derive(Default)]
@@ -261,20 +332,14 @@ impl Upstream {
         }
     }
 
-    /// Calls `tool` with `arguments` under the deadline. The result comes
-    /// back verbatim. A transport failure marks the upstream down.
-    pub async fn call_tool(
-        &self,
-        tool: &str,
-        arguments: &Value,
-        options: CallOptions,
-    ) -> Result<Box<RawValue>, UpstreamError> {
-        let (session, down) = {
-            let state = self.read();
-            (state.session.clone(), state.down.clone())
+    /// Sends `name` (a tool, a prompt, a resource's URI) its `arguments`
+    /// by `kind`'s method, under the deadline. The result comes back
+    /// verbatim. A transport failure marks the upstream down.
+    pub async fn call(&self, kind: Kind, name: &str, arguments: &Value, options: CallOptions) -> Result<Box<RawValue>, UpstreamError> {
+        let mut params = match kind {
+            Kind::Tool | Kind::Prompt => serde_json::json!({"name": name, "arguments": arguments}),
+            Kind::Resource | Kind::Template => serde_json::json!({"uri": arguments["uri"]}),
         };
-        let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
-        let mut params = serde_json::json!({"name": tool, "arguments": arguments});
         for (k, v) in &options.input {
             params[k.as_str()] = v.clone();
         }
@@ -292,7 +357,21 @@ impl Upstream {
             ProgressRoute { routes: self.progress.clone(), token }
         });
         let timeout = options.deadline.map_or(self.timeout, |d| d.min(self.timeout));
-        match tokio::time::timeout(timeout, session.request_with_headers("tools/call", params, &options.headers)).await {
+        self.send(kind.method(), params, &options.headers, timeout).await
+    }
+
+    /// Passes a `completion/complete` on (its `ref` already the upstream's own).
+    pub(crate) async fn complete(&self, params: Value) -> Result<Box<RawValue>, UpstreamError> {
+        self.send("completion/complete", params, &[], self.timeout).await
+    }
+
+    async fn send(&self, method: &str, params: Value, headers: &[(String, String)], timeout: Duration) -> Result<Box<RawValue>, UpstreamError> {
+        let (session, down) = {
+            let state = self.read();
+            (state.session.clone(), state.down.clone())
+        };
+        let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
+        match tokio::time::timeout(timeout, session.request_with_headers(method, params, headers)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
                 // Only if the session that failed is still the current one: a
@@ -327,10 +406,7 @@ impl Upstream {
     fn set_up(&self, session: Arc<Session>, listing: Listing) {
         let changed = {
             let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
-            let same = s.listing.as_ref().is_some_and(|old| {
-                old.tools.len() == listing.tools.len()
-                    && old.tools.iter().zip(&listing.tools).all(|(a, b)| a.raw.get() == b.raw.get())
-            });
+            let same = s.listing.as_ref().is_some_and(|old| old.same_as(&listing));
             *s = State { session: Some(session), listing: Some(Arc::new(listing)), down: None };
             !same
         };
@@ -351,22 +427,48 @@ impl Upstream {
     }
 
     async fn list(&self, session: &Session) -> Result<Listing, UpstreamError> {
-        let raws = tokio::time::timeout(self.timeout, session.list_tools()).await.map_err(|_| UpstreamError::Timeout)??;
+        let tools = self.list_kind(session, Kind::Tool).await?;
+        let (mut prompts, mut resources, mut templates) = (Vec::new(), Vec::new(), Vec::new());
+        if session.offers("prompts") {
+            prompts = self.list_optional(session, Kind::Prompt).await?;
+        }
+        if session.offers("resources") {
+            resources = self.list_optional(session, Kind::Resource).await?;
+            templates = self.list_optional(session, Kind::Template).await?;
+        }
+        Ok(Listing { tools, prompts, resources, templates, era: session.era, protocol_version: session.protocol_version.clone() })
+    }
+
+    /// A list the server declared but answers with an error is taken as
+    /// empty (its tools still serve); a lost connection is not.
+    async fn list_optional(&self, session: &Session, kind: Kind) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+        match self.list_kind(session, kind).await {
+            Err(UpstreamError::Rpc(e)) => {
+                tracing::warn!(server = %self.name, method = kind.list().0, error = %e.message, "the list failed; it is taken as empty");
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
+    async fn list_kind(&self, session: &Session, kind: Kind) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+        let (method, key, field) = kind.list();
+        let raws = tokio::time::timeout(self.timeout, session.list_all(method, key)).await.map_err(|_| UpstreamError::Timeout)??;
         // A server that lists without end would fill memory and every
         // client's context: past the limit, the listing is refused whole.
         let max = self.max_tools.load(std::sync::atomic::Ordering::Relaxed);
         if raws.len() > max {
-            return Err(UpstreamError::Protocol(format!("it lists {} tools, more than [gateway] max_tools_per_upstream ({max})", raws.len())));
+            return Err(UpstreamError::Protocol(format!("it lists {} {key}, more than [gateway] max_tools_per_upstream ({max})", raws.len())));
         }
-        let mut tools = Vec::with_capacity(raws.len());
+        let mut items = Vec::with_capacity(raws.len());
         for raw in raws {
             let definition: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-            match definition.get("name").and_then(Value::as_str) {
-                Some(name) => tools.push(Arc::new(UpstreamTool { name: name.to_string(), raw, definition })),
-                None => tracing::warn!(server = %self.name, "a tool without a name was ignored"),
+            match definition.get(field).and_then(Value::as_str) {
+                Some(name) => items.push(Arc::new(UpstreamTool { name: name.to_string(), raw, definition })),
+                None => tracing::warn!(server = %self.name, "an item of {method} without `{field}` was ignored"),
             }
         }
-        Ok(Listing { tools, era: session.era, protocol_version: session.protocol_version.clone() })
+        Ok(items)
     }
 
     async fn supervise(self: &Arc<Self>) {
@@ -404,7 +506,10 @@ impl Upstream {
                     self.set_down("the upstream process exited".into());
                     return;
                 }
-                event = events.recv() => matches!(event.as_deref(), Ok("notifications/tools/list_changed") | Err(broadcast::error::RecvError::Lagged(_))),
+                event = events.recv() => matches!(
+                    event.as_deref(),
+                    Ok("notifications/tools/list_changed" | "notifications/prompts/list_changed" | "notifications/resources/list_changed") | Err(broadcast::error::RecvError::Lagged(_))
+                ),
                 _ = tokio::time::sleep(self.ttl) => true,
                 _ = self.wake.notified() => {
                     if self.read().session.is_none() {

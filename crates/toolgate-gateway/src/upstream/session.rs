@@ -60,9 +60,11 @@ pub(crate) struct Session {
     channel: Channel,
     pub(crate) era: Era,
     pub(crate) protocol_version: String,
-    /// The server's self-description (name, version, title), as it sent it.
-
+    /// The `_meta` this era's requests carry (toolgate's own description).
     meta: Value,
+    /// What the server said it offers (`capabilities` of its discover or
+    /// initialize result): prompts and resources are listed only if declared.
+    pub(crate) capabilities: Value,
 }
 
 fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
@@ -85,7 +87,8 @@ impl Session {
                     if let Channel::Http(c) = &channel {
                         c.set_protocol_version(MODERN);
                     }
-                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), meta });
+                    let capabilities = result["capabilities"].clone();
+                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities });
                 }
             }
         } else if let Ok(Err(e @ UpstreamError::Unavailable(_))) = discover {
@@ -109,7 +112,8 @@ impl Session {
             c.set_protocol_version(&version);
         }
         channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
-        Ok(Session { channel, era: Era::Legacy, protocol_version: version, meta })
+        let capabilities = result["capabilities"].clone();
+        Ok(Session { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
     }
 
     pub(crate) fn closed(&self) -> Option<watch::Receiver<bool>> {
@@ -138,29 +142,33 @@ impl Session {
         into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
     }
 
-    /// Every tool definition, all pages, each kept verbatim.
-    pub(crate) async fn list_tools(&self) -> Result<Vec<Box<RawValue>>, UpstreamError> {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            tools: Vec<Box<RawValue>>,
-            #[serde(rename = "nextCursor")]
-            next_cursor: Option<String>,
-        }
-        let mut tools = Vec::new();
+    /// Every item of a list (`tools/list` → `tools`, `prompts/list` →
+    /// `prompts`, …), all pages, each kept verbatim.
+    pub(crate) async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Box<RawValue>>, UpstreamError> {
+        let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let raw = self.request("tools/list", params).await?;
-            let page: Page = serde_json::from_str(raw.get()).map_err(|e| UpstreamError::Protocol(format!("tools/list: {e}")))?;
-            tools.extend(page.tools);
-            match page.next_cursor {
-                Some(c) if !c.is_empty() => cursor = Some(c),
-                _ => return Ok(tools),
+            let raw = self.request(method, params).await?;
+            let mut page: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).map_err(|e| UpstreamError::Protocol(format!("{method}: {e}")))?;
+            let list: Vec<Box<RawValue>> = match page.remove(key) {
+                Some(v) => serde_json::from_value(v).map_err(|e| UpstreamError::Protocol(format!("{method}: `{key}`: {e}")))?,
+                None => return Err(UpstreamError::Protocol(format!("{method} answered without `{key}`"))),
+            };
+            items.extend(list);
+            match page.remove("nextCursor") {
+                Some(Value::String(c)) if !c.is_empty() => cursor = Some(c),
+                _ => return Ok(items),
             }
         }
-        Err(UpstreamError::Protocol(format!("tools/list did not end after {MAX_LIST_PAGES} pages")))
+        Err(UpstreamError::Protocol(format!("{method} did not end after {MAX_LIST_PAGES} pages")))
+    }
+
+    /// Whether the server declared `capability` (`prompts`, `resources`, `completions`).
+    pub(crate) fn offers(&self, capability: &str) -> bool {
+        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
     }
 }
