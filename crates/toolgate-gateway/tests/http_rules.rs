@@ -101,10 +101,13 @@ async fn mcp_name_must_match_the_called_tool() {
 #[tokio::test]
 async fn unknown_methods_and_notifications() {
     let h = start("").await;
-    for method in ["completion/complete", "initialize", "ping"] {
+    for method in ["unknown/method", "resources/subscribe", "initialize", "ping"] {
         let (status, body) = post(&h.url, method, json!({})).await;
         assert_eq!((status, body["error"]["code"].as_i64(), body["id"].as_i64()), (404, Some(-32601), Some(7)), "{method}");
     }
+    // Served, and a completion of nothing the caller can see is invalid params.
+    let (status, body) = post(&h.url, "completion/complete", json!({"ref": {"type": "ref/prompt", "name": "tickets__nothing"}, "argument": {"name": "a", "value": ""}})).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32602)), "{body}");
     let (status, body) = post(&h.url, "prompts/list", json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(body["result"]["prompts"], json!([]));

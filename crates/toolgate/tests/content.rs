@@ -1,0 +1,149 @@
+//! Prompts, resources, templates and completions through the gateway, seen
+//! by the official Python SDK in both eras: a real gateway (`toolgate
+//! serve`) in front of a real rmcp upstream (`toolgate conformance-fixture`),
+//! the registry classing some of them prohibited. What is listed follows
+//! authority; what is read leaves a signed receipt that verifies offline.
+
+mod ops_common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use ops_common::{BIN, spawn_listening, toolgate};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
+    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
+    venv
+}
+
+/// The fixture's server is untrusted (the default): its unregistered
+/// prompts (`test_prompt_with_image`, …) are prohibited, as its tools are.
+fn config(upstream: &str) -> String {
+    format!(
+        r#"[gateway]
+listen = "127.0.0.1:0"
+state_dir = "state"
+
+[servers.fixture]
+url = "{upstream}"
+
+[registry_prompts."fixture__test_simple_prompt"]
+class = "automatic"
+[registry_prompts."fixture__test_prompt_with_arguments"]
+class = "automatic"
+
+# First match decides: the binary resource is prohibited, the rest automatic.
+[[registry_resources]]
+server = "fixture"
+uri = "test://static-binary"
+class = "prohibited"
+[[registry_resources]]
+server = "fixture"
+uri = "test://*"
+class = "automatic"
+
+[callers.agent]
+tenant = "acme"
+anonymous = true
+"#
+    )
+}
+
+const TEXT: &str = "toolgate://fixture/test://static-text";
+const BINARY: &str = "toolgate://fixture/test://static-binary";
+const TEMPLATE: &str = "toolgate://fixture/test://template/{id}/data";
+
+fn run_client(url: &str, mode: &str, steps: &Value) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/content_client.py");
+    let out = StdCommand::new(python()).arg(&script).args([url, mode, &steps.to_string()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_lists_reads_gets_and_completes_under_authority_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fixture = Command::new(BIN);
+    fixture.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let fixture = spawn_listening(fixture, &dir.path().join("fixture.log"), "serving on").await;
+    let config_path = dir.path().join("toolgate.toml");
+    std::fs::write(&config_path, config(&fixture.url)).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config_path);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+
+    let steps = json!([
+        {"read": TEXT},
+        {"read": "toolgate://fixture/test://template/123/data"},
+        {"read": BINARY},
+        {"read": "toolgate://fixture/test://nothing-here"},
+        {"get": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "north", "arg2": "south"}},
+        {"get": "fixture__test_prompt_with_image"},
+        {"get": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "north"}},
+        {"complete_prompt": "fixture__test_prompt_with_arguments", "argument": "arg1", "value": "par"},
+        {"complete_template": TEMPLATE, "argument": "id", "value": "12"},
+        {"complete_prompt": "fixture__test_prompt_with_image", "argument": "x", "value": ""},
+    ]);
+    for (mode, version) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let v = run_client(&gateway.url, mode, &steps);
+        assert_eq!(v["protocol_version"], version, "{v}");
+        // Discovery follows authority: the prohibited resource and the
+        // unregistered prompts of an untrusted server are not listed.
+        let uris: Vec<&str> = v["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+        assert_eq!(uris, [TEXT], "{mode}");
+        let templates: Vec<&str> = v["templates"].as_array().unwrap().iter().map(|t| t["uriTemplate"].as_str().unwrap()).collect();
+        assert_eq!(templates, [TEMPLATE], "{mode}");
+        let prompts: Vec<&str> = v["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(prompts, ["fixture__test_prompt_with_arguments", "fixture__test_simple_prompt"], "{mode}");
+
+        let r = &v["results"];
+        // A listed resource, read under its exposed URI, names it in its contents.
+        assert_eq!(r[0]["contents"][0]["uri"], TEXT, "{mode}: {}", r[0]);
+        assert_eq!(r[0]["contents"][0]["text"], "This is the content of the static text resource.");
+        // A URI the template expands to is read at the upstream's own URI.
+        assert_eq!(r[1]["contents"][0]["uri"], "toolgate://fixture/test://template/123/data", "{mode}: {}", r[1]);
+        assert!(r[1]["contents"][0]["text"].as_str().unwrap().contains("Data for ID: 123"), "{mode}: {}", r[1]);
+        // Prohibited: not readable, with the refusal in the error's data.
+        assert_eq!(r[2]["error"]["code"], -32010, "{mode}: {}", r[2]);
+        assert_eq!((r[2]["error"]["data"]["decision"].as_str(), r[2]["error"]["data"]["reason"].as_str()), (Some("deny"), Some("prohibited")), "{mode}: {}", r[2]);
+        // Unknown: -32602 naming the URI (SEP-2164).
+        assert_eq!(r[3]["error"]["code"], -32602, "{mode}: {}", r[3]);
+        assert_eq!(r[3]["error"]["data"]["uri"], "toolgate://fixture/test://nothing-here");
+        // A prompt with its arguments.
+        let said = r[4]["messages"][0]["content"]["text"].as_str().unwrap_or_default();
+        assert_eq!(said, "Prompt with arguments: arg1='north', arg2='south'", "{mode}: {}", r[4]);
+        // An unregistered prompt of an untrusted server is refused.
+        assert_eq!(r[5]["error"]["code"], -32010, "{mode}: {}", r[5]);
+        assert_eq!(r[5]["error"]["data"]["reason"], "untrusted_unregistered", "{mode}: {}", r[5]);
+        // A missing required argument is refused before the upstream hears of it.
+        assert_eq!(r[6]["error"]["code"], -32602, "{mode}: {}", r[6]);
+        assert_eq!(r[6]["error"]["data"]["action"], "correct", "{mode}: {}", r[6]);
+        // Completions of a listed prompt's and template's arguments; none for a prohibited prompt.
+        assert_eq!(r[7]["completion"]["values"], json!(["paris", "park", "party"]), "{mode}: {}", r[7]);
+        assert_eq!(r[8]["completion"]["values"], json!(["123", "124"]), "{mode}: {}", r[8]);
+        assert_eq!(r[9]["error"]["code"], -32602, "{mode}: {}", r[9]);
+    }
+
+    // Each read and get left a receipt, naming what was read; the bundle verifies offline.
+    let bundle = dir.path().join("bundle.json");
+    toolgate(&["export", "--since", "0", "--out", bundle.to_str().unwrap(), "--config", config_path.to_str().unwrap()]).await;
+    let b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let receipts: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).collect();
+    let of = |tool: &str, decision: &str| receipts.iter().filter(|r| r["tool"] == tool && r["decision"] == decision).count();
+    assert_eq!(of("resource:test://static-text", "allow"), 2, "{receipts:?}");
+    assert_eq!(of("resource:test://template/{id}/data", "allow"), 2);
+    assert_eq!(of("resource:test://static-binary", "deny"), 2);
+    assert_eq!(of("prompt:test_prompt_with_arguments", "allow"), 2);
+    assert_eq!(of("prompt:test_prompt_with_image", "deny"), 2);
+    assert!(receipts.iter().all(|r| r["server"] == "fixture"));
+    let verified = StdCommand::new(BIN).arg("verify").arg(&bundle).output().unwrap();
+    assert!(verified.status.success(), "{}{}", String::from_utf8_lossy(&verified.stdout), String::from_utf8_lossy(&verified.stderr));
+    drop((gateway, fixture));
+}
