@@ -65,6 +65,16 @@ pub(crate) mod code {
     }
 }
 
+/// The param a 2026-07-28 request's `Mcp-Name` header mirrors (SEP-2243):
+/// the tool's or prompt's `name`, the resource's `uri`.
+pub(crate) fn named_by(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
 /// A JSON-RPC id: a number or a string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]

@@ -180,17 +180,17 @@ fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
             if method != msg.method {
                 return Err(mismatch(&format!("Mcp-Method is `{method}` but the body's method is `{}`", msg.method)));
             }
-            if msg.method == "tools/call" {
-                let body_name = msg.params.get("name").and_then(Value::as_str).unwrap_or_default();
+            if let Some(field) = wire::named_by(&msg.method) {
+                let body_name = msg.params.get(field).and_then(Value::as_str).unwrap_or_default();
                 // Decoded as strictly as `Mcp-Param-*` (a client sends a name
                 // beyond printable ASCII as `=?base64?…?=`), then compared
                 // exactly: no normalisation, so a confusable stays another name.
                 let Some(header) = header_str(headers, "mcp-name") else {
-                    return Err(mismatch("Mcp-Name header is missing for tools/call"));
+                    return Err(mismatch(&format!("Mcp-Name header is missing for {}", msg.method)));
                 };
                 match crate::param_headers::decode(header) {
                     Ok(name) if name == body_name => {}
-                    Ok(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.name is `{body_name}`"))),
+                    Ok(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.{field} is `{body_name}`"))),
                     Err(why) => return Err(mismatch(&format!("Mcp-Name `{header}` is not a valid value ({why})"))),
                 }
             }

@@ -125,7 +125,7 @@ impl HttpChannel {
         }
         if modern {
             req = req.header("Mcp-Method", method);
-            if let Some(name) = params.get("name").and_then(Value::as_str).filter(|_| method == "tools/call") {
+            if let Some(name) = crate::wire::named_by(method).and_then(|field| params.get(field)).and_then(Value::as_str) {
                 req = req.header("Mcp-Name", crate::param_headers::encode(name));
             }
         }
