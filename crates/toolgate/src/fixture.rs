@@ -23,9 +23,10 @@ const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
 
 #[derive(Clone, Default)]
 struct Fixture {
-    /// Set by `test_trigger_tool_change`: the tool list grows by one.
+    /// Flipped by `test_trigger_tool_change`: the tool list grows by one, or
+    /// shrinks back (so every trigger is a change the suite can see).
     changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// Set by `test_trigger_prompt_change`: the prompt list grows by one.
+    /// Flipped by `test_trigger_prompt_change`, likewise for the prompts.
     prompts_changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -243,10 +244,10 @@ impl ServerHandler for Fixture {
             }
         }
         if request.name == "test_trigger_tool_change" {
-            self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
         }
         if request.name == "test_trigger_prompt_change" {
-            self.prompts_changed.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.prompts_changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
         }
         if request.name.starts_with("test_input_required_result_") {
             let responses = serde_json::to_value(&request.input_responses).unwrap_or_default();
