@@ -415,4 +415,29 @@ mod tests {
         assert!(catalog.tools.contains_key("parts__dup") && catalog.tools.contains_key("parts__find_part"));
         assert!(catalog.ambiguous.is_empty());
     }
+
+    #[test]
+    fn a_template_matches_what_it_expands_to_and_routes_back_to_the_upstream_s_uri() {
+        let exposed = "toolgate://parts/manual://{model}/section/{+path}{?lang}";
+        let pattern = super::template_pattern(exposed).unwrap();
+        assert!(pattern.is_match("toolgate://parts/manual://ac250/section/a/b"));
+        assert!(pattern.is_match("toolgate://parts/manual://ac250/section/a?lang=en"));
+        // A simple expression is one segment; literals are literal (`.` too).
+        assert!(!pattern.is_match("toolgate://parts/manual://ac/250/section/a"));
+        assert!(!pattern.is_match("toolgate://parts/manualX//ac250/section/a"));
+        assert!(!pattern.is_match("toolgate://other/manual://ac250/section/a"));
+        assert!(super::template_pattern("test://{unclosed").is_none());
+        let mut t = crate::stages::testing::tool("parts", json!({"name": "manual://{model}/section/{+path}{?lang}", "inputSchema": {}}), None);
+        t.kind = crate::upstream::Kind::Template;
+        t.exposed_name = exposed.to_string();
+        assert_eq!(t.upstream_uri("toolgate://parts/manual://ac250/section/a/b"), "manual://ac250/section/a/b");
+        assert_eq!(t.subject(), "resource:manual://{model}/section/{+path}{?lang}");
+    }
+
+    #[test]
+    fn a_prompt_s_arguments_become_a_closed_schema_of_strings() {
+        let schema = super::prompt_schema(&json!({"name": "p", "arguments": [{"name": "a", "required": true}, {"name": "b"}, {"name": "c", "required": "yes"}]}));
+        assert_eq!(schema, json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}}, "required": ["a"], "additionalProperties": false}));
+        assert_eq!(super::prompt_schema(&json!({"name": "p"}))["properties"], json!({}));
+    }
 }

@@ -220,3 +220,48 @@ async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_
     assert!(why.contains("chmod 600") && !why.contains("upstream-key"), "{why}");
     cancel.cancel();
 }
+
+/// Lists one tool with the `ttlMs` it is given, counting the lists.
+#[derive(Clone)]
+struct Hinting {
+    ttl_ms: Option<u64>,
+    lists: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ServerHandler for Hinting {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+        let mut result = ListToolsResult::with_all_items(vec![tool]);
+        result.ttl_ms = self.ttl_ms;
+        Ok(result)
+    }
+}
+
+#[tokio::test]
+async fn a_server_s_shorter_ttl_hint_is_honoured_down_to_a_floor() {
+    let cancel = CancellationToken::new();
+    // The gateway's own list_ttl_ms is 60 s here. A hint as long, a 1.5 s
+    // hint, and 0 (rmcp's default: "do not cache"), held to the 1 s floor;
+    // watched side by side for 3.2 s.
+    let mut watched = Vec::new();
+    for ttl_ms in [60_000, 1500, 0] {
+        let lists = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let url = serve_rmcp(Hinting { ttl_ms: Some(ttl_ms), lists: lists.clone() }, &cancel).await;
+        let upstream = http_upstream("hinting", &url);
+        upstream.start(cancel.clone());
+        watched.push((upstream, lists));
+    }
+    for (upstream, _) in &watched {
+        assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    }
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let counts: Vec<usize> = watched.iter().map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    assert_eq!(counts[0], 1, "listed once within list_ttl_ms ({counts:?})");
+    assert!((2..=3).contains(&counts[1]), "a 1.5 s hint: every 1.5 s ({counts:?})");
+    assert!((3..=4).contains(&counts[2]), "a 0 hint: no more than once a second ({counts:?})");
+    cancel.cancel();
+}

@@ -110,3 +110,32 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
 fn sse(data: &str) -> String {
     format!("event: message\ndata: {data}\n\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use toolgate_core::AuthorityClass;
+
+    use super::Shown;
+    use crate::catalog::Catalog;
+    use crate::stages::testing::tool;
+    use crate::upstream::Kind;
+
+    #[test]
+    fn a_change_is_news_only_for_the_list_that_changed_and_only_to_who_asked() {
+        let mut catalog = Catalog::default();
+        let before = Shown::of(&catalog);
+        let mut prompt = tool("parts", json!({"name": "diagnose", "inputSchema": {}}), Some(AuthorityClass::Automatic));
+        prompt.kind = Kind::Prompt;
+        catalog.prompts.insert("parts__diagnose".into(), Arc::new(prompt));
+        let after = Shown::of(&catalog);
+        assert_eq!(after.changed_since(&before, [true; 3]).collect::<Vec<_>>(), ["notifications/prompts/list_changed"]);
+        assert_eq!(after.changed_since(&before, [true, false, true]).count(), 0, "a stream that follows tools and resources only");
+        // What is not listed (prohibited) is no change of the list.
+        let hidden = tool("parts", json!({"name": "drop", "inputSchema": {}}), Some(AuthorityClass::Prohibited));
+        catalog.tools.insert("parts__drop".into(), Arc::new(hidden));
+        assert_eq!(Shown::of(&catalog).changed_since(&after, [true; 3]).count(), 0);
+    }
+}

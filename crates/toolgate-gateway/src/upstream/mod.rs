@@ -196,6 +196,9 @@ pub struct Listing {
     pub era: Era,
     /// The protocol revision in force: 2026-07-28, or what `initialize` agreed.
     pub protocol_version: String,
+    /// The shortest `ttlMs` the server gave its lists: they are listed again
+    /// within it, if it is shorter than `[gateway] list_ttl_ms`.
+    pub ttl: Option<Duration>,
 }
 
 impl Listing {
@@ -242,6 +245,10 @@ pub struct Upstream {
     /// A listing of more tools than this is refused (`[gateway] max_tools_per_upstream`).
     max_tools: std::sync::atomic::AtomicUsize,
 }
+
+/// The shortest re-list interval a server's `ttlMs` can ask for: `0` ("do
+/// not cache", rmcp's default) must not mean listing without pause.
+const MIN_LIST_TTL_MS: u64 = 1000;
 
 /// How many tools one upstream may list, unless configured.
 pub const DEFAULT_MAX_TOOLS: usize = 1000;
@@ -387,6 +394,13 @@ impl Upstream {
         }
     }
 
+    /// How long the current listing stands: `list_ttl_ms`, or the server's
+    /// own `ttlMs` when that is shorter.
+    fn relist_after(&self) -> Duration {
+        let hint = self.read().listing.as_ref().and_then(|l| l.ttl);
+        hint.map_or(self.ttl, |h| h.min(self.ttl))
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -427,22 +441,26 @@ impl Upstream {
     }
 
     async fn list(&self, session: &Session) -> Result<Listing, UpstreamError> {
-        let tools = self.list_kind(session, Kind::Tool).await?;
+        let mut ttl = None;
+        let tools = self.list_kind(session, Kind::Tool, &mut ttl).await?;
         let (mut prompts, mut resources, mut templates) = (Vec::new(), Vec::new(), Vec::new());
         if session.offers("prompts") {
-            prompts = self.list_optional(session, Kind::Prompt).await?;
+            prompts = self.list_optional(session, Kind::Prompt, &mut ttl).await?;
         }
         if session.offers("resources") {
-            resources = self.list_optional(session, Kind::Resource).await?;
-            templates = self.list_optional(session, Kind::Template).await?;
+            resources = self.list_optional(session, Kind::Resource, &mut ttl).await?;
+            templates = self.list_optional(session, Kind::Template, &mut ttl).await?;
         }
-        Ok(Listing { tools, prompts, resources, templates, era: session.era, protocol_version: session.protocol_version.clone() })
+        // A server's hint is honoured down to a floor, so a server cannot
+        // make the gateway list it without pause.
+        let ttl = ttl.map(|ms: u64| Duration::from_millis(ms.max(MIN_LIST_TTL_MS)));
+        Ok(Listing { tools, prompts, resources, templates, era: session.era, protocol_version: session.protocol_version.clone(), ttl })
     }
 
     /// A list the server declared but answers with an error is taken as
     /// empty (its tools still serve); a lost connection is not.
-    async fn list_optional(&self, session: &Session, kind: Kind) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
-        match self.list_kind(session, kind).await {
+    async fn list_optional(&self, session: &Session, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+        match self.list_kind(session, kind, ttl).await {
             Err(UpstreamError::Rpc(e)) => {
                 tracing::warn!(server = %self.name, method = kind.list().0, error = %e.message, "the list failed; it is taken as empty");
                 Ok(Vec::new())
@@ -451,9 +469,12 @@ impl Upstream {
         }
     }
 
-    async fn list_kind(&self, session: &Session, kind: Kind) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+    async fn list_kind(&self, session: &Session, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
         let (method, key, field) = kind.list();
-        let raws = tokio::time::timeout(self.timeout, session.list_all(method, key)).await.map_err(|_| UpstreamError::Timeout)??;
+        let (raws, ttl_ms) = tokio::time::timeout(self.timeout, session.list_all(method, key)).await.map_err(|_| UpstreamError::Timeout)??;
+        if let Some(t) = ttl_ms {
+            *ttl = Some(ttl.map_or(t, |old| old.min(t)));
+        }
         // A server that lists without end would fill memory and every
         // client's context: past the limit, the listing is refused whole.
         let max = self.max_tools.load(std::sync::atomic::Ordering::Relaxed);
@@ -510,7 +531,7 @@ impl Upstream {
                     event.as_deref(),
                     Ok("notifications/tools/list_changed" | "notifications/prompts/list_changed" | "notifications/resources/list_changed") | Err(broadcast::error::RecvError::Lagged(_))
                 ),
-                _ = tokio::time::sleep(self.ttl) => true,
+                _ = tokio::time::sleep(self.relist_after()) => true,
                 _ = self.wake.notified() => {
                     if self.read().session.is_none() {
                         return; // a call found it broken

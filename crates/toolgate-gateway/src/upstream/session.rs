@@ -143,9 +143,11 @@ impl Session {
     }
 
     /// Every item of a list (`tools/list` → `tools`, `prompts/list` →
-    /// `prompts`, …), all pages, each kept verbatim.
-    pub(crate) async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Box<RawValue>>, UpstreamError> {
+    /// `prompts`, …), all pages, each kept verbatim; and the shortest
+    /// `ttlMs` a page gave, how long the server says the list stands.
+    pub(crate) async fn list_all(&self, method: &str, key: &str) -> Result<(Vec<Box<RawValue>>, Option<u64>), UpstreamError> {
         let mut items = Vec::new();
+        let mut ttl_ms: Option<u64> = None;
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = match &cursor {
@@ -159,9 +161,12 @@ impl Session {
                 None => return Err(UpstreamError::Protocol(format!("{method} answered without `{key}`"))),
             };
             items.extend(list);
+            if let Some(ttl) = page.get("ttlMs").and_then(Value::as_u64) {
+                ttl_ms = Some(ttl_ms.map_or(ttl, |t| t.min(ttl)));
+            }
             match page.remove("nextCursor") {
                 Some(Value::String(c)) if !c.is_empty() => cursor = Some(c),
-                _ => return Ok(items),
+                _ => return Ok((items, ttl_ms)),
             }
         }
         Err(UpstreamError::Protocol(format!("{method} did not end after {MAX_LIST_PAGES} pages")))
