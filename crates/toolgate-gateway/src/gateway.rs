@@ -32,6 +32,8 @@ pub struct Gateway {
     pub limits: JsonLimits,
     /// Who may call, by credential.
     pub callers: Callers,
+    /// OAuth 2.1 access tokens of one authorization server (`[oauth]`).
+    pub oauth: Option<crate::oauth::OAuth>,
     /// The Cedar policy in force; `reload_policy` swaps it (SIGHUP), so a
     /// withdrawn grant applies to the next call, approved or not.
     policy: std::sync::RwLock<Arc<PolicyEngine>>,
@@ -134,7 +136,8 @@ impl Gateway {
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
-        Ok(Arc::new(Self { config, catalogs, limits, callers, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
+        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, clock.clone()));
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

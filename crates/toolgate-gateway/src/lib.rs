@@ -14,6 +14,7 @@ pub mod seal;
 pub mod sources;
 pub mod telemetry;
 pub mod wire;
+pub mod oauth;
 pub mod upstream;
 pub mod param_headers;
 pub mod pins;

@@ -26,6 +26,8 @@ use toolgate_core::strict_json::{self, JsonError};
 use super::{Inbound, Peer, check_modern_meta, inbound, unsupported_version};
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
+use crate::identity::AuthError;
+use crate::oauth::TokenError;
 use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 
 /// A plain-text response.
@@ -85,11 +87,37 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
         {
             return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
         }
-        gw.callers.authenticate(header_str(headers, "authorization")).map(Admitted).map_err(|e| {
-            let mut r = plain(StatusCode::UNAUTHORIZED, e.message());
+        let authorization = header_str(headers, "authorization");
+        let error = match gw.callers.authenticate(authorization) {
+            Ok(caller) => return Ok(Admitted(caller)),
+            Err(e) => e,
+        };
+        let Some(oauth) = &gw.oauth else {
+            let mut r = plain(StatusCode::UNAUTHORIZED, error.message());
             r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"".parse().expect("static header"));
-            r
-        })
+            return Err(r);
+        };
+        // Not a `[callers]` token: an OAuth access token, or nothing.
+        let bearer = authorization.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim);
+        let failed = match (error, bearer) {
+            (AuthError::Unknown, Some(token)) => match oauth.authenticate(token).await {
+                Ok(caller) => return Ok(Admitted(caller)),
+                Err(e) => Some(e),
+            },
+            _ => None,
+        };
+        let (status, text) = match &failed {
+            None => (StatusCode::UNAUTHORIZED, "authentication required: send `Authorization: Bearer TOKEN`, an access token from the authorization server the resource metadata names"),
+            Some(TokenError::Invalid(why)) => (StatusCode::UNAUTHORIZED, why.as_str()),
+            Some(TokenError::InsufficientScope(why)) => (StatusCode::FORBIDDEN, why.as_str()),
+            Some(TokenError::Unavailable(why)) => (StatusCode::SERVICE_UNAVAILABLE, why.as_str()),
+        };
+        let mut r = plain(status, text);
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            let challenge = oauth.challenge(failed.as_ref());
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.parse().unwrap_or_else(|_| "Bearer".parse().expect("static header")));
+        }
+        Err(r)
     }
 }
 

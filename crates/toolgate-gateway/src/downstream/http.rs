@@ -21,7 +21,7 @@ use crate::wire::{Era, RpcError, code};
 
 pub(crate) fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
-    axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).with_state(gw)
+    axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes()).with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.

@@ -8,6 +8,7 @@ pub mod http;
 pub(crate) mod listen;
 pub(crate) mod probes;
 pub mod stdio;
+pub(crate) mod well_known;
 
 use serde_json::value::{RawValue, to_raw_value};
 use serde_json::{Value, json};
