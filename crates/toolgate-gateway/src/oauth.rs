@@ -129,6 +129,14 @@ impl OAuth {
         self.caller(&claims)
     }
 
+    /// Fetches the issuer's keys now; how many can verify tokens
+    /// (`toolgate doctor`).
+    pub async fn published_keys(&self) -> Result<usize, TokenError> {
+        self.fetch().await?;
+        let keys = self.keys.read().await;
+        Ok(keys.by_kid.len() + keys.unnamed.len())
+    }
+
     fn in_time(&self, claims: &Map<String, Value>) -> Result<(), TokenError> {
         let now = self.clock.now_ms() / 1000;
         let leeway = self.config.leeway_s as i64;

@@ -44,7 +44,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
             anyhow::bail!("1 fault; nothing else can be checked without a config");
         }
     };
-    if config.callers.is_empty() {
+    if config.callers.is_empty() && config.oauth.is_none() {
         report.fail("callers", "no [callers]: every request would be refused with 401", "add a caller with token_env or token_file (or one with anonymous = true)");
     }
     match (&config.policy, load_policy(&config)) {
@@ -69,6 +69,13 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         keys(&config, false, &mut report);
     }
     ledger(&gw, &config, &mut report).await;
+    if let (Some(oauth), Some(o)) = (&gw.oauth, &config.oauth) {
+        match oauth.published_keys().await {
+            Ok(0) => report.fail("oauth", &format!("{} publishes no signing key this gateway can use", o.issuer), "publish an RS/PS/ES/EdDSA signing key in the issuer's JWKS"),
+            Ok(n) => report.ok("oauth", &format!("{} publishes {n} signing key(s); tokens must name {}", o.issuer, o.resource)),
+            Err(e) => report.fail("oauth", &e.to_string(), "check [oauth] issuer (or jwks_uri) and that the authorization server answers"),
+        }
+    }
     settle(&gw).await;
     let catalog = gw.catalogs.current();
     for upstream in gw.catalogs.upstreams() {
@@ -78,7 +85,8 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
                 let tools: Vec<_> = catalog.tools.values().filter(|t| t.server == upstream.name).collect();
                 let changed = tools.iter().filter(|t| matches!(t.pin, PinStatus::Changed(_))).count();
                 let new = tools.iter().filter(|t| matches!(t.pin, PinStatus::New)).count();
-                report.ok(&what, &format!("protocol {} ({:?}), {} tools listed, {} exposed, {new} not pinned yet", listing.protocol_version, listing.era, listing.tools.len(), tools.len()));
+                let content = format!("{} prompts, {} resources, {} templates", listing.prompts.len(), listing.resources.len(), listing.templates.len());
+                report.ok(&what, &format!("protocol {} ({:?}), {} tools listed, {} exposed, {new} not pinned yet; {content}", listing.protocol_version, listing.era, listing.tools.len(), tools.len()));
                 if changed > 0 {
                     report.fail(&what, &format!("{changed} tool contract(s) changed since pinned: those tools are refused"), "`toolgate tools --config FILE` shows them; review and `--accept NAME`");
                 }

@@ -250,6 +250,17 @@ fn doctor_names_each_fault_and_what_to_do() {
     finds_faults(&config, &["FAIL  keys: readable by others: receipt-ed25519.seed", "fix: chmod 600"]);
 }
 
+#[test]
+fn doctor_fetches_the_oauth_issuer_s_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    // No [callers] is no fault with [oauth]; an issuer that does not answer is.
+    std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[oauth]\nissuer = \"http://127.0.0.1:9\"\nresource = \"http://gw.test/mcp\"\ntenant = \"t\"\n").unwrap();
+    let report = String::from_utf8_lossy(&toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap().stdout).into_owned();
+    assert!(!report.contains("FAIL  callers"), "{report}");
+    finds_faults(&config, &["FAIL  oauth: the authorization server's metadata (and so its keys) cannot be fetched", "fix: check [oauth] issuer"]);
+}
+
 /// Runs `toolgate doctor` on `config`, which must fail and report each of
 /// `lines`; returns its stderr.
 fn finds_faults(config: &Path, lines: &[&str]) -> String {
