@@ -12,7 +12,8 @@ use rmcp::model::{
     GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::SubscriptionFilter;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -21,13 +22,22 @@ use serde_json::{Value, json};
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Fixture {
     /// Flipped by `test_trigger_tool_change`: the tool list grows by one, or
     /// shrinks back (so every trigger is a change the suite can see).
     changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Flipped by `test_trigger_prompt_change`, likewise for the prompts.
     prompts_changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// URIs `test_update_resource` says changed, for the listen streams
+    /// subscribed to them.
+    updated: std::sync::Arc<tokio::sync::broadcast::Sender<String>>,
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Self { changed: Default::default(), prompts_changed: Default::default(), updated: std::sync::Arc::new(tokio::sync::broadcast::channel(64).0) }
+    }
 }
 
 /// Reads a model type out of JSON (the fixture writes its answers as the
@@ -119,6 +129,11 @@ fn tools() -> Vec<Value> {
     .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": empty}))
     .collect();
     list.push(json!({
+        "name": "test_update_resource",
+        "description": "Says the resource at uri changed, to the listen streams subscribed to it",
+        "inputSchema": {"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]}
+    }));
+    list.push(json!({
         "name": "test_custom_header",
         "description": "Mirrors its region argument in the Mcp-Param-Region header (SEP-2243)",
         "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}
@@ -170,7 +185,7 @@ fn content(name: &str) -> Option<Vec<Value>> {
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities =
-            serde_json::from_value(json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {}, "completions": {}})).expect("capabilities");
+            serde_json::from_value(json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"subscribe": true}, "completions": {}})).expect("capabilities");
         ServerConfig::new(capabilities)
     }
 
@@ -200,6 +215,30 @@ impl ServerHandler for Fixture {
 
     async fn read_resource(&self, request: ReadResourceRequestParams, _: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
         Ok(ReadResourceResponse::Complete(model(resource(&request.uri)?)?))
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// A listen stream: `notifications/resources/updated` for each URI
+    /// `test_update_resource` names (the SDK's sink sends only accepted ones).
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut updated = self.updated.subscribe();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                uri = updated.recv() => match uri {
+                    Ok(uri) => {
+                        if context.accepted().resource_subscriptions.as_ref().is_some_and(|list| list.contains(&uri)) {
+                            let _ = context.sink().notify_resource_updated(uri).await;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return Ok(()),
+                },
+            }
+        }
     }
 
     async fn complete(&self, request: CompleteRequestParams, _: RequestContext<RoleServer>) -> Result<CompleteResult, ErrorData> {
@@ -245,6 +284,11 @@ impl ServerHandler for Fixture {
         }
         if request.name == "test_trigger_tool_change" {
             self.changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if request.name == "test_update_resource" {
+            let uri = request.arguments.as_ref().and_then(|a| a.get("uri")).and_then(Value::as_str).unwrap_or_default().to_string();
+            let _ = self.updated.send(uri.clone());
+            return Ok(CallToolResult::success(vec![ContentBlock::text(format!("updated {uri}"))]).into());
         }
         if request.name == "test_trigger_prompt_change" {
             self.prompts_changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);

@@ -48,6 +48,10 @@ server = "fixture"
 uri = "test://*"
 class = "automatic"
 
+[registry."fixture__test_update_resource"]
+class = "automatic"
+read_only = true
+
 [callers.agent]
 tenant = "acme"
 anonymous = true
@@ -58,6 +62,29 @@ anonymous = true
 const TEXT: &str = "toolgate://fixture/test://static-text";
 const BINARY: &str = "toolgate://fixture/test://static-binary";
 const TEMPLATE: &str = "toolgate://fixture/test://template/{id}/data";
+
+/// The first event of a raw `subscriptions/listen` stream for `uris`.
+async fn first_listen_event(url: &str, uris: Value) -> Value {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {"notifications": {"resourceSubscriptions": uris}, "_meta": meta}});
+    let mut resp = reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), resp.chunk()).await.unwrap().unwrap().unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let data = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+    serde_json::from_str(data).unwrap()
+}
 
 fn run_client(url: &str, mode: &str, steps: &Value) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/content_client.py");
@@ -130,6 +157,19 @@ async fn the_python_sdk_lists_reads_gets_and_completes_under_authority_in_both_e
         assert_eq!(r[8]["completion"]["values"], json!(["123", "124"]), "{mode}: {}", r[8]);
         assert_eq!(r[9]["error"]["code"], -32602, "{mode}: {}", r[9]);
     }
+
+    // A listen stream watches only what the caller may read (the
+    // acknowledgement says which), and hears of its updates.
+    let ack = first_listen_event(&gateway.url, json!([TEXT, BINARY, "toolgate://fixture/test://nothing-here"])).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!([TEXT]), "{ack}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/listen_resource.py");
+    let poke = json!({"uri": "test://static-text"}).to_string();
+    let out = StdCommand::new(python()).arg(&script).args([gateway.url.as_str(), TEXT, "fixture__test_update_resource", &poke]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["updated"], TEXT, "{v}");
 
     // Each read and get left a receipt, naming what was read; the bundle verifies offline.
     let bundle = dir.path().join("bundle.json");

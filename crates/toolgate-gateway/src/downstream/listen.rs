@@ -76,35 +76,94 @@ pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
 }
 
 /// The SSE body of a `subscriptions/listen` request: the acknowledgement,
-/// then one notification per change, then (when the gateway stops) the
-/// request's final result.
+/// then one notification per change of a list it follows and per update of
+/// a resource it subscribed to, then (when the gateway stops) the request's
+/// final result. Only resources the caller may read are watched (the
+/// acknowledgement names them); the watch ends when the client goes away.
 pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStream<'static, Result<String, Infallible>> {
     let wanted = LISTS.map(|(_, filter, _)| params["notifications"][filter] == json!(true));
-    let accepted: serde_json::Map<String, Value> = LISTS.iter().zip(wanted).filter(|(_, w)| *w).map(|((_, filter, _), _)| (filter.to_string(), json!(true))).collect();
+    let mut accepted: serde_json::Map<String, Value> = LISTS.iter().zip(wanted).filter(|(_, w)| *w).map(|((_, filter, _), _)| (filter.to_string(), json!(true))).collect();
+    let (watching, watches) = watch(&gw, &params["notifications"]["resourceSubscriptions"]);
+    if !watching.is_empty() {
+        accepted.insert("resourceSubscriptions".into(), json!(watching));
+    }
     let meta = json!({SUBSCRIPTION_ID: id});
-    let ack = sse(&json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"notifications": accepted, "_meta": meta}}).to_string());
-    let receivers = receivers(&gw);
-    let shown = Shown::of(&gw.catalogs.current());
-    let changes = stream::unfold((gw, receivers, shown, meta.clone(), id, false), move |(gw, mut rx, shown, meta, id, done)| async move {
-        if done {
-            return None;
+    let note = move |method: &str, extra: Value| {
+        let mut params = json!({"_meta": meta});
+        if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
+            p.extend(e);
         }
+        sse(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let _ = tx.send(note("notifications/subscriptions/acknowledged", json!({"notifications": accepted})));
+    // The watches' updates, as the exposed URIs the client subscribed to.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (updated_tx, mut updated) = tokio::sync::mpsc::unbounded_channel::<String>();
+    for (mut watch, pairs) in watches {
+        let (out, stop) = (updated_tx.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let uri = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    uri = watch.updates.recv() => uri,
+                };
+                match uri {
+                    Ok(uri) => pairs.iter().filter(|(_, theirs)| *theirs == uri).for_each(|(exposed, _)| drop(out.send(exposed.clone()))),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+    tokio::spawn(async move {
+        let mut receivers = receivers(&gw);
+        let mut shown = Shown::of(&gw.catalogs.current());
         loop {
-            if !next_change(&mut rx, &gw).await {
-                let end = wire::response(Some(&id), &json!({"resultType": "complete", "_meta": meta}));
-                return Some((sse(&end), (gw, rx, shown, meta, id, true)));
-            }
-            let now = Shown::of(&gw.catalogs.current());
-            let notes: String = now
-                .changed_since(&shown, wanted)
-                .map(|method| sse(&json!({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}}).to_string()))
-                .collect();
-            if !notes.is_empty() {
-                return Some((notes, (gw, rx, now, meta, id, false)));
+            let out = tokio::select! {
+                more = next_change(&mut receivers, &gw) => {
+                    if !more {
+                        let _ = tx.send(sse(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
+                        break;
+                    }
+                    let now = Shown::of(&gw.catalogs.current());
+                    let notes: String = now.changed_since(&shown, wanted).map(|method| note(method, json!({}))).collect();
+                    shown = now;
+                    notes
+                }
+                Some(uri) = updated.recv() => note("notifications/resources/updated", json!({"uri": uri})),
+                _ = tx.closed() => break,
+            };
+            if !out.is_empty() && tx.send(out).is_err() {
+                break;
             }
         }
+        stop.cancel();
     });
-    stream::once(async move { ack }).chain(changes).map(Ok).boxed()
+    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (Ok(m), rx)) }).boxed()
+}
+
+/// The subscribed URIs the caller may read (listed resources, or what a
+/// listed template expands to), and a watch on each upstream that has
+/// some, with (exposed, upstream's) URI pairs.
+fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<(crate::upstream::Watch, Vec<(String, String)>)>) {
+    let catalog = gw.catalogs.current();
+    let mut accepted = Vec::new();
+    let mut by_server: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+    for uri in requested.as_array().into_iter().flatten().filter_map(Value::as_str) {
+        if let Some(found) = catalog.content(Kind::Resource, uri).filter(|t| t.listable()) {
+            accepted.push(uri.to_string());
+            by_server.entry(found.server.clone()).or_default().push((uri.to_string(), found.upstream_uri(uri).to_string()));
+        }
+    }
+    let watches = by_server
+        .into_iter()
+        .filter_map(|(server, pairs)| {
+            let upstream = gw.catalogs.upstream(&server)?;
+            Some((upstream.watch(pairs.iter().map(|(_, theirs)| theirs.clone()).collect()), pairs))
+        })
+        .collect();
+    (accepted, watches)
 }
 
 fn sse(data: &str) -> String {

@@ -96,7 +96,7 @@ fn server_info() -> Value {
     json!({"name": "toolgate", "title": "toolgate MCP gateway", "version": env!("CARGO_PKG_VERSION")})
 }
 
-const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools are named SERVER__TOOL. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused). A call that needs a named human's approval answers input_required: re-issue it with the requestState once an approver has decided.";
+const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools and prompts are named SERVER__NAME; resources are toolgate://SERVER/URI. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused). A call that needs a named human's approval answers input_required: re-issue it with the requestState once an approver has decided.";
 
 /// Where a request came from, for its span.
 #[derive(Debug, Clone)]
@@ -215,7 +215,7 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
 
 /// What toolgate offers downstream: what its upstreams offer, aggregated.
 static CAPABILITIES: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
-    json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"listChanged": true}, "completions": {}})
+    json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"listChanged": true, "subscribe": true}, "completions": {}})
 });
 
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<RawValue> {
@@ -324,6 +324,7 @@ async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, RpcError> {
 /// exposed ones, under which they can read them again.
 fn expose_contents(gw: &Gateway, exposed: &str, result: &mut RawObject) {
     let Some((server, _)) = gw.config.split_uri(exposed) else { return };
+    // No prefix (`namespace = false`): the upstream's URIs are the exposed ones.
     if gw.config.exposed_uri(server, "").is_empty() {
         return;
     }

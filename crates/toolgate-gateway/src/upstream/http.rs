@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::sync::broadcast;
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::UpstreamError;
 use crate::config::HeaderSource;
@@ -78,7 +79,7 @@ impl HttpChannel {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         if is_sse && status.is_success() {
-            return self.read_sse(response, &id).await;
+            return self.read_sse(response, &id, None).await;
         }
         let body = read_capped(response).await?;
         match serde_json::from_slice::<Message>(&body) {
@@ -141,9 +142,22 @@ impl HttpChannel {
         })
     }
 
+    /// A `subscriptions/listen` stream (2026-07-28), until it ends: the URI of
+    /// each `notifications/resources/updated` goes to `updated`; list changes
+    /// on it go to `events`, as on any stream.
+    pub(crate) async fn listen(&self, params: &Value, updated: &UnboundedSender<String>) -> Result<(), UpstreamError> {
+        let id = Id::String(format!("toolgate-listen-{}", self.next_id.fetch_add(1, Ordering::Relaxed)));
+        let response = self.post("subscriptions/listen", params, wire::request(&id, "subscriptions/listen", params), true, &[]).await?;
+        let is_sse = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !(response.status().is_success() && is_sse) {
+            return Err(UpstreamError::Rejected(format!("subscriptions/listen: HTTP {}, not a stream", response.status())));
+        }
+        self.read_sse(response, &id, Some(updated)).await.map(|_| ())
+    }
+
     /// Reads SSE events until the response to `id`; notifications on the
-    /// way are passed to `events`.
-    async fn read_sse(&self, response: reqwest::Response, id: &Id) -> Result<Message, UpstreamError> {
+    /// way are passed to `events` (resource updates to `updated`, if given).
+    async fn read_sse(&self, response: reqwest::Response, id: &Id, updated: Option<&UnboundedSender<String>>) -> Result<Message, UpstreamError> {
         let mut stream = response.bytes_stream();
         let mut events = Events::default();
         while let Some(chunk) = stream.next().await {
@@ -163,6 +177,12 @@ impl HttpChannel {
                 }
                 match (&message.method, &message.id) {
                     (Some(method), None) if method == "notifications/progress" => super::route_progress(&self.progress, message.params.as_deref()),
+                    (Some(method), None) if method == "notifications/resources/updated" => {
+                        let uri = message.params.as_deref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok()).and_then(|p| p["uri"].as_str().map(str::to_string));
+                        if let (Some(tx), Some(uri)) = (updated, uri) {
+                            let _ = tx.send(uri);
+                        }
+                    }
                     (Some(method), None) => {
                         let _ = self.events.send(method.clone());
                     }

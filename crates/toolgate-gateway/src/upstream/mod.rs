@@ -244,6 +244,36 @@ pub struct Upstream {
     next_progress: std::sync::atomic::AtomicU64,
     /// A listing of more tools than this is refused (`[gateway] max_tools_per_upstream`).
     max_tools: std::sync::atomic::AtomicUsize,
+    /// The upstream's URIs listen streams watch, each with how many watch it.
+    watched: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+    /// Wakes the relay of updates when what is watched changes.
+    watch_changed: Notify,
+    /// The URIs the upstream said were updated.
+    updates: broadcast::Sender<String>,
+}
+
+/// A listen stream's watch of some of an upstream's resources: their
+/// updates arrive on `updates` (the upstream's URIs) while it is held.
+pub(crate) struct Watch {
+    upstream: Arc<Upstream>,
+    uris: Vec<String>,
+    pub(crate) updates: broadcast::Receiver<String>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut watched = self.upstream.watched.lock().unwrap_or_else(|p| p.into_inner());
+        for uri in &self.uris {
+            if let Some(n) = watched.get_mut(uri) {
+                *n -= 1;
+                if *n == 0 {
+                    watched.remove(uri);
+                }
+            }
+        }
+        drop(watched);
+        self.upstream.watch_changed.notify_one();
+    }
 }
 
 /// The shortest re-list interval a server's `ttlMs` can ask for: `0` ("do
@@ -286,6 +316,9 @@ impl Upstream {
             progress: ProgressRoutes::default(),
             next_progress: std::sync::atomic::AtomicU64::new(1),
             max_tools: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_TOOLS),
+            watched: Default::default(),
+            watch_changed: Notify::new(),
+            updates: broadcast::channel(256).0,
         })
     }
 
@@ -301,6 +334,7 @@ impl Upstream {
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 _ = this.supervise() => {}
+                _ = this.relay_updates() => {}
             }
             *this.state.write().unwrap_or_else(|p| p.into_inner()) = State { session: None, listing: None, down: Some("the gateway is shutting down".into()) };
         });
@@ -365,6 +399,59 @@ impl Upstream {
         });
         let timeout = options.deadline.map_or(self.timeout, |d| d.min(self.timeout));
         self.send(kind.method(), params, &options.headers, timeout).await
+    }
+
+    /// Watches `uris` (the upstream's own) for `notifications/resources/updated`.
+    pub(crate) fn watch(self: &Arc<Self>, uris: Vec<String>) -> Watch {
+        {
+            let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+            for uri in &uris {
+                *watched.entry(uri.clone()).or_default() += 1;
+            }
+        }
+        self.watch_changed.notify_one();
+        Watch { upstream: self.clone(), uris, updates: self.updates.subscribe() }
+    }
+
+    /// Keeps one `subscriptions/listen` stream open to the upstream for the
+    /// URIs watched now (opened again when they change or it ends), and
+    /// passes its updates on.
+    async fn relay_updates(&self) {
+        loop {
+            let uris: Vec<String> = self.watched.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+            let session = self.read().session.clone();
+            let (Some(session), false) = (session, uris.is_empty()) else {
+                // Nothing to watch, or not connected: until either changes.
+                tokio::select! {
+                    _ = self.watch_changed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                continue;
+            };
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let params = serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
+            let listen = session.listen(params, &tx);
+            tokio::pin!(listen);
+            let ended = loop {
+                tokio::select! {
+                    ended = &mut listen => break Some(ended),
+                    Some(uri) = rx.recv() => {
+                        let _ = self.updates.send(uri);
+                    }
+                    _ = self.watch_changed.notified() => break None,
+                }
+            };
+            while let Ok(uri) = rx.try_recv() {
+                let _ = self.updates.send(uri);
+            }
+            if let Some(Err(e)) = ended {
+                tracing::warn!(server = %self.name, error = %e, "cannot follow the upstream's resource updates; trying again");
+                tokio::select! {
+                    _ = self.watch_changed.notified() => {}
+                    _ = tokio::time::sleep(BACKOFF_MAX / 6) => {}
+                }
+            }
+        }
     }
 
     /// Passes a `completion/complete` on (its `ref` already the upstream's own).

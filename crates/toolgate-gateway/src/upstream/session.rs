@@ -142,6 +142,16 @@ impl Session {
         into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
     }
 
+    /// A `subscriptions/listen` stream for resource updates, until it ends:
+    /// over HTTP in the 2026-07-28 era only (a legacy server's
+    /// `resources/subscribe` and a stdio server's streams are not relayed).
+    pub(crate) async fn listen(&self, params: Value, updated: &tokio::sync::mpsc::UnboundedSender<String>) -> Result<(), UpstreamError> {
+        match (&self.channel, self.era) {
+            (Channel::Http(c), Era::Modern) => c.listen(&self.params(params), updated).await,
+            _ => Err(UpstreamError::Unavailable("resource updates are relayed from 2026-07-28 upstreams over HTTP only".into())),
+        }
+    }
+
     /// Every item of a list (`tools/list` → `tools`, `prompts/list` →
     /// `prompts`, …), all pages, each kept verbatim; and the shortest
     /// `ttlMs` a page gave, how long the server says the list stands.
