@@ -133,3 +133,17 @@ async fn the_legacy_handshake_is_served_on_the_same_endpoint() {
     assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 10);
     assert!(body["result"].get("ttlMs").is_none(), "no 2026 fields for a legacy client");
 }
+
+#[tokio::test]
+async fn input_responses_that_are_no_response_objects_are_invalid_params() {
+    let h = start("").await;
+    for (key, bad) in [("inputResponses", json!({"user_name": 12345})), ("inputResponses", Value::Null), ("inputResponses", json!([])), ("requestState", json!(5))] {
+        let (status, body) = post(&h.url, "tools/call", json!({"name": "tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}, key: bad})).await;
+        assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32602)), "{key}: {bad}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(key), "{body}");
+    }
+    // Well-formed, they pass on (a call that asked for nothing ignores them).
+    let (status, body) = post(&h.url, "tools/call", json!({"name": "tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}, "inputResponses": {"x": {"action": "accept"}}})).await;
+    assert_eq!(status, 200);
+    assert!(body["result"].is_object(), "{body}");
+}

@@ -356,6 +356,16 @@ async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, n
         (Some(client_token), Some(out)) => Some(ProgressRelay::new(client_token, out.clone())),
         _ => None,
     };
+    // An input response is a result object (elicitation, sampling, roots):
+    // anything else is refused here, before it reaches an upstream.
+    match msg.params.get("inputResponses") {
+        None => {}
+        Some(Value::Object(responses)) if responses.values().all(Value::is_object) => {}
+        Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.inputResponses must be an object mapping each input request's key to its response object")),
+    }
+    if msg.params.get("requestState").is_some_and(|s| !s.is_string()) {
+        return Err(RpcError::new(code::INVALID_PARAMS, "params.requestState must be the string the server gave"));
+    }
     let input: serde_json::Map<String, Value> = ["inputResponses", "requestState"]
         .into_iter()
         .filter_map(|k| msg.params.get(k).map(|v| (k.to_string(), v.clone())))
