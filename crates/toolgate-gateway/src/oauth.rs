@@ -49,11 +49,14 @@ pub enum TokenError {
     Unavailable(String),
 }
 
+/// A verifying key and the one algorithm it verifies.
+type Key = (DecodingKey, Algorithm);
+
 #[derive(Default)]
 struct Keys {
-    by_kid: HashMap<String, (DecodingKey, Algorithm)>,
+    by_kid: HashMap<String, Key>,
     /// Keys published without a `kid`: usable only when they are all there is.
-    unnamed: Vec<(DecodingKey, Algorithm)>,
+    unnamed: Vec<Key>,
     fetched: Option<Instant>,
     jwks_uri: Option<String>,
 }
@@ -269,7 +272,7 @@ fn well_known(url: &str, name: &str) -> String {
 
 /// The signing keys of a JWKS, each with the one algorithm it verifies.
 /// Keys for encryption, shared secrets and keys that do not parse are skipped.
-fn parse_keys(set: &Value) -> (HashMap<String, (DecodingKey, Algorithm)>, Vec<(DecodingKey, Algorithm)>) {
+fn parse_keys(set: &Value) -> (HashMap<String, Key>, Vec<Key>) {
     let mut by_kid = HashMap::new();
     let mut unnamed = Vec::new();
     for raw in set["keys"].as_array().into_iter().flatten() {

@@ -143,10 +143,13 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
     stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (Ok(m), rx)) }).boxed()
 }
 
+/// A watch on one upstream, with the (exposed, upstream's) URI pairs it covers.
+type Watched = (crate::upstream::Watch, Vec<(String, String)>);
+
 /// The subscribed URIs the caller may read (listed resources, or what a
 /// listed template expands to), and a watch on each upstream that has
 /// some, with (exposed, upstream's) URI pairs.
-fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<(crate::upstream::Watch, Vec<(String, String)>)>) {
+fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<Watched>) {
     let catalog = gw.catalogs.current();
     let mut accepted = Vec::new();
     let mut by_server: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
