@@ -17,11 +17,10 @@ protocol level gives {"error": {code, message, data}} in its place.
 import json
 import sys
 
-import anyio
 from mcp import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
-from sdk_client import connect, leaf, wire
+from sdk_client import connect, report, wire
 
 
 async def step(client, s):
@@ -58,14 +57,7 @@ async def run(url: str, mode: str, steps: list) -> dict:
 
 def main() -> int:
     url, mode, steps = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    try:
-        out = anyio.run(run, url, mode, steps)
-    except Exception as group:  # noqa: BLE001 - reported to the Rust side
-        e = leaf(group)
-        print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
-        return 1
-    print(json.dumps(out))
-    return 0
+    return report(run, url, mode, steps)
 
 
 if __name__ == "__main__":

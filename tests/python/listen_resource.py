@@ -17,7 +17,7 @@ import sys
 import anyio
 from mcp.client.subscriptions import ResourceUpdated
 
-from sdk_client import connect, leaf
+from sdk_client import connect, report
 
 
 async def run(url: str, uri: str, tool: str, arguments: dict) -> dict:
@@ -46,14 +46,7 @@ async def run(url: str, uri: str, tool: str, arguments: dict) -> dict:
 
 def main() -> int:
     url, uri, tool, arguments = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    try:
-        out = anyio.run(run, url, uri, tool, arguments)
-    except Exception as group:  # noqa: BLE001 - reported to the Rust side
-        e = leaf(group)
-        print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
-        return 1
-    print(json.dumps(out))
-    return 0
+    return report(run, url, uri, tool, arguments)
 
 
 if __name__ == "__main__":

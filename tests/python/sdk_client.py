@@ -61,16 +61,22 @@ def leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def main() -> int:
-    url, mode, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+def report(run, *args) -> int:
+    """Runs `run(*args)` under anyio and prints its JSON result, or the
+    error as {"error": {type, message}}; returns the exit status."""
     try:
-        out = anyio.run(run, url, mode, calls)
+        out = anyio.run(run, *args)
     except Exception as group:  # noqa: BLE001 - reported to the Rust side
         e = leaf(group)
         print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
         return 1
     print(json.dumps(out))
     return 0
+
+
+def main() -> int:
+    url, mode, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    return report(run, url, mode, calls)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@
 //! and exits 0 only if each behaved; `demo --serve` stays up for another
 //! client (the official Python SDK, both modes). Also the binary's contract.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
 mod demo_common;
-use demo_common::{demo_serve, toolgate};
+use demo_common::{demo_serve, python, toolgate};
 
 #[test]
 fn version_and_help() {
@@ -84,14 +84,6 @@ fn the_demo_plays_every_case_and_exits_zero() {
     assert!(lock.contains("tickets__get_ticket"));
 }
 
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
-    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
-    venv
-}
 
 #[test]
 fn the_python_sdk_works_through_demo_serve_in_both_modes() {

@@ -4,23 +4,17 @@
 //! the registry classing some of them prohibited. What is listed follows
 //! authority; what is read leaves a signed receipt that verifies offline.
 
+mod demo_common;
 mod ops_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command as StdCommand;
 
+use demo_common::python;
 use ops_common::{BIN, spawn_listening, toolgate};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
-    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
-    venv
-}
 
 /// The fixture's server is untrusted (the default): its unregistered
 /// prompts (`test_prompt_with_image`, …) are prohibited, as its tools are.

@@ -10,6 +10,17 @@ pub fn toolgate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
 }
 
+/// A Python with the official MCP SDK and `cryptography`: `TOOLGATE_PYTHON`,
+/// else the venv `scripts/test` creates.
+pub fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
+    assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
+    venv
+}
+
 pub struct Serving {
     child: Child,
     pub endpoint: String,

@@ -11,18 +11,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-fn toolgate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-}
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python");
-    assert!(venv.exists(), "no Python with `cryptography`: run scripts/test or set TOOLGATE_PYTHON");
-    venv
-}
+mod demo_common;
+use demo_common::{python, toolgate};
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
