@@ -1,6 +1,7 @@
 //! `toolgate`: the authority layer for AI agents' tool calls. A thin binary:
 //! it parses arguments and calls the crates.
 
+mod agent;
 mod approvals;
 mod audit;
 mod demo;
@@ -63,6 +64,9 @@ enum Command {
     },
     /// Audit the tools every upstream offers: worst regret, drift from the pins, poisoning markers, description lint.
     Audit(audit::Args),
+    /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
+    /// plan chooses tool calls; refusals are followed as the contract says; approvals are waited for.
+    Agent(agent::Args),
     /// How one exact call by one caller would be decided (registry, Cedar, guards); nothing is run or recorded.
     Preview {
         #[arg(long, value_name = "FILE")]
@@ -220,6 +224,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
+            Command::Agent(args) => agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,

@@ -7,7 +7,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientConfig, Elicita
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
 use serde_json::{Map, Value, json};
 
 pub type Client = RunningService<RoleClient, ClientConfig>;
@@ -118,13 +118,13 @@ impl Got {
     }
 }
 
-pub async fn call(client: &Client, name: &str, arguments: &Value) -> Got {
+pub async fn call(client: &Peer<RoleClient>, name: &str, arguments: &Value) -> Got {
     reissue(client, name, arguments, None, None).await
 }
 
 /// `reissue`, for a call first sent with request `_meta` of its own (an
 /// operation key): a re-issue repeats it, as it repeats the arguments.
-pub async fn reissue_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value, state: Option<String>, responses: Option<Value>) -> Got {
+pub async fn reissue_with_meta(client: &Peer<RoleClient>, name: &str, arguments: &Value, meta: Value, state: Option<String>, responses: Option<Value>) -> Got {
     let Value::Object(map) = arguments.clone() else { return Got::Failed("arguments must be an object".into(), None) };
     let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(map);
     params.meta = serde_json::from_value(meta).ok();
@@ -134,13 +134,13 @@ pub async fn reissue_with_meta(client: &Client, name: &str, arguments: &Value, m
 }
 
 /// A call with request `_meta` of the caller's own (an operation key).
-pub async fn call_with_meta(client: &Client, name: &str, arguments: &Value, meta: Value) -> Got {
+pub async fn call_with_meta(client: &Peer<RoleClient>, name: &str, arguments: &Value, meta: Value) -> Got {
     reissue_with_meta(client, name, arguments, meta, None, None).await
 }
 
 /// A re-issued call (MRTR): the same name and arguments with the
 /// `requestState` and `inputResponses` of the previous round.
-pub async fn reissue(client: &Client, name: &str, arguments: &Value, state: Option<String>, responses: Option<Value>) -> Got {
+pub async fn reissue(client: &Peer<RoleClient>, name: &str, arguments: &Value, state: Option<String>, responses: Option<Value>) -> Got {
     reissue_with_meta(client, name, arguments, Value::Null, state, responses).await
 }
 
@@ -163,13 +163,20 @@ pub fn accept_all(input: &Got) -> Value {
 }
 
 pub async fn http_client(url: &str, token: Option<&str>) -> anyhow::Result<Client> {
+    connect(url, token, asks()).await
+}
+
+/// A client over Streamable HTTP with `handler` (its capabilities, and what
+/// it does with notifications): 2026-07-28 first (`server/discover`), else
+/// the legacy handshake.
+pub async fn connect<H: ClientHandler>(url: &str, token: Option<&str>, handler: H) -> anyhow::Result<RunningService<RoleClient, H>> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     if let Some(t) = token {
         config = config.auth_header(t.to_string());
     }
     let transport = StreamableHttpClientTransport::from_config(config);
     let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Ok(asks().serve_with_lifecycle(transport, lifecycle).await?)
+    Ok(handler.serve_with_lifecycle(transport, lifecycle).await?)
 }
 
 pub async fn stdio_client(exe: &Path, server: &str, state: &Path) -> anyhow::Result<Client> {

@@ -12,7 +12,7 @@
 //! everything running and prints the endpoint and both tokens.
 
 mod approver;
-mod client;
+pub(crate) mod client;
 mod flow;
 mod guards;
 mod runs;

@@ -1,0 +1,173 @@
+//! Who chooses the next tool calls: a model behind any OpenAI-compatible
+//! Chat Completions endpoint (tools offered as functions), or a scripted
+//! plan (`--plan FILE`) that runs the same loop without any model.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One call the planner wants made.
+pub struct ToolCall {
+    /// The model's id for it (the tool message answers it).
+    pub id: String,
+    /// The exposed tool name.
+    pub name: String,
+    /// The arguments, or the model's text when it is no JSON object.
+    pub arguments: Result<Value, String>,
+    /// A plan's expected outcome (`ran`, `correct`, `escalate`, …).
+    pub expect: Option<String>,
+}
+
+/// The planner's next move.
+pub enum Turn {
+    /// Make these calls; `assistant` is the message to keep in the history.
+    Calls { assistant: Value, calls: Vec<ToolCall> },
+    /// The task is done: the final answer.
+    Done(String),
+}
+
+pub enum Planner {
+    Model(Model),
+    Plan(Plan),
+}
+
+impl Planner {
+    pub async fn next(&mut self, messages: &[Value], tools: &[Value]) -> anyhow::Result<Turn> {
+        match self {
+            Planner::Model(m) => m.next(messages, tools).await,
+            Planner::Plan(p) => Ok(p.next()),
+        }
+    }
+
+    /// Tokens the model has used so far (a plan uses none).
+    pub fn tokens(&self) -> u64 {
+        match self {
+            Planner::Model(m) => m.tokens,
+            Planner::Plan(_) => 0,
+        }
+    }
+}
+
+/// An OpenAI-compatible Chat Completions endpoint.
+pub struct Model {
+    http: reqwest::Client,
+    url: String,
+    model: String,
+    key: Option<String>,
+    tokens: u64,
+    /// Function names the API accepts (`^[a-zA-Z0-9_-]{1,64}$`) → exposed names.
+    names: BTreeMap<String, String>,
+}
+
+impl Model {
+    pub fn new(base_url: &str, model: &str, key: Option<String>) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(300)).build()?;
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        Ok(Self { http, url, model: model.to_string(), key, tokens: 0, names: BTreeMap::new() })
+    }
+
+    /// The gateway's tools as the API's functions.
+    fn functions(&mut self, tools: &[Value]) -> Vec<Value> {
+        tools
+            .iter()
+            .filter_map(|t| {
+                let exposed = t["name"].as_str()?;
+                let mut name: String = exposed.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(64).collect();
+                while self.names.get(&name).is_some_and(|other| other != exposed) {
+                    name.pop();
+                    name.push('x');
+                }
+                self.names.insert(name.clone(), exposed.to_string());
+                let description = t["description"].as_str().unwrap_or_default();
+                Some(json!({"type": "function", "function": {"name": name, "description": description, "parameters": t["inputSchema"]}}))
+            })
+            .collect()
+    }
+
+    async fn next(&mut self, messages: &[Value], tools: &[Value]) -> anyhow::Result<Turn> {
+        let functions = self.functions(tools);
+        let body = json!({"model": self.model, "messages": messages, "tools": functions, "tool_choice": "auto"});
+        let mut req = self.http.post(&self.url).json(&body);
+        if let Some(key) = &self.key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.with_context(|| format!("the model at {} cannot be reached", self.url))?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        if !status.is_success() {
+            bail!("the model answered HTTP {status}: {}", text.chars().take(300).collect::<String>());
+        }
+        let answer: Value = serde_json::from_str(&text).context("the model's answer is not JSON")?;
+        self.tokens += answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
+        let message = answer["choices"][0]["message"].clone();
+        if message.is_null() {
+            bail!("the model's answer has no choices[0].message");
+        }
+        let calls: Vec<ToolCall> = message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let name = c["function"]["name"].as_str().unwrap_or_default();
+                let raw = c["function"]["arguments"].as_str().unwrap_or("{}");
+                let arguments = match serde_json::from_str::<Value>(raw) {
+                    Ok(v @ Value::Object(_)) => Ok(v),
+                    _ => Err(raw.to_string()),
+                };
+                ToolCall { id: c["id"].as_str().unwrap_or_default().to_string(), name: self.names.get(name).cloned().unwrap_or_else(|| name.to_string()), arguments, expect: None }
+            })
+            .collect();
+        if calls.is_empty() {
+            return Ok(Turn::Done(message["content"].as_str().unwrap_or_default().to_string()));
+        }
+        Ok(Turn::Calls { assistant: message, calls })
+    }
+}
+
+/// A scripted plan: the steps, each with the outcome it expects, then the answer.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The task, when `--task` is not given.
+    pub task: Option<String>,
+    #[serde(default, rename = "step")]
+    steps: Vec<Step>,
+    /// The final answer once every step ran.
+    #[serde(default)]
+    answer: String,
+    #[serde(skip)]
+    at: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    tool: String,
+    #[serde(default)]
+    arguments: toml::Table,
+    /// `ran`, `correct`, `escalate`, `refused`, `reconcile`, `tool_error`.
+    expect: Option<String>,
+}
+
+impl Plan {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the plan {}", path.display()))?;
+        let plan: Plan = toml::from_str(&text).with_context(|| format!("{}: not a plan ([[step]] tool, arguments, expect; answer)", path.display()))?;
+        if plan.steps.is_empty() {
+            bail!("{}: the plan has no [[step]]", path.display());
+        }
+        Ok(plan)
+    }
+
+    fn next(&mut self) -> Turn {
+        let Some(step) = self.steps.get(self.at) else { return Turn::Done(self.answer.clone()) };
+        self.at += 1;
+        let id = format!("step-{}", self.at);
+        let arguments = serde_json::to_value(&step.arguments).unwrap_or_default();
+        let assistant = json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": step.tool, "arguments": arguments.to_string()}}]});
+        Turn::Calls { assistant, calls: vec![ToolCall { id, name: step.tool.clone(), arguments: Ok(arguments), expect: step.expect.clone() }] }
+    }
+}
