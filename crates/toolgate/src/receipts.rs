@@ -137,19 +137,42 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
             }
             checkpoint
         }
-        None => {
-            // The newest checkpoint must cover what is exported: sign one if
-            // the gateway has not yet (same keys, same state dir).
-            let mut checkpoint = ledger.checkpoints().await?.pop();
-            if checkpoint.as_ref().is_none_or(|c| c.size < to) {
-                signing_log(&config, ledger.clone()).await?.checkpoint().await?;
-                checkpoint = ledger.checkpoints().await?.pop();
-            }
-            checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))?
-        }
+        None => covering(&config, &ledger, to).await?,
     };
     let bundle = build(&*ledger, &checkpoint, from, to).await?;
     write_outputs(&config, config_path, &ledger, &bundle, (from, to, checkpoint.size), out, pack).await
+}
+
+/// The newest checkpoint, which must cover the log up to `to`: one is
+/// signed if the gateway has not yet (same keys, same state dir).
+async fn covering(config: &Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow::Result<StoredCheckpoint> {
+    let mut checkpoint = ledger.checkpoints().await?.pop();
+    if checkpoint.as_ref().is_none_or(|c| c.size < to) {
+        signing_log(config, ledger.clone()).await?.checkpoint().await?;
+        checkpoint = ledger.checkpoints().await?.pop();
+    }
+    checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))
+}
+
+/// The log's size now: where a run's receipts will begin.
+pub async fn log_size(config_path: &Path) -> anyhow::Result<u64> {
+    let (_, ledger) = open(config_path).await?;
+    Ok(ledger.log_size().await?)
+}
+
+/// A bundle of the receipts from `from` on that attest one of `proposals`
+/// (a run's calls), each with its inclusion proof against a checkpoint
+/// that covers them.
+pub async fn bundle_of(config_path: &Path, from: u64, proposals: &std::collections::BTreeSet<String>) -> anyhow::Result<Bundle> {
+    let (config, ledger) = open(config_path).await?;
+    let to = ledger.log_size().await?;
+    if from >= to {
+        bail!("the log holds no receipt from {from} on");
+    }
+    let checkpoint = covering(&config, &ledger, to).await?;
+    let mut bundle = build(&*ledger, &checkpoint, from, to).await?;
+    bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
+    Ok(bundle)
 }
 
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.

@@ -78,10 +78,16 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
         panic!("no approval was opened");
     });
 
+    let evidence = dir.path().join("run.bundle.json");
+    let (config, bundle) = (serving.config.clone(), evidence.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["agent", "--gateway", &serving.endpoint, "--token-env", "TG_AGENT_TOKEN", "--base-url", &model, "--model", "scripted", "--api-key-env", "TG_NO_KEY", "--approval-wait-s", "150"])
             .args(["--task", "Find how F-101 was fixed on AC-250-S and order 8 of the right valve for the open ticket."])
+            .arg("--config")
+            .arg(&config)
+            .arg("--evidence")
+            .arg(&bundle)
             .env("TG_AGENT_TOKEN", &serving.agent_token)
             .env_remove("TG_NO_KEY")
             .output()
@@ -99,6 +105,15 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     }
     assert!(stdout.contains(&format!("approvals: {approval}")), "{stdout}");
     assert!(stdout.contains("3 call(s): 1 correct, 2 ran"), "{stdout}");
+    // The run's evidence: its receipts (the refusal, the search, the order's
+    // wait, decision and outcome), verified offline; `toolgate verify` agrees.
+    assert!(stdout.contains("verified offline: signatures, inclusion in the log"), "{stdout}");
+    let b: Value = serde_json::from_slice(&std::fs::read(&evidence).unwrap()).unwrap();
+    let receipts: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).collect();
+    let tools: Vec<&str> = receipts.iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert!(tools.iter().filter(|t| **t == "search_tickets").count() == 2 && tools.contains(&"raise_parts_order"), "{tools:?}");
+    assert!(receipts.iter().all(|r| r["caller"] == "agent"), "only the run's receipts");
+    assert!(toolgate().arg("verify").arg(&evidence).output().unwrap().status.success());
     // What the model was given: the gateway's tools as functions, and the refusal to correct.
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 4);

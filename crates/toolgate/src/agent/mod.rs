@@ -53,6 +53,13 @@ pub struct Args {
     /// How long to wait for an approver, per call, in seconds.
     #[arg(long, default_value_t = 600)]
     approval_wait_s: u64,
+    /// The gateway's config, where its ledger is reachable: at the end the
+    /// run's receipts are exported as a bundle and verified offline.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Where the run's bundle goes (with --config).
+    #[arg(long, value_name = "FILE")]
+    evidence: Option<PathBuf>,
 }
 
 const SYSTEM: &str = "You are a field-service agent. Use the tools to do the task, then answer briefly. \
@@ -64,6 +71,8 @@ Every tool call goes through toolgate, which may refuse it: a refusal says what 
 #[derive(Default)]
 struct Summary {
     calls: Vec<(String, Ended)>,
+    /// The proposal of each call sent: its receipts name it.
+    proposals: std::collections::BTreeSet<String>,
     approvals: Vec<String>,
     operations: Vec<String>,
 }
@@ -108,6 +117,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let patience = Patience { approval: Duration::from_secs(args.approval_wait_s), retries: 5 };
     let mut messages = vec![json!({"role": "system", "content": SYSTEM}), json!({"role": "user", "content": task})];
     let mut summary = Summary::default();
+    let start = match &args.config {
+        Some(config) => Some(crate::receipts::log_size(config).await?),
+        None => None,
+    };
     let mut answer = None;
     for _ in 0..args.max_steps {
         match planner.next(&messages, &tools).await? {
@@ -130,6 +143,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     };
                     println!("{}", acted.line);
                     summary.note(&call.name, &acted);
+                    if let (Ok(arguments), Some((server, tool))) = (&call.arguments, call.name.split_once("__")) {
+                        summary.proposals.insert(toolgate_core::Proposal::new(server, tool, arguments.clone()).sha256);
+                    }
                     if let Some(expected) = call.expect.as_deref().filter(|e| *e != acted.ended.name()) {
                         summary.print(&run);
                         bail!("the plan expected {} to end `{expected}`, and it ended `{}`", call.name, acted.ended.name());
@@ -145,6 +161,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let _ = client.cancel().await;
     summary.print(&run);
+    if let (Some(config), Some(from)) = (&args.config, start) {
+        let out = args.evidence.clone().unwrap_or_else(|| PathBuf::from(format!("{run}.bundle.json")));
+        evidence(config, from, &summary.proposals, &out).await?;
+    }
     match answer {
         Some(text) => {
             println!("answer: {text}");
@@ -152,4 +172,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         None => bail!("the run reached --max-steps {} before the task was done", args.max_steps),
     }
+}
+
+/// The run's receipts from the gateway's ledger, as a bundle written to
+/// `out` and verified offline: one line per receipt, then the verdict.
+async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collections::BTreeSet<String>, out: &std::path::Path) -> anyhow::Result<()> {
+    let bundle = crate::receipts::bundle_of(config, from, proposals).await?;
+    std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
+    let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?).map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
+    let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true });
+    println!("evidence: {} receipt(s) of this run in {}", read.receipts.len(), out.display());
+    for e in &read.receipts {
+        let r = &e.receipt.receipt;
+        println!("  #{:<5} {:<28} {:<16} {:<28} {}", r.log_index, format!("{}/{}", r.server, r.tool), r.decision, r.reason, r.result_status);
+    }
+    if !report.ok() {
+        bail!("the run's bundle does not verify: {}", report.failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "));
+    }
+    println!("  verified offline: signatures, inclusion in the log (tree size {}), checkpoint Ed25519 + ML-DSA-65", report.tree_size);
+    Ok(())
 }
