@@ -7,10 +7,12 @@
 //! seed 000's calls directly (ungoverned) and through toolgate, seed 002's
 //! eight notice cases, seed 000's approval flow for raise_parts_order, seed
 //! 001's support desk, and the guards in the path: the egress scan, the
-//! lethal trifecta of one agent run (with a preview), and a caller's rate.
-//! Exits 0 only if every case behaved as expected. `--serve` keeps
+//! lethal trifecta of one agent run (with a preview), and a caller's rate;
+//! then seed 000's field-service task run by `toolgate agent` with a
+//! scripted plan, and its receipts verified offline. Exits 0 only if every case behaved as expected. `--serve` keeps
 //! everything running and prints the endpoint and both tokens.
 
+mod agent;
 mod approver;
 pub(crate) mod client;
 mod flow;
@@ -298,6 +300,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     back_up(&via).await;
     ok &= runs::trifecta(&via, &approver, &atlas_state).await?;
     ok &= runs::rate(&via).await?;
+    ok &= agent::run(exe, dir, &endpoint, &tokens.agent, &approver).await?;
 
     if keep_serving {
         // The endpoint is announced when a first tools/list sees every upstream.
