@@ -246,3 +246,35 @@ impl ProtocolAction for Got {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(action: &str, extra: Value) -> Got {
+        let mut r = json!({"decision": "deny", "reason": "some_reason", "action": action, "message": "m"});
+        r.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        Got::Result(json!({"content": [{"type": "text", "text": "m"}], "structuredContent": r, "isError": true}))
+    }
+
+    #[test]
+    fn each_refusal_tells_the_model_what_the_contract_says() {
+        let read = |got: &Got| acted("t", got, got.refusal(), None);
+        let ran = read(&Got::Result(json!({"content": [], "structuredContent": {"order_id": "PO-1"}, "_meta": {"io.toolgate/operation": {"id": "op_1"}}})));
+        assert_eq!((ran.ended, ran.for_model.as_str(), ran.operation.as_deref()), (Ended::Ran, r#"{"order_id":"PO-1"}"#, Some("op_1")));
+        let fix = read(&refused("correct", json!({"violations": [{"path": "/quantity"}]})));
+        assert_eq!(fix.ended, Ended::Correct);
+        assert!(fix.for_model.contains("correct the arguments") && fix.for_model.contains("/quantity"), "{}", fix.for_model);
+        let unknown = read(&refused("reconcile", json!({"operation_id": "op_9"})));
+        assert_eq!((unknown.ended, unknown.operation.as_deref()), (Ended::Reconcile, Some("op_9")));
+        assert!(unknown.for_model.contains("do NOT call it again"), "{}", unknown.for_model);
+        assert_eq!(read(&refused("refused", json!({}))).ended, Ended::Refused);
+        let escalated = read(&refused("escalate", json!({"approval_id": "apr_1"})));
+        assert_eq!((escalated.ended, escalated.approval.as_deref()), (Ended::Escalate, Some("apr_1")));
+        // A tool's own failure is no refusal; a protocol error with `correct` is one.
+        let failed = read(&Got::Result(json!({"content": [{"type": "text", "text": "boom"}], "isError": true})));
+        assert_eq!((failed.ended, failed.for_model.as_str()), (Ended::ToolError, "boom"));
+        let unknown_tool = read(&Got::Failed("Unknown tool: x".into(), Some(json!({"action": "correct"}))));
+        assert_eq!(unknown_tool.ended, Ended::Correct);
+    }
+}

@@ -171,3 +171,49 @@ impl Plan {
         Turn::Calls { assistant, calls: vec![ToolCall { id, name: step.tool.clone(), arguments: Ok(arguments), expect: step.expect.clone() }] }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_become_functions_under_names_the_api_accepts_and_map_back() {
+        let mut model = Model::new("http://127.0.0.1:9/v1/", "m", None).unwrap();
+        assert_eq!(model.url, "http://127.0.0.1:9/v1/chat/completions");
+        let tools = vec![
+            json!({"name": "tickets__get_ticket", "description": "d", "inputSchema": {"type": "object"}}),
+            json!({"name": "files/read.v2", "inputSchema": {"type": "object"}}),
+            json!({"name": "files_read_v2", "inputSchema": {"type": "object"}}),
+        ];
+        let functions = model.functions(&tools);
+        let names: Vec<&str> = functions.iter().map(|f| f["function"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names[0], "tickets__get_ticket");
+        // Sanitized, and never two tools under one function name.
+        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')), "{names:?}");
+        assert_ne!(names[1], names[2]);
+        assert_eq!(model.names[names[1]], "files/read.v2");
+        assert_eq!(model.names[names[2]], "files_read_v2");
+        assert_eq!(functions[0]["function"]["parameters"], json!({"type": "object"}));
+    }
+
+    #[test]
+    fn a_plan_plays_its_steps_in_order_then_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.toml");
+        std::fs::write(&path, "task = \"t\"\nanswer = \"done\"\n[[step]]\ntool = \"a__b\"\narguments = { x = 1 }\nexpect = \"correct\"\n[[step]]\ntool = \"a__c\"\n").unwrap();
+        let mut plan = Plan::load(&path).unwrap();
+        assert_eq!(plan.task.as_deref(), Some("t"));
+        let Turn::Calls { assistant, calls } = plan.next() else { panic!("a step") };
+        assert_eq!((calls[0].name.as_str(), calls[0].expect.as_deref()), ("a__b", Some("correct")));
+        assert_eq!(calls[0].arguments.as_ref().unwrap(), &json!({"x": 1}));
+        assert_eq!(assistant["tool_calls"][0]["id"], calls[0].id);
+        let Turn::Calls { calls, .. } = plan.next() else { panic!("a step") };
+        assert_eq!((calls[0].name.as_str(), calls[0].expect.as_deref()), ("a__c", None));
+        assert!(matches!(plan.next(), Turn::Done(a) if a == "done"));
+        // A plan without steps, or with an unknown key, says what a plan is.
+        std::fs::write(&path, "answer = \"x\"\n").unwrap();
+        assert!(Plan::load(&path).err().unwrap().to_string().contains("no [[step]]"));
+        std::fs::write(&path, "[[step]]\ntool = \"a\"\nexpct = \"ran\"\n").unwrap();
+        assert!(format!("{:#}", Plan::load(&path).err().unwrap()).contains("expct"));
+    }
+}
