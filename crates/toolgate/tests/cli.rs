@@ -59,11 +59,15 @@ fn the_demo_plays_every_case_and_exits_zero() {
     let keyed: Vec<(&str, &str)> = ops["operations"].as_array().unwrap().iter().filter(|o| o["key"].as_str().is_some_and(|k| k.starts_with("demo-"))).map(|o| (o["key"].as_str().unwrap(), o["state"].as_str().unwrap())).collect();
     assert_eq!(keyed, vec![("demo-stalled-1", "reconciled_applied"), ("demo-retried-1", "completed")], "{ops}");
     // Exactly the effects that should exist: the ungoverned export and
-    // order, and two approved orders through toolgate (one re-issued after
-    // its approval, one approved while the call was held).
+    // order, two approved orders through toolgate (one re-issued after its
+    // approval, one approved while the call was held), and the agent's.
     let lines = |f: &str| std::fs::read_to_string(dir.path().join("atlas").join(f)).map(|s| s.lines().count()).unwrap_or(0);
     assert_eq!(lines("outbox.jsonl"), 1);
-    assert_eq!(lines("orders.jsonl"), 3);
+    assert_eq!(lines("orders.jsonl"), 4);
+    // The agent's section: the scripted plan played as expected, its evidence verified.
+    for said in ["9. The agent", "approvals: apr_", "✗ tickets__export_service_records → refused", "verified offline: signatures, inclusion in the log", "one order placed: true; evidence verified: true"] {
+        assert!(stdout.contains(said), "`{said}` missing:\n{stdout}");
+    }
     // Notices: six ungoverned sends, and through toolgate the approved one,
     // the one sent before the transport broke, and the confirmed one.
     assert_eq!(lines("notices.jsonl"), 9);
