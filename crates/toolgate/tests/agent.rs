@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use demo_common::{demo_serve, toolgate};
+use demo_common::{demo_serve, orders_in, toolgate, valve_order};
 use serde_json::{Value, json};
 
 /// The model: each request gets the next recorded answer; requests are kept.
@@ -41,17 +41,15 @@ fn calls(id: &str, name: &str, arguments: Value) -> Value {
 async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     let dir = tempfile::tempdir().unwrap();
     let serving = demo_serve(dir.path());
-    let orders = || std::fs::read_to_string(dir.path().join("atlas/orders.jsonl")).map(|s| s.lines().count()).unwrap_or(0);
+    let orders = || orders_in(dir.path());
     let before = orders();
-    let data = toolgate_atlas::dataset();
-    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
-    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let order = valve_order(8);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let model = scripted_model(
         vec![
             calls("c1", "tickets__search_tickets", json!({"model_variant": "AC250S", "fault_code": "F-101"})),
             calls("c2", "tickets__search_tickets", json!({"model_variant": "AC-250-S", "fault_code": "F-101"})),
-            calls("c3", "parts__raise_parts_order", json!({"part_no": part.part_no, "quantity": 8, "ticket_id": ticket.ticket_id})),
+            calls("c3", "parts__raise_parts_order", order.clone()),
             json!({"role": "assistant", "content": "Ordered 8 valves."}),
         ],
         seen.clone(),
@@ -61,13 +59,13 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     // The approver, in another thread: approves this order once it waits
     // (the demo's own cases leave other approvals pending).
     let config = serving.config.clone();
-    let ticket_id = ticket.ticket_id.clone();
+    let ticket_id = order["ticket_id"].clone();
     let approver = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
             let out = toolgate().args(["approvals", "list", "--state", "pending", "--json", "--config"]).arg(&config).output().unwrap();
             let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            let ours = list["approvals"].as_array().into_iter().flatten().find(|a| a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket_id.as_str());
+            let ours = list["approvals"].as_array().into_iter().flatten().find(|a| a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket_id);
             if let Some(id) = ours.and_then(|a| a["id"].as_str()) {
                 let ok = toolgate().args(["approvals", "approve", id, "--as", "dana", "--reason", "the -S valve, as the history shows", "--config"]).arg(&config).output().unwrap();
                 assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));

@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 mod demo_common;
-use demo_common::{demo_serve, python, toolgate};
+use demo_common::{demo_serve, orders_in, python, toolgate, valve_order};
 
 #[test]
 fn version_and_help() {
@@ -146,12 +146,9 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
 fn the_python_sdk_waits_for_an_approval_and_the_call_runs_once() {
     let dir = tempfile::tempdir().unwrap();
     let serving = demo_serve(dir.path());
-    let orders = || std::fs::read_to_string(dir.path().join("atlas/orders.jsonl")).map(|s| s.lines().count()).unwrap_or(0);
+    let orders = || orders_in(dir.path());
     let before = orders();
-    let data = toolgate_atlas::dataset();
-    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
-    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
-    let order = json!({"part_no": part.part_no, "quantity": 2, "ticket_id": ticket.ticket_id});
+    let order = valve_order(2);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/approval_flow.py");
     let out = Command::new(python())
         .arg(&script)

@@ -10,6 +10,19 @@ pub fn toolgate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
 }
 
+/// Orders the Atlas parts server has placed in the demo's state dir.
+pub fn orders_in(state: &Path) -> usize {
+    std::fs::read_to_string(state.join("atlas/orders.jsonl")).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+/// An order of the -S thermostatic valve for the data set's open AC-250-S ticket.
+pub fn valve_order(quantity: u32) -> serde_json::Value {
+    let data = toolgate_atlas::dataset();
+    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    serde_json::json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id})
+}
+
 /// A Python with the official MCP SDK and `cryptography`: `TOOLGATE_PYTHON`,
 /// else the venv `scripts/test` creates.
 pub fn python() -> PathBuf {
