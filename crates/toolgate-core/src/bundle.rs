@@ -73,7 +73,7 @@ impl Bundle {
     /// and checks its format. It only parses: [`verify`] checks it.
     pub fn from_json(bytes: &[u8]) -> Result<Self, Failure> {
         // Bundles of a whole log are large; depth stays small.
-        let limits = JsonLimits { max_bytes: 1 << 30, max_depth: 128 };
+        let limits = JsonLimits::sized(1 << 30, 128);
         let value = strict_json::parse(bytes, limits).map_err(|e| Failure::Malformed(e.to_string()))?;
         let bundle: Bundle = serde_json::from_value(value).map_err(|e| Failure::Malformed(e.to_string()))?;
         if bundle.format != BUNDLE_FORMAT {

@@ -17,7 +17,7 @@ use crate::receipt::{self, SignedReceipt};
 use crate::strict_json::JsonLimits;
 
 /// The most a stored receipt may be (captured values included).
-const RECEIPT_LIMITS: JsonLimits = JsonLimits { max_bytes: 64 << 20, max_depth: 128 };
+const RECEIPT_LIMITS: JsonLimits = JsonLimits::sized(64 << 20, 128);
 
 /// Checks a log row by row; `problems` says what failed, in words.
 pub struct LogVerifier {

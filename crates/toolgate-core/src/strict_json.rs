@@ -15,12 +15,23 @@ pub struct JsonLimits {
     pub max_bytes: usize,
     /// Arrays and objects nested deeper than this are refused.
     pub max_depth: usize,
+    /// A string (a value or an object's key) longer than this many bytes is refused.
+    pub max_string_bytes: usize,
+    /// An array or object with more items than this is refused.
+    pub max_items: usize,
+}
+
+impl JsonLimits {
+    /// Only a size and a depth: strings and lists may be as long as fits.
+    pub const fn sized(max_bytes: usize, max_depth: usize) -> Self {
+        Self { max_bytes, max_depth, max_string_bytes: usize::MAX, max_items: usize::MAX }
+    }
 }
 
 impl Default for JsonLimits {
     fn default() -> Self {
         // 1 MiB bodies; 64 levels is far beyond any real tool argument.
-        Self { max_bytes: 1 << 20, max_depth: 64 }
+        Self { max_bytes: 1 << 20, max_depth: 64, max_string_bytes: 256 << 10, max_items: 10_000 }
     }
 }
 
@@ -39,6 +50,20 @@ pub enum JsonError {
     #[error("nesting deeper than {limit} levels")]
     TooDeep {
         /// The nesting limit.
+        limit: usize,
+    },
+    /// A string (a value or a key) is longer than `max_string_bytes`.
+    #[error("a string of {size} bytes; the limit is {limit}")]
+    StringTooLong {
+        /// The string's length, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// An array or object holds more than `max_items` items.
+    #[error("more than {limit} items in one array or object")]
+    TooManyItems {
+        /// The limit.
         limit: usize,
     },
     /// One object holds the same key twice.
@@ -83,6 +108,20 @@ impl StrictValue<'_> {
         E::custom(msg)
     }
 
+    fn string<E: de::Error>(&mut self, s: &str) -> Result<(), E> {
+        if s.len() > self.limits.max_string_bytes {
+            return Err(self.fail(JsonError::StringTooLong { size: s.len(), limit: self.limits.max_string_bytes }));
+        }
+        Ok(())
+    }
+
+    fn items<E: de::Error>(&mut self, n: usize) -> Result<(), E> {
+        if n > self.limits.max_items {
+            return Err(self.fail(JsonError::TooManyItems { limit: self.limits.max_items }));
+        }
+        Ok(())
+    }
+
     fn child(&mut self) -> StrictValue<'_> {
         StrictValue { depth: self.depth + 1, limits: self.limits, failure: self.failure }
     }
@@ -115,10 +154,12 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(mut self, v: &str) -> Result<Value, E> {
+        self.string(v)?;
         Ok(Value::String(v.to_owned()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(mut self, v: String) -> Result<Value, E> {
+        self.string(&v)?;
         Ok(Value::String(v))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
@@ -132,6 +173,7 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(self.child())? {
             out.push(v);
+            self.items(out.len())?;
         }
         Ok(Value::Array(out))
     }
@@ -143,11 +185,13 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
         let mut out = Map::new();
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
+            self.string(&key)?;
             if !seen.insert(key.clone()) {
                 return Err(self.fail(JsonError::DuplicateKey { key }));
             }
             let v = map.next_value_seed(self.child())?;
             out.insert(key, v);
+            self.items(out.len())?;
         }
         Ok(Value::Object(out))
     }
@@ -158,7 +202,7 @@ mod tests {
     use super::*;
 
     fn limits() -> JsonLimits {
-        JsonLimits { max_bytes: 1024, max_depth: 8 }
+        JsonLimits::sized(1024, 8)
     }
 
     #[test]
@@ -177,7 +221,7 @@ mod tests {
     #[test]
     fn refuses_deep_nesting_without_recursing_into_it() {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert_eq!(parse(deep.as_bytes(), JsonLimits { max_bytes: 1 << 20, max_depth: 64 }), Err(JsonError::TooDeep { limit: 64 }));
+        assert_eq!(parse(deep.as_bytes(), JsonLimits::sized(1 << 20, 64)), Err(JsonError::TooDeep { limit: 64 }));
         let ok = "[".repeat(8) + &"]".repeat(8);
         assert!(parse(ok.as_bytes(), limits()).is_ok());
         let over = "[".repeat(9) + &"]".repeat(9);
@@ -191,5 +235,30 @@ mod tests {
         assert!(matches!(parse(b"{\"a\":", limits()), Err(JsonError::Syntax(_))));
         assert!(matches!(parse(b"{} trailing", limits()), Err(JsonError::Syntax(_))));
         assert!(matches!(parse(b"\"\xff\"", limits()), Err(JsonError::Syntax(_))));
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    const LIMITS: JsonLimits = JsonLimits { max_bytes: 1 << 20, max_depth: 8, max_string_bytes: 8, max_items: 3 };
+
+    #[test]
+    fn strings_and_lists_pass_at_their_limit_and_are_refused_one_over() {
+        assert!(parse(br#"{"k": "12345678"}"#, LIMITS).is_ok());
+        assert_eq!(parse(br#"{"k": "123456789"}"#, LIMITS), Err(JsonError::StringTooLong { size: 9, limit: 8 }));
+        // A key is a string too; an escaped string counts its decoded bytes.
+        assert_eq!(parse(br#"{"123456789": 1}"#, LIMITS), Err(JsonError::StringTooLong { size: 9, limit: 8 }));
+        assert!(parse(br#"["\u00e9\u00e9\u00e9\u00e9"]"#, LIMITS).is_ok());
+        assert!(parse(b"[1, 2, 3]", LIMITS).is_ok());
+        assert_eq!(parse(b"[1, 2, 3, 4]", LIMITS), Err(JsonError::TooManyItems { limit: 3 }));
+        assert!(parse(br#"{"a": 1, "b": 2, "c": 3}"#, LIMITS).is_ok());
+        assert_eq!(parse(br#"{"a": 1, "b": 2, "c": 3, "d": 4}"#, LIMITS), Err(JsonError::TooManyItems { limit: 3 }));
+        // Nested lists count each on its own.
+        assert!(parse(b"[[1, 2, 3], [1, 2, 3], [1, 2, 3]]", LIMITS).is_ok());
+        // The defaults: 256 KiB strings, 10,000 items.
+        let d = JsonLimits::default();
+        assert_eq!((d.max_string_bytes, d.max_items), (256 << 10, 10_000));
     }
 }

@@ -112,6 +112,13 @@ pub struct GatewaySettings {
     pub(crate) max_body_bytes: usize,
     pub(crate) max_argument_bytes: usize,
     pub(crate) max_depth: usize,
+    /// A string in a request (a value or a key) longer than this is refused.
+    pub(crate) max_string_bytes: usize,
+    /// An array or object in a request with more items than this is refused.
+    pub(crate) max_items: usize,
+    /// An upstream's answer (a body, an SSE event, a stdio line) longer
+    /// than this is refused as a protocol error.
+    pub(crate) max_upstream_message_bytes: usize,
     /// Deadline of one upstream call (a server's `timeout_ms` overrides it).
     pub(crate) upstream_timeout_ms: u64,
     /// Where operations and approvals are kept: a `postgres://` URL (for
@@ -148,6 +155,9 @@ impl Default for GatewaySettings {
             max_body_bytes: 1 << 20,
             max_argument_bytes: 64 << 10,
             max_depth: 64,
+            max_string_bytes: 256 << 10,
+            max_items: 10_000,
+            max_upstream_message_bytes: crate::upstream::DEFAULT_MAX_MESSAGE_BYTES,
             upstream_timeout_ms: 30_000,
             ledger: None,
             list_ttl_ms: 60_000,

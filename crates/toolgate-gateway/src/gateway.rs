@@ -113,9 +113,10 @@ impl Gateway {
             .collect();
         for upstream in &upstreams {
             upstream.set_max_tools(settings.max_tools_per_upstream);
+            upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
             upstream.start(cancel.child_token());
         }
-        let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth };
+        let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth, max_string_bytes: settings.max_string_bytes, max_items: settings.max_items };
         let config = Arc::new(config);
         let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
         let draining = cancel.child_token();

@@ -147,3 +147,18 @@ async fn input_responses_that_are_no_response_objects_are_invalid_params() {
     assert_eq!(status, 200);
     assert!(body["result"].is_object(), "{body}");
 }
+
+#[tokio::test]
+async fn a_request_s_strings_and_lists_pass_at_their_limits_and_are_refused_just_over() {
+    let h = start("max_string_bytes = 64\nmax_items = 8").await;
+    let search = |symptom: String, extra: usize| json!({"name": "tickets__search_tickets", "arguments": {"model_variant": "AC-250-S", "symptom": symptom}, "extra": vec![0; extra]});
+    let (status, body) = post(&h.url, "tools/call", search("a".repeat(64), 8)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["structuredContent"]["tickets"].is_array(), "{body}");
+    let (status, body) = post(&h.url, "tools/call", search("a".repeat(65), 0)).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32600)), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("a string of 65 bytes; the limit is 64"), "{body}");
+    let (status, body) = post(&h.url, "tools/call", search("a".into(), 9)).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32600)), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("more than 8 items"), "{body}");
+}

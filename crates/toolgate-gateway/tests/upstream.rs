@@ -265,3 +265,43 @@ async fn a_server_s_shorter_ttl_hint_is_honoured_down_to_a_floor() {
     assert!((3..=4).contains(&counts[2]), "a 0 hint: no more than once a second ({counts:?})");
     cancel.cancel();
 }
+
+/// Answers `echo` with a text of `n` bytes, `n` the argument.
+#[derive(Clone)]
+struct Sized;
+
+impl ServerHandler for Sized {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+        Ok(ListToolsResult::with_all_items(vec![tool]))
+    }
+    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let n = request.arguments.as_ref().and_then(|a| a.get("n")).and_then(Value::as_u64).unwrap_or(0) as usize;
+        Ok(CallToolResult::success(vec![ContentBlock::text("x".repeat(n))]).into())
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_answer_passes_under_max_upstream_message_bytes_and_is_refused_over_it() {
+    let cancel = CancellationToken::new();
+    let url = serve_rmcp(Sized, &cancel).await;
+    let upstream = http_upstream("sized", &url);
+    let max = 64 << 10;
+    upstream.set_max_message_bytes(max);
+    upstream.start(cancel.clone());
+    assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    let (short, long) = (json!({"n": max - 200}), json!({"n": max}));
+    let call = |arguments| upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default());
+    // The answer's envelope is well under 200 bytes: a text that leaves room passes …
+    let raw = call(&short).await.unwrap();
+    assert!(raw.get().len() > max - 200 && raw.get().len() <= max);
+    // … and a text as long as the limit itself cannot fit.
+    match call(&long).await {
+        Err(UpstreamError::Protocol(why)) => assert!(why.contains(&format!("max_upstream_message_bytes ({max})")), "{why}"),
+        other => panic!("an answer over the limit: {other:?}"),
+    }
+    cancel.cancel();
+}

@@ -73,7 +73,7 @@ pub enum KeysAction {
 }
 
 fn parse(stored: &str) -> anyhow::Result<SignedReceipt> {
-    let limits = JsonLimits { max_bytes: 64 << 20, max_depth: 128 };
+    let limits = JsonLimits::sized(64 << 20, 128);
     SignedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
 }
 

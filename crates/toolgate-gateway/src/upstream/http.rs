@@ -16,7 +16,6 @@ use super::UpstreamError;
 use crate::config::HeaderSource;
 use crate::wire::{self, Id, Message};
 
-const MAX_BODY: usize = 16 << 20;
 const SESSION_HEADER: &str = "mcp-session-id";
 
 pub(crate) struct HttpChannel {
@@ -32,10 +31,12 @@ pub(crate) struct HttpChannel {
     protocol_version: Mutex<Option<String>>,
     events: broadcast::Sender<String>,
     progress: super::ProgressRoutes,
+    /// An answer (a body, an SSE event) longer than this is refused.
+    max_message: usize,
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, events: broadcast::Sender<String>, progress: super::ProgressRoutes, max_message: usize) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -57,6 +58,7 @@ impl HttpChannel {
             protocol_version: Mutex::new(None),
             events,
             progress,
+            max_message,
         })
     }
 
@@ -81,7 +83,7 @@ impl HttpChannel {
         if is_sse && status.is_success() {
             return self.read_sse(response, &id, None).await;
         }
-        let body = read_capped(response).await?;
+        let body = read_capped(response, self.max_message).await?;
         match serde_json::from_slice::<Message>(&body) {
             Ok(message) if message.is_response() && message.id.as_ref() == Some(&id) => Ok(message),
             _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
@@ -163,8 +165,8 @@ impl HttpChannel {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("SSE stream broke: {}", without_url(&e))))?;
             events.push(&chunk);
-            if events.pending() > MAX_BODY {
-                return Err(UpstreamError::Protocol("an event of the upstream's SSE stream exceeds the size limit".into()));
+            if events.pending() > self.max_message {
+                return Err(UpstreamError::Protocol(format!("an event of the upstream's SSE stream exceeds [gateway] max_upstream_message_bytes ({})", self.max_message)));
             }
             while let Some(event) = events.next_event() {
                 let data = sse_data(&event);
@@ -276,14 +278,14 @@ fn sse_data(event: &[u8]) -> String {
         .join("\n")
 }
 
-async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, UpstreamError> {
+async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
     let mut stream = response.bytes_stream();
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("reading the answer: {}", without_url(&e))))?;
         body.extend_from_slice(&chunk);
-        if body.len() > MAX_BODY {
-            return Err(UpstreamError::Protocol("the upstream's answer exceeds the size limit".into()));
+        if body.len() > max {
+            return Err(UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max})")));
         }
     }
     Ok(body)

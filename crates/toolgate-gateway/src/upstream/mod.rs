@@ -244,6 +244,8 @@ pub struct Upstream {
     next_progress: std::sync::atomic::AtomicU64,
     /// A listing of more tools than this is refused (`[gateway] max_tools_per_upstream`).
     max_tools: std::sync::atomic::AtomicUsize,
+    /// An answer longer than this is refused (`[gateway] max_upstream_message_bytes`).
+    max_message: std::sync::atomic::AtomicUsize,
     /// The upstream's URIs listen streams watch, each with how many watch it.
     watched: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
     /// Wakes the relay of updates when what is watched changes.
@@ -279,6 +281,9 @@ impl Drop for Watch {
 /// The shortest re-list interval a server's `ttlMs` can ask for: `0` ("do
 /// not cache", rmcp's default) must not mean listing without pause.
 const MIN_LIST_TTL_MS: u64 = 1000;
+
+/// How long one upstream answer may be, unless configured.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// How many tools one upstream may list, unless configured.
 pub const DEFAULT_MAX_TOOLS: usize = 1000;
@@ -316,10 +321,16 @@ impl Upstream {
             progress: ProgressRoutes::default(),
             next_progress: std::sync::atomic::AtomicU64::new(1),
             max_tools: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_TOOLS),
+            max_message: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES),
             watched: Default::default(),
             watch_changed: Notify::new(),
             updates: broadcast::channel(256).0,
         })
+    }
+
+    /// Refuses an answer longer than `max` bytes (set before `start`).
+    pub fn set_max_message_bytes(&self, max: usize) {
+        self.max_message.store(max, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Refuses a listing of more than `max` tools (set before `start`).
@@ -518,7 +529,8 @@ impl Upstream {
     }
 
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<Session>, Listing), UpstreamError> {
-        let channel = session::Channel::open(&self.name, &self.transport, events, self.progress.clone())?;
+        let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
+        let channel = session::Channel::open(&self.name, &self.transport, events, self.progress.clone(), max_message)?;
         let session = tokio::time::timeout(self.timeout, Session::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;

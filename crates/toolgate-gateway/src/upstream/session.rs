@@ -25,10 +25,10 @@ pub(crate) enum Channel {
 }
 
 impl Channel {
-    pub(crate) fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes) -> Result<Self, UpstreamError> {
+    pub(crate) fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes, max_message: usize) -> Result<Self, UpstreamError> {
         Ok(match transport {
-            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events, progress)?),
-            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events, progress)?),
+            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events, progress, max_message)?),
+            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events, progress, max_message)?),
         })
     }
 

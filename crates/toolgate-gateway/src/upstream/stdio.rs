@@ -18,7 +18,6 @@ use crate::lines::{BoundedLines, Line};
 use crate::wire::{self, Id, Message};
 
 /// A line longer than this is a misbehaving server, not a message.
-const MAX_LINE: usize = 16 << 20;
 
 type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Message>>>>;
 
@@ -39,6 +38,7 @@ impl StdioChannel {
         env: &std::collections::BTreeMap<String, String>,
         events: broadcast::Sender<String>,
         progress: super::ProgressRoutes,
+        max_line: usize,
     ) -> Result<Self, UpstreamError> {
         let mut child = Command::new(command)
             .args(args)
@@ -71,7 +71,7 @@ impl StdioChannel {
 
         let (name, routes, replies) = (server.to_string(), pending.clone(), outbox.clone());
         tokio::spawn(async move {
-            let mut lines = BoundedLines::new(stdout, MAX_LINE);
+            let mut lines = BoundedLines::new(stdout, max_line);
             while let Ok(Some(line)) = lines.next_line().await {
                 let line = match line {
                     Line::Text(line) => line,
