@@ -162,3 +162,23 @@ async fn a_request_s_strings_and_lists_pass_at_their_limits_and_are_refused_just
     assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32600)), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("more than 8 items"), "{body}");
 }
+
+#[tokio::test]
+async fn the_body_and_its_nesting_pass_at_their_limits_and_are_refused_just_over() {
+    let h = start("max_body_bytes = 4096\nmax_depth = 8").await;
+    let list = |extra: Value| json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": meta(), "extra": extra}}).to_string();
+    let send_body = |body: String| send(&h.url, Raw { method: reqwest::Method::POST, headers: good_headers("tools/list"), body: body.into_bytes() });
+    // Exactly the limit (padded with the whitespace JSON allows after a value), then one byte more.
+    let body = list(json!(null));
+    let (status, reply) = send_body(format!("{body}{}", " ".repeat(4096 - body.len()))).await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, _) = send_body(format!("{body}{}", " ".repeat(4097 - body.len()))).await;
+    assert_eq!(status, 413);
+    // The message, its params and six arrays are eight levels; a seventh array is one too many.
+    let nested = |n: usize| (0..n).fold(json!(1), |inner, _| json!([inner]));
+    let (status, reply) = send_body(list(nested(6))).await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = send_body(list(nested(7))).await;
+    assert_eq!((status, reply["error"]["code"].as_i64()), (400, Some(-32600)), "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("nesting deeper than 8 levels"), "{reply}");
+}
