@@ -1,4 +1,6 @@
-//! The path of one `tools/call`, top to bottom:
+//! The path of one `tools/call` — and of a `prompts/get` or `resources/read`,
+//! which take the same stages as a read tool's call (`Call::kind`) — top to
+//! bottom:
 //!
 //! 1. **admit** — the call's `Context`, built once (caller, era, trace,
 //!    request id, the instant it began); then the call's size, and no tenant
