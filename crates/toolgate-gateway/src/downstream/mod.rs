@@ -248,12 +248,7 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         Some(Value::String(c)) => Some(c.strip_prefix("after:").ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "invalid cursor; start again without one"))?),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "cursor must be a string")),
     };
-    let (key, field) = match kind {
-        Kind::Tool => ("tools", "name"),
-        Kind::Prompt => ("prompts", "name"),
-        Kind::Resource => ("resources", "uri"),
-        Kind::Template => ("resourceTemplates", "uriTemplate"),
-    };
+    let (_, key, field) = kind.list();
     let items: Box<dyn Iterator<Item = &Arc<crate::catalog::ExposedTool>>> = match kind {
         Kind::Template => Box::new(catalog.templates.values().map(|(_, t)| t)),
         Kind::Tool => Box::new(catalog.tools.values()),

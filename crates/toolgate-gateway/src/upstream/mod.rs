@@ -158,7 +158,7 @@ impl Kind {
 
     /// The list method, the key of its items in the answer, and the field
     /// that names an item.
-    fn list(self) -> (&'static str, &'static str, &'static str) {
+    pub(crate) fn list(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Kind::Tool => ("tools/list", "tools", "name"),
             Kind::Prompt => ("prompts/list", "prompts", "name"),

@@ -129,8 +129,8 @@ pub async fn act(client: &Peer<RoleClient>, watcher: &Watcher, run: &str, name: 
             println!();
         }
         let refusal = got.refusal().cloned();
-        let action = refusal.as_ref().and_then(|r| r["action"].as_str()).or_else(|| got.protocol_error_action_str()).unwrap_or("");
-        match action {
+        let action = refusal.as_ref().and_then(|r| r["action"].as_str()).map(str::to_string).or_else(|| got.protocol_error_action()).unwrap_or_default();
+        match action.as_str() {
             "retry" if retries < patience.retries => {
                 retries += 1;
                 let after = refusal.as_ref().and_then(|r| r["retry_after_ms"].as_u64()).unwrap_or(1000).clamp(50, 30_000);
@@ -231,19 +231,6 @@ fn content(result: &Value) -> String {
     match result.get("structuredContent") {
         Some(s) if !s.is_null() => s.to_string(),
         _ => result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n"),
-    }
-}
-
-trait ProtocolAction {
-    fn protocol_error_action_str(&self) -> Option<&str>;
-}
-
-impl ProtocolAction for Got {
-    fn protocol_error_action_str(&self) -> Option<&str> {
-        match self {
-            Got::Failed(_, Some(data)) => data["action"].as_str(),
-            _ => None,
-        }
     }
 }
 
