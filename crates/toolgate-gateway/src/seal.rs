@@ -20,14 +20,14 @@ const PREFIX: &str = "tg1.";
 const AAD: &[u8] = b"toolgate requestState v1";
 
 /// Seals and opens `requestState` values under the state dir's key.
-pub(crate) struct Sealer {
+pub struct Sealer {
     key: LessSafeKey,
     entropy: Arc<dyn Entropy>,
 }
 
 impl Sealer {
     /// Loads the key from `path`, or creates it (owner-only) on first start.
-    pub(crate) fn load_or_create(path: &Path, entropy: Arc<dyn Entropy>) -> anyhow::Result<Self> {
+    pub fn load_or_create(path: &Path, entropy: Arc<dyn Entropy>) -> anyhow::Result<Self> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => {
                 check_owner_only(path)?;
@@ -40,14 +40,21 @@ impl Sealer {
             }
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        if bytes.len() != 32 {
+        let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) else {
             bail!("{} is not a 32-byte key; move it away to start with a new one (outstanding requestStates become invalid)", path.display());
-        }
-        let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| anyhow::anyhow!("invalid key"))?;
-        Ok(Self { key: LessSafeKey::new(key), entropy })
+        };
+        Ok(Self::new(&key, entropy))
     }
 
-    pub(crate) fn seal(&self, claim: &Claim) -> String {
+    /// A sealer under `key` (the fuzz targets' fixed key; `load_or_create`
+    /// for the gateway's own).
+    pub fn new(key: &[u8; 32], entropy: Arc<dyn Entropy>) -> Self {
+        let key = UnboundKey::new(&AES_256_GCM, key).expect("AES-256 takes any 32-byte key");
+        Self { key: LessSafeKey::new(key), entropy }
+    }
+
+    /// Seals `claim` under a fresh nonce.
+    pub fn seal(&self, claim: &Claim) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         self.entropy.fill(&mut nonce);
         let mut data = serde_json::to_vec(claim).expect("claims serialise");
@@ -59,7 +66,7 @@ impl Sealer {
 
     /// The claim inside a state this gateway sealed; `None` for anything
     /// else (not ours, altered, or sealed under another key).
-    pub(crate) fn open(&self, state: &str) -> Option<Claim> {
+    pub fn open(&self, state: &str) -> Option<Claim> {
         let bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX)?).ok()?;
         if bytes.len() < NONCE_LEN {
             return None;

@@ -19,7 +19,9 @@ use super::{Inbound, Peer, Reply, handle};
 use crate::gateway::Gateway;
 use crate::wire::{Era, RpcError, code};
 
-pub(crate) fn router(gw: Arc<Gateway>) -> axum::Router {
+/// The routes `serve` answers: `/mcp`, the admin API, the probes and the
+/// well-known documents. Public for in-process drivers (the edge fuzz target).
+pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
     axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes()).with_state(gw)
 }

@@ -1,0 +1,92 @@
+//! Export bundles (`toolgate_core::bundle`): parsed and verified offline as
+//! `toolgate verify` does. A bundle that verifies against our kid holds only
+//! receipts we signed, under a checkpoint we signed.
+
+use std::sync::OnceLock;
+
+use ed25519_dalek::SigningKey;
+use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry, Options};
+use toolgate_core::merkle;
+use toolgate_core::note::Checkpoint;
+use toolgate_core::proposal::hex;
+use toolgate_core::receipt::{self, OperationRef, RECEIPT_VERSION, Receipt, SignedReceipt};
+
+use super::note::{ORIGIN, keys};
+
+struct Fixture {
+    kid: String,
+    /// The leaf bytes of every receipt we signed.
+    leaves: Vec<Vec<u8>>,
+    bundle: String,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let k = keys();
+        // The receipt key is the log's Ed25519 key, as in the gateway.
+        let signing = SigningKey::from_bytes(&[0x11; 32]);
+        let kid = receipt::kid(&signing.verifying_key().to_bytes());
+        let signed: Vec<SignedReceipt> = (0..3).map(|i| receipt::sign(draft(&kid, i), &signing).expect("kid matches")).collect();
+        let leaves: Vec<Vec<u8>> = signed.iter().map(receipt::leaf_bytes).collect();
+        let hashes: Vec<merkle::Hash> = leaves.iter().map(|l| merkle::leaf_hash(l)).collect();
+        let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");
+        let proofs = merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
+        let receipts = signed.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
+        let keys = vec![BundleKey { kid: kid.clone(), ed25519: k.ed25519.verifier().vkey(), ml_dsa_65: Some(k.ml_dsa_65.verifier().vkey()) }];
+        let bundle = Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys, receipts }.to_json();
+        Fixture { kid, leaves, bundle }
+    })
+}
+
+fn draft(kid: &str, i: u64) -> Receipt {
+    Receipt {
+        v: RECEIPT_VERSION,
+        kid: kid.into(),
+        log_index: i,
+        issued_at: "2026-12-02T12:00:00.000Z".into(),
+        tenant: "atlas".into(),
+        caller: "agent".into(),
+        server: "parts".into(),
+        tool: "raise_parts_order".into(),
+        tool_definition_sha256: "d".repeat(64),
+        proposal_sha256: format!("{i:064x}"),
+        decision: "allow".into(),
+        reason: "approved".into(),
+        rules: vec!["orders_need_approval".into()],
+        policy_version: "c".repeat(64),
+        approval: None,
+        operation: (i == 1).then(|| OperationRef { key: "k1".into(), state: "completed".into() }),
+        execution_status: "dispatched".into(),
+        result_status: "ok".into(),
+        result_sha256: Some("e".repeat(64)),
+        arguments_hash: "a".repeat(64),
+        result_hash: Some("b".repeat(64)),
+        arguments: (i == 2).then(|| serde_json::json!({"quantity": 8, "note": null})),
+        result: None,
+    }
+}
+
+pub(crate) fn run(data: &[u8]) {
+    let Ok(parsed) = Bundle::from_json(data) else { return };
+    let f = fixture();
+    let report = bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true });
+    if report.ok() {
+        for entry in &parsed.receipts {
+            assert!(f.leaves.contains(&receipt::leaf_bytes(&entry.receipt)), "a receipt we never signed verified");
+        }
+    }
+    // Trusting the bundle's own keys never panics either.
+    let _ = bundle::verify(&parsed, &Options { expected_kids: vec![], require_pq: false });
+}
+
+pub(crate) fn seeds() -> Vec<Vec<u8>> {
+    vec![fixture().bundle.clone().into_bytes()]
+}
+
+/// The genuine bundle verifies: the seed is worth mutating.
+pub fn genuine_bundle_verifies() -> bool {
+    let f = fixture();
+    let parsed = Bundle::from_json(f.bundle.as_bytes()).expect("our bundle parses");
+    bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true }).ok()
+}
