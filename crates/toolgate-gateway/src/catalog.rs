@@ -20,6 +20,28 @@ use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
 use crate::upstream::{Kind, Listing, Upstream, UpstreamTool};
 
+/// A contract accepted as a tool's pin.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The accepted definition's hash.
+    pub sha256: String,
+    /// What the pin was before.
+    pub was: AcceptedFrom,
+    /// How the contract changed since the old pin (empty unless `Changed`).
+    pub changes: Vec<toolgate_core::contract::Change>,
+}
+
+/// A tool's pin before it was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptedFrom {
+    /// The live contract was the pinned one: nothing was written.
+    AlreadyPinned,
+    /// Never pinned.
+    New,
+    /// Pinned at another definition.
+    Changed,
+}
+
 /// An upstream tool as agents see it: under its exposed name, with the
 /// authority it is given and the state of its pin.
 pub struct ExposedTool {
@@ -202,8 +224,31 @@ impl Catalogs {
         &self.pins
     }
 
+    /// Accepts the live contract of tool `exposed` as its pin (`toolgate
+    /// tools --accept`, the console): what changed since the pinned one (none
+    /// for a new tool), or why nothing was accepted. The next call sees it.
+    pub fn accept(&self, exposed: &str) -> Result<Accepted, String> {
+        let catalog = self.current();
+        let tool = catalog.tools.get(exposed).ok_or_else(|| {
+            let names: Vec<&String> = catalog.tools.keys().collect();
+            format!("no live tool `{exposed}`; live tools: {names:?}")
+        })?;
+        let changes = match &tool.pin {
+            PinStatus::Pinned => return Ok(Accepted { sha256: tool.definition_sha256.clone(), was: AcceptedFrom::AlreadyPinned, changes: Vec::new() }),
+            PinStatus::New => (AcceptedFrom::New, Vec::new()),
+            PinStatus::Changed(old) => (AcceptedFrom::Changed, toolgate_core::contract::diff(&old.definition, &tool.tool.definition)),
+        };
+        if tool.tool.definition.is_null() {
+            return Err(format!("{exposed}: the live definition is unreadable; nothing accepted"));
+        }
+        self.pins.accept(exposed, &tool.definition_sha256, &tool.tool.definition).map_err(|e| e.to_string())?;
+        self.invalidate();
+        tracing::info!(target: "toolgate::pins", tool = exposed, sha256 = %tool.definition_sha256, "contract accepted");
+        Ok(Accepted { sha256: tool.definition_sha256.clone(), was: changes.0, changes: changes.1 })
+    }
+
     /// Forces the next `current()` to rebuild (a pin was accepted).
-    pub(crate) fn invalidate(&self) {
+    pub fn invalidate(&self) {
         self.current.write().unwrap_or_else(|p| p.into_inner()).0.clear();
     }
 

@@ -88,6 +88,9 @@ pub struct Config {
     /// Rates per caller, calls per run, calls at once per tool.
     #[serde(default)]
     pub budgets: BudgetsConfig,
+    /// The web console at `/console`.
+    #[serde(default)]
+    pub console: ConsoleConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
@@ -699,8 +702,32 @@ pub struct PatternConfig {
     pub class: toolgate_core::egress::EgressClass,
 }
 
-/// The role that may decide approvals (CLI `--as`, the admin API).
+/// The role that may decide approvals (CLI `--as`, the admin API, the console).
 pub const APPROVER_ROLE: &str = "approver";
+
+/// The role that may accept changed contracts in the console (beside
+/// `toolgate tools --accept`, which needs the config file itself).
+pub const ADMIN_ROLE: &str = "admin";
+
+/// `[console]`: the web console, served at `/console` on the gateway's own
+/// listener to callers with the `approver` or `admin` role.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console at all.
+    pub enabled: bool,
+    /// How long a console session lives after sign-in, in seconds.
+    pub session_ttl_s: u64,
+    /// Mark the session cookie `Secure`. Unset: `Secure` unless the gateway
+    /// listens on a loopback address (set it to `true` behind a TLS proxy).
+    pub secure_cookies: Option<bool>,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self { enabled: true, session_ttl_s: 1800, secure_cookies: None }
+    }
+}
 
 /// `[policy]`: the Cedar files argument-level rules are read from.
 #[derive(Debug, Clone, Deserialize, PartialEq)]

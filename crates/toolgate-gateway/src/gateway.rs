@@ -61,6 +61,8 @@ pub struct Gateway {
     pub runs: crate::runs::Runs,
     /// Rates per caller and calls at once per tool, in memory.
     pub budgets: crate::budgets::Budgets,
+    /// The console's sessions and sign-in links (`/console`).
+    pub console: crate::console::Sessions,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -138,7 +140,7 @@ impl Gateway {
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, console: Default::default(), cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -169,6 +171,21 @@ impl Gateway {
         Ok(version)
     }
 
+    /// `caller` approves or denies approval `id`, saying why: the one way
+    /// the admin API and the console decide (the CLI decides through the
+    /// same ledger call). Nobody decides their own call, or another tenant's;
+    /// calls held for it answer at once.
+    pub async fn decide_approval(&self, caller: &toolgate_core::Caller, id: &str, approve: bool, reason: &str) -> Result<toolgate_core::approval::Approval, DecideError> {
+        if reason.trim().is_empty() {
+            return Err(DecideError::NoReason);
+        }
+        let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject, tenant: &caller.tenant };
+        let a = self.ledger.decide_approval(id, approve, decider, reason.trim(), self.clock.now_ms()).await?;
+        tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
+        self.holds.ring(&a.id);
+        Ok(a)
+    }
+
     /// Cancelled when the gateway stops (`stop`): its upstream supervisors end.
     pub fn cancellation(&self) -> CancellationToken {
         self.cancel.clone()
@@ -197,6 +214,17 @@ impl Gateway {
             tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign the shutdown checkpoint; the next start signs one");
         }
     }
+}
+
+/// Why a decision on an approval was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// Every decision records why.
+    #[error("give a reason: every decision records why")]
+    NoReason,
+    /// The ledger refused it (not found, not pending, your own call, …).
+    #[error(transparent)]
+    Ledger(#[from] toolgate_ledger::LedgerError),
 }
 
 /// The configured Cedar policy set, validated against its schema; without

@@ -31,6 +31,8 @@ pub mod call;
 pub(crate) mod observe;
 pub mod pipeline;
 pub mod reconcile;
+pub mod evidence;
+pub mod console;
 pub mod stages;
 pub mod downstream;
 pub mod lines;

@@ -136,7 +136,7 @@ impl ReceiptLog {
     }
 
     /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.
-    pub(crate) fn appended(&self, n: u64) {
+    pub fn appended(&self, n: u64) {
         let before = self.uncovered.fetch_add(n, Ordering::Relaxed);
         if before + n >= self.config.checkpoint_every.max(1) {
             self.wake.notify_one();

@@ -105,3 +105,25 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     tracing::info!(target: "toolgate::operation", operation = %id, applied, "operation reconciled");
     Ok(Reconciled { operation, applied, evidence })
 }
+
+/// A person's finding on operation `id`, recorded with a receipt: `applied`
+/// settles it `reconciled_applied` (a retry with its key gets this finding),
+/// otherwise `reconciled_not_applied` (the key may run again; refused while
+/// its lease runs). The CLI (`ops resolve`) and the console both come here.
+pub async fn resolve_by_hand(ledger: &dyn toolgate_ledger::Ledger, log: &crate::log::ReceiptLog, id: &str, applied: bool, by: &str, reason: &str, now_ms: i64) -> anyhow::Result<Operation> {
+    if reason.trim().is_empty() {
+        bail!("say why: the reason is recorded with the settlement");
+    }
+    let current = ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+    let outcome = applied.then(|| {
+        let message = format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.");
+        settled_outcome(id, &message, &json!({"resolved_by": by, "reason": reason}))
+    });
+    let state = if applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+    let receipt = Some(log.settlement(&current, state, by, outcome.as_deref()));
+    let resolution = Resolution { applied, by: by.to_string(), reason: reason.to_string(), outcome, now_ms, receipt };
+    let op = ledger.resolve_operation(id, resolution).await?;
+    log.appended(1);
+    tracing::info!(target: "toolgate::operation", operation = %id, applied, by, "operation resolved by hand");
+    Ok(op)
+}

@@ -8,7 +8,6 @@ use serde_json::json;
 use toolgate_core::operation::{Operation, OperationState};
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_core::{Clock as _, SystemClock};
-use toolgate_ledger::Resolution;
 
 use crate::approvals::{Listing, One, check_approver, open};
 
@@ -96,15 +95,8 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::Resolve { config, id, applied, not_applied: _, by, reason, json } => {
             let (config, ledger) = open(&config).await?;
             check_approver(&config, &by, &reason)?;
-            let outcome = applied.then(|| {
-                let message = format!("The reply to operation {id} was lost; {by} confirmed it took effect: {reason}. It ran once; do not run it again.");
-                toolgate_gateway::reconcile::settled_outcome(&id, &message, &json!({"resolved_by": by, "reason": reason}))
-            });
-            let current = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
             let log = toolgate_gateway::log::ReceiptLog::open_configured(&config, ledger.clone(), &toolgate_gateway::gateway::Sources::system()).await?;
-            let state = if applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
-            let receipt = Some(log.settlement(&current, state, &by, outcome.as_deref()));
-            let op = ledger.resolve_operation(&id, Resolution { applied, by: by.clone(), reason: reason.clone(), outcome, now_ms: SystemClock.now_ms(), receipt }).await?;
+            let op = toolgate_gateway::reconcile::resolve_by_hand(&*ledger, &log, &id, applied, &by, &reason, SystemClock.now_ms()).await?;
             print(&op, json)
         }
     }

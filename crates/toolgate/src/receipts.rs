@@ -9,13 +9,10 @@ use std::sync::Arc;
 use anyhow::{Context as _, anyhow, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
-use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry};
+use toolgate_core::bundle::{self, Bundle, BundleKey};
 use toolgate_core::log_verify::LogVerifier;
-use toolgate_core::merkle;
-use toolgate_core::proposal::{hex, sha256_hex};
+use toolgate_core::proposal::sha256_hex;
 use toolgate_core::receipt::build::wire_name;
-use toolgate_core::receipt::SignedReceipt;
-use toolgate_core::strict_json::JsonLimits;
 use toolgate_core::{SystemClock, SystemEntropy};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::Sources;
@@ -24,6 +21,7 @@ use toolgate_gateway::log::ReceiptLog;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
 
 use crate::approvals::open;
+use toolgate_gateway::evidence::parse;
 
 #[derive(Subcommand)]
 pub enum Action {
@@ -70,11 +68,6 @@ pub enum KeysAction {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
-}
-
-fn parse(stored: &str) -> anyhow::Result<SignedReceipt> {
-    let limits = JsonLimits::sized(64 << 20, 128);
-    SignedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
 }
 
 pub async fn run(action: Action) -> anyhow::Result<()> {
@@ -143,15 +136,10 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
     write_outputs(&config, config_path, &ledger, &bundle, (from, to, checkpoint.size), out, pack).await
 }
 
-/// The newest checkpoint, which must cover the log up to `to`: one is
-/// signed if the gateway has not yet (same keys, same state dir).
+/// The newest checkpoint covering the log up to `to`, signed now if needed
+/// (same keys, same state dir as the gateway).
 async fn covering(config: &Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow::Result<StoredCheckpoint> {
-    let mut checkpoint = ledger.checkpoints().await?.pop();
-    if checkpoint.as_ref().is_none_or(|c| c.size < to) {
-        signing_log(config, ledger.clone()).await?.checkpoint().await?;
-        checkpoint = ledger.checkpoints().await?.pop();
-    }
-    checkpoint.ok_or_else(|| anyhow!("no checkpoint could be signed"))
+    toolgate_gateway::evidence::covering(&signing_log(config, ledger.clone()).await?, &**ledger, to).await
 }
 
 /// The log's size now: where a run's receipts will begin.
@@ -189,16 +177,7 @@ async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Led
 }
 
 async fn build(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
-    let leaves = ledger.leaf_hashes(0, checkpoint.size).await?;
-    let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
-    let rows = ledger.receipts(from, to - from).await?;
-    let receipts = rows
-        .iter()
-        .zip(proofs)
-        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.signed)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
-    Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })
+    toolgate_gateway::evidence::bundle(ledger, checkpoint, from, to).await
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
-use toolgate_core::contract::diff;
 use toolgate_core::{AuthorityClass, Hint};
-use toolgate_gateway::catalog::ExposedTool;
+use toolgate_gateway::catalog::{AcceptedFrom, ExposedTool};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pins::PinStatus;
@@ -19,13 +17,7 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
     let down = gw.wait_ready(Duration::from_secs(15)).await;
     let catalog = gw.catalogs.current();
     let result = match accept {
-        Some(name) => {
-            let tool = catalog.tools.get(&name).with_context(|| {
-                let names: Vec<&String> = catalog.tools.keys().collect();
-                format!("no live tool `{name}`; live tools: {names:?}")
-            })?;
-            accept_tool(&gw, tool)
-        }
+        Some(name) => accept_tool(&gw, &name),
         None if json_out => {
             let rows: Vec<Value> = catalog.tools.values().map(|t| row_json(t)).collect();
             let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
@@ -116,26 +108,22 @@ fn print_table<'a>(tools: impl Iterator<Item = &'a ExposedTool>) {
     println!("\n* = declared by the server; unmarked hints take the specification's defaults. The registry's word runs.");
 }
 
-fn accept_tool(gw: &Gateway, tool: &ExposedTool) -> anyhow::Result<()> {
-    let pins = gw.catalogs.pins();
-    match &tool.pin {
-        PinStatus::Pinned => {
-            println!("{}: the live contract is the pinned one; nothing to accept", tool.exposed_name);
+fn accept_tool(gw: &Gateway, name: &str) -> anyhow::Result<()> {
+    let accepted = gw.catalogs.accept(name).map_err(anyhow::Error::msg)?;
+    match accepted.was {
+        AcceptedFrom::AlreadyPinned => {
+            println!("{name}: the live contract is the pinned one; nothing to accept");
             return Ok(());
         }
-        PinStatus::New => println!("{}: not pinned yet; pinning the live contract", tool.exposed_name),
-        PinStatus::Changed(old) => {
-            println!("{}: the contract changed since it was accepted:", tool.exposed_name);
-            for change in diff(&old.definition, &tool.tool.definition) {
+        AcceptedFrom::New => println!("{name}: not pinned yet; pinning the live contract"),
+        AcceptedFrom::Changed => {
+            println!("{name}: the contract changed since it was accepted:");
+            for change in &accepted.changes {
                 let show = |v: &Option<Value>| v.as_ref().map_or("(absent)".to_string(), |v| v.to_string());
                 println!("  {}\n    - {}\n    + {}", change.path, show(&change.before), show(&change.after));
             }
         }
     }
-    if tool.tool.definition.is_null() {
-        bail!("the live definition is unreadable");
-    }
-    pins.accept(&tool.exposed_name, &tool.definition_sha256, &tool.tool.definition)?;
-    println!("accepted: {} is pinned at {}", tool.exposed_name, &tool.definition_sha256);
+    println!("accepted: {name} is pinned at {}", accepted.sha256);
     Ok(())
 }

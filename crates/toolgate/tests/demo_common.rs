@@ -80,3 +80,8 @@ pub fn demo_serve(state: &Path) -> Serving {
     assert_ne!(agent, approver);
     Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap() }
 }
+
+/// The repository's root, where `tests/python` is.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

@@ -26,7 +26,7 @@ use toolgate_core::operation::OperationState;
 use toolgate_ledger::LedgerError;
 
 use super::edge::{Approver, plain};
-use crate::gateway::Gateway;
+use crate::gateway::{DecideError, Gateway};
 
 pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
@@ -38,14 +38,18 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
         .route("/admin/operations/{id}/reconcile", axum::routing::post(reconcile))
 }
 
-fn store_error(e: LedgerError) -> Response {
-    let status = match &e {
+/// The HTTP status of a ledger's refusal, for the admin API and the console.
+pub(crate) fn store_error_status(e: &LedgerError) -> StatusCode {
+    match e {
         LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) => StatusCode::NOT_FOUND,
         LedgerError::NotPending { .. } | LedgerError::NotApproved { .. } | LedgerError::Expired(_) | LedgerError::WrongState { .. } => StatusCode::CONFLICT,
         LedgerError::SelfApproval { .. } => StatusCode::FORBIDDEN,
         LedgerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, Json(json!({"error": e.to_string()}))).into_response()
+    }
+}
+
+fn store_error(e: LedgerError) -> Response {
+    (store_error_status(&e), Json(json!({"error": e.to_string()}))).into_response()
 }
 
 #[derive(Deserialize)]
@@ -96,15 +100,10 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
         _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
     };
-    let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject, tenant: &caller.tenant };
-    match gw.ledger.decide_approval(&id, approve, decider, &reason, gw.clock.now_ms()).await {
-        Ok(a) => {
-            tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
-            // Calls held for it answer now, not at the watcher's next read.
-            gw.holds.ring(&a.id);
-            Json(a).into_response()
-        }
-        Err(e) => store_error(e),
+    match gw.decide_approval(&caller, &id, approve, &reason).await {
+        Ok(a) => Json(a).into_response(),
+        Err(DecideError::Ledger(e)) => store_error(e),
+        Err(e @ DecideError::NoReason) => plain(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 

@@ -70,6 +70,22 @@ fn origin_allowed(allowed_origins: &[String], allowed_hosts: &[String], origin: 
     authority.is_some_and(|a| !a.contains('/') && host_allowed(allowed_hosts, a))
 }
 
+/// `Host` against the allow-list (DNS rebinding) and `Origin`, when a
+/// browser sends one: the first rule of every route but the probes.
+pub(crate) fn host_and_origin(gw: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+    let settings = &gw.config.gateway;
+    let host = header_str(headers, "host").unwrap_or_default();
+    if !host_allowed(&settings.allowed_hosts, host) {
+        return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
+    }
+    if let Some(origin) = header_str(headers, "origin")
+        && !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin)
+    {
+        return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
+    }
+    Ok(())
+}
+
 /// A request that passed `Host`, `Origin` and authentication: its caller.
 pub struct Admitted(pub Arc<Caller>);
 
@@ -77,16 +93,8 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, gw: &Arc<Gateway>) -> Result<Self, Response> {
-        let (settings, headers) = (&gw.config.gateway, &parts.headers);
-        let host = header_str(headers, "host").unwrap_or_default();
-        if !host_allowed(&settings.allowed_hosts, host) {
-            return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
-        }
-        if let Some(origin) = header_str(headers, "origin")
-            && !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin)
-        {
-            return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
-        }
+        let headers = &parts.headers;
+        host_and_origin(gw, headers)?;
         let authorization = header_str(headers, "authorization");
         let error = match gw.callers.authenticate(authorization) {
             Ok(caller) => return Ok(Admitted(caller)),

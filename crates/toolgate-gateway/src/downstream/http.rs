@@ -1,5 +1,5 @@
 //! The downstream Streamable HTTP edge: `POST /mcp` (and, beside it, the
-//! admin API and the probes). Every rule of the
+//! admin API, the console and the probes). Every rule of the
 //! transport is an extractor of `edge.rs`, checked before a message reaches
 //! the router — Host and Origin (DNS rebinding, browsers), credentials,
 //! content type and Accept, body size while reading, strict JSON, and the
@@ -23,7 +23,11 @@ use crate::wire::{Era, RpcError, code};
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
-    axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes()).with_state(gw)
+    let mut routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
+    if gw.config.console.enabled {
+        routes = routes.merge(crate::console::routes());
+    }
+    routes.with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.

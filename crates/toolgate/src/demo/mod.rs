@@ -10,7 +10,8 @@
 //! lethal trifecta of one agent run (with a preview), and a caller's rate;
 //! then seed 000's field-service task run by `toolgate agent` with a
 //! scripted plan, and its receipts verified offline. Exits 0 only if every case behaved as expected. `--serve` keeps
-//! everything running and prints the endpoint and both tokens.
+//! everything running and prints the endpoint, both tokens, the console
+//! and a one-time sign-in link to it for the approver.
 
 mod agent;
 mod approver;
@@ -154,7 +155,7 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
          # Each caller's rate (section 8 goes over it).\n\
          [budgets]\nrate_per_minute = {rate}\nrate_burst = {burst}\n\n\
          [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
-         [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n\
+         [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
          [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\n\
          [servers.parts]\nurl = \"{parts_url}\"\n\n\
@@ -313,6 +314,9 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         println!("agent-token: {}", tokens.agent);
         println!("approver-token: {}", tokens.approver);
         println!("approver: {}", approver::APPROVER);
+        let console = endpoint.trim_end_matches("/mcp");
+        println!("console: {console}/console");
+        println!("console-sign-in: {console}{} (one use, for {}, valid 10 minutes)", gateway.console_sign_in_link(&tokens.approver)?, approver::APPROVER);
         println!(
             "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
              `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it; \

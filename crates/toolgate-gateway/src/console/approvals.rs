@@ -1,0 +1,219 @@
+//! The approvals inbox, the approver's first screen: what waits, with the
+//! exact call and why it needs a person; live while the page is open (SSE);
+//! approve or deny with a reason, through `Gateway::decide_approval` — the
+//! admin API's own path, so nobody decides their own call here either.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Form;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+use toolgate_core::approval::{Approval, ApprovalState};
+use toolgate_ledger::LedgerError;
+
+use super::page::{self, Nav, csrf, notice, pretty, span, when};
+use super::session::{Session, Signed};
+use crate::gateway::{DecideError, Gateway};
+
+async fn of_tenant(gw: &Gateway, session: &Session, state: Option<ApprovalState>) -> Result<Vec<Approval>, LedgerError> {
+    gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await
+}
+
+fn unavailable(session: &Session, e: &dyn std::fmt::Display) -> Response {
+    page::page(StatusCode::SERVICE_UNAVAILABLE, "Approvals", session, Nav::Approvals, 0, notice(false, &format!("The ledger could not be read ({e}); reload in a moment.")))
+}
+
+/// `GET /console/approvals`: pending ones (live), then the decided history.
+pub(crate) async fn inbox(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
+    let s = &signed.session;
+    let (pending, all) = match (of_tenant(&gw, s, Some(ApprovalState::Pending)).await, of_tenant(&gw, s, None).await) {
+        (Ok(p), Ok(a)) => (p, a),
+        (Err(e), _) | (_, Err(e)) => return unavailable(s, &e),
+    };
+    let now = gw.clock.now_ms();
+    let mut decided: Vec<&Approval> = all.iter().filter(|a| a.decided_ms.is_some()).collect();
+    decided.sort_by_key(|a| std::cmp::Reverse(a.decided_ms));
+    let body = html! {
+        section aria-labelledby="pending-h" {
+            h2 #pending-h { "Waiting for a decision" }
+            div #inbox data-live="/console/approvals/events" aria-live="polite" { (pending_list(&pending, now)) }
+        }
+        section aria-labelledby="history-h" {
+            h2 #history-h { "Decided" }
+            @if decided.is_empty() { p.empty { "Nothing decided yet." } } @else {
+                div.scroll { table {
+                    thead { tr { th { "Approval" } th { "Call" } th { "Caller" } th { "State" } th { "Decided by" } th { "Why" } th { "When" } } }
+                    tbody { @for a in decided.iter().take(100) { tr {
+                        td { a href={ "/console/approvals/" (a.id) } { code { (a.id) } } }
+                        td { (a.binding.server) "/" (a.binding.tool) }
+                        td { (a.binding.caller) }
+                        td { span.state.(a.state_at(now).as_str()) { (a.state_at(now).as_str()) } }
+                        td { (a.decided_by.as_deref().unwrap_or("")) }
+                        td { (a.decision_reason.as_deref().unwrap_or("")) }
+                        td { (a.decided_ms.map(when).unwrap_or_default()) }
+                    } } }
+                } }
+            }
+        }
+    };
+    page::page(StatusCode::OK, "Approvals", s, Nav::Approvals, pending.len(), body)
+}
+
+/// The pending approvals as cards: the part of the inbox that updates live.
+fn pending_list(pending: &[Approval], now: i64) -> Markup {
+    html! {
+        @if pending.is_empty() { p.empty { "Nothing waits for you." } }
+        @for a in pending {
+            article.card.approval {
+                h3 { a href={ "/console/approvals/" (a.id) } { (a.binding.server) "/" (a.binding.tool) } }
+                dl {
+                    dt { "Caller" } dd { (a.binding.caller) @if !a.subject.is_empty() && a.subject != a.binding.caller { " (" (a.subject) ")" } }
+                    dt { "Why" } dd { (a.reason) " " small { "(" (a.rules.join(", ")) ")" } }
+                    dt { "Waiting" } dd { (span(now - a.created_ms)) ", holds until " (when(a.expires_ms)) }
+                }
+                (pretty(&a.arguments))
+                p { a.button href={ "/console/approvals/" (a.id) } { "Open to decide" } }
+            }
+        }
+    }
+}
+
+/// `GET /console/approvals/events`: the pending list again whenever it
+/// changes (and each second while something waits, for its waiting time),
+/// until the session ends or the gateway drains.
+pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
+    let draining = gw.draining();
+    let stream = futures_util::stream::unfold((gw, signed, String::new()), move |(gw, signed, last)| {
+        let draining = draining.clone();
+        async move {
+            loop {
+                if !last.is_empty() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = draining.cancelled() => return None,
+                    }
+                }
+                let now = gw.clock.now_ms();
+                gw.console.get(&signed.id, now)?;
+                let Ok(pending) = of_tenant(&gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
+                let fragment = pending_list(&pending, now).into_string();
+                if fragment == last {
+                    continue;
+                }
+                let mut event = format!("event: count\ndata: {}\n\nevent: inbox\n", pending.len());
+                for line in fragment.lines() {
+                    event.push_str("data: ");
+                    event.push_str(line);
+                    event.push('\n');
+                }
+                event.push('\n');
+                return Some((Ok::<_, std::convert::Infallible>(event), (gw, signed, fragment)));
+            }
+        }
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(stream)).into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Done {
+    decided: Option<String>,
+}
+
+/// `GET /console/approvals/{id}`: everything about one approval, and the
+/// decision form while it is pending.
+pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Query(q): Query<Done>) -> Response {
+    let said = q.decided.map(|v| notice(true, &format!("Recorded: {v}.")));
+    one(&gw, &signed.session, &id, StatusCode::OK, said).await
+}
+
+async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Option<Markup>) -> Response {
+    let pending = super::pending_count(gw, s).await;
+    let a = match gw.ledger.approval(id).await {
+        // Another tenant's approval does not exist for this person.
+        Ok(Some(a)) if a.binding.tenant == s.caller.tenant => a,
+        Ok(_) => return page::page(StatusCode::NOT_FOUND, "Approval", s, Nav::Approvals, pending, notice(false, &format!("No approval `{id}` here. The inbox lists those of your tenant."))),
+        Err(e) => return unavailable(s, &e),
+    };
+    let now = gw.clock.now_ms();
+    let state = a.state_at(now);
+    let own = a.binding.caller == s.caller.name || (!a.subject.is_empty() && a.subject == s.caller.subject);
+    let body = html! {
+        @if let Some(m) = said { (m) }
+        dl.facts {
+            dt { "Approval" } dd { code { (a.id) } }
+            dt { "State" } dd { span.state.(state.as_str()) { (state.as_str()) } }
+            dt { "Tool" } dd { (a.binding.server) "/" (a.binding.tool) }
+            dt { "Caller" } dd { (a.binding.caller) @if !a.subject.is_empty() { " (" (a.subject) ")" } ", tenant " (a.binding.tenant) }
+            dt { "Why it needs a person" } dd { (a.reason) }
+            dt { "Rules" } dd { (a.rules.join(", ")) }
+            dt { "Policy version" } dd { code { (a.binding.policy_version) } }
+            dt { "Proposal hash" } dd { code.hash { (a.binding.proposal_sha256) } }
+            @if let Some(k) = &a.operation_key { dt { "Operation key" } dd { code { (k) } } }
+            dt { "Opened" } dd { (when(a.created_ms)) " (" (span(now - a.created_ms)) " ago)" }
+            dt { "Holds until" } dd { (when(a.expires_ms)) }
+            @if let Some(by) = &a.decided_by { dt { "Decided by" } dd { (by) @if let Some(ms) = a.decided_ms { " at " (when(ms)) } } }
+            @if let Some(why) = &a.decision_reason { dt { "Their reason" } dd { (why) } }
+        }
+        h2 { "The exact arguments" }
+        (pretty(&a.arguments))
+        @if state == ApprovalState::Pending {
+            @if !s.approver() {
+                p.notice.error { "Deciding needs the approver role." }
+            } @else if own {
+                p.notice.error { "This is your own call: another approver must decide it." }
+            } @else {
+                form.card.decide method="post" action={ "/console/approvals/" (a.id) } {
+                    (csrf(s))
+                    label for="reason" { "Reason (recorded with the decision and in the receipt)" }
+                    textarea #reason name="reason" rows="3" required {}
+                    div.actions {
+                        button.approve type="submit" name="verdict" value="approve" { "Approve" }
+                        button.deny type="submit" name="verdict" value="deny" { "Deny" }
+                    }
+                }
+            }
+        }
+    };
+    page::page(status, &format!("Approval for {}", a.binding.tool), s, Nav::Approvals, pending, body)
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Decision {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    verdict: String,
+}
+
+/// `POST /console/approvals/{id}`: approve or deny, with the reason.
+pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Form(f): Form<Decision>) -> Response {
+    if let Err(r) = signed.check_csrf(&f.csrf) {
+        return r;
+    }
+    let s = &signed.session;
+    let approve = match f.verdict.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(notice(false, "Choose Approve or Deny."))).await,
+    };
+    if !s.approver() {
+        return one(&gw, s, &id, StatusCode::FORBIDDEN, Some(notice(false, "Deciding needs the approver role; nothing was recorded."))).await;
+    }
+    match gw.decide_approval(&s.caller, &id, approve, &f.reason).await {
+        Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided={}", a.id, a.state.as_str())).into_response(),
+        Err(e) => {
+            let status = match &e {
+                DecideError::NoReason => StatusCode::BAD_REQUEST,
+                DecideError::Ledger(l) => crate::downstream::admin::store_error_status(l),
+            };
+            one(&gw, s, &id, status, Some(notice(false, &format!("Nothing was recorded: {e}")))).await
+        }
+    }
+}

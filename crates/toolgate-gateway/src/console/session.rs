@@ -1,0 +1,171 @@
+//! Console sessions: a caller's bearer token (or a one-time sign-in link)
+//! is exchanged once for a session cookie, so the token never sits in a
+//! browser. Sessions live in this process only and end at sign-out, at
+//! their deadline, or when the gateway stops — revocable on the server, not
+//! just forgotten by the browser. Each carries its own CSRF token, which
+//! every state-changing form must send back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use toolgate_core::{Caller, Entropy};
+
+use crate::config::{ADMIN_ROLE, APPROVER_ROLE};
+use crate::downstream::edge::{header_str, host_and_origin, plain};
+use crate::gateway::Gateway;
+
+/// The session cookie's name.
+pub(crate) const COOKIE: &str = "toolgate_session";
+/// The sign-in form's own cookie (login CSRF: double submit).
+pub(crate) const FORM_COOKIE: &str = "toolgate_signin";
+/// How long a sign-in link (printed by `toolgate demo --serve`) stays valid.
+const LINK_TTL_MS: i64 = 10 * 60 * 1000;
+/// Live sessions at most: past it the one nearest its end is closed.
+const MAX_SESSIONS: usize = 10_000;
+
+/// A signed-in person: who, the form token, until when.
+#[derive(Clone)]
+pub(crate) struct Session {
+    pub(crate) caller: Arc<Caller>,
+    pub(crate) csrf: String,
+    pub(crate) expires_ms: i64,
+}
+
+impl Session {
+    pub(crate) fn approver(&self) -> bool {
+        self.caller.has_role(APPROVER_ROLE)
+    }
+
+    pub(crate) fn admin(&self) -> bool {
+        self.caller.has_role(ADMIN_ROLE)
+    }
+}
+
+/// Whether `caller` may use the console at all.
+pub(crate) fn may_sign_in(caller: &Caller) -> bool {
+    caller.has_role(APPROVER_ROLE) || caller.has_role(ADMIN_ROLE)
+}
+
+/// The console's sessions and unredeemed sign-in links.
+#[derive(Default)]
+pub struct Sessions {
+    live: Mutex<HashMap<String, Session>>,
+    links: Mutex<HashMap<String, (Arc<Caller>, i64)>>,
+}
+
+impl Sessions {
+    /// Opens a session for `caller`; returns its id (the cookie's value).
+    pub(crate) fn open(&self, caller: Arc<Caller>, now_ms: i64, ttl_ms: i64, entropy: &dyn Entropy) -> (String, Session) {
+        let id = entropy.id("tgs_");
+        let session = Session { caller, csrf: entropy.id("csrf_"), expires_ms: now_ms + ttl_ms };
+        let mut live = lock(&self.live);
+        live.retain(|_, s| s.expires_ms > now_ms);
+        if live.len() >= MAX_SESSIONS
+            && let Some(oldest) = live.iter().min_by_key(|(_, s)| s.expires_ms).map(|(k, _)| k.clone())
+        {
+            live.remove(&oldest);
+        }
+        live.insert(id.clone(), session.clone());
+        (id, session)
+    }
+
+    /// The live session `id`, if it has not ended.
+    pub(crate) fn get(&self, id: &str, now_ms: i64) -> Option<Session> {
+        let mut live = lock(&self.live);
+        match live.get(id) {
+            Some(s) if s.expires_ms > now_ms => Some(s.clone()),
+            Some(_) => {
+                live.remove(id);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Ends session `id` (sign-out).
+    pub(crate) fn close(&self, id: &str) {
+        lock(&self.live).remove(id);
+    }
+
+    /// A one-time sign-in code for `caller`, valid for ten minutes.
+    pub(crate) fn link(&self, caller: Arc<Caller>, now_ms: i64, entropy: &dyn Entropy) -> String {
+        let code = entropy.id("tgl_");
+        let mut links = lock(&self.links);
+        links.retain(|_, (_, until)| *until > now_ms);
+        links.insert(code.clone(), (caller, now_ms + LINK_TTL_MS));
+        code
+    }
+
+    /// The caller of sign-in code `code`, once: it is spent by this.
+    pub(crate) fn redeem(&self, code: &str, now_ms: i64) -> Option<Arc<Caller>> {
+        match lock(&self.links).remove(code) {
+            Some((caller, until)) if until > now_ms => Some(caller),
+            _ => None,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A cookie's value from the request's `Cookie` headers.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
+        let (k, v) = pair.trim().split_once('=')?;
+        (k == name).then_some(v)
+    })
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, scoped to `/console`,
+/// `Secure` where the gateway is reached over TLS; `max_age_s` 0 clears it.
+pub(crate) fn set_cookie(gw: &Gateway, name: &str, value: &str, max_age_s: u64) -> String {
+    let secure = gw.config.console.secure_cookies.unwrap_or(!gw.config.gateway.listen.ip().is_loopback());
+    format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}", if secure { "; Secure" } else { "" })
+}
+
+/// Two secrets compared in constant time.
+pub(crate) fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A request from a signed-in person: `Host` and `Origin` allowed, a live
+/// session cookie. Without one, a page read goes to the sign-in form.
+pub(crate) struct Signed {
+    pub(crate) id: String,
+    pub(crate) session: Session,
+}
+
+impl axum::extract::FromRequestParts<Arc<Gateway>> for Signed {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, gw: &Arc<Gateway>) -> Result<Self, Response> {
+        host_and_origin(gw, &parts.headers)?;
+        // A request another site made the browser send is never acted on,
+        // whatever cookie rides along (SameSite=Strict already keeps it off).
+        if header_str(&parts.headers, "sec-fetch-site") == Some("cross-site") {
+            return Err(plain(StatusCode::FORBIDDEN, "cross-site requests are refused; open the console from its own address"));
+        }
+        let now = gw.clock.now_ms();
+        match cookie(&parts.headers, COOKIE).and_then(|id| gw.console.get(id, now).map(|s| (id.to_string(), s))) {
+            Some((id, session)) => Ok(Signed { id, session }),
+            None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
+            None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),
+        }
+    }
+}
+
+impl Signed {
+    /// The form's CSRF token against the session's: a state-changing form
+    /// without the right one is refused, nothing changed.
+    pub(crate) fn check_csrf(&self, given: &str) -> Result<(), Response> {
+        if same_secret(&self.session.csrf, given) {
+            Ok(())
+        } else {
+            Err(plain(StatusCode::FORBIDDEN, "the form's CSRF token is missing or stale; nothing was changed. Reload the page and send the form again"))
+        }
+    }
+}

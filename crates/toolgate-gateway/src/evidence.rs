@@ -1,0 +1,48 @@
+//! Evidence for a third party: receipts of the log with their inclusion
+//! proofs against a signed checkpoint that covers them, as a bundle that
+//! verifies offline. The CLI (`toolgate export`, the agent's run) and the
+//! console's downloads build bundles here, one way.
+
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use toolgate_core::bundle::{BUNDLE_FORMAT, Bundle, BundleKey, Entry};
+use toolgate_core::merkle;
+use toolgate_core::proposal::hex;
+use toolgate_core::receipt::SignedReceipt;
+use toolgate_core::strict_json::JsonLimits;
+use toolgate_ledger::{Ledger, StoredCheckpoint};
+
+use crate::log::ReceiptLog;
+
+/// A stored receipt's text, read back (ours: generous limits).
+pub fn parse(stored: &str) -> anyhow::Result<SignedReceipt> {
+    let limits = JsonLimits::sized(64 << 20, 128);
+    SignedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
+}
+
+/// The newest checkpoint, which must cover the log up to `to`: one is
+/// signed now if the checkpointer has not yet.
+pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> anyhow::Result<StoredCheckpoint> {
+    let mut checkpoint = ledger.checkpoints().await?.pop();
+    if checkpoint.as_ref().is_none_or(|c| c.size < to) {
+        log.checkpoint().await?;
+        checkpoint = ledger.checkpoints().await?.pop();
+    }
+    checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))
+}
+
+/// The receipts `from..to`, each with its inclusion proof against
+/// `checkpoint`, and every key of the log's history.
+pub async fn bundle(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
+    let leaves = ledger.leaf_hashes(0, checkpoint.size).await?;
+    let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
+    let rows = ledger.receipts(from, to - from).await?;
+    let receipts = rows
+        .iter()
+        .zip(proofs)
+        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.signed)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
+    Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })
+}
