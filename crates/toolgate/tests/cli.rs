@@ -139,6 +139,24 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
     // Without the agent's token, the SDK gets nothing.
     let anonymous = Command::new(python()).arg(&script).args([&serving.endpoint, "2026-07-28", "[]"]).output().unwrap();
     assert!(!anonymous.status.success(), "{}", String::from_utf8_lossy(&anonymous.stdout));
+    // The printed console link signs the approver in, once.
+    let link = &serving.console_sign_in;
+    assert!(link.starts_with(serving.endpoint.trim_end_matches("/mcp")) && link.contains("/console/signin?link=tgl_"), "{link}");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let use_link = async || {
+            let page = http.get(link).send().await.unwrap();
+            let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+            let html = page.text().await.unwrap();
+            let field = |name: &str| html.split(&format!("name=\"{name}\" value=\"")).nth(1).unwrap().split('"').next().unwrap().to_string();
+            let body = format!("form={}&link={}", field("form"), field("link"));
+            http.post(link.split('?').next().unwrap()).header("cookie", cookie).header("content-type", "application/x-www-form-urlencoded").body(body).send().await.unwrap()
+        };
+        let first = use_link().await;
+        assert_eq!((first.status().as_u16(), first.headers()["location"].to_str().unwrap()), (303, "/console/approvals"));
+        assert!(first.headers()["set-cookie"].to_str().unwrap().starts_with("toolgate_session=tgs_"));
+        assert_eq!(use_link().await.status().as_u16(), 401, "the link signed in twice");
+    });
 }
 
 /// The acceptance of approvals, with the Python SDK through `demo --serve`.

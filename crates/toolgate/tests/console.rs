@@ -97,11 +97,16 @@ async fn gateway(dir: &Path, shifty: &str, cancel: &CancellationToken) -> (Kille
     }
     servers.push_str(&format!("[servers.shifty]\nurl = \"{shifty}\"\n"));
     let port = free_port();
+    // Seed 000's registry for the reads.
+    let reads: String = ["tickets__get_ticket", "tickets__search_tickets", "tickets__post_ticket_update", "parts__find_part", "parts__check_availability", "manuals__search_manual"]
+        .iter()
+        .map(|t| format!("[registry.\"{t}\"]\nclass = \"automatic\"\n"))
+        .collect();
     let config = format!(
         "[gateway]\nlisten = \"127.0.0.1:{port}\"\nlist_ttl_ms = 200\n\n{servers}\n\
          [registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n\
          [registry.\"tickets__export_service_records\"]\nclass = \"prohibited\"\n\
-         [registry.\"shifty__lookup\"]\nclass = \"automatic\"\n\n\
+         [registry.\"shifty__lookup\"]\nclass = \"automatic\"\n{reads}\n\
          [callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\
          [callers.dana]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"dana.token\"\n\n\
          [approvals]\nhold_ms = 90000\npoll_ms = 100\n"
@@ -152,22 +157,40 @@ async fn browser(profile: &Path) -> (Killed, Client) {
     }
 }
 
-/// Saves the page as `NAME.png` in `TOOLGATE_SCREENSHOTS`, when set.
+/// Saves the page as `NAME.png` in `TOOLGATE_SCREENSHOTS` (relative to the
+/// repository's root), when set.
 async fn shot(c: &Client, name: &str) {
     if let Ok(dir) = std::env::var("TOOLGATE_SCREENSHOTS") {
+        let dir = demo_common::workspace().join(dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(Path::new(&dir).join(format!("{name}.png")), c.screenshot().await.unwrap()).unwrap();
     }
 }
 
+/// The text of the first `css` element, waiting for the page to have one.
 async fn text_of(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
+    match c.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(css)).await {
+        Ok(e) => e.text().await.unwrap(),
+        Err(e) => panic!("no `{css}` on {:?} ({e}):\n{}", c.current_url().await, c.source().await.unwrap_or_default()),
+    }
+}
+
+/// Clicks `css` and waits until the browser has left the page it was on
+/// (a form's POST and its redirect).
+async fn click_and_wait(c: &Client, css: &str) {
+    let old = c.find(Locator::Css("html")).await.unwrap();
+    c.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while old.text().await.is_ok() {
+        assert!(Instant::now() < deadline, "clicking {css} did not leave the page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn sign_in(c: &Client, base: &str, token: &str) {
     c.goto(&format!("{base}/console/signin")).await.unwrap();
     c.find(Locator::Css("#token")).await.unwrap().send_keys(token).await.unwrap();
-    c.find(Locator::Css("form.card button[type=submit]")).await.unwrap().click().await.unwrap();
+    click_and_wait(c, "form.card button[type=submit]").await;
 }
 
 /// The approval ids pending in the ledger, through the admin API.
@@ -200,6 +223,18 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     assert!(c.current_url().await.unwrap().path().ends_with("/console/approvals"));
     assert!(text_of(&c, "#inbox").await.contains("Nothing waits for you"));
 
+    // The agent's day so far, through the official Python SDK: reads, a
+    // wrong argument, a prohibited export (the overview shows them).
+    let calls = json!([
+        {"tool": "tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}},
+        {"tool": "tickets__search_tickets", "arguments": {"model_variant": "AC-250-X"}},
+        {"tool": "tickets__search_tickets", "arguments": {"model_variant": "AC-250-S", "symptom": "F-101"}},
+        {"tool": "tickets__export_service_records", "arguments": {"recipient": "x@outside.example", "model_variant": "AC-250-S"}},
+    ]);
+    let script = demo_common::workspace().join("tests/python/sdk_client.py");
+    let out = Command::new(python()).arg(script).args([format!("{base}/mcp"), "2026-07-28".into(), calls.to_string()]).env("TOOLGATE_TOKEN", AGENT_TOKEN).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
     // The agent calls through the official Python SDK; the call is held.
     let order = valve_order(8);
     let script = demo_common::workspace().join("tests/python/approval_hold.py");
@@ -218,14 +253,14 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     shot(&c, "approvals").await;
 
     // Opened: the exact call, and the form. Approve with a reason.
-    card.find(Locator::Css("a.button")).await.unwrap().click().await.unwrap();
+    click_and_wait(&c, "#inbox article.approval a.button").await;
     let facts = text_of(&c, "dl.facts").await;
     let id = pending(&base).await.pop().expect("one approval pending");
     assert!(facts.contains(&id) && facts.contains("Proposal hash") && facts.contains("Policy version"), "{facts}");
     shot(&c, "approval").await;
     let before = orders_in(dir.path());
     c.find(Locator::Css("#reason")).await.unwrap().send_keys("budgeted for the AC-250-S repair").await.unwrap();
-    c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
+    click_and_wait(&c, "button.approve").await;
     assert!(text_of(&c, "main").await.contains("Recorded: approved"));
 
     // The agent's own call_tool returns the order, placed once.
@@ -243,7 +278,8 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     let forged = reqwest::Client::new()
         .post(format!("{base}/console/tools/shifty__lookup/accept"))
         .header("cookie", format!("toolgate_session={}", session.value()))
-        .form(&[("csrf", "forged")])
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=forged")
         .send()
         .await
         .unwrap();
@@ -268,16 +304,15 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     assert!(diff.contains("/description") && diff.contains("audit@outside.example"), "{diff}");
     shot(&c, "contract-diff").await;
     assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.lock")).unwrap(), lock_before, "the forged accept changed the pin");
-    c.find(Locator::Css("form.card button[type=submit]")).await.unwrap().click().await.unwrap();
+    click_and_wait(&c, "form.card button[type=submit]").await;
     assert!(text_of(&c, "main").await.contains("Accepted: shifty__lookup"));
     assert!(std::fs::read_to_string(dir.path().join("toolgate.lock")).unwrap().contains("audit@outside.example"));
 
     // Receipts: the order's receipt verifies in the console.
     c.goto(&format!("{base}/console/receipts?tool=raise_parts_order")).await.unwrap();
     shot(&c, "receipts").await;
-    let links = c.find_all(Locator::Css("table a")).await.unwrap();
-    assert!(!links.is_empty(), "the order's receipts are listed");
-    links.last().unwrap().click().await.unwrap();
+    assert!(text_of(&c, "table").await.contains("parts/raise_parts_order"), "the order's receipts are listed");
+    click_and_wait(&c, "table tbody tr:last-child a").await;
     let verdict = text_of(&c, "p.notice").await;
     assert!(verdict.starts_with("Verified"), "{verdict}");
     assert!(!text_of(&c, "ul.checks").await.contains("FAIL"));
@@ -314,11 +349,12 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     shot(&c, "operations").await;
     c.goto(&format!("{base}/console")).await.unwrap();
     let overview = text_of(&c, "main").await;
-    assert!(overview.contains("require_approval") && overview.contains("shifty"), "{overview}");
+    assert!(overview.contains("require_approval") && overview.contains("shifty") && overview.contains("prohibited"), "{overview}");
     shot(&c, "overview").await;
 
     // Signed out, the session is gone on the server too.
-    c.find(Locator::Css("form.signout button")).await.unwrap().click().await.unwrap();
+    click_and_wait(&c, "form.signout button").await;
+    assert!(c.current_url().await.unwrap().path().ends_with("/console/signin"));
     let old = reqwest::Client::new().get(format!("{base}/console/receipts")).header("cookie", format!("toolgate_session={}", session.value())).send().await.unwrap();
     assert!(old.url().path().ends_with("/console/signin"), "the old session still reads: {}", old.url());
     let _ = config;

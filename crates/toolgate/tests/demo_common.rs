@@ -39,6 +39,8 @@ pub struct Serving {
     pub endpoint: String,
     pub config: PathBuf,
     pub agent_token: String,
+    /// The one-time console sign-in link printed for the approver.
+    pub console_sign_in: String,
 }
 
 impl Drop for Serving {
@@ -60,8 +62,8 @@ pub fn demo_serve(state: &Path) -> Serving {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut endpoint, mut config, mut agent, mut approver) = (None, None, None, None);
-    while endpoint.is_none() || config.is_none() || agent.is_none() || approver.is_none() {
+    let (mut endpoint, mut config, mut agent, mut approver, mut sign_in) = (None, None, None, None, None);
+    while endpoint.is_none() || config.is_none() || agent.is_none() || approver.is_none() || sign_in.is_none() {
         let line = lines.next().expect("demo --serve prints endpoint, config and tokens").unwrap();
         if let Some(v) = line.strip_prefix("agent-token: ") {
             agent = Some(v.to_string());
@@ -72,13 +74,16 @@ pub fn demo_serve(state: &Path) -> Serving {
         if let Some(v) = line.strip_prefix("endpoint: ") {
             endpoint = Some(v.to_string());
         }
+        if let Some(v) = line.strip_prefix("console-sign-in: ") {
+            sign_in = v.split_whitespace().next().map(str::to_string);
+        }
         if let Some(v) = line.strip_prefix("config: ") {
             config = Some(PathBuf::from(v));
         }
     }
     std::thread::spawn(move || for _ in lines {});
     assert_ne!(agent, approver);
-    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap() }
+    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap(), console_sign_in: sign_in.unwrap() }
 }
 
 /// The repository's root, where `tests/python` is.

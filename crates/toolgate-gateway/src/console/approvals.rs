@@ -169,7 +169,7 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
             } @else {
                 form.card.decide method="post" action={ "/console/approvals/" (a.id) } {
                     (csrf(s))
-                    label for="reason" { "Reason (recorded with the decision and in the receipt)" }
+                    label for="reason" { "Reason (recorded with the decision; the receipt names you and when)" }
                     textarea #reason name="reason" rows="3" required {}
                     div.actions {
                         button.approve type="submit" name="verdict" value="approve" { "Approve" }

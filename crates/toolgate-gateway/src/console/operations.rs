@@ -55,7 +55,7 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
                     td { span.state.(op.state.as_str()) { (op.state.as_str()) } }
                     td { (op.key.server) "/" (op.key.tool) }
                     td { (op.caller) }
-                    td { code { (op.key.value) } }
+                    td { (short(&op.key.value)) }
                     td { (short(&op.proposal_sha256)) }
                     td { (when(op.updated_ms)) }
                     td { @if let Some(by) = &op.resolved_by { (by) ": " (op.resolution.as_deref().unwrap_or("")) } }

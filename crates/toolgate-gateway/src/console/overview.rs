@@ -93,7 +93,7 @@ fn per_minute(receipts: &[Receipt], now: i64) -> Markup {
                 }
                 text x="0" y=(h + 16) { (minutes.first().map(|m| &m[11..]).unwrap_or("")) }
                 text x=(w) y=(h + 16) text-anchor="end" { (minutes.last().map(|m| &m[11..]).unwrap_or("")) }
-                text x=(w) y="12" text-anchor="end" { "max " (top) "/min" }
+                text x="4" y="12" { "max " (top) "/min" }
             }
             figcaption { span.key.allow { "allow" } " " span.key.require_approval { "require_approval" } " " span.key.deny { "deny" } }
         }

@@ -169,3 +169,70 @@ impl Signed {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_core::SeededEntropy;
+
+    fn rng() -> SeededEntropy {
+        SeededEntropy::new([7; 32])
+    }
+
+    fn caller(roles: &[&str]) -> Arc<Caller> {
+        Arc::new(Caller { name: "dana".into(), subject: "dana@atlas.example".into(), tenant: "atlas".into(), roles: roles.iter().map(|r| r.to_string()).collect() })
+    }
+
+    #[test]
+    fn a_session_ends_at_its_deadline_and_at_sign_out() {
+        let (s, e) = (Sessions::default(), rng());
+        let (id, opened) = s.open(caller(&["approver"]), 1_000, 500, &e);
+        assert!(id.starts_with("tgs_") && opened.csrf.starts_with("csrf_") && opened.csrf != id);
+        assert!(s.get(&id, 1_499).is_some());
+        assert!(s.get(&id, 1_500).is_none(), "alive at its deadline");
+        assert!(s.get(&id, 1_000).is_none(), "an ended session came back");
+        let (id, _) = s.open(caller(&["approver"]), 1_000, 500, &e);
+        s.close(&id);
+        assert!(s.get(&id, 1_001).is_none());
+    }
+
+    #[test]
+    fn a_sign_in_link_is_spent_once_and_expires() {
+        let (s, e) = (Sessions::default(), rng());
+        let code = s.link(caller(&["approver"]), 0, &e);
+        assert_eq!(s.redeem(&code, 1).map(|c| c.name.clone()).as_deref(), Some("dana"));
+        assert!(s.redeem(&code, 2).is_none(), "a link signed in twice");
+        let late = s.link(caller(&["approver"]), 0, &e);
+        assert!(s.redeem(&late, LINK_TTL_MS).is_none(), "an expired link signed in");
+        assert!(s.redeem("tgl_made_up", 0).is_none());
+    }
+
+    #[test]
+    fn sessions_are_bounded() {
+        let (s, e) = (Sessions::default(), rng());
+        let (first, _) = s.open(caller(&["admin"]), 0, 10, &e);
+        for i in 0..MAX_SESSIONS {
+            s.open(caller(&["admin"]), 0, 20 + i as i64, &e);
+        }
+        assert_eq!(lock(&s.live).len(), MAX_SESSIONS);
+        assert!(s.get(&first, 1).is_none(), "the session nearest its end is the one closed");
+    }
+
+    #[test]
+    fn only_approvers_and_admins_may_sign_in() {
+        assert!(may_sign_in(&caller(&["approver"])) && may_sign_in(&caller(&["admin"])));
+        assert!(!may_sign_in(&caller(&["agent"])) && !may_sign_in(&caller(&[])));
+    }
+
+    #[test]
+    fn cookies_are_read_by_exact_name_and_secrets_compared_whole() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1; toolgate_session_x=no; toolgate_session=tgs_1".parse().unwrap());
+        h.append(header::COOKIE, "other=2".parse().unwrap());
+        assert_eq!(cookie(&h, COOKIE), Some("tgs_1"));
+        assert_eq!(cookie(&h, "other"), Some("2"));
+        assert_eq!(cookie(&h, "missing"), None);
+        assert!(same_secret("csrf_ab", "csrf_ab"));
+        assert!(!same_secret("csrf_ab", "csrf_a") && !same_secret("csrf_ab", "csrf_ac") && !same_secret("", "x"));
+    }
+}

@@ -1,0 +1,245 @@
+//! Level 2–3: the console's rules over HTTP, the way a browser speaks to it
+//! (form posts, cookies), against a real gateway with the Atlas servers.
+//! Sign-in and its refusals, CSRF and cross-site posts, the headers every
+//! page carries, deciding (never one's own call), an unknown write settled
+//! by hand, and the console switched off. The whole flow in a real browser
+//! is `crates/toolgate/tests/console.rs`.
+
+mod common;
+
+use reqwest::StatusCode;
+use reqwest::redirect::Policy;
+use serde_json::json;
+use toolgate_core::approval::ApprovalState;
+use toolgate_core::operation::OperationState;
+
+use common::*;
+
+/// The gateway's address without `/mcp`: where `/console` is.
+fn base(h: &Harness) -> String {
+    h.url.trim_end_matches("/mcp").to_string()
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
+}
+
+/// `name=value` of a `Set-Cookie` header of `r`.
+fn set_cookie(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
+        let first = v.split(';').next()?;
+        let (k, val) = first.split_once('=')?;
+        (k == name).then(|| val.to_string())
+    })
+}
+
+/// The value of the first `<input name="NAME" value="…">` in `html`.
+fn input(html: &str, name: &str) -> String {
+    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} field in:\n{html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+/// The sign-in form's cookie and field.
+async fn form(url: &str) -> String {
+    let r = http().get(format!("{url}/console/signin")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    set_cookie(&r, "toolgate_signin").expect("the form sets its cookie")
+}
+
+async fn post_signin(url: &str, body: String, cookie: Option<String>) -> reqwest::Response {
+    let mut rq = http().post(format!("{url}/console/signin")).header("content-type", "application/x-www-form-urlencoded").body(body);
+    if let Some(c) = cookie {
+        rq = rq.header("cookie", format!("toolgate_signin={c}"));
+    }
+    rq.send().await.unwrap()
+}
+
+/// Signs `token` in: the session cookie.
+async fn sign_in(url: &str, token: &str) -> String {
+    let f = form(url).await;
+    let r = post_signin(url, format!("form={f}&token={token}"), Some(f)).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
+    set_cookie(&r, "toolgate_session").expect("a session cookie")
+}
+
+async fn get(url: &str, session: &str, path: &str) -> (StatusCode, String) {
+    let r = http().get(format!("{url}{path}")).header("cookie", format!("toolgate_session={session}")).send().await.unwrap();
+    (r.status(), r.text().await.unwrap())
+}
+
+async fn post_form(url: &str, session: &str, path: &str, body: &str) -> (StatusCode, String) {
+    let r = http()
+        .post(format!("{url}{path}"))
+        .header("cookie", format!("toolgate_session={session}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.text().await.unwrap())
+}
+
+/// A held order from `token`'s caller: its pending approval's id.
+async fn pending_order(h: &Harness, token: &str) -> String {
+    let data = toolgate_atlas::dataset();
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
+    let arguments = json!({"part_no": part.part_no, "quantity": 2, "ticket_id": ticket.ticket_id});
+    let r = request(&h.url, json!(1), "tools/call", json!({"name": "parts__raise_parts_order", "arguments": arguments})).bearer_auth(token).send().await.unwrap();
+    let body = answer_of(&r.text().await.unwrap());
+    body["result"]["structuredContent"]["approval_id"].as_str().unwrap_or_else(|| panic!("no approval: {body}")).to_string()
+}
+
+async fn state_of(h: &Harness, id: &str) -> ApprovalState {
+    h.gateway.ledger.approval(id).await.unwrap().unwrap().state
+}
+
+#[tokio::test]
+async fn pages_need_a_session_and_carry_a_strict_policy() {
+    let h = start("").await;
+    let r = http().get(format!("{}/console/approvals", base(&h))).send().await.unwrap();
+    assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/console/signin"));
+    let (status, _) = post_form(&base(&h), "tgs_made_up", "/console/approvals/apr_x", "csrf=x&verdict=approve&reason=r").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let r = http().get(format!("{}/console/signin", base(&h))).send().await.unwrap();
+    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/console"), "{cookie}");
+    assert!(!cookie.contains("Secure"), "on loopback the cookie is not Secure: {cookie}");
+    let page = r.text().await.unwrap();
+    assert!(!page.contains("<script>") && !page.contains("style="), "inline script or style: {page}");
+    let js = http().get(format!("{}/console/assets/console.js", base(&h))).send().await.unwrap();
+    assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    // A Host the gateway does not serve gets nothing, console or not.
+    let r = http().get(format!("{}/console/signin", base(&h))).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn only_approvers_and_admins_sign_in_and_only_with_the_forms_own_token() {
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_CONSOLE_TEST_AGENT2", "agent2-token-0123456789abcdef") };
+    let h = start_with("", "[callers.agent2]\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TG_CONSOLE_TEST_AGENT2\"\n", &[]).await;
+    let f = form(&base(&h)).await;
+    // Without the form's cookie (a login forged from elsewhere): refused.
+    let r = post_signin(&base(&h), format!("form={f}&token={DANA_TOKEN}"), None).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(set_cookie(&r, "toolgate_session").is_none());
+    // A wrong token, and an unknown one: refused, no session.
+    let r = post_signin(&base(&h), format!("form={f}&token=nope"), Some(f.clone())).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("not known here"));
+    // A cross-site post is refused even with the right cookie and field.
+    let r = http()
+        .post(format!("{}/console/signin", base(&h)))
+        .header("cookie", format!("toolgate_signin={f}"))
+        .header("sec-fetch-site", "cross-site")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form={f}&token={DANA_TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let session = sign_in(&base(&h), DANA_TOKEN).await;
+    let (status, page) = get(&base(&h), &session, "/console/approvals").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("dana (atlas)"), "{page}");
+    // An agent's token never becomes a session.
+    let f = form(&base(&h)).await;
+    let r = post_signin(&base(&h), format!("form={f}&token=agent2-token-0123456789abcdef"), Some(f)).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(set_cookie(&r, "toolgate_session").is_none());
+    assert!(r.text().await.unwrap().contains("Agents cannot sign in"));
+    // Sign-out needs the CSRF token, then ends the session on the server.
+    let (_, page) = get(&base(&h), &session, "/console").await;
+    let (status, _) = post_form(&base(&h), &session, "/console/signout", "csrf=wrong").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = post_form(&base(&h), &session, "/console/signout", &format!("csrf={}", input(&page, "csrf"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(get(&base(&h), &session, "/console").await.0, StatusCode::SEE_OTHER, "the session still reads after sign-out");
+}
+
+#[tokio::test]
+async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
+    let h = start("").await;
+    // sam is an agent and an approver: its own call is not its to decide.
+    let id = pending_order(&h, SAM_TOKEN).await;
+    let sam = sign_in(&base(&h), SAM_TOKEN).await;
+    let (status, page) = get(&base(&h), &sam, &format!("/console/approvals/{id}")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("This is your own call"), "{page}");
+    let csrf = input(&page, "csrf");
+    let (status, page) = post_form(&base(&h), &sam, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=mine")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Nothing was recorded"), "{page}");
+    assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
+
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let (_, page) = get(&base(&h), &dana, &format!("/console/approvals/{id}")).await;
+    let csrf = input(&page, "csrf");
+    assert!(page.contains(&id) && page.contains("quantity"), "{page}");
+    // Forged (no token, another session's token): refused, nothing recorded.
+    for body in [format!("verdict=approve&reason=forged"), format!("csrf={}&verdict=approve&reason=forged", input(&get(&base(&h), &sam, "/console").await.1, "csrf"))] {
+        let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &body).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    }
+    // No reason: refused, and said why.
+    let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=+")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains("give a reason"), "{page}");
+    assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=deny&reason=not+budgeted")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let a = h.gateway.ledger.approval(&id).await.unwrap().unwrap();
+    assert_eq!((a.state, a.decided_by.as_deref(), a.decision_reason.as_deref()), (ApprovalState::Denied, Some("dana"), Some("not budgeted")));
+    // Decided once: a second decision is a conflict, and the history shows who and why.
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=changed+my+mind")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (_, inbox) = get(&base(&h), &dana, "/console/approvals").await;
+    assert!(inbox.contains("Nothing waits for you") && inbox.contains("not budgeted"), "{inbox}");
+}
+
+#[tokio::test]
+async fn an_unknown_write_is_listed_first_and_resolved_by_hand_with_a_receipt() {
+    let h = start_full("", "", &[], "timeout_ms = 1000").await;
+    std::fs::write(h.sandbox().join("support.fault"), "stall:3000").unwrap();
+    let args = json!({"customer_id": "cust_harbor_02", "subject": "Compressor alarm", "priority": "normal", "client_reference": "ref-console-0001"});
+    let params = json!({"name": "support__create_ticket", "arguments": args, "_meta": {"io.toolgate/operationKey": "key-console"}});
+    let (_, lost) = post(&h.url, "tools/call", params).await;
+    let op = lost["result"]["structuredContent"]["operation_id"].as_str().unwrap_or_else(|| panic!("{lost}")).to_string();
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let (status, page) = get(&base(&h), &dana, "/console/operations").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Unknown: sent, no answer (1)") && page.contains(&op), "{page}");
+    let csrf = input(&page, "csrf");
+    let size = h.gateway.ledger.log_size().await.unwrap();
+    // Without saying whether it took effect, nothing is settled.
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/operations/{op}/resolve"), &format!("csrf={csrf}&reason=seen")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/operations/{op}/resolve"), &format!("csrf={csrf}&applied=yes&reason=seen+in+the+desk")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let settled = h.gateway.ledger.operation(&op).await.unwrap().unwrap();
+    assert_eq!((settled.state, settled.resolved_by.as_deref(), settled.resolution.as_deref()), (OperationState::ReconciledApplied, Some("dana"), Some("seen in the desk")));
+    assert_eq!(h.gateway.ledger.log_size().await.unwrap(), size + 1, "the settlement has its receipt");
+    // Settled, it is not resolved again.
+    let (status, page) = post_form(&base(&h), &dana, &format!("/console/operations/{op}/resolve"), &format!("csrf={csrf}&applied=no&reason=again")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    // The receipt of the settlement verifies in the console.
+    let (status, page) = get(&base(&h), &dana, &format!("/console/receipts/{size}")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Verified: signed by") && !page.contains("FAIL"), "{page}");
+    let (status, _) = get(&base(&h), &dana, &format!("/console/receipts/{}", size + 5)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_console_switched_off_is_not_there() {
+    let h = start_with("", "[console]\nenabled = false\n", &[]).await;
+    let r = http().get(format!("{}/console/signin", base(&h))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // The rest of the gateway is there.
+    assert_eq!(http().get(format!("{}/healthz", base(&h))).send().await.unwrap().status(), StatusCode::OK);
+}
