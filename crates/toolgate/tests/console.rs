@@ -251,6 +251,10 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     assert!(seen.contains("parts/raise_parts_order") && seen.contains("agent") && seen.contains("\"quantity\": 8"), "{seen}");
     assert_eq!(text_of(&c, "[data-pending]").await, "1");
     shot(&c, "approvals").await;
+    // Legible on a phone: the same inbox at a phone's width.
+    c.set_window_size(390, 844).await.unwrap();
+    shot(&c, "approvals-phone").await;
+    c.set_window_size(1280, 1000).await.unwrap();
 
     // Opened: the exact call, and the form. Approve with a reason.
     click_and_wait(&c, "#inbox article.approval a.button").await;
@@ -307,6 +311,9 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     click_and_wait(&c, "form.card button[type=submit]").await;
     assert!(text_of(&c, "main").await.contains("Accepted: shifty__lookup"));
     assert!(std::fs::read_to_string(dir.path().join("toolgate.lock")).unwrap().contains("audit@outside.example"));
+    c.goto(&format!("{base}/console/tools")).await.unwrap();
+    let row = text_of(&c, "table.matrix tr:has(a[href$='shifty__lookup'])").await;
+    assert!(row.contains("pinned") && !row.contains("CHANGED"), "{row}");
 
     // Receipts: the order's receipt verifies in the console.
     c.goto(&format!("{base}/console/receipts?tool=raise_parts_order")).await.unwrap();

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_ledger::LedgerError;
 
-use super::page::{self, Nav, csrf, notice, pretty, span, when};
+use super::page::{self, Nav, csrf, notice, pretty, short, span, when};
 use super::session::{Session, Signed};
 use crate::gateway::{DecideError, Gateway};
 
@@ -75,6 +75,8 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
                     dt { "Caller" } dd { (a.binding.caller) @if !a.subject.is_empty() && a.subject != a.binding.caller { " (" (a.subject) ")" } }
                     dt { "Why" } dd { (a.reason) " " small { "(" (a.rules.join(", ")) ")" } }
                     dt { "Waiting" } dd { (span(now - a.created_ms)) ", holds until " (when(a.expires_ms)) }
+                    dt { "Proposal" } dd { (short(&a.binding.proposal_sha256)) }
+                    dt { "Policy" } dd { (short(&a.binding.policy_version)) }
                 }
                 (pretty(&a.arguments))
                 p { a.button href={ "/console/approvals/" (a.id) } { "Open to decide" } }
@@ -88,21 +90,25 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
 /// until the session ends or the gateway drains.
 pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
     let draining = gw.draining();
-    let stream = futures_util::stream::unfold((gw, signed, String::new()), move |(gw, signed, last)| {
+    // State: what was sent last (`None` before the first event).
+    let stream = futures_util::stream::unfold((gw, signed, None::<String>), move |(gw, signed, last)| {
         let draining = draining.clone();
         async move {
+            let mut first = last.is_none();
             loop {
-                if !last.is_empty() {
+                if !first {
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                         _ = draining.cancelled() => return None,
                     }
                 }
+                first = false;
                 let now = gw.clock.now_ms();
                 gw.console.get(&signed.id, now)?;
+                // The ledger did not answer: try again at the next tick.
                 let Ok(pending) = of_tenant(&gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
                 let fragment = pending_list(&pending, now).into_string();
-                if fragment == last {
+                if last.as_deref() == Some(fragment.as_str()) {
                     continue;
                 }
                 let mut event = format!("event: count\ndata: {}\n\nevent: inbox\n", pending.len());
@@ -112,13 +118,15 @@ pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     event.push('\n');
                 }
                 event.push('\n');
-                return Some((Ok::<_, std::convert::Infallible>(event), (gw, signed, fragment)));
+                return Some((Ok::<_, std::convert::Infallible>(event), (gw, signed, Some(fragment))));
             }
         }
     });
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(stream)).into_response()
 }
 
+/// `?decided=1` after a decision: the page then says what the ledger holds
+/// (never words from the address, which anyone could write).
 #[derive(Deserialize)]
 pub(crate) struct Done {
     decided: Option<String>,
@@ -127,11 +135,18 @@ pub(crate) struct Done {
 /// `GET /console/approvals/{id}`: everything about one approval, and the
 /// decision form while it is pending.
 pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Query(q): Query<Done>) -> Response {
-    let said = q.decided.map(|v| notice(true, &format!("Recorded: {v}.")));
-    one(&gw, &signed.session, &id, StatusCode::OK, said).await
+    one(&gw, &signed.session, &id, StatusCode::OK, q.decided.is_some().then_some(Said::Decided)).await
 }
 
-async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Option<Markup>) -> Response {
+/// What the approval's page says above it.
+enum Said {
+    /// After a decision: the state the ledger holds now.
+    Decided,
+    /// Why nothing was recorded.
+    Refused(String),
+}
+
+async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Option<Said>) -> Response {
     let pending = super::pending_count(gw, s).await;
     let a = match gw.ledger.approval(id).await {
         // Another tenant's approval does not exist for this person.
@@ -141,6 +156,18 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
     };
     let now = gw.clock.now_ms();
     let state = a.state_at(now);
+    let said = said.map(|m| match m {
+        Said::Decided => {
+            let by = a.decided_by.as_deref().unwrap_or("?");
+            notice(true, &match state {
+                ApprovalState::Approved => format!("Recorded: approved by {by}. The call may run now."),
+                ApprovalState::Consumed => format!("Recorded: approved by {by}. The call it covers has run."),
+                ApprovalState::Denied => format!("Recorded: denied by {by}."),
+                other => format!("Recorded; the approval is now {}.", other.as_str()),
+            })
+        }
+        Said::Refused(why) => notice(false, &why),
+    });
     let own = a.binding.caller == s.caller.name || (!a.subject.is_empty() && a.subject == s.caller.subject);
     let body = html! {
         @if let Some(m) = said { (m) }
@@ -201,19 +228,19 @@ pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, signed: Signed, Path(
     let approve = match f.verdict.as_str() {
         "approve" => true,
         "deny" => false,
-        _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(notice(false, "Choose Approve or Deny."))).await,
+        _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(Said::Refused("Choose Approve or Deny.".into()))).await,
     };
     if !s.approver() {
-        return one(&gw, s, &id, StatusCode::FORBIDDEN, Some(notice(false, "Deciding needs the approver role; nothing was recorded."))).await;
+        return one(&gw, s, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await;
     }
     match gw.decide_approval(&s.caller, &id, approve, &f.reason).await {
-        Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided={}", a.id, a.state.as_str())).into_response(),
+        Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided=1", a.id)).into_response(),
         Err(e) => {
             let status = match &e {
                 DecideError::NoReason => StatusCode::BAD_REQUEST,
                 DecideError::Ledger(l) => crate::downstream::admin::store_error_status(l),
             };
-            one(&gw, s, &id, status, Some(notice(false, &format!("Nothing was recorded: {e}")))).await
+            one(&gw, s, &id, status, Some(Said::Refused(format!("Nothing was recorded: {e}")))).await
         }
     }
 }

@@ -17,14 +17,22 @@ use super::page::{self, Nav, csrf, notice, short, when};
 use super::session::{Session, Signed};
 use crate::gateway::Gateway;
 
+/// `?settled=OP` after reconcile or resolve: the page then says the state
+/// the ledger holds for it.
 #[derive(Deserialize)]
 pub(crate) struct Said {
-    done: Option<String>,
+    settled: Option<String>,
 }
 
 /// `GET /console/operations`.
 pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q): Query<Said>) -> Response {
-    let said = q.done.map(|d| notice(true, &d));
+    let said = match q.settled {
+        Some(id) => match gw.ledger.operation(&id).await {
+            Ok(Some(op)) if op.key.tenant == signed.session.caller.tenant => Some(notice(true, &format!("{id} is now {}{}.", op.state.as_str(), op.resolved_by.map(|b| format!(", settled by {b}")).unwrap_or_default()))),
+            _ => None,
+        },
+        None => None,
+    };
     render(&gw, &signed.session, StatusCode::OK, said).await
 }
 
@@ -127,7 +135,7 @@ pub(crate) async fn reconcile(State(gw): State<Arc<Gateway>>, signed: Signed, Pa
         return r;
     }
     match crate::reconcile::reconcile(&gw, &id).await {
-        Ok(done) => Redirect::to(&format!("/console/operations?done={}", urlencode(&format!("{id}: {}", done.operation.state.as_str())))).into_response(),
+        Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }
 }
@@ -144,7 +152,7 @@ pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, signed: Signed, Path
     };
     let by = &signed.session.caller.name;
     match crate::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
-        Ok(op) => Redirect::to(&format!("/console/operations?done={}", urlencode(&format!("{id}: {}", op.state.as_str())))).into_response(),
+        Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }
 }

@@ -90,7 +90,8 @@ pub(crate) struct Accepted {
 
 /// `GET /console/tools/{name}`: one tool's contract; a changed one as a diff.
 pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(name): Path<String>, Query(q): Query<Accepted>) -> Response {
-    let said = q.accepted.map(|sha| notice(true, &format!("Accepted: {name} is pinned at {sha}.")));
+    // What the pin is now, not words from the address.
+    let said = q.accepted.and_then(|_| gw.catalogs.current().tools.get(&name).filter(|t| t.pin == PinStatus::Pinned).map(|t| notice(true, &format!("Accepted: {name} is pinned at {}.", t.definition_sha256))));
     one(&gw, &signed, &name, StatusCode::OK, said).await
 }
 
@@ -150,7 +151,7 @@ pub(crate) async fn accept(State(gw): State<Arc<Gateway>>, signed: Signed, Path(
     match gw.catalogs.accept(&name) {
         Ok(a) => {
             tracing::info!(target: "toolgate::console", tool = %name, by = %signed.session.caller.name, "contract accepted in the console");
-            Redirect::to(&format!("/console/tools/{name}?accepted={}", a.sha256)).into_response()
+            Redirect::to(&format!("/console/tools/{}?accepted={}", super::operations::urlencode(&name), &a.sha256[..12.min(a.sha256.len())])).into_response()
         }
         Err(why) => one(&gw, &signed, &name, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was accepted: {why}")))).await,
     }
