@@ -718,14 +718,17 @@ pub struct ConsoleConfig {
     pub enabled: bool,
     /// How long a console session lives after sign-in, in seconds.
     pub session_ttl_s: u64,
-    /// Mark the session cookie `Secure`. Unset: `Secure` unless the gateway
+    /// Mark the session cookie `Secure`. Unset: `Secure` unless the console
     /// listens on a loopback address (set it to `true` behind a TLS proxy).
     pub secure_cookies: Option<bool>,
+    /// Serve the console on this address of its own instead of beside
+    /// `/mcp` (e.g. an address agents cannot reach).
+    pub listen: Option<SocketAddr>,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        Self { enabled: true, session_ttl_s: 1800, secure_cookies: None }
+        Self { enabled: true, session_ttl_s: 1800, secure_cookies: None, listen: None }
     }
 }
 

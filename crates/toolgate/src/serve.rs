@@ -41,6 +41,7 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let addr = gw.config.gateway.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
+    serve_console(&gw).await?;
     let draining = gw.clone();
     let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
@@ -64,6 +65,28 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The console on `[console] listen`, when it has an address of its own
+/// (else it is served beside `/mcp`); it stops when shutdown begins.
+async fn serve_console(gw: &Arc<Gateway>) -> anyhow::Result<()> {
+    let console = &gw.config.console;
+    let Some(addr) = console.listen.filter(|_| console.enabled) else {
+        if console.enabled {
+            eprintln!("toolgate: console on http://{}/console", gw.config.gateway.listen);
+        }
+        return Ok(());
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ([console] listen)"))?;
+    eprintln!("toolgate: console on http://{}/console", listener.local_addr()?);
+    let router = downstream::http::console_router(gw.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let draining = gw.draining();
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(draining.cancelled_owned()).await {
+            tracing::error!(error = %e, "the console's listener failed");
+        }
+    });
+    Ok(())
 }
 
 /// SIGHUP re-reads the policy files: a grant withdrawn there applies to the

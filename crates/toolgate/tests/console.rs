@@ -88,7 +88,7 @@ fn write_secret(path: &Path, text: &str) {
 
 /// `toolgate serve` on a free port with the Atlas servers (tickets, parts,
 /// manuals) and the shifty upstream; a held call waits a minute.
-async fn gateway(dir: &Path, shifty: &str, cancel: &CancellationToken) -> (Killed, String, PathBuf) {
+async fn gateway(dir: &Path, shifty: &str, cancel: &CancellationToken, extra: &str) -> (Killed, String, PathBuf) {
     let mut servers = String::new();
     for kind in ServerKind::ALL {
         let server = toolgate_atlas::server(kind, Some(&dir.join("atlas"))).unwrap();
@@ -109,7 +109,7 @@ async fn gateway(dir: &Path, shifty: &str, cancel: &CancellationToken) -> (Kille
          [registry.\"shifty__lookup\"]\nclass = \"automatic\"\n{reads}\n\
          [callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\
          [callers.dana]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"dana.token\"\n\n\
-         [approvals]\nhold_ms = 90000\npoll_ms = 100\n"
+         [approvals]\nhold_ms = 90000\npoll_ms = 100\n{extra}"
     );
     write_secret(&dir.join("agent.token"), AGENT_TOKEN);
     write_secret(&dir.join("dana.token"), DANA_TOKEN);
@@ -207,7 +207,7 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     let shifty = Shifty::default();
     *shifty.description.lock().unwrap() = "Looks a record up.".into();
     let shifty_url = serve_shifty(shifty.clone(), &cancel).await;
-    let (_serve, base, config) = gateway(dir.path(), &shifty_url, &cancel).await;
+    let (_serve, base, config) = gateway(dir.path(), &shifty_url, &cancel, "").await;
     let (_driver, c) = browser(&dir.path().join("chromium")).await;
 
     // An agent's token is refused, and no session comes of it.
@@ -366,5 +366,25 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     assert!(old.url().path().ends_with("/console/signin"), "the old session still reads: {}", old.url());
     let _ = config;
     c.close().await.unwrap();
+    cancel.cancel();
+}
+
+/// `[console] listen`: the console on an address of its own, and not beside
+/// `/mcp` (where agents connect).
+#[tokio::test]
+async fn the_console_can_have_a_listener_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let shifty_url = serve_shifty(Shifty::default(), &cancel).await;
+    let port = free_port();
+    let (_serve, base, _) = gateway(dir.path(), &shifty_url, &cancel, &format!("[console]\nlisten = \"127.0.0.1:{port}\"\n")).await;
+    let http = reqwest::Client::new();
+    let beside_mcp = http.get(format!("{base}/console/signin")).send().await.unwrap();
+    assert_eq!(beside_mcp.status(), 404, "the console is still beside /mcp");
+    let own = http.get(format!("http://127.0.0.1:{port}/console/signin")).send().await.unwrap();
+    assert_eq!(own.status(), 200);
+    assert!(own.text().await.unwrap().contains("Sign in with your toolgate bearer token"));
+    let mcp = http.get(format!("http://127.0.0.1:{port}/mcp")).send().await.unwrap();
+    assert_eq!(mcp.status(), 404, "/mcp is served on the console's address");
     cancel.cancel();
 }

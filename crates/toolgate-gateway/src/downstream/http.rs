@@ -24,10 +24,15 @@ use crate::wire::{Era, RpcError, code};
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
     let mut routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
-    if gw.config.console.enabled {
+    if gw.config.console.enabled && gw.config.console.listen.is_none() {
         routes = routes.merge(crate::console::routes());
     }
     routes.with_state(gw)
+}
+
+/// The console alone, for `[console] listen` (an address of its own).
+pub fn console_router(gw: Arc<Gateway>) -> axum::Router {
+    crate::console::routes().with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.
