@@ -33,7 +33,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Resp
         div.tiles {
             a.tile href="/console/approvals" { strong { (pending) } " approvals waiting" }
             a.tile href="/console/operations" { strong { (unknown.as_ref().map_or_else(|_| "?".to_string(), |n| n.to_string())) } " operations unknown" }
-            a.tile href="/console/tools" { strong { (catalog.tools.len()) } " tools listed" }
+            a.tile href="/console/tools" { strong { (catalog.tools.len()) } " tools read live" }
         }
         @match &receipts {
             Err(e) => (notice(false, &format!("The log could not be read ({e:#}).")))
