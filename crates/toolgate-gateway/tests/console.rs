@@ -182,7 +182,7 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
     let csrf = input(&page, "csrf");
     assert!(page.contains(&id) && page.contains("quantity"), "{page}");
     // Forged (no token, another session's token): refused, nothing recorded.
-    for body in [format!("verdict=approve&reason=forged"), format!("csrf={}&verdict=approve&reason=forged", input(&get(&base(&h), &sam, "/console").await.1, "csrf"))] {
+    for body in ["verdict=approve&reason=forged".to_string(), format!("csrf={}&verdict=approve&reason=forged", input(&get(&base(&h), &sam, "/console").await.1, "csrf"))] {
         let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     }
