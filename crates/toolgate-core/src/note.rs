@@ -360,8 +360,10 @@ impl Verifier {
         let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(bad("expected <name>+<key id>+<key>"));
         };
-        if id.len() != 8 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad("the key id is not 8 hex digits"));
+        // Lowercase only, as vkey() writes it: a key text has one form
+        // (found by the note fuzz target: `20D0dc7b` was read as `20d0dc7b`).
+        if id.len() != 8 || !id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(bad("the key id is not 8 lowercase hex digits"));
         }
         let stated = u32::from_str_radix(id, 16).map_err(|_| bad("the key id is not 8 hex digits"))?;
         let material = STANDARD.decode(material).map_err(|_| bad("the key is not standard base64"))?;
@@ -651,6 +653,14 @@ mod tests {
         input.extend_from_slice(raw);
         assert_eq!(&Sha256::digest(&input)[..4], &[0xc7, 0x4f, 0x20, 0xa3]);
         assert_eq!(key_id("PeterNeumann", Algorithm::Ed25519, raw), 0xc74f20a3);
+    }
+
+    #[test]
+    fn a_key_id_in_capitals_is_not_the_key_text() {
+        // PeterNeumann+c74f20a3+…, with the id written C74F20A3: one key text, one form.
+        let upper = PETER_VKEY.replacen("c74f20a3", "C74F20A3", 1);
+        assert_ne!(upper, PETER_VKEY);
+        assert!(matches!(Verifier::from_vkey(&upper), Err(NoteError::MalformedVerifierKey(_))));
     }
 
     #[test]
