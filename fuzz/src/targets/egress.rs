@@ -1,5 +1,6 @@
 //! The egress scanner (`toolgate_core::egress`) over a call's arguments:
-//! every marker points at a string of the arguments, in document order, and
+//! every marker points at a string or a number of the arguments (a card
+//! number sent as a JSON number is still a card), in document order, and
 //! the scan's class is the worst of its markers.
 
 use std::sync::OnceLock;
@@ -17,7 +18,7 @@ pub(crate) fn run(data: &[u8]) {
     let Ok(arguments) = strict_json::parse(data, JsonLimits::default()) else { return };
     let scan = egress::scan(&arguments, custom());
     for m in &scan.markers {
-        assert!(matches!(arguments.pointer(&m.path), Some(Value::String(_))), "marker {} points at {:?}, not a string", m.kind, m.path);
+        assert!(matches!(arguments.pointer(&m.path), Some(Value::String(_) | Value::Number(_))), "marker {} points at {:?}, not a string or a number", m.kind, m.path);
         assert!(m.class <= scan.class, "a marker worse than the scan's class");
     }
     assert_eq!(scan.class, scan.markers.iter().map(|m| m.class).max().unwrap_or(EgressClass::NoMarkersFound));
