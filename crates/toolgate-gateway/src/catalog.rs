@@ -215,6 +215,13 @@ impl Catalogs {
         &self.upstreams
     }
 
+    /// Wakes the reconnection of the (down) server behind an exposed name.
+    pub(crate) fn nudge(&self, exposed: &str) {
+        if let Some(upstream) = self.config.split_exposed(exposed).and_then(|(server, _)| self.upstream(server)) {
+            upstream.nudge();
+        }
+    }
+
     pub(crate) fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
         self.upstreams.iter().find(|u| u.name == server)
     }

@@ -89,7 +89,11 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Conte
     // call's decision, and is observed as one)
     step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
     // 2. resolve
-    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| obs.refused_early(stop, None)));
+    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| {
+        obs.refused_early(stop, None);
+        // Its server is down: the refusal says retry, and the retry should find it back.
+        gw.catalogs.nudge(&call.name);
+    }));
     f.resolved(&tool);
     gw.log.remember_definition(&tool).await;
     obs.resolved(cx, &tool);

@@ -176,6 +176,11 @@ pub fn reference(key: &str) -> String {
 /// headers, and `extra` merged into `params` (requestState, …).
 /// Returns the HTTP status and the JSON-RPC body.
 pub async fn call(client: &reqwest::Client, url: &str, arguments: &Value, key: Option<&str>, extra: Value, token: Option<&str>) -> Result<(u16, Value), reqwest::Error> {
+    call_tool(client, url, CREATE, arguments, key, extra, token).await
+}
+
+/// [`call`] for any tool.
+pub async fn call_tool(client: &reqwest::Client, url: &str, tool: &str, arguments: &Value, key: Option<&str>, extra: Value, token: Option<&str>) -> Result<(u16, Value), reqwest::Error> {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "operations-crash-test", "version": "1"},
@@ -185,7 +190,7 @@ pub async fn call(client: &reqwest::Client, url: &str, arguments: &Value, key: O
     if let Some(k) = key {
         meta["io.toolgate/operationKey"] = json!(k);
     }
-    let mut params = json!({"name": CREATE, "arguments": arguments, "_meta": meta});
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": meta});
     if let Value::Object(more) = extra {
         for (k, v) in more {
             params[k.as_str()] = v;
@@ -198,7 +203,7 @@ pub async fn call(client: &reqwest::Client, url: &str, arguments: &Value, key: O
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", CREATE)
+        .header("Mcp-Name", tool)
         .body(body.to_string());
     if let Some(t) = token {
         req = req.bearer_auth(t);

@@ -356,6 +356,15 @@ impl Upstream {
         self.read().listing.clone()
     }
 
+    /// A caller wanted this upstream while it was down: try to reconnect
+    /// now rather than at the end of a backoff that grew while it was away
+    /// (the supervisor still waits BACKOFF_START between attempts).
+    pub(crate) fn nudge(&self) {
+        if self.read().session.is_none() {
+            self.wake.notify_one();
+        }
+    }
+
     /// Why the upstream is down, if it is.
     pub fn down_reason(&self) -> Option<String> {
         self.read().down.clone()
@@ -475,7 +484,10 @@ impl Upstream {
             let state = self.read();
             (state.session.clone(), state.down.clone())
         };
-        let session = session.ok_or_else(|| UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())))?;
+        let Some(session) = session else {
+            self.nudge();
+            return Err(UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())));
+        };
         match tokio::time::timeout(timeout, session.request_with_headers(method, params, headers)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
@@ -594,6 +606,7 @@ impl Upstream {
     async fn supervise(self: &Arc<Self>) {
         let mut backoff = BACKOFF_START;
         loop {
+            let attempt = tokio::time::Instant::now();
             let (events_tx, mut events) = broadcast::channel(32);
             match self.connect(events_tx).await {
                 Err(e) => self.set_down(e.to_string()),
@@ -604,9 +617,13 @@ impl Upstream {
                     self.serve_session(&session, &mut events).await;
                 }
             }
+            // A call that finds the upstream down wakes the next attempt (an
+            // upstream back after a restart serves again within a moment, not
+            // after a backoff grown while it was away), but never sooner than
+            // BACKOFF_START after the last one: callers cannot hammer it.
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                _ = self.wake.notified() => {}
+                _ = self.wake.notified() => tokio::time::sleep_until(attempt + BACKOFF_START).await,
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
@@ -635,7 +652,8 @@ impl Upstream {
                     if self.read().session.is_none() {
                         return; // a call found it broken
                     }
-                    true
+                    // A wake left from while it was down: nothing to do.
+                    false
                 }
             };
             if !relist {

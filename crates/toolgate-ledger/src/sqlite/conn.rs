@@ -23,6 +23,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
+    // SQLite opens a file it may not write read-only, without a word, and
+    // the first write fails; a ledger nobody can write is refused here, at
+    // start, with what to do, rather than every call failing later.
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+            Some("it is read-only (the file, its folder or its filesystem); the ledger must be writable: fix its permissions or mount, then start again".into()),
+        ));
+    }
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
