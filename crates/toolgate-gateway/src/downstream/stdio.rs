@@ -55,7 +55,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     while let Some(line) = lines.next_line().await? {
         let line = match line {
             Line::Text(l) => l,
-            Line::TooLong => {
+            Line::TooLong(_) => {
                 let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, format!("message exceeds {} bytes", gw.limits.max_bytes))));
                 continue;
             }

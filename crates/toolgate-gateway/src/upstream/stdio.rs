@@ -14,12 +14,13 @@ use serde_json::json;
 use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
 
 use super::UpstreamError;
-use crate::lines::{BoundedLines, Line};
+use crate::lines::{BoundedLines, Line, id_in_head};
 use crate::wire::{self, Id, Message};
 
 /// A line longer than this is a misbehaving server, not a message.
 
-type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Message>>>>;
+/// Calls waiting for their answer: the message, or why it cannot be read.
+type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Result<Message, UpstreamError>>>>>;
 
 pub(crate) struct StdioChannel {
     /// Lines for the writer task, which owns the child's stdin.
@@ -75,6 +76,16 @@ impl StdioChannel {
             while let Ok(Some(line)) = lines.next_line().await {
                 let line = match line {
                     Line::Text(line) => line,
+                    Line::TooLong(head) => {
+                        // The call it answers (if its head names one) fails now, as
+                        // over HTTP, rather than wait out its deadline.
+                        tracing::warn!(server = %name, max = max_line, "a line from the upstream exceeds max_upstream_message_bytes; skipped");
+                        let waiting = id_in_head(&head).and_then(|id| routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&Id::Number(id)));
+                        if let Some(tx) = waiting {
+                            let _ = tx.send(Err(UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max_line})"))));
+                        }
+                        continue;
+                    }
                     bad => {
                         tracing::warn!(server = %name, line = ?bad, "unreadable line from upstream; skipped");
                         continue;
@@ -121,7 +132,7 @@ impl StdioChannel {
         let _forget = Forget { pending: &self.pending, id: id.clone(), outbox: &self.outbox };
         self.send_line(&wire::request(&id, method, params)).await?;
         // A dropped sender means the reader ended: the process is gone.
-        rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))
+        rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))?
     }
 
     pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
@@ -190,7 +201,7 @@ fn route(
     if message.is_response() {
         let Some(id) = message.id.clone() else { return };
         if let Some(tx) = pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
-            let _ = tx.send(message);
+            let _ = tx.send(Ok(message));
         }
         return;
     }
