@@ -347,3 +347,39 @@ async fn a_burst_from_one_caller_opens_no_more_approvals_than_allowed() {
     let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
     assert_eq!(listed["approvals"].as_array().unwrap().len(), 3, "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_held_up_to_max_held_and_the_next_is_answered_at_once() {
+    let h = start_with("", "[approvals]\nhold_ms = 20000\nmax_held = 2\n", &[]).await;
+    // Up to the limit: two calls wait for their approvers.
+    let held: Vec<_> = (1..=2)
+        .map(|n| {
+            let url = h.url.clone();
+            tokio::spawn(async move { call(&url, ORDER, order(n, &format!("held {n}"))).await })
+        })
+        .collect();
+    // Both seated (their approvals opened) before the third comes.
+    for _ in 0..200 {
+        let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+        if listed["approvals"].as_array().map_or(0, Vec::len) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // One over: not held, answered at once with its approval to come back with.
+    let started = std::time::Instant::now();
+    let third = call(&h.url, ORDER, order(3, "held 3")).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the third call was held {:?}", started.elapsed());
+    let r = &third["result"]["structuredContent"];
+    assert_eq!(r["reason"].as_str(), Some("approval_pending"), "{third}");
+    assert!(r["approval_id"].is_string(), "{third}");
+    // The two held still get their answers when decided.
+    for note in ["held 1", "held 2"] {
+        decide_when_pending(&h.url, note, "deny").await;
+    }
+    for c in held {
+        let body = c.await.unwrap();
+        assert_eq!(body["result"]["structuredContent"]["reason"].as_str(), Some("approval_denied"), "{body}");
+    }
+}

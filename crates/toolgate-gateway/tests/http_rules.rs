@@ -182,3 +182,20 @@ async fn the_body_and_its_nesting_pass_at_their_limits_and_are_refused_just_over
     assert_eq!((status, reply["error"]["code"].as_i64()), (400, Some(-32600)), "{reply}");
     assert!(reply["error"]["message"].as_str().unwrap().contains("nesting deeper than 8 levels"), "{reply}");
 }
+
+#[tokio::test]
+async fn arguments_pass_at_max_argument_bytes_and_are_refused_just_over() {
+    let h = start("max_argument_bytes = 200").await;
+    let sized = |n: usize| {
+        let bare = json!({"query": ""});
+        json!({"query": "v".repeat(n - serde_json::to_string(&bare).unwrap().len())})
+    };
+    assert_eq!(serde_json::to_string(&sized(200)).unwrap().len(), 200);
+    let reason = |body: &Value| body["result"]["structuredContent"]["reason"].as_str().unwrap_or_default().to_string();
+    let at = call(&h.url, "manuals__search_manual", sized(200)).await;
+    assert_ne!(reason(&at), "arguments_too_large", "{at}");
+    let over = call(&h.url, "manuals__search_manual", sized(201)).await;
+    assert_eq!(reason(&over), "arguments_too_large", "{over}");
+    let message = over["result"]["structuredContent"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("201 bytes") && message.contains("limit is 200"), "{over}");
+}
