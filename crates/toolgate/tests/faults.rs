@@ -712,17 +712,34 @@ fn fill(at: &Path) -> PathBuf {
     filler
 }
 
+/// A support desk, and a gateway config whose state dir is a tmpfs of its own.
+struct OnTmpfs {
+    _keep: Option<tempfile::TempDir>,
+    support_state: PathBuf,
+    logs: PathBuf,
+    support: Proc,
+    state: PathBuf,
+    /// Unmounted after the gateway (declared after this) is gone.
+    _mount: Mount,
+    config: PathBuf,
+}
+
+async fn on_tmpfs(name: &str, size: &str) -> OnTmpfs {
+    let (_keep, dir, support_state, logs) = folders(name);
+    let support = start_support(&support_state, &logs.join("support.log")).await;
+    let state = dir.join("state");
+    mount_tmpfs(&state, size);
+    let _mount = Mount(state.clone());
+    let config = dir.join("toolgate.toml");
+    std::fs::write(&config, gateway_config(&support.url, None, "automatic")).unwrap();
+    OnTmpfs { _keep, support_state, logs, support, state, _mount, config }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the fault run: scripts/faults"]
 async fn disk_full_under_sqlite() {
     let mut rng = Rng::new(seed());
-    let (_keep, dir, support_state, logs) = folders("fault-disk");
-    let support = start_support(&support_state, &logs.join("support.log")).await;
-    let state = dir.join("state");
-    mount_tmpfs(&state, "32m");
-    let _mount = Mount(state.clone());
-    let config = dir.join("toolgate.toml");
-    std::fs::write(&config, gateway_config(&support.url, None, "automatic")).unwrap();
+    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } = on_tmpfs("fault-disk", "32m").await;
     let gateway = start_gateway(&config, &logs.join("gateway.log")).await;
     let run = Run::new("disk", vec![gateway.url.clone()]);
     let writing = tokio::spawn(writers(run.clone()));
@@ -766,13 +783,7 @@ async fn disk_full_under_sqlite() {
 #[ignore = "the fault run: scripts/faults"]
 async fn read_only_ledger() {
     let mut rng = Rng::new(seed());
-    let (_keep, dir, support_state, logs) = folders("fault-readonly");
-    let support = start_support(&support_state, &logs.join("support.log")).await;
-    let state = dir.join("state");
-    mount_tmpfs(&state, "64m");
-    let _mount = Mount(state.clone());
-    let config = dir.join("toolgate.toml");
-    std::fs::write(&config, gateway_config(&support.url, None, "automatic")).unwrap();
+    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } = on_tmpfs("fault-readonly", "64m").await;
     let mut gateway = start_gateway(&config, &logs.join("gateway-01.log")).await;
     let run = Run::new("readonly", vec![gateway.url.clone()]);
     let writing = tokio::spawn(writers(run.clone()));
