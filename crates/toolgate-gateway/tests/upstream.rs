@@ -352,3 +352,38 @@ async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     assert!(call(&small).await.is_ok());
     cancel.cancel();
 }
+
+/// An upstream that answers with a redirect is not followed: the call and
+/// its configured credential would go somewhere the config never named.
+/// The upstream is down, and the reason says what to change.
+#[tokio::test]
+async fn an_upstream_redirect_is_not_followed_and_the_reason_says_so() {
+    let cancel = CancellationToken::new();
+    // Where the redirect points: counts every request that reaches it.
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = reached.clone();
+    let target = axum::Router::new().fallback(move || {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async { "{}" }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target_url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, target).await });
+    let redirect = axum::Router::new().fallback(move || {
+        let to = target_url.clone();
+        async move { (axum::http::StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, to)]) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirect).await });
+    // SAFETY: this test alone sets this variable.
+    unsafe { std::env::set_var("TG_TEST_REDIRECTED_KEY", "redirected-key-0123456789") };
+    let config = UpstreamConfig { url: Some(url), headers_env: [("x-api-key".into(), "TG_TEST_REDIRECTED_KEY".into())].into(), ..Default::default() };
+    let upstream = Upstream::new("moved", &config, Duration::from_secs(5), Duration::from_secs(60), "test");
+    upstream.start(cancel.clone());
+    assert!(!upstream.ready(Duration::from_secs(2)).await);
+    let why = upstream.down_reason().unwrap();
+    assert!(why.contains("307") && why.contains("does not follow") && why.contains("url"), "{why}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::Relaxed), 0, "the redirect was followed");
+    cancel.cancel();
+}

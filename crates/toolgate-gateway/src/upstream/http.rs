@@ -47,6 +47,10 @@ impl HttpChannel {
         }
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
+            // A redirect is not followed: it would re-send the call, and the
+            // configured headers (credentials among them), to another place.
+            // It also saves the redirect policy's work on every call.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
@@ -87,6 +91,7 @@ impl HttpChannel {
         match serde_json::from_slice::<Message>(&body) {
             Ok(message) if message.is_response() && message.id.as_ref() == Some(&id) => Ok(message),
             _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
+            _ if status.is_redirection() => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}, a redirect, which toolgate does not follow: set the server's url to where it points"))),
             _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
             // The server received the request and failed: it may have acted.
             _ if status.is_server_error() => Err(UpstreamError::Lost(format!("{method}: HTTP {status}"))),
