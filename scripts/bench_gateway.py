@@ -22,11 +22,13 @@ Knobs (environment): BENCH_SLICE_S (saturation slice, default 4),
 BENCH_RATE_SLICE_S (fixed-rate slice, default 10), BENCH_ROUNDS (default 3
 saturation rounds; the fixed rate runs 2x as many), BENCH_RATE (1000),
 TOOLGATE_BENCH_BEFORE (a second toolgate binary, run as the leg "before"),
-BENCH_VERBOSE=1 (one line per slice, to see where a tail came from).
+BENCH_VERBOSE=1 (one line per slice, to see where a tail came from), BENCH_KEEP=1
+(keep the run's directory: the ledgers and each process's log).
 """
 
 import json
 import resource
+import shutil
 import os
 import re
 import sqlite3
@@ -324,6 +326,11 @@ def main():
     finally:
         for s in servers:
             s.stop()
+        # The ledgers hold hundreds of MB after a run; BENCH_KEEP=1 keeps them (and the logs).
+        if os.environ.get("BENCH_KEEP"):
+            print(f"   kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

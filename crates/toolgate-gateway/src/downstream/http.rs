@@ -90,7 +90,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: Peer) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (done_tx, mut done) = tokio::sync::oneshot::channel::<Reply>();
-    let failed = failed(msg.id.as_ref());
+    // Kept to answer with if the call's task dies; the answer itself is
+    // written only then (writing it for every call showed in profiles).
+    let id = msg.id.clone();
     tokio::spawn(async move {
         let _ = done_tx.send(handle(&gw, msg, era, caller, &peer, Some(tx)).await);
     });
@@ -98,10 +100,10 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
     let first = tokio::select! {
         biased;
         Some(message) = rx.recv() => event(&message),
-        reply = &mut done => return plain_reply(reply.unwrap_or(failed)),
+        reply = &mut done => return plain_reply(reply.unwrap_or_else(|_| failed(id.as_ref()))),
         _ = tokio::time::sleep(SSE_AFTER) => ": the call is still running\n\n".to_string(),
     };
-    let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done), failed: Some(failed) };
+    let state = Streaming { first: Some(first), rx: Some(rx), done: Some(done), id: Some(id) };
     let events = futures_util::stream::unfold(state, |mut s| async move {
         if let Some(f) = s.first.take() {
             return Some((f, s));
@@ -124,7 +126,7 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
             // The call's task died: the client still gets an answer to its id.
             Err(Err(_)) => {
                 s.done = None;
-                match s.failed.take() {
+                match s.id.take().map(|id| failed(id.as_ref())) {
                     Some(Reply::Json(body)) => Some((event(&body), s)),
                     _ => None,
                 }
@@ -139,7 +141,8 @@ struct Streaming {
     first: Option<String>,
     rx: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
     done: Option<tokio::sync::oneshot::Receiver<Reply>>,
-    failed: Option<Reply>,
+    /// The request's id, until the answer for a dead task is sent.
+    id: Option<Option<crate::wire::Id>>,
 }
 
 /// The answer to request `id` when the task running it died.

@@ -1,6 +1,8 @@
-//! What the benches share: the Atlas tickets server as the upstream, and
-//! percentiles of sorted samples.
+//! What the benches share: the Atlas tickets server as the upstream, the
+//! bare relay, and percentiles of sorted samples.
 #![allow(dead_code)]
+
+pub mod relay;
 
 use std::path::Path;
 use std::time::Duration;
