@@ -80,6 +80,13 @@ impl Run {
         format!("{}-{i:04}", self.name)
     }
 
+    /// Sends key `i`'s keyed write to `url` and records its answer.
+    async fn send(&self, client: &reqwest::Client, url: &str, i: usize, phase: &str) -> Option<Answer> {
+        let key = self.key(i);
+        let sent = call(client, url, &ticket_args(&key), Some(&key), json!({}), None).await;
+        self.record(i, sent, phase)
+    }
+
     fn tally(&self, what: String) {
         *self.answers.lock().unwrap().entry(what).or_default() += 1;
     }
@@ -193,20 +200,10 @@ async fn writers(run: Arc<Run>) {
                     if i >= KEYS {
                         return;
                     }
-                    let key = run.key(i);
                     if let Some(url) = run.url(i) {
                         run.in_flight.fetch_add(1, SeqCst);
-                        let sent = call(
-                            &client,
-                            &url,
-                            &ticket_args(&key),
-                            Some(&key),
-                            json!({}),
-                            None,
-                        )
-                        .await;
+                        run.send(&client, &url, i, "fault").await;
                         run.in_flight.fetch_sub(1, SeqCst);
-                        run.record(i, sent, "fault");
                     } else {
                         run.tally("fault: no gateway serving".into());
                     }
@@ -251,16 +248,7 @@ async fn settle_all(run: &Arc<Run>, configs: &[PathBuf]) -> (usize, usize) {
                             "{key}: no ticket after 90 s of retries"
                         );
                         let url = run.url(i).expect("a gateway serves after the faults");
-                        let sent = call(
-                            &client,
-                            &url,
-                            &ticket_args(&key),
-                            Some(&key),
-                            json!({}),
-                            None,
-                        )
-                        .await;
-                        match run.record(i, sent, "settle") {
+                        match run.send(&client, &url, i, "settle").await {
                             Some(Answer::Ticket { .. }) => break,
                             Some(Answer::Refused {
                                 reason,
