@@ -2,7 +2,8 @@
 //! (`CallRequest`), split by admit into the call's `Context` and the `Call`;
 //! how a stage ends it early (`Stop`); what the caller gets (`Answer`); and
 //! the conclusions that later stages read — approve's `Gate` and reserve's
-//! `Held`. Stages import these, never each other.
+//! `Held` — and what each of those two stages tells the pipeline in one value
+//! (`Approved`, `Reserved`). Stages import these, never each other.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,9 +12,13 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use toolgate_core::approval::Binding;
+use toolgate_core::approval::ApprovalState;
 use toolgate_core::operation::Operation;
+use toolgate_core::receipt::OperationRef;
+use toolgate_core::Decision;
 use toolgate_core::{Caller, Refusal};
 
+use crate::commit::Committed;
 use crate::upstream::ProgressRelay;
 use crate::wire::{Era, Id, RawObject, RpcError};
 
@@ -217,4 +222,44 @@ impl Held {
             Held::Mine(op) | Held::Replay { op, .. } => Some(op),
         }
     }
+}
+
+/// All the approve stage concluded, matched once by the pipeline.
+pub struct Approved {
+    /// What the rest of the call runs under, or how it ends.
+    pub gate: Result<Gate, Stop>,
+    /// The approval the call runs under, or the one it opened or waited on.
+    pub approval_id: Option<String>,
+    /// The wait's receipt, committed with the approval this call opened,
+    /// while it is still the receipt of this call's answer.
+    pub committed: Option<Committed>,
+    /// Decided again, as the approval stood once it was approved during the
+    /// hold (the state policy saw, and the decision).
+    pub redecided: Option<(Option<ApprovalState>, Decision)>,
+    /// The answer is a question for the person at the client.
+    pub input_required: bool,
+}
+
+/// All the reserve stage concluded — with the dispatch it guards — matched
+/// once by the pipeline.
+pub struct Reserved {
+    /// The upstream's answer, or how the call ends.
+    pub result: Result<Dispatched, Stop>,
+    /// The last of the write's receipts committed with its operation.
+    pub committed: Option<Committed>,
+    /// The operation's key and state as last recorded.
+    pub operation_ref: Option<OperationRef>,
+    /// The operation this call ran or replayed: (id, replayed).
+    pub operation: Option<(String, bool)>,
+    /// The call went upstream (its outcome deserves a receipt).
+    pub dispatched: bool,
+}
+
+/// What a dispatch (or a replay standing in for one) brought back.
+pub enum Dispatched {
+    /// The tool's own result: checked against its outputSchema.
+    Result(Box<RawValue>),
+    /// A reconciler's finding, which is not the tool's result: answered as
+    /// recorded, unchecked.
+    Finding(RawObject),
 }

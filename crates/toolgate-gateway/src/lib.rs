@@ -28,6 +28,7 @@ pub mod notify;
 pub mod keys;
 pub mod log;
 pub mod call;
+pub(crate) mod commit;
 pub(crate) mod observe;
 pub mod pipeline;
 pub mod reconcile;

@@ -15,46 +15,43 @@
 //!    before, as a value (`situate`). A preview
 //!    (`_meta["io.toolgate/preview"]`) ends here with the decision.
 //! 5. **approve** — a call that needs a named human waits for one, held
-//!    open for a bounded time while it is pending (`hold`) → `Gate`.
+//!    open for a bounded time while it is pending, and is decided again
+//!    once approved → `Approved` (its `Gate`).
 //! 6. **reserve** — a slot, for a tool limited in calls at once; then a
-//!    write becomes an operation, once per key → `Held`.
-//! 7. **dispatch** — the upstream, under its deadline; what its answer
-//!    brings into the run (a leg of the trifecta) is noted before the
-//!    caller hears it.
+//!    write becomes an operation, once per key, around …
+//! 7. **dispatch** — the upstream, under its deadline → `Reserved`. What
+//!    its answer brings into the run (a leg of the trifecta) is noted
+//!    before the caller hears it.
 //! 8. **check** — the result against the outputSchema.
 //! 9. **record** — the receipts not yet committed, and the log line.
 //!
 //! Each stage is a function in `stages/` that takes only what it needs and
 //! returns its conclusion as a value (`call.rs`), or stops the call with a
-//! refusal, an `input_required` answer or a JSON-RPC error. Only this file
-//! gathers what the stages concluded (`Findings`). The receipts that commit
-//! with the ledger's state (a write's two, a new approval's) are drafted
-//! here and handed to the ledger call that commits them, so those commit
-//! points are visible here; record appends the rest. The telemetry
-//! `Observer` is told what happened.
-
-use std::time::Duration;
+//! refusal, an `input_required` answer or a JSON-RPC error; approve and
+//! reserve, which do several things in turn, return one value each, matched
+//! here once. Only this file gathers what the stages concluded
+//! (`Findings`). The receipts that commit with the ledger's state (a new
+//! approval's, a write's two) are drafted by record and handed to those
+//! stages (`commit::Receipts`), which return a `Committed` proof; record
+//! appends the rest. The telemetry `Observer` is told what happened.
 
 use serde_json::value::RawValue;
-use toolgate_core::approval::{Approval, ApprovalState};
-use toolgate_core::Proposal;
-use toolgate_core::operation::Operation;
+use toolgate_core::approval::ApprovalState;
 use toolgate_core::policy::PolicyEngine;
-use toolgate_ledger::NewApproval;
+use toolgate_core::{Decision, Proposal};
 use tracing::Instrument as _;
 
 pub use crate::call::{Answer, Call, CallRequest, Stop};
-use crate::call::{Context, Gate, Held};
+use crate::call::{Context, Dispatched};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
-use crate::stages::approve::{Approvals, Gated};
-use crate::stages::record::{self, Findings, Recorder};
-use crate::stages::reserve::{Claimed, Operations};
-use crate::stages::decide::Situation;
-use crate::stages::hold::Hold;
-use crate::stages::{admit, approve, check, decide, dispatch, hold, preview, reserve, resolve, validate};
 use crate::runs::Runs;
+use crate::stages::approve::{Approvals, Around, Hold};
+use crate::stages::decide::Situation;
+use crate::stages::record::{self, Findings, Recorder};
+use crate::stages::reserve::Operations;
+use crate::stages::{admit, approve, check, decide, dispatch, preview, reserve, resolve, validate};
 use toolgate_ledger::RunKey;
 
 /// `_meta` key asking for a preview: the decision, nothing acted on.
@@ -66,122 +63,86 @@ pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
     let (cx, call) = admit::context(request, gw.clock.as_ref());
     // One policy for the whole call, even if it is reloaded meanwhile.
     let policy = gw.policy();
-    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
-    let mut findings = Findings::new(&cx, &call);
-    let answer = run(gw, &policy, &rec, &cx, &call, &mut findings).await;
-    // 9. record: for every answer, the receipts not yet committed and the log line.
-    record::record(&rec, &findings, answer, cx.started.elapsed()).await
+    run(gw, &policy, &cx, &call).await
 }
 
-/// The step's value, or the call ends with the stage's `Stop` as its answer.
+/// The step's value, or the call ends (the labelled block is left) with
+/// the stage's `Stop` as its answer.
 macro_rules! step {
-    ($step:expr) => {
+    ($call:lifetime, $step:expr) => {
         match $step {
             Ok(value) => value,
-            Err(stop) => return Answer::from(stop),
+            Err(stop) => break $call Answer::from(stop),
         }
     };
 }
 
-async fn run(gw: &Gateway, policy: &PolicyEngine, rec: &Recorder<'_>, cx: &Context, call: &Call, f: &mut Findings) -> Answer {
+async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> Answer {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
-    // 1. admit: the call's own limits (a refusal before decide is the
-    // call's decision, and is observed as one)
-    step!(obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
-    // 2. resolve
-    let tool = step!(obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| {
-        obs.refused_early(stop, None);
-        // Its server is down: the refusal says retry, and the retry should find it back.
-        gw.catalogs.nudge(&call.name);
-    }));
-    f.resolved(&tool);
-    gw.log.remember_definition(&tool).await;
-    obs.resolved(cx, &tool);
-    // 3. validate
-    let proposal = step!(obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
-    f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
-    obs.validated(&proposal);
-    // 4. decide, on the state of the approval the call presents (if any),
-    // what its run has taken in, and the budgets it would spend
-    let approvals = approvals(gw, policy);
-    let span = obs.stage("decide");
-    let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
-    let run = Runs::key(cx, call);
-    let situation = step!(situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
-    let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state, &situation));
-    obs.decided(&tool, &decision, policy.version());
-    f.decided(standing.state, &decision, policy.version());
-    if call.preview {
-        // A preview ends here: the decision, and nothing acted on.
-        return Answer::Result(preview::answer(cx, &tool, &proposal, &decision, policy.version()));
-    }
-    // 5. approve: deny refuses; require_approval waits for a named human
-    let span = obs.stage("approve");
-    let gate = match step!(approve::approve(&approvals, cx, call, &tool, &proposal, &decision, standing).instrument(span.clone()).await) {
-        Gated::Run(gate) => gate,
-        // ... and is held, visibly and for a bounded time, for the decision
-        Gated::Wait(pending) => step!(held(gw, policy, &approvals, &obs, cx, call, (&tool, &proposal, &situation), pending, f).await),
-        Gated::Open(new) => {
-            let pending = step!(open(rec, &approvals, &tool, &proposal, new, f).instrument(span).await);
-            gw.notifier.opened(&pending, &tool.exposed_name);
-            step!(held(gw, policy, &approvals, &obs, cx, call, (&tool, &proposal, &situation), pending, f).await)
+    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+    let mut f = Findings::new(cx, call);
+    let answer = 'call: {
+        // 1. admit: the call's own limits (a refusal before decide is the
+        // call's decision, and is observed as one)
+        step!('call, obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
+        // 2. resolve; a server that is down is nudged, so the retry the refusal asks for finds it back
+        let tool = step!('call, obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| {
+            obs.refused_early(stop, None);
+            gw.catalogs.nudge(&call.name);
+        }));
+        (f.resolved(&tool), gw.log.remember_definition(&tool).await, obs.resolved(cx, &tool));
+        // 3. validate
+        let proposal = step!('call, obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
+        f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
+        obs.validated(&proposal);
+        // 4. decide, on the state of the approval the call presents (if any),
+        // what its run has taken in, and the budgets it would spend
+        let approvals = approvals(gw, policy);
+        let span = obs.stage("decide");
+        let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
+        let run = Runs::key(cx, call);
+        let situation = step!('call, situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
+        let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state, &situation));
+        obs.decided(&tool, &decision, policy.version());
+        f.decided(standing.state, &decision, policy.version());
+        if call.preview {
+            // A preview ends here: the decision, and nothing acted on.
+            break 'call Answer::Result(preview::answer(cx, &tool, &proposal, &decision, policy.version()));
         }
+        // 5. approve: deny refuses; require_approval waits for a named human
+        let redecide = |state| redecide(gw, policy, &obs, cx, (&tool, &proposal, &situation), state);
+        let around = Around { obs: &obs, redecide: &redecide, receipts: &record::drafts(&rec, &f) };
+        let approved = approve::approve(&approvals, &around, cx, call, &tool, &proposal, &decision, standing).await;
+        f.approved(&approved, policy.version());
+        let gate = step!('call, approved.gate);
+        gate.approval_id().inspect(|id| obs.approval(id));
+        // 6. reserve: a tool limited in calls at once takes a slot until its
+        // dispatch ends, or the call is refused to retry (before anything is
+        // reserved or used up); a write runs once per operation key, around …
+        let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
+        // 7. … dispatch: the upstream, under its deadline
+        let upstream = gw.catalogs.upstream(&tool.server).map(|u| u.as_ref());
+        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch"));
+        let reserved = reserve::reserve(&operations(gw, &tool.server), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
+        f.reserved(&reserved);
+        reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
+        let raw: Box<RawValue> = match step!('call, reserved.result) {
+            Dispatched::Result(raw) => raw,
+            Dispatched::Finding(recorded) => break 'call Answer::Result(recorded),
+        };
+        // What the answer brings into the run (a leg of the trifecta) is
+        // noted before the caller, and so the agent, sees it.
+        step!('call, gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
+        // 8. check: the result against outputSchema; an approved call's own
+        // input round stays bound to its approval
+        let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256));
+        (f.tool_error, f.output_violations, f.input_required) = (found.tool_error, found.output_violations, f.input_required | found.input_required);
+        let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
+        obs.answered(&answer);
+        answer
     };
-    f.approval_id = gate.approval_id().map(str::to_string);
-    gate.approval_id().inspect(|id| obs.approval(id));
-    // 6. reserve: a tool limited in calls at once takes a slot until its
-    // dispatch ends, or the call is refused to retry (before anything is
-    // reserved or used up) ...
-    let _slot = step!(gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
-    // ... and a write runs once per operation key; a reused key gets
-    // the recorded outcome, a conflict, or "in progress" / "unknown"
-    let operations = operations(gw, &tool.server);
-    let span = obs.stage("reserve");
-    let held = match step!(reserve::claim(&operations, cx, call, &tool, &proposal, &gate).instrument(span.clone()).await) {
-        Claimed::Read => Held::Read,
-        Claimed::Recorded(held) => {
-            f.operation_ref = held.operation().map(reserve::reference);
-            held
-        }
-        Claimed::New(new) => {
-            // The decision to run commits with the reservation.
-            f.operation_ref = Some(reserve::reserved(&new));
-            let receipt = record::decided(rec, f, record::approval_ref(rec.ledger, gate.approval_id()).await);
-            let begun = reserve::begin(&operations, &tool, &proposal, new, receipt).instrument(span).await;
-            if begun.committed {
-                rec.committed(f, 1);
-            }
-            f.operation_ref = begun.found.or(f.operation_ref.take());
-            step!(begun.held)
-        }
-    };
-    f.operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
-    held.operation().inspect(|op| obs.operation(&op.id));
-    // 7. dispatch: the upstream, under its deadline; a write's end is
-    // recorded, with its receipt, before the caller hears it
-    f.dispatched = matches!(held, Held::Read | Held::Mine(_));
-    let upstream = gw.catalogs.upstream(&tool.server).map(|u| u.as_ref());
-    let raw = match held {
-        Held::Read => step!(dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch")).await),
-        Held::Mine(op) => {
-            let outcome = dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch")).await;
-            step!(finish(rec, &operations, &tool, &proposal, op, outcome, f).await)
-        }
-        Held::Replay { op, raw, checked: true } => reserve::annotate(raw, &op, true),
-        // A reconciler's finding is not the tool's result: not checked against its outputSchema.
-        Held::Replay { op, raw, checked: false } => return Answer::Result(reserve::annotated(&raw, &op, true)),
-    };
-    // What the answer brings into the run (a leg of the trifecta) is noted
-    // before the caller, and so the agent, sees it.
-    step!(gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
-    // 8. check: the result against outputSchema; an approved call's own
-    // input round stays bound to its approval
-    let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256));
-    (f.tool_error, f.output_violations) = (found.tool_error, found.output_violations);
-    f.input_required |= found.input_required;
-    let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
-    obs.answered(&answer);
-    answer
+    // 9. record: for every answer, the receipts not yet committed and the log line.
+    record::record(&rec, &f, answer, cx.started.elapsed()).await
 }
 
 /// decide's inputs beyond the call itself: what its run has taken in (for
@@ -195,86 +156,19 @@ async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, ru
     Ok(situation)
 }
 
-/// approve, when the call must wait: opens the approval, with the receipt
-/// of the decision to wait in the same transaction.
-async fn open(rec: &Recorder<'_>, a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, f: &mut Findings) -> Result<Approval, Stop> {
-    // The caller's turn, held until the approval is opened.
-    let _turn = a.openings.turn(&new.binding.caller).await;
-    approve::room_for(a, tool, proposal, &new).await?;
-    f.approval_id = Some(new.id.clone());
-    let receipt = record::awaiting(rec, f, Some(record::pending(&new.id)));
-    let opened = approve::open(a, tool, proposal, new, receipt).await?;
-    rec.committed(f, 1);
-    Ok(opened)
-}
-
-/// approve, while the approval is pending: the call is held until it is
-/// decided or the hold ends. Approved meanwhile, it is decided again as a
-/// re-issue presenting the approval would be (policy now sees it approved)
-/// and runs under it; otherwise it is answered (`approve::unheld`). The
-/// wait's receipt is already committed when the approval was opened here;
-/// what follows gets receipts of its own — except an `input_required`
-/// round, which the wait's receipt attests (or, on a re-issue that opened
-/// nothing, record's own).
-#[allow(clippy::too_many_arguments)]
-async fn held(
-    gw: &Gateway,
-    policy: &PolicyEngine,
-    a: &Approvals<'_>,
-    obs: &Observer<'_>,
-    cx: &Context,
-    call: &Call,
-    (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation),
-    pending: Approval,
-    f: &mut Findings,
-) -> Result<Gate, Stop> {
-    f.approval_id = Some(pending.id.clone());
-    let h = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: Duration::from_millis(gw.config.approvals.hold_ms), max_held: gw.config.approvals.max_held, draining: gw.draining() };
-    let approval = hold::hold(&h, call, cx.started, pending).instrument(obs.stage("hold")).await;
-    if approval.state_at(gw.clock.now_ms()) != ApprovalState::Approved {
-        let answered = approve::unheld(a, cx, call, tool, proposal, approval);
-        match &answered {
-            Err(Stop::Input(_)) => f.input_required = true,
-            _ => f.receipts = 0,
-        }
-        return answered;
-    }
-    f.receipts = 0;
-    let standing = approve::presenting(&approval);
-    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, standing.state, situation));
+/// decide, once more, for a call whose approval was approved while it was
+/// held: as a re-issue presenting the approval would be (policy now sees
+/// it approved).
+fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Context, (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation), state: Option<ApprovalState>) -> Decision {
+    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation));
     obs.decided(tool, &decision, policy.version());
-    f.decided(standing.state, &decision, policy.version());
-    match approve::approve(a, cx, call, tool, proposal, &decision, standing).instrument(obs.stage("approve")).await? {
-        Gated::Run(gate) => Ok(gate),
-        // An approved approval neither waits nor opens another; should the
-        // store say otherwise, nothing runs and the caller is told it waits.
-        Gated::Wait(_) | Gated::Open(_) => Err(approve::still_waiting(a, tool, &approval)),
-    }
-}
-
-/// dispatch, for a write: records how it ended, with the receipt of that
-/// end in the same transaction, before the caller hears it.
-async fn finish(
-    rec: &Recorder<'_>,
-    o: &Operations<'_>,
-    tool: &ExposedTool,
-    proposal: &Proposal,
-    op: Operation,
-    outcome: Result<Box<RawValue>, Stop>,
-    f: &mut Findings,
-) -> Result<Box<RawValue>, Stop> {
-    let settled = reserve::settled(&outcome);
-    let result = settled.1.clone();
-    let (appended, finished) = reserve::finish(o, tool, &op, settled, |state| record::outcome(rec, f, state, result.as_deref())).await;
-    if appended {
-        rec.committed(f, 2);
-    }
-    let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
-    Ok(reserve::annotate(outcome?, &op, false))
+    decision
 }
 
 /// What approve reads and writes for a call decided under `policy`.
 fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
+    let c = &gw.config.approvals;
+    let hold = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: std::time::Duration::from_millis(c.hold_ms), max_held: c.max_held, draining: gw.draining() };
     Approvals {
         ledger: gw.ledger.as_ref(),
         sealer: &gw.sealer,
@@ -282,8 +176,10 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
         entropy: gw.entropy.as_ref(),
         policy_version: policy.version(),
         ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
-        max_pending: gw.config.approvals.max_pending_per_caller,
+        max_pending: c.max_pending_per_caller,
         openings: &gw.openings,
+        hold,
+        notifier: &gw.notifier,
     }
 }
 

@@ -6,7 +6,6 @@ pub(crate) mod approve;
 pub(crate) mod check;
 pub mod decide;
 pub(crate) mod dispatch;
-pub(crate) mod hold;
 pub(crate) mod preview;
 pub(crate) mod record;
 pub(crate) mod reserve;

@@ -2,14 +2,15 @@
 //!
 //! Every call gets a receipt for its decision and outcome, each drafted
 //! here from the `Findings` the pipeline gathered (and built by core's one
-//! receipt builder). A write sent upstream gets two, which the pipeline
-//! hands to the ledger calls that reserve and finish its operation; an
-//! approval opened gets its receipt in the transaction that opens it; a
-//! read gets one, after its answer, since nothing durable happens in
-//! between. `record` appends whatever was not committed already
-//! (refusals, reads, replays). A read whose receipt cannot be written is
-//! not answered: the caller gets `ledger_unavailable` instead of an
-//! unrecorded result.
+//! receipt builder). A write sent upstream gets two, which reserve hands to
+//! the ledger calls that reserve and finish its operation; an approval
+//! opened gets its receipt in the transaction that opens it. Those stages
+//! reach these drafts through `commit::Receipts` (`Drafts`) and return a
+//! `Committed` proof. A read gets one receipt, after its answer, since
+//! nothing durable happens in between. `record` appends whatever was not
+//! committed already (refusals, reads, replays). A read whose receipt
+//! cannot be written is not answered: the caller gets `ledger_unavailable`
+//! instead of an unrecorded result.
 
 use std::time::Duration;
 
@@ -22,8 +23,9 @@ use toolgate_core::Clock;
 use toolgate_core::approval::ApprovalState;
 use toolgate_ledger::{Draft, Ledger};
 
-use crate::call::{Answer, Call, Context};
+use crate::call::{Answer, Approved, Call, Context, Reserved};
 use crate::catalog::ExposedTool;
+use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::log::ReceiptLog;
 
 /// What the record stage drafts and appends with.
@@ -37,12 +39,34 @@ pub(crate) struct Recorder<'a> {
     pub policy_version: &'a str,
 }
 
-impl Recorder<'_> {
-    /// Notes that the call's receipts up to the `total`-th were committed
-    /// with the ledger's state (one more for the log's checkpointer).
-    pub fn committed(&self, findings: &mut Findings, total: u8) {
-        findings.receipts = total;
-        self.log.appended(1);
+/// The record stage's drafts for the stages that commit a receipt with the
+/// ledger's state, from what the call has gathered so far.
+pub(crate) fn drafts<'a>(rec: &'a Recorder<'a>, findings: &'a Findings) -> Drafts<'a> {
+    Drafts { rec, findings }
+}
+
+/// See `drafts`.
+pub(crate) struct Drafts<'a> {
+    rec: &'a Recorder<'a>,
+    findings: &'a Findings,
+}
+
+impl Receipts for Drafts<'_> {
+    fn wait(&self, approval_id: &str) -> Draft {
+        awaiting(self.rec, self.findings, Some(pending(approval_id)))
+    }
+
+    fn decided(&self, approval: Option<ApprovalRef>, operation: OperationRef) -> Draft {
+        draft_for(self.rec, self.findings, Some(operation), Event::Authorized { approval }, true)
+    }
+
+    fn outcome(&self, state: OperationState, result: Option<&str>, operation: OperationRef) -> Draft {
+        let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
+        draft_for(self.rec, self.findings, Some(operation), Event::Dispatched { state, result: value.as_ref() }, false)
+    }
+
+    fn committed(&self, what: Commit) -> Committed {
+        Committed::counted(self.rec.log, what)
     }
 }
 
@@ -81,8 +105,9 @@ pub(crate) struct Findings {
     pub dispatched: bool,
     /// The operation's key and state as last recorded.
     pub operation_ref: Option<OperationRef>,
-    /// Receipts already committed with the ledger's state (0, 1 or 2).
-    pub receipts: u8,
+    /// The last receipt committed with the ledger's state, if one was and
+    /// it still attests the answer: record appends none then.
+    pub committed: Option<Committed>,
     /// The call asked only for a preview (no receipt is recorded).
     pub preview: bool,
 }
@@ -112,7 +137,7 @@ impl Findings {
             approval_state: None,
             dispatched: false,
             operation_ref: None,
-            receipts: 0,
+            committed: None,
             preview: call.preview,
         }
     }
@@ -156,6 +181,27 @@ impl Findings {
         self.policy_version = Some(policy_version.to_string());
     }
 
+    /// After approve: the approval the call runs under (or waited on), the
+    /// receipt its wait committed, and the decision once more when it was
+    /// approved while held.
+    pub fn approved(&mut self, approved: &Approved, policy_version: &str) {
+        self.approval_id = approved.approval_id.clone();
+        self.committed = approved.committed;
+        self.input_required |= approved.input_required;
+        if let Some((state, decision)) = &approved.redecided {
+            self.decided(*state, decision, policy_version);
+        }
+    }
+
+    /// After reserve and dispatch: the operation, whether the call went
+    /// upstream, and the receipts committed with its operation.
+    pub fn reserved(&mut self, reserved: &Reserved) {
+        self.operation_ref = reserved.operation_ref.clone();
+        self.operation = reserved.operation.clone();
+        self.dispatched = reserved.dispatched;
+        self.committed = reserved.committed.or(self.committed);
+    }
+
     /// The private record of what was asked and how it was decided, kept
     /// with the call's first receipt.
     fn asked(&self) -> Option<String> {
@@ -190,8 +236,9 @@ struct AskedTool<'a> {
     labels: &'a [String],
 }
 
-/// What every receipt of this call shares, for the one builder.
-fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings) -> Subject<'a> {
+/// What every receipt of this call shares, for the one builder; `operation`
+/// is the write's as this receipt names it.
+fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings, operation: Option<OperationRef>) -> Subject<'a> {
     Subject {
         issued_at_ms: rec.clock.now_ms(),
         tenant: &findings.tenant,
@@ -202,7 +249,7 @@ fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings) -> Subject<'a> {
         proposal_sha256: findings.proposal_sha256.as_deref().unwrap_or_default(),
         decision: findings.decision.as_ref(),
         policy_version: findings.policy_version.as_deref().unwrap_or(rec.policy_version),
-        operation: findings.operation_ref.clone(),
+        operation,
         salt: &findings.salt,
         arguments_hash: &findings.arguments_hash,
         captured: findings.arguments.as_ref(),
@@ -212,32 +259,24 @@ fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings) -> Subject<'a> {
 /// Drafts the receipt of `event`; `first` carries the private record of
 /// what was asked (one per call, with its first receipt).
 fn draft(rec: &Recorder<'_>, findings: &Findings, event: Event, first: bool) -> Draft {
-    let receipt = build(&subject(rec, findings), event);
+    draft_for(rec, findings, findings.operation_ref.clone(), event, first)
+}
+
+/// `draft`, naming `operation` as the write's.
+fn draft_for(rec: &Recorder<'_>, findings: &Findings, operation: Option<OperationRef>, event: Event, first: bool) -> Draft {
+    let receipt = build(&subject(rec, findings, operation), event);
     rec.log.draft(receipt, findings.salt, if first { findings.asked() } else { None })
 }
 
-/// The decision to run a call, before it is sent. For a write it goes with
-/// the operation's reservation.
-pub(crate) fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+/// The decision to run a call, before it is sent (a write's goes with the
+/// operation's reservation: `Drafts`).
+fn decided(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
     draft(rec, findings, Event::Authorized { approval }, true)
 }
 
-/// How a sent call ended: `state` as the operation records it, `result`
-/// the upstream's answer when there is one.
-pub(crate) fn outcome(rec: &Recorder<'_>, findings: &Findings, state: OperationState, result: Option<&str>) -> Draft {
-    let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
-    draft(rec, findings, Event::Dispatched { state, result: value.as_ref() }, false)
-}
-
 /// An approval just opened, as the receipt of the wait names it.
-pub(crate) fn pending(id: &str) -> ApprovalRef {
+fn pending(id: &str) -> ApprovalRef {
     ApprovalRef { approver: String::new(), decided_at: String::new(), id: id.to_string() }
-}
-
-/// The approval a call ran under, as the ledger recorded its decision.
-pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Option<ApprovalRef> {
-    let a = ledger.approval(id?).await.ok()??;
-    Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
 }
 
 /// Appends the receipts not committed with the ledger's state (the
@@ -246,7 +285,7 @@ pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Optio
 pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
     // A preview decides and acts on nothing, so it attests nothing either:
     // no receipt, only the log line.
-    let answer = if findings.receipts == 0 && !findings.preview { append(rec, findings, answer).await } else { answer };
+    let answer = if findings.committed.is_none() && !findings.preview { append(rec, findings, answer).await } else { answer };
     log_line(findings, &answer, elapsed);
     answer
 }
@@ -300,8 +339,8 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
 }
 
 /// The decision to wait for a named human. With a new approval it goes in
-/// the transaction that opens the approval.
-pub(crate) fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
+/// the transaction that opens the approval (`Drafts`).
+fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRef>) -> Draft {
     draft(rec, findings, Event::Awaiting { approval }, true)
 }
 
@@ -533,9 +572,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
         let mut f = allowed(&gw, &find());
-        (f.dispatched, f.receipts) = (true, 2);
+        let policy = gw.policy();
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        f.dispatched = true;
+        f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome));
         assert!(matches!(record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await, Answer::Result(_)));
         assert!(receipts(&gw).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_writes_drafts_name_its_operation_and_keep_one_private_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path(), "").await;
+        let f = allowed(&gw, &find());
+        let policy = gw.policy();
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        let drafts = drafts(&rec, &f);
+        let op = OperationRef { key: "order-1".into(), state: "reserved".into() };
+        let decided = drafts.decided(None, op.clone());
+        let outcome = drafts.outcome(OperationState::Completed, Some(r#"{"content":[]}"#), op);
+        assert!(decided.asked.is_some() && outcome.asked.is_none(), "the private record goes with the first receipt only");
+        gw.ledger.append_receipts(vec![decided, outcome], NOW_MS).await.unwrap();
+        let stored = receipts(&gw).await;
+        for (receipt, _) in &stored {
+            assert_eq!(receipt["operation"]["key"], "order-1", "{receipt}");
+        }
+        assert_eq!(statuses(&stored)[1].0, "dispatched");
+        assert_eq!(f.operation_ref, None, "drafting names the operation without changing what the call gathered");
     }
 
     #[tokio::test]

@@ -10,16 +10,26 @@
 //! approval the call runs under (so the approved call is the operation),
 //! or else a fresh one (the write is recorded, but a retry cannot be told
 //! from a new call: clients that retry should send a key).
+//!
+//! The pipeline enters by one door, `reserve`, handing it the dispatch it
+//! guards: the write's decision commits with its reservation, the dispatch
+//! runs only if this call holds the operation, and how it ended commits
+//! with the operation's end — each returning a `Committed` proof.
+
+use std::future::Future;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 use toolgate_core::receipt::OperationRef;
 use toolgate_core::{Action, Clock, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolution};
 
-use crate::call::{Call, Context, Gate, Held, Stop};
+use crate::call::{Call, Context, Dispatched, Gate, Held, Reserved, Stop};
 use crate::catalog::ExposedTool;
+use crate::commit::{Commit, Receipts, approval_ref};
+use crate::observe::Observer;
 use crate::wire::{RawObject, code};
 
 /// The `_meta` key a client names its operation with.
@@ -47,8 +57,91 @@ impl Operations<'_> {
     }
 }
 
+/// The reserve stage, one door, around the dispatch it guards (`send`): a
+/// read is sent as it is; a write is reserved under its key, with its
+/// decision's receipt, and sent only if this call holds the operation, its
+/// end recorded with its outcome's receipt before the caller hears it;
+/// under a key already used, the recorded outcome or a refusal answers and
+/// nothing is sent. Returns all it concluded (`Reserved`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn reserve<F>(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate, send: impl FnOnce() -> F) -> Reserved
+where
+    F: Future<Output = Result<Box<RawValue>, Stop>>,
+{
+    let mut seen = Seen::default();
+    let (operation, dispatched, result) = match hold(o, receipts, obs, (cx, call, tool, proposal), gate, &mut seen).await {
+        Err(stop) => (None, false, Err(stop)),
+        Ok(held) => {
+            let operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
+            let dispatched = matches!(held, Held::Read | Held::Mine(_));
+            let result = match held {
+                Held::Read => send().await.map(Dispatched::Result),
+                Held::Mine(op) => {
+                    let outcome = send().await;
+                    finish_sent(o, receipts, tool, proposal, op, outcome, &mut seen).await.map(Dispatched::Result)
+                }
+                Held::Replay { op, raw, checked: true } => Ok(Dispatched::Result(annotate(raw, &op, true))),
+                // A reconciler's finding is not the tool's result: not checked against its outputSchema.
+                Held::Replay { op, raw, checked: false } => Ok(Dispatched::Finding(annotated(&raw, &op, true))),
+            };
+            (operation, dispatched, result)
+        }
+    };
+    Reserved { result, committed: seen.committed, operation_ref: seen.operation_ref, operation, dispatched }
+}
+
+/// What the way through reserve came upon, beside the result.
+#[derive(Default)]
+struct Seen {
+    committed: Option<crate::commit::Committed>,
+    operation_ref: Option<OperationRef>,
+}
+
+/// The call, as reserve reads it.
+type Asked<'a> = (&'a Context, &'a Call, &'a ExposedTool, &'a Proposal);
+
+/// What the call holds before anything is sent: nothing (a read), the
+/// operation (reserved now, with the decision's receipt), or another
+/// call's recorded outcome.
+async fn hold(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (cx, call, tool, proposal): Asked<'_>, gate: &Gate, r: &mut Seen) -> Result<Held, Stop> {
+    let span = obs.stage("reserve");
+    match claim(o, cx, call, tool, proposal, gate).instrument(span.clone()).await? {
+        Claimed::Read => Ok(Held::Read),
+        Claimed::Recorded(held) => {
+            r.operation_ref = held.operation().map(reference);
+            Ok(held)
+        }
+        Claimed::New(new) => {
+            // The decision to run commits with the reservation.
+            let reserved = reserved(&new);
+            r.operation_ref = Some(reserved.clone());
+            let receipt = receipts.decided(approval_ref(o.ledger, gate.approval_id()).await, reserved);
+            let begun = begin(o, tool, proposal, new, receipt).instrument(span).await;
+            if begun.committed {
+                r.committed = Some(receipts.committed(Commit::Decision));
+            }
+            r.operation_ref = begun.found.or(r.operation_ref.take());
+            begun.held
+        }
+    }
+}
+
+/// A sent write: records how it ended, with the receipt of that end in the
+/// same transaction, before the caller hears it.
+async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, op: Operation, outcome: Result<Box<RawValue>, Stop>, r: &mut Seen) -> Result<Box<RawValue>, Stop> {
+    let settled = settled(&outcome);
+    let result = settled.1.clone();
+    let named = r.operation_ref.clone().unwrap_or_else(|| reference(&op));
+    let (appended, finished) = finish(o, tool, &op, settled, |state| receipts.outcome(state, result.as_deref(), named.clone())).await;
+    if appended {
+        r.committed = Some(receipts.committed(Commit::Outcome));
+    }
+    let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
+    Ok(annotate(outcome?, &op, false))
+}
+
 /// How a write stands before it is sent.
-pub(crate) enum Claimed {
+enum Claimed {
     /// A read: nothing to reserve.
     Read,
     /// A write to reserve under its key; its decision's receipt commits
@@ -59,7 +152,7 @@ pub(crate) enum Claimed {
 }
 
 /// The operation key of this call and what stands under it already.
-pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
+async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
         return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
@@ -90,17 +183,17 @@ pub(crate) async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &
 }
 
 /// The operation's key and state, as a receipt names it.
-pub(crate) fn reference(op: &Operation) -> OperationRef {
+fn reference(op: &Operation) -> OperationRef {
     OperationRef { key: op.key.value.clone(), state: op.state.as_str().into() }
 }
 
 /// A new operation's key, in the state its first receipt names.
-pub(crate) fn reserved(new: &NewOperation) -> OperationRef {
+fn reserved(new: &NewOperation) -> OperationRef {
     OperationRef { key: new.key.value.clone(), state: OperationState::Reserved.as_str().into() }
 }
 
 /// How `begin` ended.
-pub(crate) struct Begin {
+struct Begin {
     /// The receipt given to `begin` was committed (this call holds the operation).
     pub committed: bool,
     /// Another call's operation under the key, as this call found it.
@@ -112,7 +205,7 @@ pub(crate) struct Begin {
 /// Reserves `new` with `receipt` (the decision to run it, in the same
 /// transaction) and marks it dispatched, or answers from the operation
 /// another call holds under the key.
-pub(crate) async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
+async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
     new.receipt = Some(receipt);
     let now_ms = o.clock.now_ms();
     match o.ledger.begin_operation(new, now_ms).await {
@@ -199,7 +292,7 @@ fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal, now_m
 }
 
 /// The refusal for an operation whose effect is not known.
-pub(crate) fn unknown(op: &Operation, exposed: &str) -> Refusal {
+fn unknown(op: &Operation, exposed: &str) -> Refusal {
     Refusal::new(
         Verdict::Allow,
         Reason::OutcomeUnknown,
@@ -215,7 +308,7 @@ pub(crate) fn unknown(op: &Operation, exposed: &str) -> Refusal {
 
 /// How a dispatch ended, as the operation records it: its state, and the
 /// upstream's answer to keep (to replay) when there is one.
-pub(crate) fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
+fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
     match outcome {
         Ok(raw) => {
             let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
@@ -245,7 +338,7 @@ pub(crate) fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState,
 /// `draft` makes of that state, in the same transaction. Returns whether a
 /// receipt was appended, and the operation as recorded or, for an outcome
 /// that is now unknown, the refusal that names the operation to reconcile.
-pub(crate) async fn finish(
+async fn finish(
     o: &Operations<'_>,
     tool: &ExposedTool,
     op: &Operation,
@@ -284,7 +377,7 @@ pub(crate) async fn finish(
 
 /// The result with toolgate's note on the operation in `_meta`: its id and
 /// key, and whether this answer is a replay of the recorded one.
-pub(crate) fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
+fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
     let mut result: RawObject = serde_json::from_str(raw.get()).unwrap_or_default();
     let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
     meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.value, "state": op.state, "replayed": replayed}));
@@ -294,7 +387,7 @@ pub(crate) fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawOb
     result
 }
 
-pub(crate) fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue> {
+fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue> {
     // Not an object: left for the check stage to refuse as it is.
     if !raw.get().trim_start().starts_with('{') {
         return raw;

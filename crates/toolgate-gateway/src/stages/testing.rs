@@ -206,6 +206,34 @@ impl Store {
         Draft { receipt, salt, asked: None, key: self.key.clone() }
     }
 
+    /// The approvals the approve stage reads and writes in these tests: the
+    /// store's, decided under `policy-v1`, held for `hold_ms`.
+    pub fn approvals(&self, ttl_ms: i64, hold_ms: u64) -> crate::stages::approve::Approvals<'_> {
+        static OPENINGS: std::sync::LazyLock<crate::stages::approve::Openings> = std::sync::LazyLock::new(Default::default);
+        static HOLDS: std::sync::LazyLock<crate::holds::Holds> = std::sync::LazyLock::new(Default::default);
+        static NOTIFIER: std::sync::LazyLock<crate::notify::Notifier> = std::sync::LazyLock::new(crate::notify::Notifier::none);
+        let hold = crate::stages::approve::Hold {
+            holds: &HOLDS,
+            ledger: self.ledger.as_ref(),
+            clock: self.clock.as_ref(),
+            hold: Duration::from_millis(hold_ms),
+            max_held: 8,
+            draining: CancellationToken::new(),
+        };
+        crate::stages::approve::Approvals {
+            ledger: self.ledger.as_ref(),
+            sealer: &self.sealer,
+            clock: self.clock.as_ref(),
+            entropy: &self.entropy,
+            policy_version: "policy-v1",
+            ttl_ms,
+            max_pending: 100,
+            openings: &OPENINGS,
+            hold,
+            notifier: &NOTIFIER,
+        }
+    }
+
     /// How many receipts the ledger holds.
     pub async fn receipts(&self) -> u64 {
         self.ledger.log_size().await.expect("the log size")
@@ -334,5 +362,25 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// The store drafts every receipt a stage commits (their content is the
+/// record stage's business, tested there).
+impl crate::commit::Receipts for Store {
+    fn wait(&self, _: &str) -> Draft {
+        self.draft()
+    }
+
+    fn decided(&self, _: Option<toolgate_core::receipt::ApprovalRef>, _: toolgate_core::receipt::OperationRef) -> Draft {
+        self.draft()
+    }
+
+    fn outcome(&self, _: toolgate_core::operation::OperationState, _: Option<&str>, _: toolgate_core::receipt::OperationRef) -> Draft {
+        self.draft()
+    }
+
+    fn committed(&self, what: crate::commit::Commit) -> crate::commit::Committed {
+        crate::commit::Committed::for_test(what)
     }
 }

@@ -1,13 +1,15 @@
 //! approve: a call the decision says needs a human waits for one. The
 //! first call opens a pending approval bound to {tenant, caller, server,
 //! tool, proposal, policy version} and the operation key it was sent
-//! under; the pipeline then holds the call (`stages/hold.rs`) while an
-//! approver decides out of band (CLI or admin API). Approved meanwhile, the
-//! call is gated again here and dispatches once; otherwise `unheld` answers
-//! (`ask.rs`: a question, or a refusal naming the approval), and a re-issue
-//! — with our sealed `requestState`, or the same call again — meets the
-//! approval where it stands. `judge` in toolgate-core is the rule; this
-//! stage reads and writes the store.
+//! under, with the receipt of the decision to wait in the same transaction;
+//! the call is then held (`hold.rs`) while an approver decides out of band
+//! (CLI, admin API or console). Approved meanwhile, the call is decided and
+//! gated again and dispatches once; otherwise `unheld` answers (`ask.rs`: a
+//! question, or a refusal naming the approval), and a re-issue — with our
+//! sealed `requestState`, or the same call again — meets the approval where
+//! it stands. `judge` in toolgate-core is the rule; this stage reads and
+//! writes the store. The pipeline reads the call's `standing` before decide
+//! and enters by one door, `approve`, which returns all it concluded.
 
 use serde_json::{Map, Value};
 use toolgate_core::approval::{self, Approval, ApprovalState, Binding, Claim, Step};
@@ -15,9 +17,17 @@ use toolgate_core::{Action, Clock, Decision, Entropy, Proposal, Reason, Refusal,
 use toolgate_ledger::{Draft, Ledger, LedgerError, NewApproval};
 
 mod ask;
+mod hold;
 
-use crate::call::{Answer, Call, Context, Gate, Stop};
+use tracing::Instrument as _;
+
+pub(crate) use hold::Hold;
+
+use crate::call::{Answer, Approved, Call, Context, Gate, Stop};
 use crate::catalog::ExposedTool;
+use crate::commit::{Commit, Committed, Receipts};
+use crate::notify::Notifier;
+use crate::observe::Observer;
 use crate::seal::Sealer;
 
 /// The key of toolgate's own entry in `inputRequests` / `inputResponses`.
@@ -43,6 +53,104 @@ pub(crate) struct Approvals<'a> {
     /// One approval opened at a time per caller, so the count of its
     /// pending ones is not read by two at once.
     pub openings: &'a Openings,
+    /// How a call waits for its approval's decision.
+    pub hold: Hold<'a>,
+    /// Tells approvers that an approval was opened.
+    pub notifier: &'a Notifier,
+}
+
+/// What approve does beside the store, handed in by the pipeline: the
+/// call's observer, decide once more (for a call approved while held), and
+/// the receipts it commits.
+pub(crate) struct Around<'a> {
+    pub obs: &'a Observer<'a>,
+    /// decide, as the approval now stands (policy sees it approved).
+    pub redecide: &'a (dyn Fn(Option<ApprovalState>) -> Decision + Sync),
+    pub receipts: &'a dyn Receipts,
+}
+
+/// The approve stage, one door: deny refuses; allow runs (using an
+/// approval of this call it presents); require_approval finds the approval
+/// this call stands under, opening one if there is none, and holds the
+/// call while it is pending. Returns all it concluded (`Approved`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn approve(a: &Approvals<'_>, around: &Around<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Approved {
+    let mut seen = Seen::default();
+    let gate = through(a, around, (cx, call, tool, proposal), decision, standing, &mut seen).await;
+    let approval_id = match &gate {
+        Ok(gate) => gate.approval_id().map(str::to_string),
+        Err(_) => seen.approval_id,
+    };
+    Approved { gate, approval_id, committed: seen.committed, redecided: seen.redecided, input_required: seen.input_required }
+}
+
+/// What the way through approve came upon, beside the gate.
+#[derive(Default)]
+struct Seen {
+    approval_id: Option<String>,
+    committed: Option<Committed>,
+    redecided: Option<(Option<ApprovalState>, Decision)>,
+    input_required: bool,
+}
+
+/// The call, as approve reads it.
+type Asked<'a> = (&'a Context, &'a Call, &'a ExposedTool, &'a Proposal);
+
+async fn through(a: &Approvals<'_>, around: &Around<'_>, asked: Asked<'_>, decision: &Decision, standing: Standing, out: &mut Seen) -> Result<Gate, Stop> {
+    let (cx, call, tool, proposal) = asked;
+    let span = around.obs.stage("approve");
+    let pending = match gate(a, cx, call, tool, proposal, decision, standing).instrument(span.clone()).await? {
+        Gated::Run(gate) => return Ok(gate),
+        Gated::Wait(pending) => pending,
+        Gated::Open(new) => {
+            let opened = opening(a, around.receipts, tool, proposal, new, out).instrument(span).await?;
+            a.notifier.opened(&opened, &tool.exposed_name);
+            opened
+        }
+    };
+    held(a, around, asked, pending, out).await
+}
+
+/// Opens `new` in the caller's turn, if it has room for one more, with the
+/// receipt of the decision to wait in the same transaction.
+async fn opening(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, out: &mut Seen) -> Result<Approval, Stop> {
+    // The caller's turn, held until the approval is opened.
+    let _turn = a.openings.turn(&new.binding.caller).await;
+    room_for(a, tool, proposal, &new).await?;
+    out.approval_id = Some(new.id.clone());
+    let receipt = receipts.wait(&new.id);
+    let (opened, committed) = open(a, receipts, tool, proposal, new, receipt).await?;
+    out.committed = Some(committed);
+    Ok(opened)
+}
+
+/// While the approval is pending, the call is held until it is decided or
+/// the hold ends. Approved meanwhile, it is decided again as a re-issue
+/// presenting the approval would be (policy now sees it approved) and runs
+/// under it; otherwise it is answered (`unheld`). The wait's receipt, if
+/// this call opened the approval, stays the call's receipt only for an
+/// `input_required` round; what follows otherwise gets receipts of its own.
+async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal): Asked<'_>, pending: Approval, out: &mut Seen) -> Result<Gate, Stop> {
+    out.approval_id = Some(pending.id.clone());
+    let approval = hold::hold(&a.hold, call, cx.started, pending).instrument(around.obs.stage("hold")).await;
+    if approval.state_at(a.clock.now_ms()) != ApprovalState::Approved {
+        let answered = unheld(a, cx, call, tool, proposal, approval);
+        match &answered {
+            Err(Stop::Input(_)) => out.input_required = true,
+            _ => out.committed = None,
+        }
+        return answered;
+    }
+    out.committed = None;
+    let standing = presenting(&approval);
+    let decision = (around.redecide)(standing.state);
+    out.redecided = Some((standing.state, decision.clone()));
+    match gate(a, cx, call, tool, proposal, &decision, standing).instrument(around.obs.stage("approve")).await? {
+        Gated::Run(gate) => Ok(gate),
+        // An approved approval neither waits nor opens another; should the
+        // store say otherwise, nothing runs and the caller is told it waits.
+        Gated::Wait(_) | Gated::Open(_) => Err(still_waiting(a, tool, &approval)),
+    }
 }
 
 /// A turn per caller for opening approvals: the check of `room_for` and the
@@ -124,8 +232,8 @@ async fn state_of(a: &Approvals<'_>, cx: &Context, claim: &Claim, binding: &Bind
     }
 }
 
-/// How the approve stage ends, when it does not stop the call.
-pub(crate) enum Gated {
+/// How the approval's part of the stage ends, when it does not stop the call.
+enum Gated {
     /// Run the call (under an approval, if it has one).
     Run(Gate),
     /// Open this approval; its receipt commits with it (`open`).
@@ -134,7 +242,9 @@ pub(crate) enum Gated {
     Wait(Approval),
 }
 
-pub(crate) async fn approve(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
+/// The decision, as the approval this call stands under makes it: run,
+/// open one, or wait for the pending one.
+async fn gate(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
@@ -213,7 +323,7 @@ fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &
 /// `max_pending` of its own are pending (called in the caller's turn,
 /// `Openings`). Past it, the call is refused and nothing is opened:
 /// approvers decide what waits first.
-pub(crate) async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: &NewApproval) -> Result<(), Stop> {
+async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: &NewApproval) -> Result<(), Stop> {
     let tenant = &new.binding.tenant;
     let pending = a.ledger.approvals(Some(tenant), Some(ApprovalState::Pending), a.clock.now_ms()).await.map_err(|e| store_failed(e, tool, proposal))?;
     let mine = pending.iter().filter(|p| p.binding.caller == new.binding.caller).count();
@@ -237,23 +347,24 @@ pub(crate) async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &P
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction); the call then holds for it.
-pub(crate) async fn open(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<Approval, Stop> {
+async fn open(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<(Approval, Committed), Stop> {
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
+    let committed = receipts.committed(Commit::Wait);
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
-    Ok(opened)
+    Ok((opened, committed))
 }
 
 /// An approval decided while its call was held, as if the client had
 /// presented it: what the call brings to decide and approve once more.
-pub(crate) fn presenting(approval: &Approval) -> Standing {
+fn presenting(approval: &Approval) -> Standing {
     let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
     Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved) }
 }
 
 /// The refusal of a call whose approved approval could not be used now
 /// (the store disagreed): nothing ran, and the approval is as it was.
-pub(crate) fn still_waiting(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Stop {
+fn still_waiting(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Stop {
     Stop::Refused(ask::waiting_refusal(tool, approval, a.clock.now_ms(), "it could not be used just now"))
 }
 
@@ -261,7 +372,7 @@ pub(crate) fn still_waiting(a: &Approvals<'_>, tool: &ExposedTool, approval: &Ap
 /// hold: still pending → an elicitation the client can answer (if it can),
 /// else an `escalate` refusal naming the approval; denied or expired → the
 /// refusal; used meanwhile by another re-issue → its recorded outcome.
-pub(crate) fn unheld(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, approval: Approval) -> Result<Gate, Stop> {
+fn unheld(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, approval: Approval) -> Result<Gate, Stop> {
     match approval.state_at(a.clock.now_ms()) {
         ApprovalState::Pending if ask::elicits(cx, call) => Err(Stop::Input(ask::input_required(a, cx, tool, &approval))),
         ApprovalState::Pending => Err(Stop::Refused(ask::waiting_refusal(tool, &approval, a.clock.now_ms(), "it was not decided while the call was held"))),
@@ -345,7 +456,6 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 
 #[cfg(test)]
 mod tests {
-    static OPENINGS: std::sync::LazyLock<Openings> = std::sync::LazyLock::new(Openings::default);
     use super::ask::WAIT_FIELD;
     use super::*;
     use crate::wire::{Era, RawObject};
@@ -357,7 +467,7 @@ mod tests {
     const TTL_MS: i64 = 60_000;
 
     fn approvals(s: &Store) -> Approvals<'_> {
-        Approvals { ledger: s.ledger.as_ref(), sealer: &s.sealer, clock: s.clock.as_ref(), entropy: &s.entropy, policy_version: "policy-v1", ttl_ms: TTL_MS, max_pending: 100, openings: &OPENINGS }
+        s.approvals(TTL_MS, 0)
     }
 
     /// The agent's order of `quantity` units, presenting `state` as its
@@ -388,7 +498,7 @@ mod tests {
     async fn gated(s: &Store, c: &CallRequest, decision: &Decision) -> Result<Gated, Stop> {
         let (a, (cx, call)) = (approvals(s), split_at(c, s.clock.as_ref()));
         let standing = standing(&a, &cx, &call, &order_tool(), &proposal(c)).await;
-        approve(&a, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
+        gate(&a, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
     }
 
     /// What policy would see as `context.approval` for `c`.
@@ -428,7 +538,7 @@ mod tests {
         let id = new.id.clone();
         let (cx, call) = split_at(c, s.clock.as_ref());
         let a = approvals(s);
-        let pending = passed(open(&a, &order_tool(), &proposal(c), new, s.draft()).await);
+        let pending = passed(open(&a, s, &order_tool(), &proposal(c), new, s.draft()).await).0;
         match unheld(&a, &cx, &call, &order_tool(), &proposal(c), pending) {
             Err(stop) => (id, stop),
             Ok(gate) => panic!("a pending approval runs nothing; ran under {:?}", gate.approval_id()),
@@ -498,7 +608,7 @@ mod tests {
         assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
         let (cx, call) = split_at(&c, s.clock.as_ref());
         let a = approvals(&s);
-        let pending = passed(open(&a, &order_tool(), &proposal(&c), new.clone(), s.draft()).await);
+        let pending = passed(open(&a, &s, &order_tool(), &proposal(&c), new.clone(), s.draft()).await).0;
         assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
         let waiting = asked(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), pending).err().expect("it waits"));
         assert_eq!(field(&waiting, "resultType"), "input_required");
@@ -575,7 +685,7 @@ mod tests {
         // an approval of its own, which a keyless retry never waits on or uses.
         let new = opened(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await));
         assert_eq!(new.operation_key.as_deref(), Some("order-2"));
-        let second = passed(open(&approvals(&s), &order_tool(), &proposal(&order(2, None)), new, s.draft()).await).id;
+        let second = passed(open(&approvals(&s), &s, &order_tool(), &proposal(&order(2, None)), new, s.draft()).await).0.id;
         let retry = run(passed(gated(&s, &order(2, None), &needs_approval()).await));
         assert_eq!((retry.approval_id(), retry.used), (Some(plain.as_str()), true), "the keyless retry replays the first order");
         assert_eq!(waits(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await)).id, second);
@@ -625,7 +735,7 @@ mod tests {
         assert_eq!(standing.state, Some(ApprovalState::Approved));
         let five = order(5, None);
         let (cx, call) = split_at(&five, s.clock.as_ref());
-        let gate = run(passed(approve(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing).await));
+        let gate = run(passed(gate(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing).await));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
         // Expired while held: refused as expired.
@@ -689,7 +799,7 @@ mod tests {
         let a = approvals(&s);
         let standing = standing(&a, &cx, &call, &order_tool(), &proposal(&c)).await;
         assert_eq!(standing.state, Some(ApprovalState::Approved));
-        let r = refused(approve(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await);
+        let r = refused(gate(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await);
         assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalExpired, Some(id.as_str())));
         assert_eq!(stored(&s, &id).await.used_ms, None, "the ledger refused to use it");
     }
