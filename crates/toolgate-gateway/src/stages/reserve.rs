@@ -742,4 +742,61 @@ mod tests {
         // Not an object: left for the check stage to refuse.
         assert_eq!(annotate(raw("[1]"), &op, false).get(), "[1]");
     }
+
+    /// The reserve stage's door, as the pipeline enters it, around a
+    /// dispatch that answers `answer` (none: it must not be sent).
+    async fn through_door(s: &Store, (c, p): &(CallRequest, Proposal), t: &ExposedTool, answer: Option<&'static str>) -> Reserved {
+        let (cx, call) = split(c);
+        let obs = Observer::new(None);
+        let sent = std::sync::atomic::AtomicBool::new(false);
+        let send = || async {
+            sent.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(raw(answer.expect("nothing is sent for this call")))
+        };
+        let reserved = reserve(&operations(s), s, &obs, &cx, &call, t, p, &no_approval(), send).await;
+        assert_eq!(sent.into_inner(), reserved.dispatched, "sent exactly when it says it dispatched");
+        reserved
+    }
+
+    fn result_of(reserved: Reserved) -> Value {
+        match reserved.result {
+            Ok(Dispatched::Result(raw)) => serde_json::from_str(raw.get()).unwrap(),
+            Ok(Dispatched::Finding(_)) => panic!("expected the tool's result, got a reconciler's finding"),
+            Err(stop) => panic!("expected a result; {}", refused::<()>(Err(stop)).message),
+        }
+    }
+
+    #[tokio::test]
+    async fn through_the_door_a_write_commits_its_two_receipts_and_its_retry_sends_nothing() {
+        let s = Store::open().await;
+        let order = keyed(2, "order-1");
+        let first = through_door(&s, &order, &order_tool(), Some(RESULT)).await;
+        assert_eq!(first.committed.map(|c| c.what()), Some(Commit::Outcome));
+        assert_eq!(s.receipts().await, 2, "the decision with the reservation, the outcome with the operation's end");
+        let (id, replayed) = first.operation.clone().expect("an operation");
+        assert!(!replayed);
+        assert_eq!(first.operation_ref.as_ref().map(|o| o.key.as_str()), Some("order-1"));
+        let sent = result_of(first);
+        assert_eq!((&sent["_meta"][OPERATION_META]["id"], &sent["_meta"][OPERATION_META]["replayed"]), (&json!(id), &json!(false)));
+        // The retry under the same key: the recorded outcome, nothing sent or committed.
+        let again = through_door(&s, &order, &order_tool(), None).await;
+        assert_eq!((again.committed, again.operation.clone(), again.dispatched), (None, Some((id, true)), false));
+        let replay = result_of(again);
+        assert_eq!((&replay["structuredContent"], &replay["_meta"][OPERATION_META]["replayed"]), (&json!({"order": "PO-1"}), &json!(true)));
+        assert_eq!(s.receipts().await, 2);
+    }
+
+    #[tokio::test]
+    async fn through_the_door_a_read_is_sent_with_nothing_reserved_or_committed() {
+        let s = Store::open().await;
+        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        let r = through_door(&s, &read, &find_tool(), Some(r#"{"content":[]}"#)).await;
+        assert_eq!((r.committed, r.operation.clone(), r.operation_ref.clone(), r.dispatched), (None, None, None, true));
+        assert_eq!(result_of(r), json!({"content": []}));
+        assert_eq!(s.receipts().await, 0, "a read's one receipt is record's, after its answer");
+        // A conflicting key stops the write before anything is sent.
+        through_door(&s, &keyed(2, "order-9"), &order_tool(), Some(RESULT)).await;
+        let conflict = through_door(&s, &keyed(3, "order-9"), &order_tool(), None).await;
+        assert_eq!(refused(conflict.result).reason, Reason::OperationConflict);
+    }
 }

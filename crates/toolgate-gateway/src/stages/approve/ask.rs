@@ -99,3 +99,101 @@ pub(super) fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_core::approval::{Approval, Binding};
+    use toolgate_core::{Action, Reason, Verdict};
+    use toolgate_ledger::NewApproval;
+
+    use super::*;
+    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, split};
+
+    const TTL_MS: i64 = 60_000;
+
+    async fn pending(s: &Store) -> Approval {
+        let binding = Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            proposal_sha256: "a".repeat(64),
+            policy_version: "policy-v1".into(),
+        };
+        let new = NewApproval {
+            id: "apr_ask".into(),
+            binding,
+            arguments: json!({"quantity": 8}),
+            reason: "orders above five units need a supervisor".into(),
+            rules: vec!["order_above_five_units".into()],
+            now_ms: NOW_MS,
+            ttl_ms: TTL_MS,
+            receipt: None,
+            subject: "agent-7".into(),
+            operation_key: None,
+        };
+        s.ledger.create_approval(new).await.unwrap()
+    }
+
+    fn order(era: Era, capabilities: Option<serde_json::Value>, answer: Option<serde_json::Value>) -> (Context, Call) {
+        let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": 8}));
+        c.era = era;
+        c.call.client_capabilities = capabilities;
+        if let Some(answer) = answer {
+            c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: answer}));
+        }
+        split(&c)
+    }
+
+    #[test]
+    fn only_a_2026_client_that_declared_elicitation_is_asked() {
+        let asks = |era, caps| {
+            let (cx, call) = order(era, caps, None);
+            elicits(&cx, &call)
+        };
+        assert!(asks(Era::Modern, Some(json!({"elicitation": {}}))));
+        assert!(!asks(Era::Modern, Some(json!({"sampling": {}}))));
+        assert!(!asks(Era::Modern, None));
+        assert!(!asks(Era::Legacy, Some(json!({"elicitation": {}}))), "a legacy client cannot answer an input_required round");
+    }
+
+    #[test]
+    fn declining_cancelling_or_answering_no_means_do_not_wait() {
+        let declined_with = |answer| declined(&order(Era::Modern, None, answer).1);
+        assert!(declined_with(Some(json!({"action": "decline"}))));
+        assert!(declined_with(Some(json!({"action": "cancel"}))));
+        assert!(declined_with(Some(json!({"action": "accept", "content": {WAIT_FIELD: false}}))));
+        assert!(!declined_with(Some(json!({"action": "accept", "content": {WAIT_FIELD: true}}))));
+        assert!(!declined_with(Some(json!({"action": "accept"}))));
+        assert!(!declined_with(None), "a call that was never asked declined nothing");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_while_waiting_names_the_approval_who_decides_and_the_time_left() {
+        let s = Store::open().await;
+        let approval = pending(&s).await;
+        let r = waiting_refusal(&order_tool(), &approval, NOW_MS + 15_000, "it was not decided while the call was held");
+        assert_eq!((r.verdict, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate));
+        assert_eq!((r.approval_id.as_deref(), r.proposal_sha256.as_deref()), (Some("apr_ask"), Some("a".repeat(64).as_str())));
+        for said in ["approval apr_ask is pending", "it was not decided while the call was held", "toolgate approvals approve", "POST /admin/approvals/apr_ask/approve", "within 45 s"] {
+            assert!(r.message.contains(said), "{said:?} in {}", r.message);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_question_carries_the_approval_and_a_sealed_state_that_names_it() {
+        let s = Store::open().await;
+        let approval = pending(&s).await;
+        let (cx, _) = order(Era::Modern, Some(json!({"elicitation": {}})), None);
+        let out = input_required(&s.approvals(TTL_MS, 0), &cx, &order_tool(), &approval);
+        assert_eq!(field(&out, "resultType"), "input_required");
+        let asked = &field(&out, "inputRequests")[INPUT_KEY];
+        assert_eq!((&asked["method"], &asked["params"]["requestedSchema"]["required"]), (&json!("elicitation/create"), &json!([WAIT_FIELD])));
+        assert!(asked["params"]["message"].as_str().unwrap().contains(&approval.binding.proposal_sha256), "the person sees which exact call waits");
+        let claim = s.sealer.open(field(&out, "requestState").as_str().unwrap()).expect("sealed by this gateway");
+        assert_eq!((claim.approval_id.as_str(), &claim.binding, claim.upstream_state), ("apr_ask", &approval.binding, None));
+        let meta = &field(&out, "_meta")[APPROVAL_META];
+        assert_eq!((&meta["id"], &meta["state"], &meta["expires_ms"]), (&json!("apr_ask"), &json!("pending"), &json!(NOW_MS + TTL_MS)));
+    }
+}

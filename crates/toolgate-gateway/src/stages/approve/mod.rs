@@ -897,4 +897,62 @@ mod tests {
         let Answer::Result(untouched) = seal_continuation(&s.sealer, &plain, Answer::Result(asks)) else { panic!() };
         assert_eq!(field(&untouched, "requestState"), "upstream-round-2");
     }
+
+    /// Through the approve stage's one door, as the pipeline enters it,
+    /// held for `hold_ms`; `redecided` is what decide says once approved.
+    async fn through_door(s: &Store, c: &CallRequest, decision: &Decision, hold_ms: u64, redecided: Decision) -> Approved {
+        let a = s.approvals(TTL_MS, hold_ms);
+        let (cx, call) = split_at(c, s.clock.as_ref());
+        let obs = Observer::new(None);
+        let redecide = move |_: Option<ApprovalState>| redecided.clone();
+        let around = Around { obs: &obs, redecide: &redecide, receipts: s };
+        let standing = standing(&a, &cx, &call, &order_tool(), &proposal(c)).await;
+        approve(&a, &around, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
+    }
+
+    #[tokio::test]
+    async fn through_the_door_a_new_approval_commits_its_wait_and_the_person_is_asked() {
+        let s = Store::open().await;
+        let approved = through_door(&s, &order(2, None), &needs_approval(), 0, needs_approval()).await;
+        let id = approved.approval_id.clone().expect("the approval opened");
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Pending);
+        assert_eq!((approved.committed.map(|c| c.what()), approved.input_required, approved.redecided.is_none()), (Some(Commit::Wait), true, true));
+        assert_eq!(s.receipts().await, 1, "the wait's receipt committed with the approval");
+        let Err(Stop::Input(question)) = approved.gate else { panic!("a pending approval runs nothing and asks") };
+        assert_eq!(field(&question, "_meta")[APPROVAL_META]["id"], json!(id));
+        // A legacy client cannot be asked: it is refused, and its refusal gets a receipt of its own.
+        let mut legacy = order(3, None);
+        legacy.era = Era::Legacy;
+        let refused_legacy = through_door(&s, &legacy, &needs_approval(), 0, needs_approval()).await;
+        assert_eq!((refused_legacy.committed, refused_legacy.input_required), (None, false));
+        assert_eq!(refused(refused_legacy.gate).reason, Reason::ApprovalPending);
+    }
+
+    #[tokio::test]
+    async fn through_the_door_approved_while_held_it_is_decided_again_and_runs_once() {
+        let s = Store::open().await;
+        let (id, _) = waiting_order(&s).await;
+        let again = decision(Verdict::RequireApproval, Reason::PolicyRequiresApproval, "order_above_five_units");
+        let decide_soon = async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            decide_as_dana(&s, &id, true).await;
+        };
+        let (c, asked) = (order(2, None), needs_approval());
+        let (approved, ()) = tokio::join!(through_door(&s, &c, &asked, 2_000, again.clone()), decide_soon);
+        assert_eq!(approved.redecided, Some((Some(ApprovalState::Approved), again)));
+        assert_eq!((approved.approval_id.as_deref(), approved.committed, approved.input_required), (Some(id.as_str()), None, false));
+        let gate = passed(approved.gate);
+        assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
+        assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
+    }
+
+    #[tokio::test]
+    async fn through_the_door_a_denied_call_opens_nothing_and_names_no_approval() {
+        let s = Store::open().await;
+        let deny = decision(Verdict::Deny, Reason::PolicyForbids, "no_orders");
+        let approved = through_door(&s, &order(2, None), &deny, 0, needs_approval()).await;
+        assert_eq!((approved.approval_id, approved.committed, approved.redecided), (None, None, None));
+        assert_eq!(refused(approved.gate).reason, Reason::PolicyForbids);
+        assert_eq!(s.receipts().await, 0);
+    }
 }
