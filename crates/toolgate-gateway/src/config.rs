@@ -6,6 +6,7 @@
 //! own class for a tool, by its exposed name. `--mcp-json FILE` imports an
 //! existing `mcpServers` file as untrusted servers.
 
+use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, HeaderSource, Server, Transport};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -160,13 +161,13 @@ impl Default for GatewaySettings {
             max_depth: 64,
             max_string_bytes: 256 << 10,
             max_items: 10_000,
-            max_upstream_message_bytes: crate::upstream::DEFAULT_MAX_MESSAGE_BYTES,
+            max_upstream_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             upstream_timeout_ms: 30_000,
             ledger: None,
             list_ttl_ms: 60_000,
             block_invalid_results: false,
             list_page_size: 100,
-            max_tools_per_upstream: crate::upstream::DEFAULT_MAX_TOOLS,
+            max_tools_per_upstream: DEFAULT_MAX_TOOLS,
             stdio_caller: None,
             approval_ttl_ms: 15 * 60 * 1000,
             shutdown_grace_ms: 30_000,
@@ -223,24 +224,6 @@ fn yes() -> bool {
     true
 }
 
-/// How toolgate reaches an upstream.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Transport {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
-    Http { url: String, headers: BTreeMap<String, HeaderSource> },
-}
-
-/// Where an upstream header's value comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum HeaderSource {
-    /// Written in the config.
-    Value(String),
-    /// An environment variable, read at connect.
-    Env(String),
-    /// An owner-only file (absolute), read at connect.
-    File(PathBuf),
-}
-
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
@@ -260,7 +243,12 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    pub(crate) fn transport(&self) -> Transport {
+    /// The server as the upstream client reaches it.
+    pub fn server(&self) -> Server {
+        Server { transport: self.transport(), trusted: self.trusted }
+    }
+
+    fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => Transport::Stdio { command: command.clone(), args: self.args.clone(), env: self.env.clone() },
             (None, Some(url)) => {

@@ -110,7 +110,7 @@ impl Gateway {
             .iter()
             .map(|(name, server)| {
                 let timeout = server.timeout_ms.map_or(timeout, Duration::from_millis);
-                Upstream::new(name, server, timeout, ttl, env!("CARGO_PKG_VERSION"))
+                Upstream::new(name, server.server(), timeout, ttl, env!("CARGO_PKG_VERSION"))
             })
             .collect();
         for upstream in &upstreams {

@@ -32,6 +32,7 @@ pub(crate) mod commit;
 pub(crate) mod observe;
 pub mod pipeline;
 pub mod reconcile;
+pub mod replay;
 pub mod evidence;
 pub mod console;
 pub mod stages;

@@ -23,7 +23,7 @@ use common::serve_rmcp;
 
 fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
     let config = UpstreamConfig { url: Some(url.into()), ..Default::default() };
-    Upstream::new(name, &config, Duration::from_secs(5), Duration::from_secs(60), "test")
+    Upstream::new(name, config.server(), Duration::from_secs(5), Duration::from_secs(60), "test")
 }
 
 /// The Atlas tickets server (2026-07-28) over HTTP, until `cancel`; its URL.
@@ -139,7 +139,7 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
         args: vec![script.display().to_string(), log.display().to_string()],
         ..Default::default()
     };
-    let upstream = Upstream::new("silent", &config, Duration::from_millis(300), Duration::from_secs(60), "test");
+    let upstream = Upstream::new("silent", config.server(), Duration::from_millis(300), Duration::from_secs(60), "test");
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let outcome = upstream.call(toolgate_gateway::upstream::Kind::Tool, "slow", &json!({}), Default::default()).await;
@@ -195,7 +195,7 @@ async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_
     std::fs::write(&key_file, "upstream-key-0123456789\n").unwrap();
     std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let with = |config: UpstreamConfig| {
-        let upstream = Upstream::new("tickets", &config, Duration::from_secs(5), Duration::from_secs(60), "test");
+        let upstream = Upstream::new("tickets", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
         upstream.start(cancel.clone());
         upstream
     };
@@ -333,7 +333,7 @@ async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     std::fs::write(&script, SIZED_SERVER).unwrap();
     let config = UpstreamConfig { command: Some("python3".into()), args: vec![script.display().to_string()], ..Default::default() };
     // A deadline far longer than the test may take: the refusal must not wait for it.
-    let upstream = Upstream::new("sized", &config, Duration::from_secs(30), Duration::from_secs(60), "test");
+    let upstream = Upstream::new("sized", config.server(), Duration::from_secs(30), Duration::from_secs(60), "test");
     let max = 64 << 10;
     upstream.set_max_message_bytes(max);
     upstream.start(cancel.clone());
@@ -379,7 +379,7 @@ async fn an_upstream_redirect_is_not_followed_and_the_reason_says_so() {
     // SAFETY: this test alone sets this variable.
     unsafe { std::env::set_var("TG_TEST_REDIRECTED_KEY", "redirected-key-0123456789") };
     let config = UpstreamConfig { url: Some(url), headers_env: [("x-api-key".into(), "TG_TEST_REDIRECTED_KEY".into())].into(), ..Default::default() };
-    let upstream = Upstream::new("moved", &config, Duration::from_secs(5), Duration::from_secs(60), "test");
+    let upstream = Upstream::new("moved", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
     upstream.start(cancel.clone());
     assert!(!upstream.ready(Duration::from_secs(2)).await);
     let why = upstream.down_reason().unwrap();

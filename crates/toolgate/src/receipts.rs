@@ -381,9 +381,7 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
 pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
     let engine = load_policy_dir(dir)?;
     let (config, ledger) = open(config_path).await?;
-    // The guards are the config's, not the policy's: a call a guard judged
-    // is judged by it again, so only the policy's part can change.
-    let guards = toolgate_gateway::stages::decide::Guards::new(&config.guards);
+    let replay = toolgate_gateway::replay::Replay::new(engine, &config);
     let (mut decided, mut changed, mut from) = (0u64, 0u64, 0u64);
     loop {
         let rows = ledger.receipts(from, 10_000).await?;
@@ -392,36 +390,17 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
         for row in &rows {
             let Some(asked) = row.asked.as_deref() else { continue };
             let asked: Value = serde_json::from_str(asked).with_context(|| format!("receipt {}'s record", row.log_index))?;
-            let caller: toolgate_core::Caller = serde_json::from_value(asked["caller"].clone())?;
-            let recorded: toolgate_core::Decision = serde_json::from_value(asked["decision"].clone())?;
-            let fallback: toolgate_core::Decision = serde_json::from_value(asked["class_decision"].clone())?;
-            let t = &asked["tool"];
-            let labels: Vec<String> = serde_json::from_value(t["labels"].clone()).unwrap_or_default();
-            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-            let (exposed, server, name, class) = (s(&t["exposed_name"]), s(&t["server"]), s(&t["name"]), s(&t["class"]));
-            let facts = toolgate_core::policy::ToolFacts { exposed_name: &exposed, server: &server, name: &name, class: &class, labels: &labels };
-            let outcome = engine.evaluate(&caller, &facts, &asked["arguments"], asked["approval_state"].as_str().unwrap_or("none"));
-            let mut now = toolgate_core::decision::decide_or(&outcome, || fallback);
-            if recorded.rules.iter().any(|r| r.starts_with("egress.")) {
-                now = guards.egress(now, &asked["arguments"]);
-            }
-            // The run's legs and the budgets are facts of the moment it was
-            // decided (its rules record them), not of the policy.
-            let situation = toolgate_gateway::stages::decide::Situation::recorded(&recorded);
-            if !situation.legs.is_empty() {
-                now = guards.trifecta(now, &situation);
-            }
-            now = toolgate_core::budget::guard(now, situation.over.as_ref());
+            let again = replay.decide_again(&asked).with_context(|| format!("receipt {}'s record", row.log_index))?;
             decided += 1;
-            if now.verdict != recorded.verdict || now.reason != recorded.reason {
+            if again.changed() {
                 changed += 1;
                 let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", wire_name(&d.verdict), wire_name(&d.reason), d.rules.join(","));
                 let version = parse(&row.signed)?.receipt.policy_version;
-                println!("log {:>6}  {:<32} {:<12} {} → {}  [decided under policy {}]", row.log_index, exposed, caller.name, name(&recorded), name(&now), &version[..version.len().min(12)]);
+                println!("log {:>6}  {:<32} {:<12} {} → {}  [decided under policy {}]", row.log_index, again.exposed_name, again.caller.name, name(&again.recorded), name(&again.now), &version[..version.len().min(12)]);
             }
         }
     }
-    println!("{decided} recorded proposal(s) decided again under {} (policy version {}); {changed} would change. Nothing was run.", dir.display(), engine.version());
+    println!("{decided} recorded proposal(s) decided again under {} (policy version {}); {changed} would change. Nothing was run.", dir.display(), replay.policy_version());
     Ok(())
 }
 

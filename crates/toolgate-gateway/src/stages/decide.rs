@@ -133,9 +133,18 @@ pub fn decide(
         // Fail closed, and tell the operator which rule to fix.
         tracing::warn!(target: "toolgate::policy", tool = %tool.exposed_name, rules = ?rules, %message, "a policy failed to evaluate; the call is denied");
     }
-    let mut decision = toolgate_core::decision::decide(&tool.view, &outcome);
-    if egress_tool(tool) {
-        decision = guards.egress(decision, &proposal.arguments);
+    weigh(&outcome, || toolgate_core::decision::decide_by_class(&tool.view), guards, egress_tool(tool), &proposal.arguments, situation)
+}
+
+/// The order every decision is made in — by a call here, and by `toolgate
+/// replay` for a recorded one: the policy's `outcome`, or where no policy
+/// applies the class decision (`by_class`); then, for a call that sends
+/// data out (`egress`), the egress scan of its `arguments` and the
+/// trifecta of its run; then the budgets it is over.
+pub fn weigh(outcome: &Outcome, by_class: impl FnOnce() -> Decision, guards: &Guards, egress: bool, arguments: &serde_json::Value, situation: &Situation) -> Decision {
+    let mut decision = toolgate_core::decision::decide_or(outcome, by_class);
+    if egress {
+        decision = guards.egress(decision, arguments);
         decision = guards.trifecta(decision, situation);
     }
     budget::guard(decision, situation.over.as_ref())

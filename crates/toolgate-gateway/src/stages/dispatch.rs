@@ -160,7 +160,7 @@ mod tests {
     async fn an_upstream_not_connected_yet_is_unavailable_not_unknown() {
         // Configured, never started: the call cannot have left the gateway.
         let server = crate::config::ServerConfig { url: Some("http://127.0.0.1:9/mcp".into()), ..Default::default() };
-        let upstream = Upstream::new("parts", &server, Duration::from_secs(1), Duration::from_secs(60), "test");
+        let upstream = Upstream::new("parts", server.server(), Duration::from_secs(1), Duration::from_secs(60), "test");
         let r = refused(sent(Some(&upstream), &order()).await);
         assert_eq!((r.reason, r.action), (Reason::UpstreamUnavailable, Action::Retry));
     }

@@ -147,7 +147,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Arc::new(Config::parse("[servers.parts]\nurl = \"http://127.0.0.1:9/mcp\"\n", &dir.path().join("toolgate.toml")).unwrap());
         // Never started: it has no listing, so its tools are not in the catalog.
-        let upstream = Upstream::new("parts", &config.servers["parts"], Duration::from_secs(1), Duration::from_secs(60), "test");
+        let upstream = Upstream::new("parts", config.servers["parts"].server(), Duration::from_secs(1), Duration::from_secs(60), "test");
         let pins = Arc::new(crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap());
         let catalogs = Catalogs::new(config.clone(), vec![upstream], pins, true);
         let r = refused(resolve(&catalogs, &config, Kind::Tool, "parts__find_part"));

@@ -345,7 +345,7 @@ impl Live {
         let dir = tempfile::tempdir().expect("a temp dir");
         let text = format!("[servers.parts]\nurl = \"{}\"\n{registry}", fake.url);
         let config = Arc::new(Config::parse(&text, &dir.path().join("toolgate.toml")).expect("a valid config"));
-        let upstream = Upstream::new("parts", &config.servers["parts"], timeout, Duration::from_secs(600), "test");
+        let upstream = Upstream::new("parts", config.servers["parts"].server(), timeout, Duration::from_secs(600), "test");
         let stop = CancellationToken::new();
         upstream.start(stop.child_token());
         assert!(upstream.ready(Duration::from_secs(10)).await, "the upstream did not list: {:?}", upstream.down_reason());

@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::UpstreamError;
-use crate::config::HeaderSource;
+use super::HeaderSource;
 use crate::wire::{self, Id, Message};
 
 const SESSION_HEADER: &str = "mcp-session-id";

@@ -15,7 +15,6 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServerConfig, Transport};
 use crate::wire::RpcError;
 pub use crate::wire::Era;
 pub(crate) use session::Session;
@@ -300,18 +299,59 @@ impl Drop for ProgressRoute {
     }
 }
 
+/// How toolgate reaches an upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// A program started as a child, speaking MCP on its stdin and stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables added to the environment it inherits.
+        env: std::collections::BTreeMap<String, String>,
+    },
+    /// Streamable HTTP at `url`.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Headers sent with every request, and where their values come from.
+        headers: std::collections::BTreeMap<String, HeaderSource>,
+    },
+}
+
+/// Where an upstream header's value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderSource {
+    /// Written in the config.
+    Value(String),
+    /// An environment variable, read at connect.
+    Env(String),
+    /// An owner-only file (absolute), read at connect.
+    File(std::path::PathBuf),
+}
+
+/// One upstream server, as the config names it (`ServerConfig::server`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    /// How it is reached.
+    pub transport: Transport,
+    /// Whether its annotations may decide for tools the registry does not name.
+    pub trusted: bool,
+}
+
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 impl Upstream {
-    /// An upstream for `config`, not yet connected (`start` connects it):
+    /// An upstream for `server`, not yet connected (`start` connects it):
     /// `timeout` bounds every request, `ttl` how long a listing stands, and
     /// `client_version` is what toolgate reports as its own version.
-    pub fn new(name: &str, config: &ServerConfig, timeout: Duration, ttl: Duration, client_version: &str) -> Arc<Self> {
+    pub fn new(name: &str, server: Server, timeout: Duration, ttl: Duration, client_version: &str) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_string(),
-            trusted: config.trusted,
-            transport: config.transport(),
+            trusted: server.trusted,
+            transport: server.transport,
             timeout,
             ttl,
             client_version: client_version.to_string(),

@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, watch};
 use super::UpstreamError;
 use super::http::HttpChannel;
 use super::stdio::StdioChannel;
-use crate::config::Transport;
+use super::Transport;
 use crate::wire::{self, Era, LEGACY, MODERN, Message};
 
 /// How long a server gets to answer `server/discover` before it is taken
