@@ -227,7 +227,7 @@ async fn main() {
     println!("   toolgate:   {:>8.0} calls/s  p50 {}  p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
     let ratio = g.throughput / d.throughput;
     println!("   bare relay / direct {:.2}×; toolgate / bare relay {:.2}×", r.throughput / d.throughput, g.throughput / r.throughput);
-    println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", verdict(ratio >= 0.6));
+    println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", met(ratio >= 0.6));
 
     let [d, r, g]: [Figures; 3] = fixed_rate(&[&direct, &bare, &via]).await.try_into().ok().expect("three legs");
     let added = g.p99.saturating_sub(d.p99);
@@ -236,7 +236,7 @@ async fn main() {
     println!("   bare relay: p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(r.p50), ms(r.p99), r.throughput);
     println!("   toolgate:   p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(g.p50), ms(g.p99), g.throughput);
     println!("   bare relay adds p99 {}", ms(r.p99.saturating_sub(d.p99)));
-    println!("   added p99 {} (target ≤ 0.300 ms) {}", ms(added), verdict(added <= Duration::from_micros(300)));
+    println!("   added p99 {} (target ≤ 0.300 ms) {}", ms(added), met(added <= Duration::from_micros(300)));
 
     let catalog = gw.catalogs.current();
     let tool = catalog.tools.get("tickets__get_ticket").unwrap().clone();
@@ -266,7 +266,7 @@ async fn main() {
             if with_policy { "registry + Cedar (demo policy)" } else { "registry only (no [policy])" },
             p50.as_secs_f64() * 1e6,
             percentile(&lat, 0.99).as_secs_f64() * 1e6,
-            verdict(p50 <= Duration::from_micros(20))
+            met(p50 <= Duration::from_micros(20))
         );
     }
     gw.stop();
@@ -292,6 +292,6 @@ async fn saturate_briefly(t: &Target) -> usize {
     n
 }
 
-fn verdict(ok: bool) -> &'static str {
+fn met(ok: bool) -> &'static str {
     if ok { "MET" } else { "NOT MET" }
 }

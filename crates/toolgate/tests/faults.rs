@@ -306,7 +306,7 @@ async fn reconcile(config: &Path, id: &str) -> Result<serde_json::Value, String>
 }
 
 /// The checks every fault run ends with; prints the figures.
-async fn verdict(
+async fn checks_hold(
     run: &Run,
     support_state: &Path,
     configs: &[PathBuf],
@@ -449,7 +449,7 @@ async fn upstream_killed_and_restarted() {
     }
     writing.await.unwrap();
     let unknowns = settle_all(&run, std::slice::from_ref(&config)).await;
-    verdict(
+    checks_hold(
         &run,
         &support_state,
         &[config],
@@ -626,7 +626,7 @@ async fn postgres_restarted_under_replicas() {
     }
     writing.await.unwrap();
     let unknowns = settle_all(&run, &configs).await;
-    verdict(
+    checks_hold(
         &run,
         &support_state,
         &configs,
@@ -750,7 +750,7 @@ async fn disk_full_under_sqlite() {
         .filter(|(k, _)| k.starts_with("fault: refused"))
         .map(|(_, n)| n)
         .sum::<usize>();
-    verdict(
+    checks_hold(
         &run,
         &support_state,
         &[config],
@@ -821,7 +821,7 @@ async fn read_only_ledger() {
         "a gateway started on the read-only ledger said: {:?}",
         refused_to_start.iter().collect::<BTreeSet<_>>()
     );
-    verdict(
+    checks_hold(
         &run,
         &support_state,
         &[config],

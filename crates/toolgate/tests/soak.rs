@@ -269,7 +269,7 @@ async fn slot(soak: Arc<Soak>, w: Arc<World>, n: u64, due: Instant) {
     .await;
     soak.in_flight.fetch_sub(1, Relaxed);
     let took = due.elapsed().as_micros() as u64;
-    let verdict = match sent {
+    let checked = match sent {
         Err(e) => Err(format!("{kind:?} {tool}: {e}")),
         Ok((status, body)) if status != 200 => {
             Err(format!("{kind:?} {tool}: HTTP {status}: {body}"))
@@ -288,7 +288,7 @@ async fn slot(soak: Arc<Soak>, w: Arc<World>, n: u64, due: Instant) {
     if matches!(kind, Kind::NewWrite | Kind::Retry) {
         m.writes.push(took);
     }
-    if let Err(e) = verdict {
+    if let Err(e) = checked {
         m.errors += 1;
         drop(minutes);
         soak.error(e);
@@ -673,16 +673,16 @@ async fn soak_approver() {
         let listed: Value = listed.json().await.unwrap_or_default();
         for a in listed["approvals"].as_array().into_iter().flatten() {
             let id = a["id"].as_str().unwrap_or_default();
-            let verdict = if id.ends_with('0') { "deny" } else { "approve" };
+            let ruling = if id.ends_with('0') { "deny" } else { "approve" };
             let decided = client
-                .post(format!("{base}/admin/approvals/{id}/{verdict}"))
+                .post(format!("{base}/admin/approvals/{id}/{ruling}"))
                 .bearer_auth(DANA_TOKEN)
                 .json(&json!({"reason": "soak: decided by the approver process"}))
                 .send()
                 .await;
             match decided {
                 Ok(r) if r.status().is_success() => {
-                    if verdict == "deny" {
+                    if ruling == "deny" {
                         denied += 1
                     } else {
                         approved += 1

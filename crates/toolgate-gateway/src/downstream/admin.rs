@@ -90,8 +90,8 @@ struct DecideBody {
     reason: String,
 }
 
-async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path((id, verdict)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
-    let approve = match verdict.as_str() {
+async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path((id, ruling)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
+    let approve = match ruling.as_str() {
         "approve" => true,
         "deny" => false,
         _ => return plain(StatusCode::NOT_FOUND, "POST /admin/approvals/{id}/approve or /deny"),

@@ -10,7 +10,7 @@ use crate::call::Answer;
 use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
-/// The `_meta` key of toolgate's verdict on a result.
+/// The `_meta` key of what toolgate's check found in a result.
 pub(crate) const CHECK_META: &str = "io.toolgate/check";
 
 /// What the check stage found in a result.

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wire::RpcError;
 pub use crate::wire::Era;
-pub(crate) use session::Session;
+pub(crate) use session::McpSession;
 
 /// Why a request to an upstream failed, and so whether a call may have run:
 /// not after `Unavailable` or `Rejected`; unknown after `Timeout`, `Lost`
@@ -221,7 +221,7 @@ impl Listing {
 
 #[derive(Default)]
 struct State {
-    session: Option<Arc<Session>>,
+    session: Option<Arc<McpSession>>,
     listing: Option<Arc<Listing>>,
     down: Option<String>,
 }
@@ -567,7 +567,7 @@ impl Upstream {
         self.generation.send_modify(|g| *g += 1);
     }
 
-    fn set_up(&self, session: Arc<Session>, listing: Listing) {
+    fn set_up(&self, session: Arc<McpSession>, listing: Listing) {
         let changed = {
             let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
             let same = s.listing.as_ref().is_some_and(|old| old.same_as(&listing));
@@ -580,10 +580,10 @@ impl Upstream {
         }
     }
 
-    async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<Session>, Listing), UpstreamError> {
+    async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
         let channel = session::Channel::open(&self.name, &self.transport, events, self.progress.clone(), max_message)?;
-        let session = tokio::time::timeout(self.timeout, Session::open(channel, &self.client_version))
+        let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;
         let session = Arc::new(session);
@@ -591,7 +591,7 @@ impl Upstream {
         Ok((session, listing))
     }
 
-    async fn list(&self, session: &Session) -> Result<Listing, UpstreamError> {
+    async fn list(&self, session: &McpSession) -> Result<Listing, UpstreamError> {
         let mut ttl = None;
         let tools = self.list_kind(session, Kind::Tool, &mut ttl).await?;
         let (mut prompts, mut resources, mut templates) = (Vec::new(), Vec::new(), Vec::new());
@@ -610,7 +610,7 @@ impl Upstream {
 
     /// A list the server declared but answers with an error is taken as
     /// empty (its tools still serve); a lost connection is not.
-    async fn list_optional(&self, session: &Session, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+    async fn list_optional(&self, session: &McpSession, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
         match self.list_kind(session, kind, ttl).await {
             Err(UpstreamError::Rpc(e)) => {
                 tracing::warn!(server = %self.name, method = kind.list().0, error = %e.message, "the list failed; it is taken as empty");
@@ -620,7 +620,7 @@ impl Upstream {
         }
     }
 
-    async fn list_kind(&self, session: &Session, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+    async fn list_kind(&self, session: &McpSession, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
         let (method, key, field) = kind.list();
         let (raws, ttl_ms) = tokio::time::timeout(self.timeout, session.list_all(method, key)).await.map_err(|_| UpstreamError::Timeout)??;
         if let Some(t) = ttl_ms {
@@ -670,7 +670,7 @@ impl Upstream {
     }
 
     /// Keeps the listing fresh until the session is lost.
-    async fn serve_session(&self, session: &Arc<Session>, events: &mut broadcast::Receiver<String>) {
+    async fn serve_session(&self, session: &Arc<McpSession>, events: &mut broadcast::Receiver<String>) {
         let mut closed = session.closed();
         loop {
             let relist = tokio::select! {

@@ -56,7 +56,7 @@ impl Channel {
     }
 }
 
-pub(crate) struct Session {
+pub(crate) struct McpSession {
     channel: Channel,
     pub(crate) era: Era,
     pub(crate) protocol_version: String,
@@ -75,7 +75,7 @@ fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
     }
 }
 
-impl Session {
+impl McpSession {
     pub(crate) async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
         let meta = wire::modern_meta("toolgate", client_version);
         let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern), &[])).await;
@@ -88,7 +88,7 @@ impl Session {
                         c.set_protocol_version(MODERN);
                     }
                     let capabilities = result["capabilities"].clone();
-                    return Ok(Session { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities });
+                    return Ok(McpSession { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities });
                 }
             }
         } else if let Ok(Err(e @ UpstreamError::Unavailable(_))) = discover {
@@ -113,7 +113,7 @@ impl Session {
         }
         channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
         let capabilities = result["capabilities"].clone();
-        Ok(Session { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
+        Ok(McpSession { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
     }
 
     pub(crate) fn closed(&self) -> Option<watch::Receiver<bool>> {
