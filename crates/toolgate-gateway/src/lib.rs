@@ -8,15 +8,13 @@
 
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
+pub use toolgate_mcp::{lines, param_headers, upstream, wire};
 pub mod config;
 pub mod identity;
 pub mod seal;
 pub mod sources;
 pub mod telemetry;
-pub mod wire;
 pub mod oauth;
-pub mod upstream;
-pub mod param_headers;
 pub mod pins;
 pub mod prometheus;
 pub mod catalog;
@@ -37,4 +35,3 @@ pub mod evidence;
 pub mod console;
 pub mod stages;
 pub mod downstream;
-pub mod lines;

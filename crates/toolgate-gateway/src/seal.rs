@@ -99,18 +99,7 @@ pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A secret on disk must be the owner's alone.
-pub(crate) fn check_owner_only(path: &Path) -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)?.permissions().mode();
-        if mode & 0o077 != 0 {
-            bail!("{} is readable by group or others (mode {:o}); `chmod 600` it", path.display(), mode & 0o777);
-        }
-    }
-    Ok(())
-}
+pub(crate) use toolgate_mcp::owner_only::check_owner_only;
 
 #[cfg(test)]
 mod tests {

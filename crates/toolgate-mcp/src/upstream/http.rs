@@ -211,7 +211,7 @@ fn header_value(header: &str, source: &HeaderSource) -> Result<String, UpstreamE
         HeaderSource::File(path) => {
             let unreadable = |why: String| UpstreamError::Unavailable(format!("header `{header}`: {why}"));
             let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
-            crate::seal::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
+            crate::owner_only::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
             Ok(text.trim_end_matches(['\r', '\n']).to_string())
         }
     }

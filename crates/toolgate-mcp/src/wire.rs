@@ -6,20 +6,24 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The stateless core revision.
-pub(crate) const MODERN: &str = "2026-07-28";
+pub const MODERN: &str = "2026-07-28";
 /// The last revision with the `initialize` handshake.
-pub(crate) const LEGACY: &str = "2025-11-25";
+pub const LEGACY: &str = "2025-11-25";
 /// What toolgate speaks, newest first.
-pub(crate) const SUPPORTED_VERSIONS: [&str; 2] = [MODERN, LEGACY];
+pub const SUPPORTED_VERSIONS: [&str; 2] = [MODERN, LEGACY];
 
-pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub(crate) const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// `_meta` key: the protocol revision a 2026-07-28 request speaks.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: who the client is.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key: what the client can do (elicitation, …).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: who the server is.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// A JSON object whose field values stay verbatim: the gateway can add or
 /// replace a field without re-encoding the others.
-pub(crate) type RawObject = std::collections::BTreeMap<String, Box<RawValue>>;
+pub type RawObject = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// The two protocol eras toolgate speaks, on both edges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -32,26 +36,34 @@ pub enum Era {
 }
 
 /// JSON-RPC error codes toolgate sends.
-pub(crate) mod code {
-    pub(crate) const PARSE_ERROR: i64 = -32700;
-    pub(crate) const INVALID_REQUEST: i64 = -32600;
-    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-    pub(crate) const INVALID_PARAMS: i64 = -32602;
-    pub(crate) const INTERNAL_ERROR: i64 = -32603;
-    pub(crate) const HEADER_MISMATCH: i64 = -32020;
-    pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub mod code {
+    /// The message is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The message is not a valid request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The method's params are invalid (an unknown tool, among others).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Something failed inside.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The routing headers disagree with the body (2026-07-28).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request needs a capability the client did not declare.
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    /// The request speaks a protocol revision not supported here.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
     /// toolgate refused a prompt get or resource read by its authority (the
     /// refusal, with what to do next, is the error's `data`). A tool's
     /// refusal is an `isError` result instead.
-    pub(crate) const REFUSED: i64 = -32010;
+    pub const REFUSED: i64 = -32010;
 
     /// The errors that say a request was refused before it ran: it could not
     /// be read, named no method, had invalid params, headers that disagree
     /// with its body, a capability or a protocol version missing. Nothing
     /// happened; any other error (an internal one may come after a commit)
     /// or a lost answer may hide an effect.
-    pub(crate) fn refused_before_running(code: i64) -> bool {
+    pub fn refused_before_running(code: i64) -> bool {
         matches!(
             code,
             PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
@@ -60,14 +72,14 @@ pub(crate) mod code {
 
     /// The errors Streamable HTTP answers with 400 Bad Request, whoever
     /// raised them (toolgate at its edge, or an upstream it passes on).
-    pub(crate) fn bad_request(code: i64) -> bool {
+    pub fn bad_request(code: i64) -> bool {
         matches!(code, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION)
     }
 }
 
 /// The param a 2026-07-28 request's `Mcp-Name` header mirrors (SEP-2243):
 /// the tool's or prompt's `name`, the resource's `uri`.
-pub(crate) fn named_by(method: &str) -> Option<&'static str> {
+pub fn named_by(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
@@ -87,21 +99,27 @@ pub enum Id {
 
 /// Any JSON-RPC message, parsed only as far as routing needs.
 #[derive(Debug, Deserialize)]
-pub(crate) struct Message {
+pub struct Message {
+    /// The request's id; none for a notification.
     #[serde(default)]
-    pub(crate) id: Option<Id>,
+    pub id: Option<Id>,
+    /// The method of a request or notification.
     #[serde(default)]
-    pub(crate) method: Option<String>,
+    pub method: Option<String>,
+    /// Its params, unparsed.
     #[serde(default)]
-    pub(crate) params: Option<Box<RawValue>>,
+    pub params: Option<Box<RawValue>>,
+    /// A response's result, unparsed.
     #[serde(default)]
-    pub(crate) result: Option<Box<RawValue>>,
+    pub result: Option<Box<RawValue>>,
+    /// A response's error.
     #[serde(default)]
-    pub(crate) error: Option<RpcError>,
+    pub error: Option<RpcError>,
 }
 
 impl Message {
-    pub(crate) fn is_response(&self) -> bool {
+    /// A response (no method; a result or an error).
+    pub fn is_response(&self) -> bool {
         self.method.is_none() && (self.result.is_some() || self.error.is_some())
     }
 }
@@ -109,18 +127,23 @@ impl Message {
 /// A JSON-RPC error object: its code, message and optional data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcError {
-    pub(crate) code: i64,
-    pub(crate) message: String,
+    /// The code (`code::…`).
+    pub code: i64,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// More, for a program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) data: Option<Value>,
+    pub data: Option<Value>,
 }
 
 impl RpcError {
-    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
+    /// An error without data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), data: None }
     }
 
-    pub(crate) fn with_data(mut self, data: Value) -> Self {
+    /// The same error, carrying `data`.
+    pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
@@ -134,7 +157,7 @@ impl std::fmt::Display for RpcError {
 
 /// A request as toolgate sends it upstream (serialised from borrows: the
 /// arguments are not copied on the way out).
-pub(crate) fn request(id: &Id, method: &str, params: &Value) -> String {
+pub fn request(id: &Id, method: &str, params: &Value) -> String {
     #[derive(Serialize)]
     struct Request<'a> {
         jsonrpc: &'static str,
@@ -145,21 +168,24 @@ pub(crate) fn request(id: &Id, method: &str, params: &Value) -> String {
     serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params }).expect("JSON values serialise")
 }
 
-pub(crate) fn notification(method: &str, params: &Value) -> String {
+/// A notification.
+pub fn notification(method: &str, params: &Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
 
 /// A success response carrying `result` verbatim.
-pub(crate) fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
+pub fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
     let id = serde_json::to_string(&id).expect("ids serialise");
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get())
 }
 
-pub(crate) fn response(id: Option<&Id>, result: &Value) -> String {
+/// A success response carrying `result`.
+pub fn response(id: Option<&Id>, result: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
-pub(crate) fn error_response(id: Option<&Id>, error: &RpcError) -> String {
+/// An error response.
+pub fn error_response(id: Option<&Id>, error: &RpcError) -> String {
     match id {
         Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string(),
         // 2026-07-28: the id is omitted when the request's could not be read.
@@ -168,7 +194,7 @@ pub(crate) fn error_response(id: Option<&Id>, error: &RpcError) -> String {
 }
 
 /// The per-request `_meta` a 2026-07-28 request carries.
-pub(crate) fn modern_meta(client_name: &str, client_version: &str) -> Value {
+pub fn modern_meta(client_name: &str, client_version: &str) -> Value {
     json!({
         META_PROTOCOL_VERSION: MODERN,
         META_CLIENT_INFO: {"name": client_name, "version": client_version},

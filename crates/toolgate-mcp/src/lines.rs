@@ -8,29 +8,34 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+/// One line read.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Line {
+pub enum Line {
+    /// A line of text, without its newline.
     Text(String),
     /// Longer than the limit; its first [`HEAD`] bytes.
     TooLong(Vec<u8>),
+    /// Not UTF-8; skipped.
     NotUtf8,
 }
 
 /// How much of a line too long is kept, to find its `id`.
-pub(crate) const HEAD: usize = 256;
+pub const HEAD: usize = 256;
 
-pub(crate) struct BoundedLines<R> {
+/// The lines of a byte stream, each read with a bound.
+pub struct BoundedLines<R> {
     reader: BufReader<R>,
     max: usize,
 }
 
 impl<R: AsyncRead + Unpin> BoundedLines<R> {
-    pub(crate) fn new(reader: R, max: usize) -> Self {
+    /// The lines of `reader`, none longer than `max` bytes kept.
+    pub fn new(reader: R, max: usize) -> Self {
         Self { reader: BufReader::new(reader), max }
     }
 
     /// The next line, or `None` at the end of the stream.
-    pub(crate) async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         let mut buf = Vec::new();
         let mut too_long = false;
         loop {
@@ -73,7 +78,7 @@ fn finish(mut buf: Vec<u8>, too_long: bool) -> Line {
 /// The numeric `id` of the JSON-RPC message `head` begins, if the head
 /// holds it whole: the `"id"` member of the outermost object, not one
 /// nested in its params or result, nor text inside a string.
-pub(crate) fn id_in_head(head: &[u8]) -> Option<i64> {
+pub fn id_in_head(head: &[u8]) -> Option<i64> {
     let (mut depth, mut i) = (0usize, 0usize);
     while i < head.len() {
         match head[i] {

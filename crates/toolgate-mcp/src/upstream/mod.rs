@@ -49,23 +49,25 @@ pub enum UpstreamError {
 /// JSON-RPC messages back to that client.
 #[derive(Clone)]
 pub struct ProgressRelay {
-    pub(crate) client_token: Value,
-    pub(crate) out: tokio::sync::mpsc::UnboundedSender<String>,
+    /// The client's own progress token.
+    pub client_token: Value,
+    /// The stream of messages back to the client.
+    pub out: tokio::sync::mpsc::UnboundedSender<String>,
     /// The progress the gateway itself already reported for this call (a
     /// hold): the upstream's values are counted on from it, so the client
     /// sees progress only increase, as MCP requires.
-    pub(crate) floor: Arc<std::sync::Mutex<f64>>,
+    pub floor: Arc<std::sync::Mutex<f64>>,
 }
 
 impl ProgressRelay {
     /// A relay of progress for the client's `client_token` onto `out`.
-    pub(crate) fn new(client_token: Value, out: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
+    pub fn new(client_token: Value, out: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
         Self { client_token, out, floor: Arc::default() }
     }
 
     /// Sends the gateway's own progress (`progress` of `total`), and counts
     /// what the upstream reports later on from it.
-    pub(crate) fn own(&self, progress: f64, total: f64, message: &str) {
+    pub fn own(&self, progress: f64, total: f64, message: &str) {
         *self.floor.lock().unwrap_or_else(|p| p.into_inner()) = progress;
         let params = serde_json::json!({"progressToken": self.client_token, "progress": progress, "total": total, "message": message});
         let _ = self.out.send(crate::wire::notification("notifications/progress", &params));
@@ -76,31 +78,31 @@ impl ProgressRelay {
 #[derive(Clone, Default)]
 pub struct CallOptions {
     /// Progress wanted by the client, and where it goes.
-    pub(crate) progress: Option<ProgressRelay>,
+    pub progress: Option<ProgressRelay>,
     /// `Mcp-Param-*` headers the tool's schema asks for (HTTP upstreams).
-    pub(crate) headers: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
     /// A re-issued call's answers to the upstream's `input_required`
     /// (`inputResponses`, `requestState`), passed on unchanged.
-    pub(crate) input: serde_json::Map<String, Value>,
+    pub input: serde_json::Map<String, Value>,
     /// The client's own capabilities: on 2026-07-28 the client, not the
     /// gateway, fulfils an upstream's input requests.
-    pub(crate) client_capabilities: Option<Value>,
+    pub client_capabilities: Option<Value>,
     /// Trace context for the upstream's `_meta` (`traceparent`, …).
-    pub(crate) meta: std::collections::BTreeMap<String, String>,
+    pub meta: std::collections::BTreeMap<String, String>,
     /// The caller's own deadline: the call's deadline is the shorter of it
     /// and the server's.
-    pub(crate) deadline: Option<Duration>,
+    pub deadline: Option<Duration>,
 }
 
 /// An upstream's `notifications/progress` routes, by the progress token
 /// toolgate gave each call (never the client's own: two clients may pick the
 /// same one).
-pub(crate) type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressRelay>>>;
+pub type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressRelay>>>;
 
 /// Passes an upstream progress notification on to its call's client, under
 /// the client's token. Called by the reader before it delivers the call's
 /// answer, so progress always precedes the result.
-pub(crate) fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>) {
+pub fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>) {
     let Some(mut params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else { return };
     let key = match &params["progressToken"] {
         Value::String(s) => s.clone(),
@@ -157,7 +159,7 @@ impl Kind {
 
     /// The list method, the key of its items in the answer, and the field
     /// that names an item.
-    pub(crate) fn list(self) -> (&'static str, &'static str, &'static str) {
+    pub fn list(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Kind::Tool => ("tools/list", "tools", "name"),
             Kind::Prompt => ("prompts/list", "prompts", "name"),
@@ -230,7 +232,8 @@ struct State {
 pub struct Upstream {
     /// Its `[servers]` name.
     pub name: String,
-    pub(crate) trusted: bool,
+    /// Whether its annotations may decide for tools the registry does not name.
+    pub trusted: bool,
     transport: Transport,
     timeout: Duration,
     ttl: Duration,
@@ -255,10 +258,11 @@ pub struct Upstream {
 
 /// A listen stream's watch of some of an upstream's resources: their
 /// updates arrive on `updates` (the upstream's URIs) while it is held.
-pub(crate) struct Watch {
+pub struct Watch {
     upstream: Arc<Upstream>,
     uris: Vec<String>,
-    pub(crate) updates: broadcast::Receiver<String>,
+    /// The upstream's URIs, as it says they were updated.
+    pub updates: broadcast::Receiver<String>,
 }
 
 impl Drop for Watch {
@@ -399,7 +403,7 @@ impl Upstream {
     /// A caller wanted this upstream while it was down: try to reconnect
     /// now rather than at the end of a backoff that grew while it was away
     /// (the supervisor still waits BACKOFF_START between attempts).
-    pub(crate) fn nudge(&self) {
+    pub fn nudge(&self) {
         if self.read().session.is_none() {
             self.wake.notify_one();
         }
@@ -410,12 +414,13 @@ impl Upstream {
         self.read().down.clone()
     }
 
-    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+    /// Changes whenever the listing changes (or the upstream goes down or up).
+    pub fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }
 
     /// Bumped whenever the listing changes; cheap enough for every call.
-    pub(crate) fn generation(&self) -> u64 {
+    pub fn generation(&self) -> u64 {
         *self.generation.borrow()
     }
 
@@ -462,7 +467,7 @@ impl Upstream {
     }
 
     /// Watches `uris` (the upstream's own) for `notifications/resources/updated`.
-    pub(crate) fn watch(self: &Arc<Self>, uris: Vec<String>) -> Watch {
+    pub fn watch(self: &Arc<Self>, uris: Vec<String>) -> Watch {
         {
             let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
             for uri in &uris {
@@ -515,7 +520,7 @@ impl Upstream {
     }
 
     /// Passes a `completion/complete` on (its `ref` already the upstream's own).
-    pub(crate) async fn complete(&self, params: Value) -> Result<Box<RawValue>, UpstreamError> {
+    pub async fn complete(&self, params: Value) -> Result<Box<RawValue>, UpstreamError> {
         self.send("completion/complete", params, &[], self.timeout).await
     }
 
