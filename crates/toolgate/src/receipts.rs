@@ -142,27 +142,6 @@ async fn covering(config: &Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow:
     toolgate_gateway::evidence::covering(&signing_log(config, ledger.clone()).await?, &**ledger, to).await
 }
 
-/// The log's size now: where a run's receipts will begin.
-pub async fn log_size(config_path: &Path) -> anyhow::Result<u64> {
-    let (_, ledger) = open(config_path).await?;
-    Ok(ledger.log_size().await?)
-}
-
-/// A bundle of the receipts from `from` on that attest one of `proposals`
-/// (a run's calls), each with its inclusion proof against a checkpoint
-/// that covers them.
-pub async fn bundle_of(config_path: &Path, from: u64, proposals: &std::collections::BTreeSet<String>) -> anyhow::Result<Bundle> {
-    let (config, ledger) = open(config_path).await?;
-    let to = ledger.log_size().await?;
-    if from >= to {
-        bail!("the log holds no receipt from {from} on");
-    }
-    let checkpoint = covering(&config, &ledger, to).await?;
-    let mut bundle = build(&*ledger, &checkpoint, from, to).await?;
-    bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
-    Ok(bundle)
-}
-
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.
 async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger>, bundle: &Bundle, (from, to, size): (u64, u64, u64), out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(dir) = pack {
