@@ -1,5 +1,9 @@
 //! `toolgate`: the authority layer for AI agents' tool calls. A thin binary:
-//! it parses arguments and calls the crates.
+//! it parses arguments and makes one call into a crate per subcommand —
+//! toolgate-gateway, toolgate-ledger and toolgate-core for the gateway's
+//! commands (each module here is one command's reading and printing),
+//! toolgate-demo for `demo`, `agent` and `conformance-fixture`,
+//! toolgate-atlas for `atlas`. No crate uses it.
 
 mod approvals;
 mod audit;
