@@ -10,6 +10,9 @@
 //! Writes (notes, orders, exports, notices, support tickets) go only to
 //! JSON-lines files in a sandbox directory: nothing is edited and nothing
 //! leaves the machine.
+//!
+//! It uses no toolgate crate; toolgate-demo, the `toolgate` binary and the
+//! tests use it.
 
 pub mod cli;
 pub mod contracts;

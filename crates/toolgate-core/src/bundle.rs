@@ -420,7 +420,7 @@ pub(crate) mod tests {
     }
 
     /// A log of `n` receipts; the bundle exports `pick` against a checkpoint at the full size.
-    fn bundle(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer]) -> Bundle {
+    pub(crate) fn bundle(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer]) -> Bundle {
         let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect();
         let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
         let checkpoint = Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();

@@ -1,7 +1,8 @@
 //! toolgate-core: the sans-I/O heart of toolgate — contracts, authority,
 //! proposals and canonical JSON, validation, policy, approval binding,
-//! receipts and Merkle-log maths. No tokio, no sockets, no files: every
-//! function here is a function of its inputs, tested fast.
+//! receipts and Merkle-log maths, bundle and pack verification. No tokio,
+//! no sockets, no files: every function here is a function of its inputs,
+//! tested fast. It uses no other toolgate crate; every other one may use it.
 
 #![warn(missing_docs)]
 

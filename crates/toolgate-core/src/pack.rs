@@ -1,16 +1,22 @@
-//! A pack's signed manifest. A pack (`toolgate export --pack`) holds a
-//! bundle beside the policy set, the registry and the tool definitions its
-//! receipts name, with `MANIFEST.json` listing each file's SHA-256. The
+//! A pack and its signed manifest. A pack (`toolgate export --pack`) holds
+//! a bundle beside the policy set, the registry and the tool definitions
+//! its receipts name, with `MANIFEST.json` listing each file's SHA-256. The
 //! manifest is signed by the log's receipt key (`MANIFEST.sig`), so a file
 //! rewritten and re-hashed in the manifest no longer verifies: whatever the
 //! pack presents as the rules was vouched for by the gateway that exported
-//! it. Pure: the caller reads the files.
+//! it. [`verify`] checks a pack's own proofs beside its bundle's. Pure: the
+//! caller reads the files.
+
+use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::bundle::{BundleKey, key_verifiers};
+use crate::bundle::{Bundle, BundleKey, Check, Failure, Report, key_verifiers};
+use crate::policy::PolicyEngine;
+use crate::proposal::{canonical_json, sha256_hex};
 use crate::receipt::ReceiptKey;
 
 /// What a manifest signature covers: this prefix, then the manifest's bytes
@@ -46,10 +52,88 @@ pub fn verify_manifest(keys: &[BundleKey], manifest: &[u8], signature: &Manifest
     public.verify_strict(&message(manifest), &ed25519_dalek::Signature::from_bytes(&bytes)).map_err(|_| "the signature does not verify: the manifest was changed".to_string())
 }
 
+/// A pack's files by their `/`-separated path inside it (`MANIFEST.json`,
+/// `bundle.json`, `tools/SHA.json`, …), as the caller read them.
+pub type Files = BTreeMap<String, Vec<u8>>;
+
+/// A pack's own proofs, added to its bundle's `report` (from
+/// [`crate::bundle::verify`]): the manifest is signed by a key of the
+/// bundle and the files match it, each receipt's tool definition is there
+/// under its hash, and the policy set is the version at least one receipt
+/// names. The first proof that fails is reported, and ends the checks.
+pub fn verify(files: &Files, bundle: &Bundle, report: &mut Report) {
+    if let Err((name, detail)) = proofs(files, bundle, report) {
+        report.failures.push(Failure::Malformed(format!("pack: {detail}")));
+        report.checks.push(Check { name, ok: false, detail });
+    }
+}
+
+/// The proofs in order; a failure is its check's name and why.
+fn proofs(files: &Files, bundle: &Bundle, report: &mut Report) -> Result<(), (&'static str, String)> {
+    manifest(files, &bundle.keys).map_err(|why| ("pack manifest", why))?;
+    let defs = definitions(files, bundle).map_err(|why| ("tool definitions", why))?;
+    report.checks.push(Check { name: "tool definitions", ok: true, detail: format!("{defs} receipt(s) name a definition the pack holds under its hash") });
+    let detail = policy_set(files, bundle).map_err(|why| ("policy set", why))?;
+    report.checks.push(Check { name: "policy set", ok: true, detail });
+    Ok(())
+}
+
+/// The manifest is the gateway's word on what the pack holds: signed by a
+/// key of the bundle, so a file rewritten and re-hashed here fails.
+fn manifest(files: &Files, keys: &[BundleKey]) -> Result<(), String> {
+    let bytes = files.get("MANIFEST.json").ok_or("MANIFEST.json is missing")?;
+    let manifest: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|_| "MANIFEST.json is not JSON")?;
+    let signature = files.get("MANIFEST.sig").and_then(|s| serde_json::from_slice::<ManifestSignature>(s).ok());
+    let signature = signature.ok_or("MANIFEST.sig is missing or not a manifest signature")?;
+    verify_manifest(keys, bytes, &signature).map_err(|why| format!("MANIFEST.sig: {why}"))?;
+    for (name, hash) in &manifest {
+        let actual = files.get(name).map(|b| sha256_hex(b)).unwrap_or_default();
+        if Some(actual.as_str()) != hash.as_str() {
+            return Err(format!("{name} does not match its manifest hash"));
+        }
+    }
+    Ok(())
+}
+
+/// How many receipts name a tool definition the pack holds under its hash
+/// (all that name one must).
+fn definitions(files: &Files, bundle: &Bundle) -> Result<usize, String> {
+    let mut defs = 0;
+    for e in &bundle.receipts {
+        let sha = &e.receipt.receipt.tool_definition_sha256;
+        if sha.is_empty() {
+            continue;
+        }
+        let text = files.get(&format!("tools/{sha}.json")).map(Vec::as_slice).unwrap_or_default();
+        let matches = serde_json::from_slice::<Value>(text).is_ok_and(|v| sha256_hex(canonical_json(&v).as_bytes()) == *sha);
+        if !matches {
+            return Err(format!("receipt {} names tool definition {sha}, which the pack does not hold", e.receipt.receipt.log_index));
+        }
+        defs += 1;
+    }
+    Ok(defs)
+}
+
+/// The pack's policy set (none: the empty set) and the receipts decided
+/// under its version: a policy no receipt was decided under is not the
+/// policy of these receipts.
+fn policy_set(files: &Files, bundle: &Bundle) -> Result<String, String> {
+    let text = |name: &str| files.get(name).and_then(|b| std::str::from_utf8(b).ok());
+    let version = match (text("policy/policy.cedar"), text("policy/policy.cedarschema")) {
+        (Some(p), Some(s)) => PolicyEngine::load(p, s).map_err(|e| format!("the pack's policy does not load: {e}"))?.version().to_string(),
+        _ => PolicyEngine::empty().version().to_string(),
+    };
+    let (under, all) = (bundle.receipts.iter().filter(|e| e.receipt.receipt.policy_version == version).count(), bundle.receipts.len());
+    if under == 0 && all > 0 {
+        return Err(format!("version {version} is the policy of none of the {all} receipt(s)"));
+    }
+    Ok(format!("version {version}: in force for {under} of {all} receipt(s)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::tests::{bundle_key, keys};
+    use crate::bundle::tests::{Keys, bundle, bundle_key, keys};
 
     #[test]
     fn a_manifest_verifies_unchanged_and_fails_changed_or_under_another_key() {
@@ -62,5 +146,119 @@ mod tests {
         assert!(verify_manifest(&[bundle_key(&other)], manifest, &sig).unwrap_err().contains("not among"));
         let forged = ManifestSignature { kid: sig.kid.clone(), ..sign_manifest(&other.receipt, manifest) };
         assert!(verify_manifest(&[bundle_key(&k)], manifest, &forged).is_err());
+    }
+
+    const DEFINITION: &str = r#"{"name": "get_ticket", "inputSchema": {"type": "object"}}"#;
+    const SCHEMA: &str = "entity Caller; entity Tool; action call_tool appliesTo { principal: [Caller], resource: [Tool] };";
+    const POLICY: &str = "permit (principal, action == Action::\"call_tool\", resource);";
+
+    /// `MANIFEST.json` over every other file, and `MANIFEST.sig` by `k`.
+    fn sign(files: &mut Files, k: &Keys) {
+        files.retain(|name, _| !name.starts_with("MANIFEST."));
+        let manifest: serde_json::Map<String, Value> = files.iter().map(|(name, bytes)| (name.clone(), Value::from(sha256_hex(bytes)))).collect();
+        let manifest = serde_json::to_vec_pretty(&manifest).unwrap();
+        let signature = serde_json::to_vec(&sign_manifest(&k.receipt, &manifest)).unwrap();
+        files.extend([("MANIFEST.json".to_string(), manifest), ("MANIFEST.sig".to_string(), signature)]);
+    }
+
+    /// A pack as `toolgate export --pack` writes one: two receipts that name
+    /// DEFINITION under the empty policy set, the files, a signed manifest.
+    /// (The pack's checks read the receipts; their signatures are the bundle's.)
+    fn pack() -> (Files, Bundle, Keys) {
+        let k = keys(7);
+        let mut b = bundle(&k, 3, &[0, 2], &[&k.ed, &k.pq]);
+        let sha = sha256_hex(canonical_json(&serde_json::from_str(DEFINITION).unwrap()).as_bytes());
+        for e in &mut b.receipts {
+            e.receipt.receipt.tool_definition_sha256 = sha.clone();
+            e.receipt.receipt.policy_version = PolicyEngine::empty().version().into();
+        }
+        let mut files = Files::from([("bundle.json".into(), b.to_json().into_bytes()), ("registry.json".into(), b"{}".to_vec()), (format!("tools/{sha}.json"), DEFINITION.into())]);
+        sign(&mut files, &k);
+        (files, b, k)
+    }
+
+    fn checked(files: &Files, b: &Bundle) -> Report {
+        let mut report = Report::default();
+        verify(files, b, &mut report);
+        report
+    }
+
+    /// The one failed check: its name and why, also the report's one failure.
+    fn failed(files: &Files, b: &Bundle) -> (&'static str, String) {
+        let report = checked(files, b);
+        let [failure] = report.failures.as_slice() else { panic!("one failure expected: {:?}", report.failures) };
+        let last = report.checks.last().unwrap();
+        assert!(!last.ok);
+        assert_eq!(failure.to_string(), format!("malformed bundle: pack: {}", last.detail));
+        (last.name, last.detail.clone())
+    }
+
+    #[test]
+    fn a_pack_as_exported_verifies_with_its_policy_or_without_one() {
+        let (mut files, mut b, k) = pack();
+        let report = checked(&files, &b);
+        assert!(report.ok(), "{:?}", report.failures);
+        let lines: Vec<_> = report.checks.iter().map(|c| (c.name, c.ok, c.detail.as_str())).collect();
+        let empty = PolicyEngine::empty().version().to_string();
+        assert_eq!(lines, [
+            ("tool definitions", true, "2 receipt(s) name a definition the pack holds under its hash"),
+            ("policy set", true, format!("version {empty}: in force for 2 of 2 receipt(s)").as_str()),
+        ]);
+        let version = PolicyEngine::load(POLICY, SCHEMA).unwrap().version().to_string();
+        b.receipts[1].receipt.receipt.policy_version = version.clone();
+        files.insert("policy/policy.cedar".into(), POLICY.into());
+        files.insert("policy/policy.cedarschema".into(), SCHEMA.into());
+        sign(&mut files, &k);
+        let report = checked(&files, &b);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(report.checks[1].detail, format!("version {version}: in force for 1 of 2 receipt(s)"));
+    }
+
+    #[test]
+    fn a_missing_unsigned_or_changed_manifest_fails() {
+        let (files, b, k) = pack();
+        let without = |name: &str| files.iter().filter(|(n, _)| *n != name).map(|(n, v)| (n.clone(), v.clone())).collect::<Files>();
+        assert_eq!(failed(&without("MANIFEST.json"), &b), ("pack manifest", "MANIFEST.json is missing".into()));
+        assert_eq!(failed(&without("MANIFEST.sig"), &b), ("pack manifest", "MANIFEST.sig is missing or not a manifest signature".into()));
+        let mut garbled = files.clone();
+        garbled.insert("MANIFEST.json".into(), b"{".to_vec());
+        assert_eq!(failed(&garbled, &b), ("pack manifest", "MANIFEST.json is not JSON".into()));
+        // A file rewritten and re-hashed in the manifest: the signature no longer covers it.
+        let mut rehashed = files.clone();
+        rehashed.insert("registry.json".into(), br#"{"x": 1}"#.to_vec());
+        let signature = rehashed["MANIFEST.sig"].clone();
+        sign(&mut rehashed, &k);
+        rehashed.insert("MANIFEST.sig".into(), signature);
+        assert_eq!(failed(&rehashed, &b), ("pack manifest", "MANIFEST.sig: the signature does not verify: the manifest was changed".into()));
+        // Signed by a key that is not the bundle's.
+        let mut foreign = files.clone();
+        sign(&mut foreign, &keys(8));
+        let (name, why) = failed(&foreign, &b);
+        assert_eq!(name, "pack manifest");
+        assert!(why.contains("which is not among the bundle's keys"), "{why}");
+    }
+
+    #[test]
+    fn a_file_unlike_its_manifest_a_missing_definition_or_another_policy_fails() {
+        let (files, b, k) = pack();
+        let mut changed = files.clone();
+        changed.insert("registry.json".into(), br#"{"x": 1}"#.to_vec());
+        assert_eq!(failed(&changed, &b), ("pack manifest", "registry.json does not match its manifest hash".into()));
+        let sha = b.receipts[0].receipt.receipt.tool_definition_sha256.clone();
+        let mut undefined = files.clone();
+        undefined.remove(&format!("tools/{sha}.json"));
+        sign(&mut undefined, &k);
+        assert_eq!(failed(&undefined, &b), ("tool definitions", format!("receipt 0 names tool definition {sha}, which the pack does not hold")));
+        let mut other = files.clone();
+        other.insert("policy/policy.cedar".into(), POLICY.into());
+        other.insert("policy/policy.cedarschema".into(), SCHEMA.into());
+        sign(&mut other, &k);
+        let version = PolicyEngine::load(POLICY, SCHEMA).unwrap().version().to_string();
+        assert_eq!(failed(&other, &b), ("policy set", format!("version {version} is the policy of none of the 2 receipt(s)")));
+        other.insert("policy/policy.cedar".into(), b"permit (".to_vec());
+        sign(&mut other, &k);
+        let (name, why) = failed(&other, &b);
+        assert_eq!(name, "policy set");
+        assert!(why.starts_with("the pack's policy does not load: "), "{why}");
     }
 }

@@ -132,7 +132,7 @@ mod tests {
         assert_eq!(attrs(&shape(inline)), ["a", "b"]);
         let named = "namespace Atlas { entity T; type Args = { to: String }; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: Args } }; }";
         assert_eq!(attrs(&shape(named)), ["to"]);
-        assert_eq!(shape(include_str!("../../toolgate/demo/policy.cedarschema")).cut(&json!({"to": "x", "visits": []})).names(), ["to"]);
+        assert_eq!(shape(include_str!("../../toolgate-demo/demo/policy.cedarschema")).cut(&json!({"to": "x", "visits": []})).names(), ["to"]);
     }
 
     #[test]

@@ -243,7 +243,7 @@ async fn main() {
     let args = json!({"ticket_id": "SR-20031"});
     let caller = gw.callers.stdio().expect("the bench opens an anonymous caller");
     // The same step with the demo's Cedar policy set (four rules) evaluated.
-    let demo = toolgate_core::policy::PolicyEngine::load(include_str!("../demo/policy.cedar"), include_str!("../demo/policy.cedarschema")).expect("the demo policy validates");
+    let demo = toolgate_core::policy::PolicyEngine::load(include_str!("../../toolgate-demo/demo/policy.cedar"), include_str!("../../toolgate-demo/demo/policy.cedarschema")).expect("the demo policy validates");
     let facts = toolgate_core::policy::ToolFacts { exposed_name: &tool.exposed_name, server: &tool.server, name: &tool.tool.name, class: tool.view.effective_class.as_str(), labels: &tool.labels };
     println!("\n3. validate + decide, 100,000 iterations each");
     for with_policy in [false, true] {

@@ -65,8 +65,8 @@ async fn main() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let upstream = common::tickets(dir.path(), &cancel).await;
-    std::fs::write(dir.path().join("policy.cedar"), include_str!("../demo/policy.cedar")).unwrap();
-    std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../demo/policy.cedarschema")).unwrap();
+    std::fs::write(dir.path().join("policy.cedar"), include_str!("../../toolgate-demo/demo/policy.cedar")).unwrap();
+    std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../../toolgate-demo/demo/policy.cedarschema")).unwrap();
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,

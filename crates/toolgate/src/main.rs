@@ -1,12 +1,13 @@
 //! `toolgate`: the authority layer for AI agents' tool calls. A thin binary:
-//! it parses arguments and calls the crates.
+//! it parses arguments and makes one call into a crate per subcommand —
+//! toolgate-gateway, toolgate-ledger and toolgate-core for the gateway's
+//! commands (each module here is one command's reading and printing),
+//! toolgate-demo for `demo`, `agent` and `conformance-fixture`,
+//! toolgate-atlas for `atlas`. No crate uses it.
 
-mod agent;
 mod approvals;
 mod audit;
-mod demo;
 mod doctor;
-mod fixture;
 mod ops;
 mod policy;
 mod preview;
@@ -66,7 +67,7 @@ enum Command {
     Audit(audit::Args),
     /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
     /// plan chooses tool calls; refusals are followed as the contract says; approvals are waited for.
-    Agent(agent::Args),
+    Agent(toolgate_demo::agent::Args),
     /// How one exact call by one caller would be decided (registry, Cedar, guards); nothing is run or recorded.
     Preview {
         #[arg(long, value_name = "FILE")]
@@ -212,7 +213,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Demo { state, serve } => demo::run(state, serve).await,
+            Command::Demo { state, serve } => toolgate_demo::demo::run(state, serve).await,
             Command::Serve { stdio, .. } => {
                 if let Some(scrape) = telemetry.take_scrape() {
                     scrape.serve().await?;
@@ -224,7 +225,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
-            Command::Agent(args) => agent::run(args).await,
+            Command::Agent(args) => toolgate_demo::agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
@@ -244,7 +245,7 @@ fn main() -> std::process::ExitCode {
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
-            Command::ConformanceFixture { http } => fixture::run(http).await,
+            Command::ConformanceFixture { http } => toolgate_demo::fixture::run(http).await,
             Command::Doctor { config } => doctor::run(&config).await,
         }
     });

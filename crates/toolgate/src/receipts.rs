@@ -142,27 +142,6 @@ async fn covering(config: &Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow:
     toolgate_gateway::evidence::covering(&signing_log(config, ledger.clone()).await?, &**ledger, to).await
 }
 
-/// The log's size now: where a run's receipts will begin.
-pub async fn log_size(config_path: &Path) -> anyhow::Result<u64> {
-    let (_, ledger) = open(config_path).await?;
-    Ok(ledger.log_size().await?)
-}
-
-/// A bundle of the receipts from `from` on that attest one of `proposals`
-/// (a run's calls), each with its inclusion proof against a checkpoint
-/// that covers them.
-pub async fn bundle_of(config_path: &Path, from: u64, proposals: &std::collections::BTreeSet<String>) -> anyhow::Result<Bundle> {
-    let (config, ledger) = open(config_path).await?;
-    let to = ledger.log_size().await?;
-    if from >= to {
-        bail!("the log holds no receipt from {from} on");
-    }
-    let checkpoint = covering(&config, &ledger, to).await?;
-    let mut bundle = build(&*ledger, &checkpoint, from, to).await?;
-    bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
-    Ok(bundle)
-}
-
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.
 async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger>, bundle: &Bundle, (from, to, size): (u64, u64, u64), out: Option<PathBuf>, pack: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(dir) = pack {
@@ -230,7 +209,7 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json
         Ok(b) => {
             let mut report = bundle::verify(&b, &options);
             if is_pack {
-                pack_checks(path, &b, &mut report);
+                toolgate_core::pack::verify(&pack_files(path), &b, &mut report);
             }
             report
         }
@@ -257,67 +236,23 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json
     Ok(report.ok())
 }
 
-/// A pack's extra proofs: the manifest is signed by a key of the bundle and
-/// its files match it, each receipt's tool definition is there under its
-/// hash, and the policy set is the version at least one receipt names.
-fn pack_checks(dir: &Path, b: &Bundle, report: &mut bundle::Report) {
-    fn fail(report: &mut bundle::Report, name: &'static str, detail: String) {
-        report.failures.push(bundle::Failure::Malformed(format!("pack: {detail}")));
-        report.checks.push(bundle::Check { name, ok: false, detail });
-    }
-    let Ok(manifest_bytes) = std::fs::read(dir.join("MANIFEST.json")) else {
-        return fail(report, "pack manifest", "MANIFEST.json is missing".into());
-    };
-    let manifest: serde_json::Map<String, Value> = match serde_json::from_slice(&manifest_bytes) {
-        Ok(m) => m,
-        Err(_) => return fail(report, "pack manifest", "MANIFEST.json is not JSON".into()),
-    };
-    // The manifest is the gateway's word on what the pack holds: signed by a
-    // key of the bundle, so a file rewritten and re-hashed here fails.
-    let signature = std::fs::read(dir.join("MANIFEST.sig")).ok().and_then(|s| serde_json::from_slice::<toolgate_core::pack::ManifestSignature>(&s).ok());
-    let Some(signature) = signature else {
-        return fail(report, "pack manifest", "MANIFEST.sig is missing or not a manifest signature".into());
-    };
-    if let Err(why) = toolgate_core::pack::verify_manifest(&b.keys, &manifest_bytes, &signature) {
-        return fail(report, "pack manifest", format!("MANIFEST.sig: {why}"));
-    }
-    for (name, hash) in &manifest {
-        let actual = std::fs::read(dir.join(name)).map(|b| sha256_hex(&b)).unwrap_or_default();
-        if Some(actual.as_str()) != hash.as_str() {
-            return fail(report, "pack manifest", format!("{name} does not match its manifest hash"));
-        }
-    }
-    let mut defs = 0;
-    for e in &b.receipts {
-        let sha = &e.receipt.receipt.tool_definition_sha256;
-        if sha.is_empty() {
-            continue;
-        }
-        let text = std::fs::read(dir.join(format!("tools/{sha}.json"))).unwrap_or_default();
-        let matches = serde_json::from_slice::<Value>(&text).is_ok_and(|v| sha256_hex(toolgate_core::proposal::canonical_json(&v).as_bytes()) == *sha);
-        if !matches {
-            return fail(report, "tool definitions", format!("receipt {} names tool definition {sha}, which the pack does not hold", e.receipt.receipt.log_index));
-        }
-        defs += 1;
-    }
-    report.checks.push(bundle::Check { name: "tool definitions", ok: true, detail: format!("{defs} receipt(s) name a definition the pack holds under its hash") });
-    let policies = std::fs::read_to_string(dir.join("policy/policy.cedar"));
-    let schema = std::fs::read_to_string(dir.join("policy/policy.cedarschema"));
-    let version = match (policies, schema) {
-        (Ok(p), Ok(s)) => toolgate_core::policy::PolicyEngine::load(&p, &s).map(|e| e.version().to_string()).map_err(|e| e.to_string()),
-        _ => Ok(toolgate_core::policy::PolicyEngine::empty().version().to_string()),
-    };
-    match version {
-        Ok(v) => {
-            let under = b.receipts.iter().filter(|e| e.receipt.receipt.policy_version == v).count();
-            // A policy no receipt was decided under is not the policy of these receipts.
-            if under == 0 && !b.receipts.is_empty() {
-                return fail(report, "policy set", format!("version {v} is the policy of none of the {} receipt(s)", b.receipts.len()));
+/// Every file of a pack directory, by its `/`-separated path inside it, for
+/// core's pack checks; what cannot be read is left out (and is missing there).
+fn pack_files(dir: &Path) -> toolgate_core::pack::Files {
+    let mut files = toolgate_core::pack::Files::new();
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(sub) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(dir.join(&sub)) else { continue };
+        for entry in entries.flatten() {
+            let path = sub.join(entry.file_name());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path);
+            } else if let Ok(bytes) = std::fs::read(dir.join(&path)) {
+                files.insert(path.to_string_lossy().into_owned(), bytes);
             }
-            report.checks.push(bundle::Check { name: "policy set", ok: true, detail: format!("version {v}: in force for {under} of {} receipt(s)", b.receipts.len()) });
         }
-        Err(e) => fail(report, "policy set", format!("the pack's policy does not load: {e}")),
     }
+    files
 }
 
 /// `toolgate log verify`: the whole log, from the ledger, by core's verifier.

@@ -103,7 +103,7 @@ fn reload_on_hangup(gw: Arc<Gateway>) {
 }
 
 /// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
+async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

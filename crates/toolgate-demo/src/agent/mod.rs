@@ -7,6 +7,7 @@
 
 mod act;
 mod planner;
+mod receipts;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -118,7 +119,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut messages = vec![json!({"role": "system", "content": SYSTEM}), json!({"role": "user", "content": task})];
     let mut summary = Summary::default();
     let start = match &args.config {
-        Some(config) => Some(crate::receipts::log_size(config).await?),
+        Some(config) => Some(receipts::log_size(config).await?),
         None => None,
     };
     let mut answer = None;
@@ -177,7 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// The run's receipts from the gateway's ledger, as a bundle written to
 /// `out` and verified offline: one line per receipt, then the verdict.
 async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collections::BTreeSet<String>, out: &std::path::Path) -> anyhow::Result<()> {
-    let bundle = crate::receipts::bundle_of(config, from, proposals).await?;
+    let bundle = receipts::bundle_of(config, from, proposals).await?;
     std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
     let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?).map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
     let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true });

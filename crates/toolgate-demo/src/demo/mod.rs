@@ -324,7 +324,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
             config_path.display(),
             approver::APPROVER
         );
-        crate::serve::shutdown_signal().await;
+        toolgate_atlas::cli::shutdown_signal().await;
     }
     drop(manuals);
     gateway.shutdown().await;
