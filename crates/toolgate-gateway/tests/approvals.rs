@@ -294,7 +294,7 @@ async fn a_legacy_client_waits_with_an_escalate_refusal_and_re_issues_the_same_c
 
 #[tokio::test]
 async fn the_policy_decides_by_arguments_and_a_forged_hint_changes_nothing() {
-    let dir_files = [("policy.cedar", include_str!("../../toolgate/demo/policy.cedar")), ("policy.cedarschema", include_str!("../../toolgate/demo/policy.cedarschema"))];
+    let dir_files = [("policy.cedar", include_str!("../../toolgate-demo/demo/policy.cedar")), ("policy.cedarschema", include_str!("../../toolgate-demo/demo/policy.cedarschema"))];
     let h = start_with(
         "",
         &"\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\n".to_string(),
@@ -315,7 +315,7 @@ async fn the_policy_decides_by_arguments_and_a_forged_hint_changes_nothing() {
 #[tokio::test]
 async fn a_policy_that_does_not_validate_stops_the_start_with_cedars_message() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../../toolgate/demo/policy.cedarschema")).unwrap();
+    std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../../toolgate-demo/demo/policy.cedarschema")).unwrap();
     std::fs::write(dir.path().join("policy.cedar"), "permit (principal, action == Action::\"call_tool\", resource) when { context.arguments.colour == \"red\" };").unwrap();
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, format!("[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n{ANONYMOUS}")).unwrap();
@@ -334,7 +334,7 @@ async fn an_approval_of_another_call_never_reaches_the_policy_context() {
         permit (principal, action == Action::"call_tool", resource == Tool::"parts__raise_parts_order")
         when { context.approval == "approved" };
     "#;
-    let files = [("policy.cedar", policy), ("policy.cedarschema", include_str!("../../toolgate/demo/policy.cedarschema"))];
+    let files = [("policy.cedar", policy), ("policy.cedarschema", include_str!("../../toolgate-demo/demo/policy.cedarschema"))];
     let h = start_with("", "\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n", &files).await;
     let first = call_as(&h.url, None, ORDER, &order(8), json!({})).await;
     let id = approval_id(&first);
