@@ -171,6 +171,19 @@ impl Gateway {
         Ok(version)
     }
 
+    /// The caller of a bearer token given by hand (a sign-in form) rather
+    /// than in an `Authorization` header: a `[callers]` token, else an
+    /// OAuth access token when `[oauth]` is set; `None` if neither knows it.
+    pub async fn authenticate(&self, token: &str) -> Option<Arc<toolgate_core::Caller>> {
+        if let Some(caller) = self.callers.by_token(token) {
+            return Some(caller);
+        }
+        match &self.oauth {
+            Some(oauth) => oauth.authenticate(token).await.ok(),
+            None => None,
+        }
+    }
+
     /// `caller` approves or denies approval `id`, saying why: the one way
     /// the admin API and the console decide (the CLI decides through the
     /// same ledger call). Nobody decides their own call, or another tenant's;

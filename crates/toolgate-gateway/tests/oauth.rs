@@ -219,6 +219,13 @@ jwks_refresh_min_ms = 0
     let approver = token(&k1, &issuer, RESOURCE, "mcp toolgate:approve", 300, -10);
     assert_eq!(common::admin(&url, Some(&approver), "GET", "/admin/approvals", None).await.0, 200);
     assert_eq!(common::admin(&url, Some(&alice), "GET", "/admin/approvals", None).await.0, 403);
+    // A token given by hand (the console's sign-in form) is the same: the approver's has the role, the plain caller's not.
+    let by_hand = async |token: &str| gateway.authenticate(token).await.map(|c| (c.name.clone(), c.has_role("approver")));
+    assert_eq!(by_hand(&approver).await, Some(("alice".to_string(), true)));
+    assert_eq!(by_hand(&alice).await, Some(("alice".to_string(), false)));
+    assert_eq!(by_hand(DANA_TOKEN).await, Some(("dana".to_string(), true)));
+    assert_eq!(by_hand("not-a-token").await, None);
+
     // The console takes the same access tokens: the approver signs in, the plain caller does not.
     let console_sign_in = async |token: &str| {
         let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();

@@ -141,7 +141,7 @@ async fn signin(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, 
             Some(c) => c,
             None => return refused(StatusCode::UNAUTHORIZED, "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token."),
         },
-        (None, Some(token)) if !token.is_empty() => match authenticate(&gw, token).await {
+        (None, Some(token)) if !token.is_empty() => match gw.authenticate(token).await {
             Some(c) => c,
             None => return refused(StatusCode::UNAUTHORIZED, "That token is not known here. Check it and sign in again."),
         },
@@ -161,17 +161,6 @@ async fn signin(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, 
         }
     }
     r
-}
-
-/// A `[callers]` token, else an OAuth access token when `[oauth]` is set.
-async fn authenticate(gw: &Gateway, token: &str) -> Option<Arc<toolgate_core::Caller>> {
-    if let Ok(c) = gw.callers.authenticate(Some(&format!("Bearer {token}"))) {
-        return Some(c);
-    }
-    match &gw.oauth {
-        Some(oauth) => oauth.authenticate(token).await.ok(),
-        None => None,
-    }
 }
 
 #[derive(Deserialize)]
@@ -203,7 +192,7 @@ impl Gateway {
     /// caller whose bearer token is `token`, valid for ten minutes (what
     /// `toolgate demo --serve` prints for its approver).
     pub fn console_sign_in_link(&self, token: &str) -> anyhow::Result<String> {
-        let caller = self.callers.authenticate(Some(&format!("Bearer {token}"))).map_err(|_| anyhow::anyhow!("no caller has that token"))?;
+        let caller = self.callers.by_token(token).ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
         anyhow::ensure!(may_sign_in(&caller), "`{}` has neither the approver nor the admin role", caller.name);
         Ok(format!("/console/signin?link={}", self.console.link(caller, self.clock.now_ms(), self.entropy.as_ref())))
     }
