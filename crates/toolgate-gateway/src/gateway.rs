@@ -61,8 +61,6 @@ pub struct Gateway {
     pub runs: crate::runs::Runs,
     /// Rates per caller and calls at once per tool, in memory.
     pub budgets: crate::budgets::Budgets,
-    /// The console's sessions and sign-in links (`/console`).
-    pub console: crate::console::Sessions,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -140,7 +138,7 @@ impl Gateway {
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, console: Default::default(), cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

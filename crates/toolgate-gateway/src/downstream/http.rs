@@ -1,6 +1,6 @@
 //! The downstream Streamable HTTP edge: `POST /mcp` (and, beside it, the
-//! admin API, the console, the probes and whatever routes the caller of
-//! `serve_with` adds). Every rule of the
+//! admin API, the probes and whatever routes the caller of `serve_with`
+//! adds, such as the console). Every rule of the
 //! transport is an extractor of `edge.rs`, checked before a message reaches
 //! the router — Host and Origin (DNS rebinding, browsers), credentials,
 //! content type and Accept, body size while reading, strict JSON, and the
@@ -29,16 +29,8 @@ use crate::wire::{Era, RpcError, code};
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
-    let mut routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
-    if gw.config.console.enabled && gw.config.console.listen.is_none() {
-        routes = routes.merge(crate::console::routes());
-    }
+    let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
     routes.with_state(gw)
-}
-
-/// The console alone, for `[console] listen` (an address of its own).
-pub fn console_router(gw: Arc<Gateway>) -> axum::Router {
-    crate::console::routes().with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.

@@ -12,10 +12,11 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use toolgate_core::{Caller, Entropy};
+use toolgate_gateway::config::{ADMIN_ROLE, APPROVER_ROLE};
+use toolgate_gateway::downstream::http::{header_str, host_and_origin, plain};
+use toolgate_gateway::gateway::Gateway;
 
-use crate::config::{ADMIN_ROLE, APPROVER_ROLE};
-use crate::downstream::edge::{header_str, host_and_origin, plain};
-use crate::gateway::Gateway;
+use crate::Console;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_session";
@@ -51,7 +52,7 @@ pub(crate) fn may_sign_in(caller: &Caller) -> bool {
 
 /// The console's sessions and unredeemed sign-in links.
 #[derive(Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     live: Mutex<HashMap<String, Session>>,
     links: Mutex<HashMap<String, (Arc<Caller>, i64)>>,
 }
@@ -140,10 +141,11 @@ pub(crate) struct Signed {
     pub(crate) session: Session,
 }
 
-impl axum::extract::FromRequestParts<Arc<Gateway>> for Signed {
+impl axum::extract::FromRequestParts<Console> for Signed {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, gw: &Arc<Gateway>) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, Response> {
+        let gw = &console.gw;
         host_and_origin(gw, &parts.headers)?;
         // A request another site made the browser send is never acted on,
         // whatever cookie rides along (SameSite=Strict already keeps it off).
@@ -151,7 +153,7 @@ impl axum::extract::FromRequestParts<Arc<Gateway>> for Signed {
             return Err(plain(StatusCode::FORBIDDEN, "cross-site requests are refused; open the console from its own address"));
         }
         let now = gw.clock.now_ms();
-        match cookie(&parts.headers, COOKIE).and_then(|id| gw.console.get(id, now).map(|s| (id.to_string(), s))) {
+        match cookie(&parts.headers, COOKIE).and_then(|id| console.sessions.get(id, now).map(|s| (id.to_string(), s))) {
             Some((id, session)) => Ok(Signed { id, session }),
             None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
             None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),

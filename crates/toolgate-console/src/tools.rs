@@ -13,14 +13,14 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_core::{AuthorityClass, Hint};
+use toolgate_gateway::catalog::ExposedTool;
+use toolgate_gateway::gateway::Gateway;
+use toolgate_gateway::pins::PinStatus;
+use toolgate_gateway::upstream::Kind;
 
 use super::CsrfOnly;
 use super::page::{self, Nav, csrf, notice, pretty, short};
 use super::session::Signed;
-use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
-use crate::pins::PinStatus;
-use crate::upstream::Kind;
 
 fn class(c: Option<AuthorityClass>) -> Markup {
     match c {

@@ -14,11 +14,13 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
+use toolgate_gateway::downstream::http::store_error_status;
+use toolgate_gateway::gateway::{DecideError, Gateway};
 use toolgate_ledger::LedgerError;
 
+use super::Console;
 use super::page::{self, Nav, csrf, notice, pretty, short, span, when};
 use super::session::{Session, Signed};
-use crate::gateway::{DecideError, Gateway};
 
 async fn of_tenant(gw: &Gateway, session: &Session, state: Option<ApprovalState>) -> Result<Vec<Approval>, LedgerError> {
     gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await
@@ -88,10 +90,10 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
 /// `GET /console/approvals/events`: the pending list again whenever it
 /// changes (and each second while something waits, for its waiting time),
 /// until the session ends or the gateway drains.
-pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
-    let draining = gw.draining();
+pub(crate) async fn events(State(console): State<Console>, signed: Signed) -> Response {
+    let draining = console.gw.draining();
     // State: what was sent last (`None` before the first event).
-    let stream = futures_util::stream::unfold((gw, signed, None::<String>), move |(gw, signed, last)| {
+    let stream = futures_util::stream::unfold((console, signed, None::<String>), move |(console, signed, last)| {
         let draining = draining.clone();
         async move {
             let mut first = last.is_none();
@@ -103,10 +105,11 @@ pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     }
                 }
                 first = false;
+                let gw = &console.gw;
                 let now = gw.clock.now_ms();
-                gw.console.get(&signed.id, now)?;
+                console.sessions.get(&signed.id, now)?;
                 // The ledger did not answer: try again at the next tick.
-                let Ok(pending) = of_tenant(&gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
+                let Ok(pending) = of_tenant(gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
                 let fragment = pending_list(&pending, now).into_string();
                 if last.as_deref() == Some(fragment.as_str()) {
                     continue;
@@ -118,7 +121,7 @@ pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     event.push('\n');
                 }
                 event.push('\n');
-                return Some((Ok::<_, std::convert::Infallible>(event), (gw, signed, Some(fragment))));
+                return Some((Ok::<_, std::convert::Infallible>(event), (console, signed, Some(fragment))));
             }
         }
     });
@@ -238,7 +241,7 @@ pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, signed: Signed, Path(
         Err(e) => {
             let status = match &e {
                 DecideError::NoReason => StatusCode::BAD_REQUEST,
-                DecideError::Ledger(l) => crate::downstream::admin::store_error_status(l),
+                DecideError::Ledger(l) => store_error_status(l),
             };
             one(&gw, s, &id, status, Some(Said::Refused(format!("Nothing was recorded: {e}")))).await
         }

@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::operation::{Operation, OperationState};
+use toolgate_gateway::gateway::Gateway;
 
 use super::page::{self, Nav, csrf, notice, short, when};
 use super::session::{Session, Signed};
-use crate::gateway::Gateway;
 
 /// `?settled=OP` after reconcile or resolve: the page then says the state
 /// the ledger holds for it.
@@ -134,7 +134,7 @@ pub(crate) async fn reconcile(State(gw): State<Arc<Gateway>>, signed: Signed, Pa
     if let Err(r) = settleable(&gw, &signed, &id, &f.csrf).await {
         return r;
     }
-    match crate::reconcile::reconcile(&gw, &id).await {
+    match toolgate_gateway::reconcile::reconcile(&gw, &id).await {
         Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }
@@ -151,7 +151,7 @@ pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, signed: Signed, Path
         _ => return render(&gw, &signed.session, StatusCode::BAD_REQUEST, Some(notice(false, "Say whether it took effect; nothing was settled."))).await,
     };
     let by = &signed.session.caller.name;
-    match crate::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
+    match toolgate_gateway::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
         Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }

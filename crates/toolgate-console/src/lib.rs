@@ -1,8 +1,12 @@
-//! The web console at `/console`, on the gateway's own listener: where an
-//! approver decides and an operator sees authority. Server-rendered HTML
-//! (maud), one stylesheet and one small script, all in the binary; no build
-//! step. Every screen reads the same state the CLI and the admin API read,
-//! and every action goes through the same code they use.
+//! toolgate-console: the web console at `/console`, where an approver
+//! decides and an operator sees authority. Server-rendered HTML (maud), one
+//! stylesheet and one small script (`assets/`, compiled in); no build step.
+//! Every screen reads the same state the CLI and the admin API read, and
+//! every action goes through the same code they use: the gateway's public
+//! API. The gateway does not know the console exists; `toolgate serve`
+//! merges [`Console::beside_mcp`] into the gateway's listener or serves
+//! [`Console::router`] on `[console] listen`. It may use `toolgate-gateway`,
+//! `toolgate-ledger` and `toolgate-core`, nothing else of toolgate.
 //!
 //! - `session` — sign-in (a token or a one-time link → a session cookie),
 //!   CSRF, the `Signed` extractor.
@@ -11,6 +15,8 @@
 //! - `operations` — writes by state, reconcile, resolve by hand.
 //! - `receipts` — the log, one receipt verified, bundles to download.
 //! - `overview` — calls and decisions over time, upstream health.
+
+#![warn(missing_docs)]
 
 mod approvals;
 mod operations;
@@ -22,22 +28,66 @@ mod tools;
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use maud::html;
 use serde::Deserialize;
+use toolgate_gateway::downstream::http::{header_str, host_and_origin};
+use toolgate_gateway::gateway::Gateway;
 
-pub use session::Sessions;
-use session::{COOKIE, FORM_COOKIE, Signed, cookie, may_sign_in, same_secret, set_cookie};
+use session::{COOKIE, FORM_COOKIE, Sessions, Signed, cookie, may_sign_in, same_secret, set_cookie};
 
-use crate::downstream::edge::{header_str, host_and_origin};
-use crate::gateway::Gateway;
+/// The console of one gateway: the gateway it shows and acts on, and its own
+/// sessions and sign-in links (in this process only). Cheap to clone: it is
+/// the state of every console route.
+#[derive(Clone)]
+pub struct Console {
+    gw: Arc<Gateway>,
+    sessions: Arc<Sessions>,
+}
+
+/// Handlers that need only the gateway take `State<Arc<Gateway>>`.
+impl FromRef<Console> for Arc<Gateway> {
+    fn from_ref(console: &Console) -> Self {
+        console.gw.clone()
+    }
+}
+
+impl Console {
+    /// The console of `gw`, with no one signed in.
+    pub fn new(gw: Arc<Gateway>) -> Self {
+        Self { gw, sessions: Arc::default() }
+    }
+
+    /// Every console route (`/console…`), ready to serve: merged beside
+    /// `/mcp`, or alone on `[console] listen`.
+    pub fn router(&self) -> Router {
+        routes().with_state(self.clone())
+    }
+
+    /// The routes to serve beside `/mcp`: the console's when `[console]` is
+    /// enabled without an address of its own, else none.
+    pub fn beside_mcp(&self) -> Router {
+        let config = &self.gw.config.console;
+        if config.enabled && config.listen.is_none() { self.router() } else { Router::new() }
+    }
+
+    /// A one-time sign-in path (`/console/signin?link=…`) for the caller
+    /// whose bearer token is `token`, valid for ten minutes (what `toolgate
+    /// demo --serve` prints for its approver).
+    pub fn sign_in_link(&self, token: &str) -> anyhow::Result<String> {
+        let gw = &self.gw;
+        let caller = gw.callers.by_token(token).ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
+        anyhow::ensure!(may_sign_in(&caller), "`{}` has neither the approver nor the admin role", caller.name);
+        Ok(format!("/console/signin?link={}", self.sessions.link(caller, gw.clock.now_ms(), gw.entropy.as_ref())))
+    }
+}
 
 /// The console's routes, with its own response headers.
-pub(crate) fn routes() -> Router<Arc<Gateway>> {
+fn routes() -> Router<Console> {
     Router::new()
         .route("/console", get(overview::show))
         .route("/console/signin", get(signin_form).post(signin))
@@ -59,8 +109,8 @@ pub(crate) fn routes() -> Router<Arc<Gateway>> {
         .layer(axum::middleware::map_response(headers))
 }
 
-const STYLE: &str = include_str!("../../../../console/style.css");
-const SCRIPT: &str = include_str!("../../../../console/console.js");
+const STYLE: &str = include_str!("../assets/style.css");
+const SCRIPT: &str = include_str!("../assets/console.js");
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
@@ -127,8 +177,9 @@ fn refused(status: StatusCode, text: &str) -> Response {
 }
 
 /// Exchanges a token (or a link) for a session cookie.
-async fn signin(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, Form(f): Form<SignIn>) -> Response {
-    if let Err(r) = host_and_origin(&gw, &headers) {
+async fn signin(State(console): State<Console>, headers: axum::http::HeaderMap, Form(f): Form<SignIn>) -> Response {
+    let gw = &console.gw;
+    if let Err(r) = host_and_origin(gw, &headers) {
         return r;
     }
     // Login CSRF: the form's token must match the cookie set with the form.
@@ -137,7 +188,7 @@ async fn signin(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, 
     }
     let now = gw.clock.now_ms();
     let caller = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
-        (Some(code), _) => match gw.console.redeem(code, now) {
+        (Some(code), _) => match console.sessions.redeem(code, now) {
             Some(c) => c,
             None => return refused(StatusCode::UNAUTHORIZED, "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token."),
         },
@@ -151,11 +202,11 @@ async fn signin(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, 
         return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
     }
     let ttl_s = gw.config.console.session_ttl_s.max(60);
-    let (id, session) = gw.console.open(caller, now, (ttl_s * 1000) as i64, gw.entropy.as_ref());
+    let (id, session) = console.sessions.open(caller, now, (ttl_s * 1000) as i64, gw.entropy.as_ref());
     tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
     let to = if session.approver() { "/console/approvals" } else { "/console" };
     let mut r = Redirect::to(to).into_response();
-    for value in [set_cookie(&gw, COOKIE, &id, ttl_s), set_cookie(&gw, FORM_COOKIE, "", 0)] {
+    for value in [set_cookie(gw, COOKIE, &id, ttl_s), set_cookie(gw, FORM_COOKIE, "", 0)] {
         if let Ok(v) = HeaderValue::from_str(&value) {
             r.headers_mut().append(header::SET_COOKIE, v);
         }
@@ -169,13 +220,13 @@ pub(crate) struct CsrfOnly {
     csrf: String,
 }
 
-async fn signout(State(gw): State<Arc<Gateway>>, signed: Signed, Form(f): Form<CsrfOnly>) -> Response {
+async fn signout(State(console): State<Console>, signed: Signed, Form(f): Form<CsrfOnly>) -> Response {
     if let Err(r) = signed.check_csrf(&f.csrf) {
         return r;
     }
-    gw.console.close(&signed.id);
+    console.sessions.close(&signed.id);
     let mut r = Redirect::to("/console/signin").into_response();
-    if let Ok(v) = HeaderValue::from_str(&set_cookie(&gw, COOKIE, "", 0)) {
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(&console.gw, COOKIE, "", 0)) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
@@ -185,15 +236,4 @@ async fn signout(State(gw): State<Arc<Gateway>>, signed: Signed, Form(f): Form<C
 async fn pending_count(gw: &Gateway, session: &session::Session) -> usize {
     let state = Some(toolgate_core::approval::ApprovalState::Pending);
     gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await.map(|a| a.len()).unwrap_or(0)
-}
-
-impl Gateway {
-    /// A one-time console sign-in path (`/console/signin?link=…`) for the
-    /// caller whose bearer token is `token`, valid for ten minutes (what
-    /// `toolgate demo --serve` prints for its approver).
-    pub fn console_sign_in_link(&self, token: &str) -> anyhow::Result<String> {
-        let caller = self.callers.by_token(token).ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
-        anyhow::ensure!(may_sign_in(&caller), "`{}` has neither the approver nor the admin role", caller.name);
-        Ok(format!("/console/signin?link={}", self.console.link(caller, self.clock.now_ms(), self.entropy.as_ref())))
-    }
 }
