@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Form;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -19,8 +19,9 @@ use toolgate_gateway::gateway::{DecideError, Gateway};
 use toolgate_ledger::LedgerError;
 
 use super::Console;
+use super::extract::{Approver, Refusal, Signed, SignedForm, path_param};
 use super::page::{self, Nav, csrf, notice, pretty, short, span, when};
-use super::session::{Session, Signed};
+use super::session::Session;
 
 async fn of_tenant(gw: &Gateway, session: &Session, state: Option<ApprovalState>) -> Result<Vec<Approval>, LedgerError> {
     gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await
@@ -215,27 +216,27 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
 #[derive(Deserialize)]
 pub(crate) struct Decision {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     reason: String,
     #[serde(default)]
     verdict: String,
 }
 
-/// `POST /console/approvals/{id}`: approve or deny, with the reason.
-pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Form(f): Form<Decision>) -> Response {
-    if let Err(r) = signed.check_csrf(&f.csrf) {
-        return r;
+/// Deciding needs the approver role: the approval's page says so.
+impl Refusal for Decision {
+    async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
+        let id = path_param(parts).await;
+        one(gw, &signed.session, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await
     }
+}
+
+/// `POST /console/approvals/{id}`: approve or deny, with the reason.
+pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Decision>) -> Response {
     let s = &signed.session;
     let approve = match f.verdict.as_str() {
         "approve" => true,
         "deny" => false,
         _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(Said::Refused("Choose Approve or Deny.".into()))).await,
     };
-    if !s.approver() {
-        return one(&gw, s, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await;
-    }
     match gw.decide_approval(&s.caller, &id, approve, &f.reason).await {
         Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided=1", a.id)).into_response(),
         Err(e) => {

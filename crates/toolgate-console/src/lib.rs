@@ -9,7 +9,9 @@
 //! `toolgate-ledger` and `toolgate-core`, nothing else of toolgate.
 //!
 //! - `session` — sign-in (a token or a one-time link → a session cookie),
-//!   CSRF, the `Signed` extractor.
+//!   sessions and their CSRF tokens.
+//! - `extract` — what a request must be before a handler sees it: signed
+//!   in, a form with its CSRF token, a role.
 //! - `approvals` — the inbox (live over SSE), one approval, approve / deny.
 //! - `tools` — the authority matrix, a changed contract's diff, accept.
 //! - `operations` — writes by state, reconcile, resolve by hand.
@@ -19,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod extract;
 mod operations;
 mod overview;
 mod page;
@@ -38,7 +41,8 @@ use serde::Deserialize;
 use toolgate_gateway::downstream::http::{header_str, host_and_origin};
 use toolgate_gateway::gateway::Gateway;
 
-use session::{COOKIE, FORM_COOKIE, Sessions, Signed, cookie, may_sign_in, same_secret, set_cookie};
+use extract::SignedForm;
+use session::{COOKIE, FORM_COOKIE, Sessions, cookie, may_sign_in, same_secret, set_cookie};
 
 /// The console of one gateway: the gateway it shows and acts on, and its own
 /// sessions and sign-in links (in this process only). Cheap to clone: it is
@@ -214,16 +218,7 @@ async fn signin(State(console): State<Console>, headers: axum::http::HeaderMap, 
     r
 }
 
-#[derive(Deserialize)]
-pub(crate) struct CsrfOnly {
-    #[serde(default)]
-    csrf: String,
-}
-
-async fn signout(State(console): State<Console>, signed: Signed, Form(f): Form<CsrfOnly>) -> Response {
-    if let Err(r) = signed.check_csrf(&f.csrf) {
-        return r;
-    }
+async fn signout(State(console): State<Console>, SignedForm { signed, .. }: SignedForm<()>) -> Response {
     console.sessions.close(&signed.id);
     let mut r = Redirect::to("/console/signin").into_response();
     if let Ok(v) = HeaderValue::from_str(&set_cookie(&console.gw, COOKIE, "", 0)) {

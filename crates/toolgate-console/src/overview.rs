@@ -14,9 +14,9 @@ use toolgate_core::operation::OperationState;
 use toolgate_core::receipt::Receipt;
 use toolgate_gateway::gateway::Gateway;
 
+use super::extract::Signed;
 use super::page::{self, Nav, notice, when};
 use super::receipts::{Filter, recent};
-use super::session::Signed;
 
 const MINUTES: i64 = 30;
 const DECISIONS: [&str; 3] = ["allow", "require_approval", "deny"];

@@ -1,8 +1,9 @@
 //! Level 2–3: the console's rules over HTTP, the way a browser speaks to it
 //! (form posts, cookies), against a real gateway with the Atlas servers.
 //! Sign-in and its refusals, CSRF and cross-site posts, the headers every
-//! page carries, deciding (never one's own call), an unknown write settled
-//! by hand, and the console switched off. The whole flow in a real browser
+//! page carries, deciding (never one's own call), an action of another role
+//! refused on its own screen, an unknown write settled by hand, and the
+//! console switched off. The whole flow in a real browser
 //! is `crates/toolgate/tests/console.rs`. The harness (Atlas servers, the
 //! seed's registry, callers) is the gateway tests' own.
 
@@ -209,6 +210,29 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
     assert_eq!(status, StatusCode::CONFLICT);
     let (_, inbox) = get(&base(&h), &dana, "/console/approvals").await;
     assert!(inbox.contains("Nothing waits for you") && inbox.contains("not budgeted"), "{inbox}");
+}
+
+#[tokio::test]
+async fn an_action_of_another_role_is_refused_on_its_own_screen() {
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_CONSOLE_TEST_ADMIN", "admin-token-0123456789abcdef") };
+    let h = serving("[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN\"\n", "").await;
+    let id = pending_order(&h, SAM_TOKEN).await;
+    // An admin who is no approver: the approval's page, without a decision.
+    let ada = sign_in(&base(&h), "admin-token-0123456789abcdef").await;
+    let (_, page) = get(&base(&h), &ada, &format!("/console/approvals/{id}")).await;
+    assert!(page.contains("Deciding needs the approver role."), "{page}");
+    let csrf = input(&page, "csrf");
+    let (status, page) = post_form(&base(&h), &ada, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=mine")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Deciding needs the approver role; nothing was recorded.") && page.contains(&id), "{page}");
+    assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
+    // An approver who is no admin: the tool's page, nothing accepted.
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let csrf = input(&get(&base(&h), &dana, "/console").await.1, "csrf");
+    let (status, page) = post_form(&base(&h), &dana, "/console/tools/parts__find_part/accept", &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Accepting a contract needs the admin role; nothing was accepted.") && page.contains("parts__find_part"), "{page}");
 }
 
 #[tokio::test]
