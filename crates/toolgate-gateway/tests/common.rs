@@ -276,7 +276,7 @@ pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
 /// the last event of an SSE stream (a call that runs past a second answers
 /// on one).
 pub fn answer_of(body: &str) -> Value {
-    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or(body);
+    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().unwrap_or(body);
     serde_json::from_str(last).unwrap_or(Value::Null)
 }
 
