@@ -152,11 +152,13 @@ mod tests {
 
     use super::*;
 
-    /// A console over a gateway with no upstreams, its state in `dir`, on a fixed clock.
-    async fn console(dir: &std::path::Path) -> Console {
-        let config = Config::parse("", &dir.join("toolgate.toml")).expect("a valid config");
+    /// A console over a gateway with no upstreams, on a fixed clock; its
+    /// state in the folder returned with it.
+    async fn console() -> (tempfile::TempDir, Console) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::parse("", &dir.path().join("toolgate.toml")).expect("a valid config");
         let sources = Sources { clock: Arc::new(FixedClock::new(1_780_000_000_000)), entropy: Arc::new(SeededEntropy::new([5; 32])) };
-        Console::new(Gateway::start_with(config, Mode::Inspect, sources).await.expect("the gateway starts"))
+        (dir, Console::new(Gateway::start_with(config, Mode::Inspect, sources).await.expect("the gateway starts")))
     }
 
     /// A session for a caller with `roles`: (its cookie's value, its CSRF token).
@@ -185,6 +187,14 @@ mod tests {
         (status, String::from_utf8(axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap())
     }
 
+    /// How an extraction was refused, if it was.
+    async fn refusal<T>(extracted: Result<T, Response>) -> Option<(StatusCode, String)> {
+        match extracted {
+            Ok(_) => None,
+            Err(r) => Some(text(r).await),
+        }
+    }
+
     #[derive(Deserialize)]
     struct Note {
         #[serde(default)]
@@ -200,15 +210,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_signed_form_needs_the_session_s_own_csrf_token() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = console(dir.path()).await;
+        let (_dir, c) = console().await;
         let (id, csrf) = session(&c, &["approver"]);
         let (_, other) = session(&c, &["approver"]);
         let ok = SignedForm::<Note>::from_request(post(&id, &format!("csrf={csrf}&note=hi"), None), &c).await.expect("the session's own token passes");
         assert_eq!((ok.form.note.as_str(), ok.signed.id.as_str()), ("hi", id.as_str()));
         for forged in ["note=hi".to_string(), format!("csrf={other}&note=hi"), "csrf=&note=hi".to_string(), format!("csrf={csrf}x")] {
-            let refused = SignedForm::<Note>::from_request(post(&id, &forged, None), &c).await.err().expect("a forged form passed");
-            let (status, body) = text(refused).await;
+            let (status, body) = refusal(SignedForm::<Note>::from_request(post(&id, &forged, None), &c).await).await.expect("a forged form passed");
             assert_eq!(status, StatusCode::FORBIDDEN, "{forged}");
             assert!(body.starts_with("the form's CSRF token is missing or stale; nothing was changed"), "{body}");
         }
@@ -216,52 +224,45 @@ mod tests {
 
     #[tokio::test]
     async fn a_signed_form_needs_an_allowed_origin_and_a_live_session() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = console(dir.path()).await;
+        let (_dir, c) = console().await;
         let (id, csrf) = session(&c, &["approver"]);
         let body = format!("csrf={csrf}&note=hi");
-        let foreign = SignedForm::<Note>::from_request(post(&id, &body, Some("https://evil.example")), &c).await.err().expect("a foreign Origin passed");
-        assert_eq!(text(foreign).await, (StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string()));
+        let foreign = refusal(SignedForm::<Note>::from_request(post(&id, &body, Some("https://evil.example")), &c).await).await;
+        assert_eq!(foreign, Some((StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string())));
         assert!(SignedForm::<Note>::from_request(post(&id, &body, Some("http://127.0.0.1:8765")), &c).await.is_ok(), "the console's own origin");
         let mut cross = post(&id, &body, None);
         cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
-        let (status, said) = text(SignedForm::<Note>::from_request(cross, &c).await.err().expect("a cross-site post passed")).await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{said}");
-        let (status, said) = text(SignedForm::<Note>::from_request(post("tgs_made_up", &body, None), &c).await.err().expect("no session passed")).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{said}");
+        let cross = refusal(SignedForm::<Note>::from_request(cross, &c).await).await;
+        assert_eq!(cross.map(|r| r.0), Some(StatusCode::FORBIDDEN), "a cross-site post");
+        let unknown = refusal(SignedForm::<Note>::from_request(post("tgs_made_up", &body, None), &c).await).await;
+        assert_eq!(unknown.map(|r| r.0), Some(StatusCode::UNAUTHORIZED), "no session");
     }
 
     #[tokio::test]
     async fn a_role_s_form_refuses_whoever_lacks_the_role_after_its_token() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = console(dir.path()).await;
-        let (approver, approver_csrf) = session(&c, &["approver"]);
-        let (admin, admin_csrf) = session(&c, &["admin"]);
-        let (agent, agent_csrf) = session(&c, &["agent"]);
-        let form = |csrf: &str| format!("csrf={csrf}&note=hi");
-        assert!(Approver::<Note>::from_request(post(&approver, &form(&approver_csrf), None), &c).await.is_ok());
-        assert!(Admin::<Note>::from_request(post(&admin, &form(&admin_csrf), None), &c).await.is_ok());
-        for (id, csrf) in [(&admin, &admin_csrf), (&agent, &agent_csrf)] {
-            let refused = Approver::<Note>::from_request(post(id, &form(csrf), None), &c).await.err().expect("no approver passed");
-            assert_eq!(text(refused).await, (StatusCode::FORBIDDEN, "no role for dana".to_string()));
-        }
-        for (id, csrf) in [(&approver, &approver_csrf), (&agent, &agent_csrf)] {
-            let refused = Admin::<Note>::from_request(post(id, &form(csrf), None), &c).await.err().expect("no admin passed");
-            assert_eq!(text(refused).await, (StatusCode::FORBIDDEN, "no role for dana".to_string()));
+        let (_dir, c) = console().await;
+        let no_role = Some((StatusCode::FORBIDDEN, "no role for dana".to_string()));
+        for (roles, approves, admins) in [(["approver"], true, false), (["admin"], false, true), (["agent"], false, false)] {
+            let (id, csrf) = session(&c, &roles);
+            let form = format!("csrf={csrf}&note=hi");
+            let as_approver = refusal(Approver::<Note>::from_request(post(&id, &form, None), &c).await).await;
+            assert_eq!(as_approver, if approves { None } else { no_role.clone() }, "{roles:?} as an approver");
+            let as_admin = refusal(Admin::<Note>::from_request(post(&id, &form, None), &c).await).await;
+            assert_eq!(as_admin, if admins { None } else { no_role.clone() }, "{roles:?} as an admin");
         }
         // The token is checked first: a forged form is refused as forged, whoever sends it.
-        let (status, said) = text(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await.err().unwrap()).await;
+        let (agent, _) = session(&c, &["agent"]);
+        let (status, said) = refusal(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await).await.expect("a forged form passed");
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(said.starts_with("the form's CSRF token"), "{said}");
     }
 
     #[tokio::test]
     async fn an_agent_only_session_cannot_settle_an_operation() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = console(dir.path()).await;
+        let (_dir, c) = console().await;
         let (agent, csrf) = session(&c, &["agent"]);
-        let refused = Approver::<crate::operations::Act>::from_request(post(&agent, &format!("csrf={csrf}&applied=yes&reason=r"), None), &c).await.err().expect("an agent settled");
-        let (status, page) = text(refused).await;
+        let settled = Approver::<crate::operations::Act>::from_request(post(&agent, &format!("csrf={csrf}&applied=yes&reason=r"), None), &c).await;
+        let (status, page) = refusal(settled).await.expect("an agent settled");
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(page.contains("Settling an operation needs the approver role; nothing changed."), "{page}");
     }
