@@ -135,7 +135,7 @@ pub struct Catalog {
     /// By exposed name: the order of `tools/list`.
     pub tools: BTreeMap<String, Arc<ExposedTool>>,
     /// Servers that are down, with the reason.
-    pub(crate) down: BTreeMap<String, String>,
+    pub down: BTreeMap<String, String>,
     /// Exposed names not offered because they do not lead back to exactly
     /// one tool (listed more than once, or not round-tripping), with why.
     /// A prompt's or resource's is named with its kind (`prompt NAME`).

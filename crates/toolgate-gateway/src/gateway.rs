@@ -61,8 +61,6 @@ pub struct Gateway {
     pub runs: crate::runs::Runs,
     /// Rates per caller and calls at once per tool, in memory.
     pub budgets: crate::budgets::Budgets,
-    /// The console's sessions and sign-in links (`/console`).
-    pub console: crate::console::Sessions,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -140,7 +138,7 @@ impl Gateway {
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, console: Default::default(), cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -169,6 +167,19 @@ impl Gateway {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         tracing::info!(target: "toolgate::policy", policy_version = %version, "policy reloaded");
         Ok(version)
+    }
+
+    /// The caller of a bearer token given by hand (a sign-in form) rather
+    /// than in an `Authorization` header: a `[callers]` token, else an
+    /// OAuth access token when `[oauth]` is set; `None` if neither knows it.
+    pub async fn authenticate(&self, token: &str) -> Option<Arc<toolgate_core::Caller>> {
+        if let Some(caller) = self.callers.by_token(token) {
+            return Some(caller);
+        }
+        match &self.oauth {
+            Some(oauth) => oauth.authenticate(token).await.ok(),
+            None => None,
+        }
     }
 
     /// `caller` approves or denies approval `id`, saying why: the one way

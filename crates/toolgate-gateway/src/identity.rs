@@ -92,8 +92,14 @@ impl Callers {
         let Some(value) = authorization else {
             return self.anonymous.clone().ok_or(AuthError::Missing);
         };
-        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).ok_or(AuthError::Unknown)?.trim();
-        let d = digest(token);
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).ok_or(AuthError::Unknown)?;
+        self.by_token(token).ok_or(AuthError::Unknown)
+    }
+
+    /// The caller whose `[callers]` token is `token` (surrounding blanks
+    /// ignored), if any: never the anonymous one.
+    pub fn by_token(&self, token: &str) -> Option<Arc<Caller>> {
+        let d = digest(token.trim());
         // Every entry is compared, each in constant time.
         let mut found = None;
         for (known, who) in &self.tokens {
@@ -102,7 +108,7 @@ impl Callers {
                 found = Some(who.clone());
             }
         }
-        found.ok_or(AuthError::Unknown)
+        found
     }
 
     /// The caller a stdio downstream acts as: `gateway.stdio_caller`, else

@@ -1,8 +1,8 @@
 //! toolgate-gateway: the running gateway — MCP edges (the downstream server
 //! agents connect to, the upstream clients it connects with), the nine-stage
-//! call pipeline, HTTP hardening, the console API and telemetry.
-//!
-//! Empty until the spine lands (issue "The spine: toolgate in the call path").
+//! call pipeline, HTTP hardening, the admin API and telemetry. It does not
+//! know the web console (`toolgate-console`), which uses its public API and
+//! is served beside `/mcp` by `downstream::http::serve_with`.
 
 #![warn(missing_docs)]
 
@@ -32,6 +32,5 @@ pub mod pipeline;
 pub mod reconcile;
 pub mod replay;
 pub mod evidence;
-pub mod console;
 pub mod stages;
 pub mod downstream;

@@ -117,6 +117,12 @@ pub async fn start_with(extra: &str, more: &str, files: &[(&str, &str)]) -> Harn
 
 /// `start_with`, with `support` appended to the `[servers.support]` table.
 pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support: &str) -> Harness {
+    start_beside(extra, more, files, support, |_| axum::Router::new()).await
+}
+
+/// `start_full`, with the routes `beside` makes for the gateway served
+/// beside `/mcp` (another crate's tests include this file: the console's).
+pub async fn start_beside(extra: &str, more: &str, files: &[(&str, &str)], support: &str, beside: impl FnOnce(Arc<Gateway>) -> axum::Router) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).unwrap();
@@ -147,7 +153,7 @@ pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support
     let gateway = Gateway::start(config, Mode::Serve).await.unwrap();
     let down = gateway.wait_ready(Duration::from_secs(10)).await;
     assert!(down.is_empty(), "{down:?}");
-    let (url, cancel) = serve_gateway(gateway.clone()).await;
+    let (url, cancel) = serve_gateway_with(gateway.clone(), beside(gateway.clone())).await;
     Harness { url, gateway, atlas_urls, atlas_cancel, dir, cancel }
 }
 
@@ -209,11 +215,16 @@ where
 }
 
 pub async fn serve_gateway(gateway: Arc<Gateway>) -> (String, CancellationToken) {
+    serve_gateway_with(gateway, axum::Router::new()).await
+}
+
+/// `serve_gateway`, with the routes of `beside` on the same listener.
+pub async fn serve_gateway_with(gateway: Arc<Gateway>, beside: axum::Router) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    tokio::spawn(downstream::http::serve(gateway, listener, async move { stop.cancelled_owned().await }));
+    tokio::spawn(downstream::http::serve_with(gateway, listener, beside, async move { stop.cancelled_owned().await }));
     (format!("http://{addr}/mcp"), cancel)
 }
 
@@ -265,7 +276,7 @@ pub async fn post(url: &str, method: &str, params: Value) -> (u16, Value) {
 /// the last event of an SSE stream (a call that runs past a second answers
 /// on one).
 pub fn answer_of(body: &str) -> Value {
-    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or(body);
+    let last = body.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().unwrap_or(body);
     serde_json::from_str(last).unwrap_or(Value::Null)
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use toolgate_console::Console;
 use toolgate_gateway::config::Config;
 use toolgate_gateway::downstream;
 use toolgate_gateway::gateway::{Gateway, Mode};
@@ -41,7 +42,8 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let addr = gw.config.gateway.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
-    serve_console(&gw).await?;
+    let console = Console::new(gw.clone());
+    serve_console(&gw, &console).await?;
     let draining = gw.clone();
     let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
@@ -53,7 +55,7 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
         draining.begin_shutdown();
         heard.notify_one();
     };
-    let serving = downstream::http::serve(gw, listener, shutdown);
+    let serving = downstream::http::serve_with(gw, listener, console.beside_mcp(), shutdown);
     tokio::select! {
         served = serving => served.context("HTTP server"),
         // Calls in flight get the grace, and no longer.
@@ -69,20 +71,19 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
 
 /// The console on `[console] listen`, when it has an address of its own
 /// (else it is served beside `/mcp`); it stops when shutdown begins.
-async fn serve_console(gw: &Arc<Gateway>) -> anyhow::Result<()> {
-    let console = &gw.config.console;
-    let Some(addr) = console.listen.filter(|_| console.enabled) else {
-        if console.enabled {
+async fn serve_console(gw: &Arc<Gateway>, console: &Console) -> anyhow::Result<()> {
+    let config = &gw.config.console;
+    let Some(addr) = config.listen.filter(|_| config.enabled) else {
+        if config.enabled {
             eprintln!("toolgate: console on http://{}/console", gw.config.gateway.listen);
         }
         return Ok(());
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ([console] listen)"))?;
     eprintln!("toolgate: console on http://{}/console", listener.local_addr()?);
-    let router = downstream::http::console_router(gw.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let draining = gw.draining();
+    let serving = downstream::http::serve_router(console.router(), listener, gw.draining().cancelled_owned());
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(draining.cancelled_owned()).await {
+        if let Err(e) = serving.await {
             tracing::error!(error = %e, "the console's listener failed");
         }
     });

@@ -221,7 +221,8 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let endpoint = format!("http://{}/mcp", listener.local_addr()?);
     let stop = cancel.clone();
-    tokio::spawn(downstream::http::serve(gateway.clone(), listener, async move { stop.cancelled_owned().await }));
+    let web_console = toolgate_console::Console::new(gateway.clone());
+    tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
 
     println!("toolgate demo — Atlas field service, with toolgate in the call path\n");
     let mut ok = authority_table(&gateway);
@@ -316,7 +317,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         println!("approver: {}", approver::APPROVER);
         let console = endpoint.trim_end_matches("/mcp");
         println!("console: {console}/console");
-        println!("console-sign-in: {console}{} (one use, for {}, valid 10 minutes)", gateway.console_sign_in_link(&tokens.approver)?, approver::APPROVER);
+        println!("console-sign-in: {console}{} (one use, for {}, valid 10 minutes)", web_console.sign_in_link(&tokens.approver)?, approver::APPROVER);
         println!(
             "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
              `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it; \

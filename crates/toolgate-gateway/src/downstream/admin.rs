@@ -38,8 +38,10 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
         .route("/admin/operations/{id}/reconcile", axum::routing::post(reconcile))
 }
 
-/// The HTTP status of a ledger's refusal, for the admin API and the console.
-pub(crate) fn store_error_status(e: &LedgerError) -> StatusCode {
+/// The HTTP status of a ledger's refusal (404 not found, 409 not in that
+/// state, 403 your own call, 503 the store failed), for the admin API and
+/// any other route that reports one.
+pub fn store_error_status(e: &LedgerError) -> StatusCode {
     match e {
         LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) => StatusCode::NOT_FOUND,
         LedgerError::NotPending { .. } | LedgerError::NotApproved { .. } | LedgerError::Expired(_) | LedgerError::WrongState { .. } => StatusCode::CONFLICT,

@@ -30,8 +30,8 @@ use crate::identity::AuthError;
 use crate::oauth::TokenError;
 use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 
-/// A plain-text response.
-pub(crate) fn plain(status: StatusCode, text: &str) -> Response {
+/// A plain-text response: how the edge's rules refuse a request.
+pub fn plain(status: StatusCode, text: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string()).into_response()
 }
 
@@ -40,7 +40,8 @@ pub(crate) fn rpc_error(status: StatusCode, id: Option<&Id>, error: RpcError) ->
     (status, [(header::CONTENT_TYPE, "application/json")], wire::error_response(id, &error)).into_response()
 }
 
-pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// Header `name` of a request, when it is present and visible ASCII.
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -71,8 +72,9 @@ fn origin_allowed(allowed_origins: &[String], allowed_hosts: &[String], origin: 
 }
 
 /// `Host` against the allow-list (DNS rebinding) and `Origin`, when a
-/// browser sends one: the first rule of every route but the probes.
-pub(crate) fn host_and_origin(gw: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+/// browser sends one: the first rule of every route but the probes. The
+/// refusal is a 403 that names the setting to change.
+pub fn host_and_origin(gw: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
     let settings = &gw.config.gateway;
     let host = header_str(headers, "host").unwrap_or_default();
     if !host_allowed(&settings.allowed_hosts, host) {

@@ -1,9 +1,13 @@
 //! The downstream Streamable HTTP edge: `POST /mcp` (and, beside it, the
-//! admin API, the console and the probes). Every rule of the
+//! admin API, the probes and whatever routes the caller of `serve_with`
+//! adds, such as the console). Every rule of the
 //! transport is an extractor of `edge.rs`, checked before a message reaches
 //! the router — Host and Origin (DNS rebinding, browsers), credentials,
 //! content type and Accept, body size while reading, strict JSON, and the
 //! routing headers against the body — so this file is only about answering.
+//!
+//! Routes served beside `/mcp` keep its rules with [`host_and_origin`] and
+//! answer as it does with [`plain`] and [`store_error_status`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +18,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::edge::{Admitted, JsonRpcMedia, McpMessage, plain, rpc_error};
+pub use super::admin::store_error_status;
+use super::edge::{Admitted, JsonRpcMedia, McpMessage, rpc_error};
+pub use super::edge::{header_str, host_and_origin, plain};
 use super::{Inbound, Peer, Reply, handle};
 use crate::gateway::Gateway;
 use crate::wire::{Era, RpcError, code};
@@ -23,16 +29,8 @@ use crate::wire::{Era, RpcError, code};
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).fallback(post_only);
-    let mut routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
-    if gw.config.console.enabled && gw.config.console.listen.is_none() {
-        routes = routes.merge(crate::console::routes());
-    }
+    let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
     routes.with_state(gw)
-}
-
-/// The console alone, for `[console] listen` (an address of its own).
-pub fn console_router(gw: Arc<Gateway>) -> axum::Router {
-    crate::console::routes().with_state(gw)
 }
 
 /// Serves `/mcp` and the admin API on `listener` until `shutdown` resolves.
@@ -41,7 +39,29 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(gw).into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+    serve_with(gw, listener, axum::Router::new(), shutdown).await
+}
+
+/// `serve`, with the routes of `beside` answered on the same listener (the
+/// console). Their paths must not be the gateway's own.
+pub async fn serve_with(
+    gw: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    beside: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_router(router(gw).merge(beside), listener, shutdown).await
+}
+
+/// Serves `routes` on `listener` until `shutdown` resolves, with each
+/// request's peer address known (as `serve` does): for routes that have an
+/// address of their own, such as the console's `[console] listen`.
+pub async fn serve_router(
+    routes: axum::Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
 }
 
 async fn post_only() -> Response {

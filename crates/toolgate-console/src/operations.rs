@@ -5,17 +5,18 @@
 
 use std::sync::Arc;
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::operation::{Operation, OperationState};
+use toolgate_gateway::gateway::Gateway;
 
+use super::extract::{Approver, Refusal, Signed, SignedForm};
 use super::page::{self, Nav, csrf, notice, short, when};
-use super::session::{Session, Signed};
-use crate::gateway::Gateway;
+use super::session::Session;
 
 /// `?settled=OP` after reconcile or resolve: the page then says the state
 /// the ledger holds for it.
@@ -108,20 +109,21 @@ fn unknown_card(s: &Session, op: &Operation) -> Markup {
 #[derive(Deserialize)]
 pub(crate) struct Act {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     applied: String,
     #[serde(default)]
     reason: String,
 }
 
-/// The operation, if it is this person's tenant's and they may settle it.
-async fn settleable(gw: &Gateway, signed: &Signed, id: &str, csrf_given: &str) -> Result<(), Response> {
-    signed.check_csrf(csrf_given)?;
-    let s = &signed.session;
-    if !s.approver() {
-        return Err(render(gw, s, StatusCode::FORBIDDEN, Some(notice(false, "Settling an operation needs the approver role; nothing changed."))).await);
+/// Settling needs the approver role: the operations page says so.
+impl Refusal for Act {
+    async fn refusal(gw: &Gateway, signed: &Signed, _: &mut Parts) -> Response {
+        render(gw, &signed.session, StatusCode::FORBIDDEN, Some(notice(false, "Settling an operation needs the approver role; nothing changed."))).await
     }
+}
+
+/// The operation, if it is this person's tenant's.
+async fn settleable(gw: &Gateway, signed: &Signed, id: &str) -> Result<(), Response> {
+    let s = &signed.session;
     match gw.ledger.operation(id).await {
         Ok(Some(op)) if op.key.tenant == s.caller.tenant => Ok(()),
         Ok(_) => Err(render(gw, s, StatusCode::NOT_FOUND, Some(notice(false, &format!("No operation `{id}` here."))) ).await),
@@ -130,19 +132,19 @@ async fn settleable(gw: &Gateway, signed: &Signed, id: &str, csrf_given: &str) -
 }
 
 /// `POST /console/operations/{id}/reconcile`.
-pub(crate) async fn reconcile(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Form(f): Form<Act>) -> Response {
-    if let Err(r) = settleable(&gw, &signed, &id, &f.csrf).await {
+pub(crate) async fn reconcile(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, .. }): Approver<Act>) -> Response {
+    if let Err(r) = settleable(&gw, &signed, &id).await {
         return r;
     }
-    match crate::reconcile::reconcile(&gw, &id).await {
+    match toolgate_gateway::reconcile::reconcile(&gw, &id).await {
         Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }
 }
 
 /// `POST /console/operations/{id}/resolve`.
-pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Form(f): Form<Act>) -> Response {
-    if let Err(r) = settleable(&gw, &signed, &id, &f.csrf).await {
+pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Act>) -> Response {
+    if let Err(r) = settleable(&gw, &signed, &id).await {
         return r;
     }
     let applied = match f.applied.as_str() {
@@ -151,7 +153,7 @@ pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, signed: Signed, Path
         _ => return render(&gw, &signed.session, StatusCode::BAD_REQUEST, Some(notice(false, "Say whether it took effect; nothing was settled."))).await,
     };
     let by = &signed.session.caller.name;
-    match crate::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
+    match toolgate_gateway::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
         Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
         Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
     }

@@ -5,22 +5,21 @@
 
 use std::sync::Arc;
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_core::{AuthorityClass, Hint};
+use toolgate_gateway::catalog::ExposedTool;
+use toolgate_gateway::gateway::Gateway;
+use toolgate_gateway::pins::PinStatus;
+use toolgate_gateway::upstream::Kind;
 
-use super::CsrfOnly;
+use super::extract::{Admin, Refusal, Signed, SignedForm, path_param};
 use super::page::{self, Nav, csrf, notice, pretty, short};
-use super::session::Signed;
-use crate::catalog::ExposedTool;
-use crate::gateway::Gateway;
-use crate::pins::PinStatus;
-use crate::upstream::Kind;
 
 fn class(c: Option<AuthorityClass>) -> Markup {
     match c {
@@ -140,14 +139,20 @@ async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said
     page::page(status, &t.exposed_name, s, Nav::Authority, pending, body)
 }
 
+/// The accept form: nothing but its CSRF token.
+#[derive(Deserialize)]
+pub(crate) struct Accept {}
+
+/// Accepting needs the admin role: the tool's page says so.
+impl Refusal for Accept {
+    async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
+        let name = path_param(parts).await;
+        one(gw, signed, &name, StatusCode::FORBIDDEN, Some(notice(false, "Accepting a contract needs the admin role; nothing was accepted."))).await
+    }
+}
+
 /// `POST /console/tools/{name}/accept` (admin).
-pub(crate) async fn accept(State(gw): State<Arc<Gateway>>, signed: Signed, Path(name): Path<String>, Form(f): Form<CsrfOnly>) -> Response {
-    if let Err(r) = signed.check_csrf(&f.csrf) {
-        return r;
-    }
-    if !signed.session.admin() {
-        return one(&gw, &signed, &name, StatusCode::FORBIDDEN, Some(notice(false, "Accepting a contract needs the admin role; nothing was accepted."))).await;
-    }
+pub(crate) async fn accept(State(gw): State<Arc<Gateway>>, Path(name): Path<String>, Admin(SignedForm { signed, .. }): Admin<Accept>) -> Response {
     match gw.catalogs.accept(&name) {
         Ok(a) => {
             tracing::info!(target: "toolgate::console", tool = %name, by = %signed.session.caller.name, "contract accepted in the console");

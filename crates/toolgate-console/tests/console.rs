@@ -1,19 +1,29 @@
 //! Level 2–3: the console's rules over HTTP, the way a browser speaks to it
 //! (form posts, cookies), against a real gateway with the Atlas servers.
 //! Sign-in and its refusals, CSRF and cross-site posts, the headers every
-//! page carries, deciding (never one's own call), an unknown write settled
-//! by hand, and the console switched off. The whole flow in a real browser
-//! is `crates/toolgate/tests/console.rs`.
+//! page carries, deciding (never one's own call), an action of another role
+//! refused on its own screen, an unknown write settled by hand, and the
+//! console switched off. The whole flow in a real browser
+//! is `crates/toolgate/tests/console.rs`. The harness (Atlas servers, the
+//! seed's registry, callers) is the gateway tests' own.
 
+#[path = "../../toolgate-gateway/tests/common.rs"]
 mod common;
 
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::json;
 use toolgate_core::approval::ApprovalState;
+use toolgate_console::Console;
 use toolgate_core::operation::OperationState;
 
 use common::*;
+
+/// The harness gateway with `more` config (and `support` for its
+/// `[servers.support]`), the console beside `/mcp` as `toolgate serve` has it.
+async fn serving(more: &str, support: &str) -> Harness {
+    start_beside("", more, &[], support, |gw| Console::new(gw).beside_mcp()).await
+}
 
 /// The gateway's address without `/mcp`: where `/console` is.
 fn base(h: &Harness) -> String {
@@ -97,7 +107,7 @@ async fn state_of(h: &Harness, id: &str) -> ApprovalState {
 
 #[tokio::test]
 async fn pages_need_a_session_and_carry_a_strict_policy() {
-    let h = start("").await;
+    let h = serving("", "").await;
     let r = http().get(format!("{}/console/approvals", base(&h))).send().await.unwrap();
     assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/console/signin"));
     let (status, _) = post_form(&base(&h), "tgs_made_up", "/console/approvals/apr_x", "csrf=x&verdict=approve&reason=r").await;
@@ -122,7 +132,7 @@ async fn pages_need_a_session_and_carry_a_strict_policy() {
 async fn only_approvers_and_admins_sign_in_and_only_with_the_forms_own_token() {
     // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
     unsafe { std::env::set_var("TG_CONSOLE_TEST_AGENT2", "agent2-token-0123456789abcdef") };
-    let h = start_with("", "[callers.agent2]\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TG_CONSOLE_TEST_AGENT2\"\n", &[]).await;
+    let h = serving("[callers.agent2]\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TG_CONSOLE_TEST_AGENT2\"\n", "").await;
     let f = form(&base(&h)).await;
     // Without the form's cookie (a login forged from elsewhere): refused.
     let r = post_signin(&base(&h), format!("form={f}&token={DANA_TOKEN}"), None).await;
@@ -164,7 +174,7 @@ async fn only_approvers_and_admins_sign_in_and_only_with_the_forms_own_token() {
 
 #[tokio::test]
 async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
-    let h = start("").await;
+    let h = serving("", "").await;
     // sam is an agent and an approver: its own call is not its to decide.
     let id = pending_order(&h, SAM_TOKEN).await;
     let sam = sign_in(&base(&h), SAM_TOKEN).await;
@@ -203,8 +213,31 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
 }
 
 #[tokio::test]
+async fn an_action_of_another_role_is_refused_on_its_own_screen() {
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_CONSOLE_TEST_ADMIN", "admin-token-0123456789abcdef") };
+    let h = serving("[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN\"\n", "").await;
+    let id = pending_order(&h, SAM_TOKEN).await;
+    // An admin who is no approver: the approval's page, without a decision.
+    let ada = sign_in(&base(&h), "admin-token-0123456789abcdef").await;
+    let (_, page) = get(&base(&h), &ada, &format!("/console/approvals/{id}")).await;
+    assert!(page.contains("Deciding needs the approver role."), "{page}");
+    let csrf = input(&page, "csrf");
+    let (status, page) = post_form(&base(&h), &ada, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=mine")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Deciding needs the approver role; nothing was recorded.") && page.contains(&id), "{page}");
+    assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
+    // An approver who is no admin: the tool's page, nothing accepted.
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let csrf = input(&get(&base(&h), &dana, "/console").await.1, "csrf");
+    let (status, page) = post_form(&base(&h), &dana, "/console/tools/parts__find_part/accept", &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Accepting a contract needs the admin role; nothing was accepted.") && page.contains("parts__find_part"), "{page}");
+}
+
+#[tokio::test]
 async fn an_unknown_write_is_listed_first_and_resolved_by_hand_with_a_receipt() {
-    let h = start_full("", "", &[], "timeout_ms = 1000").await;
+    let h = serving("", "timeout_ms = 1000").await;
     std::fs::write(h.sandbox().join("support.fault"), "stall:3000").unwrap();
     let args = json!({"customer_id": "cust_harbor_02", "subject": "Compressor alarm", "priority": "normal", "client_reference": "ref-console-0001"});
     let params = json!({"name": "support__create_ticket", "arguments": args, "_meta": {"io.toolgate/operationKey": "key-console"}});
@@ -237,7 +270,7 @@ async fn an_unknown_write_is_listed_first_and_resolved_by_hand_with_a_receipt() 
 
 #[tokio::test]
 async fn a_console_switched_off_is_not_there() {
-    let h = start_with("", "[console]\nenabled = false\n", &[]).await;
+    let h = serving("[console]\nenabled = false\n", "").await;
     let r = http().get(format!("{}/console/signin", base(&h))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // The rest of the gateway is there.

@@ -12,11 +12,11 @@ use axum::response::Response;
 use maud::{Markup, html};
 use toolgate_core::operation::OperationState;
 use toolgate_core::receipt::Receipt;
+use toolgate_gateway::gateway::Gateway;
 
+use super::extract::Signed;
 use super::page::{self, Nav, notice, when};
 use super::receipts::{Filter, recent};
-use super::session::Signed;
-use crate::gateway::Gateway;
 
 const MINUTES: i64 = 30;
 const DECISIONS: [&str; 3] = ["allow", "require_approval", "deny"];

@@ -3,19 +3,15 @@
 //! browser. Sessions live in this process only and end at sign-out, at
 //! their deadline, or when the gateway stops — revocable on the server, not
 //! just forgotten by the browser. Each carries its own CSRF token, which
-//! every state-changing form must send back.
+//! every state-changing form must send back (`extract::SignedForm`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{HeaderMap, header};
 use toolgate_core::{Caller, Entropy};
-
-use crate::config::{ADMIN_ROLE, APPROVER_ROLE};
-use crate::downstream::edge::{header_str, host_and_origin, plain};
-use crate::gateway::Gateway;
+use toolgate_gateway::config::{ADMIN_ROLE, APPROVER_ROLE};
+use toolgate_gateway::gateway::Gateway;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_session";
@@ -51,7 +47,7 @@ pub(crate) fn may_sign_in(caller: &Caller) -> bool {
 
 /// The console's sessions and unredeemed sign-in links.
 #[derive(Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     live: Mutex<HashMap<String, Session>>,
     links: Mutex<HashMap<String, (Arc<Caller>, i64)>>,
 }
@@ -131,44 +127,6 @@ pub(crate) fn set_cookie(gw: &Gateway, name: &str, value: &str, max_age_s: u64) 
 /// Two secrets compared in constant time.
 pub(crate) fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A request from a signed-in person: `Host` and `Origin` allowed, a live
-/// session cookie. Without one, a page read goes to the sign-in form.
-pub(crate) struct Signed {
-    pub(crate) id: String,
-    pub(crate) session: Session,
-}
-
-impl axum::extract::FromRequestParts<Arc<Gateway>> for Signed {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, gw: &Arc<Gateway>) -> Result<Self, Response> {
-        host_and_origin(gw, &parts.headers)?;
-        // A request another site made the browser send is never acted on,
-        // whatever cookie rides along (SameSite=Strict already keeps it off).
-        if header_str(&parts.headers, "sec-fetch-site") == Some("cross-site") {
-            return Err(plain(StatusCode::FORBIDDEN, "cross-site requests are refused; open the console from its own address"));
-        }
-        let now = gw.clock.now_ms();
-        match cookie(&parts.headers, COOKIE).and_then(|id| gw.console.get(id, now).map(|s| (id.to_string(), s))) {
-            Some((id, session)) => Ok(Signed { id, session }),
-            None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
-            None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),
-        }
-    }
-}
-
-impl Signed {
-    /// The form's CSRF token against the session's: a state-changing form
-    /// without the right one is refused, nothing changed.
-    pub(crate) fn check_csrf(&self, given: &str) -> Result<(), Response> {
-        if same_secret(&self.session.csrf, given) {
-            Ok(())
-        } else {
-            Err(plain(StatusCode::FORBIDDEN, "the form's CSRF token is missing or stale; nothing was changed. Reload the page and send the form again"))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,19 +6,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Form;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
+use toolgate_gateway::downstream::http::store_error_status;
+use toolgate_gateway::gateway::{DecideError, Gateway};
 use toolgate_ledger::LedgerError;
 
+use super::Console;
+use super::extract::{Approver, Refusal, Signed, SignedForm, path_param};
 use super::page::{self, Nav, csrf, notice, pretty, short, span, when};
-use super::session::{Session, Signed};
-use crate::gateway::{DecideError, Gateway};
+use super::session::Session;
 
 async fn of_tenant(gw: &Gateway, session: &Session, state: Option<ApprovalState>) -> Result<Vec<Approval>, LedgerError> {
     gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await
@@ -88,10 +91,10 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
 /// `GET /console/approvals/events`: the pending list again whenever it
 /// changes (and each second while something waits, for its waiting time),
 /// until the session ends or the gateway drains.
-pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
-    let draining = gw.draining();
+pub(crate) async fn events(State(console): State<Console>, signed: Signed) -> Response {
+    let draining = console.gw.draining();
     // State: what was sent last (`None` before the first event).
-    let stream = futures_util::stream::unfold((gw, signed, None::<String>), move |(gw, signed, last)| {
+    let stream = futures_util::stream::unfold((console, signed, None::<String>), move |(console, signed, last)| {
         let draining = draining.clone();
         async move {
             let mut first = last.is_none();
@@ -103,10 +106,11 @@ pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     }
                 }
                 first = false;
+                let gw = &console.gw;
                 let now = gw.clock.now_ms();
-                gw.console.get(&signed.id, now)?;
+                console.sessions.get(&signed.id, now)?;
                 // The ledger did not answer: try again at the next tick.
-                let Ok(pending) = of_tenant(&gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
+                let Ok(pending) = of_tenant(gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
                 let fragment = pending_list(&pending, now).into_string();
                 if last.as_deref() == Some(fragment.as_str()) {
                     continue;
@@ -118,7 +122,7 @@ pub(crate) async fn events(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     event.push('\n');
                 }
                 event.push('\n');
-                return Some((Ok::<_, std::convert::Infallible>(event), (gw, signed, Some(fragment))));
+                return Some((Ok::<_, std::convert::Infallible>(event), (console, signed, Some(fragment))));
             }
         }
     });
@@ -212,33 +216,33 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
 #[derive(Deserialize)]
 pub(crate) struct Decision {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     reason: String,
     #[serde(default)]
     verdict: String,
 }
 
-/// `POST /console/approvals/{id}`: approve or deny, with the reason.
-pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Form(f): Form<Decision>) -> Response {
-    if let Err(r) = signed.check_csrf(&f.csrf) {
-        return r;
+/// Deciding needs the approver role: the approval's page says so.
+impl Refusal for Decision {
+    async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
+        let id = path_param(parts).await;
+        one(gw, &signed.session, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await
     }
+}
+
+/// `POST /console/approvals/{id}`: approve or deny, with the reason.
+pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Decision>) -> Response {
     let s = &signed.session;
     let approve = match f.verdict.as_str() {
         "approve" => true,
         "deny" => false,
         _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(Said::Refused("Choose Approve or Deny.".into()))).await,
     };
-    if !s.approver() {
-        return one(&gw, s, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await;
-    }
     match gw.decide_approval(&s.caller, &id, approve, &f.reason).await {
         Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided=1", a.id)).into_response(),
         Err(e) => {
             let status = match &e {
                 DecideError::NoReason => StatusCode::BAD_REQUEST,
-                DecideError::Ledger(l) => crate::downstream::admin::store_error_status(l),
+                DecideError::Ledger(l) => store_error_status(l),
             };
             one(&gw, s, &id, status, Some(Said::Refused(format!("Nothing was recorded: {e}")))).await
         }

@@ -13,11 +13,12 @@ use maud::html;
 use serde::Deserialize;
 use toolgate_core::bundle::{self, Bundle};
 use toolgate_core::receipt::Receipt;
+use toolgate_gateway::evidence;
+use toolgate_gateway::gateway::Gateway;
 
+use super::extract::Signed;
 use super::page::{self, Nav, notice, pretty, short};
-use super::session::{Session, Signed};
-use crate::evidence;
-use crate::gateway::Gateway;
+use super::session::Session;
 
 /// How far back from the log's end a listing or a download reads.
 const WINDOW: u64 = 2000;

@@ -1,0 +1,113 @@
+//! Signing in and out. A bearer token (a `[callers]` token, or an OAuth
+//! access token) or a one-time link is exchanged once for a session cookie;
+//! the sign-in form carries its own token against a cookie set with it, so
+//! a login cannot be forged either (login CSRF: double submit).
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::html;
+use serde::Deserialize;
+use toolgate_gateway::downstream::http::{header_str, host_and_origin};
+use toolgate_gateway::gateway::Gateway;
+
+use crate::Console;
+use crate::extract::SignedForm;
+use crate::page;
+use crate::session::{COOKIE, FORM_COOKIE, cookie, may_sign_in, same_secret, set_cookie};
+
+#[derive(Deserialize)]
+pub(crate) struct LinkQuery {
+    link: Option<String>,
+}
+
+/// The sign-in form: a bearer token, or the one-time link's button.
+pub(crate) async fn form(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, Query(q): Query<LinkQuery>) -> Response {
+    if let Err(r) = host_and_origin(&gw, &headers) {
+        return r;
+    }
+    let form_token = gw.entropy.id("sif_");
+    let body = html! {
+        form.card method="post" action="/console/signin" {
+            input type="hidden" name="form" value=(form_token);
+            @if let Some(link) = &q.link {
+                input type="hidden" name="link" value=(link);
+                p { "This one-time link signs you in once. It expires ten minutes after it was made." }
+            } @else {
+                p { "Sign in with your toolgate bearer token. Only approvers and admins may use the console; the token is exchanged once for a session and not kept in the browser." }
+                label for="token" { "Token" }
+                input #token type="password" name="token" autocomplete="off" required autofocus;
+            }
+            button type="submit" { "Sign in" }
+        }
+    };
+    let mut r = page::bare(StatusCode::OK, "Sign in", body);
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(&gw, FORM_COOKIE, &form_token, 600)) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SignIn {
+    #[serde(default)]
+    form: String,
+    token: Option<String>,
+    link: Option<String>,
+}
+
+fn refused(status: StatusCode, text: &str) -> Response {
+    let body = html! { (page::notice(false, text)) p { a href="/console/signin" { "Back to sign-in" } } };
+    page::bare(status, "Not signed in", body)
+}
+
+/// Exchanges a token (or a link) for a session cookie.
+pub(crate) async fn signin(State(console): State<Console>, headers: axum::http::HeaderMap, Form(f): Form<SignIn>) -> Response {
+    let gw = &console.gw;
+    if let Err(r) = host_and_origin(gw, &headers) {
+        return r;
+    }
+    // Login CSRF: the form's token must match the cookie set with the form.
+    if !cookie(&headers, FORM_COOKIE).is_some_and(|c| same_secret(c, &f.form)) || header_str(&headers, "sec-fetch-site") == Some("cross-site") {
+        return refused(StatusCode::FORBIDDEN, "The sign-in form expired or did not come from this console. Reload it and sign in again.");
+    }
+    let now = gw.clock.now_ms();
+    let caller = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
+        (Some(code), _) => match console.sessions.redeem(code, now) {
+            Some(c) => c,
+            None => return refused(StatusCode::UNAUTHORIZED, "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token."),
+        },
+        (None, Some(token)) if !token.is_empty() => match gw.authenticate(token).await {
+            Some(c) => c,
+            None => return refused(StatusCode::UNAUTHORIZED, "That token is not known here. Check it and sign in again."),
+        },
+        _ => return refused(StatusCode::BAD_REQUEST, "Give your bearer token to sign in."),
+    };
+    if !may_sign_in(&caller) {
+        return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
+    }
+    let ttl_s = gw.config.console.session_ttl_s.max(60);
+    let (id, session) = console.sessions.open(caller, now, (ttl_s * 1000) as i64, gw.entropy.as_ref());
+    tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
+    let to = if session.approver() { "/console/approvals" } else { "/console" };
+    let mut r = Redirect::to(to).into_response();
+    for value in [set_cookie(gw, COOKIE, &id, ttl_s), set_cookie(gw, FORM_COOKIE, "", 0)] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+/// Ends the session on the server, and its cookie.
+pub(crate) async fn signout(State(console): State<Console>, SignedForm { signed, .. }: SignedForm<()>) -> Response {
+    console.sessions.close(&signed.id);
+    let mut r = Redirect::to("/console/signin").into_response();
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(&console.gw, COOKIE, "", 0)) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
