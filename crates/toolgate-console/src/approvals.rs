@@ -203,8 +203,8 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
                     label for="reason" { "Reason (recorded with the decision; the receipt names you and when)" }
                     textarea #reason name="reason" rows="3" required {}
                     div.actions {
-                        button.approve type="submit" name="verdict" value="approve" { "Approve" }
-                        button.deny type="submit" name="verdict" value="deny" { "Deny" }
+                        button.approve type="submit" name="ruling" value="approve" { "Approve" }
+                        button.deny type="submit" name="ruling" value="deny" { "Deny" }
                     }
                 }
             }
@@ -213,16 +213,17 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
     page::page(status, &format!("Approval for {}", a.binding.tool), s, Nav::Approvals, pending, body)
 }
 
+/// An approver's ruling on an approval (approve or deny), with the reason.
 #[derive(Deserialize)]
-pub(crate) struct Decision {
+pub(crate) struct Ruling {
     #[serde(default)]
     reason: String,
     #[serde(default)]
-    verdict: String,
+    ruling: String,
 }
 
 /// Deciding needs the approver role: the approval's page says so.
-impl Refusal for Decision {
+impl Refusal for Ruling {
     async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
         let id = path_param(parts).await;
         one(gw, &signed.session, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await
@@ -230,9 +231,9 @@ impl Refusal for Decision {
 }
 
 /// `POST /console/approvals/{id}`: approve or deny, with the reason.
-pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Decision>) -> Response {
+pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Ruling>) -> Response {
     let s = &signed.session;
-    let approve = match f.verdict.as_str() {
+    let approve = match f.ruling.as_str() {
         "approve" => true,
         "deny" => false,
         _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(Said::Refused("Choose Approve or Deny.".into()))).await,

@@ -110,7 +110,7 @@ async fn pages_need_a_session_and_carry_a_strict_policy() {
     let h = serving("", "").await;
     let r = http().get(format!("{}/console/approvals", base(&h))).send().await.unwrap();
     assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/console/signin"));
-    let (status, _) = post_form(&base(&h), "tgs_made_up", "/console/approvals/apr_x", "csrf=x&verdict=approve&reason=r").await;
+    let (status, _) = post_form(&base(&h), "tgs_made_up", "/console/approvals/apr_x", "csrf=x&ruling=approve&reason=r").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let r = http().get(format!("{}/console/signin", base(&h))).send().await.unwrap();
     let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
@@ -182,7 +182,7 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
     assert_eq!(status, 200);
     assert!(page.contains("This is your own call"), "{page}");
     let csrf = input(&page, "csrf");
-    let (status, page) = post_form(&base(&h), &sam, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=mine")).await;
+    let (status, page) = post_form(&base(&h), &sam, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=approve&reason=mine")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     assert!(page.contains("Nothing was recorded"), "{page}");
     assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
@@ -192,21 +192,21 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
     let csrf = input(&page, "csrf");
     assert!(page.contains(&id) && page.contains("quantity"), "{page}");
     // Forged (no token, another session's token): refused, nothing recorded.
-    for body in ["verdict=approve&reason=forged".to_string(), format!("csrf={}&verdict=approve&reason=forged", input(&get(&base(&h), &sam, "/console").await.1, "csrf"))] {
+    for body in ["ruling=approve&reason=forged".to_string(), format!("csrf={}&ruling=approve&reason=forged", input(&get(&base(&h), &sam, "/console").await.1, "csrf"))] {
         let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     }
     // No reason: refused, and said why.
-    let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=+")).await;
+    let (status, page) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=approve&reason=+")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(page.contains("give a reason"), "{page}");
     assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
-    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=deny&reason=not+budgeted")).await;
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=deny&reason=not+budgeted")).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let a = h.gateway.ledger.approval(&id).await.unwrap().unwrap();
     assert_eq!((a.state, a.decided_by.as_deref(), a.decision_reason.as_deref()), (ApprovalState::Denied, Some("dana"), Some("not budgeted")));
     // Decided once: a second decision is a conflict, and the history shows who and why.
-    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=changed+my+mind")).await;
+    let (status, _) = post_form(&base(&h), &dana, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=approve&reason=changed+my+mind")).await;
     assert_eq!(status, StatusCode::CONFLICT);
     let (_, inbox) = get(&base(&h), &dana, "/console/approvals").await;
     assert!(inbox.contains("Nothing waits for you") && inbox.contains("not budgeted"), "{inbox}");
@@ -223,7 +223,7 @@ async fn an_action_of_another_role_is_refused_on_its_own_screen() {
     let (_, page) = get(&base(&h), &ada, &format!("/console/approvals/{id}")).await;
     assert!(page.contains("Deciding needs the approver role."), "{page}");
     let csrf = input(&page, "csrf");
-    let (status, page) = post_form(&base(&h), &ada, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&verdict=approve&reason=mine")).await;
+    let (status, page) = post_form(&base(&h), &ada, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=approve&reason=mine")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
     assert!(page.contains("Deciding needs the approver role; nothing was recorded.") && page.contains(&id), "{page}");
     assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);

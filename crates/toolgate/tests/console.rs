@@ -320,8 +320,8 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     shot(&c, "receipts").await;
     assert!(text_of(&c, "table").await.contains("parts/raise_parts_order"), "the order's receipts are listed");
     click_and_wait(&c, "table tbody tr:last-child a").await;
-    let verdict = text_of(&c, "p.notice").await;
-    assert!(verdict.starts_with("Verified"), "{verdict}");
+    let notice = text_of(&c, "p.notice").await;
+    assert!(notice.starts_with("Verified"), "{notice}");
     assert!(!text_of(&c, "ul.checks").await.contains("FAIL"));
     shot(&c, "receipt").await;
 

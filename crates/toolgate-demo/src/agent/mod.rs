@@ -176,7 +176,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The run's receipts from the gateway's ledger, as a bundle written to
-/// `out` and verified offline: one line per receipt, then the verdict.
+/// `out` and verified offline: one line per receipt, then whether all of them verified.
 async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collections::BTreeSet<String>, out: &std::path::Path) -> anyhow::Result<()> {
     let bundle = receipts::bundle_of(config, from, proposals).await?;
     std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
