@@ -42,7 +42,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Ctrl-C or SIGTERM: stop serving and let the default sandbox be removed.
-pub async fn shutdown_signal() {
+async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -435,7 +435,7 @@ pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {
     eprintln!("toolgate conformance-fixture: serving on http://{}/mcp", listener.local_addr()?);
     axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
         .with_graceful_shutdown(async move {
-            toolgate_atlas::cli::shutdown_signal().await;
+            toolgate_gateway::gateway::shutdown_signal().await;
             cancel.cancel();
         })
         .await?;

@@ -32,6 +32,13 @@ pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> an
     checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))
 }
 
+/// `covering`, for a command beside the gateway: the log of `config`'s
+/// state dir, signing with the gateway's own keys if it must.
+pub async fn covering_with_keys_of(config: &crate::config::Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow::Result<StoredCheckpoint> {
+    let log = ReceiptLog::open_configured(config, ledger.clone(), &crate::sources::Sources::system()).await?;
+    covering(&log, &**ledger, to).await
+}
+
 /// The receipts `from..to`, each with its inclusion proof against
 /// `checkpoint`, and every key of the log's history.
 pub async fn bundle(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {

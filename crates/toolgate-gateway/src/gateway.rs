@@ -93,8 +93,8 @@ impl Gateway {
             Mode::Serve => Callers::load(&config)?,
             Mode::Inspect => Callers::none(),
         };
-        let state = create_state_dir(&config)?;
-        let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
+        let ledger = open_ledger(&config).await?;
+        let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
         let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone(), clock.clone(), entropy.clone()).await?;
@@ -249,6 +249,13 @@ pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
     PolicyEngine::load(&read(&p.policies)?, &read(&p.schema)?).map_err(|e| anyhow::anyhow!("policy {}: {e}", config.resolve_path(&p.policies).display()))
 }
 
+/// The ledger `config` names, its state dir made first (owner-only): the
+/// gateway's, and what a command beside it opens.
+pub async fn open_ledger(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
+    create_state_dir(config)?;
+    toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))
+}
+
 /// The state dir, owner-only: it holds the ledger and the keys.
 pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
     let dir = config.state_dir();
@@ -258,4 +265,18 @@ pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
     Ok(dir)
+}
+
+/// Ctrl-C or SIGTERM: when `toolgate serve` (and the demo) begin to stop.
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
 }

@@ -62,8 +62,7 @@ pub struct Decide {
 /// The config and the ledger it names (the gateway's own, shared while it runs).
 pub async fn open(config: &std::path::Path) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
-    toolgate_gateway::gateway::create_state_dir(&config)?;
-    let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
+    let ledger = toolgate_gateway::gateway::open_ledger(&config).await?;
     Ok((config, ledger))
 }
 

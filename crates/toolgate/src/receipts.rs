@@ -139,7 +139,7 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
 /// The newest checkpoint covering the log up to `to`, signed now if needed
 /// (same keys, same state dir as the gateway).
 async fn covering(config: &Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow::Result<StoredCheckpoint> {
-    toolgate_gateway::evidence::covering(&signing_log(config, ledger.clone()).await?, &**ledger, to).await
+    toolgate_gateway::evidence::covering_with_keys_of(config, ledger, to).await
 }
 
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.

@@ -49,7 +49,7 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let signalled = Arc::new(tokio::sync::Notify::new());
     let heard = signalled.clone();
     let shutdown = async move {
-        shutdown_signal().await;
+        toolgate_gateway::gateway::shutdown_signal().await;
         // Listen streams and held calls end now, or the drain would wait
         // for them (a held call is told its approval still waits).
         draining.begin_shutdown();
@@ -101,18 +101,4 @@ fn reload_on_hangup(gw: Arc<Gateway>) {
             }
         }
     });
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match term.as_mut() {
-                Some(t) => { t.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
-    }
 }

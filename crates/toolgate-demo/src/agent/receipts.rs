@@ -5,18 +5,15 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use toolgate_core::bundle::Bundle;
 use toolgate_gateway::config::Config;
-use toolgate_gateway::gateway::Sources;
-use toolgate_gateway::log::ReceiptLog;
 use toolgate_ledger::Ledger;
 
 /// The config and the ledger it names (the gateway's own, shared while it runs).
 async fn open(config: &Path) -> anyhow::Result<(Config, Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
-    toolgate_gateway::gateway::create_state_dir(&config)?;
-    let ledger = toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))?;
+    let ledger = toolgate_gateway::gateway::open_ledger(&config).await?;
     Ok((config, ledger))
 }
 
@@ -35,8 +32,7 @@ pub async fn bundle_of(config_path: &Path, from: u64, proposals: &BTreeSet<Strin
     if from >= to {
         bail!("the log holds no receipt from {from} on");
     }
-    let log = ReceiptLog::open_configured(&config, ledger.clone(), &Sources::system()).await?;
-    let checkpoint = toolgate_gateway::evidence::covering(&log, &*ledger, to).await?;
+    let checkpoint = toolgate_gateway::evidence::covering_with_keys_of(&config, &ledger, to).await?;
     let mut bundle = toolgate_gateway::evidence::bundle(&*ledger, &checkpoint, from, to).await?;
     bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
     Ok(bundle)

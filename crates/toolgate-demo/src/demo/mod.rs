@@ -325,7 +325,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
             config_path.display(),
             approver::APPROVER
         );
-        toolgate_atlas::cli::shutdown_signal().await;
+        toolgate_gateway::gateway::shutdown_signal().await;
     }
     drop(manuals);
     gateway.shutdown().await;
