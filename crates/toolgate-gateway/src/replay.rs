@@ -80,14 +80,8 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
+    use crate::stages::testing::SCHEMA;
 
-    const SCHEMA: &str = r#"
-        entity Role;
-        entity Caller in [Role] = { subject: String, tenant: String };
-        entity Tool = { server: String, name: String, class: String, labels: Set<String> };
-        type Arguments = { quantity?: Long, part_no?: String };
-        action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: Arguments, approval: String } };
-    "#;
 
     fn asked(quantity: i64, decision: Value) -> Value {
         json!({

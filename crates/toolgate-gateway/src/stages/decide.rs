@@ -153,18 +153,10 @@ pub fn weigh(outcome: &Outcome, by_class: impl FnOnce() -> Decision, guards: &Gu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::testing::{agent, order_definition, tool};
+    use crate::stages::testing::{SCHEMA, agent, order_definition, tool};
     use serde_json::{Value, json};
     use toolgate_core::{AuthorityClass, Reason, Verdict};
 
-    /// The demo's schema, cut down to what these policies read.
-    const SCHEMA: &str = r#"
-        entity Role;
-        entity Caller in [Role] = { subject: String, tenant: String };
-        entity Tool = { server: String, name: String, class: String, labels: Set<String> };
-        type Arguments = { to?: String, quantity?: Long };
-        action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: Arguments, approval: String } };
-    "#;
 
     const POLICIES: &str = r#"
         @id("no_other_recipients")

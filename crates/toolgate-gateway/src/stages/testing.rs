@@ -25,6 +25,15 @@ use crate::seal::Sealer;
 use crate::upstream::{Upstream, UpstreamTool};
 use crate::wire::{Era, Id, RawObject, RpcError};
 
+/// The demo's Cedar schema, cut down to what the tests' policies read.
+pub const SCHEMA: &str = r#"
+    entity Role;
+    entity Caller in [Role] = { subject: String, tenant: String };
+    entity Tool = { server: String, name: String, class: String, labels: Set<String> };
+    type Arguments = { to?: String, quantity?: Long };
+    action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: Arguments, approval: String } };
+"#;
+
 /// Where every fixed clock starts (2026-11-30T…Z): an instant, not "now".
 pub const NOW_MS: i64 = 1_796_000_000_000;
 
@@ -232,6 +241,31 @@ impl Store {
             hold,
             notifier: &NOTIFIER,
         }
+    }
+
+    /// A pending approval `id` of an order of 8 units, opened now for a minute.
+    pub async fn pending_approval(&self, id: &str) -> toolgate_core::approval::Approval {
+        let binding = toolgate_core::approval::Binding {
+            tenant: "atlas".into(),
+            caller: "agent".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            proposal_sha256: "p".repeat(64),
+            policy_version: "v1".into(),
+        };
+        let new = toolgate_ledger::NewApproval {
+            id: id.into(),
+            binding,
+            arguments: serde_json::json!({"quantity": 8}),
+            reason: "large order".into(),
+            rules: vec!["order_above_five_units".into()],
+            now_ms: NOW_MS,
+            ttl_ms: 60_000,
+            receipt: None,
+            subject: "field-agent".into(),
+            operation_key: None,
+        };
+        self.ledger.create_approval(new).await.unwrap()
     }
 
     /// How many receipts the ledger holds.

@@ -103,9 +103,8 @@ pub(super) fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use toolgate_core::approval::{Approval, Binding};
+    use toolgate_core::approval::Approval;
     use toolgate_core::{Action, Reason, Verdict};
-    use toolgate_ledger::NewApproval;
 
     use super::*;
     use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, split};
@@ -113,27 +112,7 @@ mod tests {
     const TTL_MS: i64 = 60_000;
 
     async fn pending(s: &Store) -> Approval {
-        let binding = Binding {
-            tenant: "atlas".into(),
-            caller: "agent".into(),
-            server: "parts".into(),
-            tool: "raise_parts_order".into(),
-            proposal_sha256: "a".repeat(64),
-            policy_version: "policy-v1".into(),
-        };
-        let new = NewApproval {
-            id: "apr_ask".into(),
-            binding,
-            arguments: json!({"quantity": 8}),
-            reason: "orders above five units need a supervisor".into(),
-            rules: vec!["order_above_five_units".into()],
-            now_ms: NOW_MS,
-            ttl_ms: TTL_MS,
-            receipt: None,
-            subject: "agent-7".into(),
-            operation_key: None,
-        };
-        s.ledger.create_approval(new).await.unwrap()
+        s.pending_approval("apr_ask").await
     }
 
     fn order(era: Era, capabilities: Option<serde_json::Value>, answer: Option<serde_json::Value>) -> (Context, Call) {
@@ -175,7 +154,7 @@ mod tests {
         let approval = pending(&s).await;
         let r = waiting_refusal(&order_tool(), &approval, NOW_MS + 15_000, "it was not decided while the call was held");
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate));
-        assert_eq!((r.approval_id.as_deref(), r.proposal_sha256.as_deref()), (Some("apr_ask"), Some("a".repeat(64).as_str())));
+        assert_eq!((r.approval_id.as_deref(), r.proposal_sha256.as_deref()), (Some("apr_ask"), Some("p".repeat(64).as_str())));
         for said in ["approval apr_ask is pending", "it was not decided while the call was held", "toolgate approvals approve", "POST /admin/approvals/apr_ask/approve", "within 45 s"] {
             assert!(r.message.contains(said), "{said:?} in {}", r.message);
         }

@@ -108,27 +108,7 @@ mod tests {
     use toolgate_ledger::{Decider, NewApproval};
 
     async fn pending(s: &Store) -> Approval {
-        let binding = Binding {
-            tenant: "atlas".into(),
-            caller: "agent".into(),
-            server: "parts".into(),
-            tool: "raise_parts_order".into(),
-            proposal_sha256: "p".repeat(64),
-            policy_version: "v1".into(),
-        };
-        let new = NewApproval {
-            id: "apr_held".into(),
-            binding,
-            arguments: json!({"quantity": 8}),
-            reason: "large order".into(),
-            rules: vec!["order_above_five_units".into()],
-            now_ms: NOW_MS,
-            ttl_ms: 60_000,
-            receipt: None,
-            subject: "field-agent".into(),
-            operation_key: None,
-        };
-        s.ledger.create_approval(new).await.unwrap()
+        s.pending_approval("apr_held").await
     }
 
     fn call_with_progress() -> (Call, tokio::sync::mpsc::UnboundedReceiver<String>) {
