@@ -1,8 +1,22 @@
-//! toolgate-gateway: the running gateway — MCP edges (the downstream server
-//! agents connect to, the upstream clients it connects with), the nine-stage
-//! call pipeline, HTTP hardening, the admin API and telemetry. It does not
-//! know the web console (`toolgate-console`), which uses its public API and
-//! is served beside `/mcp` by `downstream::http::serve_with`.
+//! toolgate-gateway: the running gateway.
+//!
+//! - The path of one call: `pipeline` reads as the nine stages in order,
+//!   each a module of `stages` that takes what it needs and returns its
+//!   conclusion as a value (`call`); the receipts that commit with the
+//!   ledger's state go through `commit`.
+//! - What a call runs against: `config`, `identity` (callers), `oauth`,
+//!   `catalog` and `pins`, `gateway` (everything shared, built once),
+//!   `holds`, `notify`, `runs`, `budgets`, `seal` (the sealed
+//!   `requestState`), `keys` and `log` (the receipt log's signing keys and
+//!   checkpoints), `sources` (the one clock and the entropy).
+//! - The edges: `downstream` (Streamable HTTP with its rules as axum
+//!   extractors, stdio, the admin API, the probes); the MCP wire and the
+//!   upstream client come from `toolgate-mcp` and are re-exported here.
+//! - For operators and third parties: `evidence` (bundles), `reconcile`,
+//!   `replay`, `telemetry` and `prometheus`.
+//!
+//! It does not know the web console (`toolgate-console`), which uses its
+//! public API and is served beside `/mcp` by `downstream::http::serve_with`.
 
 #![warn(missing_docs)]
 
