@@ -90,7 +90,9 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
             obs.refused_early(stop, None);
             gw.catalogs.nudge(&call.name);
         }));
-        (f.resolved(&tool), gw.log.remember_definition(&tool).await, obs.resolved(cx, &tool));
+        f.resolved(&tool);
+        gw.log.remember_definition(&tool).await;
+        obs.resolved(cx, &tool);
         // 3. validate
         let proposal = step!('call, obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
         f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
