@@ -1,5 +1,5 @@
 //! Level 3: the gateway as an OAuth 2.1 resource server, against a real
-//! authorization server process on loopback (built here: RFC 8414 metadata
+//! authorization server process on loopback (`issuer.rs`: RFC 8414 metadata
 //! and a JWKS that can be rotated) and JWTs signed with real Ed25519 keys.
 //! A valid token admits its caller (claims and scopes mapped as `[oauth]`
 //! says), also for the official Python SDK in both eras; a wrong audience,
@@ -8,13 +8,13 @@
 //! rotated key is picked up; the caller's token never reaches the upstream.
 
 mod common;
+mod issuer;
 
 use std::borrow::Cow;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -27,56 +27,7 @@ use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 
 use common::{DANA_TOKEN, python, request, serve_gateway, workspace, write_tokens};
-
-const RESOURCE: &str = "http://gateway.test/mcp";
-
-/// One signing key of the authorization server.
-struct Signer {
-    kid: String,
-    key: EncodingKey,
-    jwk: Value,
-}
-
-fn signer(kid: &str) -> Signer {
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
-    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
-    let x = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
-    let jwk = json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"});
-    Signer { kid: kid.into(), key: EncodingKey::from_ed_der(pkcs8.as_ref()), jwk }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
-}
-
-/// A token for `alice` of tenant `atlas` with `scope`, for `aud`, with `exp` and `nbf` at those offsets from now.
-fn token(s: &Signer, issuer: &str, aud: &str, scope: &str, exp_in: i64, nbf_in: i64) -> String {
-    let mut header = Header::new(Algorithm::EdDSA);
-    header.kid = Some(s.kid.clone());
-    let claims = json!({"iss": issuer, "aud": aud, "sub": "alice", "tenant": "atlas", "scope": scope, "exp": now() + exp_in, "nbf": now() + nbf_in, "iat": now()});
-    jsonwebtoken::encode(&header, &claims, &s.key).unwrap()
-}
-
-/// The authorization server: its metadata and its JWKS (which the test may
-/// rotate); counts the JWKS fetches. Returns its issuer URL.
-async fn authorization_server(jwks: Arc<Mutex<Value>>, fetches: Arc<std::sync::atomic::AtomicUsize>, cancel: &CancellationToken) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let issuer = format!("http://{}", listener.local_addr().unwrap());
-    let meta = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"), "response_types_supported": ["code"]});
-    let router = axum::Router::new()
-        .route("/.well-known/oauth-authorization-server", axum::routing::get(move || async move { axum::Json(meta) }))
-        .route(
-            "/jwks",
-            axum::routing::get(move || async move {
-                fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let set = jwks.lock().unwrap().clone();
-                axum::Json(set)
-            }),
-        );
-    let stop = cancel.clone();
-    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
-    issuer
-}
+use issuer::{RESOURCE, authorization_server, now, oauth_config, signer, token};
 
 /// One tool, `whoami`; remembers every `Authorization` header it was sent.
 #[derive(Clone)]
@@ -150,15 +101,8 @@ read_only = true
 tenant = "atlas"
 roles = ["approver"]
 token_file = "dana.token"
-[oauth]
-issuer = "{issuer}"
-resource = "{RESOURCE}"
-required_scopes = ["mcp"]
-tenant_claim = "tenant"
-jwks_refresh_min_ms = 0
-[oauth.scope_roles]
-"toolgate:approve" = ["approver"]
-"#
+{oauth}"#,
+        oauth = oauth_config(&issuer)
     );
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, config).unwrap();
