@@ -28,7 +28,7 @@ use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolutio
 
 use crate::call::{Call, Context, Dispatched, Gate, Held, Reserved, Stop};
 use crate::catalog::ExposedTool;
-use crate::commit::{Commit, Receipts, approval_ref};
+use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::observe::Observer;
 use crate::wire::{RawObject, code};
 
@@ -69,7 +69,7 @@ where
     F: Future<Output = Result<Box<RawValue>, Stop>>,
 {
     let mut seen = Seen::default();
-    let (operation, dispatched, result) = match hold(o, receipts, obs, (cx, call, tool, proposal), gate, &mut seen).await {
+    let (operation, dispatched, result) = match held(o, receipts, obs, (cx, call, tool, proposal), gate, &mut seen).await {
         Err(stop) => (None, false, Err(stop)),
         Ok(held) => {
             let operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
@@ -93,7 +93,7 @@ where
 /// What the way through reserve came upon, beside the result.
 #[derive(Default)]
 struct Seen {
-    committed: Option<crate::commit::Committed>,
+    committed: Option<Committed>,
     operation_ref: Option<OperationRef>,
 }
 
@@ -103,7 +103,7 @@ type Asked<'a> = (&'a Context, &'a Call, &'a ExposedTool, &'a Proposal);
 /// What the call holds before anything is sent: nothing (a read), the
 /// operation (reserved now, with the decision's receipt), or another
 /// call's recorded outcome.
-async fn hold(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (cx, call, tool, proposal): Asked<'_>, gate: &Gate, r: &mut Seen) -> Result<Held, Stop> {
+async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (cx, call, tool, proposal): Asked<'_>, gate: &Gate, r: &mut Seen) -> Result<Held, Stop> {
     let span = obs.stage("reserve");
     match claim(o, cx, call, tool, proposal, gate).instrument(span.clone()).await? {
         Claimed::Read => Ok(Held::Read),
