@@ -207,6 +207,12 @@ impl Gateway {
         self.draining.clone()
     }
 
+    /// `draining`, borrowed: what every call's approve stage holds, without
+    /// a clone of the token (which takes a lock shared by all calls).
+    pub(crate) fn draining_ref(&self) -> &CancellationToken {
+        &self.draining
+    }
+
     /// Ends long-lived streams (`subscriptions/listen`) so in-flight calls can
     /// finish and the server can stop; upstreams stay up until `stop`.
     pub fn begin_shutdown(&self) {

@@ -34,6 +34,12 @@ pub const SCHEMA: &str = r#"
     action call_tool appliesTo { principal: [Caller], resource: [Tool], context: { arguments: Arguments, approval: String } };
 "#;
 
+/// A gateway that never begins to shut down.
+pub fn never_draining() -> &'static CancellationToken {
+    static NEVER: std::sync::LazyLock<CancellationToken> = std::sync::LazyLock::new(CancellationToken::new);
+    &NEVER
+}
+
 /// Where every fixed clock starts (2026-11-30T…Z): an instant, not "now".
 pub const NOW_MS: i64 = 1_796_000_000_000;
 
@@ -227,7 +233,7 @@ impl Store {
             clock: self.clock.as_ref(),
             hold: Duration::from_millis(hold_ms),
             max_held: 8,
-            draining: CancellationToken::new(),
+            draining: never_draining(),
         };
         crate::stages::approve::Approvals {
             ledger: self.ledger.as_ref(),

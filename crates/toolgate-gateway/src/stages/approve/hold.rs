@@ -30,7 +30,7 @@ pub(crate) struct Hold<'a> {
     pub max_held: usize,
     /// Cancelled when the gateway begins to shut down: held calls are
     /// answered at once rather than delay the drain.
-    pub draining: CancellationToken,
+    pub draining: &'a CancellationToken,
 }
 
 /// Waits until `pending` is decided (or expires), or the hold ends — `hold`
@@ -104,8 +104,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use crate::stages::testing::{NOW_MS, Store};
-    use toolgate_core::approval::Binding;
-    use toolgate_ledger::{Decider, NewApproval};
+    use toolgate_ledger::Decider;
 
     async fn pending(s: &Store) -> Approval {
         s.pending_approval("apr_held").await
@@ -119,7 +118,7 @@ mod tests {
     }
 
     fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
-        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: CancellationToken::new() }
+        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: crate::stages::testing::never_draining() }
     }
 
     #[tokio::test]
