@@ -9,6 +9,10 @@
 //! - [`Approver<T>`], [`Admin<T>`] — a `SignedForm<T>` from a person with
 //!   that role. Whoever lacks it is answered by the screen the form came
 //!   from ([`Refusal`]), saying that nothing changed.
+//! - Before a session: [`Allowed`] — `Host` and `Origin` allowed (the
+//!   sign-in page); [`SignInForm<T>`] — the sign-in form `T`, from an
+//!   allowed origin, not cross-site, carrying the token of the cookie set
+//!   with the form (login CSRF: double submit).
 //!
 //! A rejection is a whole response: 403 for another site or a stale form,
 //! 401 (or, for a page, the sign-in form) without a session.
@@ -26,7 +30,8 @@ use toolgate_gateway::downstream::http::{header_str, host_and_origin, plain};
 use toolgate_gateway::gateway::Gateway;
 
 use crate::Console;
-use crate::session::{COOKIE, Session, cookie, same_secret};
+use crate::page;
+use crate::session::{COOKIE, FORM_COOKIE, Session, cookie, same_secret};
 
 /// A request from a signed-in person: `Host` and `Origin` allowed, a live
 /// session cookie. Without one, a page read goes to the sign-in form.
@@ -133,6 +138,53 @@ async fn with_role<T: DeserializeOwned + Refusal + Send>(request: Request, conso
         return Err(T::refusal(&console.gw, &form.signed, &mut parts).await);
     }
     Ok(form)
+}
+
+/// A request from an allowed `Host` and `Origin`, signed in or not.
+pub(crate) struct Allowed;
+
+impl FromRequestParts<Console> for Allowed {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, Response> {
+        host_and_origin(&console.gw, &parts.headers).map(|_| Allowed)
+    }
+}
+
+/// The sign-in form `T`, whose field `form` must match the cookie set with
+/// the form: a sign-in another site made the browser send is refused
+/// (403, the form to reload), and nobody is signed in.
+pub(crate) struct SignInForm<T>(pub(crate) T);
+
+/// The sign-in form as sent: its double-submit token, and `T`'s fields.
+#[derive(Deserialize)]
+struct WithFormToken<T> {
+    #[serde(default)]
+    form: String,
+    #[serde(flatten)]
+    fields: T,
+}
+
+impl<T: DeserializeOwned + Send> FromRequest<Console> for SignInForm<T> {
+    type Rejection = Response;
+
+    /// The form is read first, then its origin, then its token: the order
+    /// the handler checked them in, so each refusal is the one it gave.
+    async fn from_request(request: Request, console: &Console) -> Result<Self, Response> {
+        let headers = request.headers().clone();
+        let Form(WithFormToken { form, fields }) = Form::<WithFormToken<T>>::from_request(request, console).await.map_err(IntoResponse::into_response)?;
+        host_and_origin(&console.gw, &headers)?;
+        if !cookie(&headers, FORM_COOKIE).is_some_and(|c| same_secret(c, &form)) || header_str(&headers, "sec-fetch-site") == Some("cross-site") {
+            return Err(sign_in_refused(StatusCode::FORBIDDEN, "The sign-in form expired or did not come from this console. Reload it and sign in again."));
+        }
+        Ok(SignInForm(fields))
+    }
+}
+
+/// A sign-in refused: why, and the way back to the form.
+pub(crate) fn sign_in_refused(status: StatusCode, text: &str) -> Response {
+    let body = maud::html! { (page::notice(false, text)) p { a href="/console/signin" { "Back to sign-in" } } };
+    page::bare(status, "Not signed in", body)
 }
 
 /// The one path parameter of a form's route (an approval's id, a tool's name).
@@ -255,6 +307,39 @@ mod tests {
         let (status, said) = refusal(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await).await.expect("a forged form passed");
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(said.starts_with("the form's CSRF token"), "{said}");
+    }
+
+    #[derive(Deserialize)]
+    struct Token {
+        token: String,
+    }
+
+    /// A sign-in post carrying `form`, with the form cookie `set` (if any).
+    fn sign_in(form: &str, set: Option<&str>) -> Request {
+        let mut r = Request::builder().method("POST").uri("/console/signin").header(header::HOST, "127.0.0.1:8765").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(value) = set {
+            r = r.header(header::COOKIE, format!("{FORM_COOKIE}={value}"));
+        }
+        r.body(Body::from(format!("form={form}&token=t0ken"))).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_needs_the_token_of_the_cookie_set_with_its_form() {
+        let (_dir, c) = console().await;
+        let SignInForm(ok) = SignInForm::<Token>::from_request(sign_in("sif_1", Some("sif_1")), &c).await.expect("the form's own token passes");
+        assert_eq!(ok.token, "t0ken");
+        for (form, set) in [("sif_1", None), ("sif_1", Some("sif_2")), ("", Some("")), ("", None)] {
+            let (status, page) = refusal(SignInForm::<Token>::from_request(sign_in(form, set), &c).await).await.expect("a forged sign-in passed");
+            assert_eq!(status, StatusCode::FORBIDDEN, "{form:?} {set:?}");
+            assert!(page.contains("The sign-in form expired or did not come from this console"), "{page}");
+        }
+        let mut cross = sign_in("sif_1", Some("sif_1"));
+        cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert_eq!(refusal(SignInForm::<Token>::from_request(cross, &c).await).await.map(|r| r.0), Some(StatusCode::FORBIDDEN), "a cross-site sign-in");
+        let mut foreign = sign_in("sif_1", Some("sif_1"));
+        foreign.headers_mut().insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+        let foreign = refusal(SignInForm::<Token>::from_request(foreign, &c).await).await;
+        assert_eq!(foreign, Some((StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string())));
     }
 
     #[tokio::test]

@@ -126,7 +126,8 @@ pub(crate) fn set_cookie(gw: &Gateway, name: &str, value: &str, max_age_s: u64) 
 
 /// Two secrets compared in constant time.
 pub(crate) fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // An empty value is no secret: a form and a cookie both left empty match nothing.
+    !a.is_empty() && a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -192,6 +193,6 @@ mod tests {
         assert_eq!(cookie(&h, "other"), Some("2"));
         assert_eq!(cookie(&h, "missing"), None);
         assert!(same_secret("csrf_ab", "csrf_ab"));
-        assert!(!same_secret("csrf_ab", "csrf_a") && !same_secret("csrf_ab", "csrf_ac") && !same_secret("", "x"));
+        assert!(!same_secret("csrf_ab", "csrf_a") && !same_secret("csrf_ab", "csrf_ac") && !same_secret("", "x") && !same_secret("", ""));
     }
 }

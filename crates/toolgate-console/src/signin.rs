@@ -5,19 +5,17 @@
 
 use std::sync::Arc;
 
-use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
-use toolgate_gateway::downstream::http::{header_str, host_and_origin};
 use toolgate_gateway::gateway::Gateway;
 
 use crate::Console;
-use crate::extract::SignedForm;
+use crate::extract::{Allowed, SignInForm, SignedForm, sign_in_refused as refused};
 use crate::page;
-use crate::session::{COOKIE, FORM_COOKIE, cookie, may_sign_in, same_secret, set_cookie};
+use crate::session::{COOKIE, FORM_COOKIE, may_sign_in, set_cookie};
 
 #[derive(Deserialize)]
 pub(crate) struct LinkQuery {
@@ -25,10 +23,7 @@ pub(crate) struct LinkQuery {
 }
 
 /// The sign-in form: a bearer token, or the one-time link's button.
-pub(crate) async fn form(State(gw): State<Arc<Gateway>>, headers: axum::http::HeaderMap, Query(q): Query<LinkQuery>) -> Response {
-    if let Err(r) = host_and_origin(&gw, &headers) {
-        return r;
-    }
+pub(crate) async fn form(State(gw): State<Arc<Gateway>>, Query(q): Query<LinkQuery>, _: Allowed) -> Response {
     let form_token = gw.entropy.id("sif_");
     let body = html! {
         form.card method="post" action="/console/signin" {
@@ -51,29 +46,16 @@ pub(crate) async fn form(State(gw): State<Arc<Gateway>>, headers: axum::http::He
     r
 }
 
+/// A bearer token, or a one-time link's code.
 #[derive(Deserialize)]
 pub(crate) struct SignIn {
-    #[serde(default)]
-    form: String,
     token: Option<String>,
     link: Option<String>,
 }
 
-fn refused(status: StatusCode, text: &str) -> Response {
-    let body = html! { (page::notice(false, text)) p { a href="/console/signin" { "Back to sign-in" } } };
-    page::bare(status, "Not signed in", body)
-}
-
 /// Exchanges a token (or a link) for a session cookie.
-pub(crate) async fn signin(State(console): State<Console>, headers: axum::http::HeaderMap, Form(f): Form<SignIn>) -> Response {
+pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignInForm<SignIn>) -> Response {
     let gw = &console.gw;
-    if let Err(r) = host_and_origin(gw, &headers) {
-        return r;
-    }
-    // Login CSRF: the form's token must match the cookie set with the form.
-    if !cookie(&headers, FORM_COOKIE).is_some_and(|c| same_secret(c, &f.form)) || header_str(&headers, "sec-fetch-site") == Some("cross-site") {
-        return refused(StatusCode::FORBIDDEN, "The sign-in form expired or did not come from this console. Reload it and sign in again.");
-    }
     let now = gw.clock.now_ms();
     let caller = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
         (Some(code), _) => match console.sessions.redeem(code, now) {
