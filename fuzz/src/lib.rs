@@ -27,5 +27,6 @@ pub fn run(target: Target, data: &[u8]) {
         Target::Bundle => targets::bundle::run(data),
         Target::Config => targets::config::run(data),
         Target::Egress => targets::egress::run(data),
+        Target::Sse => targets::sse::run(data),
     }
 }

@@ -99,3 +99,8 @@ fn a_forged_state_and_a_tampered_bundle_are_caught_by_the_targets_not_passed() {
     let parsed = toolgate_core::bundle::Bundle::from_json(tampered.as_bytes()).expect("still a bundle");
     assert!(!toolgate_core::bundle::verify(&parsed, &Default::default()).ok());
 }
+
+#[test]
+fn sse() {
+    replay("sse");
+}

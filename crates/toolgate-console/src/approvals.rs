@@ -15,6 +15,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::downstream::http::store_error_status;
+use toolgate_gateway::sse;
 use toolgate_gateway::gateway::{DecideError, Gateway};
 use toolgate_ledger::LedgerError;
 
@@ -115,13 +116,10 @@ pub(crate) async fn events(State(console): State<Console>, signed: Signed) -> Re
                 if last.as_deref() == Some(fragment.as_str()) {
                     continue;
                 }
-                let mut event = format!("event: count\ndata: {}\n\nevent: inbox\n", pending.len());
-                for line in fragment.lines() {
-                    event.push_str("data: ");
-                    event.push_str(line);
-                    event.push('\n');
-                }
-                event.push('\n');
+                // Argument keys and values reach the fragment: every line
+                // break in it, CR included, is a `data:` line of its own.
+                let mut event = sse::frame("count", &pending.len().to_string());
+                sse::push_frame(&mut event, "inbox", &fragment);
                 return Some((Ok::<_, std::convert::Infallible>(event), (console, signed, Some(fragment))));
             }
         }

@@ -1,8 +1,9 @@
 //! Console sessions: a caller's bearer token (or a one-time sign-in link)
 //! is exchanged once for a session cookie, so the token never sits in a
 //! browser. Sessions live in this process only and end at sign-out, at
-//! their deadline, or when the gateway stops — revocable on the server, not
-//! just forgotten by the browser. Each carries its own CSRF token, which
+//! their deadline, when the access token that opened one is refused (its
+//! expiry), or when the gateway stops — revocable on the server, not just
+//! forgotten by the browser. Each carries its own CSRF token, which
 //! every state-changing form must send back (`extract::SignedForm`).
 
 use std::collections::HashMap;

@@ -57,9 +57,10 @@ pub(crate) struct SignIn {
 pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignInForm<SignIn>) -> Response {
     let gw = &console.gw;
     let now = gw.clock.now_ms();
-    let caller = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
+    // A session ends with the token that opened it, if that ends sooner.
+    let (caller, until) = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
         (Some(code), _) => match console.sessions.redeem(code, now) {
-            Some(c) => c,
+            Some(c) => (c, None),
             None => return refused(StatusCode::UNAUTHORIZED, "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token."),
         },
         (None, Some(token)) if !token.is_empty() => match gw.authenticate(token).await {
@@ -71,8 +72,9 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
     if !may_sign_in(&caller) {
         return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
     }
-    let ttl_s = gw.config.console.session_ttl_s.max(60);
-    let (id, session) = console.sessions.open(caller, now, (ttl_s * 1000) as i64, gw.entropy.as_ref());
+    let ttl_ms = ((gw.config.console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
+    let ttl_s = (ttl_ms / 1000).max(1) as u64;
+    let (id, session) = console.sessions.open(caller, now, ttl_ms, gw.entropy.as_ref());
     tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
     let to = if session.approver() { "/console/approvals" } else { "/console" };
     let mut r = Redirect::to(to).into_response();

@@ -276,3 +276,47 @@ async fn a_console_switched_off_is_not_there() {
     // The rest of the gateway is there.
     assert_eq!(http().get(format!("{}/healthz", base(&h))).send().await.unwrap().status(), StatusCode::OK);
 }
+
+/// A stdio server whose one tool, `post`, takes any object: an agent
+/// chooses its argument keys.
+fn open_server() -> String {
+    stdio_server("open", "post", r#"{"content": [{"type": "text", "text": "posted"}]}"#)
+}
+
+#[tokio::test]
+async fn an_agents_argument_keys_cannot_forge_the_approvers_live_inbox() {
+    // The attack: a key with bare CRs, echoed into the approval's reason and
+    // rules (the egress guard names where the JWT is), read by a browser's
+    // event-stream parser as forged `count` and `inbox` events.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("open.py");
+    std::fs::write(&script, open_server()).unwrap();
+    let more = format!(
+        "[servers.open]\ncommand = \"python3\"\nargs = [\"{}\"]\n[registry.\"open__post\"]\nclass = \"automatic\"\nlabels = [\"egress\"]\n[guards.egress]\nconfidential = \"approval\"\n",
+        script.display()
+    );
+    let h = serving(&more, "").await;
+    let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+    let key = "x\r\revent: count\rdata: 0\r\revent: inbox\rdata: <p>forged: all clear</p>\r";
+    let answer = call(&h.url, "open__post", json!({ key: jwt })).await;
+    assert_eq!(answer["result"]["structuredContent"]["reason"], "approval_pending", "{answer}");
+    let id = answer["result"]["structuredContent"]["approval_id"].as_str().unwrap().to_string();
+    let approval = h.gateway.ledger.approval(&id).await.unwrap().unwrap();
+    assert!(!approval.reason.contains('\r') && approval.rules.iter().all(|r| !r.contains('\r')), "{approval:?}");
+
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let mut r = http().get(format!("{}/console/approvals/events", base(&h))).header("cookie", format!("toolgate_session={dana}")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut stream = String::new();
+    // The first update whole: up to the card's last line and the empty
+    // line after it (forged events, if any, come before that).
+    while !(stream.contains("Open to decide") && stream.ends_with("\n\n")) {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), r.chunk()).await.expect("the first events in time").unwrap().expect("more of the stream");
+        stream.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let events = toolgate_gateway::sse::read(&stream);
+    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["count", "inbox"], "{stream:?}");
+    assert_eq!(events[0].data, "1");
+    assert!(events[1].data.contains(&id) && !events[1].data.contains("forged: all clear</p>\n"), "{}", events[1].data);
+}

@@ -104,3 +104,32 @@ async fn an_approvers_access_token_signs_in_and_no_other_token_does() {
     }
     cancel.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ends_when_the_token_that_opened_it_does() {
+    let cancel = CancellationToken::new();
+    let key = signer("k1");
+    let jwks = Arc::new(Mutex::new(json!({"keys": [key.jwk.clone()]})));
+    let issuer = authorization_server(jwks, Arc::new(AtomicUsize::new(0)), &cancel).await;
+    let config = oauth_config(&issuer).replace("jwks_refresh_min_ms = 0\n", "jwks_refresh_min_ms = 0\nleeway_s = 0\n");
+    let h = common::start_beside("", &config, &[], "", |gw| Console::new(gw).beside_mcp()).await;
+    let base = h.url.trim_end_matches("/mcp").to_string();
+    let short = token(&key, &issuer, RESOURCE, "mcp toolgate:approve", 2, -10);
+    let [_, signed] = sign_in(&base, &short).await;
+    assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.text);
+    let max_age: u64 = signed.text.split("Max-Age=").nth(1).map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>()).and_then(|n| n.parse().ok()).expect("a Max-Age");
+    assert!(max_age <= 3, "the cookie outlives the token: Max-Age={max_age}");
+    let session = signed.session.unwrap();
+    let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
+    let page = |http: reqwest::Client| {
+        let (base, session) = (base.clone(), session.clone());
+        async move { http.get(format!("{base}/console/approvals")).header("cookie", format!("toolgate_session={session}")).send().await.unwrap().status() }
+    };
+    assert_eq!(page(http.clone()).await, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    // The token is refused now at the API; the session it opened is over too.
+    let (status, _) = common::admin(&h.url, Some(&short), "GET", "/admin/approvals", None).await;
+    assert_eq!(status, 401);
+    assert_eq!(page(http).await, StatusCode::SEE_OTHER, "the session outlived its token");
+    cancel.cancel();
+}

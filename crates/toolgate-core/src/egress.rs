@@ -1,9 +1,15 @@
 //! The egress scan: sensitive markers in arguments bound for a tool that
 //! sends data outside (seed 003's classification, enforced where toolgate
-//! stands: in the path). Every string of the arguments is scanned, at any
-//! depth, as written and — for runs that look encoded — base64- or
-//! percent-decoded. Matching runs on the `regex` crate (linear time, no
-//! backtracking), over at most the gateway's body cap.
+//! stands: in the path). Every string of the arguments — every object key
+//! too — is scanned, at any depth, as written, folded (NFKC, and the digits
+//! of every script as ASCII digits) and — for runs that look encoded —
+//! base64- or percent-decoded. Matching runs on the `regex` crate (linear
+//! time, no backtracking), over at most the gateway's body cap.
+//!
+//! A marker glued to letters or `_` is still a marker (`CC4111…`,
+//! `ssn123-45-6789`, `keyAKIA…`): numbers are bounded by what is not a
+//! digit, prefixed tokens by their prefix. A digit next to a digit is no
+//! boundary, so a long digit run is not read as the card inside it.
 //!
 //! A finding names each marker's kind and its JSON pointer, never its
 //! value. The classes, by the worst marker found: `restricted` (payment
@@ -54,9 +60,12 @@ pub struct Marker {
     /// `github_token`, `gitlab_token`, `slack_token`, `google_api_key`,
     /// `stripe_key`, `jwt`, `password_pair`, or a configured pattern's name.
     pub kind: String,
-    /// The JSON pointer of the string it was found in.
+    /// The JSON pointer of the string it was found in. A key is never
+    /// written out when it holds a marker: it is `~key` in the pointer (an
+    /// escape no real pointer has), so `/meta/~key` is a key of `/meta`.
     pub path: String,
-    /// `plain`, `base64` or `percent`: how the string held it.
+    /// `plain`, `nfkc` (found once folded), `base64` or `percent`: how the
+    /// string held it.
     pub encoding: &'static str,
     /// The class this marker alone would give.
     pub class: EgressClass,
@@ -85,6 +94,7 @@ pub struct CustomPattern {
 struct Detector {
     kind: &'static str,
     class: EgressClass,
+    view: View,
     regex: Regex,
     /// A further check of a match (Luhn, id validity rules, a JWT header).
     valid: fn(&str) -> bool,
@@ -94,43 +104,84 @@ fn always(_: &str) -> bool {
     true
 }
 
+/// Where a detector looks: the text as written, or a view of it in which
+/// letters (and `_`) no longer touch what they are glued to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// The text as written: tokens, whose prefix is their boundary.
+    Text,
+    /// ASCII letters and `_` made separators: numbers (`CC4111…` is a card).
+    Digits,
+    /// Lower-case letters and `_` made separators: upper-case ids (`ninoAB…`).
+    Upper,
+}
+
 static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
-    let d = |kind, class, pattern: &str, valid| Detector { kind, class, regex: Regex::new(pattern).expect("static pattern"), valid };
+    let d = |kind, class, view, pattern: &str, valid| Detector { kind, class, view, regex: Regex::new(pattern).expect("static pattern"), valid };
     use EgressClass::*;
+    use View::*;
     vec![
         // Every network's numbers start with 2–6: a run starting otherwise (an
         // ISBN's 978) is not a candidate, and a card after such a run is still
-        // found from its own first digit.
-        d("payment_card", Restricted, r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)", payment_card),
-        d("us_ssn", Restricted, r"(?-u:\b)[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}(?-u:\b)", us_ssn),
-        d("uk_nino", Restricted, r"(?-u:\b)[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)", uk_nino),
-        d("private_key", Restricted, r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----", always),
-        d("aws_access_key", Restricted, r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)", always),
-        d("aws_access_key", Restricted, r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}", always),
-        d("github_token", Restricted, r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})(?-u:\b)", always),
-        d("gitlab_token", Restricted, r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}", always),
-        d("slack_token", Restricted, r"(?-u:\b)xox[abprs]-[A-Za-z0-9-]{10,}", always),
-        d("google_api_key", Restricted, r"(?-u:\b)AIza[0-9A-Za-z_-]{35}", always),
-        d("stripe_key", Restricted, r"(?-u:\b)(?:sk|rk)_live_[0-9A-Za-z]{24,}", always),
-        d("jwt", Confidential, r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", jwt),
-        d("password_pair", Confidential, r#"(?i)(?-u:\b)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*["']?[^\s"',;]{4,}"#, always),
+        // found from its own first digit. `\b` here is "not next to a digit":
+        // the view has no letters left.
+        d("payment_card", Restricted, Digits, r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)", payment_card),
+        d("us_ssn", Restricted, Digits, r"(?-u:\b)[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}(?-u:\b)", us_ssn),
+        d("uk_nino", Restricted, Upper, r"(?-u:\b)[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)", uk_nino),
+        d("private_key", Restricted, Text, r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----", always),
+        // Prefixed tokens: the prefix is the boundary, whatever precedes it.
+        d("aws_access_key", Restricted, Text, r"(?:AKIA|ASIA)[0-9A-Z]{16}", always),
+        d("aws_access_key", Restricted, Text, r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}", always),
+        d("github_token", Restricted, Text, r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}", always),
+        d("gitlab_token", Restricted, Text, r"glpat-[A-Za-z0-9_-]{20,}", always),
+        d("slack_token", Restricted, Text, r"xox[abprs]-[A-Za-z0-9-]{10,}", always),
+        d("google_api_key", Restricted, Text, r"AIza[0-9A-Za-z_-]{35}", always),
+        d("stripe_key", Restricted, Text, r"(?:sk|rk)_live_[0-9A-Za-z]{24,}", always),
+        d("jwt", Confidential, Text, r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", jwt),
+        // `db_password=`, `x-api-key:` count as much as `password=`.
+        d("password_pair", Confidential, Text, r#"(?i)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*["']?[^\s"',;]{4,}"#, always),
     ]
 });
 
-/// All the detectors at once: one pass over a string says which of them
-/// may match (most strings: none), and only those run on their own — a pass
-/// each over every string cost twice the whole scan. Word boundaries and
-/// digits are ASCII (`(?-u:\b)`, `[0-9]`), which is all the validators
-/// accept anyway, so the set stays on the regex crate's lazy DFA whatever
-/// the text.
-static DETECTOR_SET: LazyLock<RegexSet> = LazyLock::new(|| RegexSet::new(DETECTORS.iter().map(|d| d.regex.as_str())).expect("static patterns"));
+/// The detectors of each view at once: one pass over a string (or its
+/// view) says which of them may match (most strings: none), and only those
+/// run on their own — a pass each over every string cost twice the whole
+/// scan. Word boundaries and digits are ASCII (`(?-u:\b)`, `[0-9]`), which
+/// is all the validators accept anyway, so the sets stay on the regex
+/// crate's lazy DFA whatever the text.
+static DETECTOR_SETS: LazyLock<[(View, RegexSet, Vec<usize>); 3]> = LazyLock::new(|| {
+    [View::Text, View::Digits, View::Upper].map(|view| {
+        let of: Vec<usize> = (0..DETECTORS.len()).filter(|&i| DETECTORS[i].view == view).collect();
+        let set = RegexSet::new(of.iter().map(|&i| DETECTORS[i].regex.as_str())).expect("static patterns");
+        (view, set, of)
+    })
+});
+
+/// `text` as `view` sees it (same length, same char boundaries: only ASCII
+/// bytes are replaced, by `#`, which no detector reads as part of a word).
+fn view_of(text: &str, view: View) -> std::borrow::Cow<'_, str> {
+    let hide = |b: u8| match view {
+        View::Text => false,
+        View::Digits => b.is_ascii_alphabetic() || b == b'_',
+        View::Upper => b.is_ascii_lowercase() || b == b'_',
+    };
+    if !text.bytes().any(hide) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let bytes: Vec<u8> = text.bytes().map(|b| if hide(b) { b'#' } else { b }).collect();
+    std::borrow::Cow::Owned(String::from_utf8(bytes).expect("ASCII replaced by ASCII"))
+}
+
+/// The fewest digits a number marker has (a NINO's six): a text with fewer
+/// needs no view of its digits.
+const MIN_MARKER_DIGITS: usize = 6;
 
 /// Runs that may be percent-encoded.
 static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern"));
 
 /// The runs of `text` that may be base64: at least `BASE64_MIN` characters
 /// of either alphabet, then up to two `=`. A byte loop: the same runs as
-/// `[A-Za-z0-9+/_-]{24,}={0,2}` finds, at a fraction of a regex search's
+/// `[A-Za-z0-9+/_-]{12,}={0,2}` finds, at a fraction of a regex search's
 /// cost over text that is mostly letters and digits.
 fn base64_runs(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
@@ -157,8 +208,10 @@ fn base64_runs(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// The shortest run read as base64 (18 bytes encoded).
-const BASE64_MIN: usize = 24;
+/// The shortest run read as base64, by what it decodes to: 12 characters
+/// (their padding not counted) are 9 bytes, the shortest marker (a NINO
+/// written without spaces). A 16-digit card is 22 characters and `==`.
+const BASE64_MIN: usize = 12;
 
 /// What a call carrying confidential data meets (`[guards.egress] confidential`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -281,17 +334,19 @@ pub fn scan(arguments: &Value, custom: &[CustomPattern]) -> Scan {
 enum Step<'a> {
     Key(&'a str),
     Index(usize),
+    /// A key that holds a marker: never written out (`~key`).
+    Withheld,
 }
 
 /// The JSON pointer of a string, written only for a string that holds a
-/// marker (most hold none).
+/// marker (most hold none). Keys are tamed and bounded (`pointer`).
 fn pointer(path: &[Step<'_>]) -> String {
     let mut out = String::new();
     for step in path {
-        out.push('/');
         match step {
-            Step::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
-            Step::Index(i) => out.push_str(&i.to_string()),
+            Step::Key(k) => crate::pointer::push_key(&mut out, k),
+            Step::Index(i) => crate::pointer::push_index(&mut out, *i),
+            Step::Withheld => out.push_str("/~key"),
         }
     }
     out
@@ -309,7 +364,15 @@ fn walk<'a>(value: &'a Value, path: &mut Vec<Step<'a>>, custom: &[CustomPattern]
         }
         Value::Object(map) => {
             for (k, v) in map {
-                path.push(Step::Key(k));
+                // A key is text the call sends like any other: scanned,
+                // and withheld from every pointer once it holds a marker.
+                let before = out.len();
+                path.push(Step::Withheld);
+                scan_text(k, path, custom, out);
+                if out.len() == before {
+                    path.pop();
+                    path.push(Step::Key(k));
+                }
                 walk(v, path, custom, out);
                 path.pop();
             }
@@ -323,6 +386,9 @@ fn walk<'a>(value: &'a Value, path: &mut Vec<Step<'a>>, custom: &[CustomPattern]
 fn scan_text(text: &str, path: &[Step<'_>], custom: &[CustomPattern], out: &mut Vec<Marker>) {
     let before = out.len();
     find(text, path, "plain", custom, out);
+    if let Some(folded) = fold(text) {
+        find(&folded, path, "nfkc", custom, out);
+    }
     // Encoded runs: decoded once, scanned as text.
     if text.len() >= BASE64_MIN {
         for run in base64_runs(text) {
@@ -349,11 +415,53 @@ fn scan_text(text: &str, path: &[Step<'_>], custom: &[CustomPattern], out: &mut 
     }
 }
 
+/// `text` folded for matching, if folding changes it: NFKC (fullwidth
+/// `４` is `4`, `ＡＫＩＡ` is `AKIA`), then every decimal digit of another
+/// script (Arabic-Indic `٤`, Devanagari `४`, …) as its ASCII digit. ASCII
+/// text is never folded.
+fn fold(text: &str) -> Option<String> {
+    if text.is_ascii() {
+        return None;
+    }
+    use unicode_normalization::UnicodeNormalization as _;
+    let folded: String = text.nfkc().map(|c| ascii_digit(c).unwrap_or(c)).collect();
+    (folded != text).then_some(folded)
+}
+
+/// A decimal digit of any script (Unicode `Nd`) as its ASCII digit. Such
+/// digits come in runs of ten, zero to nine, so a digit's value is its
+/// distance from the start of its run of `Nd` code points, modulo ten.
+fn ascii_digit(c: char) -> Option<char> {
+    static ND: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\d$").expect("static pattern"));
+    if c.is_ascii() || !c.is_numeric() {
+        return None;
+    }
+    let is_nd = |c: char| {
+        let mut buf = [0u8; 4];
+        ND.is_match(c.encode_utf8(&mut buf))
+    };
+    if !is_nd(c) {
+        return None;
+    }
+    let mut start = c as u32;
+    while let Some(prev) = start.checked_sub(1).and_then(char::from_u32).filter(|&p| is_nd(p)) {
+        start = prev as u32;
+    }
+    char::from_digit((c as u32 - start) % 10, 10)
+}
+
 /// Pushes the markers `text` holds.
 fn find(text: &str, path: &[Step<'_>], encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
-    for d in DETECTOR_SET.matches(text).iter().map(|i| &DETECTORS[i]) {
-        if d.regex.find_iter(text).any(|m| (d.valid)(m.as_str())) {
-            out.push(Marker { kind: d.kind.to_string(), path: pointer(path), encoding, class: d.class });
+    let digits = text.bytes().filter(u8::is_ascii_digit).take(MIN_MARKER_DIGITS).count();
+    for (view, set, of) in DETECTOR_SETS.iter() {
+        if *view != View::Text && digits < MIN_MARKER_DIGITS {
+            continue;
+        }
+        let seen = view_of(text, *view);
+        for d in set.matches(&seen).iter().map(|i| &DETECTORS[of[i]]) {
+            if d.regex.find_iter(&seen).any(|m| (d.valid)(m.as_str())) {
+                out.push(Marker { kind: d.kind.to_string(), path: pointer(path), encoding, class: d.class });
+            }
         }
     }
     for p in custom {
@@ -467,10 +575,32 @@ mod tests {
     proptest! {
         #[test]
         fn the_base64_run_loop_finds_what_the_regex_would(text in "[A-Za-z0-9+/=_ .%-]{0,120}") {
-            let regex = Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").unwrap();
+            let regex = Regex::new(r"[A-Za-z0-9+/_-]{12,}={0,2}").unwrap();
             let by_regex: Vec<&str> = regex.find_iter(&text).map(|m| m.as_str()).collect();
             prop_assert_eq!(base64_runs(&text).collect::<Vec<_>>(), by_regex);
         }
+    }
+
+    #[test]
+    fn a_key_is_scanned_and_never_written_out_once_it_holds_a_marker() {
+        let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        let s = scan(&json!({"meta": {"4111111111111111": {"x\r\ny": jwt}}}), &[]);
+        let found: Vec<(&str, &str)> = s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str())).collect();
+        assert_eq!(found, [("payment_card", "/meta/~key"), ("jwt", "/meta/~key/x\\u000d\\u000ay")]);
+        let d = guard(allowed(), &s, OnConfidential::Approval);
+        assert!(!d.why.contains("4111") && !d.why.contains('\r') && d.rules.iter().all(|r| !r.contains("4111") && !r.contains('\n')), "{d:?}");
+    }
+
+    #[test]
+    fn markers_glued_to_letters_folded_or_padded_are_found_and_long_digit_runs_are_not_cards() {
+        let kinds = |v: Value| scan(&v, &[]).markers.into_iter().map(|m| (m.kind, m.encoding)).collect::<Vec<_>>();
+        assert_eq!(kinds(json!("CC4111111111111111")), [("payment_card".to_string(), "plain")]);
+        assert_eq!(kinds(json!("x_078-05-1120_y")), [("us_ssn".to_string(), "plain")]);
+        assert_eq!(kinds(json!("tokenghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789_x")), [("github_token".to_string(), "plain")]);
+        assert_eq!(kinds(json!("NDExMTExMTExMTExMTExMQ==")), [("payment_card".to_string(), "base64")]);
+        assert_eq!(kinds(json!("۴۱۱۱۱۱۱۱۱۱۱۱۱۱۱۱")), [("payment_card".to_string(), "nfkc")]);
+        assert_eq!(kinds(json!("９７８４１１１１１１１１１１１１１１")), Vec::<(String, &str)>::new(), "a 16-digit card inside a longer run");
+        assert!(kinds(json!("41111111111111119")).is_empty() && kinds(json!("94111111111111111")).is_empty());
     }
 
     #[test]
@@ -513,6 +643,6 @@ mod tests {
 /// use): a gateway calls it at start so that no call pays for it.
 pub fn warm() {
     LazyLock::force(&DETECTORS);
-    LazyLock::force(&DETECTOR_SET);
+    LazyLock::force(&DETECTOR_SETS);
     LazyLock::force(&PERCENT_RUN);
 }

@@ -24,6 +24,7 @@ pub mod pack;
 pub mod operation;
 pub mod policy;
 mod policy_arguments;
+pub mod pointer;
 pub mod proposal;
 pub mod receipt;
 pub mod schema;

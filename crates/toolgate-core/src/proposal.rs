@@ -183,7 +183,7 @@ pub fn inexact_integers(arguments: &Value) -> Vec<crate::schema::Violation> {
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
                     let len = path.len();
-                    path.push_str(&format!("/{i}"));
+                    crate::pointer::push_index(path, i);
                     walk(item, path, out);
                     path.truncate(len);
                 }
@@ -191,8 +191,7 @@ pub fn inexact_integers(arguments: &Value) -> Vec<crate::schema::Violation> {
             Value::Object(map) => {
                 for (k, item) in map {
                     let len = path.len();
-                    path.push('/');
-                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    crate::pointer::push_key(path, k);
                     walk(item, path, out);
                     path.truncate(len);
                 }

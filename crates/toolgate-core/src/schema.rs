@@ -52,8 +52,10 @@ impl SchemaValidator {
         self.0
             .iter_errors(instance)
             .map(|e| {
-                let path = e.instance_path().to_string();
-                Violation { path: if path.is_empty() { "/".into() } else { path }, message: e.masked_with("the value").to_string() }
+                // The path and the message name the caller's keys: tamed.
+                let path = crate::pointer::tame(&e.instance_path().to_string(), crate::pointer::MAX_MESSAGE_CHARS);
+                let message = crate::pointer::tame(&e.masked_with("the value").to_string(), crate::pointer::MAX_MESSAGE_CHARS);
+                Violation { path: if path.is_empty() { "/".into() } else { path }, message }
             })
             .collect()
     }
@@ -85,6 +87,18 @@ mod tests {
         assert!(paths.contains(&"/model_variant") && paths.contains(&"/limit") && paths.contains(&"/"), "{found:?}");
         assert!(found.iter().all(|x| !x.message.contains(secret) && !x.message.contains("99")), "{found:?}");
         assert!(v.violations(&json!({"model_variant": "AC-250-S", "limit": 5})).is_empty());
+    }
+
+    #[test]
+    fn a_hostile_key_is_named_tamed_and_bounded() {
+        let v = SchemaValidator::compile(&variant_schema()).unwrap();
+        let key = format!("x\r\revent: count\rdata: 0\r{}", "k".repeat(500));
+        let found = v.violations(&json!({"model_variant": "AC-250-S", key.clone(): {"deep": 1}}));
+        assert!(!found.is_empty());
+        for x in &found {
+            assert!(!x.path.contains('\r') && !x.message.contains('\r') && !x.message.contains(&key), "{x:?}");
+            assert!(x.message.chars().count() <= crate::pointer::MAX_MESSAGE_CHARS + 1, "{x:?}");
+        }
     }
 
     #[test]

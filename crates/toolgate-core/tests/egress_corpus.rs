@@ -49,6 +49,20 @@ fn corpus() -> Vec<(Value, &'static [&'static str])> {
         (json!({"headers": {"x": "api_key=0123456789abcdef"}}), &["password_pair"]),
         // Two markers in one call.
         (json!({"to": "records@outside.example", "body": "card 4111111111111111, ssn 219-09-9999"}), &["payment_card", "us_ssn"]),
+        // Glued to letters or `_`, in keys, padded base64, other scripts' digits.
+        (json!({"note": "CC4111111111111111 on file"}), &["payment_card"]),
+        (json!({"note": "ssn123-45-6789"}), &["us_ssn"]),
+        (json!({"env": "keyAKIAIOSFODNN7EXAMPLE"}), &["aws_access_key"]),
+        (json!({"nino": "nino_AB123456C"}), &["uk_nino"]),
+        (json!({"env": "DB_PASSWORD=Tr0ub4dor&3"}), &["password_pair"]),
+        (json!({"meta": {"4111111111111111": "card on file"}}), &["payment_card"]),
+        (json!({"rows": [{"ssn 219-09-9999": true}]}), &["us_ssn"]),
+        (json!({"blob": b64("4111111111111111")}), &["payment_card"]),
+        (json!({"blob": b64("123-45-6789")}), &["us_ssn"]),
+        (json!({"card": "４１１１ １１１１ １１１１ １１１１"}), &["payment_card"]),
+        (json!({"card": "٤١١١١١١١١١١١١١١١"}), &["payment_card"]),
+        (json!({"ssn": "१२३-४५-६७८९"}), &["us_ssn"]),
+        (json!({"key": "ＡＫＩＡＩＯＳＦＯＤＮＮ７ＥＸＡＭＰＬＥ"}), &["aws_access_key"]),
         // Near-misses: nothing to find.
         (json!({"order": "PO-000004", "ticket": "SR-20031"}), &[]),
         (json!({"order_number": "7992739871300"}), &[]),
@@ -77,6 +91,20 @@ fn corpus() -> Vec<(Value, &'static [&'static str])> {
         (json!({"body": "Build passed.", "to": "team@example.test"}), &[]),
         (json!({"coords": [51.5074, -0.1278], "zoom": 12}), &[]),
         (json!({"base64_image": b64("just a picture caption, nothing secret at all")}), &[]),
+        // Near-misses next to letters and `_`, in keys, and in other scripts.
+        (json!({"sku": "SKU4111111111111112"}), &[]),
+        (json!({"build": "build_20261204150831"}), &[]),
+        (json!({"version": "v2026120415083100"}), &[]),
+        (json!({"trace": "ts1733316511000ms"}), &[]),
+        (json!({"invoice": "INV4111-1111-1111-1112"}), &[]),
+        (json!({"hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}), &[]),
+        (json!({"hash": "d41d8cd98f00b204e9800998ecf8427e"}), &[]),
+        (json!({"ids": {"3f2504e0-4f89-11d3-9a0c-0305e82c3301": "ok", "PO-000004": 2}}), &[]),
+        (json!({"phone": "０３−１２３４−５６７８"}), &[]),
+        (json!({"date": "٢٠٢٦-١٢-٠٤"}), &[]),
+        (json!({"order_id": "ORD_2026_000123456"}), &[]),
+        (json!({"word": "internationalisation"}), &[]),
+        (json!({"config": {"password_policy": "min 12 chars", "secret_rotation_days": 90}}), &[]),
     ]
 }
 

@@ -1,5 +1,7 @@
-//! Budgets kept in this gateway's memory: each caller's rate (`governor`,
-//! keyed by the caller's `[callers]` name, on the gateway's one clock) and
+//! Budgets kept in this gateway's memory: each subject's rate (`governor`,
+//! keyed by tenant and subject — not by credential, so a second token of
+//! the same person or agent shares the first's rate — on the gateway's one
+//! clock) and
 //! each limited tool's calls at once. A run's call budget is counted in the
 //! ledger instead (`runs`), since a run spans restarts and replicas.
 
@@ -32,7 +34,10 @@ impl governor::clock::Clock for OneClock {
     }
 }
 
-type Limiter = RateLimiter<String, HashMapStateStore<String>, OneClock, governor::middleware::NoOpMiddleware<Duration>>;
+/// A rate's key: the tenant and the subject.
+type Principal = (String, String);
+
+type Limiter = RateLimiter<Principal, HashMapStateStore<Principal>, OneClock, governor::middleware::NoOpMiddleware<Duration>>;
 
 /// The in-memory budgets, as configured.
 pub struct Budgets {
@@ -51,10 +56,10 @@ impl Budgets {
         Self { rate, concurrency }
     }
 
-    /// Spends one of `caller`'s rate; `Over` if it has none left.
+    /// Spends one of the rate of `caller`'s subject; `Over` if it has none left.
     pub fn spend(&self, caller: &Caller) -> Option<Over> {
         let (per_minute, limiter) = self.rate.as_ref()?;
-        let refused = limiter.check_key(&caller.name).err()?;
+        let refused = limiter.check_key(&(caller.tenant.clone(), caller.subject.clone())).err()?;
         let wait = refused.wait_time_from(governor::clock::Clock::now(limiter.clock()));
         Some(Over::Rate { per_minute: *per_minute, retry_after_ms: wait.as_millis().max(1) as i64 })
     }

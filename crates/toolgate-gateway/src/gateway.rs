@@ -137,7 +137,7 @@ impl Gateway {
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
-        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, clock.clone()));
+        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), clock.clone()));
         Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
@@ -172,12 +172,15 @@ impl Gateway {
     /// The caller of a bearer token given by hand (a sign-in form) rather
     /// than in an `Authorization` header: a `[callers]` token, else an
     /// OAuth access token when `[oauth]` is set; `None` if neither knows it.
-    pub async fn authenticate(&self, token: &str) -> Option<Arc<toolgate_core::Caller>> {
+    /// With it, the instant (ms) the token stops being accepted: an access
+    /// token's expiry; none for a `[callers]` token, which is read at start
+    /// and ends with the process (a removed token needs a restart).
+    pub async fn authenticate(&self, token: &str) -> Option<(Arc<toolgate_core::Caller>, Option<i64>)> {
         if let Some(caller) = self.callers.by_token(token) {
-            return Some(caller);
+            return Some((caller, None));
         }
         match &self.oauth {
-            Some(oauth) => oauth.authenticate(token).await.ok(),
+            Some(oauth) => oauth.admit(token).await.ok().map(|(caller, until)| (caller, Some(until))),
             None => None,
         }
     }

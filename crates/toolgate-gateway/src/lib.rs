@@ -22,7 +22,7 @@
 
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
-pub use toolgate_mcp::{lines, param_headers, upstream, wire};
+pub use toolgate_mcp::{lines, param_headers, sse, upstream, wire};
 pub mod config;
 pub mod identity;
 pub mod seal;

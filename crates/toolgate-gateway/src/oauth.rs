@@ -66,16 +66,19 @@ pub struct OAuth {
     config: OAuthConfig,
     http: reqwest::Client,
     clock: Arc<dyn Clock>,
+    /// The `[callers]` names: principals of the gateway's own, which no
+    /// token of the issuer may name (one namespace of principals).
+    reserved: std::collections::BTreeSet<String>,
     keys: tokio::sync::RwLock<Keys>,
     /// One fetch of the keys at a time.
     fetching: tokio::sync::Mutex<()>,
 }
 
 impl OAuth {
-    pub(crate) fn new(config: OAuthConfig, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(config: OAuthConfig, reserved: std::collections::BTreeSet<String>, clock: Arc<dyn Clock>) -> Self {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_proxy().build().expect("an HTTP client");
         let keys = Keys { jwks_uri: config.jwks_uri.clone(), ..Keys::default() };
-        Self { config, http, clock, keys: tokio::sync::RwLock::new(keys), fetching: tokio::sync::Mutex::new(()) }
+        Self { config, http, clock, reserved, keys: tokio::sync::RwLock::new(keys), fetching: tokio::sync::Mutex::new(()) }
     }
 
     /// The Protected Resource Metadata document (RFC 9728).
@@ -115,6 +118,13 @@ impl OAuth {
 
     /// The caller a JWT access token names, if it is valid here.
     pub async fn authenticate(&self, token: &str) -> Result<Arc<Caller>, TokenError> {
+        self.admit(token).await.map(|(caller, _)| caller)
+    }
+
+    /// The caller a JWT access token names, and the instant (ms, on the
+    /// gateway's clock) from which the same token is refused: its `exp`
+    /// and the leeway. What the token opened (a console session) ends then.
+    pub async fn admit(&self, token: &str) -> Result<(Arc<Caller>, i64), TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Invalid("the bearer token is not a JWT access token this gateway accepts".into()))?;
         if !ACCEPTED.contains(&header.alg) {
             return Err(TokenError::Invalid(format!("tokens signed with {:?} are not accepted", header.alg)));
@@ -128,8 +138,8 @@ impl OAuth {
         validation.validate_exp = false;
         validation.validate_nbf = false;
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| TokenError::Invalid(describe(&e)))?.claims;
-        self.in_time(&claims)?;
-        self.caller(&claims)
+        let until_ms = self.in_time(&claims)?;
+        Ok((self.caller(&claims)?, until_ms))
     }
 
     /// Fetches the issuer's keys now; how many can verify tokens
@@ -140,19 +150,20 @@ impl OAuth {
         Ok(keys.by_kid.len() + keys.unnamed.len())
     }
 
-    fn in_time(&self, claims: &Map<String, Value>) -> Result<(), TokenError> {
+    /// Whether the token is valid now; the instant (ms) it stops being.
+    fn in_time(&self, claims: &Map<String, Value>) -> Result<i64, TokenError> {
         let now = self.clock.now_ms() / 1000;
         let leeway = self.config.leeway_s as i64;
         let at = |claim: &str| claims.get(claim).and_then(Value::as_f64).map(|t| t as i64);
-        match at("exp") {
+        let until = match at("exp") {
             Some(exp) if now > exp + leeway => return Err(TokenError::Invalid("the token has expired".into())),
-            Some(_) => {}
+            Some(exp) => (exp + leeway + 1).saturating_mul(1000),
             None => return Err(TokenError::Invalid("the token has no numeric `exp`".into())),
-        }
+        };
         if at("nbf").is_some_and(|nbf| now + leeway < nbf) {
             return Err(TokenError::Invalid("the token is not valid yet (`nbf`)".into()));
         }
-        Ok(())
+        Ok(until)
     }
 
     /// Claims and scopes → the caller, as `[oauth]` maps them.
@@ -160,6 +171,15 @@ impl OAuth {
         let c = &self.config;
         let text = |claim: &str| claims.get(claim).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
         let name = text(&c.caller_claim).ok_or_else(|| TokenError::Invalid(format!("the token has no `{}` claim to name its caller", c.caller_claim)))?;
+        // A token naming a `[callers]` principal would act as it: re-issue
+        // its approved calls, use up its approvals, pass its budgets.
+        if self.reserved.contains(&name) {
+            let shown = toolgate_core::pointer::tame(&name, toolgate_core::pointer::MAX_KEY_CHARS);
+            return Err(TokenError::Invalid(format!(
+                "the token's `{}` claim names `{shown}`, a caller of this gateway's own [callers]; a token cannot act as one. The issuer must name its principals apart (or the operator rename the [callers] entry)",
+                c.caller_claim
+            )));
+        }
         let tenant = match (&c.tenant, &c.tenant_claim) {
             (Some(fixed), _) => fixed.clone(),
             (None, Some(claim)) => text(claim).ok_or_else(|| TokenError::Invalid(format!("the token has no `{claim}` claim to name its tenant")))?,

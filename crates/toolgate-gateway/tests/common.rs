@@ -360,3 +360,28 @@ pub fn python() -> std::path::PathBuf {
     assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
     venv
 }
+
+/// A Python stdio MCP server (2025-11-25) named `name`, with one tool
+/// `tool` taking any object, whose call answers the Python expression
+/// `result` (`msg` is the request).
+pub fn stdio_server(name: &str, tool: &str, result: &str) -> String {
+    format!(
+        r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, rid = msg.get("method"), msg["id"]
+    if method == "initialize":
+        result = {{"protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}}, "serverInfo": {{"name": "{name}", "version": "1"}}}}
+    elif method == "tools/list":
+        result = {{"tools": [{{"name": "{tool}", "inputSchema": {{"type": "object"}}}}]}}
+    elif method == "tools/call":
+        result = {result}
+    else:
+        print(json.dumps({{"jsonrpc": "2.0", "id": rid, "error": {{"code": -32601, "message": "no"}}}}), flush=True); continue
+    print(json.dumps({{"jsonrpc": "2.0", "id": rid, "result": result}}), flush=True)
+"#
+    )
+}

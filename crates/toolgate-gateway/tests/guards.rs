@@ -117,3 +117,23 @@ async fn a_preview_decides_and_acts_on_nothing() {
     assert_eq!(pending["approvals"], json!([]), "a preview opens no approval");
     assert_eq!(h.gateway.ledger.log_size().await.unwrap(), receipts, "a preview records no receipt");
 }
+
+#[tokio::test]
+async fn a_preview_flag_of_the_wrong_type_or_a_misspelt_one_runs_nothing() {
+    let h = start_with("", GUARDED, &[]).await;
+    let receipts = h.gateway.ledger.log_size().await.unwrap();
+    let part = toolgate_atlas::dataset().parts[0].part_no.clone();
+    let order = json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"});
+    for meta in [json!({"io.toolgate/preview": "true"}), json!({"io.toolgate/preview": 1}), json!({"io.toolgate/preview": null}), json!({"io.toolgate/previw": true})] {
+        let (status, body) = post(&h.url, "tools/call", json!({"name": "parts__raise_parts_order", "arguments": order, "_meta": meta})).await;
+        assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32602)), "{meta}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("nothing was run"), "{body}");
+    }
+    let (_, pending) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+    assert_eq!(pending["approvals"], json!([]), "no approval was opened");
+    assert_eq!(h.gateway.ledger.log_size().await.unwrap(), receipts);
+    // `false` is a plain call.
+    let (_, body) = post(&h.url, "tools/call", json!({"name": NOTICE, "arguments": {"to": "team@example.test", "body": "Build passed."}, "_meta": {"io.toolgate/preview": false}})).await;
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    assert_eq!(sent(&h), 1);
+}

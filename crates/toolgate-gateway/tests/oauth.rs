@@ -158,13 +158,25 @@ token_file = "dana.token"
     let (status, challenge, _) = list_with(&url, Some(&token(&k1, &issuer, RESOURCE, "other", 300, -10))).await;
     assert_eq!(status, 403);
     assert!(challenge.contains("error=\"insufficient_scope\", scope=\"mcp\""), "{challenge}");
+    // A token naming a [callers] principal is not that principal: refused,
+    // whatever its issuer says (one namespace of principals).
+    let as_dana = {
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.kid = Some(k1.kid.clone());
+        let claims = json!({"iss": issuer, "aud": RESOURCE, "sub": "dana", "tenant": "atlas", "scope": "mcp toolgate:approve", "exp": now() + 300});
+        jsonwebtoken::encode(&h, &claims, &k1.key).unwrap()
+    };
+    let (status, challenge, body) = list_with(&url, Some(&as_dana)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(challenge.contains("invalid_token") && body.contains("[callers]"), "{challenge} {body}");
+    assert!(gateway.authenticate(&as_dana).await.is_none(), "nor does it sign in to the console");
 
     // Scopes grant roles: the approver scope opens the admin API, the plain one does not.
     let approver = token(&k1, &issuer, RESOURCE, "mcp toolgate:approve", 300, -10);
     assert_eq!(common::admin(&url, Some(&approver), "GET", "/admin/approvals", None).await.0, 200);
     assert_eq!(common::admin(&url, Some(&alice), "GET", "/admin/approvals", None).await.0, 403);
     // A token given by hand (the console's sign-in form) is the same: the approver's has the role, the plain caller's not.
-    let by_hand = async |token: &str| gateway.authenticate(token).await.map(|c| (c.name.clone(), c.has_role("approver")));
+    let by_hand = async |token: &str| gateway.authenticate(token).await.map(|(c, _)| (c.name.clone(), c.has_role("approver")));
     assert_eq!(by_hand(&approver).await, Some(("alice".to_string(), true)));
     assert_eq!(by_hand(&alice).await, Some(("alice".to_string(), false)));
     assert_eq!(by_hand(DANA_TOKEN).await, Some(("dana".to_string(), true)));

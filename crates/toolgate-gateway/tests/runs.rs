@@ -177,7 +177,11 @@ async fn replicas_on_postgres_share_a_runs_legs_and_its_budget() {
 
 #[tokio::test]
 async fn a_caller_over_its_rate_is_told_to_retry_and_when() {
-    let h = start_with("", "[budgets]\nrate_per_minute = 60\nrate_burst = 3\n", &[]).await;
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_RATE_TEST_AGENT_CI", "agent-ci-token-0123456789abcdef") };
+    // A second credential of the same subject as the anonymous agent.
+    let second = "[callers.agent_ci]\nsubject = \"agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TG_RATE_TEST_AGENT_CI\"\n";
+    let h = start_with("", &format!("{second}[budgets]\nrate_per_minute = 60\nrate_burst = 3\n"), &[]).await;
     let mut refused = None;
     for _ in 0..5 {
         let got = manual(&h.url, None).await;
@@ -191,6 +195,12 @@ async fn a_caller_over_its_rate_is_told_to_retry_and_when() {
     assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str(), r["rules"].clone()), (Some("deny"), Some("rate_limited"), Some("retry"), json!(["budget.rate"])), "{got}");
     let wait = r["retry_after_ms"].as_i64().unwrap();
     assert!((1..=1_000).contains(&wait), "one call a second: {got}");
+    // The same subject with another token shares the rate: refused too.
+    let again = {
+        let resp = request(&h.url, json!(2), "tools/call", json!({"name": MANUAL, "arguments": {"query": "torque"}})).bearer_auth("agent-ci-token-0123456789abcdef").send().await.unwrap();
+        answer_of(&resp.text().await.unwrap())
+    };
+    assert_eq!(again["result"]["structuredContent"]["reason"], "rate_limited", "a second token starts a fresh rate: {again}");
     // Another caller has its own rate.
     let sam = {
         let resp = request(&h.url, json!(3), "tools/call", json!({"name": MANUAL, "arguments": {"query": "torque"}})).bearer_auth(SAM_TOKEN).send().await.unwrap();

@@ -307,30 +307,16 @@ async fn an_upstream_answer_passes_under_max_upstream_message_bytes_and_is_refus
 }
 
 /// A stdio server whose tool `echo` answers a text of `n` bytes.
-const SIZED_SERVER: &str = r#"
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if "id" not in msg:
-        continue
-    method, rid = msg.get("method"), msg["id"]
-    if method == "initialize":
-        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "sized", "version": "1"}}
-    elif method == "tools/list":
-        result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-    elif method == "tools/call":
-        result = {"content": [{"type": "text", "text": "x" * msg["params"]["arguments"]["n"]}]}
-    else:
-        print(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}), flush=True); continue
-    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}), flush=True)
-"#;
+fn sized_server() -> String {
+    common::stdio_server("sized", "echo", r#"{"content": [{"type": "text", "text": "x" * msg["params"]["arguments"]["n"]}]}"#)
+}
 
 #[tokio::test]
 async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("sized.py");
-    std::fs::write(&script, SIZED_SERVER).unwrap();
+    std::fs::write(&script, sized_server()).unwrap();
     let config = UpstreamConfig { command: Some("python3".into()), args: vec![script.display().to_string()], ..Default::default() };
     // A deadline far longer than the test may take: the refusal must not wait for it.
     let upstream = Upstream::new("sized", config.server(), Duration::from_secs(30), Duration::from_secs(60), "test");

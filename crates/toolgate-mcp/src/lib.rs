@@ -9,6 +9,7 @@
 //! - `lines` — newline-delimited JSON-RPC read with a bound (stdio).
 //! - `param_headers` — the `Mcp-Param-*` headers of a call.
 //! - `owner_only` — a secret file must be readable by its owner only.
+//! - `sse` — server-sent event frames no value can break out of.
 //!
 //! It knows nothing of policy, approvals or receipts: it uses no other
 //! toolgate crate.
@@ -18,5 +19,6 @@
 pub mod lines;
 pub mod owner_only;
 pub mod param_headers;
+pub mod sse;
 pub mod upstream;
 pub mod wire;

@@ -8,6 +8,7 @@ pub(crate) mod json;
 pub(crate) mod note;
 pub(crate) mod schema;
 pub(crate) mod seal;
+pub(crate) mod sse;
 
 /// One fuzz target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +30,12 @@ pub enum Target {
     Config,
     /// The egress scanner over a call's arguments.
     Egress,
+    /// The event-stream writer of the console and the MCP edge.
+    Sse,
 }
 
 /// Every target, with the name `scripts/fuzz` and the corpus folders use.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("json", Target::Json),
     ("edge", Target::Edge),
     ("schema", Target::Schema),
@@ -41,6 +44,7 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("bundle", Target::Bundle),
     ("config", Target::Config),
     ("egress", Target::Egress),
+    ("sse", Target::Sse),
 ];
 
 impl Target {
@@ -62,5 +66,6 @@ pub fn seeds(target: Target) -> Vec<Vec<u8>> {
         Target::Bundle => bundle::seeds(),
         Target::Config => config::seeds(),
         Target::Egress => egress::seeds(),
+        Target::Sse => sse::seeds(),
     }
 }

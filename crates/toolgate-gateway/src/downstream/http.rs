@@ -119,7 +119,7 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
     // Before anything is said, only the reply or the clock decides.
     let first = tokio::select! {
         biased;
-        Some(message) = rx.recv() => event(&message),
+        Some(message) = rx.recv() => crate::sse::message(&message),
         reply = &mut done => return plain_reply(reply.unwrap_or_else(|_| failed(id.as_ref()))),
         _ = tokio::time::sleep(SSE_AFTER) => ": the call is still running\n\n".to_string(),
     };
@@ -132,7 +132,7 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
         let next = tokio::select! {
             biased;
             // Progress first: what the call said before its answer precedes it.
-            Some(message) = recv(&mut s.rx) => Ok(event(&message)),
+            Some(message) = recv(&mut s.rx) => Ok(crate::sse::message(&message)),
             reply = done => Err(reply),
             _ = tokio::time::sleep(KEEP_ALIVE) => Ok(": still waiting\n\n".to_string()),
         };
@@ -140,14 +140,14 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
             Ok(said) => Some((said, s)),
             Err(Ok(Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body))) => {
                 s.done = None;
-                Some((event(&body), s))
+                Some((crate::sse::message(&body), s))
             }
             Err(Ok(Reply::Accepted)) => None,
             // The call's task died: the client still gets an answer to its id.
             Err(Err(_)) => {
                 s.done = None;
                 match s.id.take().map(|id| failed(id.as_ref())) {
-                    Some(Reply::Json(body)) => Some((event(&body), s)),
+                    Some(Reply::Json(body)) => Some((crate::sse::message(&body), s)),
                     _ => None,
                 }
             }
@@ -184,6 +184,3 @@ async fn recv(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>) -> 
     }
 }
 
-fn event(message: &str) -> String {
-    format!("event: message\ndata: {message}\n\n")
-}

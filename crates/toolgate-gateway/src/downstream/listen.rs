@@ -93,7 +93,7 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
         if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
             p.extend(e);
         }
-        sse(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
+        crate::sse::message(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let _ = tx.send(note("notifications/subscriptions/acknowledged", json!({"notifications": accepted})));
@@ -123,7 +123,7 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
             let out = tokio::select! {
                 more = next_change(&mut receivers, &gw) => {
                     if !more {
-                        let _ = tx.send(sse(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
+                        let _ = tx.send(crate::sse::message(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
                         break;
                     }
                     let now = Shown::of(&gw.catalogs.current());
@@ -167,10 +167,6 @@ fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<Watched>) {
         })
         .collect();
     (accepted, watches)
-}
-
-fn sse(data: &str) -> String {
-    format!("event: message\ndata: {data}\n\n")
 }
 
 #[cfg(test)]

@@ -233,6 +233,26 @@ fn value_object(v: Value) -> RawObject {
 /// `_meta` key of the caller's own deadline for a call (ms; it may only lower the server's).
 pub const DEADLINE_META: &str = "io.toolgate/deadlineMs";
 
+/// toolgate's own keys a request's `_meta` may carry.
+const REQUEST_META: [&str; 4] = [crate::stages::reserve::KEY_META, crate::pipeline::PREVIEW_META, DEADLINE_META, crate::runs::RUN_META];
+
+/// Whether the call asks for a preview (`_meta["io.toolgate/preview"]`).
+/// A caller who asked for one must never get an effect, so anything but
+/// `true` or `false` there is refused, and so is any other `io.toolgate/`
+/// key than ours: a misspelt `preview` would otherwise run the call.
+fn preview_asked(params: &Value) -> Result<bool, RpcError> {
+    let Some(Value::Object(meta)) = params.get("_meta") else { return Ok(false) };
+    if let Some(unknown) = meta.keys().find(|k| k.starts_with("io.toolgate/") && !REQUEST_META.contains(&k.as_str())) {
+        let unknown = toolgate_core::pointer::tame(unknown, toolgate_core::pointer::MAX_KEY_CHARS);
+        return Err(RpcError::new(code::INVALID_PARAMS, format!("_meta[\"{unknown}\"] is not a key toolgate reads; a request may carry {}; nothing was run", REQUEST_META.join(", "))));
+    }
+    match meta.get(crate::pipeline::PREVIEW_META) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(RpcError::new(code::INVALID_PARAMS, "_meta[\"io.toolgate/preview\"] must be true or false; nothing was run")),
+    }
+}
+
 /// The client's `_meta.progressToken`, when it asked for progress.
 pub(crate) fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
@@ -321,7 +341,7 @@ async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, n
         .flatten();
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
-    let preview = msg.params.get("_meta").and_then(|m| m.get(crate::pipeline::PREVIEW_META)).and_then(Value::as_bool) == Some(true);
+    let preview = preview_asked(&msg.params)?;
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
     let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session };
