@@ -1,7 +1,8 @@
 //! The authority matrix: every tool of every upstream, read live — each
 //! hint as declared or defaulted, the class the hints imply, the registry's
-//! class, disagreement, the pin — and a changed contract shown as a diff,
-//! accepted here through `Catalogs::accept`, as `toolgate tools --accept` does.
+//! class, disagreement, the pin — then every prompt, resource and template
+//! with its pin; a changed contract shown as a diff, accepted here through
+//! `Catalogs::accept`, as `toolgate tools --accept` does.
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use toolgate_gateway::pins::PinStatus;
 use toolgate_gateway::upstream::Kind;
 
 use super::extract::{Admin, Refusal, Signed, SignedForm, path_param};
+use super::operations::urlencode;
 use super::page::{self, Nav, csrf, notice, pretty, short};
 
 fn class(c: Option<AuthorityClass>) -> Markup {
@@ -70,6 +72,22 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                 }
             } }
         } }
+        @let contents: Vec<&Arc<ExposedTool>> = catalog.all().filter(|t| t.kind != Kind::Tool).collect();
+        @if !contents.is_empty() {
+            h2 { "Prompts, resources and templates" }
+            p { "Pinned like tools: a prompt is instructions the model follows, so a changed one is held (not listed, not served) until an admin accepts it." }
+            div.scroll { table {
+                thead { tr { th { "Kind" } th { "Name" } th { "In force" } th { "Pin" } } }
+                tbody { @for t in &contents {
+                    tr {
+                        td { (t.kind.noun()) }
+                        td { a href={ "/console/tools/" (urlencode(&t.pin_name())) } { (t.exposed_name) } }
+                        td { (class(Some(t.view.effective_class))) }
+                        td { (pin(&t.pin)) }
+                    }
+                } }
+            } }
+        }
         @if !catalog.down.is_empty() {
             h2 { "Upstreams not listed" }
             ul { @for (server, why) in &catalog.down { li { strong { (server) } ": " (why) } } }
@@ -90,7 +108,7 @@ pub(crate) struct Accepted {
 /// `GET /console/tools/{name}`: one tool's contract; a changed one as a diff.
 pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(name): Path<String>, Query(q): Query<Accepted>) -> Response {
     // What the pin is now, not words from the address.
-    let said = q.accepted.and_then(|_| gw.catalogs.current().tools.get(&name).filter(|t| t.pin == PinStatus::Pinned).map(|t| notice(true, &format!("Accepted: {name} is pinned at {}.", t.definition_sha256))));
+    let said = q.accepted.and_then(|_| gw.catalogs.current().pinned(&name).filter(|t| t.pin == PinStatus::Pinned).map(|t| notice(true, &format!("Accepted: {name} is pinned at {}.", t.definition_sha256))));
     one(&gw, &signed, &name, StatusCode::OK, said).await
 }
 
@@ -98,13 +116,15 @@ async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said
     let s = &signed.session;
     let pending = super::pending_count(gw, s).await;
     let catalog = gw.catalogs.current();
-    let Some(t) = catalog.tools.get(name).filter(|t| t.kind == Kind::Tool) else {
-        return page::page(StatusCode::NOT_FOUND, "Tool", s, Nav::Authority, pending, notice(false, &format!("No live tool `{name}`. The authority matrix lists them.")));
+    let Some(t) = catalog.pinned(name) else {
+        return page::page(StatusCode::NOT_FOUND, "Tool", s, Nav::Authority, pending, notice(false, &format!("No live tool, prompt or resource `{name}`. The authority matrix lists them.")));
     };
+    let noun = t.kind.noun();
     let show = |v: &Option<Value>| v.as_ref().map_or_else(|| "(absent)".to_string(), |v| serde_json::to_string_pretty(v).unwrap_or_default());
     let body = html! {
         @if let Some(m) = said { (m) }
         dl.facts {
+            dt { "Kind" } dd { (noun) }
             dt { "Server" } dd { (t.server) }
             dt { "Upstream name" } dd { (t.tool.name) }
             dt { "Hints imply" } dd { (class(Some(t.view.implied_class))) }
@@ -116,7 +136,7 @@ async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said
         }
         @if let PinStatus::Changed(old) = &t.pin {
             h2 { "How the contract changed since it was accepted" }
-            p { "Calls to this tool are refused (contract_changed) until the new contract is accepted." }
+            p { "This " (noun) " is not listed and calls to it are refused (contract_changed) until the new contract is accepted." }
             div.scroll { table.diff {
                 thead { tr { th { "Where" } th { "Accepted" } th { "Live now" } } }
                 tbody { @for c in toolgate_core::contract::diff(&old.definition, &t.tool.definition) {
@@ -124,13 +144,13 @@ async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said
                 } }
             } }
             @if s.admin() {
-                form.card method="post" action={ "/console/tools/" (t.exposed_name) "/accept" } {
+                form.card method="post" action={ "/console/tools/" (urlencode(&t.pin_name())) "/accept" } {
                     (csrf(s))
                     p { "Accepting pins the live contract: calls run under it from now on." }
                     button type="submit" { "Accept the new contract" }
                 }
             } @else {
-                p.notice.error { "Accepting a contract needs the admin role (or `toolgate tools --accept " (t.exposed_name) "`)." }
+                p.notice.error { "Accepting a contract needs the admin role (or `toolgate tools --accept " (t.pin_name()) "`)." }
             }
         }
         h2 { "The live definition" }
@@ -156,7 +176,7 @@ pub(crate) async fn accept(State(gw): State<Arc<Gateway>>, Path(name): Path<Stri
     match gw.catalogs.accept(&name) {
         Ok(a) => {
             tracing::info!(target: "toolgate::console", tool = %name, by = %signed.session.caller.name, "contract accepted in the console");
-            Redirect::to(&format!("/console/tools/{}?accepted={}", super::operations::urlencode(&name), &a.sha256[..12.min(a.sha256.len())])).into_response()
+            Redirect::to(&format!("/console/tools/{}?accepted={}", urlencode(&name), &a.sha256[..12.min(a.sha256.len())])).into_response()
         }
         Err(why) => one(&gw, &signed, &name, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was accepted: {why}")))).await,
     }

@@ -24,6 +24,7 @@ fn inventory() -> Inventory {
             tool("do_thing", json!({"name": "do_thing"})),
             pulled,
         ],
+        ..Default::default()
     }
 }
 
@@ -57,7 +58,7 @@ fn a_thousand_tools_are_audited_within_the_budget() {
             Entry { name: format!("s{}__{name}", i % 20), server: format!("s{}", i % 20), tool: name, definition, pinned: None, registry_class: None, labels: vec![] }
         })
         .collect();
-    let inventory = Inventory { tools };
+    let inventory = Inventory { tools, ..Default::default() };
     let started = std::time::Instant::now();
     let report = audit::audit(&inventory);
     let took = started.elapsed();

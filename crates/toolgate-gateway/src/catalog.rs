@@ -63,9 +63,10 @@ pub struct ExposedTool {
     pub view: AuthorityView,
     /// The hash of its definition, by which pins and receipts name it.
     pub definition_sha256: String,
-    /// Whether its live definition is the pinned one. Tools only: prompts
-    /// and resources are reads whose contracts grant nothing, and are not
-    /// pinned (always `Pinned`).
+    /// Whether its live definition is the pinned one. Prompts, resources
+    /// and templates are pinned like tools: a prompt is instructions the
+    /// model follows, a resource's description is read as one, so a change
+    /// is held for review too.
     pub pin: PinStatus,
     /// The compiled inputSchema, or why it does not compile.
     pub(crate) input: Result<Arc<SchemaValidator>, String>,
@@ -98,11 +99,32 @@ impl ExposedTool {
         }
     }
 
+    /// The name of its pin in the lock file, which `toolgate tools
+    /// --accept` and the console take: a tool's exposed name; for the
+    /// others `prompt:NAME`, `resource:URI` or `template:URI` (exposed), so
+    /// nothing shares a tool's pin.
+    pub fn pin_name(&self) -> Cow<'_, str> {
+        match self.kind {
+            Kind::Tool => Cow::Borrowed(&self.exposed_name),
+            _ => Cow::Owned(format!("{}:{}", pin_prefix(self.kind), self.exposed_name)),
+        }
+    }
+
     /// The upstream's own URI for an exposed one this resource (or
     /// template) answers for: the exposed form is a prefix and the server's URI.
     pub(crate) fn upstream_uri<'a>(&self, exposed: &'a str) -> &'a str {
         let prefix = self.exposed_name.len().saturating_sub(self.tool.name.len());
         exposed.get(prefix..).unwrap_or(exposed)
+    }
+}
+
+/// The prefix of a pin name of `kind` (`ExposedTool::pin_name`).
+fn pin_prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => "",
+        Kind::Prompt => "prompt",
+        Kind::Resource => "resource",
+        Kind::Template => "template",
     }
 }
 
@@ -159,6 +181,21 @@ impl Catalog {
             Kind::Template => self.templates.get(exposed).map(|(_, t)| t),
             Kind::Resource => self.resources.get(exposed).or_else(|| self.templates.values().find(|(p, _)| p.is_match(exposed)).map(|(_, t)| t)),
         }
+    }
+
+    /// The tool, prompt, resource or template whose pin is `pin_name`.
+    pub fn pinned(&self, pin_name: &str) -> Option<&Arc<ExposedTool>> {
+        let kind = [Kind::Prompt, Kind::Resource, Kind::Template].into_iter().find_map(|k| pin_name.strip_prefix(pin_prefix(k)).and_then(|r| r.strip_prefix(':')).map(|name| (k, name)));
+        match kind {
+            Some((Kind::Template, name)) => self.templates.get(name).map(|(_, t)| t),
+            Some((k, name)) => self.content(k, name).filter(|t| t.kind == k && t.exposed_name == name),
+            None => self.tools.get(pin_name),
+        }
+    }
+
+    /// Everything pinned, tools first, then prompts, resources and templates.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ExposedTool>> {
+        self.tools.values().chain(self.prompts.values()).chain(self.resources.values()).chain(self.templates.values().map(|(_, t)| t))
     }
 
     fn map(&mut self, kind: Kind) -> &mut BTreeMap<String, Arc<ExposedTool>> {
@@ -236,9 +273,9 @@ impl Catalogs {
     /// for a new tool), or why nothing was accepted. The next call sees it.
     pub fn accept(&self, exposed: &str) -> Result<Accepted, String> {
         let catalog = self.current();
-        let tool = catalog.tools.get(exposed).ok_or_else(|| {
+        let tool = catalog.pinned(exposed).ok_or_else(|| {
             let names: Vec<&String> = catalog.tools.keys().collect();
-            format!("no live tool `{exposed}`; live tools: {names:?}")
+            format!("no live tool `{exposed}` (a prompt is `prompt:NAME`, a resource `resource:URI`, a template `template:URI`); live tools: {names:?}")
         })?;
         let changes = match &tool.pin {
             PinStatus::Pinned => return Ok(Accepted { sha256: tool.definition_sha256.clone(), was: AcceptedFrom::AlreadyPinned, changes: Vec::new() }),
@@ -305,14 +342,7 @@ impl Catalogs {
             let hints = Hints::from_annotations(tool.definition.get("annotations"));
             let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);
             let sha = definition_sha256(&tool.definition);
-            let pin = if self.pin_new {
-                self.pins.check_and_pin(&exposed_name, &sha, &tool.definition).unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "cannot record a pin; the tool stays unlisted");
-                    PinStatus::New
-                })
-            } else {
-                self.pins.status(&exposed_name, &sha)
-            };
+            let pin = self.pin(&exposed_name, &sha, &tool.definition);
             let input = match tool.definition.get("inputSchema") {
                 Some(schema @ Value::Object(_)) => self.schemas.compile(schema, used),
                 _ => Err("the tool declares no inputSchema object".into()),
@@ -333,6 +363,18 @@ impl Catalogs {
             };
             catalog.tools.insert(exposed_name, Arc::new(exposed));
         }
+    }
+
+    /// The pin status of a definition seen now: a running gateway pins what
+    /// it sees for the first time; the CLI only looks.
+    fn pin(&self, pin_name: &str, sha: &str, definition: &Value) -> PinStatus {
+        if !self.pin_new {
+            return self.pins.status(pin_name, sha);
+        }
+        self.pins.check_and_pin(pin_name, sha, definition).unwrap_or_else(|e| {
+            tracing::error!(error = %e, pin = pin_name, "cannot record a pin; it stays unlisted");
+            PinStatus::New
+        })
     }
 
     /// A prompt, resource or template: classed by the registry's prompt or
@@ -364,6 +406,8 @@ impl Catalogs {
             Kind::Prompt => prompt_schema(&item.definition),
             _ => json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"], "additionalProperties": false}),
         };
+        let sha = definition_sha256(&item.definition);
+        let pin = self.pin(&format!("{}:{exposed_name}", pin_prefix(kind)), &sha, &item.definition);
         let exposed = Arc::new(ExposedTool {
             kind,
             exposed_name: exposed_name.clone(),
@@ -372,8 +416,8 @@ impl Catalogs {
             labels: labels.unwrap_or_default(),
             registry_read_only: true,
             view: AuthorityView::new(*READ_HINTS, class, upstream.trusted),
-            definition_sha256: definition_sha256(&item.definition),
-            pin: PinStatus::Pinned,
+            definition_sha256: sha,
+            pin,
             input: self.schemas.compile(&schema, used),
             output: None,
         });

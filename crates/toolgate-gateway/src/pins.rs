@@ -39,6 +39,16 @@ pub enum PinStatus {
     Changed(Pin),
 }
 
+impl PinStatus {
+    /// The accepted definition the live one drifted from, if it did.
+    pub fn drifted_from(&self) -> Option<&Value> {
+        match self {
+            PinStatus::Changed(pin) => Some(&pin.definition),
+            _ => None,
+        }
+    }
+}
+
 /// The lock file's pins, cached; every write merges with the file first,
 /// since the CLI and replicas write it too.
 #[derive(Debug)]

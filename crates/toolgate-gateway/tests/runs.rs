@@ -304,3 +304,43 @@ async fn the_python_sdk_meets_the_trifecta_and_the_rate_in_both_eras() {
 async fn the_typescript_sdk_meets_the_trifecta_and_the_rate_in_both_eras() {
     stock_client_meets_the_trifecta_and_the_rate(Sdk::TypeScript).await;
 }
+
+/// A preview asked with a flag of the wrong type, or a misspelt key, from
+/// the official SDKs as their READMEs show them: refused as invalid params,
+/// nothing opened; `true` previews. (An order: a tool without an
+/// outputSchema, which the SDKs would hold a preview's answer against.)
+async fn stock_client_cannot_get_an_effect_from_a_botched_preview(sdk: Sdk) {
+    let h = start_with("", RUNS, &[]).await;
+    let data = toolgate_atlas::dataset();
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let order = json!({"part_no": part.part_no, "quantity": 2, "ticket_id": "SR-20031"});
+    let tool = "parts__raise_parts_order";
+    for mode in ["2026-07-28", "legacy"] {
+        let calls = json!([
+            {"tool": tool, "arguments": order, "meta": {"io.toolgate/preview": "true"}},
+            {"tool": tool, "arguments": order, "meta": {"io.toolgate/previw": true}},
+            {"tool": tool, "arguments": order, "meta": {"io.toolgate/preview": true}},
+        ]);
+        let got = sdk_calls(sdk, &h.url, mode, None, calls).await;
+        let results = got["results"].as_array().unwrap();
+        for refused in &results[..2] {
+            // Python reports the JSON-RPC error; the TypeScript SDK throws it.
+            let said = refused["error"]["code"].as_i64().map(|c| c.to_string()).or_else(|| refused["threw"].as_str().map(str::to_string)).unwrap_or_default();
+            assert!(said.contains("-32602") || said.contains("io.toolgate/"), "{mode}: {got}");
+        }
+        let preview = &results[2]["structuredContent"];
+        assert_eq!((preview["preview"].clone(), preview["decision"].as_str()), (json!(true), Some("require_approval")), "{mode}: {got}");
+    }
+    let (_, pending) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+    assert_eq!(pending["approvals"], json!([]), "no approval was opened");
+}
+
+#[tokio::test]
+async fn the_python_sdk_cannot_get_an_effect_from_a_botched_preview() {
+    stock_client_cannot_get_an_effect_from_a_botched_preview(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_cannot_get_an_effect_from_a_botched_preview() {
+    stock_client_cannot_get_an_effect_from_a_botched_preview(Sdk::TypeScript).await;
+}

@@ -10,7 +10,6 @@ use anyhow::{Context as _, bail};
 use serde_json::json;
 use toolgate_core::audit::{self, Entry, Inventory, Report, Severity};
 use toolgate_gateway::gateway::{Gateway, Mode};
-use toolgate_gateway::pins::PinStatus;
 
 /// The exit status when a finding is at or above `--fail-on`.
 pub const FAILED_GATE: u8 = 3;
@@ -85,21 +84,20 @@ async fn live(path: &Path) -> anyhow::Result<Inventory> {
     }
     let catalog = gw.catalogs.current();
     let tools = catalog.tools.values().map(|t| entry(t)).collect();
+    let contents = catalog.all().filter(|t| t.kind != toolgate_gateway::upstream::Kind::Tool).map(|t| entry(t)).collect();
     gw.stop();
-    Ok(Inventory { tools })
+    Ok(Inventory { tools, contents })
 }
 
-/// A catalog tool as the audit reads it.
+/// A catalog tool (or prompt, resource, template) as the audit reads it,
+/// under its pin name.
 pub fn entry(t: &toolgate_gateway::catalog::ExposedTool) -> Entry {
     Entry {
-        name: t.exposed_name.clone(),
+        name: t.pin_name().into_owned(),
         server: t.server.clone(),
         tool: t.tool.name.clone(),
         definition: t.tool.definition.clone(),
-        pinned: match &t.pin {
-            PinStatus::Changed(pin) => Some(pin.definition.clone()),
-            _ => None,
-        },
+        pinned: t.pin.drifted_from().cloned(),
         registry_class: t.view.registry_class,
         labels: t.labels.clone(),
     }

@@ -1,7 +1,8 @@
 //! `toolgate tools`: the authority view of every upstream tool, read live —
 //! each hint as declared or defaulted, the class the hints imply, the
-//! registry's class, whether they disagree, and the pin. `--accept NAME`
-//! shows how a pinned contract changed and accepts the new one.
+//! registry's class, whether they disagree, and the pin — and the pins of
+//! every prompt, resource and template. `--accept NAME` shows how a pinned
+//! contract changed and accepts the new one.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use toolgate_gateway::catalog::{AcceptedFrom, ExposedTool};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pins::PinStatus;
+use toolgate_gateway::upstream::Kind;
 
 pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyhow::Result<()> {
     let gw = Gateway::start(config, Mode::Inspect).await?;
@@ -20,13 +22,15 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
         Some(name) => accept_tool(&gw, &name),
         None if json_out => {
             let rows: Vec<Value> = catalog.tools.values().map(|t| row_json(t)).collect();
+            let contents: Vec<Value> = catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| content_json(t)).collect();
             let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
             let refused: Vec<Value> = catalog.ambiguous.iter().map(|(name, why)| json!({"name": name, "reason": why})).collect();
-            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "unavailable": down, "ambiguous": refused}))?);
+            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "contents": contents, "unavailable": down, "ambiguous": refused}))?);
             Ok(())
         }
         None => {
             print_table(catalog.tools.values().map(|t| t.as_ref()));
+            print_contents(catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| t.as_ref()));
             for (server, why) in &down {
                 println!("\n  server `{server}` is unavailable: {why}");
             }
@@ -79,11 +83,36 @@ fn row_json(t: &ExposedTool) -> Value {
         // What `toolgate audit --inventory` reads: the definition as the
         // server sends it, and the pinned one when they differ.
         "definition": t.tool.definition,
-        "pinned": match &t.pin {
-            PinStatus::Changed(pin) => Some(&pin.definition),
-            _ => None,
-        },
+        "pinned": t.pin.drifted_from(),
     })
+}
+
+/// A prompt, resource or template as `--json` lists it: what the audit's
+/// inventory reads (its pin name, definition and pin) and its kind.
+fn content_json(t: &ExposedTool) -> Value {
+    json!({
+        "name": t.pin_name(),
+        "kind": t.kind.noun(),
+        "server": t.server,
+        "tool": t.tool.name,
+        "definition_sha256": t.definition_sha256,
+        "pin": pin_word(&t.pin),
+        "definition": t.tool.definition,
+        "pinned": t.pin.drifted_from(),
+    })
+}
+
+/// Prompts, resources and templates under their pin names: what
+/// `--accept` takes for each.
+fn print_contents<'a>(items: impl Iterator<Item = &'a ExposedTool>) {
+    let items: Vec<&ExposedTool> = items.collect();
+    if items.is_empty() {
+        return;
+    }
+    println!("\n{:<72} pin", "prompt, resource or template (the name --accept takes)");
+    for t in items {
+        println!("{:<72} {}", t.pin_name(), pin_word(&t.pin));
+    }
 }
 
 fn print_table<'a>(tools: impl Iterator<Item = &'a ExposedTool>) {

@@ -168,7 +168,7 @@ mod tests {
     use serde_json::json;
 
     fn tools(list: Vec<Entry>) -> super::super::Report {
-        audit(&Inventory { tools: list })
+        audit(&Inventory { tools: list, ..Default::default() })
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub use regret::{Regret, suggest};
 pub struct Inventory {
     /// The tools, each under its exposed name.
     pub tools: Vec<Entry>,
+    /// The prompts, resources and templates, each under its pin name
+    /// (`prompt:NAME`, `resource:URI`, `template:URI`): checked for drift
+    /// from their pins only, since they grant nothing.
+    #[serde(default)]
+    pub contents: Vec<Entry>,
 }
 
 /// One tool of the inventory.
@@ -223,6 +228,7 @@ pub(crate) mod tests {
                     "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": "The thing's id."}}}})),
                 entry("s", json!({"name": "wipe", "inputSchema": {"type": "object"}})),
             ],
+            ..Default::default()
         };
         let report = audit(&inv);
         let severities: Vec<Severity> = report.findings.iter().map(|f| f.severity).collect();

@@ -182,7 +182,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn report(tools: Vec<Value>) -> super::super::Report {
-        audit(&Inventory { tools: tools.into_iter().map(|d| entry("s", d)).collect() })
+        audit(&Inventory { tools: tools.into_iter().map(|d| entry("s", d)).collect(), ..Default::default() })
     }
 
     #[test]
@@ -212,6 +212,7 @@ mod tests {
                 entry("m", json!({"name": "send_email_now", "description": "Sends one email.", "inputSchema": {"properties": {"to": {"type": "string", "default": "https://fine.example"}}}})),
                 entry("m", json!({"name": "add_numbers", "description": "Adds, like resend_email_nowhere does not."})),
             ],
+            ..Default::default()
         });
         let why: Vec<&str> = fired(&r, INSTRUCTION.id).iter().filter(|f| f.tool == "s__add_numbers").map(|f| f.message.as_str()).collect();
         assert!(why.len() >= 4, "{why:?}");

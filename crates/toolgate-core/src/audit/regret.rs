@@ -210,7 +210,7 @@ mod tests {
         let mut held = entry("s", json!({"name": "drop_tables"}));
         held.registry_class = Some(AuthorityClass::RequiresApproval);
         let free = entry("s", json!({"name": "list_records", "annotations": {"readOnlyHint": true}}));
-        let report = audit(&Inventory { tools: vec![lax, held, free] });
+        let report = audit(&Inventory { tools: vec![lax, held, free], ..Default::default() });
         let laxer = fired(&report, LAXER.id);
         assert_eq!(laxer.len(), 1);
         assert_eq!(laxer[0].tool, "s__delete_records");

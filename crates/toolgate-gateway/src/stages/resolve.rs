@@ -19,33 +19,7 @@ pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, kind: Kind, name: &s
     }
     let catalog = catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
-        if tool.pin != PinStatus::Pinned {
-            // Only a pinned contract runs. The lock file decides: the change
-            // may have been accepted, or a new tool pinned, since the build.
-            let status = catalogs.pins().check_and_pin(name, &tool.definition_sha256, &tool.tool.definition);
-            match status {
-                Ok(PinStatus::Pinned) => catalogs.invalidate(),
-                Ok(PinStatus::Changed(_)) => {
-                    return Err(Stop::Refused(Refusal::new(
-                        Verdict::Deny,
-                        Reason::ContractChanged,
-                        Action::Escalate,
-                        format!("the contract of {name} changed since it was accepted; an operator must review it (toolgate tools --accept {name})"),
-                    )));
-                }
-                Ok(PinStatus::New) | Err(_) => {
-                    if let Err(e) = status {
-                        tracing::error!(error = %e, tool = name, "cannot pin a contract; the tool is refused");
-                    }
-                    return Err(Stop::Refused(Refusal::new(
-                        Verdict::Deny,
-                        Reason::ContractUnpinned,
-                        Action::Escalate,
-                        format!("the contract of {name} could not be recorded, so it is not run; an operator must check the gateway's lock file"),
-                    )));
-                }
-            }
-        }
+        pinned(catalogs, tool)?;
         return Ok(tool.clone());
     }
     let server = config.split_exposed(name).map(|(s, _)| s);
@@ -59,6 +33,41 @@ pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, kind: Kind, name: &s
     Err(Stop::Error(
         RpcError::new(code::INVALID_PARAMS, format!("Unknown tool: {name}")).with_data(json!(refusal)),
     ))
+}
+
+/// Only a pinned contract runs: a tool's, a prompt's, a resource's. The
+/// lock file decides — the change may have been accepted, or a new one
+/// pinned, since the catalog was built.
+fn pinned(catalogs: &Catalogs, item: &ExposedTool) -> Result<(), Stop> {
+    if item.pin == PinStatus::Pinned {
+        return Ok(());
+    }
+    let name = item.pin_name();
+    let status = catalogs.pins().check_and_pin(&name, &item.definition_sha256, &item.tool.definition);
+    let noun = item.kind.noun();
+    match status {
+        Ok(PinStatus::Pinned) => {
+            catalogs.invalidate();
+            Ok(())
+        }
+        Ok(PinStatus::Changed(_)) => Err(Stop::Refused(Refusal::new(
+            Verdict::Deny,
+            Reason::ContractChanged,
+            Action::Escalate,
+            format!("the contract of the {noun} {} changed since it was accepted; an operator must review it (toolgate tools --accept {name})", item.exposed_name),
+        ))),
+        Ok(PinStatus::New) | Err(_) => {
+            if let Err(e) = status {
+                tracing::error!(error = %e, pin = %name, "cannot pin a contract; it is refused");
+            }
+            Err(Stop::Refused(Refusal::new(
+                Verdict::Deny,
+                Reason::ContractUnpinned,
+                Action::Escalate,
+                format!("the contract of the {noun} {} could not be recorded, so it is not run; an operator must check the gateway's lock file", item.exposed_name),
+            )))
+        }
+    }
 }
 
 /// A server that is down is why a name is not found: retry later. Why it
@@ -82,6 +91,7 @@ fn down(catalog: &Catalog, server: Option<&str>) -> Result<(), Stop> {
 fn resolve_content(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
     let catalog = catalogs.current();
     if let Some(found) = catalog.content(kind, name) {
+        pinned(catalogs, found)?;
         return Ok(found.clone());
     }
     let server = match kind {
