@@ -41,9 +41,11 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
 async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
     let addr = gw.config.gateway.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    eprintln!("toolgate: serving MCP on http://{}/mcp", listener.local_addr()?);
+    // The bound address, not the configured one: `:0` is a port the system chose.
+    let bound = listener.local_addr()?;
+    eprintln!("toolgate: serving MCP on http://{bound}/mcp");
     let console = Console::new(gw.clone());
-    serve_console(&gw, &console).await?;
+    serve_console(&gw, &console, bound).await?;
     let draining = gw.clone();
     let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
@@ -70,12 +72,13 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
 }
 
 /// The console on `[console] listen`, when it has an address of its own
-/// (else it is served beside `/mcp`); it stops when shutdown begins.
-async fn serve_console(gw: &Arc<Gateway>, console: &Console) -> anyhow::Result<()> {
+/// (else it is served beside `/mcp`, at `mcp`, the MCP listener's bound
+/// address); it stops when shutdown begins.
+async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: std::net::SocketAddr) -> anyhow::Result<()> {
     let config = &gw.config.console;
     let Some(addr) = config.listen.filter(|_| config.enabled) else {
         if config.enabled {
-            eprintln!("toolgate: console on http://{}/console", gw.config.gateway.listen);
+            eprintln!("toolgate: console on http://{mcp}/console");
         }
         return Ok(());
     };

@@ -388,3 +388,55 @@ async fn the_console_can_have_a_listener_of_its_own() {
     assert_eq!(mcp.status(), 404, "/mcp is served on the console's address");
     cancel.cancel();
 }
+
+/// `toolgate demo --serve` as a person meets it: a call from the Python
+/// SDK waits while they open the printed sign-in link in a browser and
+/// approve it, and returns the order — within the serving phase's hold
+/// (30 s), where the scripted part's 1.5 s would have refused it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let serving = demo_common::demo_serve(dir.path());
+    let (_driver, c) = browser(&dir.path().join("chromium")).await;
+    // The scripted part left approvals of its own pending: the person's is the new one.
+    let base = serving.endpoint.trim_end_matches("/mcp").to_string();
+    let pending = async || -> Vec<String> {
+        let r = reqwest::Client::new().get(format!("{base}/admin/approvals?state=pending")).bearer_auth(&serving.approver_token).send().await.unwrap();
+        let v: Value = r.json().await.unwrap();
+        v["approvals"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect()
+    };
+    let old = pending().await;
+    let before = orders_in(dir.path());
+    let script = demo_common::workspace().join("tests/python/approval_hold.py");
+    let agent = {
+        let (url, order, token) = (serving.endpoint.clone(), valve_order(2).to_string(), serving.agent_token.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(python()).arg(script).args([url.as_str(), "2026-07-28", "absent", "parts__raise_parts_order", order.as_str(), "1"]).env("TOOLGATE_TOKEN", token).output().unwrap()
+        })
+    };
+    // The person opens the link the demo printed, and signs in with its one button.
+    c.goto(&serving.console_sign_in).await.unwrap();
+    click_and_wait(&c, "form.card button[type=submit]").await;
+    let mut id = None;
+    for _ in 0..200 {
+        id = pending().await.into_iter().find(|a| !old.contains(a));
+        if id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = id.expect("the person's call waits for approval");
+    let card = format!("#inbox article.approval a.button[href$='{id}']");
+    c.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css(&card)).await.expect("the held call is in the inbox");
+    click_and_wait(&c, &card).await;
+    c.find(Locator::Css("#reason")).await.unwrap().send_keys("trying the demo").await.unwrap();
+    click_and_wait(&c, "button.approve").await;
+    assert!(text_of(&c, "main").await.contains("Recorded: approved"));
+    // The call that waited returns the order.
+    let out = agent.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(got["results"][0]["structuredContent"].to_string().contains("\"order_id\":\"PO-"), "{got}");
+    assert_eq!(orders_in(dir.path()), before + 1);
+}

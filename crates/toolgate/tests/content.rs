@@ -99,6 +99,16 @@ async fn the_python_sdk_lists_reads_gets_and_completes_under_authority_in_both_e
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&config_path);
     let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    // `listen = "127.0.0.1:0"`: the console's line names the port bound, as the MCP line does.
+    let console = format!("toolgate: console on {}/console", gateway.url.trim_end_matches("/mcp"));
+    let printed = async || std::fs::read_to_string(dir.path().join("gateway.log")).unwrap().contains(&console);
+    for _ in 0..40 {
+        if printed().await {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(printed().await, "no `{console}` line");
 
     let steps = json!([
         {"read": TEXT},

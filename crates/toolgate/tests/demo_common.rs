@@ -39,6 +39,7 @@ pub struct Serving {
     pub endpoint: String,
     pub config: PathBuf,
     pub agent_token: String,
+    pub approver_token: String,
     /// The one-time console sign-in link printed for the approver.
     pub console_sign_in: String,
 }
@@ -83,7 +84,7 @@ pub fn demo_serve(state: &Path) -> Serving {
     }
     std::thread::spawn(move || for _ in lines {});
     assert_ne!(agent, approver);
-    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap(), console_sign_in: sign_in.unwrap() }
+    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap(), approver_token: approver.unwrap(), console_sign_in: sign_in.unwrap() }
 }
 
 /// The repository's root, where `tests/python` is.

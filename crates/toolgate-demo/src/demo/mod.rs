@@ -118,6 +118,14 @@ async fn back_up(via: &client::Client) {
     }
 }
 
+/// How long the scripted part holds a call for its approval: its approver
+/// is another process of the script, which decides at once.
+const SCRIPTED_HOLD_MS: u64 = 1_500;
+
+/// How long `--serve` holds a call for its approval: as `toolgate serve`
+/// does, long enough for a person to open the console and decide.
+const SERVING_HOLD_MS: u64 = 30_000;
+
 /// The demo's tokens, written owner-only beside the config.
 pub struct Tokens {
     pub agent: String,
@@ -150,8 +158,9 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
          # an agent and an approver, and the demo Cedar policy.\n\
          [gateway]\nlisten = \"127.0.0.1:0\"\nupstream_timeout_ms = 5000\n\n\
          # A call waiting for an approver is held this long for the decision (the default is 30 s;\n\
-         # the demo's script decides its approvals from another process, so it holds briefly).\n\
-         [approvals]\nhold_ms = 1500\npoll_ms = 100\n\n\
+         # the demo's script decides its approvals from another process, so it holds briefly;\n\
+         # `--serve` then holds calls 30 s, for a person).\n\
+         [approvals]\nhold_ms = {SCRIPTED_HOLD_MS}\npoll_ms = 100\n\n\
          # Each caller's rate (section 8 goes over it).\n\
          [budgets]\nrate_per_minute = {rate}\nrate_burst = {burst}\n\n\
          [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
@@ -181,6 +190,26 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text)?;
     Ok((path, tokens))
+}
+
+/// What a person can try against `--serve`: a call that waits for them,
+/// and what they will see.
+fn try_this(agent_token: &str) -> String {
+    let data = toolgate_atlas::dataset();
+    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S");
+    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S"));
+    let arguments = match (part, ticket) {
+        (Some(p), Some(t)) => serde_json::json!({"part_no": p.part_no, "quantity": 2, "ticket_id": t.ticket_id}).to_string(),
+        _ => "{\"part_no\": …, \"quantity\": 2, \"ticket_id\": …}".to_string(),
+    };
+    format!(
+        "\ntry it: from any MCP client, with `Authorization: Bearer {agent_token}`, call\n  \
+         parts__raise_parts_order {arguments}\n\
+         The call waits up to {} s for a person. Open console-sign-in above: the order is in the inbox.\n\
+         Approve it with a reason, and the waiting call returns the order (PO-…); deny it, or let the\n\
+         time pass, and it returns a refusal naming the approval. The receipts page shows the evidence.\n",
+        SERVING_HOLD_MS / 1000
+    )
 }
 
 pub async fn run(state: Option<PathBuf>, keep_serving: bool) -> anyhow::Result<()> {
@@ -219,10 +248,13 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         bail!("upstreams did not come up: {down:?}");
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let endpoint = format!("http://{}/mcp", listener.local_addr()?);
-    let stop = cancel.clone();
+    let bound = listener.local_addr()?;
+    let endpoint = format!("http://{bound}/mcp");
+    // The scripted part's gateway stops here, or when the demo does.
+    let scripted = cancel.child_token();
+    let stop = scripted.clone();
     let web_console = toolgate_console::Console::new(gateway.clone());
-    tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
+    let serving = tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
 
     println!("toolgate demo — Atlas field service, with toolgate in the call path\n");
     let mut ok = authority_table(&gateway);
@@ -304,7 +336,24 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     ok &= runs::rate(&via).await?;
     ok &= agent::run(exe, dir, &endpoint, &tokens.agent, &approver).await?;
 
-    if keep_serving {
+    for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
+        let _ = client.cancel().await;
+    }
+    let gateway = if keep_serving {
+        // For a person: the same state and endpoint, a gateway that holds
+        // calls as `toolgate serve` does.
+        scripted.cancel();
+        let _ = serving.await;
+        gateway.shutdown().await;
+        let text = std::fs::read_to_string(&config_path)?;
+        let held = text.replace(&format!("hold_ms = {SCRIPTED_HOLD_MS}\n"), &format!("hold_ms = {SERVING_HOLD_MS}\n"));
+        anyhow::ensure!(held != text, "the demo's config has no hold_ms to lengthen");
+        std::fs::write(&config_path, held)?;
+        let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
+        let listener = tokio::net::TcpListener::bind(bound).await.with_context(|| format!("listening on {bound} again"))?;
+        let stop = cancel.clone();
+        let web_console = toolgate_console::Console::new(gateway.clone());
+        tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
         // The endpoint is announced when a first tools/list sees every upstream.
         let down = gateway.wait_ready(Duration::from_secs(30)).await;
         for (server, why) in &down {
@@ -318,6 +367,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         let console = endpoint.trim_end_matches("/mcp");
         println!("console: {console}/console");
         println!("console-sign-in: {console}{} (one use, for {}, valid 10 minutes)", web_console.sign_in_link(&tokens.approver)?, approver::APPROVER);
+        println!("{}", try_this(&tokens.agent));
         println!(
             "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
              `toolgate approvals approve --config {0} ID --as {1} --reason TEXT` decides it; \
@@ -326,12 +376,12 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
             approver::APPROVER
         );
         toolgate_gateway::gateway::shutdown_signal().await;
-    }
+        gateway
+    } else {
+        gateway
+    };
     drop(manuals);
     gateway.shutdown().await;
-    for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
-        let _ = client.cancel().await;
-    }
     if !ok {
         bail!("some cases did not behave as expected (marked FAIL above)");
     }
