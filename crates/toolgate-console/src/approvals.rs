@@ -77,7 +77,9 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
                 h3 { a href={ "/console/approvals/" (a.id) } { (a.binding.server) "/" (a.binding.tool) } }
                 dl {
                     dt { "Caller" } dd { (a.binding.caller) @if !a.subject.is_empty() && a.subject != a.binding.caller { " (" (a.subject) ")" } }
-                    dt { "Why" } dd { (a.reason) " " small { "(" (a.rules.join(", ")) ")" } }
+                    @let rules = a.rules.join(", ");
+                    // A reason made from the rules ("… requires approval (registry)") names them already.
+                    dt { "Why" } dd { (a.reason) @if !a.reason.contains(&format!("({rules})")) { " " small { "(" (rules) ")" } } }
                     dt { "Waiting" } dd { (span(now - a.created_ms)) ", holds until " (when(a.expires_ms)) }
                     dt { "Proposal" } dd { (short(&a.binding.proposal_sha256)) }
                     dt { "Policy" } dd { (short(&a.binding.policy_version)) }

@@ -109,11 +109,13 @@ fn routes() -> Router<Console> {
         .route("/console/receipts/{index}", get(receipts::show))
         .route("/console/assets/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
         .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/console/assets/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .layer(axum::middleware::map_response(headers))
 }
 
 const STYLE: &str = include_str!("../assets/style.css");
 const SCRIPT: &str = include_str!("../assets/console.js");
+const ICON: &str = include_str!("../assets/favicon.svg");
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()

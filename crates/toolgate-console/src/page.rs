@@ -61,6 +61,7 @@ fn document(status: StatusCode, title: &str, nav: Option<Markup>, body: Markup) 
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · toolgate" }
                 link rel="stylesheet" href="/console/assets/style.css";
+                link rel="icon" type="image/svg+xml" href="/console/assets/favicon.svg";
                 script src="/console/assets/console.js" defer {}
             }
             body {

@@ -123,6 +123,10 @@ async fn pages_need_a_session_and_carry_a_strict_policy() {
     assert!(!page.contains("<script>") && !page.contains("style="), "inline script or style: {page}");
     let js = http().get(format!("{}/console/assets/console.js", base(&h))).send().await.unwrap();
     assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    // Every page names its icon, which is there (no 404 in a browser's console).
+    assert!(page.contains(r#"<link rel="icon" type="image/svg+xml" href="/console/assets/favicon.svg">"#), "{page}");
+    let icon = http().get(format!("{}/console/assets/favicon.svg", base(&h))).send().await.unwrap();
+    assert_eq!((icon.status(), icon.headers()["content-type"].to_str().unwrap()), (StatusCode::OK, "image/svg+xml"));
     // A Host the gateway does not serve gets nothing, console or not.
     let r = http().get(format!("{}/console/signin", base(&h))).header("host", "evil.example").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
@@ -188,6 +192,9 @@ async fn a_decision_needs_the_csrf_token_a_reason_and_another_person() {
     assert_eq!(state_of(&h, &id).await, ApprovalState::Pending);
 
     let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    // The card names the registry's rule once, not "(registry) (registry)".
+    let (_, inbox) = get(&base(&h), &dana, "/console/approvals").await;
+    assert!(inbox.contains("requires approval (registry)") && !inbox.contains("<small>(registry)</small>"), "{inbox}");
     let (_, page) = get(&base(&h), &dana, &format!("/console/approvals/{id}")).await;
     let csrf = input(&page, "csrf");
     assert!(page.contains(&id) && page.contains("quantity"), "{page}");

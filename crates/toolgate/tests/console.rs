@@ -315,6 +315,7 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     let row = text_of(&c, "table.matrix tr:has(a[href$='shifty__lookup'])").await;
     assert!(row.contains("pinned") && !row.contains("CHANGED"), "{row}");
 
+
     // Receipts: the order's receipt verifies in the console.
     c.goto(&format!("{base}/console/receipts?tool=raise_parts_order")).await.unwrap();
     shot(&c, "receipts").await;
@@ -439,4 +440,10 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     let got: Value = serde_json::from_str(&stdout).unwrap();
     assert!(got["results"][0]["structuredContent"].to_string().contains("\"order_id\":\"PO-"), "{got}");
     assert_eq!(orders_in(dir.path()), before + 1);
+    // The demo's authority matrix fits a 1400-px window: the page does not scroll sideways.
+    c.set_window_size(1400, 1000).await.unwrap();
+    c.goto(&format!("{base}/console/tools")).await.unwrap();
+    text_of(&c, "table.matrix").await;
+    let widths = c.execute("const t = document.querySelector('table.matrix').parentElement; return [document.documentElement.scrollWidth, window.innerWidth, t.scrollWidth, t.clientWidth]", vec![]).await.unwrap();
+    assert!(widths[0].as_i64() <= widths[1].as_i64() && widths[2].as_i64() <= widths[3].as_i64(), "the authority matrix overflows: {widths}");
 }
