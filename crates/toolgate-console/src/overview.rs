@@ -126,8 +126,8 @@ fn reasons(receipts: &[Receipt]) -> Markup {
         @if rows.is_empty() { p.empty { "Every call recorded here was allowed." } } @else {
             svg.chart viewBox={ "0 0 600 " (rows.len() * 22) } role="img" aria-label="Refusal and approval reasons by count" {
                 @for (i, (reason, n)) in rows.iter().enumerate() {
-                    // A receipt without a reason of its own (a settlement) is still counted, and named so.
-                    text x="0" y=(i * 22 + 15) { (if reason.is_empty() { "(no reason recorded)" } else { reason }) }
+                    // A call stopped before decide (an unknown tool) has a receipt without a reason.
+                    text x="0" y=(i * 22 + 15) { (if reason.is_empty() { "(stopped before decide)" } else { reason }) }
                     rect.deny x="220" y=(i * 22 + 4) width=((n * 330 / top).max(1)) height="14" {}
                     text x=(224 + n * 330 / top) y=(i * 22 + 15) { (n) }
                 }
