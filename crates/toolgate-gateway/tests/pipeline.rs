@@ -145,6 +145,37 @@ async fn a_down_upstream_leaves_the_list_and_its_calls_get_retry() {
 }
 
 #[tokio::test]
+async fn while_an_upstream_is_down_lists_are_kept_briefly() {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
+    let (addr, _) = toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    // A port nothing listens on: the second server is down.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n[servers.gone]\nurl = \"http://{closed}/mcp\"\n{ANONYMOUS}")).unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    assert_eq!(gw.wait_ready(std::time::Duration::from_secs(5)).await.len(), 1, "one server down");
+    let (url, stop) = serve_gateway(gw.clone()).await;
+    for method in ["tools/list", "prompts/list", "resources/list"] {
+        let (_, body) = post(&url, method, json!({})).await;
+        assert_eq!(body["result"]["ttlMs"], 1000, "{method} while `gone` is down (the default TTL is a minute): {body}");
+    }
+    stop.cancel();
+    gw.stop();
+    // All up: the configured TTL.
+    std::fs::write(&path, format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n{ANONYMOUS}")).unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    assert!(gw.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
+    let (url, stop) = serve_gateway(gw.clone()).await;
+    let (_, body) = post(&url, "tools/list", json!({})).await;
+    assert_eq!(body["result"]["ttlMs"], 60000, "{body}");
+    stop.cancel();
+    gw.stop();
+    cancel.cancel();
+}
+
+#[tokio::test]
 async fn a_single_server_can_keep_its_tool_names() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();

@@ -233,6 +233,17 @@ fn value_object(v: Value) -> RawObject {
 /// `_meta` key of the caller's own deadline for a call (ms; it may only lower the server's).
 pub const DEADLINE_META: &str = "io.toolgate/deadlineMs";
 
+/// How long a client may keep a list (`ttlMs`): the configured time, but
+/// while any upstream is down the list lacks its items, so at most about
+/// the time a reconnect takes — a client asks again soon after the server
+/// is back, rather than keep the short list for the whole TTL.
+fn list_ttl_ms(configured: u64, any_down: bool) -> u64 {
+    if any_down { configured.min(DOWN_LIST_TTL_MS) } else { configured }
+}
+
+/// `ttlMs` while an upstream is down: about one reconnect attempt.
+const DOWN_LIST_TTL_MS: u64 = 1_000;
+
 /// toolgate's own keys a request's `_meta` may carry.
 const REQUEST_META: [&str; 4] = [crate::stages::reserve::KEY_META, crate::pipeline::PREVIEW_META, DEADLINE_META, crate::runs::RUN_META];
 
@@ -296,7 +307,7 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         out.insert("nextCursor".into(), raw(&format!("after:{last}")));
     }
     if era == Era::Modern {
-        out.insert("ttlMs".into(), raw(&gw.config.gateway.list_ttl_ms));
+        out.insert("ttlMs".into(), raw(&list_ttl_ms(gw.config.gateway.list_ttl_ms, !catalog.down.is_empty())));
         // Discovery follows authority, which will depend on the caller.
         out.insert("cacheScope".into(), raw("private"));
     }
