@@ -45,6 +45,11 @@ pub async fn http(
     let local = listener.local_addr()?;
     let extra = (!local.ip().is_loopback()).then(|| local.ip().to_string());
     let app = router(server, extra, cancel.clone());
+    // TCP_NODELAY: an SSE answer goes out in several small writes, which
+    // Nagle would hold for the peer's delayed ACK (40 ms a call).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         axum::serve(listener, app).with_graceful_shutdown(async move { cancel.cancelled_owned().await }).await
     });

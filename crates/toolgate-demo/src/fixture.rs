@@ -433,7 +433,7 @@ pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {
     let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(move || Ok(fixture.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     eprintln!("toolgate conformance-fixture: serving on http://{}/mcp", listener.local_addr()?);
-    axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
+    axum::serve(toolgate_gateway::downstream::http::no_delay(listener), axum::Router::new().nest_service("/mcp", service))
         .with_graceful_shutdown(async move {
             toolgate_gateway::gateway::shutdown_signal().await;
             cancel.cancel();

@@ -72,7 +72,7 @@ impl Scrape {
                 }
             }),
         );
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        tokio::spawn(async move { axum::serve(crate::downstream::http::no_delay(listener), app).await });
         Ok(())
     }
 }

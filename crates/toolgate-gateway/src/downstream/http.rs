@@ -61,7 +61,18 @@ pub async fn serve_router(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+    axum::serve(no_delay(listener), routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+}
+
+/// `listener` with TCP_NODELAY on every socket it accepts: an answer (an
+/// SSE event, a JSON body after its headers) goes out in several small
+/// writes, which Nagle's algorithm would hold back for the peer's delayed
+/// ACK — some 40 ms a call.
+pub fn no_delay(listener: tokio::net::TcpListener) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    fn set(tcp: &mut tokio::net::TcpStream) {
+        let _ = tcp.set_nodelay(true);
+    }
+    axum::serve::ListenerExt::tap_io(listener, set as fn(&mut tokio::net::TcpStream))
 }
 
 async fn post_only() -> Response {
