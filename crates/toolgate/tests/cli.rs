@@ -37,6 +37,9 @@ fn the_demo_plays_every_case_and_exits_zero() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("Every case behaved as expected."), "{stdout}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
+    // Nothing of the libraries' own between the demo's lines.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ERROR") && !stderr.contains("rmcp"), "{stderr}");
     for case in ["a read passes", "broken variant pattern", "an extra property", "a tenant in the arguments", "export_service_records", "raise_parts_order", "an unknown tool", "manuals server killed"] {
         assert!(stdout.contains(case), "case `{case}` missing:\n{stdout}");
     }
