@@ -34,6 +34,7 @@ pub mod prometheus;
 pub mod catalog;
 pub mod gateway;
 pub mod holds;
+pub mod cancels;
 pub mod runs;
 pub mod budgets;
 pub mod notify;

@@ -383,3 +383,76 @@ async fn calls_are_held_up_to_max_held_and_the_next_is_answered_at_once() {
         assert_eq!(body["result"]["structuredContent"]["reason"].as_str(), Some("approval_denied"), "{body}");
     }
 }
+
+/// A 2025-11-25 request over Streamable HTTP, as a legacy client sends it.
+async fn legacy(url: &str, message: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(message.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_its_client_cancels_ends_at_once_and_its_receipt_says_so() {
+    let h = start_with("", &hold(20_000), &[]).await;
+    let note = "cancelled by its client";
+    let params = json!({"name": ORDER, "arguments": order(3, note)});
+    let started = Instant::now();
+    let held = {
+        let (url, message) = (h.url.clone(), json!({"jsonrpc": "2.0", "id": "held-1", "method": "tools/call", "params": params}));
+        tokio::spawn(async move { legacy(&url, message).await.text().await.unwrap() })
+    };
+    // Held: its approval is pending.
+    let mut id = None;
+    for _ in 0..200 {
+        let (_, listed) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/approvals?state=pending", None).await;
+        id = listed["approvals"].as_array().unwrap().iter().find(|a| a["arguments"]["justification"] == note).map(|a| a["id"].as_str().unwrap().to_string());
+        if id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let id = id.expect("the call waits for approval");
+    assert_eq!(h.gateway.holds.held(), 1);
+    // Another caller's cancellation of the same request id ends nothing.
+    let foreign = reqwest::Client::new()
+        .post(&h.url)
+        .bearer_auth(SAM_TOKEN)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "held-1"}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 202);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.gateway.holds.held(), 1, "sam's cancellation ended the agent's call");
+    // The client cancels: the call ends now, not at the end of the hold.
+    let cancelled = legacy(&h.url, json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "held-1", "reason": "the user gave up"}})).await;
+    assert_eq!(cancelled.status(), 202);
+    let answer = answer_of(&held.await.unwrap());
+    assert!(started.elapsed() < Duration::from_secs(10), "held {:?} of the 20 s hold", started.elapsed());
+    let r = refusal(&answer["result"]);
+    assert_eq!(r["reason"], "approval_pending", "{answer}");
+    assert!(r["message"].as_str().unwrap().contains("the client cancelled the call while it was held"), "{answer}");
+    assert_eq!(h.gateway.holds.held(), 0);
+    // Its receipt says the client cancelled; the approval still waits.
+    let stored = h.gateway.ledger.receipts(0, 10_000).await.unwrap();
+    let rules: Vec<Value> = stored.iter().map(|r| serde_json::from_str::<Value>(&r.signed).unwrap()["receipt"].clone()).filter(|r| r["approval"]["id"] == id.as_str()).map(|r| r["rules"].clone()).collect();
+    assert!(rules.iter().any(|r| r.as_array().unwrap().iter().any(|x| x == "client.cancelled")), "{rules:?}");
+    let (_, approval) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
+    assert_eq!(approval["state"], "pending", "{approval}");
+    assert_eq!(orders(&h), 0);
+    // Approved later, a re-issue runs once.
+    let (status, _) = admin(&h.url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{id}/approve"), Some(json!({"reason": "fine"}))).await;
+    assert_eq!(status, 200);
+    let (_, again) = post(&h.url, "tools/call", params).await;
+    assert!(again["result"]["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{again}");
+    assert_eq!(orders(&h), 1);
+}

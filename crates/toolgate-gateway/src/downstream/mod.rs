@@ -135,7 +135,15 @@ fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span 
 /// the transport can: stdio always, HTTP when the answer is an SSE stream.
 pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, peer: &Peer, notify: Option<UnboundedSender<String>>) -> Reply {
     let Some(id) = msg.id.clone() else {
-        // Notifications (initialized, cancelled, …) need no answer.
+        // Notifications (initialized, cancelled, …) need no answer; a
+        // cancellation ends the call it names, if it is this caller's own
+        // (in this session, where there is one).
+        if msg.method == "notifications/cancelled"
+            && let Some(request) = msg.params.get("requestId")
+        {
+            let ended = gw.cancels.cancel(peer.session.as_ref(), &caller.name, request);
+            tracing::debug!(target: "toolgate::cancel", ended, "notifications/cancelled");
+        }
         return Reply::Accepted;
     };
     let span = request_span(&msg, era, &id, peer);
@@ -355,7 +363,10 @@ async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, n
     let preview = preview_asked(&msg.params)?;
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
-    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session };
+    // Registered until the answer: a `notifications/cancelled` naming it ends it.
+    let registered = gw.cancels.register(session.as_ref(), &caller.name, msg.id.as_ref());
+    let cancelled = registered.token.clone();
+    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, cancelled };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

@@ -73,6 +73,8 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
             // Nobody listens any more (the client went away), or the gateway
             // stops: answer now; the approval stays pending, nothing runs.
             _ = gone(call) => return latest,
+            // The client cancelled the call: likewise.
+            _ = call.cancelled.cancelled() => return latest,
             _ = h.draining.cancelled() => return latest,
         }
     }

@@ -133,6 +133,11 @@ async fn opening(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool,
 async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal): Asked<'_>, pending: Approval, out: &mut Seen) -> Result<Gate, Stop> {
     out.approval_id = Some(pending.id.clone());
     let approval = hold::hold(&a.hold, call, cx.started, pending).instrument(around.obs.stage("hold")).await;
+    if call.cancelled.is_cancelled() && approval.state_at(a.clock.now_ms()) == ApprovalState::Pending {
+        // Its own receipt says so; the approval stays for a re-issue.
+        out.committed = None;
+        return Err(Stop::Refused(cancelled(a, tool, &approval)));
+    }
     if approval.state_at(a.clock.now_ms()) != ApprovalState::Approved {
         let answered = unheld(a, cx, call, tool, proposal, approval);
         match &answered {
@@ -361,6 +366,18 @@ fn presenting(approval: &Approval) -> Standing {
     let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
     Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved) }
 }
+
+/// The answer to a call its client cancelled while it was held (which the
+/// client no longer reads): its receipt names `client.cancelled` beside
+/// the approval's rules.
+fn cancelled(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Refusal {
+    let mut refusal = ask::waiting_refusal(tool, approval, a.clock.now_ms(), "the client cancelled the call while it was held");
+    refusal.rules = approval.rules.iter().cloned().chain([CLIENT_CANCELLED.to_string()]).collect();
+    refusal
+}
+
+/// The rule a cancelled call's receipt names.
+pub(crate) const CLIENT_CANCELLED: &str = "client.cancelled";
 
 /// The refusal of a call whose approved approval could not be used now
 /// (the store disagreed): nothing ran, and the approval is as it was.
