@@ -6,6 +6,9 @@
 
 mod demo_common;
 mod ops_common;
+#[path = "../../toolgate-gateway/tests/issuer.rs"]
+#[allow(dead_code)]
+mod issuer;
 
 use std::path::Path;
 use std::process::Command as StdCommand;
@@ -192,4 +195,115 @@ async fn the_python_sdk_lists_reads_gets_and_completes_under_authority_in_both_e
     let verified = StdCommand::new(BIN).arg("verify").arg(&bundle).output().unwrap();
     assert!(verified.status.success(), "{}{}", String::from_utf8_lossy(&verified.stdout), String::from_utf8_lossy(&verified.stderr));
     drop((gateway, fixture));
+}
+
+/// The TypeScript SDK v2 (`tests/ts/content_client.mjs`) in `mode`, with `token`.
+fn ts_client(url: &str, mode: &str, token: Option<&str>, steps: &Value) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
+    assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
+    let mut cmd = StdCommand::new("node");
+    cmd.arg(root.join("content_client.mjs")).args([url, mode, &steps.to_string()]);
+    if let Some(t) = token {
+        cmd.env("TOOLGATE_TOKEN", t);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// MCP Inspector's CLI (`tests/inspector`, on the Node it brings): its
+/// answer as JSON (on stdout; an error on stderr), for `args` against
+/// `url` with `token`.
+fn inspector(url: &str, token: &str, args: &[&str]) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/inspector/node_modules");
+    assert!(root.join(".bin/mcp-inspector").exists(), "no MCP Inspector: run scripts/test (it installs tests/inspector)");
+    let out = StdCommand::new(root.join("node/bin/node"))
+        .arg(root.join(".bin/mcp-inspector"))
+        .args(["--cli", url, "--transport", "http", "--header", &format!("Authorization: Bearer {token}")])
+        .args(args)
+        .env("PATH", format!("{}:{}", root.join("node/bin").display(), std::env::var("PATH").unwrap_or_default()))
+        .env("MCP_CATALOG_PATH", std::env::temp_dir().join(format!("toolgate-inspector-{}.json", std::process::id())))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let said = if stdout.trim().is_empty() { stderr.lines().last().unwrap_or_default() } else { &stdout };
+    serde_json::from_str(said).unwrap_or_else(|_| panic!("{args:?}: not JSON: {stdout}\n{stderr}"))
+}
+
+/// The same gateway behind an OAuth 2.1 issuer, read by the stock clients
+/// people use besides the Python SDK: the TypeScript SDK v2 in both eras
+/// and MCP Inspector's CLI, each with the access token as their READMEs
+/// pass one. Authority holds for them as for the Python SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_and_the_inspector_read_under_authority_with_an_access_token() {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let key = issuer::signer("k1");
+    let jwks = std::sync::Arc::new(std::sync::Mutex::new(json!({"keys": [key.jwk.clone()]})));
+    let issuer_url = issuer::authorization_server(jwks, std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)), &cancel).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut fixture = Command::new(BIN);
+    fixture.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let fixture = spawn_listening(fixture, &dir.path().join("fixture.log"), "serving on").await;
+    let config_path = dir.path().join("toolgate.toml");
+    let anonymous = "[callers.agent]\ntenant = \"acme\"\nanonymous = true\n";
+    let text = config(&fixture.url);
+    assert!(text.contains(anonymous));
+    std::fs::write(&config_path, text.replace(anonymous, &issuer::oauth_config(&issuer_url))).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config_path);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let token = issuer::token(&key, &issuer_url, issuer::RESOURCE, "mcp", 300, -10);
+
+    let steps = json!([
+        {"read": TEXT},
+        {"read": BINARY},
+        {"get": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "north", "arg2": "south"}},
+        {"complete_prompt": "fixture__test_prompt_with_arguments", "argument": "arg1", "value": "par"},
+        {"complete_template": TEMPLATE, "argument": "id", "value": "12"},
+    ]);
+    for mode in ["2026-07-28", "legacy"] {
+        let (url, steps_, token_) = (gateway.url.clone(), steps.clone(), token.clone());
+        let v = tokio::task::spawn_blocking(move || ts_client(&url, mode, Some(&token_), &steps_)).await.unwrap();
+        assert_eq!(v["resources"], json!([TEXT]), "{mode}: {v}");
+        assert_eq!(v["templates"], json!([TEMPLATE]), "{mode}: {v}");
+        assert_eq!(v["prompts"], json!(["fixture__test_prompt_with_arguments", "fixture__test_simple_prompt"]), "{mode}: {v}");
+        let r = &v["results"];
+        assert_eq!(r[0]["contents"][0]["text"], "This is the content of the static text resource.", "{mode}: {v}");
+        assert_eq!(r[1]["code"], -32010, "{mode}: the prohibited resource: {v}");
+        assert_eq!(r[2]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='north', arg2='south'", "{mode}: {v}");
+        assert_eq!(r[3]["completion"]["values"], json!(["paris", "park", "party"]), "{mode}: {v}");
+        assert_eq!(r[4]["completion"]["values"], json!(["123", "124"]), "{mode}: {v}");
+    }
+    // Without the token, the TypeScript SDK is turned away (401).
+    let url = gateway.url.clone();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
+    let refused = tokio::task::spawn_blocking(move || StdCommand::new("node").arg(root.join("content_client.mjs")).args([url.as_str(), "2026-07-28", "[]"]).output().unwrap()).await.unwrap();
+    assert!(!refused.status.success(), "a client without a token was served");
+
+    let (url, token_) = (gateway.url.clone(), token.clone());
+    let seen = tokio::task::spawn_blocking(move || {
+        let ask = |args: &[&str]| inspector(&url, &token_, args);
+        [
+            ask(&["--method", "tools/list"]),
+            ask(&["--method", "resources/list"]),
+            ask(&["--method", "resources/read", "--uri", TEXT]),
+            ask(&["--method", "resources/read", "--uri", BINARY]),
+            ask(&["--method", "prompts/list"]),
+            ask(&["--method", "prompts/get", "--prompt-name", "fixture__test_prompt_with_arguments", "--prompt-args", "arg1=north", "arg2=south"]),
+            ask(&["--method", "tools/call", "--tool-name", "fixture__test_update_resource", "--tool-arg", "uri=test://static-text"]),
+        ]
+    })
+    .await
+    .unwrap();
+    let names = |v: &Value, list: &str, field: &str| v[list].as_array().unwrap_or(&vec![]).iter().map(|x| x[field].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&seen[0], "tools", "name"), ["fixture__test_update_resource"], "{}", seen[0]);
+    assert_eq!(names(&seen[1], "resources", "uri"), [TEXT], "{}", seen[1]);
+    assert_eq!(seen[2]["contents"][0]["text"], "This is the content of the static text resource.", "{}", seen[2]);
+    assert!(seen[3]["error"]["message"].as_str().is_some_and(|m| m.contains("not permitted")), "{}", seen[3]);
+    assert_eq!(names(&seen[4], "prompts", "name"), ["fixture__test_prompt_with_arguments", "fixture__test_simple_prompt"], "{}", seen[4]);
+    assert_eq!(seen[5]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='north', arg2='south'", "{}", seen[5]);
+    assert_ne!(seen[6]["isError"], json!(true), "{}", seen[6]);
+    drop((gateway, fixture));
+    cancel.cancel();
 }
