@@ -143,18 +143,18 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     ]
 });
 
-/// The detectors of each view at once: one pass over a string (or its
-/// view) says which of them may match (most strings: none), and only those
-/// run on their own — a pass each over every string cost twice the whole
-/// scan. Word boundaries and digits are ASCII (`(?-u:\b)`, `[0-9]`), which
-/// is all the validators accept anyway, so the sets stay on the regex
+/// All the detectors at once: one pass over a string says which of them
+/// may match (most strings: none), and only those run on their own — a pass
+/// each over every string cost twice the whole scan. A number detector's
+/// pattern enters the set without its word boundaries: what it matches in
+/// its view (only letters and `_` hidden) it matches in the text too, so
+/// the set still names every candidate, and the view is made only for
+/// those. Word boundaries and digits are ASCII (`(?-u:\b)`, `[0-9]`), which
+/// is all the validators accept anyway, so the set stays on the regex
 /// crate's lazy DFA whatever the text.
-static DETECTOR_SETS: LazyLock<[(View, RegexSet, Vec<usize>); 3]> = LazyLock::new(|| {
-    [View::Text, View::Digits, View::Upper].map(|view| {
-        let of: Vec<usize> = (0..DETECTORS.len()).filter(|&i| DETECTORS[i].view == view).collect();
-        let set = RegexSet::new(of.iter().map(|&i| DETECTORS[i].regex.as_str())).expect("static patterns");
-        (view, set, of)
-    })
+static DETECTOR_SET: LazyLock<RegexSet> = LazyLock::new(|| {
+    let loose = |d: &Detector| if d.view == View::Text { d.regex.as_str().to_string() } else { d.regex.as_str().replace("(?-u:\\b)", "") };
+    RegexSet::new(DETECTORS.iter().map(loose)).expect("static patterns")
 });
 
 /// `text` as `view` sees it (same length, same char boundaries: only ASCII
@@ -172,9 +172,9 @@ fn view_of(text: &str, view: View) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(String::from_utf8(bytes).expect("ASCII replaced by ASCII"))
 }
 
-/// The fewest digits a number marker has (a NINO's six): a text with fewer
-/// needs no view of its digits.
-const MIN_MARKER_DIGITS: usize = 6;
+/// The shortest text a built-in marker fits in (`pwd=abcd`): a shorter
+/// string (most keys, most small values) meets only the configured patterns.
+const MIN_MARKER_BYTES: usize = 8;
 
 /// Runs that may be percent-encoded.
 static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern"));
@@ -206,6 +206,20 @@ fn base64_runs(text: &str) -> impl Iterator<Item = &str> {
         }
         None
     })
+}
+
+/// What a run decodes to as base64, if that is text. One alphabet is tried:
+/// `-` or `_` make it URL-safe, else standard; a length no encoding has
+/// (one character past a group of four) is not decoded at all, since most
+/// runs of this length are words and ids, not base64.
+fn base64_text(run: &str) -> Option<String> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let s = run.trim_end_matches('=');
+    if s.len() % 4 == 1 {
+        return None;
+    }
+    let engine = if s.bytes().any(|b| b == b'-' || b == b'_') { &URL_SAFE_NO_PAD } else { &STANDARD_NO_PAD };
+    String::from_utf8(engine.decode(s).ok()?).ok()
 }
 
 /// The shortest run read as base64, by what it decodes to: 12 characters
@@ -392,9 +406,7 @@ fn scan_text(text: &str, path: &[Step<'_>], custom: &[CustomPattern], out: &mut 
     // Encoded runs: decoded once, scanned as text.
     if text.len() >= BASE64_MIN {
         for run in base64_runs(text) {
-            let s = run.trim_end_matches('=');
-            let decoded = base64::engine::general_purpose::STANDARD_NO_PAD.decode(s).or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s));
-            if let Ok(Ok(text)) = decoded.map(String::from_utf8) {
+            if let Some(text) = base64_text(run) {
                 find(&text, path, "base64", custom, out);
             }
         }
@@ -452,14 +464,16 @@ fn ascii_digit(c: char) -> Option<char> {
 
 /// Pushes the markers `text` holds.
 fn find(text: &str, path: &[Step<'_>], encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
-    let digits = text.bytes().filter(u8::is_ascii_digit).take(MIN_MARKER_DIGITS).count();
-    for (view, set, of) in DETECTOR_SETS.iter() {
-        if *view != View::Text && digits < MIN_MARKER_DIGITS {
-            continue;
-        }
-        let seen = view_of(text, *view);
-        for d in set.matches(&seen).iter().map(|i| &DETECTORS[of[i]]) {
-            if d.regex.find_iter(&seen).any(|m| (d.valid)(m.as_str())) {
+    if text.len() >= MIN_MARKER_BYTES {
+        // Each view is made once, and only for a candidate that needs it.
+        let (mut digits, mut upper) = (None, None);
+        for d in DETECTOR_SET.matches(text).iter().map(|i| &DETECTORS[i]) {
+            let seen: &str = match d.view {
+                View::Text => text,
+                View::Digits => digits.get_or_insert_with(|| view_of(text, View::Digits)),
+                View::Upper => upper.get_or_insert_with(|| view_of(text, View::Upper)),
+            };
+            if d.regex.find_iter(seen).any(|m| (d.valid)(m.as_str())) {
                 out.push(Marker { kind: d.kind.to_string(), path: pointer(path), encoding, class: d.class });
             }
         }
@@ -643,6 +657,6 @@ mod tests {
 /// use): a gateway calls it at start so that no call pays for it.
 pub fn warm() {
     LazyLock::force(&DETECTORS);
-    LazyLock::force(&DETECTOR_SETS);
+    LazyLock::force(&DETECTOR_SET);
     LazyLock::force(&PERCENT_RUN);
 }
