@@ -86,8 +86,8 @@ pub struct Call {
     pub run: Option<Value>,
     /// The MCP session of the request, where the transport has one.
     pub session: Option<Arc<str>>,
-    /// Cancelled when the client cancels the call (`notifications/cancelled`,
-    /// where the transport has sessions): a held call ends at once.
+    /// Cancelled when the client cancels the call while it is held (a
+    /// `notifications/cancelled` naming it, `cancels.rs`): the hold ends at once.
     pub cancelled: tokio_util::sync::CancellationToken,
 }
 

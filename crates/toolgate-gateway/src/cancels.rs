@@ -1,5 +1,6 @@
-//! A call cancelled by its client: `notifications/cancelled`, naming the
-//! call's request id. Each call in flight is registered under its session
+//! A held call cancelled by its client: `notifications/cancelled`, naming
+//! the call's request id. Each held call is registered (for as long as it is
+//! held: no other call pays for this) under its session
 //! (stdio: the connection), its caller and its request id, and the
 //! notification cancels that call's token: a held call then ends at once,
 //! its approval left pending for a later re-issue. Streamable HTTP here is
@@ -28,23 +29,21 @@ pub struct Cancels {
 }
 
 /// A call's place among the cancellable ones, given up when it is dropped
-/// (the call answered).
+/// (the hold ended).
 pub(crate) struct Registered<'a> {
     cancels: &'a Cancels,
     key: Option<Key>,
-    /// Cancelled when the client cancels the call.
-    pub(crate) token: CancellationToken,
 }
 
 impl Cancels {
-    /// Registers the call `id` of `caller` in `session` (none: stateless HTTP).
-    pub(crate) fn register(&self, session: Option<&Arc<str>>, caller: &str, id: Option<&Id>) -> Registered<'_> {
-        let token = CancellationToken::new();
+    /// Registers the call `id` of `caller` in `session` (none: stateless
+    /// HTTP): a cancellation naming it cancels `token`.
+    pub(crate) fn register(&self, session: Option<&Arc<str>>, caller: &str, id: Option<&Id>, token: &CancellationToken) -> Registered<'_> {
         let key = id.map(|id| (scope(session), caller.to_string(), serde_json::to_string(id).unwrap_or_default()));
         if let Some(k) = &key {
             self.lock().insert(k.clone(), token.clone());
         }
-        Registered { cancels: self, key, token }
+        Registered { cancels: self, key }
     }
 
     /// Cancels the call `request_id` of `caller` in `session`, if it is in
@@ -86,20 +85,22 @@ mod tests {
     fn only_the_named_call_of_the_same_session_and_caller_is_cancelled() {
         let cancels = Cancels::default();
         let (s1, s2): (Arc<str>, Arc<str>) = ("s1".into(), "s2".into());
-        let call = cancels.register(Some(&s1), "agent", Some(&Id::Number(7)));
+        let token = CancellationToken::new();
+        let call = cancels.register(Some(&s1), "agent", Some(&Id::Number(7)), &token);
         // Another session, another caller, the id as a string: not this call.
         assert!(!cancels.cancel(Some(&s2), "agent", &json!(7)));
         assert!(!cancels.cancel(None, "agent", &json!(7)));
         assert!(!cancels.cancel(Some(&s1), "mallory", &json!(7)));
         assert!(!cancels.cancel(Some(&s1), "agent", &json!("7")));
-        assert!(!call.token.is_cancelled());
+        assert!(!token.is_cancelled());
         assert!(cancels.cancel(Some(&s1), "agent", &json!(7)));
-        assert!(call.token.is_cancelled());
+        assert!(token.is_cancelled());
         drop(call);
         assert!(!cancels.cancel(Some(&s1), "agent", &json!(7)), "an answered call is gone from the registry");
         // Stateless HTTP: the caller and the id name the call.
-        let stateless = cancels.register(None, "agent", Some(&Id::String("a".into())));
+        let stateless = CancellationToken::new();
+        let _held = cancels.register(None, "agent", Some(&Id::String("a".into())), &stateless);
         assert!(!cancels.cancel(None, "other", &json!("a")));
-        assert!(cancels.cancel(None, "agent", &json!("a")) && stateless.token.is_cancelled());
+        assert!(cancels.cancel(None, "agent", &json!("a")) && stateless.is_cancelled());
     }
 }

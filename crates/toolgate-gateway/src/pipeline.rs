@@ -170,7 +170,7 @@ fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Contex
 /// What approve reads and writes for a call decided under `policy`.
 fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
     let c = &gw.config.approvals;
-    let hold = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: std::time::Duration::from_millis(c.hold_ms), max_held: c.max_held, draining: gw.draining_ref() };
+    let hold = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: std::time::Duration::from_millis(c.hold_ms), max_held: c.max_held, draining: gw.draining_ref(), cancels: &gw.cancels };
     Approvals {
         ledger: gw.ledger.as_ref(),
         sealer: &gw.sealer,

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 mod common;
 use common::percentile;
@@ -33,28 +32,9 @@ use toolgate_gateway::stages::decide::{self, Guards, Situation};
 const ROUNDS: usize = 50;
 const PER_ROUND: usize = 2_000;
 
-/// About 4 KiB of what a ticket update carries: prose with the digit runs
-/// real notes have (order and part numbers, dates, a phone number, a UUID,
-/// an ISBN), nested, and no marker.
-fn four_kib() -> Value {
-    let visit = |i: usize| {
-        json!({
-            "when": format!("2026-11-{:02}T09:{:02}:00Z", 1 + i % 28, i % 60),
-            "engineer": format!("engineer-{i:03}"),
-            "note": format!("Visit {i}: replaced valve AC250-TV-{:04} under order PO-{:06}; the unit held 4.5 C for 40 minutes. Customer line +44 20 7946 {:04}. Manual ISBN 978-3-16-148410-0, section {}.", 2300 + i, 1000 + i, 100 + i, i % 9),
-            "parts": [{"part_no": format!("AC250-TV-{:04}", 2300 + i), "quantity": i % 5 + 1}],
-            "ref": "3f2b8c1e-9d4a-4f6b-8e2a-1c5d7e9f0a3b"
-        })
-    };
-    let mut visits = Vec::new();
-    let mut args = json!({"ticket_id": "SR-20031", "note": "Field report for the compressor alarm.", "visits": []});
-    while serde_json::to_string(&args).unwrap().len() < 4_096 - 300 {
-        visits.push(visit(visits.len()));
-        args["visits"] = Value::Array(visits.clone());
-    }
-    args
-}
-
+#[path = "../../toolgate-core/benches/fixtures/four_kib.rs"]
+mod four_kib;
+use four_kib::four_kib;
 
 fn us(d: Duration) -> String {
     format!("{:.2} µs", d.as_secs_f64() * 1e6)

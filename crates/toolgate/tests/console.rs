@@ -193,9 +193,17 @@ async fn sign_in(c: &Client, base: &str, token: &str) {
     click_and_wait(c, "form.card button[type=submit]").await;
 }
 
-/// The approval ids pending in the ledger, through the admin API.
-async fn pending(base: &str) -> Vec<String> {
-    let r = reqwest::Client::new().get(format!("{base}/admin/approvals?state=pending")).bearer_auth(DANA_TOKEN).send().await.unwrap();
+/// What `approval_hold.py` printed, once it exited well.
+fn answered(out: std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// The approval ids pending in the ledger, through the admin API, as the
+/// approver of `token` sees them.
+async fn pending(base: &str, token: &str) -> Vec<String> {
+    let r = reqwest::Client::new().get(format!("{base}/admin/approvals?state=pending")).bearer_auth(token).send().await.unwrap();
     let v: Value = r.json().await.unwrap();
     v["approvals"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect()
 }
@@ -259,7 +267,7 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     // Opened: the exact call, and the form. Approve with a reason.
     click_and_wait(&c, "#inbox article.approval a.button").await;
     let facts = text_of(&c, "dl.facts").await;
-    let id = pending(&base).await.pop().expect("one approval pending");
+    let id = pending(&base, DANA_TOKEN).await.pop().expect("one approval pending");
     assert!(facts.contains(&id) && facts.contains("Proposal hash") && facts.contains("Policy version"), "{facts}");
     shot(&c, "approval").await;
     let before = orders_in(dir.path());
@@ -268,10 +276,7 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     assert!(text_of(&c, "main").await.contains("Recorded: approved"));
 
     // The agent's own call_tool returns the order, placed once.
-    let out = agent.await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let got: Value = serde_json::from_str(&stdout).unwrap();
+    let got = answered(agent.await.unwrap());
     let result = &got["results"][0];
     assert_eq!(result["isError"], json!(false), "{result}");
     assert!(result["structuredContent"].to_string().contains("\"order_id\":\"PO-"), "{result}");
@@ -401,12 +406,7 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     let (_driver, c) = browser(&dir.path().join("chromium")).await;
     // The scripted part left approvals of its own pending: the person's is the new one.
     let base = serving.endpoint.trim_end_matches("/mcp").to_string();
-    let pending = async || -> Vec<String> {
-        let r = reqwest::Client::new().get(format!("{base}/admin/approvals?state=pending")).bearer_auth(&serving.approver_token).send().await.unwrap();
-        let v: Value = r.json().await.unwrap();
-        v["approvals"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect()
-    };
-    let old = pending().await;
+    let old = pending(&base, &serving.approver_token).await;
     let before = orders_in(dir.path());
     let script = demo_common::workspace().join("tests/python/approval_hold.py");
     let agent = {
@@ -420,7 +420,7 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     click_and_wait(&c, "form.card button[type=submit]").await;
     let mut id = None;
     for _ in 0..200 {
-        id = pending().await.into_iter().find(|a| !old.contains(a));
+        id = pending(&base, &serving.approver_token).await.into_iter().find(|a| !old.contains(a));
         if id.is_some() {
             break;
         }
@@ -434,10 +434,7 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     click_and_wait(&c, "button.approve").await;
     assert!(text_of(&c, "main").await.contains("Recorded: approved"));
     // The call that waited returns the order.
-    let out = agent.await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let got: Value = serde_json::from_str(&stdout).unwrap();
+    let got = answered(agent.await.unwrap());
     assert!(got["results"][0]["structuredContent"].to_string().contains("\"order_id\":\"PO-"), "{got}");
     assert_eq!(orders_in(dir.path()), before + 1);
     // The demo's authority matrix fits a 1400-px window: the page does not scroll sideways.

@@ -363,10 +363,7 @@ async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, n
     let preview = preview_asked(&msg.params)?;
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
-    // Registered until the answer: a `notifications/cancelled` naming it ends it.
-    let registered = gw.cancels.register(session.as_ref(), &caller.name, msg.id.as_ref());
-    let cancelled = registered.token.clone();
-    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, cancelled };
+    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, cancelled: Default::default() };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

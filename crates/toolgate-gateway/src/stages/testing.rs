@@ -40,6 +40,12 @@ pub fn never_draining() -> &'static CancellationToken {
     &NEVER
 }
 
+/// A registry of cancellable calls no client ever cancels through.
+pub(crate) fn no_cancels() -> &'static crate::cancels::Cancels {
+    static NONE: std::sync::LazyLock<crate::cancels::Cancels> = std::sync::LazyLock::new(Default::default);
+    &NONE
+}
+
 /// Where every fixed clock starts (2026-11-30T…Z): an instant, not "now".
 pub const NOW_MS: i64 = 1_796_000_000_000;
 
@@ -234,6 +240,7 @@ impl Store {
             hold: Duration::from_millis(hold_ms),
             max_held: 8,
             draining: never_draining(),
+            cancels: no_cancels(),
         };
         crate::stages::approve::Approvals {
             ledger: self.ledger.as_ref(),

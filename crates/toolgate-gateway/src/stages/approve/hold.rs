@@ -31,6 +31,8 @@ pub(crate) struct Hold<'a> {
     /// Cancelled when the gateway begins to shut down: held calls are
     /// answered at once rather than delay the drain.
     pub draining: &'a CancellationToken,
+    /// Where a held call is registered for its client to cancel.
+    pub cancels: &'a crate::cancels::Cancels,
 }
 
 /// Waits until `pending` is decided (or expires), or the hold ends — `hold`
@@ -120,7 +122,7 @@ mod tests {
     }
 
     fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
-        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: crate::stages::testing::never_draining() }
+        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: crate::stages::testing::never_draining(), cancels: crate::stages::testing::no_cancels() }
     }
 
     #[tokio::test]

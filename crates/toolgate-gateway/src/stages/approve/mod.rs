@@ -132,7 +132,10 @@ async fn opening(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool,
 /// `input_required` round; what follows otherwise gets receipts of its own.
 async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal): Asked<'_>, pending: Approval, out: &mut Seen) -> Result<Gate, Stop> {
     out.approval_id = Some(pending.id.clone());
+    // For the hold only: a `notifications/cancelled` naming the call ends it.
+    let cancellable = a.hold.cancels.register(call.session.as_ref(), &cx.caller.name, cx.request_id.as_ref(), &call.cancelled);
     let approval = hold::hold(&a.hold, call, cx.started, pending).instrument(around.obs.stage("hold")).await;
+    drop(cancellable);
     if call.cancelled.is_cancelled() && approval.state_at(a.clock.now_ms()) == ApprovalState::Pending {
         // Its own receipt says so; the approval stays for a re-issue.
         out.committed = None;
