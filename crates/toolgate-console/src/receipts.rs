@@ -58,7 +58,7 @@ pub(crate) async fn recent(gw: &Gateway, s: &Session, filter: &Filter) -> anyhow
     let rows = gw.ledger.receipts(from, size - from).await?;
     let mut out = Vec::new();
     for row in rows {
-        let r = evidence::parse(&row.signed)?.receipt;
+        let r = evidence::parse(&row.logged)?.receipt;
         if filter.admits(s, &r) {
             out.push(r);
         }

@@ -9,8 +9,12 @@
 //! {"format": "toolgate-bundle/1",
 //!  "checkpoint": "<C2SP signed note>",
 //!  "keys": [{"kid": "…", "ed25519": "<vkey>", "ml_dsa_65": "<vkey>"}],
-//!  "receipts": [{"receipt": {"receipt": {…}, "sig": "…"}, "inclusion": ["<hex>", …]}]}
+//!  "receipts": [{"receipt": {"receipt": {…}[, "sig": "…"]}, "inclusion": ["<hex>", …]}]}
 //! ```
+//!
+//! A receipt with `sig` is checked under its own signature too; one without
+//! (format 2, the default) is vouched for by the checkpoint alone, through
+//! its inclusion proof.
 //!
 //! A vkey is the signed-note verifier key text (`<origin>+<key id>+<base64>`).
 //! Unknown members are refused everywhere, so nothing unverified rides along.
@@ -20,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::merkle::{self, Hash};
 use crate::note::{self, Algorithm, NoteError, Verifier};
 use crate::proposal::{hex, unhex32};
-use crate::receipt::{self, ReceiptError, SignedReceipt};
+use crate::receipt::{self, ReceiptError, LoggedReceipt};
 use crate::strict_json::{self, JsonLimits};
 
 /// The `format` of the bundles this module writes and reads.
@@ -58,7 +62,7 @@ pub struct BundleKey {
 #[serde(deny_unknown_fields)]
 pub struct Entry {
     /// The receipt, as signed.
-    pub receipt: SignedReceipt,
+    pub receipt: LoggedReceipt,
     /// RFC 6962 audit path from the receipt's leaf to the checkpoint's root.
     pub inclusion: Vec<String>,
 }
@@ -252,6 +256,7 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
     let verifiers: Vec<Verifier> = keys.iter().flat_map(|(_, v)| v.iter().cloned()).collect();
     // Receipts: each signature under the key its kid names.
     let mut sig_failures = Vec::new();
+    let mut signed_each = 0;
     let mut kid_failures = key_failures;
     for entry in &bundle.receipts {
         let r = &entry.receipt.receipt;
@@ -261,13 +266,19 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
         };
         let ed = ed25519_key(&v[0]);
         match receipt::verify(&entry.receipt, &ed) {
-            Ok(()) => {}
+            Ok(receipt::Vouched::BySignature) => signed_each += 1,
+            Ok(receipt::Vouched::ByCheckpoint) => {}
             Err(e @ ReceiptError::KidMismatch { .. }) => kid_failures.push(Failure::ReceiptKid { index: r.log_index, detail: e.to_string() }),
             Err(e) => sig_failures.push(Failure::ReceiptSignature { index: r.log_index, detail: e.to_string() }),
         }
     }
     let n = bundle.receipts.len();
-    report.check("receipt signatures", if sig_failures.is_empty() { Ok(format!("{n} receipt(s), each signed by the key its kid names")) } else { Err(sig_failures) });
+    let signatures = match (signed_each, n - signed_each) {
+        (_, 0) => format!("{n} receipt(s), each signed by the key its kid names"),
+        (0, _) => format!("{n} receipt(s) of the key their kid names, vouched for by the checkpoint's signature (not signed each)"),
+        (s, c) => format!("{s} receipt(s) signed by the key their kid names; {c} vouched for by the checkpoint's signature"),
+    };
+    report.check("receipt signatures", if sig_failures.is_empty() { Ok(signatures) } else { Err(sig_failures) });
     report.check("kid consistency", if kid_failures.is_empty() { Ok(format!("{} key(s): every kid is its key's; every receipt names its signer", keys.len())) } else { Err(kid_failures) });
     // The checkpoint: its signatures, then its content.
     let opened = match note::open_checkpoint(&bundle.checkpoint, &verifiers) {
@@ -419,14 +430,19 @@ pub(crate) mod tests {
         }
     }
 
-    /// A log of `n` receipts; the bundle exports `pick` against a checkpoint at the full size.
+    /// A log of `n` receipts, each signed; the bundle exports `pick` against a checkpoint at the full size.
     pub(crate) fn bundle(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer]) -> Bundle {
-        let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect();
+        bundle_of(k, n, pick, signers, true)
+    }
+
+    /// As [`bundle`], the receipts signed each or not.
+    pub(crate) fn bundle_of(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer], sign_each: bool) -> Bundle {
+        let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each }.seal(i).unwrap().0).collect();
         let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
         let checkpoint = Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();
         let receipts = pick
             .iter()
-            .map(|&i| Entry { receipt: sealed[i as usize].signed.clone(), inclusion: merkle::inclusion_proof(&leaves, i, n).unwrap().iter().map(|h| hex(h)).collect() })
+            .map(|&i| Entry { receipt: sealed[i as usize].logged.clone(), inclusion: merkle::inclusion_proof(&leaves, i, n).unwrap().iter().map(|h| hex(h)).collect() })
             .collect();
         Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: vec![bundle_key(k)], receipts }
     }
@@ -445,6 +461,34 @@ pub(crate) mod tests {
         let checks: Vec<_> = report.checks.iter().map(|c| c.name).collect();
         assert_eq!(checks, ["receipt signatures", "kid consistency", "checkpoint Ed25519", "checkpoint ML-DSA-65", "inclusion", "signer pinned"]);
         assert_eq!(report.tree_size, 11);
+    }
+
+    #[test]
+    fn receipts_not_signed_each_are_proven_by_the_checkpoint_alone() {
+        let k = keys(4);
+        let good = bundle_of(&k, 9, &[0, 5, 8], &[&k.ed, &k.pq], false);
+        assert!(good.receipts.iter().all(|e| e.receipt.signature.is_none()));
+        let pinned = Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true };
+        let report = verify(&Bundle::from_json(good.to_json().as_bytes()).unwrap(), &pinned);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert!(report.checks[0].detail.contains("vouched for by the checkpoint"), "{}", report.checks[0].detail);
+        // A changed field is caught by its inclusion proof.
+        let mut b = good.clone();
+        b.receipts[1].receipt.receipt.result_status = "tool_error".into();
+        assert_eq!(names(&verify(&b, &pinned)), ["inclusion"]);
+        // A signature added afterwards changes the leaf: it is not a way in either.
+        let mut b = good.clone();
+        b.receipts[0].receipt = crate::receipt::sign(b.receipts[0].receipt.receipt.clone(), k.receipt.signing_key()).unwrap();
+        assert_eq!(names(&verify(&b, &pinned)), ["inclusion"]);
+        // Under a checkpoint of another key, nothing vouches for them.
+        let other = keys(5);
+        let mut b = good.clone();
+        b.checkpoint = bundle_of(&other, 9, &[], &[&other.ed, &other.pq], false).checkpoint;
+        assert!(!verify(&b, &Options::default()).ok());
+        // Format 1 without its signature is refused as such.
+        let mut b = good;
+        b.receipts[2].receipt.receipt.v = 1;
+        assert_eq!(names(&verify(&b, &Options::default())), ["receipt_signature", "inclusion"]);
     }
 
     #[test]

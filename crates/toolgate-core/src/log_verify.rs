@@ -1,6 +1,7 @@
 //! Verifying a whole receipt log, as its store holds it: every receipt's
-//! signature under the key its kid names (from the key history), its index
-//! and its leaf hash; every checkpoint's signatures (Ed25519 and ML-DSA-65),
+//! signature, when it was signed on its own, under the key its kid names
+//! (from the key history; a receipt not signed each still names a key of
+//! it), its index and its leaf hash; every checkpoint's signatures (Ed25519 and ML-DSA-65),
 //! its root recomputed from the leaves, and each checkpoint consistent with
 //! the one before. Pure: the caller feeds rows in log order (in chunks, so a
 //! large log need not be held as text), then the checkpoints in order of
@@ -16,7 +17,7 @@ use std::collections::HashMap;
 use crate::bundle::{BundleKey, key_verifiers};
 use crate::merkle::{self, Hash};
 use crate::note::{self, Algorithm, Verifier};
-use crate::receipt::{self, SignedReceipt};
+use crate::receipt::{self, LoggedReceipt};
 use crate::strict_json::JsonLimits;
 
 /// The most a stored receipt may be (captured values included).
@@ -55,7 +56,7 @@ impl LogVerifier {
     }
 
     /// The next stored receipt: its index, the leaf hash stored beside it,
-    /// and its signed text.
+    /// and its logged text (the leaf's bytes).
     pub fn receipt(&mut self, log_index: u64, stored_leaf: &Hash, signed: &str) {
         let problems = &mut self.problems;
         if log_index != self.leaves.len() as u64 {
@@ -65,14 +66,14 @@ impl LogVerifier {
         if leaf != *stored_leaf {
             problems.push(format!("receipt {log_index}: its stored leaf hash is not the hash of its bytes"));
         }
-        match SignedReceipt::from_json(signed.as_bytes(), RECEIPT_LIMITS) {
+        match LoggedReceipt::from_json(signed.as_bytes(), RECEIPT_LIMITS) {
             Ok(parsed) => match self.receipt_keys.get(&parsed.receipt.kid) {
                 Some(key) => {
                     if let Err(e) = receipt::verify(&parsed, key) {
                         problems.push(format!("receipt {log_index}: {e}"));
                     }
                     if parsed.receipt.log_index != log_index {
-                        problems.push(format!("receipt {log_index} is signed as index {}", parsed.receipt.log_index));
+                        problems.push(format!("receipt {log_index} names index {}", parsed.receipt.log_index));
                     }
                     if receipt::leaf_bytes(&parsed) != signed.as_bytes() {
                         problems.push(format!("receipt {log_index} is not stored in canonical form"));
@@ -128,7 +129,15 @@ mod tests {
     use crate::receipt::{Draft, Sealed};
 
     fn log(k: &crate::bundle::tests::Keys, n: u64) -> Vec<Sealed> {
-        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone() }.seal(i).unwrap().0).collect()
+        log_of(k, n, true)
+    }
+
+    fn log_of(k: &crate::bundle::tests::Keys, n: u64, sign_each: bool) -> Vec<Sealed> {
+        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each }.seal(i).unwrap().0).collect()
+    }
+
+    fn text(s: &Sealed) -> String {
+        s.logged.to_json()
     }
 
     fn checkpoint(k: &crate::bundle::tests::Keys, leaves: &[Hash]) -> (u64, Hash, String) {
@@ -153,7 +162,7 @@ mod tests {
         let k = keys(9);
         let sealed = log(&k, 5);
         let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
-        let rows: Vec<(u64, Hash, String)> = sealed.iter().enumerate().map(|(i, s)| (i as u64, s.leaf_hash, s.json.clone())).collect();
+        let rows: Vec<(u64, Hash, String)> = sealed.iter().enumerate().map(|(i, s)| (i as u64, s.leaf_hash, text(s))).collect();
         let cps = [checkpoint(&k, &leaves[..3]), checkpoint(&k, &leaves)];
         assert_eq!(verify(&k, &rows, &cps), Vec::<String>::new());
         // A receipt's text altered in place (its stored leaf hash kept).
@@ -174,6 +183,26 @@ mod tests {
         assert!(verify(&k, &rows, &[foreign]).iter().any(|p| p.starts_with("checkpoint of size 5:")));
         // A receipt signed by a key outside the history.
         let stranger = log(&other, 1).remove(0);
-        assert!(verify(&k, &[(0, stranger.leaf_hash, stranger.json)], &[]).iter().any(|p| p.contains("not in the key history")));
+        assert!(verify(&k, &[(0, stranger.leaf_hash, text(&stranger))], &[]).iter().any(|p| p.contains("not in the key history")));
+    }
+
+    #[test]
+    fn a_log_not_signed_each_verifies_by_its_checkpoints() {
+        let k = keys(11);
+        let sealed = log_of(&k, 6, false);
+        let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
+        let rows: Vec<(u64, Hash, String)> = sealed.iter().enumerate().map(|(i, s)| (i as u64, s.leaf_hash, text(s))).collect();
+        assert!(rows.iter().all(|r| !r.2.contains("\"sig\"")));
+        let cps = [checkpoint(&k, &leaves[..2]), checkpoint(&k, &leaves)];
+        assert_eq!(verify(&k, &rows, &cps), Vec::<String>::new());
+        // A receipt rewritten with its leaf hash to match: the checkpoint's root catches it.
+        let mut bad = rows.clone();
+        bad[4].2 = bad[4].2.replace("\"allow\"", "\"deny\"");
+        bad[4].1 = merkle::leaf_hash(bad[4].2.as_bytes());
+        let problems = verify(&k, &bad, &cps);
+        assert_eq!(problems, ["checkpoint of size 6: its root is not the log's root at that size"]);
+        // One of another log's key is still not of this history.
+        let stranger = log_of(&keys(12), 1, false).remove(0);
+        assert!(verify(&k, &[(0, stranger.leaf_hash, text(&stranger))], &[]).iter().any(|p| p.contains("not in the key history")));
     }
 }

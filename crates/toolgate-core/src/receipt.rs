@@ -1,6 +1,6 @@
-//! Receipts: one signed statement per decision and per outcome, the leaves
-//! of the verifiable log (C7). A receipt is JCS (RFC 8785) canonical JSON
-//! signed with Ed25519; anyone holding the receipt and the public key can
+//! Receipts: one statement per decision and per outcome, the leaves of the
+//! verifiable log (C7). A receipt is JCS (RFC 8785) canonical JSON; anyone
+//! holding it, its inclusion proof and a signed checkpoint of the log can
 //! check, offline, what the gateway decided and what happened.
 //!
 //! Pure: the caller passes the signing key, the time (`issued_at`, RFC 3339)
@@ -8,17 +8,24 @@
 //!
 //! # Wire form
 //!
-//! A signed receipt is one JSON object with exactly two members:
+//! A logged receipt is one JSON object:
 //!
 //! ```text
-//! {"receipt": { …the Receipt… }, "sig": "<base64>"}
+//! {"receipt": { …the Receipt… }}                   v2, the default
+//! {"receipt": { …the Receipt… }, "sig": "<base64>"}  v1; v2 with `receipts.sign_each`
 //! ```
 //!
-//! `sig` is the standard base64 (RFC 4648 §4, padded) of the 64-byte Ed25519
-//! signature (RFC 8032) over the JCS bytes of the `receipt` member — and of
-//! nothing else, so the signature never covers itself. Unknown members are
-//! refused at both levels, so a bundle cannot carry unsigned content that a
-//! reader might mistake for signed content.
+//! Its authenticity is the log's: a checkpoint signed by the log's keys
+//! (Ed25519 and ML-DSA-65) commits to its leaf hash, and an inclusion proof
+//! shows that the leaf is in that tree (as Certificate Transparency proves a
+//! certificate by a signed tree head, not by a signature of its own). Signing
+//! each receipt as well (`sig`: the standard base64, RFC 4648 §4, padded, of
+//! the 64-byte Ed25519 signature, RFC 8032, over the JCS bytes of the
+//! `receipt` member and nothing else) makes it verifiable before a checkpoint
+//! covers it, at one signature per call; format 1 always did, format 2 does
+//! so only when configured. Unknown members are refused at both levels, so a
+//! bundle cannot carry unsigned content that a reader might mistake for
+//! logged content.
 //!
 //! # Field values
 //!
@@ -40,9 +47,14 @@ use crate::proposal::sha256_hex;
 use crate::strict_json::{self, JsonLimits};
 
 pub mod build;
+pub mod compact;
 
-/// The receipt format this module writes and verifies.
-pub const RECEIPT_VERSION: u32 = 1;
+/// The receipt format this module writes: 2, where `sig` is optional. It
+/// verifies 1 as well (every receipt signed).
+pub const RECEIPT_VERSION: u32 = 2;
+
+/// The oldest format it verifies.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// An approval the decision relied on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,18 +206,27 @@ impl Receipt {
     }
 }
 
-/// A receipt with its signature. Wire form: `{"receipt": {...}, "sig": "..."}`.
+/// A receipt as the log holds it, its leaf: `{"receipt": {...}}`, with
+/// `"sig": "..."` when it was signed on its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignedReceipt {
-    /// The receipt that was signed.
+pub struct LoggedReceipt {
+    /// The receipt.
     pub receipt: Receipt,
-    /// Standard base64 of the Ed25519 signature over `receipt.canonical_bytes()`.
-    #[serde(rename = "sig")]
-    pub signature: String,
+    /// Standard base64 of the Ed25519 signature over `receipt.canonical_bytes()`,
+    /// when it was signed on its own (always in format 1; with
+    /// `receipts.sign_each` in format 2). `"sig": null` is refused, not read
+    /// as absent: it would not survive re-serialization, and so not the leaf.
+    #[serde(rename = "sig", default, skip_serializing_if = "Option::is_none", deserialize_with = "signature_text")]
+    pub signature: Option<String>,
 }
 
-impl SignedReceipt {
+/// A present `sig` is a string.
+fn signature_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+impl LoggedReceipt {
     /// The canonical wire form (the same bytes as [`leaf_bytes`]).
     pub fn to_json(&self) -> String {
         String::from_utf8(leaf_bytes(self)).expect("JCS output is UTF-8")
@@ -223,8 +244,8 @@ impl SignedReceipt {
 /// Why a receipt cannot be read, signed or verified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReceiptError {
-    /// The document is not a signed receipt.
-    #[error("not a signed receipt: {0}")]
+    /// The document is not a logged receipt.
+    #[error("not a logged receipt: {0}")]
     Malformed(String),
     /// The signature is not standard base64 of 64 bytes.
     #[error("the signature is not standard base64 of 64 bytes")]
@@ -237,9 +258,12 @@ pub enum ReceiptError {
         /// The kid of the key it was checked under.
         key_kid: String,
     },
-    /// The receipt's format version is not [`RECEIPT_VERSION`].
-    #[error("receipt format v{0} is not supported (this verifier knows v{RECEIPT_VERSION})")]
+    /// The receipt's format version is not one this verifier knows.
+    #[error("receipt format v{0} is not supported (this verifier knows v{OLDEST_VERSION} to v{RECEIPT_VERSION})")]
     UnsupportedVersion(u32),
+    /// A format-1 receipt without its signature: in format 1 every receipt is signed.
+    #[error("a format-1 receipt must carry its signature (`sig`)")]
+    Unsigned,
     /// The receipt names another kid than the key's.
     #[error("the receipt names kid {receipt_kid} but the key's kid is {key_kid}")]
     KidMismatch {
@@ -279,62 +303,85 @@ pub fn salted_value_hash(salt: &[u8; 32], value: &Value) -> String {
 
 /// Signs `receipt`. Fails closed when `receipt.kid` is not the kid of `key`:
 /// a receipt never names a key other than the one that signed it.
-pub fn sign(receipt: Receipt, key: &SigningKey) -> Result<SignedReceipt, ReceiptError> {
+pub fn sign(receipt: Receipt, key: &SigningKey) -> Result<LoggedReceipt, ReceiptError> {
     let key_kid = kid(&key.verifying_key().to_bytes());
     if receipt.kid != key_kid {
         return Err(ReceiptError::KidMismatch { receipt_kid: receipt.kid, key_kid });
     }
     let signature = key.sign(&receipt.canonical_bytes());
-    Ok(SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) })
+    Ok(LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) })
 }
 
-/// Verifies a signed receipt against `key`, in this order: the signature
-/// (Ed25519 `verify_strict`: no small-order keys, no malleable signatures)
-/// over the JCS bytes of the receipt, then the format version, then that the
-/// receipt names this key's kid. The signature comes first because nothing
-/// a receipt says — its version or its kid — is worth reporting before it is
-/// known to be what the key signed.
-pub fn verify(signed: &SignedReceipt, key: &VerifyingKey) -> Result<(), ReceiptError> {
-    let raw = STANDARD.decode(&signed.signature).map_err(|_| ReceiptError::MalformedSignature)?;
-    let raw: [u8; 64] = raw.try_into().map_err(|_| ReceiptError::MalformedSignature)?;
-    let signature = Signature::from_bytes(&raw);
+/// What vouches for a receipt that [`verify`] accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vouched {
+    /// Its own signature, under the key its kid names.
+    BySignature,
+    /// Nothing yet: it carries no signature, so it is evidence only once a
+    /// checkpoint signed by the log's keys is shown to include it.
+    ByCheckpoint,
+}
+
+/// Verifies a logged receipt against `key`, the key of the log its kid names,
+/// in this order: the signature when it carries one (Ed25519 `verify_strict`:
+/// no small-order keys, no malleable signatures) over the JCS bytes of the
+/// receipt, then the format version, then that the receipt names this key's
+/// kid. The signature comes first because nothing a receipt says — its
+/// version or its kid — is worth reporting before it is known to be what the
+/// key signed. A receipt without one is [`Vouched::ByCheckpoint`]: the caller
+/// must prove its inclusion under a signed checkpoint before trusting it.
+pub fn verify(logged: &LoggedReceipt, key: &VerifyingKey) -> Result<Vouched, ReceiptError> {
     let key_kid = kid(&key.to_bytes());
-    let receipt = &signed.receipt;
-    key.verify_strict(&receipt.canonical_bytes(), &signature)
-        .map_err(|_| ReceiptError::BadSignature { receipt_kid: receipt.kid.clone(), key_kid: key_kid.clone() })?;
-    if receipt.v != RECEIPT_VERSION {
+    let receipt = &logged.receipt;
+    let vouched = match &logged.signature {
+        Some(text) => {
+            let raw = STANDARD.decode(text).map_err(|_| ReceiptError::MalformedSignature)?;
+            let raw: [u8; 64] = raw.try_into().map_err(|_| ReceiptError::MalformedSignature)?;
+            key.verify_strict(&receipt.canonical_bytes(), &Signature::from_bytes(&raw))
+                .map_err(|_| ReceiptError::BadSignature { receipt_kid: receipt.kid.clone(), key_kid: key_kid.clone() })?;
+            Vouched::BySignature
+        }
+        None => Vouched::ByCheckpoint,
+    };
+    if !(OLDEST_VERSION..=RECEIPT_VERSION).contains(&receipt.v) {
         return Err(ReceiptError::UnsupportedVersion(receipt.v));
+    }
+    if receipt.v == 1 && vouched == Vouched::ByCheckpoint {
+        return Err(ReceiptError::Unsigned);
     }
     if receipt.kid != key_kid {
         return Err(ReceiptError::KidMismatch { receipt_kid: receipt.kid.clone(), key_kid });
     }
-    Ok(())
+    Ok(vouched)
 }
 
 /// The bytes the log's leaf hash is computed over: the JCS bytes of the whole
-/// signed object `{"receipt": …, "sig": …}`.
+/// logged object `{"receipt": …}` or `{"receipt": …, "sig": …}`.
 ///
-/// Why the signed object and not the receipt alone: the log then commits to
-/// exactly the artefact a holder has, signature included, so an inclusion
-/// proof shows that this signed receipt (not merely some receipt with this
-/// content) was logged, and a verifier recomputes the leaf from the bundle
-/// without re-deriving anything. Ed25519 signatures are deterministic
-/// (RFC 8032), so one receipt under one key always gives one leaf. JCS makes
-/// the bytes independent of how the object was formatted in transit.
-pub fn leaf_bytes(signed: &SignedReceipt) -> Vec<u8> {
-    signed_bytes(&signed.receipt.canonical_bytes(), &signed.signature)
+/// Why the whole object and not the receipt alone: the log then commits to
+/// exactly the artefact a holder has, signature included when there is one,
+/// so an inclusion proof shows that this object was logged, and a verifier
+/// recomputes the leaf from the bundle without re-deriving anything. Ed25519
+/// signatures are deterministic (RFC 8032), so one receipt under one key
+/// always gives one leaf. JCS makes the bytes independent of how the object
+/// was formatted in transit.
+pub fn leaf_bytes(logged: &LoggedReceipt) -> Vec<u8> {
+    logged_bytes(&logged.receipt.canonical_bytes(), logged.signature.as_deref())
 }
 
-/// `{"receipt":<canonical>,"sig":"<sig>"}`: JCS of the signed object from
+/// `{"receipt":<canonical>[,"sig":"<sig>"]}`: JCS of the logged object from
 /// the receipt's own JCS bytes ("receipt" sorts before "sig"; base64 needs
 /// no escaping), so sealing canonicalizes a receipt once.
-fn signed_bytes(canonical: &[u8], signature: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(canonical.len() + signature.len() + 20);
+fn logged_bytes(canonical: &[u8], signature: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(canonical.len() + 110);
     out.extend_from_slice(b"{\"receipt\":");
     out.extend_from_slice(canonical);
-    out.extend_from_slice(b",\"sig\":\"");
-    out.extend_from_slice(signature.as_bytes());
-    out.extend_from_slice(b"\"}");
+    if let Some(signature) = signature {
+        out.extend_from_slice(b",\"sig\":\"");
+        out.extend_from_slice(signature.as_bytes());
+        out.push(b'"');
+    }
+    out.push(b'}');
     out
 }
 
@@ -382,7 +429,7 @@ impl ReceiptKey {
 
 /// A receipt waiting for its place in the log: the store that appends it
 /// assigns `log_index` (inside the transaction that appends it, so indexes
-/// are contiguous), then signs it with `key`. `salt` is the secret behind
+/// are contiguous), then seals it (signing it with `key` when `sign_each`). `salt` is the secret behind
 /// the salted hashes; it stays in the ledger. `asked` is the ledger's
 /// private record of what was asked ({caller, tool, arguments, and how it
 /// was decided}, JSON), so a later policy can be replayed over it; it is
@@ -395,8 +442,11 @@ pub struct Draft {
     pub salt: [u8; 32],
     /// The ledger's private record of what was asked (JSON), if any.
     pub asked: Option<String>,
-    /// The key that signs the receipt.
+    /// The key of the log: its kid is the receipt's.
     pub key: std::sync::Arc<ReceiptKey>,
+    /// Sign this receipt on its own too (`receipts.sign_each`); otherwise the
+    /// checkpoint that covers it is its signature.
+    pub sign_each: bool,
 }
 
 impl std::fmt::Debug for Draft {
@@ -406,31 +456,28 @@ impl std::fmt::Debug for Draft {
     }
 }
 
-/// A signed receipt ready to store: its canonical wire form and leaf hash.
+/// A receipt placed in the log, ready to store: the logged object and its
+/// leaf hash (over its JCS bytes).
 pub struct Sealed {
-    /// The signed receipt.
-    pub signed: SignedReceipt,
-    /// The JCS bytes of the signed object (what the leaf hashes), as text.
-    pub json: String,
+    /// The logged receipt.
+    pub logged: LoggedReceipt,
     /// Its leaf hash in the log.
     pub leaf_hash: crate::merkle::Hash,
 }
 
 impl Draft {
-    /// Places the receipt at `log_index` and signs it. Fails closed when the
-    /// draft names another key than the one it carries.
+    /// Places the receipt at `log_index` and, with `sign_each`, signs it.
+    /// Fails closed when the draft names another key than the one it carries.
     pub fn seal(mut self, log_index: u64) -> Result<(Sealed, [u8; 32], Option<String>), ReceiptError> {
         self.receipt.log_index = log_index;
         if self.receipt.kid != self.key.kid {
             return Err(ReceiptError::KidMismatch { receipt_kid: self.receipt.kid, key_kid: self.key.kid.clone() });
         }
         let canonical = self.receipt.canonical_bytes();
-        let signature = STANDARD.encode(self.key.sign(&canonical));
-        let bytes = signed_bytes(&canonical, &signature);
-        let signed = SignedReceipt { receipt: self.receipt, signature };
-        let leaf_hash = crate::merkle::leaf_hash(&bytes);
-        let json = String::from_utf8(bytes).expect("JCS output is UTF-8");
-        Ok((Sealed { signed, json, leaf_hash }, self.salt, self.asked))
+        let signature = self.sign_each.then(|| STANDARD.encode(self.key.sign(&canonical)));
+        let leaf_hash = crate::merkle::leaf_hash(&logged_bytes(&canonical, signature.as_deref()));
+        let logged = LoggedReceipt { receipt: self.receipt, signature };
+        Ok((Sealed { logged, leaf_hash }, self.salt, self.asked))
     }
 }
 
@@ -493,8 +540,8 @@ mod tests {
         }
     }
 
-    fn reparse(signed: &SignedReceipt) -> SignedReceipt {
-        SignedReceipt::from_json(signed.to_json().as_bytes(), JsonLimits::default()).unwrap()
+    fn reparse(signed: &LoggedReceipt) -> LoggedReceipt {
+        LoggedReceipt::from_json(signed.to_json().as_bytes(), JsonLimits::default()).unwrap()
     }
 
     #[test]
@@ -520,15 +567,18 @@ mod tests {
     fn a_draft_is_sealed_at_its_index_and_verifies() {
         let k = key(3);
         let rk = std::sync::Arc::new(ReceiptKey::new(k.clone()));
-        let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone() };
-        let (sealed, salt, _) = draft.seal(7).unwrap();
-        assert_eq!(salt, [1; 32]);
-        assert_eq!(sealed.signed.receipt.log_index, 7);
-        assert_eq!(verify(&sealed.signed, &k.verifying_key()), Ok(()));
-        assert_eq!(sealed.json.as_bytes(), leaf_bytes(&sealed.signed));
-        assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(sealed.json.as_bytes()));
-        // A draft naming another key is refused, not signed.
-        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk };
+        for sign_each in [true, false] {
+            let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone(), sign_each };
+            let (sealed, salt, _) = draft.seal(7).unwrap();
+            assert_eq!(salt, [1; 32]);
+            assert_eq!(sealed.logged.receipt.log_index, 7);
+            assert_eq!(sealed.logged.signature.is_some(), sign_each);
+            let vouched = if sign_each { Vouched::BySignature } else { Vouched::ByCheckpoint };
+            assert_eq!(verify(&sealed.logged, &k.verifying_key()), Ok(vouched));
+            assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(&leaf_bytes(&sealed.logged)));
+        }
+        // A draft naming another key is refused, not sealed.
+        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk, sign_each: false };
         assert!(matches!(other.seal(0), Err(ReceiptError::KidMismatch { .. })));
     }
 
@@ -536,10 +586,10 @@ mod tests {
     fn sign_then_verify_round_trips_through_the_wire_form() {
         let k = key(1);
         let signed = sign(receipt_for(&k), &k).unwrap();
-        assert_eq!(verify(&signed, &k.verifying_key()), Ok(()));
+        assert_eq!(verify(&signed, &k.verifying_key()), Ok(Vouched::BySignature));
         let back = reparse(&signed);
         assert_eq!(back, signed);
-        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
         // The wire form has exactly the two members.
         let wire: Value = serde_json::from_str(&signed.to_json()).unwrap();
         let mut members: Vec<_> = wire.as_object().unwrap().keys().cloned().collect();
@@ -554,7 +604,7 @@ mod tests {
         let signed = sign(receipt_for(&k), &k).unwrap();
         let jcs = serde_json_canonicalizer::to_vec(&serde_json::to_value(&signed.receipt).unwrap()).unwrap();
         assert_eq!(signed.receipt.canonical_bytes(), jcs);
-        let raw: [u8; 64] = STANDARD.decode(&signed.signature).unwrap().try_into().unwrap();
+        let raw: [u8; 64] = STANDARD.decode(signed.signature.as_ref().unwrap()).unwrap().try_into().unwrap();
         k.verifying_key().verify_strict(&jcs, &Signature::from_bytes(&raw)).unwrap();
     }
 
@@ -577,7 +627,7 @@ mod tests {
         // A receipt that names b's kid, signed by a directly (sign() refuses).
         let receipt = receipt_for(&b);
         let signature = a.sign(&receipt.canonical_bytes());
-        let signed = SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) };
+        let signed = LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
         assert_eq!(
             verify(&signed, &a.verifying_key()),
             Err(ReceiptError::KidMismatch { receipt_kid: kid(&b.verifying_key().to_bytes()), key_kid: kid(&a.verifying_key().to_bytes()) })
@@ -589,20 +639,42 @@ mod tests {
     #[test]
     fn another_version_is_refused_even_when_signed() {
         let k = key(3);
-        let mut receipt = receipt_for(&k);
-        receipt.v = 2;
-        let signature = k.sign(&receipt.canonical_bytes());
-        let signed = SignedReceipt { receipt, signature: STANDARD.encode(signature.to_bytes()) };
-        assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::UnsupportedVersion(2)));
+        for v in [0, RECEIPT_VERSION + 1] {
+            let mut receipt = receipt_for(&k);
+            receipt.v = v;
+            let signature = k.sign(&receipt.canonical_bytes());
+            let signed = LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
+            assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::UnsupportedVersion(v)));
+        }
+    }
+
+    #[test]
+    fn format_1_needs_its_signature_and_format_2_rests_on_a_checkpoint() {
+        let k = key(3);
+        let mut v1 = receipt_for(&k);
+        v1.v = 1;
+        let signed = sign(v1.clone(), &k).unwrap();
+        assert_eq!(verify(&signed, &k.verifying_key()), Ok(Vouched::BySignature));
+        let stripped = LoggedReceipt { receipt: v1, signature: None };
+        assert_eq!(verify(&stripped, &k.verifying_key()), Err(ReceiptError::Unsigned));
+        let v2 = LoggedReceipt { receipt: receipt_for(&k), signature: None };
+        assert_eq!(verify(&v2, &k.verifying_key()), Ok(Vouched::ByCheckpoint));
+        // Unsigned, it still names its log's key.
+        assert!(matches!(verify(&v2, &key(4).verifying_key()), Err(ReceiptError::KidMismatch { .. })));
+        // The wire form has the one member, and `"sig": null` is refused.
+        assert_eq!(serde_json::from_str::<Value>(&v2.to_json()).unwrap().as_object().unwrap().len(), 1);
+        let null_sig = v2.to_json().replacen('{', r#"{"sig":null,"#, 1);
+        assert!(LoggedReceipt::from_json(null_sig.as_bytes(), JsonLimits::default()).is_err());
+        assert_eq!(reparse(&v2), v2);
     }
 
     #[test]
     fn a_malformed_signature_is_its_own_error() {
         let k = key(4);
         let mut signed = sign(receipt_for(&k), &k).unwrap();
-        signed.signature = "not base64!".into();
+        signed.signature = Some("not base64!".into());
         assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::MalformedSignature));
-        signed.signature = STANDARD.encode([0u8; 63]);
+        signed.signature = Some(STANDARD.encode([0u8; 63]));
         assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::MalformedSignature));
     }
 
@@ -641,10 +713,10 @@ mod tests {
         let value: Value = serde_json::from_str(&canonical).unwrap();
         let reordered = serde_json::to_string_pretty(&reverse(&value)).unwrap();
         assert_ne!(reordered, canonical);
-        let back = SignedReceipt::from_json(reordered.as_bytes(), JsonLimits::default()).unwrap();
+        let back = LoggedReceipt::from_json(reordered.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!(back.to_json(), canonical);
         assert_eq!(leaf_bytes(&back), canonical.as_bytes());
-        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
     }
 
     #[test]
@@ -653,7 +725,7 @@ mod tests {
         let bytes = receipt_for(&k).canonical_bytes();
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.starts_with(r#"{"approval":{"approver":"erin","decided_at":"#), "{text}");
-        assert!(text.ends_with(r#","v":1}"#), "{text}");
+        assert!(text.ends_with(r#","v":2}"#), "{text}");
     }
 
     #[test]
@@ -690,7 +762,7 @@ mod tests {
         assert!(text.contains("\"result\":null"), "{text}");
         let back = reparse(&captured);
         assert_eq!(back.receipt.result, Some(Value::Null));
-        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
     }
 
     #[test]
@@ -699,17 +771,17 @@ mod tests {
         let signed = sign(receipt_for(&k), &k).unwrap();
         let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
         value["receipt"]["note"] = json!("unsigned");
-        let err = SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap_err();
+        let err = LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap_err();
         assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("note")), "{err}");
 
         let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
         value["extra"] = json!(1);
-        assert!(matches!(SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()), Err(ReceiptError::Malformed(_))));
+        assert!(matches!(LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()), Err(ReceiptError::Malformed(_))));
 
         let text = signed.to_json();
         let duplicated = text.replacen("\"tenant\":\"acme\"", "\"tenant\":\"evil\",\"tenant\":\"acme\"", 1);
         assert_ne!(duplicated, text);
-        let err = SignedReceipt::from_json(duplicated.as_bytes(), JsonLimits::default()).unwrap_err();
+        let err = LoggedReceipt::from_json(duplicated.as_bytes(), JsonLimits::default()).unwrap_err();
         assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("duplicate")), "{err}");
     }
 
@@ -742,7 +814,7 @@ mod tests {
         assert!(signed.to_json().contains(r#"{"n":9007199254740992}"#), "{}", signed.to_json());
         let back = reparse(&signed);
         assert_eq!(back.receipt.arguments, Some(json!({"n": 9007199254740992_i64})));
-        assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+        assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
     }
 
     /// Changes one member of the receipt object (chosen by index).
@@ -786,7 +858,7 @@ mod tests {
             let names: Vec<String> = value["receipt"].as_object().unwrap().keys().cloned().collect();
             prop_assume!(names[field % names.len()] != "v");
             tamper(&mut value["receipt"], field);
-            let back = SignedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap();
+            let back = LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap();
             prop_assert_ne!(&back, &signed);
             let is_bad_signature = matches!(verify(&back, &k.verifying_key()), Err(ReceiptError::BadSignature { .. }));
             prop_assert!(is_bad_signature);
@@ -830,9 +902,9 @@ mod tests {
         fn any_flipped_signature_byte_fails(index in 0usize..64, bit in 0u8..8) {
             let k = key(10);
             let mut signed = sign(receipt_for(&k), &k).unwrap();
-            let mut raw = STANDARD.decode(&signed.signature).unwrap();
+            let mut raw = STANDARD.decode(signed.signature.as_ref().unwrap()).unwrap();
             raw[index] ^= 1 << bit;
-            signed.signature = STANDARD.encode(&raw);
+            signed.signature = Some(STANDARD.encode(&raw));
             let is_bad_signature = matches!(verify(&signed, &k.verifying_key()), Err(ReceiptError::BadSignature { .. }));
             prop_assert!(is_bad_signature);
         }
@@ -850,7 +922,7 @@ mod tests {
             let signed = sign(receipt, &k).unwrap();
             let back = reparse(&signed);
             prop_assert_eq!(&back, &signed);
-            prop_assert_eq!(verify(&back, &k.verifying_key()), Ok(()));
+            prop_assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
         }
     }
 }

@@ -495,8 +495,8 @@ impl Default for TelemetryConfig {
     }
 }
 
-/// `[receipts]`: every decision and outcome is a signed receipt, a leaf of
-/// the log; checkpoints sign the log's root.
+/// `[receipts]`: every decision and outcome is a receipt, a leaf of the
+/// log; checkpoints sign the log's root, and so every receipt they cover.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReceiptsConfig {
@@ -505,8 +505,16 @@ pub struct ReceiptsConfig {
     pub origin: String,
     /// Sign a checkpoint once this many receipts are not yet covered by one.
     pub(crate) checkpoint_every: u64,
-    /// …and at least this often (ms), when any receipt is uncovered.
-    pub(crate) checkpoint_interval_ms: u64,
+    /// …and at most this long (ms) after a receipt is appended: the most a
+    /// receipt waits to be vouched for by a signed checkpoint.
+    /// (`checkpoint_interval_ms` is its former name.)
+    #[serde(alias = "checkpoint_interval_ms")]
+    pub(crate) checkpoint_ms: u64,
+    /// Sign each receipt on its own as well (Ed25519), so it verifies before
+    /// a checkpoint covers it. Off by default: one signature per call is
+    /// the largest cost of a receipt, and the checkpoint vouches for it
+    /// within `checkpoint_ms`.
+    pub(crate) sign_each: bool,
     /// Put the full arguments and result values in receipts, not only their
     /// salted hashes. Off by default: receipts leave the host in bundles.
     pub(crate) capture_values: bool,
@@ -514,7 +522,7 @@ pub struct ReceiptsConfig {
 
 impl Default for ReceiptsConfig {
     fn default() -> Self {
-        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_interval_ms: 5000, capture_values: false }
+        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false }
     }
 }
 

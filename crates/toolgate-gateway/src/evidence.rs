@@ -9,16 +9,16 @@ use anyhow::anyhow;
 use toolgate_core::bundle::{BUNDLE_FORMAT, Bundle, BundleKey, Entry};
 use toolgate_core::merkle;
 use toolgate_core::proposal::hex;
-use toolgate_core::receipt::SignedReceipt;
+use toolgate_core::receipt::LoggedReceipt;
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
 
 use crate::log::ReceiptLog;
 
 /// A stored receipt's text, read back (ours: generous limits).
-pub fn parse(stored: &str) -> anyhow::Result<SignedReceipt> {
+pub fn parse(stored: &str) -> anyhow::Result<LoggedReceipt> {
     let limits = JsonLimits::sized(64 << 20, 128);
-    SignedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
+    LoggedReceipt::from_json(stored.as_bytes(), limits).map_err(|e| anyhow!("{e}"))
 }
 
 /// The newest checkpoint, which must cover the log up to `to`: one is
@@ -48,7 +48,7 @@ pub async fn bundle(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u6
     let receipts = rows
         .iter()
         .zip(proofs)
-        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.signed)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.logged)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
     Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })

@@ -1,6 +1,6 @@
 //! The verifiable log, running: the signing keys, drafting receipts for the
 //! record stage, and signing checkpoints — every `checkpoint_every`
-//! receipts, every `checkpoint_interval_ms`, at start (covering what a
+//! receipts, every `checkpoint_ms`, at start (covering what a
 //! crash left uncovered) and at shutdown.
 //!
 //! The gateway keeps the tree's right edge (`merkle::Frontier`) in memory:
@@ -88,10 +88,11 @@ impl ReceiptLog {
         self.entropy.bytes32()
     }
 
-    /// `receipt` to be signed by the current key once the ledger places it.
+    /// `receipt` under the current key, to be sealed (and, with
+    /// `receipts.sign_each`, signed) once the ledger places it.
     pub(crate) fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
         receipt.kid = self.kid().to_string();
-        Draft { receipt, salt, asked, key: self.keys.receipt.clone() }
+        Draft { receipt, salt, asked, key: self.keys.receipt.clone(), sign_each: self.config.sign_each }
     }
 
     /// Keeps the definition a receipt names by hash, once per process.
@@ -176,7 +177,7 @@ impl ReceiptLog {
     /// Checkpoints every interval or when woken, until `cancel`; then once more.
     pub(crate) fn spawn(self: &Arc<Self>, cancel: CancellationToken) {
         let log = self.clone();
-        let interval = Duration::from_millis(self.config.checkpoint_interval_ms.max(10));
+        let interval = Duration::from_millis(self.config.checkpoint_ms.max(10));
         tokio::spawn(async move {
             loop {
                 let stop = tokio::select! {

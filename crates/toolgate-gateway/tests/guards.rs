@@ -56,7 +56,7 @@ async fn restricted_data_is_refused_before_anything_is_sent_in_any_encoding() {
     // The signed receipts name the marker, never its value (the arguments
     // are in receipts only as salted hashes unless `capture_values` is on).
     let receipts = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
-    let signed: String = receipts.iter().map(|r| r.signed.as_str()).collect();
+    let signed: String = receipts.iter().map(|r| r.logged.as_str()).collect();
     assert!(signed.contains("egress.payment_card@/body") && signed.contains("egress_restricted"), "the receipts name the marker");
     // Long enough (and with spaces) that no hash or signature holds one by chance.
     for value in [CARD, "PROJECT-ORCA", "RSA PRIVATE KEY"] {

@@ -125,7 +125,7 @@ async fn receipts_of(h: &Harness, id: &str) -> Vec<(String, String, String)> {
     let stored = h.gateway.ledger.receipts(0, 10_000).await.unwrap();
     stored
         .iter()
-        .map(|r| serde_json::from_str::<Value>(&r.signed).unwrap()["receipt"].clone())
+        .map(|r| serde_json::from_str::<Value>(&r.logged).unwrap()["receipt"].clone())
         .filter(|r| r["approval"]["id"] == id || r["operation"]["key"] == format!("approval:{id}"))
         .map(|r| (r["decision"].as_str().unwrap().to_string(), r["execution_status"].as_str().unwrap().to_string(), r["result_status"].as_str().unwrap().to_string()))
         .collect()
@@ -444,7 +444,7 @@ async fn a_held_call_its_client_cancels_ends_at_once_and_its_receipt_says_so() {
     assert_eq!(h.gateway.holds.held(), 0);
     // Its receipt says the client cancelled; the approval still waits.
     let stored = h.gateway.ledger.receipts(0, 10_000).await.unwrap();
-    let rules: Vec<Value> = stored.iter().map(|r| serde_json::from_str::<Value>(&r.signed).unwrap()["receipt"].clone()).filter(|r| r["approval"]["id"] == id.as_str()).map(|r| r["rules"].clone()).collect();
+    let rules: Vec<Value> = stored.iter().map(|r| serde_json::from_str::<Value>(&r.logged).unwrap()["receipt"].clone()).filter(|r| r["approval"]["id"] == id.as_str()).map(|r| r["rules"].clone()).collect();
     assert!(rules.iter().any(|r| r.as_array().unwrap().iter().any(|x| x == "client.cancelled")), "{rules:?}");
     let (_, approval) = admin(&h.url, Some(DANA_TOKEN), "GET", &format!("/admin/approvals/{id}"), None).await;
     assert_eq!(approval["state"], "pending", "{approval}");

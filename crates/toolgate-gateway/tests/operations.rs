@@ -176,12 +176,12 @@ async fn an_effect_reconciled_as_absent_runs_once_on_retry() {
 #[tokio::test]
 async fn a_write_has_two_receipts_and_a_read_one_carrying_its_decision_and_outcome() {
     use toolgate_core::proposal::{canonical_json, sha256_hex};
-    use toolgate_core::receipt::SignedReceipt;
+    use toolgate_core::receipt::LoggedReceipt;
     use toolgate_core::strict_json::JsonLimits;
     let h = start("").await;
     let receipts = || async {
         let stored = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
-        stored.into_iter().map(|r| (SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap().receipt, r.asked)).collect::<Vec<_>>()
+        stored.into_iter().map(|r| (LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap().receipt, r.asked)).collect::<Vec<_>>()
     };
     let before = receipts().await.len();
     create(&h.url, &ticket("Door sensor fault", "ref-rcpt-0001"), Some("key-rcpt")).await;

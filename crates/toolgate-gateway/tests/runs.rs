@@ -88,7 +88,7 @@ async fn a_run_that_took_in_private_data_and_untrusted_content_waits_for_a_perso
     assert!(ran(&notice(url, Some("r1")).await));
     assert_eq!(sent(h.dir.path()), 3);
     let receipts = h.gateway.ledger.receipts(0, 1_000).await.unwrap();
-    let signed: String = receipts.iter().map(|r| r.signed.as_str()).collect();
+    let signed: String = receipts.iter().map(|r| r.logged.as_str()).collect();
     assert!(signed.contains("\"lethal_trifecta\"") && signed.contains("trifecta.untrusted_content@manuals__search_manual#"), "the receipts name the reason and the legs");
 }
 

@@ -127,18 +127,30 @@ pub struct Resolution {
 pub struct StoredReceipt {
     /// Its position in the log: indexes run contiguously from 0.
     pub log_index: u64,
-    /// The id of the key that signed it.
-    pub kid: String,
-    /// JCS text of the signed receipt (`{"receipt", "sig"}`): the leaf's bytes.
-    pub signed: String,
+    /// JCS text of the logged receipt (`{"receipt"[, "sig"]}`): the leaf's
+    /// bytes. The row keeps it compactly (`receipt::compact`), or as this
+    /// text when it was written before that form.
+    pub logged: String,
     /// RFC 6962's leaf hash of `signed`: what the log's Merkle tree is built from.
     pub leaf_hash: Hash,
     /// Private: the secret behind the receipt's salted hashes.
     pub salt: [u8; 32],
     /// Private: the record of what was asked (the caller, the tool, the arguments and how the call was decided; JSON). Column `proposal`.
     pub asked: Option<String>,
-    /// When it was appended (ms since the Unix epoch).
-    pub created_ms: i64,
+}
+
+impl StoredReceipt {
+    /// A row as a store reads it: `body` is the compact form, or the JCS
+    /// text of a row written before it.
+    pub(crate) fn from_row(log_index: u64, leaf_hash: Hash, body: &[u8], salt: [u8; 32], asked: Option<String>) -> Result<Self> {
+        let logged = if body.first() == Some(&b'{') {
+            String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?
+        } else {
+            let decoded = toolgate_core::receipt::compact::decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
+            decoded.to_json()
+        };
+        Ok(Self { log_index, logged, leaf_hash, salt, asked })
+    }
 }
 
 /// A signed checkpoint of the log at `size`.
@@ -291,9 +303,9 @@ pub trait Ledger: Send + Sync {
     /// change of state (reads, refusals, replays): when this returns they
     /// survive a crash of the process, and they survive power loss once
     /// the next durable commit lands — any change of state, or a checkpoint
-    /// (every `checkpoint_interval_ms`), which covers them. A later commit
+    /// (every `checkpoint_ms`), which covers them. A later commit
     /// never survives without an earlier one, so the log stays a prefix.
-    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>>;
+    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>>;
     /// Up to `limit` receipts from log index `from` on, in log order.
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>>;
     /// The number of receipts (the log's tree size).
@@ -315,9 +327,19 @@ pub trait Ledger: Send + Sync {
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
 }
 
-/// Seals a draft at `log_index`: the sealed receipt, its salt and its private record of what was asked.
-pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<(toolgate_core::receipt::Sealed, [u8; 32], Option<String>)> {
-    draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot sign a receipt: {e}")))
+/// A draft sealed at `log_index`, as a row holds it.
+pub(crate) struct Row {
+    pub leaf_hash: Hash,
+    /// The compact form of the logged receipt (`receipt::compact`).
+    pub body: Vec<u8>,
+    pub salt: [u8; 32],
+    pub asked: Option<String>,
+}
+
+/// Seals a draft at `log_index` into the row that stores it.
+pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<Row> {
+    let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
+    Ok(Row { leaf_hash: sealed.leaf_hash, body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
 }
 
 /// Why a settlement was refused: only an unknown operation is settled, and

@@ -365,7 +365,7 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
 
 // The receipt log.
 
-use toolgate_ledger::core::receipt::{self, Draft, RECEIPT_VERSION, Receipt, ReceiptKey, SignedReceipt};
+use toolgate_ledger::core::receipt::{self, Draft, RECEIPT_VERSION, Receipt, ReceiptKey, LoggedReceipt};
 use toolgate_ledger::core::{merkle, strict_json::JsonLimits};
 use toolgate_ledger::{LogKey, StoredCheckpoint};
 
@@ -399,14 +399,15 @@ fn draft(key: &Arc<ReceiptKey>, tool: &str, op: Option<&str>) -> Draft {
         arguments: None,
         result: None,
     };
-    Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone() }
+    // Writes signed each, the rest not: the log holds both kinds, as after a change of `receipts.sign_each`.
+    Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone(), sign_each: op.is_some() }
 }
 
 async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
     let key = receipt_key(1);
     let tasks = (0..20).map(|i| {
         let (l, key) = (s.ledger.clone(), key.clone());
-        tokio::spawn(async move { l.append_receipts(vec![draft(&key, &format!("t{i}"), None), draft(&key, &format!("t{i}"), None)], 1).await.unwrap() })
+        tokio::spawn(async move { l.append_receipts(vec![draft(&key, &format!("t{i}"), None), draft(&key, &format!("t{i}"), None)]).await.unwrap() })
     });
     let mut indexes: Vec<u64> = futures_util::future::join_all(tasks).await.into_iter().flat_map(|h| {
         let got = h.unwrap();
@@ -421,10 +422,10 @@ async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
     let leaves = l.leaf_hashes(0, 40).await.unwrap();
     for (i, r) in stored.iter().enumerate() {
         assert_eq!(r.log_index, i as u64);
-        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!(signed.receipt.log_index, i as u64, "the signed index is the stored one");
         receipt::verify(&signed, &key.verifying_key()).unwrap();
-        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.signed.as_bytes()));
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.logged.as_bytes()));
         assert_eq!(leaves[i], r.leaf_hash);
         assert_eq!((r.salt, r.asked.as_deref()), ([9; 32], Some("{}")));
     }
@@ -473,7 +474,7 @@ async fn appends_that_fail_amid_others_leave_nothing_and_take_no_index(s: Store)
             if i % 3 == 0 {
                 d.receipt.kid = other.kid().into();
             }
-            (i, l.append_receipts(vec![d], 1).await)
+            (i, l.append_receipts(vec![d]).await)
         })
     });
     let mut good = Vec::new();
@@ -489,7 +490,7 @@ async fn appends_that_fail_amid_others_leave_nothing_and_take_no_index(s: Store)
     let stored = s.ledger.receipts(0, 100).await.unwrap();
     assert_eq!(stored.len(), 40);
     for r in &stored {
-        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!(signed.receipt.log_index, r.log_index);
         receipt::verify(&signed, &key.verifying_key()).unwrap();
     }
@@ -505,7 +506,7 @@ async fn the_wal_is_copied_into_the_database_off_the_writer() {
     let key = receipt_key(6);
     let before = std::fs::metadata(path).unwrap().len();
     for i in 0..20 {
-        s.ledger.append_receipts((0..20).map(|j| draft(&key, &format!("t{i}-{j}"), None)).collect(), 1).await.unwrap();
+        s.ledger.append_receipts((0..20).map(|j| draft(&key, &format!("t{i}-{j}"), None)).collect()).await.unwrap();
     }
     let wal = path.with_extension("sqlite3-wal");
     assert!(std::fs::metadata(&wal).unwrap().len() > 100_000, "the appends went to the WAL");
@@ -526,12 +527,12 @@ async fn an_append_never_waits_for_the_write_lock_on_the_callers_thread() {
     let s = sqlite().await;
     let Raw::Sqlite(path) = &s.raw else { unreachable!() };
     let key = receipt_key(7);
-    assert_eq!(s.ledger.append_receipts(vec![draft(&key, "before", None)], 1).await.unwrap(), vec![0]);
+    assert_eq!(s.ledger.append_receipts(vec![draft(&key, "before", None)]).await.unwrap(), vec![0]);
     let other = rusqlite::Connection::open(path).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let (ledger, k) = (s.ledger.clone(), key.clone());
     let started = std::time::Instant::now();
-    let append = tokio::spawn(async move { ledger.append_receipts(vec![draft(&k, "during", None)], 1).await });
+    let append = tokio::spawn(async move { ledger.append_receipts(vec![draft(&k, "during", None)]).await });
     // The runtime has one thread: this sleep ends on time only if the
     // append did not hold that thread waiting for the lock.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -548,12 +549,12 @@ fn key_of(k: &str) -> OperationKey {
 
 async fn the_store_itself_refuses_log_rewrites(s: Store) {
     let (l, key) = (&*s.ledger, receipt_key(4));
-    l.append_receipts(vec![draft(&key, "a", None), draft(&key, "b", None)], 1).await.unwrap();
-    for sql in ["UPDATE receipts SET kid = 'x'", "DELETE FROM receipts WHERE log_index = 1"] {
+    l.append_receipts(vec![draft(&key, "a", None), draft(&key, "b", None)]).await.unwrap();
+    for sql in ["UPDATE receipts SET body = body", "DELETE FROM receipts WHERE log_index = 1"] {
         let err = s.raw(sql).await.unwrap_err();
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
-    let gap = "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, created_ms)                SELECT 5, kid, leaf_hash, signed, salt, created_ms FROM receipts WHERE log_index = 0";
+    let gap = "INSERT INTO receipts (log_index, leaf_hash, body, salt) SELECT 5, leaf_hash, body, salt FROM receipts WHERE log_index = 0";
     assert!(s.raw(gap).await.unwrap_err().contains("next log index"));
     // Checkpoints: only of what the log holds; one per size; never rewritten.
     let root = merkle::root(&l.leaf_hashes(0, 2).await.unwrap());
@@ -585,7 +586,7 @@ async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_a
                     let new = NewOperation { receipt: Some(draft(&key, "create_ticket", Some("reserved"))), ..new_op(&format!("op_{i}_{j}"), key_of(&format!("k{i}_{j}")), 'a', 100) };
                     mine(l.begin_operation(new, 1).await.unwrap());
                 } else {
-                    l.append_receipts(vec![draft(&key, "t", None); 1 + (j % 2)], 1).await.unwrap();
+                    l.append_receipts(vec![draft(&key, "t", None); 1 + (j % 2)]).await.unwrap();
                 }
             }
         })
@@ -598,10 +599,10 @@ async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_a
     let rows = l.receipts(0, 10_000).await.unwrap();
     assert_eq!(rows.len() as u64, size);
     for (i, r) in rows.iter().enumerate() {
-        let signed = SignedReceipt::from_json(r.signed.as_bytes(), JsonLimits::default()).unwrap();
+        let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!((r.log_index, signed.receipt.log_index), (i as u64, i as u64), "signed for the index it holds");
         receipt::verify(&signed, &key.verifying_key()).unwrap();
-        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.signed.as_bytes()));
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.logged.as_bytes()));
     }
     // 24 tasks × 5 steps: the begins add one each, the rest one or two.
     let begins = (0..24).flat_map(|i| (0..5).map(move |j| (i + j) % 4 == 0)).filter(|b| *b).count() as u64;

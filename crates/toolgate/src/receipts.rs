@@ -76,7 +76,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             let (_, ledger) = open(&config).await?;
             let rows = ledger.receipts(since, limit).await?;
             if json {
-                let list: Vec<Value> = rows.iter().map(|r| serde_json::from_str(&r.signed)).collect::<Result<_, _>>()?;
+                let list: Vec<Value> = rows.iter().map(|r| serde_json::from_str(&r.logged)).collect::<Result<_, _>>()?;
                 println!("{}", serde_json::to_string_pretty(&list)?);
                 return Ok(());
             }
@@ -86,7 +86,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             }
             println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  RESULT", "INDEX", "ISSUED", "TOOL", "DECISION", "REASON", "EXECUTION");
             for row in rows {
-                let r = parse(&row.signed)?.receipt;
+                let r = parse(&row.logged)?.receipt;
                 let tool = if r.server.is_empty() { r.tool.clone() } else { format!("{}/{}", r.server, r.tool) };
                 println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  {}", r.log_index, r.issued_at, tool, r.decision, r.reason, r.execution_status, r.result_status);
             }
@@ -96,7 +96,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             let (_, ledger) = open(&config).await?;
             let row = ledger.receipts(index, 1).await?.into_iter().find(|r| r.log_index == index);
             let row = row.ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
-            let value: Value = serde_json::from_str(&row.signed)?;
+            let value: Value = serde_json::from_str(&row.logged)?;
             println!("{}", serde_json::to_string_pretty(&value)?);
             Ok(())
         }
@@ -268,7 +268,7 @@ pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
             break;
         }
         for row in &rows {
-            verifier.receipt(row.log_index, &row.leaf_hash, &row.signed);
+            verifier.receipt(row.log_index, &row.leaf_hash, &row.logged);
         }
     }
     let checkpoints = ledger.checkpoints().await?;
@@ -330,7 +330,7 @@ pub async fn replay(config_path: &Path, dir: &Path) -> anyhow::Result<()> {
             if again.changed() {
                 changed += 1;
                 let name = |d: &toolgate_core::Decision| format!("{} ({}; {})", wire_name(&d.verdict), wire_name(&d.reason), d.rules.join(","));
-                let version = parse(&row.signed)?.receipt.policy_version;
+                let version = parse(&row.logged)?.receipt.policy_version;
                 println!("log {:>6}  {:<32} {:<12} {} → {}  [decided under policy {}]", row.log_index, again.exposed_name, again.caller.name, name(&again.recorded), name(&again.now), &version[..version.len().min(12)]);
             }
         }

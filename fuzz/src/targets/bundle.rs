@@ -9,7 +9,7 @@ use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry, Optio
 use toolgate_core::merkle;
 use toolgate_core::note::Checkpoint;
 use toolgate_core::proposal::hex;
-use toolgate_core::receipt::{self, OperationRef, RECEIPT_VERSION, Receipt, SignedReceipt};
+use toolgate_core::receipt::{self, OperationRef, RECEIPT_VERSION, Receipt, LoggedReceipt};
 
 use super::note::{ORIGIN, keys};
 
@@ -27,7 +27,7 @@ fn fixture() -> &'static Fixture {
         // The receipt key is the log's Ed25519 key, as in the gateway.
         let signing = SigningKey::from_bytes(&[0x11; 32]);
         let kid = receipt::kid(&signing.verifying_key().to_bytes());
-        let signed: Vec<SignedReceipt> = (0..3).map(|i| receipt::sign(draft(&kid, i), &signing).expect("kid matches")).collect();
+        let signed: Vec<LoggedReceipt> = (0..3).map(|i| receipt::sign(draft(&kid, i), &signing).expect("kid matches")).collect();
         let leaves: Vec<Vec<u8>> = signed.iter().map(receipt::leaf_bytes).collect();
         let hashes: Vec<merkle::Hash> = leaves.iter().map(|l| merkle::leaf_hash(l)).collect();
         let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");

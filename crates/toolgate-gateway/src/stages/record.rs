@@ -317,7 +317,7 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
     let n = drafts.len() as u64;
-    match rec.ledger.append_receipts(drafts, rec.clock.now_ms()).await {
+    match rec.ledger.append_receipts(drafts).await {
         Ok(indexes) => {
             rec.log.appended(n);
             if let Some(last) = indexes.last() {
@@ -451,7 +451,7 @@ mod tests {
     /// The receipts in the ledger, and the private record kept with each.
     async fn receipts(gw: &Gateway) -> Vec<(Value, Option<String>)> {
         let stored = gw.ledger.receipts(0, 100).await.unwrap();
-        stored.into_iter().map(|r| (serde_json::from_str::<Value>(&r.signed).unwrap()["receipt"].clone(), r.asked)).collect()
+        stored.into_iter().map(|r| (serde_json::from_str::<Value>(&r.logged).unwrap()["receipt"].clone(), r.asked)).collect()
     }
 
     fn statuses(receipts: &[(Value, Option<String>)]) -> Vec<(String, String)> {
@@ -592,7 +592,7 @@ mod tests {
         let decided = drafts.decided(None, op.clone());
         let outcome = drafts.outcome(OperationState::Completed, Some(r#"{"content":[]}"#), op);
         assert!(decided.asked.is_some() && outcome.asked.is_none(), "the private record goes with the first receipt only");
-        gw.ledger.append_receipts(vec![decided, outcome], NOW_MS).await.unwrap();
+        gw.ledger.append_receipts(vec![decided, outcome]).await.unwrap();
         let stored = receipts(&gw).await;
         for (receipt, _) in &stored {
             assert_eq!(receipt["operation"]["key"], "order-1", "{receipt}");

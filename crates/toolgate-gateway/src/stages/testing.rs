@@ -224,7 +224,7 @@ impl Store {
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();
-        Draft { receipt, salt, asked: None, key: self.key.clone() }
+        Draft { receipt, salt, asked: None, key: self.key.clone(), sign_each: false }
     }
 
     /// The approvals the approve stage reads and writes in these tests: the

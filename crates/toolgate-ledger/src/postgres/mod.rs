@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0005_operation_subject.sql"),
     include_str!("../migrations/postgres/0006_approval_operation_key.sql"),
     include_str!("../migrations/postgres/0007_runs.sql"),
+    include_str!("../migrations/postgres/0008_compact_receipts.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -64,7 +65,7 @@ impl Ledger for PostgresLedger {
             .transaction(move |tx| {
                 Box::pin(async move {
                     let approval = approvals::create(tx, &new).await?;
-                    receipts::append(tx, vec![draft], new.now_ms).await?;
+                    receipts::append(tx, vec![draft]).await?;
                     Ok(approval)
                 })
             })
@@ -96,7 +97,7 @@ impl Ledger for PostgresLedger {
                 Box::pin(async move {
                     let begun = operations::begin(tx, &new, now_ms).await?;
                     if let Begun::Mine(_) = &begun {
-                        receipts::append(tx, vec![draft], now_ms).await?;
+                        receipts::append(tx, vec![draft]).await?;
                     }
                     Ok(begun)
                 })
@@ -113,7 +114,7 @@ impl Ledger for PostgresLedger {
             .transaction(move |tx| {
                 Box::pin(async move {
                     let op = operations::finish(tx, &id, attempt, state, outcome, now_ms).await?;
-                    receipts::append(tx, vec![draft], now_ms).await?;
+                    receipts::append(tx, vec![draft]).await?;
                     Ok(op)
                 })
             })
@@ -135,20 +136,20 @@ impl Ledger for PostgresLedger {
             .transaction(move |tx| {
                 Box::pin(async move {
                     let op = operations::resolve(tx, &id, &resolution).await?;
-                    receipts::append(tx, vec![draft], resolution.now_ms).await?;
+                    receipts::append(tx, vec![draft]).await?;
                     Ok(op)
                 })
             })
             .await
     }
 
-    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     // No state attested: the WAL flush of the next durable commit covers it.
                     tx.execute("SET LOCAL synchronous_commit = off", &[]).await?;
-                    receipts::append(tx, drafts, now_ms).await
+                    receipts::append(tx, drafts).await
                 })
             })
             .await

@@ -13,7 +13,7 @@ use crate::{Draft, LedgerError, LogKey, Result, StoredCheckpoint, StoredReceipt,
 const LOG_LOCK: i64 = 7_461_002;
 
 /// Inside a transaction only: the lock is held until it ends.
-pub async fn append(tx: &impl Db, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+pub async fn append(tx: &impl Db, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     if drafts.is_empty() {
         return Ok(Vec::new());
     }
@@ -21,11 +21,11 @@ pub async fn append(tx: &impl Db, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec
     let mut next = log_size(tx).await?;
     let mut indexes = Vec::with_capacity(drafts.len());
     for draft in drafts {
-        let (sealed, salt, asked) = crate::seal(draft, next)?;
+        let row = crate::seal(draft, next)?;
         let index = next as i64;
         tx.execute(
-            "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&index, &sealed.signed.receipt.kid, &&sealed.leaf_hash[..], &sealed.json, &&salt[..], &asked, &now_ms],
+            "INSERT INTO receipts (log_index, leaf_hash, body, salt, proposal) VALUES ($1, $2, $3, $4, $5)",
+            &[&index, &&row.leaf_hash[..], &row.body, &&row.salt[..], &row.asked],
         )
         .await?;
         indexes.push(next);
@@ -45,19 +45,9 @@ fn hash(r: &Row, column: &str) -> Result<Hash> {
 
 pub async fn list(db: &impl Db, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
     let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
-    let rows = db.query("SELECT * FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
+    let rows = db.query("SELECT log_index, leaf_hash, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
     rows.iter()
-        .map(|r| {
-            Ok(StoredReceipt {
-                log_index: r.get::<_, i64>("log_index") as u64,
-                kid: r.get("kid"),
-                signed: r.get("signed"),
-                leaf_hash: hash(r, "leaf_hash")?,
-                salt: hash(r, "salt")?,
-                asked: r.get("proposal"),
-                created_ms: r.get("created_ms"),
-            })
-        })
+        .map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, hash(r, "leaf_hash")?, r.get("body"), hash(r, "salt")?, r.get("proposal")))
         .collect()
 }
 

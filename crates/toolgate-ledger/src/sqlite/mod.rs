@@ -341,7 +341,7 @@ impl Ledger for SqliteLedger {
         self.run(move |c| {
             let receipt = new.receipt.take();
             let approval = approvals::create(c, &new)?;
-            receipts::append(c, receipt.into_iter().collect(), new.now_ms)?;
+            receipts::append(c, receipt.into_iter().collect())?;
             Ok(approval)
         })
         .await
@@ -375,7 +375,7 @@ impl Ledger for SqliteLedger {
             let receipt = new.receipt.take();
             let begun = operations::begin(c, &new, now_ms)?;
             if let (Begun::Mine(_), Some(draft)) = (&begun, receipt) {
-                receipts::append(c, vec![draft], now_ms)?;
+                receipts::append(c, vec![draft])?;
             }
             Ok(begun)
         })
@@ -389,7 +389,7 @@ impl Ledger for SqliteLedger {
         let id = id.to_string();
         self.run(move |c| {
             let op = operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
-            receipts::append(c, receipt.into_iter().collect(), now_ms)?;
+            receipts::append(c, receipt.into_iter().collect())?;
             Ok(op)
         })
         .await
@@ -411,16 +411,16 @@ impl Ledger for SqliteLedger {
         self.run(move |c| {
             let receipt = resolution.receipt.take();
             let op = operations::resolve(c, &id, &resolution)?;
-            receipts::append(c, receipt.into_iter().collect(), resolution.now_ms)?;
+            receipts::append(c, receipt.into_iter().collect())?;
             Ok(op)
         })
         .await
     }
 
-    async fn append_receipts(&self, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         // One receipt is one row: it needs no savepoint of its own.
         let isolated = drafts.len() > 1;
-        self.queue(move |c| receipts::append(c, drafts, now_ms), false, isolated, true).await
+        self.queue(move |c| receipts::append(c, drafts), false, isolated, true).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
         self.read_many(move |c| receipts::list(c, from, limit)).await

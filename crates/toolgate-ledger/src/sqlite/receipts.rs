@@ -16,7 +16,7 @@ pub fn log_size(conn: &Connection) -> Result<u64> {
     size(conn)
 }
 
-pub fn append(conn: &Connection, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<u64>> {
+pub fn append(conn: &Connection, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     if drafts.is_empty() {
         return Ok(Vec::new());
     }
@@ -26,10 +26,10 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>, now_ms: i64) -> Result<Vec<
     for (i, draft) in drafts.into_iter().enumerate() {
         rows.push(crate::seal(draft, first + i as u64)?);
     }
-    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?;
+    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, leaf_hash, body, salt, proposal) VALUES (?1, ?2, ?3, ?4, ?5)")?;
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
-    for (&i, (sealed, salt, asked)) in indexes.iter().zip(rows) {
-        insert.execute(params![i as i64, sealed.signed.receipt.kid, &sealed.leaf_hash[..], sealed.json, &salt[..], asked, now_ms])?;
+    for (&i, row) in indexes.iter().zip(rows) {
+        insert.execute(params![i as i64, &row.leaf_hash[..], row.body, &row.salt[..], row.asked])?;
     }
     Ok(indexes)
 }
@@ -40,21 +40,15 @@ fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
 }
 
 pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT log_index, kid, signed, leaf_hash, salt, proposal, created_ms FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2",
-    )?;
-    let rows = stmt.query_map(params![from as i64, limit.min(i64::MAX as u64) as i64], |r| {
-        Ok(StoredReceipt {
-            log_index: r.get::<_, i64>(0)? as u64,
-            kid: r.get(1)?,
-            signed: r.get(2)?,
-            leaf_hash: hash(r, 3)?,
-            salt: hash(r, 4)?,
-            asked: r.get(5)?,
-            created_ms: r.get(6)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut stmt = conn.prepare_cached("SELECT log_index, leaf_hash, body, salt, proposal FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2")?;
+    let mut rows = stmt.query(params![from as i64, limit.min(i64::MAX as u64) as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        // A row written before the compact form holds TEXT; SQLite hands it over as bytes either way.
+        let body = r.get_ref(2)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?;
+        out.push(StoredReceipt::from_row(r.get::<_, i64>(0)? as u64, hash(r, 1)?, body, hash(r, 3)?, r.get(4)?)?);
+    }
+    Ok(out)
 }
 
 pub fn leaf_hashes(conn: &Connection, from: u64, to: u64) -> Result<Vec<Hash>> {

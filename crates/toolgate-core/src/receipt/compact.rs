@@ -1,0 +1,467 @@
+//! The stored form of a logged receipt: what the ledger keeps of a leaf, from
+//! which its exact bytes come back. The leaf stays JCS (it is what the log
+//! commits to and what a bundle carries); only the row is compact. A digest
+//! is kept as its raw 32 or 16 bytes rather than 64 or 32 hex digits, a
+//! time as its milliseconds, a common word (a verdict, a reason, a status)
+//! as one byte, a signature as its raw 64 bytes; anything else as its text.
+//! The log index is the row's key, so it is not repeated here.
+//!
+//! Every value that is not in the expected form falls back to its text, so
+//! any receipt round-trips: `decode(encode(r)) == r` (a property test holds
+//! it, and the stores check the leaf hash of what they decode when the log
+//! is verified).
+//!
+//! The first byte is the format, [`FORMAT`], never `{`: a store tells a
+//! compact row from an older one holding the leaf's JSON text by it.
+//!
+//! This is a storage format, not a wire format: it never leaves the ledger.
+//! It is frozen once written all the same — [`WORDS`] only ever grows at its
+//! end — since old rows must decode.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, rfc3339_ms};
+
+/// The first byte of a compact row.
+pub const FORMAT: u8 = 1;
+
+/// Words written as one byte (their index, odd-tagged). Append only.
+const WORDS: &[&str] = &[
+    // Verdicts.
+    "allow", "require_approval", "deny",
+    // Reasons.
+    "automatic", "approval_required", "prohibited", "untrusted_unregistered", "annotations_imply_prohibited", "unknown_tool",
+    "invalid_arguments", "arguments_too_large", "contract_changed", "contract_unpinned", "contract_invalid", "upstream_unavailable",
+    "upstream_timeout", "outcome_unknown", "invalid_result", "policy_permits", "policy_forbids", "policy_requires_approval",
+    "policy_error", "tenant_in_arguments", "approval_pending", "approval_denied", "approval_expired", "approval_missing_or_mismatched",
+    "approval_used", "request_state_invalid", "operation_conflict", "operation_in_progress", "ledger_unavailable", "reconciled",
+    "egress_restricted", "egress_confidential", "lethal_trifecta", "rate_limited", "run_budget_exhausted", "concurrency_limited",
+    "too_many_pending_approvals",
+    // Execution and result statuses, operation states.
+    "authorized", "dispatched", "not_dispatched", "replayed", "pending", "ok", "tool_error", "not_applied", "unknown",
+    "awaiting_approval", "refused", "applied", "reserved", "completed", "reconciled_applied", "reconciled_not_applied",
+    // Rules and tenants that recur.
+    "registry", "default",
+];
+
+/// Encodes a logged receipt (its `log_index` aside) as a compact row.
+pub fn encode(logged: &LoggedReceipt) -> Vec<u8> {
+    let r = &logged.receipt;
+    let mut out = Vec::with_capacity(320);
+    out.push(FORMAT);
+    varint(&mut out, u64::from(r.v));
+    digest(&mut out, Some(&r.kid));
+    time(&mut out, &r.issued_at);
+    for s in [&r.tenant, &r.caller, &r.server, &r.tool] {
+        text(&mut out, s);
+    }
+    digest(&mut out, Some(&r.tool_definition_sha256));
+    digest(&mut out, Some(&r.proposal_sha256));
+    text(&mut out, &r.decision);
+    text(&mut out, &r.reason);
+    varint(&mut out, r.rules.len() as u64);
+    r.rules.iter().for_each(|rule| text(&mut out, rule));
+    digest(&mut out, Some(&r.policy_version));
+    match &r.approval {
+        None => out.push(0),
+        Some(a) => {
+            out.push(1);
+            text(&mut out, &a.approver);
+            time(&mut out, &a.decided_at);
+            text(&mut out, &a.id);
+        }
+    }
+    match &r.operation {
+        None => out.push(0),
+        Some(o) => {
+            out.push(1);
+            text(&mut out, &o.key);
+            text(&mut out, &o.state);
+        }
+    }
+    text(&mut out, &r.execution_status);
+    text(&mut out, &r.result_status);
+    digest(&mut out, r.result_sha256.as_deref());
+    digest(&mut out, Some(&r.arguments_hash));
+    digest(&mut out, r.result_hash.as_deref());
+    for value in [&r.arguments, &r.result] {
+        match value {
+            None => out.push(0),
+            Some(v) => {
+                out.push(1);
+                text(&mut out, &crate::proposal::canonical_json(v));
+            }
+        }
+    }
+    match logged.signature.as_deref() {
+        None => out.push(0),
+        Some(sig) => match STANDARD.decode(sig).ok().filter(|raw| raw.len() == 64 && STANDARD.encode(raw) == sig) {
+            Some(raw) => {
+                out.push(1);
+                out.extend_from_slice(&raw);
+            }
+            None => {
+                out.push(2);
+                text(&mut out, sig);
+            }
+        },
+    }
+    out
+}
+
+/// The logged receipt a compact row holds, placed at `log_index`.
+pub fn decode(bytes: &[u8], log_index: u64) -> Result<LoggedReceipt, ReceiptError> {
+    let mut r = Reader { bytes, at: 0 };
+    if r.byte()? != FORMAT {
+        return Err(r.bad("not a compact receipt row"));
+    }
+    let v = u32::try_from(r.varint()?).map_err(|_| r.bad("version out of range"))?;
+    let kid = r.digest()?.unwrap_or_default();
+    let issued_at = r.time()?;
+    let (tenant, caller, server, tool) = (r.text()?, r.text()?, r.text()?, r.text()?);
+    let tool_definition_sha256 = r.digest()?.unwrap_or_default();
+    let proposal_sha256 = r.digest()?.unwrap_or_default();
+    let (decision, reason) = (r.text()?, r.text()?);
+    let n = r.varint()?;
+    let rules = (0..n).map(|_| r.text()).collect::<Result<Vec<_>, _>>()?;
+    let policy_version = r.digest()?.unwrap_or_default();
+    let approval = match r.byte()? {
+        0 => None,
+        1 => Some(ApprovalRef { approver: r.text()?, decided_at: r.time()?, id: r.text()? }),
+        _ => return Err(r.bad("approval tag")),
+    };
+    let operation = match r.byte()? {
+        0 => None,
+        1 => Some(OperationRef { key: r.text()?, state: r.text()? }),
+        _ => return Err(r.bad("operation tag")),
+    };
+    let (execution_status, result_status) = (r.text()?, r.text()?);
+    let result_sha256 = r.digest()?;
+    let arguments_hash = r.digest()?.unwrap_or_default();
+    let result_hash = r.digest()?;
+    let mut captured = [None, None];
+    for slot in &mut captured {
+        *slot = match r.byte()? {
+            0 => None,
+            1 => Some(serde_json::from_str(&r.text()?).map_err(|e| r.bad(&format!("captured value: {e}")))?),
+            _ => return Err(r.bad("captured value tag")),
+        };
+    }
+    let [arguments, result] = captured;
+    let signature = match r.byte()? {
+        0 => None,
+        1 => Some(STANDARD.encode(r.take(64)?)),
+        2 => Some(r.text()?),
+        _ => return Err(r.bad("signature tag")),
+    };
+    if r.at != bytes.len() {
+        return Err(r.bad("trailing bytes"));
+    }
+    let receipt = Receipt {
+        v,
+        kid,
+        log_index,
+        issued_at,
+        tenant,
+        caller,
+        server,
+        tool,
+        tool_definition_sha256,
+        proposal_sha256,
+        decision,
+        reason,
+        rules,
+        policy_version,
+        approval,
+        operation,
+        execution_status,
+        result_status,
+        result_sha256,
+        arguments_hash,
+        result_hash,
+        arguments,
+        result,
+    };
+    Ok(LoggedReceipt { receipt, signature })
+}
+
+fn varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// A word of [`WORDS`] as `index * 2 + 1`; any other text as `len * 2`, then its bytes.
+fn text(out: &mut Vec<u8>, s: &str) {
+    match WORDS.iter().position(|w| *w == s) {
+        Some(i) => varint(out, i as u64 * 2 + 1),
+        None => {
+            varint(out, s.len() as u64 * 2);
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
+/// Tags of a digest: absent (`None`), 32 or 16 raw bytes of lower-case hex, or text.
+const NONE: u8 = 0;
+const HEX32: u8 = 1;
+const HEX16: u8 = 2;
+const TEXT: u8 = 3;
+
+fn digest(out: &mut Vec<u8>, s: Option<&str>) {
+    let Some(s) = s else { return out.push(NONE) };
+    match (s.len(), unhex(s)) {
+        (64, Some(raw)) => {
+            out.push(HEX32);
+            out.extend_from_slice(&raw);
+        }
+        (32, Some(raw)) => {
+            out.push(HEX16);
+            out.extend_from_slice(&raw);
+        }
+        _ => {
+            out.push(TEXT);
+            text(out, s);
+        }
+    }
+}
+
+/// Lower-case hex only: upper case would not come back as it was.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let b = s.as_bytes();
+    if b.len() % 2 != 0 {
+        return None;
+    }
+    b.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
+}
+
+/// A time in the gateway's own form (`rfc3339_ms`) as 1 and its
+/// milliseconds (zigzag); any other text as 0 and the text.
+fn time(out: &mut Vec<u8>, s: &str) {
+    match parse_rfc3339_ms(s).filter(|&ms| rfc3339_ms(ms) == s) {
+        Some(ms) => {
+            out.push(1);
+            varint(out, ((ms << 1) ^ (ms >> 63)) as u64);
+        }
+        None => {
+            out.push(0);
+            text(out, s);
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` as ms since the Unix epoch (days from civil,
+/// H. Hinnant); the caller checks that it prints back the same.
+fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'.' || b[23] != b'Z' {
+        return None;
+    }
+    let num = |from: usize, to: usize| s.get(from..to)?.bytes().try_fold(0i64, |n, c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')));
+    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hh, mm, ss, milli) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + milli)
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn bad(&self, what: &str) -> ReceiptError {
+        ReceiptError::Malformed(format!("compact receipt row, byte {}: {what}", self.at))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], ReceiptError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| self.bad("cut short"))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn byte(&mut self) -> Result<u8, ReceiptError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn varint(&mut self) -> Result<u64, ReceiptError> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            n |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(n);
+            }
+        }
+        Err(self.bad("varint too long"))
+    }
+
+    fn text(&mut self) -> Result<String, ReceiptError> {
+        let n = self.varint()?;
+        if n & 1 == 1 {
+            return WORDS.get((n >> 1) as usize).map(|w| (*w).to_string()).ok_or_else(|| self.bad("unknown word"));
+        }
+        let len = usize::try_from(n >> 1).map_err(|_| self.bad("length"))?;
+        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| self.bad("text is not UTF-8"))
+    }
+
+    fn digest(&mut self) -> Result<Option<String>, ReceiptError> {
+        Ok(match self.byte()? {
+            NONE => None,
+            HEX32 => Some(crate::proposal::hex(self.take(32)?)),
+            HEX16 => Some(crate::proposal::hex(self.take(16)?)),
+            TEXT => Some(self.text()?),
+            _ => return Err(self.bad("digest tag")),
+        })
+    }
+
+    fn time(&mut self) -> Result<String, ReceiptError> {
+        match self.byte()? {
+            1 => {
+                let z = self.varint()?;
+                Ok(rfc3339_ms((z >> 1) as i64 ^ -((z & 1) as i64)))
+            }
+            0 => self.text(),
+            _ => Err(self.bad("time tag")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::leaf_bytes;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn sample(signed: bool) -> LoggedReceipt {
+        let receipt = Receipt {
+            v: 2,
+            kid: "0123456789abcdef0123456789abcdef".into(),
+            log_index: 9,
+            issued_at: rfc3339_ms(1_796_060_144_999),
+            tenant: "default".into(),
+            caller: "agent-7".into(),
+            server: "parts".into(),
+            tool: "find_part".into(),
+            tool_definition_sha256: "ab".repeat(32),
+            proposal_sha256: "cd".repeat(32),
+            decision: "allow".into(),
+            reason: "automatic".into(),
+            rules: vec!["registry".into()],
+            policy_version: "ef".repeat(32),
+            approval: None,
+            operation: None,
+            execution_status: "dispatched".into(),
+            result_status: "ok".into(),
+            result_sha256: Some("01".repeat(32)),
+            arguments_hash: "23".repeat(32),
+            result_hash: Some("45".repeat(32)),
+            arguments: None,
+            result: None,
+        };
+        LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
+    }
+
+    #[test]
+    fn a_read_s_receipt_is_a_fraction_of_its_leaf() {
+        let logged = sample(false);
+        let row = encode(&logged);
+        assert_eq!(decode(&row, 9).unwrap(), logged);
+        let leaf = leaf_bytes(&logged).len();
+        assert!(row.len() * 3 < leaf, "{} bytes stored for a {leaf}-byte leaf", row.len());
+        assert!(row.len() <= 264, "{} bytes", row.len());
+        let signed = sample(true);
+        assert_eq!(encode(&signed).len(), row.len() + 64);
+        assert_eq!(decode(&encode(&signed), 9).unwrap(), signed);
+    }
+
+    #[test]
+    fn the_first_byte_is_never_the_brace_of_a_json_row() {
+        assert_ne!(encode(&sample(false))[0], b'{');
+    }
+
+    #[test]
+    fn times_round_trip_across_the_calendar() {
+        for ms in [0, -1, 951_782_400_123, 1_796_060_144_999, 253_402_300_799_999, -62_135_596_800_000] {
+            assert_eq!(parse_rfc3339_ms(&rfc3339_ms(ms)), Some(ms), "{}", rfc3339_ms(ms));
+        }
+        let mut out = Vec::new();
+        time(&mut out, "2026-05-01T12:00:00Z");
+        assert_eq!(out[0], 0, "another form is kept as text");
+    }
+
+    #[test]
+    fn a_cut_or_padded_row_is_refused() {
+        let row = encode(&sample(true));
+        for cut in 0..row.len() {
+            assert!(decode(&row[..cut], 9).is_err(), "cut at {cut}");
+        }
+        let mut padded = row.clone();
+        padded.push(0);
+        assert!(decode(&padded, 9).is_err());
+    }
+
+    fn any_text() -> impl Strategy<Value = String> {
+        prop_oneof!["\\PC{0,12}", "[0-9a-f]{64}", "[0-9A-F]{64}", "[0-9a-f]{32}", Just("allow".to_string()), Just(String::new())]
+    }
+
+    proptest! {
+        /// Any receipt comes back exactly, whatever its strings hold.
+        #[test]
+        fn every_receipt_round_trips(
+            texts in proptest::collection::vec(any_text(), 20),
+            rules in proptest::collection::vec(any_text(), 0..4),
+            ms in -62_135_596_800_000i64..253_402_300_799_999,
+            flags in any::<(bool, bool, bool, bool, bool)>(),
+            v in any::<u32>(),
+            index in any::<u64>(),
+            sig in proptest::option::of(prop_oneof![Just(STANDARD.encode([9u8; 64])), "\\PC{0,10}"]),
+        ) {
+            let t = |i: usize| texts[i].clone();
+            let time = |i: usize, as_text: bool| if as_text { t(i) } else { rfc3339_ms(ms + i as i64) };
+            let receipt = Receipt {
+                v,
+                kid: t(0),
+                log_index: index,
+                issued_at: time(1, flags.0),
+                tenant: t(2),
+                caller: t(3),
+                server: t(4),
+                tool: t(5),
+                tool_definition_sha256: t(6),
+                proposal_sha256: t(7),
+                decision: t(8),
+                reason: t(9),
+                rules,
+                policy_version: t(10),
+                approval: flags.1.then(|| ApprovalRef { approver: t(11), decided_at: time(12, flags.0), id: t(13) }),
+                operation: flags.2.then(|| OperationRef { key: t(14), state: t(15) }),
+                execution_status: t(16),
+                result_status: t(17),
+                result_sha256: flags.3.then(|| t(18)),
+                arguments_hash: t(19),
+                result_hash: flags.4.then(|| t(6)),
+                arguments: flags.3.then(|| json!({"part": t(2), "n": 1.5, "big": 9_007_199_254_740_993u64, "list": [null, true]})),
+                result: flags.4.then(|| json!(null)),
+            };
+            let logged = LoggedReceipt { receipt, signature: sig };
+            let back = decode(&encode(&logged), index).unwrap();
+            prop_assert_eq!(leaf_bytes(&back), leaf_bytes(&logged));
+        }
+    }
+}
