@@ -249,9 +249,14 @@ anonymous = true
 
 
 def receipts_in(state_dir):
+    """The receipts in a toolgate's ledger, and the bytes its pages take per
+    receipt (the WAL's latest pages included, free pages not)."""
     db = sqlite3.connect(f"file:{os.path.join(state_dir, 'ledger.sqlite3')}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT COUNT(*) FROM receipts").fetchone()[0]
+        n = db.execute("SELECT COUNT(*) FROM receipts").fetchone()[0]
+        pragma = lambda name: db.execute(f"PRAGMA {name}").fetchone()[0]
+        used = (pragma("page_count") - pragma("freelist_count")) * pragma("page_size")
+        return n, used / max(n, 1)
     finally:
         db.close()
 
@@ -309,20 +314,29 @@ def main():
             for name, f in sat[clients].items():
                 counted[name] += f["calls"]
         print("   RSS under load (peak): " + ", ".join(f"{leg.name} {leg.rss_peak:.1f} MB" for leg in legs if leg.hop))
-        # Every call toolgate answered has its signed receipt in the ledger.
+        # Every call toolgate answered has its receipt in the ledger.
+        per_receipt = {}
         for leg in legs:
             if leg.name in ("toolgate", "before"):
-                n = receipts_in(leg.hop.state)
+                n, per_receipt[leg.name] = receipts_in(leg.hop.state)
                 answered = counted[leg.name]
                 verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
-                print(f"   {leg.name}: {n} receipts in the ledger for {answered} calls timed (+ warm-up): {verdict}")
+                print(f"   {leg.name}: {n} receipts in the ledger for {answered} calls timed (+ warm-up): {verdict}; {per_receipt[leg.name]:.0f} B/receipt stored")
                 if n < answered:
                     sys.exit(1)
         g, r = fixed["toolgate"], fixed["relay"]
         best = max((sat[c]["toolgate"]["throughput"] / sat[c]["relay"]["throughput"], c) for c in sat)
         ratios = ", ".join(f"{sat[c]['toolgate']['throughput'] / sat[c]['relay']['throughput']:.2f}x at {c}" for c in sat)
+        if BEFORE:
+            b = fixed["before"]
+            before_ratios = ", ".join(f"{sat[c]['before']['throughput'] / sat[c]['relay']['throughput']:.2f}x at {c}" for c in sat)
+            print(f"\n   before/relay at saturation: {before_ratios}; at {RATE}/s {b['p50'] - r['p50']:+.2f} ms p50, {b['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay, "
+                  f"{b['ctx_hop']:.2f} switches/call, {b['over5']} calls over 5 ms, max {b['max']:.1f} ms; {per_receipt['before']:.0f} B/receipt")
         print(f"\n   toolgate/relay at saturation: {ratios}; toolgate max at {RATE}/s {g['max']:.2f} ms ({g['over5']} calls over 5 ms)")
-        print(f"toolgate/relay {best[0]:.2f}x at saturation; {g['p50'] - r['p50']:+.2f} ms p50, {g['p99'] - r['p99']:+.2f} ms p99 at {RATE}/s; idle RSS {idle['toolgate']:.1f} MB")
+        # The issue's form: figures at the fixed rate unless said otherwise.
+        print(f"toolgate/relay {best[0]:.2f}x at saturation; {g['p50'] - r['p50']:+.2f} ms p50, {g['p99'] - r['p99']:+.2f} ms p99 at {RATE}/s; "
+              f"idle RSS {idle['toolgate']:.1f} MB; {g['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay; {g['ctx_hop']:.2f} switches/call; "
+              f"{per_receipt['toolgate']:.0f} B/receipt; {g['over5']} calls over 5 ms (relay {r['over5']}), max {g['max']:.1f} ms")
     finally:
         for s in servers:
             s.stop()

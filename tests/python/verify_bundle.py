@@ -1,9 +1,11 @@
 """An independent verifier of a toolgate bundle, written from the specs, not
 from toolgate's code: it checks the checkpoint's Ed25519 signed-note
 signature (c2sp.org/signed-note, c2sp.org/tlog-checkpoint), each receipt's
-Ed25519 signature over its JCS bytes (RFC 8785), and each receipt's RFC 6962
-inclusion proof (verification algorithm of RFC 9162 §2.1.3.2) — with the
-`cryptography` package and the standard library only.
+Ed25519 signature over its JCS bytes (RFC 8785) when it carries one (format 1
+always does; format 2 only with `receipts.sign_each`, the checkpoint vouching
+for it otherwise), and each receipt's RFC 6962 inclusion proof (verification
+algorithm of RFC 9162 §2.1.3.2) — with the `cryptography` package and the
+standard library only. docs/RECEIPTS.md specifies the bytes.
 
 Usage: python verify_bundle.py BUNDLE.json
 Prints one line per check; exits 1 on the first failure.
@@ -106,20 +108,28 @@ def main(path):
         fail("the checkpoint is signed by no key of the bundle")
     origin, size, root = verified
     print(f"ok   checkpoint         {origin}: Ed25519 signature verified, tree size {size}")
+    signed_each = 0
     for entry in bundle["receipts"]:
-        signed = entry["receipt"]
-        receipt = signed["receipt"]
+        logged = entry["receipt"]
+        receipt = logged["receipt"]
         index = receipt["log_index"]
+        if set(logged) - {"receipt", "sig"} or receipt.get("v") not in (1, 2):
+            fail(f"receipt {index}: not a logged receipt of format 1 or 2")
         _, _, pk = keys.get(receipt["kid"]) or fail(f"receipt {index}: unknown kid")
-        try:
-            Ed25519PublicKey.from_public_bytes(pk).verify(base64.b64decode(signed["sig"]), jcs(receipt))
-        except InvalidSignature:
-            fail(f"receipt {index}: the signature does not verify")
-        leaf = hashlib.sha256(b"\x00" + jcs(signed)).digest()
+        if "sig" in logged:
+            try:
+                Ed25519PublicKey.from_public_bytes(pk).verify(base64.b64decode(logged["sig"]), jcs(receipt))
+            except InvalidSignature:
+                fail(f"receipt {index}: the signature does not verify")
+            signed_each += 1
+        elif receipt["v"] == 1:
+            fail(f"receipt {index}: format 1 without its signature")
+        leaf = hashlib.sha256(b"\x00" + jcs(logged)).digest()
         proof = [bytes.fromhex(h) for h in entry["inclusion"]]
         if not verify_inclusion(leaf, index, size, proof, root):
             fail(f"receipt {index}: the inclusion proof does not lead to the checkpoint's root")
-    print(f"ok   receipts           {len(bundle['receipts'])} signature(s) and inclusion proof(s) verified")
+    n = len(bundle["receipts"])
+    print(f"ok   receipts           {n} inclusion proof(s) verified; {signed_each} receipt signature(s), {n - signed_each} vouched for by the checkpoint")
 
 
 if __name__ == "__main__":

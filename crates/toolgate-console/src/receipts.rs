@@ -139,7 +139,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(in
     let signed_body = serde_json::to_value(&entry.receipt).unwrap_or_default();
     let r = &entry.receipt.receipt;
     let body = html! {
-        @if report.ok() { (notice(true, &format!("Verified: signed by {}, included in the log of {} at tree size {}.", r.kid, report.origin, report.tree_size))) }
+        @if report.ok() { (notice(true, &format!("Verified: included in the log of {} at tree size {}, under a checkpoint signed by the log's keys{}.", report.origin, report.tree_size, if entry.receipt.signature.is_some() { format!("; signed on its own too, by key {}", r.kid) } else { String::new() }))) }
         @else { (notice(false, "NOT VERIFIED: see the checks below.")) }
         dl.facts {
             dt { "Call" } dd { (r.server) "/" (r.tool) " by " (r.caller) }
@@ -151,7 +151,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(in
         h2 { "Verification" }
         ul.checks { @for c in &report.checks { li.(if c.ok { "ok" } else { "fail" }) { strong { (if c.ok { "ok" } else { "FAIL" }) " " (c.name) } ": " (c.detail) } } }
         p { a.button href={ "/console/receipts/bundle?index=" (index) } download { "Download this receipt's bundle" } " — check it anywhere with " code { "toolgate verify FILE" } "." }
-        h2 { "The signed receipt" }
+        h2 { "The logged receipt" }
         (pretty(&signed_body))
         h2 { "Inclusion proof (" (entry.inclusion.len()) " hashes, leaf " (index) " of " (checkpoint.size) ")" }
         ol.proof { @for h in &entry.inclusion { li { code.hash { (h) } } } }

@@ -270,7 +270,7 @@ async fn an_unknown_write_is_listed_first_and_resolved_by_hand_with_a_receipt() 
     // The receipt of the settlement verifies in the console.
     let (status, page) = get(&base(&h), &dana, &format!("/console/receipts/{size}")).await;
     assert_eq!(status, 200);
-    assert!(page.contains("Verified: signed by") && !page.contains("FAIL"), "{page}");
+    assert!(page.contains("Verified: included in the log of") && !page.contains("FAIL"), "{page}");
     let (status, _) = get(&base(&h), &dana, &format!("/console/receipts/{}", size + 5)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

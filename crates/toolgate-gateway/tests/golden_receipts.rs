@@ -158,7 +158,7 @@ async fn scenario(capture: bool) -> Vec<String> {
     stop.cancel();
     gw.stop();
     cancel.cancel();
-    stored.into_iter().map(|r| json!({"signed": r.logged, "asked": r.asked}).to_string()).collect()
+    stored.into_iter().map(|r| json!({"logged": r.logged, "asked": r.asked}).to_string()).collect()
 }
 
 async fn compare(capture: bool, file: &str) {

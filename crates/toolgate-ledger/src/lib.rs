@@ -149,6 +149,7 @@ impl StoredReceipt {
             let decoded = toolgate_core::receipt::compact::decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
             decoded.to_json()
         };
+        let asked = asked.as_deref().map(toolgate_core::receipt::compact::unpack_asked);
         Ok(Self { log_index, logged, leaf_hash, salt, asked })
     }
 }
@@ -333,12 +334,14 @@ pub(crate) struct Row {
     /// The compact form of the logged receipt (`receipt::compact`).
     pub body: Vec<u8>,
     pub salt: [u8; 32],
+    /// The record of what was asked, packed (`compact::pack_asked`).
     pub asked: Option<String>,
 }
 
 /// Seals a draft at `log_index` into the row that stores it.
 pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<Row> {
     let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
+    let asked = asked.as_deref().map(toolgate_core::receipt::compact::pack_asked);
     Ok(Row { leaf_hash: sealed.leaf_hash, body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
 }
 

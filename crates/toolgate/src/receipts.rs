@@ -37,7 +37,7 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Show one signed receipt (as signed) by its log index.
+    /// Show one receipt, as logged, by its log index.
     Show {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,

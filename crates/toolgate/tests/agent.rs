@@ -105,7 +105,7 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     assert!(stdout.contains("3 call(s): 1 correct, 2 ran"), "{stdout}");
     // The run's evidence: its receipts (the refusal, the search, the order's
     // wait, decision and outcome), verified offline; `toolgate verify` agrees.
-    assert!(stdout.contains("verified offline: signatures, inclusion in the log"), "{stdout}");
+    assert!(stdout.contains("verified offline: inclusion in the log"), "{stdout}");
     let b: Value = serde_json::from_slice(&std::fs::read(&evidence).unwrap()).unwrap();
     let receipts: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).collect();
     let tools: Vec<&str> = receipts.iter().map(|r| r["tool"].as_str().unwrap()).collect();

@@ -68,7 +68,7 @@ fn the_demo_plays_every_case_and_exits_zero() {
     assert_eq!(lines("outbox.jsonl"), 1);
     assert_eq!(lines("orders.jsonl"), 4);
     // The agent's section: the scripted plan played as expected, its evidence verified.
-    for said in ["9. The agent", "approvals: apr_", "✗ tickets__export_service_records → refused", "verified offline: signatures, inclusion in the log", "one order placed: true; evidence verified: true"] {
+    for said in ["9. The agent", "approvals: apr_", "✗ tickets__export_service_records → refused", "verified offline: inclusion in the log", "one order placed: true; evidence verified: true"] {
         assert!(stdout.contains(said), "`{said}` missing:\n{stdout}");
     }
     // Notices: six ungoverned sends, and through toolgate the approved one,

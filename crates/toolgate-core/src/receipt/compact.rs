@@ -186,6 +186,90 @@ pub fn decode(bytes: &[u8], log_index: u64) -> Result<LoggedReceipt, ReceiptErro
     Ok(LoggedReceipt { receipt, signature })
 }
 
+/// The pieces of the gateway's private record of what was asked (`Draft::asked`,
+/// compact JSON) that recur call after call, longest first. Append only: a
+/// piece's byte is its place here.
+const ASKED_PIECES: &[&str] = &[
+    r#","approval_state":"none","decision":{"verdict":"require_approval","reason":"approval_required","rules":["registry"]}}"#,
+    r#","class_decision":{"verdict":"require_approval","reason":"approval_required","rules":["registry"]}"#,
+    r#","approval_state":"none","decision":{"verdict":"allow","reason":"automatic","rules":["registry"]}}"#,
+    r#","approval_state":"none","decision":{"verdict":"deny","reason":"prohibited","rules":["registry"]}}"#,
+    r#","class_decision":{"verdict":"allow","reason":"automatic","rules":["registry"]}"#,
+    r#","class_decision":{"verdict":"deny","reason":"prohibited","rules":["registry"]}"#,
+    r#"","class":"requires_approval","labels":["#,
+    r#"","class":"automatic","labels":["#,
+    r#","class_decision":{"verdict":""#,
+    r#"]},"tool":{"exposed_name":""#,
+    r#"","decision":{"verdict":""#,
+    r#","approval_state":""#,
+    r#"{"caller":{"name":""#,
+    r#"]},"arguments":"#,
+    r#"","subject":""#,
+    r#"","labels":["#,
+    r#"","tenant":""#,
+    r#"","server":""#,
+    r#"","reason":""#,
+    r#"","roles":["#,
+    r#"","rules":["#,
+    r#"","class":""#,
+    r#"","name":""#,
+    r#""registry""#,
+];
+
+/// The byte of `ASKED_PIECES[i]`: the control characters compact JSON text
+/// never holds raw (JSON escapes them in strings; whitespace is left out),
+/// but for [`ESCAPE`] and [`PACKED`].
+fn piece_byte(i: usize) -> u8 {
+    const FREE: [u8; 26] = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29];
+    FREE[i]
+}
+
+/// Before a control character of the text itself (so any text packs).
+const ESCAPE: char = '\u{1e}';
+/// The first character of a packed record; an unpacked one (written before
+/// packing) begins with `{`.
+const PACKED: char = '\u{1f}';
+
+/// The private record of what was asked, as a row keeps it: [`PACKED`], then
+/// the text with each recurring piece as one control character.
+pub fn pack_asked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() / 3);
+    out.push(PACKED);
+    let mut rest = text;
+    'scan: while let Some(c) = rest.chars().next() {
+        if matches!(c, '{' | ',' | '"' | ']') {
+            for (i, piece) in ASKED_PIECES.iter().enumerate() {
+                if rest.starts_with(piece) {
+                    out.push(char::from(piece_byte(i)));
+                    rest = &rest[piece.len()..];
+                    continue 'scan;
+                }
+            }
+        }
+        if c < ' ' {
+            out.push(ESCAPE);
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The record [`pack_asked`] packed (or one stored unpacked), as it was.
+pub fn unpack_asked(stored: &str) -> String {
+    let Some(packed) = stored.strip_prefix(PACKED) else { return stored.to_string() };
+    let mut out = String::with_capacity(packed.len() * 3);
+    let mut chars = packed.chars();
+    while let Some(c) = chars.next() {
+        match (0..ASKED_PIECES.len()).find(|&i| u32::from(piece_byte(i)) == u32::from(c)) {
+            Some(i) => out.push_str(ASKED_PIECES[i]),
+            None if c == ESCAPE => out.extend(chars.next()),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 fn varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
@@ -416,11 +500,37 @@ mod tests {
         assert!(decode(&padded, 9).is_err());
     }
 
+    #[test]
+    fn a_record_of_what_was_asked_packs_to_its_own_values() {
+        let asked = r#"{"caller":{"name":"agent","subject":"agent","tenant":"atlas","roles":["agent"]},"tool":{"exposed_name":"desk__lookup","server":"desk","name":"lookup","class":"automatic","labels":[]},"arguments":{"q":"gate"},"class_decision":{"verdict":"allow","reason":"automatic","rules":["registry"]},"approval_state":"none","decision":{"verdict":"allow","reason":"automatic","rules":["registry"]}}"#;
+        let packed = pack_asked(asked);
+        assert_eq!(unpack_asked(&packed), asked);
+        assert!(packed.len() <= 70, "{} bytes: {packed:?}", packed.len());
+        // Text with control characters of its own comes back too, and a
+        // record stored before packing is read as it is.
+        for odd in ["{\"a\":\"\u{1}\u{1e}\u{1f}\"}", "\u{1f}\u{1}", ""] {
+            assert_eq!(unpack_asked(&pack_asked(odd)), odd);
+        }
+        assert_eq!(unpack_asked(asked), asked);
+        assert_eq!(ASKED_PIECES.len(), ASKED_PIECES.iter().collect::<std::collections::HashSet<_>>().len());
+    }
+
     fn any_text() -> impl Strategy<Value = String> {
         prop_oneof!["\\PC{0,12}", "[0-9a-f]{64}", "[0-9A-F]{64}", "[0-9a-f]{32}", Just("allow".to_string()), Just(String::new())]
     }
 
     proptest! {
+        /// Any record of what was asked comes back exactly, pieces or not.
+        #[test]
+        fn every_record_of_what_was_asked_round_trips(parts in proptest::collection::vec(prop_oneof![
+            proptest::sample::select(ASKED_PIECES.to_vec()).prop_map(str::to_string),
+            "\\PC{0,8}",
+            "[\u{0}-\u{1f}]{0,3}",
+        ], 0..12)) {
+            let text: String = parts.concat();
+            prop_assert_eq!(unpack_asked(&pack_asked(&text)), text);
+        }
+
         /// Any receipt comes back exactly, whatever its strings hold.
         #[test]
         fn every_receipt_round_trips(
