@@ -628,6 +628,23 @@ const OLD_ROW: &str = "INSERT INTO operations (id, tenant, server, tool, op_key,
                        attempts, created_ms, updated_ms, lease_until_ms) VALUES ('op_old', 'atlas', 'support', 'create_ticket', 'k1', 'agent', \
                        'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', NULL, '{}', 'completed', '{\"ok\":true}', 1, 1, 2, 3)";
 
+/// A schema of its own as a release with only `migrations` left it: a client
+/// on it, and the URL a ledger opens it by (which migrates it the rest of the way).
+async fn postgres_as_of(migrations: &[&str]) -> (tokio_postgres::Client, String) {
+    let schema = format!("tg_upgrade_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
+    let base = postgres_url();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {schema}; SET search_path = {schema};")).await.unwrap();
+    client.batch_execute("CREATE TABLE toolgate_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)").await.unwrap();
+    for (i, sql) in migrations.iter().enumerate() {
+        client.batch_execute(sql).await.unwrap();
+        client.execute("INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, 0)", &[&(i as i32 + 1)]).await.unwrap();
+    }
+    let sep = if base.contains('?') { '&' } else { '?' };
+    (client, format!("{base}{sep}options=-csearch_path%3D{schema}"))
+}
+
 /// After the upgrade the old operation is its caller's: the same sender's
 /// retry replays it, another person's same key is theirs alone.
 async fn an_old_operation_keeps_its_key_after_the_upgrade(l: &dyn Ledger) {
@@ -659,24 +676,52 @@ async fn operations_stored_before_subjects_upgrade_on_sqlite() {
 
 #[tokio::test]
 async fn operations_stored_before_subjects_upgrade_on_postgres() {
-    let schema = format!("tg_upgrade_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
-    let base = postgres_url();
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers");
-    tokio::spawn(conn);
-    client.batch_execute(&format!("CREATE SCHEMA {schema}; SET search_path = {schema};")).await.unwrap();
-    client.batch_execute("CREATE TABLE toolgate_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)").await.unwrap();
-    for (i, sql) in BEFORE_SUBJECTS_PG.iter().enumerate() {
-        client.batch_execute(sql).await.unwrap();
-        client.execute("INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, 0)", &[&(i as i32 + 1)]).await.unwrap();
-    }
+    let (client, url) = postgres_as_of(&BEFORE_SUBJECTS_PG).await;
     client.batch_execute(OLD_ROW).await.unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
     an_old_operation_keeps_its_key_after_the_upgrade(&PostgresLedger::connect(&url).await.unwrap()).await;
     let err = client.batch_execute("UPDATE operations SET subject = 'x' WHERE id = 'op_old'").await.unwrap_err();
     assert!(err.as_db_error().unwrap().message().contains("immutable"), "{err}");
 }
 
+/// A PostgreSQL ledger of the release before compact receipts (migrations 1
+/// to 7, the receipt's JCS text per row) keeps every receipt byte for byte;
+/// new receipts follow it compactly, and the guard is back. (SQLite's
+/// migration is tested beside it, in `sqlite::conn`.)
+#[tokio::test]
+async fn receipts_stored_as_text_upgrade_on_postgres() {
+    const BEFORE_COMPACT_PG: [&str; 7] = [
+        include_str!("../src/migrations/postgres/0001_approvals.sql"),
+        include_str!("../src/migrations/postgres/0002_operations.sql"),
+        include_str!("../src/migrations/postgres/0003_receipts.sql"),
+        include_str!("../src/migrations/postgres/0004_approval_subject.sql"),
+        include_str!("../src/migrations/postgres/0005_operation_subject.sql"),
+        include_str!("../src/migrations/postgres/0006_approval_operation_key.sql"),
+        include_str!("../src/migrations/postgres/0007_runs.sql"),
+    ];
+    let (client, url) = postgres_as_of(&BEFORE_COMPACT_PG).await;
+    let key = receipt_key(6);
+    let mut old = draft(&key, "get_ticket", None).receipt;
+    old.v = 1;
+    let old_text = receipt::sign(old, key.signing_key()).unwrap().to_json();
+    let old_leaf = merkle::leaf_hash(old_text.as_bytes());
+    client
+        .execute(
+            "INSERT INTO receipts (log_index, kid, leaf_hash, signed, salt, proposal, created_ms) VALUES (0, $1, $2, $3, $4, '{}', 5)",
+            &[&key.kid(), &&old_leaf[..], &old_text, &&[1u8; 32][..]],
+        )
+        .await
+        .unwrap();
+    let l = PostgresLedger::connect(&url).await.unwrap();
+    assert_eq!(l.append_receipts(vec![draft(&key, "close_ticket", None)]).await.unwrap(), vec![1]);
+    let rows = l.receipts(0, 10).await.unwrap();
+    assert_eq!((rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()), (old_text.as_str(), old_leaf, [1; 32], Some("{}")));
+    assert_eq!(rows[1].leaf_hash, merkle::leaf_hash(rows[1].logged.as_bytes()));
+    assert_eq!(rows[1].asked.as_deref(), Some("{}"));
+    let body: Vec<u8> = client.query_one("SELECT body FROM receipts WHERE log_index = 1", &[]).await.unwrap().get(0);
+    assert_eq!(body[0], receipt::compact::FORMAT);
+    let err = client.batch_execute("UPDATE receipts SET proposal = 'x'").await.unwrap_err();
+    assert!(err.as_db_error().unwrap().message().contains("append-only"), "{err}");
+}
 
 fn run_key(subject: &str, run: &str) -> RunKey {
     RunKey { tenant: "atlas".into(), subject: subject.into(), run: run.into() }

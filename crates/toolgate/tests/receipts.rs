@@ -250,3 +250,29 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     assert!(changed > 0, "{said}");
     assert!(said.contains("export_service_records") || said.contains("send_notice"), "{said}");
 }
+
+/// A pack exported by the release before receipt format 2 (`d51aa94`: every
+/// receipt signed, format 1), checked in as it was written: it still verifies,
+/// pinned to its kid, with `toolgate verify` and the Python verifier.
+#[test]
+fn a_pack_of_format_1_receipts_still_verifies() {
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1/pack");
+    let b: Value = serde_json::from_slice(&std::fs::read(pack.join("bundle.json")).unwrap()).unwrap();
+    let kid = b["keys"][0]["kid"].as_str().unwrap();
+    let n = b["receipts"].as_array().unwrap().len();
+    assert!(b["receipts"].as_array().unwrap().iter().all(|e| e["receipt"]["receipt"]["v"] == 1 && e["receipt"]["sig"].is_string()));
+    let out = verify(&pack, &["--require-pq", "--expected-kid", kid]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("{n} receipt(s), each signed by the key its kid names")), "{said}");
+    let py = Command::new(python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py")).arg(pack.join("bundle.json")).output().unwrap();
+    assert!(py.status.success() && text(&py).contains(&format!("{n} receipt signature(s), 0 vouched")), "{}", text(&py));
+    // A format-1 receipt with its signature stripped is refused, not taken for format 2.
+    let mut stripped = b.clone();
+    stripped["receipts"][0]["receipt"].as_object_mut().unwrap().remove("sig");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stripped.json");
+    std::fs::write(&file, stripped.to_string()).unwrap();
+    let out = verify(&file, &[]);
+    assert!(!out.status.success() && text(&out).contains("format-1 receipt must carry its signature"), "{}", text(&out));
+}
