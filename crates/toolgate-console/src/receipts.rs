@@ -126,7 +126,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(in
     }
     let evidence = async {
         let checkpoint = evidence::covering(&gw.log, &*gw.ledger, index + 1).await?;
-        let b = evidence::bundle(&*gw.ledger, &checkpoint, index, index + 1).await?;
+        let b = evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, index, index + 1).await?;
         let report = verify(&gw, &b).await?;
         anyhow::Ok((checkpoint, b, report))
     };
@@ -179,7 +179,7 @@ pub(crate) async fn bundle(State(gw): State<Arc<Gateway>>, signed: Signed, Query
         };
         let (Some(&from), Some(&last)) = (wanted.first(), wanted.last()) else { anyhow::bail!("no receipts match") };
         let checkpoint = evidence::covering(&gw.log, &*gw.ledger, last + 1).await?;
-        let mut b = evidence::bundle(&*gw.ledger, &checkpoint, from, last + 1).await?;
+        let mut b = evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, from, last + 1).await?;
         b.receipts.retain(|e| wanted.contains(&e.receipt.receipt.log_index) && e.receipt.receipt.tenant == s.caller.tenant);
         anyhow::ensure!(!b.receipts.is_empty(), "no receipts of your tenant there");
         anyhow::Ok((b, from, last))

@@ -29,6 +29,7 @@ pub mod proposal;
 pub mod receipt;
 pub mod schema;
 pub mod strict_json;
+pub mod tiles;
 pub mod trifecta;
 
 pub use clock::{Clock, FixedClock, SystemClock};

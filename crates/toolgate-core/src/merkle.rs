@@ -58,6 +58,9 @@ pub enum MerkleError {
     /// A consistency proof leads to another old root than the one given.
     #[error("the proof leads to another old root")]
     OldRootMismatch,
+    /// A frontier's parts that do not fit its size.
+    #[error("{0}")]
+    Malformed(String),
     /// Two roots given for one tree size differ: the log forked.
     #[error("the two roots given for tree size {size} differ")]
     SameSizeDifferentRoots {
@@ -400,6 +403,20 @@ impl Frontier {
     /// How many leaves the tree has.
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// Its perfect subtrees' roots, largest first: what [`Frontier::from_parts`] takes back.
+    pub fn subtrees(&self) -> &[Hash] {
+        &self.subtrees
+    }
+
+    /// The frontier of a tree of `size` leaves from its subtrees' roots
+    /// (largest first, one per set bit of `size`), as kept beside an archive.
+    pub fn from_parts(size: u64, subtrees: Vec<Hash>) -> Result<Self, MerkleError> {
+        if subtrees.len() != size.count_ones() as usize {
+            return Err(MerkleError::Malformed(format!("a tree of {size} leaves has {} perfect subtrees, not {}", size.count_ones(), subtrees.len())));
+        }
+        Ok(Self { size, subtrees })
     }
 
     /// The tree's root: the subtrees joined from the right, smallest first,

@@ -13,6 +13,7 @@ use toolgate_core::receipt::LoggedReceipt;
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
 
+use crate::archive::Archive;
 use crate::log::ReceiptLog;
 
 /// A stored receipt's text, read back (ours: generous limits).
@@ -40,15 +41,19 @@ pub async fn covering_with_keys_of(config: &crate::config::Config, ledger: &Arc<
 }
 
 /// The receipts `from..to`, each with its inclusion proof against
-/// `checkpoint`, and every key of the log's history.
-pub async fn bundle(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
-    let leaves = ledger.leaf_hashes(0, checkpoint.size).await?;
+/// `checkpoint`, and every key of the log's history; archived receipts are
+/// read from the archive.
+pub async fn bundle(archive: &Archive, ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
+    let leaves = crate::archive::leaf_hashes(archive, ledger, 0, checkpoint.size).await?;
     let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
-    let rows = ledger.receipts(from, to - from).await?;
-    let receipts = rows
+    let logged = crate::archive::leaves(archive, ledger, from, to).await?;
+    if logged.len() as u64 != to - from {
+        return Err(anyhow!("the log holds {} of the receipts {from}..{to}", logged.len()));
+    }
+    let receipts = logged
         .iter()
         .zip(proofs)
-        .map(|(row, proof)| Ok(Entry { receipt: parse(&row.logged)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .map(|((_, _, text), proof)| Ok(Entry { receipt: parse(text)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
     Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })

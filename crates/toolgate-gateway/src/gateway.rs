@@ -99,7 +99,7 @@ impl Gateway {
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
-        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), ledger.clone(), clock.clone(), entropy.clone()).await?;
+        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
         let settings = &config.gateway;

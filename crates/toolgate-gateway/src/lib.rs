@@ -40,6 +40,7 @@ pub mod budgets;
 pub mod notify;
 pub mod keys;
 pub mod log;
+pub mod archive;
 pub mod call;
 pub(crate) mod commit;
 pub(crate) mod observe;

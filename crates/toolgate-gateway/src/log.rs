@@ -22,6 +22,7 @@ use toolgate_core::receipt::build::{Event, Subject, build};
 use toolgate_core::receipt::{self, Draft, Receipt};
 use toolgate_ledger::{Ledger, StoredCheckpoint, ToolDefinition};
 
+use crate::archive::Archive;
 use crate::catalog::ExposedTool;
 
 use crate::config::ReceiptsConfig;
@@ -36,6 +37,8 @@ const LOAD_CHUNK: u64 = 50_000;
 pub struct ReceiptLog {
     pub(crate) keys: LogKeys,
     pub(crate) config: ReceiptsConfig,
+    /// Where the log's archived ranges are.
+    pub archive: Archive,
     ledger: Arc<dyn Ledger>,
     /// The tree as last checkpointed by this process: its frontier, and the
     /// size of the last checkpoint signed (or found).
@@ -49,13 +52,17 @@ pub struct ReceiptLog {
 }
 
 impl ReceiptLog {
-    /// Records the key history in the ledger and rebuilds the frontier.
-    pub(crate) async fn open(keys: LogKeys, config: ReceiptsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
+    /// Records the key history in the ledger and rebuilds the frontier
+    /// (from the archive's, when the log was archived, and the leaves since).
+    pub(crate) async fn open(keys: LogKeys, config: ReceiptsConfig, archive: Archive, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
         for key in keys.all() {
             ledger.add_log_key(key).await.map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
         }
         let size = ledger.log_size().await?;
-        let mut frontier = Frontier::new();
+        let mut frontier = match ledger.archived().await? {
+            Some(a) => Frontier::from_parts(a.before, a.frontier).map_err(|e| anyhow::anyhow!("the ledger's archive record: {e}"))?,
+            None => Frontier::new(),
+        };
         while frontier.size() < size {
             let to = (frontier.size() + LOAD_CHUNK).min(size);
             for leaf in ledger.leaf_hashes(frontier.size(), to).await? {
@@ -65,13 +72,13 @@ impl ReceiptLog {
         let last = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        Ok(Arc::new(Self { keys, config, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered }))
+        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered }))
     }
 
     /// The log of `config`'s state dir, with its keys (created on first use).
     pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::sources::Sources) -> anyhow::Result<Arc<Self>> {
         let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin, sources.clock.as_ref(), sources.entropy.as_ref())?;
-        Self::open(keys, config.receipts.clone(), ledger, sources.clock.clone(), sources.entropy.clone()).await
+        Self::open(keys, config.receipts.clone(), Archive::in_state_dir(&config.state_dir()), ledger, sources.clock.clone(), sources.entropy.clone()).await
     }
 
     fn kid(&self) -> &str {
@@ -158,20 +165,39 @@ impl ReceiptLog {
         if size == 0 || size <= *last {
             return Ok(None);
         }
-        let root = frontier.root();
-        let body = Checkpoint::new(&self.keys.origin, size, root).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
-        // ML-DSA-65 signing takes a while: off the workers that serve calls.
-        let log = self.clone();
-        let note = tokio::task::spawn_blocking(move || body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65]))
-            .await?
-            .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
-        let checkpoint = StoredCheckpoint { size, root, note, created_ms: self.clock.now_ms() };
+        let checkpoint = self.sign(size, frontier.root()).await?;
         // Another replica may have signed this size already: one row either way.
         self.ledger.add_checkpoint(checkpoint.clone()).await?;
         *last = size;
         self.uncovered.store(0, Ordering::Relaxed);
         tracing::debug!(target: "toolgate::log", size, "checkpoint signed");
         Ok(Some(checkpoint))
+    }
+
+    /// A checkpoint of the log at `size` with `root`, signed by the log's keys.
+    async fn sign(self: &Arc<Self>, size: u64, root: toolgate_core::merkle::Hash) -> anyhow::Result<StoredCheckpoint> {
+        let body = Checkpoint::new(&self.keys.origin, size, root).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
+        // ML-DSA-65 signing takes a while: off the workers that serve calls.
+        let log = self.clone();
+        let note = tokio::task::spawn_blocking(move || body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65]))
+            .await?
+            .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
+        Ok(StoredCheckpoint { size, root, note, created_ms: self.clock.now_ms() })
+    }
+
+    /// The checkpoint of the log at exactly `size` (an archive's), whose root
+    /// the caller computed: the ledger's, or one signed and recorded now. A
+    /// recorded one with another root is a fork, refused.
+    pub(crate) async fn checkpoint_at(self: &Arc<Self>, size: u64, root: toolgate_core::merkle::Hash) -> anyhow::Result<StoredCheckpoint> {
+        if let Some(had) = self.ledger.checkpoints().await?.into_iter().find(|c| c.size == size) {
+            if had.root != root {
+                anyhow::bail!("the ledger's checkpoint of size {size} has another root than its leaves: the log is damaged; run `toolgate log verify`");
+            }
+            return Ok(had);
+        }
+        let checkpoint = self.sign(size, root).await?;
+        self.ledger.add_checkpoint(checkpoint.clone()).await?;
+        Ok(checkpoint)
     }
 
     /// Checkpoints every interval or when woken, until `cancel`; then once more.

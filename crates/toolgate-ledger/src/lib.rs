@@ -167,6 +167,20 @@ pub struct StoredCheckpoint {
     pub created_ms: i64,
 }
 
+/// An archived range of the log: its first `before` receipts, moved to
+/// tlog-tiles files and verified there before their rows were removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredArchive {
+    /// How many receipts are archived: a multiple of 256, never more than a checkpoint covers.
+    pub before: u64,
+    /// The log's root at `before`.
+    pub root: Hash,
+    /// The tree's right edge at `before` (`merkle::Frontier::subtrees`).
+    pub frontier: Vec<Hash>,
+    /// When it was archived (ms since the Unix epoch).
+    pub archived_ms: i64,
+}
+
 /// A key of the history: its kid and verifier keys (signed-note vkey text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogKey {
@@ -307,12 +321,21 @@ pub trait Ledger: Send + Sync {
     /// (every `checkpoint_ms`), which covers them. A later commit
     /// never survives without an earlier one, so the log stays a prefix.
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>>;
-    /// Up to `limit` receipts from log index `from` on, in log order.
+    /// Up to `limit` receipts from log index `from` on, in log order (an
+    /// archived receipt has no row: the first returned may come later).
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>>;
-    /// The number of receipts (the log's tree size).
+    /// The number of receipts (the log's tree size), archived ones included.
     async fn log_size(&self) -> Result<u64>;
-    /// Leaf hashes of indexes `from..to`, in order.
+    /// Leaf hashes of indexes `from..to`, in order; an error when any of
+    /// them is archived (the archive holds those).
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>>;
+    /// The latest archive, if the log was ever archived.
+    async fn archived(&self) -> Result<Option<StoredArchive>>;
+    /// Records `archive` and removes the rows of the receipts it covers, in
+    /// one transaction; returns how many rows went. The caller has written
+    /// and verified the archive's files first. Refused unless it extends the
+    /// last archive, up to a checkpointed size, by whole tiles of 256.
+    async fn archive(&self, archive: StoredArchive) -> Result<u64>;
     /// Records a signed checkpoint; false when one of that size exists.
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
     /// Every checkpoint, smallest size first.
@@ -343,6 +366,14 @@ pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<Row> {
     let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
     let asked = asked.as_deref().map(toolgate_core::receipt::compact::pack_asked);
     Ok(Row { leaf_hash: sealed.leaf_hash, body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
+}
+
+/// 32-byte hashes, concatenated, as a list.
+pub(crate) fn hashes(bytes: &[u8]) -> Result<Vec<Hash>> {
+    if bytes.len() % 32 != 0 {
+        return Err(LedgerError::Store(format!("a stored list of hashes is {} bytes, not a multiple of 32", bytes.len())));
+    }
+    Ok(bytes.chunks(32).map(|h| h.try_into().expect("32 bytes")).collect())
 }
 
 /// Why a settlement was refused: only an unknown operation is settled, and

@@ -85,6 +85,7 @@ both!(
     receipts_take_contiguous_indexes_under_concurrency,
     a_receipt_commits_with_the_state_it_attests_or_not_at_all,
     the_store_itself_refuses_log_rewrites,
+    an_archived_range_leaves_the_rows_and_the_log_carries_on,
     an_approval_lives_pending_approved_consumed_once,
     nobody_decides_their_own_call_under_any_credential_and_expiry_is_final,
     the_store_itself_refuses_illegal_approval_changes,
@@ -367,7 +368,7 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
 
 use toolgate_ledger::core::receipt::{self, Draft, RECEIPT_VERSION, Receipt, ReceiptKey, LoggedReceipt};
 use toolgate_ledger::core::{merkle, strict_json::JsonLimits};
-use toolgate_ledger::{LogKey, StoredCheckpoint};
+use toolgate_ledger::{LogKey, StoredArchive, StoredCheckpoint};
 
 fn receipt_key(seed: u8) -> Arc<ReceiptKey> {
     Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[seed; 32])))
@@ -541,6 +542,41 @@ async fn an_append_never_waits_for_the_write_lock_on_the_callers_thread() {
     other.execute_batch("COMMIT").unwrap();
     assert_eq!(append.await.unwrap().unwrap(), vec![1]);
     assert_eq!(s.ledger.log_size().await.unwrap(), 2);
+}
+
+async fn an_archived_range_leaves_the_rows_and_the_log_carries_on(s: Store) {
+    let (l, key) = (&*s.ledger, receipt_key(5));
+    for _ in 0..6 {
+        l.append_receipts((0..100).map(|i| draft(&key, &format!("t{i}"), None)).collect()).await.unwrap();
+    }
+    let leaves = l.leaf_hashes(0, 600).await.unwrap();
+    let archive = |before: usize| {
+        let mut f = merkle::Frontier::new();
+        leaves[..before].iter().for_each(|h| f.push(*h));
+        StoredArchive { before: before as u64, root: f.root(), frontier: f.subtrees().to_vec(), archived_ms: 7 }
+    };
+    assert!(l.archive(archive(512)).await.unwrap_err().to_string().contains("checkpointed"), "nothing checkpointed yet");
+    l.add_checkpoint(StoredCheckpoint { size: 600, root: merkle::root(&leaves), note: "n\n".into(), created_ms: 1 }).await.unwrap();
+    assert!(l.archive(archive(500)).await.is_err(), "whole tiles only");
+    assert_eq!(l.archive(archive(512)).await.unwrap(), 512);
+    assert_eq!(l.archived().await.unwrap(), Some(archive(512)));
+    assert_eq!(l.log_size().await.unwrap(), 600);
+    assert_eq!(l.receipts(0, 5).await.unwrap()[0].log_index, 512, "archived receipts have no row");
+    assert!(l.leaf_hashes(0, 600).await.is_err(), "archived leaves are the archive's to give");
+    assert_eq!(l.leaf_hashes(512, 600).await.unwrap(), leaves[512..]);
+    assert!(l.archive(archive(256)).await.is_err(), "an archive only extends the last");
+    assert!(s.raw("DELETE FROM receipts WHERE log_index = 512").await.unwrap_err().contains("append-only"));
+    assert!(s.raw("DELETE FROM archives").await.unwrap_err().contains("never"));
+    // Archived to the last receipt, the log still knows its size and carries on.
+    l.append_receipts((0..168).map(|i| draft(&key, &format!("u{i}"), None)).collect()).await.unwrap();
+    let all: Vec<_> = leaves[..512].iter().copied().chain(l.leaf_hashes(512, 768).await.unwrap()).collect();
+    l.add_checkpoint(StoredCheckpoint { size: 768, root: merkle::root(&all), note: "n\n".into(), created_ms: 2 }).await.unwrap();
+    let mut f = merkle::Frontier::from_parts(512, archive(512).frontier).unwrap();
+    all[512..].iter().for_each(|h| f.push(*h));
+    assert_eq!(f.root(), merkle::root(&all), "the stored frontier carries the tree on");
+    assert_eq!(l.archive(StoredArchive { before: 768, root: f.root(), frontier: f.subtrees().to_vec(), archived_ms: 8 }).await.unwrap(), 256);
+    assert_eq!((l.log_size().await.unwrap(), l.receipts(0, 10).await.unwrap().len()), (768, 0));
+    assert_eq!(l.append_receipts(vec![draft(&key, "next", None)]).await.unwrap(), vec![768]);
 }
 
 fn key_of(k: &str) -> OperationKey {

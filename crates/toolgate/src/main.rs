@@ -248,6 +248,7 @@ fn main() -> std::process::ExitCode {
                 Ok(false) => Err(anyhow::anyhow!("the log did not verify")),
                 Err(e) => Err(e),
             },
+            Command::Log(receipts::LogAction::Archive { config, before }) => receipts::log_archive(&config, before).await,
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,

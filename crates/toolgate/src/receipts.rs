@@ -13,7 +13,8 @@ use toolgate_core::bundle::{self, Bundle, BundleKey};
 use toolgate_core::log_verify::LogVerifier;
 use toolgate_core::proposal::sha256_hex;
 use toolgate_core::receipt::build::wire_name;
-use toolgate_core::{SystemClock, SystemEntropy};
+use toolgate_core::{Clock as _, SystemClock, SystemEntropy};
+use toolgate_gateway::archive::Archive;
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::Sources;
 use toolgate_gateway::keys::LogKeys;
@@ -47,11 +48,22 @@ pub enum Action {
 
 #[derive(Subcommand)]
 pub enum LogAction {
-    /// Check the whole log: every leaf, every receipt's signature, every
-    /// checkpoint's root and signatures, and consistency between checkpoints.
+    /// Check the whole log, archive and ledger: every leaf, every receipt's
+    /// signature, every checkpoint's root and signatures, and consistency
+    /// between checkpoints.
     Verify {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
+    },
+    /// Move the receipts before N out of the ledger into the log's archive
+    /// (STATE_DIR/archive, C2SP tlog-tiles files), verified there first; whole
+    /// tiles of 256, up to the last checkpoint.
+    Archive {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Archive the receipts before this log index (rounded down to a multiple of 256).
+        #[arg(long, value_name = "N")]
+        before: u64,
     },
 }
 
@@ -93,10 +105,10 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             Ok(())
         }
         Action::Show { config, index } => {
-            let (_, ledger) = open(&config).await?;
-            let row = ledger.receipts(index, 1).await?.into_iter().find(|r| r.log_index == index);
-            let row = row.ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
-            let value: Value = serde_json::from_str(&row.logged)?;
+            let (config, ledger) = open(&config).await?;
+            let found = toolgate_gateway::archive::leaves(&Archive::in_state_dir(&config.state_dir()), &*ledger, index, index + 1).await?;
+            let (_, _, logged) = found.into_iter().next().ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
+            let value: Value = serde_json::from_str(&logged)?;
             println!("{}", serde_json::to_string_pretty(&value)?);
             Ok(())
         }
@@ -132,7 +144,7 @@ pub async fn export(config_path: &Path, receipt: Option<u64>, since: Option<u64>
         }
         None => covering(&config, &ledger, to).await?,
     };
-    let bundle = build(&*ledger, &checkpoint, from, to).await?;
+    let bundle = toolgate_gateway::evidence::bundle(&Archive::in_state_dir(&config.state_dir()), &*ledger, &checkpoint, from, to).await?;
     write_outputs(&config, config_path, &ledger, &bundle, (from, to, checkpoint.size), out, pack).await
 }
 
@@ -153,10 +165,6 @@ async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Led
         println!("exported {} receipt(s) (log {from}..{to}) with checkpoint size {size} to {}", to - from, out.display());
     }
     Ok(())
-}
-
-async fn build(ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
-    toolgate_gateway::evidence::bundle(ledger, checkpoint, from, to).await
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -255,20 +263,36 @@ fn pack_files(dir: &Path) -> toolgate_core::pack::Files {
     files
 }
 
-/// `toolgate log verify`: the whole log, from the ledger, by core's verifier.
+/// `toolgate log archive`.
+pub async fn log_archive(config_path: &Path, before: u64) -> anyhow::Result<()> {
+    let (config, ledger) = open(config_path).await?;
+    let log = signing_log(&config, ledger.clone()).await?;
+    let done = toolgate_gateway::archive::run(&log, &*ledger, before, SystemClock.now_ms()).await?;
+    println!(
+        "archived receipts 0..{} in {} (checkpoint of size {} signed there); {} row(s) moved out of the ledger",
+        done.before,
+        log.archive.dir().display(),
+        done.before,
+        done.moved
+    );
+    Ok(())
+}
+
+/// `toolgate log verify`: the whole log, from the archive and the ledger, by core's verifier.
 pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
-    let (_, ledger) = open(config_path).await?;
+    let (config, ledger) = open(config_path).await?;
+    let archive = Archive::in_state_dir(&config.state_dir());
     let size = ledger.log_size().await?;
     let keys = ledger.log_keys().await?;
     let history: Vec<BundleKey> = keys.iter().map(|k| BundleKey { kid: k.kid.clone(), ed25519: k.ed25519.clone(), ml_dsa_65: k.ml_dsa_65.clone() }).collect();
     let mut verifier = LogVerifier::new(&history).map_err(|e| anyhow!(e))?;
     while verifier.size() < size {
-        let rows = ledger.receipts(verifier.size(), 10_000).await?;
-        if rows.is_empty() {
+        let leaves = toolgate_gateway::archive::leaves(&archive, &*ledger, verifier.size(), size.min(verifier.size() + 10_000)).await?;
+        if leaves.is_empty() {
             break;
         }
-        for row in &rows {
-            verifier.receipt(row.log_index, &row.leaf_hash, &row.logged);
+        for (index, leaf, logged) in &leaves {
+            verifier.receipt(*index, leaf, logged);
         }
     }
     let checkpoints = ledger.checkpoints().await?;

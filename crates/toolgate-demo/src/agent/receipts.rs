@@ -33,7 +33,7 @@ pub async fn bundle_of(config_path: &Path, from: u64, proposals: &BTreeSet<Strin
         bail!("the log holds no receipt from {from} on");
     }
     let checkpoint = toolgate_gateway::evidence::covering_with_keys_of(&config, &ledger, to).await?;
-    let mut bundle = toolgate_gateway::evidence::bundle(&*ledger, &checkpoint, from, to).await?;
+    let mut bundle = toolgate_gateway::evidence::bundle(&toolgate_gateway::archive::Archive::in_state_dir(&config.state_dir()), &*ledger, &checkpoint, from, to).await?;
     bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
     Ok(bundle)
 }

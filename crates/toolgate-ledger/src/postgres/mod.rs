@@ -17,7 +17,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 use pool::{Db as _, Pool};
 
@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0006_approval_operation_key.sql"),
     include_str!("../migrations/postgres/0007_runs.sql"),
     include_str!("../migrations/postgres/0008_compact_receipts.sql"),
+    include_str!("../migrations/postgres/0009_archives.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -162,6 +163,12 @@ impl Ledger for PostgresLedger {
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
         receipts::leaf_hashes(&self.pool, from, to).await
+    }
+    async fn archived(&self) -> Result<Option<StoredArchive>> {
+        receipts::archived(&self.pool).await
+    }
+    async fn archive(&self, archive: StoredArchive) -> Result<u64> {
+        self.pool.transaction(move |tx| Box::pin(async move { receipts::archive(tx, &archive).await })).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         receipts::add_checkpoint(&self.pool, &checkpoint).await

@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 use toolgate_core::merkle::Hash;
 
 use super::pool::Db;
-use crate::{Draft, LedgerError, LogKey, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
 /// The log's lock (the migrations' is 7461001).
 const LOG_LOCK: i64 = 7_461_002;
@@ -34,9 +34,25 @@ pub async fn append(tx: &impl Db, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     Ok(indexes)
 }
 
+/// The next index: after the last row, or after the archive when no row is left.
 pub async fn log_size(db: &impl Db) -> Result<u64> {
-    let row = db.query_opt("SELECT coalesce(max(log_index) + 1, 0) AS n FROM receipts", &[]).await?;
+    let row = db
+        .query_opt("SELECT greatest((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT coalesce(max(before), 0) FROM archives)) AS n", &[])
+        .await?;
     Ok(row.map_or(0, |r| r.get::<_, i64>("n")) as u64)
+}
+
+pub async fn archived(db: &impl Db) -> Result<Option<StoredArchive>> {
+    let Some(r) = db.query_opt("SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1", &[]).await? else { return Ok(None) };
+    let frontier: Vec<u8> = r.get("frontier");
+    Ok(Some(StoredArchive { before: r.get::<_, i64>("before") as u64, root: hash(&r, "root")?, frontier: crate::hashes(&frontier)?, archived_ms: r.get("archived_ms") }))
+}
+
+/// Inside a transaction only.
+pub async fn archive(tx: &impl Db, a: &StoredArchive) -> Result<u64> {
+    let before = a.before as i64;
+    tx.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES ($1, $2, $3, $4)", &[&before, &&a.root[..], &a.frontier.concat(), &a.archived_ms]).await?;
+    Ok(tx.execute("DELETE FROM receipts WHERE log_index < $1", &[&before]).await?)
 }
 
 fn hash(r: &Row, column: &str) -> Result<Hash> {

@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0006_approval_operation_key.sql"),
     include_str!("../migrations/sqlite/0007_runs.sql"),
     include_str!("../migrations/sqlite/0008_compact_receipts.sql"),
+    include_str!("../migrations/sqlite/0009_archives.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

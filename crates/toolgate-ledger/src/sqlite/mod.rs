@@ -32,7 +32,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
@@ -430,6 +430,12 @@ impl Ledger for SqliteLedger {
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
         self.read_many(move |c| receipts::leaf_hashes(c, from, to)).await
+    }
+    async fn archived(&self) -> Result<Option<StoredArchive>> {
+        self.read(receipts::archived).await
+    }
+    async fn archive(&self, archive: StoredArchive) -> Result<u64> {
+        self.run(move |c| receipts::archive(c, &archive)).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await

@@ -5,10 +5,13 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::merkle::Hash;
 
-use crate::{Draft, LedgerError, LogKey, Result, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
+/// The next index: after the last row, or after the archive when no row is left.
 fn size(conn: &Connection) -> Result<u64> {
-    let n: i64 = conn.prepare_cached("SELECT coalesce(max(log_index) + 1, 0) FROM receipts")?.query_row([], |r| r.get(0))?;
+    let n: i64 = conn
+        .prepare_cached("SELECT max((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT coalesce(max(before), 0) FROM archives))")?
+        .query_row([], |r| r.get(0))?;
     Ok(n as u64)
 }
 
@@ -59,6 +62,19 @@ pub fn leaf_hashes(conn: &Connection, from: u64, to: u64) -> Result<Vec<Hash>> {
         return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", hashes.len())));
     }
     Ok(hashes)
+}
+
+pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {
+    let mut stmt = conn.prepare_cached("SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1")?;
+    let row = stmt
+        .query_row([], |r| Ok((r.get::<_, i64>(0)?, hash(r, 1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, i64>(3)?)))
+        .optional()?;
+    row.map(|(before, root, frontier, archived_ms)| Ok(StoredArchive { before: before as u64, root, frontier: crate::hashes(&frontier)?, archived_ms })).transpose()
+}
+
+pub fn archive(conn: &Connection, a: &StoredArchive) -> Result<u64> {
+    conn.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES (?1, ?2, ?3, ?4)", params![a.before as i64, &a.root[..], a.frontier.concat(), a.archived_ms])?;
+    Ok(conn.execute("DELETE FROM receipts WHERE log_index < ?1", params![a.before as i64])? as u64)
 }
 
 pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {

@@ -1,0 +1,190 @@
+//! The log as static files, per C2SP tlog-tiles (c2sp.org/tlog-tiles): hash
+//! tiles and entry bundles, by the spec's paths, so any tlog-tiles client can
+//! read an archive of the log. Pure: bytes and paths in, bytes and paths out;
+//! the caller writes and reads the files.
+//!
+//! - A **hash tile** at level L holds up to 256 consecutive hashes of the
+//!   tree's nodes at height 8·L (level 0: the leaf hashes; level 1: the roots
+//!   of each 256 leaves; …), each 32 bytes, concatenated. A full tile has
+//!   256; the tree's right edge may end in a partial one, `.p/W` for width W.
+//! - An **entry bundle** holds the entries (the leaves' data) of one level-0
+//!   tile, each as its length (big-endian u16) and its bytes.
+//! - A tile index N is written in groups of three digits, all but the last
+//!   prefixed with `x`: 1234067 is `x001/x234/067`.
+
+use crate::merkle::{self, Hash};
+
+/// Hashes per full tile, and entries per full bundle.
+pub const WIDTH: u64 = 256;
+
+/// The largest entry a bundle can hold (its length is a u16).
+pub const MAX_ENTRY: usize = u16::MAX as usize;
+
+/// Why tiles cannot be written or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TileError {
+    /// An entry longer than a bundle can hold.
+    #[error("entry {index} is {len} bytes; a tlog-tiles entry bundle holds at most {MAX_ENTRY}")]
+    EntryTooLarge {
+        /// The entry's index in the log.
+        index: u64,
+        /// Its length.
+        len: usize,
+    },
+    /// A file that is not what its path says.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// `N` as a tile path: groups of three digits, all but the last `x`-prefixed.
+pub fn index_path(n: u64) -> String {
+    let digits = format!("{n:03}");
+    let pad = (3 - digits.len() % 3) % 3;
+    let padded = format!("{}{digits}", "0".repeat(pad));
+    let groups: Vec<&str> = padded.as_bytes().chunks(3).map(|g| std::str::from_utf8(g).expect("ASCII digits")).collect();
+    let last = groups.len() - 1;
+    groups.iter().enumerate().map(|(i, g)| if i < last { format!("x{g}") } else { (*g).to_string() }).collect::<Vec<_>>().join("/")
+}
+
+fn suffix(width: u64) -> String {
+    if width < WIDTH { format!(".p/{width}") } else { String::new() }
+}
+
+/// The path of hash tile `index` at `level`, `width` hashes wide.
+pub fn tile_path(level: u8, index: u64, width: u64) -> String {
+    format!("tile/{level}/{}{}", index_path(index), suffix(width))
+}
+
+/// The path of entry bundle `index`, `width` entries wide.
+pub fn entries_path(index: u64, width: u64) -> String {
+    format!("tile/entries/{}{}", index_path(index), suffix(width))
+}
+
+/// One hash tile of a tree: its level, index and hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tile {
+    /// Its level: its hashes are of nodes at height 8·level.
+    pub level: u8,
+    /// Its index among the level's tiles.
+    pub index: u64,
+    /// Its hashes, 1 to [`WIDTH`].
+    pub hashes: Vec<Hash>,
+}
+
+impl Tile {
+    /// Its path.
+    pub fn path(&self) -> String {
+        tile_path(self.level, self.index, self.hashes.len() as u64)
+    }
+
+    /// Its file's bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.hashes.concat()
+    }
+}
+
+/// Every hash tile of the tree whose leaf hashes these are (at its size):
+/// full tiles, and the partial ones at its right edge. A level's hashes are
+/// the roots of the previous level's full tiles.
+pub fn tiles(leaf_hashes: &[Hash]) -> Vec<Tile> {
+    let mut out = Vec::new();
+    let mut level_hashes = leaf_hashes.to_vec();
+    let mut level = 0u8;
+    while !level_hashes.is_empty() {
+        let mut up = Vec::new();
+        for (index, chunk) in level_hashes.chunks(WIDTH as usize).enumerate() {
+            if chunk.len() as u64 == WIDTH {
+                up.push(merkle::root(chunk));
+            }
+            out.push(Tile { level, index: index as u64, hashes: chunk.to_vec() });
+        }
+        level_hashes = up;
+        level += 1;
+    }
+    out
+}
+
+/// Reads a hash tile's file: `width` hashes.
+pub fn read_tile(bytes: &[u8], width: u64) -> Result<Vec<Hash>, TileError> {
+    if bytes.len() as u64 != width * 32 {
+        return Err(TileError::Malformed(format!("a hash tile of width {width} is {} bytes, not {}", bytes.len(), width * 32)));
+    }
+    Ok(bytes.chunks(32).map(|h| h.try_into().expect("32 bytes")).collect())
+}
+
+/// An entry bundle's bytes; `first` is the first entry's log index (for the error).
+pub fn entry_bundle<'a>(first: u64, entries: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<u8>, TileError> {
+    let mut out = Vec::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let len = u16::try_from(entry.len()).map_err(|_| TileError::EntryTooLarge { index: first + i as u64, len: entry.len() })?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(entry);
+    }
+    Ok(out)
+}
+
+/// Reads an entry bundle: exactly `width` entries.
+pub fn read_entry_bundle(bytes: &[u8], width: u64) -> Result<Vec<&[u8]>, TileError> {
+    let mut out = Vec::with_capacity(width as usize);
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let [a, b, tail @ ..] = rest else { return Err(TileError::Malformed("an entry bundle ends inside a length".into())) };
+        let len = usize::from(u16::from_be_bytes([*a, *b]));
+        if tail.len() < len {
+            return Err(TileError::Malformed("an entry bundle ends inside an entry".into()));
+        }
+        out.push(&tail[..len]);
+        rest = &tail[len..];
+    }
+    if out.len() as u64 != width {
+        return Err(TileError::Malformed(format!("an entry bundle of width {width} holds {} entries", out.len())));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_the_spec_s() {
+        assert_eq!(index_path(0), "000");
+        assert_eq!(index_path(5), "005");
+        assert_eq!(index_path(1234), "x001/234");
+        assert_eq!(index_path(1_234_067), "x001/x234/067");
+        assert_eq!(tile_path(0, 1_234_067, 256), "tile/0/x001/x234/067");
+        assert_eq!(tile_path(1, 3, 17), "tile/1/003.p/17");
+        assert_eq!(entries_path(2, 256), "tile/entries/002");
+        assert_eq!(entries_path(0, 9), "tile/entries/000.p/9");
+    }
+
+    #[test]
+    fn each_level_holds_the_roots_of_the_full_tiles_below() {
+        let leaves: Vec<Hash> = (0..256 * 257 + 3u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        let t = tiles(&leaves);
+        let level = |l: u8| t.iter().filter(move |x| x.level == l);
+        assert_eq!(level(0).count(), 258);
+        assert_eq!(level(0).last().unwrap().hashes.len(), 3);
+        assert_eq!(level(1).map(|x| x.hashes.len()).collect::<Vec<_>>(), [256, 1]);
+        assert_eq!(level(2).map(|x| x.hashes.len()).collect::<Vec<_>>(), [1]);
+        assert_eq!(level(3).count(), 0);
+        // Level 2's one hash is the root of the first 65,536 leaves.
+        assert_eq!(level(2).next().unwrap().hashes[0], merkle::root(&leaves[..65_536]));
+        assert_eq!(level(1).nth(1).unwrap().hashes[0], merkle::root(&leaves[65_536..65_792]));
+        let tile = level(1).next().unwrap();
+        assert_eq!(read_tile(&tile.bytes(), 256).unwrap(), tile.hashes);
+        assert!(read_tile(&tile.bytes(), 255).is_err());
+    }
+
+    #[test]
+    fn entry_bundles_round_trip_and_refuse_what_they_cannot_hold() {
+        let entries: Vec<Vec<u8>> = vec![b"{}".to_vec(), vec![], vec![7; 300]];
+        let bytes = entry_bundle(10, entries.iter().map(Vec::as_slice)).unwrap();
+        assert_eq!(&bytes[..4], &[0, 2, b'{', b'}']);
+        assert_eq!(read_entry_bundle(&bytes, 3).unwrap(), entries.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        assert!(read_entry_bundle(&bytes, 4).is_err());
+        assert!(read_entry_bundle(&bytes[..bytes.len() - 1], 3).is_err());
+        let big = vec![0u8; MAX_ENTRY + 1];
+        assert_eq!(entry_bundle(10, [&b"a"[..], &big]).unwrap_err(), TileError::EntryTooLarge { index: 11, len: MAX_ENTRY + 1 });
+    }
+}

@@ -1,0 +1,239 @@
+//! The log's archive: sealed ranges of receipts moved out of the ledger into
+//! C2SP tlog-tiles files under `STATE_DIR/archive` (`toolgate log archive`),
+//! so the ledger stays bounded while the log keeps every receipt.
+//!
+//! An archive of the log's first `before` receipts (a multiple of 256, no more
+//! than a checkpoint covers) holds, by the spec's paths:
+//! - `checkpoint`: a checkpoint of size `before`, signed by the log's keys;
+//! - `tile/<L>/…`: the hash tiles of the tree at that size;
+//! - `tile/entries/…`: the entry bundles, each entry a logged receipt's JCS
+//!   bytes (its leaf);
+//! - `private/…`: per bundle, owner-only, each receipt's salt and private
+//!   record of what was asked (never served: receipts hold salted hashes, and
+//!   the salts and records are what the ledger kept private).
+//!
+//! Files are written, flushed to disk and read back and verified (entries
+//! against leaf hashes, every tile against the tiles recomputed from the
+//! leaves, the root against the checkpoint and the checkpoint's signatures
+//! against the key history) before the ledger records the archive and
+//! removes the rows, in one transaction. A run cut off anywhere leaves the
+//! rows in place; the next run writes the same files again.
+//!
+//! Readers take the log whole: `leaf_hashes` and `logged` give what the
+//! archive holds, then what the ledger does.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow, bail};
+use toolgate_core::bundle::{BundleKey, key_verifiers};
+use toolgate_core::merkle::{self, Frontier, Hash};
+use toolgate_core::note;
+use toolgate_core::proposal::hex;
+use toolgate_core::tiles::{self, WIDTH};
+use toolgate_ledger::{Ledger, StoredArchive, StoredReceipt};
+
+use crate::log::ReceiptLog;
+
+/// Where a state dir's archive lives.
+#[derive(Debug, Clone)]
+pub struct Archive {
+    dir: PathBuf,
+}
+
+/// One leaf of the log as read back: its index, its leaf hash and its logged
+/// receipt's JCS text.
+pub type Leaf = (u64, Hash, String);
+
+impl Archive {
+    /// The archive of the gateway whose state dir is `state`.
+    pub fn in_state_dir(state: &Path) -> Self {
+        Self { dir: state.join("archive") }
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn read(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
+        let path = self.dir.join(rel);
+        std::fs::read(&path).with_context(|| format!("reading the archive's {} (the ledger says it is archived)", path.display()))
+    }
+
+    /// Writes a file of the archive and flushes it to disk. A full tile or
+    /// bundle already there must hold these bytes (it never changes); the
+    /// checkpoint is replaced.
+    fn write(&self, rel: &str, bytes: &[u8], private: bool) -> anyhow::Result<()> {
+        let path = self.dir.join(rel);
+        if rel != "checkpoint" && std::fs::read(&path).is_ok_and(|had| had == bytes) {
+            return Ok(());
+        }
+        let parent = path.parent().expect("a file of the archive is in a folder");
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let tmp = path.with_extension("partial");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if private {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        let mut file = options.open(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        file.write_all(bytes).and_then(|()| file.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("flushing {}", parent.display()))
+    }
+
+    /// Leaf hashes `from..to`, all archived, from the level-0 tiles.
+    pub fn leaf_hashes(&self, from: u64, to: u64) -> anyhow::Result<Vec<Hash>> {
+        let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
+        for tile in from / WIDTH..to.div_ceil(WIDTH) {
+            let hashes = tiles::read_tile(&self.read(&tiles::tile_path(0, tile, WIDTH))?, WIDTH)?;
+            let (lo, hi) = (from.max(tile * WIDTH) - tile * WIDTH, to.min((tile + 1) * WIDTH) - tile * WIDTH);
+            out.extend_from_slice(&hashes[lo as usize..hi as usize]);
+        }
+        Ok(out)
+    }
+
+    /// The archived leaves `from..to`, from the entry bundles.
+    pub fn leaves(&self, from: u64, to: u64) -> anyhow::Result<Vec<Leaf>> {
+        let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
+        for tile in from / WIDTH..to.div_ceil(WIDTH) {
+            let bytes = self.read(&tiles::entries_path(tile, WIDTH))?;
+            for (i, entry) in tiles::read_entry_bundle(&bytes, WIDTH)?.into_iter().enumerate() {
+                let index = tile * WIDTH + i as u64;
+                if (from..to).contains(&index) {
+                    let text = String::from_utf8(entry.to_vec()).map_err(|_| anyhow!("archived receipt {index} is not UTF-8"))?;
+                    out.push((index, merkle::leaf_hash(entry), text));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Where the ledger's rows begin: everything before is archived.
+async fn archived_before(ledger: &dyn Ledger) -> anyhow::Result<u64> {
+    Ok(ledger.archived().await?.map_or(0, |a| a.before))
+}
+
+/// Leaf hashes `from..to` of the whole log: the archive's, then the ledger's.
+pub async fn leaf_hashes(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) -> anyhow::Result<Vec<Hash>> {
+    let before = archived_before(ledger).await?;
+    let mut out = if from < before { archive.leaf_hashes(from, to.min(before))? } else { Vec::new() };
+    if to > before {
+        out.extend(ledger.leaf_hashes(from.max(before), to).await?);
+    }
+    Ok(out)
+}
+
+/// The leaves `from..to` of the whole log (up to `to`, or the log's end).
+pub async fn leaves(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) -> anyhow::Result<Vec<Leaf>> {
+    let before = archived_before(ledger).await?;
+    let mut out = if from < before { archive.leaves(from, to.min(before))? } else { Vec::new() };
+    let mut next = from.max(before);
+    while next < to {
+        let rows = ledger.receipts(next, (to - next).min(10_000)).await?;
+        let Some(last) = rows.last() else { break };
+        next = last.log_index + 1;
+        out.extend(rows.into_iter().map(|r| (r.log_index, r.leaf_hash, r.logged)));
+    }
+    Ok(out)
+}
+
+/// What an archive run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archived {
+    /// The log's first `before` receipts are archived now.
+    pub before: u64,
+    /// How many rows this run moved out of the ledger.
+    pub moved: u64,
+}
+
+/// `toolgate log archive`: archives the log's receipts before `before`
+/// (rounded down to whole tiles of 256, and to the last checkpoint's size).
+pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms: i64) -> anyhow::Result<Archived> {
+    let archive = &log.archive;
+    let last = ledger.archived().await?;
+    let from = last.as_ref().map_or(0, |a| a.before);
+    let checkpointed = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
+    let target = before.min(checkpointed) / WIDTH * WIDTH;
+    if target <= from {
+        bail!(
+            "nothing to archive before {before}: {from} receipt(s) are archived already, and an archive takes whole tiles of {WIDTH} up to the last checkpoint (size {checkpointed})"
+        );
+    }
+    // The rows to move, each checked against its stored leaf hash.
+    let mut rows: Vec<StoredReceipt> = Vec::with_capacity((target - from) as usize);
+    while (rows.len() as u64) < target - from {
+        let next = from + rows.len() as u64;
+        let chunk = ledger.receipts(next, (target - next).min(10_000)).await?;
+        if chunk.first().is_none_or(|r| r.log_index != next) {
+            bail!("the ledger holds no receipt {next}: the log is not contiguous; run `toolgate log verify`");
+        }
+        rows.extend(chunk);
+    }
+    for r in &rows {
+        if merkle::leaf_hash(r.logged.as_bytes()) != r.leaf_hash {
+            bail!("receipt {}: its stored leaf hash is not the hash of its bytes; nothing archived (run `toolgate log verify`)", r.log_index);
+        }
+    }
+    for (tile, chunk) in rows.chunks(WIDTH as usize).enumerate() {
+        let tile = from / WIDTH + tile as u64;
+        archive.write(&tiles::entries_path(tile, WIDTH), &tiles::entry_bundle(tile * WIDTH, chunk.iter().map(|r| r.logged.as_bytes()))?, false)?;
+        let private: String = chunk.iter().map(|r| serde_json::json!({"log_index": r.log_index, "salt": hex(&r.salt), "asked": r.asked}).to_string() + "\n").collect();
+        archive.write(&format!("private/{}", tiles::index_path(tile)), private.as_bytes(), true)?;
+    }
+    // The tree at `target`: its tiles, root and frontier. What is archived
+    // already must still be what the ledger recorded of it.
+    let mut leaves = archive.leaf_hashes(0, from)?;
+    if let Some(last) = &last
+        && merkle::root(&leaves) != last.root
+    {
+        bail!("the archive's level-0 tiles of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived", archive.dir().display());
+    }
+    leaves.extend(rows.iter().map(|r| r.leaf_hash));
+    for tile in tiles::tiles(&leaves) {
+        archive.write(&tile.path(), &tile.bytes(), false)?;
+    }
+    let mut frontier = Frontier::new();
+    leaves.iter().for_each(|h| frontier.push(*h));
+    let checkpoint = log.checkpoint_at(target, frontier.root()).await?;
+    archive.write("checkpoint", checkpoint.note.as_bytes(), false)?;
+    verify(archive, ledger, from, target, &checkpoint.note).await?;
+    let moved = ledger.archive(StoredArchive { before: target, root: frontier.root(), frontier: frontier.subtrees().to_vec(), archived_ms: now_ms }).await?;
+    Ok(Archived { before: target, moved })
+}
+
+/// Reads the archive of the first `size` receipts back from disk: the new
+/// entries `from..size` against their leaf hashes, every tile against the
+/// tiles recomputed from the leaves, and the checkpoint's root and
+/// signatures (by a key of the log's history).
+pub async fn verify(archive: &Archive, ledger: &dyn Ledger, from: u64, size: u64, note_text: &str) -> anyhow::Result<()> {
+    let leaves = archive.leaf_hashes(0, size)?;
+    for (index, leaf, _) in archive.leaves(from, size)? {
+        if leaves[index as usize] != leaf {
+            bail!("the archive's entry {index} does not hash to its leaf in tile 0");
+        }
+    }
+    for tile in tiles::tiles(&leaves) {
+        if archive.read(&tile.path())? != tile.bytes() {
+            bail!("the archive's {} is not the tile of its leaves", tile.path());
+        }
+    }
+    let keys = ledger.log_keys().await?;
+    let mut verifiers = Vec::new();
+    for k in keys {
+        verifiers.extend(key_verifiers(&BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).map_err(|e| anyhow!("the key history: {e}"))?);
+    }
+    let on_disk = String::from_utf8(archive.read("checkpoint")?).map_err(|_| anyhow!("the archive's checkpoint is not UTF-8"))?;
+    if on_disk != note_text {
+        bail!("the archive's checkpoint is not the one just signed");
+    }
+    let (checkpoint, _) = note::open_checkpoint(&on_disk, &verifiers).map_err(|e| anyhow!("the archive's checkpoint: {e}"))?;
+    if checkpoint.size() != size || *checkpoint.root() != merkle::root(&leaves) {
+        bail!("the archive's checkpoint is not of its {size} leaves");
+    }
+    Ok(())
+}

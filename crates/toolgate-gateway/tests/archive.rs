@@ -1,0 +1,78 @@
+//! The log's archive (`toolgate log archive`): sealed ranges move out of the
+//! ledger into C2SP tlog-tiles files; the log stays whole for every reader
+//! (bundles prove archived receipts and new ones alike), the gateway carries
+//! the tree on across a restart, and a damaged archive is refused.
+
+mod common;
+
+use common::{call, start};
+use serde_json::json;
+use toolgate_core::bundle::{self, Options};
+use toolgate_core::merkle;
+use toolgate_core::tiles;
+use toolgate_gateway::archive;
+use toolgate_gateway::evidence;
+
+async fn calls(url: &str, n: usize) {
+    for i in 0..n {
+        let read = call(url, "support__get_ticket", json!({"client_reference": format!("ref-arch-{i:04}")})).await;
+        assert!(read.get("result").is_some(), "{read}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
+    let h = start("").await;
+    let (gw, ledger) = (&h.gateway, &*h.gateway.ledger);
+    calls(&h.url, 300).await;
+    let refused = archive::run(&gw.log, ledger, 256, 1).await.unwrap_err().to_string();
+    assert!(refused.contains("up to the last checkpoint"), "{refused}");
+    gw.log.checkpoint().await.unwrap();
+    let size = ledger.log_size().await.unwrap();
+    assert!(size >= 300, "{size}");
+    let root_before = merkle::root(&ledger.leaf_hashes(0, size).await.unwrap());
+
+    let done = archive::run(&gw.log, ledger, 300, 2).await.unwrap();
+    assert_eq!(done, archive::Archived { before: 256, moved: 256 });
+    let dir = gw.log.archive.dir();
+    for file in ["checkpoint", "tile/0/000", "tile/1/000.p/1", "tile/entries/000", "private/000"] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    // The spec's bytes: a level-0 tile is the 256 leaf hashes; the entries hash to them.
+    let tile = tiles::read_tile(&std::fs::read(dir.join("tile/0/000")).unwrap(), 256).unwrap();
+    let bundle_bytes = std::fs::read(dir.join("tile/entries/000")).unwrap();
+    let entries = tiles::read_entry_bundle(&bundle_bytes, 256).unwrap();
+    assert!(entries.iter().zip(&tile).all(|(e, h)| merkle::leaf_hash(e) == *h));
+    assert_eq!(std::fs::read(dir.join("tile/1/000.p/1")).unwrap(), merkle::root(&tile).to_vec());
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(dir.join("private/000")).unwrap().permissions().mode() & 0o077, 0, "salts and records stay the owner's");
+    assert!(std::fs::read_to_string(dir.join("checkpoint")).unwrap().starts_with("toolgate.local/log\n256\n"));
+
+    // The ledger lost the rows, not the log.
+    assert_eq!(ledger.log_size().await.unwrap(), size);
+    assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256);
+    assert_eq!(merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 0, size).await.unwrap()), root_before);
+    // New calls, a new checkpoint from the carried-on tree, and one bundle
+    // across the archive and the ledger that verifies.
+    calls(&h.url, 20).await;
+    let checkpoint = gw.log.checkpoint().await.unwrap().expect("the log grew");
+    let to = checkpoint.size;
+    let all = archive::leaf_hashes(&gw.log.archive, ledger, 0, to).await.unwrap();
+    assert_eq!(checkpoint.root, merkle::root(&all), "the tree carried on from the archive's frontier");
+    let b = evidence::bundle(&gw.log.archive, ledger, &checkpoint, 250, to).await.unwrap();
+    let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true });
+    assert!(report.ok(), "{:?}", report.failures);
+    assert_eq!(b.receipts.len() as u64, to - 250);
+    // A second run has nothing to move yet; a damaged tile is refused
+    // before any row goes.
+    assert!(archive::run(&gw.log, ledger, 300, 3).await.is_err());
+    calls(&h.url, 256).await;
+    gw.log.checkpoint().await.unwrap();
+    std::fs::write(dir.join("tile/0/000"), vec![0u8; 256 * 32]).unwrap();
+    let refused = archive::run(&gw.log, ledger, 512, 4).await.unwrap_err().to_string();
+    assert!(refused.contains("tile"), "{refused}");
+    assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256, "nothing moved");
+    std::fs::write(dir.join("tile/0/000"), tile.concat()).unwrap();
+    assert_eq!(archive::run(&gw.log, ledger, 512, 5).await.unwrap(), archive::Archived { before: 512, moved: 256 });
+    assert!(dir.join("tile/1/000.p/2").is_file());
+}
