@@ -1,24 +1,29 @@
-//! Receipts signed and appended per second, and bundle verification time.
+//! Receipts sealed and appended per second, integrated, stored bytes, and
+//! bundle verification time.
 //!
 //!     cargo bench -p toolgate-ledger --bench receipts
 //!
-//! 1. Baseline, in the same process: sealing alone (JCS + Ed25519 sign +
-//!    leaf hash), on one thread — the CPU cost of a receipt with no storage.
-//! 2. SQLite, synchronous=FULL, group commit: 256 tasks (`TOOLGATE_BENCH_IN_FLIGHT`) on a current-thread
-//!    runtime each append one receipt at a time (the gateway's pattern: one
-//!    or two receipts per call). Signing happens on the ledger's one writer
-//!    thread, inside the transaction that assigns the index — so this is
-//!    receipts signed and durably appended per second on one core.
-//!    Reported with its ratio to the baseline. Then, on a fresh ledger, one
-//!    receipt at a time at a fixed 1,000/s: how long a caller waits for its
-//!    append (p50, p99, max) — the gateway's read path at that rate, with
-//!    its durable checkpoint every 1,000 receipts.
+//! 1. Baseline, in the same process: sealing alone (JCS + leaf hash, and an
+//!    Ed25519 signature with `TOOLGATE_BENCH_SIGN_EACH=1`), on one thread —
+//!    the CPU cost of a receipt with no storage.
+//! 2. SQLite, synchronous=FULL, group commit: 256 tasks (`TOOLGATE_BENCH_IN_FLIGHT`)
+//!    on a current-thread runtime each append one receipt at a time (the
+//!    gateway's pattern: one or two receipts per call). Sealing happens on the
+//!    ledger's one writer thread, inside the transaction that assigns the
+//!    index — so this is receipts sequenced and durably appended per second
+//!    on one core. Reported with its ratio to the baseline; then their
+//!    integration (every leaf hash read back and pushed onto the tree's
+//!    frontier, what the checkpointer does per batch) per second, and the
+//!    database's pages per receipt. Then, on a fresh ledger, one receipt at
+//!    a time at a fixed 1,000/s: how long a caller waits for its append
+//!    (p50, p99, max) — the gateway's read path at that rate, with its
+//!    durable checkpoint every 1,000 receipts.
 //! 3. Verification of a bundle of N receipts (every signature, every
 //!    inclusion proof, the checkpoint's Ed25519 and ML-DSA-65 signatures),
 //!    built with the real export path (`merkle::inclusion_proofs`).
 //!
-//! `TOOLGATE_BENCH_RECEIPTS` sets N (default 50,000). Target: ≥ 20,000
-//! receipts/s signed and appended.
+//! `TOOLGATE_BENCH_RECEIPTS` sets N (default 50,000). Target: ≥ 100,000
+//! receipts/s sequenced and appended (issue "Evidence at line rate").
 
 use std::sync::Arc;
 use std::time::Instant;

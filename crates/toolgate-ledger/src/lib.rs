@@ -131,7 +131,8 @@ pub struct StoredReceipt {
     /// bytes. The row keeps it compactly (`receipt::compact`), or as this
     /// text when it was written before that form.
     pub logged: String,
-    /// RFC 6962's leaf hash of `signed`: what the log's Merkle tree is built from.
+    /// RFC 6962's leaf hash of `logged`: what the log's Merkle tree is built
+    /// from (computed when read: a row does not keep it).
     pub leaf_hash: Hash,
     /// Private: the secret behind the receipt's salted hashes.
     pub salt: [u8; 32],
@@ -141,16 +142,32 @@ pub struct StoredReceipt {
 
 impl StoredReceipt {
     /// A row as a store reads it: `body` is the compact form, or the JCS
-    /// text of a row written before it.
-    pub(crate) fn from_row(log_index: u64, leaf_hash: Hash, body: &[u8], salt: [u8; 32], asked: Option<String>) -> Result<Self> {
-        let logged = if body.first() == Some(&b'{') {
-            String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?
+    /// text of a row written before it; `asked` as packed with the receipt's values.
+    pub(crate) fn from_row(log_index: u64, body: &[u8], salt: [u8; 32], asked: Option<String>) -> Result<Self> {
+        use toolgate_core::receipt::compact;
+        let (logged, asked) = if body.first() == Some(&b'{') {
+            (String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?, asked)
         } else {
-            let decoded = toolgate_core::receipt::compact::decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
-            decoded.to_json()
+            let decoded = compact::decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
+            let asked = asked.map(|a| compact::unpack_asked(&a, &asked_refs(&decoded.receipt)));
+            (decoded.to_json(), asked)
         };
-        let asked = asked.as_deref().map(toolgate_core::receipt::compact::unpack_asked);
-        Ok(Self { log_index, logged, leaf_hash, salt, asked })
+        Ok(Self { log_index, leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()), logged, salt, asked })
+    }
+}
+
+/// The receipt's values its record of what was asked is packed against.
+fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::compact::AskedRefs<'_> {
+    [&r.caller, &r.tenant, &r.server, &r.tool]
+}
+
+impl StoredReceipt {
+    /// Leaf hashes of rows read in order, checked to be exactly `from..to`.
+    pub(crate) fn leaf_hashes(rows: Vec<Self>, from: u64, to: u64) -> Result<Vec<Hash>> {
+        if rows.len() as u64 != to.saturating_sub(from) || rows.first().is_some_and(|r| r.log_index != from) {
+            return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", rows.len())));
+        }
+        Ok(rows.into_iter().map(|r| r.leaf_hash).collect())
     }
 }
 
@@ -351,9 +368,9 @@ pub trait Ledger: Send + Sync {
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
 }
 
-/// A draft sealed at `log_index`, as a row holds it.
+/// A draft sealed at `log_index`, as a row holds it (no leaf hash: the
+/// checkpointer computes it, off the answer's path).
 pub(crate) struct Row {
-    pub leaf_hash: Hash,
     /// The compact form of the logged receipt (`receipt::compact`).
     pub body: Vec<u8>,
     pub salt: [u8; 32],
@@ -364,8 +381,8 @@ pub(crate) struct Row {
 /// Seals a draft at `log_index` into the row that stores it.
 pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<Row> {
     let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
-    let asked = asked.as_deref().map(toolgate_core::receipt::compact::pack_asked);
-    Ok(Row { leaf_hash: sealed.leaf_hash, body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
+    let asked = asked.map(|a| toolgate_core::receipt::compact::pack_asked(&a, &asked_refs(&sealed.logged.receipt)));
+    Ok(Row { body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
 }
 
 /// 32-byte hashes, concatenated, as a list.

@@ -385,6 +385,19 @@ fn slope(ys: &[f64]) -> f64 {
     num / den
 }
 
+/// The bytes of the ledger's pages in use (its WAL's latest pages included),
+/// read beside the running gateway.
+fn ledger_bytes(config: &Path) -> u64 {
+    let file = config.parent().unwrap().join("state/ledger.sqlite3");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys; d=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro', uri=True); p=lambda n: d.execute('PRAGMA '+n).fetchone()[0]; print((p('page_count')-p('freelist_count'))*p('page_size'))")
+        .arg(&file)
+        .output()
+        .expect("python3 reads the ledger's size");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+}
+
 fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -482,6 +495,25 @@ async fn soak() {
     };
     let idle = resources(pid);
 
+    // Archiving on (`TOOLGATE_SOAK_ARCHIVE=0` turns it off): every minute,
+    // `toolgate log archive` moves what is checkpointed out of the ledger
+    // beside the running gateway, so the database stays bounded.
+    let archiver = (env_or("TOOLGATE_SOAK_ARCHIVE", 1) == 1).then(|| {
+        let (config, soak) = (config.clone(), soak.clone());
+        tokio::spawn(async move {
+            let mut sizes = Vec::new();
+            while soak.started.elapsed().as_secs() / 60 < minutes {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let out = Command::new(BIN).args(["log", "archive", "--before", &u64::MAX.to_string(), "--config"]).arg(&config).output().await.unwrap();
+                let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                assert!(out.status.success(), "log archive failed: {said}");
+                sizes.push(ledger_bytes(&config));
+                println!("  archive: {} ledger {:.1} MB in use", said.trim(), *sizes.last().unwrap() as f64 / 1e6);
+            }
+            sizes
+        })
+    });
+
     // The open loop: slot n is due at started + n × slot_us, whatever came back.
     let total = minutes * 60 * rate;
     let mut tasks = tokio::task::JoinSet::new();
@@ -494,6 +526,10 @@ async fn soak() {
     }
     while tasks.join_next().await.is_some() {}
     let per_minute = sampler.await.unwrap();
+    let ledger_sizes = match archiver {
+        Some(a) => a.await.unwrap(),
+        None => Vec::new(),
+    };
     let _ = approver.kill().await;
     // The load is over: the connections close (the gateway's idle ones to
     // its upstreams after their pool's idle timeout, 90 s), and what stays
@@ -546,6 +582,16 @@ async fn soak() {
     println!("idle before the load: RSS {:.1} MB, {} fds", idle.0, idle.1);
     println!("slopes after minute 1: RSS {rss_slope:+.2} MB/min, fds {fd_slope:+.2}/min");
     println!("answers: {:?}", soak.counts.lock().unwrap());
+    // Flat keyed writes: the last minute's p99 within 2× the first's (issue
+    // "Evidence at line rate"); and with archiving, a ledger that stays bounded.
+    let writes_p99: Vec<f64> = soak.minutes.lock().unwrap().iter().map(|m| percentile(&m.writes, 0.99)).collect();
+    let (first, last) = (writes_p99[0], *writes_p99.last().unwrap());
+    println!("keyed writes p99: first minute {first:.2} ms, last {last:.2} ms ({:.2}×)", last / first.max(0.001));
+    if let (Some(second), Some(end)) = (ledger_sizes.get(1), ledger_sizes.last()) {
+        println!("ledger in use after archiving: minute 2 {:.1} MB, last {:.1} MB", *second as f64 / 1e6, *end as f64 / 1e6);
+        assert!(*end <= second * 2, "the ledger grew from {second} to {end} bytes with archiving on");
+    }
+    assert!(minutes < 3 || last <= 2.0 * first.max(1.0), "keyed writes' p99 grew from {first:.2} to {last:.2} ms");
     let errs = soak.errors.lock().unwrap().clone();
     assert!(
         errs.is_empty() && errors == 0,

@@ -218,11 +218,20 @@ const ASKED_PIECES: &[&str] = &[
 
 /// The byte of `ASKED_PIECES[i]`: the control characters compact JSON text
 /// never holds raw (JSON escapes them in strings; whitespace is left out),
-/// but for [`ESCAPE`] and [`PACKED`].
+/// but for [`REF_BYTES`], [`ESCAPE`] and [`PACKED`]. A text's own control
+/// characters are escaped, so every one in a packed record is one of these.
 fn piece_byte(i: usize) -> u8 {
-    const FREE: [u8; 26] = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29];
+    const FREE: [u8; 24] = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27];
     FREE[i]
 }
+
+/// The bytes of the receipt's own values when the record names them: its
+/// caller, tenant, server, tool, and `server__tool` (the exposed name).
+const REF_BYTES: [u8; 5] = [9, 10, 13, 28, 29];
+
+/// The receipt's values a record of what was asked may repeat, in
+/// [`REF_BYTES`] order: caller, tenant, server, tool.
+pub type AskedRefs<'a> = [&'a str; 4];
 
 /// Before a control character of the text itself (so any text packs).
 const ESCAPE: char = '\u{1e}';
@@ -230,18 +239,42 @@ const ESCAPE: char = '\u{1e}';
 /// packing) begins with `{`.
 const PACKED: char = '\u{1f}';
 
+/// The values of `refs` as [`REF_BYTES`] stands for them.
+fn ref_values(refs: &AskedRefs<'_>) -> [String; 5] {
+    let [caller, tenant, server, tool] = *refs;
+    [caller.into(), tenant.into(), server.into(), tool.into(), format!("{server}__{tool}")]
+}
+
 /// The private record of what was asked, as a row keeps it: [`PACKED`], then
-/// the text with each recurring piece as one control character.
-pub fn pack_asked(text: &str) -> String {
+/// the text with each recurring piece as one control character, and each
+/// string that is one of the receipt's own values (`refs`) as another.
+pub fn pack_asked(text: &str, refs: &AskedRefs<'_>) -> String {
+    let values = ref_values(refs);
+    // Longest first: the exposed name before the server it begins with.
+    let mut order: Vec<usize> = (0..values.len()).filter(|&i| !values[i].is_empty()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(values[i].len()));
     let mut out = String::with_capacity(text.len() / 3);
     out.push(PACKED);
     let mut rest = text;
+    let mut opened = false;
     'scan: while let Some(c) = rest.chars().next() {
+        // A string's first characters: one of the receipt's values, whole?
+        if opened {
+            for &i in &order {
+                if rest.strip_prefix(values[i].as_str()).is_some_and(|after| after.starts_with('"')) {
+                    out.push(char::from(REF_BYTES[i]));
+                    rest = &rest[values[i].len()..];
+                    opened = false;
+                    continue 'scan;
+                }
+            }
+        }
         if matches!(c, '{' | ',' | '"' | ']') {
             for (i, piece) in ASKED_PIECES.iter().enumerate() {
                 if rest.starts_with(piece) {
                     out.push(char::from(piece_byte(i)));
                     rest = &rest[piece.len()..];
+                    opened = piece.ends_with('"');
                     continue 'scan;
                 }
             }
@@ -251,20 +284,27 @@ pub fn pack_asked(text: &str) -> String {
         }
         out.push(c);
         rest = &rest[c.len_utf8()..];
+        opened = c == '"';
     }
     out
 }
 
-/// The record [`pack_asked`] packed (or one stored unpacked), as it was.
-pub fn unpack_asked(stored: &str) -> String {
+/// The record [`pack_asked`] packed with the same `refs` (or one stored
+/// unpacked), as it was.
+pub fn unpack_asked(stored: &str, refs: &AskedRefs<'_>) -> String {
     let Some(packed) = stored.strip_prefix(PACKED) else { return stored.to_string() };
+    let values = ref_values(refs);
     let mut out = String::with_capacity(packed.len() * 3);
     let mut chars = packed.chars();
     while let Some(c) = chars.next() {
-        match (0..ASKED_PIECES.len()).find(|&i| u32::from(piece_byte(i)) == u32::from(c)) {
-            Some(i) => out.push_str(ASKED_PIECES[i]),
-            None if c == ESCAPE => out.extend(chars.next()),
-            None => out.push(c),
+        if c == ESCAPE {
+            out.extend(chars.next());
+        } else if let Some(i) = (0..ASKED_PIECES.len()).find(|&i| u32::from(piece_byte(i)) == u32::from(c)) {
+            out.push_str(ASKED_PIECES[i]);
+        } else if let Some(i) = REF_BYTES.iter().position(|&b| u32::from(b) == u32::from(c)) {
+            out.push_str(&values[i]);
+        } else {
+            out.push(c);
         }
     }
     out
@@ -503,15 +543,19 @@ mod tests {
     #[test]
     fn a_record_of_what_was_asked_packs_to_its_own_values() {
         let asked = r#"{"caller":{"name":"agent","subject":"agent","tenant":"atlas","roles":["agent"]},"tool":{"exposed_name":"desk__lookup","server":"desk","name":"lookup","class":"automatic","labels":[]},"arguments":{"q":"gate"},"class_decision":{"verdict":"allow","reason":"automatic","rules":["registry"]},"approval_state":"none","decision":{"verdict":"allow","reason":"automatic","rules":["registry"]}}"#;
-        let packed = pack_asked(asked);
-        assert_eq!(unpack_asked(&packed), asked);
-        assert!(packed.len() <= 70, "{} bytes: {packed:?}", packed.len());
+        let refs = ["agent", "atlas", "desk", "lookup"];
+        let packed = pack_asked(asked, &refs);
+        assert_eq!(unpack_asked(&packed, &refs), asked);
+        assert!(packed.len() <= 36, "{} bytes: {packed:?}", packed.len());
+        // Other refs (another call's) pack less, never wrongly.
+        let other = ["x", "", "de", "look"];
+        assert_eq!(unpack_asked(&pack_asked(asked, &other), &other), asked);
         // Text with control characters of its own comes back too, and a
         // record stored before packing is read as it is.
-        for odd in ["{\"a\":\"\u{1}\u{1e}\u{1f}\"}", "\u{1f}\u{1}", ""] {
-            assert_eq!(unpack_asked(&pack_asked(odd)), odd);
+        for odd in ["{\"a\":\"\u{1}\u{1e}\u{1f}\"}", "\u{1f}\u{1}\t\n", ""] {
+            assert_eq!(unpack_asked(&pack_asked(odd, &refs), &refs), odd);
         }
-        assert_eq!(unpack_asked(asked), asked);
+        assert_eq!(unpack_asked(asked, &refs), asked);
         assert_eq!(ASKED_PIECES.len(), ASKED_PIECES.iter().collect::<std::collections::HashSet<_>>().len());
     }
 
@@ -526,9 +570,12 @@ mod tests {
             proptest::sample::select(ASKED_PIECES.to_vec()).prop_map(str::to_string),
             "\\PC{0,8}",
             "[\u{0}-\u{1f}]{0,3}",
-        ], 0..12)) {
+            Just("\"ab\"".to_string()),
+            Just("\"a__b\"".to_string()),
+        ], 0..12), refs in proptest::collection::vec(prop_oneof![Just("a".to_string()), Just("ab".to_string()), Just(String::new()), "\\PC{0,3}"], 4)) {
             let text: String = parts.concat();
-            prop_assert_eq!(unpack_asked(&pack_asked(&text)), text);
+            let refs = [refs[0].as_str(), refs[1].as_str(), refs[2].as_str(), refs[3].as_str()];
+            prop_assert_eq!(unpack_asked(&pack_asked(&text, &refs), &refs), text);
         }
 
         /// Any receipt comes back exactly, whatever its strings hold.

@@ -24,8 +24,8 @@ pub async fn append(tx: &impl Db, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         let row = crate::seal(draft, next)?;
         let index = next as i64;
         tx.execute(
-            "INSERT INTO receipts (log_index, leaf_hash, body, salt, proposal) VALUES ($1, $2, $3, $4, $5)",
-            &[&index, &&row.leaf_hash[..], &row.body, &&row.salt[..], &row.asked],
+            "INSERT INTO receipts (log_index, body, salt, proposal) VALUES ($1, $2, $3, $4)",
+            &[&index, &row.body, &&row.salt[..], &row.asked],
         )
         .await?;
         indexes.push(next);
@@ -61,19 +61,13 @@ fn hash(r: &Row, column: &str) -> Result<Hash> {
 
 pub async fn list(db: &impl Db, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
     let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
-    let rows = db.query("SELECT log_index, leaf_hash, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
-    rows.iter()
-        .map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, hash(r, "leaf_hash")?, r.get("body"), hash(r, "salt")?, r.get("proposal")))
-        .collect()
+    let rows = db.query("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
+    rows.iter().map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, r.get("body"), hash(r, "salt")?, r.get("proposal"))).collect()
 }
 
+/// The leaves' hashes, from their rows (a row keeps no hash of its own).
 pub async fn leaf_hashes(db: &impl Db, from: u64, to: u64) -> Result<Vec<Hash>> {
-    let (f, t) = (from as i64, to as i64);
-    let rows = db.query("SELECT leaf_hash FROM receipts WHERE log_index >= $1 AND log_index < $2 ORDER BY log_index", &[&f, &t]).await?;
-    if rows.len() as u64 != to.saturating_sub(from) {
-        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", rows.len())));
-    }
-    rows.iter().map(|r| hash(r, "leaf_hash")).collect()
+    StoredReceipt::leaf_hashes(list(db, from, to.saturating_sub(from)).await?, from, to)
 }
 
 pub async fn add_checkpoint(db: &impl Db, c: &StoredCheckpoint) -> Result<bool> {

@@ -129,7 +129,7 @@ mod tests {
         let refused = |sql: &str| conn.execute_batch(sql).unwrap_err().to_string();
         assert!(refused("DELETE FROM receipts").contains("append-only"));
         assert!(refused("UPDATE receipts SET proposal = 'x'").contains("append-only"));
-        assert!(refused("INSERT INTO receipts (log_index, leaf_hash, body, salt) VALUES (5, zeroblob(32), x'01', zeroblob(32))").contains("next log index"));
+        assert!(refused("INSERT INTO receipts (log_index, body, salt) VALUES (5, x'01', zeroblob(32))").contains("next log index"));
         assert!(refused("INSERT INTO checkpoints (size, root, note, created_ms) VALUES (3, zeroblob(32), 'n', 0)").contains("cannot cover"));
     }
 }

@@ -29,10 +29,10 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     for (i, draft) in drafts.into_iter().enumerate() {
         rows.push(crate::seal(draft, first + i as u64)?);
     }
-    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, leaf_hash, body, salt, proposal) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)")?;
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
     for (&i, row) in indexes.iter().zip(rows) {
-        insert.execute(params![i as i64, &row.leaf_hash[..], row.body, &row.salt[..], row.asked])?;
+        insert.execute(params![i as i64, row.body, &row.salt[..], row.asked])?;
     }
     Ok(indexes)
 }
@@ -43,25 +43,20 @@ fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
 }
 
 pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-    let mut stmt = conn.prepare_cached("SELECT log_index, leaf_hash, body, salt, proposal FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2")?;
+    let mut stmt = conn.prepare_cached("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2")?;
     let mut rows = stmt.query(params![from as i64, limit.min(i64::MAX as u64) as i64])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
         // A row written before the compact form holds TEXT; SQLite hands it over as bytes either way.
-        let body = r.get_ref(2)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?;
-        out.push(StoredReceipt::from_row(r.get::<_, i64>(0)? as u64, hash(r, 1)?, body, hash(r, 3)?, r.get(4)?)?);
+        let body = r.get_ref(1)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?;
+        out.push(StoredReceipt::from_row(r.get::<_, i64>(0)? as u64, body, hash(r, 2)?, r.get(3)?)?);
     }
     Ok(out)
 }
 
+/// The leaves' hashes, from their rows (a row keeps no hash of its own).
 pub fn leaf_hashes(conn: &Connection, from: u64, to: u64) -> Result<Vec<Hash>> {
-    let mut stmt = conn.prepare_cached("SELECT leaf_hash FROM receipts WHERE log_index >= ?1 AND log_index < ?2 ORDER BY log_index")?;
-    let rows = stmt.query_map(params![from as i64, to as i64], |r| hash(r, 0))?;
-    let hashes: Vec<Hash> = rows.collect::<Result<_, _>>()?;
-    if hashes.len() as u64 != to.saturating_sub(from) {
-        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", hashes.len())));
-    }
-    Ok(hashes)
+    StoredReceipt::leaf_hashes(list(conn, from, to.saturating_sub(from))?, from, to)
 }
 
 pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {

@@ -8,4 +8,5 @@ ALTER TABLE receipts ALTER COLUMN body SET NOT NULL;
 ALTER TABLE receipts DROP COLUMN signed;
 ALTER TABLE receipts DROP COLUMN kid;
 ALTER TABLE receipts DROP COLUMN created_ms;
+ALTER TABLE receipts DROP COLUMN leaf_hash;
 ALTER TABLE receipts ENABLE TRIGGER receipts_guard;
