@@ -1,6 +1,7 @@
 //! Export bundles (`toolgate_core::bundle`): parsed and verified offline as
 //! `toolgate verify` does. A bundle that verifies against our kid holds only
-//! receipts we signed, under a checkpoint we signed.
+//! receipts we logged (signed each, or vouched for by our checkpoint; in
+//! format 1, as the corpus's older seeds hold, or 2), under a checkpoint we signed.
 
 use std::sync::OnceLock;
 
@@ -15,9 +16,10 @@ use super::note::{ORIGIN, keys};
 
 struct Fixture {
     kid: String,
-    /// The leaf bytes of every receipt we signed.
+    /// The leaf bytes of every receipt we logged, in either format.
     leaves: Vec<Vec<u8>>,
-    bundle: String,
+    /// Bundles of our log: format 1 (each signed), format 2 signed each, format 2 not.
+    bundles: Vec<String>,
 }
 
 fn fixture() -> &'static Fixture {
@@ -27,21 +29,31 @@ fn fixture() -> &'static Fixture {
         // The receipt key is the log's Ed25519 key, as in the gateway.
         let signing = SigningKey::from_bytes(&[0x11; 32]);
         let kid = receipt::kid(&signing.verifying_key().to_bytes());
-        let signed: Vec<LoggedReceipt> = (0..3).map(|i| receipt::sign(draft(&kid, i), &signing).expect("kid matches")).collect();
-        let leaves: Vec<Vec<u8>> = signed.iter().map(receipt::leaf_bytes).collect();
-        let hashes: Vec<merkle::Hash> = leaves.iter().map(|l| merkle::leaf_hash(l)).collect();
-        let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");
-        let proofs = merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
-        let receipts = signed.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
         let keys = vec![BundleKey { kid: kid.clone(), ed25519: k.ed25519.verifier().vkey(), ml_dsa_65: Some(k.ml_dsa_65.verifier().vkey()) }];
-        let bundle = Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys, receipts }.to_json();
-        Fixture { kid, leaves, bundle }
+        let mut leaves = Vec::new();
+        let mut bundles = Vec::new();
+        for (v, sign_each) in [(1, true), (RECEIPT_VERSION, true), (RECEIPT_VERSION, false)] {
+            let logged: Vec<LoggedReceipt> = (0..3)
+                .map(|i| match sign_each {
+                    true => receipt::sign(draft(&kid, i, v), &signing).expect("kid matches"),
+                    false => LoggedReceipt { receipt: draft(&kid, i, v), signature: None },
+                })
+                .collect();
+            let bytes: Vec<Vec<u8>> = logged.iter().map(receipt::leaf_bytes).collect();
+            let hashes: Vec<merkle::Hash> = bytes.iter().map(|l| merkle::leaf_hash(l)).collect();
+            let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");
+            let proofs = merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
+            let receipts = logged.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
+            bundles.push(Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: keys.clone(), receipts }.to_json());
+            leaves.extend(bytes);
+        }
+        Fixture { kid, leaves, bundles }
     })
 }
 
-fn draft(kid: &str, i: u64) -> Receipt {
+fn draft(kid: &str, i: u64, v: u32) -> Receipt {
     Receipt {
-        v: RECEIPT_VERSION,
+        v,
         kid: kid.into(),
         log_index: i,
         issued_at: "2026-12-02T12:00:00.000Z".into(),
@@ -73,7 +85,7 @@ pub(crate) fn run(data: &[u8]) {
     let report = bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true });
     if report.ok() {
         for entry in &parsed.receipts {
-            assert!(f.leaves.contains(&receipt::leaf_bytes(&entry.receipt)), "a receipt we never signed verified");
+            assert!(f.leaves.contains(&receipt::leaf_bytes(&entry.receipt)), "a receipt we never logged verified");
         }
     }
     // Trusting the bundle's own keys never panics either.
@@ -81,12 +93,14 @@ pub(crate) fn run(data: &[u8]) {
 }
 
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
-    vec![fixture().bundle.clone().into_bytes()]
+    fixture().bundles.iter().map(|b| b.clone().into_bytes()).collect()
 }
 
-/// The genuine bundle verifies: the seed is worth mutating.
+/// The genuine bundles verify: the seeds are worth mutating.
 pub fn genuine_bundle_verifies() -> bool {
     let f = fixture();
-    let parsed = Bundle::from_json(f.bundle.as_bytes()).expect("our bundle parses");
-    bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true }).ok()
+    f.bundles.iter().all(|b| {
+        let parsed = Bundle::from_json(b.as_bytes()).expect("our bundle parses");
+        bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true }).ok()
+    })
 }
