@@ -423,13 +423,14 @@ impl Ledger for SqliteLedger {
         self.queue(move |c| receipts::append(c, drafts), false, isolated, true).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        self.read_many(move |c| receipts::list(c, from, limit)).await
+        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?).await
     }
     async fn log_size(&self) -> Result<u64> {
         self.read(receipts::log_size).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        self.read_many(move |c| receipts::leaf_hashes(c, from, to)).await
+        let rows = self.read_many(move |c| receipts::raw(c, from, to.saturating_sub(from))).await?;
+        StoredReceipt::leaf_hashes(decoded(rows).await?, from, to)
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
         self.read(receipts::archived).await
@@ -465,6 +466,18 @@ impl Ledger for SqliteLedger {
         let key = key.clone();
         self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
     }
+}
+
+/// Rows decoded (their leaves rebuilt and hashed) on a blocking thread: a
+/// checkpoint's thousand rows take milliseconds, which neither the writer
+/// (every append would wait) nor an async worker should spend.
+async fn decoded(rows: Vec<receipts::RawRow>) -> Result<Vec<StoredReceipt>> {
+    if rows.len() < 64 {
+        return rows.into_iter().map(receipts::RawRow::decode).collect();
+    }
+    tokio::task::spawn_blocking(move || rows.into_iter().map(receipts::RawRow::decode).collect())
+        .await
+        .map_err(|e| LedgerError::Store(format!("decoding receipts: {e}")))?
 }
 
 #[cfg(test)]

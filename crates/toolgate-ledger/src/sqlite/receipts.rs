@@ -42,22 +42,38 @@ fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
     v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "hash".into(), rusqlite::types::Type::Blob))
 }
 
+#[cfg(test)]
 pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+    raw(conn, from, limit)?.into_iter().map(RawRow::decode).collect()
+}
+
+/// A row as read, not yet decoded: reading is what the connection's holder
+/// does; decoding (and hashing) can be done by whoever asked, off the writer.
+pub struct RawRow {
+    log_index: u64,
+    body: Vec<u8>,
+    salt: [u8; 32],
+    asked: Option<String>,
+}
+
+impl RawRow {
+    pub fn decode(self) -> Result<StoredReceipt> {
+        StoredReceipt::from_row(self.log_index, &self.body, self.salt, self.asked)
+    }
+}
+
+pub fn raw(conn: &Connection, from: u64, limit: u64) -> Result<Vec<RawRow>> {
     let mut stmt = conn.prepare_cached("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= ?1 ORDER BY log_index LIMIT ?2")?;
     let mut rows = stmt.query(params![from as i64, limit.min(i64::MAX as u64) as i64])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
         // A row written before the compact form holds TEXT; SQLite hands it over as bytes either way.
-        let body = r.get_ref(1)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?;
-        out.push(StoredReceipt::from_row(r.get::<_, i64>(0)? as u64, body, hash(r, 2)?, r.get(3)?)?);
+        let body = r.get_ref(1)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?.to_vec();
+        out.push(RawRow { log_index: r.get::<_, i64>(0)? as u64, body, salt: hash(r, 2)?, asked: r.get(3)? });
     }
     Ok(out)
 }
 
-/// The leaves' hashes, from their rows (a row keeps no hash of its own).
-pub fn leaf_hashes(conn: &Connection, from: u64, to: u64) -> Result<Vec<Hash>> {
-    StoredReceipt::leaf_hashes(list(conn, from, to.saturating_sub(from))?, from, to)
-}
 
 pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {
     let mut stmt = conn.prepare_cached("SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1")?;
