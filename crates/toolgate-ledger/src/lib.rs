@@ -348,10 +348,13 @@ pub trait Ledger: Send + Sync {
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>>;
     /// The latest archive, if the log was ever archived.
     async fn archived(&self) -> Result<Option<StoredArchive>>;
-    /// Records `archive` and removes the rows of the receipts it covers, in
-    /// one transaction; returns how many rows went. The caller has written
-    /// and verified the archive's files first. Refused unless it extends the
-    /// last archive, up to a checkpointed size, by whole tiles of 256.
+    /// Records `archive`, then removes the rows of the receipts it covers,
+    /// [`ARCHIVE_CHUNK`] at a time, each chunk its own short transaction;
+    /// returns how many rows went. The caller has written and verified the
+    /// archive's files first. Refused unless it extends the last archive, up
+    /// to a checkpointed size, by whole tiles of 256. A run cut off between
+    /// chunks leaves rows below the archive, which readers of the whole log
+    /// take from the archive instead and the next run removes.
     async fn archive(&self, archive: StoredArchive) -> Result<u64>;
     /// Records a signed checkpoint; false when one of that size exists.
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
@@ -403,6 +406,11 @@ pub(crate) fn settle_rule(applied: bool) -> &'static str {
         "only an unknown operation whose lease has ended is settled as not applied (until then its dispatch may still be running upstream); try again shortly"
     }
 }
+
+/// How many archived rows one transaction removes: removing a whole range at
+/// once held SQLite's writer, and every call's receipt behind it, for a
+/// tenth of a second or more under load (the soak: maxima of 128–220 ms).
+pub const ARCHIVE_CHUNK: u64 = 2048;
 
 /// Opens the ledger a config names: a `postgres://` URL, or else the path
 /// of the SQLite file (any other `scheme://` is refused, not taken for a path).

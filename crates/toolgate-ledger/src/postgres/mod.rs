@@ -168,7 +168,15 @@ impl Ledger for PostgresLedger {
         receipts::archived(&self.pool).await
     }
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
-        self.pool.transaction(move |tx| Box::pin(async move { receipts::archive(tx, &archive).await })).await
+        receipts::record_archive(&self.pool, &archive).await?;
+        let mut moved = 0;
+        loop {
+            let n = receipts::drop_archived(&self.pool, archive.before, crate::ARCHIVE_CHUNK).await?;
+            moved += n;
+            if n < crate::ARCHIVE_CHUNK {
+                return Ok(moved);
+            }
+        }
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         receipts::add_checkpoint(&self.pool, &checkpoint).await

@@ -48,11 +48,16 @@ pub async fn archived(db: &impl Db) -> Result<Option<StoredArchive>> {
     Ok(Some(StoredArchive { before: r.get::<_, i64>("before") as u64, root: hash(&r, "root")?, frontier: crate::hashes(&frontier)?, archived_ms: r.get("archived_ms") }))
 }
 
-/// Inside a transaction only.
-pub async fn archive(tx: &impl Db, a: &StoredArchive) -> Result<u64> {
+pub async fn record_archive(db: &impl Db, a: &StoredArchive) -> Result<()> {
     let before = a.before as i64;
-    tx.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES ($1, $2, $3, $4)", &[&before, &&a.root[..], &a.frontier.concat(), &a.archived_ms]).await?;
-    Ok(tx.execute("DELETE FROM receipts WHERE log_index < $1", &[&before]).await?)
+    db.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES ($1, $2, $3, $4)", &[&before, &&a.root[..], &a.frontier.concat(), &a.archived_ms]).await?;
+    Ok(())
+}
+
+/// Removes up to `chunk` of the rows below `before` (archived); how many went.
+pub async fn drop_archived(db: &impl Db, before: u64, chunk: u64) -> Result<u64> {
+    let sql = "DELETE FROM receipts WHERE log_index IN (SELECT log_index FROM receipts WHERE log_index < $1 ORDER BY log_index LIMIT $2)";
+    Ok(db.execute(sql, &[&(before as i64), &(chunk as i64)]).await?)
 }
 
 fn hash(r: &Row, column: &str) -> Result<Hash> {

@@ -436,7 +436,16 @@ impl Ledger for SqliteLedger {
         self.read(receipts::archived).await
     }
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
-        self.run(move |c| receipts::archive(c, &archive)).await
+        let before = archive.before;
+        self.run(move |c| receipts::record_archive(c, &archive)).await?;
+        let mut moved = 0;
+        loop {
+            let n = self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK)).await?;
+            moved += n;
+            if n < crate::ARCHIVE_CHUNK {
+                return Ok(moved);
+            }
+        }
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await

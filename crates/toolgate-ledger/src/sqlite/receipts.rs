@@ -83,9 +83,15 @@ pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {
     row.map(|(before, root, frontier, archived_ms)| Ok(StoredArchive { before: before as u64, root, frontier: crate::hashes(&frontier)?, archived_ms })).transpose()
 }
 
-pub fn archive(conn: &Connection, a: &StoredArchive) -> Result<u64> {
+pub fn record_archive(conn: &Connection, a: &StoredArchive) -> Result<()> {
     conn.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES (?1, ?2, ?3, ?4)", params![a.before as i64, &a.root[..], a.frontier.concat(), a.archived_ms])?;
-    Ok(conn.execute("DELETE FROM receipts WHERE log_index < ?1", params![a.before as i64])? as u64)
+    Ok(())
+}
+
+/// Removes up to `chunk` of the rows below `before` (archived); how many went.
+pub fn drop_archived(conn: &Connection, before: u64, chunk: u64) -> Result<u64> {
+    let sql = "DELETE FROM receipts WHERE log_index IN (SELECT log_index FROM receipts WHERE log_index < ?1 ORDER BY log_index LIMIT ?2)";
+    Ok(conn.prepare_cached(sql)?.execute(params![before as i64, chunk as i64])? as u64)
 }
 
 pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {
