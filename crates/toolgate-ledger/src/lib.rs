@@ -154,14 +154,7 @@ impl StoredReceipt {
         };
         Ok(Self { log_index, leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()), logged, salt, asked })
     }
-}
 
-/// The receipt's values its record of what was asked is packed against.
-fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::compact::AskedRefs<'_> {
-    [&r.caller, &r.tenant, &r.server, &r.tool]
-}
-
-impl StoredReceipt {
     /// Leaf hashes of rows read in order, checked to be exactly `from..to`.
     pub(crate) fn leaf_hashes(rows: Vec<Self>, from: u64, to: u64) -> Result<Vec<Hash>> {
         if rows.len() as u64 != to.saturating_sub(from) || rows.first().is_some_and(|r| r.log_index != from) {
@@ -405,6 +398,11 @@ pub(crate) fn settle_rule(applied: bool) -> &'static str {
     } else {
         "only an unknown operation whose lease has ended is settled as not applied (until then its dispatch may still be running upstream); try again shortly"
     }
+}
+
+/// The receipt's values its record of what was asked is packed against.
+fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::compact::AskedRefs<'_> {
+    [&r.caller, &r.tenant, &r.server, &r.tool]
 }
 
 /// How many archived rows one transaction removes: removing a whole range at
