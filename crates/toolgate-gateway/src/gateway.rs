@@ -95,7 +95,10 @@ impl Gateway {
             Mode::Serve => Callers::load(&config)?,
             Mode::Inspect => Callers::none(),
         };
-        let ledger = open_ledger(&config).await?;
+        let ledger = match mode {
+            Mode::Serve => open_ledger_sequencing(&config).await?,
+            Mode::Inspect => open_ledger(&config).await?,
+        };
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
@@ -265,6 +268,13 @@ pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
 pub async fn open_ledger(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
     create_state_dir(config)?;
     toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))
+}
+
+/// `open_ledger` for the gateway that serves calls: a read's receipts are
+/// sequenced, not each committed (see `toolgate_ledger::open_sequencing`).
+async fn open_ledger_sequencing(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
+    create_state_dir(config)?;
+    toolgate_ledger::open_sequencing(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))
 }
 
 /// The state dir, owner-only: it holds the ledger and the keys.

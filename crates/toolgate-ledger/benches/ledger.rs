@@ -144,7 +144,7 @@ async fn measure(ledger: Arc<dyn Ledger>, name: &str, ops: usize) -> Vec<Figures
 
 async fn sqlite(name: &str, group: bool, ops: usize) -> Vec<Figures> {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), Synchronous::Full, group).unwrap();
+    let ledger = SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), Synchronous::Full, group, false).unwrap();
     measure(Arc::new(ledger), name, ops).await
 }
 

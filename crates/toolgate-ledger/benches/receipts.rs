@@ -8,10 +8,11 @@
 //!    the CPU cost of a receipt with no storage.
 //! 2. SQLite, synchronous=FULL, group commit: 256 tasks (`TOOLGATE_BENCH_IN_FLIGHT`)
 //!    on a current-thread runtime each append one receipt at a time (the
-//!    gateway's pattern: one or two receipts per call). Sealing happens on the
-//!    ledger's one writer thread, inside the transaction that assigns the
-//!    index — so this is receipts sequenced and durably appended per second
-//!    on one core. Reported with its ratio to the baseline; then their
+//!    gateway's pattern: one or two receipts per call). As in the gateway,
+//!    each is sealed and written to the sequence file on the caller's
+//!    thread, and the writer thread integrates them into the table in
+//!    batches (`TOOLGATE_BENCH_SEQUENCING=0`: each joins the writer's next
+//!    transaction, sealed there) — so this is receipts sequenced per second. Reported with its ratio to the baseline; then their
 //!    integration (every leaf hash read back and pushed onto the tree's
 //!    frontier, what the checkpointer does per batch) per second, and the
 //!    database's pages per receipt. Then, on a fresh ledger, one receipt at
@@ -126,8 +127,12 @@ fn main() {
 
     // 2. Sealed and durably appended through the SQLite ledger.
     let dir = tempfile::tempdir().unwrap();
+    // The gateway's way: a read's receipts are sequenced (see the ledger's
+    // `sequence`); `TOOLGATE_BENCH_SEQUENCING=0`, each joins a transaction.
+    let sequencing = !std::env::var("TOOLGATE_BENCH_SEQUENCING").is_ok_and(|v| v == "0");
+    println!("  sequencing: {}", if sequencing { "on (the gateway's way)" } else { "off (each receipt in a transaction)" });
     let sync = if std::env::var("TOOLGATE_BENCH_SYNC").is_ok_and(|v| v == "normal") { toolgate_ledger::Synchronous::Normal } else { toolgate_ledger::Synchronous::Full };
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true).unwrap());
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing).unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let elapsed = rt.block_on(async {
         let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -184,7 +189,7 @@ fn main() {
     // power-safe: the fsync that a caller's append may queue behind.
     let rate = 1_000u64;
     let dir = tempfile::tempdir().unwrap();
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true).unwrap());
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing).unwrap());
     let log_signer = Arc::new(Signer::ed25519("bench/log", key.signing_key().clone()).unwrap());
     let (latencies, checkpoints) = rt.block_on(async {
         let mut tick = tokio::time::interval(std::time::Duration::from_micros(1_000_000 / rate));

@@ -413,12 +413,23 @@ pub const ARCHIVE_CHUNK: u64 = 2048;
 /// Opens the ledger a config names: a `postgres://` URL, or else the path
 /// of the SQLite file (any other `scheme://` is refused, not taken for a path).
 pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
+    open_as(location, false).await
+}
+
+/// `open`, for the process that serves calls: on SQLite, a read's
+/// receipts are sequenced rather than each committed (see
+/// `SqliteLedger::open_sequencing`). Other processes (the CLI) use `open`.
+pub async fn open_sequencing(location: &str) -> Result<Arc<dyn Ledger>> {
+    open_as(location, true).await
+}
+
+async fn open_as(location: &str, sequences: bool) -> Result<Arc<dyn Ledger>> {
     let scheme = location.split("://").next().unwrap_or_default().to_ascii_lowercase();
     if location.contains("://") && (scheme == "postgres" || scheme == "postgresql") {
         Ok(Arc::new(PostgresLedger::connect(location).await?))
     } else if location.contains("://") {
         Err(LedgerError::Store(format!("unknown ledger scheme `{scheme}`; use postgres://… or a SQLite file path")))
     } else {
-        Ok(Arc::new(SqliteLedger::open(std::path::Path::new(location))?))
+        Ok(Arc::new(SqliteLedger::open_with(std::path::Path::new(location), Synchronous::Full, true, sequences)?))
     }
 }

@@ -1,4 +1,6 @@
-//! One suite, both stores: every test runs against SQLite (a fresh file)
+//! One suite, both stores: every test runs against SQLite (a fresh file),
+//! SQLite as the gateway opens it (sequencing a read's receipts: see the
+//! ledger's `sqlite::sequence`; `second()` is then a plain one, as the CLI's),
 //! and PostgreSQL (a fresh schema in the machine's database,
 //! `TOOLGATE_TEST_POSTGRES`, default `postgres://postgres@127.0.0.1:5432/test`).
 
@@ -54,6 +56,12 @@ async fn sqlite() -> Store {
     Store { ledger: Arc::new(SqliteLedger::open(&path).unwrap()), raw: Raw::Sqlite(path), _dir: Some(dir) }
 }
 
+async fn sqlite_sequencing() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    Store { ledger: Arc::new(SqliteLedger::open_sequencing(&path).unwrap()), raw: Raw::Sqlite(path), _dir: Some(dir) }
+}
+
 pub fn postgres_url() -> String {
     std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
@@ -75,6 +83,7 @@ async fn postgres() -> Store {
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod on_sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite().await).await } )* }
+        mod on_sqlite_sequencing { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::sqlite_sequencing().await).await } )* }
         mod on_postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::postgres().await).await } )* }
     };
 }
@@ -586,6 +595,8 @@ fn key_of(k: &str) -> OperationKey {
 async fn the_store_itself_refuses_log_rewrites(s: Store) {
     let (l, key) = (&*s.ledger, receipt_key(4));
     l.append_receipts(vec![draft(&key, "a", None), draft(&key, "b", None)]).await.unwrap();
+    // Sequenced receipts reach the table at the ledger's next transaction.
+    assert_eq!(l.log_size().await.unwrap(), 2);
     for sql in ["UPDATE receipts SET body = body", "DELETE FROM receipts WHERE log_index = 1"] {
         let err = s.raw(sql).await.unwrap_err();
         assert!(err.contains("append-only"), "{sql}: {err}");
@@ -818,4 +829,83 @@ async fn replicas_counting_one_run_add_up(s: Store) {
     }
     seen.sort();
     assert_eq!(seen, (1..=40).collect::<Vec<u64>>(), "each count is seen once");
+}
+
+/// While another connection (the CLI, say) holds SQLite's write lock, a
+/// sequencing ledger still takes a read's receipts: they need no
+/// transaction. They reach the table once the lock is free.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sequenced_append_needs_no_write_lock() {
+    let s = sqlite_sequencing().await;
+    let Raw::Sqlite(path) = &s.raw else { unreachable!() };
+    let key = receipt_key(8);
+    assert_eq!(s.ledger.append_receipts(vec![draft(&key, "before", None)]).await.unwrap(), vec![0]);
+    assert_eq!(s.ledger.log_size().await.unwrap(), 1);
+    let other = rusqlite::Connection::open(path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let during = tokio::time::timeout(std::time::Duration::from_secs(2), s.ledger.append_receipts(vec![draft(&key, "during", None), draft(&key, "during", None)]));
+    assert_eq!(during.await.expect("the append did not wait for the lock").unwrap(), vec![1, 2]);
+    other.execute_batch("COMMIT").unwrap();
+    assert_eq!(s.ledger.log_size().await.unwrap(), 3);
+    let stored = s.ledger.receipts(0, 10).await.unwrap();
+    assert_eq!(stored.iter().map(|r| r.log_index).collect::<Vec<_>>(), vec![0, 1, 2]);
+}
+
+const CRASH_CHILD: &str = "TOOLGATE_SUITE_CRASH_CHILD";
+const CRASHED_APPENDS: u64 = 100;
+
+/// A gateway killed (kill -9) with sequenced receipts not yet in the table
+/// loses none of them: the next process to open the ledger (a plain one, as
+/// the CLI's) integrates them before anything else; a frame the kill tore
+/// is dropped (its append never returned, so no answer waited on it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequenced_receipts_outlive_a_killed_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "crash_child_appends_then_is_killed", "--nocapture", "--test-threads=1"])
+        .env(CRASH_CHILD, &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(9), "the child was killed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let sequence = path.with_extension("sqlite3.sequence");
+    let held = std::fs::read(&sequence).unwrap();
+    assert!(stdout.contains("appended 100") && !held.is_empty(), "the child died with frames not yet integrated: {stdout}");
+    // A torn frame after the whole ones, as a kill mid-write leaves.
+    let mut torn = held.clone();
+    torn.extend_from_slice(&held[..held.len().min(60)]);
+    std::fs::write(&sequence, &torn).unwrap();
+
+    let cli = SqliteLedger::open(&path).unwrap();
+    assert_eq!(cli.log_size().await.unwrap(), CRASHED_APPENDS, "every appended receipt is in the log");
+    let key = receipt_key(9);
+    for (i, r) in cli.receipts(0, 1_000).await.unwrap().iter().enumerate() {
+        let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!((r.log_index, signed.receipt.log_index, signed.receipt.tool.as_str()), (i as u64, i as u64, format!("t{i}").as_str()));
+        receipt::verify(&signed, &key.verifying_key()).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&sequence).unwrap().len(), 0, "integrated, the file is emptied");
+    // The log carries on from there, for the CLI and for the next gateway.
+    assert_eq!(cli.append_receipts(vec![draft(&key, "after", None)]).await.unwrap(), vec![CRASHED_APPENDS]);
+    drop(cli);
+    let gateway = SqliteLedger::open_sequencing(&path).unwrap();
+    assert_eq!(gateway.append_receipts(vec![draft(&key, "next", None)]).await.unwrap(), vec![CRASHED_APPENDS + 1]);
+    assert_eq!(gateway.log_size().await.unwrap(), CRASHED_APPENDS + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of sequenced_receipts_outlive_a_killed_process"]
+async fn crash_child_appends_then_is_killed() {
+    let path = std::path::PathBuf::from(std::env::var(CRASH_CHILD).expect("run by its parent test"));
+    let ledger = SqliteLedger::open_sequencing(&path).unwrap();
+    let key = receipt_key(9);
+    for i in 0..CRASHED_APPENDS {
+        assert_eq!(ledger.append_receipts(vec![draft(&key, &format!("t{i}"), None)]).await.unwrap(), vec![i]);
+    }
+    println!("appended {CRASHED_APPENDS}");
+    // kill -9 of itself: no destructor, no writer thread gets to integrate.
+    std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    unreachable!("killed");
 }

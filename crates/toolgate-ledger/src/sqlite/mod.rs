@@ -15,6 +15,10 @@
 //! back to back (the previous one arrived less than `BACK_TO_BACK` ago):
 //! then a caller's thread committing each alone would do serially what the
 //! writer thread does in batches beside it, one commit for many.
+//!
+//! A ledger that sequences (the gateway's) appends a read's receipts with
+//! no transaction at all: see `sequence`. Every transaction, of any
+//! process, first integrates what the sequence file holds.
 
 mod approvals;
 mod checkpointer;
@@ -22,6 +26,7 @@ mod conn;
 mod operations;
 mod receipts;
 mod runs;
+mod sequence;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -66,6 +71,8 @@ pub struct SqliteLedger {
     /// the next may run inline.
     latest: std::sync::atomic::AtomicU64,
     epoch: std::time::Instant,
+    /// Where a read's receipts are appended when the ledger sequences.
+    sequence: Arc<Mutex<sequence::Sequence>>,
     /// Dropped with the ledger: stops the WAL checkpointer.
     _checkpointer: mpsc::Sender<()>,
 }
@@ -95,13 +102,21 @@ impl SqliteLedger {
     /// `Synchronous::Full` and group commit, and starts its writer and WAL
     /// checkpointer threads.
     pub fn open(path: &Path) -> Result<Self> {
-        Self::open_with(path, Synchronous::Full, true)
+        Self::open_with(path, Synchronous::Full, true, false)
+    }
+
+    /// `open`, for the process that serves calls: a read's receipts are
+    /// sequenced (see `sequence`) rather than each committed.
+    pub fn open_sequencing(path: &Path) -> Result<Self> {
+        Self::open_with(path, Synchronous::Full, true, true)
     }
 
     /// `group = false` commits every request alone (the baseline the
-    /// benchmark compares group commit with).
-    pub fn open_with(path: &Path, sync: Synchronous, group: bool) -> Result<Self> {
+    /// benchmark compares group commit with); `sequences`: see
+    /// `open_sequencing`.
+    pub fn open_with(path: &Path, sync: Synchronous, group: bool, sequences: bool) -> Result<Self> {
         let conn = conn::open(path)?;
+        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences)?));
         if sync == Synchronous::Normal {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
@@ -110,13 +125,13 @@ impl SqliteLedger {
         let (checkpointer, stop) = mpsc::channel();
         checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
-        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full }));
+        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full, sequence: sequence.clone() }));
         let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
             .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), _checkpointer: checkpointer })
+        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, _checkpointer: checkpointer })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
@@ -175,6 +190,13 @@ impl SqliteLedger {
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
     }
 
+    /// Asks the writer to integrate the sequenced receipts without waiting
+    /// for its timer (an empty request: every transaction integrates).
+    fn integrate_soon(&self) {
+        let job: Job = Box::new(|_| Done { keep: true, answer: Box::new(|_| ()) });
+        let _ = self.jobs.send(Queued { job, durable: false, isolated: false });
+    }
+
     /// Notes a request's arrival; true when the one before it arrived at
     /// least `BACK_TO_BACK` earlier (the ledger is not under load).
     fn spaced_out(&self) -> bool {
@@ -193,7 +215,20 @@ fn spaced_out(before: u64, now: u64) -> bool {
 /// The writer thread: takes what has queued (up to `max_batch`) as one
 /// batch, commits it, and answers it once the connection is free again.
 fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize) {
-    while let Ok(first) = queue.recv() {
+    loop {
+        let first = match queue.recv_timeout(INTEGRATE_AFTER) {
+            Ok(first) => Some(first),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // The ledger is dropped: what is sequenced goes into the table before the thread ends.
+                integrate_held(writer);
+                return;
+            }
+        };
+        let Some(first) = first else {
+            integrate_held(writer);
+            continue;
+        };
         let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
         // What queued while the lock was taken joins the batch.
         let mut batch = vec![first];
@@ -206,6 +241,24 @@ fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch
         let done = w.run(batch);
         drop(w);
         answer_all(done);
+    }
+}
+
+/// How long sequenced receipts may wait for their integration when
+/// nothing else runs a transaction: bounds how long another process (the
+/// CLI) waits for the sequence file, and how stale a reader of the table
+/// alone (not of the ledger) may be.
+const INTEGRATE_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Integrates the sequence's frames in a transaction of their own, if this
+/// process holds any.
+fn integrate_held(writer: &Mutex<Writer>) {
+    let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+    if w.sequence.lock().unwrap_or_else(|p| p.into_inner()).held() {
+        let (committed, _) = w.run(Vec::new());
+        if let Err(why) = committed {
+            tracing::warn!(target: "toolgate::ledger", %why, "cannot integrate the sequenced receipts; will retry");
+        }
     }
 }
 
@@ -224,6 +277,8 @@ struct Writer {
     conn: Connection,
     sync: Synchronous,
     full: bool,
+    /// Held by each transaction from before it begins until it is settled.
+    sequence: Arc<Mutex<sequence::Sequence>>,
 }
 
 impl Writer {
@@ -241,13 +296,22 @@ impl Writer {
     /// Runs `batch` as one transaction and commits it.
     fn run(&mut self, batch: Vec<Queued>) -> Committed {
         self.set_full(batch.iter().any(|q| q.durable));
+        let sequence = self.sequence.clone();
+        let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
+        // The sequence file's lock before SQLite's (see `sequence`), each
+        // waited for as long as a busy SQLite connection waits.
+        let begun = match sequence.take(conn::BUSY_TIMEOUT) {
+            Ok(true) => cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| format!("cannot begin a ledger transaction: {e}")),
+            Ok(false) => Err("another toolgate process has held the ledger's sequence file for 10 s; nothing was recorded, retry".into()),
+            Err(e) => Err(e.to_string()),
+        };
         // IMMEDIATE: take the write lock now (waiting out the CLI or another
         // gateway by busy_timeout) rather than fail on upgrade mid-batch.
-        if let Err(e) = cached(&self.conn, "BEGIN IMMEDIATE") {
-            let why = format!("cannot begin a ledger transaction: {e}");
+        if let Err(why) = begun {
+            sequence.settle(false);
             return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
         }
-        self.commit(batch)
+        self.commit(batch, &mut sequence)
     }
 
     /// Runs one request that needs no fsync now, if SQLite's write lock is
@@ -257,19 +321,31 @@ impl Writer {
     fn try_alone(&mut self, q: Queued) -> std::result::Result<Committed, Queued> {
         debug_assert!(!q.durable);
         self.set_full(false);
+        let sequence = self.sequence.clone();
+        let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(sequence.take(std::time::Duration::ZERO), Ok(true)) {
+            return Err(q);
+        }
         let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
         let begun = cached(&self.conn, "BEGIN IMMEDIATE");
         let _ = self.conn.busy_timeout(conn::BUSY_TIMEOUT);
         if begun.is_err() {
+            sequence.settle(false);
             return Err(q);
         }
-        Ok(self.commit(vec![q]))
+        Ok(self.commit(vec![q], &mut sequence))
     }
 
-    /// Runs the requests in the open transaction, then commits (or rolls
-    /// back what SQLite left open).
-    fn commit(&mut self, batch: Vec<Queued>) -> Committed {
-        let (ran, answers) = run_batch(&mut self.conn, batch);
+    /// Integrates the sequenced receipts, runs the requests in the open
+    /// transaction, then commits (or rolls back what SQLite left open).
+    fn commit(&mut self, batch: Vec<Queued>, sequence: &mut sequence::Sequence) -> Committed {
+        let (ran, answers) = match sequence.integrate(&self.conn) {
+            Ok(_) => run_batch(&mut self.conn, batch),
+            Err(e) => {
+                let why = format!("cannot integrate the sequenced receipts ({e}); nothing was recorded, retry");
+                (Ran::Lost(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect())
+            }
+        };
         let committed = match ran {
             Ran::Transaction => cached(&self.conn, "COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
             Ran::Lost(why) => Err(why),
@@ -277,6 +353,7 @@ impl Writer {
         if committed.is_err() && !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
+        sequence.settle(committed.is_ok());
         (committed, answers)
     }
 }
@@ -418,6 +495,21 @@ impl Ledger for SqliteLedger {
     }
 
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+        // Sequenced on this thread if the sequence is free now; else (a
+        // transaction holds it) the receipts join the writer's batch.
+        let drafts = match self.sequence.try_lock() {
+            Ok(mut sequence) => match sequence.append(drafts)? {
+                (sequence::Appended::At(indexes), ask) => {
+                    drop(sequence);
+                    if ask {
+                        self.integrate_soon();
+                    }
+                    return Ok(indexes);
+                }
+                (sequence::Appended::Busy(drafts), _) => drafts,
+            },
+            Err(_) => drafts,
+        };
         // One receipt is one row: it needs no savepoint of its own.
         let isolated = drafts.len() > 1;
         self.queue(move |c| receipts::append(c, drafts), false, isolated, true).await

@@ -29,12 +29,18 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     for (i, draft) in drafts.into_iter().enumerate() {
         rows.push(crate::seal(draft, first + i as u64)?);
     }
-    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)")?;
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
     for (&i, row) in indexes.iter().zip(rows) {
-        insert.execute(params![i as i64, row.body, &row.salt[..], row.asked])?;
+        insert(conn, i, row)?;
     }
     Ok(indexes)
+}
+
+/// One sealed row at `index` (the table's trigger refuses a gap).
+pub fn insert(conn: &Connection, index: u64, row: crate::Row) -> Result<()> {
+    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)")?;
+    insert.execute(params![index as i64, row.body, &row.salt[..], row.asked])?;
+    Ok(())
 }
 
 fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
