@@ -250,7 +250,14 @@ anonymous = true
 
 def receipts_in(state_dir):
     """The receipts in a toolgate's ledger, and the bytes its pages take per
-    receipt (the WAL's latest pages included, free pages not)."""
+    receipt (the WAL's latest pages included, free pages not). A read's
+    receipts wait in the ledger's sequence file until the gateway's next
+    transaction integrates them (within 100 ms of the last call): this reads
+    the table once that file is empty."""
+    sequence = os.path.join(state_dir, "ledger.sqlite3.sequence")
+    deadline = time.time() + 5
+    while os.path.exists(sequence) and os.path.getsize(sequence) > 0 and time.time() < deadline:
+        time.sleep(0.05)
     db = sqlite3.connect(f"file:{os.path.join(state_dir, 'ledger.sqlite3')}?mode=ro", uri=True)
     try:
         n = db.execute("SELECT COUNT(*) FROM receipts").fetchone()[0]

@@ -36,7 +36,7 @@ use toolgate_ledger::core::note::{Checkpoint, Signer};
 use toolgate_ledger::core::proposal::hex;
 use toolgate_ledger::core::receipt::{Draft, RECEIPT_VERSION, Receipt, ReceiptKey, LoggedReceipt};
 use toolgate_ledger::core::strict_json::JsonLimits;
-use toolgate_ledger::{Ledger, SqliteLedger};
+use toolgate_ledger::{Ledger, PostgresLedger, SqliteLedger};
 
 const TARGET: f64 = 100_000.0;
 
@@ -230,6 +230,20 @@ fn main() {
     println!("one receipt at a time, {rate}/s for 10 s: wait for the append p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), at(1.0));
     println!("  with a durable checkpoint every {rate} receipts: its commit p50 {:?}, max {:?}", checkpoints[checkpoints.len() / 2], checkpoints[checkpoints.len() - 1]);
 
+    // 2c. PostgreSQL, two replicas on one schema (`TOOLGATE_BENCH_POSTGRES`,
+    // default the machine's `test` database; `=off` skips it): the same
+    // tasks split over two ledgers. Receipts per second, and the
+    // transactions committed per receipt (pg_stat_database's xact_commit
+    // over the run): each took the log's advisory lock once.
+    let pg = std::env::var("TOOLGATE_BENCH_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    if pg != "off" {
+        let pg_n = (n / 5).max(1_000);
+        let key = key.clone();
+        let draft = move |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each };
+        let (rate, per_commit) = rt.block_on(postgres_replicas(&pg, pg_n, in_flight, draft));
+        println!("postgres, two replicas, {in_flight} in flight: {rate:>10.0} receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock each)");
+    }
+
     if only_append {
         return;
     }
@@ -259,4 +273,49 @@ fn main() {
     // Keep one parse of a single receipt honest too.
     let one = &parsed.receipts[0].receipt;
     LoggedReceipt::from_json(one.to_json().as_bytes(), JsonLimits::default()).unwrap();
+}
+
+/// Two PostgreSQL ledgers (replicas) on a fresh schema, `in_flight` tasks
+/// over them appending one receipt at a time: receipts/s, and receipts per
+/// committed transaction.
+async fn postgres_replicas(base: &str, n: usize, in_flight: usize, draft: impl Fn(usize) -> Draft + Clone + Send + Sync + 'static) -> (f64, f64) {
+    let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (or set TOOLGATE_BENCH_POSTGRES=off)");
+    tokio::spawn(conn);
+    let schema = format!("tg_bench_{}", std::process::id());
+    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let replicas: Vec<Arc<dyn Ledger>> = vec![Arc::new(PostgresLedger::connect(&url).await.unwrap()), Arc::new(PostgresLedger::connect(&url).await.unwrap())];
+    let commits = || async { client.query_one("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()", &[]).await.unwrap().get::<_, i64>(0) };
+    // The statistics are sampled per backend and flushed now and then: clear the cache between reads.
+    client.batch_execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+    let before = commits().await;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|t| {
+            let (ledger, next, draft) = (replicas[t % 2].clone(), next.clone(), draft.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    ledger.append_receipts(vec![draft(i)]).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    assert_eq!(replicas[0].log_size().await.unwrap(), n as u64);
+    // Backends report their counts when idle a moment; give them one.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    client.batch_execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+    let committed = (commits().await - before).max(1);
+    drop(replicas);
+    client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.unwrap();
+    (rate, n as f64 / committed as f64)
 }

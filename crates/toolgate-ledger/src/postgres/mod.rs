@@ -11,6 +11,7 @@ mod operations;
 mod pool;
 mod receipts;
 mod runs;
+mod sequencer;
 
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 use toolgate_core::operation::{Operation, OperationKey, OperationState};
@@ -19,7 +20,7 @@ use toolgate_core::merkle::Hash;
 
 use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
-use pool::{Db as _, Pool};
+use pool::Pool;
 
 /// Each entry is one schema version; never edit a shipped one, append.
 const MIGRATIONS: &[&str] = &[
@@ -41,16 +42,17 @@ const CONNECTIONS: usize = 8;
 /// pipelined connections for single statements, and one more for
 /// transactions (a change with a receipt, and the receipt log).
 pub struct PostgresLedger {
-    pool: Pool,
+    pool: std::sync::Arc<Pool>,
+    sequencer: sequencer::Sequencer,
 }
 
 impl PostgresLedger {
     /// `url`: `postgres://user@host:port/db` (a `?options=-csearch_path%3D…`
     /// puts the tables in another schema).
     pub async fn connect(url: &str) -> Result<Self> {
-        let pool = Pool::connect(url, CONNECTIONS).await?;
+        let pool = std::sync::Arc::new(Pool::connect(url, CONNECTIONS).await?);
         pool.migrate(MIGRATIONS).await?;
-        Ok(Self { pool })
+        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone()), pool })
     }
 }
 
@@ -61,7 +63,7 @@ impl Ledger for PostgresLedger {
     }
 
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
-        let Some(draft) = new.receipt.take() else { return approvals::create(&self.pool, &new).await };
+        let Some(draft) = new.receipt.take() else { return approvals::create(&*self.pool, &new).await };
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
@@ -73,26 +75,26 @@ impl Ledger for PostgresLedger {
             .await
     }
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
-        approvals::find(&self.pool, id).await
+        approvals::find(&*self.pool, id).await
     }
     async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
-        approvals::latest(&self.pool, binding, operation_key).await
+        approvals::latest(&*self.pool, binding, operation_key).await
     }
     async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
-        approvals::list(&self.pool, tenant, state, now_ms).await
+        approvals::list(&*self.pool, tenant, state, now_ms).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
-        approvals::count(&self.pool, state).await
+        approvals::count(&*self.pool, state).await
     }
     async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
-        approvals::decide(&self.pool, id, approve, &approver, reason, now_ms).await
+        approvals::decide(&*self.pool, id, approve, &approver, reason, now_ms).await
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
-        approvals::consume(&self.pool, id, now_ms).await
+        approvals::consume(&*self.pool, id, now_ms).await
     }
 
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
-        let Some(draft) = new.receipt.take() else { return operations::begin(&self.pool, &new, now_ms).await };
+        let Some(draft) = new.receipt.take() else { return operations::begin(&*self.pool, &new, now_ms).await };
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
@@ -106,10 +108,10 @@ impl Ledger for PostgresLedger {
             .await
     }
     async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
-        operations::dispatched(&self.pool, id, attempt, lease_until_ms, now_ms).await
+        operations::dispatched(&*self.pool, id, attempt, lease_until_ms, now_ms).await
     }
     async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
-        let Some(draft) = receipt else { return operations::finish(&self.pool, id, attempt, state, outcome, now_ms).await };
+        let Some(draft) = receipt else { return operations::finish(&*self.pool, id, attempt, state, outcome, now_ms).await };
         let id = id.to_string();
         self.pool
             .transaction(move |tx| {
@@ -122,16 +124,16 @@ impl Ledger for PostgresLedger {
             .await
     }
     async fn operation(&self, id: &str) -> Result<Option<Operation>> {
-        operations::find(&self.pool, id).await
+        operations::find(&*self.pool, id).await
     }
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
-        operations::find_by_key(&self.pool, key).await
+        operations::find_by_key(&*self.pool, key).await
     }
     async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
-        operations::list(&self.pool, tenant, state, now_ms).await
+        operations::list(&*self.pool, tenant, state, now_ms).await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
-        let Some(draft) = resolution.receipt.take() else { return operations::resolve(&self.pool, id, &resolution).await };
+        let Some(draft) = resolution.receipt.take() else { return operations::resolve(&*self.pool, id, &resolution).await };
         let id = id.to_string();
         self.pool
             .transaction(move |tx| {
@@ -145,33 +147,25 @@ impl Ledger for PostgresLedger {
     }
 
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
-        self.pool
-            .transaction(move |tx| {
-                Box::pin(async move {
-                    // No state attested: the WAL flush of the next durable commit covers it.
-                    tx.execute("SET LOCAL synchronous_commit = off", &[]).await?;
-                    receipts::append(tx, drafts).await
-                })
-            })
-            .await
+        self.sequencer.append(drafts).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        receipts::list(&self.pool, from, limit).await
+        receipts::list(&*self.pool, from, limit).await
     }
     async fn log_size(&self) -> Result<u64> {
-        receipts::log_size(&self.pool).await
+        receipts::log_size(&*self.pool).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        receipts::leaf_hashes(&self.pool, from, to).await
+        receipts::leaf_hashes(&*self.pool, from, to).await
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
-        receipts::archived(&self.pool).await
+        receipts::archived(&*self.pool).await
     }
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
-        receipts::record_archive(&self.pool, &archive).await?;
+        receipts::record_archive(&*self.pool, &archive).await?;
         let mut moved = 0;
         loop {
-            let n = receipts::drop_archived(&self.pool, archive.before, crate::ARCHIVE_CHUNK).await?;
+            let n = receipts::drop_archived(&*self.pool, archive.before, crate::ARCHIVE_CHUNK).await?;
             moved += n;
             if n < crate::ARCHIVE_CHUNK {
                 return Ok(moved);
@@ -179,27 +173,27 @@ impl Ledger for PostgresLedger {
         }
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
-        receipts::add_checkpoint(&self.pool, &checkpoint).await
+        receipts::add_checkpoint(&*self.pool, &checkpoint).await
     }
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
-        receipts::checkpoints(&self.pool).await
+        receipts::checkpoints(&*self.pool).await
     }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
-        receipts::add_key(&self.pool, &key).await
+        receipts::add_key(&*self.pool, &key).await
     }
     async fn log_keys(&self) -> Result<Vec<LogKey>> {
-        receipts::keys(&self.pool).await
+        receipts::keys(&*self.pool).await
     }
     async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
-        receipts::add_definitions(&self.pool, &definitions, now_ms).await
+        receipts::add_definitions(&*self.pool, &definitions, now_ms).await
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
-        receipts::definitions(&self.pool).await
+        receipts::definitions(&*self.pool).await
     }
     async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
-        runs::run(&self.pool, key, count, now_ms, ttl_ms).await
+        runs::run(&*self.pool, key, count, now_ms, ttl_ms).await
     }
     async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
-        runs::add_leg(&self.pool, key, &call, ttl_ms).await
+        runs::add_leg(&*self.pool, key, &call, ttl_ms).await
     }
 }

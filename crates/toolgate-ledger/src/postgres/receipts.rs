@@ -1,7 +1,9 @@
 //! The receipt log on PostgreSQL. An append runs in a transaction that first
-//! takes the log's advisory lock: replicas append one at a time, each reads
-//! the next index and takes it in one step, and a receipt commits (or not)
-//! with the state change it attests.
+//! takes the log's advisory lock: replicas append one batch at a time, each
+//! reads the next index and takes it in one step, and a receipt commits (or
+//! not) with the state change it attests. A replica's reads' receipts come
+//! in batches (see `sequencer`): the lock is taken once per batch, not per
+//! receipt.
 
 use tokio_postgres::Row;
 use toolgate_core::merkle::Hash;
@@ -14,24 +16,47 @@ const LOG_LOCK: i64 = 7_461_002;
 
 /// Inside a transaction only: the lock is held until it ends.
 pub async fn append(tx: &impl Db, drafts: Vec<Draft>) -> Result<Vec<u64>> {
-    if drafts.is_empty() {
-        return Ok(Vec::new());
+    append_each(tx, vec![drafts]).await?.pop().expect("one request, one answer")
+}
+
+/// Several requests' receipts, under one take of the log's lock and in one
+/// statement: each request gets its indexes, or why its receipts could not
+/// be sealed (then it takes none, and the others are unaffected). Inside a
+/// transaction only.
+pub async fn append_each(tx: &impl Db, requests: Vec<Vec<Draft>>) -> Result<Vec<Result<Vec<u64>>>> {
+    if requests.iter().all(Vec::is_empty) {
+        return Ok(requests.into_iter().map(|_| Ok(Vec::new())).collect());
     }
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOG_LOCK]).await?;
     let mut next = log_size(tx).await?;
-    let mut indexes = Vec::with_capacity(drafts.len());
-    for draft in drafts {
-        let row = crate::seal(draft, next)?;
-        let index = next as i64;
-        tx.execute(
-            "INSERT INTO receipts (log_index, body, salt, proposal) VALUES ($1, $2, $3, $4)",
-            &[&index, &row.body, &&row.salt[..], &row.asked],
-        )
-        .await?;
-        indexes.push(next);
-        next += 1;
+    let (mut indexes, mut bodies, mut salts, mut asked) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut answers = Vec::with_capacity(requests.len());
+    for drafts in requests {
+        // Sealed whole or not at all: a request's receipts are adjacent.
+        let first = next;
+        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64)).collect();
+        match sealed {
+            Ok(rows) => {
+                next = first + rows.len() as u64;
+                for (i, row) in (first..).zip(rows) {
+                    indexes.push(i as i64);
+                    bodies.push(row.body);
+                    salts.push(row.salt.to_vec());
+                    asked.push(row.asked);
+                }
+                answers.push(Ok((first..next).collect()));
+            }
+            Err(e) => answers.push(Err(e)),
+        }
     }
-    Ok(indexes)
+    // In index order (the table's trigger refuses a gap), one round trip.
+    tx.execute(
+        "INSERT INTO receipts (log_index, body, salt, proposal) \
+         SELECT i, b, s, p FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::text[]) AS r(i, b, s, p) ORDER BY i",
+        &[&indexes, &bodies, &salts, &asked],
+    )
+    .await?;
+    Ok(answers)
 }
 
 /// The next index: after the last row, or after the archive when no row is left.
