@@ -71,6 +71,14 @@ async fn no_receipt_of_an_answer_given_is_lost_to_kill_9() {
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(rng.range(UPTIME_MS.0, UPTIME_MS.1))).await;
+        // The kill is meant to find receipts sequenced and not yet integrated
+        // (the file is emptied at most 100 ms after an append): wait for some.
+        for _ in 0..200 {
+            if std::fs::metadata(&sequence).is_ok_and(|m| m.len() > 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         gateway.sigkill().await;
         left_in_sequence.push(std::fs::metadata(&sequence).map_or(0, |m| m.len()));
         stop.store(true, SeqCst);

@@ -145,7 +145,7 @@ impl Sequence {
         loop {
             match self.file.try_lock() {
                 Ok(()) => break,
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(200)),
                 Err(TryLockError::WouldBlock) => return Ok(false),
                 Err(TryLockError::Error(e)) => return Err(self.failed("lock", e)),
             }
