@@ -95,10 +95,9 @@ impl Gateway {
             Mode::Serve => Callers::load(&config)?,
             Mode::Inspect => Callers::none(),
         };
-        let ledger = match mode {
-            Mode::Serve => open_ledger_sequencing(&config).await?,
-            Mode::Inspect => open_ledger(&config).await?,
-        };
+        // The gateway that serves calls sequences a read's receipts rather
+        // than commit each (see `toolgate_ledger::open_sequencing`).
+        let ledger = open_ledger_as(&config, mode == Mode::Serve).await?;
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
@@ -266,15 +265,14 @@ pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
 /// The ledger `config` names, its state dir made first (owner-only): the
 /// gateway's, and what a command beside it opens.
 pub async fn open_ledger(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
-    create_state_dir(config)?;
-    toolgate_ledger::open(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))
+    open_ledger_as(config, false).await
 }
 
-/// `open_ledger` for the gateway that serves calls: a read's receipts are
-/// sequenced, not each committed (see `toolgate_ledger::open_sequencing`).
-async fn open_ledger_sequencing(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
+async fn open_ledger_as(config: &Config, sequencing: bool) -> anyhow::Result<Arc<dyn Ledger>> {
     create_state_dir(config)?;
-    toolgate_ledger::open_sequencing(&config.ledger_location()).await.with_context(|| format!("opening the ledger {}", config.ledger_display()))
+    let location = config.ledger_location();
+    let opened = if sequencing { toolgate_ledger::open_sequencing(&location).await } else { toolgate_ledger::open(&location).await };
+    opened.with_context(|| format!("opening the ledger {}", config.ledger_display()))
 }
 
 /// The state dir, owner-only: it holds the ledger and the keys.

@@ -80,8 +80,13 @@ pub fn count(conn: &Connection, state: ApprovalState) -> Result<u64> {
 
 pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
     conn.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= ?1", [now_ms])?;
+    // `state = ?1` spelled out when given, so the (state, created_ms) index
+    // finds the rows: `?1 IS NULL OR …` read and sorted the whole table,
+    // on the writer, on every call that counts pending approvals and every
+    // poll of an approver — a cost that grew with the ledger.
+    let filter = if state.is_some() { "state = ?1" } else { "?1 IS NULL" };
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC"
+        "SELECT {COLUMNS} FROM approvals WHERE {filter} AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC"
     ))?;
     let rows = stmt.query_map(params![state.map(ApprovalState::as_str), tenant], row)?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -299,14 +299,14 @@ impl Writer {
         let sequence = self.sequence.clone();
         let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
         // The sequence file's lock before SQLite's (see `sequence`), each
-        // waited for as long as a busy SQLite connection waits.
+        // waited for as long as a busy SQLite connection waits. IMMEDIATE:
+        // take SQLite's write lock now (waiting out the CLI or another
+        // gateway by busy_timeout) rather than fail on upgrade mid-batch.
         let begun = match sequence.take(conn::BUSY_TIMEOUT) {
             Ok(true) => cached(&self.conn, "BEGIN IMMEDIATE").map_err(|e| format!("cannot begin a ledger transaction: {e}")),
             Ok(false) => Err("another toolgate process has held the ledger's sequence file for 10 s; nothing was recorded, retry".into()),
             Err(e) => Err(e.to_string()),
         };
-        // IMMEDIATE: take the write lock now (waiting out the CLI or another
-        // gateway by busy_timeout) rather than fail on upgrade mid-batch.
         if let Err(why) = begun {
             sequence.settle(false);
             return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
