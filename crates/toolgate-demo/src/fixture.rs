@@ -32,12 +32,40 @@ struct Fixture {
     /// URIs `test_update_resource` says changed, for the listen streams
     /// subscribed to them.
     updated: std::sync::Arc<tokio::sync::broadcast::Sender<String>>,
+    /// Legacy sessions' `resources/subscribe`: each peer with the URIs it follows.
+    subscribers: std::sync::Arc<std::sync::Mutex<Vec<(rmcp::Peer<RoleServer>, std::collections::BTreeSet<String>)>>>,
+    /// Speaks the legacy handshake only (`--legacy`): no 2026-07-28.
+    legacy: bool,
 }
 
-impl Default for Fixture {
-    fn default() -> Self {
-        Self { changed: Default::default(), prompts_changed: Default::default(), updated: std::sync::Arc::new(tokio::sync::broadcast::channel(64).0) }
+impl Fixture {
+    fn new(legacy: bool) -> Self {
+        Self {
+            changed: Default::default(),
+            prompts_changed: Default::default(),
+            updated: std::sync::Arc::new(tokio::sync::broadcast::channel(64).0),
+            subscribers: Default::default(),
+            legacy,
+        }
     }
+
+    /// Tells every legacy session subscribed to `uri` that it changed.
+    async fn notify_subscribers(&self, uri: &str) {
+        let peers: Vec<rmcp::Peer<RoleServer>> = {
+            let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            subscribers.retain(|(peer, uris)| !peer.is_transport_closed() && !uris.is_empty());
+            subscribers.iter().filter(|(_, uris)| uris.contains(uri)).map(|(peer, _)| peer.clone()).collect()
+        };
+        for peer in peers {
+            let _ = peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri)).await;
+        }
+    }
+}
+
+/// Whether two handles reach one client session (they share what the
+/// client said at `initialize`).
+fn same_peer(a: &rmcp::Peer<RoleServer>, b: &rmcp::Peer<RoleServer>) -> bool {
+    matches!((a.peer_info(), b.peer_info()), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(&x, &y))
 }
 
 /// Reads a model type out of JSON (the fixture writes its answers as the
@@ -189,6 +217,33 @@ impl ServerHandler for Fixture {
         ServerConfig::new(capabilities)
     }
 
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        if self.legacy {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(&rmcp::model::ProtocolVersion::V_2025_11_25))
+        } else {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(&self, request: rmcp::model::SubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        match subscribers.iter_mut().find(|(peer, _)| same_peer(peer, &context.peer)) {
+            Some((_, uris)) => drop(uris.insert(request.uri)),
+            None => subscribers.push((context.peer.clone(), [request.uri].into())),
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(&self, request: rmcp::model::UnsubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, uris)) = subscribers.iter_mut().find(|(peer, _)| same_peer(peer, &context.peer)) {
+            uris.remove(&request.uri);
+        }
+        Ok(())
+    }
+
     async fn list_prompts(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
         model(prompts(self.prompts_changed.load(std::sync::atomic::Ordering::Relaxed)))
     }
@@ -288,6 +343,7 @@ impl ServerHandler for Fixture {
         if request.name == "test_update_resource" {
             let uri = request.arguments.as_ref().and_then(|a| a.get("uri")).and_then(Value::as_str).unwrap_or_default().to_string();
             let _ = self.updated.send(uri.clone());
+            self.notify_subscribers(&uri).await;
             return Ok(CallToolResult::success(vec![ContentBlock::text(format!("updated {uri}"))]).into());
         }
         if request.name == "test_trigger_prompt_change" {
@@ -426,9 +482,15 @@ fn verify(raw: &str) -> Option<Value> {
     (outer["hmac"].as_str()? == mac).then(|| serde_json::from_str(data).ok()).flatten()
 }
 
-pub async fn run(addr: SocketAddr) -> anyhow::Result<()> {
+pub async fn run(addr: SocketAddr, legacy: bool, stdio: bool) -> anyhow::Result<()> {
+    let fixture = Fixture::new(legacy);
+    if stdio {
+        use rmcp::ServiceExt as _;
+        let running = fixture.serve(rmcp::transport::stdio()).await.context("serving on stdio")?;
+        running.waiting().await.context("serving on stdio")?;
+        return Ok(());
+    }
     let cancel = tokio_util::sync::CancellationToken::new();
-    let fixture = Fixture::default();
     let config = StreamableHttpServerConfig::default().with_json_response(true).with_cancellation_token(cancel.clone());
     let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(move || Ok(fixture.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;

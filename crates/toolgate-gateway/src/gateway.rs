@@ -53,6 +53,8 @@ pub struct Gateway {
     pub holds: Arc<crate::holds::Holds>,
     /// The calls in flight a client may cancel (`notifications/cancelled`).
     pub(crate) cancels: crate::cancels::Cancels,
+    /// The legacy HTTP sessions this replica issued (their streams and subscriptions).
+    pub(crate) sessions: crate::downstream::sessions::Sessions,
     /// Turns per caller for opening approvals (`[approvals] max_pending_per_caller`).
     pub(crate) openings: crate::stages::approve::Openings,
     /// Tells approvers that an approval waits (`[approvals.notify]`).
@@ -142,7 +144,7 @@ impl Gateway {
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

@@ -160,6 +160,12 @@ enum Command {
     ConformanceFixture {
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
         http: std::net::SocketAddr,
+        /// Speak the legacy handshake only (2025-11-25 and before), not 2026-07-28.
+        #[arg(long)]
+        legacy: bool,
+        /// Serve on stdin/stdout instead of HTTP.
+        #[arg(long)]
+        stdio: bool,
     },
     /// Run the Atlas field-service demo on an embedded default: the three Atlas MCP servers and the
     /// gateway on loopback; each case is run directly (ungoverned) and through toolgate.
@@ -252,7 +258,7 @@ fn main() -> std::process::ExitCode {
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
-            Command::ConformanceFixture { http } => toolgate_demo::fixture::run(http).await,
+            Command::ConformanceFixture { http, legacy, stdio } => toolgate_demo::fixture::run(http, legacy, stdio).await,
             Command::Doctor { config } => doctor::run(&config).await,
         }
     });

@@ -28,7 +28,7 @@ use crate::wire::{Era, RpcError, code};
 /// The routes `serve` answers: `/mcp`, the admin API, the probes and the
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
-    let mcp = axum::routing::post(endpoint).fallback(post_only);
+    let mcp = axum::routing::post(endpoint).get(standing).delete(end_session).fallback(post_only);
     let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
     routes.with_state(gw)
 }
@@ -77,12 +77,68 @@ pub fn no_delay(listener: tokio::net::TcpListener) -> axum::serve::TapIo<tokio::
 
 async fn post_only() -> Response {
     let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "this MCP endpoint accepts POST only");
-    r.headers_mut().insert(header::ALLOW, "POST".parse().expect("static header"));
+    r.headers_mut().insert(header::ALLOW, "GET, POST, DELETE".parse().expect("static header"));
     r
 }
 
+/// The header of a legacy session (`sessions.rs`).
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// `GET /mcp`: a legacy session's stream (list changes, updates of the
+/// resources it follows), with a comment every `KEEP_ALIVE` while nothing
+/// is said. Without a session there is nothing to stream: 405, as before.
+async fn standing(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted, headers: axum::http::HeaderMap) -> Response {
+    let Some(id) = header_str(&headers, SESSION_HEADER) else {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET opens a legacy session's stream: send the Mcp-Session-Id that initialize issued (2026-07-28 clients use subscriptions/listen)");
+        r.headers_mut().insert(header::ALLOW, "POST".parse().expect("static header"));
+        return r;
+    };
+    if !header_str(&headers, "accept").unwrap_or_default().to_ascii_lowercase().contains("text/event-stream") {
+        return plain(StatusCode::NOT_ACCEPTABLE, "Accept must list text/event-stream");
+    }
+    let Some(session) = gw.sessions.get(id, &caller.name, gw.clock.now_ms()) else {
+        return plain(StatusCode::NOT_FOUND, "no such session (it ended, or the gateway restarted): initialize again");
+    };
+    let rx = super::sessions::stream(gw.clone(), session);
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        let said = tokio::select! {
+            message = rx.recv() => crate::sse::message(&message?),
+            _ = tokio::time::sleep(KEEP_ALIVE) => ": nothing new\n\n".to_string(),
+        };
+        Some((Ok::<_, std::convert::Infallible>(said), rx))
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
+}
+
+/// `DELETE /mcp`: the client ends its legacy session.
+async fn end_session(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted, headers: axum::http::HeaderMap) -> Response {
+    match header_str(&headers, SESSION_HEADER) {
+        None => plain(StatusCode::METHOD_NOT_ALLOWED, "DELETE ends a legacy session: send the Mcp-Session-Id that initialize issued"),
+        Some(id) if gw.sessions.close(id, &caller.name) => StatusCode::NO_CONTENT.into_response(),
+        Some(_) => plain(StatusCode::NOT_FOUND, "no such session"),
+    }
+}
+
+/// `resources/subscribe` and `resources/unsubscribe` (legacy): about the
+/// session `initialize` issued, whose stream carries the updates.
+fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, session: Option<&str>) -> Response {
+    let Some(id) = msg.id.as_ref() else { return StatusCode::ACCEPTED.into_response() };
+    let Some(session) = session else {
+        let e = RpcError::new(code::INVALID_REQUEST, format!("{} is about the session initialize issued: send its Mcp-Session-Id, and open its stream with GET", msg.method));
+        return plain_reply(Reply::Json(crate::wire::error_response(Some(id), &e)));
+    };
+    let Some(session) = gw.sessions.get(session, &caller.name, gw.clock.now_ms()) else {
+        return rpc_error(StatusCode::NOT_FOUND, Some(id), RpcError::new(code::INVALID_REQUEST, "no such session (it ended, or the gateway restarted): initialize again"));
+    };
+    let done = if msg.method == "resources/subscribe" { session.subscribe(gw, &msg.params) } else { session.unsubscribe(&msg.params) };
+    plain_reply(Reply::Json(match done {
+        Ok(()) => crate::wire::response(Some(id), &serde_json::json!({})),
+        Err(e) => crate::wire::error_response(Some(id), &e),
+    }))
+}
+
 /// The extractors run in this order: who may call, what it sends, the message.
-async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, McpMessage { msg, era }: McpMessage) -> Response {
+async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { msg, era }: McpMessage) -> Response {
     if msg.method == "subscriptions/listen" {
         let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
             return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), RpcError::new(code::INVALID_REQUEST, "subscriptions/listen is a 2026-07-28 request"));
@@ -93,7 +149,18 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): 
     if msg.method == "tools/call" {
         return call_stream(gw, msg, era, caller, peer).await;
     }
-    plain_reply(handle(&gw, msg, era, caller, &peer, None).await)
+    if era == Era::Legacy && matches!(msg.method.as_str(), "resources/subscribe" | "resources/unsubscribe") {
+        return subscription(&gw, &msg, &caller, header_str(&headers, SESSION_HEADER));
+    }
+    let initialize = msg.method == "initialize";
+    let name = caller.name.clone();
+    let mut response = plain_reply(handle(&gw, msg, era, caller, &peer, None).await);
+    // A legacy handshake opens a session, for the stream its client may open.
+    if initialize && response.status() == StatusCode::OK {
+        let id = gw.sessions.open(&name, gw.clock.now_ms());
+        response.headers_mut().insert(SESSION_HEADER, id.parse().expect("a token is a header value"));
+    }
+    response
 }
 
 /// A reply as one HTTP response, with the status the transport gives it.

@@ -100,22 +100,7 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
     // The watches' updates, as the exposed URIs the client subscribed to.
     let stop = tokio_util::sync::CancellationToken::new();
     let (updated_tx, mut updated) = tokio::sync::mpsc::unbounded_channel::<String>();
-    for (mut watch, pairs) in watches {
-        let (out, stop) = (updated_tx.clone(), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                let uri = tokio::select! {
-                    _ = stop.cancelled() => return,
-                    uri = watch.updates.recv() => uri,
-                };
-                match uri {
-                    Ok(uri) => pairs.iter().filter(|(_, theirs)| *theirs == uri).for_each(|(exposed, _)| drop(out.send(exposed.clone()))),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(_) => return,
-                }
-            }
-        });
-    }
+    forward(watches, &stop, move |exposed| drop(updated_tx.send(exposed)));
     tokio::spawn(async move {
         let mut receivers = receivers(&gw);
         let mut shown = Shown::of(&gw.catalogs.current());
@@ -143,13 +128,51 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
     stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (Ok(m), rx)) }).boxed()
 }
 
+/// Passes each update the `watches` hear on to `out`, under the exposed
+/// URI the client named, until `stop` is cancelled.
+pub(crate) fn forward(watches: Vec<Watched>, stop: &tokio_util::sync::CancellationToken, out: impl Fn(String) + Clone + Send + 'static) {
+    for (mut watch, pairs) in watches {
+        let (out, stop) = (out.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let uri = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    uri = watch.updates.recv() => uri,
+                };
+                match uri {
+                    Ok(uri) => pairs.iter().filter(|(_, theirs)| *theirs == uri).for_each(|(exposed, _)| out(exposed.clone())),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+}
+
+/// Sends `out` the legacy era's `notifications/…/list_changed` for each
+/// list that changes, until shutdown (or until `out` says it is closed by
+/// returning `false`).
+pub(crate) async fn follow_lists(gw: &Gateway, out: impl Fn(String) -> bool) {
+    let mut rx = receivers(gw);
+    let mut shown = Shown::of(&gw.catalogs.current());
+    while next_change(&mut rx, gw).await {
+        let now = Shown::of(&gw.catalogs.current());
+        for method in now.changed_since(&shown, [true; 3]) {
+            if !out(wire::notification(method, &json!({}))) {
+                return;
+            }
+        }
+        shown = now;
+    }
+}
+
 /// A watch on one upstream, with the (exposed, upstream's) URI pairs it covers.
-type Watched = (crate::upstream::Watch, Vec<(String, String)>);
+pub(crate) type Watched = (crate::upstream::Watch, Vec<(String, String)>);
 
 /// The subscribed URIs the caller may read (listed resources, or what a
 /// listed template expands to), and a watch on each upstream that has
 /// some, with (exposed, upstream's) URI pairs.
-fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<Watched>) {
+pub(crate) fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<Watched>) {
     let catalog = gw.catalogs.current();
     let mut accepted = Vec::new();
     let mut by_server: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();

@@ -8,6 +8,7 @@ pub(crate) mod edge;
 pub mod http;
 pub(crate) mod listen;
 pub(crate) mod probes;
+pub(crate) mod sessions;
 pub mod stdio;
 pub(crate) mod well_known;
 

@@ -34,19 +34,11 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     let notifier = {
         let (gw, out, legacy_seen) = (gw.clone(), out_tx.clone(), legacy_seen.clone());
         tokio::spawn(async move {
-            let mut rx = super::listen::receivers(&gw);
-            let mut shown = super::listen::Shown::of(&gw.catalogs.current());
-            while super::listen::next_change(&mut rx, &gw).await {
-                let now = super::listen::Shown::of(&gw.catalogs.current());
-                if legacy_seen.load(std::sync::atomic::Ordering::Relaxed) {
-                    for method in now.changed_since(&shown, [true; 3]) {
-                        let _ = out.send(wire::notification(method, &serde_json::json!({})));
-                    }
-                }
-                shown = now;
-            }
+            super::listen::follow_lists(&gw, |m| !legacy_seen.load(std::sync::atomic::Ordering::Relaxed) || out.send(m).is_ok()).await;
         })
     };
+    // The connection is also the legacy session its subscriptions are about.
+    let subscriber = super::sessions::Session::new(&caller.name, Some(out_tx.clone()));
     // The connection is the session: a call naming no run is in its run.
     let session: Arc<str> = format!("stdio-{}", crate::seal::random_token()).into();
     let mut lines = BoundedLines::new(tokio::io::stdin(), gw.limits.max_bytes);
@@ -97,6 +89,16 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
                 continue;
             }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
+        if era == Era::Legacy && matches!(msg.method.as_str(), "resources/subscribe" | "resources/unsubscribe") {
+            let done = if msg.method == "resources/subscribe" { subscriber.subscribe(&gw, &msg.params) } else { subscriber.unsubscribe(&msg.params) };
+            if let Some(id) = &msg.id {
+                let _ = out_tx.send(match done {
+                    Ok(()) => wire::response(Some(id), &serde_json::json!({})),
+                    Err(e) => wire::error_response(Some(id), &e),
+                });
+            }
+            continue;
+        }
         let (gw, out, caller, session) = (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
         tokio::spawn(async move {
             let peer = super::Peer { transport: "pipe", address: None, session: Some(session) };
@@ -108,6 +110,6 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     // The client closed its input: stop notifying; the writer ends once the
     // calls still running have answered.
     notifier.abort();
-    drop(out_tx);
+    drop((subscriber, out_tx));
     writer.await.map_err(std::io::Error::other)?
 }

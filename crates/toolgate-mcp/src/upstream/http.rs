@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
-use tokio::sync::broadcast;
-use tokio::sync::mpsc::UnboundedSender;
 
 use super::UpstreamError;
 use super::HeaderSource;
@@ -29,14 +27,13 @@ pub(crate) struct HttpChannel {
     session: Mutex<Option<String>>,
     /// The revision in force, sent as `MCP-Protocol-Version` once agreed.
     protocol_version: Mutex<Option<String>>,
-    events: broadcast::Sender<String>,
-    progress: super::ProgressRoutes,
+    inbox: super::Inbox,
     /// An answer (a body, an SSE event) longer than this is refused.
     max_message: usize,
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, events: broadcast::Sender<String>, progress: super::ProgressRoutes, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -60,8 +57,7 @@ impl HttpChannel {
             next_id: AtomicI64::new(1),
             session: Mutex::new(None),
             protocol_version: Mutex::new(None),
-            events,
-            progress,
+            inbox,
             max_message,
         })
     }
@@ -85,7 +81,7 @@ impl HttpChannel {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         if is_sse && status.is_success() {
-            return self.read_sse(response, &id, None).await;
+            return self.read_sse(response, Some(&id)).await;
         }
         let body = read_capped(response, self.max_message).await?;
         match serde_json::from_slice::<Message>(&body) {
@@ -149,22 +145,44 @@ impl HttpChannel {
         })
     }
 
-    /// A `subscriptions/listen` stream (2026-07-28), until it ends: the URI of
-    /// each `notifications/resources/updated` goes to `updated`; list changes
-    /// on it go to `events`, as on any stream.
-    pub(crate) async fn listen(&self, params: &Value, updated: &UnboundedSender<String>) -> Result<(), UpstreamError> {
+    /// A `subscriptions/listen` stream (2026-07-28), until it ends; what it
+    /// carries goes to the inbox, as on any stream.
+    pub(crate) async fn listen(&self, params: &Value) -> Result<(), UpstreamError> {
         let id = Id::String(format!("toolgate-listen-{}", self.next_id.fetch_add(1, Ordering::Relaxed)));
         let response = self.post("subscriptions/listen", params, wire::request(&id, "subscriptions/listen", params), true, &[]).await?;
         let is_sse = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("text/event-stream"));
         if !(response.status().is_success() && is_sse) {
             return Err(UpstreamError::Rejected(format!("subscriptions/listen: HTTP {}, not a stream", response.status())));
         }
-        self.read_sse(response, &id, Some(updated)).await.map(|_| ())
+        self.read_sse(response, Some(&id)).await.map(|_| ())
     }
 
-    /// Reads SSE events until the response to `id`; notifications on the
-    /// way are passed to `events` (resource updates to `updated`, if given).
-    async fn read_sse(&self, response: reqwest::Response, id: &Id, updated: Option<&UnboundedSender<String>>) -> Result<Message, UpstreamError> {
+    /// A legacy session's standing stream (`GET`, for the server's own
+    /// messages: list changes, resource updates), until it ends. A server
+    /// that offers none (405) is waited on for ever: it has nothing to say
+    /// but what comes on the answers to requests.
+    pub(crate) async fn standing(&self) -> Result<(), UpstreamError> {
+        let mut req = self.client.get(self.url.clone()).headers(self.headers.clone()).header(ACCEPT, "text/event-stream");
+        if let Some(v) = self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(s) = self.session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            req = req.header(SESSION_HEADER, s);
+        }
+        let response = req.send().await.map_err(|e| UpstreamError::Lost(format!("GET stream: {}", without_url(&e))))?;
+        let is_sse = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED || (response.status().is_success() && !is_sse) {
+            return std::future::pending().await;
+        }
+        if !response.status().is_success() {
+            return Err(UpstreamError::Rejected(format!("GET stream: HTTP {}", response.status())));
+        }
+        self.read_sse(response, None).await.map(|_| ())
+    }
+
+    /// Reads SSE events until the response to `id` (or the stream's end);
+    /// notifications on the way go to the inbox.
+    async fn read_sse(&self, response: reqwest::Response, id: Option<&Id>) -> Result<Message, UpstreamError> {
         let mut stream = response.bytes_stream();
         let mut events = Events::default();
         while let Some(chunk) = stream.next().await {
@@ -179,25 +197,15 @@ impl HttpChannel {
                     continue;
                 }
                 let Ok(message) = serde_json::from_str::<Message>(&data) else { continue };
-                if message.is_response() && message.id.as_ref() == Some(id) {
+                if message.is_response() && id.is_some() && message.id.as_ref() == id {
                     return Ok(message);
                 }
-                match (&message.method, &message.id) {
-                    (Some(method), None) if method == "notifications/progress" => super::route_progress(&self.progress, message.params.as_deref()),
-                    (Some(method), None) if method == "notifications/resources/updated" => {
-                        let uri = message.params.as_deref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok()).and_then(|p| p["uri"].as_str().map(str::to_string));
-                        if let (Some(tx), Some(uri)) = (updated, uri) {
-                            let _ = tx.send(uri);
-                        }
-                    }
-                    (Some(method), None) => {
-                        let _ = self.events.send(method.clone());
-                    }
-                    _ => {}
+                if let (Some(method), None) = (&message.method, &message.id) {
+                    self.inbox.deliver(method, message.params.as_deref());
                 }
             }
         }
-        Err(UpstreamError::Lost("the SSE stream ended without a response".into()))
+        Err(UpstreamError::Lost(if id.is_some() { "the SSE stream ended without a response" } else { "the stream ended" }.into()))
     }
 }
 

@@ -7,6 +7,7 @@ pub(crate) mod http;
 pub(crate) mod session;
 pub(crate) mod stdio;
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -120,6 +121,35 @@ pub fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>) {
             }
         }
         let _ = relay.out.send(crate::wire::notification("notifications/progress", &params));
+    }
+}
+
+/// Where an upstream's notifications go, whichever stream they come on (a
+/// stdio line, a POST's SSE answer, a listen stream, the legacy standing
+/// stream): progress to its call, resource updates to the watches, and
+/// every other method's name to the supervisor (list changes).
+#[derive(Clone)]
+pub(crate) struct Inbox {
+    pub(crate) events: broadcast::Sender<String>,
+    pub(crate) updates: broadcast::Sender<String>,
+    pub(crate) progress: ProgressRoutes,
+}
+
+impl Inbox {
+    /// Routes one notification (`method` with `params`).
+    pub(crate) fn deliver(&self, method: &str, params: Option<&RawValue>) {
+        match method {
+            "notifications/progress" => route_progress(&self.progress, params),
+            "notifications/resources/updated" => {
+                let uri = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()).and_then(|p| p["uri"].as_str().map(str::to_string));
+                if let Some(uri) = uri {
+                    let _ = self.updates.send(uri);
+                }
+            }
+            _ => {
+                let _ = self.events.send(method.to_string());
+            }
+        }
     }
 }
 
@@ -478,43 +508,62 @@ impl Upstream {
         Watch { upstream: self.clone(), uris, updates: self.updates.subscribe() }
     }
 
-    /// Keeps one `subscriptions/listen` stream open to the upstream for the
-    /// URIs watched now (opened again when they change or it ends), and
-    /// passes its updates on.
+    /// Follows the watched URIs on the current session: in the 2026-07-28
+    /// era with one `subscriptions/listen` for all of them (opened again
+    /// when they change or it ends), in the legacy era with
+    /// `resources/subscribe` and `resources/unsubscribe` as they come and
+    /// go. Updates reach `updates` through the inbox, whatever stream
+    /// carries them.
     async fn relay_updates(&self) {
+        // The legacy subscriptions made, those the server refused, and the
+        // session they were made on.
+        let (mut on, mut subscribed, mut refused): (Option<Arc<McpSession>>, BTreeSet<String>, BTreeSet<String>) = Default::default();
         loop {
-            let uris: Vec<String> = self.watched.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+            let uris: BTreeSet<String> = self.watched.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
             let session = self.read().session.clone();
-            let (Some(session), false) = (session, uris.is_empty()) else {
-                // Nothing to watch, or not connected: until either changes.
-                tokio::select! {
-                    _ = self.watch_changed.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                continue;
-            };
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            let params = serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
-            let listen = session.listen(params, &tx);
-            tokio::pin!(listen);
-            let ended = loop {
-                tokio::select! {
-                    ended = &mut listen => break Some(ended),
-                    Some(uri) = rx.recv() => {
-                        let _ = self.updates.send(uri);
+            match session {
+                Some(session) if session.era == Era::Modern && !uris.is_empty() => {
+                    let params = serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
+                    let ended = tokio::select! {
+                        ended = session.listen(params) => ended,
+                        _ = self.watch_changed.notified() => continue,
+                    };
+                    if let Err(e) = ended {
+                        tracing::warn!(server = %self.name, error = %e, "cannot follow the upstream's resource updates; trying again");
+                        tokio::select! {
+                            _ = self.watch_changed.notified() => {}
+                            _ = tokio::time::sleep(BACKOFF_MAX / 6) => {}
+                        }
                     }
-                    _ = self.watch_changed.notified() => break None,
+                    continue;
                 }
-            };
-            while let Ok(uri) = rx.try_recv() {
-                let _ = self.updates.send(uri);
+                Some(session) if session.era == Era::Legacy => {
+                    if !on.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
+                        (on, subscribed, refused) = (Some(session.clone()), BTreeSet::new(), BTreeSet::new());
+                    }
+                    let new: Vec<String> = uris.iter().filter(|u| !subscribed.contains(*u) && !refused.contains(*u)).cloned().collect();
+                    for uri in new {
+                        match tokio::time::timeout(self.timeout, session.request("resources/subscribe", serde_json::json!({"uri": &uri}))).await {
+                            Ok(Ok(_)) => subscribed.insert(uri),
+                            Ok(Err(e)) => {
+                                tracing::warn!(server = %self.name, error = %e, "the upstream refused resources/subscribe; its updates are not relayed");
+                                refused.insert(uri)
+                            }
+                            Err(_) => false, // tried again on the next round
+                        };
+                    }
+                    for uri in subscribed.iter().filter(|u| !uris.contains(*u)).cloned().collect::<Vec<_>>() {
+                        let _ = tokio::time::timeout(self.timeout, session.request("resources/unsubscribe", serde_json::json!({"uri": uri}))).await;
+                        subscribed.remove(&uri);
+                    }
+                    refused.retain(|u| uris.contains(u));
+                }
+                _ => {}
             }
-            if let Some(Err(e)) = ended {
-                tracing::warn!(server = %self.name, error = %e, "cannot follow the upstream's resource updates; trying again");
-                tokio::select! {
-                    _ = self.watch_changed.notified() => {}
-                    _ = tokio::time::sleep(BACKOFF_MAX / 6) => {}
-                }
+            // Until what is watched changes, or (now and then) the session does.
+            tokio::select! {
+                _ = self.watch_changed.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
     }
@@ -587,7 +636,8 @@ impl Upstream {
 
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
-        let channel = session::Channel::open(&self.name, &self.transport, events, self.progress.clone(), max_message)?;
+        let inbox = Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
+        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message)?;
         let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;
@@ -677,8 +727,22 @@ impl Upstream {
     /// Keeps the listing fresh until the session is lost.
     async fn serve_session(&self, session: &Arc<McpSession>, events: &mut broadcast::Receiver<String>) {
         let mut closed = session.closed();
+        // A legacy HTTP session's own messages come on its standing stream,
+        // kept open (again after it ends) while the session lasts.
+        let standing = async {
+            let mut pause = BACKOFF_START;
+            loop {
+                if let Err(e) = session.standing().await {
+                    tracing::debug!(server = %self.name, error = %e, "the upstream's standing stream ended");
+                    pause = (pause * 2).min(BACKOFF_MAX);
+                }
+                tokio::time::sleep(pause).await;
+            }
+        };
+        tokio::pin!(standing);
         loop {
             let relist = tokio::select! {
+                _ = &mut standing => false,
                 _ = async {
                     match closed.as_mut() {
                         Some(c) => { let _ = c.wait_for(|alive| !*alive).await; }

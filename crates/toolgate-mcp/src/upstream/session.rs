@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 use super::UpstreamError;
 use super::http::HttpChannel;
@@ -25,10 +25,10 @@ pub(crate) enum Channel {
 }
 
 impl Channel {
-    pub(crate) fn open(server: &str, transport: &Transport, events: broadcast::Sender<String>, progress: super::ProgressRoutes, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn open(server: &str, transport: &Transport, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         Ok(match transport {
-            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, events, progress, max_message)?),
-            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, events, progress, max_message)?),
+            Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, inbox, max_message)?),
+            Transport::Http { url, headers } => Channel::Http(HttpChannel::new(url, headers, inbox, max_message)?),
         })
     }
 
@@ -142,13 +142,22 @@ impl McpSession {
         into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
     }
 
-    /// A `subscriptions/listen` stream for resource updates, until it ends:
-    /// over HTTP in the 2026-07-28 era only (a legacy server's
-    /// `resources/subscribe` and a stdio server's streams are not relayed).
-    pub(crate) async fn listen(&self, params: Value, updated: &tokio::sync::mpsc::UnboundedSender<String>) -> Result<(), UpstreamError> {
+    /// A 2026-07-28 `subscriptions/listen` for resource updates, until it
+    /// ends; the updates reach the inbox as they come. Over stdio it is a
+    /// request whose answer comes only at the end (dropping it cancels it).
+    pub(crate) async fn listen(&self, params: Value) -> Result<(), UpstreamError> {
+        match &self.channel {
+            Channel::Http(c) => c.listen(&self.params(params)).await,
+            Channel::Stdio(c) => c.request("subscriptions/listen", &self.params(params)).await.and_then(into_result).map(|_| ()),
+        }
+    }
+
+    /// A legacy HTTP session's standing stream, until it ends; never ends
+    /// for any other (stdio carries the server's messages on its own).
+    pub(crate) async fn standing(&self) -> Result<(), UpstreamError> {
         match (&self.channel, self.era) {
-            (Channel::Http(c), Era::Modern) => c.listen(&self.params(params), updated).await,
-            _ => Err(UpstreamError::Unavailable("resource updates are relayed from 2026-07-28 upstreams over HTTP only".into())),
+            (Channel::Http(c), Era::Legacy) => c.standing().await,
+            _ => std::future::pending().await,
         }
     }
 

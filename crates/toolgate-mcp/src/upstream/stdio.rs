@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use serde_json::json;
-use tokio::sync::{Mutex, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::UpstreamError;
 use crate::lines::{BoundedLines, Line, id_in_head};
@@ -37,8 +37,7 @@ impl StdioChannel {
         command: &str,
         args: &[String],
         env: &std::collections::BTreeMap<String, String>,
-        events: broadcast::Sender<String>,
-        progress: super::ProgressRoutes,
+        inbox: super::Inbox,
         max_line: usize,
     ) -> Result<Self, UpstreamError> {
         let mut child = Command::new(command)
@@ -101,7 +100,7 @@ impl StdioChannel {
                         continue;
                     }
                 };
-                route(&name, message, &routes, &events, &replies, &progress);
+                route(&name, message, &routes, &inbox, &replies);
             }
             let _ = alive_tx.send(false);
             // Whoever still waits learns the upstream is gone.
@@ -194,9 +193,8 @@ fn route(
     server: &str,
     message: Message,
     pending: &Pending,
-    events: &broadcast::Sender<String>,
+    inbox: &super::Inbox,
     replies: &mpsc::UnboundedSender<String>,
-    progress: &super::ProgressRoutes,
 ) {
     if message.is_response() {
         let Some(id) = message.id.clone() else { return };
@@ -218,10 +216,7 @@ fn route(
             };
             let _ = replies.send(reply);
         }
-        (Some(method), None) if method == "notifications/progress" => super::route_progress(progress, message.params.as_deref()),
-        (Some(method), None) => {
-            let _ = events.send(method.clone());
-        }
+        (Some(method), None) => inbox.deliver(method, message.params.as_deref()),
         _ => {}
     }
 }
