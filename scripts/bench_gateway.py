@@ -12,6 +12,10 @@ so the machine's noise falls on each alike:
      due), long enough for the stall check (no call over 5 ms in 60 s);
   2. saturation at 16 and at 64 clients.
 
+A last leg, "legacy", is toolgate in front of a second parts server that
+speaks only the 2025-11-25 handshake (`atlas parts --legacy`): the legacy
+upstream path, with its own upstream's CPU counted.
+
 Per leg: throughput, p50, p99, max, the CPU each process spent per call,
 context switches per call (each is a thread handing off or waiting), RSS.
 Every answer is checked once to be the part list, every slice's status codes
@@ -159,8 +163,10 @@ def oha(url, tool, clients, seconds, rate=None):
 
 
 class Leg:
-    def __init__(self, name, url, tool, hop=None):
+    def __init__(self, name, url, tool, hop=None, upstream=None):
         self.name, self.url, self.tool, self.hop = name, url, tool, hop
+        # A leg with an upstream of its own (the legacy one) counts that one's CPU.
+        self.upstream = upstream
         self.reset()
 
     def reset(self):
@@ -182,7 +188,7 @@ def run_phase(legs, upstream, clients, seconds, rounds, rate=None):
         leg.reset()
     for _ in range(rounds):
         for leg in legs:
-            procs = {"upstream": upstream, "hop": leg.hop}
+            procs = {"upstream": leg.upstream or upstream, "hop": leg.hop}
             before = {k: (p.cpu_ticks(), p.switches()) for k, p in procs.items() if p}
             load = resource.getrusage(resource.RUSAGE_CHILDREN)
             latencies, statuses, elapsed = oha(leg.url, leg.tool, clients, seconds, rate)
@@ -298,6 +304,15 @@ def main():
             before = start_toolgate("before", BEFORE, upstream.url, work, logs)
             servers.append(before)
             legs.append(Leg("before", before.url, "parts__find_part", before))
+        # toolgate in front of the same server speaking 2025-11-25 only: one
+        # legacy session, each answer an SSE stream (where a missing
+        # TCP_NODELAY once cost 40 ms a call).
+        legacy_upstream = Server("legacy-upstream", [TOOLGATE, "atlas", "parts", "--legacy", "--http", "127.0.0.1:0", "--state", os.path.join(work, "atlas-legacy")],
+                                 r"serving parts on (\S+)", logs)
+        servers.append(legacy_upstream)
+        legacy = start_toolgate("legacy", TOOLGATE, legacy_upstream.url, work, logs)
+        servers.append(legacy)
+        legs.append(Leg("legacy", legacy.url, "parts__find_part", legacy, legacy_upstream))
         # Idle: started, its upstream listed, nothing called yet.
         time.sleep(3)
         idle = {leg.name: leg.hop.rss_mb() for leg in legs if leg.hop}
@@ -324,7 +339,7 @@ def main():
         # Every call toolgate answered has its receipt in the ledger.
         per_receipt = {}
         for leg in legs:
-            if leg.name in ("toolgate", "before"):
+            if leg.name in ("toolgate", "before", "legacy"):
                 n, per_receipt[leg.name] = receipts_in(leg.hop.state)
                 answered = counted[leg.name]
                 verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
@@ -340,6 +355,10 @@ def main():
             print(f"\n   before/relay at saturation: {before_ratios}; at {RATE}/s {b['p50'] - r['p50']:+.2f} ms p50, {b['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay, "
                   f"{b['ctx_hop']:.2f} switches/call, {b['over5']} calls over 5 ms, max {b['max']:.1f} ms; {per_receipt['before']:.0f} B/receipt")
         print(f"\n   toolgate/relay at saturation: {ratios}; toolgate max at {RATE}/s {g['max']:.2f} ms ({g['over5']} calls over 5 ms)")
+        l = fixed["legacy"]
+        stall = "no stall" if l["p50"] < 5 else "STALLED"
+        print(f"   through a legacy upstream (2025-11-25 session, SSE answers): {stall}; at {RATE}/s {l['p50'] - g['p50']:+.2f} ms p50 and "
+              f"{l['p99'] - g['p99']:+.2f} ms p99 against the 2026-07-28 upstream, max {l['max']:.1f} ms, {l['over5']} calls over 5 ms")
         # The form: figures at the fixed rate unless said otherwise.
         print(f"toolgate/relay {best[0]:.2f}x at saturation; {g['p50'] - r['p50']:+.2f} ms p50, {g['p99'] - r['p99']:+.2f} ms p99 at {RATE}/s; "
               f"idle RSS {idle['toolgate']:.1f} MB; {g['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay; {g['ctx_hop']:.2f} switches/call; "

@@ -7,8 +7,8 @@ Usage: [TOOLGATE_TOKEN=…] run_calls.py URL MODE CALLS
   CALLS: a JSON list of {"tool": NAME, "arguments": {...}, "meta": {...}}.
 
 Prints one JSON object: {"results": [...]}, each the result with wire field
-names, or {"error": {code, message}} where the call failed at the protocol
-level. The Rust tests run this and assert on the output.
+names, {"error": {code, message}} where the call failed at the protocol
+level, or {"threw": MESSAGE} where the SDK itself raised. The Rust tests run this and assert on the output.
 """
 
 import json
@@ -29,6 +29,8 @@ async def run(url: str, mode: str, calls: list) -> dict:
                 results.append(result.model_dump(by_alias=True, mode="json", exclude_none=True))
             except MCPError as e:
                 results.append({"error": {"code": e.code, "message": e.error.message}})
+            except Exception as e:  # noqa: BLE001 - what the SDK raised itself (e.g. an output-schema check)
+                results.append({"threw": f"{type(e).__name__}: {e}"})
     return {"results": results}
 
 

@@ -19,11 +19,17 @@ pub struct Args {
     /// Directory for the sandbox files (notes, orders, outbox). Default: a new temporary directory.
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
+    /// Speak the 2025-11-25 handshake only, not 2026-07-28 (a legacy upstream, for measurements).
+    #[arg(long)]
+    pub legacy: bool,
 }
 
 /// Serves until the peer disconnects (stdio) or a shutdown signal (HTTP).
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let server = crate::server(args.server, args.state.as_deref())?;
+    let mut server = crate::server(args.server, args.state.as_deref())?;
+    if args.legacy {
+        server = server.legacy_only();
+    }
     eprintln!("toolgate-atlas: {} sandbox at {}", args.server.name(), server.sandbox_dir().display());
     match args.http {
         None => serve::stdio(server).await,

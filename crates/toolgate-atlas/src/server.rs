@@ -24,6 +24,8 @@ pub const PROTOCOL_VERSIONS: [ProtocolVersion; 2] = [ProtocolVersion::V_2026_07_
 #[derive(Clone)]
 pub struct AtlasServer {
     inner: Arc<Inner>,
+    /// Speaks the legacy handshake only (`--legacy`).
+    legacy: bool,
 }
 
 struct Inner {
@@ -47,7 +49,14 @@ impl AtlasServer {
                 (t.name.to_string(), v)
             })
             .collect();
-        Self { inner: Arc::new(Inner { kind, id: contract.id, title: contract.title, tools, validators, ctx }) }
+        Self { inner: Arc::new(Inner { kind, id: contract.id, title: contract.title, tools, validators, ctx }), legacy: false }
+    }
+
+    /// The same server, speaking only the 2025-11-25 handshake: a legacy
+    /// upstream, for measuring that path (`scripts/bench-gateway`).
+    pub fn legacy_only(mut self) -> Self {
+        self.legacy = true;
+        self
     }
 
     pub fn kind(&self) -> ServerKind {
@@ -98,7 +107,7 @@ impl ServerHandler for AtlasServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Owned(PROTOCOL_VERSIONS.to_vec())
+        Cow::Owned(PROTOCOL_VERSIONS.iter().filter(|v| !self.legacy || v.has_initialize()).cloned().collect())
     }
 
     async fn list_tools(

@@ -295,6 +295,31 @@ async fn stock_client_meets_the_trifecta_and_the_rate(sdk: Sdk) {
     assert_eq!(sent(h.dir.path()), 0);
 }
 
+/// A preview through the SDK's default call, in both eras. The notice tool
+/// declares an outputSchema, against which both SDKs check every result
+/// not marked isError: the preview must not fail that check.
+async fn stock_client_previews(sdk: Sdk) {
+    let h = start_with("", RUNS, &[]).await;
+    for (mode, token) in [("2026-07-28", None), ("legacy", Some(SAM_TOKEN))] {
+        let calls = json!([{"tool": NOTICE, "arguments": {"to": "team@example.test", "body": "Build passed."}, "meta": {"io.toolgate/preview": true}}]);
+        let got = sdk_calls(sdk, &h.url, mode, token, calls).await;
+        let p = &got["results"][0];
+        assert!(p.get("threw").is_none(), "{mode}: the SDK threw: {got}");
+        assert_eq!((&p["structuredContent"]["preview"], &p["structuredContent"]["decision"], &p["isError"]), (&json!(true), &json!("allow"), &json!(true)), "{mode}: {got}");
+    }
+    assert_eq!(sent(h.dir.path()), 0, "a preview sends nothing");
+}
+
+#[tokio::test]
+async fn the_python_sdk_previews_a_tool_with_an_output_schema() {
+    stock_client_previews(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_previews_a_tool_with_an_output_schema() {
+    stock_client_previews(Sdk::TypeScript).await;
+}
+
 #[tokio::test]
 async fn the_python_sdk_meets_the_trifecta_and_the_rate_in_both_eras() {
     stock_client_meets_the_trifecta_and_the_rate(Sdk::Python).await;

@@ -201,3 +201,50 @@ async fn json_logs_carry_the_request_span_identifiers() {
     assert_eq!(record["span"]["network.transport"], "pipe");
     assert_eq!(record["span"]["gen_ai.tool.name"], "tickets__get_ticket");
 }
+
+/// The official Python SDK over stdio gives up on a call held for its
+/// approval (an expired cancel scope: the SDK sends `notifications/cancelled`,
+/// and over stdio that is all the gateway hears). The hold ends then, not
+/// at the end of its 60 s: the call's receipt says the client cancelled,
+/// and the approval still waits for its approver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_over_stdio_cancels_a_held_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_toolgate");
+    let text = format!(
+        "[gateway]\nstate_dir = \"state\"\n[approvals]\nhold_ms = 60000\npoll_ms = 100\n\n[servers.parts]\ncommand = {}\nargs = [\"atlas\", \"parts\", \"--state\", {}]\ntrusted = true\n\n\
+         [registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\
+         [callers.dana]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"dana.token\"\n",
+        json!(exe),
+        json!(dir.path().join("atlas").display().to_string())
+    );
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let token = dir.path().join("dana.token");
+    std::fs::write(&token, "dana-token-0123456789abcdef").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let python = std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/cancel_held.py");
+    let arguments = json!({"part_no": "AC250-TV-2303", "quantity": 2, "ticket_id": "SR-22422"}).to_string();
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .args(["legacy", "3", "parts__raise_parts_order", &arguments, exe, "serve", "--stdio", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("gave_up_after_s"), "the call was held, not answered: {stdout}");
+    assert!(started.elapsed() < Duration::from_secs(45), "the session ended long before the hold would have: {:?}", started.elapsed());
+    // The receipt of the held call names the client's cancellation.
+    let bundle = dir.path().join("bundle.json");
+    let export = std::process::Command::new(exe).args(["export", "--since", "0", "--out"]).arg(&bundle).arg("--config").arg(&config).output().unwrap();
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
+    let orders: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).filter(|r| r["tool"].as_str().is_some_and(|t| t.ends_with("raise_parts_order"))).collect();
+    assert!(orders.iter().any(|r| r["rules"].as_array().is_some_and(|rules| rules.iter().any(|x| x == "client.cancelled"))), "{orders:?}");
+    // And the approval still waits: the person may still decide.
+    let pending = std::process::Command::new(exe).args(["approvals", "list", "--state", "pending", "--config"]).arg(&config).output().unwrap();
+    assert!(String::from_utf8_lossy(&pending.stdout).contains("raise_parts_order"), "{}", String::from_utf8_lossy(&pending.stdout));
+}

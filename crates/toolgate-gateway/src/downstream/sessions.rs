@@ -9,7 +9,7 @@
 //! or without one, by whichever replica it reaches, and a gateway that
 //! restarted serves the clients of the one before. A session lives in the
 //! memory of the replica that issued it (behind a balancer, its GET and
-//! its `resources/subscribe` must reach that replica; OPERATIONS.md).
+//! its `resources/subscribe` must reach that replica; CONFIG.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};

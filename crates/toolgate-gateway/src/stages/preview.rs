@@ -15,7 +15,10 @@ use crate::catalog::ExposedTool;
 use crate::wire::RawObject;
 
 /// The preview's answer: a complete result whose `structuredContent` says
-/// how the call would be decided.
+/// how the call would be decided. For a tool that declares an
+/// `outputSchema` it is marked `isError`: the official SDKs check every
+/// other result against that schema, and a preview is not the tool's
+/// output (it would fail the check, and the SDK would raise).
 pub(crate) fn answer(cx: &Context, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, policy_version: &str) -> RawObject {
     let verdict = serde_json::to_value(decision.verdict).unwrap_or(Value::Null);
     let reason = serde_json::to_value(decision.reason).unwrap_or(Value::Null);
@@ -51,6 +54,9 @@ pub(crate) fn answer(cx: &Context, tool: &ExposedTool, proposal: &Proposal, deci
     let raw = |v: &Value| serde_json::value::to_raw_value(v).expect("serialisable");
     out.insert("content".into(), raw(&json!([{"type": "text", "text": structured["message"]}])));
     out.insert("structuredContent".into(), raw(&structured));
+    if tool.output.is_some() {
+        out.insert("isError".into(), raw(&json!(true)));
+    }
     out
 }
 
@@ -60,7 +66,7 @@ mod tests {
     use toolgate_core::{Decision, Proposal, Reason, Verdict};
 
     use super::answer;
-    use crate::stages::testing::{call, field, order_tool, split};
+    use crate::stages::testing::{call, field, order_definition, order_tool, split, tool};
 
     fn previewed(decision: &Decision) -> serde_json::Value {
         let c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": 8}));
@@ -97,5 +103,20 @@ mod tests {
         let allowed = previewed(&Decision::by(Verdict::Allow, Reason::Automatic, vec!["registry".into()]));
         assert!(allowed["message"].as_str().unwrap().starts_with("parts__raise_parts_order would run"));
         assert_eq!((&allowed["class"], &allowed["registry_class"]), (&json!("requires_approval"), &json!("requires_approval")));
+    }
+
+    #[test]
+    fn a_tool_with_an_output_schema_is_previewed_as_no_output_of_it() {
+        let c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": 8}));
+        let (cx, _) = split(&c);
+        let proposal = Proposal::new("parts", "raise_parts_order", json!({"part_no": "P-1", "quantity": 8}));
+        let decision = Decision::by(Verdict::Allow, Reason::Automatic, vec!["registry".into()]);
+        assert!(answer(&cx, &order_tool(), &proposal, &decision, "p").get("isError").is_none(), "no schema: a plain result");
+        let mut definition = order_definition();
+        definition["outputSchema"] = json!({"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]});
+        let declared = tool("parts", definition, Some(toolgate_core::AuthorityClass::RequiresApproval));
+        let out = answer(&cx, &declared, &proposal, &decision, "p");
+        assert_eq!(field(&out, "isError"), json!(true), "SDKs check other results against the schema");
+        assert_eq!(field(&out, "structuredContent")["preview"], true);
     }
 }
