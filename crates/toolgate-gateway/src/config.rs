@@ -6,7 +6,7 @@
 //! own class for a tool, by its exposed name. `--mcp-json FILE` imports an
 //! existing `mcpServers` file as untrusted servers.
 
-use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, HeaderSource, Server, Transport};
+use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, ValueSource, Server, Transport};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -188,6 +188,16 @@ pub struct ServerConfig {
     /// Variables added to the environment `command` inherits.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables whose values are read, at each start, from environment
+    /// variables of the gateway: variable → variable. Credentials stay out
+    /// of the file.
+    #[serde(default)]
+    pub env_env: BTreeMap<String, String>,
+    /// Variables whose values are read, at each start, from owner-only
+    /// files (relative to the config; a trailing newline is dropped):
+    /// variable → file.
+    #[serde(default)]
+    pub env_file: BTreeMap<String, PathBuf>,
     /// The endpoint of a Streamable HTTP upstream (`http://` only: this
     /// build has no TLS).
     pub url: Option<String>,
@@ -230,6 +240,8 @@ impl Default for ServerConfig {
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
+            env_env: BTreeMap::new(),
+            env_file: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
@@ -250,11 +262,16 @@ impl ServerConfig {
 
     fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
-            (Some(command), _) => Transport::Stdio { command: command.clone(), args: self.args.clone(), env: self.env.clone() },
+            (Some(command), _) => {
+                let written = self.env.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
+                let from_env = self.env_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let from_file = self.env_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
+                Transport::Stdio { command: command.clone(), args: self.args.clone(), env: written.chain(from_env).chain(from_file).collect() }
+            }
             (None, Some(url)) => {
-                let written = self.headers.iter().map(|(k, v)| (k.clone(), HeaderSource::Value(v.clone())));
-                let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), HeaderSource::Env(v.clone())));
-                let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), HeaderSource::File(v.clone())));
+                let written = self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
+                let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
                 Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect() }
             }
             (None, None) => unreachable!("validated: every server has command or url"),
@@ -755,7 +772,7 @@ impl Config {
         // Header files resolve against the config's folder, as every path does.
         let dir = config.dir();
         for server in config.servers.values_mut() {
-            for file in server.headers_file.values_mut() {
+            for file in server.headers_file.values_mut().chain(server.env_file.values_mut()) {
                 *file = dir.join(&*file);
             }
         }
@@ -865,12 +882,20 @@ impl Config {
             }
             let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len();
             if server.command.is_some() && header_sources > 0 {
-                return Err(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`"));
+                return Err(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
             }
             let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
                 return Err(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
+            }
+            if server.url.is_some() && !(server.env.is_empty() && server.env_env.is_empty() && server.env_file.is_empty()) {
+                return Err(format!("servers.{name}: env, env_env and env_file are for a stdio server (`command`); a `url` server's credentials go in headers"));
+            }
+            let mut variables: Vec<&String> = server.env.keys().chain(server.env_env.keys()).chain(server.env_file.keys()).collect();
+            variables.sort();
+            if let Some(twice) = variables.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!("servers.{name}: variable `{}` is given twice (in env, env_env or env_file); give it once", twice[0]));
             }
         }
         for p in &self.guards.egress.patterns {
@@ -1099,13 +1124,21 @@ mod tests {
     fn upstream_credentials_come_from_one_place_each_and_only_for_url_servers() {
         let c = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\nheaders_file = { X-Api-Key = \"keys/parts.key\" }\n").unwrap();
         let Transport::Http { headers, .. } = c.servers["parts"].transport() else { panic!("an HTTP upstream") };
-        assert_eq!(headers["Authorization"], HeaderSource::Env("PARTS_TOKEN".into()));
+        assert_eq!(headers["Authorization"], ValueSource::Env("PARTS_TOKEN".into()));
         // A file resolves against the config's folder.
-        assert!(matches!(&headers["X-Api-Key"], HeaderSource::File(p) if p.is_absolute() && p.ends_with("keys/parts.key")), "{headers:?}");
+        assert!(matches!(&headers["X-Api-Key"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/parts.key")), "{headers:?}");
         let twice = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n");
         assert!(twice.unwrap_err().to_string().contains("header `authorization` is given twice"));
+        let env = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nenv = { LEVEL = \"1\" }\nenv_env = { TOKEN = \"TICKETS_TOKEN\" }\nenv_file = { KEY = \"keys/tickets.key\" }\n").unwrap();
+        let Transport::Stdio { env: variables, .. } = env.servers["tickets"].transport() else { panic!("stdio") };
+        assert_eq!((&variables["LEVEL"], &variables["TOKEN"]), (&ValueSource::Value("1".into()), &ValueSource::Env("TICKETS_TOKEN".into())));
+        assert!(matches!(&variables["KEY"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/tickets.key")), "{variables:?}");
+        let twice = parse("[servers.tickets]\ncommand = \"x\"\nenv = { TOKEN = \"a\" }\nenv_env = { TOKEN = \"B\" }\n");
+        assert!(twice.unwrap_err().to_string().contains("variable `TOKEN` is given twice"));
+        let remote = parse("[servers.parts]\nurl = \"http://127.0.0.1:1/mcp\"\nenv_env = { TOKEN = \"B\" }\n");
+        assert!(remote.unwrap_err().to_string().contains("for a stdio server"));
         let stdio = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nheaders_env = { Authorization = \"T\" }\n");
-        assert!(stdio.unwrap_err().to_string().contains("a stdio server's credentials go in `env`"));
+        assert!(stdio.unwrap_err().to_string().contains("a stdio server's credentials go in `env`, `env_env` or `env_file`"));
     }
 
     #[test]

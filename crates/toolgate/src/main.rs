@@ -8,6 +8,7 @@
 mod approvals;
 mod audit;
 mod doctor;
+mod import;
 mod ops;
 mod policy;
 mod preview;
@@ -65,6 +66,8 @@ enum Command {
     },
     /// Audit the tools every upstream offers: worst regret, drift from the pins, poisoning markers, description lint.
     Audit(audit::Args),
+    /// Write a toolgate config from the MCP clients' configs you have (Claude Desktop, Claude Code, Cursor, Windsurf, VS Code).
+    Import(import::Args),
     /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
     /// plan chooses tool calls; refusals are followed as the contract says; approvals are waited for.
     Agent(toolgate_demo::agent::Args),
@@ -237,6 +240,7 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
+            Command::Import(args) => import::run(args).await,
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,

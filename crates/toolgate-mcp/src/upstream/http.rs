@@ -11,7 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::UpstreamError;
-use super::HeaderSource;
+use super::ValueSource;
 use crate::wire::{self, Id, Message};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -33,12 +33,12 @@ pub(crate) struct HttpChannel {
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, HeaderSource>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
             // The value may be a credential: never echo it.
-            let mut value = HeaderValue::from_str(&header_value(k, source)?).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
+            let mut value = HeaderValue::from_str(&source.read(&format!("header `{k}`"))?).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
             value.set_sensitive(true);
             map.insert(name, value);
         }
@@ -206,22 +206,6 @@ impl HttpChannel {
             }
         }
         Err(UpstreamError::Lost(if id.is_some() { "the SSE stream ended without a response" } else { "the stream ended" }.into()))
-    }
-}
-
-/// A header's value, read where the config says it is (at each connect, so
-/// a rotated credential is picked up by the next one). Errors name the
-/// variable or file, never a value.
-fn header_value(header: &str, source: &HeaderSource) -> Result<String, UpstreamError> {
-    match source {
-        HeaderSource::Value(v) => Ok(v.clone()),
-        HeaderSource::Env(var) => std::env::var(var).map_err(|_| UpstreamError::Unavailable(format!("header `{header}`: the environment variable {var} is not set"))),
-        HeaderSource::File(path) => {
-            let unreadable = |why: String| UpstreamError::Unavailable(format!("header `{header}`: {why}"));
-            let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
-            crate::owner_only::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
-            Ok(text.trim_end_matches(['\r', '\n']).to_string())
-        }
     }
 }
 

@@ -342,27 +342,46 @@ pub enum Transport {
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Variables added to the environment it inherits.
-        env: std::collections::BTreeMap<String, String>,
+        /// Variables added to the environment it inherits, each read at start.
+        env: std::collections::BTreeMap<String, ValueSource>,
     },
     /// Streamable HTTP at `url`.
     Http {
         /// The endpoint.
         url: String,
         /// Headers sent with every request, and where their values come from.
-        headers: std::collections::BTreeMap<String, HeaderSource>,
+        headers: std::collections::BTreeMap<String, ValueSource>,
     },
 }
 
-/// Where an upstream header's value comes from.
+/// Where a configured value an upstream gets (a header, a stdio server's
+/// variable: credentials, often) comes from.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HeaderSource {
+pub enum ValueSource {
     /// Written in the config.
     Value(String),
     /// An environment variable, read at connect.
     Env(String),
     /// An owner-only file (absolute), read at connect.
     File(std::path::PathBuf),
+}
+
+impl ValueSource {
+    /// The value now (at each connect, so a rotated credential is picked up
+    /// by the next one). Errors name `what`, the variable or the file, never
+    /// a value.
+    pub(crate) fn read(&self, what: &str) -> Result<String, UpstreamError> {
+        match self {
+            ValueSource::Value(v) => Ok(v.clone()),
+            ValueSource::Env(var) => std::env::var(var).map_err(|_| UpstreamError::Unavailable(format!("{what}: the environment variable {var} is not set"))),
+            ValueSource::File(path) => {
+                let unreadable = |why: String| UpstreamError::Unavailable(format!("{what}: {why}"));
+                let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
+                crate::owner_only::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
+                Ok(text.trim_end_matches(['\r', '\n']).to_string())
+            }
+        }
+    }
 }
 
 /// One upstream server, as the config names it (`ServerConfig::server`).
@@ -528,12 +547,18 @@ impl Upstream {
                         ended = session.listen(params) => ended,
                         _ = self.watch_changed.notified() => continue,
                     };
-                    if let Err(e) = ended {
-                        tracing::warn!(server = %self.name, error = %e, "cannot follow the upstream's resource updates; trying again");
-                        tokio::select! {
-                            _ = self.watch_changed.notified() => {}
-                            _ = tokio::time::sleep(BACKOFF_MAX / 6) => {}
+                    // Opened again after a pause: at once would let a server
+                    // that ends every stream keep this loop spinning.
+                    let pause = match ended {
+                        Ok(()) => BACKOFF_START,
+                        Err(e) => {
+                            tracing::warn!(server = %self.name, error = %e, "cannot follow the upstream's resource updates; trying again");
+                            BACKOFF_MAX / 6
                         }
+                    };
+                    tokio::select! {
+                        _ = self.watch_changed.notified() => {}
+                        _ = tokio::time::sleep(pause) => {}
                     }
                     continue;
                 }

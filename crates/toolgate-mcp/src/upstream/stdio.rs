@@ -36,10 +36,11 @@ impl StdioChannel {
         server: &str,
         command: &str,
         args: &[String],
-        env: &std::collections::BTreeMap<String, String>,
+        env: &std::collections::BTreeMap<String, super::ValueSource>,
         inbox: super::Inbox,
         max_line: usize,
     ) -> Result<Self, UpstreamError> {
+        let env = env.iter().map(|(k, source)| source.read(&format!("variable `{k}`")).map(|v| (k, v))).collect::<Result<Vec<_>, _>>()?;
         let mut child = Command::new(command)
             .args(args)
             .envs(env)

@@ -1,0 +1,210 @@
+//! `toolgate import FILE… --out DIR`: from the MCP setup a person already
+//! has to a toolgate config. It reads their clients' configs
+//! (`clients.rs`), writes `DIR/toolgate.toml` with every server untrusted
+//! and no credential in it (each written-out value goes to an owner-only
+//! file under `DIR/secrets/`), starts each server once to read its tools,
+//! classes them in a registry from the audit's regret (reads automatic,
+//! writes held for a person, the riskiest prohibited; each line says why),
+//! pins their contracts, and prints what replaces the servers in the
+//! client's own config.
+
+pub mod clients;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clients::{Format, Imported, Reach, Source};
+use toolgate_core::audit::{self, Inventory};
+use toolgate_gateway::gateway::{Gateway, Mode};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Client configs: claude_desktop_config.json, .mcp.json, .cursor/mcp.json, Windsurf's mcp_config.json, .vscode/mcp.json.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The folder to write toolgate.toml, its secrets and its pins into (it must not hold a toolgate.toml yet).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Where the written config serves MCP over HTTP.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8700")]
+    pub listen: SocketAddr,
+}
+
+/// How long each server gets to start and list its tools.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    // Every file is read before anything is written: one that is no client
+    // config stops the import with nothing half-done.
+    let mut taken: Vec<(PathBuf, Format, Imported)> = Vec::new();
+    let mut left_out = Vec::new();
+    let mut names = BTreeSet::new();
+    for file in &args.files {
+        let read = clients::read(file).map_err(anyhow::Error::msg)?;
+        left_out.extend(read.left_out);
+        for mut server in read.servers {
+            let base = server.name.clone();
+            let mut n = 1;
+            while !names.insert(server.name.clone()) {
+                n += 1;
+                server.name = format!("{base}-{n}");
+            }
+            taken.push((file.clone(), read.format, server));
+        }
+    }
+    for line in &left_out {
+        eprintln!("toolgate import: left out {line}");
+    }
+    if taken.is_empty() {
+        bail!("nothing to import: no server in {} could be taken", args.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let config_path = args.out.join("toolgate.toml");
+    if config_path.exists() {
+        bail!("{} exists already; import into a new folder (nothing was written)", config_path.display());
+    }
+    std::fs::create_dir_all(args.out.join("secrets")).with_context(|| format!("creating {}", args.out.display()))?;
+    restrict(&args.out.join("secrets"), 0o700)?;
+
+    let mut asked = Vec::new();
+    let mut text = header(&args, &taken);
+    for (file, _, server) in &taken {
+        text.push_str(&section(&args.out, file, server, &mut asked)?);
+    }
+    write_owner_only(&args.out.join("approver.token"), &toolgate_gateway::seal::random_token())?;
+    write_owner_only(&config_path, &text)?;
+
+    // Each server once: its tools, classed by the audit and pinned.
+    let (registry, down) = inventory(&config_path).await?;
+    text.push_str("\n# The registry: each tool's class, from the audit's regret (`toolgate audit --suggest`).\n");
+    text.push_str("# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree with.\n\n");
+    text.push_str(&registry);
+    for (server, why) in &down {
+        let _ = writeln!(text, "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.", why.replace('\n', " "));
+    }
+    write_owner_only(&config_path, &text)?;
+    print_next(&args, &config_path, &taken, &asked, &down);
+    Ok(())
+}
+
+fn header(args: &Args, taken: &[(PathBuf, Format, Imported)]) -> String {
+    let files: BTreeSet<String> = taken.iter().map(|(f, _, _)| f.display().to_string()).collect();
+    let mut out = String::new();
+    let _ = writeln!(out, "# Written by `toolgate import` from {}.", files.into_iter().collect::<Vec<_>>().join(", "));
+    out.push_str("# Every server is untrusted: only the registry below lets a tool run. No credential is in this\n");
+    out.push_str("# file: the values your clients wrote out are in secrets/ (owner-only), the rest are variables.\n\n");
+    let _ = writeln!(out, "[gateway]\nlisten = \"{}\"\nstate_dir = \"state\"\nstdio_caller = \"local\"\n", args.listen);
+    out.push_str("# The client on this machine: no token, so keep `listen` on loopback.\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\n");
+    out.push_str("# You, deciding what waits: the console (/console) with the token in approver.token, or\n# `toolgate approvals approve --config toolgate.toml ID --as me --reason TEXT`.\n");
+    out.push_str("[callers.me]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n");
+    out
+}
+
+/// A TOML basic string: JSON's escapes are TOML's, but for DEL, which
+/// TOML wants escaped too.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises").replace('\u{7f}', "\\u007F")
+}
+
+/// One server's `[servers.NAME]`, its secrets written to `out/secrets/`.
+fn section(out: &Path, file: &Path, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
+    let mut text = format!("# `{}` from {}\n[servers.{}]\n", server.original.replace('\n', " "), file.display(), quoted(&server.name));
+    let (values, prefix) = match &server.reach {
+        Reach::Stdio { command, args, env } => {
+            let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
+            let _ = writeln!(text, "command = {}\nargs = [{}]", quoted(command), args.join(", "));
+            (env, "env")
+        }
+        Reach::Http { url, headers } => {
+            let _ = writeln!(text, "url = {}", quoted(url));
+            (headers, "headers")
+        }
+    };
+    let (mut from_file, mut from_env) = (Vec::new(), Vec::new());
+    for (key, source) in values {
+        match source {
+            Source::Secret(value) => {
+                let name = format!("secrets/{}.{}", server.name, clients::tame(key));
+                write_owner_only(&out.join(&name), value)?;
+                from_file.push(format!("{} = {}", quoted(key), quoted(&name)));
+            }
+            Source::Env(variable) => from_env.push(format!("{} = {}", quoted(key), quoted(variable))),
+            Source::Asked { variable, why } => {
+                from_env.push(format!("{} = {}", quoted(key), quoted(variable)));
+                asked.push(format!("{variable}: for `{key}` of `{}` ({why})", server.name));
+            }
+        }
+    }
+    if !from_file.is_empty() {
+        let _ = writeln!(text, "{prefix}_file = {{ {} }}", from_file.join(", "));
+    }
+    if !from_env.is_empty() {
+        let _ = writeln!(text, "{prefix}_env = {{ {} }}", from_env.join(", "));
+    }
+    text.push('\n');
+    Ok(text)
+}
+
+/// Starts the config's servers once: the registry the audit suggests for
+/// their tools, their contracts pinned, and the servers that did not start.
+async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let config = crate::serve::load_config(config_path, None)?;
+    let gw = Gateway::start(config, Mode::Inspect).await?;
+    let down = gw.wait_ready(READY_WITHIN).await;
+    let catalog = gw.catalogs.current();
+    let tools = catalog.tools.values().map(|t| crate::audit::entry(t)).collect();
+    let report = audit::audit(&Inventory { tools, contents: Vec::new() });
+    for t in catalog.all() {
+        gw.catalogs.accept(&t.pin_name()).map_err(anyhow::Error::msg)?;
+    }
+    gw.stop();
+    Ok((audit::suggest(&report), down))
+}
+
+fn print_next(args: &Args, config_path: &Path, taken: &[(PathBuf, Format, Imported)], asked: &[String], down: &[(String, String)]) {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "toolgate".into());
+    let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
+    println!("toolgate import: {} servers into {config}", taken.len());
+    for (file, _, s) in taken {
+        let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
+        println!("  {} (from {}): {state}", s.name, file.display());
+    }
+    if !asked.is_empty() {
+        println!("\nSet these variables where toolgate runs (their values were never written anywhere):");
+        for a in asked {
+            println!("  {a}");
+        }
+    }
+    let stdio = serde_json::json!({"command": exe, "args": ["serve", "--stdio", "--config", config]});
+    let files: BTreeSet<(String, bool)> = taken.iter().map(|(f, format, _)| (f.display().to_string(), *format == Format::VsCode)).collect();
+    for (file, vscode) in files {
+        let imported: Vec<&str> = taken.iter().filter(|(f, _, _)| f.display().to_string() == file).map(|(_, _, s)| s.original.as_str()).collect();
+        let (key, entry) = if vscode {
+            let mut e = stdio.clone();
+            e["type"] = "stdio".into();
+            ("servers", e)
+        } else {
+            ("mcpServers", stdio.clone())
+        };
+        println!("\nIn {file}, replace {} under `{key}` with this one entry:", imported.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
+        println!("  \"toolgate\": {entry}");
+    }
+    println!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{}/mcp.", args.listen);
+}
+
+fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| format!("restricting {}", path.display()))
+}

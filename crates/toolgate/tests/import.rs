@@ -1,0 +1,104 @@
+//! `toolgate import`: the configs people have (Claude Desktop's
+//! `mcpServers`, VS Code's `servers` with `inputs`, Windsurf's `serverUrl`),
+//! each pointing at real Atlas servers, become one toolgate config with no
+//! credential in it; the official Python SDK then lists and calls through it.
+
+mod demo_common;
+mod ops_common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command as StdCommand;
+
+use demo_common::{python, workspace};
+use ops_common::{BIN, spawn_listening};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const SECRET: &str = "s3cret-value-0123456789";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    // Parts over HTTP (VS Code), manuals over HTTP (Windsurf), tickets over stdio (Claude Desktop).
+    let mut parts = Command::new(BIN);
+    parts.args(["atlas", "parts", "--http", "127.0.0.1:0", "--state"]).arg(home.join("atlas"));
+    let parts = spawn_listening(parts, &home.join("parts.log"), "serving parts on").await;
+    let mut manuals = Command::new(BIN);
+    manuals.args(["atlas", "manuals", "--http", "127.0.0.1:0", "--state"]).arg(home.join("atlas"));
+    let manuals = spawn_listening(manuals, &home.join("manuals.log"), "serving manuals on").await;
+
+    let claude = home.join("claude_desktop_config.json");
+    let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"TICKETS_API_KEY": SECRET}});
+    std::fs::write(&claude, json!({"mcpServers": {"Field Tickets": tickets, "remote": {"url": "https://example.com/mcp"}}}).to_string()).unwrap();
+    std::fs::create_dir(home.join(".vscode")).unwrap();
+    let vscode = home.join(".vscode/mcp.json");
+    std::fs::write(
+        &vscode,
+        format!(
+            "{{\n  // the parts catalog\n  \"inputs\": [{{\"type\": \"promptString\", \"id\": \"parts-key\", \"description\": \"Parts API key\", \"password\": true}}],\n  \"servers\": {{\n    \"parts\": {{\"type\": \"http\", \"url\": \"{}\", \"headers\": {{\"X-Api-Key\": \"${{input:parts-key}}\"}}}},\n  }},\n}}\n",
+            parts.url
+        ),
+    )
+    .unwrap();
+    let windsurf = home.join("mcp_config.json");
+    std::fs::write(&windsurf, json!({"mcpServers": {"manuals": {"serverUrl": manuals.url}}}).to_string()).unwrap();
+
+    let out = home.join("gateway");
+    let imported = StdCommand::new(BIN)
+        .arg("import")
+        .args([&claude, &vscode, &windsurf])
+        .arg("--out")
+        .arg(&out)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("TOOLGATE_INPUT_PARTS_KEY", "from-the-person")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
+    assert!(imported.status.success(), "{stdout}\n{stderr}");
+    // What could not be taken is named with its file and key.
+    assert!(stderr.contains("claude_desktop_config.json: mcpServers.remote.url: an https:// server"), "{stderr}");
+    // What replaces the servers, per client, and the variable to set.
+    assert!(stdout.contains("TOOLGATE_INPUT_PARTS_KEY"), "{stdout}");
+    assert!(stdout.contains("\"toolgate\": {") && stdout.contains("--stdio") && stdout.contains("\"type\":\"stdio\""), "{stdout}");
+
+    // No credential in the config; the written-out one is in an owner-only file.
+    let config = std::fs::read_to_string(out.join("toolgate.toml")).unwrap();
+    assert!(!config.contains(SECRET), "{config}");
+    let secret = out.join("secrets/field-tickets.tickets-api-key");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), SECRET);
+    assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(config.contains("env_file = { \"TICKETS_API_KEY\" = \"secrets/field-tickets.tickets-api-key\" }"), "{config}");
+    assert!(config.contains("headers_env = { \"X-Api-Key\" = \"TOOLGATE_INPUT_PARTS_KEY\" }"), "{config}");
+    // Classed by regret, each with why; pinned.
+    assert!(config.contains("[registry.\"field-tickets__get_ticket\"]\nclass = \"automatic\""), "{config}");
+    assert!(config.contains("[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"") || config.contains("[registry.\"parts__raise_parts_order\"]\nclass = \"prohibited\""), "{config}");
+    assert!(config.contains("# regret "), "{config}");
+    let lock = std::fs::read_to_string(out.join("toolgate.lock")).unwrap();
+    assert!(lock.contains("field-tickets__get_ticket") && lock.contains("manuals__search_manual"), "{lock}");
+
+    // The written config serves; the Python SDK lists and calls through it.
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(out.join("toolgate.toml")).env("TOOLGATE_INPUT_PARTS_KEY", "from-the-person");
+    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([
+        {"tool": "field-tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}},
+        {"tool": "manuals__search_manual", "arguments": {"query": "torque"}},
+    ]);
+    let script = workspace().join("tests/python/sdk_client.py");
+    let run = StdCommand::new(python()).arg(&script).args([gateway.url.as_str(), "legacy", &calls.to_string()]).output().unwrap();
+    let got = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
+    let v: Value = serde_json::from_str(&got).unwrap();
+    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"field-tickets__get_ticket") && names.contains(&"parts__find_part"), "{names:?}");
+    assert_eq!(v["results"][0]["structuredContent"]["ticket_id"], "SR-20031", "{v}");
+    assert!(v["results"][1].get("isError").is_none_or(|e| e == false), "{v}");
+
+    // Importing again into the same folder writes nothing.
+    let again = StdCommand::new(BIN).arg("import").arg(&claude).arg("--out").arg(&out).output().unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(std::fs::read_to_string(out.join("toolgate.toml")).unwrap(), config);
+    drop((gateway, parts, manuals));
+}
