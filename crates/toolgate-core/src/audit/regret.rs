@@ -87,9 +87,12 @@ fn unbounded_number(schema: &Value) -> bool {
     matches!(schema.get("type").and_then(Value::as_str), Some("integer" | "number")) && schema.get("maximum").is_none() && schema.get("exclusiveMaximum").is_none()
 }
 
-fn score(e: &Entry) -> (u8, Vec<String>) {
+/// A tool's regret, why, and whether it is an export: an outward verb with
+/// a free-text recipient sends what it is given wherever the agent says.
+fn score(e: &Entry) -> (u8, Vec<String>, bool) {
     let words = words(&e.tool);
     let verb = words.first().map(String::as_str).unwrap_or("");
+    let mut recipient = false;
     let (mut score, why) = verb_weight(verb);
     let mut reasons = vec![format!("lead verb `{verb}`: {why}")];
     let mut add = |points: i32, reason: String, score: &mut u8| {
@@ -114,6 +117,7 @@ fn score(e: &Entry) -> (u8, Vec<String>) {
     for (name, schema) in e.properties() {
         if RECIPIENTS.contains(&name.to_lowercase().as_str()) && free_text(schema) {
             add(15, format!("free-text recipient `{name}`"), &mut score);
+            recipient = true;
         }
         if QUANTITIES.contains(&name.to_lowercase().as_str()) && unbounded_number(schema) {
             add(10, format!("unbounded `{name}`"), &mut score);
@@ -124,7 +128,7 @@ fn score(e: &Entry) -> (u8, Vec<String>) {
             add(points, format!("labelled `{label}`"), &mut score);
         }
     }
-    (score, reasons)
+    (score, reasons, recipient && OUTWARD.contains(&verb))
 }
 
 fn level(score: u8) -> Severity {
@@ -142,9 +146,10 @@ pub(super) fn rank(inventory: &Inventory, findings: &mut Vec<Finding>) -> Vec<Re
         .tools
         .iter()
         .map(|e| {
-            let (score, reasons) = score(e);
+            let (score, reasons, export) = score(e);
             let level = level(score);
             let suggested_class = match level {
+                _ if export => AuthorityClass::Prohibited,
                 Severity::High | Severity::Medium => AuthorityClass::RequiresApproval,
                 Severity::Low => AuthorityClass::Automatic,
             };
@@ -187,6 +192,17 @@ mod tests {
 
     fn scored(definition: Value) -> u8 {
         score(&entry("s", definition)).0
+    }
+
+    #[test]
+    fn an_export_to_where_the_agent_says_is_suggested_prohibited() {
+        let export = entry("s", json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string"}}}}));
+        let fixed = entry("s", json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string", "enum": ["audit"]}}}}));
+        let report = audit(&Inventory { tools: vec![export, fixed], ..Default::default() });
+        let class = |r: usize| report.regret[r].suggested_class;
+        let open = report.regret.iter().position(|r| r.reasons.iter().any(|x| x.contains("free-text recipient"))).unwrap();
+        assert_eq!(class(open), AuthorityClass::Prohibited);
+        assert_eq!(class(1 - open), AuthorityClass::RequiresApproval, "a recipient the schema fixes is a write, not an export");
     }
 
     #[test]

@@ -168,7 +168,7 @@ async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, S
 fn print_next(args: &Args, config_path: &Path, taken: &[(PathBuf, Format, Imported)], asked: &[String], down: &[(String, String)]) {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "toolgate".into());
     let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
-    println!("toolgate import: {} servers into {config}", taken.len());
+    println!("toolgate import: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" });
     for (file, _, s) in taken {
         let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
         println!("  {} (from {}): {state}", s.name, file.display());
