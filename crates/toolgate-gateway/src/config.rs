@@ -92,9 +92,32 @@ pub struct Config {
     /// The web console at `/console`.
     #[serde(default)]
     pub console: ConsoleConfig,
+    /// How the gateway checks the servers it reaches over `https://`.
+    #[serde(default)]
+    pub tls: TlsConfig,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
+}
+
+/// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer)
+/// trusts the system's roots, and the certificates of `ca_file` beside them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// A PEM bundle of CA certificates to trust as well (e.g. a company's
+    /// own CA), relative to the config.
+    pub ca_file: Option<PathBuf>,
+    /// Its bytes, read and checked when the config is loaded.
+    #[serde(skip)]
+    ca: Option<std::sync::Arc<Vec<u8>>>,
+}
+
+impl TlsConfig {
+    /// The certificates to trust beside the system's roots.
+    pub fn roots(&self) -> Vec<reqwest::Certificate> {
+        self.ca.as_deref().and_then(|pem| reqwest::Certificate::from_pem_bundle(pem).ok()).unwrap_or_default()
+    }
 }
 
 /// `[gateway]`: how the gateway serves agents, and its limits.
@@ -198,8 +221,8 @@ pub struct ServerConfig {
     /// variable → file.
     #[serde(default)]
     pub env_file: BTreeMap<String, PathBuf>,
-    /// The endpoint of a Streamable HTTP upstream (`http://` only: this
-    /// build has no TLS).
+    /// The endpoint of a Streamable HTTP upstream (`http://`, or
+    /// `https://` checked as `[tls]` says).
     pub url: Option<String>,
     /// Headers sent with every request to `url`, e.g. `Authorization`.
     #[serde(default)]
@@ -260,6 +283,15 @@ impl ServerConfig {
         Server { transport: self.transport(), trusted: self.trusted }
     }
 
+    /// `server()`, trusting `tls`'s certificates too for `https://`.
+    pub fn server_with(&self, tls: &TlsConfig) -> Server {
+        let mut server = self.server();
+        if let Transport::Http { ca, .. } = &mut server.transport {
+            *ca = tls.ca.clone();
+        }
+        server
+    }
+
     fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => {
@@ -272,7 +304,7 @@ impl ServerConfig {
                 let written = self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
                 let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
                 let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect() }
+                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect(), ca: None }
             }
             (None, None) => unreachable!("validated: every server has command or url"),
         }
@@ -591,7 +623,7 @@ pub struct WebhookConfig {
     /// Its name in the delivery records and logs (the URL may hold a secret
     /// and is never logged).
     pub name: String,
-    /// Where to POST (`http://`; this build has no TLS).
+    /// Where to POST (`http://` or `https://`, checked as `[tls]` says).
     pub url: String,
     /// `toolgate` (the approval as JSON, HMAC-signed) or `slack` (an
     /// incoming-webhook `{"text": …}` body).
@@ -776,6 +808,15 @@ impl Config {
                 *file = dir.join(&*file);
             }
         }
+        if let Some(file) = &config.tls.ca_file {
+            let file = dir.join(file);
+            let pem = std::fs::read(&file).map_err(|e| invalid(format!("tls.ca_file {}: cannot read it: {e}", file.display())))?;
+            match reqwest::Certificate::from_pem_bundle(&pem) {
+                Ok(certs) if !certs.is_empty() => config.tls.ca = Some(std::sync::Arc::new(pem)),
+                Ok(_) => return Err(invalid(format!("tls.ca_file {}: no certificate in it (a PEM bundle of -----BEGIN CERTIFICATE----- blocks)", file.display()))),
+                Err(e) => return Err(invalid(format!("tls.ca_file {}: not a PEM bundle of certificates: {e}", file.display()))),
+            }
+        }
         Ok(config)
     }
 
@@ -850,7 +891,7 @@ impl Config {
             regex::Regex::new(p).map_err(|e| format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"))?;
         }
         if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !u.starts_with("http://")) {
-            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// (this build has no TLS)"));
+            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// (OTLP over https is not supported yet; use a local collector)"));
         }
         if self.gateway.list_page_size == 0 {
             return Err("gateway.list_page_size must be at least 1".into());
@@ -872,11 +913,8 @@ impl Config {
             match (&server.command, &server.url) {
                 (Some(_), Some(_)) => return Err(format!("servers.{name}: give `command` or `url`, not both")),
                 (None, None) => return Err(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
-                (None, Some(url)) if url.starts_with("https://") => {
-                    return Err(format!("servers.{name}: https upstreams are not supported yet; use http:// on a trusted network or a local TLS terminator"));
-                }
-                (None, Some(url)) if !url.starts_with("http://") => {
-                    return Err(format!("servers.{name}: url must start with http://"));
+                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    return Err(format!("servers.{name}: url must start with http:// or https://"));
                 }
                 _ => {}
             }
@@ -933,8 +971,8 @@ impl Config {
             if !hooks.insert(name) {
                 return Err(format!("approvals.notify.webhooks: the name `{name}` is used twice"));
             }
-            if !hook.url.starts_with("http://") {
-                return Err(format!("approvals.notify.webhooks `{name}`: url must start with http:// (this build has no TLS; use a local TLS terminator)"));
+            if !(hook.url.starts_with("http://") || hook.url.starts_with("https://")) {
+                return Err(format!("approvals.notify.webhooks `{name}`: url must start with http:// or https://"));
             }
             if hook.format == WebhookFormat::Toolgate && hook.secret_env.is_none() {
                 return Err(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
@@ -1179,7 +1217,9 @@ mod tests {
         assert!(err("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"").contains("not both"));
         assert!(err("[servers.a__b]\ncommand = \"x\"").contains("separator"));
         assert!(err("[servers.a_]\ncommand = \"x\"").contains("separator"));
-        assert!(err("[servers.a]\nurl = \"https://h/mcp\"").contains("https"));
+        assert!(err("[servers.a]\nurl = \"ftp://h/mcp\"").contains("http:// or https://"));
+        assert!(parse("[servers.a]\nurl = \"https://h/mcp\"").is_ok(), "https upstreams are checked against the system's roots and [tls] ca_file");
+        assert!(err("[tls]\nca_file = \"/nonexistent/ca.pem\"").contains("tls.ca_file /nonexistent/ca.pem: cannot read it"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"").contains("names no configured server"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
         assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));

@@ -114,7 +114,7 @@ impl Gateway {
             .iter()
             .map(|(name, server)| {
                 let timeout = server.timeout_ms.map_or(timeout, Duration::from_millis);
-                Upstream::new(name, server.server(), timeout, ttl, env!("CARGO_PKG_VERSION"))
+                Upstream::new(name, server.server_with(&config.tls), timeout, ttl, env!("CARGO_PKG_VERSION"))
             })
             .collect();
         for upstream in &upstreams {
@@ -131,7 +131,7 @@ impl Gateway {
         let holds = Arc::new(crate::holds::Holds::default());
         holds.watch(ledger.clone(), clock.clone(), Duration::from_millis(config.approvals.poll_ms), cancel.child_token());
         let notifier = match mode {
-            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &state, clock.clone(), entropy.clone(), cancel.child_token())?,
+            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &config.tls, &state, clock.clone(), entropy.clone(), cancel.child_token())?,
             Mode::Inspect => crate::notify::Notifier::none(),
         };
         if mode == Mode::Serve {
@@ -143,7 +143,7 @@ impl Gateway {
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
-        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), clock.clone()));
+        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
         Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }
 

@@ -74,7 +74,7 @@ impl Notifier {
 
     /// Reads each webhook's key from its environment variable (a missing
     /// one refuses the start) and starts delivering.
-    pub(crate) fn start(config: &NotifyConfig, state_dir: &Path, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>, stop: CancellationToken) -> anyhow::Result<Self> {
+    pub(crate) fn start(config: &NotifyConfig, tls: &crate::config::TlsConfig, state_dir: &Path, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>, stop: CancellationToken) -> anyhow::Result<Self> {
         if config.webhooks.is_empty() {
             return Ok(Self::none());
         }
@@ -100,7 +100,7 @@ impl Notifier {
         // An existing file keeps its mode on open: make it owner-only too.
         #[cfg(unix)]
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).with_context(|| format!("restricting {}", path.display()))?;
-        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).build()?;
+        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(tls.roots()).build()?;
         let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, record: Mutex::new(record), clock, entropy, stop, in_flight });
         let (queue, mut opened) = mpsc::channel::<Opened>(QUEUE);

@@ -75,8 +75,8 @@ pub struct OAuth {
 }
 
 impl OAuth {
-    pub(crate) fn new(config: OAuthConfig, reserved: std::collections::BTreeSet<String>, clock: Arc<dyn Clock>) -> Self {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_proxy().build().expect("an HTTP client");
+    pub(crate) fn new(config: OAuthConfig, reserved: std::collections::BTreeSet<String>, roots: Vec<reqwest::Certificate>, clock: Arc<dyn Clock>) -> Self {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_proxy().tls_certs_merge(roots).build().expect("an HTTP client");
         let keys = Keys { jwks_uri: config.jwks_uri.clone(), ..Keys::default() };
         Self { config, http, clock, reserved, keys: tokio::sync::RwLock::new(keys), fetching: tokio::sync::Mutex::new(()) }
     }

@@ -169,6 +169,12 @@ enum Command {
         /// Serve on stdin/stdout instead of HTTP.
         #[arg(long)]
         stdio: bool,
+        /// Serve https with this certificate chain (PEM; with --tls-key).
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Run the Atlas field-service demo on an embedded default: the three Atlas MCP servers and the
     /// gateway on loopback; each case is run directly (ungoverned) and through toolgate.
@@ -262,7 +268,7 @@ fn main() -> std::process::ExitCode {
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
-            Command::ConformanceFixture { http, legacy, stdio } => toolgate_demo::fixture::run(http, legacy, stdio).await,
+            Command::ConformanceFixture { http, legacy, stdio, tls_cert, tls_key } => toolgate_demo::fixture::run(http, legacy, stdio, tls_cert.zip(tls_key)).await,
             Command::Doctor { config } => doctor::run(&config).await,
         }
     });

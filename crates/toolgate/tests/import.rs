@@ -30,7 +30,7 @@ async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() 
 
     let claude = home.join("claude_desktop_config.json");
     let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"TICKETS_API_KEY": SECRET}});
-    std::fs::write(&claude, json!({"mcpServers": {"Field Tickets": tickets, "remote": {"url": "https://example.com/mcp"}}}).to_string()).unwrap();
+    std::fs::write(&claude, json!({"mcpServers": {"Field Tickets": tickets, "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}).to_string()).unwrap();
     std::fs::create_dir(home.join(".vscode")).unwrap();
     let vscode = home.join(".vscode/mcp.json");
     std::fs::write(
@@ -57,7 +57,7 @@ async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() 
     let (stdout, stderr) = (String::from_utf8_lossy(&imported.stdout), String::from_utf8_lossy(&imported.stderr));
     assert!(imported.status.success(), "{stdout}\n{stderr}");
     // What could not be taken is named with its file and key.
-    assert!(stderr.contains("claude_desktop_config.json: mcpServers.remote.url: an https:// server"), "{stderr}");
+    assert!(stderr.contains("claude_desktop_config.json: mcpServers.remote.type: the 2024-11-05 HTTP+SSE transport"), "{stderr}");
     // What replaces the servers, per client, and the variable to set.
     assert!(stdout.contains("TOOLGATE_INPUT_PARTS_KEY"), "{stdout}");
     assert!(stdout.contains("\"toolgate\": {") && stdout.contains("--stdio") && stdout.contains("\"type\":\"stdio\""), "{stdout}");

@@ -72,7 +72,7 @@ pub async fn spawn_listening(mut cmd: Command, log: &Path, marker: &str) -> Proc
         // format arguments may reach the file in several writes.
         let complete = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
         if let Some(line) = complete.lines().find(|l| l.contains(marker)) {
-            let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("no URL in `{line}`")).to_string();
+            let url = line.split_whitespace().find(|w| w.starts_with("http://") || w.starts_with("https://")).unwrap_or_else(|| panic!("no URL in `{line}`")).to_string();
             assert!(url.ends_with("/mcp") && url.len() > "http:///mcp".len(), "not a URL: `{line}`");
             return Proc { child, url, log: log.to_path_buf() };
         }

@@ -33,7 +33,7 @@ pub(crate) struct HttpChannel {
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, ca: Option<&[u8]>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -48,6 +48,7 @@ impl HttpChannel {
             // configured headers (credentials among them), to another place.
             // It also saves the redirect policy's work on every call.
             .redirect(reqwest::redirect::Policy::none())
+            .tls_certs_merge(ca.map(reqwest::Certificate::from_pem_bundle).transpose().map_err(|e| UpstreamError::Protocol(format!("[tls] ca_file: {e}")))?.unwrap_or_default())
             .build()
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
@@ -289,8 +290,18 @@ async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>,
 }
 
 /// reqwest errors print the URL, which may carry a credential in its query.
+/// The error and its causes (a TLS refusal is a cause: "invalid peer
+/// certificate: UnknownIssuer"), without the URL, which may hold a secret.
 fn without_url(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s = format!("{s}: {text}");
+        }
+        cause = c.source();
+    }
     if let Some(url) = e.url() {
         s = s.replace(url.as_str(), "<upstream>");
     }

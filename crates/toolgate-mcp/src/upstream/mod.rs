@@ -345,12 +345,15 @@ pub enum Transport {
         /// Variables added to the environment it inherits, each read at start.
         env: std::collections::BTreeMap<String, ValueSource>,
     },
-    /// Streamable HTTP at `url`.
+    /// Streamable HTTP at `url` (`http://` or `https://`).
     Http {
         /// The endpoint.
         url: String,
         /// Headers sent with every request, and where their values come from.
         headers: std::collections::BTreeMap<String, ValueSource>,
+        /// Certificates (a PEM bundle) trusted beside the system's roots for
+        /// `https://` (`[tls] ca_file`).
+        ca: Option<Arc<Vec<u8>>>,
     },
 }
 

@@ -124,11 +124,8 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
     if kind == "sse" {
         return Err((field("type"), "the 2024-11-05 HTTP+SSE transport; toolgate reaches upstreams over Streamable HTTP (`type: \"http\"`) or stdio".into()));
     }
-    if url.starts_with("https://") {
-        return Err((field("url"), "an https:// server: this build has no TLS to upstreams yet (it is planned); front it with a local TLS terminator and import its http:// address".into()));
-    }
-    if !url.starts_with("http://") {
-        return Err((field("url"), "not an http:// URL".into()));
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err((field("url"), "not an http:// or https:// URL".into()));
     }
     let headers = sources(name, &server["headers"], cx).map_err(|(k, why)| (format!(".headers.{k}"), why))?;
     Ok(Reach::Http { url: url.to_string(), headers })
@@ -286,7 +283,7 @@ mod tests {
                 "files": {"type": "stdio", "command": "fs-server", "args": ["${workspaceFolder}/docs"]},
                 "search": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${input:api-key}", "X-Key": "${input:api-key}"}},
                 "bad": {"type": "stdio", "command": "x", "args": ["${env:TOKEN}"]},
-                "remote": {"type": "http", "url": "https://example.com/mcp"},
+                "remote": {"type": "http", "url": "ftp://example.com/mcp"},
               },
             }"#,
         )
@@ -301,7 +298,7 @@ mod tests {
         // Each server left out names the file and the key.
         assert_eq!(read.left_out.len(), 2, "{:?}", read.left_out);
         assert!(read.left_out.iter().any(|l| l.contains("mcp.json: servers.bad.args[0]: it reads a variable")), "{:?}", read.left_out);
-        assert!(read.left_out.iter().any(|l| l.contains("servers.remote.url: an https:// server")), "{:?}", read.left_out);
+        assert!(read.left_out.iter().any(|l| l.contains("servers.remote.url: not an http:// or https:// URL")), "{:?}", read.left_out);
     }
 
     #[test]

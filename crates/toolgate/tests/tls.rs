@@ -1,0 +1,133 @@
+//! An `https://` upstream, checked against a CA made here (rcgen): with
+//! `[tls] ca_file` the Python SDK calls through the gateway; without it (an
+//! unknown CA), or with a certificate for another name, the upstream is
+//! refused, and `toolgate doctor` says why.
+
+mod demo_common;
+mod ops_common;
+
+use std::path::Path;
+use std::process::Command as StdCommand;
+
+use demo_common::{python, workspace};
+use ops_common::{BIN, Proc, spawn_listening};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+/// A CA, and a certificate it signed for `names`, in `dir`: `ca.pem`,
+/// `NAME.pem`, `NAME.key`.
+fn certificates(dir: &Path, name: &str, names: &[&str]) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "toolgate test CA");
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap().signed_by(&key, &ca).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join(format!("{name}.pem")), leaf.pem()).unwrap();
+    std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+}
+
+async fn fixture(dir: &Path, name: &str) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["conformance-fixture", "--http", "127.0.0.1:0", "--tls-cert"]).arg(dir.join(format!("{name}.pem"))).arg("--tls-key").arg(dir.join(format!("{name}.key")));
+    spawn_listening(cmd, &dir.join(format!("{name}.log")), "serving on").await
+}
+
+fn config(dir: &Path, url: &str, ca: bool) -> std::path::PathBuf {
+    let tls = if ca { "[tls]\nca_file = \"ca.pem\"\n" } else { "" };
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n{tls}\n[servers.fixture]\nurl = \"{url}\"\n\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n[callers.agent]\ntenant = \"acme\"\nanonymous = true\n"
+    );
+    let path = dir.join(if ca { "with-ca.toml" } else { "without-ca.toml" });
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `toolgate doctor`'s output for a config.
+fn doctor(config: &Path) -> (bool, String) {
+    let out = StdCommand::new(BIN).args(["doctor", "--config"]).arg(config).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_upstream_is_reached_with_the_configured_ca_and_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "good", &["localhost", "127.0.0.1"]);
+    let upstream = fixture(dir.path(), "good").await;
+    let port = upstream.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").to_string();
+    assert!(upstream.url.starts_with("https://"), "{}", upstream.url);
+    let url = format!("https://localhost:{port}/mcp");
+
+    // With the CA: the SDK lists and calls through the gateway.
+    let trusted = config(dir.path(), &url, true);
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&trusted);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    let got = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
+    let v: Value = serde_json::from_str(&got).unwrap();
+    assert!(v["results"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+    drop(gateway);
+
+    // Without it the CA is unknown: refused, and doctor names the certificate.
+    let (ok, said) = doctor(&config(dir.path(), &url, false));
+    assert!(!ok, "{said}");
+    assert!(said.contains("upstream fixture") && said.to_lowercase().contains("certificate"), "{said}");
+
+    // A certificate for another name, from the trusted CA: refused too.
+    let other = tempfile::tempdir().unwrap();
+    certificates(other.path(), "other", &["other.example"]);
+    let wrong = fixture(other.path(), "other").await;
+    let port = wrong.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").to_string();
+    let (ok, said) = doctor(&config(other.path(), &format!("https://localhost:{port}/mcp"), true));
+    assert!(!ok, "{said}");
+    assert!(said.contains("not valid for name \"localhost\""), "{said}");
+
+    // A ca_file that holds no certificate is named when the config loads.
+    std::fs::write(dir.path().join("ca.pem"), "not a certificate\n").unwrap();
+    let (ok, said) = doctor(&trusted);
+    assert!(!ok && said.contains("tls.ca_file") && said.contains("no certificate"), "{said}");
+    drop((upstream, wrong));
+}
+
+/// An `https://` webhook (as a Slack incoming webhook is), checked against
+/// the configured CA: the approval's notice arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_webhook_gets_the_approval_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "hook", &["localhost"]);
+    // The receiver: records each body it is sent.
+    let (tx, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let routes = axum::Router::new().route("/hook", axum::routing::post(move |body: String| async move { drop(tx.send(body)); "ok" }));
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.path().join("hook.pem"), &dir.path().join("hook.key")).unwrap();
+    tokio::spawn(async move { axum::serve(listener, routes).await });
+
+    let mut upstream = Command::new(BIN);
+    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\nca_file = \"ca.pem\"\n[approvals]\nhold_ms = 0\n\
+         [[approvals.notify.webhooks]]\nname = \"team\"\nurl = \"https://localhost:{port}/hook\"\nformat = \"slack\"\n\n\
+         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"requires_approval\"\n\n\
+         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
+        upstream.url
+    );
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    assert!(run.status.success(), "{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let body = tokio::time::timeout(std::time::Duration::from_secs(20), received.recv()).await.expect("the notice in time").unwrap();
+    let notice: Value = serde_json::from_str(&body).unwrap();
+    assert!(notice["text"].as_str().is_some_and(|t| t.contains("fixture__test_simple_text")), "{notice}");
+    drop((gateway, upstream));
+}
