@@ -68,6 +68,8 @@ enum Command {
     Audit(audit::Args),
     /// Write a toolgate config from the MCP clients' configs you have (Claude Desktop, Claude Code, Cursor, Windsurf, VS Code).
     Import(import::Args),
+    /// Write a toolgate config for the MCP servers you name (asked on a terminal, or given as flags).
+    Init(import::init::Args),
     /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
     /// plan chooses tool calls; refusals are followed as the contract says; approvals are waited for.
     Agent(toolgate_demo::agent::Args),
@@ -247,6 +249,7 @@ fn main() -> std::process::ExitCode {
             }
             Command::Audit(args) => audit::run(args).await,
             Command::Import(args) => import::run(args).await,
+            Command::Init(args) => import::init::run(args).await,
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,

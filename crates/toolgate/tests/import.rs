@@ -102,3 +102,38 @@ async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() 
     assert_eq!(std::fs::read_to_string(out.join("toolgate.toml")).unwrap(), config);
     drop((gateway, parts, manuals));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_writes_a_config_for_the_servers_named_and_refuses_without_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let out = home.join("gateway");
+    let tickets = format!("tickets={BIN} atlas tickets --state {}", home.join("atlas").display());
+    let init = StdCommand::new(BIN)
+        .args(["init", "--out"])
+        .arg(&out)
+        .args(["--server", &tickets, "--env", &format!("tickets.API_KEY={SECRET}"), "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}\n{}", String::from_utf8_lossy(&init.stdout), String::from_utf8_lossy(&init.stderr));
+    let config = std::fs::read_to_string(out.join("toolgate.toml")).unwrap();
+    assert!(!config.contains(SECRET) && config.contains("env_file = { \"API_KEY\" = \"secrets/tickets.api-key\" }"), "{config}");
+    assert!(config.contains("[registry.\"tickets__get_ticket\"]\nclass = \"automatic\""), "{config}");
+    assert!(String::from_utf8_lossy(&init.stdout).contains("\"toolgate\": {"), "the entry to add to a client");
+
+    // The Python SDK calls through it.
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(out.join("toolgate.toml"));
+    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([{"tool": "tickets__get_ticket", "arguments": {"ticket_id": "SR-20031"}}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    let v: Value = serde_json::from_slice(&run.stdout).unwrap_or(json!({"unreadable": String::from_utf8_lossy(&run.stdout)}));
+    assert_eq!(v["results"][0]["structuredContent"]["ticket_id"], "SR-20031", "{v}");
+
+    // Not on a terminal and no server named: it says how, and writes nothing.
+    let bare = StdCommand::new(BIN).args(["init", "--out"]).arg(home.join("empty")).stdin(std::process::Stdio::null()).output().unwrap();
+    assert!(!bare.status.success());
+    assert!(String::from_utf8_lossy(&bare.stderr).contains("--server NAME=COMMAND"), "{}", String::from_utf8_lossy(&bare.stderr));
+    assert!(!home.join("empty").exists());
+    drop(gateway);
+}

@@ -9,6 +9,7 @@
 //! client's own config.
 
 pub mod clients;
+pub mod init;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -63,19 +64,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if taken.is_empty() {
         bail!("nothing to import: no server in {} could be taken", args.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    let config_path = args.out.join("toolgate.toml");
+    let taken = taken.into_iter().map(|(file, format, server)| (Some(file), format, server)).collect();
+    write(taken, &args.out, args.listen).await
+}
+
+/// Where a server came from: the client config and its format, or none (`toolgate init`).
+type Taken = (Option<PathBuf>, Format, Imported);
+
+/// Writes `out/toolgate.toml` for `taken` (refusing an `out` that holds
+/// one), classes and pins their tools, and says what to do next.
+pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> anyhow::Result<()> {
+    let config_path = out.join("toolgate.toml");
     if config_path.exists() {
-        bail!("{} exists already; import into a new folder (nothing was written)", config_path.display());
+        bail!("{} exists already; write into a new folder (nothing was written)", config_path.display());
     }
-    std::fs::create_dir_all(args.out.join("secrets")).with_context(|| format!("creating {}", args.out.display()))?;
-    restrict(&args.out.join("secrets"), 0o700)?;
+    std::fs::create_dir_all(out.join("secrets")).with_context(|| format!("creating {}", out.display()))?;
+    restrict(&out.join("secrets"), 0o700)?;
 
     let mut asked = Vec::new();
-    let mut text = header(&args, &taken);
+    let mut text = header(listen, &taken);
     for (file, _, server) in &taken {
-        text.push_str(&section(&args.out, file, server, &mut asked)?);
+        text.push_str(&section(out, file.as_deref(), server, &mut asked)?);
     }
-    write_owner_only(&args.out.join("approver.token"), &toolgate_gateway::seal::random_token())?;
+    write_owner_only(&out.join("approver.token"), &toolgate_gateway::seal::random_token())?;
     write_owner_only(&config_path, &text)?;
 
     // Each server once: its tools, classed by the audit and pinned.
@@ -87,17 +98,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let _ = writeln!(text, "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.", why.replace('\n', " "));
     }
     write_owner_only(&config_path, &text)?;
-    print_next(&args, &config_path, &taken, &asked, &down);
+    print_next(listen, &config_path, &taken, &asked, &down);
     Ok(())
 }
 
-fn header(args: &Args, taken: &[(PathBuf, Format, Imported)]) -> String {
-    let files: BTreeSet<String> = taken.iter().map(|(f, _, _)| f.display().to_string()).collect();
+fn header(listen: SocketAddr, taken: &[Taken]) -> String {
+    let files: BTreeSet<String> = taken.iter().filter_map(|(f, _, _)| f.as_ref()).map(|f| f.display().to_string()).collect();
     let mut out = String::new();
-    let _ = writeln!(out, "# Written by `toolgate import` from {}.", files.into_iter().collect::<Vec<_>>().join(", "));
+    if files.is_empty() {
+        out.push_str("# Written by `toolgate init`.\n");
+    } else {
+        let _ = writeln!(out, "# Written by `toolgate import` from {}.", files.into_iter().collect::<Vec<_>>().join(", "));
+    }
     out.push_str("# Every server is untrusted: only the registry below lets a tool run. No credential is in this\n");
     out.push_str("# file: the values your clients wrote out are in secrets/ (owner-only), the rest are variables.\n\n");
-    let _ = writeln!(out, "[gateway]\nlisten = \"{}\"\nstate_dir = \"state\"\nstdio_caller = \"local\"\n", args.listen);
+    let _ = writeln!(out, "[gateway]\nlisten = \"{listen}\"\nstate_dir = \"state\"\nstdio_caller = \"local\"\n");
     out.push_str("# The client on this machine: no token, so keep `listen` on loopback.\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\n");
     out.push_str("# You, deciding what waits: the console (/console) with the token in approver.token, or\n# `toolgate approvals approve --config toolgate.toml ID --as me --reason TEXT`.\n");
     out.push_str("[callers.me]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n");
@@ -111,8 +126,9 @@ fn quoted(s: &str) -> String {
 }
 
 /// One server's `[servers.NAME]`, its secrets written to `out/secrets/`.
-fn section(out: &Path, file: &Path, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
-    let mut text = format!("# `{}` from {}\n[servers.{}]\n", server.original.replace('\n', " "), file.display(), quoted(&server.name));
+fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
+    let from = file.map_or_else(|| "named to `toolgate init`".to_string(), |f| format!("from {}", f.display()));
+    let mut text = format!("# `{}` {from}\n[servers.{}]\n", server.original.replace('\n', " "), quoted(&server.name));
     let (values, prefix) = match &server.reach {
         Reach::Stdio { command, args, env } => {
             let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
@@ -165,13 +181,14 @@ async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, S
     Ok((audit::suggest(&report), down))
 }
 
-fn print_next(args: &Args, config_path: &Path, taken: &[(PathBuf, Format, Imported)], asked: &[String], down: &[(String, String)]) {
+fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[String], down: &[(String, String)]) {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "toolgate".into());
     let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
-    println!("toolgate import: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" });
+    println!("toolgate: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" });
     for (file, _, s) in taken {
         let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
-        println!("  {} (from {}): {state}", s.name, file.display());
+        let from = file.as_ref().map(|f| format!(" (from {})", f.display())).unwrap_or_default();
+        println!("  {}{from}: {state}", s.name);
     }
     if !asked.is_empty() {
         println!("\nSet these variables where toolgate runs (their values were never written anywhere):");
@@ -180,9 +197,13 @@ fn print_next(args: &Args, config_path: &Path, taken: &[(PathBuf, Format, Import
         }
     }
     let stdio = serde_json::json!({"command": exe, "args": ["serve", "--stdio", "--config", config]});
-    let files: BTreeSet<(String, bool)> = taken.iter().map(|(f, format, _)| (f.display().to_string(), *format == Format::VsCode)).collect();
+    let files: BTreeSet<(String, bool)> = taken.iter().filter_map(|(f, format, _)| Some((f.as_ref()?.display().to_string(), *format == Format::VsCode))).collect();
+    if files.is_empty() {
+        println!("\nIn your MCP client's config, add this one server (under `mcpServers`; VS Code: under `servers`, with \"type\": \"stdio\"):");
+        println!("  \"toolgate\": {stdio}");
+    }
     for (file, vscode) in files {
-        let imported: Vec<&str> = taken.iter().filter(|(f, _, _)| f.display().to_string() == file).map(|(_, _, s)| s.original.as_str()).collect();
+        let imported: Vec<&str> = taken.iter().filter(|(f, _, _)| f.as_ref().is_some_and(|f| f.display().to_string() == file)).map(|(_, _, s)| s.original.as_str()).collect();
         let (key, entry) = if vscode {
             let mut e = stdio.clone();
             e["type"] = "stdio".into();
@@ -193,7 +214,7 @@ fn print_next(args: &Args, config_path: &Path, taken: &[(PathBuf, Format, Import
         println!("\nIn {file}, replace {} under `{key}` with this one entry:", imported.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
         println!("  \"toolgate\": {entry}");
     }
-    println!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{}/mcp.", args.listen);
+    println!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{listen}/mcp.");
 }
 
 fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
