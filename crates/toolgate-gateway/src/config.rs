@@ -890,8 +890,8 @@ impl Config {
         for p in &self.telemetry.redact_patterns {
             regex::Regex::new(p).map_err(|e| format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"))?;
         }
-        if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !u.starts_with("http://")) {
-            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// (OTLP over https is not supported yet; use a local collector)"));
+        if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
+            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// or https://"));
         }
         if self.gateway.list_page_size == 0 {
             return Err("gateway.list_page_size must be at least 1".into());

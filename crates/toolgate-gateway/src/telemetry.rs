@@ -64,7 +64,7 @@ impl Telemetry {
     /// Installs the global subscriber (and, when configured, the OTLP
     /// exporters and the propagator). `default_level` applies when neither
     /// `RUST_LOG` nor `telemetry.log_level` says otherwise.
-    pub fn init(cfg: &TelemetryConfig, default_level: &str) -> anyhow::Result<Self> {
+    pub fn init(cfg: &TelemetryConfig, tls: &crate::config::TlsConfig, default_level: &str) -> anyhow::Result<Self> {
         global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
             Box::new(TraceContextPropagator::new()),
             Box::new(BaggagePropagator::new()),
@@ -85,7 +85,7 @@ impl Telemetry {
         let (tracer, periodic) = match otlp_base(cfg) {
             None => (None, None),
             Some(base) => {
-                let (t, m) = exporters(cfg, &base, &resource)?;
+                let (t, m) = exporters(cfg, &base, &resource, tls)?;
                 (Some(t), Some(m))
             }
         };
@@ -156,16 +156,28 @@ fn resource(cfg: &TelemetryConfig) -> opentelemetry_sdk::Resource {
     resource.build()
 }
 
-fn exporters(cfg: &TelemetryConfig, base: &str, resource: &opentelemetry_sdk::Resource) -> anyhow::Result<(SdkTracerProvider, opentelemetry_sdk::metrics::PeriodicReader<opentelemetry_otlp::MetricExporter>)> {
+/// The exporters' HTTP client: `https://` trusts the system's roots and
+/// `[tls] ca_file`. Built on a thread of its own, as the exporter's default
+/// is: a blocking client may not be made or dropped on the async runtime.
+fn http_client(tls: &crate::config::TlsConfig) -> anyhow::Result<reqwest::blocking::Client> {
+    let roots = tls.roots();
+    std::thread::spawn(move || reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).tls_certs_merge(roots).build())
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
+        .context("the OTLP HTTP client")
+}
+
+fn exporters(cfg: &TelemetryConfig, base: &str, resource: &opentelemetry_sdk::Resource, tls: &crate::config::TlsConfig) -> anyhow::Result<(SdkTracerProvider, opentelemetry_sdk::metrics::PeriodicReader<opentelemetry_otlp::MetricExporter>)> {
+    let http = http_client(tls)?;
     let headers: HashMap<String, String> = cfg.otlp_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     // An empty base means: the endpoint comes from the OTEL_* variables.
     let signal = |path: &str| (!base.is_empty()).then(|| format!("{}/{path}", base.trim_end_matches('/')));
-    let mut spans = opentelemetry_otlp::SpanExporter::builder().with_http().with_headers(headers.clone());
+    let mut spans = opentelemetry_otlp::SpanExporter::builder().with_http().with_http_client(http.clone()).with_headers(headers.clone());
     if let Some(url) = signal("v1/traces") {
         spans = spans.with_endpoint(url);
     }
     let spans = spans.build().context("the OTLP span exporter")?;
-    let mut metrics = opentelemetry_otlp::MetricExporter::builder().with_http().with_headers(headers);
+    let mut metrics = opentelemetry_otlp::MetricExporter::builder().with_http().with_http_client(http).with_headers(headers);
     if let Some(url) = signal("v1/metrics") {
         metrics = metrics.with_endpoint(url);
     }

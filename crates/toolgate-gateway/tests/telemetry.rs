@@ -177,7 +177,7 @@ async fn spans_and_metrics_are_exported_over_otlp_http() {
     let (endpoint, got) = receiver().await;
     let settings = format!("otlp_endpoint = \"{endpoint}\"\nservice_name = \"toolgate-test\"\nmetrics_interval_ms = 100000");
     let config = Config::parse(&format!("[telemetry]\n{settings}\n{ANONYMOUS}"), std::path::Path::new("/tmp/x.toml")).unwrap();
-    let telemetry = toolgate_gateway::telemetry::Telemetry::init(&config.telemetry, "warn").unwrap();
+    let telemetry = toolgate_gateway::telemetry::Telemetry::init(&config.telemetry, &config.tls, "warn").unwrap();
     let s = setup(&settings).await;
     let resp = traced_call(&s.url, "echo__echo", json!({"q": "x"})).send().await.unwrap();
     assert_eq!(resp.status(), 200);

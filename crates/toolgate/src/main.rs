@@ -220,7 +220,8 @@ fn main() -> std::process::ExitCode {
         _ => None,
     };
     let settings = served.as_ref().map(|c| c.telemetry.clone()).unwrap_or_default();
-    let mut telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, default_level) {
+    let tls = served.as_ref().map(|c| c.tls.clone()).unwrap_or_default();
+    let mut telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, &tls, default_level) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("toolgate: telemetry: {e:#}");

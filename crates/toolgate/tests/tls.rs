@@ -131,3 +131,56 @@ async fn an_https_webhook_gets_the_approval_notice() {
     assert!(notice["text"].as_str().is_some_and(|t| t.contains("fixture__test_simple_text")), "{notice}");
     drop((gateway, upstream));
 }
+
+/// A TLS receiver on `dir`'s `hook` certificate that records each POST's
+/// path; its port.
+async fn receiver(dir: &Path) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (tx, received) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let routes = axum::Router::new().fallback(move |uri: axum::http::Uri| async move { drop(tx.send(uri.path().to_string())); "" });
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
+    tokio::spawn(async move { axum::serve(listener, routes).await });
+    (port, received)
+}
+
+/// OTLP over `https://`: the call's spans reach a TLS collector whose CA is
+/// `[tls] ca_file`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_https_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "hook", &["localhost"]);
+    let (port, mut received) = receiver(dir.path()).await;
+    let mut upstream = Command::new(BIN);
+    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\nca_file = \"ca.pem\"\n\
+         [telemetry]\notlp_endpoint = \"https://localhost:{port}\"\nmetrics_interval_ms = 500\n\n\
+         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n\
+         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
+        upstream.url
+    );
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    // The metrics go every half second; the spans at the latest at shutdown.
+    let pid = gateway.child.id().unwrap().to_string();
+    let mut paths = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !(paths.iter().any(|p| p == "/v1/metrics") && paths.iter().any(|p| p == "/v1/traces")) {
+        if paths.iter().any(|p| p == "/v1/metrics") {
+            let _ = StdCommand::new("kill").args(["-TERM", &pid]).status();
+        }
+        match tokio::time::timeout_at(deadline, received.recv()).await {
+            Ok(Some(path)) => paths.push(path),
+            _ => panic!("no spans and metrics over https within 20 s: {paths:?}\n{}", std::fs::read_to_string(dir.path().join("gateway.log")).unwrap_or_default()),
+        }
+    }
+    drop((gateway, upstream));
+}
