@@ -94,54 +94,59 @@ async fn an_https_upstream_is_reached_with_the_configured_ca_and_refused_without
     drop((upstream, wrong));
 }
 
+/// A TLS receiver on `dir`'s `hook` certificate that records each
+/// request's path and body; its port.
+async fn receiver(dir: &Path) -> (u16, tokio::sync::mpsc::UnboundedReceiver<(String, String)>) {
+    let (tx, received) = tokio::sync::mpsc::unbounded_channel();
+    let routes = axum::Router::new().fallback(move |uri: axum::http::Uri, body: axum::body::Bytes| async move {
+        drop(tx.send((uri.path().to_string(), String::from_utf8_lossy(&body).into_owned())));
+        "ok"
+    });
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
+    tokio::spawn(async move { axum::serve(listener, routes).await });
+    (port, received)
+}
+
+/// A gateway with `[tls] ca_file` and `extra` config in front of a plain
+/// fixture whose `test_simple_text` is of `class`, after one call of it by
+/// the Python SDK: the gateway and the fixture.
+async fn called_through(dir: &Path, extra: &str, class: &str) -> (Proc, Proc) {
+    let mut upstream = Command::new(BIN);
+    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let upstream = spawn_listening(upstream, &dir.join("fixture.log"), "serving on").await;
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\nca_file = \"ca.pem\"\n{extra}\n\
+         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"{class}\"\n\n\
+         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
+        upstream.url
+    );
+    let config = dir.join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config);
+    let gateway = spawn_listening(gateway, &dir.join("gateway.log"), "toolgate: serving MCP on").await;
+    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    assert!(run.status.success(), "{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    (gateway, upstream)
+}
+
 /// An `https://` webhook (as a Slack incoming webhook is), checked against
 /// the configured CA: the approval's notice arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_webhook_gets_the_approval_notice() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path(), "hook", &["localhost"]);
-    // The receiver: records each body it is sent.
-    let (tx, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let routes = axum::Router::new().route("/hook", axum::routing::post(move |body: String| async move { drop(tx.send(body)); "ok" }));
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.path().join("hook.pem"), &dir.path().join("hook.key")).unwrap();
-    tokio::spawn(async move { axum::serve(listener, routes).await });
-
-    let mut upstream = Command::new(BIN);
-    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
-    let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
-    let text = format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\nca_file = \"ca.pem\"\n[approvals]\nhold_ms = 0\n\
-         [[approvals.notify.webhooks]]\nname = \"team\"\nurl = \"https://localhost:{port}/hook\"\nformat = \"slack\"\n\n\
-         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"requires_approval\"\n\n\
-         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
-        upstream.url
-    );
-    let config = dir.path().join("toolgate.toml");
-    std::fs::write(&config, text).unwrap();
-    let mut gateway = Command::new(BIN);
-    gateway.args(["serve", "--config"]).arg(&config);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
-    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
-    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
-    assert!(run.status.success(), "{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
-    let body = tokio::time::timeout(std::time::Duration::from_secs(20), received.recv()).await.expect("the notice in time").unwrap();
+    let (port, mut received) = receiver(dir.path()).await;
+    let hook = format!("[approvals]\nhold_ms = 0\n[[approvals.notify.webhooks]]\nname = \"team\"\nurl = \"https://localhost:{port}/hook\"\nformat = \"slack\"\n");
+    let (gateway, upstream) = called_through(dir.path(), &hook, "requires_approval").await;
+    let (path, body) = tokio::time::timeout(std::time::Duration::from_secs(20), received.recv()).await.expect("the notice in time").unwrap();
     let notice: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(path, "/hook");
     assert!(notice["text"].as_str().is_some_and(|t| t.contains("fixture__test_simple_text")), "{notice}");
     drop((gateway, upstream));
-}
-
-/// A TLS receiver on `dir`'s `hook` certificate that records each POST's
-/// path; its port.
-async fn receiver(dir: &Path) -> (u16, tokio::sync::mpsc::UnboundedReceiver<String>) {
-    let (tx, received) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let routes = axum::Router::new().fallback(move |uri: axum::http::Uri| async move { drop(tx.send(uri.path().to_string())); "" });
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
-    tokio::spawn(async move { axum::serve(listener, routes).await });
-    (port, received)
 }
 
 /// OTLP over `https://`: the call's spans reach a TLS collector whose CA is
@@ -151,24 +156,8 @@ async fn spans_reach_an_https_collector() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path(), "hook", &["localhost"]);
     let (port, mut received) = receiver(dir.path()).await;
-    let mut upstream = Command::new(BIN);
-    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
-    let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
-    let text = format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\nca_file = \"ca.pem\"\n\
-         [telemetry]\notlp_endpoint = \"https://localhost:{port}\"\nmetrics_interval_ms = 500\n\n\
-         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n\
-         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
-        upstream.url
-    );
-    let config = dir.path().join("toolgate.toml");
-    std::fs::write(&config, text).unwrap();
-    let mut gateway = Command::new(BIN);
-    gateway.args(["serve", "--config"]).arg(&config);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
-    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
-    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let telemetry = format!("[telemetry]\notlp_endpoint = \"https://localhost:{port}\"\nmetrics_interval_ms = 500\n");
+    let (gateway, upstream) = called_through(dir.path(), &telemetry, "automatic").await;
     // The metrics go every half second; the spans at the latest at shutdown.
     let pid = gateway.child.id().unwrap().to_string();
     let mut paths = Vec::new();
@@ -178,7 +167,7 @@ async fn spans_reach_an_https_collector() {
             let _ = StdCommand::new("kill").args(["-TERM", &pid]).status();
         }
         match tokio::time::timeout_at(deadline, received.recv()).await {
-            Ok(Some(path)) => paths.push(path),
+            Ok(Some((path, _))) => paths.push(path),
             _ => panic!("no spans and metrics over https within 20 s: {paths:?}\n{}", std::fs::read_to_string(dir.path().join("gateway.log")).unwrap_or_default()),
         }
     }
