@@ -100,14 +100,19 @@ pub struct Config {
     path: PathBuf,
 }
 
-/// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer)
-/// trusts the system's roots, and the certificates of `ca_file` beside them.
+/// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer,
+/// OTLP) trusts the system's roots, and the certificates of `ca_file`
+/// beside them; with `cert_file` and `key_file` the listeners serve https.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// A PEM bundle of CA certificates to trust as well (e.g. a company's
     /// own CA), relative to the config.
     pub ca_file: Option<PathBuf>,
+    /// The listeners' certificate chain (PEM), read again when it changes.
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM, owner-only).
+    pub key_file: Option<PathBuf>,
     /// Its bytes, read and checked when the config is loaded.
     #[serde(skip)]
     ca: Option<std::sync::Arc<Vec<u8>>>,
@@ -808,6 +813,9 @@ impl Config {
                 *file = dir.join(&*file);
             }
         }
+        for file in [&mut config.tls.cert_file, &mut config.tls.key_file].into_iter().flatten() {
+            *file = dir.join(&*file);
+        }
         if let Some(file) = &config.tls.ca_file {
             let file = dir.join(file);
             let pem = std::fs::read(&file).map_err(|e| invalid(format!("tls.ca_file {}: cannot read it: {e}", file.display())))?;
@@ -889,6 +897,9 @@ impl Config {
         }
         for p in &self.telemetry.redact_patterns {
             regex::Regex::new(p).map_err(|e| format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"))?;
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return Err("tls: give both `cert_file` and `key_file` (the listeners serve https with them), or neither".into());
         }
         if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
             return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// or https://"));
@@ -1220,6 +1231,7 @@ mod tests {
         assert!(err("[servers.a]\nurl = \"ftp://h/mcp\"").contains("http:// or https://"));
         assert!(parse("[servers.a]\nurl = \"https://h/mcp\"").is_ok(), "https upstreams are checked against the system's roots and [tls] ca_file");
         assert!(err("[tls]\nca_file = \"/nonexistent/ca.pem\"").contains("tls.ca_file /nonexistent/ca.pem: cannot read it"));
+        assert!(err("[tls]\ncert_file = \"cert.pem\"").contains("both `cert_file` and `key_file`"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"").contains("names no configured server"));
         assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
         assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));

@@ -38,14 +38,48 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     result
 }
 
+/// A bound listener: plain, or TLS when `[tls]` names a certificate.
+enum Listening {
+    Plain(tokio::net::TcpListener),
+    Tls(downstream::tls::TlsListener),
+}
+
+impl Listening {
+    /// Binds `addr` (`what` names the setting in errors), with TLS when `certificate` is given.
+    async fn bind(addr: std::net::SocketAddr, certificate: Option<&Arc<downstream::tls::Certificate>>, what: &str) -> anyhow::Result<(Self, String)> {
+        let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}{what}"))?;
+        // The bound address, not the configured one: `:0` is a port the system chose.
+        let bound = tcp.local_addr()?;
+        Ok(match certificate {
+            None => (Listening::Plain(tcp), format!("http://{bound}")),
+            Some(c) => (Listening::Tls(downstream::tls::TlsListener::new(tcp, c.clone())?), format!("https://{bound}")),
+        })
+    }
+
+    /// Serves `routes` (the console's) until `shutdown`.
+    async fn serve(self, routes: axum::Router, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        match self {
+            Listening::Plain(l) => downstream::http::serve_router(routes, l, shutdown).await,
+            Listening::Tls(l) => downstream::http::serve_router_tls(routes, l, shutdown).await,
+        }
+    }
+}
+
+/// The listeners' certificate (`[tls] cert_file`), watched for renewals.
+fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certificate>>> {
+    let tls = &gw.config.tls;
+    let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) else { return Ok(None) };
+    let certificate = downstream::tls::Certificate::load(cert, key)?;
+    certificate.watch(gw.draining());
+    Ok(Some(certificate))
+}
+
 async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
-    let addr = gw.config.gateway.listen;
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    // The bound address, not the configured one: `:0` is a port the system chose.
-    let bound = listener.local_addr()?;
-    eprintln!("toolgate: serving MCP on http://{bound}/mcp");
+    let certificate = certificate(&gw)?;
+    let (listening, base) = Listening::bind(gw.config.gateway.listen, certificate.as_ref(), "").await?;
+    eprintln!("toolgate: serving MCP on {base}/mcp");
     let console = Console::new(gw.clone());
-    serve_console(&gw, &console, bound).await?;
+    serve_console(&gw, &console, &base, certificate.as_ref()).await?;
     let draining = gw.clone();
     let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
@@ -57,7 +91,10 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
         draining.begin_shutdown();
         heard.notify_one();
     };
-    let serving = downstream::http::serve_with(gw, listener, console.beside_mcp(), shutdown);
+    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>> = match listening {
+        Listening::Plain(l) => Box::pin(downstream::http::serve_with(gw, l, console.beside_mcp(), shutdown)),
+        Listening::Tls(l) => Box::pin(downstream::http::serve_with_tls(gw, l, console.beside_mcp(), shutdown)),
+    };
     tokio::select! {
         served = serving => served.context("HTTP server"),
         // Calls in flight get the grace, and no longer.
@@ -74,17 +111,17 @@ async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
 /// The console on `[console] listen`, when it has an address of its own
 /// (else it is served beside `/mcp`, at `mcp`, the MCP listener's bound
 /// address); it stops when shutdown begins.
-async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: std::net::SocketAddr) -> anyhow::Result<()> {
+async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: &str, certificate: Option<&Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
     let config = &gw.config.console;
     let Some(addr) = config.listen.filter(|_| config.enabled) else {
         if config.enabled {
-            eprintln!("toolgate: console on http://{mcp}/console");
+            eprintln!("toolgate: console on {mcp}/console");
         }
         return Ok(());
     };
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ([console] listen)"))?;
-    eprintln!("toolgate: console on http://{}/console", listener.local_addr()?);
-    let serving = downstream::http::serve_router(console.router(), listener, gw.draining().cancelled_owned());
+    let (listening, base) = Listening::bind(addr, certificate, " ([console] listen)").await?;
+    eprintln!("toolgate: console on {base}/console");
+    let serving = listening.serve(console.router(), gw.draining().cancelled_owned());
     tokio::spawn(async move {
         if let Err(e) = serving.await {
             tracing::error!(error = %e, "the console's listener failed");

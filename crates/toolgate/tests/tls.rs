@@ -27,6 +27,7 @@ fn certificates(dir: &Path, name: &str, names: &[&str]) {
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
     std::fs::write(dir.join(format!("{name}.pem")), leaf.pem()).unwrap();
     std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    std::fs::set_permissions(dir.join(format!("{name}.key")), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 }
 
 async fn fixture(dir: &Path, name: &str) -> Proc {
@@ -171,5 +172,67 @@ async fn spans_reach_an_https_collector() {
             _ => panic!("no spans and metrics over https within 20 s: {paths:?}\n{}", std::fs::read_to_string(dir.path().join("gateway.log")).unwrap_or_default()),
         }
     }
+    drop((gateway, upstream));
+}
+
+/// A client that trusts only the CA in `ca` (PEM).
+fn trusting(ca: &Path) -> reqwest::Client {
+    let roots = reqwest::Certificate::from_pem_bundle(&std::fs::read(ca).unwrap()).unwrap();
+    reqwest::Client::builder().tls_certs_only(roots).build().unwrap()
+}
+
+/// toolgate's own listener over TLS (`[tls] cert_file`, `key_file`): the
+/// Python SDK, trusting the test CA as Python does (`SSL_CERT_FILE`), calls
+/// through `https://`; a renewed certificate, from another CA, is served
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path(), "gw", &["localhost"]);
+    let mut upstream = Command::new(BIN);
+    upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
+    let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\ncert_file = \"gw.pem\"\nkey_file = \"gw.key\"\n\n\
+         [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n\
+         [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
+        upstream.url
+    );
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(&config);
+    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    assert!(gateway.url.starts_with("https://127.0.0.1:"), "{}", gateway.url);
+    let port = gateway.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").to_string();
+    let url = format!("https://localhost:{port}/mcp");
+    let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
+    let run = StdCommand::new(python())
+        .arg(workspace().join("tests/python/sdk_client.py"))
+        .args([url.as_str(), "legacy", &calls.to_string()])
+        .env("SSL_CERT_FILE", dir.path().join("ca.pem"))
+        .output()
+        .unwrap();
+    let got = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
+    let v: Value = serde_json::from_str(&got).unwrap();
+    assert!(v["results"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+
+    // Renewed: another CA's certificate, put in place as a renewal tool would (rename).
+    let renewed = tempfile::tempdir().unwrap();
+    certificates(renewed.path(), "gw", &["localhost"]);
+    let (old, new) = (trusting(&dir.path().join("ca.pem")), trusting(&renewed.path().join("ca.pem")));
+    let healthz = format!("https://localhost:{port}/healthz");
+    assert!(new.get(&healthz).send().await.is_err(), "the renewed CA is not trusted yet by what is served");
+    for file in ["gw.pem", "gw.key"] {
+        std::fs::copy(renewed.path().join(file), dir.path().join(format!("{file}.new"))).unwrap();
+        std::fs::rename(dir.path().join(format!("{file}.new")), dir.path().join(file)).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while new.get(&healthz).send().await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the renewed certificate was not served within 15 s");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(old.get(&healthz).send().await.is_err(), "the old certificate is no longer served");
     drop((gateway, upstream));
 }

@@ -53,6 +53,29 @@ pub async fn serve_with(
     serve_router(router(gw).merge(beside), listener, shutdown).await
 }
 
+/// `serve_with` over TLS (`[tls] cert_file`).
+pub async fn serve_with_tls(
+    gw: Arc<Gateway>,
+    listener: super::tls::TlsListener,
+    beside: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_router_tls(router(gw).merge(beside), listener, shutdown).await
+}
+
+/// `serve_router` over TLS.
+pub async fn serve_router_tls(
+    routes: axum::Router,
+    listener: super::tls::TlsListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    // Through `tap_io` (doing nothing): axum knows a tapped listener's peer
+    // address as `ConnectInfo<SocketAddr>`, as it knows a TcpListener's.
+    fn untouched(_: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>) {}
+    let listener = axum::serve::ListenerExt::tap_io(listener, untouched as fn(&mut _));
+    axum::serve(listener, routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+}
+
 /// Serves `routes` on `listener` until `shutdown` resolves, with each
 /// request's peer address known (as `serve` does): for routes that have an
 /// address of their own, such as the console's `[console] listen`.

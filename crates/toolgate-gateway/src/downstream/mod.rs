@@ -10,6 +10,7 @@ pub(crate) mod listen;
 pub(crate) mod probes;
 pub(crate) mod sessions;
 pub mod stdio;
+pub mod tls;
 pub(crate) mod well_known;
 
 use serde_json::value::{RawValue, to_raw_value};
