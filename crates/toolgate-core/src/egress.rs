@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How sensitive what a call would send is, by its worst marker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EgressClass {
     /// No marker of the finite list was found (not clearance to send).
@@ -228,7 +228,7 @@ fn base64_text(run: &str) -> Option<String> {
 const BASE64_MIN: usize = 12;
 
 /// What a call carrying confidential data meets (`[guards.egress] confidential`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnConfidential {
     /// It runs; its markers are named in the decision.

@@ -86,7 +86,7 @@ impl LegCall {
 
 /// What an egress call meets once its run holds both legs
 /// (`[guards.trifecta] on_exfiltration`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnExfiltration {
     /// It waits for a named approver, who sees the run's history.

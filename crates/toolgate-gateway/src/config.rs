@@ -43,7 +43,7 @@ pub enum ConfigError {
 }
 
 /// The gateway's configuration, parsed and validated (see the module docs).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `[gateway]`: the downstream endpoint, its limits and timings.
@@ -103,7 +103,7 @@ pub struct Config {
 /// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer,
 /// OTLP) trusts the system's roots, and the certificates of `ca_file`
 /// beside them; with `cert_file` and `key_file` the listeners serve https.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// A PEM bundle of CA certificates to trust as well (e.g. a company's
@@ -126,7 +126,7 @@ impl TlsConfig {
 }
 
 /// `[gateway]`: how the gateway serves agents, and its limits.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaySettings {
     /// Downstream Streamable HTTP address; the endpoint is `http://LISTEN/mcp`.
@@ -205,7 +205,7 @@ impl Default for GatewaySettings {
 
 /// `[servers.NAME]`: one upstream, reached over stdio (`command`) or
 /// Streamable HTTP (`url`); exactly one of the two is set.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// The program to start as a stdio upstream.
@@ -318,7 +318,7 @@ impl ServerConfig {
 
 /// A `[registry]` entry: the host's word on one tool, which a server's
 /// annotations cannot override.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryEntry {
     /// The tool's authority class; it runs over what the annotations imply.
@@ -338,7 +338,7 @@ pub struct RegistryEntry {
 /// authorization). A bearer token that is no `[callers]` token is checked as
 /// a JWT access token of `issuer`: signed by a key of its JWKS, for this
 /// `resource` (`aud`), in time; its claims and scopes name the caller.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// The authorization server's issuer identifier; tokens' `iss` must equal it.
@@ -390,7 +390,7 @@ fn default_jwks_refresh_min_ms() -> u64 {
 /// A `[registry_prompts]` entry: the host's word on a prompt. Getting a
 /// prompt or reading a resource changes nothing, so the class is
 /// `automatic` or `prohibited`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContentEntry {
     /// `automatic` or `prohibited`.
@@ -403,7 +403,7 @@ pub struct ContentEntry {
 /// A `[[registry_resources]]` entry: the resources of `server` whose URI
 /// (a template's `uriTemplate`) matches `uri`, where `*` stands for any run
 /// of characters.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceEntry {
     /// The configured server.
@@ -443,7 +443,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 /// A read tool on the same server that finds a write's effect: after
 /// `create_ticket` times out, `get_ticket {client_reference}` says whether
 /// the ticket exists.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReconcileConfig {
     /// The read tool's upstream name.
@@ -465,7 +465,7 @@ fn found_pointer() -> String {
 /// proves it. The token is read from `token_env` or `token_file` at start
 /// and never logged; `anonymous = true` opens this identity to requests
 /// without a token instead.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallerConfig {
     /// Default: the caller's name.
@@ -492,7 +492,7 @@ impl CallerConfig {
 /// configured here or in `OTEL_EXPORTER_OTLP_ENDPOINT` /
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; the other `OTEL_*` variables
 /// (headers, sampler, service name, resource) apply as the SDK reads them.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// Base URL of an OTLP/HTTP receiver, e.g. `http://127.0.0.1:4318`
@@ -521,7 +521,7 @@ pub struct TelemetryConfig {
     pub(crate) redact_patterns: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum LogFormat {
     #[default]
@@ -551,7 +551,7 @@ impl Default for TelemetryConfig {
 
 /// `[receipts]`: every decision and outcome is a receipt, a leaf of the
 /// log; checkpoints sign the log's root, and so every receipt they cover.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReceiptsConfig {
     /// The log's origin: the first line of every checkpoint and the name of
@@ -583,7 +583,7 @@ impl Default for ReceiptsConfig {
 /// `[approvals]`: a call that needs a named human is held open while its
 /// approval is pending (so a stock client gets the result, not a loop), and
 /// approvers are told (`[approvals.notify]`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
     /// How long a call waits for its approval to be decided before it is
@@ -610,7 +610,7 @@ impl Default for ApprovalsConfig {
 }
 
 /// `[approvals.notify]`: webhooks told of every approval opened.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
     /// `[[approvals.notify.webhooks]]`, each told of every approval.
@@ -622,7 +622,7 @@ pub struct NotifyConfig {
 }
 
 /// One webhook: where, in which body, signed with which secret.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// Its name in the delivery records and logs (the URL may hold a secret
@@ -649,7 +649,7 @@ fn default_attempts() -> u32 {
 }
 
 /// The body a webhook gets.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
     /// `{"event": "approval.pending", "approval": {…}, "decide": {…}}`.
@@ -660,7 +660,7 @@ pub enum WebhookFormat {
 }
 
 /// `[guards]`: checks of every call in the decide stage.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GuardsConfig {
     /// `[guards.egress]`: sensitive markers in what a call would send out.
@@ -671,7 +671,7 @@ pub struct GuardsConfig {
 
 /// `[guards.trifecta]`: once a run has taken in private data and untrusted
 /// content, a call to an egress tool follows `on_exfiltration`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrifectaConfig {
     /// Off: no run's legs are read or kept.
@@ -688,7 +688,7 @@ impl Default for TrifectaConfig {
 
 /// `[runs]`: an agent run is named by `_meta["io.toolgate/run"]`, else the
 /// stdio session, else the trace id, else it is the caller's one standing run.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunsConfig {
     /// A run ends this long after its first call (default one hour); a call
@@ -704,7 +704,7 @@ impl Default for RunsConfig {
 
 /// `[budgets]`: limits that refuse with `retry` and `retry_after_ms`. Zero
 /// (the default) is no limit.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetsConfig {
     /// Calls a minute per caller (a `[callers]` name), in this gateway.
@@ -723,7 +723,7 @@ pub struct BudgetsConfig {
 /// `egress`, or an effective `openWorldHint: true`) are scanned for
 /// sensitive markers; restricted data is refused, confidential data
 /// follows `confidential`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EgressConfig {
     /// Off: nothing is scanned.
@@ -741,7 +741,7 @@ impl Default for EgressConfig {
 }
 
 /// One configured egress marker.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatternConfig {
     /// Its name, as findings report it (`egress.NAME@PATH`).
@@ -761,7 +761,7 @@ pub const ADMIN_ROLE: &str = "admin";
 
 /// `[console]`: the web console, served at `/console` on the gateway's own
 /// listener to callers with the `approver` or `admin` role.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsoleConfig {
     /// Serve the console at all.
@@ -783,7 +783,7 @@ impl Default for ConsoleConfig {
 }
 
 /// `[policy]`: the Cedar files argument-level rules are read from.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// Cedar policies, relative to the config file.

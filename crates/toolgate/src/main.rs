@@ -70,6 +70,9 @@ enum Command {
     Import(import::Args),
     /// Write a toolgate config for the MCP servers you name (asked on a terminal, or given as flags).
     Init(import::init::Args),
+    /// The config itself: `toolgate config schema` prints its JSON Schema.
+    #[command(subcommand)]
+    Config(ConfigAction),
     /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
     /// plan chooses tool calls; refusals are followed as the contract says; approvals are waited for.
     Agent(toolgate_demo::agent::Args),
@@ -190,6 +193,14 @@ enum Command {
     },
 }
 
+/// `toolgate config …`.
+#[derive(clap::Subcommand, Debug)]
+enum ConfigAction {
+    /// Print a JSON Schema of toolgate.toml, generated from its types: editors that read one
+    /// (taplo, Even Better TOML: `#:schema ./toolgate.schema.json` on the first line) complete and check the file.
+    Schema,
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Audit(_) | Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
@@ -251,6 +262,10 @@ fn main() -> std::process::ExitCode {
             Command::Audit(args) => audit::run(args).await,
             Command::Import(args) => import::run(args).await,
             Command::Init(args) => import::init::run(args).await,
+            Command::Config(ConfigAction::Schema) => {
+                println!("{}", serde_json::to_string_pretty(&schemars::schema_for!(toolgate_gateway::config::Config))?);
+                Ok(())
+            }
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
             Command::Approvals(action) => approvals::run(action).await,
