@@ -7,6 +7,7 @@
 
 mod approvals;
 mod audit;
+mod config_check;
 mod doctor;
 mod import;
 mod ops;
@@ -70,7 +71,7 @@ enum Command {
     Import(import::Args),
     /// Write a toolgate config for the MCP servers you name (asked on a terminal, or given as flags).
     Init(import::init::Args),
-    /// The config itself: `toolgate config schema` prints its JSON Schema.
+    /// The config itself: `toolgate config schema` prints its JSON Schema, `config check FILE` checks one.
     #[command(subcommand)]
     Config(ConfigAction),
     /// An agent loop through the gateway: a model (any OpenAI-compatible endpoint) or a scripted
@@ -199,6 +200,11 @@ enum ConfigAction {
     /// Print a JSON Schema of toolgate.toml, generated from its types: editors that read one
     /// (taplo, Even Better TOML: `#:schema ./toolgate.schema.json` on the first line) complete and check the file.
     Schema,
+    /// Report every problem of a config at once, each with its line and what to do.
+    Check {
+        /// The config file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -262,6 +268,10 @@ fn main() -> std::process::ExitCode {
             Command::Audit(args) => audit::run(args).await,
             Command::Import(args) => import::run(args).await,
             Command::Init(args) => import::init::run(args).await,
+            Command::Config(ConfigAction::Check { file }) => match config_check::run(&file)? {
+                0 => Ok(()),
+                n => Err(anyhow::anyhow!("{n} problem{} in {}", if n == 1 { "" } else { "s" }, file.display())),
+            },
             Command::Config(ConfigAction::Schema) => {
                 println!("{}", serde_json::to_string_pretty(&schemars::schema_for!(toolgate_gateway::config::Config))?);
                 Ok(())

@@ -1,0 +1,215 @@
+//! `toolgate config check FILE`: every problem of a config at once, each
+//! with its line and what to do — the TOML, then the schema (`toolgate
+//! config schema`: unknown keys with the nearest known one, wrong types and
+//! values), then, once those are fixed, the gateway's own reading of it
+//! (servers the registry names, credentials in one place, …).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+/// Checks `path`; `Ok(n)` is the number of problems printed.
+pub fn run(path: &Path) -> anyhow::Result<usize> {
+    let problems = problems(path)?;
+    let shown = path.display();
+    for (line, message) in &problems {
+        println!("{shown}:{line}: {message}");
+    }
+    if problems.is_empty() {
+        println!("{shown}: no problem found");
+    }
+    Ok(problems.len())
+}
+
+/// Every problem of `path`, by line.
+fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: Value = match toml::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].lines().count().max(1));
+            return Ok(vec![(line, format!("not TOML: {}", e.message()))]);
+        }
+    };
+    let schema = serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config))?;
+    let validator = jsonschema::validator_for(&schema).context("the config's schema")?;
+    let mut problems: Vec<(usize, String)> = Vec::new();
+    for e in validator.iter_errors(&value) {
+        let mut at: Vec<String> = e.instance_path().into_iter().map(|s| s.to_string()).collect();
+        let message = match e.kind() {
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                let known = keys_at(&schema, &at);
+                let names: Vec<String> = unexpected.iter().map(|k| match nearest(k, &known) {
+                    Some(n) => format!("`{k}` is not a key here; did you mean `{n}`?"),
+                    None => format!("`{k}` is not a key here; the keys are: {}", known.join(", ")),
+                }).collect();
+                at.extend(unexpected.iter().take(1).cloned());
+                names.join(" ")
+            }
+            // The value itself is never shown: it may be a credential.
+            jsonschema::error::ValidationErrorKind::Type { kind } => format!("`{}` must be {}", at.join("."), match kind {
+                jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                jsonschema::error::TypeKind::Multiple(ts) => ts.iter().map(|t| t.to_string()).filter(|t| t != "null").collect::<Vec<_>>().join(" or "),
+            }),
+            _ => match values_at(&schema, &at) {
+                allowed if !allowed.is_empty() => format!("`{}` must be one of: {}", at.join("."), allowed.join(", ")),
+                _ => format!("`{}` does not satisfy the schema's `{}` (see `toolgate config schema` or docs/CONFIG.md)", at.join("."), e.kind().keyword()),
+            },
+        };
+        problems.push((line_of(&text, &at), message));
+    }
+    // The gateway's own reading: only once the shape is right (its first
+    // refusal is then the one left).
+    if problems.is_empty()
+        && let Err(e) = toolgate_gateway::config::Config::parse(&text, path)
+    {
+        let message = e.to_string();
+        let message = message.split_once(": ").map_or(message.as_str(), |(_, m)| m).to_string();
+        problems.push((line_of_message(&text, &message), message));
+    }
+    problems.sort();
+    Ok(problems)
+}
+
+/// The schema of the value at `at` (an instance path), following `$ref`s.
+fn node_at<'a>(schema: &'a Value, at: &[String]) -> Option<&'a Value> {
+    fn resolve<'a>(schema: &'a Value, mut node: &'a Value) -> &'a Value {
+        while let Some(r) = node.get("$ref").and_then(Value::as_str) {
+            let Some(name) = r.strip_prefix("#/$defs/") else { break };
+            node = &schema["$defs"][name];
+        }
+        // `Option<T>` is `anyOf [T, null]`: the T side.
+        match node.get("anyOf").and_then(Value::as_array).and_then(|a| a.iter().find(|s| s.get("type") != Some(&Value::from("null")))) {
+            Some(side) if node.get("properties").is_none() => resolve(schema, side),
+            _ => node,
+        }
+    }
+    let mut node = resolve(schema, schema);
+    for segment in at {
+        node = resolve(schema, match (node.get("properties").and_then(|p| p.get(segment)), node.get("additionalProperties"), node.get("items")) {
+            (Some(next), _, _) => next,
+            (None, Some(next @ Value::Object(_)), _) => next,
+            (None, _, Some(items)) => items,
+            _ => return None,
+        });
+    }
+    Some(node)
+}
+
+/// The keys the schema allows at `at`.
+fn keys_at(schema: &Value, at: &[String]) -> Vec<String> {
+    node_at(schema, at).and_then(|n| n.get("properties")).and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// The values the schema allows at `at`, when it lists them (an enum).
+fn values_at(schema: &Value, at: &[String]) -> Vec<String> {
+    let Some(node) = node_at(schema, at) else { return Vec::new() };
+    let listed = node.get("enum").and_then(Value::as_array).cloned().unwrap_or_default().into_iter();
+    let variants = node.get("oneOf").and_then(Value::as_array).into_iter().flatten().flat_map(|v| v.get("const").cloned().into_iter().chain(v.get("enum").and_then(Value::as_array).cloned().unwrap_or_default()));
+    listed.chain(variants).filter_map(|v| v.as_str().map(str::to_string)).collect()
+}
+
+/// The known key nearest to `key` (at most two edits away).
+fn nearest(key: &str, known: &[String]) -> Option<String> {
+    known.iter().map(|k| (edits(key, k), k)).filter(|(d, _)| *d <= 2).min().map(|(_, k)| k.clone())
+}
+
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut last = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(last + usize::from(ca != *cb));
+            last = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The line of the key at `at` (table headers and `key =` lines; list
+/// indexes are skipped), else of the nearest table it is in, else 1.
+fn line_of(text: &str, at: &[String]) -> usize {
+    let at: Vec<&str> = at.iter().map(String::as_str).filter(|s| s.parse::<usize>().is_err()).collect();
+    let mut table: Vec<String> = Vec::new();
+    let mut best = (0, 1);
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        let found: Vec<String> = if t.starts_with('[') {
+            table = path(t.trim_start_matches('[').split(']').next().unwrap_or_default());
+            table.clone()
+        } else if let Some((key, _)) = t.split_once('=').filter(|_| !t.starts_with('#')) {
+            table.iter().cloned().chain(path(key.trim())).collect()
+        } else {
+            continue;
+        };
+        let matched = found.iter().zip(&at).take_while(|(a, b)| a == *b).count();
+        if matched == found.len() && matched > best.0 {
+            best = (matched, n + 1);
+        }
+    }
+    best.1
+}
+
+/// A dotted TOML key as its parts, quotes removed.
+fn path(dotted: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut quoted = false;
+    for c in dotted.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(String::new()),
+            c if quoted || !c.is_whitespace() => parts.last_mut().expect("one part").push(c),
+            _ => {}
+        }
+    }
+    parts
+}
+
+/// The line a gateway refusal is about: the first `servers.NAME`-like or
+/// quoted name in it that the file mentions.
+fn line_of_message(text: &str, message: &str) -> usize {
+    let names = message.split(['`', ' ', ':']).filter(|w| w.len() > 2 && (w.contains('.') || w.contains("__")));
+    for name in names {
+        let line = line_of(text, &path(name));
+        if line > 1 {
+            return line;
+        }
+        // A name the file writes as a key of a table (`[registry."a__t"]`).
+        if let Some(n) = text.lines().position(|l| !l.trim_start().starts_with('#') && l.contains(name)) {
+            return n + 1;
+        }
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_is_found_with_its_line() {
+        let text = "[gateway]\nlisten_addr = \"127.0.0.1:1\"\n\n[servers.a]\ncommand = \"x\"\ntimeout_ms = \"soon\"\n\n[registry.\"a__t\"]\nclass = \"sometimes\"\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("toolgate.toml");
+        std::fs::write(&file, text).unwrap();
+        assert_eq!(run(&file).unwrap(), 3);
+        let secret = dir.path().join("secret.toml");
+        std::fs::write(&secret, "[servers.a]\nurl = \"http://h/mcp\"\nheaders = \"Bearer s3cret\"\n").unwrap();
+        let found = problems(&secret).unwrap();
+        assert_eq!(found, [(3, "`servers.a.headers` must be object".to_string())], "a value of the wrong type is named by its key, never shown");
+        let schema = serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config)).unwrap();
+        assert_eq!(values_at(&schema, &["registry".into(), "a__t".into(), "class".into()]), ["automatic", "requires_approval", "prohibited"]);
+        assert!(keys_at(&schema, &["tls".into()]).contains(&"cert_file".to_string()));
+        let unknown_server = "[servers.a]\ncommand = \"x\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n";
+        assert_eq!(line_of_message(unknown_server, "registry entry `b__t` names no configured server"), 4);
+        assert_eq!(line_of(text, &["gateway".into(), "listen_addr".into()]), 2);
+        assert_eq!(line_of(text, &["servers".into(), "a".into(), "timeout_ms".into()]), 6);
+        assert_eq!(line_of(text, &["registry".into(), "a__t".into(), "class".into()]), 9);
+        assert_eq!(nearest("listen_addr", &["listen".into(), "separator".into()]), None, "five edits away");
+        assert_eq!(nearest("lissten", &["listen".into(), "separator".into()]).as_deref(), Some("listen"));
+    }
+}
