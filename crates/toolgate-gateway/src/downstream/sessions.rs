@@ -25,6 +25,9 @@ use crate::wire::{self, RpcError, code};
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// HTTP sessions kept at once; past it, the longest idle goes.
 const MAX_SESSIONS: usize = 10_000;
+/// HTTP sessions one caller keeps at once; past it, its own longest idle
+/// goes (one caller cannot push the others' sessions out).
+const MAX_PER_CALLER: usize = 256;
 /// An HTTP session with no stream open for this long is forgotten.
 const IDLE_MS: i64 = 10 * 60 * 1000;
 
@@ -122,9 +125,16 @@ impl Sessions {
         *lock(&session.active_ms) = now_ms;
         let mut all = lock(&self.0);
         all.retain(|_, s| lock(&s.out).is_some() || now_ms - *lock(&s.active_ms) < IDLE_MS);
+        let idlest = |all: &HashMap<String, Arc<Session>>, mine: bool| {
+            all.iter().filter(|(_, s)| !mine || s.caller == caller).min_by_key(|(_, s)| *lock(&s.active_ms)).map(|(k, _)| k.clone())
+        };
+        while all.values().filter(|s| s.caller == caller).count() >= MAX_PER_CALLER {
+            let Some(id) = idlest(&all, true) else { break };
+            all.remove(&id);
+        }
         while all.len() >= MAX_SESSIONS {
-            let Some(idlest) = all.iter().min_by_key(|(_, s)| *lock(&s.active_ms)).map(|(k, _)| k.clone()) else { break };
-            all.remove(&idlest);
+            let Some(id) = idlest(&all, false) else { break };
+            all.remove(&id);
         }
         all.insert(id.clone(), session);
         id
@@ -190,5 +200,12 @@ mod tests {
         assert!(sessions.get(&id, "agent", 2 + super::IDLE_MS).is_none());
         assert!(sessions.close(&later, "agent"));
         assert!(sessions.get(&later, "agent", 3 + super::IDLE_MS).is_none());
+        // One caller's sessions push out only its own.
+        let theirs = sessions.open("other", 10);
+        for i in 0..super::MAX_PER_CALLER + 5 {
+            sessions.open("agent", 20 + i as i64);
+        }
+        assert!(sessions.get(&theirs, "other", 30).is_some());
+        assert_eq!(sessions.0.lock().unwrap().values().filter(|s| s.caller == "agent").count(), super::MAX_PER_CALLER);
     }
 }

@@ -141,10 +141,13 @@ fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<S
         }
     };
     let (mut from_file, mut from_env) = (Vec::new(), Vec::new());
+    let mut files = BTreeSet::new();
     for (key, source) in values {
         match source {
             Source::Secret(value) => {
-                let name = format!("secrets/{}.{}", server.name, clients::tame(key));
+                // Two keys that tame alike (`API_KEY`, `api-key`) keep a file each.
+                let base = format!("secrets/{}.{}", server.name, clients::tame(key));
+                let name = (1..).map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") }).find(|n| files.insert(n.clone())).expect("a free name");
                 write_owner_only(&out.join(&name), value)?;
                 from_file.push(format!("{} = {}", quoted(key), quoted(&name)));
             }
@@ -228,4 +231,21 @@ fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
 fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| format!("restricting {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_variables_that_tame_alike_keep_a_file_each_and_no_value_reaches_the_config() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir(out.path().join("secrets")).unwrap();
+        let env = [("API_KEY", "first-value"), ("api-key", "second-value")].map(|(k, v)| (k.to_string(), Source::Secret(v.to_string()))).into_iter().collect();
+        let server = Imported { original: "s".into(), name: "s".into(), reach: Reach::Stdio { command: "x".into(), args: Vec::new(), env } };
+        let text = section(out.path(), None, &server, &mut Vec::new()).unwrap();
+        assert!(!text.contains("first-value") && !text.contains("second-value"), "{text}");
+        let read = |name: &str| std::fs::read_to_string(out.path().join("secrets").join(name)).unwrap();
+        assert_eq!((read("s.api-key"), read("s.api-key-2")), ("first-value".to_string(), "second-value".to_string()));
+    }
 }
