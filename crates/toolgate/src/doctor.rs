@@ -52,6 +52,12 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         (Some(_), Ok(engine)) => report.ok("policy", &format!("validates against its schema (version {})", &engine.version()[..16])),
         (Some(_), Err(e)) => report.fail("policy", &format!("{e:#}"), "`toolgate policy check --config FILE` shows Cedar's message; fix the policy or the schema"),
     }
+    if let (Some(cert), Some(key)) = (&config.tls.cert_file, &config.tls.key_file) {
+        match toolgate_gateway::downstream::tls::Certificate::load(cert, key) {
+            Ok(_) => report.ok("tls", &format!("the listeners serve https with {}", cert.display())),
+            Err(e) => report.fail("tls", &format!("{e:#}"), "give [tls] cert_file a PEM chain and key_file its key (owner-only): `serve` would not start"),
+        }
+    }
     // Keys that exist are checked before the start (which refuses loose
     // ones); keys a first start creates, after it.
     let had_keys = !matches!(toolgate_gateway::keys::read_history(&config.state_dir()), Ok(None));

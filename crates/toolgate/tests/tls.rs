@@ -204,6 +204,8 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
     gateway.args(["serve", "--config"]).arg(&config);
     let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
     assert!(gateway.url.starts_with("https://127.0.0.1:"), "{}", gateway.url);
+    let (_, said) = doctor(&config);
+    assert!(said.contains("ok    tls: the listeners serve https"), "{said}");
     let port = gateway.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").to_string();
     let url = format!("https://localhost:{port}/mcp");
     let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
@@ -234,5 +236,9 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert!(old.get(&healthz).send().await.is_err(), "the old certificate is no longer served");
+    // A key others can read: doctor says so (and `serve` would not start).
+    std::fs::set_permissions(dir.path().join("gw.key"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (ok, said) = doctor(&config);
+    assert!(!ok && said.contains("FAIL  tls") && said.contains("tls.key_file"), "{said}");
     drop((gateway, upstream));
 }
