@@ -99,6 +99,20 @@ impl ExposedTool {
         }
     }
 
+    /// This tool (or prompt, resource, template) as the audit reads it,
+    /// under its pin name.
+    pub fn audit_entry(&self) -> toolgate_core::audit::Entry {
+        toolgate_core::audit::Entry {
+            name: self.pin_name().into_owned(),
+            server: self.server.clone(),
+            tool: self.tool.name.clone(),
+            definition: self.tool.definition.clone(),
+            pinned: self.pin.drifted_from().cloned(),
+            registry_class: self.view.registry_class,
+            labels: self.labels.clone(),
+        }
+    }
+
     /// The name of its pin in the lock file, which `toolgate tools
     /// --accept` and the console take: a tool's exposed name; for the
     /// others `prompt:NAME`, `resource:URI` or `template:URI` (exposed), so

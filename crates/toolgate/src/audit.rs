@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use serde_json::json;
-use toolgate_core::audit::{self, Entry, Inventory, Report, Severity};
+use toolgate_core::audit::{self, Inventory, Report, Severity};
 use toolgate_gateway::gateway::{Gateway, Mode};
 
 /// The exit status when a finding is at or above `--fail-on`.
@@ -83,24 +83,10 @@ async fn live(path: &Path) -> anyhow::Result<Inventory> {
         eprintln!("toolgate audit: server `{server}` is unavailable ({why}); its tools are not audited");
     }
     let catalog = gw.catalogs.current();
-    let tools = catalog.tools.values().map(|t| entry(t)).collect();
-    let contents = catalog.all().filter(|t| t.kind != toolgate_gateway::upstream::Kind::Tool).map(|t| entry(t)).collect();
+    let tools = catalog.tools.values().map(|t| t.audit_entry()).collect();
+    let contents = catalog.all().filter(|t| t.kind != toolgate_gateway::upstream::Kind::Tool).map(|t| t.audit_entry()).collect();
     gw.stop();
     Ok(Inventory { tools, contents })
-}
-
-/// A catalog tool (or prompt, resource, template) as the audit reads it,
-/// under its pin name.
-pub fn entry(t: &toolgate_gateway::catalog::ExposedTool) -> Entry {
-    Entry {
-        name: t.pin_name().into_owned(),
-        server: t.server.clone(),
-        tool: t.tool.name.clone(),
-        definition: t.tool.definition.clone(),
-        pinned: t.pin.drifted_from().cloned(),
-        registry_class: t.view.registry_class,
-        labels: t.labels.clone(),
-    }
 }
 
 fn saved(path: &Path) -> anyhow::Result<Inventory> {

@@ -7,9 +7,7 @@
 
 mod approvals;
 mod audit;
-mod config_check;
 mod doctor;
-mod import;
 mod ops;
 mod policy;
 mod preview;
@@ -68,9 +66,9 @@ enum Command {
     /// Audit the tools every upstream offers: worst regret, drift from the pins, poisoning markers, description lint.
     Audit(audit::Args),
     /// Write a toolgate config from the MCP clients' configs you have (Claude Desktop, Claude Code, Cursor, Windsurf, VS Code).
-    Import(import::Args),
+    Import(toolgate_setup::import::Args),
     /// Write a toolgate config for the MCP servers you name (asked on a terminal, or given as flags).
-    Init(import::init::Args),
+    Init(toolgate_setup::init::Args),
     /// The config itself: `toolgate config schema` prints its JSON Schema, `config check FILE` checks one.
     #[command(subcommand)]
     Config(ConfigAction),
@@ -266,9 +264,9 @@ fn main() -> std::process::ExitCode {
                 tools::run(config, json, accept).await
             }
             Command::Audit(args) => audit::run(args).await,
-            Command::Import(args) => import::run(args).await,
-            Command::Init(args) => import::init::run(args).await,
-            Command::Config(ConfigAction::Check { file }) => match config_check::run(&file)? {
+            Command::Import(args) => toolgate_setup::import::run(args).await,
+            Command::Init(args) => toolgate_setup::init::run(args).await,
+            Command::Config(ConfigAction::Check { file }) => match toolgate_setup::check::run(&file)? {
                 0 => Ok(()),
                 n => Err(anyhow::anyhow!("{n} problem{} in {}", if n == 1 { "" } else { "s" }, file.display())),
             },

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use super::clients::{self, Format, Imported, Reach, Source};
+use crate::clients::{self, Format, Imported, Reach, Source};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -46,7 +46,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         bail!("no server named; nothing was written");
     }
     let taken = servers.into_iter().map(|s| (None, Format::McpServers, s)).collect();
-    super::write(taken, &args.out, args.listen).await
+    crate::import::write(taken, &args.out, args.listen).await
 }
 
 /// The servers the flags name, each variable kept as a secret.

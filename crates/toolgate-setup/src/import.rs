@@ -8,8 +8,6 @@
 //! pins their contracts, and prints what replaces the servers in the
 //! client's own config.
 
-pub mod clients;
-pub mod init;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -19,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use clients::{Format, Imported, Reach, Source};
+use crate::clients::{self, Format, Imported, Reach, Source};
 use toolgate_core::audit::{self, Inventory};
 use toolgate_gateway::gateway::{Gateway, Mode};
 
@@ -171,11 +169,11 @@ fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<S
 /// Starts the config's servers once: the registry the audit suggests for
 /// their tools, their contracts pinned, and the servers that did not start.
 async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, String)>)> {
-    let config = crate::serve::load_config(config_path, None)?;
+    let config = toolgate_gateway::config::Config::load(config_path)?;
     let gw = Gateway::start(config, Mode::Inspect).await?;
     let down = gw.wait_ready(READY_WITHIN).await;
     let catalog = gw.catalogs.current();
-    let tools = catalog.tools.values().map(|t| crate::audit::entry(t)).collect();
+    let tools = catalog.tools.values().map(|t| t.audit_entry()).collect();
     let report = audit::audit(&Inventory { tools, contents: Vec::new() });
     for t in catalog.all() {
         gw.catalogs.accept(&t.pin_name()).map_err(anyhow::Error::msg)?;

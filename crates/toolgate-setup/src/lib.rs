@@ -1,0 +1,10 @@
+//! From the MCP setup a person already has to a toolgate config: their
+//! clients' configs read as each client documents them (`clients`), a config
+//! written with no credential in it, its tools classed and pinned
+//! (`import`, `init`), and a config checked with every problem at once
+//! (`check`). The CLI (`toolgate import`, `init`, `config check`) calls these.
+
+pub mod check;
+pub mod clients;
+pub mod import;
+pub mod init;
