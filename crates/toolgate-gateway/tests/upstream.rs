@@ -373,3 +373,53 @@ async fn an_upstream_redirect_is_not_followed_and_the_reason_says_so() {
     assert_eq!(reached.load(std::sync::atomic::Ordering::Relaxed), 0, "the redirect was followed");
     cancel.cancel();
 }
+
+/// A stdio server that, once initialized, says every 10 ms that its tools
+/// changed, and writes down each `tools/list` it is asked.
+const FLOODING_SERVER: &str = r#"
+import json, sys, threading, time
+log = open(sys.argv[1], "a")
+out = threading.Lock()
+def say(msg):
+    with out:
+        print(json.dumps(msg), flush=True)
+def flood():
+    while True:
+        say({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        time.sleep(0.01)
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if method == "notifications/initialized":
+        threading.Thread(target=flood, daemon=True).start()
+        continue
+    if rid is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "flood", "version": "1"}}
+    elif method == "tools/list":
+        log.write("listed\n"); log.flush()
+        result = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    else:
+        say({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}); continue
+    say({"jsonrpc": "2.0", "id": rid, "result": result})
+"#;
+
+#[tokio::test]
+async fn a_flood_of_list_changed_is_listed_at_most_twice_a_second() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("flood.py");
+    std::fs::write(&script, FLOODING_SERVER).unwrap();
+    let log = dir.path().join("listed.log");
+    let config = UpstreamConfig { command: Some("python3".into()), args: vec![script.display().to_string(), log.display().to_string()], ..Default::default() };
+    let upstream = Upstream::new("flood", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+    upstream.start(cancel.clone());
+    assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let listed = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    // The first listing, then at most one per 500 ms for what was announced
+    // (some 160 announcements).
+    assert!((2..=5).contains(&listed), "{listed} listings in 1.6 s");
+    cancel.cancel();
+}

@@ -315,6 +315,11 @@ impl Drop for Watch {
 /// not cache", rmcp's default) must not mean listing without pause.
 const MIN_LIST_TTL_MS: u64 = 1000;
 
+/// The shortest time between two listings of one upstream, however often it
+/// says its lists changed (a server cannot make the gateway list it without
+/// pause).
+const MIN_RELIST: Duration = Duration::from_millis(500);
+
 /// How long one upstream answer may be, unless configured.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 
@@ -768,6 +773,7 @@ impl Upstream {
             }
         };
         tokio::pin!(standing);
+        let mut listed = tokio::time::Instant::now();
         loop {
             let relist = tokio::select! {
                 _ = &mut standing => false,
@@ -796,6 +802,12 @@ impl Upstream {
             if !relist {
                 continue;
             }
+            // However many list changes a server announces, it is listed at
+            // most once per `MIN_RELIST`; what it announced meanwhile is in
+            // the listing about to be taken.
+            tokio::time::sleep_until(listed + MIN_RELIST).await;
+            while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = events.try_recv() {}
+            listed = tokio::time::Instant::now();
             match self.list(session).await {
                 Ok(listing) => self.set_up(session.clone(), listing),
                 Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_))) => {
