@@ -802,10 +802,20 @@ impl Config {
     /// Parses and validates `text` as the config file at `path` (relative
     /// paths resolve against its folder).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_all(text, path).map_err(|mut all| all.remove(0))
+    }
+
+    /// `parse`, with every problem of the config's values when there are
+    /// any (never an empty list), for `toolgate config check`.
+    pub fn parse_all(text: &str, path: &Path) -> Result<Self, Vec<ConfigError>> {
         let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
-        let mut config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let mut config: Config = toml::from_str(text).map_err(|e| vec![invalid(e.to_string())])?;
         config.path = path.to_path_buf();
-        config.validate().map_err(invalid)?;
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(problems.into_iter().map(invalid).collect());
+        }
+        let invalid = |message: String| vec![invalid(message)];
         // Header files resolve against the config's folder, as every path does.
         let dir = config.dir();
         for server in config.servers.values_mut() {
@@ -873,105 +883,122 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every problem of the config's values, in the order a reader meets
+    /// them (`toolgate config check` shows them all; a start refuses on the
+    /// first).
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
         for (name, caller) in &self.callers {
             let sources = [caller.token_env.is_some(), caller.token_file.is_some(), caller.anonymous].into_iter().filter(|x| *x).count();
             if sources != 1 {
-                return Err(format!("callers.{name}: give exactly one of `token_env`, `token_file` or `anonymous = true`"));
+                out.push(format!("callers.{name}: give exactly one of `token_env`, `token_file` or `anonymous = true`"));
             }
             if caller.tenant.trim().is_empty() {
-                return Err(format!("callers.{name}: `tenant` must not be empty"));
+                out.push(format!("callers.{name}: `tenant` must not be empty"));
             }
             if caller.anonymous && caller.roles.iter().any(|r| r == APPROVER_ROLE) {
-                return Err(format!("callers.{name}: an anonymous caller cannot have the `{APPROVER_ROLE}` role"));
+                out.push(format!("callers.{name}: an anonymous caller cannot have the `{APPROVER_ROLE}` role"));
             }
         }
         if self.callers.values().filter(|c| c.anonymous).count() > 1 {
-            return Err("at most one caller may be `anonymous = true`".into());
+            out.push("at most one caller may be `anonymous = true`".into());
         }
         if let Some(name) = &self.gateway.stdio_caller
             && !self.callers.contains_key(name) {
-                return Err(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
+                out.push(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
             }
         if let Some(r) = self.telemetry.sample_ratio.filter(|r| !(0.0..=1.0).contains(r)) {
-            return Err(format!("telemetry.sample_ratio {r} must be between 0 and 1"));
+            out.push(format!("telemetry.sample_ratio {r} must be between 0 and 1"));
         }
         for p in &self.telemetry.redact_patterns {
-            regex::Regex::new(p).map_err(|e| format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"))?;
+            if let Err(e) = regex::Regex::new(p) {
+                out.push(format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"));
+            }
         }
         if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
-            return Err("tls: give both `cert_file` and `key_file` (the listeners serve https with them), or neither".into());
+            out.push("tls: give both `cert_file` and `key_file` (the listeners serve https with them), or neither".into());
         }
         if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
-            return Err(format!("telemetry.otlp_endpoint `{url}` must start with http:// or https://"));
+            out.push(format!("telemetry.otlp_endpoint `{url}` must start with http:// or https://"));
         }
         if self.gateway.list_page_size == 0 {
-            return Err("gateway.list_page_size must be at least 1".into());
+            out.push("gateway.list_page_size must be at least 1".into());
         }
         let sep = &self.gateway.separator;
-        if sep.is_empty() || !sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(format!("gateway.separator `{sep}` must be non-empty letters, digits, `_` or `-` (LLM function names allow nothing else)"));
+        let sep_ok = !sep.is_empty() && sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !sep_ok {
+            out.push(format!("gateway.separator `{sep}` must be non-empty letters, digits, `_` or `-` (LLM function names allow nothing else)"));
         }
         for (name, server) in &self.servers {
             let valid_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !valid_name {
-                return Err(format!("server name `{name}` must be letters, digits, `_` or `-`"));
+                out.push(format!("server name `{name}` must be letters, digits, `_` or `-`"));
             }
             // Neither inside nor at the end: `a_` + `__` + `x` would read as `a` + `__` + `_x`.
-            let ends_in_part = (1..sep.len()).any(|k| name.ends_with(&sep[..k]));
-            if name.contains(sep.as_str()) || ends_in_part {
-                return Err(format!("server name `{name}` contains or ends with part of the separator `{sep}`; exposed names would be ambiguous"));
+            // (Only of a valid separator: ASCII, so its prefixes are whole characters.)
+            let ends_in_part = sep_ok && (1..sep.len()).any(|k| name.ends_with(&sep[..k]));
+            if sep_ok && (name.contains(sep.as_str()) || ends_in_part) {
+                out.push(format!("server name `{name}` contains or ends with part of the separator `{sep}`; exposed names would be ambiguous"));
             }
             match (&server.command, &server.url) {
-                (Some(_), Some(_)) => return Err(format!("servers.{name}: give `command` or `url`, not both")),
-                (None, None) => return Err(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
+                (Some(_), Some(_)) => out.push(format!("servers.{name}: give `command` or `url`, not both")),
+                (None, None) => out.push(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
                 (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
-                    return Err(format!("servers.{name}: url must start with http:// or https://"));
+                    out.push(format!("servers.{name}: url must start with http:// or https://"));
                 }
                 _ => {}
             }
             let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len();
             if server.command.is_some() && header_sources > 0 {
-                return Err(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
+                out.push(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
             }
             let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
-                return Err(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
+                out.push(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
             }
             if server.url.is_some() && !(server.env.is_empty() && server.env_env.is_empty() && server.env_file.is_empty()) {
-                return Err(format!("servers.{name}: env, env_env and env_file are for a stdio server (`command`); a `url` server's credentials go in headers"));
+                out.push(format!("servers.{name}: env, env_env and env_file are for a stdio server (`command`); a `url` server's credentials go in headers"));
             }
             let mut variables: Vec<&String> = server.env.keys().chain(server.env_env.keys()).chain(server.env_file.keys()).collect();
             variables.sort();
             if let Some(twice) = variables.windows(2).find(|w| w[0] == w[1]) {
-                return Err(format!("servers.{name}: variable `{}` is given twice (in env, env_env or env_file); give it once", twice[0]));
+                out.push(format!("servers.{name}: variable `{}` is given twice (in env, env_env or env_file); give it once", twice[0]));
             }
         }
         for p in &self.guards.egress.patterns {
-            regex::Regex::new(&p.regex).map_err(|e| format!("guards.egress.patterns `{}`: not a regular expression: {e}", p.name))?;
+            if let Err(e) = regex::Regex::new(&p.regex) {
+                out.push(format!("guards.egress.patterns `{}`: not a regular expression: {e}", p.name));
+            }
             if p.class == toolgate_core::egress::EgressClass::NoMarkersFound || p.name.trim().is_empty() {
-                return Err(format!("guards.egress.patterns `{}`: give a name and a class of internal, confidential or restricted", p.name));
+                out.push(format!("guards.egress.patterns `{}`: give a name and a class of internal, confidential or restricted", p.name));
             }
         }
         if self.runs.ttl_ms == 0 {
-            return Err("runs.ttl_ms must be at least 1".into());
+            out.push("runs.ttl_ms must be at least 1".into());
         }
         if self.budgets.rate_burst == Some(0) {
-            return Err("budgets.rate_burst must be at least 1 (or leave it out)".into());
+            out.push("budgets.rate_burst must be at least 1 (or leave it out)".into());
         }
         for (name, limit) in &self.budgets.concurrency {
             if *limit == 0 {
-                return Err(format!("budgets.concurrency `{name}`: the limit must be at least 1 (leave the tool out for no limit)"));
+                out.push(format!("budgets.concurrency `{name}`: the limit must be at least 1 (leave the tool out for no limit)"));
             }
             if self.split_exposed(name).is_none() {
-                return Err(format!("budgets.concurrency `{name}`: not an exposed name (SERVER{}TOOL of a configured server)", self.gateway.separator));
+                out.push(format!("budgets.concurrency `{name}`: not an exposed name (SERVER{}TOOL of a configured server)", self.gateway.separator));
             }
         }
         if self.approvals.poll_ms == 0 {
-            return Err("approvals.poll_ms must be at least 1".into());
+            out.push("approvals.poll_ms must be at least 1".into());
         }
         if self.approvals.hold_ms > self.gateway.approval_ttl_ms {
-            return Err(format!(
+            out.push(format!(
                 "approvals.hold_ms ({}) is longer than gateway.approval_ttl_ms ({}): a call would be held past its approval's life",
                 self.approvals.hold_ms, self.gateway.approval_ttl_ms
             ));
@@ -980,39 +1007,39 @@ impl Config {
         for hook in &self.approvals.notify.webhooks {
             let name = &hook.name;
             if !hooks.insert(name) {
-                return Err(format!("approvals.notify.webhooks: the name `{name}` is used twice"));
+                out.push(format!("approvals.notify.webhooks: the name `{name}` is used twice"));
             }
             if !(hook.url.starts_with("http://") || hook.url.starts_with("https://")) {
-                return Err(format!("approvals.notify.webhooks `{name}`: url must start with http:// or https://"));
+                out.push(format!("approvals.notify.webhooks `{name}`: url must start with http:// or https://"));
             }
             if hook.format == WebhookFormat::Toolgate && hook.secret_env.is_none() {
-                return Err(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
+                out.push(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
             }
             if hook.attempts == 0 {
-                return Err(format!("approvals.notify.webhooks `{name}`: attempts must be at least 1"));
+                out.push(format!("approvals.notify.webhooks `{name}`: attempts must be at least 1"));
             }
         }
         if self.servers.values().any(|s| !s.namespace) && self.servers.len() > 1 {
-            return Err("`namespace = false` is only allowed when the gateway fronts exactly one server (names could collide)".into());
+            out.push("`namespace = false` is only allowed when the gateway fronts exactly one server (names could collide)".into());
         }
         for name in self.registry.keys() {
             if self.split_exposed(name).is_none() {
-                return Err(format!(
+                out.push(format!(
                     "registry entry `{name}` names no configured server; registry keys are exposed names `SERVER{sep}TOOL`"
                 ));
             }
         }
         if let Some(o) = &self.oauth {
             if o.tenant.is_some() == o.tenant_claim.is_some() {
-                return Err("oauth: set exactly one of `tenant` (every token's tenant) and `tenant_claim` (the claim that names it)".into());
+                out.push("oauth: set exactly one of `tenant` (every token's tenant) and `tenant_claim` (the claim that names it)".into());
             }
             for (key, url) in [("issuer", Some(&o.issuer)), ("resource", Some(&o.resource)), ("jwks_uri", o.jwks_uri.as_ref())] {
                 if let Some(url) = url.filter(|u| !(u.starts_with("https://") || u.starts_with("http://"))) {
-                    return Err(format!("oauth.{key} `{url}` must be an http(s) URL"));
+                    out.push(format!("oauth.{key} `{url}` must be an http(s) URL"));
                 }
             }
             if o.resource.contains('#') {
-                return Err("oauth.resource must not have a fragment (RFC 8707)".into());
+                out.push("oauth.resource must not have a fragment (RFC 8707)".into());
             }
         }
         let reads_only = |what: String, class: AuthorityClass| match class {
@@ -1021,17 +1048,17 @@ impl Config {
         };
         for (name, entry) in &self.registry_prompts {
             if self.split_exposed(name).is_none() {
-                return Err(format!("registry_prompts entry `{name}` names no configured server; keys are exposed names `SERVER{sep}PROMPT`"));
+                out.push(format!("registry_prompts entry `{name}` names no configured server; keys are exposed names `SERVER{sep}PROMPT`"));
             }
-            reads_only(format!("registry_prompts entry `{name}`"), entry.class)?;
+            out.extend(reads_only(format!("registry_prompts entry `{name}`"), entry.class).err());
         }
         for (i, entry) in self.registry_resources.iter().enumerate() {
             if !self.servers.contains_key(&entry.server) {
-                return Err(format!("registry_resources entry {} names server `{}`, which is not configured", i + 1, entry.server));
+                out.push(format!("registry_resources entry {} names server `{}`, which is not configured", i + 1, entry.server));
             }
-            reads_only(format!("registry_resources entry {} (`{}`)", i + 1, entry.uri), entry.class)?;
+            out.extend(reads_only(format!("registry_resources entry {} (`{}`)", i + 1, entry.uri), entry.class).err());
         }
-        Ok(())
+        out
     }
 
     /// A resource URI (or template) as agents see it: `toolgate://SERVER/URI`,

@@ -1,8 +1,8 @@
 //! `toolgate config check FILE`: every problem of a config at once, each
 //! with its line and what to do — the TOML, then the schema (`toolgate
 //! config schema`: unknown keys with the nearest known one, wrong types and
-//! values), then, once those are fixed, the gateway's own reading of it
-//! (servers the registry names, credentials in one place, …).
+//! values), then, once those are fixed, each refusal of the gateway's own
+//! reading of it (servers the registry names, credentials in one place, …).
 
 use std::path::Path;
 
@@ -59,14 +59,15 @@ fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
         };
         problems.push((line_of(&text, &at), message));
     }
-    // The gateway's own reading: only once the shape is right (its first
-    // refusal is then the one left).
+    // The gateway's own reading, once the shape is right: each refusal.
     if problems.is_empty()
-        && let Err(e) = toolgate_gateway::config::Config::parse(&text, path)
+        && let Err(refusals) = toolgate_gateway::config::Config::parse_all(&text, path)
     {
-        let message = e.to_string();
-        let message = message.split_once(": ").map_or(message.as_str(), |(_, m)| m).to_string();
-        problems.push((line_of_message(&text, &message), message));
+        for e in refusals {
+            let message = e.to_string();
+            let message = message.split_once(": ").map_or(message.as_str(), |(_, m)| m).to_string();
+            problems.push((line_of_message(&text, &message), message));
+        }
     }
     problems.sort();
     Ok(problems)
@@ -206,6 +207,12 @@ mod tests {
         assert!(keys_at(&schema, &["tls".into()]).contains(&"cert_file".to_string()));
         let unknown_server = "[servers.a]\ncommand = \"x\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n";
         assert_eq!(line_of_message(unknown_server, "registry entry `b__t` names no configured server"), 4);
+        // The gateway's refusals, all of them.
+        let refused = dir.path().join("refused.toml");
+        std::fs::write(&refused, "[servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n\n[runs]\nttl_ms = 0\n").unwrap();
+        let found = problems(&refused).unwrap();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found.iter().map(|(line, _)| *line).collect::<Vec<_>>(), [1, 5, 9], "{found:?}");
         assert_eq!(line_of(text, &["gateway".into(), "listen_addr".into()]), 2);
         assert_eq!(line_of(text, &["servers".into(), "a".into(), "timeout_ms".into()]), 6);
         assert_eq!(line_of(text, &["registry".into(), "a__t".into(), "class".into()]), 9);
