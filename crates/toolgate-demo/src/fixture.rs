@@ -505,60 +505,13 @@ pub async fn run(addr: SocketAddr, legacy: bool, stdio: bool, tls: Option<(std::
             axum::serve(toolgate_gateway::downstream::http::no_delay(listener), routes).with_graceful_shutdown(shutdown).await?;
         }
         Some((cert, key)) => {
-            let listener = TlsListener::new(listener, &cert, &key)?;
-            eprintln!("toolgate conformance-fixture: serving on https://{}/mcp", listener.tcp.local_addr()?);
+            // The gateway's own TLS listener (the key must be owner-only, as there).
+            let certificate = toolgate_gateway::downstream::tls::Certificate::load(&cert, &key)?;
+            let bound = listener.local_addr()?;
+            let listener = toolgate_gateway::downstream::tls::TlsListener::new(listener, certificate)?;
+            eprintln!("toolgate conformance-fixture: serving on https://{bound}/mcp");
             axum::serve(listener, routes).with_graceful_shutdown(shutdown).await?;
         }
     }
     Ok(())
-}
-
-/// A TLS acceptor for the certificate chain and key in these PEM files.
-pub fn acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain = CertificateDer::pem_file_iter(cert).with_context(|| format!("reading {}", cert.display()))?.collect::<Result<Vec<_>, _>>().with_context(|| format!("reading {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?.with_no_client_auth().with_single_cert(chain, key)?;
-    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
-}
-
-/// Connections that are TLS, for `axum::serve`: test equipment (the
-/// fixture's https, the tests' https webhook receiver), so each handshake
-/// is done in turn (a production listener would not let one slow client
-/// hold the others).
-pub struct TlsListener {
-    tcp: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-}
-
-impl TlsListener {
-    /// TLS on `tcp` with the certificate chain and key in these PEM files.
-    pub fn new(tcp: tokio::net::TcpListener, cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<Self> {
-        Ok(Self { tcp, acceptor: acceptor(cert, key)? })
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, peer)) = self.tcp.accept().await else {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            };
-            let _ = tcp.set_nodelay(true);
-            match self.acceptor.accept(tcp).await {
-                Ok(tls) => return (tls, peer),
-                Err(e) => eprintln!("toolgate conformance-fixture: a TLS handshake failed: {e}"),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
 }

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,7 +92,7 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     text.push_str("# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree with.\n\n");
     text.push_str(&registry);
     for (server, why) in &down {
-        let _ = writeln!(text, "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.", why.replace('\n', " "));
+        let _ = writeln!(text, "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.", one_line(why));
     }
     write_owner_only(&config_path, &text)?;
     print_next(listen, &config_path, &taken, &asked, &down);
@@ -117,6 +116,11 @@ fn header(listen: SocketAddr, taken: &[Taken]) -> String {
     out
 }
 
+/// A text for a TOML comment: no control character (CR, LF, …) may end it early or break the file.
+fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
 /// A TOML basic string: JSON's escapes are TOML's, but for DEL, which
 /// TOML wants escaped too.
 fn quoted(s: &str) -> String {
@@ -126,7 +130,7 @@ fn quoted(s: &str) -> String {
 /// One server's `[servers.NAME]`, its secrets written to `out/secrets/`.
 fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
     let from = file.map_or_else(|| "named to `toolgate init`".to_string(), |f| format!("from {}", f.display()));
-    let mut text = format!("# `{}` {from}\n[servers.{}]\n", server.original.replace('\n', " "), quoted(&server.name));
+    let mut text = format!("# `{}` {}\n[servers.{}]\n", one_line(&server.original), one_line(&from), quoted(&server.name));
     let (values, prefix) = match &server.reach {
         Reach::Stdio { command, args, env } => {
             let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
@@ -218,11 +222,11 @@ fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[
     println!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{listen}/mcp.");
 }
 
+/// `seal::write_owner_only` through a temporary file, so a failure leaves
+/// no half-written file where `path` is read.
 fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    toolgate_gateway::seal::write_owner_only(&tmp, text.as_bytes())?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
@@ -243,6 +247,9 @@ mod tests {
         let server = Imported { original: "s".into(), name: "s".into(), reach: Reach::Stdio { command: "x".into(), args: Vec::new(), env } };
         let text = section(out.path(), None, &server, &mut Vec::new()).unwrap();
         assert!(!text.contains("first-value") && !text.contains("second-value"), "{text}");
+        let odd = Imported { original: "a\r\nb".into(), name: "a-b".into(), reach: Reach::Http { url: "http://h/mcp".into(), headers: Default::default() } };
+        let text = section(out.path(), None, &odd, &mut Vec::new()).unwrap();
+        assert!(text.parse::<toml::Table>().is_ok() && text.starts_with("# `a  b`"), "a name's CR and LF stay inside its comment: {text}");
         let read = |name: &str| std::fs::read_to_string(out.path().join("secrets").join(name)).unwrap();
         assert_eq!((read("s.api-key"), read("s.api-key-2")), ("first-value".to_string(), "second-value".to_string()));
     }

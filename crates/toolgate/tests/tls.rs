@@ -105,7 +105,8 @@ async fn receiver(dir: &Path) -> (u16, tokio::sync::mpsc::UnboundedReceiver<(Str
     });
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let listener = toolgate_demo::fixture::TlsListener::new(tcp, &dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
+    let certificate = toolgate_gateway::downstream::tls::Certificate::load(&dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
+    let listener = toolgate_gateway::downstream::tls::TlsListener::new(tcp, certificate).unwrap();
     tokio::spawn(async move { axum::serve(listener, routes).await });
     (port, received)
 }

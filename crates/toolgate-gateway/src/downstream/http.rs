@@ -153,11 +153,10 @@ fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, ses
     let Some(session) = gw.sessions.get(session, &caller.name, gw.clock.now_ms()) else {
         return rpc_error(StatusCode::NOT_FOUND, Some(id), RpcError::new(code::INVALID_REQUEST, "no such session (it ended, or the gateway restarted): initialize again"));
     };
-    let done = if msg.method == "resources/subscribe" { session.subscribe(gw, &msg.params) } else { session.unsubscribe(&msg.params) };
-    plain_reply(Reply::Json(match done {
-        Ok(()) => crate::wire::response(Some(id), &serde_json::json!({})),
-        Err(e) => crate::wire::error_response(Some(id), &e),
-    }))
+    match session.answer(gw, msg) {
+        Some(answer) => plain_reply(Reply::Json(answer)),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
 }
 
 /// The extractors run in this order: who may call, what it sends, the message.
@@ -172,7 +171,7 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): 
     if msg.method == "tools/call" {
         return call_stream(gw, msg, era, caller, peer).await;
     }
-    if era == Era::Legacy && matches!(msg.method.as_str(), "resources/subscribe" | "resources/unsubscribe") {
+    if era == Era::Legacy && super::sessions::about_subscriptions(&msg.method) {
         return subscription(&gw, &msg, &caller, header_str(&headers, SESSION_HEADER));
     }
     let initialize = msg.method == "initialize";

@@ -83,6 +83,17 @@ impl Session {
         Ok(())
     }
 
+    /// The answer to a legacy `resources/subscribe` or `resources/unsubscribe`
+    /// about this session (none to a notification).
+    pub(crate) fn answer(self: &Arc<Self>, gw: &Gateway, msg: &super::Inbound) -> Option<String> {
+        let id = msg.id.as_ref()?;
+        let done = if msg.method == "resources/subscribe" { self.subscribe(gw, &msg.params) } else { self.unsubscribe(&msg.params) };
+        Some(match done {
+            Ok(()) => wire::response(Some(id), &json!({})),
+            Err(e) => wire::error_response(Some(id), &e),
+        })
+    }
+
     /// `resources/unsubscribe`: stops following `params.uri` (a URI not
     /// followed is no error: the client's wish holds either way).
     pub(crate) fn unsubscribe(&self, params: &Value) -> Result<(), RpcError> {
@@ -101,6 +112,11 @@ impl Drop for Session {
             stop.cancel();
         }
     }
+}
+
+/// Whether `method` is one a legacy session answers itself.
+pub(crate) fn about_subscriptions(method: &str) -> bool {
+    matches!(method, "resources/subscribe" | "resources/unsubscribe")
 }
 
 fn uri_of<'a>(params: &'a Value, method: &str) -> Result<&'a str, RpcError> {

@@ -89,13 +89,9 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
                 continue;
             }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
-        if era == Era::Legacy && matches!(msg.method.as_str(), "resources/subscribe" | "resources/unsubscribe") {
-            let done = if msg.method == "resources/subscribe" { subscriber.subscribe(&gw, &msg.params) } else { subscriber.unsubscribe(&msg.params) };
-            if let Some(id) = &msg.id {
-                let _ = out_tx.send(match done {
-                    Ok(()) => wire::response(Some(id), &serde_json::json!({})),
-                    Err(e) => wire::error_response(Some(id), &e),
-                });
+        if era == Era::Legacy && super::sessions::about_subscriptions(&msg.method) {
+            if let Some(answer) = subscriber.answer(&gw, &msg) {
+                let _ = out_tx.send(answer);
             }
             continue;
         }
