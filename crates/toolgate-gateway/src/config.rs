@@ -141,6 +141,10 @@ pub struct GatewaySettings {
     pub(crate) allowed_origins: Vec<String>,
     /// Where the gateway keeps its state; relative to the config file.
     pub(crate) state_dir: PathBuf,
+    /// The contract pins' lock file, relative to the config file. Default:
+    /// beside it (`toolgate.toml` → `toolgate.lock`). A gateway whose config
+    /// folder it may not write (a packaged service) keeps it in its state.
+    pub(crate) lock_file: Option<PathBuf>,
     pub(crate) max_body_bytes: usize,
     pub(crate) max_argument_bytes: usize,
     pub(crate) max_depth: usize,
@@ -184,6 +188,7 @@ impl Default for GatewaySettings {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             allowed_origins: Vec::new(),
             state_dir: PathBuf::from("state"),
+            lock_file: None,
             max_body_bytes: 1 << 20,
             max_argument_bytes: 64 << 10,
             max_depth: 64,
@@ -1152,8 +1157,12 @@ impl Config {
         self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
     }
 
-    /// The pin lock file, beside the config: `toolgate.toml` → `toolgate.lock`.
+    /// The pin lock file: `gateway.lock_file`, else beside the config
+    /// (`toolgate.toml` → `toolgate.lock`).
     pub fn lock_path(&self) -> PathBuf {
+        if let Some(file) = &self.gateway.lock_file {
+            return self.dir().join(file);
+        }
         let stem = self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "toolgate".into());
         self.dir().join(format!("{stem}.lock"))
     }
@@ -1246,6 +1255,8 @@ mod tests {
         let single = parse("[servers.fixture]\nurl = \"http://h/mcp\"\nnamespace = false\n[registry.\"test_simple_text\"]\nclass = \"automatic\"").unwrap();
         assert_eq!(single.exposed_name("fixture", "test_simple_text"), "test_simple_text");
         assert_eq!(single.split_exposed("test_simple_text"), Some(("fixture", "test_simple_text")));
+        let kept = parse("[gateway]\nlock_file = \"/var/lib/toolgate/toolgate.lock\"").unwrap();
+        assert_eq!(kept.lock_path(), Path::new("/var/lib/toolgate/toolgate.lock"));
     }
 
     #[test]

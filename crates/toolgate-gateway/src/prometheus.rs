@@ -54,10 +54,13 @@ pub struct Scrape {
 }
 
 impl Scrape {
-    /// Serves `GET /metrics` until the process ends; says where on stderr.
-    pub async fn serve(self) -> anyhow::Result<()> {
+    /// Serves `GET /metrics` until the process ends, over TLS when the
+    /// listeners have a `certificate` (a scrape is a listener like the
+    /// others); says where on stderr.
+    pub async fn serve(self, certificate: Option<Arc<crate::downstream::tls::Certificate>>) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| anyhow::anyhow!("prometheus_listen {}: {e}", self.listen))?;
-        eprintln!("metrics: http://{}/metrics", listener.local_addr()?);
+        let scheme = if certificate.is_some() { "https" } else { "http" };
+        eprintln!("metrics: {scheme}://{}/metrics", listener.local_addr()?);
         let reader = self.reader;
         let app = axum::Router::new().route(
             "/metrics",
@@ -72,7 +75,13 @@ impl Scrape {
                 }
             }),
         );
-        tokio::spawn(async move { axum::serve(crate::downstream::http::no_delay(listener), app).await });
+        match certificate {
+            None => drop(tokio::spawn(async move { axum::serve(crate::downstream::http::no_delay(listener), app).await })),
+            Some(certificate) => {
+                let listener = crate::downstream::tls::TlsListener::new(listener, certificate)?;
+                tokio::spawn(crate::downstream::http::serve_router_tls(app, listener, std::future::pending()));
+            }
+        }
         Ok(())
     }
 }

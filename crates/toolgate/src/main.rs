@@ -11,6 +11,7 @@ mod doctor;
 mod ops;
 mod policy;
 mod preview;
+mod probe;
 mod receipts;
 mod serve;
 mod tools;
@@ -157,6 +158,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Ask a running gateway whether it is ready (`GET /readyz`; exit 1 if not): a container's HEALTHCHECK.
+    Probe(probe::Args),
     /// Check the Cedar policy set against its schema, or run table-driven decision cases.
     #[command(subcommand)]
     Policy(policy::Action),
@@ -253,12 +256,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo { state, serve } => toolgate_demo::demo::run(state, serve).await,
-            Command::Serve { stdio, .. } => {
-                if let Some(scrape) = telemetry.take_scrape() {
-                    scrape.serve().await?;
-                }
-                serve::run(served.expect("loaded above"), stdio).await
-            }
+            Command::Serve { stdio, .. } => serve::run(served.expect("loaded above"), stdio, telemetry.take_scrape()).await,
             Command::Tools { config, mcp_json, json, accept } => {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
@@ -276,6 +274,7 @@ fn main() -> std::process::ExitCode {
             }
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
             Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
+            Command::Probe(args) => probe::run(args).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),

@@ -19,11 +19,17 @@ pub fn load_config(path: &Path, mcp_json: Option<&Path>) -> anyhow::Result<Confi
     Ok(config)
 }
 
-pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
+/// Serves until a signal; `scrape` is the Prometheus scrape, when configured.
+pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::prometheus::Scrape>) -> anyhow::Result<()> {
     if config.callers.is_empty() {
         tracing::warn!("no [callers] configured: every request will be refused with 401 (add a caller with a token, or one with anonymous = true)");
     }
     let gw = Gateway::start(config, Mode::Serve).await?;
+    // One certificate, watched once, for every listener (stdio alone has none).
+    let certificate = if stdio && scrape.is_none() { None } else { certificate(&gw)? };
+    if let Some(scrape) = scrape {
+        scrape.serve(certificate.clone()).await?;
+    }
     for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
         tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
     }
@@ -31,7 +37,7 @@ pub async fn run(config: Config, stdio: bool) -> anyhow::Result<()> {
     let result = if stdio {
         downstream::stdio::serve(gw.clone()).await.context("stdio transport")
     } else {
-        serve_http(gw.clone()).await
+        serve_http(gw.clone(), certificate).await
     };
     // A last checkpoint covers every receipt of this run.
     gw.shutdown().await;
@@ -74,8 +80,7 @@ fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certi
     Ok(Some(certificate))
 }
 
-async fn serve_http(gw: Arc<Gateway>) -> anyhow::Result<()> {
-    let certificate = certificate(&gw)?;
+async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
     let (listening, base) = Listening::bind(gw.config.gateway.listen, certificate.as_ref(), "").await?;
     eprintln!("toolgate: serving MCP on {base}/mcp");
     let console = Console::new(gw.clone());

@@ -193,8 +193,11 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
     let mut upstream = Command::new(BIN);
     upstream.args(["conformance-fixture", "--http", "127.0.0.1:0"]);
     let upstream = spawn_listening(upstream, &dir.path().join("fixture.log"), "serving on").await;
+    // A free port for the Prometheus scrape (bound, read, released): it is served over TLS too.
+    let scrape = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let text = format!(
         "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n[tls]\ncert_file = \"gw.pem\"\nkey_file = \"gw.key\"\n\n\
+         [telemetry]\nprometheus_listen = \"127.0.0.1:{scrape}\"\n\n\
          [servers.fixture]\nurl = \"{}\"\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n\
          [callers.agent]\ntenant = \"acme\"\nanonymous = true\n",
         upstream.url
@@ -220,6 +223,11 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
     assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
     let v: Value = serde_json::from_str(&got).unwrap();
     assert!(v["results"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+
+    let metrics = trusting(&dir.path().join("ca.pem")).get(format!("https://localhost:{scrape}/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert!(metrics.text().await.unwrap().contains("# TYPE toolgate_decisions_total counter"));
+    assert!(reqwest::get(format!("http://127.0.0.1:{scrape}/metrics")).await.is_err(), "the scrape is not served in plain HTTP beside TLS");
 
     // Renewed: another CA's certificate, put in place as a renewal tool would (rename).
     let renewed = tempfile::tempdir().unwrap();
