@@ -24,6 +24,7 @@ pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::p
     if config.callers.is_empty() {
         tracing::warn!("no [callers] configured: every request will be refused with 401 (add a caller with a token, or one with anonymous = true)");
     }
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let gw = Gateway::start(config, Mode::Serve).await?;
     // One certificate, watched once, for every listener (stdio alone has none).
     let certificate = if stdio && scrape.is_none() { None } else { certificate(&gw)? };
@@ -33,7 +34,7 @@ pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::p
     for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
         tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
     }
-    reload_on_hangup(gw.clone());
+    reload_on_hangup(gw.clone(), hup);
     let result = if stdio {
         downstream::stdio::serve(gw.clone()).await.context("stdio transport")
     } else {
@@ -137,8 +138,10 @@ async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: &str, certific
 
 /// SIGHUP re-reads the policy files: a grant withdrawn there applies to the
 /// next call. An invalid policy is reported and the one in force stays.
-fn reload_on_hangup(gw: Arc<Gateway>) {
-    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+/// `hup` is taken before the gateway starts: a SIGHUP meanwhile (`systemctl
+/// reload` right after a start) waits for it instead of killing the process.
+fn reload_on_hangup(gw: Arc<Gateway>, hup: Option<tokio::signal::unix::Signal>) {
+    let Some(mut hup) = hup else { return };
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             if let Err(e) = gw.reload_policy() {

@@ -1,6 +1,6 @@
 //! `toolgate config schema`: the JSON Schema an editor checks toolgate.toml
 //! with. Every config the docs show is valid under it (the README's is also
-//! read by the gateway), and the mistakes the gateway refuses (a misspelt
+//! read by the gateway), as are the packages' starter configs, and the mistakes the gateway refuses (a misspelt
 //! key, a class that does not exist) are invalid under it too.
 
 mod demo_common;
@@ -42,6 +42,13 @@ fn the_configs_the_docs_show_are_valid_and_the_mistakes_are_not() {
         }
     }
     assert!(checked >= 3, "only {checked} configs were checked");
+    // The packages' starter configs: valid, and read by the gateway as they ship.
+    for file in ["packaging/toolgate.toml", "packaging/image/toolgate.toml"] {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        assert!(validator.is_valid(&as_json(&text)), "{file}");
+        let config = toolgate_gateway::config::Config::parse(&text, std::path::Path::new("/etc/toolgate/toolgate.toml")).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(config.lock_path(), std::path::Path::new("/var/lib/toolgate/toolgate.lock"), "{file}: the pins where the service may write");
+    }
     for mistake in ["[gateway]\nlisten_addr = \"127.0.0.1:8700\"\n", "[registry.\"a__t\"]\nclass = \"sometimes\"\n", "[tls]\ncert = \"x.pem\"\n"] {
         assert!(!validator.is_valid(&as_json(mistake)), "{mistake}");
     }

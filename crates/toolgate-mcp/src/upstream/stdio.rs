@@ -22,6 +22,12 @@ use crate::wire::{self, Id, Message};
 /// Calls waiting for their answer: the message, or why it cannot be read.
 type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Result<Message, UpstreamError>>>>>;
 
+/// The gateway's variables a stdio server inherits: the official MCP SDKs'
+/// default environment (`get_default_environment`, `getDefaultEnvironment`),
+/// with the locale and the time zone. Anything else is given by `env`,
+/// `env_env` or `env_file`.
+pub const INHERITED: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
 pub(crate) struct StdioChannel {
     /// Lines for the writer task, which owns the child's stdin.
     outbox: mpsc::UnboundedSender<String>,
@@ -43,6 +49,11 @@ impl StdioChannel {
         let env = env.iter().map(|(k, source)| source.read(&format!("variable `{k}`")).map(|v| (k, v))).collect::<Result<Vec<_>, _>>()?;
         let mut child = Command::new(command)
             .args(args)
+            // Not the gateway's whole environment: it holds callers' tokens
+            // and other servers' credentials (`*_env`). What a process needs
+            // to run, as the official SDKs pass it, and what the config gives.
+            .env_clear()
+            .envs(INHERITED.iter().filter_map(|k| std::env::var_os(k).map(|v| (*k, v))))
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -219,5 +230,42 @@ fn route(
         }
         (Some(method), None) => inbox.deliver(method, message.params.as_deref()),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stdio server sees PATH and what its config gives, never the rest of
+    /// the gateway's environment (a caller's token, another server's key).
+    #[tokio::test]
+    async fn a_stdio_server_inherits_only_what_it_needs() {
+        // SAFETY: this test's process (nextest runs one test a process) reads no variable meanwhile.
+        unsafe { std::env::set_var("TOOLGATE_TEST_CALLER_TOKEN", "not-for-servers-0123456789") };
+        let seen = std::env::temp_dir().join(format!("toolgate-stdio-env-{}", std::process::id()));
+        let env = [("SEEN".to_string(), super::super::ValueSource::Value(seen.display().to_string()))].into_iter().collect();
+        let (events, _) = tokio::sync::broadcast::channel(4);
+        let (updates, _) = tokio::sync::broadcast::channel(4);
+        let inbox = super::super::Inbox { events, updates, progress: Default::default() };
+        let args = ["-c".to_string(), "env > \"$SEEN\"; sleep 5".to_string()];
+        let channel = StdioChannel::spawn("envtest", "/bin/sh", &args, &env, inbox, 1 << 20).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let text = loop {
+            match std::fs::read_to_string(&seen) {
+                Ok(t) if t.contains("SEEN=") => break t,
+                _ if std::time::Instant::now() < deadline => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                _ => panic!("the server did not start"),
+            }
+        };
+        drop(channel);
+        let _ = std::fs::remove_file(&seen);
+        assert!(text.lines().any(|l| l.starts_with("PATH=")), "{text}");
+        assert!(!text.contains("TOOLGATE_TEST_CALLER_TOKEN") && !text.contains("not-for-servers"), "{text}");
+        for line in text.lines() {
+            let name = line.split('=').next().unwrap();
+            // sh sets PWD, SHLVL and `_` itself.
+            assert!(INHERITED.contains(&name) || ["SEEN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name), "{name} passed to a stdio server");
+        }
     }
 }
