@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+mod digests;
 mod error;
 mod postgres;
 mod sqlite;
@@ -143,12 +144,12 @@ pub struct StoredReceipt {
 impl StoredReceipt {
     /// A row as a store reads it: `body` is the compact form, or the JCS
     /// text of a row written before it; `asked` as packed with the receipt's values.
-    pub(crate) fn from_row(log_index: u64, body: &[u8], salt: [u8; 32], asked: Option<String>) -> Result<Self> {
+    pub(crate) fn from_row(log_index: u64, body: &[u8], salt: [u8; 32], asked: Option<String>, digests: &digests::Dictionary) -> Result<Self> {
         use toolgate_core::receipt::compact;
         let (logged, asked) = if body.first() == Some(&b'{') {
             (String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?, asked)
         } else {
-            let decoded = compact::decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
+            let decoded = digests.decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
             let asked = asked.map(|a| compact::unpack_asked(&a, &asked_refs(&decoded.receipt)));
             (decoded.to_json(), asked)
         };
@@ -374,11 +375,12 @@ pub(crate) struct Row {
     pub asked: Option<String>,
 }
 
-/// Seals a draft at `log_index` into the row that stores it.
-pub(crate) fn seal(draft: Draft, log_index: u64) -> Result<Row> {
+/// Seals a draft at `log_index` into the row that stores it, naming the
+/// digests `digests` has numbers for.
+pub(crate) fn seal(draft: Draft, log_index: u64, digests: &digests::Dictionary) -> Result<Row> {
     let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
     let asked = asked.map(|a| toolgate_core::receipt::compact::pack_asked(&a, &asked_refs(&sealed.logged.receipt)));
-    Ok(Row { body: toolgate_core::receipt::compact::encode(&sealed.logged), salt, asked })
+    Ok(Row { body: digests.encode(&sealed.logged), salt, asked })
 }
 
 /// 32-byte hashes, concatenated, as a list.

@@ -35,6 +35,23 @@ impl Store {
         }
     }
 
+    /// The stored size of each receipt's row body, by index.
+    async fn body_sizes(&self) -> Vec<i64> {
+        let sql = "SELECT length(body) FROM receipts ORDER BY log_index";
+        match &self.raw {
+            Raw::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                let mut stmt = conn.prepare(sql).unwrap();
+                stmt.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<Vec<i64>>>().unwrap()
+            }
+            Raw::Postgres(url) => {
+                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+                tokio::spawn(conn);
+                client.query(sql, &[]).await.unwrap().iter().map(|r| i64::from(r.get::<_, i32>(0))).collect()
+            }
+        }
+    }
+
     async fn raw(&self, sql: &str) -> Result<(), String> {
         match &self.raw {
             Raw::Sqlite(path) => {
@@ -110,6 +127,7 @@ both!(
     the_store_itself_refuses_illegal_operation_changes,
     a_run_counts_its_calls_keeps_its_legs_and_expires,
     replicas_counting_one_run_add_up,
+    recurring_digests_are_named_by_number_once_committed,
 );
 
 fn binding(proposal: char) -> Binding {
@@ -618,6 +636,49 @@ async fn the_store_itself_refuses_log_rewrites(s: Store) {
     assert!(l.add_log_key(LogKey { ed25519: "vkey-b".into(), ..k.clone() }).await.is_err());
     assert_eq!(l.log_keys().await.unwrap(), vec![k]);
     assert!(s.raw("DELETE FROM log_keys").await.unwrap_err().contains("never"));
+}
+
+/// The key's id, the tool's definition and the policy version, repeated
+/// receipt after receipt, are stored whole until the store has committed a
+/// number for each, and by number after: the same leaves, 77 bytes fewer a
+/// row. Another process (another replica) reads them; the numbers are never
+/// changed or removed.
+async fn recurring_digests_are_named_by_number_once_committed(s: Store) {
+    let (l, key) = (&*s.ledger, receipt_key(7));
+    let with_digests = |tool: &str, op: Option<&str>| {
+        let mut d = draft(&key, tool, op);
+        d.receipt.policy_version = "e".repeat(64);
+        d
+    };
+    l.append_receipts(vec![with_digests("one_a", None)]).await.unwrap();
+    // A transaction numbers what the first row met; the next learns the numbers.
+    for _ in 0..2 {
+        l.receipts(0, 10).await.unwrap();
+        l.count_approvals(ApprovalState::Pending).await.unwrap();
+    }
+    l.append_receipts(vec![with_digests("one_b", None)]).await.unwrap();
+    // A write's receipt, in its operation's transaction, is named the same way.
+    let mut op = new_op("op-digests", key_of("digests"), 'x', 1_000);
+    op.receipt = Some(with_digests("one_c", Some("reserved")));
+    mine(l.begin_operation(op, 1).await.unwrap());
+    let stored = l.receipts(0, 10).await.unwrap();
+    assert_eq!(stored.len(), 3);
+    let sizes = s.body_sizes().await;
+    assert_eq!(sizes[0] - sizes[1], 77, "17 + 33 + 33 bytes became 2 + 2 + 2: {sizes:?}");
+    for (r, tool) in stored.iter().zip(["one_a", "one_b", "one_c"]) {
+        let logged = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
+        assert_eq!((logged.receipt.tool.as_str(), logged.receipt.policy_version.as_str(), logged.receipt.kid.as_str()), (tool, "e".repeat(64).as_str(), key.kid()));
+        assert_eq!(logged.receipt.tool_definition_sha256, "d".repeat(64));
+        receipt::verify(&logged, &key.verifying_key()).unwrap();
+    }
+    // Another process reads the numbers from the store.
+    let other = s.second().await;
+    assert_eq!(other.receipts(0, 10).await.unwrap(), stored);
+    assert_eq!(other.leaf_hashes(0, 3).await.unwrap(), stored.iter().map(|r| r.leaf_hash).collect::<Vec<_>>());
+    for sql in ["UPDATE digests SET digest = digest", "DELETE FROM digests"] {
+        let err = s.raw(sql).await.unwrap_err();
+        assert!(err.contains("never"), "{sql}: {err}");
+    }
 }
 
 async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_and_signed(s: Store) {

@@ -14,9 +14,16 @@
 //! The first byte is the format, [`FORMAT`], never `{`: a store tells a
 //! compact row from an older one holding the leaf's JSON text by it.
 //!
+//! The digests that recur receipt after receipt — the signing key's id, the
+//! tool's definition, the policy version — are named by a number once the
+//! ledger's dictionary of digests holds them ([`Digests`]): a row then keeps
+//! one or two bytes for each rather than 17 or 33. The ledger gives the
+//! encoder only numbers it has committed, so a row never names one that a
+//! crash could lose.
+//!
 //! This is a storage format, not a wire format: it never leaves the ledger.
 //! It is frozen once written all the same — [`WORDS`] only ever grows at its
-//! end — since old rows must decode.
+//! end, a digest's tags only gain new ones — since old rows must decode.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -45,24 +52,64 @@ const WORDS: &[&str] = &[
     "registry", "default",
 ];
 
-/// Encodes a logged receipt (its `log_index` aside) as a compact row.
-pub fn encode(logged: &LoggedReceipt) -> Vec<u8> {
+/// The ledger's dictionary of digests: a number for each raw digest it has
+/// made durable, and the way back. Numbers start at 1.
+#[derive(Debug, Clone, Default)]
+pub struct Digests {
+    ids: std::collections::HashMap<Vec<u8>, u64>,
+    raw: std::collections::HashMap<u64, Vec<u8>>,
+    max: u64,
+}
+
+impl Digests {
+    /// Learns that `id` names `raw` (as the ledger stored it).
+    pub fn insert(&mut self, id: u64, raw: Vec<u8>) {
+        self.max = self.max.max(id);
+        self.ids.insert(raw.clone(), id);
+        self.raw.insert(id, raw);
+    }
+
+    /// The largest number known: the ledger reads only those above it.
+    pub fn max_id(&self) -> u64 {
+        self.max
+    }
+
+    /// The raw digests of `r` that recur and this dictionary lacks: the
+    /// ledger adds them, and later rows name them by number.
+    pub fn missing(&self, r: &Receipt) -> Vec<Vec<u8>> {
+        recurring(r).into_iter().filter_map(raw_digest).filter(|raw| !self.ids.contains_key(raw)).collect()
+    }
+}
+
+/// The fields that recur from one receipt to the next.
+fn recurring(r: &Receipt) -> [&str; 3] {
+    [&r.kid, &r.tool_definition_sha256, &r.policy_version]
+}
+
+/// A digest as its raw bytes: 64 or 32 lower-case hex digits.
+fn raw_digest(s: &str) -> Option<Vec<u8>> {
+    matches!(s.len(), 64 | 32).then(|| unhex(s)).flatten()
+}
+
+/// Encodes a logged receipt (its `log_index` aside) as a compact row,
+/// naming each recurring digest `digests` holds by its number.
+pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     let r = &logged.receipt;
     let mut out = Vec::with_capacity(320);
     out.push(FORMAT);
     varint(&mut out, u64::from(r.v));
-    digest(&mut out, Some(&r.kid));
+    recurring_digest(&mut out, &r.kid, digests);
     time(&mut out, &r.issued_at);
     for s in [&r.tenant, &r.caller, &r.server, &r.tool] {
         text(&mut out, s);
     }
-    digest(&mut out, Some(&r.tool_definition_sha256));
+    recurring_digest(&mut out, &r.tool_definition_sha256, digests);
     digest(&mut out, Some(&r.proposal_sha256));
     text(&mut out, &r.decision);
     text(&mut out, &r.reason);
     varint(&mut out, r.rules.len() as u64);
     r.rules.iter().for_each(|rule| text(&mut out, rule));
-    digest(&mut out, Some(&r.policy_version));
+    recurring_digest(&mut out, &r.policy_version, digests);
     match &r.approval {
         None => out.push(0),
         Some(a) => {
@@ -110,9 +157,11 @@ pub fn encode(logged: &LoggedReceipt) -> Vec<u8> {
     out
 }
 
-/// The logged receipt a compact row holds, placed at `log_index`.
-pub fn decode(bytes: &[u8], log_index: u64) -> Result<LoggedReceipt, ReceiptError> {
-    let mut r = Reader { bytes, at: 0 };
+/// The logged receipt a compact row holds, placed at `log_index`; the
+/// numbers it names digests by are read in `digests` (a number it lacks is
+/// an error: the ledger reads its dictionary after the rows).
+pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedReceipt, ReceiptError> {
+    let mut r = Reader { bytes, at: 0, digests };
     if r.byte()? != FORMAT {
         return Err(r.bad("not a compact receipt row"));
     }
@@ -329,11 +378,24 @@ fn text(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Tags of a digest: absent (`None`), 32 or 16 raw bytes of lower-case hex, or text.
+/// Tags of a digest: absent (`None`), 32 or 16 raw bytes of lower-case hex,
+/// text, or the number of a digest in the ledger's dictionary.
 const NONE: u8 = 0;
 const HEX32: u8 = 1;
 const HEX16: u8 = 2;
 const TEXT: u8 = 3;
+const NAMED: u8 = 4;
+
+/// A recurring digest: by its number when `digests` holds it.
+fn recurring_digest(out: &mut Vec<u8>, s: &str, digests: &Digests) {
+    match raw_digest(s).and_then(|raw| digests.ids.get(&raw).copied()) {
+        Some(id) => {
+            out.push(NAMED);
+            varint(out, id);
+        }
+        None => digest(out, Some(s)),
+    }
+}
 
 fn digest(out: &mut Vec<u8>, s: Option<&str>) {
     let Some(s) = s else { return out.push(NONE) };
@@ -404,6 +466,7 @@ fn parse_rfc3339_ms(s: &str) -> Option<i64> {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    digests: &'a Digests,
 }
 
 impl Reader<'_> {
@@ -449,6 +512,11 @@ impl Reader<'_> {
             HEX32 => Some(crate::proposal::hex(self.take(32)?)),
             HEX16 => Some(crate::proposal::hex(self.take(16)?)),
             TEXT => Some(self.text()?),
+            NAMED => {
+                let id = self.varint()?;
+                let raw = self.digests.raw.get(&id).ok_or_else(|| self.bad(&format!("digest #{id} is not in the ledger's dictionary")))?;
+                Some(crate::proposal::hex(raw))
+            }
             _ => return Err(self.bad("digest tag")),
         })
     }
@@ -501,22 +569,52 @@ mod tests {
         LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
     }
 
+    /// A dictionary that holds nothing: rows as the ledger wrote them before it had one.
+    static NONE_KNOWN: std::sync::LazyLock<Digests> = std::sync::LazyLock::new(Digests::default);
+
     #[test]
     fn a_read_s_receipt_is_a_fraction_of_its_leaf() {
         let logged = sample(false);
-        let row = encode(&logged);
-        assert_eq!(decode(&row, 9).unwrap(), logged);
+        let row = encode(&logged, &NONE_KNOWN);
+        assert_eq!(decode(&row, 9, &&NONE_KNOWN).unwrap(), logged);
         let leaf = leaf_bytes(&logged).len();
         assert!(row.len() * 3 < leaf, "{} bytes stored for a {leaf}-byte leaf", row.len());
         assert!(row.len() <= 264, "{} bytes", row.len());
         let signed = sample(true);
-        assert_eq!(encode(&signed).len(), row.len() + 64);
-        assert_eq!(decode(&encode(&signed), 9).unwrap(), signed);
+        assert_eq!(encode(&signed, &&NONE_KNOWN).len(), row.len() + 64);
+        assert_eq!(decode(&encode(&signed, &NONE_KNOWN), 9, &&NONE_KNOWN).unwrap(), signed);
+    }
+
+    /// Once the dictionary holds the key's id, the tool's definition and the
+    /// policy version, a row names them by number: 77 bytes fewer, the same leaf.
+    #[test]
+    fn recurring_digests_are_named_by_number() {
+        let logged = sample(false);
+        let mut digests = Digests::default();
+        let missing = digests.missing(&logged.receipt);
+        assert_eq!(missing.len(), 3, "the kid, the definition, the policy version");
+        for (id, raw) in (1..).zip(missing) {
+            digests.insert(id, raw);
+        }
+        assert!(digests.missing(&logged.receipt).is_empty());
+        let (plain, named) = (encode(&logged, &NONE_KNOWN), encode(&logged, &digests));
+        assert_eq!(plain.len() - named.len(), 77, "17 + 33 + 33 bytes became 2 + 2 + 2");
+        assert_eq!(decode(&named, 9, &digests).unwrap(), logged);
+        // A row read without its dictionary says which number it lacks.
+        let err = decode(&named, 9, &&NONE_KNOWN).unwrap_err().to_string();
+        assert!(err.contains("digest #1 is not in the ledger's dictionary"), "{err}");
+        // Rows written before the dictionary still decode with it.
+        assert_eq!(decode(&plain, 9, &digests).unwrap(), logged);
+        // Text that is not a digest is never named.
+        let mut other = sample(false);
+        other.receipt.policy_version = "v1".into();
+        assert_eq!(digests.missing(&other.receipt).len(), 0);
+        assert_eq!(decode(&encode(&other, &digests), 9, &digests).unwrap(), other);
     }
 
     #[test]
     fn the_first_byte_is_never_the_brace_of_a_json_row() {
-        assert_ne!(encode(&sample(false))[0], b'{');
+        assert_ne!(encode(&sample(false), &NONE_KNOWN)[0], b'{');
     }
 
     #[test]
@@ -531,13 +629,13 @@ mod tests {
 
     #[test]
     fn a_cut_or_padded_row_is_refused() {
-        let row = encode(&sample(true));
+        let row = encode(&sample(true), &NONE_KNOWN);
         for cut in 0..row.len() {
-            assert!(decode(&row[..cut], 9).is_err(), "cut at {cut}");
+            assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
         }
         let mut padded = row.clone();
         padded.push(0);
-        assert!(decode(&padded, 9).is_err());
+        assert!(decode(&padded, 9, &&NONE_KNOWN).is_err());
     }
 
     #[test]
@@ -617,7 +715,14 @@ mod tests {
                 result: flags.4.then(|| json!(null)),
             };
             let logged = LoggedReceipt { receipt, signature: sig };
-            let back = decode(&encode(&logged), index).unwrap();
+            let back = decode(&encode(&logged, &NONE_KNOWN), index, &&NONE_KNOWN).unwrap();
+            prop_assert_eq!(leaf_bytes(&back), leaf_bytes(&logged));
+            // With a dictionary that holds its recurring digests, too.
+            let mut digests = Digests::default();
+            for (id, raw) in (1..).zip(digests.missing(&logged.receipt)) {
+                digests.insert(id, raw);
+            }
+            let back = decode(&encode(&logged, &digests), index, &digests).unwrap();
             prop_assert_eq!(leaf_bytes(&back), leaf_bytes(&logged));
         }
     }

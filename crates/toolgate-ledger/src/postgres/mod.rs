@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0007_runs.sql"),
     include_str!("../migrations/postgres/0008_compact_receipts.sql"),
     include_str!("../migrations/postgres/0009_archives.sql"),
+    include_str!("../migrations/postgres/0010_digests.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -44,6 +45,8 @@ const CONNECTIONS: usize = 8;
 pub struct PostgresLedger {
     pool: std::sync::Arc<Pool>,
     sequencer: sequencer::Sequencer,
+    /// The numbers its rows name recurring digests by (see `digests`).
+    digests: std::sync::Arc<crate::digests::Dictionary>,
 }
 
 impl PostgresLedger {
@@ -52,7 +55,8 @@ impl PostgresLedger {
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = std::sync::Arc::new(Pool::connect(url, CONNECTIONS).await?);
         pool.migrate(MIGRATIONS).await?;
-        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone()), pool })
+        let digests = std::sync::Arc::new(crate::digests::Dictionary::default());
+        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone(), digests.clone()), pool, digests })
     }
 }
 
@@ -64,11 +68,12 @@ impl Ledger for PostgresLedger {
 
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
         let Some(draft) = new.receipt.take() else { return approvals::create(&*self.pool, &new).await };
+        let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     let approval = approvals::create(tx, &new).await?;
-                    receipts::append(tx, vec![draft]).await?;
+                    receipts::append(tx, &digests, vec![draft]).await?;
                     Ok(approval)
                 })
             })
@@ -95,12 +100,13 @@ impl Ledger for PostgresLedger {
 
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
         let Some(draft) = new.receipt.take() else { return operations::begin(&*self.pool, &new, now_ms).await };
+        let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     let begun = operations::begin(tx, &new, now_ms).await?;
                     if let Begun::Mine(_) = &begun {
-                        receipts::append(tx, vec![draft]).await?;
+                        receipts::append(tx, &digests, vec![draft]).await?;
                     }
                     Ok(begun)
                 })
@@ -113,11 +119,12 @@ impl Ledger for PostgresLedger {
     async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
         let Some(draft) = receipt else { return operations::finish(&*self.pool, id, attempt, state, outcome, now_ms).await };
         let id = id.to_string();
+        let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     let op = operations::finish(tx, &id, attempt, state, outcome, now_ms).await?;
-                    receipts::append(tx, vec![draft]).await?;
+                    receipts::append(tx, &digests, vec![draft]).await?;
                     Ok(op)
                 })
             })
@@ -135,11 +142,12 @@ impl Ledger for PostgresLedger {
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let Some(draft) = resolution.receipt.take() else { return operations::resolve(&*self.pool, id, &resolution).await };
         let id = id.to_string();
+        let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     let op = operations::resolve(tx, &id, &resolution).await?;
-                    receipts::append(tx, vec![draft]).await?;
+                    receipts::append(tx, &digests, vec![draft]).await?;
                     Ok(op)
                 })
             })
@@ -150,13 +158,13 @@ impl Ledger for PostgresLedger {
         self.sequencer.append(drafts).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        receipts::list(&*self.pool, from, limit).await
+        receipts::list(&*self.pool, &self.digests, from, limit).await
     }
     async fn log_size(&self) -> Result<u64> {
         receipts::log_size(&*self.pool).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        receipts::leaf_hashes(&*self.pool, from, to).await
+        receipts::leaf_hashes(&*self.pool, &self.digests, from, to).await
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
         receipts::archived(&*self.pool).await

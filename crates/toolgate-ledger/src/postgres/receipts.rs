@@ -9,21 +9,22 @@ use tokio_postgres::Row;
 use toolgate_core::merkle::Hash;
 
 use super::pool::Db;
+use crate::digests::Dictionary;
 use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
 /// The log's lock (the migrations' is 7461001).
 const LOG_LOCK: i64 = 7_461_002;
 
 /// Inside a transaction only: the lock is held until it ends.
-pub async fn append(tx: &impl Db, drafts: Vec<Draft>) -> Result<Vec<u64>> {
-    append_each(tx, vec![drafts]).await?.pop().expect("one request, one answer")
+pub async fn append(tx: &impl Db, digests: &Dictionary, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+    append_each(tx, digests, vec![drafts]).await?.pop().expect("one request, one answer")
 }
 
 /// Several requests' receipts, under one take of the log's lock and in one
 /// statement: each request gets its indexes, or why its receipts could not
 /// be sealed (then it takes none, and the others are unaffected). Inside a
 /// transaction only.
-pub async fn append_each(tx: &impl Db, requests: Vec<Vec<Draft>>) -> Result<Vec<Result<Vec<u64>>>> {
+pub async fn append_each(tx: &impl Db, digests: &Dictionary, requests: Vec<Vec<Draft>>) -> Result<Vec<Result<Vec<u64>>>> {
     if requests.iter().all(Vec::is_empty) {
         return Ok(requests.into_iter().map(|_| Ok(Vec::new())).collect());
     }
@@ -34,7 +35,7 @@ pub async fn append_each(tx: &impl Db, requests: Vec<Vec<Draft>>) -> Result<Vec<
     for drafts in requests {
         // Sealed whole or not at all: a request's receipts are adjacent.
         let first = next;
-        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64)).collect();
+        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64, digests)).collect();
         match sealed {
             Ok(rows) => {
                 next = first + rows.len() as u64;
@@ -56,7 +57,22 @@ pub async fn append_each(tx: &impl Db, requests: Vec<Vec<Draft>>) -> Result<Vec<
         &[&indexes, &bodies, &salts, &asked],
     )
     .await?;
+    // The digests these rows met without a number get one, in this
+    // transaction; rows name them once it committed and a batch learned them.
+    let pending = digests.take_pending();
+    if !pending.is_empty() {
+        tx.execute("INSERT INTO digests (digest) SELECT unnest($1::bytea[]) ON CONFLICT (digest) DO NOTHING", &[&pending]).await?;
+    }
     Ok(answers)
+}
+
+/// Learns the numbers of the dictionary of digests above those `digests`
+/// knows. `db` must not be a transaction that added some: read outside one,
+/// they are all committed.
+pub async fn learn_digests(db: &impl Db, digests: &Dictionary) -> Result<()> {
+    let rows = db.query("SELECT id, digest FROM digests WHERE id > $1 ORDER BY id", &[&(digests.max_id() as i64)]).await?;
+    digests.learn(rows.iter().map(|r| (r.get::<_, i64>("id") as u64, r.get::<_, Vec<u8>>("digest"))).collect());
+    Ok(())
 }
 
 /// The next index: after the last row, or after the archive when no row is left.
@@ -89,15 +105,18 @@ fn hash(r: &Row, column: &str) -> Result<Hash> {
     r.get::<_, Vec<u8>>(column).try_into().map_err(|_| LedgerError::Store(format!("a stored {column} is not 32 bytes")))
 }
 
-pub async fn list(db: &impl Db, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+/// Outside a transaction only (the dictionary is read after the rows: every
+/// number they name is committed by then).
+pub async fn list(db: &impl Db, digests: &Dictionary, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
     let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
     let rows = db.query("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
-    rows.iter().map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, r.get("body"), hash(r, "salt")?, r.get("proposal"))).collect()
+    learn_digests(db, digests).await?;
+    rows.iter().map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, r.get("body"), hash(r, "salt")?, r.get("proposal"), digests)).collect()
 }
 
 /// The leaves' hashes, from their rows (a row keeps no hash of its own).
-pub async fn leaf_hashes(db: &impl Db, from: u64, to: u64) -> Result<Vec<Hash>> {
-    StoredReceipt::leaf_hashes(list(db, from, to.saturating_sub(from)).await?, from, to)
+pub async fn leaf_hashes(db: &impl Db, digests: &Dictionary, from: u64, to: u64) -> Result<Vec<Hash>> {
+    StoredReceipt::leaf_hashes(list(db, digests, from, to.saturating_sub(from)).await?, from, to)
 }
 
 pub async fn add_checkpoint(db: &impl Db, c: &StoredCheckpoint) -> Result<bool> {

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::pool::Pool;
 use super::receipts;
+use crate::digests::Dictionary;
 use crate::{Draft, LedgerError, Result};
 
 /// The most receipts one batch takes: bounds what one transaction holds.
@@ -25,9 +26,9 @@ pub struct Sequencer {
 
 impl Sequencer {
     /// Starts the sequencer's task on the current runtime; it ends with the ledger.
-    pub fn start(pool: Arc<Pool>) -> Self {
+    pub fn start(pool: Arc<Pool>, digests: Arc<Dictionary>) -> Self {
         let (requests, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, queue));
+        tokio::spawn(run(pool, digests, queue));
         Self { requests }
     }
 
@@ -40,7 +41,7 @@ impl Sequencer {
     }
 }
 
-async fn run(pool: Arc<Pool>, mut queue: mpsc::UnboundedReceiver<Request>) {
+async fn run(pool: Arc<Pool>, digests: Arc<Dictionary>, mut queue: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = queue.recv().await {
         let mut size = first.0.len();
         let mut batch = vec![first];
@@ -50,13 +51,19 @@ async fn run(pool: Arc<Pool>, mut queue: mpsc::UnboundedReceiver<Request>) {
             batch.push(more);
         }
         let (drafts, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        // Numbers committed since a batch met new digests (this replica's or
+        // another's), read outside the batch's transaction: committed ones only.
+        if digests.stale() && let Err(e) = receipts::learn_digests(&*pool, &digests).await {
+            tracing::debug!(target: "toolgate::ledger", error = %e, "cannot read the dictionary of digests; rows keep them whole");
+        }
+        let digests = digests.clone();
         let written = pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     // No state attested: the WAL flush of the next durable commit covers it.
                     use super::pool::Db as _;
                     tx.execute("SET LOCAL synchronous_commit = off", &[]).await?;
-                    receipts::append_each(tx, drafts).await
+                    receipts::append_each(tx, &digests, drafts).await
                 })
             })
             .await;

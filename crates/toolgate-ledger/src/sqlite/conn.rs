@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0007_runs.sql"),
     include_str!("../migrations/sqlite/0008_compact_receipts.sql"),
     include_str!("../migrations/sqlite/0009_archives.sql"),
+    include_str!("../migrations/sqlite/0010_digests.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.
@@ -124,8 +125,9 @@ mod tests {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version as usize, MIGRATIONS.len());
         let draft = Draft { receipt: receipt(&key, receipt::RECEIPT_VERSION, "close_ticket"), salt: [2; 32], asked: None, key: Arc::new(ReceiptKey::new(key.signing_key().clone())), sign_each: false };
-        assert_eq!(super::super::receipts::append(&conn, vec![draft]).unwrap(), vec![1]);
-        let rows = super::super::receipts::list(&conn, 0, 10).unwrap();
+        let digests = crate::digests::Dictionary::default();
+        assert_eq!(super::super::receipts::append(&conn, &digests, vec![draft]).unwrap(), vec![1]);
+        let rows = super::super::receipts::list(&conn, &digests, 0, 10).unwrap();
         assert_eq!((rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()), (old_text.as_str(), old_leaf, [1; 32], Some("{}")));
         let new = LoggedReceipt::from_json(rows[1].logged.as_bytes(), Default::default()).unwrap();
         assert_eq!((new.receipt.log_index, new.receipt.tool.as_str(), new.signature.is_none()), (1, "close_ticket", true));

@@ -37,6 +37,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
+use crate::digests::Dictionary;
 use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 
@@ -73,6 +74,8 @@ pub struct SqliteLedger {
     epoch: std::time::Instant,
     /// Where a read's receipts are appended when the ledger sequences.
     sequence: Arc<Mutex<sequence::Sequence>>,
+    /// The numbers its rows name recurring digests by (see `digests`).
+    digests: Arc<Dictionary>,
     /// Dropped with the ledger: stops the WAL checkpointer.
     _checkpointer: mpsc::Sender<()>,
 }
@@ -116,7 +119,8 @@ impl SqliteLedger {
     /// `open_sequencing`.
     pub fn open_with(path: &Path, sync: Synchronous, group: bool, sequences: bool) -> Result<Self> {
         let conn = conn::open(path)?;
-        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences)?));
+        let digests = Arc::new(Dictionary::default());
+        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences, digests.clone())?));
         if sync == Synchronous::Normal {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
@@ -125,13 +129,13 @@ impl SqliteLedger {
         let (checkpointer, stop) = mpsc::channel();
         checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
-        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full, sequence: sequence.clone() }));
+        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full, sequence: sequence.clone(), digests: digests.clone() }));
         let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
             .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, _checkpointer: checkpointer })
+        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, _checkpointer: checkpointer })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
@@ -279,6 +283,7 @@ struct Writer {
     full: bool,
     /// Held by each transaction from before it begins until it is settled.
     sequence: Arc<Mutex<sequence::Sequence>>,
+    digests: Arc<Dictionary>,
 }
 
 impl Writer {
@@ -339,13 +344,23 @@ impl Writer {
     /// Integrates the sequenced receipts, runs the requests in the open
     /// transaction, then commits (or rolls back what SQLite left open).
     fn commit(&mut self, batch: Vec<Queued>, sequence: &mut sequence::Sequence) -> Committed {
-        let (ran, answers) = match sequence.integrate(&self.conn) {
+        // The numbers committed so far (this transaction sees no others):
+        // what every row this batch writes or reads may name.
+        let learned = receipts::learn_digests(&self.conn, &self.digests);
+        let (ran, answers) = match learned.and_then(|()| sequence.integrate(&self.conn)) {
             Ok(_) => run_batch(&mut self.conn, batch),
             Err(e) => {
                 let why = format!("cannot integrate the sequenced receipts ({e}); nothing was recorded, retry");
                 (Ran::Lost(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect())
             }
         };
+        // The digests this batch's rows (and the frames before them) met
+        // without a number get one, learned by the next transaction.
+        if matches!(ran, Ran::Transaction)
+            && let Err(e) = receipts::add_digests(&self.conn, &self.digests)
+        {
+            tracing::warn!(target: "toolgate::ledger", error = %e, "cannot number new digests; their rows keep them whole");
+        }
         let committed = match ran {
             Ran::Transaction => cached(&self.conn, "COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
             Ran::Lost(why) => Err(why),
@@ -415,10 +430,11 @@ impl Ledger for SqliteLedger {
     }
 
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
+        let digests = self.digests.clone();
         self.run(move |c| {
             let receipt = new.receipt.take();
             let approval = approvals::create(c, &new)?;
-            receipts::append(c, receipt.into_iter().collect())?;
+            receipts::append(c, &digests, receipt.into_iter().collect())?;
             Ok(approval)
         })
         .await
@@ -448,11 +464,12 @@ impl Ledger for SqliteLedger {
     }
 
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
+        let digests = self.digests.clone();
         self.run(move |c| {
             let receipt = new.receipt.take();
             let begun = operations::begin(c, &new, now_ms)?;
             if let (Begun::Mine(_), Some(draft)) = (&begun, receipt) {
-                receipts::append(c, vec![draft])?;
+                receipts::append(c, &digests, vec![draft])?;
             }
             Ok(begun)
         })
@@ -463,10 +480,10 @@ impl Ledger for SqliteLedger {
         self.run(move |c| operations::dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
     }
     async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
-        let id = id.to_string();
+        let (id, digests) = (id.to_string(), self.digests.clone());
         self.run(move |c| {
             let op = operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
-            receipts::append(c, receipt.into_iter().collect())?;
+            receipts::append(c, &digests, receipt.into_iter().collect())?;
             Ok(op)
         })
         .await
@@ -484,11 +501,11 @@ impl Ledger for SqliteLedger {
         self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms)).await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
-        let id = id.to_string();
+        let (id, digests) = (id.to_string(), self.digests.clone());
         self.run(move |c| {
             let receipt = resolution.receipt.take();
             let op = operations::resolve(c, &id, &resolution)?;
-            receipts::append(c, receipt.into_iter().collect())?;
+            receipts::append(c, &digests, receipt.into_iter().collect())?;
             Ok(op)
         })
         .await
@@ -512,17 +529,18 @@ impl Ledger for SqliteLedger {
         };
         // One receipt is one row: it needs no savepoint of its own.
         let isolated = drafts.len() > 1;
-        self.queue(move |c| receipts::append(c, drafts), false, isolated, true).await
+        let digests = self.digests.clone();
+        self.queue(move |c| receipts::append(c, &digests, drafts), false, isolated, true).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?).await
+        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?, self.digests.clone()).await
     }
     async fn log_size(&self) -> Result<u64> {
         self.read(receipts::log_size).await
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
         let rows = self.read_many(move |c| receipts::raw(c, from, to.saturating_sub(from))).await?;
-        StoredReceipt::leaf_hashes(decoded(rows).await?, from, to)
+        StoredReceipt::leaf_hashes(decoded(rows, self.digests.clone()).await?, from, to)
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
         self.read(receipts::archived).await
@@ -572,11 +590,11 @@ impl Ledger for SqliteLedger {
 /// Rows decoded (their leaves rebuilt and hashed) on a blocking thread: a
 /// checkpoint's thousand rows take milliseconds, which neither the writer
 /// (every append would wait) nor an async worker should spend.
-async fn decoded(rows: Vec<receipts::RawRow>) -> Result<Vec<StoredReceipt>> {
+async fn decoded(rows: Vec<receipts::RawRow>, digests: Arc<Dictionary>) -> Result<Vec<StoredReceipt>> {
     if rows.len() < 64 {
-        return rows.into_iter().map(receipts::RawRow::decode).collect();
+        return rows.into_iter().map(|r| r.decode(&digests)).collect();
     }
-    tokio::task::spawn_blocking(move || rows.into_iter().map(receipts::RawRow::decode).collect())
+    tokio::task::spawn_blocking(move || rows.into_iter().map(|r| r.decode(&digests)).collect())
         .await
         .map_err(|e| LedgerError::Store(format!("decoding receipts: {e}")))?
 }

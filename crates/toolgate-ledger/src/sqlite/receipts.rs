@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::merkle::Hash;
 
+use crate::digests::Dictionary;
 use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 
 /// The next index: after the last row, or after the archive when no row is left.
@@ -19,7 +20,7 @@ pub fn log_size(conn: &Connection) -> Result<u64> {
     size(conn)
 }
 
-pub fn append(conn: &Connection, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+pub fn append(conn: &Connection, digests: &Dictionary, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     if drafts.is_empty() {
         return Ok(Vec::new());
     }
@@ -27,7 +28,7 @@ pub fn append(conn: &Connection, drafts: Vec<Draft>) -> Result<Vec<u64>> {
     let first = size(conn)?;
     let mut rows = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.into_iter().enumerate() {
-        rows.push(crate::seal(draft, first + i as u64)?);
+        rows.push(crate::seal(draft, first + i as u64, digests)?);
     }
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
     for (&i, row) in indexes.iter().zip(rows) {
@@ -49,8 +50,32 @@ fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
 }
 
 #[cfg(test)]
-pub fn list(conn: &Connection, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-    raw(conn, from, limit)?.into_iter().map(RawRow::decode).collect()
+pub fn list(conn: &Connection, digests: &Dictionary, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+    learn_digests(conn, digests)?;
+    raw(conn, from, limit)?.into_iter().map(|r| r.decode(digests)).collect()
+}
+
+/// Learns the numbers of the dictionary of digests above those `digests`
+/// knows. Read at the start of a transaction, they are all committed.
+pub fn learn_digests(conn: &Connection, digests: &Dictionary) -> Result<()> {
+    let mut stmt = conn.prepare_cached("SELECT id, digest FROM digests WHERE id > ?1 ORDER BY id")?;
+    let learned = stmt.query_map([digests.max_id() as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    digests.learn(learned);
+    Ok(())
+}
+
+/// Numbers the digests rows met without one (in the open transaction: the
+/// next one learns them, once committed).
+pub fn add_digests(conn: &Connection, digests: &Dictionary) -> Result<()> {
+    let pending = digests.take_pending();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO digests (digest) VALUES (?1)")?;
+    for raw in pending {
+        insert.execute([raw])?;
+    }
+    Ok(())
 }
 
 /// A row as read, not yet decoded: reading is what the connection's holder
@@ -63,8 +88,8 @@ pub struct RawRow {
 }
 
 impl RawRow {
-    pub fn decode(self) -> Result<StoredReceipt> {
-        StoredReceipt::from_row(self.log_index, &self.body, self.salt, self.asked)
+    pub fn decode(self, digests: &Dictionary) -> Result<StoredReceipt> {
+        StoredReceipt::from_row(self.log_index, &self.body, self.salt, self.asked, digests)
     }
 }
 

@@ -24,10 +24,12 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use crate::digests::Dictionary;
 use crate::{Draft, LedgerError, Result, Row};
 
 /// The first byte of every frame's payload: the frame's layout.
@@ -59,6 +61,8 @@ pub struct Sequence {
     /// Reads the log's size when appends take the lock (only a ledger that
     /// sequences has one): the writer's connection is the writer's.
     reader: Option<Connection>,
+    /// The numbers a frame's row may name digests by: committed ones only.
+    digests: Arc<Dictionary>,
 }
 
 /// What an append did: the indexes taken, or the drafts back when the
@@ -74,7 +78,7 @@ impl Sequence {
     /// Opens (creating, owner-only) the sequence file of the ledger at `db`;
     /// `sequences`: whether this process appends to it (the gateway) or
     /// only integrates what it finds (the CLI).
-    pub fn open(db: &Path, sequences: bool) -> Result<Self> {
+    pub fn open(db: &Path, sequences: bool, digests: Arc<Dictionary>) -> Result<Self> {
         let path = path_of(db);
         let file = OpenOptions::new()
             .read(true)
@@ -84,7 +88,7 @@ impl Sequence {
             .open(&path)
             .map_err(|e| LedgerError::Store(format!("cannot open the ledger's sequence file {}: {e}", path.display())))?;
         let reader = if sequences { Some(super::conn::open_reader(db)?) } else { None };
-        Ok(Self { file, path, held: false, next: 0, len: 0, frames: 0, asked: false, reader })
+        Ok(Self { file, path, held: false, next: 0, len: 0, frames: 0, asked: false, reader, digests })
     }
 
     /// Whether this process holds frames (or the lock) a transaction must integrate.
@@ -120,7 +124,7 @@ impl Sequence {
         let (first, n) = (self.next, drafts.len() as u64);
         let mut bytes = Vec::with_capacity(drafts.len() * 600);
         for (i, draft) in drafts.into_iter().enumerate() {
-            frame(&mut bytes, first + i as u64, &crate::seal(draft, first + i as u64)?);
+            frame(&mut bytes, first + i as u64, &crate::seal(draft, first + i as u64, &self.digests)?);
         }
         if let Err(e) = (&self.file).write_all(&bytes) {
             // A torn frame is cut off (a reader would stop there anyway).
