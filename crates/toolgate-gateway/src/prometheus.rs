@@ -54,15 +54,16 @@ pub struct Scrape {
 }
 
 impl Scrape {
-    /// Serves `GET /metrics` until the process ends, over TLS when the
-    /// listeners have a `certificate` (a scrape is a listener like the
-    /// others); says where on stderr.
-    pub async fn serve(self, certificate: Option<Arc<crate::downstream::tls::Certificate>>) -> anyhow::Result<()> {
-        let listener = tokio::net::TcpListener::bind(self.listen).await.map_err(|e| anyhow::anyhow!("prometheus_listen {}: {e}", self.listen))?;
-        let scheme = if certificate.is_some() { "https" } else { "http" };
-        eprintln!("metrics: {scheme}://{}/metrics", listener.local_addr()?);
+    /// Where it is to listen (`prometheus_listen`).
+    pub fn listen(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// `GET /metrics`, read fresh on each request; the caller serves it on
+    /// a listener of its own, as it serves its others (plain or TLS).
+    pub fn router(self) -> axum::Router {
         let reader = self.reader;
-        let app = axum::Router::new().route(
+        axum::Router::new().route(
             "/metrics",
             axum::routing::get(move || {
                 let reader = reader.clone();
@@ -74,15 +75,7 @@ impl Scrape {
                     }
                 }
             }),
-        );
-        match certificate {
-            None => drop(tokio::spawn(async move { axum::serve(crate::downstream::http::no_delay(listener), app).await })),
-            Some(certificate) => {
-                let listener = crate::downstream::tls::TlsListener::new(listener, certificate)?;
-                tokio::spawn(crate::downstream::http::serve_router_tls(app, listener, std::future::pending()));
-            }
-        }
-        Ok(())
+        )
     }
 }
 

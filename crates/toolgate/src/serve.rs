@@ -29,7 +29,15 @@ pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::p
     // One certificate, watched once, for every listener (stdio alone has none).
     let certificate = if stdio && scrape.is_none() { None } else { certificate(&gw)? };
     if let Some(scrape) = scrape {
-        scrape.serve(certificate.clone()).await?;
+        // A listener like the others: TLS when they have a certificate.
+        let (listening, base) = Listening::bind(scrape.listen(), certificate.as_ref(), " ([telemetry] prometheus_listen)").await?;
+        eprintln!("metrics: {base}/metrics");
+        let serving = listening.serve(scrape.router(), std::future::pending());
+        tokio::spawn(async move {
+            if let Err(e) = serving.await {
+                tracing::error!(error = %e, "the Prometheus scrape's listener failed");
+            }
+        });
     }
     for (server, why) in gw.wait_ready(Duration::from_secs(10)).await {
         tracing::warn!(%server, %why, "upstream not ready yet; its tools are unlisted until it is");
