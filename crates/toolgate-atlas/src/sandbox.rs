@@ -47,6 +47,11 @@ struct Seen {
     /// not parsed, until it is whole.
     partial: Vec<u8>,
     records: Option<Vec<Value>>,
+    /// Per field looked up by [`Sandbox::first_where`]: each value's oldest
+    /// record (its position in `records`), kept as lines arrive. A soak's
+    /// desk holds tens of thousands of tickets; scanning them on every
+    /// create made each write slower than the last.
+    index: HashMap<String, HashMap<String, usize>>,
 }
 
 impl Seen {
@@ -89,6 +94,11 @@ impl Seen {
             if let (Some(records), Ok(v)) =
                 (self.records.as_mut(), serde_json::from_slice::<Value>(line))
             {
+                for (field, by) in &mut self.index {
+                    if let Some(value) = v[field.as_str()].as_str() {
+                        by.entry(value.to_string()).or_insert(records.len());
+                    }
+                }
                 records.push(v);
             }
         }
@@ -136,23 +146,53 @@ impl Sandbox {
         self.append_locked(&mut seen, file, build)
     }
 
-    /// Appends as [`append`](Self::append) unless a record of `file`
-    /// satisfies `find`; then that (oldest) record is returned and nothing is
-    /// written. Scan and append happen under one lock, so two concurrent
-    /// calls in this process cannot both append: the basis of deduplication.
-    /// (Another process on the same directory is not excluded.)
+    /// Appends as [`append`](Self::append) unless a record of `file` has
+    /// the string `value` at `field`; then that (oldest) record is returned
+    /// and nothing is written. Lookup and append happen under one lock, so
+    /// two concurrent calls in this process cannot both append: the basis
+    /// of deduplication. (Another process on the same directory is not
+    /// excluded.)
     pub fn append_unless(
         &self,
         file: &str,
-        find: impl Fn(&Value) -> bool,
+        (field, value): (&str, &str),
         build: impl FnOnce(u64) -> Value,
     ) -> std::io::Result<Appended> {
         let mut seen = self.lock();
-        if let Some(existing) = self.records(&mut seen, file)?.iter().find(|v| find(v)) {
-            return Ok(Appended::Existing(existing.clone()));
+        if let Some(existing) = self.first_locked(&mut seen, file, field, value)? {
+            return Ok(Appended::Existing(existing));
         }
         self.append_locked(&mut seen, file, build)
             .map(Appended::New)
+    }
+
+    /// The oldest record of `file` with the string `value` at `field`, by
+    /// an index of that field (built on first use, then kept up to date).
+    pub fn first_where(&self, file: &str, field: &str, value: &str) -> std::io::Result<Option<Value>> {
+        let mut seen = self.lock();
+        self.first_locked(&mut seen, file, field, value)
+    }
+
+    fn first_locked(
+        &self,
+        seen: &mut HashMap<String, Seen>,
+        file: &str,
+        field: &str,
+        value: &str,
+    ) -> std::io::Result<Option<Value>> {
+        let state = seen.entry(file.to_string()).or_default();
+        state.refresh(&self.dir.join(file), true)?;
+        let records = state.records.as_deref().unwrap_or_default();
+        let by = state.index.entry(field.to_string()).or_insert_with(|| {
+            let mut by = HashMap::new();
+            for (i, v) in records.iter().enumerate() {
+                if let Some(value) = v[field].as_str() {
+                    by.entry(value.to_string()).or_insert(i);
+                }
+            }
+            by
+        });
+        Ok(by.get(value).map(|&i| records[i].clone()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
@@ -230,7 +270,7 @@ mod tests {
         let found = one
             .append_unless(
                 "t.jsonl",
-                |v| v["r"] == "b",
+                ("r", "b"),
                 |seq| json!({"seq": seq, "r": "b"}),
             )
             .unwrap();
@@ -246,19 +286,27 @@ mod tests {
         let appended = other
             .append_unless(
                 "t.jsonl",
-                |v| v["r"] == "c",
+                ("r", "c"),
                 |seq| json!({"seq": seq, "r": "c"}),
             )
             .unwrap();
         assert_eq!(appended, Appended::New(json!({"seq": 4, "r": "c"})));
         // The torn line and the next one share a line on disk: neither parses.
         assert_eq!(one.read("t.jsonl", |_| true).unwrap().len(), 2);
+        // The index follows what was appended since it was built, here and in the other process.
+        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), None, "the line after a torn one does not parse");
+        other.append("t.jsonl", |seq| json!({"seq": seq, "r": "c"})).unwrap();
+        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), Some(json!({"seq": 4, "r": "c"})), "the torn line is counted, so this is 4 again");
+        assert_eq!(one.first_where("t.jsonl", "r", "a").unwrap(), Some(json!({"seq": 1, "r": "a"})), "the oldest");
+        assert_eq!(one.first_where("t.jsonl", "seq", "1").unwrap(), None, "a number is not the string");
         // A file that shrank (replaced) is read again from its start.
         std::fs::write(dir.path().join("t.jsonl"), "{\"seq\": 1, \"r\": \"z\"}\n").unwrap();
         assert_eq!(
             one.read("t.jsonl", |_| true).unwrap(),
             vec![json!({"seq": 1, "r": "z"})]
         );
+        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), None, "the index starts over with the file");
+        assert_eq!(one.first_where("t.jsonl", "r", "z").unwrap(), Some(json!({"seq": 1, "r": "z"})));
         assert_eq!(
             one.append("t.jsonl", |seq| json!({"seq": seq})).unwrap()["seq"],
             2

@@ -400,6 +400,27 @@ impl Frontier {
         self.size += 1;
     }
 
+    /// Appends the root of a perfect subtree of `2^height` leaves, as if
+    /// its leaves were pushed one by one: how a tree is rebuilt from the
+    /// hash tiles at its right edge. The size must be a multiple of
+    /// `2^height` (else the subtree is not one of the tree's).
+    pub fn push_subtree(&mut self, root: Hash, height: u32) -> Result<(), MerkleError> {
+        let leaves = 1u64.checked_shl(height).filter(|n| self.size % n == 0);
+        let Some(leaves) = leaves else {
+            return Err(MerkleError::Malformed(format!("a subtree of height {height} cannot follow {} leaves", self.size)));
+        };
+        let mut node = root;
+        let mut carry = self.size >> height;
+        while carry & 1 == 1 {
+            let left = self.subtrees.pop().expect("one subtree per set bit of the size");
+            node = node_hash(&left, &node);
+            carry >>= 1;
+        }
+        self.subtrees.push(node);
+        self.size += leaves;
+        Ok(())
+    }
+
     /// How many leaves the tree has.
     pub fn size(&self) -> u64 {
         self.size
@@ -683,6 +704,24 @@ mod tests {
                 frontier.push(*leaf);
             }
         }
+    }
+
+    #[test]
+    fn a_pushed_subtree_is_its_leaves_pushed_one_by_one() {
+        let all = leaves(300);
+        // 4 leaves, then subtrees of 4, 8 and 256 leaves at sizes they divide: refused elsewhere.
+        let mut frontier = Frontier::new();
+        all[..4].iter().for_each(|leaf| frontier.push(*leaf));
+        frontier.push_subtree(root(&all[4..8]), 2).unwrap();
+        frontier.push_subtree(root(&all[8..16]), 3).unwrap();
+        assert_eq!((frontier.size(), frontier.root()), (16, root(&all[..16])));
+        assert!(frontier.push_subtree(root(&all[16..48]), 5).is_err(), "32 leaves cannot follow 16");
+        assert_eq!(frontier.size(), 16, "a refused subtree changes nothing");
+        let mut from_tiles = Frontier::new();
+        from_tiles.push_subtree(root(&all[..256]), 8).unwrap();
+        all[256..300].iter().for_each(|leaf| from_tiles.push(*leaf));
+        assert_eq!(from_tiles.root(), root(&all));
+        assert_eq!(from_tiles.subtrees.len() as u32, 300u64.count_ones());
     }
 
     #[test]

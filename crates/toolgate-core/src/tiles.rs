@@ -104,6 +104,81 @@ pub fn tiles(leaf_hashes: &[Hash]) -> Vec<Tile> {
     out
 }
 
+/// The right edge of an archived tree: per level (1 up, ascending), the
+/// hashes of its partial tile, as [`edge_widths`] names them.
+pub type Edge = [(u8, Vec<Hash>)];
+
+/// The tiles an archive of `size` leaves gains when `fresh` leaf hashes
+/// are appended: the new full tiles, and the new partial one of each level.
+/// `edge` is the old tree's right edge (level 0 has none: `size` is a
+/// multiple of [`WIDTH`]). Only what changes is computed, so archiving the
+/// next minute costs that minute's leaves, not the whole log's.
+pub fn grown(size: u64, edge: &Edge, fresh: &[Hash]) -> Result<Vec<Tile>, TileError> {
+    let shape: Vec<(u8, u64)> = edge.iter().map(|(level, hashes)| (*level, hashes.len() as u64)).collect();
+    let expected: Vec<(u8, u64)> = edge_widths(size).into_iter().map(|(level, _, width)| (level, width)).collect();
+    if size % WIDTH != 0 || shape != expected {
+        return Err(TileError::Malformed(format!("the edge of a tree of {size} leaves is (level, hashes) {expected:?}, not {shape:?}")));
+    }
+    let mut out = Vec::new();
+    let mut fresh = fresh.to_vec();
+    let mut level = 0u8;
+    while !fresh.is_empty() {
+        let first = edge_of(size, level).0;
+        let mut hashes = edge.iter().find(|(l, _)| *l == level).map(|(_, h)| h.clone()).unwrap_or_default();
+        hashes.append(&mut fresh);
+        for (i, chunk) in hashes.chunks(WIDTH as usize).enumerate() {
+            if chunk.len() as u64 == WIDTH {
+                fresh.push(merkle::root(chunk));
+            }
+            out.push(Tile { level, index: first + i as u64, hashes: chunk.to_vec() });
+        }
+        level += 1;
+    }
+    Ok(out)
+}
+
+/// The partial tiles at the right edge of a tree of `size` leaves, level 1
+/// up: (level, tile index, width). Level 0 has none when `size` is a
+/// multiple of [`WIDTH`], as an archive's is.
+pub fn edge_widths(size: u64) -> Vec<(u8, u64, u64)> {
+    let mut out = Vec::new();
+    let mut level = 1u8;
+    while size.checked_shr(8 * u32::from(level)).unwrap_or(0) > 0 {
+        let (index, width) = edge_of(size, level);
+        if width > 0 {
+            out.push((level, index, width));
+        }
+        level += 1;
+    }
+    out
+}
+
+/// At `level` of a tree of `size` leaves: the index of the tile that grows
+/// next, and how many hashes it holds.
+fn edge_of(size: u64, level: u8) -> (u64, u64) {
+    let n = size.checked_shr(8 * u32::from(level)).unwrap_or(0);
+    (n / WIDTH, n % WIDTH)
+}
+
+/// The tree of `size` leaves as its right edge rebuilds it (the hashes of
+/// each partial tile, by level, as [`edge_widths`] lists them): its root
+/// checks an archive's edge against the root the ledger recorded.
+pub fn edge_frontier(size: u64, edge: &Edge) -> Result<merkle::Frontier, TileError> {
+    if size % WIDTH != 0 {
+        return Err(TileError::Malformed(format!("an archive holds whole tiles of {WIDTH}, not {size} leaves")));
+    }
+    let mut frontier = merkle::Frontier::new();
+    for (level, hashes) in edge.iter().rev() {
+        for hash in hashes {
+            frontier.push_subtree(*hash, 8 * u32::from(*level)).map_err(|e| TileError::Malformed(e.to_string()))?;
+        }
+    }
+    if frontier.size() != size {
+        return Err(TileError::Malformed(format!("the edge tiles hold {} leaves, not {size}", frontier.size())));
+    }
+    Ok(frontier)
+}
+
 /// Reads a hash tile's file: `width` hashes.
 pub fn read_tile(bytes: &[u8], width: u64) -> Result<Vec<Hash>, TileError> {
     if bytes.len() as u64 != width * 32 {
@@ -174,6 +249,29 @@ mod tests {
         let tile = level(1).next().unwrap();
         assert_eq!(read_tile(&tile.bytes(), 256).unwrap(), tile.hashes);
         assert!(read_tile(&tile.bytes(), 255).is_err());
+    }
+
+    /// The right edge of the tiles of `size` leaves, as an archive reads it.
+    fn edge(all: &[Tile], size: u64) -> Vec<(u8, Vec<Hash>)> {
+        edge_widths(size).into_iter().map(|(level, index, width)| (level, all.iter().find(|t| (t.level, t.index, t.hashes.len() as u64) == (level, index, width)).expect("the edge tile").hashes.clone())).collect()
+    }
+
+    #[test]
+    fn grown_tiles_are_the_tiles_that_change_and_the_edge_gives_the_root() {
+        let leaves: Vec<Hash> = (0..256 * 258 + 256u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        for (size, to) in [(0, 256), (256, 512), (256, 256 * 256), (256 * 255, 256 * 257), (256 * 256, 256 * 258), (256 * 3, 256 * 259)] {
+            let before = tiles(&leaves[..size as usize]);
+            let after = tiles(&leaves[..to as usize]);
+            let edge = edge(&before, size);
+            let frontier = edge_frontier(size, &edge).unwrap();
+            assert_eq!(frontier.root(), merkle::root(&leaves[..size as usize]), "the edge of {size} gives its root");
+            let grown = grown(size, &edge, &leaves[size as usize..to as usize]).unwrap();
+            let changed: Vec<&Tile> = after.iter().filter(|t| !before.contains(t)).collect();
+            assert_eq!(grown.iter().collect::<Vec<_>>(), changed, "{size}..{to}: exactly the new and grown tiles");
+        }
+        assert!(edge_frontier(300, &[]).is_err(), "not whole tiles");
+        assert!(edge_frontier(512, &[]).is_err(), "an edge missing its tiles");
+        assert!(grown(512, &[], &leaves[..1]).is_err(), "the edge of 512 has 2 hashes at level 1");
     }
 
     #[test]

@@ -12,12 +12,15 @@
 //!   record of what was asked (never served: receipts hold salted hashes, and
 //!   the salts and records are what the ledger kept private).
 //!
-//! Files are written, flushed to disk and read back and verified (entries
-//! against leaf hashes, every tile against the tiles recomputed from the
-//! leaves, the root against the checkpoint and the checkpoint's signatures
-//! against the key history) before the ledger records the archive and
-//! removes the rows, in one transaction. A run cut off anywhere leaves the
-//! rows in place; the next run writes the same files again.
+//! Files are written, flushed to disk and read back and verified (the new
+//! entries against their leaf hashes, the tiles the run wrote, the right
+//! edge's tiles against the tree's root before and after, the checkpoint's
+//! signatures against the key history) before the ledger records the
+//! archive and removes the rows, in one transaction. A run computes and
+//! reads only the tiles that change and the edge (a few files), so its cost
+//! follows the receipts it moves, not the log's size; `toolgate log verify`
+//! reads the whole archive. A run cut off anywhere leaves the rows in place;
+//! the next run writes the same files again.
 //!
 //! Readers take the log whole: `leaf_hashes` and `logged` give what the
 //! archive holds, then what the ledger does.
@@ -96,6 +99,12 @@ impl Archive {
         Ok(out)
     }
 
+    /// The right edge of the archived tree of `size` leaves: its partial
+    /// tiles, level 1 up (a few files, whatever the log's size).
+    pub fn edge(&self, size: u64) -> anyhow::Result<Vec<(u8, Vec<Hash>)>> {
+        tiles::edge_widths(size).into_iter().map(|(level, index, width)| Ok((level, tiles::read_tile(&self.read(&tiles::tile_path(level, index, width))?, width)?))).collect()
+    }
+
     /// The archived leaves `from..to`, from the entry bundles.
     pub fn leaves(&self, from: u64, to: u64) -> anyhow::Result<Vec<Leaf>> {
         let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
@@ -142,6 +151,59 @@ pub async fn leaves(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) 
     Ok(out)
 }
 
+/// `toolgate log verify`'s check of the archive's hash tiles: each level-0
+/// tile against the leaf hashes of the entries as they are read (in order),
+/// then the levels above from the roots of those tiles. An archive run
+/// checks only what it writes and the edge; this reads every tile, keeping
+/// one hash per 256 leaves.
+pub struct TileCheck<'a> {
+    archive: &'a Archive,
+    before: u64,
+    tile: Vec<Hash>,
+    roots: Vec<Hash>,
+}
+
+impl<'a> TileCheck<'a> {
+    /// A check of the tiles of the first `before` (archived) leaves.
+    pub fn new(archive: &'a Archive, before: u64) -> Self {
+        Self { archive, before, tile: Vec::with_capacity(WIDTH as usize), roots: Vec::new() }
+    }
+
+    /// The next leaf's hash, in log order from 0 (past `before`, ignored).
+    pub fn leaf(&mut self, index: u64, hash: Hash) -> anyhow::Result<()> {
+        if index >= self.before {
+            return Ok(());
+        }
+        self.tile.push(hash);
+        if self.tile.len() as u64 == WIDTH {
+            let path = tiles::tile_path(0, index / WIDTH, WIDTH);
+            let same = self.archive.read(&path).map(|had| had == self.tile.concat());
+            // The tree above is built from the entries either way, so one
+            // bad tile is one problem.
+            self.roots.push(merkle::root(&self.tile));
+            self.tile.clear();
+            if !same? {
+                bail!("the archive's {path} is not the hashes of its entries");
+            }
+        }
+        Ok(())
+    }
+
+    /// The levels above, once every archived leaf was given.
+    pub fn finish(self) -> anyhow::Result<()> {
+        if (self.roots.len() as u64) * WIDTH != self.before || !self.tile.is_empty() {
+            bail!("the archive's entries hold {} leaves, not {}", self.roots.len() as u64 * WIDTH + self.tile.len() as u64, self.before);
+        }
+        for tile in tiles::tiles(&self.roots) {
+            let path = tiles::tile_path(tile.level + 1, tile.index, tile.hashes.len() as u64);
+            if self.archive.read(&path)? != tile.bytes() {
+                bail!("the archive's {path} is not the roots of the tiles below it");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What an archive run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Archived {
@@ -157,7 +219,7 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     let archive = &log.archive;
     let last = ledger.archived().await?;
     let from = last.as_ref().map_or(0, |a| a.before);
-    let checkpointed = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
+    let checkpointed = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
     let target = before.min(checkpointed) / WIDTH * WIDTH;
     if target <= from {
         bail!(
@@ -180,42 +242,49 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
         let private: String = chunk.iter().map(|r| serde_json::json!({"log_index": r.log_index, "salt": hex(&r.salt), "asked": r.asked}).to_string() + "\n").collect();
         archive.write(&format!("private/{}", tiles::index_path(tile)), private.as_bytes(), true)?;
     }
-    // The tree at `target`: its tiles, root and frontier. What is archived
-    // already must still be what the ledger recorded of it.
-    let mut leaves = archive.leaf_hashes(0, from)?;
-    if let Some(last) = &last
-        && merkle::root(&leaves) != last.root
-    {
-        bail!("the archive's level-0 tiles of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived", archive.dir().display());
+    // The tree at `from` as the ledger recorded it, and its right edge as
+    // the archive holds it: they must agree before anything grows on it.
+    let mut frontier = match &last {
+        Some(a) => Frontier::from_parts(a.before, a.frontier.clone()).map_err(|e| anyhow!("the ledger's record of the archive: {e}"))?,
+        None => Frontier::new(),
+    };
+    let edge = archive.edge(from)?;
+    if tiles::edge_frontier(from, &edge)?.root() != frontier.root() || last.as_ref().is_some_and(|a| a.root != frontier.root()) {
+        bail!("the archive's tiles at the edge of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived", archive.dir().display());
     }
-    leaves.extend(rows.iter().map(|r| r.leaf_hash));
-    for tile in tiles::tiles(&leaves) {
+    // Only the tiles that change: this run's leaves and the edge above them.
+    let fresh: Vec<Hash> = rows.iter().map(|r| r.leaf_hash).collect();
+    let grown = tiles::grown(from, &edge, &fresh)?;
+    for tile in &grown {
         archive.write(&tile.path(), &tile.bytes(), false)?;
     }
-    let mut frontier = Frontier::new();
-    leaves.iter().for_each(|h| frontier.push(*h));
+    fresh.iter().for_each(|h| frontier.push(*h));
     let checkpoint = log.checkpoint_at(target, frontier.root()).await?;
     archive.write("checkpoint", checkpoint.note.as_bytes(), false)?;
-    verify(archive, ledger, from, target, &checkpoint.note).await?;
+    verify(archive, ledger, (from, target), &grown, &frontier, &checkpoint.note).await?;
     let moved = ledger.archive(StoredArchive { before: target, root: frontier.root(), frontier: frontier.subtrees().to_vec(), archived_ms: now_ms }).await?;
     Ok(Archived { before: target, moved })
 }
 
-/// Reads the archive of the first `size` receipts back from disk: the new
-/// entries `from..size` against their leaf hashes, every tile against the
-/// tiles recomputed from the leaves, and the checkpoint's root and
-/// signatures (by a key of the log's history).
-pub async fn verify(archive: &Archive, ledger: &dyn Ledger, from: u64, size: u64, note_text: &str) -> anyhow::Result<()> {
-    let leaves = archive.leaf_hashes(0, size)?;
+/// Reads back what a run wrote for receipts `from..size`: the new entries
+/// against their leaf hashes, the tiles it wrote, the edge at `size` against
+/// the tree's root, and the checkpoint's root and signatures (by a key of
+/// the log's history). The archive below `from` was checked through its
+/// edge before; `toolgate log verify` reads all of it.
+pub async fn verify(archive: &Archive, ledger: &dyn Ledger, (from, size): (u64, u64), written: &[tiles::Tile], tree: &Frontier, note_text: &str) -> anyhow::Result<()> {
+    let leaves = archive.leaf_hashes(from, size)?;
     for (index, leaf, _) in archive.leaves(from, size)? {
-        if leaves[index as usize] != leaf {
+        if leaves[(index - from) as usize] != leaf {
             bail!("the archive's entry {index} does not hash to its leaf in tile 0");
         }
     }
-    for tile in tiles::tiles(&leaves) {
+    for tile in written {
         if archive.read(&tile.path())? != tile.bytes() {
             bail!("the archive's {} is not the tile of its leaves", tile.path());
         }
+    }
+    if tree.size() != size || tiles::edge_frontier(size, &archive.edge(size)?)?.root() != tree.root() {
+        bail!("the archive's edge tiles at {size} do not give the tree's root");
     }
     let keys = ledger.log_keys().await?;
     let mut verifiers = Vec::new();
@@ -227,7 +296,7 @@ pub async fn verify(archive: &Archive, ledger: &dyn Ledger, from: u64, size: u64
         bail!("the archive's checkpoint is not the one just signed");
     }
     let (checkpoint, _) = note::open_checkpoint(&on_disk, &verifiers).map_err(|e| anyhow!("the archive's checkpoint: {e}"))?;
-    if checkpoint.size() != size || *checkpoint.root() != merkle::root(&leaves) {
+    if checkpoint.size() != size || *checkpoint.root() != tree.root() {
         bail!("the archive's checkpoint is not of its {size} leaves");
     }
     Ok(())

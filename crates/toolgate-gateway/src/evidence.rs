@@ -25,10 +25,10 @@ pub fn parse(stored: &str) -> anyhow::Result<LoggedReceipt> {
 /// The newest checkpoint, which must cover the log up to `to`: one is
 /// signed now if the checkpointer has not yet.
 pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> anyhow::Result<StoredCheckpoint> {
-    let mut checkpoint = ledger.checkpoints().await?.pop();
+    let mut checkpoint = ledger.checkpoint(None).await?;
     if checkpoint.as_ref().is_none_or(|c| c.size < to) {
         log.checkpoint().await?;
-        checkpoint = ledger.checkpoints().await?.pop();
+        checkpoint = ledger.checkpoint(None).await?;
     }
     checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))
 }

@@ -69,7 +69,7 @@ impl ReceiptLog {
                 frontier.push(leaf);
             }
         }
-        let last = ledger.checkpoints().await?.last().map_or(0, |c| c.size);
+        let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
         Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered }))
@@ -189,7 +189,7 @@ impl ReceiptLog {
     /// the caller computed: the ledger's, or one signed and recorded now. A
     /// recorded one with another root is a fork, refused.
     pub(crate) async fn checkpoint_at(self: &Arc<Self>, size: u64, root: toolgate_core::merkle::Hash) -> anyhow::Result<StoredCheckpoint> {
-        if let Some(had) = self.ledger.checkpoints().await?.into_iter().find(|c| c.size == size) {
+        if let Some(had) = self.ledger.checkpoint(Some(size)).await? {
             if had.root != root {
                 anyhow::bail!("the ledger's checkpoint of size {size} has another root than its leaves: the log is damaged; run `toolgate log verify`");
             }

@@ -65,16 +65,32 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true });
     assert!(report.ok(), "{:?}", report.failures);
     assert_eq!(b.receipts.len() as u64, to - 250);
-    // A second run has nothing to move yet; a damaged tile is refused
-    // before any row goes.
+    // A second run has nothing to move yet; a damaged tile at the edge the
+    // next run grows from is refused before any row goes.
     assert!(archive::run(&gw.log, ledger, 300, 3).await.is_err());
     calls(&h.url, 256).await;
     gw.log.checkpoint().await.unwrap();
-    std::fs::write(dir.join("tile/0/000"), vec![0u8; 256 * 32]).unwrap();
+    let edge = std::fs::read(dir.join("tile/1/000.p/1")).unwrap();
+    std::fs::write(dir.join("tile/1/000.p/1"), vec![0u8; 32]).unwrap();
     let refused = archive::run(&gw.log, ledger, 512, 4).await.unwrap_err().to_string();
-    assert!(refused.contains("tile"), "{refused}");
+    assert!(refused.contains("tiles at the edge") && refused.contains("restore"), "{refused}");
     assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256, "nothing moved");
-    std::fs::write(dir.join("tile/0/000"), tile.concat()).unwrap();
+    std::fs::write(dir.join("tile/1/000.p/1"), edge).unwrap();
     assert_eq!(archive::run(&gw.log, ledger, 512, 5).await.unwrap(), archive::Archived { before: 512, moved: 256 });
-    assert!(dir.join("tile/1/000.p/2").is_file());
+    assert_eq!(std::fs::read(dir.join("tile/1/000.p/2")).unwrap(), [merkle::root(&tile), merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 256, 512).await.unwrap())].concat());
+    // A run reads only the edge; the full check (`toolgate log verify`) reads
+    // every tile against the entries, and finds a damaged one inside.
+    let check = |archive: &archive::Archive, before: u64| {
+        let leaves = archive.leaves(0, before).unwrap();
+        let mut check = archive::TileCheck::new(archive, before);
+        leaves.iter().try_for_each(|(index, leaf, _)| check.leaf(*index, *leaf)).and_then(|()| check.finish())
+    };
+    check(&gw.log.archive, 512).unwrap();
+    std::fs::write(dir.join("tile/0/000"), vec![0u8; 256 * 32]).unwrap();
+    let found = check(&gw.log.archive, 512).unwrap_err().to_string();
+    assert!(found.contains("tile/0/000 is not the hashes of its entries"), "{found}");
+    std::fs::write(dir.join("tile/0/000"), tile.concat()).unwrap();
+    std::fs::write(dir.join("tile/1/000.p/2"), vec![1u8; 64]).unwrap();
+    let found = check(&gw.log.archive, 512).unwrap_err().to_string();
+    assert!(found.contains("tile/1/000.p/2 is not the roots"), "{found}");
 }

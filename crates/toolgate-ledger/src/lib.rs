@@ -354,6 +354,9 @@ pub trait Ledger: Send + Sync {
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
     /// Every checkpoint, smallest size first.
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>>;
+    /// The checkpoint of tree size `size`, or the latest (the largest) with
+    /// `None`: one row by the key, however many checkpoints there are.
+    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>>;
     /// Adds a key to the history. The same key again is a no-op; another key under a kid already
     /// recorded is refused (`LedgerError::Store`): a kid names one key forever.
     async fn add_log_key(&self, key: LogKey) -> Result<()>;

@@ -629,6 +629,11 @@ async fn the_store_itself_refuses_log_rewrites(s: Store) {
     assert!(l.add_checkpoint(cp(3)).await.unwrap_err().to_string().contains("does not hold"));
     assert!(s.raw("DELETE FROM checkpoints").await.unwrap_err().contains("never"));
     assert_eq!(l.checkpoints().await.unwrap().len(), 1);
+    // One checkpoint by its size, or the latest, read by the key.
+    assert!(l.add_checkpoint(cp(1)).await.unwrap());
+    assert_eq!(l.checkpoint(None).await.unwrap().map(|c| c.size), Some(2), "the latest is the largest, not the last added");
+    assert_eq!(l.checkpoint(Some(1)).await.unwrap(), Some(cp(1)));
+    assert_eq!(l.checkpoint(Some(7)).await.unwrap(), None);
     // The key history: a kid names one key for good.
     let k = LogKey { kid: key.kid().into(), ed25519: "vkey-a".into(), ml_dsa_65: None, created_ms: 1 };
     l.add_log_key(k.clone()).await.unwrap();

@@ -589,9 +589,7 @@ async fn soak() {
     println!("keyed writes p99: first minute {first:.2} ms, last {last:.2} ms ({:.2}×)", last / first.max(0.001));
     if let (Some(second), Some(end)) = (ledger_sizes.get(1), ledger_sizes.last()) {
         println!("ledger in use after archiving: minute 2 {:.1} MB, last {:.1} MB", *second as f64 / 1e6, *end as f64 / 1e6);
-        assert!(*end <= second * 2, "the ledger grew from {second} to {end} bytes with archiving on");
     }
-    assert!(minutes < 3 || last <= 2.0 * first.max(1.0), "keyed writes' p99 grew from {first:.2} to {last:.2} ms");
     let errs = soak.errors.lock().unwrap().clone();
     assert!(
         errs.is_empty() && errors == 0,
@@ -622,6 +620,12 @@ async fn soak() {
     );
     let panicked = panics(&logs);
     assert!(panicked.is_empty(), "{panicked:?}");
+    // The targets of issue "Evidence at line rate", last, so a run that
+    // misses them still reports its evidence above.
+    assert!(minutes < 3 || last <= 2.0 * first.max(1.0), "keyed writes' p99 grew from {first:.2} to {last:.2} ms");
+    if let (Some(second), Some(end)) = (ledger_sizes.get(1), ledger_sizes.last()) {
+        assert!(*end <= second * 2, "the ledger grew from {second} to {end} bytes with archiving on");
+    }
     drop(approver);
 }
 

@@ -142,7 +142,7 @@ fn create(args: &CreateArgs, ctx: &Context) -> Outcome {
     }
     let appended = ctx.sandbox.append_unless(
         TICKETS,
-        |t| t["client_reference"] == args.client_reference.as_str(),
+        ("client_reference", &args.client_reference),
         |seq| new_ticket(seq, customer, args),
     )?;
     let (mut ticket, deduplicated) = match appended {
@@ -186,7 +186,7 @@ pub fn get_ticket(arguments: &Value, ctx: &Context) -> Outcome {
         (None, Some(reference)) => ("client_reference", reference),
         _ => return Err(ToolError("give exactly one of ticket_id or client_reference".into())),
     };
-    let ticket = ctx.sandbox.read(TICKETS, |t| t[key] == wanted.as_str())?.into_iter().next();
+    let ticket = ctx.sandbox.first_where(TICKETS, key, wanted)?;
     // Not found is an answer, not a failure: the create never happened.
     Ok(json!({"found": ticket.is_some(), "ticket": ticket}))
 }

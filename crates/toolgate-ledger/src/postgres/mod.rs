@@ -186,6 +186,9 @@ impl Ledger for PostgresLedger {
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
         receipts::checkpoints(&*self.pool).await
     }
+    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+        receipts::checkpoint(&*self.pool, size).await
+    }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
         receipts::add_key(&*self.pool, &key).await
     }

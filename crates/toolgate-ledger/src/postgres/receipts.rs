@@ -132,9 +132,19 @@ pub async fn add_checkpoint(db: &impl Db, c: &StoredCheckpoint) -> Result<bool> 
 
 pub async fn checkpoints(db: &impl Db) -> Result<Vec<StoredCheckpoint>> {
     let rows = db.query("SELECT * FROM checkpoints ORDER BY size", &[]).await?;
-    rows.iter()
-        .map(|r| Ok(StoredCheckpoint { size: r.get::<_, i64>("size") as u64, root: hash(r, "root")?, note: r.get("note"), created_ms: r.get("created_ms") }))
-        .collect()
+    rows.iter().map(stored_checkpoint).collect()
+}
+
+pub async fn checkpoint(db: &impl Db, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+    let row = match size {
+        Some(size) => db.query_opt("SELECT * FROM checkpoints WHERE size = $1", &[&(size as i64)]).await?,
+        None => db.query_opt("SELECT * FROM checkpoints ORDER BY size DESC LIMIT 1", &[]).await?,
+    };
+    row.as_ref().map(stored_checkpoint).transpose()
+}
+
+fn stored_checkpoint(r: &Row) -> Result<StoredCheckpoint> {
+    Ok(StoredCheckpoint { size: r.get::<_, i64>("size") as u64, root: hash(r, "root")?, note: r.get("note"), created_ms: r.get("created_ms") })
 }
 
 pub async fn add_key(db: &impl Db, k: &LogKey) -> Result<()> {

@@ -563,6 +563,9 @@ impl Ledger for SqliteLedger {
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
         self.read_many(receipts::checkpoints).await
     }
+    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+        self.read(move |c| receipts::checkpoint(c, size)).await
+    }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
         self.run(move |c| receipts::add_key(c, &key)).await
     }

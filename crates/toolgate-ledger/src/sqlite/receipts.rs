@@ -134,8 +134,20 @@ pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {
 
 pub fn checkpoints(conn: &Connection) -> Result<Vec<StoredCheckpoint>> {
     let mut stmt = conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size")?;
-    let rows = stmt.query_map([], |r| Ok(StoredCheckpoint { size: r.get::<_, i64>(0)? as u64, root: hash(r, 1)?, note: r.get(2)?, created_ms: r.get(3)? }))?;
+    let rows = stmt.query_map([], stored_checkpoint)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn checkpoint(conn: &Connection, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+    Ok(match size {
+        Some(size) => conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints WHERE size = ?1")?.query_row([size as i64], stored_checkpoint),
+        None => conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size DESC LIMIT 1")?.query_row([], stored_checkpoint),
+    }
+    .optional()?)
+}
+
+fn stored_checkpoint(r: &Row<'_>) -> rusqlite::Result<StoredCheckpoint> {
+    Ok(StoredCheckpoint { size: r.get::<_, i64>(0)? as u64, root: hash(r, 1)?, note: r.get(2)?, created_ms: r.get(3)? })
 }
 
 pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
