@@ -211,6 +211,9 @@ pub struct Archived {
     pub before: u64,
     /// How many rows this run moved out of the ledger.
     pub moved: u64,
+    /// How many checkpoints the archive now covers went from the ledger
+    /// (its own, of size `before`, stays).
+    pub checkpoints_dropped: u64,
 }
 
 /// `toolgate log archive`: archives the log's receipts before `before`
@@ -263,7 +266,10 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     archive.write("checkpoint", checkpoint.note.as_bytes(), false)?;
     verify(archive, ledger, (from, target), &grown, &frontier, &checkpoint.note).await?;
     let moved = ledger.archive(StoredArchive { before: target, root: frontier.root(), frontier: frontier.subtrees().to_vec(), archived_ms: now_ms }).await?;
-    Ok(Archived { before: target, moved })
+    // The checkpoints below it: the archive's checkpoint signs a tree that
+    // holds each, and its tiles give any proof they could.
+    let checkpoints_dropped = ledger.drop_covered_checkpoints().await?;
+    Ok(Archived { before: target, moved, checkpoints_dropped })
 }
 
 /// Reads back what a run wrote for receipts `from..size`: the new entries

@@ -178,6 +178,10 @@ pub struct GatewaySettings {
     /// After Ctrl-C or SIGTERM, how long calls in flight may take to finish
     /// before the process exits anyway.
     pub shutdown_grace_ms: u64,
+    /// How long a settled operation is kept, and so how long its key
+    /// answers a retry with the recorded outcome rather than running again
+    /// (`toolgate_gateway::retention`); 0 keeps every operation forever.
+    pub(crate) operation_ttl_ms: u64,
 }
 
 impl Default for GatewaySettings {
@@ -204,6 +208,7 @@ impl Default for GatewaySettings {
             stdio_caller: None,
             approval_ttl_ms: 15 * 60 * 1000,
             shutdown_grace_ms: 30_000,
+            operation_ttl_ms: 7 * 24 * 3_600_000,
         }
     }
 }

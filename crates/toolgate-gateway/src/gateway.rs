@@ -138,6 +138,7 @@ impl Gateway {
             // Covers what a crash left uncovered, then keeps checkpointing.
             log.checkpoint().await?;
             log.spawn(cancel.child_token());
+            crate::retention::spawn(ledger.clone(), clock.clone(), config.gateway.operation_ttl_ms, cancel.child_token());
         }
         let policy = std::sync::RwLock::new(Arc::new(policy));
         let guards = crate::stages::decide::Guards::new(&config.guards);

@@ -13,7 +13,8 @@
 //!   extractors, stdio, the admin API, the probes); the MCP wire and the
 //!   upstream client come from `toolgate-mcp` and are re-exported here.
 //! - For operators and third parties: `evidence` (bundles), `reconcile`,
-//!   `replay`, `telemetry` and `prometheus`.
+//!   `replay`, `telemetry` and `prometheus`; `archive` and `retention`
+//!   keep the ledger bounded.
 //!
 //! It does not know the web console (`toolgate-console`), which uses its
 //! public API and is served beside `/mcp` by `downstream::http::serve_with`.
@@ -41,6 +42,7 @@ pub mod notify;
 pub mod keys;
 pub mod log;
 pub mod archive;
+pub mod retention;
 pub mod call;
 pub(crate) mod commit;
 pub(crate) mod observe;

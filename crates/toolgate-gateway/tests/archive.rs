@@ -35,7 +35,9 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let root_before = merkle::root(&ledger.leaf_hashes(0, size).await.unwrap());
 
     let done = archive::run(&gw.log, ledger, 300, 2).await.unwrap();
-    assert_eq!(done, archive::Archived { before: 256, moved: 256 });
+    assert_eq!(done, archive::Archived { before: 256, moved: 256, checkpoints_dropped: 0 });
+    let old_checkpoint = ledger.checkpoint(None).await.unwrap().unwrap();
+    let old_bundle = evidence::bundle(&gw.log.archive, ledger, &old_checkpoint, 10, 11).await.unwrap();
     let dir = gw.log.archive.dir();
     for file in ["checkpoint", "tile/0/000", "tile/1/000.p/1", "tile/entries/000", "private/000"] {
         assert!(dir.join(file).is_file(), "{file} missing");
@@ -76,7 +78,19 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     assert!(refused.contains("tiles at the edge") && refused.contains("restore"), "{refused}");
     assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256, "nothing moved");
     std::fs::write(dir.join("tile/1/000.p/1"), edge).unwrap();
-    assert_eq!(archive::run(&gw.log, ledger, 512, 5).await.unwrap(), archive::Archived { before: 512, moved: 256 });
+    let below: Vec<u64> = ledger.checkpoints().await.unwrap().iter().map(|c| c.size).filter(|s| *s < 512).collect();
+    assert!(below.contains(&256) && below.contains(&old_checkpoint.size), "{below:?}");
+    assert_eq!(archive::run(&gw.log, ledger, 512, 5).await.unwrap(), archive::Archived { before: 512, moved: 256, checkpoints_dropped: below.len() as u64 });
+    // The checkpoints it covers went; the archive's stays, and proves what
+    // they did: a receipt of the first tile, by the new checkpoint, and the
+    // bundle made earlier still verifies on its own.
+    let kept: Vec<u64> = ledger.checkpoints().await.unwrap().iter().map(|c| c.size).collect();
+    assert!(kept.first() == Some(&512) && kept.iter().all(|s| *s >= 512), "{kept:?}");
+    let latest = ledger.checkpoint(None).await.unwrap().unwrap();
+    for b in [old_bundle, evidence::bundle(&gw.log.archive, ledger, &latest, 10, 11).await.unwrap()] {
+        let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true });
+        assert!(report.ok(), "{:?}", report.failures);
+    }
     assert_eq!(std::fs::read(dir.join("tile/1/000.p/2")).unwrap(), [merkle::root(&tile), merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 256, 512).await.unwrap())].concat());
     // A run reads only the edge; the full check (`toolgate log verify`) reads
     // every tile against the entries, and finds a damaged one inside.

@@ -322,6 +322,12 @@ pub trait Ledger: Send + Sync {
     /// key may run again — only once its lease has ended, so a dispatch
     /// still running upstream cannot be doubled).
     async fn resolve_operation(&self, id: &str, resolution: Resolution) -> Result<Operation>;
+    /// Removes settled operations (completed, tool_error, reconciled) last
+    /// changed before `settled_before_ms`, [`ARCHIVE_CHUNK`] per short
+    /// transaction; returns how many went. Their keys deduplicate no longer:
+    /// the gateway's `operation_ttl_ms`. One in flight or of unknown outcome
+    /// stays whatever its age (the store refuses to remove it).
+    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64>;
 
     // The receipt log (see toolgate_core::receipt and merkle).
     /// Appends receipts at the next log indexes, in order, in one
@@ -350,6 +356,11 @@ pub trait Ledger: Send + Sync {
     /// chunks leaves rows below the archive, which readers of the whole log
     /// take from the archive instead and the next run removes.
     async fn archive(&self, archive: StoredArchive) -> Result<u64>;
+    /// Removes the checkpoints an archive covers (of sizes below the last
+    /// archive's; the archive's own stays), [`ARCHIVE_CHUNK`] per short
+    /// transaction; returns how many went. The archive's checkpoint signs a
+    /// tree that holds each of them, and its tiles give any proof below it.
+    async fn drop_covered_checkpoints(&self) -> Result<u64>;
     /// Records a signed checkpoint; false when one of that size exists.
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool>;
     /// Every checkpoint, smallest size first.
@@ -414,6 +425,32 @@ fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::co
 /// once held SQLite's writer, and every call's receipt behind it, for a
 /// tenth of a second or more under load (the soak: maxima of 128–220 ms).
 pub const ARCHIVE_CHUNK: u64 = 2048;
+
+/// The settled states, as SQL: what `prune_operations` may remove. The
+/// store's own trigger refuses the others (in flight, unknown).
+macro_rules! settled {
+    () => {
+        "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'"
+    };
+}
+pub(crate) use settled;
+
+/// Runs `step` (a removal of at most [`ARCHIVE_CHUNK`] rows, its own short
+/// transaction) until it removes fewer; returns how many went in all.
+pub(crate) async fn chunked<F, Fut>(step: F) -> Result<u64>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut removed = 0;
+    loop {
+        let n = step().await?;
+        removed += n;
+        if n < ARCHIVE_CHUNK {
+            return Ok(removed);
+        }
+    }
+}
 
 /// Opens the ledger a config names: a `postgres://` URL, or else the path
 /// of the SQLite file (any other `scheme://` is refused, not taken for a path).

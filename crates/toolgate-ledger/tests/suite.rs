@@ -125,6 +125,7 @@ both!(
     not_applied_waits_for_the_lease_but_applied_does_not,
     racing_begins_give_one_holder_per_key,
     the_store_itself_refuses_illegal_operation_changes,
+    settled_operations_go_after_their_window_and_no_other,
     a_run_counts_its_calls_keeps_its_legs_and_expires,
     replicas_counting_one_run_add_up,
     recurring_digests_are_named_by_number_once_committed,
@@ -379,7 +380,11 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
     mine(l.begin_operation(new_op("op_1", key("atlas", "create_ticket", "k1"), 'a', 100), 0).await.unwrap());
     let err = s.raw("UPDATE operations SET state = 'completed' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
+    let err = s.raw("DELETE FROM operations").await.unwrap_err();
+    assert!(err.contains("in flight or of unknown outcome is never deleted"), "{err}");
     l.mark_dispatched("op_1", 1, 100, 1).await.unwrap();
+    let err = s.raw("DELETE FROM operations").await.unwrap_err();
+    assert!(err.contains("never deleted"), "{err}");
     l.finish_operation("op_1", 1, OperationState::Completed, Some("{\"a\":1}".into()), 2, None).await.unwrap();
     let err = s.raw("UPDATE operations SET state = 'reserved' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("illegal operation transition"), "{err}");
@@ -387,8 +392,35 @@ async fn the_store_itself_refuses_illegal_operation_changes(s: Store) {
     assert!(err.contains("never rewritten"), "{err}");
     let err = s.raw("UPDATE operations SET proposal_sha256 = 'x' WHERE id = 'op_1'").await.unwrap_err();
     assert!(err.contains("immutable") || err.contains("check"), "{err}");
-    let err = s.raw("DELETE FROM operations").await.unwrap_err();
-    assert!(err.contains("never deleted"), "{err}");
+}
+
+async fn settled_operations_go_after_their_window_and_no_other(s: Store) {
+    let l = &*s.ledger;
+    let settled = |id: &'static str, k: &'static str, created: i64, settled: i64, state: OperationState| async move {
+        mine(l.begin_operation(new_op(id, key_of(k), 'a', created + 100), created).await.unwrap());
+        l.mark_dispatched(id, 1, created + 100, created).await.unwrap();
+        l.finish_operation(id, 1, state, Some("{}".into()), settled, None).await.unwrap();
+    };
+    settled("op_old", "old", 0, 10, OperationState::Completed).await;
+    settled("op_old_error", "old-error", 5, 20, OperationState::ToolError).await;
+    settled("op_late", "late", 0, 400, OperationState::Completed).await;
+    settled("op_new", "new", 450, 500, OperationState::Completed).await;
+    mine(l.begin_operation(new_op("op_reserved", key_of("reserved"), 'a', 100), 0).await.unwrap());
+    mine(l.begin_operation(new_op("op_lost", key_of("lost"), 'a', 20), 0).await.unwrap());
+    l.mark_dispatched("op_lost", 1, 20, 1).await.unwrap();
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 300).await.unwrap().len(), 1, "its lease lapsed");
+
+    // Settled before 300: the two old ones go; a late settlement, one in
+    // flight and one of unknown outcome stay, whatever their age.
+    assert_eq!(l.prune_operations(300).await.unwrap(), 2);
+    let mut kept: Vec<String> = l.operations(None, None, 300).await.unwrap().into_iter().map(|o| o.id).collect();
+    kept.sort();
+    assert_eq!(kept, ["op_late", "op_lost", "op_new", "op_reserved"]);
+    assert_eq!(l.prune_operations(300).await.unwrap(), 0, "nothing more to prune");
+    // A pruned key is new again; a kept one still answers with its record.
+    assert_eq!(mine(l.begin_operation(new_op("op_again", key_of("old"), 'b', 700), 600).await.unwrap()).attempts, 1);
+    assert_eq!(theirs(l.begin_operation(new_op("op_x", key_of("late"), 'a', 700), 600).await.unwrap()).id, "op_late");
+    assert_eq!(l.prune_operations(i64::MAX).await.unwrap(), 2, "op_late and op_new; op_again is in flight");
 }
 
 // The receipt log.
@@ -585,7 +617,16 @@ async fn an_archived_range_leaves_the_rows_and_the_log_carries_on(s: Store) {
     assert!(l.archive(archive(512)).await.unwrap_err().to_string().contains("checkpointed"), "nothing checkpointed yet");
     l.add_checkpoint(StoredCheckpoint { size: 600, root: merkle::root(&leaves), note: "n\n".into(), created_ms: 1 }).await.unwrap();
     assert!(l.archive(archive(500)).await.is_err(), "whole tiles only");
+    let cp = |size: usize| StoredCheckpoint { size: size as u64, root: merkle::root(&leaves[..size]), note: "n\n".into(), created_ms: 1 };
+    l.add_checkpoint(cp(256)).await.unwrap();
+    l.add_checkpoint(cp(512)).await.unwrap();
+    assert_eq!(l.drop_covered_checkpoints().await.unwrap(), 0, "no archive covers them yet");
+    assert!(s.raw("DELETE FROM checkpoints WHERE size = 256").await.unwrap_err().contains("never"));
     assert_eq!(l.archive(archive(512)).await.unwrap(), 512);
+    // The checkpoints below the archive go (the archive's own, of its size, stays).
+    assert!(s.raw("DELETE FROM checkpoints WHERE size = 512").await.unwrap_err().contains("never"));
+    assert_eq!(l.drop_covered_checkpoints().await.unwrap(), 1);
+    assert_eq!(l.checkpoints().await.unwrap().iter().map(|c| c.size).collect::<Vec<_>>(), [512, 600]);
     assert_eq!(l.archived().await.unwrap(), Some(archive(512)));
     assert_eq!(l.log_size().await.unwrap(), 600);
     assert_eq!(l.receipts(0, 5).await.unwrap()[0].log_index, 512, "archived receipts have no row");

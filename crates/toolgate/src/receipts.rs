@@ -269,11 +269,12 @@ pub async fn log_archive(config_path: &Path, before: u64) -> anyhow::Result<()> 
     let log = signing_log(&config, ledger.clone()).await?;
     let done = toolgate_gateway::archive::run(&log, &*ledger, before, SystemClock.now_ms()).await?;
     println!(
-        "archived receipts 0..{} in {} (checkpoint of size {} signed there); {} row(s) moved out of the ledger",
+        "archived receipts 0..{} in {} (checkpoint of size {} signed there); {} row(s) moved out of the ledger, {} checkpoint(s) it covers dropped",
         done.before,
         log.archive.dir().display(),
         done.before,
-        done.moved
+        done.moved,
+        done.checkpoints_dropped
     );
     Ok(())
 }

@@ -18,7 +18,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 use pool::Pool;
 
@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0008_compact_receipts.sql"),
     include_str!("../migrations/postgres/0009_archives.sql"),
     include_str!("../migrations/postgres/0010_digests.sql"),
+    include_str!("../migrations/postgres/0011_retention.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -139,6 +140,9 @@ impl Ledger for PostgresLedger {
     async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
         operations::list(&*self.pool, tenant, state, now_ms).await
     }
+    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
+        chunked(|| operations::prune(&*self.pool, settled_before_ms, crate::ARCHIVE_CHUNK)).await
+    }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let Some(draft) = resolution.receipt.take() else { return operations::resolve(&*self.pool, id, &resolution).await };
         let id = id.to_string();
@@ -171,14 +175,10 @@ impl Ledger for PostgresLedger {
     }
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
         receipts::record_archive(&*self.pool, &archive).await?;
-        let mut moved = 0;
-        loop {
-            let n = receipts::drop_archived(&*self.pool, archive.before, crate::ARCHIVE_CHUNK).await?;
-            moved += n;
-            if n < crate::ARCHIVE_CHUNK {
-                return Ok(moved);
-            }
-        }
+        chunked(|| receipts::drop_archived(&*self.pool, archive.before, crate::ARCHIVE_CHUNK)).await
+    }
+    async fn drop_covered_checkpoints(&self) -> Result<u64> {
+        chunked(|| receipts::drop_covered_checkpoints(&*self.pool, crate::ARCHIVE_CHUNK)).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         receipts::add_checkpoint(&*self.pool, &checkpoint).await

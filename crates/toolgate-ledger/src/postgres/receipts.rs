@@ -119,6 +119,12 @@ pub async fn leaf_hashes(db: &impl Db, digests: &Dictionary, from: u64, to: u64)
     StoredReceipt::leaf_hashes(list(db, digests, from, to.saturating_sub(from)).await?, from, to)
 }
 
+pub async fn drop_covered_checkpoints(db: &impl Db, chunk: u64) -> Result<u64> {
+    let sql = "DELETE FROM checkpoints WHERE size IN (SELECT size FROM checkpoints \
+               WHERE size < (SELECT coalesce(max(before), 0) FROM archives) ORDER BY size LIMIT $1)";
+    Ok(db.execute(sql, &[&(chunk as i64)]).await?)
+}
+
 pub async fn add_checkpoint(db: &impl Db, c: &StoredCheckpoint) -> Result<bool> {
     let size = c.size as i64;
     let n = db

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0008_compact_receipts.sql"),
     include_str!("../migrations/sqlite/0009_archives.sql"),
     include_str!("../migrations/sqlite/0010_digests.sql"),
+    include_str!("../migrations/sqlite/0011_retention.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

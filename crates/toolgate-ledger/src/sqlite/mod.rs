@@ -38,7 +38,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
@@ -500,6 +500,9 @@ impl Ledger for SqliteLedger {
         let tenant = tenant.map(str::to_string);
         self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms)).await
     }
+    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
+        chunked(|| self.run(move |c| operations::prune(c, settled_before_ms, crate::ARCHIVE_CHUNK))).await
+    }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let (id, digests) = (id.to_string(), self.digests.clone());
         self.run(move |c| {
@@ -548,14 +551,10 @@ impl Ledger for SqliteLedger {
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
         let before = archive.before;
         self.run(move |c| receipts::record_archive(c, &archive)).await?;
-        let mut moved = 0;
-        loop {
-            let n = self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK)).await?;
-            moved += n;
-            if n < crate::ARCHIVE_CHUNK {
-                return Ok(moved);
-            }
-        }
+        chunked(|| self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK))).await
+    }
+    async fn drop_covered_checkpoints(&self) -> Result<u64> {
+        chunked(|| self.run(|c| receipts::drop_covered_checkpoints(c, crate::ARCHIVE_CHUNK))).await
     }
     async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await

@@ -130,3 +130,15 @@ pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationStat
     let rows = stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant], row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
+
+/// Settled operations last changed before `before_ms`, up to `chunk` of
+/// them (by the index on state and creation: an operation is changed no
+/// earlier than it was created).
+pub fn prune(conn: &Connection, before_ms: i64, chunk: u64) -> Result<u64> {
+    const SQL: &str = concat!(
+        "DELETE FROM operations WHERE id IN (SELECT id FROM operations WHERE state IN (",
+        crate::settled!(),
+        ") AND created_ms < ?1 AND updated_ms < ?1 LIMIT ?2)"
+    );
+    Ok(conn.prepare_cached(SQL)?.execute(params![before_ms, chunk as i64])? as u64)
+}

@@ -125,6 +125,12 @@ pub fn drop_archived(conn: &Connection, before: u64, chunk: u64) -> Result<u64> 
     Ok(conn.prepare_cached(sql)?.execute(params![before as i64, chunk as i64])? as u64)
 }
 
+pub fn drop_covered_checkpoints(conn: &Connection, chunk: u64) -> Result<u64> {
+    let sql = "DELETE FROM checkpoints WHERE size IN (SELECT size FROM checkpoints \
+               WHERE size < (SELECT coalesce(max(before), 0) FROM archives) ORDER BY size LIMIT ?1)";
+    Ok(conn.prepare_cached(sql)?.execute([chunk as i64])? as u64)
+}
+
 pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {
     let n = conn
         .prepare_cached("INSERT INTO checkpoints (size, root, note, created_ms) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (size) DO NOTHING")?
