@@ -18,6 +18,9 @@ use super::extract::{Approver, Refusal, Signed, SignedForm};
 use super::page::{self, Nav, csrf, notice, short, when};
 use super::session::Session;
 
+/// The newest operations the page shows (a week of them is kept).
+const PAGE: usize = 500;
+
 /// `?settled=OP` after reconcile or resolve: the page then says the state
 /// the ledger holds for it.
 #[derive(Deserialize)]
@@ -39,13 +42,21 @@ pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q
 
 async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Markup>) -> Response {
     let pending = super::pending_count(gw, s).await;
-    let mut ops = match gw.ledger.operations(Some(&s.caller.tenant), None, gw.clock.now_ms()).await {
-        Ok(ops) => ops,
+    // The newest page, and every unknown one however old: they are the
+    // ones a person must settle.
+    let now = gw.clock.now_ms();
+    let tenant = Some(s.caller.tenant.as_str());
+    let listed = async {
+        let unknown = gw.ledger.operations(tenant, Some(OperationState::Unknown), now, usize::MAX).await?;
+        Ok::<_, toolgate_gateway::ledger::LedgerError>((unknown, gw.ledger.operations(tenant, None, now, PAGE).await?))
+    };
+    let (unknown_ops, mut ops) = match listed.await {
+        Ok(both) => both,
         Err(e) => return page::page(StatusCode::SERVICE_UNAVAILABLE, "Operations", s, Nav::Operations, pending, notice(false, &format!("The ledger could not be read ({e}); reload in a moment."))),
     };
-    // Unknown first: they are the ones a person must settle.
+    let more = ops.len() == PAGE;
     ops.sort_by_key(|o| (o.state != OperationState::Unknown, std::cmp::Reverse(o.updated_ms)));
-    let unknown = ops.iter().filter(|o| o.state == OperationState::Unknown).count();
+    let unknown = unknown_ops.len();
     let counts: Vec<(&str, usize)> = OperationState::ALL.iter().map(|st| (st.as_str(), ops.iter().filter(|o| o.state == *st).count())).filter(|(_, n)| *n > 0).collect();
     let body = html! {
         @if let Some(m) = said { (m) }
@@ -53,9 +64,10 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
         @if unknown > 0 {
             h2 { "Unknown: sent, no answer (" (unknown) ")" }
             p { "Each was sent to its upstream and the answer was lost. It is never sent again by itself: reconcile it with its configured read, or say what you found." }
-            @for op in ops.iter().filter(|o| o.state == OperationState::Unknown) { (unknown_card(s, op)) }
+            @for op in &unknown_ops { (unknown_card(s, op)) }
         }
-        h2 { "All writes" }
+        h2 { @if more { "The newest " (PAGE) " writes" } @else { "All writes" } }
+        @if more { p { "Older ones are in the ledger until their window ends (" code { "gateway.operation_ttl_ms" } "); " code { "toolgate ops list --limit N" } " lists more." } }
         @if ops.is_empty() { p.empty { "No writes yet." } } @else {
             div.scroll { table {
                 thead { tr { th { "Operation" } th { "State" } th { "Tool" } th { "Caller" } th { "Key" } th { "Proposal" } th { "Updated" } th { "Settled by" } } }

@@ -27,7 +27,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Resp
     let pending = super::pending_count(&gw, s).await;
     let now = gw.clock.now_ms();
     let receipts = recent(&gw, s, &Filter::default()).await;
-    let unknown = gw.ledger.operations(Some(&s.caller.tenant), Some(OperationState::Unknown), now).await.map(|o| o.len());
+    let unknown = gw.ledger.operations(Some(&s.caller.tenant), Some(OperationState::Unknown), now, usize::MAX).await.map(|o| o.len());
     let catalog = gw.catalogs.current();
     let body = html! {
         div.tiles {

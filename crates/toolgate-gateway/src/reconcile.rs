@@ -58,7 +58,7 @@ pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> 
 /// `found`) settles nothing.
 pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     // Listing marks lapsed dispatches unknown first.
-    let unknown = gw.ledger.operations(None, Some(OperationState::Unknown), gw.clock.now_ms()).await?;
+    let unknown = gw.ledger.operations(None, Some(OperationState::Unknown), gw.clock.now_ms(), usize::MAX).await?;
     let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
         let op = gw.ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
         bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());

@@ -72,7 +72,7 @@ async fn a_write_the_upstream_refused_before_running_is_400_and_not_applied() {
     assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}), "passed on as the upstream said it");
     // Nothing happened, and the ledger says so: the same key runs it once
     // the upstream takes it — no reconcile, one effect.
-    let ops = front.gateway.ledger.operations(None, None, i64::MAX / 2).await.unwrap();
+    let ops = front.gateway.ledger.operations(None, None, i64::MAX / 2, usize::MAX).await.unwrap();
     assert_eq!(ops.iter().map(|o| o.state).collect::<Vec<_>>(), [OperationState::ReconciledNotApplied], "{ops:?}");
     desk.wants_elicitation.store(false, Ordering::SeqCst);
     let (status, body) = post(&front.url, "tools/call", keyed("report-1")).await;

@@ -147,7 +147,7 @@ async fn scenario(capture: bool) -> Vec<String> {
     let flaky = call_with(&url, "desk__flaky", json!({}), key("k-2")).await;
     assert!(flaky.get("error").is_some() || flaky["result"]["isError"] == true, "{flaky}");
     tick();
-    let unknown = gw.ledger.operations(None, Some(OperationState::Unknown), START_MS + 100_000).await.unwrap();
+    let unknown = gw.ledger.operations(None, Some(OperationState::Unknown), START_MS + 100_000, usize::MAX).await.unwrap();
     assert_eq!(unknown.len(), 1, "{unknown:?}");
     let op = &unknown[0];
     let receipt = Some(gw.log.settlement(op, OperationState::ReconciledNotApplied, "dana", None));

@@ -71,7 +71,7 @@ async fn a_retried_write_takes_effect_once_and_another_payload_is_a_conflict() {
     let fresh = create(&h.url, &ticket("Forklift 4 will not start", "ref-retry-0002"), Some("key-2")).await;
     assert!(fresh["structuredContent"]["ticket_id"].is_string(), "{fresh}");
     assert_eq!((invocations(&h), tickets(&h)), (2, 2));
-    let ops = h.gateway.ledger.operations(None, None, now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, None, now_ms(), usize::MAX).await.unwrap();
     assert_eq!(ops.len(), 2);
     assert!(ops.iter().all(|o| o.state == OperationState::Completed && o.key.tenant == "atlas" && o.caller == "agent"), "{ops:?}");
 }
@@ -86,7 +86,7 @@ async fn writes_without_a_key_are_recorded_and_reads_are_not_operations() {
     assert_eq!((invocations(&h), tickets(&h)), (2, 1));
     let read = call(&h.url, "support__get_ticket", json!({"client_reference": "ref-nokey-0001"})).await;
     assert_eq!(read["result"]["structuredContent"]["found"], true, "{read}");
-    let ops = h.gateway.ledger.operations(None, None, now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, None, now_ms(), usize::MAX).await.unwrap();
     assert_eq!(ops.len(), 2, "two writes, no read: {ops:?}");
     assert!(ops.iter().all(|o| o.key.value.starts_with("auto:") && o.key.tool == "create_ticket"));
     // A key that is not a short string is refused before anything runs.
@@ -109,7 +109,7 @@ async fn a_recorded_tool_error_is_replayed_not_retried() {
     assert_eq!((again["isError"].clone(), again["content"].clone()), (json!(true), failed["content"].clone()));
     assert_eq!(op_meta(&again)["replayed"], true);
     assert_eq!((invocations(&h), tickets(&h)), (1, 0));
-    let ops = h.gateway.ledger.operations(None, Some(OperationState::ToolError), now_ms()).await.unwrap();
+    let ops = h.gateway.ledger.operations(None, Some(OperationState::ToolError), now_ms(), usize::MAX).await.unwrap();
     assert_eq!(ops.len(), 1);
 }
 
@@ -258,4 +258,38 @@ async fn a_caller_may_shorten_the_deadline_of_its_call_never_lengthen_it() {
         assert_eq!((reason(&refused), refused["structuredContent"]["action"].as_str()), ("invalid_arguments", Some("correct")), "{bad}: {refused}");
     }
     assert_eq!(invocations(&h), 2, "the refused calls sent nothing");
+}
+
+#[tokio::test]
+async fn a_settled_operation_answers_its_key_within_its_window_and_is_pruned_after() {
+    // A window of 2 s: the gateway prunes every second (an eighth of it, at least 1 s).
+    let h = start("operation_ttl_ms = 2000").await;
+    let args = ticket("Pallet jack hydraulics", "ref-ttl-0001");
+    let first = create(&h.url, &args, Some("key-ttl")).await;
+    let id = op_meta(&first)["id"].as_str().expect("an operation").to_string();
+    let again = create(&h.url, &args, Some("key-ttl")).await;
+    assert_eq!(op_meta(&again)["replayed"], json!(true), "within the window: {again}");
+    assert_eq!(invocations(&h), 1);
+    // Past the window (and a pruning pass), the row is gone: the key is new.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while h.gateway.ledger.operation(&id).await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "the settled operation was not pruned within 20 s");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let after = create(&h.url, &args, Some("key-ttl")).await;
+    assert_eq!(op_meta(&after)["replayed"], json!(false), "past the window the key runs again: {after}");
+    assert_ne!(op_meta(&after)["id"], json!(id));
+    assert_eq!(invocations(&h), 2, "sent upstream again (the desk's own dedup answers by client_reference)");
+    assert_eq!(after["structuredContent"]["ticket_id"], first["structuredContent"]["ticket_id"]);
+    // The admin API gives the newest page, and says its limit.
+    let (status, page) = admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/operations?limit=1", None).await;
+    assert_eq!((status, page["limit"].clone(), page["operations"].as_array().map(Vec::len)), (200, json!(1), Some(1)), "{page}");
+    assert_eq!(page["operations"][0]["id"], op_meta(&after)["id"]);
+    assert_eq!(admin(&h.url, Some(DANA_TOKEN), "GET", "/admin/operations?limit=10001", None).await.0, 400);
+    // The first operation's receipts stay in the log: its outcome, then the
+    // replay, then the second run's.
+    let size = h.gateway.ledger.log_size().await.unwrap();
+    let receipts = h.gateway.ledger.receipts(0, size).await.unwrap();
+    let completed = receipts.iter().filter(|r| r.logged.contains(r#""key":"key-ttl","state":"completed""#)).count();
+    assert!(completed >= 3, "{completed} receipts of the key's completions: {:?}", receipts.iter().map(|r| &r.logged).collect::<Vec<_>>());
 }

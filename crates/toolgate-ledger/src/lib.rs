@@ -314,10 +314,11 @@ pub trait Ledger: Send + Sync {
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
     /// The operation that holds `key`, if any, as stored.
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>>;
-    /// Newest first, only `tenant`'s and only `state` when given (`None`:
-    /// every tenant); dispatched operations whose lease lapsed are marked
-    /// unknown first.
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>>;
+    /// The newest `limit`, newest first, only `tenant`'s and only `state`
+    /// when given (`None`: every tenant); dispatched operations whose lease
+    /// lapsed are marked unknown first. By an index, so a page costs its
+    /// rows, not the ledger's size (a week of operations is kept).
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>>;
     /// Settles an unknown operation: applied (final) or not applied (the
     /// key may run again — only once its lease has ended, so a dispatch
     /// still running upstream cannot be doubled).

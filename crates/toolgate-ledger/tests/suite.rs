@@ -283,9 +283,9 @@ async fn an_operation_runs_once_and_records_its_outcome(s: Store) {
     assert_eq!(other_payload.proposal_sha256, "a".repeat(64));
     assert!(matches!(l.finish_operation("op_1", 1, OperationState::ToolError, None, 6, None).await, Err(LedgerError::WrongState { .. })));
     assert!(l.operation("op_3").await.unwrap().is_none(), "no row for a replayed call");
-    let listed = l.operations(None, None, 7).await.unwrap();
+    let listed = l.operations(None, None, 7, usize::MAX).await.unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(l.operations(None, Some(OperationState::Unknown), 7).await.unwrap().len(), 0);
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 7, usize::MAX).await.unwrap().len(), 0);
 }
 
 async fn a_key_is_scoped_to_tenant_sender_and_tool(s: Store) {
@@ -300,7 +300,7 @@ async fn a_key_is_scoped_to_tenant_sender_and_tool(s: Store) {
     assert_eq!((held.id.as_str(), held.key.subject.as_str()), ("op_4", "dana@atlas.example"));
     assert_eq!(l.operation_by_key(&dana).await.unwrap().unwrap().id, "op_4");
     assert_eq!(l.operation_by_key(&key("atlas", "create_ticket", "k")).await.unwrap().unwrap().id, "op_1");
-    assert_eq!(l.operations(None, Some(OperationState::Reserved), 1).await.unwrap().len(), 4);
+    assert_eq!(l.operations(None, Some(OperationState::Reserved), 1, usize::MAX).await.unwrap().len(), 4);
 }
 
 async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Store) {
@@ -321,7 +321,7 @@ async fn a_lapsed_dispatch_is_unknown_and_only_reconciliation_settles_it(s: Stor
     let k2 = key("atlas", "create_ticket", "k2");
     mine(l.begin_operation(new_op("op_3", k2.clone(), 'a', 100), 0).await.unwrap());
     l.mark_dispatched("op_3", 1, 100, 1).await.unwrap();
-    assert_eq!(l.operations(None, Some(OperationState::Unknown), 200).await.unwrap().len(), 1, "listing notes lapsed leases");
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 200, usize::MAX).await.unwrap().len(), 1, "listing notes lapsed leases");
     l.resolve_operation("op_3", resolution(false)).await.unwrap();
     let retried = mine(l.begin_operation(new_op("op_4", k2, 'a', 400), 210).await.unwrap());
     assert_eq!((retried.id.as_str(), retried.state, retried.attempts), ("op_3", OperationState::Reserved, 2));
@@ -408,12 +408,15 @@ async fn settled_operations_go_after_their_window_and_no_other(s: Store) {
     mine(l.begin_operation(new_op("op_reserved", key_of("reserved"), 'a', 100), 0).await.unwrap());
     mine(l.begin_operation(new_op("op_lost", key_of("lost"), 'a', 20), 0).await.unwrap());
     l.mark_dispatched("op_lost", 1, 20, 1).await.unwrap();
-    assert_eq!(l.operations(None, Some(OperationState::Unknown), 300).await.unwrap().len(), 1, "its lease lapsed");
+    assert_eq!(l.operations(None, Some(OperationState::Unknown), 300, usize::MAX).await.unwrap().len(), 1, "its lease lapsed");
 
+    // A page: the newest first, by creation.
+    let page: Vec<String> = l.operations(None, None, 300, 2).await.unwrap().into_iter().map(|o| o.id).collect();
+    assert_eq!(page, ["op_new", "op_old_error"]);
     // Settled before 300: the two old ones go; a late settlement, one in
     // flight and one of unknown outcome stay, whatever their age.
     assert_eq!(l.prune_operations(300).await.unwrap(), 2);
-    let mut kept: Vec<String> = l.operations(None, None, 300).await.unwrap().into_iter().map(|o| o.id).collect();
+    let mut kept: Vec<String> = l.operations(None, None, 300, usize::MAX).await.unwrap().into_iter().map(|o| o.id).collect();
     kept.sort();
     assert_eq!(kept, ["op_late", "op_lost", "op_new", "op_reserved"]);
     assert_eq!(l.prune_operations(300).await.unwrap(), 0, "nothing more to prune");

@@ -11,10 +11,20 @@ use toolgate_core::{Clock as _, SystemClock};
 
 use crate::approvals::{Listing, One, check_approver, open};
 
+/// `ops list`: a listing, of at most `--limit` operations (a week of them is kept).
+#[derive(clap::Args)]
+pub struct OpsListing {
+    #[command(flatten)]
+    listing: Listing,
+    /// At most this many, the newest.
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+}
+
 #[derive(clap::Subcommand)]
 pub enum Action {
     /// List operations, newest first; --state is one of reserved, dispatched, completed, tool_error, unknown, reconciled_applied or reconciled_not_applied.
-    List(Listing),
+    List(OpsListing),
     /// Show one operation: its key, proposal hash, state and recorded outcome.
     Show(One),
     /// Settle an unknown operation by asking the write's configured read tool whether its effect exists.
@@ -46,10 +56,13 @@ fn parse_state(s: &str) -> anyhow::Result<OperationState> {
 
 pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
-        Action::List(Listing { config, state, json }) => {
+        Action::List(OpsListing { listing: Listing { config, state, json }, limit }) => {
             let state = state.as_deref().map(parse_state).transpose()?;
             let (_, ledger) = open(&config).await?;
-            let all = ledger.operations(None, state, SystemClock.now_ms()).await?;
+            let all = ledger.operations(None, state, SystemClock.now_ms(), limit).await?;
+            if all.len() == limit {
+                eprintln!("the newest {limit} shown; --limit N shows more");
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"operations": all}))?);
             } else if all.is_empty() {
@@ -71,7 +84,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::Reconcile(One { config, id, json }) => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
             let (mut config, ledger) = open(&config).await?;
-            let unknown = ledger.operations(None, Some(OperationState::Unknown), SystemClock.now_ms()).await?;
+            let unknown = ledger.operations(None, Some(OperationState::Unknown), SystemClock.now_ms(), usize::MAX).await?;
             let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
                 let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
                 anyhow::bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());

@@ -286,7 +286,7 @@ pub async fn toolgate(args: &[&str]) -> String {
 
 /// `toolgate ops list --json`: every operation in the config's ledger.
 pub async fn ops_list(config: &Path) -> Vec<Value> {
-    let out = toolgate(&["ops", "list", "--json", "--config", config.to_str().unwrap()]).await;
+    let out = toolgate(&["ops", "list", "--json", "--limit", "100000000", "--config", config.to_str().unwrap()]).await;
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("ops list --json is not JSON ({e}): {out}"));
     v["operations"].as_array().unwrap_or_else(|| panic!("no operations array: {v}")).clone()
 }

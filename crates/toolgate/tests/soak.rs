@@ -9,7 +9,7 @@
 //! (default 1,000 calls/s): each call has its slot in time, and its latency
 //! is counted from that slot, so a stall shows as latency instead of
 //! quietly lowering the rate. The mix: reads, keyed writes (new keys and
-//! retries of done ones, which must replay), refusals (arguments the
+//! retries of ones done within the last minute, which must replay), refusals (arguments the
 //! contract rejects) and orders that wait for the approver.
 //!
 //! Printed per minute: calls, errors, p50/p99/max of the calls that do not
@@ -38,6 +38,9 @@ use tokio::process::Command;
 const AGENT_TOKEN: &str = "soak-agent-token-0123456789";
 const ORDER: &str = "parts__raise_parts_order";
 
+/// Retries pick among the keys answered this long ago at most.
+const RETRY_WITHIN: Duration = Duration::from_secs(60);
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -51,6 +54,10 @@ fn soak_config(parts: &str, support: &str) -> String {
 listen = "127.0.0.1:0"
 state_dir = "state"
 upstream_timeout_ms = 5000
+# A settled operation is kept two minutes (pruned every 15 s), so the
+# ledger stays bounded within the run; the archiver below lists them each
+# minute, so the effects check still sees every one.
+operation_ttl_ms = 120000
 
 # The approver decides within a second or so; the call waits for it.
 [approvals]
@@ -140,8 +147,8 @@ struct Soak {
     started: Instant,
     slot_us: u64,
     minutes: Mutex<Vec<Minute>>,
-    /// Keys whose ticket came back: (key, ticket id), for retries.
-    done: Mutex<Vec<(String, String)>>,
+    /// Keys whose ticket came back: (key, ticket id, when), for retries.
+    done: Mutex<Vec<(String, String, Instant)>>,
     /// Every write's key, with what its last answer said (ticket id, or
     /// approved / denied for an order).
     outcomes: Mutex<BTreeMap<String, String>>,
@@ -236,9 +243,12 @@ async fn slot(soak: Arc<Soak>, w: Arc<World>, n: u64, due: Instant) {
             (CREATE, ticket_args(&key), Some(key))
         }
         Kind::Retry => {
+            // A retry of a key answered within the last minute: well inside
+            // the operation window (`operation_ttl_ms`), as an agent retries.
             let done = soak.done.lock().unwrap();
-            match done.get((n as usize * 7919) % done.len().max(1)) {
-                Some((key, _)) => (CREATE, ticket_args(key), Some(key.clone())),
+            let recent = &done[done.partition_point(|(_, _, at)| at.elapsed() > RETRY_WITHIN)..];
+            match recent.get((n as usize * 7919) % recent.len().max(1)) {
+                Some((key, _, _)) => (CREATE, ticket_args(key), Some(key.clone())),
                 None => return,
             }
         }
@@ -334,7 +344,7 @@ fn check(soak: &Soak, kind: Kind, key: Option<&str>, body: &Value) -> Result<(),
                     .lock()
                     .unwrap()
                     .insert(key.to_string(), ticket_id.clone());
-                soak.done.lock().unwrap().push((key.to_string(), ticket_id));
+                soak.done.lock().unwrap().push((key.to_string(), ticket_id, Instant::now()));
                 soak.count("keyed write (new)");
             }
         }
@@ -501,16 +511,19 @@ async fn soak() {
     let archiver = (env_or("TOOLGATE_SOAK_ARCHIVE", 1) == 1).then(|| {
         let (config, soak) = (config.clone(), soak.clone());
         tokio::spawn(async move {
-            let mut sizes = Vec::new();
+            let (mut sizes, mut seen) = (Vec::new(), BTreeMap::new());
             while soak.started.elapsed().as_secs() / 60 < minutes {
                 tokio::time::sleep(Duration::from_secs(60)).await;
+                for op in ops_list(&config).await {
+                    seen.insert(op["id"].as_str().unwrap_or_default().to_string(), op);
+                }
                 let out = Command::new(BIN).args(["log", "archive", "--before", &u64::MAX.to_string(), "--config"]).arg(&config).output().await.unwrap();
                 let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
                 assert!(out.status.success(), "log archive failed: {said}");
                 sizes.push(ledger_bytes(&config));
                 println!("  archive: {} ledger {:.1} MB in use", said.trim(), *sizes.last().unwrap() as f64 / 1e6);
             }
-            sizes
+            (sizes, seen)
         })
     });
 
@@ -526,9 +539,9 @@ async fn soak() {
     }
     while tasks.join_next().await.is_some() {}
     let per_minute = sampler.await.unwrap();
-    let ledger_sizes = match archiver {
+    let (ledger_sizes, seen) = match archiver {
         Some(a) => a.await.unwrap(),
-        None => Vec::new(),
+        None => Default::default(),
     };
     let _ = approver.kill().await;
     // The load is over: the connections close (the gateway's idle ones to
@@ -607,7 +620,7 @@ async fn soak() {
     let verified = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "log verify failed:\n{verified}{}", String::from_utf8_lossy(&out.stderr));
     println!("log verify ({:.0} s): {}", started.elapsed().as_secs_f64(), verified.lines().collect::<Vec<_>>().join("; "));
-    let effects = check_effects(&config, &atlas, &soak.outcomes.lock().unwrap()).await;
+    let effects = check_effects(&config, &atlas, &soak.outcomes.lock().unwrap(), seen).await;
     println!("{effects}");
     let limit = env_or("TOOLGATE_SOAK_RSS_SLOPE_MB", 1) as f64;
     // Under load the count follows the calls in flight; at rest it must be
@@ -632,8 +645,16 @@ async fn soak() {
 /// Every operation in the ledger against the upstreams' own files: a
 /// completed ticket write ran exactly once, an order ran once if approved
 /// and never if denied; nothing ran without an operation.
-async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, String>) -> String {
-    let ops = ops_list(config).await;
+///
+/// `seen`: operations listed earlier by id, some pruned since (past
+/// `operation_ttl_ms`); the ledger's list now overrides them.
+async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, String>, mut seen: BTreeMap<String, Value>) -> String {
+    let kept = ops_list(config).await;
+    let pruned = seen.len() - kept.iter().filter(|op| seen.contains_key(op["id"].as_str().unwrap_or_default())).count();
+    for op in kept {
+        seen.insert(op["id"].as_str().unwrap_or_default().to_string(), op);
+    }
+    let ops: Vec<Value> = seen.into_values().collect();
     let calls = invocations(atlas);
     let mut orders: BTreeMap<String, usize> = BTreeMap::new();
     for line in jsonl(&atlas.join("orders.jsonl")) {
@@ -692,7 +713,7 @@ async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, 
         &wrong[..wrong.len().min(20)]
     );
     format!(
-        "effects: {} operations {states:?}; every one's effects at the upstream match its recorded outcome",
+        "effects: {} operations {states:?} ({pruned} of them seen before they were pruned); every one's effects at the upstream match its recorded outcome",
         ops.len()
     )
 }

@@ -57,7 +57,13 @@ fn store_error(e: LedgerError) -> Response {
 #[derive(Deserialize)]
 struct ListQuery {
     state: Option<String>,
+    /// Operations only: at most this many, the newest ([`LIST_LIMIT`] by
+    /// default; a week of them is kept).
+    limit: Option<usize>,
 }
+
+/// The operations a list gives by default, and at most.
+const LIST_LIMIT: (usize, usize) = (1_000, 10_000);
 
 /// `?state=…`, parsed; an unknown state is a 400 that lists the known ones.
 fn state_filter<S>(q: &ListQuery, parse: fn(&str) -> Option<S>, known: &str) -> Result<Option<S>, Response> {
@@ -115,8 +121,12 @@ async fn operations(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, 
         Ok(s) => s,
         Err(r) => return r,
     };
-    match gw.ledger.operations(Some(&caller.tenant), state, gw.clock.now_ms()).await {
-        Ok(all) => Json(json!({"operations": all})).into_response(),
+    let limit = q.limit.unwrap_or(LIST_LIMIT.0);
+    if limit > LIST_LIMIT.1 {
+        return plain(StatusCode::BAD_REQUEST, &format!("limit is at most {}; narrow the list with ?state=…", LIST_LIMIT.1));
+    }
+    match gw.ledger.operations(Some(&caller.tenant), state, gw.clock.now_ms(), limit).await {
+        Ok(all) => Json(json!({"operations": all, "limit": limit})).into_response(),
         Err(e) => store_error(e),
     }
 }

@@ -691,7 +691,7 @@ mod tests {
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
         s.clock.advance(LEASE_MS);
         // Someone lists operations: the lapsed dispatch is marked unknown.
-        s.ledger.operations(None, None, s.clock.now_ms()).await.unwrap();
+        s.ledger.operations(None, None, s.clock.now_ms(), usize::MAX).await.unwrap();
         assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
         let (appended, late) = finished(&s, &op, Ok(raw(RESULT))).await;
         let late = late.expect("the late answer settles it");

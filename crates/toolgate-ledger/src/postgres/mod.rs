@@ -137,8 +137,8 @@ impl Ledger for PostgresLedger {
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
         operations::find_by_key(&*self.pool, key).await
     }
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
-        operations::list(&*self.pool, tenant, state, now_ms).await
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
+        operations::list(&*self.pool, tenant, state, now_ms, limit).await
     }
     async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
         chunked(|| operations::prune(&*self.pool, settled_before_ms, crate::ARCHIVE_CHUNK)).await

@@ -129,11 +129,14 @@ pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operati
     changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
 }
 
-pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
     lapse(pool, now_ms).await?;
-    let state = state.map(OperationState::as_str);
+    let (state, limit) = (state.map(OperationState::as_str), limit.min(i64::MAX as usize) as i64);
     let rows = pool
-        .query("SELECT * FROM operations WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC", &[&state, &tenant])
+        .query(
+            "SELECT * FROM operations WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC LIMIT $3",
+            &[&state, &tenant, &limit],
+        )
         .await?;
     rows.iter().map(op).collect()
 }

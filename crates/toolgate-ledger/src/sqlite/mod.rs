@@ -496,9 +496,9 @@ impl Ledger for SqliteLedger {
         let key = key.clone();
         self.read(move |c| operations::by_key(c, &key)).await
     }
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
         let tenant = tenant.map(str::to_string);
-        self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms)).await
+        self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms, limit)).await
     }
     async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
         chunked(|| self.run(move |c| operations::prune(c, settled_before_ms, crate::ARCHIVE_CHUNK))).await

@@ -117,17 +117,19 @@ fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static 
     Err(LedgerError::WrongState { id: id.to_string(), state: op.state.as_str(), what })
 }
 
-pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64) -> Result<Vec<Operation>> {
+pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
     lapse(conn, now_ms)?;
     // `state = ?1` spelled out when given, so the (state, created_ms) index
     // finds the rows: `?1 IS NULL OR …` read and sorted the whole table,
     // on the writer, on every call that counts pending approvals and every
-    // poll of an approver — a cost that grew with the ledger.
+    // poll of an approver — a cost that grew with the ledger. Without a
+    // state, the index on creation gives the newest first (migration 11).
     let filter = if state.is_some() { "state = ?1" } else { "?1 IS NULL" };
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM operations WHERE {filter} AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC"
+        "SELECT {COLUMNS} FROM operations WHERE {filter} AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
     ))?;
-    let rows = stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant], row)?;
+    let limit = limit.min(i64::MAX as usize) as i64;
+    let rows = stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant, limit], row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

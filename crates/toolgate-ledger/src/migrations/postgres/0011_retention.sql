@@ -36,3 +36,5 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'checkpoints are never rewritten, nor deleted unless an archive covers them';
 END $$;
+
+CREATE INDEX operations_created ON operations (created_ms, seq);

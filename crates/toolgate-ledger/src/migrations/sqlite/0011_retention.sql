@@ -17,3 +17,7 @@ WHEN OLD.size >= (SELECT coalesce(max(before), 0) FROM archives)
 BEGIN
     SELECT RAISE(ABORT, 'a checkpoint is never deleted unless an archive covers it');
 END;
+
+-- A page of the newest operations by this index, not a sort of the table:
+-- a week of them is kept.
+CREATE INDEX operations_created ON operations (created_ms);
