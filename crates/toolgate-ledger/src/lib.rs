@@ -427,14 +427,25 @@ fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::co
 /// tenth of a second or more under load (the soak: maxima of 128–220 ms).
 pub const ARCHIVE_CHUNK: u64 = 2048;
 
-/// The settled states, as SQL: what `prune_operations` may remove. The
-/// store's own trigger refuses the others (in flight, unknown).
-macro_rules! settled {
-    () => {
-        "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'"
+/// `prune_operations`' statement, with the store's placeholder sign (`?`
+/// or `$`): up to `2` settled operations last changed before `1`, found
+/// by the index on state and creation (an operation is changed no earlier
+/// than it was created). The state and age are checked again outside the
+/// subquery: on PostgreSQL a row a concurrent call changed meanwhile
+/// (settled as not applied, now run again) is checked anew, and stays. The
+/// store's own trigger refuses the unsettled states (in flight, unknown).
+macro_rules! prune_operations_sql {
+    ($p:literal) => {
+        concat!(
+            "DELETE FROM operations WHERE id IN (SELECT id FROM operations WHERE state IN (",
+            "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'",
+            ") AND created_ms < ", $p, "1 AND updated_ms < ", $p, "1 LIMIT ", $p, "2) AND state IN (",
+            "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'",
+            ") AND updated_ms < ", $p, "1"
+        )
     };
 }
-pub(crate) use settled;
+pub(crate) use prune_operations_sql;
 
 /// Runs `step` (a removal of at most [`ARCHIVE_CHUNK`] rows, its own short
 /// transaction) until it removes fewer; returns how many went in all.

@@ -141,19 +141,8 @@ pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<OperationS
     rows.iter().map(op).collect()
 }
 
-/// Settled operations last changed before `before_ms`, up to `chunk` of
-/// them (by the index on state and creation: an operation is changed no
-/// earlier than it was created).
+/// Settled operations last changed before `before_ms`, up to `chunk` of them.
 pub async fn prune(pool: &impl Db, before_ms: i64, chunk: u64) -> Result<u64> {
-    // The state and age again outside: on PostgreSQL a row a concurrent
-    // call changed meanwhile (settled as not applied, now run again) is
-    // checked anew, and stays.
-    const SQL: &str = concat!(
-        "DELETE FROM operations WHERE id IN (SELECT id FROM operations WHERE state IN (",
-        crate::settled!(),
-        ") AND created_ms < $1 AND updated_ms < $1 LIMIT $2) AND state IN (",
-        crate::settled!(),
-        ") AND updated_ms < $1"
-    );
+    const SQL: &str = crate::prune_operations_sql!("$");
     Ok(pool.execute(SQL, &[&before_ms, &(chunk as i64)]).await?)
 }

@@ -133,19 +133,8 @@ pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationStat
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Settled operations last changed before `before_ms`, up to `chunk` of
-/// them (by the index on state and creation: an operation is changed no
-/// earlier than it was created).
+/// Settled operations last changed before `before_ms`, up to `chunk` of them.
 pub fn prune(conn: &Connection, before_ms: i64, chunk: u64) -> Result<u64> {
-    // The state and age again outside: on PostgreSQL a row a concurrent
-    // call changed meanwhile (settled as not applied, now run again) is
-    // checked anew, and stays.
-    const SQL: &str = concat!(
-        "DELETE FROM operations WHERE id IN (SELECT id FROM operations WHERE state IN (",
-        crate::settled!(),
-        ") AND created_ms < ?1 AND updated_ms < ?1 LIMIT ?2) AND state IN (",
-        crate::settled!(),
-        ") AND updated_ms < ?1"
-    );
+    const SQL: &str = crate::prune_operations_sql!("?");
     Ok(conn.prepare_cached(SQL)?.execute(params![before_ms, chunk as i64])? as u64)
 }
