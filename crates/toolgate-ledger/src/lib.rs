@@ -158,11 +158,18 @@ impl StoredReceipt {
 
     /// Leaf hashes of rows read in order, checked to be exactly `from..to`.
     pub(crate) fn leaf_hashes(rows: Vec<Self>, from: u64, to: u64) -> Result<Vec<Hash>> {
-        if rows.len() as u64 != to.saturating_sub(from) || rows.first().is_some_and(|r| r.log_index != from) {
-            return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", rows.len())));
-        }
-        Ok(rows.into_iter().map(|r| r.leaf_hash).collect())
+        let first = rows.first().map(|r| r.log_index);
+        contiguous(rows.into_iter().map(|r| r.leaf_hash).collect(), first, from, to)
     }
+}
+
+/// `leaves`, read in order from the index `first`, checked to be exactly
+/// the leaves `from..to` (the rows' indexes run contiguously).
+pub(crate) fn contiguous(leaves: Vec<Hash>, first: Option<u64>, from: u64, to: u64) -> Result<Vec<Hash>> {
+    if leaves.len() as u64 != to.saturating_sub(from) || first.is_some_and(|f| f != from) {
+        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", leaves.len())));
+    }
+    Ok(leaves)
 }
 
 /// A signed checkpoint of the log at `size`.
@@ -392,10 +399,10 @@ pub(crate) struct Row {
 
 /// Seals a draft at `log_index` into the row that stores it, naming the
 /// digests `digests` has numbers for.
-pub(crate) fn seal(draft: Draft, log_index: u64, digests: &digests::Dictionary) -> Result<Row> {
+pub(crate) fn seal(draft: Draft, log_index: u64, digests: &digests::Dictionary) -> Result<(Row, Hash)> {
     let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
     let asked = asked.map(|a| toolgate_core::receipt::compact::pack_asked(&a, &asked_refs(&sealed.logged.receipt)));
-    Ok(Row { body: digests.encode(&sealed.logged), salt, asked })
+    Ok((Row { body: digests.encode(&sealed.logged), salt, asked }, sealed.leaf_hash))
 }
 
 /// 32-byte hashes, concatenated, as a list.

@@ -961,6 +961,30 @@ async fn a_sequenced_append_needs_no_write_lock() {
     assert_eq!(stored.iter().map(|r| r.log_index).collect::<Vec<_>>(), vec![0, 1, 2]);
 }
 
+/// The gateway's checkpoint takes the leaves of the receipts it sequenced
+/// from memory rather than decoding their rows again: they are the very
+/// hashes a decode gives (here, a second process's, which remembers
+/// nothing), beside a write's receipt, which is decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_leaves_are_the_rows_own() {
+    let s = sqlite_sequencing().await;
+    let key = receipt_key(10);
+    for i in 0..300 {
+        s.ledger.append_receipts(vec![draft(&key, &format!("read{i}"), None)]).await.unwrap();
+    }
+    let mut op = new_op("op-1", key_of("remembered"), 'a', 60_000);
+    op.receipt = Some(draft(&key, "write", Some("reserved")));
+    mine(s.ledger.begin_operation(op, 1).await.unwrap());
+    s.ledger.append_receipts(vec![draft(&key, "after", None), draft(&key, "after", None)]).await.unwrap();
+    let size = s.ledger.log_size().await.unwrap();
+    assert_eq!(size, 303);
+    let remembered = s.ledger.leaf_hashes(0, size).await.unwrap();
+    assert_eq!(remembered, s.second().await.leaf_hashes(0, size).await.unwrap());
+    let stored = s.ledger.receipts(0, size).await.unwrap();
+    assert_eq!(remembered, stored.iter().map(|r| merkle::leaf_hash(r.logged.as_bytes())).collect::<Vec<_>>());
+    assert_eq!(s.ledger.leaf_hashes(5, 9).await.unwrap(), remembered[5..9], "a range from the middle");
+}
+
 const CRASH_CHILD: &str = "TOOLGATE_SUITE_CRASH_CHILD";
 const CRASHED_APPENDS: u64 = 100;
 

@@ -35,7 +35,7 @@ pub async fn append_each(tx: &impl Db, digests: &Dictionary, requests: Vec<Vec<D
     for drafts in requests {
         // Sealed whole or not at all: a request's receipts are adjacent.
         let first = next;
-        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64, digests)).collect();
+        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64, digests).map(|(row, _)| row)).collect();
         match sealed {
             Ok(rows) => {
                 next = first + rows.len() as u64;

@@ -1,10 +1,11 @@
-//! The embedded store: one SQLite file (WAL, synchronous=FULL by default)
-//! and one connection, held by one writer at a time. Requests queue to the
-//! writer thread; it runs whatever has queued as one transaction — each
-//! request in its own savepoint, so one failing request does not undo the
-//! others — and answers them all only after the single COMMIT is durable.
-//! Under load many calls share one fsync (group commit); alone, a call pays
-//! one.
+//! The embedded store: one SQLite file (WAL) and one connection, held by
+//! one writer at a time. Requests queue to the writer thread; it runs
+//! whatever has queued as one transaction — each request in its own
+//! savepoint, so one failing request does not undo the others — and
+//! answers them all only after the single COMMIT is durable: a batch with
+//! a durable request is answered by the syncer once the WAL is synced
+//! (see `syncer`), while the writer goes on with the next. Under load many
+//! calls share one fsync (group commit); alone, a call pays one.
 //!
 //! A request that needs no fsync (a read's receipt, a lookup) runs on the
 //! caller's own thread instead when the connection is free at that instant
@@ -25,8 +26,10 @@ mod checkpointer;
 mod conn;
 mod operations;
 mod receipts;
+mod recent;
 mod runs;
 mod sequence;
+mod syncer;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -76,6 +79,10 @@ pub struct SqliteLedger {
     sequence: Arc<Mutex<sequence::Sequence>>,
     /// The numbers its rows name recurring digests by (see `digests`).
     digests: Arc<Dictionary>,
+    /// Why the ledger stopped (a sync failed), if it did.
+    stopped: syncer::Stopped,
+    /// The leaf hashes of what this process sequenced lately.
+    recent: Arc<recent::RecentLeaves>,
     /// Dropped with the ledger: stops the WAL checkpointer.
     _checkpointer: mpsc::Sender<()>,
 }
@@ -120,22 +127,27 @@ impl SqliteLedger {
     pub fn open_with(path: &Path, sync: Synchronous, group: bool, sequences: bool) -> Result<Self> {
         let conn = conn::open(path)?;
         let digests = Arc::new(Dictionary::default());
-        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences, digests.clone())?));
-        if sync == Synchronous::Normal {
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-        }
+        let recent = Arc::new(recent::RecentLeaves::default());
+        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences, digests.clone(), recent.clone())?));
+        // No commit syncs by itself: the syncer syncs for the durable ones.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let stopped = syncer::Stopped::default();
+        let syncs = match sync {
+            Synchronous::Full => Some(syncer::spawn(path, stopped.clone())?),
+            Synchronous::Normal => None,
+        };
         // WAL checkpoints run on their own thread (see `checkpointer`).
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let (checkpointer, stop) = mpsc::channel();
         checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
-        let writer = Arc::new(Mutex::new(Writer { conn, sync, full: sync == Synchronous::Full, sequence: sequence.clone(), digests: digests.clone() }));
+        let writer = Arc::new(Mutex::new(Writer { conn, stopped: stopped.clone(), sequence: sequence.clone(), digests: digests.clone() }));
         let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
-            .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }))
+            .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }, syncs))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, _checkpointer: checkpointer })
+        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, stopped, recent, _checkpointer: checkpointer })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
@@ -157,6 +169,13 @@ impl SqliteLedger {
     /// enough to stall the caller's async worker.
     async fn read_many<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
         self.queue(f, false, false, false).await
+    }
+
+    /// Runs a read whose answer must not outrun the disk: answered once
+    /// what it read is durable (a signed checkpoint handed out must never
+    /// be one that power loss takes back; see `syncer`).
+    async fn read_synced<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        self.queue(f, true, false, false).await
     }
 
     /// `durable = false`: the commit survives a crash of the process but
@@ -217,8 +236,10 @@ fn spaced_out(before: u64, now: u64) -> bool {
 }
 
 /// The writer thread: takes what has queued (up to `max_batch`) as one
-/// batch, commits it, and answers it once the connection is free again.
-fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize) {
+/// batch, commits it, and answers it once the connection is free again —
+/// a batch with a durable request through `syncs` (when the ledger syncs),
+/// which answers it once the WAL is synced.
+fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize, syncs: Option<mpsc::Sender<Committed>>) {
     loop {
         let first = match queue.recv_timeout(INTEGRATE_AFTER) {
             Ok(first) => Some(first),
@@ -242,9 +263,17 @@ fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch
                 Err(_) => break,
             }
         }
+        let durable = batch.iter().any(|q| q.durable);
         let done = w.run(batch);
         drop(w);
-        answer_all(done);
+        match &syncs {
+            Some(syncs) if durable && done.0.is_ok() => {
+                if let Err(mpsc::SendError(done)) = syncs.send(done) {
+                    answer_all((Err("the ledger's syncer stopped; nothing is known durable, retry".into()), done.1));
+                }
+            }
+            _ => answer_all(done),
+        }
     }
 }
 
@@ -276,31 +305,26 @@ fn answer_all((committed, answers): Committed) {
     }
 }
 
-/// The one connection that writes, and the durability it commits with now.
+/// The one connection that writes (every commit `synchronous=NORMAL`: see
+/// `syncer`).
 struct Writer {
     conn: Connection,
-    sync: Synchronous,
-    full: bool,
+    /// Set once a sync failed: no request runs after it.
+    stopped: syncer::Stopped,
     /// Held by each transaction from before it begins until it is settled.
     sequence: Arc<Mutex<sequence::Sequence>>,
     digests: Arc<Dictionary>,
 }
 
 impl Writer {
-    /// FULL fsyncs the WAL at every commit; NORMAL writes it (safe from a
-    /// crash of the process) and leaves the fsync to the next FULL commit or
-    /// checkpoint, which makes everything before it durable too (the WAL is
-    /// a prefix). A batch with any durable request commits FULL.
-    fn set_full(&mut self, durable: bool) {
-        let want = durable && self.sync == Synchronous::Full;
-        if want != self.full && self.conn.pragma_update(None, "synchronous", if want { "FULL" } else { "NORMAL" }).is_ok() {
-            self.full = want;
-        }
-    }
-
-    /// Runs `batch` as one transaction and commits it.
+    /// Runs `batch` as one transaction and commits it (not synced: the
+    /// caller hands a durable batch to the syncer). A commit written and not
+    /// yet synced survives a crash of the process; the next sync makes it
+    /// and everything before it durable (the WAL is a prefix).
     fn run(&mut self, batch: Vec<Queued>) -> Committed {
-        self.set_full(batch.iter().any(|q| q.durable));
+        if let Some(why) = self.stopped.get() {
+            return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
+        }
         let sequence = self.sequence.clone();
         let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
         // The sequence file's lock before SQLite's (see `sequence`), each
@@ -325,7 +349,9 @@ impl Writer {
     /// caller's thread never waits on a lock.
     fn try_alone(&mut self, q: Queued) -> std::result::Result<Committed, Queued> {
         debug_assert!(!q.durable);
-        self.set_full(false);
+        if self.stopped.get().is_some() {
+            return Err(q);
+        }
         let sequence = self.sequence.clone();
         let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
         if !matches!(sequence.take(std::time::Duration::ZERO), Ok(true)) {
@@ -515,6 +541,9 @@ impl Ledger for SqliteLedger {
     }
 
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+        if let Some(why) = self.stopped.get() {
+            return Err(LedgerError::Store(why.clone()));
+        }
         // Sequenced on this thread if the sequence is free now; else (a
         // transaction holds it) the receipts join the writer's batch.
         let drafts = match self.sequence.try_lock() {
@@ -543,7 +572,13 @@ impl Ledger for SqliteLedger {
     }
     async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
         let rows = self.read_many(move |c| receipts::raw(c, from, to.saturating_sub(from))).await?;
-        StoredReceipt::leaf_hashes(decoded(rows, self.digests.clone()).await?, from, to)
+        // The rows this process sealed lately are not decoded again (see `recent`).
+        let first = rows.first().map(receipts::RawRow::log_index);
+        let recalled: Vec<Option<Hash>> = rows.iter().map(|r| r.recalled(&self.recent)).collect();
+        let missed = rows.into_iter().zip(&recalled).filter(|(_, leaf)| leaf.is_none()).map(|(row, _)| row).collect();
+        let mut decoded = decoded(missed, self.digests.clone()).await?.into_iter();
+        let leaves = recalled.into_iter().map(|leaf| leaf.or_else(|| decoded.next().map(|r| r.leaf_hash))).collect::<Option<Vec<Hash>>>();
+        crate::contiguous(leaves.unwrap_or_default(), first, from, to)
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
         self.read(receipts::archived).await
@@ -560,10 +595,10 @@ impl Ledger for SqliteLedger {
         self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await
     }
     async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
-        self.read_many(receipts::checkpoints).await
+        self.read_synced(receipts::checkpoints).await
     }
     async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
-        self.read(move |c| receipts::checkpoint(c, size)).await
+        self.read_synced(move |c| receipts::checkpoint(c, size)).await
     }
     async fn add_log_key(&self, key: LogKey) -> Result<()> {
         self.run(move |c| receipts::add_key(c, &key)).await
@@ -603,6 +638,28 @@ async fn decoded(rows: Vec<receipts::RawRow>, digests: Arc<Dictionary>) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use crate::{Ledger, RunKey};
+
+    /// After a failed sync the disk's state is unknown: the ledger takes no
+    /// request at all (a read's receipt neither), each refused with why and
+    /// what to do, and nothing of them reaches the file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_a_failed_sync_nothing_runs_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite3");
+        let ledger = super::SqliteLedger::open_sequencing(&path).unwrap();
+        let key = RunKey { tenant: "t".into(), subject: "s".into(), run: "r".into() };
+        assert_eq!(Ledger::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
+        ledger.stopped.set("the ledger's disk failed to sync its log (EIO); restart toolgate".into()).unwrap();
+        for refused in [Ledger::run(&ledger, &key, true, 2, 60_000).await.map(drop), ledger.append_receipts(Vec::new()).await.map(drop), ledger.log_size().await.map(drop)] {
+            let why = refused.expect_err("refused after the failed sync").to_string();
+            assert!(why.contains("failed to sync") && why.contains("restart toolgate"), "{why}");
+        }
+        drop(ledger);
+        let after = super::SqliteLedger::open(&path).unwrap();
+        assert_eq!(Ledger::run(&after, &key, false, 3, 60_000).await.unwrap().calls, 1, "the count refused was not written");
+    }
+
     /// Inline only when the ledger is not under load: requests that come
     /// back to back go to the writer thread, which batches them.
     #[test]

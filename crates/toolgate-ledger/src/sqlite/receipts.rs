@@ -28,7 +28,7 @@ pub fn append(conn: &Connection, digests: &Dictionary, drafts: Vec<Draft>) -> Re
     let first = size(conn)?;
     let mut rows = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.into_iter().enumerate() {
-        rows.push(crate::seal(draft, first + i as u64, digests)?);
+        rows.push(crate::seal(draft, first + i as u64, digests)?.0);
     }
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
     for (&i, row) in indexes.iter().zip(rows) {
@@ -90,6 +90,15 @@ pub struct RawRow {
 impl RawRow {
     pub fn decode(self, digests: &Dictionary) -> Result<StoredReceipt> {
         StoredReceipt::from_row(self.log_index, &self.body, self.salt, self.asked, digests)
+    }
+
+    pub fn log_index(&self) -> u64 {
+        self.log_index
+    }
+
+    /// Its leaf hash, if this process sealed this very row lately.
+    pub fn recalled(&self, recent: &super::recent::RecentLeaves) -> Option<toolgate_core::merkle::Hash> {
+        recent.recall(self.log_index, &self.salt, &self.body)
     }
 }
 

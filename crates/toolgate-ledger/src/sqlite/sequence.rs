@@ -63,6 +63,8 @@ pub struct Sequence {
     reader: Option<Connection>,
     /// The numbers a frame's row may name digests by: committed ones only.
     digests: Arc<Dictionary>,
+    /// The leaf hashes of what was appended, for the next checkpoint.
+    recent: Arc<super::recent::RecentLeaves>,
 }
 
 /// What an append did: the indexes taken, or the drafts back when the
@@ -78,7 +80,7 @@ impl Sequence {
     /// Opens (creating, owner-only) the sequence file of the ledger at `db`;
     /// `sequences`: whether this process appends to it (the gateway) or
     /// only integrates what it finds (the CLI).
-    pub fn open(db: &Path, sequences: bool, digests: Arc<Dictionary>) -> Result<Self> {
+    pub fn open(db: &Path, sequences: bool, digests: Arc<Dictionary>, recent: Arc<super::recent::RecentLeaves>) -> Result<Self> {
         let path = path_of(db);
         let file = OpenOptions::new()
             .read(true)
@@ -88,7 +90,7 @@ impl Sequence {
             .open(&path)
             .map_err(|e| LedgerError::Store(format!("cannot open the ledger's sequence file {}: {e}", path.display())))?;
         let reader = if sequences { Some(super::conn::open_reader(db)?) } else { None };
-        Ok(Self { file, path, held: false, next: 0, len: 0, frames: 0, asked: false, reader, digests })
+        Ok(Self { file, path, held: false, next: 0, len: 0, frames: 0, asked: false, reader, digests, recent })
     }
 
     /// Whether this process holds frames (or the lock) a transaction must integrate.
@@ -123,13 +125,19 @@ impl Sequence {
         // Seal everything before writing anything: a seal that fails leaves no frame.
         let (first, n) = (self.next, drafts.len() as u64);
         let mut bytes = Vec::with_capacity(drafts.len() * 600);
+        let mut leaves = Vec::with_capacity(drafts.len());
         for (i, draft) in drafts.into_iter().enumerate() {
-            frame(&mut bytes, first + i as u64, &crate::seal(draft, first + i as u64, &self.digests)?);
+            let (row, leaf) = crate::seal(draft, first + i as u64, &self.digests)?;
+            frame(&mut bytes, first + i as u64, &row);
+            leaves.push((row.salt, row.body, leaf));
         }
         if let Err(e) = (&self.file).write_all(&bytes) {
             // A torn frame is cut off (a reader would stop there anyway).
             let _ = self.file.set_len(self.len);
             return Err(self.failed("write", e));
+        }
+        for (i, (salt, body, leaf)) in leaves.into_iter().enumerate() {
+            self.recent.remember(first + i as u64, &salt, &body, leaf);
         }
         self.len += bytes.len() as u64;
         self.next += n;
@@ -276,7 +284,7 @@ fn unframe(bytes: &[u8]) -> Option<(u64, Row, &[u8])> {
 /// A checksum against torn writes (not against an attacker: the file is
 /// the ledger's own, owner-only, and every row it holds is checked against
 /// the signed log when verified).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
