@@ -26,7 +26,7 @@ Knobs (environment): BENCH_SLICE_S (saturation slice, default 4),
 BENCH_RATE_SLICE_S (fixed-rate slice, default 10), BENCH_ROUNDS (default 3
 saturation rounds; the fixed rate runs 2x as many), BENCH_RATE (1000),
 TOOLGATE_BENCH_BEFORE (a second toolgate binary, run as the leg "before"),
-BENCH_VERBOSE=1 (one line per slice, to see where a tail came from), BENCH_KEEP=1
+BENCH_VERBOSE=1 (one line per slice; scripts/bench_tail.py shows where a tail comes from), BENCH_KEEP=1
 (keep the run's directory: the ledgers and each process's log).
 """
 

@@ -2,10 +2,10 @@
 //! one writer at a time. Requests queue to the writer thread; it runs
 //! whatever has queued as one transaction — each request in its own
 //! savepoint, so one failing request does not undo the others — and
-//! answers them all only after the single COMMIT is durable: for a batch
-//! with a durable request, the writer syncs the WAL once it has let go of
-//! the connection (see `syncer`). Under load many calls share one fsync
-//! (group commit); alone, a call pays one.
+//! answers them all only after the single COMMIT is durable: a batch with
+//! a durable request is answered by the syncer once the WAL is synced
+//! (see `syncer`), while the writer goes on with the next. Under load many
+//! calls share one fsync (group commit); alone, a call pays one.
 //!
 //! A request that needs no fsync (a read's receipt, a lookup) runs on the
 //! caller's own thread instead when the connection is free at that instant
@@ -129,11 +129,11 @@ impl SqliteLedger {
         let digests = Arc::new(Dictionary::default());
         let recent = Arc::new(recent::RecentLeaves::default());
         let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences, digests.clone(), recent.clone())?));
-        // No commit syncs by itself: the writer syncs the WAL after the durable ones (see `syncer`).
+        // No commit syncs by itself: the syncer syncs for the durable ones.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         let stopped = syncer::Stopped::default();
-        let wal = match sync {
-            Synchronous::Full => Some(syncer::Wal::open(path, stopped.clone())?),
+        let syncs = match sync {
+            Synchronous::Full => Some(syncer::spawn(path, stopped.clone())?),
             Synchronous::Normal => None,
         };
         // WAL checkpoints run on their own thread (see `checkpointer`).
@@ -145,7 +145,7 @@ impl SqliteLedger {
         let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
-            .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }, wal))
+            .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }, syncs))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
         Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, stopped, recent, _checkpointer: checkpointer })
     }
@@ -237,9 +237,9 @@ fn spaced_out(before: u64, now: u64) -> bool {
 
 /// The writer thread: takes what has queued (up to `max_batch`) as one
 /// batch, commits it, and answers it once the connection is free again —
-/// a batch with a durable request once `wal` (when the ledger syncs) is
-/// synced, which it does with the connection free.
-fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize, wal: Option<syncer::Wal>) {
+/// a batch with a durable request through `syncs` (when the ledger syncs),
+/// which answers it once the WAL is synced.
+fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize, syncs: Option<mpsc::Sender<Committed>>) {
     loop {
         let first = match queue.recv_timeout(INTEGRATE_AFTER) {
             Ok(first) => Some(first),
@@ -264,15 +264,16 @@ fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch
             }
         }
         let durable = batch.iter().any(|q| q.durable);
-        let (mut committed, answers) = w.run(batch);
+        let done = w.run(batch);
         drop(w);
-        if let Some(wal) = &wal
-            && durable
-            && committed.is_ok()
-        {
-            committed = wal.sync();
+        match &syncs {
+            Some(syncs) if durable && done.0.is_ok() => {
+                if let Err(mpsc::SendError(done)) = syncs.send(done) {
+                    answer_all((Err("the ledger's syncer stopped; nothing is known durable, retry".into()), done.1));
+                }
+            }
+            _ => answer_all(done),
         }
-        answer_all((committed, answers));
     }
 }
 
@@ -317,7 +318,7 @@ struct Writer {
 
 impl Writer {
     /// Runs `batch` as one transaction and commits it (not synced: the
-    /// writer thread syncs after a durable batch, see `syncer`). A commit written and not
+    /// caller hands a durable batch to the syncer). A commit written and not
     /// yet synced survives a crash of the process; the next sync makes it
     /// and everything before it durable (the WAL is a prefix).
     fn run(&mut self, batch: Vec<Queued>) -> Committed {
