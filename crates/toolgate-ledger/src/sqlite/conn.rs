@@ -1,5 +1,6 @@
-//! Opening the SQLite file: durable by default (WAL, synchronous=FULL), a
-//! busy timeout so the gateway and the CLI wait for each other instead of
+//! Opening the SQLite file: WAL, synchronous=FULL for the migrations (the
+//! ledger's writer then commits NORMAL and syncs for itself: see `syncer`),
+//! a busy timeout so the gateway and the CLI wait for each other instead of
 //! failing, and versioned migrations applied in one transaction each.
 
 use std::path::Path;
