@@ -285,17 +285,23 @@ def start_toolgate(name, binary, upstream, work, logs):
     return server
 
 
+def start_parts(work, logs, servers):
+    """The Atlas parts server and the bare relay in front of it, added to `servers`."""
+    upstream = Server("upstream", [TOOLGATE, "atlas", "parts", "--http", "127.0.0.1:0", "--state", os.path.join(work, "atlas")],
+                      r"serving parts on (\S+)", logs)
+    servers.append(upstream)
+    relay = Server("relay", [RELAY, "127.0.0.1:0", upstream.url], r"serving on (\S+)", logs)
+    servers.append(relay)
+    return upstream, relay
+
+
 def main():
     work = tempfile.mkdtemp(prefix="bench-gateway-")
     logs = os.path.join(work, "logs")
     os.makedirs(logs)
     servers = []
     try:
-        upstream = Server("upstream", [TOOLGATE, "atlas", "parts", "--http", "127.0.0.1:0", "--state", os.path.join(work, "atlas")],
-                          r"serving parts on (\S+)", logs)
-        servers.append(upstream)
-        relay = Server("relay", [RELAY, "127.0.0.1:0", upstream.url], r"serving on (\S+)", logs)
-        servers.append(relay)
+        upstream, relay = start_parts(work, logs, servers)
         gateway = start_toolgate("toolgate", TOOLGATE, upstream.url, work, logs)
         servers.append(gateway)
         legs = [Leg("direct", upstream.url, "find_part"), Leg("relay", relay.url, "find_part", relay),

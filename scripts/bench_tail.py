@@ -73,11 +73,7 @@ def main():
     os.makedirs(logs)
     servers = []
     try:
-        upstream = b.Server("upstream", [b.TOOLGATE, "atlas", "parts", "--http", "127.0.0.1:0", "--state", os.path.join(work, "atlas")],
-                            r"serving parts on (\S+)", logs)
-        servers.append(upstream)
-        relay = b.Server("relay", [b.RELAY, "127.0.0.1:0", upstream.url], r"serving on (\S+)", logs)
-        servers.append(relay)
+        upstream, relay = b.start_parts(work, logs, servers)
         home = os.path.join(work, "toolgate")
         os.makedirs(home)
         config = b.toolgate_config(upstream.url)
