@@ -43,8 +43,10 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLGATE = os.path.join(ROOT, "target/release/toolgate")
-RELAY = os.path.join(ROOT, "target/release/examples/relay")
+# Where `scripts/bench-gateway`'s cargo build put them.
+RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "release")
+TOOLGATE = os.path.join(RELEASE, "toolgate")
+RELAY = os.path.join(RELEASE, "examples/relay")
 OHA = os.environ.get("OHA", "oha")
 SLICE = float(os.environ.get("BENCH_SLICE_S", "4"))
 RATE_SLICE = float(os.environ.get("BENCH_RATE_SLICE_S", "10"))

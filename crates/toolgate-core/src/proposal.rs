@@ -39,7 +39,7 @@ fn write_canonical(value: &Value, out: &mut String) {
             // Members sorted by their names' UTF-16 code units (§3.2.3);
             // that differs from byte order only past the BMP.
             let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_unstable_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            members.sort_unstable_by(|a, b| utf16_order(a.0, b.0));
             out.push('{');
             for (i, (name, v)) in members.into_iter().enumerate() {
                 if i > 0 {
@@ -51,6 +51,143 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push('}');
         }
+    }
+}
+
+/// Names in the order of their UTF-16 code units (§3.2.3). That is their
+/// bytes' order except where a character past the BMP meets one in
+/// U+E000..U+FFFF, so only the first differing characters are compared as
+/// UTF-16.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let same = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    // Back to the start of the character the names differ in.
+    let start = (0..=same).rev().find(|&i| a.is_char_boundary(i) && b.is_char_boundary(i)).unwrap_or(0);
+    match (a[start..].chars().next(), b[start..].chars().next()) {
+        (Some(x), Some(y)) if x != y => {
+            let (mut ux, mut uy) = ([0u16; 2], [0u16; 2]);
+            let (ux, uy): (&[u16], &[u16]) = (x.encode_utf16(&mut ux), y.encode_utf16(&mut uy));
+            ux.cmp(uy)
+        }
+        _ => a.len().cmp(&b.len()),
+    }
+}
+
+/// The JCS text of a JSON text, written as it is read: no value is built,
+/// and a name given twice keeps its last value (as parsing it into a
+/// `Value` would). What a call's result costs its receipt: parsing the
+/// result into a `Value` first took twice as long.
+pub fn canonical_json_text(text: &str) -> serde_json::Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(Canon(&mut out), &mut de)?;
+    de.end()?;
+    Ok(out)
+}
+
+/// Writes the JCS of the value it is handed to its string.
+struct Canon<'o>(&'o mut String);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Canon<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Canon<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.0.push_str("null");
+        Ok(())
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<(), E> {
+        self.0.push_str(if b { "true" } else { "false" });
+        Ok(())
+    }
+    fn visit_i64<E>(self, i: i64) -> Result<(), E> {
+        write_number(&i.into(), self.0);
+        Ok(())
+    }
+    fn visit_u64<E>(self, u: u64) -> Result<(), E> {
+        write_number(&u.into(), self.0);
+        Ok(())
+    }
+    fn visit_f64<E>(self, f: f64) -> Result<(), E> {
+        match serde_json::Number::from_f64(f) {
+            Some(n) => write_number(&n, self.0),
+            None => self.0.push_str("null"),
+        }
+        Ok(())
+    }
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        write_string(s, self.0);
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.push('[');
+        let empty = self.0.len();
+        while seq.next_element_seed(Canon(self.0))?.is_some() {
+            self.0.push(',');
+        }
+        if self.0.len() > empty {
+            self.0.pop(); // the last element's comma
+        }
+        self.0.push(']');
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Each member's value is written once, into one scratch string, and
+        // placed by its name's order afterwards.
+        let mut scratch = String::new();
+        let mut members: Vec<(std::borrow::Cow<'de, str>, std::ops::Range<usize>)> = Vec::new();
+        while let Some(Name(name)) = map.next_key()? {
+            let start = scratch.len();
+            map.next_value_seed(Canon(&mut scratch))?;
+            members.push((name, start..scratch.len()));
+        }
+        // Stable, so of a name given twice the last stays last.
+        members.sort_by(|a, b| utf16_order(&a.0, &b.0));
+        self.0.push('{');
+        let mut first = true;
+        for (i, (name, range)) in members.iter().enumerate() {
+            if members.get(i + 1).is_some_and(|next| next.0 == *name) {
+                continue;
+            }
+            if !first {
+                self.0.push(',');
+            }
+            first = false;
+            write_string(name, self.0);
+            self.0.push(':');
+            self.0.push_str(&scratch[range.clone()]);
+        }
+        self.0.push('}');
+        Ok(())
+    }
+}
+
+/// A member's name, borrowed from the text when it has no escapes.
+struct Name<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Name<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a name")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(s.into()))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Name<'de>, E> {
+                Ok(Name(s.to_owned().into()))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 

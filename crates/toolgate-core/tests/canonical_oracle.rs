@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use toolgate_core::proposal::canonical_json;
+use toolgate_core::proposal::{canonical_json, canonical_json_text};
 use toolgate_core::strict_json::{JsonLimits, parse};
 
 fn json() -> impl Strategy<Value = Value> {
@@ -40,9 +40,31 @@ proptest! {
     }
 
     #[test]
+    fn written_from_the_text_it_is_the_values_own(v in json()) {
+        let expected = canonical_json(&v);
+        prop_assert_eq!(canonical_json_text(&serde_json::to_string(&v).unwrap()).unwrap(), expected.clone());
+        prop_assert_eq!(canonical_json_text(&serde_json::to_string_pretty(&v).unwrap()).unwrap(), expected);
+    }
+
+    #[test]
     fn canonical_text_parses_back_to_the_same_value(v in json()) {
         let text = canonical_json(&v);
         let back = parse(text.as_bytes(), JsonLimits::sized(1 << 20, 16)).unwrap();
         prop_assert_eq!(canonical_json(&back), text);
+    }
+}
+
+/// From the text: a name given twice keeps its last value, as a parse into
+/// a `Value` does; escaped names and values come out unescaped where JCS
+/// says so; what is not one JSON text is an error, never a hash.
+#[test]
+fn from_the_text_duplicates_escapes_and_errors() {
+    let text = r#"{"b": [1, 2.50, -0, 1e3, {"z": null, "a": true}], "a": 1, "\u0061": 2, "c\u00e9": "\u00e9\n\u001f", "a": 3}"#;
+    let value: Value = serde_json::from_str(text).unwrap();
+    let canonical = canonical_json_text(text).unwrap();
+    assert_eq!(canonical, canonical_json(&value));
+    assert_eq!(canonical, r#"{"a":3,"b":[1,2.5,0,1000,{"a":true,"z":null}],"cé":"é\n\u001f"}"#);
+    for bad in ["", "{", "[1,]", "{\"a\":1} x", "nul", "{\"a\" 1}"] {
+        assert!(canonical_json_text(bad).is_err(), "{bad:?}");
     }
 }

@@ -153,7 +153,7 @@ pub enum Event<'a> {
         /// Whether the answer is a tool error (`isError: true`).
         tool_error: bool,
         /// The upstream's answer.
-        result: &'a Value,
+        result: Attested<'a>,
     },
     /// The call waits for a named human.
     Awaiting {
@@ -167,7 +167,7 @@ pub enum Event<'a> {
         /// Whether the recorded outcome is a tool error.
         tool_error: bool,
         /// The recorded outcome.
-        result: &'a Value,
+        result: Attested<'a>,
     },
     /// Refused; `dispatched` when it was sent first (its outcome is then unknown).
     Refused {
@@ -239,7 +239,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
         Event::Dispatched { state, result } => {
             set_state(&mut r, state);
             if let Some(value) = result {
-                attest(&mut r, subject, value, true);
+                attest(&mut r, subject, Attested::Value(value), true);
             }
             (ExecutionStatus::Dispatched, ResultStatus::of_dispatch(state))
         }
@@ -256,7 +256,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             // Only the plain hash: the replay attests which recorded result
             // it gave, not a new one.
             r.approval = approval;
-            r.result_sha256 = Some(sha256_hex(canonical_json(result).as_bytes()));
+            r.result_sha256 = Some(sha256_hex(result.canonical().as_bytes()));
             (ExecutionStatus::Replayed, tool_status(tool_error))
         }
         Event::Refused { approval, refusal, dispatched } => {
@@ -284,7 +284,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             r.rules = vec![by.to_string()];
             set_state(&mut r, state);
             if let Some(value) = result {
-                attest(&mut r, subject, value, false);
+                attest(&mut r, subject, Attested::Value(value), false);
             }
             let settled = if state == OperationState::ReconciledApplied { ResultStatus::Applied } else { ResultStatus::NotApplied };
             (ExecutionStatus::Reconciled, settled)
@@ -303,12 +303,32 @@ fn set_state(r: &mut Receipt, state: OperationState) {
 
 /// The result's plain and salted hashes, and the value itself when the
 /// gateway captures values (and `capture_result` allows it).
-fn attest(r: &mut Receipt, subject: &Subject, value: &Value, capture_result: bool) {
-    let canonical = canonical_json(value);
+fn attest(r: &mut Receipt, subject: &Subject, result: Attested, capture_result: bool) {
+    let canonical = result.canonical();
     r.result_sha256 = Some(sha256_hex(canonical.as_bytes()));
     r.result_hash = Some(salted_hash(subject.salt, canonical.as_bytes()));
-    if capture_result && subject.captured.is_some() {
+    if let (true, Some(_), Attested::Value(value)) = (capture_result, subject.captured, result) {
         r.result = Some(value.clone());
+    }
+}
+
+/// An answer as its receipt attests it.
+#[derive(Debug, Clone, Copy)]
+pub enum Attested<'a> {
+    /// The value: kept in the receipt too when the gateway captures values.
+    Value(&'a Value),
+    /// Only its JCS text (`proposal::canonical_json_text`): all a receipt
+    /// that captures no values needs, without a `Value` built for it.
+    Canonical(&'a str),
+}
+
+impl<'a> Attested<'a> {
+    /// The JCS text the receipt's hashes are over.
+    fn canonical(self) -> std::borrow::Cow<'a, str> {
+        match self {
+            Attested::Value(value) => canonical_json(value).into(),
+            Attested::Canonical(text) => text.into(),
+        }
     }
 }
 
@@ -369,14 +389,32 @@ mod tests {
         let d = allow();
         let (args, result) = (serde_json::json!({"title": "x"}), serde_json::json!({"ok": true}));
         let s = subject(Some(&d), Some(&args));
-        let answered = build(&s, Event::Answered { approval: None, tool_error: false, result: &result });
+        let answered = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Value(&result) });
         assert_eq!((answered.arguments.as_ref(), answered.result.as_ref()), (Some(&args), Some(&result)));
         // A replay names the result it gave by its plain hash only; a settlement keeps the evidence out.
-        let replayed = build(&s, Event::Replayed { approval: None, tool_error: false, result: &result });
+        let replayed = build(&s, Event::Replayed { approval: None, tool_error: false, result: Attested::Value(&result) });
         assert!(replayed.result.is_none() && replayed.result_hash.is_none() && replayed.result_sha256.is_some());
         let settled = build(&s, Event::Settled { state: OperationState::ReconciledApplied, by: "dana", result: Some(&result) });
         assert!(settled.result.is_none() && settled.result_hash.is_some());
         assert_eq!((settled.reason.as_str(), settled.rules.as_slice(), settled.result_status.as_str()), ("reconciled", &["dana".to_string()][..], "applied"));
+    }
+
+    #[test]
+    fn an_answer_attested_by_its_text_hashes_as_its_value_and_captures_nothing() {
+        let d = allow();
+        let text = r#"{"structuredContent": {"b": 2, "a": [1.50, "\u00e9"]}, "content": []}"#;
+        let value: Value = serde_json::from_str(text).unwrap();
+        let canonical = crate::proposal::canonical_json_text(text).unwrap();
+        let s = subject(Some(&d), None);
+        let by_value = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Value(&value) });
+        let by_text = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Canonical(&canonical) });
+        assert_eq!((&by_text.result_sha256, &by_text.result_hash), (&by_value.result_sha256, &by_value.result_hash));
+        assert_eq!(canonical, r#"{"content":[],"structuredContent":{"a":[1.5,"é"],"b":2}}"#);
+        assert_eq!(by_text.result_sha256.unwrap(), sha256_hex(canonical.as_bytes()));
+        // With values captured, only a value can be kept.
+        let args = serde_json::json!({});
+        let captured = build(&subject(Some(&d), Some(&args)), Event::Answered { approval: None, tool_error: false, result: Attested::Canonical(&canonical) });
+        assert!(captured.result.is_none() && captured.result_hash.is_some());
     }
 
     #[test]

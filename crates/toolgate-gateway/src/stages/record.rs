@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use toolgate_core::operation::OperationState;
-use toolgate_core::receipt::build::{Event, Subject, build};
+use toolgate_core::proposal::canonical_json_text;
+use toolgate_core::receipt::build::{Attested, Event, Subject, build};
 use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
 use toolgate_core::Clock;
@@ -27,6 +28,7 @@ use crate::call::{Answer, Approved, Call, Context, Reserved};
 use crate::catalog::ExposedTool;
 use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::log::ReceiptLog;
+use crate::wire::RawObject;
 
 /// What the record stage drafts and appends with.
 pub(crate) struct Recorder<'a> {
@@ -297,14 +299,14 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
             // A read: nothing durable happens between its decision and its
             // outcome, so one receipt attests both (a write has two, each
             // committed with the state it attests).
-            let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(rec, findings, Event::Answered { approval, tool_error: findings.tool_error, result: &result }, true)]
+            let result = Held::of(raw, findings.arguments.is_some());
+            vec![draft(rec, findings, Event::Answered { approval, tool_error: findings.tool_error, result: result.attested() }, true)]
         }
         Answer::Result(_) if findings.input_required => vec![awaiting(rec, findings, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
-            let result = serde_json::to_value(raw).unwrap_or(Value::Null);
-            vec![draft(rec, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: &result }, true)]
+            let result = Held::of(raw, false);
+            vec![draft(rec, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: result.attested() }, true)]
         }
         Answer::Refused(refusal) if findings.dispatched => {
             vec![decided(rec, findings, approval.clone()), draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, true)]
@@ -334,6 +336,31 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
                 ),
                 other => other,
             }
+        }
+    }
+}
+
+/// An answer held for its receipt: the value when the receipt captures
+/// values, else only its JCS text, written from the answer's text without
+/// a `Value` built (what a read's receipt cost most after its signature).
+enum Held {
+    Value(Value),
+    Canonical(String),
+}
+
+impl Held {
+    fn of(raw: &RawObject, capture: bool) -> Held {
+        if capture {
+            return Held::Value(serde_json::to_value(raw).unwrap_or(Value::Null));
+        }
+        let text = serde_json::to_string(raw).unwrap_or_default();
+        Held::Canonical(canonical_json_text(&text).unwrap_or_else(|_| "null".into()))
+    }
+
+    fn attested(&self) -> Attested<'_> {
+        match self {
+            Held::Value(value) => Attested::Value(value),
+            Held::Canonical(text) => Attested::Canonical(text),
         }
     }
 }
