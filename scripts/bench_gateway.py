@@ -297,10 +297,16 @@ def start_parts(work, logs, servers):
     return upstream, relay
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="bench-gateway-")
+def workdir(prefix):
+    """A fresh directory for one run's state, and its `logs` folder."""
+    work = tempfile.mkdtemp(prefix=prefix)
     logs = os.path.join(work, "logs")
     os.makedirs(logs)
+    return work, logs
+
+
+def main():
+    work, logs = workdir("bench-gateway-")
     servers = []
     try:
         upstream, relay = start_parts(work, logs, servers)

@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,9 +67,7 @@ def show(name, rows):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="bench-tail-")
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs)
+    work, logs = b.workdir("bench-tail-")
     servers = []
     try:
         upstream, relay = b.start_parts(work, logs, servers)
