@@ -373,6 +373,10 @@ fn awaiting(rec: &Recorder<'_>, findings: &Findings, approval: Option<ApprovalRe
 }
 
 fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
+    // Its fields are named and joined only for a log that keeps the line.
+    if !tracing::enabled!(target: "toolgate::call", tracing::Level::INFO) {
+        return;
+    }
     let (outcome, reason, action) = match answer {
         Answer::Result(_) if findings.preview => ("preview", String::new(), String::new()),
         Answer::Result(_) if findings.tool_error => ("tool_error", String::new(), String::new()),
