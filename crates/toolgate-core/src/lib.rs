@@ -18,6 +18,7 @@ pub mod egress;
 pub mod entropy;
 pub mod log_verify;
 pub mod identity;
+mod jcs_scan;
 pub mod merkle;
 pub mod note;
 pub mod pack;

@@ -2,7 +2,6 @@
 //! parsing (no unbounded buffering or recursion), and duplicate object keys
 //! refused — a proposal's hash and the upstream's parse must see one object.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -183,14 +182,16 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
             return Err(self.fail(JsonError::TooDeep { limit: self.limits.max_depth }));
         }
         let mut out = Map::new();
-        let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             self.string(&key)?;
-            if !seen.insert(key.clone()) {
-                return Err(self.fail(JsonError::DuplicateKey { key }));
+            // The map itself tells a name given twice: a set of the names
+            // beside it cost a copy and a hash of every name.
+            match out.entry(key) {
+                serde_json::map::Entry::Occupied(taken) => return Err(self.fail(JsonError::DuplicateKey { key: taken.key().clone() })),
+                serde_json::map::Entry::Vacant(place) => {
+                    place.insert(map.next_value_seed(self.child())?);
+                }
             }
-            let v = map.next_value_seed(self.child())?;
-            out.insert(key, v);
             self.items(out.len())?;
         }
         Ok(Value::Object(out))

@@ -46,6 +46,14 @@ proptest! {
         prop_assert_eq!(canonical_json_text(&serde_json::to_string_pretty(&v).unwrap()).unwrap(), expected);
     }
 
+    /// The same text with every character beyond ASCII, and every `/`,
+    /// escaped (`\uXXXX` in upper case): none of it as JCS writes it.
+    #[test]
+    fn written_from_escaped_text_it_is_the_values_own(v in json()) {
+        let text = ascii_escaped(&serde_json::to_string(&v).unwrap());
+        prop_assert_eq!(canonical_json_text(&text).unwrap(), canonical_json(&v));
+    }
+
     #[test]
     fn canonical_text_parses_back_to_the_same_value(v in json()) {
         let text = canonical_json(&v);
@@ -67,4 +75,24 @@ fn from_the_text_duplicates_escapes_and_errors() {
     for bad in ["", "{", "[1,]", "{\"a\":1} x", "nul", "{\"a\" 1}"] {
         assert!(canonical_json_text(bad).is_err(), "{bad:?}");
     }
+}
+
+/// `text` with `/` and every character beyond ASCII escaped, as JSON
+/// allows (both occur only inside strings).
+fn ascii_escaped(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '/' => out.push_str("\\/"),
+            c if c.is_ascii() => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04X}");
+                }
+            }
+        }
+    }
+    out
 }

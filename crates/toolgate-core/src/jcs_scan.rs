@@ -1,0 +1,303 @@
+//! The quick way to the JCS of a JSON text (`proposal::canonical_json_text`),
+//! for the text most answers are: strings whose escapes are the ones JCS
+//! writes itself, integers that print as they are written. Those are copied
+//! from the text as they stand instead of being decoded and escaped again;
+//! only the members of each object are put in order, and a name given twice
+//! keeps its last value. A string with any other escape (`\/`, `\u00e9`) is
+//! decoded and written by the one string writer; any other number is read
+//! as the double it denotes and printed as ECMAScript prints it.
+//!
+//! It answers `None` for anything it does not take on — text that is not
+//! JSON, nesting deeper than `MAX_DEPTH`, a character JSON forbids —
+//! and the caller then reads the text the thorough way, which gives the
+//! same bytes or the parser's own error. So this path never decides
+//! whether a text is JSON, only how fast a valid one is written.
+
+use std::borrow::Cow;
+
+use crate::proposal::{utf16_order, write_number, write_string};
+
+/// Deeper than this, the thorough way decides (its parser stops at 128).
+const MAX_DEPTH: u32 = 100;
+
+/// The JCS of `text`, or `None` where the thorough way must decide.
+pub(crate) fn canonical(text: &str) -> Option<String> {
+    let mut scan = Scan { s: text, b: text.as_bytes(), i: 0, depth: 0 };
+    let mut out = String::with_capacity(text.len());
+    scan.ws();
+    scan.value(&mut out)?;
+    scan.ws();
+    (scan.i == scan.b.len()).then_some(out)
+}
+
+struct Scan<'t> {
+    s: &'t str,
+    b: &'t [u8],
+    i: usize,
+    depth: u32,
+}
+
+impl<'t> Scan<'t> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    /// Takes `byte` (after any whitespace), or fails.
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.ws();
+        (self.b.get(self.i) == Some(&byte)).then(|| self.i += 1)
+    }
+
+    fn value(&mut self, out: &mut String) -> Option<()> {
+        match *self.b.get(self.i)? {
+            b'{' => self.nested(out, Self::object),
+            b'[' => self.nested(out, Self::array),
+            b'"' => {
+                let (raw, as_is) = self.string()?;
+                if as_is {
+                    out.reserve(raw.len() + 2);
+                    out.push('"');
+                    out.push_str(raw);
+                    out.push('"');
+                } else {
+                    write_string(&decode(raw)?, out);
+                }
+                Some(())
+            }
+            b't' => self.literal("true", out),
+            b'f' => self.literal("false", out),
+            b'n' => self.literal("null", out),
+            b'-' | b'0'..=b'9' => self.number(out),
+            _ => None,
+        }
+    }
+
+    fn nested(&mut self, out: &mut String, inner: fn(&mut Self, &mut String) -> Option<()>) -> Option<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        inner(self, out)?;
+        self.depth -= 1;
+        Some(())
+    }
+
+    fn literal(&mut self, word: &str, out: &mut String) -> Option<()> {
+        self.b[self.i..].starts_with(word.as_bytes()).then(|| {
+            self.i += word.len();
+            out.push_str(word);
+        })
+    }
+
+    fn array(&mut self, out: &mut String) -> Option<()> {
+        out.push('[');
+        self.ws();
+        if self.b.get(self.i) == Some(&b']') {
+            self.i += 1;
+            out.push(']');
+            return Some(());
+        }
+        loop {
+            self.ws();
+            self.value(out)?;
+            self.ws();
+            match self.b.get(self.i)? {
+                b',' => out.push(','),
+                b']' => break,
+                _ => return None,
+            }
+            self.i += 1;
+        }
+        self.i += 1;
+        out.push(']');
+        Some(())
+    }
+
+    fn object(&mut self, out: &mut String) -> Option<()> {
+        // Each member's value is written once, into one scratch string, and
+        // placed by its name's order afterwards.
+        let mut scratch = String::new();
+        let mut members: Vec<(Cow<'t, str>, std::ops::Range<usize>)> = Vec::new();
+        self.ws();
+        if self.b.get(self.i) == Some(&b'}') {
+            self.i += 1;
+        } else {
+            loop {
+                self.ws();
+                if self.b.get(self.i) != Some(&b'"') {
+                    return None;
+                }
+                let (raw, _) = self.string()?;
+                let name = if raw.contains('\\') { Cow::Owned(decode(raw)?) } else { Cow::Borrowed(raw) };
+                self.expect(b':')?;
+                self.ws();
+                let start = scratch.len();
+                self.value(&mut scratch)?;
+                members.push((name, start..scratch.len()));
+                self.ws();
+                match self.b.get(self.i)? {
+                    b',' => self.i += 1,
+                    b'}' => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        // Stable, so of a name given twice the last stays last.
+        members.sort_by(|a, b| utf16_order(&a.0, &b.0));
+        out.push('{');
+        let mut first = true;
+        for (i, (name, range)) in members.iter().enumerate() {
+            if members.get(i + 1).is_some_and(|next| next.0 == *name) {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            write_string(name, out);
+            out.push(':');
+            out.push_str(&scratch[range.clone()]);
+        }
+        out.push('}');
+        Some(())
+    }
+
+    /// The text between a string's quotes (the scan is on its opening
+    /// one), and whether JCS would write it exactly so: every escape is
+    /// one JCS writes itself (`\"`, `\\`, the five short forms, `\u00xx`
+    /// in lower case for the other control characters).
+    fn string(&mut self) -> Option<(&'t str, bool)> {
+        let start = self.i + 1;
+        let mut i = start;
+        let mut as_is = true;
+        loop {
+            match *self.b.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    match *self.b.get(i + 1)? {
+                        b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => i += 2,
+                        b'u' => {
+                            let hex = self.b.get(i + 2..i + 6)?;
+                            as_is &= short_of_jcs(hex);
+                            i += 6;
+                        }
+                        _ => {
+                            as_is = false;
+                            i += 2;
+                        }
+                    }
+                }
+                // JSON has no raw control characters in a string.
+                0x00..=0x1f => return None,
+                _ => i += 1,
+            }
+        }
+        self.i = i + 1;
+        // The quote and backslash are ASCII, so both ends are boundaries.
+        Some((&self.s[start..i], as_is))
+    }
+
+    fn number(&mut self, out: &mut String) -> Option<()> {
+        let start = self.i;
+        let digits = |b: &[u8], mut i: usize| {
+            let from = i;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            (i > from).then_some(i)
+        };
+        let mut i = start + usize::from(self.b[start] == b'-');
+        let int_start = i;
+        i = digits(self.b, i)?;
+        // No leading zeros (JSON's grammar).
+        if self.b[int_start] == b'0' && i - int_start > 1 {
+            return None;
+        }
+        let mut integer = true;
+        if self.b.get(i) == Some(&b'.') {
+            i = digits(self.b, i + 1)?;
+            integer = false;
+        }
+        if let Some(b'e' | b'E') = self.b.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = self.b.get(i) {
+                i += 1;
+            }
+            i = digits(self.b, i)?;
+            integer = false;
+        }
+        self.i = i;
+        let token = &self.s[start..i];
+        // An integer of up to 15 digits is exact as a double and prints as
+        // written; "-0" prints as 0.
+        if integer && i - int_start <= 15 && token != "-0" {
+            out.push_str(token);
+        } else {
+            write_number(&serde_json::from_str::<serde_json::Number>(token).ok()?, out);
+        }
+        Some(())
+    }
+}
+
+/// Whether `\uXXXX` is how JCS writes its character: a control character
+/// with no short form, in lower-case hex.
+fn short_of_jcs(hex: &[u8]) -> bool {
+    match hex {
+        [b'0', b'0', hi @ (b'0' | b'1'), lo @ (b'0'..=b'9' | b'a'..=b'f')] => {
+            let code = (hi - b'0') << 4 | if lo.is_ascii_digit() { lo - b'0' } else { lo - b'a' + 10 };
+            !matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
+        }
+        _ => false,
+    }
+}
+
+/// A string's text between its quotes, decoded as JSON decodes it.
+fn decode(raw: &str) -> Option<String> {
+    let mut quoted = String::with_capacity(raw.len() + 2);
+    quoted.push('"');
+    quoted.push_str(raw);
+    quoted.push('"');
+    serde_json::from_str(&quoted).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_jcs_writes_itself_are_copied_and_others_are_written_anew() {
+        assert_eq!(canonical(r#""a\"b\\c\n\u001f""#).as_deref(), Some(r#""a\"b\\c\n\u001f""#));
+        assert_eq!(canonical(r#""\/\u00e9\u000A\u001F""#).as_deref(), Some("\"/é\\n\\u001f\""));
+        assert_eq!(canonical(r#"{"\u0062":1,"a":2}"#).as_deref(), Some(r#"{"a":2,"b":1}"#));
+    }
+
+    /// A tool's answer as servers write it takes the quick way whole.
+    #[test]
+    fn an_answer_as_servers_write_it_is_copied_in_order() {
+        let structured = serde_json::json!({"parts": [{"part_no": "AC-250-S/7", "price": 12.5, "stock": 3, "name": "Filter \"Intake\"\n"}], "count": 1});
+        let answer = serde_json::json!({"content": [{"type": "text", "text": structured.to_string()}], "structuredContent": structured, "isError": false});
+        for text in [answer.to_string(), serde_json::to_string_pretty(&answer).unwrap()] {
+            assert_eq!(canonical(&text), Some(crate::proposal::canonical_json(&answer)));
+        }
+    }
+
+    #[test]
+    fn numbers_print_as_ecmascript_does() {
+        assert_eq!(canonical("[0,-0,12,1.50,1e3,-12345678901234567,123456789012345]").as_deref(), Some("[0,0,12,1.5,1000,-12345678901234568,123456789012345]"));
+    }
+
+    #[test]
+    fn what_it_does_not_take_on_is_left_to_the_parser() {
+        for text in ["", "01", "[1,]", "{\"a\":1,}", "\"\u{1}\"", "\"\\x\"", "tru", "1 2", "{\"a\" 1}", "\"\\ud800\"", "1e400"] {
+            assert_eq!(canonical(text), None, "{text:?}");
+        }
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH as usize + 1), "]".repeat(MAX_DEPTH as usize + 1));
+        assert_eq!(canonical(&deep), None);
+    }
+}
