@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 
-use crate::proposal::{utf16_order, write_number, write_string};
+use crate::proposal::{write_members, write_number, write_string};
 
 /// Deeper than this, the thorough way decides (its parser stops at 128).
 const MAX_DEPTH: u32 = 100;
@@ -148,23 +148,7 @@ impl<'t> Scan<'t> {
                 }
             }
         }
-        // Stable, so of a name given twice the last stays last.
-        members.sort_by(|a, b| utf16_order(&a.0, &b.0));
-        out.push('{');
-        let mut first = true;
-        for (i, (name, range)) in members.iter().enumerate() {
-            if members.get(i + 1).is_some_and(|next| next.0 == *name) {
-                continue;
-            }
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            write_string(name, out);
-            out.push(':');
-            out.push_str(&scratch[range.clone()]);
-        }
-        out.push('}');
+        write_members(members, &scratch, out);
         Some(())
     }
 

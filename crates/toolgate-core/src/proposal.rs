@@ -58,7 +58,7 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// bytes' order except where a character past the BMP meets one in
 /// U+E000..U+FFFF, so only the first differing characters are compared as
 /// UTF-16.
-pub(crate) fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
     let same = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
     // Back to the start of the character the names differ in.
     let start = (0..=same).rev().find(|&i| a.is_char_boundary(i) && b.is_char_boundary(i)).unwrap_or(0);
@@ -154,25 +154,32 @@ impl<'de> serde::de::Visitor<'de> for Canon<'_> {
             map.next_value_seed(Canon(&mut scratch))?;
             members.push((name, start..scratch.len()));
         }
-        // Stable, so of a name given twice the last stays last.
-        members.sort_by(|a, b| utf16_order(&a.0, &b.0));
-        self.0.push('{');
-        let mut first = true;
-        for (i, (name, range)) in members.iter().enumerate() {
-            if members.get(i + 1).is_some_and(|next| next.0 == *name) {
-                continue;
-            }
-            if !first {
-                self.0.push(',');
-            }
-            first = false;
-            write_string(name, self.0);
-            self.0.push(':');
-            self.0.push_str(&scratch[range.clone()]);
-        }
-        self.0.push('}');
+        write_members(members, &scratch, self.0);
         Ok(())
     }
+}
+
+/// An object's JCS from its members as read: each name, and where its
+/// value's JCS lies in `scratch`. They are put in their names' order, and of
+/// a name given twice the last value stays (as a parse into a `Value` keeps).
+pub(crate) fn write_members(mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)>, scratch: &str, out: &mut String) {
+    // Stable, so of a name given twice the last stays last.
+    members.sort_by(|a, b| utf16_order(&a.0, &b.0));
+    out.push('{');
+    let mut first = true;
+    for (i, (name, range)) in members.iter().enumerate() {
+        if members.get(i + 1).is_some_and(|next| next.0 == *name) {
+            continue;
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_string(name, out);
+        out.push(':');
+        out.push_str(&scratch[range.clone()]);
+    }
+    out.push('}');
 }
 
 /// A member's name, borrowed from the text when it has no escapes.
