@@ -260,12 +260,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xf)] as char);
+        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 /// 64 hex digits (either case) as 32 bytes; `None` for anything else.

@@ -485,18 +485,61 @@ impl Draft {
 /// (`2026-11-30T17:55:44.123Z`). Civil-from-days (H. Hinnant), so no clock
 /// or time-zone library is needed.
 pub fn rfc3339_ms(ms: i64) -> String {
-    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
+    let t = Civil::of(ms);
+    match t.text() {
+        Some(text) => String::from_utf8(text.to_vec()).expect("ASCII digits"),
+        None => format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli),
+    }
+}
+
+/// `rfc3339_ms`'s text for the years 0 to 9999 (every receipt's), on the
+/// stack: a receipt's time is written once and checked once per call.
+pub(crate) fn rfc3339_ms_bytes(ms: i64) -> Option<[u8; 24]> {
+    Civil::of(ms).text()
+}
+
+/// A UTC instant's calendar fields.
+struct Civil {
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    milli: i64,
+}
+
+impl Civil {
+    fn of(ms: i64) -> Self {
+        let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+        let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        Civil { year, month, day, hour: sod / 3600, minute: sod % 3600 / 60, second: sod % 60, milli }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, for a year of four digits.
+    fn text(&self) -> Option<[u8; 24]> {
+        if !(0..=9999).contains(&self.year) {
+            return None;
+        }
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        for (at, width, n) in [(0, 4, self.year), (5, 2, self.month), (8, 2, self.day), (11, 2, self.hour), (14, 2, self.minute), (17, 2, self.second), (20, 3, self.milli)] {
+            let mut n = n;
+            for digit in out[at..at + width].iter_mut().rev() {
+                *digit = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]
@@ -550,6 +593,20 @@ mod tests {
         assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(rfc3339_ms(1_796_060_144_999), "2026-11-30T17:35:44.999Z");
         assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+        // Years beyond four digits are printed whole, as before.
+        assert_eq!(rfc3339_ms(-62_167_219_200_001), "-001-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_ms(253_402_300_800_000), "10000-01-01T00:00:00.000Z");
+    }
+
+    proptest! {
+        /// The digits written on the stack are `format!`'s, across the calendar.
+        #[test]
+        fn rfc3339_digits_are_format_s(ms in -70_000_000_000_000i64..300_000_000_000_000) {
+            let t = Civil::of(ms);
+            let printed = format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli);
+            prop_assert_eq!(rfc3339_ms(ms), printed.clone());
+            prop_assert_eq!(rfc3339_ms_bytes(ms).map(|b| b.to_vec()), (0..=9999).contains(&t.year).then(|| printed.into_bytes()));
+        }
     }
 
     #[test]

@@ -173,10 +173,23 @@ pub fn notification(method: &str, params: &Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
 
-/// A success response carrying `result` verbatim.
-pub fn response_raw(id: Option<&Id>, result: &RawValue) -> String {
-    let id = serde_json::to_string(&id).expect("ids serialise");
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get())
+/// A success response carrying `result` (a `RawValue`, or a `RawObject`
+/// of them, is written verbatim). Serialized into one buffer sized for
+/// `result_len` bytes of result: every answer passes here, and building
+/// the result's text first, then the response around it, copied it twice.
+pub fn response_raw<T: serde::Serialize + ?Sized>(id: Option<&Id>, result: &T, result_len: usize) -> String {
+    let mut out = Vec::with_capacity(result_len + 64);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, &id).expect("ids serialise");
+    out.extend_from_slice(br#","result":"#);
+    serde_json::to_writer(&mut out, result).expect("a result serialises");
+    out.push(b'}');
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// The bytes `object` takes as JSON, near enough to size a buffer.
+pub fn raw_object_len(object: &RawObject) -> usize {
+    object.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2
 }
 
 /// A success response carrying `result`.
@@ -211,7 +224,8 @@ mod tests {
         let text = r#"{"jsonrpc":"2.0","id":"a-1","result":{"z":1,"a":[1.50,  2],"x-unknown":{"kept":true}}}"#;
         let m: Message = serde_json::from_str(text).unwrap();
         assert!(m.is_response());
-        let out = response_raw(m.id.as_ref(), m.result.as_ref().unwrap());
+        let result = m.result.as_ref().unwrap();
+        let out = response_raw(m.id.as_ref(), result, result.get().len());
         assert!(out.contains(r#"{"z":1,"a":[1.50,  2],"x-unknown":{"kept":true}}"#), "{out}");
         assert!(out.contains(r#""id":"a-1""#));
     }

@@ -28,7 +28,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, rfc3339_ms};
+use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, rfc3339_ms, rfc3339_ms_bytes};
 
 /// The first byte of a compact row.
 pub const FORMAT: u8 = 1;
@@ -77,7 +77,7 @@ impl Digests {
     /// The raw digests of `r` that recur and this dictionary lacks: the
     /// ledger adds them, and later rows name them by number.
     pub fn missing(&self, r: &Receipt) -> Vec<Vec<u8>> {
-        recurring(r).into_iter().filter_map(raw_digest).filter(|raw| !self.ids.contains_key(raw)).collect()
+        recurring(r).into_iter().filter_map(raw_digest).filter(|raw| !self.ids.contains_key(raw.bytes())).map(|raw| raw.bytes().to_vec()).collect()
     }
 }
 
@@ -86,10 +86,47 @@ fn recurring(r: &Receipt) -> [&str; 3] {
     [&r.kid, &r.tool_definition_sha256, &r.policy_version]
 }
 
-/// A digest as its raw bytes: 64 or 32 lower-case hex digits.
-fn raw_digest(s: &str) -> Option<Vec<u8>> {
-    matches!(s.len(), 64 | 32).then(|| unhex(s)).flatten()
+/// A digest as its raw bytes: 64 or 32 lower-case hex digits (upper case
+/// would not come back as it was). On the stack: every receipt's five
+/// digests pass here.
+fn raw_digest(s: &str) -> Option<RawDigest> {
+    let hex = s.as_bytes();
+    if !matches!(hex.len(), 64 | 32) {
+        return None;
+    }
+    let mut raw = RawDigest { bytes: [0; 32], len: hex.len() / 2 };
+    for (byte, pair) in raw.bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        let (high, low) = (HEX_DIGIT[usize::from(pair[0])], HEX_DIGIT[usize::from(pair[1])]);
+        if (high | low) > 0xf {
+            return None;
+        }
+        *byte = high << 4 | low;
+    }
+    Some(raw)
 }
+
+/// 32 or 16 bytes of a digest.
+struct RawDigest {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl RawDigest {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// Each byte's value as a lower-case hex digit, or 0xff.
+const HEX_DIGIT: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 16 {
+        table[b"0123456789abcdef"[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
 
 /// Encodes a logged receipt (its `log_index` aside) as a compact row,
 /// naming each recurring digest `digests` holds by its number.
@@ -289,9 +326,9 @@ const ESCAPE: char = '\u{1e}';
 const PACKED: char = '\u{1f}';
 
 /// The values of `refs` as [`REF_BYTES`] stands for them.
-fn ref_values(refs: &AskedRefs<'_>) -> [String; 5] {
+fn ref_values<'a>(refs: &AskedRefs<'a>) -> [std::borrow::Cow<'a, str>; 5] {
     let [caller, tenant, server, tool] = *refs;
-    [caller.into(), tenant.into(), server.into(), tool.into(), format!("{server}__{tool}")]
+    [caller.into(), tenant.into(), server.into(), tool.into(), format!("{server}__{tool}").into()]
 }
 
 /// The private record of what was asked, as a row keeps it: [`PACKED`], then
@@ -310,7 +347,7 @@ pub fn pack_asked(text: &str, refs: &AskedRefs<'_>) -> String {
         // A string's first characters: one of the receipt's values, whole?
         if opened {
             for &i in &order {
-                if rest.strip_prefix(values[i].as_str()).is_some_and(|after| after.starts_with('"')) {
+                if rest.strip_prefix(&*values[i]).is_some_and(|after| after.starts_with('"')) {
                     out.push(char::from(REF_BYTES[i]));
                     rest = &rest[values[i].len()..];
                     opened = false;
@@ -388,7 +425,7 @@ const NAMED: u8 = 4;
 
 /// A recurring digest: by its number when `digests` holds it.
 fn recurring_digest(out: &mut Vec<u8>, s: &str, digests: &Digests) {
-    match raw_digest(s).and_then(|raw| digests.ids.get(&raw).copied()) {
+    match raw_digest(s).and_then(|raw| digests.ids.get(raw.bytes()).copied()) {
         Some(id) => {
             out.push(NAMED);
             varint(out, id);
@@ -399,46 +436,22 @@ fn recurring_digest(out: &mut Vec<u8>, s: &str, digests: &Digests) {
 
 fn digest(out: &mut Vec<u8>, s: Option<&str>) {
     let Some(s) = s else { return out.push(NONE) };
-    match (s.len(), unhex(s)) {
-        (64, Some(raw)) => {
-            out.push(HEX32);
-            out.extend_from_slice(&raw);
+    match raw_digest(s) {
+        Some(raw) => {
+            out.push(if raw.len == 32 { HEX32 } else { HEX16 });
+            out.extend_from_slice(raw.bytes());
         }
-        (32, Some(raw)) => {
-            out.push(HEX16);
-            out.extend_from_slice(&raw);
-        }
-        _ => {
+        None => {
             out.push(TEXT);
             text(out, s);
         }
     }
 }
 
-/// Lower-case hex only: upper case would not come back as it was.
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let b = s.as_bytes();
-    if b.len() % 2 != 0 {
-        return None;
-    }
-    // Sized once: collecting into an `Option<Vec>` grew the vector byte by
-    // byte (1.2 % of the gateway's CPU at saturation, for five hashes a receipt).
-    let mut out = Vec::with_capacity(b.len() / 2);
-    for p in b.chunks_exact(2) {
-        out.push(digit(p[0])? << 4 | digit(p[1])?);
-    }
-    Some(out)
-}
-
 /// A time in the gateway's own form (`rfc3339_ms`) as 1 and its
 /// milliseconds (zigzag); any other text as 0 and the text.
 fn time(out: &mut Vec<u8>, s: &str) {
-    match parse_rfc3339_ms(s).filter(|&ms| rfc3339_ms(ms) == s) {
+    match parse_rfc3339_ms(s).filter(|&ms| rfc3339_ms_bytes(ms).is_some_and(|text| text == s.as_bytes())) {
         Some(ms) => {
             out.push(1);
             varint(out, ((ms << 1) ^ (ms >> 63)) as u64);

@@ -170,7 +170,7 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
 
 /// The answer, and its `error.type` if it failed: the JSON-RPC code, or
 /// `tool_error` for an `isError` result (refusals included).
-async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, session: Option<Arc<str>>) -> (Reply, Option<String>) {
+async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, session: Option<Arc<str>>) -> (Reply, Option<String>) {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
@@ -197,9 +197,9 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
         "prompts/list" => list(gw, &msg.params, era, Kind::Prompt),
         "resources/list" => list(gw, &msg.params, era, Kind::Resource),
         "resources/templates/list" => list(gw, &msg.params, era, Kind::Template),
-        "tools/call" => call(gw, &msg, era, caller, notify, session, Kind::Tool).await,
-        "prompts/get" => call(gw, &msg, era, caller, notify, session, Kind::Prompt).await,
-        "resources/read" => call(gw, &msg, era, caller, notify, session, Kind::Resource).await,
+        "tools/call" => call(gw, &mut msg, era, caller, notify, session, Kind::Tool).await,
+        "prompts/get" => call(gw, &mut msg, era, caller, notify, session, Kind::Prompt).await,
+        "resources/read" => call(gw, &mut msg, era, caller, notify, session, Kind::Resource).await,
         "completion/complete" => content::complete(gw, &msg.params).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
@@ -215,7 +215,7 @@ async fn respond(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>,
                 obj.insert("resultType".into(), raw(&json!("complete")));
             }
             let failed = obj.get("isError").is_some_and(|v| v.get() == "true").then(|| "tool_error".to_string());
-            (Reply::Json(wire::response_raw(Some(&id), &raw(&obj))), failed)
+            (Reply::Json(wire::response_raw(Some(&id), &obj, wire::raw_object_len(&obj))), failed)
         }
         // 2026-07-28 answers these with 400; before it, a JSON-RPC error to a
         // request that was read travels as any answer does.
@@ -328,15 +328,17 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
 /// pipeline. A prompt's or resource's refusal is a JSON-RPC error (its
 /// result has no `isError` to carry one), with the refusal in `data`.
 #[allow(clippy::too_many_arguments)]
-async fn call(gw: &Arc<Gateway>, msg: &Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>, kind: Kind) -> Result<RawObject, RpcError> {
+async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>, kind: Kind) -> Result<RawObject, RpcError> {
     let (field, what) = if kind == Kind::Resource { ("uri", "the resource's URI") } else { ("name", "its name") };
+    // Taken, not copied: nothing reads the request's arguments after this.
+    let taken = if kind == Kind::Resource { None } else { msg.params.get_mut("arguments").map(Value::take) };
     let Some(name) = msg.params.get(field).and_then(Value::as_str) else {
         return Err(RpcError::new(code::INVALID_PARAMS, format!("{} needs params.{field}, {what}", msg.method)));
     };
-    let arguments = match msg.params.get("arguments") {
+    let arguments = match taken {
         _ if kind == Kind::Resource => json!({"uri": name}),
         None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
+        Some(v @ Value::Object(_)) => v,
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
     };
     let progress = match (progress_token(&msg.params), &notify) {
