@@ -437,7 +437,7 @@ pub(crate) mod tests {
 
     /// As [`bundle`], the receipts signed each or not.
     pub(crate) fn bundle_of(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer], sign_each: bool) -> Bundle {
-        let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each }.seal(i).unwrap().0).collect();
+        let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each, placement: Default::default() }.seal(i).unwrap().0).collect();
         let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
         let checkpoint = Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();
         let receipts = pick

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod answer;
 pub mod approval;
 pub mod audit;
 pub mod authority;

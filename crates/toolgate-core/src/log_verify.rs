@@ -133,7 +133,7 @@ mod tests {
     }
 
     fn log_of(k: &crate::bundle::tests::Keys, n: u64, sign_each: bool) -> Vec<Sealed> {
-        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each }.seal(i).unwrap().0).collect()
+        (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each, placement: Default::default() }.seal(i).unwrap().0).collect()
     }
 
     fn text(s: &Sealed) -> String {

@@ -447,6 +447,45 @@ pub struct Draft {
     /// Sign this receipt on its own too (`receipts.sign_each`); otherwise the
     /// checkpoint that covers it is its signature.
     pub sign_each: bool,
+    /// Where the store placed it, for whoever drafted it (the answer's
+    /// receipt names its leaf): told by `seal`.
+    pub placement: Placement,
+}
+
+/// Where a receipt was placed in the log: its leaf index and leaf hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// Its leaf index (`log_index`).
+    pub index: u64,
+    /// RFC 6962 leaf hash of its logged JCS bytes.
+    pub leaf_hash: crate::merkle::Hash,
+}
+
+/// A draft's way back to its drafter: `seal` writes where the store placed
+/// it, and the drafter reads it once the store has committed it. The store
+/// may seal one draft more than once (a transaction retried); the last
+/// seal is the one committed. Untracked (`Placement::default()`, no
+/// allocation) for drafts nobody asks about.
+#[derive(Debug, Clone, Default)]
+pub struct Placement(Option<std::sync::Arc<std::sync::Mutex<Option<Placed>>>>);
+
+impl Placement {
+    /// A placement its drafter will read.
+    pub fn tracked() -> Self {
+        Self(Some(Default::default()))
+    }
+
+    fn set(&self, placed: Placed) {
+        if let Some(slot) = &self.0 {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(placed);
+        }
+    }
+
+    /// Where the draft was sealed last; `None` before a seal or untracked.
+    /// Read it only after the store reported the draft committed.
+    pub fn get(&self) -> Option<Placed> {
+        *self.0.as_ref()?.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl std::fmt::Debug for Draft {
@@ -476,6 +515,7 @@ impl Draft {
         let canonical = self.receipt.canonical_bytes();
         let signature = self.sign_each.then(|| STANDARD.encode(self.key.sign(&canonical)));
         let leaf_hash = crate::merkle::leaf_hash(&logged_bytes(&canonical, signature.as_deref()));
+        self.placement.set(Placed { index: log_index, leaf_hash });
         let logged = LoggedReceipt { receipt: self.receipt, signature };
         Ok((Sealed { logged, leaf_hash }, self.salt, self.asked))
     }
@@ -625,7 +665,7 @@ mod tests {
         let k = key(3);
         let rk = std::sync::Arc::new(ReceiptKey::new(k.clone()));
         for sign_each in [true, false] {
-            let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone(), sign_each };
+            let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone(), sign_each, placement: Default::default() };
             let (sealed, salt, _) = draft.seal(7).unwrap();
             assert_eq!(salt, [1; 32]);
             assert_eq!(sealed.logged.receipt.log_index, 7);
@@ -635,7 +675,7 @@ mod tests {
             assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(&leaf_bytes(&sealed.logged)));
         }
         // A draft naming another key is refused, not sealed.
-        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk, sign_each: false };
+        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk, sign_each: false, placement: Default::default() };
         assert!(matches!(other.seal(0), Err(ReceiptError::KidMismatch { .. })));
     }
 

@@ -217,6 +217,120 @@ pub fn read_entry_bundle(bytes: &[u8], width: u64) -> Result<Vec<&[u8]>, TileErr
     Ok(out)
 }
 
+/// The width of hash tile `index` at `level` in a tree of `size` leaves:
+/// how many of its hashes the tree has (0: none yet).
+pub fn width_at(size: u64, level: u8, index: u64) -> u64 {
+    let nodes = size.checked_shr(8 * u32::from(level)).unwrap_or(0);
+    nodes.saturating_sub(index.saturating_mul(WIDTH)).min(WIDTH)
+}
+
+/// Reads `path` (after `tile/`) as a hash tile's: level, index and width.
+/// `None` for anything the spec's paths are not (so a server answers 404).
+pub fn parse_tile_path(path: &str) -> Option<(u8, u64, u64)> {
+    let (level, rest) = path.split_once('/')?;
+    let level: u8 = level.parse().ok().filter(|l: &u8| *l <= 63 && level == l.to_string())?;
+    let (index, width) = parse_index(rest)?;
+    Some((level, index, width))
+}
+
+/// Reads `N[.p/W]` in the spec's three-digit groups: the index and width.
+pub fn parse_index(path: &str) -> Option<(u64, u64)> {
+    let (digits, width) = match path.split_once(".p/") {
+        Some((digits, text)) => {
+            let w: u64 = text.parse().ok().filter(|w: &u64| (1..WIDTH).contains(w) && w.to_string() == text)?;
+            (digits, w)
+        }
+        None => (path, WIDTH),
+    };
+    let groups: Vec<&str> = digits.split('/').collect();
+    let mut n: u64 = 0;
+    for (i, g) in groups.iter().enumerate() {
+        let g = if i + 1 < groups.len() { g.strip_prefix('x')? } else { g };
+        if g.len() != 3 || !g.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        n = n.checked_mul(1000)?.checked_add(g.parse().ok()?)?;
+    }
+    // One way to write each index: no leading all-zero groups.
+    (index_path(n) == digits).then_some((n, width))
+}
+
+/// Where a tree's hashes come from, a tile at a time: `(level, index,
+/// width)` gives that tile's hashes.
+pub type TileReader<'a, E> = dyn FnMut(u8, u64, u64) -> Result<Vec<Hash>, E> + 'a;
+
+/// The RFC 6962 inclusion proof of leaf `index` in the tree of `size`
+/// leaves, from its hash tiles alone (as a tlog-tiles client proves it):
+/// each sibling is the hash of a range of leaves, made of the perfect
+/// subtrees the tiles hold. Which tiles it reads depends only on `index`
+/// and `size` ([`proof_tiles`]).
+pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Vec<Hash>, E> {
+    if index >= size {
+        return Err(TileError::Malformed(format!("leaf {index} is not in a tree of {size} leaves")).into());
+    }
+    let mut proof = Vec::new();
+    path(index, 0, size, size, read, &mut proof)?;
+    Ok(proof)
+}
+
+/// The tiles [`inclusion_proof`] reads for leaf `index` in a tree of `size`
+/// leaves, as (level, index, width), each once.
+pub fn proof_tiles(index: u64, size: u64) -> Result<Vec<(u8, u64, u64)>, TileError> {
+    let mut wanted = Vec::new();
+    inclusion_proof::<TileError>(index, size, &mut |level, tile, width| {
+        if !wanted.contains(&(level, tile, width)) {
+            wanted.push((level, tile, width));
+        }
+        Ok(vec![[0; 32]; width as usize])
+    })?;
+    Ok(wanted)
+}
+
+/// PATH(m, D[a:b]) of RFC 6962 §2.1.1, siblings from the leaf up.
+fn path<E: From<TileError>>(m: u64, a: u64, b: u64, size: u64, read: &mut TileReader<'_, E>, out: &mut Vec<Hash>) -> Result<(), E> {
+    if b - a <= 1 {
+        return Ok(());
+    }
+    let k = split(b - a);
+    if m < a + k {
+        path(m, a, a + k, size, read, out)?;
+        out.push(range_hash(a + k, b, size, read)?);
+    } else {
+        path(m, a + k, b, size, read, out)?;
+        out.push(range_hash(a, a + k, size, read)?);
+    }
+    Ok(())
+}
+
+/// The largest power of two below `n` (n ≥ 2).
+fn split(n: u64) -> u64 {
+    1 << (63 - (n - 1).leading_zeros())
+}
+
+/// MTH(D[a:b]): a perfect, aligned subtree from its tile, else split as RFC 6962 splits.
+fn range_hash<E: From<TileError>>(a: u64, b: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Hash, E> {
+    let n = b - a;
+    if n.is_power_of_two() && a % n == 0 {
+        return subtree(n.trailing_zeros(), a, size, read);
+    }
+    let k = split(n);
+    Ok(merkle::node_hash(&range_hash(a, a + k, size, read)?, &range_hash(a + k, b, size, read)?))
+}
+
+/// The root of the perfect subtree of height `h` starting at leaf `start`:
+/// a hash of the tile at level h/8, or the root of 2^(h%8) of them.
+fn subtree<E: From<TileError>>(h: u32, start: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Hash, E> {
+    let level = (h / 8) as u8;
+    let node = start >> (8 * u32::from(level));
+    let (tile, offset, count) = (node / WIDTH, (node % WIDTH) as usize, 1usize << (h % 8));
+    let width = width_at(size, level, tile);
+    let hashes = read(level, tile, width)?;
+    let Some(part) = hashes.get(offset..offset + count).filter(|_| hashes.len() as u64 == width) else {
+        return Err(TileError::Malformed(format!("tile {level}/{tile} holds {} hashes, not the {width} a tree of {size} has", hashes.len())).into());
+    };
+    Ok(merkle::root(part))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +386,39 @@ mod tests {
         assert!(edge_frontier(300, &[]).is_err(), "not whole tiles");
         assert!(edge_frontier(512, &[]).is_err(), "an edge missing its tiles");
         assert!(grown(512, &[], &leaves[..1]).is_err(), "the edge of 512 has 2 hashes at level 1");
+    }
+
+    #[test]
+    fn tile_paths_parse_back_and_refuse_other_spellings() {
+        for (level, index, width) in [(0u8, 0u64, 256u64), (0, 5, 17), (1, 1234, 256), (2, 1_234_067, 1), (63, u64::MAX / 1000, 255)] {
+            let path = tile_path(level, index, width);
+            assert_eq!(parse_tile_path(path.strip_prefix("tile/").unwrap()), Some((level, index, width)), "{path}");
+        }
+        assert_eq!(parse_index(entries_path(7, 9).strip_prefix("tile/entries/").unwrap()), Some((7, 9)));
+        for bad in ["0/5", "0/0005", "0/x000/005", "0/005.p/256", "0/005.p/0", "0/005.p/017", "00/005", "64/000", "0/x1/005", "0/005/", "a/005", "0/005.p/"] {
+            assert_eq!(parse_tile_path(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn inclusion_proofs_from_tiles_are_rfc_6962_s() {
+        let leaves: Vec<Hash> = (0..256 * 256 + 700u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        for size in [1u64, 2, 3, 255, 256, 257, 511, 700, 65_536, 65_537, 65_536 + 700] {
+            let t = tiles(&leaves[..size as usize]);
+            for index in [0, 1, size / 2, size.saturating_sub(257), size - 1].into_iter().filter(|i| *i < size) {
+                let mut read = |level: u8, tile: u64, width: u64| -> Result<Vec<Hash>, TileError> {
+                    t.iter().find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width)).map(|x| x.hashes.clone()).ok_or_else(|| TileError::Malformed(format!("no tile {level}/{tile}.p/{width}")))
+                };
+                let proof = inclusion_proof(index, size, &mut read).unwrap();
+                assert_eq!(proof, merkle::inclusion_proof(&leaves[..size as usize], index, size).unwrap(), "{index} in {size}");
+                merkle::verify_inclusion(&leaves[index as usize], index, size, &proof, &merkle::root(&leaves[..size as usize])).unwrap();
+                let wanted = proof_tiles(index, size).unwrap();
+                assert!(wanted.len() <= 2 * 3 + 2, "{index} in {size}: {wanted:?}");
+            }
+        }
+        assert!(inclusion_proof::<TileError>(3, 3, &mut |_, _, _| Ok(vec![])).is_err());
+        // A tile narrower than the tree says is refused, not read past.
+        assert!(inclusion_proof::<TileError>(0, 3, &mut |_, _, _| Ok(vec![[0; 32]])).is_err());
     }
 
     #[test]

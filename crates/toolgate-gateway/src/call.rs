@@ -162,6 +162,16 @@ pub enum Answer {
     Error(RpcError),
 }
 
+/// An answer and where its receipts were placed in the log, which the
+/// answer names (`_meta["io.toolgate/receipt"]`).
+pub struct Recorded {
+    /// The answer.
+    pub answer: Answer,
+    /// Its receipt, and a write's decision's; `None` for a preview, or
+    /// when nothing was placed (the receipt could not be written).
+    pub placed: Option<(toolgate_core::receipt::Placed, Option<toolgate_core::receipt::Placed>)>,
+}
+
 impl From<Stop> for Answer {
     fn from(stop: Stop) -> Self {
         match stop {

@@ -7,7 +7,7 @@
 //! only through `Receipts`, so no stage imports another.
 
 use toolgate_core::operation::OperationState;
-use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
+use toolgate_core::receipt::{self, ApprovalRef, OperationRef, Placed};
 use toolgate_ledger::{Draft, Ledger};
 
 use crate::log::ReceiptLog;
@@ -25,26 +25,50 @@ pub enum Commit {
 
 /// Proof that a receipt of this call committed with the ledger's state:
 /// made only once the ledger accepted it, and counted by the log then.
+/// It carries where the receipt was placed (and, for a write's outcome,
+/// where its decision was), which the answer names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
-pub struct Committed(Commit);
+pub struct Committed {
+    what: Commit,
+    placed: Option<Placed>,
+    decision: Option<Placed>,
+}
 
 impl Committed {
-    /// The proof of `what`, the log told that it grew by one receipt.
-    pub(crate) fn counted(log: &ReceiptLog, what: Commit) -> Self {
+    /// The proof of `what`, placed at `placed`, the log told that it grew
+    /// by one receipt.
+    pub(crate) fn counted(log: &ReceiptLog, what: Commit, placed: Option<Placed>) -> Self {
         log.appended(1);
-        Self(what)
+        Self { what, placed, decision: None }
     }
 
     /// A proof for a stage's tests, which commit drafts of their own.
     #[cfg(test)]
     pub(crate) fn for_test(what: Commit) -> Self {
-        Self(what)
+        Self { what, placed: None, decision: None }
+    }
+
+    /// This proof, keeping where `earlier`'s decision to run was placed (a
+    /// write's outcome follows its decision).
+    pub(crate) fn after(self, earlier: Option<Committed>) -> Self {
+        let decision = earlier.and_then(|e| if e.what == Commit::Decision { e.placed } else { e.decision });
+        Self { decision, ..self }
     }
 
     /// Which receipt it was.
     pub fn what(&self) -> Commit {
-        self.0
+        self.what
+    }
+
+    /// Where it was placed in the log.
+    pub fn placed(&self) -> Option<Placed> {
+        self.placed
+    }
+
+    /// Where the write's decision to run was placed, for its outcome.
+    pub fn decision(&self) -> Option<Placed> {
+        self.decision
     }
 }
 
@@ -58,8 +82,8 @@ pub(crate) trait Receipts: Sync {
     /// How the write reserved as `operation` ended: `state`, and the
     /// upstream's answer when there is one.
     fn outcome(&self, state: OperationState, result: Option<&str>, operation: OperationRef) -> Draft;
-    /// The ledger committed the draft of `what`: the proof.
-    fn committed(&self, what: Commit) -> Committed;
+    /// The ledger committed the draft of `what`, placed at `placed`: the proof.
+    fn committed(&self, what: Commit, placed: Option<Placed>) -> Committed;
 }
 
 /// The approval a call ran under, as the ledger recorded its decision and

@@ -582,11 +582,33 @@ pub struct ReceiptsConfig {
     /// Put the full arguments and result values in receipts, not only their
     /// salted hashes. Off by default: receipts leave the host in bundles.
     pub(crate) capture_values: bool,
+    /// Where the log is published for whoever holds an answer (this
+    /// gateway's `https://HOST/log/`, or a mirror): each answer's receipt
+    /// names it. Unset: answers name their receipts without it.
+    pub log_url: Option<String>,
+    /// Who may read the log served at `/log/` (C2SP tlog-tiles):
+    /// `approvers` (a credential with the approver role), `public` (anyone:
+    /// receipts hold salted hashes, never values, but they do name callers,
+    /// tenants and tools), or `off`.
+    pub log_access: LogAccess,
+}
+
+/// Who may read the log at `/log/`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogAccess {
+    /// Credentials with the approver role.
+    #[default]
+    Approvers,
+    /// Anyone who can reach the listener.
+    Public,
+    /// Not served.
+    Off,
 }
 
 impl Default for ReceiptsConfig {
     fn default() -> Self {
-        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false }
+        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false, log_url: None, log_access: LogAccess::default() }
     }
 }
 

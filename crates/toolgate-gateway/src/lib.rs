@@ -50,5 +50,7 @@ pub mod pipeline;
 pub mod reconcile;
 pub mod replay;
 pub mod evidence;
+pub mod published;
+pub mod prove;
 pub mod stages;
 pub mod downstream;

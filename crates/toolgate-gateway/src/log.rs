@@ -49,6 +49,8 @@ pub struct ReceiptLog {
     entropy: Arc<dyn Entropy>,
     /// Definition hashes already in the ledger (`export --pack` reads them).
     remembered: std::sync::Mutex<HashSet<String>>,
+    /// Full tiles of the published log above level 0 (`published`).
+    pub(crate) kept: crate::published::Kept,
 }
 
 impl ReceiptLog {
@@ -72,13 +74,18 @@ impl ReceiptLog {
         let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered }))
+        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered, kept: Default::default() }))
     }
 
     /// The log of `config`'s state dir, with its keys (created on first use).
     pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::sources::Sources) -> anyhow::Result<Arc<Self>> {
         let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin, sources.clock.as_ref(), sources.entropy.as_ref())?;
         Self::open(keys, config.receipts.clone(), Archive::in_state_dir(&config.state_dir()), ledger, sources.clock.clone(), sources.entropy.clone()).await
+    }
+
+    /// The ledger the log is kept in.
+    pub(crate) fn ledger(&self) -> &dyn Ledger {
+        self.ledger.as_ref()
     }
 
     fn kid(&self) -> &str {
@@ -99,7 +106,7 @@ impl ReceiptLog {
     /// `receipts.sign_each`, signed) once the ledger places it.
     pub(crate) fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
         receipt.kid = self.kid().to_string();
-        Draft { receipt, salt, asked, key: self.keys.receipt.clone(), sign_each: self.config.sign_each }
+        Draft { receipt, salt, asked, key: self.keys.receipt.clone(), sign_each: self.config.sign_each, placement: receipt::Placement::tracked() }
     }
 
     /// Keeps the definition a receipt names by hash, once per process.

@@ -41,7 +41,7 @@ use toolgate_core::policy::PolicyEngine;
 use toolgate_core::{Decision, Proposal};
 use tracing::Instrument as _;
 
-pub use crate::call::{Answer, Call, CallRequest, Stop};
+pub use crate::call::{Answer, Call, CallRequest, Recorded, Stop};
 use crate::call::{Context, Dispatched};
 use crate::catalog::ExposedTool;
 use crate::gateway::Gateway;
@@ -58,7 +58,7 @@ use toolgate_ledger::RunKey;
 pub const PREVIEW_META: &str = "io.toolgate/preview";
 
 /// Runs one call through the stages and records it.
-pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Answer {
+pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Recorded {
     // 1. admit, first: the call's context, built once (who, era, trace, when).
     let (cx, call) = admit::context(request, gw.clock.as_ref());
     // One policy for the whole call, even if it is reloaded meanwhile.
@@ -77,7 +77,7 @@ macro_rules! step {
     };
 }
 
-async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> Answer {
+async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> Recorded {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
     let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
     let mut f = Findings::new(cx, call);
@@ -143,7 +143,8 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
         obs.answered(&answer);
         answer
     };
-    // 9. record: for every answer, the receipts not yet committed and the log line.
+    // 9. record: for every answer, the receipts not yet committed and the
+    // log line; the answer then names where its receipts are.
     record::record(&rec, &f, answer, cx.started.elapsed()).await
 }
 

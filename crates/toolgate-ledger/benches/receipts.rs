@@ -83,7 +83,7 @@ fn main() {
     let key = Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[7; 32])));
     // `TOOLGATE_BENCH_SIGN_EACH=1`: each receipt signed too (`receipts.sign_each`); by default not.
     let sign_each = std::env::var("TOOLGATE_BENCH_SIGN_EACH").is_ok_and(|v| v == "1");
-    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each };
+    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
 
     // 1. Sealing alone.
     let started = Instant::now();
@@ -146,7 +146,7 @@ fn main() {
                         if i >= n {
                             break;
                         }
-                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each };
+                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
                         ledger.append_receipts(vec![d]).await.unwrap();
                     }
                 })
@@ -198,7 +198,7 @@ fn main() {
             tick.tick().await;
             let (appender, key) = (ledger.clone(), key.clone());
             calls.push(tokio::spawn(async move {
-                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key, sign_each };
+                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key, sign_each, placement: Default::default() };
                 let t = Instant::now();
                 appender.append_receipts(vec![d]).await.unwrap();
                 t.elapsed()
@@ -239,7 +239,7 @@ fn main() {
     if pg != "off" {
         let pg_n = (n / 5).max(1_000);
         let key = key.clone();
-        let draft = move |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each };
+        let draft = move |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
         let (rate, per_commit) = rt.block_on(postgres_replicas(&pg, pg_n, in_flight, draft));
         println!("postgres, two replicas, {in_flight} in flight: {rate:>10.0} receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock each)");
     }

@@ -463,7 +463,7 @@ fn draft(key: &Arc<ReceiptKey>, tool: &str, op: Option<&str>) -> Draft {
         result: None,
     };
     // Writes signed each, the rest not: the log holds both kinds, as after a change of `receipts.sign_each`.
-    Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone(), sign_each: op.is_some() }
+    Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone(), sign_each: op.is_some(), placement: Default::default() }
 }
 
 async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {

@@ -128,7 +128,20 @@ enum Command {
     /// checkpoint's Ed25519 and ML-DSA-65 signatures, and the pinned signer. Exit 1 if anything fails.
     Verify {
         /// A bundle written by `toolgate export --out`, or a pack directory.
-        path: PathBuf,
+        #[arg(required_unless_present = "answer", conflicts_with = "answer")]
+        path: Option<PathBuf>,
+        /// Instead: a saved answer (or its `_meta["io.toolgate/receipt"]`): prove its receipt from the published log.
+        #[arg(long, value_name = "FILE")]
+        answer: Option<PathBuf>,
+        /// With --answer: the log, as an http(s) URL (the gateway's /log/, a mirror) or a folder; default: the one the receipt names.
+        #[arg(long, value_name = "URL|DIR", requires = "answer")]
+        log: Option<String>,
+        /// With --answer: the log's public key (C2SP vkey, from `toolgate keys show`; repeatable).
+        #[arg(long, value_name = "VKEY", requires = "answer")]
+        vkey: Vec<String>,
+        /// With --answer: how long to wait (ms) for a checkpoint that covers the receipt.
+        #[arg(long, value_name = "MS", default_value_t = 3000, requires = "answer")]
+        wait_ms: u64,
         /// Trust only this kid (repeatable): the checkpoint and every receipt must be signed by it.
         #[arg(long = "expected-kid", value_name = "KID")]
         expected_kid: Vec<String>,
@@ -280,11 +293,20 @@ fn main() -> std::process::ExitCode {
             Command::Policy(action) => policy::run(action),
             Command::Receipts(action) => receipts::run(action).await,
             Command::Export { config, receipt, since, out, pack, checkpoint } => receipts::export(&config, receipt, since, out, pack, checkpoint).await,
-            Command::Verify { path, expected_kid, require_pq, json } => match receipts::verify(&path, expected_kid, require_pq, json) {
+            Command::Verify { answer: Some(file), log, vkey, wait_ms, require_pq, json, .. } => {
+                let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
+                match toolgate_gateway::prove::run(&file, log.as_deref(), &vkey, token, require_pq, std::time::Duration::from_millis(wait_ms), json).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(anyhow::anyhow!("the answer in {} did not verify", file.display())),
+                    Err(e) => Err(e),
+                }
+            }
+            Command::Verify { path: Some(path), expected_kid, require_pq, json, .. } => match receipts::verify(&path, expected_kid, require_pq, json) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("{} did not verify", path.display())),
                 Err(e) => Err(e),
             },
+            Command::Verify { .. } => Err(anyhow::anyhow!("give a bundle to verify, or --answer FILE")),
             Command::Log(receipts::LogAction::Verify { config }) => match receipts::log_verify(&config).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("the log did not verify")),

@@ -43,7 +43,7 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         session: None,
         cancelled: Default::default(),
     };
-    let answer = pipeline::call_tool(&gw, CallRequest { caller: Arc::new(caller), trace: Default::default(), request_id: None, era: Era::Modern, call }).await;
+    let answer = pipeline::call_tool(&gw, CallRequest { caller: Arc::new(caller), trace: Default::default(), request_id: None, era: Era::Modern, call }).await.answer;
     gw.stop();
     let shown = match answer {
         Answer::Result(result) => serde_json::to_value(&result)?.get("structuredContent").cloned().unwrap_or(Value::Null),

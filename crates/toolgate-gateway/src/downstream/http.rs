@@ -29,7 +29,7 @@ use crate::wire::{Era, RpcError, code};
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).get(standing).delete(end_session).fallback(post_only);
-    let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
+    let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::log_tiles::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
     routes.with_state(gw)
 }
 

@@ -7,6 +7,7 @@ mod content;
 pub(crate) mod edge;
 pub mod http;
 pub(crate) mod listen;
+mod log_tiles;
 pub(crate) mod probes;
 pub(crate) mod sessions;
 pub mod stdio;
@@ -26,6 +27,7 @@ use toolgate_core::Caller;
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
+use toolgate_core::answer::{AnswerReceipt, RECEIPT_META};
 use crate::pipeline::{self, Answer, Call, CallRequest};
 use crate::upstream::{Kind, ProgressRelay};
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
@@ -372,25 +374,66 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gateway = gw.clone();
-    let answer = tokio::spawn(async move { pipeline::call_tool(&gateway, call).await }.instrument(tracing::Span::current()))
+    let recorded = tokio::spawn(async move { pipeline::call_tool(&gateway, call).await }.instrument(tracing::Span::current()))
         .await
         .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
-    match answer {
+    let receipt = answer_receipt(gw, &recorded);
+    match recorded.answer {
         Answer::Result(mut result) => {
             if kind == Kind::Resource {
                 content::expose_contents(gw, name, &mut result);
             }
+            if let Some(receipt) = &receipt {
+                name_receipt(&mut result, receipt);
+            }
             Ok(result)
         }
-        Answer::Error(e) => Err(e),
+        Answer::Error(e) => Err(error_with_receipt(e, receipt.as_ref())),
         Answer::Refused(refusal) if kind != Kind::Tool => {
             let code = if refusal.action == toolgate_core::Action::Correct { code::INVALID_PARAMS } else { code::REFUSED };
-            Err(RpcError::new(code, refusal.message.clone()).with_data(json!(refusal)))
+            Err(error_with_receipt(RpcError::new(code, refusal.message.clone()).with_data(json!(refusal)), receipt.as_ref()))
         }
-        Answer::Refused(refusal) => Ok(value_object(json!({
-            "content": [{"type": "text", "text": refusal.message}],
-            "structuredContent": refusal,
-            "isError": true
-        }))),
+        Answer::Refused(refusal) => {
+            let mut result = value_object(json!({
+                "content": [{"type": "text", "text": refusal.message}],
+                "structuredContent": refusal,
+                "isError": true
+            }));
+            if let Some(receipt) = &receipt {
+                name_receipt(&mut result, receipt);
+            }
+            Ok(result)
+        }
     }
+}
+
+/// What the answer says of its receipts: the log, and where they are in it.
+fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerReceipt> {
+    let (receipt, decision) = recorded.placed?;
+    Some(AnswerReceipt { origin: gw.config.receipts.origin.clone(), receipt, decision, log: gw.config.receipts.log_url.clone() })
+}
+
+/// `_meta["io.toolgate/receipt"]` in a result, beside what the upstream's
+/// `_meta` holds (after its receipt hashed it).
+fn name_receipt(result: &mut RawObject, receipt: &AnswerReceipt) {
+    let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    meta.insert(RECEIPT_META.to_string(), receipt.to_value());
+    result.insert("_meta".to_string(), raw(&Value::Object(meta)));
+}
+
+/// A JSON-RPC error answer names its receipt in `data._meta` (data that is
+/// not an object is left as it is).
+fn error_with_receipt(mut e: RpcError, receipt: Option<&AnswerReceipt>) -> RpcError {
+    let Some(receipt) = receipt else { return e };
+    match &mut e.data {
+        None => e.data = Some(json!({"_meta": {RECEIPT_META: receipt.to_value()}})),
+        Some(Value::Object(data)) => {
+            let meta = data.entry("_meta").or_insert_with(|| json!({}));
+            if let Value::Object(meta) = meta {
+                meta.insert(RECEIPT_META.to_string(), receipt.to_value());
+            }
+        }
+        Some(_) => {}
+    }
+    e
 }

@@ -18,13 +18,13 @@ use serde_json::Value;
 use toolgate_core::operation::OperationState;
 use toolgate_core::proposal::canonical_json_text;
 use toolgate_core::receipt::build::{Attested, Event, Subject, build};
-use toolgate_core::receipt::{self, ApprovalRef, OperationRef};
+use toolgate_core::receipt::{self, ApprovalRef, OperationRef, Placed};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
 use toolgate_core::Clock;
 use toolgate_core::approval::ApprovalState;
 use toolgate_ledger::{Draft, Ledger};
 
-use crate::call::{Answer, Approved, Call, Context, Reserved};
+use crate::call::{Answer, Approved, Call, Context, Recorded, Reserved};
 use crate::catalog::ExposedTool;
 use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::log::ReceiptLog;
@@ -67,8 +67,8 @@ impl Receipts for Drafts<'_> {
         draft_for(self.rec, self.findings, Some(operation), Event::Dispatched { state, result: value.as_ref() }, false)
     }
 
-    fn committed(&self, what: Commit) -> Committed {
-        Committed::counted(self.rec.log, what)
+    fn committed(&self, what: Commit, placed: Option<Placed>) -> Committed {
+        Committed::counted(self.rec.log, what, placed)
     }
 }
 
@@ -284,15 +284,19 @@ fn pending(id: &str) -> ApprovalRef {
 /// Appends the receipts not committed with the ledger's state (the
 /// pipeline commits those), then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
-pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Recorded {
     // A preview decides and acts on nothing, so it attests nothing either:
     // no receipt, only the log line.
-    let answer = if findings.committed.is_none() && !findings.preview { append(rec, findings, answer).await } else { answer };
-    log_line(findings, &answer, elapsed);
-    answer
+    let recorded = match findings.committed {
+        _ if findings.preview => Recorded { answer, placed: None },
+        Some(c) => Recorded { answer, placed: c.placed().map(|p| (p, c.decision())) },
+        None => append(rec, findings, answer).await,
+    };
+    log_line(findings, &recorded.answer, elapsed);
+    recorded
 }
 
-async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answer {
+async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Recorded {
     let approval = approval_ref(rec.ledger, findings.approval_id.as_deref()).await;
     let mut drafts = match &answer {
         Answer::Result(raw) if findings.dispatched && !findings.input_required => {
@@ -319,23 +323,27 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Answ
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
     let n = drafts.len() as u64;
+    // The answer names where its receipt (and a refused read's decision) went.
+    let placements: Vec<_> = drafts.iter().map(|d| d.placement.clone()).collect();
     match rec.ledger.append_receipts(drafts).await {
         Ok(indexes) => {
             rec.log.appended(n);
             if let Some(last) = indexes.last() {
                 tracing::Span::current().record("toolgate.receipt.index", last);
             }
-            answer
+            let decision = if placements.len() > 1 { placements[0].get() } else { None };
+            Recorded { answer, placed: placements.last().and_then(|p| p.get()).map(|p| (p, decision)) }
         }
         Err(e) => {
             tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the call's receipts");
-            match answer {
+            let answer = match answer {
                 Answer::Result(_) if !findings.input_required => Answer::Refused(
                     Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the receipt log is unavailable, so the result cannot be recorded and is withheld; retry later")
                         .with_proposal(findings.proposal_sha256.as_deref().unwrap_or_default()),
                 ),
                 other => other,
-            }
+            };
+            Recorded { answer, placed: None }
         }
     }
 }
@@ -473,7 +481,7 @@ mod tests {
     async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
         let policy = gw.policy();
         let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
-        super::record(&rec, findings, answer, elapsed).await
+        super::record(&rec, findings, answer, elapsed).await.answer
     }
 
     fn result(text: &str) -> Answer {
@@ -607,7 +615,7 @@ mod tests {
         let policy = gw.policy();
         let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
         f.dispatched = true;
-        f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome));
+        f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
         assert!(matches!(record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await, Answer::Result(_)));
         assert!(receipts(&gw).await.is_empty());
     }

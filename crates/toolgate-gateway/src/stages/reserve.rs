@@ -116,9 +116,10 @@ async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (
             let reserved = reserved(&new);
             r.operation_ref = Some(reserved.clone());
             let receipt = receipts.decided(approval_ref(o.ledger, gate.approval_id()).await, reserved);
+            let placement = receipt.placement.clone();
             let begun = begin(o, tool, proposal, new, receipt).instrument(span).await;
             if begun.committed {
-                r.committed = Some(receipts.committed(Commit::Decision));
+                r.committed = Some(receipts.committed(Commit::Decision, placement.get()));
             }
             r.operation_ref = begun.found.or(r.operation_ref.take());
             begun.held
@@ -132,9 +133,16 @@ async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &Exposed
     let settled = settled(&outcome);
     let result = settled.1.clone();
     let named = r.operation_ref.clone().unwrap_or_else(|| reference(&op));
-    let (appended, finished) = finish(o, tool, &op, settled, |state| receipts.outcome(state, result.as_deref(), named.clone())).await;
+    let placement = std::sync::Mutex::new(None);
+    let (appended, finished) = finish(o, tool, &op, settled, |state| {
+        let draft = receipts.outcome(state, result.as_deref(), named.clone());
+        *placement.lock().unwrap_or_else(|p| p.into_inner()) = Some(draft.placement.clone());
+        draft
+    })
+    .await;
     if appended {
-        r.committed = Some(receipts.committed(Commit::Outcome));
+        let placed = placement.into_inner().unwrap_or_else(|p| p.into_inner()).and_then(|p| p.get());
+        r.committed = Some(receipts.committed(Commit::Outcome, placed).after(r.committed));
     }
     let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
     Ok(annotate(outcome?, &op, false))

@@ -224,7 +224,7 @@ impl Store {
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();
-        Draft { receipt, salt, asked: None, key: self.key.clone(), sign_each: false }
+        Draft { receipt, salt, asked: None, key: self.key.clone(), sign_each: false, placement: Default::default() }
     }
 
     /// The approvals the approve stage reads and writes in these tests: the
@@ -427,7 +427,7 @@ impl crate::commit::Receipts for Store {
         self.draft()
     }
 
-    fn committed(&self, what: crate::commit::Commit) -> crate::commit::Committed {
+    fn committed(&self, what: crate::commit::Commit, _: Option<toolgate_core::receipt::Placed>) -> crate::commit::Committed {
         crate::commit::Committed::for_test(what)
     }
 }

@@ -126,7 +126,7 @@ mod tests {
         let conn = open(&path).unwrap();
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version as usize, MIGRATIONS.len());
-        let draft = Draft { receipt: receipt(&key, receipt::RECEIPT_VERSION, "close_ticket"), salt: [2; 32], asked: None, key: Arc::new(ReceiptKey::new(key.signing_key().clone())), sign_each: false };
+        let draft = Draft { receipt: receipt(&key, receipt::RECEIPT_VERSION, "close_ticket"), salt: [2; 32], asked: None, key: Arc::new(ReceiptKey::new(key.signing_key().clone())), sign_each: false, placement: Default::default() };
         let digests = crate::digests::Dictionary::default();
         assert_eq!(super::super::receipts::append(&conn, &digests, vec![draft]).unwrap(), vec![1]);
         let rows = super::super::receipts::list(&conn, &digests, 0, 10).unwrap();

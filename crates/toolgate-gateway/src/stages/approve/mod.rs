@@ -356,9 +356,10 @@ async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, ne
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction); the call then holds for it.
 async fn open(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<(Approval, Committed), Stop> {
+    let placement = receipt.placement.clone();
     new.receipt = Some(receipt);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
-    let committed = receipts.committed(Commit::Wait);
+    let committed = receipts.committed(Commit::Wait, placement.get());
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
     Ok((opened, committed))
 }

@@ -1,0 +1,266 @@
+//! `toolgate verify --answer`: proves, from a published log alone (the
+//! gateway's `/log/`, a mirror of it, or an archive folder), that the
+//! receipt an answer names is in the log under a checkpoint signed by the
+//! keys the verifier trusts — and, given the whole answer, that the receipt
+//! commits to exactly that result. It reads only the tiles its proof needs
+//! (`tiles::proof_tiles`), as any tlog-tiles client would.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::{Value, json};
+use toolgate_core::answer::{self, Saved};
+use toolgate_core::merkle::{self, Hash};
+use toolgate_core::note::{self, Algorithm, Checkpoint, Verifier};
+use toolgate_core::proposal::hex;
+use toolgate_core::receipt::{LoggedReceipt, Placed};
+use toolgate_core::strict_json::JsonLimits;
+use toolgate_core::tiles::{self, TileError, WIDTH};
+
+/// The largest file of the log read (a full entry bundle of large receipts).
+const MAX_FILE: usize = 32 << 20;
+
+/// Where the published log is read from.
+pub enum Source {
+    /// Over HTTP(S): `BASE/checkpoint`, `BASE/tile/…`.
+    Http {
+        /// The log's base URL, ending in `/`.
+        base: reqwest::Url,
+        /// The client.
+        client: reqwest::Client,
+        /// A bearer token, for a log served to approvers only.
+        token: Option<String>,
+    },
+    /// A folder laid out the same way (a mirror, or `STATE_DIR/archive`).
+    Dir(PathBuf),
+}
+
+impl Source {
+    /// `http(s)://…` (a trailing `/` is added), or a folder.
+    pub fn parse(location: &str, token: Option<String>) -> anyhow::Result<Self> {
+        if location.starts_with("http://") || location.starts_with("https://") {
+            let with_slash = if location.ends_with('/') { location.to_string() } else { format!("{location}/") };
+            let base = reqwest::Url::parse(&with_slash).with_context(|| format!("--log {location:?} is not a URL"))?;
+            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::limited(3)).build()?;
+            return Ok(Source::Http { base, client, token });
+        }
+        let dir = PathBuf::from(location);
+        if !dir.is_dir() {
+            bail!("--log {location:?} is neither an http(s) URL nor a folder");
+        }
+        Ok(Source::Dir(dir))
+    }
+
+    async fn get(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
+        match self {
+            Source::Dir(dir) => {
+                let path = dir.join(rel);
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+            }
+            Source::Http { base, client, token } => {
+                let url = base.join(rel)?;
+                let mut request = client.get(url.clone());
+                if let Some(t) = token {
+                    request = request.bearer_auth(t);
+                }
+                let response = request.send().await.with_context(|| format!("fetching {url}"))?;
+                let status = response.status();
+                let bytes = response.bytes().await.with_context(|| format!("fetching {url}"))?;
+                if !status.is_success() {
+                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).replace(|c: char| c.is_control(), " ");
+                    bail!("{url} answered {status}: {text}");
+                }
+                if bytes.len() > MAX_FILE {
+                    bail!("{url} is larger than a log file can be ({} bytes)", bytes.len());
+                }
+                Ok(bytes.to_vec())
+            }
+        }
+    }
+}
+
+/// One property checked, and what was found.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// The property (`checkpoint`, `inclusion`, `answer`, …).
+    pub name: &'static str,
+    /// Whether it was proven.
+    pub ok: bool,
+    /// What was proven, or why not.
+    pub detail: String,
+}
+
+/// What `verify_answer` proved.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// One line per property, in the order checked.
+    pub checks: Vec<Check>,
+    /// The answer's receipt as logged, once read from the log.
+    pub receipt: Option<Value>,
+}
+
+impl Report {
+    /// Every check passed (and there was one).
+    pub fn ok(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.ok)
+    }
+
+    fn check(&mut self, name: &'static str, ok: bool, detail: impl Into<String>) -> bool {
+        self.checks.push(Check { name, ok, detail: detail.into() });
+        ok
+    }
+}
+
+/// What the verifier requires.
+pub struct Options {
+    /// The log's keys (C2SP vkeys): the checkpoint must verify under one.
+    pub verifiers: Vec<Verifier>,
+    /// Require the checkpoint's ML-DSA-65 signature too.
+    pub require_pq: bool,
+    /// How long to wait for a checkpoint that covers the receipt (one is
+    /// signed at most `receipts.checkpoint_ms` after it).
+    pub wait: Duration,
+}
+
+/// Proves the receipt `doc` names (see `answer::read_saved`) from `source`.
+pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> anyhow::Result<Report> {
+    let Saved { receipt: named, result } = answer::read_saved(doc).map_err(|e| anyhow!(e))?;
+    let mut report = Report::default();
+    let last = named.decision.iter().chain([&named.receipt]).map(|p| p.index).max().unwrap_or(0);
+    let Some((checkpoint, detail)) = covering(source, options, &named.origin, last, &mut report).await? else { return Ok(report) };
+    report.check("checkpoint", true, detail);
+    let logged = match prove(source, &checkpoint, &named.receipt, &mut report, "inclusion").await? {
+        Some(logged) => logged,
+        None => return Ok(report),
+    };
+    let r = &logged.receipt;
+    report.receipt = serde_json::to_value(&logged).ok();
+    report.check("receipt", true, format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at));
+    if let Some(decision) = &named.decision
+        && let Some(first) = prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
+    {
+        let same = first.receipt.proposal_sha256 == r.proposal_sha256 && first.receipt.log_index < r.log_index;
+        report.check("decision", same, if same { format!("receipt {} decided the same call ({})", first.receipt.log_index, first.receipt.execution_status) } else { format!("receipt {} is of another call", first.receipt.log_index) });
+    }
+    if let Some(result) = &result {
+        match &r.result_sha256 {
+            Some(want) if answer::result_sha256(result).contains(want) => report.check("answer", true, format!("the answer's result hashes to the receipt's result_sha256 {want}")),
+            Some(want) => report.check("answer", false, format!("the answer's result does not hash to the receipt's result_sha256 {want}: it is not the answer the gateway recorded (a client that re-serializes a result may change it; verify the `_meta` receipt alone to prove the receipt)")),
+            // A refusal: the answer says why, as the receipt does.
+            None if result.pointer("/structuredContent/reason").and_then(Value::as_str) == Some(r.reason.as_str()) => {
+                report.check("answer", true, format!("the answer is the refusal the receipt records ({} / {})", r.decision, r.reason))
+            }
+            None => report.check("answer", false, format!("the receipt records no result ({} / {}), and the answer is not that refusal", r.result_status, r.reason)),
+        };
+    }
+    Ok(report)
+}
+
+/// The newest checkpoint, verified, once it covers leaf `last`; `None` (the
+/// failure reported) when it does not verify or never covers it.
+async fn covering(source: &Source, options: &Options, origin: &str, last: u64, report: &mut Report) -> anyhow::Result<Option<(Checkpoint, String)>> {
+    let deadline = Instant::now() + options.wait;
+    loop {
+        // None signed yet (404) is waited for like one that does not cover it.
+        let text = match source.get("checkpoint").await {
+            Ok(bytes) => String::from_utf8(bytes).map_err(|_| anyhow!("the log's checkpoint is not UTF-8"))?,
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let (checkpoint, signed) = match note::open_checkpoint(&text, &options.verifiers) {
+            Ok(opened) => opened,
+            Err(e) => {
+                report.check("checkpoint", false, format!("does not verify under the keys given (--vkey): {e}"));
+                return Ok(None);
+            }
+        };
+        if checkpoint.origin() != origin {
+            report.check("checkpoint", false, format!("the log's origin is {:?}, the answer's receipt names {origin:?}", checkpoint.origin()));
+            return Ok(None);
+        }
+        let pq = signed.iter().any(|s| s.algorithm == Algorithm::MlDsa65);
+        if options.require_pq && !pq {
+            report.check("checkpoint", false, "no valid ML-DSA-65 signature (--require-pq); give the log's ML-DSA-65 vkey");
+            return Ok(None);
+        }
+        if checkpoint.size() > last {
+            let by: Vec<String> = signed.iter().map(|s| format!("{:?}", s.algorithm)).collect();
+            return Ok(Some((checkpoint.clone(), format!("{} size {}, root {}, signed by {}", checkpoint.origin(), checkpoint.size(), hex(checkpoint.root()), by.join(" + ")))));
+        }
+        if Instant::now() >= deadline {
+            report.check("checkpoint", false, format!("the newest checkpoint covers {} receipts, not yet receipt {last}; one is signed within receipts.checkpoint_ms: retry", checkpoint.size()));
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Proves `placed` is in the tree `checkpoint` signs, and reads its entry.
+async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report: &mut Report, name: &'static str) -> anyhow::Result<Option<LoggedReceipt>> {
+    let (index, size) = (placed.index, checkpoint.size());
+    let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
+    for (level, tile, width) in tiles::proof_tiles(index, size)? {
+        let bytes = source.get(&tiles::tile_path(level, tile, width)).await?;
+        read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
+    }
+    let proof = tiles::inclusion_proof::<TileError>(index, size, &mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?;
+    if let Err(e) = merkle::verify_inclusion(&placed.leaf_hash, index, size, &proof, checkpoint.root()) {
+        report.check(name, false, format!("leaf {index} ({}) is not in the signed tree of {size}: {e}", hex(&placed.leaf_hash)));
+        return Ok(None);
+    }
+    let bundle = index / WIDTH;
+    let width = tiles::width_at(size, 0, bundle);
+    let bytes = source.get(&tiles::entries_path(bundle, width)).await?;
+    let entries = tiles::read_entry_bundle(&bytes, width)?;
+    let entry = entries[(index % WIDTH) as usize];
+    if merkle::leaf_hash(entry) != placed.leaf_hash {
+        report.check(name, false, format!("the log's entry {index} does not hash to the leaf hash the answer names"));
+        return Ok(None);
+    }
+    let logged = LoggedReceipt::from_json(entry, JsonLimits::sized(MAX_FILE, 128)).map_err(|e| anyhow!("the log's entry {index}: {e}"))?;
+    if logged.receipt.log_index != index {
+        report.check(name, false, format!("the log's entry {index} is receipt {}", logged.receipt.log_index));
+        return Ok(None);
+    }
+    report.check(name, true, format!("leaf {index} in the signed tree of {size} ({} proof hashes)", proof.len()));
+    Ok(Some(logged))
+}
+
+/// The report as `toolgate verify --json` prints it.
+pub fn report_json(report: &Report) -> Value {
+    let checks: Vec<Value> = report.checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect();
+    json!({"ok": report.ok(), "checks": checks, "receipt": report.receipt})
+}
+
+/// `toolgate verify --answer FILE`: reads the saved answer, proves it from
+/// `log` (or the log its receipt names) and prints the report. Ok(false)
+/// when something did not verify.
+pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
+    let bytes = std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
+    let doc: Value = serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", answer_file.display()))?;
+    let named = answer::read_saved(&doc).map_err(|e| anyhow!("{}: {e}", answer_file.display()))?;
+    let Some(location) = log.map(str::to_string).or(named.receipt.log.clone()) else {
+        bail!("the answer's receipt names no log; give its location with --log URL|DIR (the gateway's https://HOST/log/, a mirror, or an archive folder)");
+    };
+    if vkeys.is_empty() {
+        bail!("give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator");
+    }
+    let verifiers = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    let source = Source::parse(&location, token)?;
+    let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait }).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
+    } else {
+        println!("log        {location}");
+        for c in &report.checks {
+            println!("{} {:<20} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+        }
+        println!("{}", if report.ok() { "verified" } else { "NOT VERIFIED" });
+    }
+    Ok(report.ok())
+}

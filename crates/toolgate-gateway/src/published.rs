@@ -1,0 +1,120 @@
+//! The log as published (C2SP tlog-tiles): its newest checkpoint, its hash
+//! tiles and its entry bundles, read from the archive and the ledger alike,
+//! for the `/log/` routes and for anyone who mirrors them. Only what the
+//! newest checkpoint covers is published: a tile past it does not exist yet.
+//!
+//! A hash tile at level 0 is 256 leaf hashes, read (and hashed) from the
+//! rows; above, each hash is the root of a full tile of the level below.
+//! Full tiles above level 0 never change, so they are kept once computed
+//! (a bounded set: a level-1 tile stands for 65,536 receipts).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use toolgate_core::merkle::{self, Hash};
+use toolgate_core::tiles::{self, WIDTH};
+use toolgate_ledger::StoredCheckpoint;
+
+use crate::archive;
+use crate::log::ReceiptLog;
+
+/// How many full tiles above level 0 are kept (32 bytes × 256 each).
+const KEPT: usize = 512;
+
+/// Full tiles above level 0, by (level, index).
+#[derive(Default)]
+pub struct Kept(Mutex<HashMap<(u8, u64), Arc<Vec<Hash>>>>);
+
+impl Kept {
+    fn get(&self, key: (u8, u64)) -> Option<Arc<Vec<Hash>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned()
+    }
+
+    fn keep(&self, key: (u8, u64), hashes: Arc<Vec<Hash>>) {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= KEPT {
+            // The lowest level goes first: it is the cheapest to compute again.
+            if let Some(k) = kept.keys().min().copied() {
+                kept.remove(&k);
+            }
+        }
+        kept.insert(key, hashes);
+    }
+}
+
+/// The newest checkpoint: what the published log covers.
+pub async fn checkpoint(log: &ReceiptLog) -> anyhow::Result<Option<StoredCheckpoint>> {
+    Ok(log.ledger().checkpoint(None).await?)
+}
+
+/// Why a tile is not published.
+#[derive(Debug, thiserror::Error)]
+pub enum Unpublished {
+    /// Not a tile of the tree the newest checkpoint covers.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] anyhow::Error),
+}
+
+/// Hash tile `level/index` of `width` hashes, if the newest checkpoint's
+/// tree (of `size` leaves) has it.
+pub async fn hash_tile(log: &ReceiptLog, size: u64, (level, index, width): (u8, u64, u64)) -> Result<Vec<u8>, Unpublished> {
+    let has = tiles::width_at(size, level, index);
+    if width > has {
+        return Err(Unpublished::NotFound(format!("tile {level}/{index} has {has} of its hashes in the checkpointed tree of {size}, not {width}")));
+    }
+    Ok(hashes(log, level, index, width).await?.concat())
+}
+
+/// Entry bundle `index` of `width` entries (the logged receipts' JCS bytes).
+pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64)) -> Result<Vec<u8>, Unpublished> {
+    let has = tiles::width_at(size, 0, index);
+    if width > has {
+        return Err(Unpublished::NotFound(format!("entry bundle {index} has {has} entries in the checkpointed tree of {size}, not {width}")));
+    }
+    let first = index * WIDTH;
+    let leaves = archive::leaves(&log.archive, log.ledger(), first, first + width).await?;
+    if leaves.len() as u64 != width {
+        return Err(Unpublished::Store(anyhow::anyhow!("the log gave {} of the {width} entries from {first}", leaves.len())));
+    }
+    Ok(tiles::entry_bundle(first, leaves.iter().map(|(_, _, text)| text.as_bytes())).map_err(anyhow::Error::from)?)
+}
+
+type Hashes<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Arc<Vec<Hash>>>> + Send + 'a>>;
+
+/// The hashes of tile `level/index`, `width` of them (all in the tree).
+fn hashes(log: &ReceiptLog, level: u8, index: u64, width: u64) -> Hashes<'_> {
+    Box::pin(async move {
+        let full = width == WIDTH && level > 0;
+        if let Some(kept) = full.then(|| log.kept.get((level, index))).flatten() {
+            return Ok(kept);
+        }
+        let out: Vec<Hash> = match level {
+            0 => archive::leaf_hashes(&log.archive, log.ledger(), index * WIDTH, index * WIDTH + width).await?,
+            // One read of the leaves below, in tiles of 256.
+            1 => {
+                let from = index * WIDTH * WIDTH;
+                archive::leaf_hashes(&log.archive, log.ledger(), from, from + width * WIDTH).await?.chunks(WIDTH as usize).map(merkle::root).collect()
+            }
+            _ => {
+                let mut out = Vec::with_capacity(width as usize);
+                for below in index * WIDTH..index * WIDTH + width {
+                    out.push(merkle::root(&hashes(log, level - 1, below, WIDTH).await?));
+                }
+                out
+            }
+        };
+        if out.len() as u64 != width {
+            anyhow::bail!("the log gave {} of the {width} hashes of tile {level}/{index}", out.len());
+        }
+        let out = Arc::new(out);
+        if full {
+            log.kept.keep((level, index), out.clone());
+        }
+        Ok(out)
+    })
+}

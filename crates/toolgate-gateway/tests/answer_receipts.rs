@@ -1,0 +1,163 @@
+//! The receipt in the answer (`_meta["io.toolgate/receipt"]`) and the log
+//! served as tiles (`/log/`): every answer names its receipt, and whoever
+//! holds the answer proves it from the published log alone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{DANA_TOKEN, Harness, call, post, python, start_with};
+use serde_json::{Value, json};
+use toolgate_core::note::Verifier;
+use toolgate_gateway::prove::{Options, Report, Source, verify_answer};
+
+/// A gateway whose log is signed every 100 ms.
+async fn gateway(access: &str) -> Harness {
+    start_with("", &format!("[receipts]\ncheckpoint_ms = 100\nlog_access = \"{access}\"\nlog_url = \"http://example.invalid/log/\"\n"), &[]).await
+}
+
+fn base(h: &Harness) -> String {
+    h.url.trim_end_matches("/mcp").to_string()
+}
+
+/// The log's keys, as `toolgate keys show` prints them.
+async fn verifiers(h: &Harness) -> Vec<Verifier> {
+    let keys = h.gateway.ledger.log_keys().await.unwrap();
+    keys.iter().flat_map(|k| [Some(k.ed25519.clone()), k.ml_dsa_65.clone()]).flatten().map(|v| Verifier::from_vkey(&v).unwrap()).collect()
+}
+
+async fn prove(h: &Harness, answer: &Value, token: Option<&str>) -> Report {
+    let source = Source::parse(&format!("{}/log/", base(h)), token.map(str::to_string)).unwrap();
+    let options = Options { verifiers: verifiers(h).await, require_pq: true, wait: Duration::from_secs(5) };
+    verify_answer(answer, &source, &options).await.unwrap()
+}
+
+fn named(answer: &Value) -> &Value {
+    &answer["result"]["_meta"]["io.toolgate/receipt"]
+}
+
+fn failed(report: &Report) -> Vec<&str> {
+    report.checks.iter().filter(|c| !c.ok).map(|c| c.name).collect()
+}
+
+#[tokio::test]
+async fn a_read_s_answer_names_its_receipt_and_proves_it_from_the_tiles() {
+    let h = gateway("public").await;
+    let answer = call(&h.url, "support__search_customers", json!({"query": "harbor"})).await;
+    let receipt = named(&answer);
+    assert_eq!(receipt["origin"], "toolgate.local/log", "{answer}");
+    assert_eq!(receipt["log"], "http://example.invalid/log/");
+    assert!(receipt["index"].is_u64() && receipt["leaf_hash"].as_str().is_some_and(|h| h.len() == 64), "{receipt}");
+    assert!(receipt.get("decision").is_none(), "a read has one receipt: {answer}");
+
+    let report = prove(&h, &answer, None).await;
+    assert!(report.ok(), "{report:#?}");
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["checkpoint", "inclusion", "receipt", "answer"]);
+    assert_eq!(report.receipt.as_ref().unwrap()["receipt"]["tool"], "search_customers");
+
+    // The receipt alone (the `_meta` value) proves the receipt, not the result.
+    let alone = prove(&h, receipt, None).await;
+    assert!(alone.ok() && !alone.checks.iter().any(|c| c.name == "answer"), "{alone:#?}");
+
+    // Another result under the same receipt is not the answer recorded.
+    let mut changed = answer.clone();
+    changed["result"]["content"][0]["text"] = json!("something else");
+    assert_eq!(failed(&prove(&h, &changed, None).await), ["answer"]);
+
+    // Another leaf hash is in no tree the log signed.
+    let mut forged = answer.clone();
+    forged["result"]["_meta"]["io.toolgate/receipt"]["leaf_hash"] = json!("00".repeat(32));
+    assert_eq!(failed(&prove(&h, &forged, None).await), ["inclusion"]);
+
+    // A checkpoint is trusted only under the keys given.
+    let source = Source::parse(&format!("{}/log/", base(&h)), None).unwrap();
+    let stranger = Verifier::from_vkey("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW").unwrap();
+    let report = verify_answer(&answer, &source, &Options { verifiers: vec![stranger], require_pq: false, wait: Duration::ZERO }).await.unwrap();
+    assert_eq!(failed(&report), ["checkpoint"]);
+}
+
+#[tokio::test]
+async fn a_write_names_its_decision_and_outcome_and_a_refusal_names_its_receipt() {
+    let h = gateway("public").await;
+    let args = json!({"customer_id": "cust_harbor_02", "subject": "Pump leaks", "priority": "normal", "client_reference": "ref-answer-0001"});
+    let (_, answer) = post(&h.url, "tools/call", json!({"name": "support__create_ticket", "arguments": args, "_meta": {"io.toolgate/operationKey": "k-answer-1"}})).await;
+    let receipt = named(&answer);
+    assert!(receipt["decision"]["index"].as_u64().unwrap() < receipt["index"].as_u64().unwrap(), "{answer}");
+    let report = prove(&h, &answer, None).await;
+    assert!(report.ok(), "{report:#?}");
+    assert!(report.checks.iter().any(|c| c.name == "decision" && c.ok), "{report:#?}");
+
+    // The same key again: a replay, with a receipt of its own.
+    let (_, again) = post(&h.url, "tools/call", json!({"name": "support__create_ticket", "arguments": args, "_meta": {"io.toolgate/operationKey": "k-answer-1"}})).await;
+    assert!(named(&again)["index"].as_u64() > receipt["index"].as_u64(), "{again}");
+    let report = prove(&h, &again, None).await;
+    assert!(report.ok(), "{again}\n{report:#?}");
+
+    // A refused call (prohibited by the registry) names its receipt too.
+    let refused = call(&h.url, "tickets__export_service_records", json!({})).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let report = prove(&h, &refused, None).await;
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(report.receipt.as_ref().unwrap()["receipt"]["decision"], "deny");
+    // A refusal with another reason is not the one recorded.
+    let mut other = refused.clone();
+    other["result"]["structuredContent"]["reason"] = json!("budget_exceeded");
+    assert_eq!(failed(&prove(&h, &other, None).await), ["answer"]);
+}
+
+#[tokio::test]
+async fn the_log_is_served_as_tlog_tiles_to_whom_the_config_lets() {
+    let h = gateway("approvers").await;
+    let answer = call(&h.url, "support__search_customers", json!({"query": "harbor"})).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut r = http.get(format!("{}/log/{path}", base(&h)));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    // The anonymous agent is not an approver.
+    assert_eq!(get("checkpoint", None).await.unwrap().status(), 403);
+    // Proving needs the approver's token here.
+    assert_eq!(failed(&prove(&h, &answer, Some(DANA_TOKEN)).await), Vec::<&str>::new());
+    let checkpoint = get("checkpoint", Some(DANA_TOKEN)).await.unwrap();
+    assert_eq!((checkpoint.status().as_u16(), checkpoint.headers()["cache-control"].to_str().unwrap()), (200, "no-cache"));
+    let text = checkpoint.text().await.unwrap();
+    let size: u64 = text.lines().nth(1).unwrap().parse().unwrap();
+    assert!(text.starts_with("toolgate.local/log\n") && size >= 1, "{text}");
+
+    // The level-0 tile and the entry bundle of that size, and nothing past it.
+    let tile = get(&format!("tile/0/000.p/{size}"), Some(DANA_TOKEN)).await.unwrap();
+    assert_eq!(tile.status(), 200);
+    assert!(tile.headers()["cache-control"].to_str().unwrap().contains("immutable"));
+    assert_eq!(tile.bytes().await.unwrap().len() as u64, 32 * size);
+    let entries = get(&format!("tile/entries/000.p/{size}"), Some(DANA_TOKEN)).await.unwrap().bytes().await.unwrap();
+    let first = u16::from_be_bytes([entries[0], entries[1]]) as usize;
+    assert!(std::str::from_utf8(&entries[2..2 + first]).unwrap().starts_with("{\"receipt\":{"));
+    for past in [format!("tile/0/000.p/{}", size + 1), "tile/0/000".into(), "tile/1/000.p/1".into(), "tile/0/00".into(), "tile/entries/x000/000".into()] {
+        assert_eq!(get(&past, Some(DANA_TOKEN)).await.unwrap().status(), 404, "{past}");
+    }
+
+    let off = gateway("off").await;
+    let r = reqwest::get(format!("{}/log/checkpoint", base(&off))).await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// The official Python SDK's `call_tool`, as its README shows it, hands the
+/// caller the receipt unchanged; the receipt proves from the log.
+#[tokio::test]
+async fn a_stock_python_sdk_call_carries_a_receipt_that_verifies() {
+    let h = gateway("public").await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/answer_receipt.py");
+    for mode in ["2026-07-28", "legacy"] {
+        let out = tokio::process::Command::new(python()).arg(&script).arg(&h.url).arg(mode).arg("support__search_customers").arg(r#"{"query": "harbor"}"#).output().await.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let receipt = &printed["meta"]["io.toolgate/receipt"];
+        assert_eq!(receipt["origin"], "toolgate.local/log", "{mode}: {printed}");
+        let report = prove(&h, receipt, None).await;
+        assert!(report.ok(), "{mode}: {report:#?}");
+    }
+}

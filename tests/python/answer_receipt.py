@@ -1,0 +1,30 @@
+"""One tool call with the official MCP Python SDK (mcp 2.3.0), the way its
+README shows it (`Client(url)`, `await client.call_tool(name, arguments)`),
+printing what the SDK hands the caller of the answer's `_meta`.
+
+Usage: answer_receipt.py URL MODE TOOL ARGUMENTS_JSON
+Prints {"meta": result.meta, "is_error": result.is_error}. The Rust test
+proves the receipt in `meta["io.toolgate/receipt"]` from the gateway's log.
+"""
+
+import json
+import sys
+
+import anyio
+from mcp import Client
+
+
+async def run(url: str, mode: str, tool: str, arguments: dict) -> dict:
+    async with Client(url, mode=mode) as client:
+        result = await client.call_tool(tool, arguments)
+        return {"meta": result.meta, "is_error": result.is_error}
+
+
+def main() -> int:
+    url, mode, tool, arguments = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    print(json.dumps(anyio.run(run, url, mode, tool, arguments)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
