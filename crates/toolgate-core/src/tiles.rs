@@ -276,8 +276,48 @@ pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut Til
 /// The tiles [`inclusion_proof`] reads for leaf `index` in a tree of `size`
 /// leaves, as (level, index, width), each once.
 pub fn proof_tiles(index: u64, size: u64) -> Result<Vec<(u8, u64, u64)>, TileError> {
+    tiles_read(|read| inclusion_proof(index, size, read))
+}
+
+/// The RFC 6962 consistency proof from the tree of `old` leaves to the tree
+/// of `new`, from the newer tree's hash tiles alone (a monitor's or a
+/// witness's check that a log only grew). Empty when `old` is 0 or equals
+/// `new`.
+pub fn consistency_proof<E: From<TileError>>(old: u64, new: u64, read: &mut TileReader<'_, E>) -> Result<Vec<Hash>, E> {
+    if old > new {
+        return Err(TileError::Malformed(format!("a tree of {new} leaves cannot extend one of {old}")).into());
+    }
+    let mut proof = Vec::new();
+    if old > 0 && old < new {
+        subproof(old, 0, new, true, new, read, &mut proof)?;
+    }
+    Ok(proof)
+}
+
+/// SUBPROOF(m, D[a:b], whole) of RFC 6962 §2.1.2.
+fn subproof<E: From<TileError>>(m: u64, a: u64, b: u64, whole: bool, size: u64, read: &mut TileReader<'_, E>, out: &mut Vec<Hash>) -> Result<(), E> {
+    if m == b - a {
+        if !whole {
+            out.push(range_hash(a, b, size, read)?);
+        }
+        return Ok(());
+    }
+    let k = split(b - a);
+    if m <= k {
+        subproof(m, a, a + k, whole, size, read, out)?;
+        out.push(range_hash(a + k, b, size, read)?);
+    } else {
+        subproof(m - k, a + k, b, false, size, read, out)?;
+        out.push(range_hash(a, a + k, size, read)?);
+    }
+    Ok(())
+}
+
+/// The tiles a proof over a tree of `size` leaves reads, each once, as
+/// (level, index, width): run `proof` once over placeholder tiles.
+pub fn tiles_read(proof: impl FnOnce(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>) -> Result<Vec<(u8, u64, u64)>, TileError> {
     let mut wanted = Vec::new();
-    inclusion_proof::<TileError>(index, size, &mut |level, tile, width| {
+    proof(&mut |level, tile, width| {
         if !wanted.contains(&(level, tile, width)) {
             wanted.push((level, tile, width));
         }
@@ -417,6 +457,18 @@ mod tests {
             }
         }
         assert!(inclusion_proof::<TileError>(3, 3, &mut |_, _, _| Ok(vec![])).is_err());
+        // Consistency, from the newer tree's tiles.
+        for (old, new) in [(1u64, 2u64), (3, 7), (256, 257), (255, 700), (700, 65_536 + 700), (65_536, 65_537), (7, 7)] {
+            let t = tiles(&leaves[..new as usize]);
+            let mut read = |level: u8, tile: u64, width: u64| -> Result<Vec<Hash>, TileError> {
+                t.iter().find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width)).map(|x| x.hashes.clone()).ok_or_else(|| TileError::Malformed(format!("no tile {level}/{tile}.p/{width}")))
+            };
+            let proof = consistency_proof(old, new, &mut read).unwrap();
+            assert_eq!(proof, merkle::consistency_proof(&leaves[..new as usize], old, new).unwrap(), "{old} to {new}");
+            merkle::verify_consistency(old, new, &merkle::root(&leaves[..old as usize]), &merkle::root(&leaves[..new as usize]), &proof).unwrap();
+            assert!(!tiles_read(|r| consistency_proof(old, new, r)).unwrap().is_empty() || old == new);
+        }
+        assert!(consistency_proof::<TileError>(8, 7, &mut |_, _, _| Ok(vec![])).is_err());
         // A tile narrower than the tree says is refused, not read past.
         assert!(inclusion_proof::<TileError>(0, 3, &mut |_, _, _| Ok(vec![[0; 32]])).is_err());
     }

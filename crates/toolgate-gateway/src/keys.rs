@@ -54,6 +54,11 @@ pub struct KeyRecord {
 }
 
 impl KeyRecord {
+    /// Its verifier keys (C2SP vkeys): Ed25519, then ML-DSA-65.
+    pub fn vkeys(&self) -> [&str; 2] {
+        [&self.ed25519, &self.ml_dsa_65]
+    }
+
     fn log_key(&self) -> LogKey {
         LogKey { kid: self.kid.clone(), ed25519: self.ed25519.clone(), ml_dsa_65: Some(self.ml_dsa_65.clone()), created_ms: self.created_ms }
     }

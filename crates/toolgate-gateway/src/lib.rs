@@ -52,5 +52,6 @@ pub mod replay;
 pub mod evidence;
 pub mod published;
 pub mod prove;
+pub mod watch;
 pub mod stages;
 pub mod downstream;

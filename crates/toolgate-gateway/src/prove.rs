@@ -53,7 +53,8 @@ impl Source {
         Ok(Source::Dir(dir))
     }
 
-    async fn get(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
+    /// The log's file at `rel` (`checkpoint`, `tile/…`).
+    pub async fn get(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
         match self {
             Source::Dir(dir) => {
                 let path = dir.join(rel);

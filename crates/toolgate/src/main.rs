@@ -313,6 +313,11 @@ fn main() -> std::process::ExitCode {
                 Err(e) => Err(e),
             },
             Command::Log(receipts::LogAction::Archive { config, before }) => receipts::log_archive(&config, before).await,
+            Command::Log(receipts::LogAction::Watch { log, vkey, state, webhook, every_ms, once }) => match receipts::log_watch(log, &vkey, state, webhook, every_ms, once).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(anyhow::anyhow!("the log did not only grow (alert above)")),
+                Err(e) => Err(e),
+            },
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,

@@ -55,6 +55,27 @@ pub enum LogAction {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Monitor a published log: follow its checkpoints and check that it only grows (a consistency
+    /// proof from its tiles between each); a fork, a shrink or a bad checkpoint is an alert (exit 1).
+    Watch {
+        /// The log: an http(s) URL (a gateway's /log/, a mirror) or a folder.
+        log: String,
+        /// The log's public key (C2SP vkey, from `toolgate keys show`; repeatable).
+        #[arg(long, value_name = "VKEY", required = true)]
+        vkey: Vec<String>,
+        /// Keep the last accepted checkpoint here, across restarts.
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+        /// POST each alert here as JSON.
+        #[arg(long, value_name = "URL")]
+        webhook: Option<String>,
+        /// How often to look (ms).
+        #[arg(long, value_name = "MS", default_value_t = 5000)]
+        every_ms: u64,
+        /// Look once (against --state) and exit: 0 when the log only grew.
+        #[arg(long)]
+        once: bool,
+    },
     /// Move the receipts before N out of the ledger into the log's archive
     /// (STATE_DIR/archive, C2SP tlog-tiles files), verified there first; whole
     /// tiles of 256, up to the last checkpoint.
@@ -322,6 +343,15 @@ pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
     Ok(verifier.problems.is_empty())
 }
 
+/// `toolgate log watch`: Ok(false) on an alert.
+pub async fn log_watch(log: String, vkeys: &[String], state: Option<PathBuf>, webhook: Option<String>, every_ms: u64, once: bool) -> anyhow::Result<bool> {
+    let verifiers = vkeys.iter().map(|k| toolgate_core::note::Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
+    let source = toolgate_gateway::prove::Source::parse(&log, token)?;
+    let watch = toolgate_gateway::watch::Watch { source, location: log, verifiers, webhook, state };
+    watch.run(std::time::Duration::from_millis(every_ms.max(100)), once).await
+}
+
 pub fn keys(action: KeysAction) -> anyhow::Result<()> {
     match action {
         KeysAction::Rotate { config } => {
@@ -336,6 +366,10 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
             let history = toolgate_gateway::keys::read_history(&config.state_dir())?.ok_or_else(|| anyhow!("no keys yet: the gateway creates them at first start"))?;
             println!("origin   {}", history.origin);
             println!("current  {}", history.current.kid);
+            // What `toolgate verify --answer --vkey` trusts a checkpoint under.
+            for vkey in history.current.vkeys() {
+                println!("vkey     {vkey}");
+            }
             for k in &history.retired {
                 println!("retired  {}", k.kid);
             }

@@ -17,6 +17,7 @@ mod agent;
 mod approver;
 pub(crate) mod client;
 mod flow;
+mod evidence;
 mod guards;
 mod runs;
 mod seed002;
@@ -273,9 +274,9 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     // A read the registry allows passes, with the upstream's own answer.
     let args = json!({"model_variant": "AC-250-S", "symptom": "Trips on high temperature after about forty minutes", "limit": 5});
     let d = call(&direct_tickets, "search_tickets", &args).await;
-    let g = call(&via, "tickets__search_tickets", &args).await;
-    let same = d.structured() == g.structured() && !g.is_error();
-    table.row("a read passes (search_tickets)", d.summary(), g.summary(), same);
+    let first_read = call(&via, "tickets__search_tickets", &args).await;
+    let same = d.structured() == first_read.structured() && !first_read.is_error();
+    table.row("a read passes (search_tickets)", d.summary(), first_read.summary(), same);
 
     // Invalid arguments: a broken variant pattern, then an extra property.
     let bad = json!({"model_variant": "AC-250-X"});
@@ -335,6 +336,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     ok &= runs::trifecta(&via, &approver, &atlas_state).await?;
     ok &= runs::rate(&via).await?;
     ok &= agent::run(exe, dir, &endpoint, &tokens.agent, &approver).await?;
+    ok &= evidence::run(&gateway, &endpoint, &tokens.approver, &first_read).await?;
 
     for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
         let _ = client.cancel().await;

@@ -1,0 +1,144 @@
+//! `toolgate log watch`: a monitor of a published log. It follows the log's
+//! checkpoints and checks, between each and the last it accepted, that the
+//! log only grew: the same size must have the same root, a larger size a
+//! consistency proof (built from the newer tree's tiles), and no size may
+//! shrink. A fork, a shrink or a checkpoint that does not verify is an
+//! alert: printed, posted to a webhook, and the exit status is 1.
+//!
+//! With `--state FILE` the last accepted checkpoint survives the monitor's
+//! restarts (and a cron-style `--once` run), so a log cannot show a fresh
+//! monitor another history.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use serde_json::json;
+use toolgate_core::merkle::{self, Hash};
+use toolgate_core::note::{self, Checkpoint, Verifier};
+use toolgate_core::proposal::hex;
+use toolgate_core::tiles::{self, TileError};
+
+use crate::prove::Source;
+
+/// What the monitor watches and where it tells.
+pub struct Watch {
+    /// Where the log is read.
+    pub source: Source,
+    /// Its location, as alerts name it.
+    pub location: String,
+    /// The log's keys.
+    pub verifiers: Vec<Verifier>,
+    /// Where alerts are posted (JSON).
+    pub webhook: Option<String>,
+    /// Where the last accepted checkpoint is kept.
+    pub state: Option<PathBuf>,
+}
+
+/// Why the log is not to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alert {
+    /// `fork`, `shrink` or `bad_checkpoint`.
+    pub kind: &'static str,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl Watch {
+    /// The checkpoint accepted last (from `state`), if any.
+    fn last(&self) -> anyhow::Result<Option<Checkpoint>> {
+        let Some(path) = &self.state else { return Ok(None) };
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some(Checkpoint::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    fn keep(&self, checkpoint: &Checkpoint) -> anyhow::Result<()> {
+        let Some(path) = &self.state else { return Ok(()) };
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, checkpoint.body()).and_then(|()| std::fs::rename(&tmp, path)).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// One look at the log: the newest checkpoint against `last`. Ok(Err)
+    /// is an alert; Err is a log that could not be read (try again later).
+    pub async fn step(&self, last: Option<&Checkpoint>) -> anyhow::Result<Result<Checkpoint, Alert>> {
+        let text = String::from_utf8(self.source.get("checkpoint").await?).map_err(|_| anyhow!("the checkpoint is not UTF-8"))?;
+        let new = match note::open_checkpoint(&text, &self.verifiers) {
+            Ok((c, _)) => c,
+            Err(e) => return Ok(Err(Alert { kind: "bad_checkpoint", detail: format!("the newest checkpoint does not verify under the keys given: {e}") })),
+        };
+        let Some(old) = last else { return Ok(Ok(new)) };
+        if old.origin() != new.origin() {
+            return Ok(Err(Alert { kind: "bad_checkpoint", detail: format!("the log's origin was {:?} and is now {:?}", old.origin(), new.origin()) }));
+        }
+        if new.size() < old.size() {
+            return Ok(Err(Alert { kind: "shrink", detail: format!("the log had {} receipts and now has {}", old.size(), new.size()) }));
+        }
+        if new.size() == old.size() {
+            if new.root() != old.root() {
+                return Ok(Err(Alert { kind: "fork", detail: format!("two checkpoints of size {} with different roots: {} and {}", new.size(), hex(old.root()), hex(new.root())) }));
+            }
+            return Ok(Ok(new));
+        }
+        let proof = self.consistency(old.size(), new.size()).await?;
+        match merkle::verify_consistency(old.size(), new.size(), old.root(), new.root(), &proof) {
+            Ok(()) => Ok(Ok(new)),
+            Err(e) => Ok(Err(Alert { kind: "fork", detail: format!("the tree of {} is not an extension of the tree of {} it showed before ({e})", new.size(), old.size()) })),
+        }
+    }
+
+    async fn consistency(&self, old: u64, new: u64) -> anyhow::Result<Vec<Hash>> {
+        let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
+        for (level, tile, width) in tiles::tiles_read(|r| tiles::consistency_proof(old, new, r))? {
+            let bytes = self.source.get(&tiles::tile_path(level, tile, width)).await?;
+            read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
+        }
+        Ok(tiles::consistency_proof::<TileError>(old, new, &mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?)
+    }
+
+    async fn alert(&self, alert: &Alert, last: Option<&Checkpoint>) {
+        eprintln!("ALERT {}: {} ({})", alert.kind, alert.detail, self.location);
+        let Some(url) = &self.webhook else { return };
+        let body = json!({"log": self.location, "alert": alert.kind, "detail": alert.detail, "last": last.map(|c| json!({"size": c.size(), "root": hex(c.root())}))});
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build();
+        let sent = match client {
+            Ok(c) => c.post(url).json(&body).send().await.and_then(|r| r.error_for_status()).map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            eprintln!("the alert could not be posted to the webhook: {e}");
+        }
+    }
+
+    /// Watches until an alert (Ok(false)), or after one look with `once`
+    /// (Ok(true) when the log only grew). A log that cannot be read is
+    /// retried at the next look (and is an error with `once`).
+    pub async fn run(&self, every: Duration, once: bool) -> anyhow::Result<bool> {
+        let mut last = self.last()?;
+        loop {
+            match self.step(last.as_ref()).await {
+                Ok(Ok(new)) => {
+                    if last.as_ref().is_none_or(|l| l.size() != new.size()) {
+                        let from = last.as_ref().map_or("first seen".to_string(), |l| format!("consistent with {}", l.size()));
+                        println!("ok   {} size {} root {} ({from})", new.origin(), new.size(), hex(new.root()));
+                    }
+                    self.keep(&new)?;
+                    last = Some(new);
+                }
+                Ok(Err(alert)) => {
+                    self.alert(&alert, last.as_ref()).await;
+                    return Ok(false);
+                }
+                Err(e) if once => return Err(e),
+                Err(e) => eprintln!("cannot read the log now ({e}); retrying"),
+            }
+            if once {
+                return Ok(true);
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+}
