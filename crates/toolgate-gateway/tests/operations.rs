@@ -196,7 +196,11 @@ async fn a_write_has_two_receipts_and_a_read_one_carrying_its_decision_and_outco
     assert_eq!(all.len(), before + 3, "one receipt for the read");
     let (r, asked) = &all[before + 2];
     assert_eq!((r.tool.as_str(), r.decision.as_str(), r.execution_status.as_str(), r.result_status.as_str()), ("get_ticket", "allow", "dispatched", "ok"));
-    assert_eq!(r.result_sha256.as_deref(), Some(sha256_hex(canonical_json(&read["result"]).as_bytes()).as_str()), "the hash of what the caller got");
+    // What the caller got, less the receipt it names (the receipt cannot hash itself).
+    let mut got = read["result"].clone();
+    got.as_object_mut().unwrap().remove("_meta");
+    assert_eq!(read["result"]["_meta"].as_object().unwrap().keys().collect::<Vec<_>>(), ["io.toolgate/receipt"]);
+    assert_eq!(r.result_sha256.as_deref(), Some(sha256_hex(canonical_json(&got).as_bytes()).as_str()), "the hash of what the caller got");
     assert!(r.result_hash.is_some() && r.operation.is_none());
     let asked: Value = serde_json::from_str(asked.as_deref().expect("the read's private record")).unwrap();
     assert_eq!(asked["arguments"], json!({"client_reference": "ref-rcpt-0001"}));
