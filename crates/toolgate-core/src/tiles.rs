@@ -263,7 +263,7 @@ pub type TileReader<'a, E> = dyn FnMut(u8, u64, u64) -> Result<Vec<Hash>, E> + '
 /// leaves, from its hash tiles alone (as a tlog-tiles client proves it):
 /// each sibling is the hash of a range of leaves, made of the perfect
 /// subtrees the tiles hold. Which tiles it reads depends only on `index`
-/// and `size` ([`proof_tiles`]).
+/// and `size` ([`tiles_read`]).
 pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Vec<Hash>, E> {
     if index >= size {
         return Err(TileError::Malformed(format!("leaf {index} is not in a tree of {size} leaves")).into());
@@ -271,12 +271,6 @@ pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut Til
     let mut proof = Vec::new();
     path(index, 0, size, size, read, &mut proof)?;
     Ok(proof)
-}
-
-/// The tiles [`inclusion_proof`] reads for leaf `index` in a tree of `size`
-/// leaves, as (level, index, width), each once.
-pub fn proof_tiles(index: u64, size: u64) -> Result<Vec<(u8, u64, u64)>, TileError> {
-    tiles_read(|read| inclusion_proof(index, size, read))
 }
 
 /// The RFC 6962 consistency proof from the tree of `old` leaves to the tree
@@ -452,7 +446,7 @@ mod tests {
                 let proof = inclusion_proof(index, size, &mut read).unwrap();
                 assert_eq!(proof, merkle::inclusion_proof(&leaves[..size as usize], index, size).unwrap(), "{index} in {size}");
                 merkle::verify_inclusion(&leaves[index as usize], index, size, &proof, &merkle::root(&leaves[..size as usize])).unwrap();
-                let wanted = proof_tiles(index, size).unwrap();
+                let wanted = tiles_read(|r| inclusion_proof(index, size, r)).unwrap();
                 assert!(wanted.len() <= 2 * 3 + 2, "{index} in {size}: {wanted:?}");
             }
         }

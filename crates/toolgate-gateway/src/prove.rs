@@ -3,7 +3,7 @@
 //! receipt an answer names is in the log under a checkpoint signed by the
 //! keys the verifier trusts — and, given the whole answer, that the receipt
 //! commits to exactly that result. It reads only the tiles its proof needs
-//! (`tiles::proof_tiles`), as any tlog-tiles client would.
+//! (`tiles::tiles_read`), as any tlog-tiles client would.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use toolgate_core::note::{self, Algorithm, Checkpoint, Verifier};
 use toolgate_core::proposal::hex;
 use toolgate_core::receipt::{LoggedReceipt, Placed};
 use toolgate_core::strict_json::JsonLimits;
-use toolgate_core::tiles::{self, TileError, WIDTH};
+use toolgate_core::tiles::{self, TileError, TileReader, WIDTH};
 
 /// The largest file of the log read (a full entry bundle of large receipts).
 const MAX_FILE: usize = 32 << 20;
@@ -51,6 +51,17 @@ impl Source {
             bail!("--log {location:?} is neither an http(s) URL nor a folder");
         }
         Ok(Source::Dir(dir))
+    }
+
+    /// A proof over the log's tree, from the tiles it reads: each fetched
+    /// once (`tiles::tiles_read` names them), then the proof run on them.
+    pub async fn proof(&self, proof: impl Fn(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>) -> anyhow::Result<Vec<Hash>> {
+        let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
+        for (level, tile, width) in tiles::tiles_read(&proof)? {
+            let bytes = self.get(&tiles::tile_path(level, tile, width)).await?;
+            read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
+        }
+        Ok(proof(&mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?)
     }
 
     /// The log's file at `rel` (`checkpoint`, `tile/…`).
@@ -138,7 +149,9 @@ pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> a
     };
     let r = &logged.receipt;
     report.receipt = serde_json::to_value(&logged).ok();
-    report.check("receipt", true, format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at));
+    let shown = format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at);
+    // The log's text reaches a terminal: no control characters, bounded.
+    report.check("receipt", true, shown.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect::<String>());
     if let Some(decision) = &named.decision
         && let Some(first) = prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
     {
@@ -204,12 +217,7 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
 /// Proves `placed` is in the tree `checkpoint` signs, and reads its entry.
 async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report: &mut Report, name: &'static str) -> anyhow::Result<Option<LoggedReceipt>> {
     let (index, size) = (placed.index, checkpoint.size());
-    let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
-    for (level, tile, width) in tiles::proof_tiles(index, size)? {
-        let bytes = source.get(&tiles::tile_path(level, tile, width)).await?;
-        read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
-    }
-    let proof = tiles::inclusion_proof::<TileError>(index, size, &mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?;
+    let proof = source.proof(|read| tiles::inclusion_proof(index, size, read)).await?;
     if let Err(e) = merkle::verify_inclusion(&placed.leaf_hash, index, size, &proof, checkpoint.root()) {
         report.check(name, false, format!("leaf {index} ({}) is not in the signed tree of {size}: {e}", hex(&placed.leaf_hash)));
         return Ok(None);

@@ -9,16 +9,15 @@
 //! restarts (and a cron-style `--once` run), so a log cannot show a fresh
 //! monitor another history.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
-use toolgate_core::merkle::{self, Hash};
+use toolgate_core::merkle;
 use toolgate_core::note::{self, Checkpoint, Verifier};
 use toolgate_core::proposal::hex;
-use toolgate_core::tiles::{self, TileError};
+use toolgate_core::tiles;
 
 use crate::prove::Source;
 
@@ -83,20 +82,12 @@ impl Watch {
             }
             return Ok(Ok(new));
         }
-        let proof = self.consistency(old.size(), new.size()).await?;
+        let (from, to) = (old.size(), new.size());
+        let proof = self.source.proof(|read| tiles::consistency_proof(from, to, read)).await?;
         match merkle::verify_consistency(old.size(), new.size(), old.root(), new.root(), &proof) {
             Ok(()) => Ok(Ok(new)),
             Err(e) => Ok(Err(Alert { kind: "fork", detail: format!("the tree of {} is not an extension of the tree of {} it showed before ({e})", new.size(), old.size()) })),
         }
-    }
-
-    async fn consistency(&self, old: u64, new: u64) -> anyhow::Result<Vec<Hash>> {
-        let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
-        for (level, tile, width) in tiles::tiles_read(|r| tiles::consistency_proof(old, new, r))? {
-            let bytes = self.source.get(&tiles::tile_path(level, tile, width)).await?;
-            read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
-        }
-        Ok(tiles::consistency_proof::<TileError>(old, new, &mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?)
     }
 
     async fn alert(&self, alert: &Alert, last: Option<&Checkpoint>) {
