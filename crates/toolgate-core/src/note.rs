@@ -69,7 +69,14 @@ pub enum Algorithm {
     Ed25519,
     /// ML-DSA-65 (FIPS 204): type [`MLDSA65_SIGNATURE_TYPE`].
     MlDsa65,
+    /// A witness's Ed25519 cosignature (c2sp.org/tlog-cosignature, type
+    /// 0x04): a timestamped signature over `cosignature/v1`, the time and
+    /// the checkpoint's body.
+    Ed25519Cosignature,
 }
+
+/// The signature type of Ed25519 cosignatures (c2sp.org/tlog-cosignature).
+pub const COSIGNATURE_TYPE: &[u8] = &[0x04];
 
 impl Algorithm {
     /// The signature type bytes that enter the key id and the vkey.
@@ -77,6 +84,7 @@ impl Algorithm {
         match self {
             Self::Ed25519 => ED25519_SIGNATURE_TYPE,
             Self::MlDsa65 => MLDSA65_SIGNATURE_TYPE,
+            Self::Ed25519Cosignature => COSIGNATURE_TYPE,
         }
     }
 }
@@ -86,6 +94,7 @@ impl fmt::Display for Algorithm {
         f.write_str(match self {
             Self::Ed25519 => "Ed25519",
             Self::MlDsa65 => "ML-DSA-65",
+            Self::Ed25519Cosignature => "Ed25519 cosignature",
         })
     }
 }
@@ -276,6 +285,7 @@ impl Signer {
 #[derive(Clone)]
 enum VerifierKey {
     Ed25519(VerifyingKey),
+    Cosigner(VerifyingKey),
     MlDsa65 { raw: Vec<u8>, parsed: ParsedPublicKey },
 }
 
@@ -305,6 +315,14 @@ impl Verifier {
         Ok(Self { name: name.into(), key_id, key: VerifierKey::Ed25519(key) })
     }
 
+    /// A verifier of a witness's Ed25519 cosignatures (type 0x04) by `key`
+    /// under the witness's name.
+    pub fn cosigner(name: &str, key: VerifyingKey) -> Result<Self, NoteError> {
+        check_name(name)?;
+        let key_id = key_id(name, Algorithm::Ed25519Cosignature, &key.to_bytes());
+        Ok(Self { name: name.into(), key_id, key: VerifierKey::Cosigner(key) })
+    }
+
     /// `public_key`: the raw 1952-byte FIPS 204 encoding (not SPKI DER: the
     /// key id is computed over exactly these bytes).
     pub fn ml_dsa_65(name: &str, public_key: &[u8]) -> Result<Self, NoteError> {
@@ -331,6 +349,7 @@ impl Verifier {
     pub fn algorithm(&self) -> Algorithm {
         match self.key {
             VerifierKey::Ed25519(_) => Algorithm::Ed25519,
+            VerifierKey::Cosigner(_) => Algorithm::Ed25519Cosignature,
             VerifierKey::MlDsa65 { .. } => Algorithm::MlDsa65,
         }
     }
@@ -338,7 +357,7 @@ impl Verifier {
     /// The raw public key (32 bytes for Ed25519, 1952 for ML-DSA-65).
     pub fn public_key(&self) -> &[u8] {
         match &self.key {
-            VerifierKey::Ed25519(k) => k.as_bytes(),
+            VerifierKey::Ed25519(k) | VerifierKey::Cosigner(k) => k.as_bytes(),
             VerifierKey::MlDsa65 { raw, .. } => raw,
         }
     }
@@ -371,6 +390,10 @@ impl Verifier {
             let raw: [u8; 32] = raw.try_into().map_err(|_| bad("an Ed25519 key is 32 bytes"))?;
             let key = VerifyingKey::from_bytes(&raw).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
             Self::ed25519(name, key)?
+        } else if let Some(raw) = material.strip_prefix(COSIGNATURE_TYPE) {
+            let raw: [u8; 32] = raw.try_into().map_err(|_| bad("an Ed25519 cosigner key is 32 bytes"))?;
+            let key = VerifyingKey::from_bytes(&raw).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+            Self::cosigner(name, key)?
         } else if let Some(raw) = material.strip_prefix(MLDSA65_SIGNATURE_TYPE) {
             Self::ml_dsa_65(name, raw)?
         } else {
@@ -388,8 +411,65 @@ impl Verifier {
                 let Ok(raw) = <[u8; 64]>::try_from(signature) else { return false };
                 k.verify_strict(message, &Signature::from_bytes(&raw)).is_ok()
             }
+            VerifierKey::Cosigner(k) => {
+                // timestamped_signature: u64 time (big-endian, below 2^63), then Ed25519.
+                let Ok(raw) = <[u8; 72]>::try_from(signature) else { return false };
+                let time = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
+                let sig: [u8; 64] = raw[8..].try_into().expect("64 bytes");
+                time <= i64::MAX as u64 && k.verify_strict(&cosigned_message(message, time), &Signature::from_bytes(&sig)).is_ok()
+            }
             VerifierKey::MlDsa65 { parsed, .. } => parsed.verify_sig(message, signature).is_ok(),
         }
+    }
+}
+
+/// What an Ed25519 cosignature signs: `cosignature/v1`, `time T`, then the
+/// checkpoint's note body (c2sp.org/tlog-cosignature).
+fn cosigned_message(body: &[u8], time: u64) -> Vec<u8> {
+    let mut message = format!("cosignature/v1\ntime {time}\n").into_bytes();
+    message.extend_from_slice(body);
+    message
+}
+
+/// A witness's cosigning key: it cosigns checkpoints it has checked.
+pub struct Cosigner {
+    name: String,
+    key_id: u32,
+    key: SigningKey,
+}
+
+impl fmt::Debug for Cosigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the private key.
+        f.debug_struct("Cosigner").field("name", &self.name).field("key_id", &format_args!("{:08x}", self.key_id)).finish()
+    }
+}
+
+impl Cosigner {
+    /// `key` under the witness's name `name`.
+    pub fn new(name: &str, key: SigningKey) -> Result<Self, NoteError> {
+        check_name(name)?;
+        let key_id = key_id(name, Algorithm::Ed25519Cosignature, &key.verifying_key().to_bytes());
+        Ok(Self { name: name.into(), key_id, key })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its verifier (whose vkey third parties are given).
+    pub fn verifier(&self) -> Verifier {
+        Verifier::cosigner(&self.name, self.key.verifying_key()).expect("the name was checked")
+    }
+
+    /// The note signature line cosigning `body` (a checkpoint's note body,
+    /// final newline included) at `time` (seconds since the epoch).
+    pub fn cosign(&self, body: &str, time: u64) -> String {
+        let mut blob = self.key_id.to_be_bytes().to_vec();
+        blob.extend_from_slice(&time.to_be_bytes());
+        blob.extend_from_slice(&self.key.sign(&cosigned_message(body.as_bytes(), time)).to_bytes());
+        format!("{EM_DASH_SPACE}{} {}\n", self.name, STANDARD.encode(blob))
     }
 }
 
@@ -591,7 +671,24 @@ fn check_origin(origin: &str) -> Result<(), NoteError> {
 /// Opens a signed checkpoint: [`open_note`], then [`Checkpoint::parse`].
 pub fn open_checkpoint(text: &str, verifiers: &[Verifier]) -> Result<(Checkpoint, Vec<VerifiedSignature>), NoteError> {
     let opened = open_note(text, verifiers)?;
+    // A witness's cosignature vouches for consistency, not for the log: a
+    // checkpoint needs a signature of the log's own.
+    if opened.verified.iter().all(|s| s.algorithm == Algorithm::Ed25519Cosignature) {
+        return Err(NoteError::NoKnownSignature);
+    }
     Ok((Checkpoint::parse(&opened.body)?, opened.verified))
+}
+
+/// The witnesses among `witnesses` whose cosignatures on the checkpoint
+/// `text` verify (none is not an error; a known witness's failing
+/// cosignature is). Only cosigner keys are taken.
+pub fn cosigned_by(text: &str, witnesses: &[Verifier]) -> Result<Vec<VerifiedSignature>, NoteError> {
+    let cosigners: Vec<Verifier> = witnesses.iter().filter(|w| w.algorithm() == Algorithm::Ed25519Cosignature).cloned().collect();
+    match open_note(text, &cosigners) {
+        Ok(opened) => Ok(opened.verified),
+        Err(NoteError::NoKnownSignature) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -865,6 +962,40 @@ mod tests {
         let extra = format!("{note}— someone.else/key {}\n", STANDARD.encode([7u8; 68]));
         assert_eq!(open_note(&extra, &[e.verifier()]).unwrap().verified.len(), 1);
         assert_eq!(open_note(&extra, &[]), Err(NoteError::NoKnownSignature));
+    }
+
+    #[test]
+    fn cosignatures_verify_count_per_witness_and_never_stand_for_the_log() {
+        let (e, _) = log_signers();
+        let body = Checkpoint::new("toolgate.example/log", 9, [3; 32]).unwrap().body();
+        let note = Checkpoint::new("toolgate.example/log", 9, [3; 32]).unwrap().sign(&[e]).unwrap();
+        let w1 = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32])).unwrap();
+        let w2 = Cosigner::new("witness.example/w2", SigningKey::from_bytes(&[8; 32])).unwrap();
+        let line = w1.cosign(&body, 1_679_315_147);
+        let blob = STANDARD.decode(line.trim_end().rsplit(' ').next().unwrap()).unwrap();
+        assert_eq!((blob.len(), &blob[4..12]), (4 + 8 + 64, &1_679_315_147u64.to_be_bytes()[..]));
+        let cosigned = format!("{note}{line}{}", w2.cosign(&body, 5));
+        let witnesses = [w1.verifier(), w2.verifier()];
+        let names: Vec<String> = cosigned_by(&cosigned, &witnesses).unwrap().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["witness.example/w1", "witness.example/w2"]);
+        assert!(cosigned_by(&note, &witnesses).unwrap().is_empty());
+        // The vkey says it is a cosigner (type 0x04).
+        let back = Verifier::from_vkey(&w1.verifier().vkey()).unwrap();
+        assert_eq!((back.algorithm(), back.key_id()), (Algorithm::Ed25519Cosignature, w1.verifier().key_id()));
+        // Another time under the same signature fails.
+        let forged = cosigned.replacen(&line, &w1.cosign(&body, 1_679_315_147).replace(&STANDARD.encode(&blob), &{
+            let mut b = blob.clone();
+            b[11] ^= 1;
+            STANDARD.encode(b)
+        }), 1);
+        assert!(matches!(cosigned_by(&forged, &witnesses), Err(NoteError::InvalidSignature { algorithm: Algorithm::Ed25519Cosignature, .. })));
+        // A cosignature of another checkpoint does not carry over.
+        let other = Checkpoint::new("toolgate.example/log", 10, [3; 32]).unwrap();
+        let moved = format!("{}{}", other.sign(&[e]).unwrap(), line);
+        assert!(cosigned_by(&moved, &witnesses).is_err());
+        // A witness's key alone never opens a checkpoint as the log's.
+        assert_eq!(open_checkpoint(&cosigned, &witnesses), Err(NoteError::NoKnownSignature));
+        assert_eq!(open_checkpoint(&cosigned, &[e.verifier(), w1.verifier()]).unwrap().1.len(), 2);
     }
 
     #[test]

@@ -591,6 +591,19 @@ pub struct ReceiptsConfig {
     /// receipts hold salted hashes, never values, but they do name callers,
     /// tenants and tools), or `off`.
     pub log_access: LogAccess,
+    /// Witnesses each new checkpoint is submitted to (c2sp.org/tlog-witness);
+    /// their cosignatures are served with the checkpoint.
+    pub witnesses: Vec<WitnessConfig>,
+}
+
+/// One witness of the log: where it takes checkpoints and its key.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessConfig {
+    /// Its submission prefix (`POST URL/add-checkpoint`).
+    pub url: String,
+    /// Its cosigner vkey (what `toolgate witness serve` prints).
+    pub vkey: String,
 }
 
 /// Who may read the log at `/log/`.
@@ -608,7 +621,7 @@ pub enum LogAccess {
 
 impl Default for ReceiptsConfig {
     fn default() -> Self {
-        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false, log_url: None, log_access: LogAccess::default() }
+        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false, log_url: None, log_access: LogAccess::default(), witnesses: Vec::new() }
     }
 }
 

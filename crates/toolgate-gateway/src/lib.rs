@@ -53,5 +53,7 @@ pub mod evidence;
 pub mod published;
 pub mod prove;
 pub mod watch;
+pub mod witness;
+pub mod witnessing;
 pub mod stages;
 pub mod downstream;

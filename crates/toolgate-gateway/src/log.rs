@@ -51,6 +51,8 @@ pub struct ReceiptLog {
     remembered: std::sync::Mutex<HashSet<String>>,
     /// Full tiles of the published log above level 0 (`published`).
     pub(crate) kept: crate::published::Kept,
+    /// The log's witnesses and their newest cosigned checkpoint.
+    pub(crate) witnesses: crate::witnessing::Witnesses,
 }
 
 impl ReceiptLog {
@@ -74,7 +76,8 @@ impl ReceiptLog {
         let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered, kept: Default::default() }))
+        let witnesses = crate::witnessing::Witnesses::new(&config.witnesses)?;
+        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered, kept: Default::default(), witnesses }))
     }
 
     /// The log of `config`'s state dir, with its keys (created on first use).
@@ -224,8 +227,14 @@ impl ReceiptLog {
                     _ = log.wake.notified() => false,
                     _ = cancel.cancelled() => true,
                 };
-                if let Err(e) = log.checkpoint().await {
-                    tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign a checkpoint; will retry");
+                match log.checkpoint().await {
+                    // Witnesses are asked beside the checkpointer, never in its way.
+                    Ok(Some(signed)) if log.witnesses.any() => {
+                        let log = log.clone();
+                        tokio::spawn(async move { log.witnesses.submit(&log, &signed).await });
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign a checkpoint; will retry"),
                 }
                 if stop {
                     break;

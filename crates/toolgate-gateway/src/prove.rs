@@ -126,6 +126,7 @@ impl Report {
 }
 
 /// What the verifier requires.
+#[derive(Default)]
 pub struct Options {
     /// The log's keys (C2SP vkeys): the checkpoint must verify under one.
     pub verifiers: Vec<Verifier>,
@@ -134,6 +135,11 @@ pub struct Options {
     /// How long to wait for a checkpoint that covers the receipt (one is
     /// signed at most `receipts.checkpoint_ms` after it).
     pub wait: Duration,
+    /// Witnesses' cosigner keys, and how many of them must have cosigned
+    /// the checkpoint (a quorum: no split view shown to this verifier alone).
+    pub witnesses: Vec<Verifier>,
+    /// The quorum.
+    pub min_witnesses: usize,
 }
 
 /// Proves the receipt `doc` names (see `answer::read_saved`) from `source`.
@@ -202,12 +208,28 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
             report.check("checkpoint", false, "no valid ML-DSA-65 signature (--require-pq); give the log's ML-DSA-65 vkey");
             return Ok(None);
         }
-        if checkpoint.size() > last {
-            let by: Vec<String> = signed.iter().map(|s| format!("{:?}", s.algorithm)).collect();
+        let cosigned = match note::cosigned_by(&text, &options.witnesses) {
+            Ok(by) => by,
+            Err(e) => {
+                report.check("witnesses", false, format!("a witness's cosignature does not verify: {e}"));
+                return Ok(None);
+            }
+        };
+        let quorum = cosigned.len() >= options.min_witnesses;
+        if checkpoint.size() > last && quorum {
+            let by: Vec<String> = signed.iter().map(|s| s.algorithm.to_string()).collect();
+            if options.min_witnesses > 0 {
+                let names: Vec<&str> = cosigned.iter().map(|s| s.name.as_str()).collect();
+                report.check("witnesses", true, format!("cosigned by {} of the {} witnesses given ({}; {} required)", cosigned.len(), options.witnesses.len(), names.join(", "), options.min_witnesses));
+            }
             return Ok(Some((checkpoint.clone(), format!("{} size {}, root {}, signed by {}", checkpoint.origin(), checkpoint.size(), hex(checkpoint.root()), by.join(" + ")))));
         }
         if Instant::now() >= deadline {
-            report.check("checkpoint", false, format!("the newest checkpoint covers {} receipts, not yet receipt {last}; one is signed within receipts.checkpoint_ms: retry", checkpoint.size()));
+            if !quorum {
+                report.check("witnesses", false, format!("the newest checkpoint is cosigned by {} of the witnesses given, fewer than --min-witnesses {}", cosigned.len(), options.min_witnesses));
+            } else {
+                report.check("checkpoint", false, format!("the newest checkpoint covers {} receipts, not yet receipt {last}; one is signed within receipts.checkpoint_ms: retry", checkpoint.size()));
+            }
             return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -249,7 +271,7 @@ pub fn report_json(report: &Report) -> Value {
 /// `toolgate verify --answer FILE`: reads the saved answer, proves it from
 /// `log` (or the log its receipt names) and prints the report. Ok(false)
 /// when something did not verify.
-pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
+pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], (witnesses, min_witnesses): (&[String], Option<usize>), token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
     let bytes = std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
     let doc: Value = serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", answer_file.display()))?;
     let named = answer::read_saved(&doc).map_err(|e| anyhow!("{}: {e}", answer_file.display()))?;
@@ -260,8 +282,17 @@ pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[Stri
         bail!("give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator");
     }
     let verifiers = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    let witnesses = witnesses.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(w) = witnesses.iter().find(|w| w.algorithm() != Algorithm::Ed25519Cosignature) {
+        bail!("--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)", w.name());
+    }
+    // Every witness given, unless a smaller quorum is asked for.
+    let min_witnesses = min_witnesses.unwrap_or(witnesses.len());
+    if min_witnesses > witnesses.len() {
+        bail!("--min-witnesses {min_witnesses} is more than the {} witnesses given (--witness VKEY)", witnesses.len());
+    }
     let source = Source::parse(&location, token)?;
-    let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait }).await?;
+    let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait, witnesses, min_witnesses }).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
     } else {

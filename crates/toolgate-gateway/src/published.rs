@@ -49,6 +49,26 @@ pub async fn checkpoint(log: &ReceiptLog) -> anyhow::Result<Option<StoredCheckpo
     Ok(log.ledger().checkpoint(None).await?)
 }
 
+/// The checkpoint served at `/log/checkpoint`: with witnesses configured,
+/// the newest they cosigned (its note carries their cosignatures), until
+/// they have cosigned one; else the newest.
+pub async fn served(log: &ReceiptLog) -> anyhow::Result<Option<String>> {
+    if let Some((_, note)) = log.witnesses.cosigned() {
+        return Ok(Some(note));
+    }
+    Ok(checkpoint(log).await?.map(|c| c.note))
+}
+
+/// The consistency proof from the tree of `old` leaves to the tree of
+/// `size`, from the published tiles (what a witness is sent).
+pub async fn consistency_proof(log: &ReceiptLog, old: u64, size: u64) -> anyhow::Result<Vec<Hash>> {
+    let mut read = HashMap::new();
+    for (level, index, width) in tiles::tiles_read(|r| tiles::consistency_proof(old, size, r))? {
+        read.insert((level, index, width), hashes(log, level, index, width).await?);
+    }
+    Ok(tiles::consistency_proof::<tiles::TileError>(old, size, &mut |l, i, w| read.get(&(l, i, w)).map(|h| h.to_vec()).ok_or_else(|| tiles::TileError::Malformed(format!("tile {l}/{i} was not read"))))?)
+}
+
 /// Why a tile is not published.
 #[derive(Debug, thiserror::Error)]
 pub enum Unpublished {

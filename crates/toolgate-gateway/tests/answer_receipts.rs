@@ -28,7 +28,7 @@ async fn verifiers(h: &Harness) -> Vec<Verifier> {
 
 async fn prove(h: &Harness, answer: &Value, token: Option<&str>) -> Report {
     let source = Source::parse(&format!("{}/log/", base(h)), token.map(str::to_string)).unwrap();
-    let options = Options { verifiers: verifiers(h).await, require_pq: true, wait: Duration::from_secs(5) };
+    let options = Options { verifiers: verifiers(h).await, require_pq: true, wait: Duration::from_secs(5), ..Default::default() };
     verify_answer(answer, &source, &options).await.unwrap()
 }
 
@@ -73,7 +73,7 @@ async fn a_read_s_answer_names_its_receipt_and_proves_it_from_the_tiles() {
     // A checkpoint is trusted only under the keys given.
     let source = Source::parse(&format!("{}/log/", base(&h)), None).unwrap();
     let stranger = Verifier::from_vkey("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW").unwrap();
-    let report = verify_answer(&answer, &source, &Options { verifiers: vec![stranger], require_pq: false, wait: Duration::ZERO }).await.unwrap();
+    let report = verify_answer(&answer, &source, &Options { verifiers: vec![stranger], ..Default::default() }).await.unwrap();
     assert_eq!(failed(&report), ["checkpoint"]);
 }
 

@@ -139,6 +139,12 @@ enum Command {
         /// With --answer: the log's public key (C2SP vkey, from `toolgate keys show`; repeatable).
         #[arg(long, value_name = "VKEY", requires = "answer")]
         vkey: Vec<String>,
+        /// With --answer: a witness's cosigner key (repeatable): the checkpoint must carry its cosignature.
+        #[arg(long, value_name = "VKEY", requires = "answer")]
+        witness: Vec<String>,
+        /// With --answer: how many of the --witness keys must have cosigned (default: all of them).
+        #[arg(long, value_name = "N", requires = "witness")]
+        min_witnesses: Option<usize>,
         /// With --answer: how long to wait (ms) for a checkpoint that covers the receipt.
         #[arg(long, value_name = "MS", default_value_t = 3000, requires = "answer")]
         wait_ms: u64,
@@ -154,6 +160,9 @@ enum Command {
     /// The receipt log as a whole.
     #[command(subcommand)]
     Log(receipts::LogAction),
+    /// A witness of other logs (c2sp.org/tlog-witness).
+    #[command(subcommand)]
+    Witness(receipts::WitnessAction),
     /// The log's signing keys.
     #[command(subcommand)]
     Keys(receipts::KeysAction),
@@ -293,9 +302,9 @@ fn main() -> std::process::ExitCode {
             Command::Policy(action) => policy::run(action),
             Command::Receipts(action) => receipts::run(action).await,
             Command::Export { config, receipt, since, out, pack, checkpoint } => receipts::export(&config, receipt, since, out, pack, checkpoint).await,
-            Command::Verify { answer: Some(file), log, vkey, wait_ms, require_pq, json, .. } => {
+            Command::Verify { answer: Some(file), log, vkey, witness, min_witnesses, wait_ms, require_pq, json, .. } => {
                 let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
-                match toolgate_gateway::prove::run(&file, log.as_deref(), &vkey, token, require_pq, std::time::Duration::from_millis(wait_ms), json).await {
+                match toolgate_gateway::prove::run(&file, log.as_deref(), &vkey, (&witness, min_witnesses), token, require_pq, std::time::Duration::from_millis(wait_ms), json).await {
                     Ok(true) => Ok(()),
                     Ok(false) => Err(anyhow::anyhow!("the answer in {} did not verify", file.display())),
                     Err(e) => Err(e),
@@ -318,6 +327,7 @@ fn main() -> std::process::ExitCode {
                 Ok(false) => Err(anyhow::anyhow!("the log did not only grow (alert above)")),
                 Err(e) => Err(e),
             },
+            Command::Witness(receipts::WitnessAction::Serve { listen, dir, name, logs }) => toolgate_gateway::witness::serve(&listen, &dir, &name, &logs).await,
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,

@@ -89,6 +89,26 @@ pub enum LogAction {
 }
 
 #[derive(Subcommand)]
+pub enum WitnessAction {
+    /// Run a witness (c2sp.org/tlog-witness) for one or more logs: it cosigns each checkpoint a log
+    /// submits once it has checked that the log only grew, and refuses any other.
+    Serve {
+        /// Where to listen (ADDR:PORT); it serves POST /add-checkpoint.
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7380")]
+        listen: String,
+        /// Its key (created on first start, owner-only) and state (SQLite).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Its name, e.g. witness.example.com/w1: the name its cosignatures carry.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// A log it witnesses: the log's vkey (`toolgate keys show`; repeatable).
+        #[arg(long = "log", value_name = "VKEY", required = true)]
+        logs: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 pub enum KeysAction {
     /// Start new signing keys; the old public keys stay in the key history
     /// (restart the gateway to sign with the new ones).

@@ -28,7 +28,7 @@ pub async fn run(gateway: &Arc<Gateway>, endpoint: &str, approver_token: &str, a
     // The demo's log is served to approvers (receipts.log_access's default).
     let log = format!("{}/log/", endpoint.trim_end_matches("/mcp"));
     let source = Source::parse(&log, Some(approver_token.to_string()))?;
-    let report = verify_answer(result, &source, &Options { verifiers, require_pq: true, wait: Duration::from_secs(5) }).await?;
+    let report = verify_answer(result, &source, &Options { verifiers, require_pq: true, wait: Duration::from_secs(5), ..Default::default() }).await?;
     for c in &report.checks {
         s.step(&format!("{} (from {log})", c.name), c.detail.clone(), c.ok);
     }

@@ -2,7 +2,8 @@
 //! on the same listener: any tlog-tiles client can mirror it, and
 //! `toolgate verify --answer` proves an answer's receipt from it.
 //!
-//! - `GET /log/checkpoint`: the newest signed checkpoint (a C2SP signed note).
+//! - `GET /log/checkpoint`: the newest signed checkpoint (a C2SP signed note;
+//!   with witnesses, the newest they cosigned, with their cosignatures).
 //! - `GET /log/tile/<L>/<N>[.p/<W>]`: a hash tile.
 //! - `GET /log/tile/entries/<N>[.p/<W>]`: an entry bundle (the logged receipts).
 //!
@@ -48,8 +49,8 @@ async fn checkpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Respons
     if let Err(refused) = admit(&gw, request).await {
         return refused;
     }
-    match published::checkpoint(&gw.log).await {
-        Ok(Some(c)) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")), (header::CACHE_CONTROL, cache(false, false))], c.note).into_response(),
+    match published::served(&gw.log).await {
+        Ok(Some(note)) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")), (header::CACHE_CONTROL, cache(false, false))], note).into_response(),
         Ok(None) => plain(StatusCode::NOT_FOUND, "no checkpoint has been signed yet; the first comes at most receipts.checkpoint_ms after the first receipt"),
         Err(e) => unavailable(&e),
     }
