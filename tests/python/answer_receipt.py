@@ -2,20 +2,32 @@
 README shows it (`Client(url)`, `await client.call_tool(name, arguments)`),
 printing what the SDK hands the caller of the answer's `_meta`.
 
-Usage: answer_receipt.py URL MODE TOOL ARGUMENTS_JSON
-Prints {"meta": result.meta, "is_error": result.is_error}. The Rust test
-proves the receipt in `meta["io.toolgate/receipt"]` from the gateway's log.
+Usage: [TOOLGATE_TOKEN=…] answer_receipt.py URL MODE TOOL ARGUMENTS_JSON
+Prints {"meta": result.meta, "is_error": result.is_error}. The Rust tests
+prove the receipt in `meta["io.toolgate/receipt"]` from the gateway's log.
+TOOLGATE_TOKEN, when set, is sent as `Authorization: Bearer`.
 """
 
 import json
+import os
 import sys
 
 import anyio
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+def connect(url: str, mode: str) -> Client:
+    token = os.environ.get("TOOLGATE_TOKEN")
+    if not token:
+        return Client(url, mode=mode)
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
 async def run(url: str, mode: str, tool: str, arguments: dict) -> dict:
-    async with Client(url, mode=mode) as client:
+    async with connect(url, mode) as client:
         result = await client.call_tool(tool, arguments)
         return {"meta": result.meta, "is_error": result.is_error}
 
