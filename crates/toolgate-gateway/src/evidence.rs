@@ -30,7 +30,16 @@ pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> an
         log.checkpoint().await?;
         checkpoint = ledger.checkpoint(None).await?;
     }
-    checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))
+    let checkpoint = checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))?;
+    // The witnesses' cosigned one, when it covers as much: a bundle then
+    // carries their cosignatures too.
+    if let Some((size, note)) = log.witnesses.cosigned().filter(|(size, _)| *size >= to)
+        && let Some(cosigned) = ledger.checkpoint(Some(size)).await?
+        && note.starts_with(&cosigned.note)
+    {
+        return Ok(StoredCheckpoint { note, ..cosigned });
+    }
+    Ok(checkpoint)
 }
 
 /// `covering`, for a command beside the gateway: the log of `config`'s

@@ -76,7 +76,7 @@ impl ReceiptLog {
         let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        let witnesses = crate::witnessing::Witnesses::new(&config.witnesses)?;
+        let witnesses = crate::witnessing::Witnesses::new(&config.witnesses, archive.dir().parent())?;
         Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered, kept: Default::default(), witnesses }))
     }
 

@@ -5,8 +5,11 @@
 //! are attached to the checkpoint the log serves at `/log/checkpoint`.
 //!
 //! A witness that is down or refuses is logged and tried again with the next
-//! checkpoint; the log never waits for witnesses to answer calls.
+//! checkpoint; the log never waits for witnesses to answer calls. The newest
+//! cosigned checkpoint is kept in `STATE_DIR/checkpoint.cosigned`, so a
+//! restart serves it and `toolgate export` puts it in bundles.
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,12 +39,15 @@ pub struct Witnesses {
     cosigned: Mutex<Option<(u64, String)>>,
     /// One submission round at a time (a witness checks old sizes in order).
     turn: tokio::sync::Mutex<()>,
+    /// Where the newest cosigned checkpoint is kept.
+    kept: Option<PathBuf>,
 }
 
 impl Witnesses {
     /// The witnesses of `receipts.witnesses`; their keys must be cosigner
     /// vkeys (type 0x04, what `toolgate witness serve` prints).
-    pub fn new(config: &[WitnessConfig]) -> anyhow::Result<Self> {
+    /// `state` is the state dir, where the newest cosigned checkpoint is kept.
+    pub fn new(config: &[WitnessConfig], state: Option<&Path>) -> anyhow::Result<Self> {
         let mut peers = Vec::new();
         for w in config {
             let key = Verifier::from_vkey(&w.vkey).map_err(|e| anyhow!("receipts.witnesses: vkey {:?}: {e}", w.vkey))?;
@@ -54,7 +60,9 @@ impl Witnesses {
             }
             peers.push(Peer { url, key, last: AtomicU64::new(0) });
         }
-        Ok(Self { peers, ..Default::default() })
+        let kept = state.map(|s| s.join("checkpoint.cosigned"));
+        let cosigned = kept.as_deref().and_then(read_kept);
+        Ok(Self { peers, cosigned: Mutex::new(cosigned), kept, ..Default::default() })
     }
 
     /// Whether any witness is configured.
@@ -85,9 +93,23 @@ impl Witnesses {
             }
         }
         if !lines.is_empty() {
-            *self.cosigned.lock().unwrap_or_else(|p| p.into_inner()) = Some((checkpoint.size, format!("{}{lines}", checkpoint.note)));
+            let note = format!("{}{lines}", checkpoint.note);
+            if let Some(path) = &self.kept {
+                let tmp = path.with_extension("partial");
+                if let Err(e) = std::fs::write(&tmp, &note).and_then(|()| std::fs::rename(&tmp, path)) {
+                    tracing::warn!(target: "toolgate::log", error = %e, "cannot keep the cosigned checkpoint; it is served until the gateway stops");
+                }
+            }
+            *self.cosigned.lock().unwrap_or_else(|p| p.into_inner()) = Some((checkpoint.size, note));
         }
     }
+}
+
+/// The kept cosigned checkpoint, if it reads as one.
+fn read_kept(path: &Path) -> Option<(u64, String)> {
+    let note = std::fs::read_to_string(path).ok()?;
+    let body = &note[..note.rfind("\n\n")? + 1];
+    Some((note::Checkpoint::parse(body).ok()?.size(), note))
 }
 
 /// One witness's cosignature line(s) on `checkpoint`, verified.
