@@ -159,5 +159,19 @@ async fn a_stock_python_sdk_call_carries_a_receipt_that_verifies() {
         assert_eq!(receipt["origin"], "toolgate.local/log", "{mode}: {printed}");
         let report = prove(&h, receipt, None).await;
         assert!(report.ok(), "{mode}: {report:#?}");
+        // The independent Python verifier, from the tiles, proves it too; not a forged leaf.
+        let verifier = script.with_file_name("verify_answer.py");
+        let vkey = h.gateway.ledger.log_keys().await.unwrap()[0].ed25519.clone();
+        let saved = h.dir.path().join("receipt.json");
+        for (leaf, ok) in [(receipt["leaf_hash"].clone(), true), (json!("cd".repeat(32)), false)] {
+            let mut r = receipt.clone();
+            r["leaf_hash"] = leaf;
+            std::fs::write(&saved, r.to_string()).unwrap();
+            let base = format!("{}/log/", base(&h));
+            let out = tokio::process::Command::new(python()).arg(&verifier).arg(&saved).arg(&base).arg(&vkey).output().await.unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).to_string();
+            assert_eq!(out.status.success(), ok, "{mode}: {said}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(if ok { said.ends_with("verified\n") } else { said.contains("FAIL leaf") }, "{said}");
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! vkey, and its `tlog_tiles` (a port of Go's sumdb/tlog) authenticates the
 //! hash tiles against that checkpoint's root, proves an answer's receipt in
 //! the tree, and proves the tree consistent with an earlier one. Entry
-//! bundles are read by the spec's layout and hashed by `tlog_tiles`.
+//! bundles are read by the spec's layout and hashed by `tlog_tiles`. The
+//! Python verifier proves the same receipt from the same tiles.
 
 mod common;
 
@@ -111,6 +112,13 @@ async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes()
         // The later tree extends the earlier one.
         let consistency = prove_tree(size, early.0, &reader).unwrap();
         check_tree(&consistency, size, root, early.0, early.1).unwrap();
+        // The Python verifier (tests/python/verify_answer.py), from the same tiles.
+        let saved = std::env::temp_dir().join(format!("toolgate-receipt-{}.json", std::process::id()));
+        std::fs::write(&saved, named.to_string()).unwrap();
+        let script = common::workspace().join("tests/python/verify_answer.py");
+        let out = std::process::Command::new(common::python()).arg(&script).arg(&saved).arg(&http.base).arg(&vkey).output().unwrap();
+        let _ = std::fs::remove_file(&saved);
+        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     })
     .await
     .unwrap();
