@@ -60,3 +60,34 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
     assert!(out.status.success(), "{}", text(&out));
     assert!(std::fs::read_to_string(&state).unwrap().starts_with("toolgate.local/log\n"));
 }
+
+/// `toolgate witness serve` as a process: it prints where it listens and its
+/// cosigner key, keeps its key owner-only, and answers add-checkpoint with
+/// the spec's codes (the cosigning itself: crates/toolgate-gateway/tests/witness.rs).
+#[test]
+fn witness_serve_runs_as_a_process_and_refuses_what_it_does_not_witness() {
+    use std::io::{BufRead as _, BufReader};
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let log_vkey = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
+    let mut child = toolgate()
+        .args(["witness", "serve", "--listen", "127.0.0.1:0", "--name", "witness.test/w1", "--log", log_vkey, "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first.split(" on ").nth(1).unwrap().to_string();
+    let vkey = lines.next().unwrap().unwrap();
+    assert!(vkey.starts_with("vkey: witness.test/w1+"), "{vkey}");
+    assert_eq!(std::fs::metadata(dir.path().join("witness.key")).unwrap().permissions().mode() & 0o777, 0o600);
+    let root = "A".repeat(43) + "=";
+    let fake = "\u{2014} x AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\n";
+    let post = |body: String| reqwest::blocking::Client::new().post(&url).body(body).send().unwrap().status().as_u16();
+    assert_eq!(post("not a request".into()), 400);
+    assert_eq!(post(format!("old 0\n\nanother.log\n1\n{root}\n\n{fake}")), 404);
+    assert_eq!(post(format!("old 0\n\nPeterNeumann\n1\n{root}\n\n{}", fake.replace(" x ", " PeterNeumann "))), 403);
+    let _ = child.kill();
+    let _ = child.wait();
+}
