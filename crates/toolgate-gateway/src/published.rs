@@ -49,14 +49,16 @@ pub async fn checkpoint(log: &ReceiptLog) -> anyhow::Result<Option<StoredCheckpo
     Ok(log.ledger().checkpoint(None).await?)
 }
 
-/// The checkpoint served at `/log/checkpoint`: with witnesses configured,
-/// the newest they cosigned (its note carries their cosignatures), until
-/// they have cosigned one; else the newest.
+/// The checkpoint served at `/log/checkpoint`: the newest, with the
+/// witnesses' cosignatures once they have cosigned it. Never an older
+/// cosigned one instead: a witness that is down must not stop new receipts
+/// from being proven (a verifier that requires a quorum waits for it).
 pub async fn served(log: &ReceiptLog) -> anyhow::Result<Option<String>> {
-    if let Some((_, note)) = log.witnesses.cosigned() {
-        return Ok(Some(note));
-    }
-    Ok(checkpoint(log).await?.map(|c| c.note))
+    let newest = checkpoint(log).await?;
+    Ok(match (newest, log.witnesses.cosigned()) {
+        (Some(n), Some((size, note))) if size == n.size && note.starts_with(&n.note) => Some(note),
+        (newest, _) => newest.map(|c| c.note),
+    })
 }
 
 /// The consistency proof from the tree of `old` leaves to the tree of

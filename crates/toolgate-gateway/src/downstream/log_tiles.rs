@@ -3,7 +3,7 @@
 //! `toolgate verify --answer` proves an answer's receipt from it.
 //!
 //! - `GET /log/checkpoint`: the newest signed checkpoint (a C2SP signed note;
-//!   with witnesses, the newest they cosigned, with their cosignatures).
+//!   with the witnesses' cosignatures once they have cosigned it).
 //! - `GET /log/tile/<L>/<N>[.p/<W>]`: a hash tile.
 //! - `GET /log/tile/entries/<N>[.p/<W>]`: an entry bundle (the logged receipts).
 //!
