@@ -112,7 +112,7 @@ pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(f
 /// Verifies a bundle as `toolgate verify` would, trusting the log's own keys.
 async fn verify(gw: &Gateway, b: &Bundle) -> anyhow::Result<bundle::Report> {
     let kids = gw.ledger.log_keys().await?.into_iter().map(|k| k.kid).collect();
-    Ok(bundle::verify(b, &bundle::Options { expected_kids: kids, require_pq: true }))
+    Ok(bundle::verify(b, &bundle::Options { expected_kids: kids, require_pq: true, ..Default::default() }))
 }
 
 /// `GET /console/receipts/{index}`.

@@ -167,6 +167,10 @@ pub enum Failure {
     /// A signer is not among the kids the auditor expects.
     #[error("signer not pinned: {0}")]
     NotPinned(String),
+    /// Fewer of the witnesses given cosigned the checkpoint than required,
+    /// or a known witness's cosignature does not verify.
+    #[error("witnesses: {0}")]
+    Witnesses(String),
 }
 
 impl Failure {
@@ -183,6 +187,7 @@ impl Failure {
             Failure::CheckpointEd25519(_) => "checkpoint_ed25519",
             Failure::CheckpointMlDsa65(_) => "checkpoint_ml_dsa_65",
             Failure::NotPinned(_) => "signer_pinned",
+            Failure::Witnesses(_) => "witnesses",
         }
     }
 }
@@ -194,6 +199,10 @@ pub struct Options {
     pub expected_kids: Vec<String>,
     /// Refuse a checkpoint without a valid ML-DSA-65 signature.
     pub require_pq: bool,
+    /// Witnesses' cosigner keys the auditor trusts (c2sp.org/tlog-cosignature).
+    pub witnesses: Vec<Verifier>,
+    /// How many of them must have cosigned the checkpoint.
+    pub min_witnesses: usize,
 }
 
 /// One line of the report: a property and whether it was proven.
@@ -315,6 +324,14 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
         (None, false) => Ok("absent (not required)".into()),
     };
     report.check("checkpoint ML-DSA-65", pq);
+    if options.min_witnesses > 0 {
+        let cosigned = match crate::note::cosigned_by(&bundle.checkpoint, &options.witnesses) {
+            Ok(by) if by.len() >= options.min_witnesses => Ok(format!("cosigned by {} ({} required)", by.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "), options.min_witnesses)),
+            Ok(by) => Err(vec![Failure::Witnesses(format!("the checkpoint is cosigned by {} of the witnesses given, fewer than the {} required", by.len(), options.min_witnesses))]),
+            Err(e) => Err(vec![Failure::Witnesses(format!("a witness's cosignature does not verify: {e}"))]),
+        };
+        report.check("witnesses", cosigned);
+    }
     // Inclusion of every receipt under the checkpoint's root.
     let mut inclusion = Vec::new();
     for entry in &bundle.receipts {
@@ -456,7 +473,7 @@ pub(crate) mod tests {
         let k = keys(1);
         let b = bundle(&k, 11, &(0..11).collect::<Vec<_>>(), &[&k.ed, &k.pq]);
         let back = Bundle::from_json(b.to_json().as_bytes()).unwrap();
-        let report = verify(&back, &Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true });
+        let report = verify(&back, &Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true, ..Default::default() });
         assert!(report.ok(), "{:?}", report.failures);
         let checks: Vec<_> = report.checks.iter().map(|c| c.name).collect();
         assert_eq!(checks, ["receipt signatures", "kid consistency", "checkpoint Ed25519", "checkpoint ML-DSA-65", "inclusion", "signer pinned"]);
@@ -468,7 +485,7 @@ pub(crate) mod tests {
         let k = keys(4);
         let good = bundle_of(&k, 9, &[0, 5, 8], &[&k.ed, &k.pq], false);
         assert!(good.receipts.iter().all(|e| e.receipt.signature.is_none()));
-        let pinned = Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true };
+        let pinned = Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true, ..Default::default() };
         let report = verify(&Bundle::from_json(good.to_json().as_bytes()).unwrap(), &pinned);
         assert!(report.ok(), "{:?}", report.failures);
         assert!(report.checks[0].detail.contains("vouched for by the checkpoint"), "{}", report.checks[0].detail);
@@ -515,7 +532,7 @@ pub(crate) mod tests {
         assert!(verify(&stripped, &none).ok());
         assert_eq!(run(&stripped, &Options { require_pq: true, ..none.clone() }), ["checkpoint_ml_dsa_65"]);
         // Another kid expected.
-        assert_eq!(run(&good, &Options { expected_kids: vec![other.receipt.kid().into()], require_pq: false }), ["signer_pinned", "signer_pinned", "signer_pinned"]);
+        assert_eq!(run(&good, &Options { expected_kids: vec![other.receipt.kid().into()], require_pq: false, ..Default::default() }), ["signer_pinned", "signer_pinned", "signer_pinned"]);
         // A key entry whose kid is not its key's.
         let mut b = good.clone();
         b.keys[0].kid = other.receipt.kid().into();

@@ -268,6 +268,20 @@ pub fn report_json(report: &Report) -> Value {
     json!({"ok": report.ok(), "checks": checks, "receipt": report.receipt})
 }
 
+/// `--witness VKEY…` and `--min-witnesses N` as keys and a quorum: every
+/// witness given, unless a smaller quorum is asked for.
+pub fn witness_keys(vkeys: &[String], min: Option<usize>) -> anyhow::Result<(Vec<Verifier>, usize)> {
+    let witnesses = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(w) = witnesses.iter().find(|w| w.algorithm() != Algorithm::Ed25519Cosignature) {
+        bail!("--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)", w.name());
+    }
+    let min = min.unwrap_or(witnesses.len());
+    if min > witnesses.len() {
+        bail!("--min-witnesses {min} is more than the {} witnesses given (--witness VKEY)", witnesses.len());
+    }
+    Ok((witnesses, min))
+}
+
 /// `toolgate verify --answer FILE`: reads the saved answer, proves it from
 /// `log` (or the log its receipt names) and prints the report. Ok(false)
 /// when something did not verify.
@@ -282,15 +296,7 @@ pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[Stri
         bail!("give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator");
     }
     let verifiers = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
-    let witnesses = witnesses.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
-    if let Some(w) = witnesses.iter().find(|w| w.algorithm() != Algorithm::Ed25519Cosignature) {
-        bail!("--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)", w.name());
-    }
-    // Every witness given, unless a smaller quorum is asked for.
-    let min_witnesses = min_witnesses.unwrap_or(witnesses.len());
-    if min_witnesses > witnesses.len() {
-        bail!("--min-witnesses {min_witnesses} is more than the {} witnesses given (--witness VKEY)", witnesses.len());
-    }
+    let (witnesses, min_witnesses) = witness_keys(witnesses, min_witnesses)?;
     let source = Source::parse(&location, token)?;
     let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait, witnesses, min_witnesses }).await?;
     if as_json {

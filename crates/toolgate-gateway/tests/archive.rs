@@ -64,7 +64,7 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let all = archive::leaf_hashes(&gw.log.archive, ledger, 0, to).await.unwrap();
     assert_eq!(checkpoint.root, merkle::root(&all), "the tree carried on from the archive's frontier");
     let b = evidence::bundle(&gw.log.archive, ledger, &checkpoint, 250, to).await.unwrap();
-    let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true });
+    let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true, ..Default::default() });
     assert!(report.ok(), "{:?}", report.failures);
     assert_eq!(b.receipts.len() as u64, to - 250);
     // A second run has nothing to move yet; a damaged tile at the edge the
@@ -88,7 +88,7 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     assert!(kept.first() == Some(&512) && kept.iter().all(|s| *s >= 512), "{kept:?}");
     let latest = ledger.checkpoint(None).await.unwrap().unwrap();
     for b in [old_bundle, evidence::bundle(&gw.log.archive, ledger, &latest, 10, 11).await.unwrap()] {
-        let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true });
+        let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true, ..Default::default() });
         assert!(report.ok(), "{:?}", report.failures);
     }
     assert_eq!(std::fs::read(dir.join("tile/1/000.p/2")).unwrap(), [merkle::root(&tile), merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 256, 512).await.unwrap())].concat());

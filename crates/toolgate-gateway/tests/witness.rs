@@ -151,4 +151,10 @@ async fn a_gateway_s_checkpoints_are_cosigned_by_two_witnesses_and_verified_unde
     assert_eq!(note::cosigned_by(&bundle.checkpoint, &keys).unwrap().len(), 2, "{}", bundle.checkpoint);
     let report = toolgate_core::bundle::verify(&bundle, &Default::default());
     assert!(report.ok(), "a bundle with cosignatures still verifies: {:?}", report.failures);
+    // A bundle verified under a quorum of witnesses: both, and not a stranger.
+    let quorum = |witnesses: Vec<Verifier>| toolgate_core::bundle::Options { witnesses, min_witnesses: 2, ..Default::default() };
+    assert!(toolgate_core::bundle::verify(&bundle, &quorum(keys.clone())).ok());
+    let absent = Cosigner::new("witness.test/w3", ed25519_dalek::SigningKey::from_bytes(&[9; 32])).unwrap().verifier();
+    let short = toolgate_core::bundle::verify(&bundle, &quorum(vec![keys[0].clone(), absent]));
+    assert_eq!(short.failures.iter().map(|f| f.name()).collect::<Vec<_>>(), ["witnesses"]);
 }

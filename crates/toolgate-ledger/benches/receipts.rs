@@ -259,7 +259,7 @@ fn main() {
     let built = started.elapsed();
     let started = Instant::now();
     let parsed = Bundle::from_json(text.as_bytes()).unwrap();
-    let report = bundle::verify(&parsed, &bundle::Options { expected_kids: vec![key.kid().into()], require_pq: true });
+    let report = bundle::verify(&parsed, &bundle::Options { expected_kids: vec![key.kid().into()], require_pq: true, ..Default::default() });
     let verified = started.elapsed();
     assert!(report.ok(), "{:?}", report.failures);
     println!(

@@ -139,10 +139,10 @@ enum Command {
         /// With --answer: the log's public key (C2SP vkey, from `toolgate keys show`; repeatable).
         #[arg(long, value_name = "VKEY", requires = "answer")]
         vkey: Vec<String>,
-        /// With --answer: a witness's cosigner key (repeatable): the checkpoint must carry its cosignature.
-        #[arg(long, value_name = "VKEY", requires = "answer")]
+        /// A witness's cosigner key (repeatable): the checkpoint must carry its cosignature.
+        #[arg(long, value_name = "VKEY")]
         witness: Vec<String>,
-        /// With --answer: how many of the --witness keys must have cosigned (default: all of them).
+        /// How many of the --witness keys must have cosigned (default: all of them).
         #[arg(long, value_name = "N", requires = "witness")]
         min_witnesses: Option<usize>,
         /// With --answer: how long to wait (ms) for a checkpoint that covers the receipt.
@@ -310,7 +310,7 @@ fn main() -> std::process::ExitCode {
                     Err(e) => Err(e),
                 }
             }
-            Command::Verify { path: Some(path), expected_kid, require_pq, json, .. } => match receipts::verify(&path, expected_kid, require_pq, json) {
+            Command::Verify { path: Some(path), expected_kid, require_pq, json, witness, min_witnesses, .. } => match receipts::verify(&path, expected_kid, require_pq, (&witness, min_witnesses), json) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("{} did not verify", path.display())),
                 Err(e) => Err(e),

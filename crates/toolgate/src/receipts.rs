@@ -249,11 +249,12 @@ async fn write_pack(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger
 }
 
 /// `toolgate verify FILE|PACK`: offline; exit status 1 when anything required fails.
-pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, as_json: bool) -> anyhow::Result<bool> {
+pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, (witnesses, min_witnesses): (&[String], Option<usize>), as_json: bool) -> anyhow::Result<bool> {
     let is_pack = path.is_dir();
     let file = if is_pack { path.join("bundle.json") } else { path.to_path_buf() };
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-    let options = bundle::Options { expected_kids, require_pq };
+    let (witnesses, min_witnesses) = toolgate_gateway::prove::witness_keys(witnesses, min_witnesses)?;
+    let options = bundle::Options { expected_kids, require_pq, witnesses, min_witnesses };
     let report = match Bundle::from_json(&bytes) {
         Ok(b) => {
             let mut report = bundle::verify(&b, &options);

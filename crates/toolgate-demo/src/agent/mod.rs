@@ -181,7 +181,7 @@ async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collecti
     let bundle = receipts::bundle_of(config, from, proposals).await?;
     std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
     let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?).map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
-    let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true });
+    let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true, ..Default::default() });
     println!("evidence: {} receipt(s) of this run in {}", read.receipts.len(), out.display());
     for e in &read.receipts {
         let r = &e.receipt.receipt;
