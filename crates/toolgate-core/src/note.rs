@@ -39,7 +39,7 @@
 
 use std::fmt;
 
-use aws_lc_rs::signature::{KeyPair as _, ML_DSA_65, ParsedPublicKey, PqdsaKeyPair};
+use aws_lc_rs::signature::{KeyPair as _, ML_DSA_44, ML_DSA_65, ParsedPublicKey, PqdsaKeyPair};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
@@ -73,10 +73,23 @@ pub enum Algorithm {
     /// 0x04): a timestamped signature over `cosignature/v1`, the time and
     /// the checkpoint's body.
     Ed25519Cosignature,
+    /// A witness's ML-DSA-44 cosignature (c2sp.org/tlog-cosignature, type
+    /// 0x06): a timestamped signature over the `subtree/v1` message, which
+    /// names the witness, the log, the tree size and its root.
+    MlDsa44Cosignature,
 }
 
 /// The signature type of Ed25519 cosignatures (c2sp.org/tlog-cosignature).
 pub const COSIGNATURE_TYPE: &[u8] = &[0x04];
+
+/// The signature type of ML-DSA-44 cosignatures (c2sp.org/tlog-cosignature).
+pub const MLDSA44_COSIGNATURE_TYPE: &[u8] = &[0x06];
+
+/// An ML-DSA-44 public key's length (FIPS 204).
+pub const MLDSA44_PUBLIC_KEY_LEN: usize = 1312;
+
+/// An ML-DSA-44 signature's length (FIPS 204).
+pub const MLDSA44_SIGNATURE_LEN: usize = 2420;
 
 impl Algorithm {
     /// The signature type bytes that enter the key id and the vkey.
@@ -85,7 +98,13 @@ impl Algorithm {
             Self::Ed25519 => ED25519_SIGNATURE_TYPE,
             Self::MlDsa65 => MLDSA65_SIGNATURE_TYPE,
             Self::Ed25519Cosignature => COSIGNATURE_TYPE,
+            Self::MlDsa44Cosignature => MLDSA44_COSIGNATURE_TYPE,
         }
+    }
+
+    /// A witness's cosignature, not a log's signature.
+    pub fn is_cosignature(self) -> bool {
+        matches!(self, Self::Ed25519Cosignature | Self::MlDsa44Cosignature)
     }
 }
 
@@ -95,6 +114,7 @@ impl fmt::Display for Algorithm {
             Self::Ed25519 => "Ed25519",
             Self::MlDsa65 => "ML-DSA-65",
             Self::Ed25519Cosignature => "Ed25519 cosignature",
+            Self::MlDsa44Cosignature => "ML-DSA-44 cosignature",
         })
     }
 }
@@ -286,6 +306,7 @@ impl Signer {
 enum VerifierKey {
     Ed25519(VerifyingKey),
     Cosigner(VerifyingKey),
+    MlDsa44Cosigner { raw: Vec<u8>, parsed: ParsedPublicKey },
     MlDsa65 { raw: Vec<u8>, parsed: ParsedPublicKey },
 }
 
@@ -323,6 +344,21 @@ impl Verifier {
         Ok(Self { name: name.into(), key_id, key: VerifierKey::Cosigner(key) })
     }
 
+    /// A verifier of a witness's ML-DSA-44 cosignatures (type 0x06):
+    /// `public_key` is the raw 1312-byte FIPS 204 encoding.
+    pub fn ml_dsa_44_cosigner(name: &str, public_key: &[u8]) -> Result<Self, NoteError> {
+        check_name(name)?;
+        if name.len() > 255 {
+            return Err(NoteError::InvalidKeyName(name.into()));
+        }
+        if public_key.len() != MLDSA44_PUBLIC_KEY_LEN {
+            return Err(NoteError::InvalidPublicKey(format!("an ML-DSA-44 public key is {MLDSA44_PUBLIC_KEY_LEN} bytes, not {}", public_key.len())));
+        }
+        let parsed = ParsedPublicKey::new(&ML_DSA_44, public_key).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+        let key_id = key_id(name, Algorithm::MlDsa44Cosignature, public_key);
+        Ok(Self { name: name.into(), key_id, key: VerifierKey::MlDsa44Cosigner { raw: public_key.to_vec(), parsed } })
+    }
+
     /// `public_key`: the raw 1952-byte FIPS 204 encoding (not SPKI DER: the
     /// key id is computed over exactly these bytes).
     pub fn ml_dsa_65(name: &str, public_key: &[u8]) -> Result<Self, NoteError> {
@@ -350,6 +386,7 @@ impl Verifier {
         match self.key {
             VerifierKey::Ed25519(_) => Algorithm::Ed25519,
             VerifierKey::Cosigner(_) => Algorithm::Ed25519Cosignature,
+            VerifierKey::MlDsa44Cosigner { .. } => Algorithm::MlDsa44Cosignature,
             VerifierKey::MlDsa65 { .. } => Algorithm::MlDsa65,
         }
     }
@@ -358,7 +395,7 @@ impl Verifier {
     pub fn public_key(&self) -> &[u8] {
         match &self.key {
             VerifierKey::Ed25519(k) | VerifierKey::Cosigner(k) => k.as_bytes(),
-            VerifierKey::MlDsa65 { raw, .. } => raw,
+            VerifierKey::MlDsa65 { raw, .. } | VerifierKey::MlDsa44Cosigner { raw, .. } => raw,
         }
     }
 
@@ -394,6 +431,8 @@ impl Verifier {
             let raw: [u8; 32] = raw.try_into().map_err(|_| bad("an Ed25519 cosigner key is 32 bytes"))?;
             let key = VerifyingKey::from_bytes(&raw).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
             Self::cosigner(name, key)?
+        } else if let Some(raw) = material.strip_prefix(MLDSA44_COSIGNATURE_TYPE) {
+            Self::ml_dsa_44_cosigner(name, raw)?
         } else if let Some(raw) = material.strip_prefix(MLDSA65_SIGNATURE_TYPE) {
             Self::ml_dsa_65(name, raw)?
         } else {
@@ -418,9 +457,36 @@ impl Verifier {
                 let sig: [u8; 64] = raw[8..].try_into().expect("64 bytes");
                 time <= i64::MAX as u64 && k.verify_strict(&cosigned_message(message, time), &Signature::from_bytes(&sig)).is_ok()
             }
+            VerifierKey::MlDsa44Cosigner { parsed, .. } => {
+                if signature.len() != 8 + MLDSA44_SIGNATURE_LEN {
+                    return false;
+                }
+                let time = u64::from_be_bytes(signature[..8].try_into().expect("8 bytes"));
+                let Some(signed) = std::str::from_utf8(message).ok().and_then(|body| subtree_message(&self.name, time, body)) else { return false };
+                time <= i64::MAX as u64 && parsed.verify_sig(&signed, &signature[8..]).is_ok()
+            }
             VerifierKey::MlDsa65 { parsed, .. } => parsed.verify_sig(message, signature).is_ok(),
         }
     }
+}
+
+/// What an ML-DSA-44 cosignature signs (c2sp.org/tlog-cosignature's
+/// `cosigned_message`): `subtree/v1\n\0`, the cosigner's name and the log's
+/// origin each with a one-byte length, the time, start 0, the tree size and
+/// its root. `None` when `body` is not a checkpoint or a name is too long.
+fn subtree_message(cosigner: &str, time: u64, body: &str) -> Option<Vec<u8>> {
+    let checkpoint = Checkpoint::parse(body).ok()?;
+    let (name, origin) = (cosigner.as_bytes(), checkpoint.origin().as_bytes());
+    let mut m = b"subtree/v1\n\0".to_vec();
+    m.push(u8::try_from(name.len()).ok()?);
+    m.extend_from_slice(name);
+    m.extend_from_slice(&time.to_be_bytes());
+    m.push(u8::try_from(origin.len()).ok()?);
+    m.extend_from_slice(origin);
+    m.extend_from_slice(&0u64.to_be_bytes());
+    m.extend_from_slice(&checkpoint.size().to_be_bytes());
+    m.extend_from_slice(checkpoint.root());
+    Some(m)
 }
 
 /// What an Ed25519 cosignature signs: `cosignature/v1`, `time T`, then the
@@ -436,6 +502,8 @@ pub struct Cosigner {
     name: String,
     key_id: u32,
     key: SigningKey,
+    /// Its ML-DSA-44 key and key id, when it cosigns with both.
+    ml_dsa_44: Option<(PqdsaKeyPair, u32)>,
 }
 
 impl fmt::Debug for Cosigner {
@@ -450,7 +518,27 @@ impl Cosigner {
     pub fn new(name: &str, key: SigningKey) -> Result<Self, NoteError> {
         check_name(name)?;
         let key_id = key_id(name, Algorithm::Ed25519Cosignature, &key.verifying_key().to_bytes());
-        Ok(Self { name: name.into(), key_id, key })
+        Ok(Self { name: name.into(), key_id, key, ml_dsa_44: None })
+    }
+
+    /// This cosigner, cosigning with an ML-DSA-44 key (`ML_DSA_44_SIGNING`)
+    /// as well: each checkpoint gets both lines.
+    pub fn with_ml_dsa_44(mut self, key: PqdsaKeyPair) -> Result<Self, NoteError> {
+        if key.algorithm().public_key_len() != MLDSA44_PUBLIC_KEY_LEN || self.name.len() > 255 {
+            return Err(NoteError::InvalidPublicKey("not an ML-DSA-44 key pair, or a name over 255 bytes".into()));
+        }
+        let id = key_id(&self.name, Algorithm::MlDsa44Cosignature, key.public_key().as_ref());
+        self.ml_dsa_44 = Some((key, id));
+        Ok(self)
+    }
+
+    /// Its verifiers: Ed25519, then ML-DSA-44 when it has that key.
+    pub fn verifiers(&self) -> Vec<Verifier> {
+        let mut out = vec![self.verifier()];
+        if let Some((k, _)) = &self.ml_dsa_44 {
+            out.push(Verifier::ml_dsa_44_cosigner(&self.name, k.public_key().as_ref()).expect("its own key"));
+        }
+        out
     }
 
     /// Its name.
@@ -469,7 +557,19 @@ impl Cosigner {
         let mut blob = self.key_id.to_be_bytes().to_vec();
         blob.extend_from_slice(&time.to_be_bytes());
         blob.extend_from_slice(&self.key.sign(&cosigned_message(body.as_bytes(), time)).to_bytes());
-        format!("{EM_DASH_SPACE}{} {}\n", self.name, STANDARD.encode(blob))
+        let mut lines = format!("{EM_DASH_SPACE}{} {}\n", self.name, STANDARD.encode(blob));
+        if let Some((key, id)) = &self.ml_dsa_44
+            && let Some(message) = subtree_message(&self.name, time, body)
+        {
+            let mut signature = vec![0u8; MLDSA44_SIGNATURE_LEN];
+            if let Ok(len) = key.sign(&message, &mut signature) {
+                let mut blob = id.to_be_bytes().to_vec();
+                blob.extend_from_slice(&time.to_be_bytes());
+                blob.extend_from_slice(&signature[..len]);
+                lines.push_str(&format!("{EM_DASH_SPACE}{} {}\n", self.name, STANDARD.encode(blob)));
+            }
+        }
+        lines
     }
 }
 
@@ -673,19 +773,24 @@ pub fn open_checkpoint(text: &str, verifiers: &[Verifier]) -> Result<(Checkpoint
     let opened = open_note(text, verifiers)?;
     // A witness's cosignature vouches for consistency, not for the log: a
     // checkpoint needs a signature of the log's own.
-    if opened.verified.iter().all(|s| s.algorithm == Algorithm::Ed25519Cosignature) {
+    if opened.verified.iter().all(|s| s.algorithm.is_cosignature()) {
         return Err(NoteError::NoKnownSignature);
     }
     Ok((Checkpoint::parse(&opened.body)?, opened.verified))
 }
 
 /// The witnesses among `witnesses` whose cosignatures on the checkpoint
-/// `text` verify (none is not an error; a known witness's failing
-/// cosignature is). Only cosigner keys are taken.
+/// `text` verify, one entry per witness name (none is not an error; a known
+/// witness's failing cosignature is). Only cosigner keys are taken.
 pub fn cosigned_by(text: &str, witnesses: &[Verifier]) -> Result<Vec<VerifiedSignature>, NoteError> {
-    let cosigners: Vec<Verifier> = witnesses.iter().filter(|w| w.algorithm() == Algorithm::Ed25519Cosignature).cloned().collect();
+    let cosigners: Vec<Verifier> = witnesses.iter().filter(|w| w.algorithm().is_cosignature()).cloned().collect();
     match open_note(text, &cosigners) {
-        Ok(opened) => Ok(opened.verified),
+        // One per witness, whichever of its keys (Ed25519, ML-DSA-44) signed.
+        Ok(mut opened) => {
+            let mut seen = std::collections::HashSet::new();
+            opened.verified.retain(|s| seen.insert(s.name.clone()));
+            Ok(opened.verified)
+        }
         Err(NoteError::NoKnownSignature) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
@@ -996,6 +1101,35 @@ mod tests {
         // A witness's key alone never opens a checkpoint as the log's.
         assert_eq!(open_checkpoint(&cosigned, &witnesses), Err(NoteError::NoKnownSignature));
         assert_eq!(open_checkpoint(&cosigned, &[e.verifier(), w1.verifier()]).unwrap().1.len(), 2);
+    }
+
+    #[test]
+    fn ml_dsa_44_cosignatures_sign_the_subtree_message_under_a_0x06_key() {
+        use aws_lc_rs::signature::ML_DSA_44_SIGNING;
+        let (e, _) = log_signers();
+        let checkpoint = Checkpoint::new("toolgate.example/log", 12, [4; 32]).unwrap();
+        let note = checkpoint.sign(&[e]).unwrap();
+        let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &[5; 32]).unwrap();
+        let w = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32])).unwrap().with_ml_dsa_44(pq).unwrap();
+        let lines = w.cosign(&checkpoint.body(), 42);
+        assert_eq!(lines.lines().count(), 2);
+        let verifiers = w.verifiers();
+        let pq_key = &verifiers[1];
+        assert_eq!(pq_key.algorithm(), Algorithm::MlDsa44Cosignature);
+        let mut input = b"witness.example/w1\n\x06".to_vec();
+        input.extend_from_slice(pq_key.public_key());
+        let digest = Sha256::digest(&input);
+        assert_eq!(pq_key.key_id(), u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]));
+        assert_eq!(Verifier::from_vkey(&pq_key.vkey()).unwrap().key_id(), pq_key.key_id());
+        let blob = STANDARD.decode(lines.lines().nth(1).unwrap().rsplit(' ').next().unwrap()).unwrap();
+        assert_eq!(blob.len(), 4 + 8 + MLDSA44_SIGNATURE_LEN);
+        let cosigned = format!("{note}{lines}");
+        let by = cosigned_by(&cosigned, std::slice::from_ref(pq_key)).unwrap();
+        assert_eq!((by.len(), by[0].algorithm), (1, Algorithm::MlDsa44Cosignature));
+        // The key id covers the name: under another name the line is not that witness's.
+        let renamed = Verifier::ml_dsa_44_cosigner("witness.example/w2", pq_key.public_key()).unwrap();
+        let moved = cosigned.replace("\u{2014} witness.example/w1 ", "\u{2014} witness.example/w2 ");
+        assert!(cosigned_by(&moved, &[renamed]).unwrap_or_default().is_empty());
     }
 
     #[test]

@@ -272,7 +272,7 @@ pub fn report_json(report: &Report) -> Value {
 /// witness given, unless a smaller quorum is asked for.
 pub fn witness_keys(vkeys: &[String], min: Option<usize>) -> anyhow::Result<(Vec<Verifier>, usize)> {
     let witnesses = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
-    if let Some(w) = witnesses.iter().find(|w| w.algorithm() != Algorithm::Ed25519Cosignature) {
+    if let Some(w) = witnesses.iter().find(|w| !w.algorithm().is_cosignature()) {
         bail!("--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)", w.name());
     }
     let min = min.unwrap_or(witnesses.len());

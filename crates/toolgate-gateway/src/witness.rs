@@ -2,8 +2,8 @@
 //! more logs (c2sp.org/tlog-witness). A log submits each new checkpoint with
 //! a consistency proof from the last one this witness cosigned; the witness
 //! checks the log's signature and that the log only grew, records the new
-//! checkpoint, and answers with its cosignature (c2sp.org/tlog-cosignature,
-//! Ed25519). It refuses anything else with the spec's status codes:
+//! checkpoint, and answers with its cosignatures (c2sp.org/tlog-cosignature:
+//! Ed25519, and ML-DSA-44, which the spec recommends for new deployments). It refuses anything else with the spec's status codes:
 //!
 //! - 404: a log (origin) it does not witness;
 //! - 403: no signature of that log's keys verifies;
@@ -26,6 +26,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rusqlite::OptionalExtension as _;
 use toolgate_core::merkle::{self, Hash};
+use aws_lc_rs::signature::{ML_DSA_44_SIGNING, PqdsaKeyPair};
 use toolgate_core::note::{self, Checkpoint, Cosigner, Verifier};
 use toolgate_core::{Clock, SystemClock};
 
@@ -66,19 +67,13 @@ impl Witness {
     /// (their origins are the keys' names).
     pub fn open(dir: &Path, name: &str, logs: Vec<Verifier>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let key_path = dir.join("witness.key");
-        let seed: [u8; 32] = match std::fs::read(&key_path) {
-            Ok(bytes) => bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", key_path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut seed = [0u8; 32];
-                aws_lc_rs::rand::fill(&mut seed).map_err(|_| anyhow::anyhow!("no randomness for the witness key"))?;
-                crate::seal::write_owner_only(&key_path, &seed)?;
-                seed
-            }
-            Err(e) => return Err(e).with_context(|| format!("reading {}", key_path.display())),
-        };
-        let cosigner = Cosigner::new(name, ed25519_dalek::SigningKey::from_bytes(&seed)).map_err(|e| anyhow::anyhow!("witness name {name:?}: {e}"))?;
-        if logs.is_empty() || logs.iter().any(|l| l.algorithm() == note::Algorithm::Ed25519Cosignature) {
+        let ed = seed(&dir.join("witness.key"))?;
+        let pq = seed(&dir.join("witness-ml-dsa-44.key"))?;
+        let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &pq).map_err(|_| anyhow::anyhow!("the witness's ML-DSA-44 seed is not usable"))?;
+        let cosigner = Cosigner::new(name, ed25519_dalek::SigningKey::from_bytes(&ed))
+            .and_then(|c| c.with_ml_dsa_44(pq))
+            .map_err(|e| anyhow::anyhow!("witness name {name:?}: {e}"))?;
+        if logs.is_empty() || logs.iter().any(|l| l.algorithm().is_cosignature()) {
             anyhow::bail!("give the keys of the logs to witness (--log VKEY, from the log's `toolgate keys show`), not witnesses' keys");
         }
         let db = rusqlite::Connection::open(dir.join("witness.sqlite3")).with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
@@ -86,9 +81,10 @@ impl Witness {
         Ok(Self { cosigner, logs, db: Mutex::new(db), clock })
     }
 
-    /// Its verifier key (c2sp vkey, type 0x04), for the logs' verifiers.
-    pub fn vkey(&self) -> String {
-        self.cosigner.verifier().vkey()
+    /// Its verifier keys (c2sp vkeys): Ed25519 (type 0x04), then ML-DSA-44
+    /// (type 0x06); it cosigns with both.
+    pub fn vkeys(&self) -> Vec<String> {
+        self.cosigner.verifiers().iter().map(Verifier::vkey).collect()
     }
 
     /// `add-checkpoint`: the cosignature line(s), or the refusal.
@@ -130,6 +126,20 @@ impl Witness {
         tx.commit().map_err(store)?;
         let now = (self.clock.now_ms().max(0) / 1000) as u64;
         Ok(self.cosigner.cosign(&checkpoint.body(), now))
+    }
+}
+
+/// A 32-byte key seed kept at `path`, created (owner-only) on first use.
+fn seed(path: &Path) -> anyhow::Result<[u8; 32]> {
+    match std::fs::read(path) {
+        Ok(bytes) => bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut seed = [0u8; 32];
+            aws_lc_rs::rand::fill(&mut seed).map_err(|_| anyhow::anyhow!("no randomness for the witness's key"))?;
+            crate::seal::write_owner_only(path, &seed)?;
+            Ok(seed)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
 }
 
@@ -185,7 +195,9 @@ pub async fn serve(listen: &str, dir: &Path, name: &str, logs: &[String]) -> any
     let witness = Arc::new(Witness::open(dir, name, logs, Arc::new(SystemClock))?);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     println!("witness: {name} on http://{}/add-checkpoint", listener.local_addr()?);
-    println!("vkey: {}", witness.vkey());
+    for vkey in witness.vkeys() {
+        println!("vkey: {vkey}");
+    }
     axum::serve(listener, router(witness)).with_graceful_shutdown(crate::gateway::shutdown_signal()).await?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use toolgate_core::note::{self, Algorithm, Verifier};
+use toolgate_core::note::{self, Verifier};
 use toolgate_ledger::StoredCheckpoint;
 
 use crate::config::WitnessConfig;
@@ -51,7 +51,7 @@ impl Witnesses {
         let mut peers = Vec::new();
         for w in config {
             let key = Verifier::from_vkey(&w.vkey).map_err(|e| anyhow!("receipts.witnesses: vkey {:?}: {e}", w.vkey))?;
-            if key.algorithm() != Algorithm::Ed25519Cosignature {
+            if !key.algorithm().is_cosignature() {
                 bail!("receipts.witnesses: {:?} is not a witness's key (a cosigner vkey, signature type 0x04, as `toolgate witness serve` prints it)", w.vkey);
             }
             let url = w.url.trim_end_matches('/').to_string();

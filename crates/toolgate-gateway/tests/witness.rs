@@ -52,7 +52,9 @@ async fn a_witness_cosigns_growth_only_and_answers_the_spec_s_codes() {
     let log = Signer::ed25519(ORIGIN, ed25519_dalek::SigningKey::from_bytes(&[1; 32])).unwrap();
     let open = || Witness::open(dir.path(), "witness.test/w1", vec![log.verifier()], Arc::new(FixedClock::new(1_700_000_000_123))).unwrap();
     let witness = open();
-    let me = Verifier::from_vkey(&witness.vkey()).unwrap();
+    let vkeys = witness.vkeys();
+    assert_eq!(vkeys.len(), 2, "Ed25519 and ML-DSA-44");
+    let me: Vec<Verifier> = vkeys.iter().map(|k| Verifier::from_vkey(k).unwrap()).collect();
     let url = serve(witness).await;
 
     // First sight: old 0, no proof.
@@ -60,8 +62,19 @@ async fn a_witness_cosigns_growth_only_and_answers_the_spec_s_codes() {
     let (status, _, lines) = post(&url, request(0, &[], &signed(&ten, &log))).await;
     assert_eq!(status, 200, "{lines}");
     let cosigned = format!("{}{lines}", signed(&ten, &log));
-    assert_eq!(note::cosigned_by(&cosigned, std::slice::from_ref(&me)).unwrap().len(), 1);
-    assert!(STANDARD.decode(lines.trim_end().rsplit(' ').next().unwrap()).unwrap()[4..12] == 1_700_000_000u64.to_be_bytes(), "timestamped in seconds");
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    // Each of its keys alone verifies its line; both count as one witness.
+    for key in &me {
+        let by = note::cosigned_by(&cosigned, std::slice::from_ref(key)).unwrap();
+        assert_eq!(by.iter().map(|s| s.algorithm).collect::<Vec<_>>(), [key.algorithm()]);
+    }
+    assert_eq!(note::cosigned_by(&cosigned, &me).unwrap().len(), 1);
+    for line in lines.lines() {
+        assert!(STANDARD.decode(line.rsplit(' ').next().unwrap()).unwrap()[4..12] == 1_700_000_000u64.to_be_bytes(), "timestamped in seconds");
+    }
+    // A changed root is refused by the ML-DSA-44 line too (it signs the root, not the text).
+    let other_root = cosigned.replacen(&STANDARD.encode(merkle::root(&ten)), &STANDARD.encode([0u8; 32]), 1);
+    assert!(note::cosigned_by(&other_root, &me[1..]).is_err());
 
     // Growth with its consistency proof.
     let hundred = leaves(100, None);
