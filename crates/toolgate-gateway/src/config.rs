@@ -752,7 +752,8 @@ impl Default for RunsConfig {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetsConfig {
-    /// Calls a minute per caller (a `[callers]` name), in this gateway.
+    /// Calls a minute per subject, across every replica sharing the
+    /// ledger (each enforces its share of it).
     pub rate_per_minute: u32,
     /// Calls a caller may send at once before the rate applies (default:
     /// a tenth of a minute's rate, at least 1).
@@ -760,7 +761,7 @@ pub struct BudgetsConfig {
     /// Calls per run, counted in the ledger (across restarts and replicas).
     pub run_calls: u64,
     /// `[budgets.concurrency]`: at most this many calls at once of a tool,
-    /// by exposed name (per gateway process).
+    /// by exposed name, across the replicas (each takes its share, at least 1).
     pub concurrency: BTreeMap<String, u32>,
 }
 

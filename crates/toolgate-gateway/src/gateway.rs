@@ -63,8 +63,9 @@ pub struct Gateway {
     pub guards: crate::stages::decide::Guards,
     /// Agent runs: their legs of the trifecta and call counts, in the ledger.
     pub runs: crate::runs::Runs,
-    /// Rates per caller and calls at once per tool, in memory.
-    pub budgets: crate::budgets::Budgets,
+    /// Rates per caller and calls at once per tool, in memory, at this
+    /// replica's share of the fleet's.
+    pub budgets: Arc<crate::budgets::Budgets>,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -131,7 +132,7 @@ impl Gateway {
         let holds = Arc::new(crate::holds::Holds::default());
         holds.watch(ledger.clone(), clock.clone(), Duration::from_millis(config.approvals.poll_ms), cancel.child_token());
         let notifier = match mode {
-            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &config.tls, &state, clock.clone(), entropy.clone(), cancel.child_token())?,
+            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &config.tls, ledger.clone(), clock.clone(), entropy.clone(), cancel.child_token())?,
             Mode::Inspect => crate::notify::Notifier::none(),
         };
         if mode == Mode::Serve {
@@ -143,7 +144,10 @@ impl Gateway {
         let policy = std::sync::RwLock::new(Arc::new(policy));
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
-        let budgets = crate::budgets::Budgets::new(&config.budgets, clock.clone());
+        let budgets = Arc::new(crate::budgets::Budgets::new(&config.budgets, clock.clone()));
+        if mode == Mode::Serve {
+            crate::fleet::start(entropy.id("rep_"), ledger.clone(), clock.clone(), budgets.clone(), cancel.child_token()).await;
+        }
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
         Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
     }

@@ -2,16 +2,19 @@
 //! approval `apr_…` takes a seat in its room and sleeps on the room's bell;
 //! nothing else is held (no worker, no ledger connection), so hundreds of
 //! held calls cost a future each. The bell rings when the decision is made
-//! through this gateway (the admin API rings it at once), or when the
-//! watcher, reading the ledger every `[approvals] poll_ms`, sees that an
-//! approval someone waits on is no longer pending — decided by the CLI,
-//! by another replica sharing the ledger, or expired.
+//! through this gateway (the admin API rings it at once); when the ledger
+//! tells of a decision (on PostgreSQL every replica hears every decision at
+//! once, `LISTEN/NOTIFY`); or when the watcher, reading the ledger every
+//! `[approvals] poll_ms` as the fallback, sees that an approval someone
+//! waits on is no longer pending — decided by the CLI on SQLite, while a
+//! listener was reconnecting, or expired.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::Clock;
 use toolgate_core::approval::ApprovalState;
@@ -75,6 +78,13 @@ impl Holds {
         }
     }
 
+    /// Wakes every held call: any of their approvals may have been decided unseen.
+    fn ring_all(&self) {
+        for room in self.rooms.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            room.bell.notify_waiters();
+        }
+    }
+
     /// The approvals someone waits on now.
     fn waited_on(&self) -> Vec<String> {
         self.rooms.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
@@ -88,14 +98,41 @@ impl Holds {
     /// Reads the ledger every `poll` while anyone is held, and rings every
     /// room whose approval is no longer pending: one read-only lookup by id
     /// per approval waited on, however many calls wait on it.
+    /// Meanwhile, rings each room the ledger says was decided, as it is.
     pub(crate) fn watch(self: &Arc<Self>, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, poll: Duration, stop: CancellationToken) {
         let holds = self.clone();
+        let mut decided = ledger.decisions();
         tokio::spawn(async move {
+            let mut next_poll = tokio::time::Instant::now() + poll;
             loop {
-                tokio::select! {
+                let heard = async {
+                    match decided.as_mut() {
+                        Some(rx) => Some(rx.recv().await),
+                        None => std::future::pending().await,
+                    }
+                };
+                let heard = tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(poll) => {}
+                    heard = heard => heard,
+                    _ = tokio::time::sleep_until(next_poll) => None,
+                };
+                match heard {
+                    None => {}
+                    Some(Ok(id)) if id != toolgate_ledger::EVERY_APPROVAL => {
+                        holds.ring(&id);
+                        continue;
+                    }
+                    // Some were missed (a reconnect, or too many at once).
+                    Some(Ok(_)) | Some(Err(RecvError::Lagged(_))) => {
+                        holds.ring_all();
+                        continue;
+                    }
+                    Some(Err(RecvError::Closed)) => {
+                        decided = None;
+                        continue;
+                    }
                 }
+                next_poll = tokio::time::Instant::now() + poll;
                 for id in holds.waited_on() {
                     // A store that cannot be read now is read at the next
                     // tick; the held calls read it themselves before they answer.

@@ -38,6 +38,7 @@ pub mod holds;
 pub mod cancels;
 pub mod runs;
 pub mod budgets;
+pub mod fleet;
 pub mod notify;
 pub mod keys;
 pub mod log;

@@ -4,24 +4,29 @@
 //! hash, the rule and how to decide it — HMAC-signed so a receiver can check
 //! it came from this gateway — or a Slack-compatible `{"text": …}`.
 //!
-//! Delivery never blocks the call: the call hands the approval over and
-//! goes on; each delivery runs in its own task, retried with doubling
-//! backoff until it is accepted (2xx) or its attempts run out. Every attempt
-//! is recorded, one JSON line each, in `STATE_DIR/notify.jsonl`
-//! (owner-only): when, which delivery, which approval, which webhook (by
-//! name: a webhook URL may itself be a secret), and how it went.
+//! The notices go through an outbox in the ledger: each is written in the
+//! transaction that opens its approval (`notices_for`), so none is lost
+//! with the replica that opened it. Every replica with webhooks runs a
+//! courier that claims due notices for [`CLAIM_MS`] — whichever replica is
+//! alive delivers, and one that dies holding a claim lets it lapse — and
+//! POSTs each under its delivery id (`Toolgate-Delivery`, the same on every
+//! attempt by any replica, for the receiver to deduplicate: delivery is at
+//! least once). A failed attempt is due again after a doubling backoff
+//! (from 500 ms, capped at 30 s); when the webhook's attempts run out the
+//! notice is dead, shown in the console and by `toolgate doctor` until an
+//! operator delivers it again. Every attempt is logged (the webhook by
+//! name: a webhook URL may itself be a secret). The call never waits for
+//! a delivery: the courier is woken as the approval commits.
 
-use std::io::Write as _;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::approval::Approval;
 use toolgate_core::{Clock, Entropy};
+use toolgate_ledger::{Attempt, Ledger, NewApproval, NewNotice, Notice};
 
 use crate::config::{NotifyConfig, WebhookFormat};
 
@@ -29,21 +34,25 @@ use crate::config::{NotifyConfig, WebhookFormat};
 pub const SIGNATURE_HEADER: &str = "Toolgate-Signature";
 /// The header naming the delivery (the same on every retry, to dedupe).
 pub const DELIVERY_HEADER: &str = "Toolgate-Delivery";
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const FIRST_BACKOFF_MS: i64 = 500;
+const MAX_BACKOFF_MS: i64 = 30_000;
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Approvals waiting to be handed to the delivery tasks; past this, a
-/// notice is dropped (and recorded so) rather than grow without bound.
-const QUEUE: usize = 1024;
-/// Deliveries in flight at once, all webhooks together.
-const IN_FLIGHT: usize = 64;
+/// How long a claimed notice is this replica's: longer than an attempt
+/// can take, so two replicas never send it at once unless one stalled.
+pub const CLAIM_MS: i64 = 30_000;
+/// How often the courier looks for due notices when nobody wakes it: the
+/// bound on how late a retry, or a notice a dead replica left, is sent.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+/// Notices claimed (and so in flight) at once by one replica.
+const IN_FLIGHT: u32 = 32;
+/// Attempts at a notice whose webhook this replica does not know (its
+/// config differs, e.g. mid-deploy): another replica may know it.
+const UNKNOWN_HOOK_ATTEMPTS: u32 = 8;
 
-/// An approval opened, and the exposed name of the tool it is for.
-type Opened = (Approval, String);
-
-/// Hands opened approvals to the delivery tasks; does nothing without webhooks.
+/// Writes notices with their approvals and wakes the courier; does nothing
+/// without webhooks.
 pub struct Notifier {
-    queue: Option<(mpsc::Sender<Opened>, Arc<Courier>)>,
+    courier: Option<Arc<Courier>>,
 }
 
 struct Hook {
@@ -54,27 +63,26 @@ struct Hook {
     attempts: u32,
 }
 
-/// What the delivery tasks share.
+/// What delivers the outbox's notices from this replica.
 struct Courier {
     hooks: Vec<Hook>,
     link: Option<String>,
     http: reqwest::Client,
-    record: Mutex<std::fs::File>,
+    ledger: Arc<dyn Ledger>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
-    stop: CancellationToken,
-    in_flight: Arc<tokio::sync::Semaphore>,
+    wake: Notify,
 }
 
 impl Notifier {
     /// A notifier that tells nobody.
     pub fn none() -> Self {
-        Self { queue: None }
+        Self { courier: None }
     }
 
     /// Reads each webhook's key from its environment variable (a missing
-    /// one refuses the start) and starts delivering.
-    pub(crate) fn start(config: &NotifyConfig, tls: &crate::config::TlsConfig, state_dir: &Path, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>, stop: CancellationToken) -> anyhow::Result<Self> {
+    /// one refuses the start) and starts the courier.
+    pub(crate) fn start(config: &NotifyConfig, tls: &crate::config::TlsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>, stop: CancellationToken) -> anyhow::Result<Self> {
         if config.webhooks.is_empty() {
             return Ok(Self::none());
         }
@@ -91,92 +99,115 @@ impl Notifier {
             };
             hooks.push(Hook { name: hook.name.clone(), url: hook.url.clone(), format: hook.format, key, attempts: hook.attempts });
         }
-        let path = state_dir.join("notify.jsonl");
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let record = options.open(&path).with_context(|| format!("opening {}", path.display()))?;
-        // An existing file keeps its mode on open: make it owner-only too.
-        #[cfg(unix)]
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).with_context(|| format!("restricting {}", path.display()))?;
         let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(tls.roots()).build()?;
-        let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-        let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, record: Mutex::new(record), clock, entropy, stop, in_flight });
-        let (queue, mut opened) = mpsc::channel::<Opened>(QUEUE);
-        let deliverer = courier.clone();
-        tokio::spawn(async move {
-            while let Some((approval, tool)) = opened.recv().await {
-                for i in 0..deliverer.hooks.len() {
-                    tokio::spawn(deliverer.clone().deliver(i, approval.clone(), tool.clone()));
-                }
-            }
-        });
-        Ok(Self { queue: Some((queue, courier)) })
+        let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, ledger, clock, entropy, wake: Notify::new() });
+        tokio::spawn(courier.clone().run(stop));
+        Ok(Self { courier: Some(courier) })
     }
 
-    /// Tells every webhook that `approval` (of a call to `exposed_tool`)
-    /// waits. Returns at once; with the queue full, the notice is dropped
-    /// and recorded as such (the approval itself is in the ledger).
-    pub(crate) fn opened(&self, approval: &Approval, exposed_tool: &str) {
-        if let Some((queue, courier)) = &self.queue
-            && queue.try_send((approval.clone(), exposed_tool.to_string())).is_err()
-        {
-            for hook in &courier.hooks {
-                courier.note("", &approval.id, &hook.name, 0, "dropped", None, Some("the notice queue is full"));
-            }
+    /// The notices of approval `new` (of a call to `exposed_tool`), one per
+    /// webhook, to be written with it.
+    pub(crate) fn notices_for(&self, new: &NewApproval, exposed_tool: &str) -> Vec<NewNotice> {
+        let Some(courier) = &self.courier else { return Vec::new() };
+        courier
+            .hooks
+            .iter()
+            .map(|hook| {
+                let id = courier.entropy.id("dlv_");
+                let body = match hook.format {
+                    WebhookFormat::Toolgate => toolgate_body(&id, new, exposed_tool, courier.link.as_deref()),
+                    WebhookFormat::Slack => slack_body(new, exposed_tool, courier.link.as_deref()),
+                };
+                NewNotice { id, webhook: hook.name.clone(), body: body.to_string() }
+            })
+            .collect()
+    }
+
+    /// An approval with notices committed: deliver now, not at the next look.
+    pub(crate) fn opened(&self) {
+        if let Some(courier) = &self.courier {
+            courier.wake.notify_one();
         }
     }
 }
 
 impl Courier {
-    /// Delivers one approval to webhook `i`, retrying until it is accepted
-    /// or its attempts run out; records every attempt.
-    async fn deliver(self: Arc<Self>, i: usize, approval: Approval, tool: String) {
-        let hook = &self.hooks[i];
-        let delivery = self.entropy.id("dlv_");
-        let body = match hook.format {
-            WebhookFormat::Toolgate => toolgate_body(&delivery, &approval, &tool, self.link.as_deref()),
-            WebhookFormat::Slack => slack_body(&approval, &tool, self.link.as_deref()),
-        }
-        .to_string();
-        let mut backoff = FIRST_BACKOFF;
-        for attempt in 1..=hook.attempts {
-            let Ok(_slot) = self.in_flight.clone().acquire_owned().await else { return };
-            let mut request = self.http.post(&hook.url).header("Content-Type", "application/json").header(DELIVERY_HEADER, &delivery).header("Toolgate-Event", "approval.pending");
-            if let Some(key) = &hook.key {
-                request = request.header(SIGNATURE_HEADER, signature(key, self.clock.now_ms(), &body));
+    /// Claims what is due and delivers it, until `stop`.
+    async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut warned = false;
+        loop {
+            let now = self.clock.now_ms();
+            match self.ledger.claim_notices(now, now + CLAIM_MS, IN_FLIGHT).await {
+                Ok(claimed) => {
+                    warned = false;
+                    let full = claimed.len() as u32 == IN_FLIGHT;
+                    futures_util::future::join_all(claimed.into_iter().map(|n| self.deliver(n))).await;
+                    if full {
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(target: "toolgate::notify", error = %e, "cannot read the outbox; its notices wait in the ledger");
+                    }
+                    warned = true;
+                }
             }
-            let (outcome, status, error) = match request.body(body.clone()).send().await {
-                Ok(r) if r.status().is_success() => ("delivered", Some(r.status().as_u16()), None),
-                Ok(r) => ("failed", Some(r.status().as_u16()), None),
-                // Without the URL: it may hold the webhook's own secret.
-                Err(e) => ("failed", None, Some(e.without_url().to_string())),
-            };
-            let last = outcome == "delivered" || attempt == hook.attempts;
-            let outcome = if outcome == "failed" && last { "gave_up" } else { outcome };
-            self.note(&delivery, &approval.id, &hook.name, attempt, outcome, status, error.as_deref());
-            if last {
-                return;
-            }
-            drop(_slot);
             tokio::select! {
-                _ = self.stop.cancelled() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(LOOK_EVERY) => {}
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn note(&self, delivery: &str, approval: &str, webhook: &str, attempt: u32, outcome: &str, status: Option<u16>, error: Option<&str>) {
-        let line = json!({"at_ms": self.clock.now_ms(), "delivery": delivery, "approval": approval, "webhook": webhook, "attempt": attempt, "outcome": outcome, "status": status, "error": error});
-        tracing::info!(target: "toolgate::notify", delivery, approval, webhook, attempt, outcome, status, error, "approval notice");
-        let mut file = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = writeln!(file, "{line}") {
-            tracing::error!(target: "toolgate::notify", error = %e, "cannot record a delivery in notify.jsonl");
+    /// One attempt at `notice`, and its outcome in the ledger.
+    async fn deliver(&self, notice: Notice) {
+        let hook = self.hooks.iter().find(|h| h.name == notice.webhook);
+        let (status, error) = match hook {
+            Some(hook) => self.post(hook, &notice).await,
+            None => (None, Some(format!("webhook `{}` is not configured on this replica", notice.webhook))),
+        };
+        let delivered = status.is_some_and(|s| (200..300).contains(&s));
+        let attempts = notice.attempts + 1;
+        let now = self.clock.now_ms();
+        let attempt = if delivered {
+            Attempt::Delivered
+        } else if attempts >= hook.map_or(UNKNOWN_HOOK_ATTEMPTS, |h| h.attempts) {
+            Attempt::Dead
+        } else {
+            Attempt::Retry { next_ms: now + backoff_ms(attempts) }
+        };
+        let outcome = match attempt {
+            Attempt::Delivered => "delivered",
+            Attempt::Retry { .. } => "failed",
+            Attempt::Dead => "dead",
+        };
+        tracing::info!(target: "toolgate::notify", delivery = %notice.id, approval = %notice.approval_id, webhook = %notice.webhook, attempt = attempts, outcome, status, error = error.as_deref(), "approval notice");
+        if let Err(e) = self.ledger.notice_attempted(&notice.id, attempt, status, error, now).await {
+            // Its claim lapses and it is sent again: at least once.
+            tracing::warn!(target: "toolgate::notify", delivery = %notice.id, error = %e, "cannot record a notice's attempt; it will be sent again");
         }
     }
+
+    /// POSTs `notice` to `hook`: the status, or why there was none.
+    async fn post(&self, hook: &Hook, notice: &Notice) -> (Option<u16>, Option<String>) {
+        let mut request = self.http.post(&hook.url).header("Content-Type", "application/json").header(DELIVERY_HEADER, &notice.id).header("Toolgate-Event", "approval.pending");
+        if let Some(key) = &hook.key {
+            request = request.header(SIGNATURE_HEADER, signature(key, self.clock.now_ms(), &notice.body));
+        }
+        match request.body(notice.body.clone()).send().await {
+            Ok(r) => (Some(r.status().as_u16()), None),
+            // Without the URL: it may hold the webhook's own secret.
+            Err(e) => (None, Some(e.without_url().to_string())),
+        }
+    }
+}
+
+/// How long after failed attempt `n` (from 1) the next is due: doubling
+/// from 500 ms, capped at 30 s.
+fn backoff_ms(n: u32) -> i64 {
+    (FIRST_BACKOFF_MS << n.saturating_sub(1).min(16)).min(MAX_BACKOFF_MS)
 }
 
 /// `t=<ms>,v1=<hex HMAC-SHA256 over "<ms>.<body>">`: the time is signed
@@ -196,7 +227,7 @@ fn decide(id: &str, link: Option<&str>) -> Value {
     })
 }
 
-fn toolgate_body(delivery: &str, a: &Approval, tool: &str, link: Option<&str>) -> Value {
+fn toolgate_body(delivery: &str, a: &NewApproval, tool: &str, link: Option<&str>) -> Value {
     json!({
         "event": "approval.pending",
         "delivery": delivery,
@@ -211,8 +242,8 @@ fn toolgate_body(delivery: &str, a: &Approval, tool: &str, link: Option<&str>) -
             "policy_version": a.binding.policy_version,
             "reason": a.reason,
             "rules": a.rules,
-            "created_ms": a.created_ms,
-            "expires_ms": a.expires_ms,
+            "created_ms": a.now_ms,
+            "expires_ms": a.now_ms + a.ttl_ms,
         },
         "decide": decide(&a.id, link),
     })
@@ -225,7 +256,7 @@ fn slack_text(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('`', "\u{2032}")
 }
 
-fn slack_body(a: &Approval, tool: &str, link: Option<&str>) -> Value {
+fn slack_body(a: &NewApproval, tool: &str, link: Option<&str>) -> Value {
     let arguments = slack_text(&serde_json::to_string_pretty(&a.arguments).unwrap_or_default());
     let how = match link {
         Some(l) => format!("<{}|Decide it here>, or `toolgate approvals approve {}`", l.replace("{id}", &a.id), a.id),
@@ -255,6 +286,13 @@ mod tests {
         let tag: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
         assert!(aws_lc_rs::hmac::verify(&key, b"1700000000000.{\"a\":1}", &tag).is_ok());
         assert!(aws_lc_rs::hmac::verify(&key, b"1700000000001.{\"a\":1}", &tag).is_err(), "the time is signed");
+    }
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_to_thirty() {
+        let waits: Vec<i64> = (1..=9).map(backoff_ms).collect();
+        assert_eq!(waits, [500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
+        assert_eq!(backoff_ms(u32::MAX), 30_000);
     }
 
     #[test]

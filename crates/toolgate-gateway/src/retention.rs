@@ -3,7 +3,9 @@
 //! the gateway runs. Within that time a retried key gets its recorded
 //! outcome (C6); after it, the key is new again — as payment APIs keep an
 //! idempotency key for a set time. An operation in flight or of unknown
-//! outcome is never removed (the store refuses it too). Receipts leave the
+//! outcome is never removed (the store refuses it too). Delivered notices
+//! of the outbox go on the same clock; a pending or dead one stays until it
+//! is delivered or an operator sees to it. Receipts leave the
 //! ledger by `toolgate log archive`, into files, not by age.
 
 use std::sync::Arc;
@@ -36,6 +38,9 @@ pub(crate) fn spawn(ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, ttl_ms: u64,
                 Ok(0) => {}
                 Ok(n) => tracing::info!(target: "toolgate::retention", pruned = n, ttl_ms, "settled operations past their window removed"),
                 Err(e) => tracing::error!(target: "toolgate::retention", error = %e, "cannot prune settled operations; will retry"),
+            }
+            if let Err(e) = ledger.prune_notices(before).await {
+                tracing::error!(target: "toolgate::retention", error = %e, "cannot prune delivered notices; will retry");
             }
         }
     });

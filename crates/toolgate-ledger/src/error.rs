@@ -11,6 +11,9 @@ pub enum LedgerError {
     /// No approval has this id.
     #[error("no approval `{0}`; `toolgate approvals list` shows them")]
     NotFound(String),
+    /// No dead notice has this id.
+    #[error("no dead notice `{0}`; `toolgate doctor` and the console's Notices page list them")]
+    NoticeNotFound(String),
     /// No operation has this id.
     #[error("no operation `{0}`; `toolgate ops list` shows them")]
     OperationNotFound(String),

@@ -13,10 +13,12 @@
 
 mod digests;
 mod error;
+mod fleet;
 mod postgres;
 mod sqlite;
 
 pub use error::LedgerError;
+pub use fleet::{Attempt, DEFAULT_LEASE_MS, EVERY_APPROVAL, NewNotice, Notice, NoticeState, StoredSession};
 pub use postgres::PostgresLedger;
 pub use sqlite::{SqliteLedger, Synchronous};
 pub use toolgate_core as core;
@@ -57,6 +59,9 @@ pub struct NewApproval {
     /// The client's own operation key the call was sent with, if any: the
     /// approval is for that operation only.
     pub operation_key: Option<String>,
+    /// The notices telling approvers it waits, written to the outbox in
+    /// the same transaction (so none is lost with a replica).
+    pub notices: Vec<NewNotice>,
 }
 
 /// Who decides an approval: the credential (a `[callers]` name), the
@@ -385,6 +390,42 @@ pub trait Ledger: Send + Sync {
     async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()>;
     /// Every remembered tool definition, by server and tool, first remembered first.
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
+
+    // The fleet (see `fleet`).
+    /// Records that `replica` is alive at `now_ms`, forgets replicas not
+    /// seen for `lease_ms`, and returns how many are alive (this one too).
+    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32>;
+    /// `replica` stops: the others rebalance at their next heartbeat.
+    async fn leave(&self, replica: &str) -> Result<()>;
+    /// Opens a console session (sweeping ended ones).
+    async fn open_session(&self, session: StoredSession) -> Result<()>;
+    /// The session whose id hashes to `id_sha256`, unless it has ended by `now_ms`.
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>>;
+    /// Ends one session (sign-out); false when there was none.
+    async fn end_session(&self, id_sha256: &str) -> Result<bool>;
+    /// Ends every session of `subject` in `tenant` (sign-out everywhere);
+    /// returns how many ended.
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64>;
+    /// Claims up to `limit` pending notices due by `now_ms` until
+    /// `claimed_until_ms`: no other replica takes them meanwhile (one
+    /// that dies holding them lets the claim lapse, and another delivers).
+    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>>;
+    /// Records how an attempt at a pending notice ended.
+    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()>;
+    /// Notices, newest first, only `state`'s when given.
+    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>>;
+    /// How many notices are in `state`.
+    async fn count_notices(&self, state: NoticeState) -> Result<u64>;
+    /// A dead notice made pending again, due now, its attempts counted
+    /// afresh (an operator fixed the receiver); `NotFound` unless dead.
+    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice>;
+    /// Removes delivered notices last changed before `before_ms`; returns how many went.
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64>;
+    /// Wake-ups: the id of each approval decided (or expired), by this
+    /// process or — on PostgreSQL — by any, as it happens; or
+    /// [`EVERY_APPROVAL`] when some may have been missed. `None` where the
+    /// store cannot tell (polling covers it).
+    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>>;
 }
 
 /// A draft sealed at `log_index`, as a row holds it (no leaf hash: the

@@ -11,7 +11,7 @@ use serde_json::json;
 use toolgate_ledger::core::approval::{ApprovalState, Binding};
 use toolgate_ledger::core::operation::{OperationKey, OperationState};
 use toolgate_ledger::core::trifecta::{Leg, LegCall};
-use toolgate_ledger::{Begun, RunKey, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
+use toolgate_ledger::{Attempt, NewNotice, NoticeState, StoredSession, Begun, RunKey, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
 
 /// A store under test, and a way to run raw SQL against it behind the
 /// ledger's back (to show the store itself refuses illegal changes).
@@ -129,6 +129,11 @@ both!(
     a_run_counts_its_calls_keeps_its_legs_and_expires,
     replicas_counting_one_run_add_up,
     recurring_digests_are_named_by_number_once_committed,
+    replicas_count_while_they_beat_and_go_when_they_stop,
+    sessions_end_at_their_deadline_and_everywhere_at_sign_out,
+    notices_commit_with_their_approval_and_each_claim_takes_them_once,
+    a_dead_notice_waits_for_an_operator_and_goes_again,
+    a_decision_wakes_every_listener_of_the_store,
 );
 
 fn binding(proposal: char) -> Binding {
@@ -148,7 +153,7 @@ fn as_<'a>(name: &'a str, subject: &'a str) -> Decider<'a> {
 }
 
 async fn ask(l: &dyn Ledger, id: &str, b: &Binding, now: i64) {
-    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: None };
+    let new = NewApproval { id: id.into(), binding: b.clone(), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec!["r".into()], now_ms: now, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: None, notices: vec![] };
     let a = l.create_approval(new).await.unwrap();
     assert_eq!((a.state, a.expires_ms, a.arguments), (ApprovalState::Pending, now + 1000, json!({"quantity": 8})));
 }
@@ -161,7 +166,7 @@ async fn an_approval_lives_pending_approved_consumed_once(s: Store) {
     // An approval is for one operation: the same call under a key of the
     // client's own is another, with an approval of its own.
     assert!(l.latest_approval(&binding('a'), Some("order-1")).await.unwrap().is_none());
-    let keyed = NewApproval { id: "apr_k".into(), binding: binding('a'), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec![], now_ms: 1, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: Some("order-1".into()) };
+    let keyed = NewApproval { id: "apr_k".into(), binding: binding('a'), arguments: json!({"quantity": 8}), reason: "over five".into(), rules: vec![], now_ms: 1, ttl_ms: 1000, receipt: None, subject: "agent@atlas.example".into(), operation_key: Some("order-1".into()), notices: vec![] };
     assert_eq!(l.create_approval(keyed).await.unwrap().operation_key.as_deref(), Some("order-1"));
     assert_eq!(l.latest_approval(&binding('a'), Some("order-1")).await.unwrap().unwrap().id, "apr_k");
     assert_eq!(l.latest_approval(&binding('a'), None).await.unwrap().unwrap().id, "apr_1");
@@ -518,7 +523,7 @@ async fn a_receipt_commits_with_the_state_it_attests_or_not_at_all(s: Store) {
     assert_eq!(l.log_size().await.unwrap(), 2);
     // Opening an approval: its receipt with it, or neither.
     let b = binding('c');
-    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)), subject: "agent@atlas.example".into(), operation_key: None };
+    let open = |id: &str| NewApproval { id: id.into(), binding: b.clone(), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 5, ttl_ms: 1000, receipt: Some(draft(&key, "raise_parts_order", None)), subject: "agent@atlas.example".into(), operation_key: None, notices: vec![] };
     l.create_approval(open("apr_1")).await.unwrap();
     assert_eq!(l.log_size().await.unwrap(), 3);
     assert!(l.create_approval(open("apr_1")).await.is_err(), "a second approval under one id is refused");
@@ -1042,4 +1047,119 @@ async fn crash_child_appends_then_is_killed() {
     std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status().unwrap();
     std::thread::sleep(std::time::Duration::from_secs(10));
     unreachable!("killed");
+}
+
+// The fleet: what replicas sharing one ledger agree on.
+
+async fn replicas_count_while_they_beat_and_go_when_they_stop(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    assert_eq!(a.heartbeat("rep_a", 0, 0, 3_000).await.unwrap(), 1);
+    assert_eq!(b.heartbeat("rep_b", 100, 100, 3_000).await.unwrap(), 2, "a second replica on the same store");
+    assert_eq!(a.heartbeat("rep_a", 0, 1_000, 3_000).await.unwrap(), 2, "a beat again counts once");
+    assert_eq!(a.heartbeat("rep_a", 0, 3_200, 3_000).await.unwrap(), 1, "b, silent for more than the lease, is gone");
+    assert_eq!(b.heartbeat("rep_b", 100, 3_300, 3_000).await.unwrap(), 2, "b beats again: back");
+    a.leave("rep_a").await.unwrap();
+    assert_eq!(b.heartbeat("rep_b", 100, 3_400, 3_000).await.unwrap(), 1, "a left: gone at once");
+}
+
+fn session(id: &str, subject: &str, until: i64) -> StoredSession {
+    StoredSession { id_sha256: id.into(), tenant: "atlas".into(), subject: subject.into(), caller: format!("{{\"name\":\"{subject}\"}}"), created_ms: 0, expires_ms: until }
+}
+
+async fn sessions_end_at_their_deadline_and_everywhere_at_sign_out(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    a.open_session(session("s1", "dana", 1_000)).await.unwrap();
+    a.open_session(session("s2", "dana", 2_000)).await.unwrap();
+    a.open_session(session("s3", "erin", 2_000)).await.unwrap();
+    assert_eq!(b.session("s1", 999).await.unwrap(), Some(session("s1", "dana", 1_000)), "another replica serves it");
+    assert_eq!(b.session("s1", 1_000).await.unwrap(), None, "alive at its deadline");
+    assert_eq!(b.session("nope", 0).await.unwrap(), None);
+    assert!(b.end_session("s2").await.unwrap());
+    assert!(!b.end_session("s2").await.unwrap(), "ended twice");
+    assert_eq!(a.session("s2", 10).await.unwrap(), None, "signed out on one replica, out on all");
+    a.open_session(session("s4", "dana", 2_000)).await.unwrap();
+    assert_eq!(b.end_sessions_of("atlas", "dana").await.unwrap(), 2, "s1 (ended, not yet swept) and s4");
+    assert_eq!(a.session("s4", 10).await.unwrap(), None);
+    assert!(a.session("s3", 10).await.unwrap().is_some(), "another person's session stays");
+    assert!(a.open_session(session("s3", "erin", 3_000)).await.is_err(), "an id is one session");
+}
+
+fn notices_of(id: &str) -> Vec<NewNotice> {
+    ["ops", "slack"].iter().map(|w| NewNotice { id: format!("dlv_{id}_{w}"), webhook: w.to_string(), body: format!("{{\"approval\":\"{id}\"}}") }).collect()
+}
+
+async fn notices_commit_with_their_approval_and_each_claim_takes_them_once(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    let open = |id: &str| NewApproval { id: id.into(), binding: binding('a'), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 100, ttl_ms: 60_000, receipt: None, subject: "agent@atlas.example".into(), operation_key: None, notices: notices_of(id) };
+    a.create_approval(open("apr_n")).await.unwrap();
+    // The same id again fails, and leaves no notice of its own behind.
+    let mut again = open("apr_n");
+    again.notices = vec![NewNotice { id: "dlv_orphan".into(), webhook: "ops".into(), body: "{}".into() }];
+    assert!(a.create_approval(again).await.is_err());
+    assert_eq!(a.count_notices(NoticeState::Pending).await.unwrap(), 2, "the failed opening wrote no notice");
+    assert!(a.claim_notices(99, 10_000, 10).await.unwrap().is_empty(), "not due before the approval was opened");
+    // Two replicas claim at once: each notice is taken by one.
+    let (x, y) = tokio::join!(a.claim_notices(100, 10_000, 10), b.claim_notices(100, 10_000, 10));
+    let mut taken: Vec<String> = x.unwrap().into_iter().chain(y.unwrap()).map(|n| n.id).collect();
+    taken.sort();
+    assert_eq!(taken, ["dlv_apr_n_ops", "dlv_apr_n_slack"]);
+    assert!(b.claim_notices(5_000, 20_000, 10).await.unwrap().is_empty(), "claimed: nobody else takes them");
+    // The claimer died: once its claim lapses, another replica delivers.
+    let lapsed = b.claim_notices(10_000, 40_000, 10).await.unwrap();
+    assert_eq!(lapsed.len(), 2);
+    assert_eq!(lapsed[0].approval_id, "apr_n");
+    b.notice_attempted("dlv_apr_n_ops", Attempt::Delivered, Some(204), None, 10_010).await.unwrap();
+    b.notice_attempted("dlv_apr_n_slack", Attempt::Retry { next_ms: 10_500 }, Some(503), None, 10_010).await.unwrap();
+    assert!(a.claim_notices(10_499, 50_000, 10).await.unwrap().is_empty(), "backing off");
+    let next = a.claim_notices(10_500, 50_000, 10).await.unwrap();
+    assert_eq!((next.len(), next[0].attempts, next[0].last_status), (1, 1, Some(503)));
+    // A late answer of the delivered one changes nothing.
+    a.notice_attempted("dlv_apr_n_ops", Attempt::Dead, None, Some("late".into()), 10_600).await.unwrap();
+    assert_eq!(a.count_notices(NoticeState::Delivered).await.unwrap(), 1);
+    assert_eq!(a.prune_notices(10_010).await.unwrap(), 0, "delivered at 10,010: not before it");
+    assert_eq!(a.prune_notices(10_011).await.unwrap(), 1);
+    assert_eq!(a.notices(None, 10).await.unwrap().len(), 1, "the pending one stays");
+}
+
+async fn a_dead_notice_waits_for_an_operator_and_goes_again(s: Store) {
+    let l = &*s.ledger;
+    let new = NewApproval { id: "apr_d".into(), binding: binding('a'), arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 0, ttl_ms: 60_000, receipt: None, subject: "agent@atlas.example".into(), operation_key: None, notices: notices_of("apr_d") };
+    l.create_approval(new).await.unwrap();
+    l.claim_notices(0, 1_000, 10).await.unwrap();
+    l.notice_attempted("dlv_apr_d_ops", Attempt::Dead, None, Some("connection refused".into()), 50).await.unwrap();
+    assert!(l.claim_notices(2_000, 3_000, 10).await.unwrap().iter().all(|n| n.id != "dlv_apr_d_ops"), "a dead notice is never claimed");
+    let dead = l.notices(Some(NoticeState::Dead), 10).await.unwrap();
+    assert_eq!((dead.len(), dead[0].attempts, dead[0].last_error.as_deref()), (1, 1, Some("connection refused")));
+    assert_eq!(l.count_notices(NoticeState::Dead).await.unwrap(), 1);
+    let again = l.redeliver_notice("dlv_apr_d_ops", 4_000).await.unwrap();
+    assert_eq!((again.state, again.attempts, again.next_ms), (NoticeState::Pending, 0, 4_000));
+    assert!(matches!(l.redeliver_notice("dlv_apr_d_ops", 4_001).await, Err(LedgerError::NoticeNotFound(_))), "only a dead one goes again");
+    assert!(l.claim_notices(4_000, 5_000, 10).await.unwrap().iter().any(|n| n.id == "dlv_apr_d_ops"), "due again, under the same delivery id");
+}
+
+async fn a_decision_wakes_every_listener_of_the_store(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    ask(&*a, "apr_w", &binding('a'), 0).await;
+    let mut here = a.decisions().expect("the deciding ledger tells");
+    let mut there = b.decisions().expect("a ledger tells of decisions");
+    let backend = a.backend();
+    // PostgreSQL's listener says when it listens ("*"); wait for it.
+    async fn next(rx: &mut tokio::sync::broadcast::Receiver<String>) -> String {
+        loop {
+            let id = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await.expect("a wake-up within 10 s").unwrap();
+            if id != toolgate_ledger::EVERY_APPROVAL {
+                return id;
+            }
+        }
+    }
+    if backend == "postgres" {
+        for rx in [&mut here, &mut there] {
+            assert_eq!(tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await.unwrap().unwrap(), toolgate_ledger::EVERY_APPROVAL);
+        }
+    }
+    a.decide_approval("apr_w", true, as_("dana", "dana@atlas.example"), "ok", 10).await.unwrap();
+    assert_eq!(next(&mut here).await, "apr_w");
+    if backend == "postgres" {
+        assert_eq!(next(&mut there).await, "apr_w", "another replica hears it at once");
+    }
 }

@@ -43,7 +43,7 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
 /// any other route that reports one.
 pub fn store_error_status(e: &LedgerError) -> StatusCode {
     match e {
-        LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) => StatusCode::NOT_FOUND,
+        LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) | LedgerError::NoticeNotFound(_) => StatusCode::NOT_FOUND,
         LedgerError::NotPending { .. } | LedgerError::NotApproved { .. } | LedgerError::Expired(_) | LedgerError::WrongState { .. } => StatusCode::CONFLICT,
         LedgerError::SelfApproval { .. } => StatusCode::FORBIDDEN,
         LedgerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,

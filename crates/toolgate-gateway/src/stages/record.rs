@@ -654,7 +654,7 @@ mod tests {
             proposal_sha256: call.1.sha256.clone(),
             policy_version: gw.policy().version().to_string(),
         };
-        let new = NewApproval { id: "apr_1".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None };
+        let new = NewApproval { id: "apr_1".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None, notices: vec![] };
         gw.ledger.create_approval(new).await.unwrap();
         gw.ledger.decide_approval("apr_1", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "checked", NOW_MS + 1_500).await.unwrap();
         let mut f = allowed(&gw, &call);

@@ -727,7 +727,7 @@ mod tests {
         let call = order(2, None);
         let gate = under_approval("apr_2", &call.1, true);
         let (_, binding) = gate.approval.clone().unwrap();
-        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None };
+        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None, notices: vec![] };
         s.ledger.create_approval(new).await.unwrap();
         s.ledger.decide_approval("apr_2", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
         s.ledger.consume_approval("apr_2", NOW_MS).await.unwrap();

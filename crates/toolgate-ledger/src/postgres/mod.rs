@@ -7,6 +7,7 @@
 //! connect.
 
 mod approvals;
+mod fleet;
 mod operations;
 mod pool;
 mod receipts;
@@ -18,7 +19,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{chunked, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Attempt, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 use pool::Pool;
 
@@ -35,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0009_archives.sql"),
     include_str!("../migrations/postgres/0010_digests.sql"),
     include_str!("../migrations/postgres/0011_retention.sql"),
+    include_str!("../migrations/postgres/0012_fleet.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -48,6 +50,10 @@ pub struct PostgresLedger {
     sequencer: sequencer::Sequencer,
     /// The numbers its rows name recurring digests by (see `digests`).
     digests: std::sync::Arc<crate::digests::Dictionary>,
+    /// Every replica's decisions, as the listener hears them.
+    decided: tokio::sync::broadcast::Sender<String>,
+    /// Dropped with the ledger: stops the listener, started on first use.
+    listening: std::sync::OnceLock<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl PostgresLedger {
@@ -57,7 +63,8 @@ impl PostgresLedger {
         let pool = std::sync::Arc::new(Pool::connect(url, CONNECTIONS).await?);
         pool.migrate(MIGRATIONS).await?;
         let digests = std::sync::Arc::new(crate::digests::Dictionary::default());
-        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone(), digests.clone()), pool, digests })
+        let decided = tokio::sync::broadcast::channel(1024).0;
+        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone(), digests.clone()), pool, digests, decided, listening: Default::default() })
     }
 }
 
@@ -68,13 +75,19 @@ impl Ledger for PostgresLedger {
     }
 
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
-        let Some(draft) = new.receipt.take() else { return approvals::create(&*self.pool, &new).await };
+        if new.receipt.is_none() && new.notices.is_empty() {
+            return approvals::create(&*self.pool, &new).await;
+        }
+        let draft = new.receipt.take();
         let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
                 Box::pin(async move {
                     let approval = approvals::create(tx, &new).await?;
-                    receipts::append(tx, &digests, vec![draft]).await?;
+                    fleet::add_notices(tx, &new.id, &new.notices, new.now_ms).await?;
+                    if let Some(draft) = draft {
+                        receipts::append(tx, &digests, vec![draft]).await?;
+                    }
                     Ok(approval)
                 })
             })
@@ -206,5 +219,51 @@ impl Ledger for PostgresLedger {
     }
     async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
         runs::add_leg(&*self.pool, key, &call, ttl_ms).await
+    }
+
+    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+        fleet::heartbeat(&*self.pool, replica, started_ms, now_ms, lease_ms).await
+    }
+    async fn leave(&self, replica: &str) -> Result<()> {
+        fleet::leave(&*self.pool, replica).await
+    }
+    async fn open_session(&self, session: StoredSession) -> Result<()> {
+        fleet::open_session(&*self.pool, &session).await
+    }
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
+        fleet::session(&*self.pool, id_sha256, now_ms).await
+    }
+    async fn end_session(&self, id_sha256: &str) -> Result<bool> {
+        fleet::end_session(&*self.pool, id_sha256).await
+    }
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
+        fleet::end_sessions_of(&*self.pool, tenant, subject).await
+    }
+    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+        fleet::claim(&*self.pool, now_ms, claimed_until_ms, limit).await
+    }
+    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
+        fleet::attempted(&*self.pool, id, attempt, status, error.as_deref(), now_ms).await
+    }
+    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+        fleet::list(&*self.pool, state, limit).await
+    }
+    async fn count_notices(&self, state: NoticeState) -> Result<u64> {
+        fleet::count(&*self.pool, state).await
+    }
+    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice> {
+        fleet::redeliver(&*self.pool, id, now_ms).await
+    }
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
+        fleet::prune(&*self.pool, before_ms).await
+    }
+    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        let receiver = self.decided.subscribe();
+        self.listening.get_or_init(|| {
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            fleet::listen(self.pool.config().clone(), self.decided.clone(), stopped);
+            stop
+        });
+        Some(receiver)
     }
 }

@@ -72,6 +72,11 @@ async fn open(config: &tokio_postgres::Config) -> Result<Conn> {
 }
 
 impl Pool {
+    /// How its connections are made (the listener makes one more).
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
     pub async fn connect(url: &str, size: usize) -> Result<Self> {
         let config: tokio_postgres::Config = url.parse().map_err(|e| LedgerError::Store(format!("invalid ledger URL: {e}")))?;
         let mut slots = Vec::with_capacity(size);

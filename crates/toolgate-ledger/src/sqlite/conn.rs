@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0009_archives.sql"),
     include_str!("../migrations/sqlite/0010_digests.sql"),
     include_str!("../migrations/sqlite/0011_retention.sql"),
+    include_str!("../migrations/sqlite/0012_fleet.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

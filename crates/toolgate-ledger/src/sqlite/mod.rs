@@ -24,6 +24,7 @@
 mod approvals;
 mod checkpointer;
 mod conn;
+mod fleet;
 mod operations;
 mod receipts;
 mod recent;
@@ -41,7 +42,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{chunked, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Attempt, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
@@ -85,6 +86,9 @@ pub struct SqliteLedger {
     recent: Arc<recent::RecentLeaves>,
     /// Dropped with the ledger: stops the WAL checkpointer.
     _checkpointer: mpsc::Sender<()>,
+    /// The approvals this process decided (another process's decisions
+    /// are seen by polling).
+    decided: tokio::sync::broadcast::Sender<String>,
 }
 
 /// A request; whether its commit must survive power loss (see
@@ -147,7 +151,7 @@ impl SqliteLedger {
             .name("toolgate-ledger-writer".into())
             .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }, syncs))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, stopped, recent, _checkpointer: checkpointer })
+        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, stopped, recent, _checkpointer: checkpointer, decided: tokio::sync::broadcast::channel(1024).0 })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
@@ -460,6 +464,7 @@ impl Ledger for SqliteLedger {
         self.run(move |c| {
             let receipt = new.receipt.take();
             let approval = approvals::create(c, &new)?;
+            fleet::add_notices(c, &new.id, &new.notices, new.now_ms)?;
             receipts::append(c, &digests, receipt.into_iter().collect())?;
             Ok(approval)
         })
@@ -482,7 +487,11 @@ impl Ledger for SqliteLedger {
     }
     async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
         let (id, name, subject, tenant, reason) = (id.to_string(), approver.name.to_string(), approver.subject.to_string(), approver.tenant.to_string(), reason.to_string());
-        self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject, tenant: &tenant }, &reason, now_ms)).await
+        let decided = self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject, tenant: &tenant }, &reason, now_ms)).await;
+        if let Ok(a) = &decided {
+            let _ = self.decided.send(a.id.clone());
+        }
+        decided
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
         let id = id.to_string();
@@ -621,6 +630,53 @@ impl Ledger for SqliteLedger {
     async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
         let key = key.clone();
         self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
+    }
+
+    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+        let replica = replica.to_string();
+        self.run(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms)).await
+    }
+    async fn leave(&self, replica: &str) -> Result<()> {
+        let replica = replica.to_string();
+        self.run(move |c| fleet::leave(c, &replica)).await
+    }
+    async fn open_session(&self, session: StoredSession) -> Result<()> {
+        self.run(move |c| fleet::open_session(c, &session)).await
+    }
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
+        let id = id_sha256.to_string();
+        self.read(move |c| fleet::session(c, &id, now_ms)).await
+    }
+    async fn end_session(&self, id_sha256: &str) -> Result<bool> {
+        let id = id_sha256.to_string();
+        self.run(move |c| fleet::end_session(c, &id)).await
+    }
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
+        let (tenant, subject) = (tenant.to_string(), subject.to_string());
+        self.run(move |c| fleet::end_sessions_of(c, &tenant, &subject)).await
+    }
+    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+        self.run(move |c| fleet::claim(c, now_ms, claimed_until_ms, limit)).await
+    }
+    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
+        let id = id.to_string();
+        self.run(move |c| fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)).await
+    }
+    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+        self.read_many(move |c| fleet::list(c, state, limit)).await
+    }
+    async fn count_notices(&self, state: NoticeState) -> Result<u64> {
+        self.read(move |c| fleet::count(c, state)).await
+    }
+    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice> {
+        let id = id.to_string();
+        self.run(move |c| fleet::redeliver(c, &id, now_ms)).await
+    }
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
+        self.run(move |c| fleet::prune(c, before_ms)).await
+    }
+    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.decided.subscribe())
     }
 }
 

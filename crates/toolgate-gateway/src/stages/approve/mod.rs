@@ -104,7 +104,7 @@ async fn through(a: &Approvals<'_>, around: &Around<'_>, asked: Asked<'_>, decis
         Gated::Wait(pending) => pending,
         Gated::Open(new) => {
             let opened = opening(a, around.receipts, tool, proposal, new, out).instrument(span).await?;
-            a.notifier.opened(&opened, &tool.exposed_name);
+            a.notifier.opened();
             opened
         }
     };
@@ -324,7 +324,7 @@ fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &
     let arguments = proposal.arguments.clone();
     let subject = cx.caller.subject.clone();
     let operation_key = key.map(str::to_string);
-    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject, operation_key }
+    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject, operation_key, notices: Vec::new() }
 }
 
 /// Whether the caller of `new` may open another approval: fewer than
@@ -358,6 +358,7 @@ async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, ne
 async fn open(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<(Approval, Committed), Stop> {
     let placement = receipt.placement.clone();
     new.receipt = Some(receipt);
+    new.notices = a.notifier.notices_for(&new, &tool.exposed_name);
     let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
     let committed = receipts.committed(Commit::Wait, placement.get());
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");

@@ -1,0 +1,117 @@
+//! The fleet's tables on SQLite (see `crate::fleet`): each function runs in
+//! the writer's transaction, or alone for a read.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::{Attempt, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
+
+pub fn heartbeat(c: &Connection, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+    c.execute(
+        "INSERT INTO replicas (id, started_ms, seen_ms) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
+        params![replica, started_ms, now_ms],
+    )?;
+    c.execute("DELETE FROM replicas WHERE seen_ms < ?1", [now_ms - lease_ms])?;
+    Ok(c.query_row("SELECT count(*) FROM replicas", [], |r| r.get::<_, i64>(0))? as u32)
+}
+
+pub fn leave(c: &Connection, replica: &str) -> Result<()> {
+    c.execute("DELETE FROM replicas WHERE id = ?1", [replica])?;
+    Ok(())
+}
+
+pub fn open_session(c: &Connection, s: &StoredSession) -> Result<()> {
+    c.execute("DELETE FROM sessions WHERE expires_ms <= ?1", [s.created_ms])?;
+    c.execute(
+        "INSERT INTO sessions (id_sha256, tenant, subject, caller, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![s.id_sha256, s.tenant, s.subject, s.caller, s.created_ms, s.expires_ms],
+    )?;
+    Ok(())
+}
+
+pub fn session(c: &Connection, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
+    Ok(c.query_row(
+        "SELECT id_sha256, tenant, subject, caller, created_ms, expires_ms FROM sessions WHERE id_sha256 = ?1 AND expires_ms > ?2",
+        params![id_sha256, now_ms],
+        |r| Ok(StoredSession { id_sha256: r.get(0)?, tenant: r.get(1)?, subject: r.get(2)?, caller: r.get(3)?, created_ms: r.get(4)?, expires_ms: r.get(5)? }),
+    )
+    .optional()?)
+}
+
+pub fn end_session(c: &Connection, id_sha256: &str) -> Result<bool> {
+    Ok(c.execute("DELETE FROM sessions WHERE id_sha256 = ?1", [id_sha256])? > 0)
+}
+
+pub fn end_sessions_of(c: &Connection, tenant: &str, subject: &str) -> Result<u64> {
+    Ok(c.execute("DELETE FROM sessions WHERE tenant = ?1 AND subject = ?2", [tenant, subject])? as u64)
+}
+
+/// Writes the notices of approval `approval_id`, opened at `now_ms`: due at once.
+pub fn add_notices(c: &Connection, approval_id: &str, notices: &[NewNotice], now_ms: i64) -> Result<()> {
+    for n in notices {
+        c.execute(
+            "INSERT INTO notices (id, approval_id, webhook, body, state, next_ms, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5)",
+            params![n.id, approval_id, n.webhook, n.body, now_ms],
+        )?;
+    }
+    Ok(())
+}
+
+const COLUMNS: &str = "id, approval_id, webhook, body, state, attempts, next_ms, created_ms, updated_ms, last_status, last_error";
+
+fn notice(r: &Row<'_>) -> rusqlite::Result<Notice> {
+    let state: String = r.get(4)?;
+    Ok(Notice {
+        id: r.get(0)?,
+        approval_id: r.get(1)?,
+        webhook: r.get(2)?,
+        body: r.get(3)?,
+        state: NoticeState::parse(&state).ok_or_else(|| rusqlite::Error::InvalidColumnType(4, state, rusqlite::types::Type::Text))?,
+        attempts: r.get(5)?,
+        next_ms: r.get(6)?,
+        created_ms: r.get(7)?,
+        updated_ms: r.get(8)?,
+        last_status: r.get(9)?,
+        last_error: r.get(10)?,
+    })
+}
+
+pub fn claim(c: &Connection, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "UPDATE notices SET claimed_until_ms = ?2 WHERE id IN (SELECT id FROM notices WHERE state = 'pending' AND next_ms <= ?1 AND claimed_until_ms <= ?1 ORDER BY next_ms LIMIT ?3) RETURNING {COLUMNS}"
+    ))?;
+    let rows = stmt.query_map(params![now_ms, claimed_until_ms, limit], notice)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn attempted(c: &Connection, id: &str, attempt: Attempt, status: Option<u16>, error: Option<&str>, now_ms: i64) -> Result<()> {
+    let (state, next_ms) = attempt.leaves(now_ms);
+    c.execute(
+        "UPDATE notices SET state = ?2, attempts = attempts + 1, next_ms = ?3, claimed_until_ms = 0, updated_ms = ?4, last_status = ?5, last_error = ?6 WHERE id = ?1 AND state = 'pending'",
+        params![id, state, next_ms, now_ms, status, error],
+    )?;
+    Ok(())
+}
+
+pub fn list(c: &Connection, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+    let mut stmt = c.prepare_cached(&format!("SELECT {COLUMNS} FROM notices WHERE (?1 IS NULL OR state = ?1) ORDER BY created_ms DESC, id LIMIT ?2"))?;
+    let rows = stmt.query_map(params![state.map(NoticeState::as_str), limit as i64], notice)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn count(c: &Connection, state: NoticeState) -> Result<u64> {
+    Ok(c.query_row("SELECT count(*) FROM notices WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
+}
+
+pub fn redeliver(c: &Connection, id: &str, now_ms: i64) -> Result<Notice> {
+    c.query_row(
+        &format!("UPDATE notices SET state = 'pending', attempts = 0, next_ms = ?2, claimed_until_ms = 0, updated_ms = ?2 WHERE id = ?1 AND state = 'dead' RETURNING {COLUMNS}"),
+        params![id, now_ms],
+        notice,
+    )
+    .optional()?
+    .ok_or_else(|| LedgerError::NoticeNotFound(id.to_string()))
+}
+
+pub fn prune(c: &Connection, before_ms: i64) -> Result<u64> {
+    Ok(c.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < ?1", [before_ms])? as u64)
+}
