@@ -111,7 +111,7 @@ pub(crate) async fn events(State(console): State<Console>, signed: Signed) -> Re
                 first = false;
                 let gw = &console.gw;
                 let now = gw.clock.now_ms();
-                console.sessions.get(&signed.id, now)?;
+                crate::session::get(gw, &signed.id, now).await?;
                 // The ledger did not answer: try again at the next tick.
                 let Ok(pending) = of_tenant(gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
                 let fragment = pending_list(&pending, now).into_string();

@@ -31,7 +31,7 @@ use toolgate_gateway::gateway::Gateway;
 
 use crate::Console;
 use crate::page;
-use crate::session::{COOKIE, FORM_COOKIE, Session, cookie, same_secret};
+use crate::session::{self, COOKIE, FORM_COOKIE, Session, cookie, same_secret};
 
 /// A request from a signed-in person: `Host` and `Origin` allowed, a live
 /// session cookie. Without one, a page read goes to the sign-in form.
@@ -52,7 +52,12 @@ impl FromRequestParts<Console> for Signed {
             return Err(plain(StatusCode::FORBIDDEN, "cross-site requests are refused; open the console from its own address"));
         }
         let now = gw.clock.now_ms();
-        match cookie(&parts.headers, COOKIE).and_then(|id| console.sessions.get(id, now).map(|s| (id.to_string(), s))) {
+        let id = cookie(&parts.headers, COOKIE).map(str::to_string);
+        let session = match &id {
+            Some(id) => session::get(gw, id, now).await,
+            None => None,
+        };
+        match id.zip(session) {
             Some((id, session)) => Ok(Signed { id, session }),
             None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
             None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),
@@ -214,9 +219,9 @@ mod tests {
     }
 
     /// A session for a caller with `roles`: (its cookie's value, its CSRF token).
-    fn session(c: &Console, roles: &[&str]) -> (String, String) {
+    async fn session(c: &Console, roles: &[&str]) -> (String, String) {
         let caller = Arc::new(Caller { name: "dana".into(), subject: "dana@atlas.example".into(), tenant: "atlas".into(), roles: roles.iter().map(|r| r.to_string()).collect() });
-        let (id, s) = c.sessions.open(caller, c.gw.clock.now_ms(), 60_000, c.gw.entropy.as_ref());
+        let (id, s) = crate::session::open(&c.gw, caller, c.gw.clock.now_ms(), 60_000).await.expect("the ledger opens a session");
         (id, s.csrf)
     }
 
@@ -263,8 +268,8 @@ mod tests {
     #[tokio::test]
     async fn a_signed_form_needs_the_session_s_own_csrf_token() {
         let (_dir, c) = console().await;
-        let (id, csrf) = session(&c, &["approver"]);
-        let (_, other) = session(&c, &["approver"]);
+        let (id, csrf) = session(&c, &["approver"]).await;
+        let (_, other) = session(&c, &["approver"]).await;
         let ok = SignedForm::<Note>::from_request(post(&id, &format!("csrf={csrf}&note=hi"), None), &c).await.expect("the session's own token passes");
         assert_eq!((ok.form.note.as_str(), ok.signed.id.as_str()), ("hi", id.as_str()));
         for forged in ["note=hi".to_string(), format!("csrf={other}&note=hi"), "csrf=&note=hi".to_string(), format!("csrf={csrf}x")] {
@@ -277,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn a_signed_form_needs_an_allowed_origin_and_a_live_session() {
         let (_dir, c) = console().await;
-        let (id, csrf) = session(&c, &["approver"]);
+        let (id, csrf) = session(&c, &["approver"]).await;
         let body = format!("csrf={csrf}&note=hi");
         let foreign = refusal(SignedForm::<Note>::from_request(post(&id, &body, Some("https://evil.example")), &c).await).await;
         assert_eq!(foreign, Some((StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string())));
@@ -295,7 +300,7 @@ mod tests {
         let (_dir, c) = console().await;
         let no_role = Some((StatusCode::FORBIDDEN, "no role for dana".to_string()));
         for (roles, approves, admins) in [(["approver"], true, false), (["admin"], false, true), (["agent"], false, false)] {
-            let (id, csrf) = session(&c, &roles);
+            let (id, csrf) = session(&c, &roles).await;
             let form = format!("csrf={csrf}&note=hi");
             let as_approver = refusal(Approver::<Note>::from_request(post(&id, &form, None), &c).await).await;
             assert_eq!(as_approver, if approves { None } else { no_role.clone() }, "{roles:?} as an approver");
@@ -303,7 +308,7 @@ mod tests {
             assert_eq!(as_admin, if admins { None } else { no_role.clone() }, "{roles:?} as an admin");
         }
         // The token is checked first: a forged form is refused as forged, whoever sends it.
-        let (agent, _) = session(&c, &["agent"]);
+        let (agent, _) = session(&c, &["agent"]).await;
         let (status, said) = refusal(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await).await.expect("a forged form passed");
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(said.starts_with("the form's CSRF token"), "{said}");
@@ -345,7 +350,7 @@ mod tests {
     #[tokio::test]
     async fn an_agent_only_session_cannot_settle_an_operation() {
         let (_dir, c) = console().await;
-        let (agent, csrf) = session(&c, &["agent"]);
+        let (agent, csrf) = session(&c, &["agent"]).await;
         let settled = Approver::<crate::operations::Act>::from_request(post(&agent, &format!("csrf={csrf}&applied=yes&reason=r"), None), &c).await;
         let (status, page) = refusal(settled).await.expect("an agent settled");
         assert_eq!(status, StatusCode::FORBIDDEN);

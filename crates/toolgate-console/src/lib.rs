@@ -16,6 +16,7 @@
 //! - `approvals` — the inbox (live over SSE), one approval, approve / deny.
 //! - `tools` — the authority matrix, a changed contract's diff, accept.
 //! - `operations` — writes by state, reconcile, resolve by hand.
+//! - `notices` — the outbox of approval notices: dead ones, send again.
 //! - `receipts` — the log, one receipt verified, bundles to download.
 //! - `overview` — calls and decisions over time, upstream health.
 //! - `page` — the frame every screen shares.
@@ -24,6 +25,7 @@
 
 mod approvals;
 mod extract;
+mod notices;
 mod operations;
 mod overview;
 mod page;
@@ -43,8 +45,8 @@ use toolgate_gateway::gateway::Gateway;
 
 use session::{Sessions, may_sign_in};
 
-/// The console of one gateway: the gateway it shows and acts on, and its own
-/// sessions and sign-in links (in this process only). Cheap to clone: it is
+/// The console of one gateway: the gateway it shows and acts on (sessions
+/// are in its ledger), and its sign-in links (in this process only). Cheap to clone: it is
 /// the state of every console route.
 #[derive(Clone)]
 pub struct Console {
@@ -104,6 +106,8 @@ fn routes() -> Router<Console> {
         .route("/console/operations", get(operations::list))
         .route("/console/operations/{id}/reconcile", post(operations::reconcile))
         .route("/console/operations/{id}/resolve", post(operations::resolve))
+        .route("/console/notices", get(notices::list))
+        .route("/console/notices/{id}/again", post(notices::again))
         .route("/console/receipts", get(receipts::list))
         .route("/console/receipts/bundle", get(receipts::bundle))
         .route("/console/receipts/{index}", get(receipts::show))

@@ -16,14 +16,16 @@ pub(crate) enum Nav {
     Approvals,
     Authority,
     Operations,
+    Notices,
     Receipts,
 }
 
-const SCREENS: [(Nav, &str, &str); 5] = [
+const SCREENS: [(Nav, &str, &str); 6] = [
     (Nav::Overview, "/console", "Overview"),
     (Nav::Approvals, "/console/approvals", "Approvals"),
     (Nav::Authority, "/console/tools", "Authority"),
     (Nav::Operations, "/console/operations", "Operations"),
+    (Nav::Notices, "/console/notices", "Notices"),
     (Nav::Receipts, "/console/receipts", "Receipts"),
 ];
 
@@ -42,6 +44,7 @@ pub(crate) fn page(status: StatusCode, title: &str, session: &Session, active: N
             input type="hidden" name="csrf" value=(session.csrf);
             span.who { (session.caller.name) " (" (session.caller.tenant) ")" }
             button type="submit" { "Sign out" }
+            button type="submit" name="everywhere" value="1" title="Ends your sessions in every browser, on every replica" { "Sign out everywhere" }
         }
     };
     document(status, title, Some(nav), body)

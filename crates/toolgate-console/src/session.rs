@@ -1,10 +1,14 @@
 //! Console sessions: a caller's bearer token (or a one-time sign-in link)
 //! is exchanged once for a session cookie, so the token never sits in a
-//! browser. Sessions live in this process only and end at sign-out, at
-//! their deadline, when the access token that opened one is refused (its
-//! expiry), or when the gateway stops — revocable on the server, not just
-//! forgotten by the browser. Each carries its own CSRF token, which
-//! every state-changing form must send back (`extract::SignedForm`).
+//! browser. Sessions live in the ledger, so behind a load balancer any
+//! replica serves any approver: the ledger keeps only the SHA-256 of a
+//! session's id, never the id, so reading it signs nobody in. A session
+//! ends at sign-out (on every replica at once; "sign out everywhere" ends
+//! all of the person's), at its deadline, and no later than the access
+//! token that opened it. Each carries its own CSRF token, derived from the
+//! session's id (so any replica can check it and the ledger holds none),
+//! which every state-changing form must send back (`extract::SignedForm`).
+//! One-time sign-in links stay in the memory of the replica that made them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +17,7 @@ use axum::http::{HeaderMap, header};
 use toolgate_core::{Caller, Entropy};
 use toolgate_gateway::config::{ADMIN_ROLE, APPROVER_ROLE};
 use toolgate_gateway::gateway::Gateway;
+use toolgate_ledger::StoredSession;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_session";
@@ -20,15 +25,14 @@ pub(crate) const COOKIE: &str = "toolgate_session";
 pub(crate) const FORM_COOKIE: &str = "toolgate_signin";
 /// How long a sign-in link (printed by `toolgate demo --serve`) stays valid.
 const LINK_TTL_MS: i64 = 10 * 60 * 1000;
-/// Live sessions at most: past it the one nearest its end is closed.
-const MAX_SESSIONS: usize = 10_000;
+/// Unredeemed sign-in links at most: past it the one nearest its end goes.
+const MAX_LINKS: usize = 10_000;
 
-/// A signed-in person: who, the form token, until when.
+/// A signed-in person: who, and the form token.
 #[derive(Clone)]
 pub(crate) struct Session {
     pub(crate) caller: Arc<Caller>,
     pub(crate) csrf: String,
-    pub(crate) expires_ms: i64,
 }
 
 impl Session {
@@ -46,52 +50,80 @@ pub(crate) fn may_sign_in(caller: &Caller) -> bool {
     caller.has_role(APPROVER_ROLE) || caller.has_role(ADMIN_ROLE)
 }
 
-/// The console's sessions and unredeemed sign-in links.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the ledger keys a session by: its id's SHA-256.
+fn id_sha256(id: &str) -> String {
+    hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, id.as_bytes()).as_ref())
+}
+
+/// A session's CSRF token: a one-way function of its id, so every replica
+/// derives the same one and knowing it reveals nothing of the id.
+fn csrf_of(id: &str) -> String {
+    let tag = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("toolgate console csrf\n{id}").as_bytes());
+    format!("csrf_{}", &hex(tag.as_ref())[..32])
+}
+
+/// Opens a session for `caller` until `now_ms + ttl_ms`, in the ledger;
+/// returns its id (the cookie's value).
+pub(crate) async fn open(gw: &Gateway, caller: Arc<Caller>, now_ms: i64, ttl_ms: i64) -> Result<(String, Session), toolgate_ledger::LedgerError> {
+    let id = gw.entropy.id("tgs_");
+    let stored = StoredSession {
+        id_sha256: id_sha256(&id),
+        tenant: caller.tenant.clone(),
+        subject: caller.subject.clone(),
+        caller: serde_json::to_string(&*caller).expect("a caller serialises"),
+        created_ms: now_ms,
+        expires_ms: now_ms + ttl_ms,
+    };
+    gw.ledger.open_session(stored).await?;
+    let session = Session { caller, csrf: csrf_of(&id) };
+    Ok((id, session))
+}
+
+/// The live session `id`, if it has not ended (a ledger that cannot be
+/// read now signs nobody in: the person is asked to sign in again).
+pub(crate) async fn get(gw: &Gateway, id: &str, now_ms: i64) -> Option<Session> {
+    let stored = match gw.ledger.session(&id_sha256(id), now_ms).await {
+        Ok(stored) => stored?,
+        Err(e) => {
+            tracing::warn!(target: "toolgate::console", error = %e, "cannot read a console session from the ledger");
+            return None;
+        }
+    };
+    let caller: Caller = serde_json::from_str(&stored.caller).ok()?;
+    Some(Session { caller: Arc::new(caller), csrf: csrf_of(id) })
+}
+
+/// Ends session `id` (sign-out), or with `everywhere` every session of its
+/// person: on every replica at once.
+pub(crate) async fn close(gw: &Gateway, id: &str, caller: &Caller, everywhere: bool) -> Result<u64, toolgate_ledger::LedgerError> {
+    if everywhere {
+        gw.ledger.end_sessions_of(&caller.tenant, &caller.subject).await
+    } else {
+        gw.ledger.end_session(&id_sha256(id)).await.map(u64::from)
+    }
+}
+
+/// The unredeemed sign-in links of this replica.
 #[derive(Default)]
 pub(crate) struct Sessions {
-    live: Mutex<HashMap<String, Session>>,
     links: Mutex<HashMap<String, (Arc<Caller>, i64)>>,
 }
 
 impl Sessions {
-    /// Opens a session for `caller`; returns its id (the cookie's value).
-    pub(crate) fn open(&self, caller: Arc<Caller>, now_ms: i64, ttl_ms: i64, entropy: &dyn Entropy) -> (String, Session) {
-        let id = entropy.id("tgs_");
-        let session = Session { caller, csrf: entropy.id("csrf_"), expires_ms: now_ms + ttl_ms };
-        let mut live = lock(&self.live);
-        live.retain(|_, s| s.expires_ms > now_ms);
-        if live.len() >= MAX_SESSIONS
-            && let Some(oldest) = live.iter().min_by_key(|(_, s)| s.expires_ms).map(|(k, _)| k.clone())
-        {
-            live.remove(&oldest);
-        }
-        live.insert(id.clone(), session.clone());
-        (id, session)
-    }
-
-    /// The live session `id`, if it has not ended.
-    pub(crate) fn get(&self, id: &str, now_ms: i64) -> Option<Session> {
-        let mut live = lock(&self.live);
-        match live.get(id) {
-            Some(s) if s.expires_ms > now_ms => Some(s.clone()),
-            Some(_) => {
-                live.remove(id);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Ends session `id` (sign-out).
-    pub(crate) fn close(&self, id: &str) {
-        lock(&self.live).remove(id);
-    }
-
     /// A one-time sign-in code for `caller`, valid for ten minutes.
     pub(crate) fn link(&self, caller: Arc<Caller>, now_ms: i64, entropy: &dyn Entropy) -> String {
         let code = entropy.id("tgl_");
         let mut links = lock(&self.links);
         links.retain(|_, (_, until)| *until > now_ms);
+        if links.len() >= MAX_LINKS
+            && let Some(oldest) = links.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone())
+        {
+            links.remove(&oldest);
+        }
         links.insert(code.clone(), (caller, now_ms + LINK_TTL_MS));
         code
     }
@@ -146,16 +178,14 @@ mod tests {
     }
 
     #[test]
-    fn a_session_ends_at_its_deadline_and_at_sign_out() {
-        let (s, e) = (Sessions::default(), rng());
-        let (id, opened) = s.open(caller(&["approver"]), 1_000, 500, &e);
-        assert!(id.starts_with("tgs_") && opened.csrf.starts_with("csrf_") && opened.csrf != id);
-        assert!(s.get(&id, 1_499).is_some());
-        assert!(s.get(&id, 1_500).is_none(), "alive at its deadline");
-        assert!(s.get(&id, 1_000).is_none(), "an ended session came back");
-        let (id, _) = s.open(caller(&["approver"]), 1_000, 500, &e);
-        s.close(&id);
-        assert!(s.get(&id, 1_001).is_none());
+    fn the_ledger_keeps_a_hash_of_the_id_and_the_csrf_token_is_derived_from_it() {
+        let (a, b) = ("tgs_one", "tgs_two");
+        assert_eq!(id_sha256(a).len(), 64);
+        assert_ne!(id_sha256(a), id_sha256(b));
+        assert!(!id_sha256(a).contains("one"));
+        assert_eq!(csrf_of(a), csrf_of(a), "every replica derives the same token");
+        assert!(csrf_of(a).starts_with("csrf_") && csrf_of(a).len() == 37 && csrf_of(a) != csrf_of(b));
+        assert_ne!(&csrf_of(a)[5..], &id_sha256(a)[..32], "the token is not the ledger's key");
     }
 
     #[test]
@@ -170,14 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_bounded() {
+    fn links_are_bounded() {
         let (s, e) = (Sessions::default(), rng());
-        let (first, _) = s.open(caller(&["admin"]), 0, 10, &e);
-        for i in 0..MAX_SESSIONS {
-            s.open(caller(&["admin"]), 0, 20 + i as i64, &e);
+        let first = s.link(caller(&["admin"]), 0, &e);
+        for _ in 0..MAX_LINKS {
+            s.link(caller(&["admin"]), 1, &e);
         }
-        assert_eq!(lock(&s.live).len(), MAX_SESSIONS);
-        assert!(s.get(&first, 1).is_none(), "the session nearest its end is the one closed");
+        assert_eq!(lock(&s.links).len(), MAX_LINKS);
+        assert!(s.redeem(&first, 2).is_none(), "the link nearest its end is the one dropped");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use toolgate_gateway::gateway::Gateway;
 use crate::Console;
 use crate::extract::{Allowed, SignInForm, SignedForm, sign_in_refused as refused};
 use crate::page;
-use crate::session::{COOKIE, FORM_COOKIE, may_sign_in, set_cookie};
+use crate::session::{self, COOKIE, FORM_COOKIE, may_sign_in, set_cookie};
 
 #[derive(Deserialize)]
 pub(crate) struct LinkQuery {
@@ -74,7 +74,13 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
     }
     let ttl_ms = ((gw.config.console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
     let ttl_s = (ttl_ms / 1000).max(1) as u64;
-    let (id, session) = console.sessions.open(caller, now, ttl_ms, gw.entropy.as_ref());
+    let (id, session) = match session::open(gw, caller, now, ttl_ms).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            tracing::error!(target: "toolgate::console", error = %e, "cannot open a console session in the ledger");
+            return refused(StatusCode::SERVICE_UNAVAILABLE, "The gateway's ledger did not answer, so no session could be opened. Try again in a moment.");
+        }
+    };
     tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
     let to = if session.approver() { "/console/approvals" } else { "/console" };
     let mut r = Redirect::to(to).into_response();
@@ -86,9 +92,22 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
     r
 }
 
-/// Ends the session on the server, and its cookie.
-pub(crate) async fn signout(State(console): State<Console>, SignedForm { signed, .. }: SignedForm<()>) -> Response {
-    console.sessions.close(&signed.id);
+/// Sign-out: this session, or with `everywhere` every session of the person.
+#[derive(Deserialize)]
+pub(crate) struct SignOut {
+    everywhere: Option<String>,
+}
+
+/// Ends the session (or all of the person's) on every replica, and its cookie.
+pub(crate) async fn signout(State(console): State<Console>, SignedForm { signed, form }: SignedForm<SignOut>) -> Response {
+    let everywhere = form.everywhere.is_some();
+    match session::close(&console.gw, &signed.id, &signed.session.caller, everywhere).await {
+        Ok(ended) => tracing::info!(target: "toolgate::console", caller = %signed.session.caller.name, ended, everywhere, "console sign-out"),
+        Err(e) => {
+            tracing::error!(target: "toolgate::console", error = %e, "cannot end a console session in the ledger");
+            return refused(StatusCode::SERVICE_UNAVAILABLE, "The gateway's ledger did not answer, so you are still signed in. Try signing out again in a moment.");
+        }
+    }
     let mut r = Redirect::to("/console/signin").into_response();
     if let Ok(v) = HeaderValue::from_str(&set_cookie(&console.gw, COOKIE, "", 0)) {
         r.headers_mut().append(header::SET_COOKIE, v);

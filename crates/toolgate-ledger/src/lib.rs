@@ -412,8 +412,9 @@ pub trait Ledger: Send + Sync {
     async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>>;
     /// Records how an attempt at a pending notice ended.
     async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()>;
-    /// Notices, newest first, only `state`'s when given.
-    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>>;
+    /// Notices, newest first: only those of `tenant`'s approvals and only
+    /// `state`'s when given (`None`: every tenant, for an operator).
+    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>>;
     /// How many notices are in `state`.
     async fn count_notices(&self, state: NoticeState) -> Result<u64>;
     /// A dead notice made pending again, due now, its attempts counted

@@ -1118,7 +1118,9 @@ async fn notices_commit_with_their_approval_and_each_claim_takes_them_once(s: St
     assert_eq!(a.count_notices(NoticeState::Delivered).await.unwrap(), 1);
     assert_eq!(a.prune_notices(10_010).await.unwrap(), 0, "delivered at 10,010: not before it");
     assert_eq!(a.prune_notices(10_011).await.unwrap(), 1);
-    assert_eq!(a.notices(None, 10).await.unwrap().len(), 1, "the pending one stays");
+    assert_eq!(a.notices(None, None, 10).await.unwrap().len(), 1, "the pending one stays");
+    assert_eq!(a.notices(Some("atlas"), None, 10).await.unwrap().len(), 1, "its approval's tenant sees it");
+    assert!(a.notices(Some("globex"), None, 10).await.unwrap().is_empty(), "another tenant does not");
 }
 
 async fn a_dead_notice_waits_for_an_operator_and_goes_again(s: Store) {
@@ -1128,7 +1130,7 @@ async fn a_dead_notice_waits_for_an_operator_and_goes_again(s: Store) {
     l.claim_notices(0, 1_000, 10).await.unwrap();
     l.notice_attempted("dlv_apr_d_ops", Attempt::Dead, None, Some("connection refused".into()), 50).await.unwrap();
     assert!(l.claim_notices(2_000, 3_000, 10).await.unwrap().iter().all(|n| n.id != "dlv_apr_d_ops"), "a dead notice is never claimed");
-    let dead = l.notices(Some(NoticeState::Dead), 10).await.unwrap();
+    let dead = l.notices(None, Some(NoticeState::Dead), 10).await.unwrap();
     assert_eq!((dead.len(), dead[0].attempts, dead[0].last_error.as_deref()), (1, 1, Some("connection refused")));
     assert_eq!(l.count_notices(NoticeState::Dead).await.unwrap(), 1);
     let again = l.redeliver_notice("dlv_apr_d_ops", 4_000).await.unwrap();

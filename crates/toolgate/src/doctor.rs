@@ -75,6 +75,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         keys(&config, false, &mut report);
     }
     ledger(&gw, &config, &mut report).await;
+    notices(&gw, &config, &mut report).await;
     if let (Some(oauth), Some(o)) = (&gw.oauth, &config.oauth) {
         match oauth.published_keys().await {
             Ok(0) => report.fail("oauth", &format!("{} publishes no signing key this gateway can use", o.issuer), "publish an RS/PS/ES/EdDSA signing key in the issuer's JWKS"),
@@ -148,6 +149,27 @@ fn keys(config: &Config, had_keys: bool, report: &mut Report) {
 fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path).map(|m| m.permissions().mode()).unwrap_or(0)
+}
+
+/// The outbox of approval notices: a dead notice (its webhook's attempts
+/// ran out) is a fault — nobody was told of that approval.
+async fn notices(gw: &Gateway, config: &Config, report: &mut Report) {
+    use toolgate_ledger::NoticeState;
+    let (dead, pending) = match (gw.ledger.notices(None, Some(NoticeState::Dead), 5).await, gw.ledger.count_notices(NoticeState::Pending).await) {
+        (Ok(dead), Ok(pending)) => (dead, pending),
+        (Err(e), _) | (_, Err(e)) => return report.fail("notices", &e.to_string(), "check the database is up"),
+    };
+    let hooks = config.approvals.notify.webhooks.len();
+    if dead.is_empty() {
+        return report.ok("notices", &format!("{hooks} webhook(s); none dead, {pending} being tried"));
+    }
+    let count = gw.ledger.count_notices(NoticeState::Dead).await.unwrap_or(dead.len() as u64);
+    let newest: Vec<String> = dead.iter().map(|n| format!("{} (approval {}, webhook {}, {})", n.id, n.approval_id, n.webhook, n.last_status.map_or_else(|| n.last_error.clone().unwrap_or_default(), |s| format!("HTTP {s}")))).collect();
+    report.fail(
+        "notices",
+        &format!("{count} dead: their webhook's attempts ran out, so nobody was told of those approvals; newest: {}", newest.join("; ")),
+        "fix the receiver, then send them again from the console's Notices page (an admin); `toolgate approvals list` shows the approvals meanwhile",
+    );
 }
 
 /// The ledger: open and migrated (the start did both), and it takes a write

@@ -107,9 +107,13 @@ pub async fn attempted(db: &impl Db, id: &str, attempt: Attempt, status: Option<
     Ok(())
 }
 
-pub async fn list(db: &impl Db, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+pub async fn list(db: &impl Db, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
     let rows = db
-        .query("SELECT * FROM notices WHERE ($1::text IS NULL OR state = $1) ORDER BY created_ms DESC, id LIMIT $2", &[&state.map(NoticeState::as_str), &(limit as i64)])
+        .query(
+            "SELECT * FROM notices WHERE ($1::text IS NULL OR state = $1) AND ($3::text IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) \
+             ORDER BY created_ms DESC, id LIMIT $2",
+            &[&state.map(NoticeState::as_str), &(limit.min(i64::MAX as usize) as i64), &tenant],
+        )
         .await?;
     rows.iter().map(notice).collect()
 }

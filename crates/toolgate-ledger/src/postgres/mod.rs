@@ -245,8 +245,8 @@ impl Ledger for PostgresLedger {
     async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
         fleet::attempted(&*self.pool, id, attempt, status, error.as_deref(), now_ms).await
     }
-    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
-        fleet::list(&*self.pool, state, limit).await
+    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+        fleet::list(&*self.pool, tenant, state, limit).await
     }
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         fleet::count(&*self.pool, state).await

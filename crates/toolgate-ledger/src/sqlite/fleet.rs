@@ -92,9 +92,11 @@ pub fn attempted(c: &Connection, id: &str, attempt: Attempt, status: Option<u16>
     Ok(())
 }
 
-pub fn list(c: &Connection, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
-    let mut stmt = c.prepare_cached(&format!("SELECT {COLUMNS} FROM notices WHERE (?1 IS NULL OR state = ?1) ORDER BY created_ms DESC, id LIMIT ?2"))?;
-    let rows = stmt.query_map(params![state.map(NoticeState::as_str), limit as i64], notice)?;
+pub fn list(c: &Connection, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM notices WHERE (?1 IS NULL OR state = ?1) AND (?3 IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = ?3)) ORDER BY created_ms DESC, id LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![state.map(NoticeState::as_str), limit.min(i64::MAX as usize) as i64, tenant], notice)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -662,8 +662,9 @@ impl Ledger for SqliteLedger {
         let id = id.to_string();
         self.run(move |c| fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)).await
     }
-    async fn notices(&self, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
-        self.read_many(move |c| fleet::list(c, state, limit)).await
+    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+        let tenant = tenant.map(str::to_string);
+        self.read_many(move |c| fleet::list(c, tenant.as_deref(), state, limit)).await
     }
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         self.read(move |c| fleet::count(c, state)).await
