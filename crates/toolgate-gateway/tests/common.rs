@@ -385,3 +385,16 @@ for line in sys.stdin:
 "#
     )
 }
+
+/// A fresh schema in the machine's PostgreSQL (`TOOLGATE_TEST_POSTGRES`,
+/// default `postgres://postgres@127.0.0.1:5432/test`), as a ledger URL.
+pub async fn postgres_ledger(prefix: &str) -> String {
+    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("{prefix}_{}_{nanos}", std::process::id());
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (start it: see .ci/run)");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-csearch_path%3D{schema}")
+}

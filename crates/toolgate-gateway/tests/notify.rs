@@ -2,8 +2,10 @@
 //! delivery per approval opened, per webhook: the toolgate body, signed with
 //! HMAC-SHA256 under the configured key (checked here with an independent
 //! implementation), and a Slack-compatible body. A receiver that is down
-//! delays no call, and is retried until it answers; every attempt is
-//! recorded in `notify.jsonl`, and no webhook URL is.
+//! delays no call, and is retried until it answers; every notice is in the
+//! ledger's outbox, written with its approval, and no webhook URL is. A
+//! notice outlives the gateway that opened its approval: another replica
+//! on the same ledger delivers it.
 
 mod common;
 
@@ -85,9 +87,21 @@ async fn wait_for(got: &Got, n: usize, within: Duration) {
     }
 }
 
-fn records(h: &Harness) -> Vec<Value> {
-    let text = std::fs::read_to_string(h.dir.path().join("state/notify.jsonl")).unwrap_or_default();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+/// The outbox, as the ledger holds it.
+async fn outbox(gw: &toolgate_gateway::gateway::Gateway) -> Vec<toolgate_ledger::Notice> {
+    gw.ledger.notices(None, None, 100).await.unwrap()
+}
+
+/// Waits until every notice of the outbox is delivered.
+async fn all_delivered(gw: &toolgate_gateway::gateway::Gateway, within: Duration) -> Vec<toolgate_ledger::Notice> {
+    let deadline = Instant::now() + within;
+    loop {
+        let notices = outbox(gw).await;
+        if notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered) || Instant::now() > deadline {
+            return notices;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,10 +141,12 @@ async fn each_webhook_gets_one_signed_delivery_per_approval() {
     let text = chat["text"].as_str().unwrap();
     assert!(text.contains(&id) && text.contains(ORDER) && text.contains("\"quantity\": 7"), "{text}");
 
-    let records = records(&h);
-    assert_eq!(records.iter().filter(|r| r["outcome"] == "delivered").count(), 2, "{records:?}");
-    let text = std::fs::read_to_string(h.dir.path().join("state/notify.jsonl")).unwrap();
-    assert!(!text.contains(&addr.to_string()), "no webhook URL is recorded");
+    let notices = all_delivered(&h.gateway, Duration::from_secs(5)).await;
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered && n.attempts == 1 && n.approval_id == id), "{notices:?}");
+    let desk = notices.iter().find(|n| n.webhook == "desk").unwrap();
+    assert_eq!(desk.id, headers_delivery(&got, "desk"), "the outbox's id is the delivery header");
+    assert!(!format!("{notices:?}").contains(&addr.to_string()), "no webhook URL is recorded");
     stop.cancel();
 }
 
@@ -151,16 +167,53 @@ async fn a_receiver_that_is_down_delays_nothing_and_is_retried() {
     receiver(addr, got.clone(), stop.clone()).await;
     wait_for(&got, 2, Duration::from_secs(10)).await;
     assert_eq!(got.lock().unwrap().len(), 2, "each webhook delivered once it was up");
-    let records = records(&h);
+    let notices = all_delivered(&h.gateway, Duration::from_secs(5)).await;
     for hook in ["desk", "chat"] {
-        let mine: Vec<&Value> = records.iter().filter(|r| r["webhook"] == hook).collect();
-        assert!(mine.len() >= 2 && mine[0]["outcome"] == "failed", "{hook}: a failed attempt first: {mine:?}");
-        let last = mine.last().unwrap();
-        assert_eq!(last["outcome"], "delivered", "{hook}: {mine:?}");
-        assert_eq!(mine.iter().map(|r| r["delivery"].to_string()).collect::<std::collections::BTreeSet<_>>().len(), 1, "one delivery, retried");
+        let mine: Vec<_> = notices.iter().filter(|n| n.webhook == hook).collect();
+        assert_eq!(mine.len(), 1, "one notice per webhook, retried: {mine:?}");
+        assert!(mine[0].state == toolgate_ledger::NoticeState::Delivered && mine[0].attempts >= 2, "{hook}: failed first, then delivered: {mine:?}");
+        assert_eq!(mine[0].id, headers_delivery(&got.lock().unwrap(), hook), "retried under the one delivery id");
     }
     stop.cancel();
 }
+
+/// The `Toolgate-Delivery` of what webhook `hook` got (one delivery).
+fn headers_delivery(got: &[(String, HeaderMap, String)], hook: &str) -> String {
+    let ids: std::collections::BTreeSet<String> = got.iter().filter(|g| g.0 == hook).map(|g| g.1["toolgate-delivery"].to_str().unwrap().to_string()).collect();
+    assert_eq!(ids.len(), 1, "{hook} got one delivery id: {ids:?}");
+    ids.into_iter().next().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_outlives_the_gateway_that_opened_its_approval() {
+    let addr = free_addr().await;
+    // SAFETY: as above.
+    unsafe { std::env::set_var("TOOLGATE_TEST_HOOK_KEY_THREE", KEY) };
+    let ledger = postgres_ledger("tg_notify").await;
+    let h = start_with(&format!("ledger = \"{ledger}\""), &webhooks(addr, "TOOLGATE_TEST_HOOK_KEY_THREE"), &[]).await;
+    let asked = call(&h.url, ORDER, order(6)).await;
+    assert_eq!(asked["result"]["structuredContent"]["reason"], "approval_pending", "{asked}");
+    // The receiver is down; the gateway that opened the approval stops.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.gateway.stop();
+    let pending = outbox(&h.gateway).await;
+    assert_eq!(pending.len(), 2, "both notices are in the outbox: {pending:?}");
+    assert!(pending.iter().all(|n| n.state == toolgate_ledger::NoticeState::Pending), "{pending:?}");
+    // Another replica of the same ledger comes up, and the receiver with it.
+    let got = Got::default();
+    let stop = CancellationToken::new();
+    receiver(addr, got.clone(), stop.clone()).await;
+    let config = toolgate_gateway::config::Config::load(&h.dir.path().join("toolgate.toml")).unwrap();
+    let other = toolgate_gateway::gateway::Gateway::start(config, toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    let notices = all_delivered(&other, Duration::from_secs(40)).await;
+    assert!(notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered), "{notices:?}");
+    for n in &pending {
+        assert_eq!(headers_delivery(&got.lock().unwrap(), &n.webhook), n.id, "delivered under the id written with the approval");
+    }
+    other.stop();
+    stop.cancel();
+}
+
 
 #[tokio::test]
 async fn a_webhook_key_that_is_not_set_stops_the_start() {

@@ -139,20 +139,10 @@ async fn a_runs_legs_survive_a_restart() {
 }
 
 /// A schema of its own in the machine's PostgreSQL, as a `ledger` URL.
-async fn postgres_ledger() -> String {
-    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let schema = format!("tg_runs_{}_{nanos}", std::process::id());
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (start it: see .ci/run)");
-    tokio::spawn(conn);
-    client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-csearch_path%3D{schema}")
-}
 
 #[tokio::test]
 async fn replicas_on_postgres_share_a_runs_legs_and_its_budget() {
-    let ledger = postgres_ledger().await;
+    let ledger = postgres_ledger("tg_runs").await;
     let h = start_with(&format!("ledger = \"{ledger}\""), &format!("{RUNS}[budgets]\nrun_calls = 5\n"), &[]).await;
     let (replica, url_b, cancel) = another(&h).await;
     // One leg through each replica; the egress call through the first.
@@ -173,6 +163,41 @@ async fn replicas_on_postgres_share_a_runs_legs_and_its_budget() {
     assert!(ran(&ticket(&url_b, Some("other")).await));
     replica.stop();
     cancel.cancel();
+}
+
+/// Waits until `gw` counts `n` replicas alive (its heartbeat, each second).
+async fn replicas_become(gw: &Gateway, n: u32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while gw.budgets.replicas() != n {
+        assert!(std::time::Instant::now() < deadline, "{} replicas counted, not {n}", gw.budgets.replicas());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_postgres_share_a_callers_rate_and_take_it_back_when_one_stops() {
+    let ledger = postgres_ledger("tg_runs").await;
+    // A minute's rate of 60 with a burst of 4: each of two replicas admits 2 at once.
+    let h = start_with(&format!("ledger = \"{ledger}\""), "[budgets]\nrate_per_minute = 60\nrate_burst = 4\n", &[]).await;
+    let (replica, url_b, cancel) = another(&h).await;
+    replicas_become(&h.gateway, 2).await;
+    replicas_become(&replica, 2).await;
+    // Round-robin over both, as a balancer would: the fleet admits the burst, not twice it.
+    let mut admitted = 0;
+    for i in 0..10 {
+        let url = if i % 2 == 0 { &h.url } else { &url_b };
+        let got = manual(url, None).await;
+        if ran(&got) {
+            admitted += 1;
+        } else {
+            assert_eq!(reason(&got), "rate_limited", "{got}");
+        }
+    }
+    assert_eq!(admitted, 4, "the burst of 4 across both replicas, not 4 on each");
+    // The second stops: it leaves the ledger, and the first takes the whole rate again.
+    replica.stop();
+    cancel.cancel();
+    replicas_become(&h.gateway, 1).await;
 }
 
 #[tokio::test]

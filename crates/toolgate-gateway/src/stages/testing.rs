@@ -277,6 +277,7 @@ impl Store {
             receipt: None,
             subject: "field-agent".into(),
             operation_key: None,
+            notices: Vec::new(),
         };
         self.ledger.create_approval(new).await.unwrap()
     }
