@@ -398,3 +398,11 @@ pub async fn postgres_ledger(prefix: &str) -> String {
     let sep = if base.contains('?') { '&' } else { '?' };
     format!("{base}{sep}options=-csearch_path%3D{schema}")
 }
+
+/// Another replica of `h`'s gateway (its config, so its ledger), served.
+pub async fn replica_of(h: &Harness) -> (Arc<Gateway>, String, CancellationToken) {
+    let gateway = Gateway::start(Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), Mode::Serve).await.unwrap();
+    assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
+    let (url, cancel) = serve_gateway(gateway.clone()).await;
+    (gateway, url, cancel)
+}

@@ -119,6 +119,36 @@ async fn approved_during_the_hold_the_sdk_gets_the_order_once_and_then_its_repla
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_on_another_replica_wakes_the_held_call_at_once() {
+    // Polling once a minute: only the ledger's LISTEN/NOTIFY can wake the call in time.
+    let ledger = postgres_ledger("tg_held").await;
+    let h = start_with(&format!("ledger = \"{ledger}\""), "[approvals]\nhold_ms = 20000\npoll_ms = 60000\n", &[]).await;
+    let (replica, url_b, cancel) = replica_of(&h).await;
+    let note = "decided on the other replica";
+    let arguments = order(3, note);
+    let before = orders(&h);
+    // The call is held on the first replica; the approver decides on the second.
+    let (got, decided_at) = tokio::join!(
+        async {
+            let got = sdk(&h.url, "2026-07-28", "absent", &arguments, 1).await;
+            (got, Instant::now())
+        },
+        async {
+            decide_when_pending(&url_b, note, "approve").await;
+            Instant::now()
+        }
+    );
+    let (got, answered_at) = got;
+    let first = &got["results"][0];
+    assert!(first["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{first}");
+    let waited = answered_at.duration_since(decided_at);
+    assert!(waited < Duration::from_secs(3), "answered {waited:?} after the decision (the SDK's process exit included)");
+    assert_eq!(orders(&h) - before, 1);
+    replica.stop();
+    cancel.cancel();
+}
+
 /// (decision, execution_status, result_status) of every receipt naming approval `id` or its
 /// operation, in log order.
 async fn receipts_of(h: &Harness, id: &str) -> Vec<(String, String, String)> {

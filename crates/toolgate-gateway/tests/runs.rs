@@ -115,15 +115,6 @@ async fn block_refuses_and_a_preview_says_so_without_counting() {
     assert_eq!(reason(&notice(url, None).await), "lethal_trifecta");
 }
 
-/// Starts a gateway on the harness's config (as a restarted process, or a
-/// replica, would), serving on its own port.
-async fn another(h: &Harness) -> (Arc<Gateway>, String, tokio_util::sync::CancellationToken) {
-    let gateway = Gateway::start(Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), Mode::Serve).await.unwrap();
-    assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
-    let (url, cancel) = serve_gateway(gateway.clone()).await;
-    (gateway, url, cancel)
-}
-
 #[tokio::test]
 async fn a_runs_legs_survive_a_restart() {
     let h = start_with("", RUNS, &[]).await;
@@ -131,7 +122,7 @@ async fn a_runs_legs_survive_a_restart() {
     assert!(ran(&manual(&h.url, Some("long")).await));
     // The gateway goes away; a new one opens the same ledger.
     h.gateway.stop();
-    let (gateway, url, cancel) = another(&h).await;
+    let (gateway, url, cancel) = replica_of(&h).await;
     assert_eq!(reason(&notice(&url, Some("long")).await), "approval_pending", "the run's legs outlived the process");
     assert!(ran(&notice(&url, Some("fresh")).await));
     gateway.stop();
@@ -144,7 +135,7 @@ async fn a_runs_legs_survive_a_restart() {
 async fn replicas_on_postgres_share_a_runs_legs_and_its_budget() {
     let ledger = postgres_ledger("tg_runs").await;
     let h = start_with(&format!("ledger = \"{ledger}\""), &format!("{RUNS}[budgets]\nrun_calls = 5\n"), &[]).await;
-    let (replica, url_b, cancel) = another(&h).await;
+    let (replica, url_b, cancel) = replica_of(&h).await;
     // One leg through each replica; the egress call through the first.
     assert!(ran(&ticket(&h.url, Some("shared")).await));
     assert!(ran(&manual(&url_b, Some("shared")).await));
@@ -179,7 +170,7 @@ async fn replicas_on_postgres_share_a_callers_rate_and_take_it_back_when_one_sto
     let ledger = postgres_ledger("tg_runs").await;
     // A minute's rate of 60 with a burst of 4: each of two replicas admits 2 at once.
     let h = start_with(&format!("ledger = \"{ledger}\""), "[budgets]\nrate_per_minute = 60\nrate_burst = 4\n", &[]).await;
-    let (replica, url_b, cancel) = another(&h).await;
+    let (replica, url_b, cancel) = replica_of(&h).await;
     replicas_become(&h.gateway, 2).await;
     replicas_become(&replica, 2).await;
     // Round-robin over both, as a balancer would: the fleet admits the burst, not twice it.
