@@ -242,6 +242,92 @@ async fn an_action_of_another_role_is_refused_on_its_own_screen() {
     assert!(page.contains("Accepting a contract needs the admin role; nothing was accepted.") && page.contains("parts__find_part"), "{page}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_opened_on_one_replica_is_served_by_another_and_signing_out_everywhere_ends_all() {
+    let ledger = postgres_ledger("tg_console").await;
+    let h = start_beside(&format!("ledger = \"{ledger}\""), "", &[], "", |gw| Console::new(gw).beside_mcp()).await;
+    let other = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    let (url_b, cancel) = serve_gateway_with(other.clone(), Console::new(other.clone()).beside_mcp()).await;
+    let (a, b) = (base(&h), url_b.trim_end_matches("/mcp").to_string());
+    // Signed in on a, served on b: behind a round-robin balancer nobody is signed out.
+    let first = sign_in(&a, DANA_TOKEN).await;
+    let (status, page) = get(&b, &first, "/console/approvals").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    // Its CSRF token from a page of b is good on a.
+    let id = pending_order(&h, SAM_TOKEN).await;
+    let csrf = input(&get(&b, &first, &format!("/console/approvals/{id}")).await.1, "csrf");
+    let (status, page) = post_form(&a, &first, &format!("/console/approvals/{id}"), &format!("csrf={csrf}&ruling=approve&reason=checked+on+two+replicas")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{page}");
+    assert_eq!(state_of(&h, &id).await, ApprovalState::Approved);
+    // A second browser, on b. Signing out everywhere from the first (on a) ends both, on both.
+    let second = sign_in(&b, DANA_TOKEN).await;
+    assert_eq!(get(&a, &second, "/console").await.0, StatusCode::OK);
+    let (status, _) = post_form(&a, &first, "/console/signout", &format!("csrf={csrf}&everywhere=1")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    for (url, session) in [(&a, &first), (&b, &first), (&a, &second), (&b, &second)] {
+        assert_eq!(get(url, session, "/console").await.0, StatusCode::SEE_OTHER, "a session outlived sign-out everywhere");
+    }
+    // The ledger never held a session's id.
+    let text = format!("{:?}", h.gateway.ledger.session(&first, 0).await.unwrap());
+    assert_eq!(text, "None");
+    other.stop();
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_notice_is_listed_and_an_admin_sends_it_again_under_its_id() {
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_CONSOLE_TEST_ADMIN_N", "admin-token-notices-0123456789") };
+    let hook = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hook.local_addr().unwrap();
+    drop(hook);
+    let more = format!(
+        "[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN_N\"\n\
+         [approvals]\nhold_ms = 0\n[[approvals.notify.webhooks]]\nname = \"desk\"\nurl = \"http://{addr}/desk\"\nformat = \"slack\"\nattempts = 1\n"
+    );
+    let h = serving(&more, "").await;
+    let id = pending_order(&h, SAM_TOKEN).await;
+    // One attempt, refused: the notice is dead.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let dead = loop {
+        let dead = h.gateway.ledger.notices(None, Some(toolgate_ledger::NoticeState::Dead), 10).await.unwrap();
+        if let Some(n) = dead.into_iter().next() {
+            break n;
+        }
+        assert!(std::time::Instant::now() < deadline, "the notice never died");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(dead.approval_id, id);
+    let ada = sign_in(&base(&h), "admin-token-notices-0123456789").await;
+    let (_, page) = get(&base(&h), &ada, "/console/notices").await;
+    assert!(page.contains("Dead (1)") && page.contains(&dead.id) && page.contains("Send again"), "{page}");
+    // An approver sees it, and may not send it again.
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let (_, page) = get(&base(&h), &dana, "/console/notices").await;
+    assert!(page.contains(&dead.id) && page.contains("an admin can send it again"), "{page}");
+    let csrf = input(&page, "csrf");
+    let (status, page) = post_form(&base(&h), &dana, &format!("/console/notices/{}/again", dead.id), &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    // The receiver is fixed; the admin sends it again, under the same delivery id.
+    let (got_tx, mut got) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let app = axum::Router::new().route("/desk", axum::routing::post(move |headers: axum::http::HeaderMap| {
+        let got_tx = got_tx.clone();
+        async move {
+            let _ = got_tx.send(headers["toolgate-delivery"].to_str().unwrap().to_string());
+            "ok"
+        }
+    }));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let csrf = input(&get(&base(&h), &ada, "/console/notices").await.1, "csrf");
+    let (status, page) = post_form(&base(&h), &ada, &format!("/console/notices/{}/again", dead.id), &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{page}");
+    let delivered = tokio::time::timeout(std::time::Duration::from_secs(5), got.recv()).await.expect("sent again within 5 s").unwrap();
+    assert_eq!(delivered, dead.id);
+    let (status, page) = post_form(&base(&h), &ada, "/console/notices/dlv_nope/again", &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+}
+
 #[tokio::test]
 async fn an_unknown_write_is_listed_first_and_resolved_by_hand_with_a_receipt() {
     let h = serving("", "timeout_ms = 1000").await;
