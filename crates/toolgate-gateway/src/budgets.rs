@@ -111,7 +111,8 @@ impl Budgets {
     /// Spends one of the rate of `caller`'s subject; `Over` if it has none left.
     pub fn spend(&self, caller: &Caller) -> Option<Over> {
         let (per_minute, _) = self.rate?;
-        let limiter = self.limiter.read().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let limiter = self.limiter.read().unwrap_or_else(|p| p.into_inner());
+        let limiter = limiter.as_ref()?;
         let refused = limiter.check_key(&(caller.tenant.clone(), caller.subject.clone())).err()?;
         let wait = refused.wait_time_from(governor::clock::Clock::now(limiter.clock()));
         Some(Over::Rate { per_minute, retry_after_ms: wait.as_millis().max(1) as i64 })

@@ -19,6 +19,15 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long after its last beat a replica still counts: three beats.
 pub const LEASE_MS: i64 = toolgate_ledger::DEFAULT_LEASE_MS;
 
+/// A new replica's id, `rep_` and 16 hex digits from the system's random
+/// source — not from the gateway's `Entropy`: the id is in no receipt, and
+/// drawing it there would shift a seeded gateway's salts.
+pub fn replica_id() -> String {
+    let mut bytes = [0u8; 8];
+    aws_lc_rs::rand::fill(&mut bytes).expect("the system's random source");
+    format!("rep_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
 /// Beats once now (so the first calls are held to this replica's share
 /// among those already alive), then every [`HEARTBEAT`] until `stop`,
 /// when it leaves.

@@ -146,7 +146,7 @@ impl Gateway {
         let runs = crate::runs::Runs::new(&config);
         let budgets = Arc::new(crate::budgets::Budgets::new(&config.budgets, clock.clone()));
         if mode == Mode::Serve {
-            crate::fleet::start(entropy.id("rep_"), ledger.clone(), clock.clone(), budgets.clone(), cancel.child_token()).await;
+            crate::fleet::start(crate::fleet::replica_id(), ledger.clone(), clock.clone(), budgets.clone(), cancel.child_token()).await;
         }
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
         Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))

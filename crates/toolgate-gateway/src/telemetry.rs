@@ -324,19 +324,24 @@ mod tests {
     }
 }
 
-/// `toolgate.approvals.pending`: approvals waiting for a decision. The
-/// gauge's callback cannot wait on the ledger, so a task keeps a count
-/// fresh and the callback reads it.
+/// `toolgate.approvals.pending`: approvals waiting for a decision; and
+/// `toolgate.notices.dead`: notices nobody received. A gauge's callback
+/// cannot wait on the ledger, so a task keeps the counts fresh and the
+/// callbacks read them.
 pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>, stop: tokio_util::sync::CancellationToken) {
     if !metrics_on() {
         return;
     }
     let pending = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let seen = pending.clone();
+    let dead = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (seen, seen_dead) = (pending.clone(), dead.clone());
     tokio::spawn(async move {
         loop {
             if let Ok(n) = ledger.count_approvals(toolgate_core::approval::ApprovalState::Pending).await {
                 seen.store(n, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Ok(n) = ledger.count_notices(toolgate_ledger::NoticeState::Dead).await {
+                seen_dead.store(n, std::sync::atomic::Ordering::Relaxed);
             }
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -348,5 +353,10 @@ pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger
         .u64_observable_gauge("toolgate.approvals.pending")
         .with_description("Approvals waiting for a named approver")
         .with_callback(move |observer| observer.observe(pending.load(std::sync::atomic::Ordering::Relaxed), &[]))
+        .build();
+    let _dead = global::meter("toolgate")
+        .u64_observable_gauge("toolgate.notices.dead")
+        .with_description("Approval notices whose webhook's attempts ran out (console: Notices)")
+        .with_callback(move |observer| observer.observe(dead.load(std::sync::atomic::Ordering::Relaxed), &[]))
         .build();
 }

@@ -168,6 +168,13 @@ impl SqliteLedger {
         self.queue(f, false, false, true).await
     }
 
+    /// Runs a write whose loss at power failure is harmless (a heartbeat, an
+    /// outbox claim or attempt: at worst a notice is sent again, which
+    /// delivery at least once allows): it makes no commit wait for an fsync.
+    async fn write_unsynced<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        self.queue(f, false, true, false).await
+    }
+
     /// Runs a request that reads a range (leaves, receipts, lists): as
     /// `read`, but always on the writer thread, since it may take long
     /// enough to stall the caller's async worker.
@@ -634,7 +641,7 @@ impl Ledger for SqliteLedger {
 
     async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
         let replica = replica.to_string();
-        self.run(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms)).await
+        self.write_unsynced(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms)).await
     }
     async fn leave(&self, replica: &str) -> Result<()> {
         let replica = replica.to_string();
@@ -656,11 +663,11 @@ impl Ledger for SqliteLedger {
         self.run(move |c| fleet::end_sessions_of(c, &tenant, &subject)).await
     }
     async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
-        self.run(move |c| fleet::claim(c, now_ms, claimed_until_ms, limit)).await
+        self.write_unsynced(move |c| fleet::claim(c, now_ms, claimed_until_ms, limit)).await
     }
     async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
         let id = id.to_string();
-        self.run(move |c| fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)).await
+        self.write_unsynced(move |c| fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)).await
     }
     async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
         let tenant = tenant.map(str::to_string);
