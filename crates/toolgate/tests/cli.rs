@@ -275,6 +275,30 @@ fn doctor_fetches_the_oauth_issuer_s_keys() {
     finds_faults(&config, &["FAIL  oauth: the authorization server's metadata (and so its keys) cannot be fetched", "fix: check [oauth] issuer"]);
 }
 
+#[test]
+fn doctor_reports_dead_notices_and_where_to_send_them_again() {
+    use toolgate_ledger::core::approval::Binding;
+    use toolgate_ledger::{Attempt, Ledger, NewApproval, NewNotice};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n").unwrap();
+    // A first doctor run makes the state; no notice is dead.
+    let report = String::from_utf8_lossy(&toolgate().args(["doctor", "--config"]).arg(&config).output().unwrap().stdout).into_owned();
+    assert!(report.contains("ok    notices: 0 webhook(s); none dead"), "{report}");
+    // An approval whose notice ran out of attempts.
+    let ledger_path = dir.path().join("state/ledger.sqlite3");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let ledger = toolgate_ledger::SqliteLedger::open(&ledger_path).unwrap();
+        let binding = Binding { tenant: "t".into(), caller: "agent".into(), server: "away".into(), tool: "pay".into(), proposal_sha256: "a".repeat(64), policy_version: "v".into() };
+        let notice = NewNotice { id: "dlv_dead_one".into(), webhook: "desk".into(), body: "{}".into() };
+        let new = NewApproval { id: "apr_unheard".into(), binding, arguments: json!({}), reason: "r".into(), rules: vec![], now_ms: 0, ttl_ms: 60_000, receipt: None, subject: "agent".into(), operation_key: None, notices: vec![notice] };
+        ledger.create_approval(new).await.unwrap();
+        ledger.claim_notices(0, 30_000, 8).await.unwrap();
+        ledger.notice_attempted("dlv_dead_one", Attempt::Dead, Some(502), None, 10).await.unwrap();
+    });
+    finds_faults(&config, &["FAIL  notices: 1 dead", "dlv_dead_one (approval apr_unheard, webhook desk, HTTP 502)", "fix: fix the receiver, then send them again from the console's Notices page"]);
+}
+
 /// Runs `toolgate doctor` on `config`, which must fail and report each of
 /// `lines`; returns its stderr.
 fn finds_faults(config: &Path, lines: &[&str]) -> String {
