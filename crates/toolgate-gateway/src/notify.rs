@@ -132,16 +132,27 @@ impl Notifier {
 }
 
 impl Courier {
-    /// Claims what is due and delivers it, until `stop`.
+    /// Claims what is due, as many as may be in flight, and delivers each
+    /// in a task of its own (a slow receiver holds back no other), until `stop`.
     async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT as usize));
         let mut warned = false;
         loop {
             let now = self.clock.now_ms();
-            match self.ledger.claim_notices(now, now + CLAIM_MS, IN_FLIGHT).await {
+            let free = in_flight.available_permits() as u32;
+            let claimed = if free == 0 { Ok(Vec::new()) } else { self.ledger.claim_notices(now, now + CLAIM_MS, free).await };
+            match claimed {
                 Ok(claimed) => {
                     warned = false;
-                    let full = claimed.len() as u32 == IN_FLIGHT;
-                    futures_util::future::join_all(claimed.into_iter().map(|n| self.deliver(n))).await;
+                    let full = free > 0 && claimed.len() as u32 == free;
+                    for notice in claimed {
+                        let Ok(slot) = in_flight.clone().try_acquire_owned() else { break };
+                        let courier = self.clone();
+                        tokio::spawn(async move {
+                            courier.deliver(notice).await;
+                            drop(slot);
+                        });
+                    }
                     if full {
                         continue;
                     }
