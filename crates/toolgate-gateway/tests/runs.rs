@@ -9,13 +9,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate_gateway::config::Config;
-use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::gateway::Gateway;
 
 const NOTICE: &str = "notices__send_notice";
 const TICKET: &str = "tickets__get_ticket";
