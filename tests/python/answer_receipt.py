@@ -9,21 +9,11 @@ TOOLGATE_TOKEN, when set, is sent as `Authorization: Bearer`.
 """
 
 import json
-import os
 import sys
 
 import anyio
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-
-def connect(url: str, mode: str) -> Client:
-    token = os.environ.get("TOOLGATE_TOKEN")
-    if not token:
-        return Client(url, mode=mode)
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(url, http_client=http), mode=mode)
+from sdk_client import connect
 
 
 async def run(url: str, mode: str, tool: str, arguments: dict) -> dict:

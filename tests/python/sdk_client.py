@@ -29,8 +29,10 @@ def wire(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def connect(url: str, mode: str) -> Client:
-    token = os.environ.get("TOOLGATE_TOKEN")
+def connect(url: str, mode: str, token: str | None = None) -> Client:
+    """A stock client of `url` in `mode`, sending `token` (default:
+    TOOLGATE_TOKEN, when set) as `Authorization: Bearer`."""
+    token = token or os.environ.get("TOOLGATE_TOKEN")
     if not token:
         return Client(url, mode=mode)
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})

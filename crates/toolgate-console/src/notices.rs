@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_gateway::gateway::Gateway;
-use toolgate_ledger::{Notice, NoticeState};
+use toolgate_ledger::{LedgerError, Notice, NoticeState};
 
 use super::extract::{Admin, Refusal, Signed, SignedForm};
 use super::operations::urlencode;
@@ -32,8 +32,14 @@ pub(crate) struct Said {
 
 /// `GET /console/notices`.
 pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q): Query<Said>) -> Response {
-    let said = q.again.map(|id| notice(true, &format!("{id} is due again; it goes out within a second under the same delivery id.")));
+    // The query is anyone's link: only a delivery id's shape is echoed.
+    let said = q.again.filter(|id| delivery_id_shaped(id)).map(|id| notice(true, &format!("{id} is due again; it goes out within a second under the same delivery id.")));
     render(&gw, &signed.session, StatusCode::OK, said).await
+}
+
+/// `dlv_` and at most 60 letters, digits or underscores: what `Entropy::id` makes.
+fn delivery_id_shaped(id: &str) -> bool {
+    id.strip_prefix("dlv_").is_some_and(|rest| !rest.is_empty() && rest.len() <= 60 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
 }
 
 async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Markup>) -> Response {
@@ -93,17 +99,23 @@ impl Refusal for Again {
 /// `POST /console/notices/{id}/again` (admin): a dead notice of this tenant is due again.
 pub(crate) async fn again(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Admin(SignedForm { signed, .. }): Admin<Again>) -> Response {
     let s = &signed.session;
-    let ours = gw.ledger.notices(Some(&s.caller.tenant), Some(NoticeState::Dead), usize::MAX).await.map(|dead| dead.iter().any(|n| n.id == id));
-    match ours {
-        Ok(true) => {}
-        Ok(false) => return render(&gw, s, StatusCode::NOT_FOUND, Some(notice(false, &format!("No dead notice `{id}` here; nothing was sent.")))).await,
-        Err(e) => return render(&gw, s, StatusCode::SERVICE_UNAVAILABLE, Some(notice(false, &format!("The ledger could not be read ({e}); nothing was sent.")))).await,
-    }
-    match gw.ledger.redeliver_notice(&id, gw.clock.now_ms()).await {
+    match gw.ledger.redeliver_notice(&id, Some(&s.caller.tenant), gw.clock.now_ms()).await {
         Ok(_) => {
             tracing::info!(target: "toolgate::notify", delivery = %id, by = %s.caller.name, "a dead notice is due again");
             Redirect::to(&format!("/console/notices?again={}", urlencode(&id))).into_response()
         }
-        Err(e) => render(&gw, s, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was sent: {e}")))).await,
+        Err(LedgerError::NoticeNotFound(_)) => render(&gw, s, StatusCode::NOT_FOUND, Some(notice(false, &format!("No dead notice `{id}` here; nothing was sent.")))).await,
+        Err(e) => render(&gw, s, StatusCode::SERVICE_UNAVAILABLE, Some(notice(false, &format!("The ledger could not be reached ({e}); nothing was sent.")))).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_delivery_id_is_echoed_from_the_query() {
+        assert!(super::delivery_id_shaped("dlv_0a1b2c3d4e5f"));
+        for forged in ["", "dlv_", "apr_1", "dlv_<script>", "dlv_a\r\nb", "dlv_a is not; your bank", &format!("dlv_{}", "a".repeat(61))] {
+            assert!(!super::delivery_id_shaped(forged), "{forged:?}");
+        }
     }
 }

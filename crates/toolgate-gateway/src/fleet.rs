@@ -33,39 +33,36 @@ pub fn replica_id() -> String {
 /// when it leaves.
 pub(crate) async fn start(id: String, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, budgets: Arc<Budgets>, stop: CancellationToken) {
     let started_ms = clock.now_ms();
-    let beat = {
-        let (id, ledger, clock, budgets) = (id.clone(), ledger.clone(), clock.clone(), budgets.clone());
-        move |warned: bool| {
-            let (id, ledger, clock, budgets) = (id.clone(), ledger.clone(), clock.clone(), budgets.clone());
-            async move {
-                match ledger.heartbeat(&id, started_ms, clock.now_ms(), LEASE_MS).await {
-                    Ok(alive) => {
-                        if alive != budgets.replicas() {
-                            tracing::info!(target: "toolgate::fleet", replica = %id, replicas = alive, "replicas alive changed; budgets take their new share");
-                        }
-                        budgets.share(alive);
-                        false
-                    }
-                    Err(e) => {
-                        if !warned {
-                            tracing::warn!(target: "toolgate::fleet", replica = %id, error = %e, "cannot beat in the ledger; budgets keep their last share");
-                        }
-                        true
-                    }
-                }
-            }
-        }
-    };
-    let mut warned = beat(false).await;
+    let mut warned = beat(&id, started_ms, &*ledger, &*clock, &budgets, false).await;
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(HEARTBEAT) => warned = beat(warned).await,
+                _ = tokio::time::sleep(HEARTBEAT) => warned = beat(&id, started_ms, &*ledger, &*clock, &budgets, warned).await,
             }
         }
         // Leaving at once lets the others take their larger share now
         // rather than when the lease lapses.
         let _ = tokio::time::timeout(Duration::from_secs(1), ledger.leave(&id)).await;
     });
+}
+
+/// One beat: the budgets take their share of those alive. Returns whether
+/// the ledger failed (warned once until it answers again).
+async fn beat(id: &str, started_ms: i64, ledger: &dyn Ledger, clock: &dyn Clock, budgets: &Budgets, warned: bool) -> bool {
+    match ledger.heartbeat(id, started_ms, clock.now_ms(), LEASE_MS).await {
+        Ok(alive) => {
+            if alive != budgets.replicas() {
+                tracing::info!(target: "toolgate::fleet", replica = %id, replicas = alive, "replicas alive changed; budgets take their new share");
+            }
+            budgets.share(alive);
+            false
+        }
+        Err(e) => {
+            if !warned {
+                tracing::warn!(target: "toolgate::fleet", replica = %id, error = %e, "cannot beat in the ledger; budgets keep their last share");
+            }
+            true
+        }
+    }
 }

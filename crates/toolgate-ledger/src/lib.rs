@@ -418,8 +418,9 @@ pub trait Ledger: Send + Sync {
     /// How many notices are in `state`.
     async fn count_notices(&self, state: NoticeState) -> Result<u64>;
     /// A dead notice made pending again, due now, its attempts counted
-    /// afresh (an operator fixed the receiver); `NotFound` unless dead.
-    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice>;
+    /// afresh (an operator fixed the receiver); `NoticeNotFound` unless it
+    /// is dead (and, with `tenant`, of one of that tenant's approvals).
+    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice>;
     /// Removes delivered notices last changed before `before_ms`; returns how many went.
     async fn prune_notices(&self, before_ms: i64) -> Result<u64>;
     /// Wake-ups: the id of each approval decided (or expired), by this

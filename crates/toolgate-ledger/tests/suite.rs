@@ -1133,9 +1133,10 @@ async fn a_dead_notice_waits_for_an_operator_and_goes_again(s: Store) {
     let dead = l.notices(None, Some(NoticeState::Dead), 10).await.unwrap();
     assert_eq!((dead.len(), dead[0].attempts, dead[0].last_error.as_deref()), (1, 1, Some("connection refused")));
     assert_eq!(l.count_notices(NoticeState::Dead).await.unwrap(), 1);
-    let again = l.redeliver_notice("dlv_apr_d_ops", 4_000).await.unwrap();
+    assert!(matches!(l.redeliver_notice("dlv_apr_d_ops", Some("globex"), 4_000).await, Err(LedgerError::NoticeNotFound(_))), "another tenant's is not found");
+    let again = l.redeliver_notice("dlv_apr_d_ops", Some("atlas"), 4_000).await.unwrap();
     assert_eq!((again.state, again.attempts, again.next_ms), (NoticeState::Pending, 0, 4_000));
-    assert!(matches!(l.redeliver_notice("dlv_apr_d_ops", 4_001).await, Err(LedgerError::NoticeNotFound(_))), "only a dead one goes again");
+    assert!(matches!(l.redeliver_notice("dlv_apr_d_ops", None, 4_001).await, Err(LedgerError::NoticeNotFound(_))), "only a dead one goes again");
     assert!(l.claim_notices(4_000, 5_000, 10).await.unwrap().iter().any(|n| n.id == "dlv_apr_d_ops"), "due again, under the same delivery id");
 }
 

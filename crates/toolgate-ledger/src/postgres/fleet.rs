@@ -123,9 +123,13 @@ pub async fn count(db: &impl Db, state: NoticeState) -> Result<u64> {
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-pub async fn redeliver(db: &impl Db, id: &str, now_ms: i64) -> Result<Notice> {
+pub async fn redeliver(db: &impl Db, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
     let row = db
-        .query_opt("UPDATE notices SET state = 'pending', attempts = 0, next_ms = $2, claimed_until_ms = 0, updated_ms = $2 WHERE id = $1 AND state = 'dead' RETURNING *", &[&id, &now_ms])
+        .query_opt(
+            "UPDATE notices SET state = 'pending', attempts = 0, next_ms = $2, claimed_until_ms = 0, updated_ms = $2 WHERE id = $1 AND state = 'dead' \
+             AND ($3::text IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) RETURNING *",
+            &[&id, &now_ms, &tenant],
+        )
         .await?;
     notice(&row.ok_or_else(|| LedgerError::NoticeNotFound(id.to_string()))?)
 }

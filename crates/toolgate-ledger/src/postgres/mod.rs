@@ -251,8 +251,8 @@ impl Ledger for PostgresLedger {
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         fleet::count(&*self.pool, state).await
     }
-    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice> {
-        fleet::redeliver(&*self.pool, id, now_ms).await
+    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
+        fleet::redeliver(&*self.pool, id, tenant, now_ms).await
     }
     async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
         fleet::prune(&*self.pool, before_ms).await

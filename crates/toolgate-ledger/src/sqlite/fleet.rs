@@ -104,10 +104,13 @@ pub fn count(c: &Connection, state: NoticeState) -> Result<u64> {
     Ok(c.query_row("SELECT count(*) FROM notices WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
 }
 
-pub fn redeliver(c: &Connection, id: &str, now_ms: i64) -> Result<Notice> {
+pub fn redeliver(c: &Connection, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
     c.query_row(
-        &format!("UPDATE notices SET state = 'pending', attempts = 0, next_ms = ?2, claimed_until_ms = 0, updated_ms = ?2 WHERE id = ?1 AND state = 'dead' RETURNING {COLUMNS}"),
-        params![id, now_ms],
+        &format!(
+            "UPDATE notices SET state = 'pending', attempts = 0, next_ms = ?2, claimed_until_ms = 0, updated_ms = ?2 WHERE id = ?1 AND state = 'dead' \
+             AND (?3 IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = ?3)) RETURNING {COLUMNS}"
+        ),
+        params![id, now_ms, tenant],
         notice,
     )
     .optional()?

@@ -676,9 +676,9 @@ impl Ledger for SqliteLedger {
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         self.read(move |c| fleet::count(c, state)).await
     }
-    async fn redeliver_notice(&self, id: &str, now_ms: i64) -> Result<Notice> {
-        let id = id.to_string();
-        self.run(move |c| fleet::redeliver(c, &id, now_ms)).await
+    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
+        let (id, tenant) = (id.to_string(), tenant.map(str::to_string));
+        self.run(move |c| fleet::redeliver(c, &id, tenant.as_deref(), now_ms)).await
     }
     async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
         self.run(move |c| fleet::prune(c, before_ms)).await
