@@ -125,26 +125,29 @@ async fn a_decision_on_another_replica_wakes_the_held_call_at_once() {
     let ledger = postgres_ledger("tg_held").await;
     let h = start_with(&format!("ledger = \"{ledger}\""), "[approvals]\nhold_ms = 20000\npoll_ms = 60000\n", &[]).await;
     let (replica, url_b, cancel) = replica_of(&h).await;
-    let note = "decided on the other replica";
-    let arguments = order(3, note);
-    let before = orders(&h);
-    // The call is held on the first replica; the approver decides on the second.
-    let (got, decided_at) = tokio::join!(
-        async {
-            let got = sdk(&h.url, "2026-07-28", "absent", &arguments, 1).await;
-            (got, Instant::now())
-        },
-        async {
-            decide_when_pending(&url_b, note, "approve").await;
-            Instant::now()
-        }
-    );
-    let (got, answered_at) = got;
-    let first = &got["results"][0];
-    assert!(first["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{first}");
-    let waited = answered_at.duration_since(decided_at);
-    assert!(waited < Duration::from_secs(3), "answered {waited:?} after the decision (the SDK's process exit included)");
-    assert_eq!(orders(&h) - before, 1);
+    // The official Python and TypeScript SDKs, in both eras.
+    for (i, (client, mode)) in [("python", "2026-07-28"), ("python", "legacy"), ("typescript", "2026-07-28"), ("typescript", "legacy")].into_iter().enumerate() {
+        let note = format!("decided on the other replica ({client}, {mode})");
+        let arguments = order(2 + i as u32, &note);
+        let before = orders(&h);
+        // The call is held on the first replica; the approver decides on the second.
+        let (got, decided_at) = tokio::join!(
+            async {
+                let got = if client == "python" { sdk(&h.url, mode, "absent", &arguments, 1).await } else { ts_sdk(&h.url, mode, &arguments, 1).await };
+                (got, Instant::now())
+            },
+            async {
+                decide_when_pending(&url_b, &note, "approve").await;
+                Instant::now()
+            }
+        );
+        let (got, answered_at) = got;
+        let first = &got["results"][0];
+        assert!(first["structuredContent"]["order_id"].as_str().is_some_and(|o| o.starts_with("PO-")), "{client} {mode}: {first}");
+        let waited = answered_at.duration_since(decided_at);
+        assert!(waited < Duration::from_secs(3), "{client} {mode}: answered {waited:?} after the decision (the SDK's process exit included)");
+        assert_eq!(orders(&h) - before, 1, "{client} {mode}");
+    }
     replica.stop();
     cancel.cancel();
 }
