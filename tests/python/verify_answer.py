@@ -2,7 +2,8 @@
 against a log published as C2SP tlog-tiles, written from the specs, not from
 toolgate's code: the checkpoint's Ed25519 signed-note signature, an RFC 6962
 inclusion proof built from the hash tiles (c2sp.org/tlog-tiles), and the entry
-bundle's entry hashing to the leaf the answer names — with the `cryptography`
+bundle's entry hashing to the leaf the answer names (from format 3, a
+commitment the answer's `opening` must open) — with the `cryptography`
 package and the standard library only.
 
 Usage: python verify_answer.py RECEIPT.json LOG_URL VKEY
@@ -16,7 +17,7 @@ import sys
 import time
 import urllib.request
 
-from verify_bundle import fail, node, open_checkpoint, parse_vkey, verify_inclusion
+from verify_bundle import commitment_entry, fail, node, open_checkpoint, parse_vkey, verify_inclusion
 
 WIDTH = 256
 
@@ -116,7 +117,14 @@ def main(receipt_path, base, vkey):
     entry = entries[index % WIDTH]
     if hashlib.sha256(b"\x00" + entry).digest() != leaf:
         fail("the log's entry does not hash to the leaf the answer names")
-    logged = json.loads(entry)["receipt"]
+    published = json.loads(entry)
+    if "commitment" in published:
+        # Format 3: the log holds a commitment; the answer carries what opens it.
+        opening = receipt.get("opening") or fail("the log holds a commitment and the answer carries no opening")
+        if commitment_entry(opening["logged"], opening["key"]) != entry:
+            fail("the answer's receipt does not open the log's commitment")
+        published = opening["logged"]
+    logged = published["receipt"]
     if logged["log_index"] != index:
         fail(f"entry {index} is receipt {logged['log_index']}")
     print(f"ok   receipt {logged['server']} {logged['tool']} {logged['decision']} {logged['result_status']}")

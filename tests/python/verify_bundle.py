@@ -33,6 +33,21 @@ def jcs(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def commitment_entry(logged, key_hex):
+    """Format 3: the log holds {"commitment": SHA-256(domain, key, JCS(logged)), "v": 3}."""
+    digest = hashlib.sha256(b"toolgate/receipt-commitment/v1\x00" + bytes.fromhex(key_hex) + jcs(logged)).hexdigest()
+    return jcs({"commitment": digest, "v": 3})
+
+
+def entry_bytes(logged, key_hex, index):
+    """What the log holds for a logged receipt: itself (formats 1 and 2), or its commitment (3)."""
+    if logged["receipt"]["v"] < 3:
+        return jcs(logged)
+    if not key_hex:
+        fail(f"receipt {index}: format 3 without the key that opens its commitment")
+    return commitment_entry(logged, key_hex)
+
+
 def parse_vkey(vkey):
     """<name>+<hex key id>+<base64(type || key)>; returns (name, key id, raw Ed25519 key)."""
     name, key_id, material = vkey.split("+", 2)
@@ -113,8 +128,8 @@ def main(path):
         logged = entry["receipt"]
         receipt = logged["receipt"]
         index = receipt["log_index"]
-        if set(logged) - {"receipt", "sig"} or receipt.get("v") not in (1, 2):
-            fail(f"receipt {index}: not a logged receipt of format 1 or 2")
+        if set(logged) - {"receipt", "sig"} or receipt.get("v") not in (1, 2, 3):
+            fail(f"receipt {index}: not a logged receipt of format 1, 2 or 3")
         _, _, pk = keys.get(receipt["kid"]) or fail(f"receipt {index}: unknown kid")
         if "sig" in logged:
             try:
@@ -124,7 +139,7 @@ def main(path):
             signed_each += 1
         elif receipt["v"] == 1:
             fail(f"receipt {index}: format 1 without its signature")
-        leaf = hashlib.sha256(b"\x00" + jcs(logged)).digest()
+        leaf = hashlib.sha256(b"\x00" + entry_bytes(logged, entry.get("opening"), index)).digest()
         proof = [bytes.fromhex(h) for h in entry["inclusion"]]
         if not verify_inclusion(leaf, index, size, proof, root):
             fail(f"receipt {index}: the inclusion proof does not lead to the checkpoint's root")

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::merkle::Hash;
 use crate::proposal::{canonical_json, hex, sha256_hex, unhex32};
-use crate::receipt::Placed;
+use crate::receipt::{Opening, Placed, Receipt};
 
 /// The `_meta` key of an answer's receipt.
 pub const RECEIPT_META: &str = "io.toolgate/receipt";
@@ -33,19 +33,40 @@ pub struct AnswerReceipt {
 }
 
 fn placed(p: &Placed) -> Value {
-    json!({"index": p.index, "leaf_hash": hex(&p.leaf_hash)})
+    let mut v = json!({"index": p.index, "leaf_hash": hex(&p.leaf_hash)});
+    if let Some(o) = &p.opening {
+        v["opening"] = opening(o);
+    }
+    v
+}
+
+/// `{"key": hex, "logged": {…}}`: the receipt in the answer, with the key
+/// that opens its commitment in the log.
+fn opening(o: &Opening) -> Value {
+    let logged: Value = serde_json::from_str(&o.logged).expect("a logged receipt is JSON");
+    json!({"key": hex(&o.key), "logged": logged})
 }
 
 fn read_placed(v: &Value, what: &str) -> Result<Placed, String> {
     let index = v.get("index").and_then(Value::as_u64).ok_or_else(|| format!("{what}.index must be a leaf index (a whole number)"))?;
     let leaf_hash: Hash = v.get("leaf_hash").and_then(Value::as_str).and_then(unhex32).ok_or_else(|| format!("{what}.leaf_hash must be 64 hex digits"))?;
-    Ok(Placed { index, leaf_hash })
+    let opening = v.get("opening").map(|o| read_opening(o, what)).transpose()?;
+    Ok(Placed { index, leaf_hash, opening })
+}
+
+fn read_opening(o: &Value, what: &str) -> Result<Opening, String> {
+    let key = o.get("key").and_then(Value::as_str).and_then(unhex32).ok_or_else(|| format!("{what}.opening.key must be 64 hex digits"))?;
+    let logged = o.get("logged").filter(|l| l.is_object()).ok_or_else(|| format!("{what}.opening.logged must be the logged receipt (an object)"))?;
+    Ok(Opening { key, logged: logged.to_string().into() })
 }
 
 impl AnswerReceipt {
     /// Its `_meta` value.
     pub fn to_value(&self) -> Value {
         let mut v = json!({"origin": self.origin, "index": self.receipt.index, "leaf_hash": hex(&self.receipt.leaf_hash)});
+        if let Some(o) = &self.receipt.opening {
+            v["opening"] = opening(o);
+        }
         if let Some(d) = &self.decision {
             v["decision"] = placed(d);
         }
@@ -74,25 +95,29 @@ pub struct Saved {
     /// The result (a `tools/call`, `prompts/get` or `resources/read`
     /// result object), when given.
     pub result: Option<Value>,
+    /// The JSON-RPC error object, when a whole error answer was saved.
+    pub error: Option<Value>,
 }
 
 /// Finds the receipt in what was saved: the receipt object itself, a
 /// `_meta` object holding it, a result, or a whole JSON-RPC response.
 pub fn read_saved(doc: &Value) -> Result<Saved, String> {
     if doc.get("origin").is_some() && doc.get("index").is_some() {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(doc)?, result: None });
+        return Ok(Saved { receipt: AnswerReceipt::from_value(doc)?, result: None, error: None });
     }
     if let Some(r) = doc.get(RECEIPT_META) {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None });
+        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None, error: None });
     }
     if let Some(r) = doc.get("_meta").and_then(|m| m.get(RECEIPT_META)) {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()) });
+        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()), error: None });
     }
     if let Some(result) = doc.get("result").filter(|r| r.is_object()) {
         return read_saved(result);
     }
-    if let Some(r) = doc.get("error").and_then(|e| e.get("data")).and_then(|d| d.get("_meta")).and_then(|m| m.get(RECEIPT_META)) {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None });
+    if let Some(error) = doc.get("error").filter(|e| e.is_object())
+        && let Some(r) = error.get("data").and_then(|d| d.get("_meta")).and_then(|m| m.get(RECEIPT_META))
+    {
+        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None, error: Some(error.clone()) });
     }
     Err(format!("no receipt found: expected _meta[\"{RECEIPT_META}\"] in the answer, its result, or the receipt object itself"))
 }
@@ -128,6 +153,106 @@ pub fn result_sha256(result: &Value) -> Vec<String> {
     out
 }
 
+/// How the answer a caller holds stands against the receipt that records
+/// it: `Ok` says what was proven (and what a receipt of its kind does not
+/// commit to), `Err` what the answer claims that the receipt does not. A
+/// verifier must prove the whole answer, never only a part of it: an
+/// answer that wraps a refusal's genuine receipt in an invented success
+/// fails here, as does a refusal whose words were changed.
+pub fn judge(r: &Receipt, result: Option<&Value>, error: Option<&Value>) -> Option<Result<String, String>> {
+    match (result, error) {
+        (Some(result), _) => Some(judge_result(r, result)),
+        (None, Some(error)) => Some(judge_error(r, error)),
+        (None, None) => None,
+    }
+}
+
+/// The receipt records a result the caller was given (a read's, a write's
+/// outcome, a replay's), which `result_sha256` hashes.
+fn records_result(r: &Receipt) -> bool {
+    matches!(r.result_status.as_str(), "ok" | "tool_error") && r.result_sha256.is_some()
+}
+
+fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
+    if records_result(r) {
+        let want = r.result_sha256.as_deref().unwrap_or_default();
+        return if result_sha256(result).iter().any(|h| h == want) {
+            Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}"))
+        } else {
+            Err(format!("the answer's result does not hash to the receipt's result_sha256 {want}: it is not the answer the gateway recorded (a client that re-serializes a result may change it; verify the `_meta` receipt alone to prove the receipt)"))
+        };
+    }
+    let recorded = format!("{} / {} / {}", r.result_status, r.decision, r.reason);
+    if r.result_status.starts_with("protocol_error") {
+        return Err(format!("the receipt records a JSON-RPC error ({recorded}), but the answer is a result"));
+    }
+    if result.get("isError") != Some(&Value::Bool(true)) {
+        return Err(format!("the receipt records no result ({recorded}), but the answer claims one (its isError is not true)"));
+    }
+    let object = result.as_object().ok_or("the answer is not an object")?;
+    // The modern era marks every result `"resultType": "complete"`.
+    if object.get("resultType").is_some_and(|t| t != "complete") {
+        return Err("the answer's resultType is not \"complete\": it is not the refusal the receipt records".into());
+    }
+    if let Some(key) = object.keys().find(|k| !matches!(k.as_str(), "content" | "structuredContent" | "isError" | "_meta" | "resultType")) {
+        return Err(format!("the answer carries {:?}, which a refusal toolgate gives does not: it is not the answer the receipt records", crate::visible::visible(key)));
+    }
+    if let Some(key) = object.get("_meta").and_then(Value::as_object).and_then(|m| m.keys().find(|k| !k.starts_with(OWN_META_PREFIX))) {
+        return Err(format!("the answer's _meta carries {:?}, which a refusal toolgate gives does not", crate::visible::visible(key)));
+    }
+    let refusal = result.get("structuredContent").filter(|s| s.is_object()).ok_or_else(|| format!("the receipt records a refusal ({recorded}), and the answer carries none (no structuredContent)"))?;
+    let message = refusal.get("message").and_then(Value::as_str).unwrap_or_default();
+    if result.get("content") != Some(&json!([{"type": "text", "text": message}])) {
+        return Err("the answer's text is not the refusal's message: it is not the answer the receipt records".into());
+    }
+    judge_refusal(r, refusal, &recorded)
+}
+
+fn judge_error(r: &Receipt, error: &Value) -> Result<String, String> {
+    let recorded = format!("{} / {} / {}", r.result_status, r.decision, r.reason);
+    let code = error.get("code").and_then(Value::as_i64);
+    if let Some(want) = r.result_status.strip_prefix("protocol_error:") {
+        return match code {
+            Some(c) if c.to_string() == want => Ok(format!("the answer is the JSON-RPC error {c} the receipt records (an error's message is not committed by its receipt: not proven)")),
+            _ => Err(format!("the receipt records the JSON-RPC error {want}; the answer is error {}", code.map_or("(none)".into(), |c| c.to_string()))),
+        };
+    }
+    if records_result(r) {
+        return Err(format!("the receipt records a result ({recorded}), but the answer is a JSON-RPC error"));
+    }
+    let mut refusal = error.get("data").filter(|d| d.is_object()).cloned().ok_or_else(|| format!("the receipt records a refusal ({recorded}); the error carries none (no data)"))?;
+    let meta_is_ours = refusal.get("_meta").and_then(Value::as_object).is_none_or(|m| m.keys().all(|k| k.starts_with(OWN_META_PREFIX)));
+    refusal.as_object_mut().expect("an object").remove("_meta");
+    if !meta_is_ours {
+        return Err("the error's _meta carries keys a refusal toolgate gives does not".into());
+    }
+    if error.get("message") != refusal.get("message") {
+        return Err("the error's message is not the refusal's: it is not the answer the receipt records".into());
+    }
+    judge_refusal(r, &refusal, &recorded)
+}
+
+/// A refusal, as the answer carries it, against the receipt's record.
+fn judge_refusal(r: &Receipt, refusal: &Value, recorded: &str) -> Result<String, String> {
+    if let Some(want) = &r.result_sha256 {
+        return if sha256_hex(canonical_json(refusal).as_bytes()) == *want {
+            Ok(format!("the answer is the refusal the receipt records, whole ({recorded})"))
+        } else {
+            Err(format!("the refusal in the answer is not the one the receipt records ({recorded}): its words or fields were changed"))
+        };
+    }
+    let said = |k: &str| refusal.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    if said("decision") != r.decision || said("reason") != r.reason {
+        return Err(format!("the answer is a refusal ({} / {}), not the one the receipt records ({recorded})", crate::visible::visible(&said("decision")), crate::visible::visible(&said("reason"))));
+    }
+    if let Some(approval) = &r.approval
+        && said("approval_id") != approval.id
+    {
+        return Err(format!("the answer names another approval than the receipt's ({})", approval.id));
+    }
+    Ok(format!("the answer is a refusal with the receipt's decision and reason ({recorded}); a receipt of its kind does not commit to the refusal's message, which is not proven"))
+}
+
 /// `object` with `receipt` in its `_meta` (created when absent), beside the
 /// keys already there.
 pub fn with_receipt(mut object: Map<String, Value>, receipt: &AnswerReceipt) -> Map<String, Value> {
@@ -146,8 +271,8 @@ mod tests {
     fn receipt() -> AnswerReceipt {
         AnswerReceipt {
             origin: "toolgate.example/log".into(),
-            receipt: Placed { index: 41, leaf_hash: [7; 32] },
-            decision: Some(Placed { index: 40, leaf_hash: [6; 32] }),
+            receipt: Placed { index: 41, leaf_hash: [7; 32], opening: Some(Opening { key: [9; 32], logged: r#"{"receipt":{"v":3}}"#.into() }) },
+            decision: Some(Placed { index: 40, leaf_hash: [6; 32], opening: None }),
             log: Some("https://gw.example/log/".into()),
         }
     }
@@ -156,8 +281,9 @@ mod tests {
     fn the_receipt_round_trips_and_bad_ones_say_what_is_wrong() {
         let r = receipt();
         assert_eq!(AnswerReceipt::from_value(&r.to_value()).unwrap(), r);
-        let bare = AnswerReceipt { decision: None, log: None, ..r.clone() };
+        let bare = AnswerReceipt { decision: None, log: None, receipt: Placed { opening: None, ..r.receipt.clone() }, ..r.clone() };
         assert_eq!(bare.to_value().as_object().unwrap().len(), 3);
+        assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": hex(&[0; 32]), "opening": {"key": "x", "logged": {}}})).unwrap_err().contains("opening.key"));
         assert!(AnswerReceipt::from_value(&json!({"index": 1, "leaf_hash": hex(&[0; 32])})).unwrap_err().contains("origin"));
         assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": -1, "leaf_hash": hex(&[0; 32])})).unwrap_err().contains("index"));
         assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": "abc"})).unwrap_err().contains("leaf_hash"));
@@ -201,5 +327,62 @@ mod tests {
         // Another value is another hash.
         let other = Value::Object(with_receipt(json!({"content": []}).as_object().unwrap().clone(), &receipt()));
         assert!(!result_sha256(&other).contains(&sha256_hex(canonical_json(&plain).as_bytes())));
+    }
+
+    fn stated(result_status: &str, result_sha256: Option<String>) -> Receipt {
+        let mut r: Receipt = serde_json::from_value(json!({
+            "v": 3, "kid": "k", "log_index": 1, "issued_at": "t", "tenant": "a", "caller": "c", "server": "s", "tool": "t",
+            "tool_definition_sha256": "", "proposal_sha256": "", "decision": "deny", "reason": "prohibited", "rules": [],
+            "policy_version": "p", "approval": null, "operation": null, "execution_status": "not_dispatched",
+            "result_status": "refused", "result_sha256": null, "arguments_hash": "", "result_hash": null
+        }))
+        .unwrap();
+        r.result_status = result_status.into();
+        r.result_sha256 = result_sha256;
+        r
+    }
+
+    #[test]
+    fn an_answer_is_judged_whole_against_what_its_receipt_records() {
+        let refusal = json!({"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no"});
+        let answered = json!({"content": [{"type": "text", "text": "no"}], "structuredContent": refusal, "isError": true, "resultType": "complete", "_meta": {RECEIPT_META: {}}});
+        let committed = stated("refused", Some(sha256_hex(canonical_json(&refusal).as_bytes())));
+        assert!(judge(&committed, Some(&answered), None).unwrap().is_ok());
+        // An invented success around it, words changed, a member added: each fails.
+        let mut success = answered.clone();
+        success["isError"] = json!(false);
+        let mut words = answered.clone();
+        words["content"][0]["text"] = json!("done");
+        let mut extra = answered.clone();
+        extra["data"] = json!(1);
+        let mut message = answered.clone();
+        (message["content"][0]["text"], message["structuredContent"]["message"]) = (json!("done"), json!("done"));
+        for forged in [&success, &words, &extra, &message] {
+            assert!(judge(&committed, Some(forged), None).unwrap().is_err(), "{forged}");
+        }
+        // A receipt that commits to no words (an older refusal, a wait): the
+        // fields it records must match, and the report says the words are not proven.
+        let older = stated("refused", None);
+        assert!(judge(&older, Some(&answered), None).unwrap().unwrap().contains("not proven"));
+        assert!(judge(&older, Some(&success), None).unwrap().is_err());
+        let mut reason = answered.clone();
+        reason["structuredContent"]["reason"] = json!("budget_exceeded");
+        assert!(judge(&older, Some(&reason), None).unwrap().is_err());
+        // A protocol error's receipt backs only that error, never a result.
+        let protocol = stated("protocol_error:-32603", None);
+        assert!(judge(&protocol, None, Some(&json!({"code": -32603, "message": "boom"}))).unwrap().is_ok());
+        assert!(judge(&protocol, None, Some(&json!({"code": -32602, "message": "boom"}))).unwrap().is_err());
+        assert!(judge(&protocol, Some(&answered), None).unwrap().is_err());
+        // A refusal given as an error (a prompt or a resource): its data, whole.
+        let error = json!({"code": -32001, "message": "no", "data": {"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no", "_meta": {RECEIPT_META: {}}}});
+        assert!(judge(&committed, None, Some(&error)).unwrap().is_ok());
+        let mut other = error.clone();
+        other["message"] = json!("approved");
+        assert!(judge(&committed, None, Some(&other)).unwrap().is_err());
+        // A result's receipt backs neither a refusal nor an error.
+        let read = stated("ok", Some(sha256_hex(b"x")));
+        assert!(judge(&read, Some(&answered), None).unwrap().is_err());
+        assert!(judge(&read, None, Some(&error)).unwrap().is_err());
+        assert!(judge(&read, None, None).is_none());
     }
 }

@@ -63,6 +63,10 @@ pub struct BundleKey {
 pub struct Entry {
     /// The receipt, as signed.
     pub receipt: LoggedReceipt,
+    /// For a format-3 receipt, whose leaf is a commitment to it: the hex
+    /// key that opens the commitment (`receipt::opening_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening: Option<String>,
     /// RFC 6962 audit path from the receipt's leaf to the checkpoint's root.
     pub inclusion: Vec<String>,
 }
@@ -358,7 +362,8 @@ fn ed25519_key(v: &Verifier) -> ed25519_dalek::VerifyingKey {
 fn prove(entry: &Entry, size: u64, root: &Hash) -> Result<(), String> {
     let index = entry.receipt.receipt.log_index;
     let proof: Vec<Hash> = entry.inclusion.iter().map(|h| unhex32(h).ok_or_else(|| format!("{h:?} is not a 32-byte hex hash"))).collect::<Result<_, _>>()?;
-    let leaf = merkle::leaf_hash(&receipt::leaf_bytes(&entry.receipt));
+    let opening = entry.opening.as_deref().map(|k| unhex32(k).ok_or_else(|| format!("opening {k:?} is not a 32-byte hex key"))).transpose()?;
+    let leaf = merkle::leaf_hash(&receipt::entry_bytes(&entry.receipt, opening.as_ref()).map_err(|e| e.to_string())?);
     merkle::verify_inclusion(&leaf, index, size, &proof, root).map_err(|e| e.to_string())
 }
 
@@ -459,7 +464,7 @@ pub(crate) mod tests {
         let checkpoint = Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();
         let receipts = pick
             .iter()
-            .map(|&i| Entry { receipt: sealed[i as usize].logged.clone(), inclusion: merkle::inclusion_proof(&leaves, i, n).unwrap().iter().map(|h| hex(h)).collect() })
+            .map(|&i| Entry { receipt: sealed[i as usize].logged.clone(), opening: Some(hex(&crate::receipt::opening_key(&[0; 32], i))), inclusion: merkle::inclusion_proof(&leaves, i, n).unwrap().iter().map(|h| hex(h)).collect() })
             .collect();
         Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: vec![bundle_key(k)], receipts }
     }

@@ -126,6 +126,11 @@ pub enum Reason {
     /// The caller has as many approvals pending as it may
     /// (`[approvals] max_pending_per_caller`): approvers decide some first.
     TooManyPendingApprovals,
+    /// The upstream's answer (a result, a tool error, a resource, a prompt,
+    /// a JSON-RPC error) carries a credential toolgate holds (a header or
+    /// variable it gives an upstream, a caller's token, one of its keys):
+    /// the answer is withheld.
+    CredentialWithheld,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause

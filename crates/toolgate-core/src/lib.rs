@@ -14,6 +14,7 @@ pub mod budget;
 pub mod bundle;
 pub mod clock;
 pub mod contract;
+pub mod credentials;
 pub mod decision;
 pub mod egress;
 pub mod entropy;
@@ -33,6 +34,7 @@ pub mod schema;
 pub mod strict_json;
 pub mod tiles;
 pub mod trifecta;
+pub mod visible;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use entropy::{Entropy, SeededEntropy, SystemEntropy};

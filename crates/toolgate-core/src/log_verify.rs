@@ -55,18 +55,28 @@ impl LogVerifier {
         self.leaves.len() as u64
     }
 
-    /// The next stored receipt: its index, the leaf hash stored beside it,
-    /// and its logged text (the leaf's bytes).
-    pub fn receipt(&mut self, log_index: u64, stored_leaf: &Hash, signed: &str) {
+    /// The next stored receipt: its index, the leaf hash stored beside it
+    /// (read from the log's tiles or entries), its logged text and, for a
+    /// format-3 receipt, the key that opens its commitment. The leaf is
+    /// recomputed from the text: the receipt's own bytes, or its commitment.
+    pub fn receipt(&mut self, log_index: u64, stored_leaf: &Hash, signed: &str, opening: Option<&[u8; 32]>) {
         let problems = &mut self.problems;
         if log_index != self.leaves.len() as u64 {
             problems.push(format!("log index {log_index} follows {}", self.leaves.len()));
         }
-        let leaf = merkle::leaf_hash(signed.as_bytes());
+        let parsed = LoggedReceipt::from_json(signed.as_bytes(), RECEIPT_LIMITS);
+        let leaf = match parsed.as_ref().map(|p| receipt::entry_bytes(p, opening)) {
+            Ok(Ok(entry)) => merkle::leaf_hash(&entry),
+            Ok(Err(e)) => {
+                problems.push(format!("receipt {log_index}: {e}"));
+                *stored_leaf
+            }
+            Err(_) => merkle::leaf_hash(signed.as_bytes()),
+        };
         if leaf != *stored_leaf {
-            problems.push(format!("receipt {log_index}: its stored leaf hash is not the hash of its bytes"));
+            problems.push(format!("receipt {log_index}: its stored leaf hash is not the hash of its entry"));
         }
-        match LoggedReceipt::from_json(signed.as_bytes(), RECEIPT_LIMITS) {
+        match parsed {
             Ok(parsed) => match self.receipt_keys.get(&parsed.receipt.kid) {
                 Some(key) => {
                     if let Err(e) = receipt::verify(&parsed, key) {
@@ -149,7 +159,7 @@ mod tests {
     fn verify(k: &crate::bundle::tests::Keys, rows: &[(u64, Hash, String)], checkpoints: &[(u64, Hash, String)]) -> Vec<String> {
         let mut v = LogVerifier::new(&[bundle_key(k)]).unwrap();
         for (i, leaf, signed) in rows {
-            v.receipt(*i, leaf, signed);
+            v.receipt(*i, leaf, signed, Some(&receipt::opening_key(&[0; 32], *i)));
         }
         for (size, root, note) in checkpoints {
             v.checkpoint(*size, root, note);
@@ -198,7 +208,7 @@ mod tests {
         // A receipt rewritten with its leaf hash to match: the checkpoint's root catches it.
         let mut bad = rows.clone();
         bad[4].2 = bad[4].2.replace("\"allow\"", "\"deny\"");
-        bad[4].1 = merkle::leaf_hash(bad[4].2.as_bytes());
+        bad[4].1 = merkle::leaf_hash(&receipt::entry_bytes(&LoggedReceipt::from_json(bad[4].2.as_bytes(), RECEIPT_LIMITS).unwrap(), Some(&receipt::opening_key(&[0; 32], 4))).unwrap());
         let problems = verify(&k, &bad, &cps);
         assert_eq!(problems, ["checkpoint of size 6: its root is not the log's root at that size"]);
         // One of another log's key is still not of this history.

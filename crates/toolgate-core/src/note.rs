@@ -1103,6 +1103,24 @@ mod tests {
         assert_eq!(open_checkpoint(&cosigned, &[e.verifier(), w1.verifier()]).unwrap().1.len(), 2);
     }
 
+    /// A line under a known witness's name with a key id nobody gave is
+    /// ignored (c2sp.org/signed-note: verifiers ignore unknown keys): it
+    /// neither counts the witness nor fails the check of the others.
+    #[test]
+    fn a_known_witness_s_line_under_an_unknown_key_id_neither_counts_nor_fails() {
+        let (e, _) = log_signers();
+        let checkpoint = Checkpoint::new("toolgate.example/log", 9, [3; 32]).unwrap();
+        let note = checkpoint.sign(&[e]).unwrap();
+        let w1 = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32])).unwrap();
+        let unknown = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[9; 32])).unwrap();
+        assert_ne!(w1.verifier().key_id(), unknown.verifier().key_id());
+        let alone = format!("{note}{}", unknown.cosign(&checkpoint.body(), 5));
+        assert_eq!(cosigned_by(&alone, &[w1.verifier()]), Ok(Vec::new()));
+        let beside = format!("{note}{}{}", unknown.cosign(&checkpoint.body(), 5), w1.cosign(&checkpoint.body(), 5));
+        let by = cosigned_by(&beside, &[w1.verifier()]).unwrap();
+        assert_eq!((by.len(), by[0].key_id), (1, w1.verifier().key_id()));
+    }
+
     #[test]
     fn ml_dsa_44_cosignatures_sign_the_subtree_message_under_a_0x06_key() {
         use aws_lc_rs::signature::ML_DSA_44_SIGNING;

@@ -49,9 +49,14 @@ use crate::strict_json::{self, JsonLimits};
 pub mod build;
 pub mod compact;
 
-/// The receipt format this module writes: 2, where `sig` is optional. It
-/// verifies 1 as well (every receipt signed).
-pub const RECEIPT_VERSION: u32 = 2;
+/// The receipt format this module writes: 3, which the published log holds
+/// only as a commitment (see [`commitment_entry`]); `sig` is optional, as in
+/// 2. It verifies 1 (every receipt signed) and 2 (logged in the clear) too.
+pub const RECEIPT_VERSION: u32 = 3;
+
+/// The first format whose leaf is a commitment to the receipt, not the
+/// receipt itself.
+pub const COMMITTED_VERSION: u32 = 3;
 
 /// The oldest format it verifies.
 pub const OLDEST_VERSION: u32 = 1;
@@ -261,6 +266,10 @@ pub enum ReceiptError {
     /// The receipt's format version is not one this verifier knows.
     #[error("receipt format v{0} is not supported (this verifier knows v{OLDEST_VERSION} to v{RECEIPT_VERSION})")]
     UnsupportedVersion(u32),
+    /// A format-3 receipt's leaf is its commitment, and opening it needs
+    /// the receipt's opening key, which was not given.
+    #[error("a format-3 receipt is logged as a commitment: proving it needs its opening key (the answer's `opening.key`, or the bundle entry's `opening`)")]
+    NoOpening,
     /// A format-1 receipt without its signature: in format 1 every receipt is signed.
     #[error("a format-1 receipt must carry its signature (`sig`)")]
     Unsigned,
@@ -369,6 +378,87 @@ pub fn leaf_bytes(logged: &LoggedReceipt) -> Vec<u8> {
     logged_bytes(&logged.receipt.canonical_bytes(), logged.signature.as_deref())
 }
 
+/// The bytes the log publishes for a logged receipt, its entry (the leaf
+/// hash is over them): the logged receipt itself before format 3; from
+/// format 3 on, only its commitment, opened with `opening` (the receipt's
+/// [`opening_key`]). See [`commitment_entry`] for why.
+pub fn entry_bytes(logged: &LoggedReceipt, opening: Option<&[u8; 32]>) -> Result<Vec<u8>, ReceiptError> {
+    let bytes = leaf_bytes(logged);
+    if logged.receipt.v < COMMITTED_VERSION {
+        return Ok(bytes);
+    }
+    let key = opening.ok_or(ReceiptError::NoOpening)?;
+    Ok(commitment_entry(&commitment(key, &bytes)))
+}
+
+/// The key that opens the commitment of the receipt at `log_index`, from
+/// the call's secret salt: SHA-256 of a domain, the salt and the index.
+/// Derived, not random, so the ledger keeps nothing new and every reader of
+/// the ledger (export, the archive) gives the same key; one-way, so handing
+/// a caller its receipt's key reveals nothing of the salt behind the
+/// receipt's salted hashes.
+pub fn opening_key(salt: &[u8; 32], log_index: u64) -> [u8; 32] {
+    Sha256::new().chain_update(b"toolgate/receipt-opening/v1\0").chain_update(salt).chain_update(log_index.to_be_bytes()).finalize().into()
+}
+
+/// The commitment to a logged receipt's JCS bytes under `key`: SHA-256 of a
+/// domain, the 32-byte key and the bytes (the key has a fixed length, so
+/// key and bytes cannot be re-split).
+pub fn commitment(key: &[u8; 32], logged: &[u8]) -> [u8; 32] {
+    Sha256::new().chain_update(b"toolgate/receipt-commitment/v1\0").chain_update(key).chain_update(logged).finalize().into()
+}
+
+/// A format-3 receipt's entry in the published log: the JCS bytes of
+/// `{"commitment":"<64 hex>","v":3}`.
+///
+/// Why a commitment: the log is one for every tenant, and its tiles and
+/// entries are published (to approvers, or to anyone). A receipt names its
+/// tenant, caller, server and tool, and hashes a reader could test guesses
+/// against; published as such, it told one tenant about another. A
+/// commitment under a secret 256-bit key reveals nothing of the receipt,
+/// not even to a reader who can guess all of it, yet binds the log to it:
+/// whoever is given the receipt and its key (the caller, in its answer; an
+/// auditor, in a bundle) proves that exactly this receipt is the leaf.
+pub fn commitment_entry(commitment: &[u8; 32]) -> Vec<u8> {
+    format!("{{\"commitment\":\"{}\",\"v\":{COMMITTED_VERSION}}}", crate::proposal::hex(commitment)).into_bytes()
+}
+
+/// One entry of the published log, as a reader finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogEntry {
+    /// A receipt logged in the clear (formats 1 and 2).
+    Clear(LoggedReceipt),
+    /// A format-3 receipt's commitment.
+    Commitment([u8; 32]),
+}
+
+impl LogEntry {
+    /// Reads an entry: a commitment `{"commitment", "v": 3}` exactly, or a
+    /// logged receipt of format 1 or 2 (a format-3 receipt is never logged
+    /// in the clear).
+    pub fn from_json(bytes: &[u8], limits: JsonLimits) -> Result<Self, ReceiptError> {
+        if let Some(hex) = bytes.strip_prefix(b"{\"commitment\":\"").and_then(|rest| rest.strip_suffix(format!("\",\"v\":{COMMITTED_VERSION}}}").as_bytes())) {
+            let text = std::str::from_utf8(hex).ok().and_then(crate::proposal::unhex32).ok_or_else(|| ReceiptError::Malformed("a commitment is 64 lower-case hex digits".into()))?;
+            return Ok(LogEntry::Commitment(text));
+        }
+        let logged = LoggedReceipt::from_json(bytes, limits)?;
+        if logged.receipt.v >= COMMITTED_VERSION {
+            return Err(ReceiptError::Malformed(format!("a format-{} receipt is logged as its commitment, never in the clear", logged.receipt.v)));
+        }
+        Ok(LogEntry::Clear(logged))
+    }
+}
+
+/// A receipt as its holder is given it beside the log: the logged receipt
+/// and the key that opens its commitment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opening {
+    /// The [`opening_key`].
+    pub key: [u8; 32],
+    /// The logged receipt's JCS text.
+    pub logged: std::sync::Arc<str>,
+}
+
 /// `{"receipt":<canonical>[,"sig":"<sig>"]}`: JCS of the logged object from
 /// the receipt's own JCS bytes ("receipt" sorts before "sig"; base64 needs
 /// no escaping), so sealing canonicalizes a receipt once.
@@ -453,12 +543,15 @@ pub struct Draft {
 }
 
 /// Where a receipt was placed in the log: its leaf index and leaf hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
     /// Its leaf index (`log_index`).
     pub index: u64,
-    /// RFC 6962 leaf hash of its logged JCS bytes.
+    /// RFC 6962 leaf hash of its entry (see [`entry_bytes`]).
     pub leaf_hash: crate::merkle::Hash,
+    /// For a format-3 receipt, what opens its commitment: the receipt and
+    /// its key, which its caller is given (the log publishes neither).
+    pub opening: Option<Opening>,
 }
 
 /// A draft's way back to its drafter: `seal` writes where the store placed
@@ -484,7 +577,11 @@ impl Placement {
     /// Where the draft was sealed last; `None` before a seal or untracked.
     /// Read it only after the store reported the draft committed.
     pub fn get(&self) -> Option<Placed> {
-        *self.0.as_ref()?.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn tracked_now(&self) -> bool {
+        self.0.is_some()
     }
 }
 
@@ -496,7 +593,7 @@ impl std::fmt::Debug for Draft {
 }
 
 /// A receipt placed in the log, ready to store: the logged object and its
-/// leaf hash (over its JCS bytes).
+/// leaf hash (over its entry: [`entry_bytes`]).
 pub struct Sealed {
     /// The logged receipt.
     pub logged: LoggedReceipt,
@@ -514,8 +611,17 @@ impl Draft {
         }
         let canonical = self.receipt.canonical_bytes();
         let signature = self.sign_each.then(|| STANDARD.encode(self.key.sign(&canonical)));
-        let leaf_hash = crate::merkle::leaf_hash(&logged_bytes(&canonical, signature.as_deref()));
-        self.placement.set(Placed { index: log_index, leaf_hash });
+        let bytes = logged_bytes(&canonical, signature.as_deref());
+        let (leaf_hash, opening) = if self.receipt.v >= COMMITTED_VERSION {
+            let key = opening_key(&self.salt, log_index);
+            let leaf_hash = crate::merkle::leaf_hash(&commitment_entry(&commitment(&key, &bytes)));
+            // Only a drafter that reads its placement gets the opening.
+            let opening = self.placement.tracked_now().then(|| Opening { key, logged: String::from_utf8(bytes).expect("JCS output is UTF-8").into() });
+            (leaf_hash, opening)
+        } else {
+            (crate::merkle::leaf_hash(&bytes), None)
+        };
+        self.placement.set(Placed { index: log_index, leaf_hash, opening });
         let logged = LoggedReceipt { receipt: self.receipt, signature };
         Ok((Sealed { logged, leaf_hash }, self.salt, self.asked))
     }
@@ -672,7 +778,11 @@ mod tests {
             assert_eq!(sealed.logged.signature.is_some(), sign_each);
             let vouched = if sign_each { Vouched::BySignature } else { Vouched::ByCheckpoint };
             assert_eq!(verify(&sealed.logged, &k.verifying_key()), Ok(vouched));
-            assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(&leaf_bytes(&sealed.logged)));
+            // Format 3: the leaf is the commitment the salt's key opens, never the receipt itself.
+            let key = opening_key(&[1; 32], 7);
+            assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(&entry_bytes(&sealed.logged, Some(&key)).unwrap()));
+            assert_ne!(sealed.leaf_hash, crate::merkle::leaf_hash(&leaf_bytes(&sealed.logged)));
+            assert_eq!(entry_bytes(&sealed.logged, None), Err(ReceiptError::NoOpening));
         }
         // A draft naming another key is refused, not sealed.
         let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk, sign_each: false, placement: Default::default() };
@@ -822,7 +932,7 @@ mod tests {
         let bytes = receipt_for(&k).canonical_bytes();
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.starts_with(r#"{"approval":{"approver":"erin","decided_at":"#), "{text}");
-        assert!(text.ends_with(r#","v":2}"#), "{text}");
+        assert!(text.ends_with(r#","v":3}"#), "{text}");
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //! than a checkpoint covers) holds, by the spec's paths:
 //! - `checkpoint`: a checkpoint of size `before`, signed by the log's keys;
 //! - `tile/<L>/…`: the hash tiles of the tree at that size;
-//! - `tile/entries/…`: the entry bundles, each entry a logged receipt's JCS
-//!   bytes (its leaf);
-//! - `private/…`: per bundle, owner-only, each receipt's salt and private
-//!   record of what was asked (never served: receipts hold salted hashes, and
-//!   the salts and records are what the ledger kept private).
+//! - `tile/entries/…`: the entry bundles, each entry what the published log
+//!   holds (its leaf's bytes): a format-3 receipt's commitment, or an older
+//!   receipt's JCS bytes;
+//! - `private/…`: per bundle, owner-only, each receipt's salt, private
+//!   record of what was asked and, for a format-3 receipt, its JCS text
+//!   (never served: the salts, records and receipts are what the ledger
+//!   kept private).
 //!
 //! Files are written, flushed to disk and read back and verified (the new
 //! entries against their leaf hashes, the tiles the run wrote, the right
@@ -25,7 +27,6 @@
 //! Readers take the log whole: `leaf_hashes` and `logged` give what the
 //! archive holds, then what the ledger does.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,6 +35,8 @@ use toolgate_core::bundle::{BundleKey, key_verifiers};
 use toolgate_core::merkle::{self, Frontier, Hash};
 use toolgate_core::note;
 use toolgate_core::proposal::hex;
+use toolgate_core::receipt::{self, LogEntry};
+use toolgate_core::strict_json::JsonLimits;
 use toolgate_core::tiles::{self, WIDTH};
 use toolgate_ledger::{Ledger, StoredArchive, StoredReceipt};
 
@@ -45,9 +48,28 @@ pub struct Archive {
     dir: PathBuf,
 }
 
-/// One leaf of the log as read back: its index, its leaf hash and its logged
-/// receipt's JCS text.
-pub type Leaf = (u64, Hash, String);
+/// One leaf of the log as read back.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// Its index.
+    pub index: u64,
+    /// Its leaf hash (over `entry`).
+    pub hash: Hash,
+    /// What the published log holds: a format-3 receipt's commitment, or
+    /// the logged receipt itself (formats 1 and 2).
+    pub entry: String,
+    /// The logged receipt's JCS text.
+    pub logged: String,
+    /// The key that opens its commitment (format 3).
+    pub opening: Option<[u8; 32]>,
+}
+
+impl From<StoredReceipt> for Leaf {
+    fn from(r: StoredReceipt) -> Self {
+        let opening = r.opening_key();
+        Leaf { index: r.log_index, hash: r.leaf_hash, entry: r.entry().to_string(), logged: r.logged, opening }
+    }
+}
 
 impl Archive {
     /// The archive of the gateway whose state dir is `state`.
@@ -67,25 +89,17 @@ impl Archive {
 
     /// Writes a file of the archive and flushes it to disk. A full tile or
     /// bundle already there must hold these bytes (it never changes); the
-    /// checkpoint is replaced.
-    fn write(&self, rel: &str, bytes: &[u8], private: bool) -> anyhow::Result<()> {
+    /// checkpoint is replaced. Every file and folder is owner-only (the
+    /// gateway serves the public ones at `/log/`; `private/` never), and
+    /// none is written through a link planted in the archive.
+    fn write(&self, rel: &str, bytes: &[u8]) -> anyhow::Result<()> {
         let path = self.dir.join(rel);
         if rel != "checkpoint" && std::fs::read(&path).is_ok_and(|had| had == bytes) {
             return Ok(());
         }
         let parent = path.parent().expect("a file of the archive is in a folder");
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        let tmp = path.with_extension("partial");
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        if private {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-        file.write_all(bytes).and_then(|()| file.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        std::fs::File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("flushing {}", parent.display()))
+        crate::seal::create_private_dir(parent)?;
+        crate::seal::write_owner_only(&path, bytes)
     }
 
     /// Leaf hashes `from..to`, all archived, from the level-0 tiles.
@@ -105,17 +119,51 @@ impl Archive {
         tiles::edge_widths(size).into_iter().map(|(level, index, width)| Ok((level, tiles::read_tile(&self.read(&tiles::tile_path(level, index, width))?, width)?))).collect()
     }
 
-    /// The archived leaves `from..to`, from the entry bundles.
+    /// The archived leaves `from..to`, from the entry bundles; a format-3
+    /// receipt's text and opening from the private file beside its bundle
+    /// (its entry is only a commitment), checked to open it.
     pub fn leaves(&self, from: u64, to: u64) -> anyhow::Result<Vec<Leaf>> {
         let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
         for tile in from / WIDTH..to.div_ceil(WIDTH) {
             let bytes = self.read(&tiles::entries_path(tile, WIDTH))?;
+            let mut private = None;
             for (i, entry) in tiles::read_entry_bundle(&bytes, WIDTH)?.into_iter().enumerate() {
                 let index = tile * WIDTH + i as u64;
-                if (from..to).contains(&index) {
-                    let text = String::from_utf8(entry.to_vec()).map_err(|_| anyhow!("archived receipt {index} is not UTF-8"))?;
-                    out.push((index, merkle::leaf_hash(entry), text));
+                if !(from..to).contains(&index) {
+                    continue;
                 }
+                let text = String::from_utf8(entry.to_vec()).map_err(|_| anyhow!("archived receipt {index} is not UTF-8"))?;
+                let hash = merkle::leaf_hash(entry);
+                let Ok(LogEntry::Commitment(commitment)) = LogEntry::from_json(entry, JsonLimits::sized(1 << 10, 4)) else {
+                    out.push(Leaf { index, hash, logged: text.clone(), entry: text, opening: None });
+                    continue;
+                };
+                if private.is_none() {
+                    private = Some(self.private(tile)?);
+                }
+                let (salt, logged) = private.as_ref().and_then(|p| p.get(&index)).cloned().ok_or_else(|| anyhow!("the archive's private/{} holds no receipt {index}, whose entry is a commitment", tiles::index_path(tile)))?;
+                let key = receipt::opening_key(&salt, index);
+                if receipt::commitment(&key, logged.as_bytes()) != commitment {
+                    bail!("the archive's private record of receipt {index} does not open its entry's commitment");
+                }
+                out.push(Leaf { index, hash, entry: text, logged, opening: Some(key) });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The private file of bundle `tile`: each receipt's salt and, for a
+    /// format-3 receipt, its logged text, by index.
+    fn private(&self, tile: u64) -> anyhow::Result<std::collections::HashMap<u64, ([u8; 32], String)>> {
+        let rel = format!("private/{}", tiles::index_path(tile));
+        let text = String::from_utf8(self.read(&rel)?).map_err(|_| anyhow!("the archive's {rel} is not UTF-8"))?;
+        let mut out = std::collections::HashMap::new();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("the archive's {rel}"))?;
+            let index = v["log_index"].as_u64().ok_or_else(|| anyhow!("the archive's {rel}: a line without its log_index"))?;
+            let salt = v["salt"].as_str().and_then(toolgate_core::proposal::unhex32).ok_or_else(|| anyhow!("the archive's {rel}: receipt {index}'s salt"))?;
+            if let Some(logged) = v.get("logged").and_then(|l| l.as_str()) {
+                out.insert(index, (salt, logged.to_string()));
             }
         }
         Ok(out)
@@ -146,7 +194,7 @@ pub async fn leaves(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) 
         let rows = ledger.receipts(next, (to - next).min(10_000)).await?;
         let Some(last) = rows.last() else { break };
         next = last.log_index + 1;
-        out.extend(rows.into_iter().map(|r| (r.log_index, r.leaf_hash, r.logged)));
+        out.extend(rows.into_iter().map(Leaf::from));
     }
     Ok(out)
 }
@@ -241,9 +289,20 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     }
     for (tile, chunk) in rows.chunks(WIDTH as usize).enumerate() {
         let tile = from / WIDTH + tile as u64;
-        archive.write(&tiles::entries_path(tile, WIDTH), &tiles::entry_bundle(tile * WIDTH, chunk.iter().map(|r| r.logged.as_bytes()))?, false)?;
-        let private: String = chunk.iter().map(|r| serde_json::json!({"log_index": r.log_index, "salt": hex(&r.salt), "asked": r.asked}).to_string() + "\n").collect();
-        archive.write(&format!("private/{}", tiles::index_path(tile)), private.as_bytes(), true)?;
+        archive.write(&tiles::entries_path(tile, WIDTH), &tiles::entry_bundle(tile * WIDTH, chunk.iter().map(|r| r.entry().as_bytes()))?)?;
+        // A format-3 receipt's entry is only its commitment: its text is
+        // kept here, as private as the ledger's row was.
+        let private: String = chunk
+            .iter()
+            .map(|r| {
+                let mut line = serde_json::json!({"log_index": r.log_index, "salt": hex(&r.salt), "asked": r.asked});
+                if r.commitment.is_some() {
+                    line["logged"] = serde_json::json!(r.logged);
+                }
+                line.to_string() + "\n"
+            })
+            .collect();
+        archive.write(&format!("private/{}", tiles::index_path(tile)), private.as_bytes())?;
     }
     // The tree at `from` as the ledger recorded it, and its right edge as
     // the archive holds it: they must agree before anything grows on it.
@@ -259,11 +318,11 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     let fresh: Vec<Hash> = rows.iter().map(|r| r.leaf_hash).collect();
     let grown = tiles::grown(from, &edge, &fresh)?;
     for tile in &grown {
-        archive.write(&tile.path(), &tile.bytes(), false)?;
+        archive.write(&tile.path(), &tile.bytes())?;
     }
     fresh.iter().for_each(|h| frontier.push(*h));
     let checkpoint = log.checkpoint_at(target, frontier.root()).await?;
-    archive.write("checkpoint", checkpoint.note.as_bytes(), false)?;
+    archive.write("checkpoint", checkpoint.note.as_bytes())?;
     verify(archive, ledger, (from, target), &grown, &frontier, &checkpoint.note).await?;
     let moved = ledger.archive(StoredArchive { before: target, root: frontier.root(), frontier: frontier.subtrees().to_vec(), archived_ms: now_ms }).await?;
     // The checkpoints below it: the archive's checkpoint signs a tree that
@@ -279,8 +338,8 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
 /// edge before; `toolgate log verify` reads all of it.
 pub async fn verify(archive: &Archive, ledger: &dyn Ledger, (from, size): (u64, u64), written: &[tiles::Tile], tree: &Frontier, note_text: &str) -> anyhow::Result<()> {
     let leaves = archive.leaf_hashes(from, size)?;
-    for (index, leaf, _) in archive.leaves(from, size)? {
-        if leaves[(index - from) as usize] != leaf {
+    for Leaf { index, hash, .. } in archive.leaves(from, size)? {
+        if leaves[(index - from) as usize] != hash {
             bail!("the archive's entry {index} does not hash to its leaf in tile 0");
         }
     }

@@ -27,7 +27,7 @@ pub enum Commit {
 /// made only once the ledger accepted it, and counted by the log then.
 /// It carries where the receipt was placed (and, for a write's outcome,
 /// where its decision was), which the answer names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct Committed {
     what: Commit,
@@ -63,12 +63,12 @@ impl Committed {
 
     /// Where it was placed in the log.
     pub fn placed(&self) -> Option<Placed> {
-        self.placed
+        self.placed.clone()
     }
 
     /// Where the write's decision to run was placed, for its outcome.
     pub fn decision(&self) -> Option<Placed> {
-        self.decision
+        self.decision.clone()
     }
 }
 

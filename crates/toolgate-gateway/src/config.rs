@@ -251,6 +251,17 @@ pub struct ServerConfig {
     /// header → file.
     #[serde(default)]
     pub headers_file: BTreeMap<String, PathBuf>,
+    /// Query parameters added to `url` at each connect, their values read
+    /// from environment variables: parameter → variable. For an upstream
+    /// that takes its credential only in the URL (`?api_key=…`): `url`
+    /// itself may hold no credential.
+    #[serde(default)]
+    pub query_env: BTreeMap<String, String>,
+    /// Query parameters added to `url` at each connect, their values read
+    /// from owner-only files (relative to the config; a trailing newline is
+    /// dropped): parameter → file.
+    #[serde(default)]
+    pub query_file: BTreeMap<String, PathBuf>,
     /// Whether this server's annotations may decide for tools the registry
     /// does not name. Default: not trusted.
     #[serde(default)]
@@ -284,6 +295,8 @@ impl Default for ServerConfig {
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             headers_file: BTreeMap::new(),
+            query_env: BTreeMap::new(),
+            query_file: BTreeMap::new(),
             trusted: false,
             kind: None,
             namespace: true,
@@ -319,7 +332,9 @@ impl ServerConfig {
                 let written = self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
                 let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
                 let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect(), ca: None }
+                let query_env = self.query_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let query_file = self.query_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
+                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect(), query: query_env.chain(query_file).collect(), ca: None }
             }
             (None, None) => unreachable!("validated: every server has command or url"),
         }
@@ -838,6 +853,27 @@ pub struct PolicyConfig {
     pub schema: PathBuf,
 }
 
+/// A server's `url` must hold no credential (it is shown: logs, `config
+/// show`, the console), and its query parameters are given once.
+fn url_problems(name: &str, server: &ServerConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(url) = &server.url else { return out };
+    if let Some(found) = crate::url_credentials::named(url) {
+        out.push(format!(
+            "servers.{name}: url holds a credential ({found}); move it to an owner-only file: a user and password as \
+             `headers_file = {{ Authorization = \"FILE\" }}` holding `Basic BASE64(user:password)`, a query parameter as \
+             `query_file = {{ NAME = \"FILE\" }}` (or `query_env`), and remove it from url (`toolgate import` does this for you)"
+        ));
+    }
+    let in_url: Vec<String> = reqwest::Url::parse(url).map(|u| u.query_pairs().map(|(k, _)| k.into_owned()).collect()).unwrap_or_default();
+    let mut named: Vec<&String> = server.query_env.keys().chain(server.query_file.keys()).chain(in_url.iter()).collect();
+    named.sort();
+    if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
+        out.push(format!("servers.{name}: query parameter `{}` is given twice (in url, query_env or query_file); give it once", twice[0]));
+    }
+    out
+}
+
 impl Config {
     /// Reads, parses and validates the config file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -865,7 +901,7 @@ impl Config {
         // Header files resolve against the config's folder, as every path does.
         let dir = config.dir();
         for server in config.servers.values_mut() {
-            for file in server.headers_file.values_mut().chain(server.env_file.values_mut()) {
+            for file in server.headers_file.values_mut().chain(server.env_file.values_mut()).chain(server.query_file.values_mut()) {
                 *file = dir.join(&*file);
             }
         }
@@ -1000,10 +1036,11 @@ impl Config {
                 }
                 _ => {}
             }
-            let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len();
+            let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len() + server.query_env.len() + server.query_file.len();
             if server.command.is_some() && header_sources > 0 {
-                out.push(format!("servers.{name}: headers are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
+                out.push(format!("servers.{name}: headers and query parameters are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
             }
+            out.extend(url_problems(name, server));
             let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {

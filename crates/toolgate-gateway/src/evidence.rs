@@ -62,7 +62,7 @@ pub async fn bundle(archive: &Archive, ledger: &dyn Ledger, checkpoint: &StoredC
     let receipts = logged
         .iter()
         .zip(proofs)
-        .map(|((_, _, text), proof)| Ok(Entry { receipt: parse(text)?, inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .map(|(leaf, proof)| Ok(Entry { receipt: parse(&leaf.logged)?, opening: leaf.opening.map(|k| hex(&k)), inclusion: proof.iter().map(|h| hex(h)).collect() }))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
     Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })

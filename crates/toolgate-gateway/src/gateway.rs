@@ -66,6 +66,9 @@ pub struct Gateway {
     /// Rates per caller and calls at once per tool, in memory, at this
     /// replica's share of the fleet's.
     pub budgets: Arc<crate::budgets::Budgets>,
+    /// Every credential the gateway holds, which no upstream's answer and
+    /// no log line may carry (`withheld.rs`).
+    pub held: Arc<toolgate_core::credentials::Credentials>,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -148,8 +151,10 @@ impl Gateway {
         if mode == Mode::Serve {
             crate::fleet::start(crate::fleet::replica_id(), ledger.clone(), clock.clone(), budgets.clone(), cancel.child_token()).await;
         }
+        // After the state dir's keys exist: they are credentials too.
+        let held = crate::withheld::matcher(&config);
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, cancel, draining }))
+        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
@@ -282,14 +287,11 @@ async fn open_ledger_as(config: &Config, sequencing: bool) -> anyhow::Result<Arc
     opened.with_context(|| format!("opening the ledger {}", config.ledger_display()))
 }
 
-/// The state dir, owner-only: it holds the ledger and the keys.
+/// The state dir, owner-only: it holds the ledger and the keys. A link
+/// where it belongs is refused (it would put them where the link says).
 pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
     let dir = config.state_dir();
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
+    crate::seal::create_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
     Ok(dir)
 }
 
@@ -304,5 +306,47 @@ pub async fn shutdown_signal() {
                 None => std::future::pending::<()>().await,
             }
         } => {}
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// Every file under `dir` with its mode, folders included.
+    fn modes(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, bool, u32)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            out.push((path.clone(), meta.is_dir(), meta.permissions().mode() & 0o777));
+            if meta.is_dir() {
+                modes(&path, out);
+            }
+        }
+    }
+
+    /// The ledger (and its `-wal` and `-shm`), the keys, the key history,
+    /// the requestState key: nothing a started gateway writes may be read
+    /// by another user, whatever the umask lets through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn everything_a_started_gateway_writes_is_owner_only() {
+        // SAFETY: the umask is the process's; nextest runs each test in its own.
+        unsafe { libc::umask(0o022) };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        // Nothing listens on port 9 (discard): the upstream stays down, which does not matter here.
+        std::fs::write(&path, "[gateway]\nstate_dir = \"state/nested\"\n\n[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n\n[callers.agent]\ntenant = \"atlas\"\nanonymous = true\n").unwrap();
+        let gateway = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.unwrap();
+        let mut found = Vec::new();
+        modes(&dir.path().join("state"), &mut found);
+        let names: Vec<String> = found.iter().map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        for name in ["ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm"] {
+            assert!(names.iter().any(|n| n == name), "{name} among {names:?}");
+        }
+        for (path, is_dir, mode) in &found {
+            assert_eq!(*mode, if *is_dir { 0o700 } else { 0o600 }, "{}", path.display());
+        }
+        gateway.stop();
     }
 }

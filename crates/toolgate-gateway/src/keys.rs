@@ -101,10 +101,8 @@ fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32], created_ms: i64
 
 fn write_history(dir: &Path, history: &History) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(history)?;
-    let tmp = dir.join(format!("{HISTORY_FILE}.tmp"));
-    write_owner_only(&tmp, text.as_bytes())?;
-    std::fs::rename(&tmp, dir.join(HISTORY_FILE)).with_context(|| format!("replacing {}", dir.join(HISTORY_FILE).display()))?;
-    Ok(())
+    // Through a new file renamed into place: the old history or the new, never half.
+    write_owner_only(&dir.join(HISTORY_FILE), text.as_bytes())
 }
 
 /// The key history of `state_dir`; `None` until the first start creates
@@ -119,11 +117,7 @@ pub fn read_history(state_dir: &Path) -> anyhow::Result<Option<History>> {
 }
 
 fn create_dir(dir: &Path) -> anyhow::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).with_context(|| format!("creating {}", dir.display()))
+    crate::seal::create_private_dir(dir)
 }
 
 impl LogKeys {

@@ -23,10 +23,11 @@
 
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
-pub use toolgate_mcp::{lines, param_headers, sse, upstream, wire};
+pub use toolgate_mcp::{body, lines, param_headers, sse, upstream, wire};
 pub mod config;
 pub mod identity;
 pub mod seal;
+pub mod url_credentials;
 pub mod sources;
 pub mod telemetry;
 pub mod oauth;
@@ -57,4 +58,5 @@ pub mod watch;
 pub mod witness;
 pub mod witnessing;
 pub mod stages;
+pub mod withheld;
 pub mod downstream;

@@ -61,6 +61,10 @@ struct Keys {
     jwks_uri: Option<String>,
 }
 
+/// The most of an authorization server's metadata or key set read. A JWKS
+/// of a few dozen RSA keys is tens of KiB; 1 MiB is far past any real one.
+const MAX_DOCUMENT: usize = 1 << 20;
+
 /// The resource server: its metadata, and the check of each token.
 pub struct OAuth {
     config: OAuthConfig,
@@ -76,7 +80,10 @@ pub struct OAuth {
 
 impl OAuth {
     pub(crate) fn new(config: OAuthConfig, reserved: std::collections::BTreeSet<String>, roots: Vec<reqwest::Certificate>, clock: Arc<dyn Clock>) -> Self {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).no_proxy().tls_certs_merge(roots).build().expect("an HTTP client");
+        // No redirect is followed: the issuer's metadata and keys are read
+        // from where the config names them, not from wherever a response
+        // points (an address inside the gateway's network, say).
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).no_proxy().tls_certs_merge(roots).build().expect("an HTTP client");
         let keys = Keys { jwks_uri: config.jwks_uri.clone(), ..Keys::default() };
         Self { config, http, clock, reserved, keys: tokio::sync::RwLock::new(keys), fetching: tokio::sync::Mutex::new(()) }
     }
@@ -273,10 +280,14 @@ impl OAuth {
             TokenError::Unavailable("the authorization server's keys cannot be fetched; retry later".into())
         };
         let response = self.http.get(url).send().await.map_err(|e| unavailable(e.without_url().to_string()))?;
+        if response.status().is_redirection() {
+            let to = toolgate_core::visible::visible(&toolgate_mcp::body::location(&response)).into_owned();
+            return Err(unavailable(format!("HTTP {}, a redirect to {to}, which is not followed: configure the URL it points to", response.status())));
+        }
         if !response.status().is_success() {
             return Err(unavailable(format!("HTTP {}", response.status())));
         }
-        let body = response.bytes().await.map_err(|e| unavailable(e.without_url().to_string()))?;
+        let body = toolgate_mcp::body::read_limited(response, MAX_DOCUMENT, "the authorization server's document").await.map_err(|e| unavailable(e.to_string()))?;
         serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON: {e}")))
     }
 }

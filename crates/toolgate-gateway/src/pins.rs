@@ -5,7 +5,6 @@
 //! accepts it with `toolgate tools --accept NAME`, which rewrites the pin.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -143,25 +142,14 @@ fn read(path: &Path) -> Result<BTreeMap<String, Pin>, PinError> {
     }
 }
 
-/// Write to a temporary file, sync, then rename: a crash leaves the old
-/// file or the new one, never half of one.
+/// Write to a new temporary file (a fresh name for each write: the gateway
+/// and the CLI may write at once), sync, then rename: a crash leaves the
+/// old file or the new one, never half of one; owner-only, and never
+/// through a link planted beside the config.
 fn write_atomically(path: &Path, file: &LockFile) -> Result<(), PinError> {
     let err = |message: String| PinError { path: path.to_path_buf(), message };
-    // One temporary name per process and write: the gateway and the CLI may write at once.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("lock.{}.{n}.tmp", std::process::id()));
-    let text = serde_json::to_string_pretty(file).map_err(|e| err(e.to_string()))?;
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()
-    });
-    let result = written.and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| err(e.to_string()))
+    let text = serde_json::to_string_pretty(file).map_err(|e| err(e.to_string()))? + "\n";
+    crate::seal::write_owner_only(path, text.as_bytes()).map_err(|e| err(format!("{e:#}")))
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ macro_rules! step {
 async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> Recorded {
     let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
     let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
-    let mut f = Findings::new(cx, call);
+    let mut f = Findings::new(cx, call, gw.log.salt());
     let answer = 'call: {
         // 1. admit: the call's own limits (a refusal before decide is the
         // call's decision, and is observed as one)
@@ -95,7 +95,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
         obs.resolved(cx, &tool);
         // 3. validate
         let proposal = step!('call, obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
-        f.validated(gw.log.salt(), gw.config.receipts.capture_values, cx, &tool, &proposal);
+        f.validated(gw.config.receipts.capture_values, cx, &tool, &proposal);
         obs.validated(&proposal);
         // 4. decide, on the state of the approval the call presents (if any),
         // what its run has taken in, and the budgets it would spend
@@ -187,8 +187,8 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
 }
 
 /// What reserve reads and writes for a call to `server` (its lease follows
-/// the server's deadline).
+/// the server's deadline), and the credentials no answer may carry.
 fn operations<'a>(gw: &'a Gateway, server: &str) -> Operations<'a> {
     let lease_ms = Operations::lease_for(gw.config.timeout_ms(server));
-    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms }
+    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms, held: &gw.held }
 }

@@ -15,12 +15,45 @@ use toolgate_core::answer::{self, Saved};
 use toolgate_core::merkle::{self, Hash};
 use toolgate_core::note::{self, Algorithm, Checkpoint, Verifier};
 use toolgate_core::proposal::hex;
-use toolgate_core::receipt::{LoggedReceipt, Placed};
+use toolgate_core::receipt::{self, LogEntry, LoggedReceipt, Placed};
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_core::tiles::{self, TileError, TileReader, WIDTH};
+use toolgate_core::visible::visible;
+use toolgate_mcp::body;
 
-/// The largest file of the log read (a full entry bundle of large receipts).
-const MAX_FILE: usize = 32 << 20;
+/// The largest file of the log read: a full entry bundle (below), the
+/// largest of the files a log serves.
+const MAX_FILE: usize = MAX_ENTRY_BUNDLE;
+
+/// The most of a checkpoint read. A note holds at most
+/// `note::MAX_SIGNATURES` (100) signature lines, and the longest line, an
+/// ML-DSA-65 signature, is about 4.5 KB of base64 with its name: 100 of those
+/// and the checkpoint's three lines stay under 512 KiB. 1 MiB leaves room and
+/// is still nothing to hold.
+const MAX_CHECKPOINT: usize = 1 << 20;
+
+/// A hash tile: at most `WIDTH` (256) hashes of 32 bytes.
+const MAX_TILE: usize = WIDTH as usize * 32;
+
+/// An entry bundle: at most `WIDTH` (256) entries, each a 2-byte length and
+/// at most `u16::MAX` bytes (c2sp.org/tlog-tiles): 16,777,472 bytes.
+const MAX_ENTRY_BUNDLE: usize = WIDTH as usize * (2 + u16::MAX as usize);
+
+/// The most of an error's body quoted in the message that reports it.
+const ERROR_HEAD: usize = 1024;
+
+/// The most bytes a log's file at `rel` can hold, by what it is.
+fn limit_of(rel: &str) -> (usize, &'static str) {
+    if rel == "checkpoint" {
+        (MAX_CHECKPOINT, "the log's checkpoint")
+    } else if rel.starts_with("tile/entries/") {
+        (MAX_ENTRY_BUNDLE, "an entry bundle")
+    } else if rel.starts_with("tile/") {
+        (MAX_TILE, "a hash tile")
+    } else {
+        (MAX_FILE, "a file of the log")
+    }
+}
 
 /// Where the published log is read from.
 pub enum Source {
@@ -43,7 +76,9 @@ impl Source {
         if location.starts_with("http://") || location.starts_with("https://") {
             let with_slash = if location.ends_with('/') { location.to_string() } else { format!("{location}/") };
             let base = reqwest::Url::parse(&with_slash).with_context(|| format!("--log {location:?} is not a URL"))?;
-            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::limited(3)).build()?;
+            // No redirect is followed (see `get`): it would send the bearer
+            // token, and the reader's trust in the place it named, elsewhere.
+            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build()?;
             return Ok(Source::Http { base, client, token });
         }
         let dir = PathBuf::from(location);
@@ -64,12 +99,22 @@ impl Source {
         Ok(proof(&mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?)
     }
 
-    /// The log's file at `rel` (`checkpoint`, `tile/…`).
+    /// The log's file at `rel` (`checkpoint`, `tile/…`), refused once it
+    /// passes what such a file can hold (`limit_of`): a log, or whatever
+    /// answers in its place, decides what it sends.
     pub async fn get(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
+        let (limit, what) = limit_of(rel);
         match self {
             Source::Dir(dir) => {
+                use std::io::Read as _;
                 let path = dir.join(rel);
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+                let file = std::fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?;
+                let mut bytes = Vec::new();
+                file.take(limit as u64 + 1).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+                if bytes.len() > limit {
+                    bail!("{} is longer than the {limit} bytes {what} can hold: it is not the log's", path.display());
+                }
+                Ok(bytes)
             }
             Source::Http { base, client, token } => {
                 let url = base.join(rel)?;
@@ -79,15 +124,20 @@ impl Source {
                 }
                 let response = request.send().await.with_context(|| format!("fetching {url}"))?;
                 let status = response.status();
-                let bytes = response.bytes().await.with_context(|| format!("fetching {url}"))?;
+                if status.is_redirection() {
+                    // Not followed: the token would go with it, to a place the
+                    // reader did not name. Same-origin redirects are refused
+                    // too: a log serves its files where the spec says.
+                    let to = body::location(&response);
+                    bail!("{url} answered {status}, a redirect to {}, which is not followed; if that is the log, give it with --log", visible(&to));
+                }
                 if !status.is_success() {
-                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).replace(|c: char| c.is_control(), " ");
+                    let text = body::read_head(response, ERROR_HEAD).await;
+                    let text: String = visible(text.trim()).chars().take(300).collect();
                     bail!("{url} answered {status}: {text}");
                 }
-                if bytes.len() > MAX_FILE {
-                    bail!("{url} is larger than a log file can be ({} bytes)", bytes.len());
-                }
-                Ok(bytes.to_vec())
+                let what = format!("{what} at {url}");
+                Ok(body::read_limited(response, limit, &what).await?)
             }
         }
     }
@@ -142,9 +192,10 @@ pub struct Options {
     pub min_witnesses: usize,
 }
 
-/// Proves the receipt `doc` names (see `answer::read_saved`) from `source`.
+/// Proves the receipt `doc` names (see `answer::read_saved`) from `source`,
+/// and, given the whole answer, that the answer is what the receipt records.
 pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> anyhow::Result<Report> {
-    let Saved { receipt: named, result } = answer::read_saved(doc).map_err(|e| anyhow!(e))?;
+    let Saved { receipt: named, result, error } = answer::read_saved(doc).map_err(|e| anyhow!(e))?;
     let mut report = Report::default();
     let last = named.decision.iter().chain([&named.receipt]).map(|p| p.index).max().unwrap_or(0);
     let Some((checkpoint, detail)) = covering(source, options, &named.origin, last, &mut report).await? else { return Ok(report) };
@@ -156,24 +207,17 @@ pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> a
     let r = &logged.receipt;
     report.receipt = serde_json::to_value(&logged).ok();
     let shown = format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at);
-    // The log's text reaches a terminal: no control characters, bounded.
-    report.check("receipt", true, shown.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect::<String>());
+    // The log's text reaches a terminal: escaped, bounded.
+    report.check("receipt", true, toolgate_core::visible::visible(&shown).chars().take(300).collect::<String>());
     if let Some(decision) = &named.decision
         && let Some(first) = prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
     {
         let same = first.receipt.proposal_sha256 == r.proposal_sha256 && first.receipt.log_index < r.log_index;
         report.check("decision", same, if same { format!("receipt {} decided the same call ({})", first.receipt.log_index, first.receipt.execution_status) } else { format!("receipt {} is of another call", first.receipt.log_index) });
     }
-    if let Some(result) = &result {
-        match &r.result_sha256 {
-            Some(want) if answer::result_sha256(result).contains(want) => report.check("answer", true, format!("the answer's result hashes to the receipt's result_sha256 {want}")),
-            Some(want) => report.check("answer", false, format!("the answer's result does not hash to the receipt's result_sha256 {want}: it is not the answer the gateway recorded (a client that re-serializes a result may change it; verify the `_meta` receipt alone to prove the receipt)")),
-            // A refusal: the answer says why, as the receipt does.
-            None if result.pointer("/structuredContent/reason").and_then(Value::as_str) == Some(r.reason.as_str()) => {
-                report.check("answer", true, format!("the answer is the refusal the receipt records ({} / {})", r.decision, r.reason))
-            }
-            None => report.check("answer", false, format!("the receipt records no result ({} / {}), and the answer is not that refusal", r.result_status, r.reason)),
-        };
+    if let Some(judged) = answer::judge(r, result.as_ref(), error.as_ref()) {
+        let ok = judged.is_ok();
+        report.check("answer", ok, judged.unwrap_or_else(|e| e));
     }
     Ok(report)
 }
@@ -236,7 +280,10 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
     }
 }
 
-/// Proves `placed` is in the tree `checkpoint` signs, and reads its entry.
+/// Proves `placed` is in the tree `checkpoint` signs, and reads its
+/// receipt: from the opening the answer carries (format 3, whose leaf is a
+/// commitment: the entry is recomputed from the receipt and its key, so no
+/// entry bundle is read), or else from the log's entry (formats 1 and 2).
 async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report: &mut Report, name: &'static str) -> anyhow::Result<Option<LoggedReceipt>> {
     let (index, size) = (placed.index, checkpoint.size());
     let proof = source.proof(|read| tiles::inclusion_proof(index, size, read)).await?;
@@ -244,18 +291,39 @@ async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report
         report.check(name, false, format!("leaf {index} ({}) is not in the signed tree of {size}: {e}", hex(&placed.leaf_hash)));
         return Ok(None);
     }
-    let bundle = index / WIDTH;
-    let width = tiles::width_at(size, 0, bundle);
-    let bytes = source.get(&tiles::entries_path(bundle, width)).await?;
-    let entries = tiles::read_entry_bundle(&bytes, width)?;
-    let entry = entries[(index % WIDTH) as usize];
-    if merkle::leaf_hash(entry) != placed.leaf_hash {
-        report.check(name, false, format!("the log's entry {index} does not hash to the leaf hash the answer names"));
-        return Ok(None);
-    }
-    let logged = LoggedReceipt::from_json(entry, JsonLimits::sized(MAX_FILE, 128)).map_err(|e| anyhow!("the log's entry {index}: {e}"))?;
+    let limits = JsonLimits::sized(MAX_FILE, 128);
+    let logged = match &placed.opening {
+        Some(opening) => match LoggedReceipt::from_json(opening.logged.as_bytes(), limits).and_then(|l| receipt::entry_bytes(&l, Some(&opening.key)).map(|e| (l, e))) {
+            Ok((logged, entry)) if merkle::leaf_hash(&entry) == placed.leaf_hash => logged,
+            Ok(_) => {
+                report.check(name, false, format!("the receipt and key the answer carries do not open leaf {index}: it is not the receipt the log holds"));
+                return Ok(None);
+            }
+            Err(e) => {
+                report.check(name, false, format!("the answer's receipt {index}: {e}"));
+                return Ok(None);
+            }
+        },
+        None => {
+            let bundle = index / WIDTH;
+            let bytes = source.get(&tiles::entries_path(bundle, tiles::width_at(size, 0, bundle))).await?;
+            let entries = tiles::read_entry_bundle(&bytes, tiles::width_at(size, 0, bundle))?;
+            let entry = entries[(index % WIDTH) as usize];
+            if merkle::leaf_hash(entry) != placed.leaf_hash {
+                report.check(name, false, format!("the log's entry {index} does not hash to the leaf hash the answer names"));
+                return Ok(None);
+            }
+            match LogEntry::from_json(entry, limits).map_err(|e| anyhow!("the log's entry {index}: {e}"))? {
+                LogEntry::Clear(logged) => logged,
+                LogEntry::Commitment(_) => {
+                    report.check(name, false, format!("the log holds only a commitment to receipt {index}, and the answer carries no opening of it (`opening`): save the whole `_meta` receipt the gateway gave"));
+                    return Ok(None);
+                }
+            }
+        }
+    };
     if logged.receipt.log_index != index {
-        report.check(name, false, format!("the log's entry {index} is receipt {}", logged.receipt.log_index));
+        report.check(name, false, format!("leaf {index} is receipt {}", logged.receipt.log_index));
         return Ok(None);
     }
     report.check(name, true, format!("leaf {index} in the signed tree of {size} ({} proof hashes)", proof.len()));
@@ -300,11 +368,13 @@ pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[Stri
     let source = Source::parse(&location, token)?;
     let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait, witnesses, min_witnesses }).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
+        println!("{}", toolgate_core::visible::visible_json(&serde_json::to_string_pretty(&report_json(&report))?));
     } else {
-        println!("log        {location}");
+        // The location came with the answer, and details quote the log:
+        // both reach the terminal escaped.
+        println!("log        {}", visible(&location));
         for c in &report.checks {
-            println!("{} {:<20} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            println!("{} {:<20} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, visible(&c.detail));
         }
         println!("{}", if report.ok() { "verified" } else { "NOT VERIFIED" });
     }

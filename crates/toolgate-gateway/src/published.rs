@@ -77,6 +77,9 @@ pub enum Unpublished {
     /// Not a tile of the tree the newest checkpoint covers.
     #[error("{0}")]
     NotFound(String),
+    /// It may not be served to this reader.
+    #[error("{0}")]
+    Forbidden(String),
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] anyhow::Error),
@@ -92,8 +95,14 @@ pub async fn hash_tile(log: &ReceiptLog, size: u64, (level, index, width): (u8, 
     Ok(hashes(log, level, index, width).await?.concat())
 }
 
-/// Entry bundle `index` of `width` entries (the logged receipts' JCS bytes).
-pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64)) -> Result<Vec<u8>, Unpublished> {
+/// Entry bundle `index` of `width` entries (format-3 receipts' commitments;
+/// older receipts' JCS bytes).
+///
+/// A bundle holding a receipt logged in the clear (format 1 or 2, written
+/// before receipts were published as commitments) names tenants, callers and
+/// tools, so it is served only to an admin (`clear_allowed`): one tenant's
+/// approver must not read another's receipts.
+pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64), clear_allowed: bool) -> Result<Vec<u8>, Unpublished> {
     let has = tiles::width_at(size, 0, index);
     if width > has {
         return Err(Unpublished::NotFound(format!("entry bundle {index} has {has} entries in the checkpointed tree of {size}, not {width}")));
@@ -103,7 +112,13 @@ pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64
     if leaves.len() as u64 != width {
         return Err(Unpublished::Store(anyhow::anyhow!("the log gave {} of the {width} entries from {first}", leaves.len())));
     }
-    Ok(tiles::entry_bundle(first, leaves.iter().map(|(_, _, text)| text.as_bytes())).map_err(anyhow::Error::from)?)
+    if !clear_allowed && let Some(clear) = leaves.iter().find(|l| l.opening.is_none()) {
+        return Err(Unpublished::Forbidden(format!(
+            "entry bundle {index} holds receipt {} logged in the clear (before format 3), which names its tenant: only an admin reads it; a holder of a later answer proves it from the tiles and the opening its answer carries",
+            clear.index
+        )));
+    }
+    Ok(tiles::entry_bundle(first, leaves.iter().map(|l| l.entry.as_bytes())).map_err(anyhow::Error::from)?)
 }
 
 type Hashes<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Arc<Vec<Hash>>>> + Send + 'a>>;

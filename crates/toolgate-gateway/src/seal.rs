@@ -3,7 +3,6 @@
 //! that never leaves the state dir. A client can carry it but neither read
 //! nor alter it; a changed byte fails to open.
 
-use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
@@ -84,20 +83,10 @@ pub fn random_token() -> String {
     URL_SAFE_NO_PAD.encode(toolgate_core::SystemEntropy::default().bytes32())
 }
 
-/// Writes a secret readable by its owner only (mode 0600, also when the
-/// file existed), durably.
-pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).with_context(|| format!("creating {}", path.display()))?;
-    #[cfg(unix)]
-    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    Ok(())
-}
+/// Every file toolgate writes goes through these (see `toolgate_mcp::owner_only`):
+/// owner-only from the first byte, whole or not at all, never through a
+/// planted symbolic link; folders owner-only, a link where one belongs refused.
+pub use toolgate_mcp::owner_only::{create_owner_only_new, create_private_dir, write_owner_only};
 
 pub(crate) use toolgate_mcp::owner_only::check_owner_only;
 

@@ -71,13 +71,16 @@ impl Telemetry {
         ]));
         let level = cfg.log_level.clone().unwrap_or_else(|| default_level.to_string());
         let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&level));
+        // Log lines are written with every credential the gateway holds
+        // withheld (an upstream's stderr, an error it sent, …).
         let fmt = match cfg.log_format {
-            LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter()).boxed(),
+            // No colours: the writer escapes every control character, ESC included.
+            LogFormat::Text => tracing_subscriber::fmt::layer().with_ansi(false).with_writer(crate::withheld::Logs { json: false }).with_filter(filter()).boxed(),
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()
                 .with_current_span(true)
                 .with_span_list(false)
-                .with_writer(std::io::stderr)
+                .with_writer(crate::withheld::Logs { json: true })
                 .with_filter(filter())
                 .boxed(),
         };
@@ -161,7 +164,9 @@ fn resource(cfg: &TelemetryConfig) -> opentelemetry_sdk::Resource {
 /// is: a blocking client may not be made or dropped on the async runtime.
 fn http_client(tls: &crate::config::TlsConfig) -> anyhow::Result<reqwest::blocking::Client> {
     let roots = tls.roots();
-    std::thread::spawn(move || reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).tls_certs_merge(roots).build())
+    // No redirect: the exporter's headers (an API key among them) would
+    // follow it to a place the config does not name.
+    std::thread::spawn(move || reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build())
         .join()
         .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
         .context("the OTLP HTTP client")

@@ -18,6 +18,7 @@ use toolgate_core::merkle;
 use toolgate_core::note::{self, Checkpoint, Verifier};
 use toolgate_core::proposal::hex;
 use toolgate_core::tiles;
+use toolgate_core::visible::visible;
 
 use crate::prove::Source;
 
@@ -57,8 +58,7 @@ impl Watch {
 
     fn keep(&self, checkpoint: &Checkpoint) -> anyhow::Result<()> {
         let Some(path) = &self.state else { return Ok(()) };
-        let tmp = path.with_extension("partial");
-        std::fs::write(&tmp, checkpoint.body()).and_then(|()| std::fs::rename(&tmp, path)).with_context(|| format!("writing {}", path.display()))
+        crate::seal::write_owner_only(path, checkpoint.body().as_bytes())
     }
 
     /// One look at the log: the newest checkpoint against `last`. Ok(Err)
@@ -91,16 +91,22 @@ impl Watch {
     }
 
     async fn alert(&self, alert: &Alert, last: Option<&Checkpoint>) {
-        eprintln!("ALERT {}: {} ({})", alert.kind, alert.detail, self.location);
+        // The detail quotes what the log said (its origin): escaped.
+        eprintln!("ALERT {}: {} ({})", alert.kind, visible(&alert.detail), visible(&self.location));
         let Some(url) = &self.webhook else { return };
         let body = json!({"log": self.location, "alert": alert.kind, "detail": alert.detail, "last": last.map(|c| json!({"size": c.size(), "root": hex(c.root())}))});
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build();
+        // No redirect: the alert goes where `--webhook` says, or fails.
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build();
         let sent = match client {
-            Ok(c) => c.post(url).json(&body).send().await.and_then(|r| r.error_for_status()).map(|_| ()),
-            Err(e) => Err(e),
+            Ok(c) => match c.post(url).json(&body).send().await {
+                Ok(r) if r.status().is_success() => Ok(()),
+                Ok(r) => Err(format!("it answered HTTP {}", r.status())),
+                Err(e) => Err(toolgate_mcp::body::without_url(&e)),
+            },
+            Err(e) => Err(e.to_string()),
         };
         if let Err(e) = sent {
-            eprintln!("the alert could not be posted to the webhook: {e}");
+            eprintln!("the alert could not be posted to the webhook: {}", visible(&e));
         }
     }
 
@@ -114,7 +120,7 @@ impl Watch {
                 Ok(Ok(new)) => {
                     if last.as_ref().is_none_or(|l| l.size() != new.size()) {
                         let from = last.as_ref().map_or("first seen".to_string(), |l| format!("consistent with {}", l.size()));
-                        println!("ok   {} size {} root {} ({from})", new.origin(), new.size(), hex(new.root()));
+                        println!("ok   {} size {} root {} ({from})", visible(new.origin()), new.size(), hex(new.root()));
                     }
                     self.keep(&new)?;
                     last = Some(new);
@@ -124,7 +130,7 @@ impl Watch {
                     return Ok(false);
                 }
                 Err(e) if once => return Err(e),
-                Err(e) => eprintln!("cannot read the log now ({e}); retrying"),
+                Err(e) => eprintln!("cannot read the log now ({}); retrying", visible(&format!("{e:#}"))),
             }
             if once {
                 return Ok(true);

@@ -28,6 +28,7 @@ use rusqlite::OptionalExtension as _;
 use toolgate_core::merkle::{self, Hash};
 use aws_lc_rs::signature::{ML_DSA_44_SIGNING, PqdsaKeyPair};
 use toolgate_core::note::{self, Checkpoint, Cosigner, Verifier};
+use toolgate_core::visible::visible;
 use toolgate_core::{Clock, SystemClock};
 
 /// The largest request a witness reads (a checkpoint with its log's
@@ -66,7 +67,8 @@ impl Witness {
     /// the key owner-only), named `name`, for the logs whose keys are `logs`
     /// (their origins are the keys' names).
     pub fn open(dir: &Path, name: &str, logs: Vec<Verifier>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Owner-only (0700) whatever the umask; a link planted there is refused.
+        crate::seal::create_private_dir(dir)?;
         let ed = seed(&dir.join("witness.key"))?;
         let pq = seed(&dir.join("witness-ml-dsa-44.key"))?;
         let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &pq).map_err(|_| anyhow::anyhow!("the witness's ML-DSA-44 seed is not usable"))?;
@@ -76,6 +78,8 @@ impl Witness {
         if logs.is_empty() || logs.iter().any(|l| l.algorithm().is_cosignature()) {
             anyhow::bail!("give the keys of the logs to witness (--log VKEY, from the log's `toolgate keys show`), not witnesses' keys");
         }
+        // Created owner-only before SQLite opens it: its -wal and -shm take its mode.
+        crate::seal::create_owner_only_new(&dir.join("witness.sqlite3"))?;
         let db = rusqlite::Connection::open(dir.join("witness.sqlite3")).with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
         db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS checkpoints (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);")?;
         Ok(Self { cosigner, logs, db: Mutex::new(db), clock })
@@ -194,9 +198,9 @@ pub async fn serve(listen: &str, dir: &Path, name: &str, logs: &[String]) -> any
     let logs = logs.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow::anyhow!("--log {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
     let witness = Arc::new(Witness::open(dir, name, logs, Arc::new(SystemClock))?);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
-    println!("witness: {name} on http://{}/add-checkpoint", listener.local_addr()?);
+    println!("witness: {} on http://{}/add-checkpoint", visible(name), listener.local_addr()?);
     for vkey in witness.vkeys() {
-        println!("vkey: {vkey}");
+        println!("vkey: {}", visible(&vkey));
     }
     axum::serve(listener, router(witness)).with_graceful_shutdown(crate::gateway::shutdown_signal()).await?;
     Ok(())

@@ -18,10 +18,20 @@ use anyhow::{Context as _, anyhow, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use toolgate_core::note::{self, Verifier};
+use toolgate_core::visible::visible;
+use toolgate_mcp::body;
 use toolgate_ledger::StoredCheckpoint;
 
 use crate::config::WitnessConfig;
 use crate::log::ReceiptLog;
+
+/// The most of a witness's answer read: its cosignature lines (an Ed25519
+/// line is about 130 bytes, an ML-DSA-44 one about 3.3 KB) or, on 409, a
+/// size. 16 KiB is room for several of each.
+const MAX_ANSWER: usize = 16 << 10;
+
+/// The most of a refusal's body quoted in the warning that logs it.
+const ERROR_HEAD: usize = 1024;
 
 /// One witness the log submits to.
 struct Peer {
@@ -95,9 +105,9 @@ impl Witnesses {
         if !lines.is_empty() {
             let note = format!("{}{lines}", checkpoint.note);
             if let Some(path) = &self.kept {
-                let tmp = path.with_extension("partial");
-                if let Err(e) = std::fs::write(&tmp, &note).and_then(|()| std::fs::rename(&tmp, path)) {
-                    tracing::warn!(target: "toolgate::log", error = %e, "cannot keep the cosigned checkpoint; it is served until the gateway stops");
+                // Owner-only, and never written through a planted link.
+                if let Err(e) = crate::seal::write_owner_only(path, note.as_bytes()) {
+                    tracing::warn!(target: "toolgate::log", error = %format!("{e:#}"), "cannot keep the cosigned checkpoint; it is served until the gateway stops");
                 }
             }
             *self.cosigned.lock().unwrap_or_else(|p| p.into_inner()) = Some((checkpoint.size, note));
@@ -130,27 +140,79 @@ async fn submit_to(http: &reqwest::Client, log: &ReceiptLog, peer: &Peer, checkp
         let response = http.post(&url).body(body).send().await.with_context(|| format!("submitting to {url}"))?;
         let status = response.status();
         let conflict_size = response.headers().get(reqwest::header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/x.tlog.size"));
-        let text = response.text().await.unwrap_or_default();
+        if status.is_redirection() {
+            bail!("{url} answered {status}, a redirect to {}, which is not followed: set the witness's url to where it points", visible(&body::location(&response)));
+        }
+        let conflict = status == reqwest::StatusCode::CONFLICT && conflict_size;
+        if !(status.is_success() || conflict) {
+            let said = body::read_head(response, ERROR_HEAD).await;
+            let shown: String = visible(said.trim()).chars().take(200).collect();
+            bail!("{url} answered {status}: {shown}");
+        }
+        let text = body::read_limited(response, MAX_ANSWER, "the witness's answer").await?;
+        let text = String::from_utf8(text).map_err(|_| anyhow!("its answer is not UTF-8"))?;
         if status.is_success() {
-            let cosigned = format!("{}{text}", checkpoint.note);
-            let verified = note::cosigned_by(&cosigned, std::slice::from_ref(&peer.key)).map_err(|e| anyhow!("its cosignature does not verify: {e}"))?;
-            if verified.is_empty() {
-                bail!("it answered no cosignature of its configured key");
+            let kept = verified_lines(&checkpoint.note, &text, &peer.key);
+            if kept.is_empty() {
+                bail!("it answered no cosignature that verifies under its configured key ({}+{:08x})", peer.key.name(), peer.key.key_id());
             }
             peer.last.store(checkpoint.size, Ordering::Relaxed);
-            // Only its own lines (a witness's answer is not ours to pass on whole).
-            return Ok(text.lines().filter(|l| l.starts_with(&format!("\u{2014} {} ", peer.key.name()))).map(|l| format!("{l}\n")).collect());
+            return Ok(kept);
         }
-        if status == reqwest::StatusCode::CONFLICT && conflict_size {
-            let said = text.trim_end().parse::<u64>().map_err(|_| anyhow!("409 with a size that is not a number"))?;
-            if said > checkpoint.size {
-                bail!("it cosigned size {said} of this log, beyond this checkpoint's {}", checkpoint.size);
-            }
-            old = said;
-            continue;
+        // 409: the size it cosigned last.
+        let said = text.trim_end().parse::<u64>().map_err(|_| anyhow!("409 with a size that is not a number"))?;
+        if said > checkpoint.size {
+            bail!("it cosigned size {said} of this log, beyond this checkpoint's {}", checkpoint.size);
         }
-        let shown: String = text.chars().take(200).map(|c| if c.is_control() { ' ' } else { c }).collect();
-        bail!("{url} answered {status}: {shown}");
+        old = said;
     }
     bail!("the witness kept naming another old size")
+}
+
+/// The lines of a witness's `answer` that are cosignatures of `checkpoint` under
+/// its configured `key` — that key's name, key id and a signature that
+/// verifies — each once, in the order sent. Everything else is dropped: a
+/// line of another key of the witness (nobody configured it, so nobody
+/// checked it), of another name, or that does not parse or verify. What the
+/// log serves at `/log/checkpoint` then holds only lines it verified.
+fn verified_lines(checkpoint: &str, answer: &str, key: &Verifier) -> String {
+    let mut kept = String::new();
+    for line in answer.split('\n').filter(|l| !l.is_empty()) {
+        let line = format!("{line}\n");
+        // Each line on its own: `open_note` verifies the lines of the keys it
+        // is given and ignores the rest, so one line at a time says whether
+        // this line is one of the configured key's and verifies.
+        let alone = format!("{checkpoint}{line}");
+        let verified = note::open_note(&alone, std::slice::from_ref(key)).is_ok_and(|opened| opened.verified.iter().any(|s| s.name == key.name() && s.key_id == key.key_id()));
+        if verified && !kept.contains(&line) {
+            kept.push_str(&line);
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_core::note::{Checkpoint, Cosigner, Signer};
+
+    /// Of a witness's answer only its configured key's lines that verify are
+    /// kept: not a line of its other key, of another name, one whose
+    /// signature fails, a malformed one, or a repeat.
+    #[test]
+    fn only_lines_that_verify_under_the_configured_key_are_kept() {
+        let log = Signer::ed25519("log.test/one", ed25519_dalek::SigningKey::from_bytes(&[1; 32])).unwrap();
+        let checkpoint = Checkpoint::new("log.test/one", 3, [7; 32]).unwrap();
+        let note = checkpoint.sign(&[&log]).unwrap();
+        let witness = Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[2; 32])).unwrap();
+        let other_key = Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[3; 32])).unwrap();
+        let other_name = Cosigner::new("w.test/w2", ed25519_dalek::SigningKey::from_bytes(&[4; 32])).unwrap();
+        let valid = witness.cosign(&checkpoint.body(), 10);
+        // The configured key's id, another time: its signature fails.
+        let forged = witness.cosign(&checkpoint.body(), 10).replace(&valid[valid.len() - 6..], "AAAAA\n");
+        let answer = format!("{}{valid}{}{forged}\u{2014} w.test/w1 not base64\n\nplain text\n{valid}", other_key.cosign(&checkpoint.body(), 10), other_name.cosign(&checkpoint.body(), 10));
+        assert_eq!(verified_lines(&note, &answer, &witness.verifier()), valid);
+        assert_eq!(verified_lines(&note, &forged, &witness.verifier()), "");
+        assert_eq!(verified_lines(&note, "", &witness.verifier()), "");
+    }
 }

@@ -97,7 +97,7 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let check = |archive: &archive::Archive, before: u64| {
         let leaves = archive.leaves(0, before).unwrap();
         let mut check = archive::TileCheck::new(archive, before);
-        leaves.iter().try_for_each(|(index, leaf, _)| check.leaf(*index, *leaf)).and_then(|()| check.finish())
+        leaves.iter().try_for_each(|l| check.leaf(l.index, l.hash)).and_then(|()| check.finish())
     };
     check(&gw.log.archive, 512).unwrap();
     std::fs::write(dir.join("tile/0/000"), vec![0u8; 256 * 32]).unwrap();

@@ -221,6 +221,64 @@ async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_
     cancel.cancel();
 }
 
+/// An upstream that takes its credential only in its URL (`?api_key=…`):
+/// the config keeps it in an owner-only file (`query_file`) or a variable
+/// (`query_env`), and each connect adds it to the URL, after the URL's own
+/// parameters; an error never shows the URL that holds it.
+#[tokio::test]
+async fn a_query_credential_is_added_to_the_url_at_each_connect_from_a_file_or_a_variable() {
+    let cancel = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let atlas = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
+    let url = serve_rmcp_requiring_query(atlas, &cancel, "region=eu&api_key=query-key-0123456789").await;
+    // SAFETY: this test alone sets this variable.
+    unsafe { std::env::set_var("TG_TEST_QUERY_KEY", "query-key-0123456789") };
+    let key_file = dir.path().join("query.key");
+    std::fs::write(&key_file, "query-key-0123456789\n").unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let with = |config: UpstreamConfig| {
+        let upstream = Upstream::new("tickets", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+        upstream.start(cancel.clone());
+        upstream
+    };
+    let base = || UpstreamConfig { url: Some(format!("{url}?region=eu")), ..Default::default() };
+    let bare = with(base());
+    assert!(!bare.ready(Duration::from_secs(2)).await);
+    let from_file = with(UpstreamConfig { query_file: [("api_key".into(), key_file.clone())].into(), ..base() });
+    assert!(from_file.ready(Duration::from_secs(10)).await, "{:?}", from_file.down_reason());
+    let from_env = with(UpstreamConfig { query_env: [("api_key".into(), "TG_TEST_QUERY_KEY".into())].into(), ..base() });
+    assert!(from_env.ready(Duration::from_secs(10)).await, "{:?}", from_env.down_reason());
+    let why = bare.down_reason().unwrap_or_default();
+    assert!(!why.contains("query-key"), "{why}");
+    // Written into the url by hand instead: the config is refused, with where it goes.
+    let text = format!("[servers.tickets]\nurl = \"{url}?region=eu&api_key=query-key-0123456789\"\n");
+    let refused = toolgate_gateway::config::Config::parse(&text, &dir.path().join("toolgate.toml")).unwrap_err().to_string();
+    assert!(refused.contains("url holds a credential (the query parameter `api_key`)") && refused.contains("query_file") && !refused.contains("query-key"), "{refused}");
+    cancel.cancel();
+}
+
+/// `serve_rmcp` behind a check that the request's query is exactly `query`.
+async fn serve_rmcp_requiring_query<S>(handler: S, cancel: &CancellationToken, query: &'static str) -> String
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
+    let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = cancel.clone();
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+        if request.uri().query() == Some(query) {
+            next.run(request).await
+        } else {
+            axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED)
+        }
+    }));
+    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
+    format!("http://{addr}/mcp")
+}
+
 /// Lists one tool with the `ttlMs` it is given, counting the lists.
 #[derive(Clone)]
 struct Hinting {

@@ -137,8 +137,11 @@ pub struct StoredReceipt {
     /// bytes. The row keeps it compactly (`receipt::compact`), or as this
     /// text when it was written before that form.
     pub logged: String,
-    /// RFC 6962's leaf hash of `logged`: what the log's Merkle tree is built
-    /// from (computed when read: a row does not keep it).
+    /// What the published log holds for it, when that is not `logged`
+    /// itself: a format-3 receipt's commitment (`receipt::entry_bytes`).
+    pub commitment: Option<String>,
+    /// RFC 6962's leaf hash of its entry: what the log's Merkle tree is
+    /// built from (computed when read: a row does not keep it).
     pub leaf_hash: Hash,
     /// Private: the secret behind the receipt's salted hashes.
     pub salt: [u8; 32],
@@ -152,13 +155,37 @@ impl StoredReceipt {
     pub(crate) fn from_row(log_index: u64, body: &[u8], salt: [u8; 32], asked: Option<String>, digests: &digests::Dictionary) -> Result<Self> {
         use toolgate_core::receipt::compact;
         let (logged, asked) = if body.first() == Some(&b'{') {
-            (String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?, asked)
+            // Written before the compact form, so before format 3: the
+            // entry is the text itself.
+            let logged = String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?;
+            return Ok(Self { log_index, commitment: None, leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()), logged, salt, asked });
         } else {
             let decoded = digests.decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
             let asked = asked.map(|a| compact::unpack_asked(&a, &asked_refs(&decoded.receipt)));
-            (decoded.to_json(), asked)
+            (decoded, asked)
         };
-        Ok(Self { log_index, leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()), logged, salt, asked })
+        Ok(Self::of(log_index, &logged, salt, asked))
+    }
+
+    /// The row of `logged` at `log_index`, its entry and leaf hash computed.
+    pub fn of(log_index: u64, logged: &toolgate_core::receipt::LoggedReceipt, salt: [u8; 32], asked: Option<String>) -> Self {
+        use toolgate_core::receipt;
+        let text = logged.to_json();
+        let commitment = (logged.receipt.v >= receipt::COMMITTED_VERSION)
+            .then(|| String::from_utf8(receipt::entry_bytes(logged, Some(&receipt::opening_key(&salt, log_index))).expect("the key is given")).expect("an entry is ASCII"));
+        let leaf_hash = toolgate_core::merkle::leaf_hash(commitment.as_deref().unwrap_or(&text).as_bytes());
+        Self { log_index, commitment, leaf_hash, logged: text, salt, asked }
+    }
+
+    /// The bytes the published log holds for it: its commitment (format 3
+    /// on), or the logged receipt itself.
+    pub fn entry(&self) -> &str {
+        self.commitment.as_deref().unwrap_or(&self.logged)
+    }
+
+    /// The key that opens its commitment, for a format-3 receipt.
+    pub fn opening_key(&self) -> Option<[u8; 32]> {
+        self.commitment.is_some().then(|| toolgate_core::receipt::opening_key(&self.salt, self.log_index))
     }
 
     /// Leaf hashes of rows read in order, checked to be exactly `from..to`.

@@ -493,7 +493,7 @@ async fn receipts_take_contiguous_indexes_under_concurrency(s: Store) {
         let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!(signed.receipt.log_index, i as u64, "the signed index is the stored one");
         receipt::verify(&signed, &key.verifying_key()).unwrap();
-        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.logged.as_bytes()));
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.entry().as_bytes()));
         assert_eq!(leaves[i], r.leaf_hash);
         assert_eq!((r.salt, r.asked.as_deref()), ([9; 32], Some("{}")));
     }
@@ -764,7 +764,7 @@ async fn two_writers_interleaving_all_kinds_of_appends_keep_the_log_contiguous_a
         let signed = LoggedReceipt::from_json(r.logged.as_bytes(), JsonLimits::default()).unwrap();
         assert_eq!((r.log_index, signed.receipt.log_index), (i as u64, i as u64), "signed for the index it holds");
         receipt::verify(&signed, &key.verifying_key()).unwrap();
-        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.logged.as_bytes()));
+        assert_eq!(r.leaf_hash, merkle::leaf_hash(r.entry().as_bytes()));
     }
     // 24 tasks × 5 steps: the begins add one each, the rest one or two.
     let begins = (0..24).flat_map(|i| (0..5).map(move |j| (i + j) % 4 == 0)).filter(|b| *b).count() as u64;
@@ -877,7 +877,7 @@ async fn receipts_stored_as_text_upgrade_on_postgres() {
     assert_eq!(l.append_receipts(vec![draft(&key, "close_ticket", None)]).await.unwrap(), vec![1]);
     let rows = l.receipts(0, 10).await.unwrap();
     assert_eq!((rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()), (old_text.as_str(), old_leaf, [1; 32], Some("{}")));
-    assert_eq!(rows[1].leaf_hash, merkle::leaf_hash(rows[1].logged.as_bytes()));
+    assert_eq!(rows[1].leaf_hash, merkle::leaf_hash(rows[1].entry().as_bytes()));
     assert_eq!(rows[1].asked.as_deref(), Some("{}"));
     let body: Vec<u8> = client.query_one("SELECT body FROM receipts WHERE log_index = 1", &[]).await.unwrap().get(0);
     assert_eq!(body[0], receipt::compact::FORMAT);
@@ -986,7 +986,7 @@ async fn remembered_leaves_are_the_rows_own() {
     let remembered = s.ledger.leaf_hashes(0, size).await.unwrap();
     assert_eq!(remembered, s.second().await.leaf_hashes(0, size).await.unwrap());
     let stored = s.ledger.receipts(0, size).await.unwrap();
-    assert_eq!(remembered, stored.iter().map(|r| merkle::leaf_hash(r.logged.as_bytes())).collect::<Vec<_>>());
+    assert_eq!(remembered, stored.iter().map(|r| merkle::leaf_hash(r.entry().as_bytes())).collect::<Vec<_>>());
     assert_eq!(s.ledger.leaf_hashes(5, 9).await.unwrap(), remembered[5..9], "a range from the middle");
 }
 

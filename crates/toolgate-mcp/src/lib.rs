@@ -10,12 +10,14 @@
 //! - `param_headers` — the `Mcp-Param-*` headers of a call.
 //! - `owner_only` — a secret file must be readable by its owner only.
 //! - `sse` — server-sent event frames no value can break out of.
+//! - `body` — HTTP bodies read under a limit; redirects named, not followed.
 //!
 //! It knows nothing of policy, approvals or receipts: it uses no other
 //! toolgate crate.
 
 #![warn(missing_docs)]
 
+pub mod body;
 pub mod lines;
 pub mod owner_only;
 pub mod param_headers;

@@ -8,18 +8,25 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use serde_json::Value;
+use toolgate_core::visible::visible;
 
 /// Checks `path`; `Ok(n)` is the number of problems printed.
 pub fn run(path: &Path) -> anyhow::Result<usize> {
     let problems = problems(path)?;
-    let shown = path.display();
-    for (line, message) in &problems {
-        println!("{shown}:{line}: {message}");
-    }
-    if problems.is_empty() {
-        println!("{shown}: no problem found");
-    }
+    print!("{}", report(path, &problems));
     Ok(problems.len())
+}
+
+/// What `run` prints. A config may come from elsewhere (a cloned
+/// repository): its keys, named in the messages, are shown visibly, never
+/// as terminal controls.
+fn report(path: &Path, problems: &[(usize, String)]) -> String {
+    let shown = path.display().to_string();
+    let shown = visible(&shown);
+    if problems.is_empty() {
+        return format!("{shown}: no problem found\n");
+    }
+    problems.iter().map(|(line, message)| format!("{shown}:{line}: {}\n", visible(message))).collect()
 }
 
 /// Every problem of `path`, by line.
@@ -218,5 +225,28 @@ mod tests {
         assert_eq!(line_of(text, &["registry".into(), "a__t".into(), "class".into()]), 9);
         assert_eq!(nearest("listen_addr", &["listen".into(), "separator".into()]), None, "five edits away");
         assert_eq!(nearest("lissten", &["listen".into(), "separator".into()]).as_deref(), Some("listen"));
+    }
+
+    #[test]
+    fn a_key_holding_terminal_controls_is_reported_visibly() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("toolgate.toml");
+        std::fs::write(&file, "[gateway]\n\"evil\\u001b[2J\\u0007\\r\\u202e\" = 1\n").unwrap();
+        let shown = report(&file, &problems(&file).unwrap());
+        assert!(shown.contains("evil\\u{1b}[2J\\u{7}\\u{d}\\u{202e}"), "{shown}");
+        assert!(!shown.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "{shown:?}");
+    }
+
+    #[test]
+    fn a_credential_written_into_a_url_is_refused_with_where_it_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("toolgate.toml");
+        std::fs::write(&file, "[servers.search]\nurl = \"https://dana:s3cret@search.example/mcp?Api-Key=k3y&region=eu\"\n").unwrap();
+        let found = problems(&file).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (line, message) = &found[0];
+        assert_eq!(*line, 1);
+        assert!(message.contains("url holds a credential") && message.contains("`Api-Key`") && message.contains("query_file") && message.contains("headers_file"), "{message}");
+        assert!(!message.contains("s3cret") && !message.contains("k3y"), "no value is shown: {message}");
     }
 }

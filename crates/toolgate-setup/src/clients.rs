@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use toolgate_gateway::url_credentials;
 
 /// Where a server's variable or header comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +33,9 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reach {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, Source> },
-    Http { url: String, headers: BTreeMap<String, Source> },
+    /// `url` holds no credential: a user part is an `Authorization` header
+    /// in `headers`, a credential query parameter is in `query`.
+    Http { url: String, headers: BTreeMap<String, Source>, query: BTreeMap<String, Source> },
 }
 
 /// One server of a client's config.
@@ -127,8 +130,39 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err((field("url"), "not an http:// or https:// URL".into()));
     }
-    let headers = sources(name, &server["headers"], cx).map_err(|(k, why)| (format!(".headers.{k}"), why))?;
-    Ok(Reach::Http { url: url.to_string(), headers })
+    let mut headers = sources(name, &server["headers"], cx).map_err(|(k, why)| (format!(".headers.{k}"), why))?;
+    let (url, query) = without_credentials(name, url, &mut headers, cx).map_err(|why| (field("url"), why))?;
+    Ok(Reach::Http { url, headers, query })
+}
+
+/// An HTTP server named to `toolgate init`: its URL's credentials moved
+/// out as an import's are.
+pub fn http(server: &str, url: &str) -> Result<Reach, String> {
+    let cx = Context { folder: PathBuf::from("."), inputs: BTreeMap::new() };
+    let mut headers = BTreeMap::new();
+    let (url, query) = without_credentials(server, url, &mut headers, &cx)?;
+    Ok(Reach::Http { url, headers, query })
+}
+
+/// `url` with its credentials moved out, as every written-out value is: a
+/// user part (`user:password@`) to an `Authorization: Basic` header, each
+/// credential query parameter (`api_key=…`) to the parameters the gateway
+/// adds at connect. A reference (`${env:KEY}`) stays one.
+fn without_credentials(server: &str, url: &str, headers: &mut BTreeMap<String, Source>, cx: &Context) -> Result<(String, BTreeMap<String, Source>), String> {
+    let Some(split) = url_credentials::split(url) else { return Err("not a URL toolgate can read".into()) };
+    if let Some((user, password)) = &split.userinfo {
+        if headers.keys().any(|h| h.eq_ignore_ascii_case("authorization")) {
+            return Err("it holds a user and password and `headers` an Authorization too: keep one (toolgate sends the header)".into());
+        }
+        headers.insert("Authorization".into(), Source::Secret(url_credentials::basic_authorization(user, password)));
+    }
+    let mut query = BTreeMap::new();
+    for (key, value) in split.query {
+        if query.insert(key.clone(), source(server, &key, &value, cx)).is_some() {
+            return Err(format!("the query parameter `{key}` is given twice; toolgate sends each once"));
+        }
+    }
+    Ok((split.url, query))
 }
 
 /// A text with only `${workspaceFolder}` and `${userHome}` in it, filled in;

@@ -9,16 +9,18 @@
 //! client's own config.
 
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use crate::clients::{self, Format, Imported, Reach, Source};
 use toolgate_core::audit::{self, Inventory};
+use toolgate_core::visible::visible;
 use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::seal;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -43,7 +45,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut left_out = Vec::new();
     let mut names = BTreeSet::new();
     for file in &args.files {
-        let read = clients::read(file).map_err(anyhow::Error::msg)?;
+        // What a client config holds is shown as visible text: a name or a
+        // value there may hold terminal escapes or bidi overrides.
+        let read = clients::read(file).map_err(|e| anyhow::anyhow!("{}", visible(&e)))?;
         left_out.extend(read.left_out);
         for mut server in read.servers {
             let base = server.name.clone();
@@ -56,10 +60,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     for line in &left_out {
-        eprintln!("toolgate import: left out {line}");
+        eprintln!("toolgate import: left out {}", visible(line));
     }
     if taken.is_empty() {
-        bail!("nothing to import: no server in {} could be taken", args.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!("nothing to import: no server in {} could be taken", visible(&args.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")));
     }
     let taken = taken.into_iter().map(|(file, format, server)| (Some(file), format, server)).collect();
     write(taken, &args.out, args.listen).await
@@ -72,18 +76,22 @@ type Taken = (Option<PathBuf>, Format, Imported);
 /// one), classes and pins their tools, and says what to do next.
 pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     let config_path = out.join("toolgate.toml");
-    if config_path.exists() {
-        bail!("{} exists already; write into a new folder (nothing was written)", config_path.display());
+    // `symlink_metadata`: a link there, even to nothing, counts as taken.
+    if std::fs::symlink_metadata(&config_path).is_ok() {
+        bail!("{} exists already; write into a new folder (nothing was written)", visible(&config_path.display().to_string()));
     }
-    std::fs::create_dir_all(out.join("secrets")).with_context(|| format!("creating {}", out.display()))?;
-    restrict(&out.join("secrets"), 0o700)?;
+    // The folders are made owner-only; one that is a link (planted, say, in
+    // a cloned repository) is refused, as every file is written new and
+    // renamed into place, never through a link (`seal::write_owner_only`).
+    seal::create_private_dir(out)?;
+    seal::create_private_dir(&out.join("secrets"))?;
 
     let mut asked = Vec::new();
     let mut text = header(listen, &taken);
     for (file, _, server) in &taken {
         text.push_str(&section(out, file.as_deref(), server, &mut asked)?);
     }
-    write_owner_only(&out.join("approver.token"), &toolgate_gateway::seal::random_token())?;
+    write_owner_only(&out.join("approver.token"), &seal::random_token())?;
     write_owner_only(&config_path, &text)?;
 
     // Each server once: its tools, classed by the audit and pinned.
@@ -131,24 +139,34 @@ fn quoted(s: &str) -> String {
 fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
     let from = file.map_or_else(|| "named to `toolgate init`".to_string(), |f| format!("from {}", f.display()));
     let mut text = format!("# `{}` {}\n[servers.{}]\n", one_line(&server.original), one_line(&from), quoted(&server.name));
-    let (values, prefix) = match &server.reach {
+    let mut files = BTreeSet::new();
+    match &server.reach {
         Reach::Stdio { command, args, env } => {
             let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
             let _ = writeln!(text, "command = {}\nargs = [{}]", quoted(command), args.join(", "));
-            (env, "env")
+            text.push_str(&references(out, server, env, "env", &mut files, asked)?);
         }
-        Reach::Http { url, headers } => {
+        Reach::Http { url, headers, query } => {
             let _ = writeln!(text, "url = {}", quoted(url));
-            (headers, "headers")
+            text.push_str(&references(out, server, headers, "headers", &mut files, asked)?);
+            text.push_str(&references(out, server, query, "query", &mut files, asked)?);
         }
-    };
+    }
+    text.push('\n');
+    Ok(text)
+}
+
+/// `PREFIX_file = { … }` and `PREFIX_env = { … }` for one server's values,
+/// each written-out one to its own owner-only file under `out/secrets/`.
+fn references(out: &Path, server: &Imported, values: &BTreeMap<String, Source>, prefix: &str, files: &mut BTreeSet<String>, asked: &mut Vec<String>) -> anyhow::Result<String> {
+    let mut text = String::new();
     let (mut from_file, mut from_env) = (Vec::new(), Vec::new());
-    let mut files = BTreeSet::new();
     for (key, source) in values {
         match source {
             Source::Secret(value) => {
                 // Two keys that tame alike (`API_KEY`, `api-key`) keep a file each.
-                let base = format!("secrets/{}.{}", server.name, clients::tame(key));
+                let part = if prefix == "query" { format!("query-{}", clients::tame(key)) } else { clients::tame(key) };
+                let base = format!("secrets/{}.{part}", server.name);
                 let name = (1..).map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") }).find(|n| files.insert(n.clone())).expect("a free name");
                 write_owner_only(&out.join(&name), value)?;
                 from_file.push(format!("{} = {}", quoted(key), quoted(&name)));
@@ -166,7 +184,6 @@ fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<S
     if !from_env.is_empty() {
         let _ = writeln!(text, "{prefix}_env = {{ {} }}", from_env.join(", "));
     }
-    text.push('\n');
     Ok(text)
 }
 
@@ -187,25 +204,32 @@ async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, S
 }
 
 fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[String], down: &[(String, String)]) {
+    print!("{}", next_steps(listen, config_path, taken, asked, down));
+}
+
+/// What `import` prints when done, each line made visible: server names,
+/// paths and the client's own descriptions come from a client config (a
+/// cloned repository's `.vscode/mcp.json`, say), and an escape sequence or a
+/// bidi override in one must not reach the terminal as such.
+fn next_steps(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[String], down: &[(String, String)]) -> String {
+    let mut lines: Vec<String> = Vec::new();
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "toolgate".into());
     let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
-    println!("toolgate: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" });
+    lines.push(format!("toolgate: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" }));
     for (file, _, s) in taken {
         let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
         let from = file.as_ref().map(|f| format!(" (from {})", f.display())).unwrap_or_default();
-        println!("  {}{from}: {state}", s.name);
+        lines.push(format!("  {}{from}: {state}", s.name));
     }
     if !asked.is_empty() {
-        println!("\nSet these variables where toolgate runs (their values were never written anywhere):");
-        for a in asked {
-            println!("  {a}");
-        }
+        lines.push("\nSet these variables where toolgate runs (their values were never written anywhere):".into());
+        lines.extend(asked.iter().map(|a| format!("  {a}")));
     }
     let stdio = serde_json::json!({"command": exe, "args": ["serve", "--stdio", "--config", config]});
     let files: BTreeSet<(String, bool)> = taken.iter().filter_map(|(f, format, _)| Some((f.as_ref()?.display().to_string(), *format == Format::VsCode))).collect();
     if files.is_empty() {
-        println!("\nIn your MCP client's config, add this one server (under `mcpServers`; VS Code: under `servers`, with \"type\": \"stdio\"):");
-        println!("  \"toolgate\": {stdio}");
+        lines.push("\nIn your MCP client's config, add this one server (under `mcpServers`; VS Code: under `servers`, with \"type\": \"stdio\"):".into());
+        lines.push(format!("  \"toolgate\": {stdio}"));
     }
     for (file, vscode) in files {
         let imported: Vec<&str> = taken.iter().filter(|(f, _, _)| f.as_ref().is_some_and(|f| f.display().to_string() == file)).map(|(_, _, s)| s.original.as_str()).collect();
@@ -216,23 +240,21 @@ fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[
         } else {
             ("mcpServers", stdio.clone())
         };
-        println!("\nIn {file}, replace {} under `{key}` with this one entry:", imported.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
-        println!("  \"toolgate\": {entry}");
+        lines.push(format!("\nIn {file}, replace {} under `{key}` with this one entry:", imported.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")));
+        lines.push(format!("  \"toolgate\": {entry}"));
     }
-    println!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{listen}/mcp.");
+    lines.push(format!("\nOr serve over HTTP (`{exe} serve --config {config}`) and point a client that takes a URL at http://{listen}/mcp."));
+    // A leading newline is ours (a blank line before a part); the rest of each line is shown visibly.
+    lines.iter().map(|line| match line.strip_prefix('\n') {
+        Some(rest) => format!("\n{}\n", visible(rest)),
+        None => format!("{}\n", visible(line)),
+    }).collect()
 }
 
-/// `seal::write_owner_only` through a temporary file, so a failure leaves
-/// no half-written file where `path` is read.
+/// The one owner-only writer (a new file renamed into place: no half-written
+/// file where `path` is read, no link followed).
 fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    toolgate_gateway::seal::write_owner_only(&tmp, text.as_bytes())?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
-}
-
-fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| format!("restricting {}", path.display()))
+    seal::write_owner_only(path, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -247,7 +269,7 @@ mod tests {
         let server = Imported { original: "s".into(), name: "s".into(), reach: Reach::Stdio { command: "x".into(), args: Vec::new(), env } };
         let text = section(out.path(), None, &server, &mut Vec::new()).unwrap();
         assert!(!text.contains("first-value") && !text.contains("second-value"), "{text}");
-        let odd = Imported { original: "a\r\nb".into(), name: "a-b".into(), reach: Reach::Http { url: "http://h/mcp".into(), headers: Default::default() } };
+        let odd = Imported { original: "a\r\nb".into(), name: "a-b".into(), reach: Reach::Http { url: "http://h/mcp".into(), headers: Default::default(), query: Default::default() } };
         let text = section(out.path(), None, &odd, &mut Vec::new()).unwrap();
         assert!(text.parse::<toml::Table>().is_ok() && text.starts_with("# `a  b`"), "a name's CR and LF stay inside its comment: {text}");
         let read = |name: &str| std::fs::read_to_string(out.path().join("secrets").join(name)).unwrap();

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use crate::clients::{self, Format, Imported, Reach, Source};
+use toolgate_core::visible::visible;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -70,7 +71,8 @@ fn from_flags(args: &Args) -> anyhow::Result<Vec<Imported>> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             bail!("--url `{name}`: `{url}` is not an http:// or https:// URL");
         }
-        servers.push(server(name, Reach::Http { url: url.to_string(), headers: BTreeMap::new() })?);
+        let reach = clients::http(name, url).map_err(|why| anyhow::anyhow!("--url `{name}`: {why}"))?;
+        servers.push(server(name, reach)?);
     }
     if let Some(name) = env.keys().next() {
         bail!("--env names `{name}`, which no --server names (variables are for stdio servers)");
@@ -96,11 +98,17 @@ fn ask() -> anyhow::Result<Vec<Imported>> {
         }
         let how = prompt("Its URL, or the command that starts it: ")?;
         let reach = if how.starts_with("http://") || how.starts_with("https://") {
-            Reach::Http { url: how, headers: BTreeMap::new() }
+            match clients::http(&name, &how) {
+                Ok(reach) => reach,
+                Err(why) => {
+                    println!("  ({why}: `{}` skipped)", visible(&name));
+                    continue;
+                }
+            }
         } else {
             let mut words = how.split_whitespace().map(str::to_string);
             let Some(command) = words.next() else {
-                println!("  (no command: `{name}` skipped)");
+                println!("  (no command: `{}` skipped)", visible(&name));
                 continue;
             };
             let mut env = BTreeMap::new();

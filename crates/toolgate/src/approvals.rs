@@ -7,6 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::json;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::config::{APPROVER_ROLE, Config};
+use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock};
 use toolgate_ledger::Ledger;
 
@@ -76,14 +77,15 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             };
             let all = store.approvals(None, state, SystemClock.now_ms()).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"approvals": all}))?);
+                crate::print_json(&json!({"approvals": all}))?;
             } else if all.is_empty() {
                 println!("no approvals{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
             } else {
                 println!("{:<37} {:<9} {:<10} {:<30} reason", "id", "state", "caller", "tool");
                 for a in &all {
                     let tool = format!("{}/{}", a.binding.server, a.binding.tool);
-                    println!("{:<37} {:<9} {:<10} {:<30} {}", a.id, a.state_at(SystemClock.now_ms()).as_str(), a.binding.caller, tool, a.reason);
+                    // Names and reasons came from agents and upstreams: escaped.
+                    println!("{:<37} {:<9} {:<10} {:<30} {}", visible(&a.id), a.state_at(SystemClock.now_ms()).as_str(), visible(&a.binding.caller), visible(&tool), visible(&a.reason));
                 }
             }
             Ok(())
@@ -127,18 +129,21 @@ async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
 fn print(a: &Approval, json: bool) -> anyhow::Result<()> {
     let a = &a.as_of(SystemClock.now_ms());
     if json {
-        println!("{}", serde_json::to_string_pretty(a)?);
+        crate::print_json(a)?;
         return Ok(());
     }
-    println!("approval   {}", a.id);
+    // What an agent sent (arguments), an upstream named (tools) and people
+    // wrote (reasons) is escaped before it reaches the terminal.
+    let v = |s: &str| visible(s).into_owned();
+    println!("approval   {}", v(&a.id));
     println!("state      {}", a.state.as_str());
-    println!("call       {}/{} by {} (tenant {})", a.binding.server, a.binding.tool, a.binding.caller, a.binding.tenant);
-    println!("arguments  {}", a.arguments);
-    println!("proposal   {}", a.binding.proposal_sha256);
-    println!("policy     {}", a.binding.policy_version);
-    println!("reason     {} ({})", a.reason, a.rules.join(", "));
+    println!("call       {}/{} by {} (tenant {})", v(&a.binding.server), v(&a.binding.tool), v(&a.binding.caller), v(&a.binding.tenant));
+    println!("arguments  {}", v(&a.arguments.to_string()));
+    println!("proposal   {}", v(&a.binding.proposal_sha256));
+    println!("policy     {}", v(&a.binding.policy_version));
+    println!("reason     {} ({})", v(&a.reason), v(&a.rules.join(", ")));
     if let (Some(by), Some(why)) = (&a.decided_by, &a.decision_reason) {
-        println!("decided    by {by}: {why}");
+        println!("decided    by {}: {}", v(by), v(why));
     }
     Ok(())
 }

@@ -62,9 +62,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", audit::suggest(&report));
     } else if args.sarif {
         let config = args.config.as_deref().map(|p| p.display().to_string());
-        println!("{}", serde_json::to_string_pretty(&audit::sarif::log(&report, env!("CARGO_PKG_VERSION"), config.as_deref()))?);
+        crate::print_json(&audit::sarif::log(&report, env!("CARGO_PKG_VERSION"), config.as_deref()))?;
     } else if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"tools": inventory.tools.len(), "regret": report.regret, "findings": report.findings, "rules": audit::RULES}))?);
+        crate::print_json(&json!({"tools": inventory.tools.len(), "regret": report.regret, "findings": report.findings, "rules": audit::RULES}))?;
     } else {
         print_report(&inventory, &report);
     }

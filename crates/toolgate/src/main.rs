@@ -230,6 +230,13 @@ enum ConfigAction {
     },
 }
 
+/// Prints `value` as pretty JSON, with nothing an agent or an upstream
+/// wrote shown raw to the terminal (`visible_json`: still the same JSON).
+pub(crate) fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    println!("{}", toolgate_core::visible::visible_json(&serde_json::to_string_pretty(value)?));
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Audit(_) | Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
@@ -291,7 +298,7 @@ fn main() -> std::process::ExitCode {
                 n => Err(anyhow::anyhow!("{n} problem{} in {}", if n == 1 { "" } else { "s" }, file.display())),
             },
             Command::Config(ConfigAction::Schema) => {
-                println!("{}", serde_json::to_string_pretty(&schemars::schema_for!(toolgate_gateway::config::Config))?);
+                crate::print_json(&schemars::schema_for!(toolgate_gateway::config::Config))?;
                 Ok(())
             }
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
@@ -341,7 +348,11 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("toolgate: {e:#}");
+            // An error may quote what others sent (a URL, a body, a file
+            // name): each line escaped, so none of it can drive the terminal.
+            let text = format!("{e:#}");
+            let shown: Vec<_> = text.split('\n').map(toolgate_core::visible::visible).collect();
+            eprintln!("toolgate: {}", shown.join("\n"));
             match e.downcast_ref::<audit::GateFailed>() {
                 Some(_) => std::process::ExitCode::from(audit::FAILED_GATE),
                 None => std::process::ExitCode::FAILURE,

@@ -7,6 +7,7 @@ use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use toolgate_core::operation::{Operation, OperationState};
 use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock};
 
 use crate::approvals::{Listing, One, check_approver, open};
@@ -64,14 +65,15 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 eprintln!("the newest {limit} shown; --limit N shows more");
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"operations": all}))?);
+                crate::print_json(&json!({"operations": all}))?;
             } else if all.is_empty() {
                 println!("no operations{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
             } else {
                 println!("{:<37} {:<22} {:<10} {:<28} key", "id", "state", "caller", "tool");
                 for op in &all {
                     let tool = format!("{}/{}", op.key.server, op.key.tool);
-                    println!("{:<37} {:<22} {:<10} {:<28} {}", op.id, op.state.as_str(), op.caller, tool, op.key.value);
+                    // Keys, names and callers came from agents and upstreams: escaped.
+                    println!("{:<37} {:<22} {:<10} {:<28} {}", visible(&op.id), op.state.as_str(), visible(&op.caller), visible(&tool), visible(&op.key.value));
                 }
             }
             Ok(())
@@ -98,11 +100,11 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             gw.stop();
             let done = done?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence}))?);
+                crate::print_json(&json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence}))?;
                 return Ok(());
             }
-            println!("{}: {} ({})", id, done.operation.state.as_str(), done.operation.resolution.as_deref().unwrap_or_default());
-            println!("evidence   {}", done.evidence);
+            println!("{}: {} ({})", visible(&id), done.operation.state.as_str(), visible(done.operation.resolution.as_deref().unwrap_or_default()));
+            println!("evidence   {}", visible(&done.evidence.to_string()));
             Ok(())
         }
         Action::Resolve { config, id, applied, not_applied: _, by, reason, json } => {
@@ -117,23 +119,25 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
 
 fn print(op: &Operation, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(op)?);
+        crate::print_json(op)?;
         return Ok(());
     }
-    println!("operation  {}", op.id);
+    // What agents sent and upstreams answered is escaped for the terminal.
+    let v = |s: &str| visible(s).into_owned();
+    println!("operation  {}", v(&op.id));
     println!("state      {} (attempt {})", op.state.as_str(), op.attempts);
-    println!("call       {}/{} by {} (tenant {})", op.key.server, op.key.tool, op.caller, op.key.tenant);
-    println!("key        {}", op.key.value);
-    println!("arguments  {}", op.arguments);
-    println!("proposal   {}", op.proposal_sha256);
+    println!("call       {}/{} by {} (tenant {})", v(&op.key.server), v(&op.key.tool), v(&op.caller), v(&op.key.tenant));
+    println!("key        {}", v(&op.key.value));
+    println!("arguments  {}", v(&op.arguments.to_string()));
+    println!("proposal   {}", v(&op.proposal_sha256));
     if let Some(a) = &op.approval_id {
-        println!("approval   {a}");
+        println!("approval   {}", v(a));
     }
     if let Some(o) = &op.outcome {
-        println!("outcome    {o}");
+        println!("outcome    {}", v(&o.to_string()));
     }
     if let (Some(by), Some(why)) = (&op.resolved_by, &op.resolution) {
-        println!("resolved   by {by}: {why}");
+        println!("resolved   by {}: {}", v(by), v(why));
     }
     Ok(())
 }

@@ -51,7 +51,7 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         Answer::Error(e) => bail!("{e}"),
     };
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        crate::print_json(&shown)?;
     } else {
         let s = |k: &str| shown[k].as_str().unwrap_or("").to_string();
         println!("{}", s("message"));

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use toolgate_core::visible::visible;
+use toolgate_gateway::body;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -20,10 +22,17 @@ pub struct Args {
     timeout_ms: u64,
 }
 
-/// Succeeds when `url` answers 2xx; else says what it answered.
+/// The most of an error's body read, to quote its reason; the rest is
+/// dropped unread (the probe only needs the status).
+const REASON_HEAD: usize = 1024;
+
+/// Succeeds when `url` answers 2xx; else says what it answered. One `GET`,
+/// as documented: a redirect is not followed but fails the probe and says
+/// where it pointed, so a health check never reports another endpoint's health.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut client = reqwest::Client::builder()
         .timeout(Duration::from_millis(args.timeout_ms))
+        .redirect(reqwest::redirect::Policy::none())
         .no_proxy();
     if let Some(file) = &args.ca_file {
         let pem = std::fs::read(file)
@@ -37,17 +46,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .get(&args.url)
         .send()
         .await
-        .with_context(|| format!("{}: no answer", args.url))?;
+        .with_context(|| format!("{}: no answer", visible(&args.url)))?;
     let status = answer.status();
     if status.is_success() {
         return Ok(());
     }
-    // The reason the endpoint gives, bounded, one line of printable text.
-    let body = answer.text().await.unwrap_or_default();
-    let reason: String = body
-        .chars()
-        .take(300)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    anyhow::bail!("{} answered {status}: {}", args.url, reason.trim())
+    if status.is_redirection() {
+        let to = body::location(&answer);
+        anyhow::bail!(
+            "{} answered {status}, a redirect to {}, which the probe does not follow: probe that URL itself",
+            visible(&args.url),
+            visible(&to)
+        );
+    }
+    // The reason the endpoint gives: its first bytes, one line, escaped.
+    let said = body::read_head(answer, REASON_HEAD).await;
+    let reason: String = visible(said.trim()).chars().take(300).collect();
+    anyhow::bail!("{} answered {status}: {reason}", visible(&args.url))
 }

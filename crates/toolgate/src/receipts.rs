@@ -13,6 +13,7 @@ use toolgate_core::bundle::{self, Bundle, BundleKey};
 use toolgate_core::log_verify::LogVerifier;
 use toolgate_core::proposal::sha256_hex;
 use toolgate_core::receipt::build::wire_name;
+use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock, SystemEntropy};
 use toolgate_gateway::archive::{Archive, TileCheck};
 use toolgate_gateway::config::Config;
@@ -130,7 +131,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             let rows = ledger.receipts(since, limit).await?;
             if json {
                 let list: Vec<Value> = rows.iter().map(|r| serde_json::from_str(&r.logged)).collect::<Result<_, _>>()?;
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                crate::print_json(&list)?;
                 return Ok(());
             }
             if rows.is_empty() {
@@ -141,16 +142,18 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             for row in rows {
                 let r = parse(&row.logged)?.receipt;
                 let tool = if r.server.is_empty() { r.tool.clone() } else { format!("{}/{}", r.server, r.tool) };
-                println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  {}", r.log_index, r.issued_at, tool, r.decision, r.reason, r.execution_status, r.result_status);
+                // Names and reasons came from upstreams and agents: escaped.
+                let v = |s: &str| visible(s).into_owned();
+                println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  {}", r.log_index, v(&r.issued_at), v(&tool), v(&r.decision), v(&r.reason), v(&r.execution_status), v(&r.result_status));
             }
             Ok(())
         }
         Action::Show { config, index } => {
             let (config, ledger) = open(&config).await?;
             let found = toolgate_gateway::archive::leaves(&Archive::in_state_dir(&config.state_dir()), &*ledger, index, index + 1).await?;
-            let (_, _, logged) = found.into_iter().next().ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
-            let value: Value = serde_json::from_str(&logged)?;
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            let leaf = found.into_iter().next().ok_or_else(|| anyhow!("no receipt at log index {index}; `toolgate receipts list` shows them"))?;
+            let value: Value = serde_json::from_str(&leaf.logged)?;
+            crate::print_json(&value)?;
             Ok(())
         }
     }
@@ -208,17 +211,18 @@ async fn write_outputs(config: &Config, config_path: &Path, ledger: &Arc<dyn Led
     Ok(())
 }
 
+/// Owner-only, whole or not at all, never through a link (the one writer:
+/// `seal::write_owner_only`). A bundle holds receipts: its reader chooses
+/// to share it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+    toolgate_gateway::seal::write_owner_only(path, bytes)
 }
 
 /// A pack: the bundle, the policy set and registry in force, and the tool
 /// definitions the receipts name — with a manifest of their hashes, signed
 /// by the log's receipt key.
 async fn write_pack(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger>, bundle: &Bundle, dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir.join("tools")).with_context(|| format!("creating {}", dir.display()))?;
+    toolgate_gateway::seal::create_private_dir(&dir.join("tools")).with_context(|| format!("creating {}", dir.display()))?;
     let mut files: Vec<(String, Vec<u8>)> = vec![("bundle.json".into(), bundle.to_json().into_bytes())];
     if let Some(p) = &config.policy {
         files.push(("policy/policy.cedar".into(), std::fs::read(config.resolve_path(&p.policies))?));
@@ -237,7 +241,7 @@ async fn write_pack(config: &Config, config_path: &Path, ledger: &Arc<dyn Ledger
     let mut manifest = serde_json::Map::new();
     for (name, bytes) in &files {
         if let Some(parent) = dir.join(name).parent() {
-            std::fs::create_dir_all(parent)?;
+            toolgate_gateway::seal::create_private_dir(parent)?;
         }
         write_atomically(&dir.join(name), bytes)?;
         manifest.insert(name.clone(), json!(sha256_hex(bytes)));
@@ -268,13 +272,13 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, (witnes
     if as_json {
         let checks: Vec<Value> = report.checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect();
         let failures: Vec<Value> = report.failures.iter().map(|f| json!({"failure": f.name(), "detail": f.to_string()})).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"ok": report.ok(), "origin": report.origin, "tree_size": report.tree_size, "root": report.root, "checks": checks, "failures": failures}))?);
+        crate::print_json(&json!({"ok": report.ok(), "origin": report.origin, "tree_size": report.tree_size, "root": report.root, "checks": checks, "failures": failures}))?;
     } else {
         if !report.origin.is_empty() {
-            println!("log        {} (tree size {}, root {})", report.origin, report.tree_size, report.root);
+            println!("log        {} (tree size {}, root {})", visible(&report.origin), report.tree_size, visible(&report.root));
         }
         for c in &report.checks {
-            println!("{} {:<22} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            println!("{} {:<22} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, visible(&c.detail));
         }
         if !report.ok() {
             let names: std::collections::BTreeSet<&str> = report.failures.iter().map(|f| f.name()).collect();
@@ -336,9 +340,9 @@ pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
         if leaves.is_empty() {
             break;
         }
-        for (index, leaf, logged) in &leaves {
-            verifier.receipt(*index, leaf, logged);
-            if let Err(e) = tiles.leaf(*index, *leaf) {
+        for leaf in &leaves {
+            verifier.receipt(leaf.index, &leaf.hash, &leaf.logged, leaf.opening.as_ref());
+            if let Err(e) = tiles.leaf(leaf.index, leaf.hash) {
                 verifier.problems.push(format!("{e:#}"));
             }
         }

@@ -25,7 +25,7 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
             let contents: Vec<Value> = catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| content_json(t)).collect();
             let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
             let refused: Vec<Value> = catalog.ambiguous.iter().map(|(name, why)| json!({"name": name, "reason": why})).collect();
-            println!("{}", serde_json::to_string_pretty(&json!({"tools": rows, "contents": contents, "unavailable": down, "ambiguous": refused}))?);
+            crate::print_json(&json!({"tools": rows, "contents": contents, "unavailable": down, "ambiguous": refused}))?;
             Ok(())
         }
         None => {

@@ -137,3 +137,130 @@ async fn init_writes_a_config_for_the_servers_named_and_refuses_without_any() {
     assert!(!home.join("empty").exists());
     drop(gateway);
 }
+
+/// Runs `toolgate import FILES --out OUT`: (success, stdout, stderr).
+fn import(files: &[&std::path::Path], out: &std::path::Path) -> (bool, String, String) {
+    // The variable an imported `${input:…}` asks for, so that server starts.
+    let run = StdCommand::new(BIN).arg("import").args(files).arg("--out").arg(out).args(["--listen", "127.0.0.1:0"]).env("TOOLGATE_INPUT_X_Y", "set").output().unwrap();
+    (run.status.success(), String::from_utf8_lossy(&run.stdout).into_owned(), String::from_utf8_lossy(&run.stderr).into_owned())
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A client config from a cloned repository, imported into a folder of that
+/// repository: links planted there (at the config's temporary name, the
+/// token's, a secret's, `secrets/` itself) are never written through, and
+/// what they point at keeps its content and its mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_planted_in_the_output_folder_are_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let victim = |name: &str| {
+        let path = home.join(name);
+        std::fs::write(&path, "the person's own file\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        path
+    };
+    let (config_victim, token_victim, secret_victim) = (victim("bashrc"), victim("profile"), victim("ssh_config"));
+    let client = home.join("mcp.json");
+    let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"API_KEY": SECRET}});
+    std::fs::write(&client, json!({"mcpServers": {"tickets": tickets}}).to_string()).unwrap();
+
+    // Links at the names the writers used (and use), some dangling.
+    let out = home.join("repo-out");
+    std::fs::create_dir_all(out.join("secrets")).unwrap();
+    for (name, target) in [("toolgate.toml.tmp", &config_victim), ("toolgate.toml.partial", &config_victim), ("approver.token", &token_victim), ("approver.token.tmp", &token_victim), ("secrets/tickets.api-key", &secret_victim), ("secrets/tickets.api-key.tmp", &secret_victim)] {
+        std::os::unix::fs::symlink(target, out.join(name)).unwrap();
+    }
+    std::os::unix::fs::symlink(home.join("nowhere"), out.join("toolgate.lock")).unwrap();
+    let (ok, stdout, stderr) = import(&[&client], &out);
+    assert!(ok, "{stdout}\n{stderr}");
+    for victim in [&config_victim, &token_victim, &secret_victim] {
+        assert_eq!((std::fs::read_to_string(victim).unwrap().as_str(), mode(victim)), ("the person's own file\n", 0o644), "{}", victim.display());
+    }
+    assert!(!home.join("nowhere").exists());
+    for written in ["toolgate.toml", "approver.token", "secrets/tickets.api-key", "toolgate.lock"] {
+        let path = out.join(written);
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file(), "{written} is a file of its own");
+        assert_eq!(mode(&path), 0o600, "{written}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("secrets/tickets.api-key")).unwrap(), SECRET);
+
+    // `secrets/` itself a link: refused, nothing written through it, what to do said.
+    let elsewhere = home.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let linked = home.join("linked-out");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, linked.join("secrets")).unwrap();
+    let (ok, _, stderr) = import(&[&client], &linked);
+    assert!(!ok && stderr.contains("is a symbolic link") && stderr.contains("remove the link"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert!(std::fs::symlink_metadata(linked.join("toolgate.toml")).is_err(), "nothing half-done");
+
+    // A dangling link at toolgate.toml counts as taken.
+    let dangling = home.join("dangling-out");
+    std::fs::create_dir(&dangling).unwrap();
+    std::os::unix::fs::symlink(home.join("nowhere"), dangling.join("toolgate.toml")).unwrap();
+    let (ok, _, stderr) = import(&[&client], &dangling);
+    assert!(!ok && stderr.contains("exists already"), "{stderr}");
+    assert!(!home.join("nowhere").exists());
+}
+
+/// `http://user:password@host/…?api_key=…` from a client config: the config
+/// keeps the URL without them, each goes to an owner-only secret, and the
+/// written config is one the gateway accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_an_imported_url_move_to_owner_only_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let mut parts = Command::new(BIN);
+    parts.args(["atlas", "parts", "--http", "127.0.0.1:0", "--state"]).arg(home.join("atlas"));
+    let parts = spawn_listening(parts, &home.join("parts.log"), "serving parts on").await;
+    let (password, key, token) = ("pa55-word-0001", "api-key-value-0002", "access-token-0003");
+    let url = parts.url.replacen("http://", &format!("http://dana:{password}@"), 1) + &format!("?region=eu&API_KEY={key}&access-token={token}");
+    let client = home.join("mcp.json");
+    std::fs::write(&client, json!({"mcpServers": {"parts": {"url": url}}}).to_string()).unwrap();
+    let out = home.join("gateway");
+    let (ok, stdout, stderr) = import(&[&client], &out);
+    assert!(ok, "{stdout}\n{stderr}");
+    let config = std::fs::read_to_string(out.join("toolgate.toml")).unwrap();
+    for value in [password, key, token, "dana"] {
+        assert!(!config.contains(value) && !stdout.contains(value) && !stderr.contains(value), "{value} stays out: {config}\n{stdout}{stderr}");
+    }
+    assert!(config.contains(&format!("url = \"{}?region=eu\"", parts.url)), "{config}");
+    assert!(config.contains("headers_file = { \"Authorization\" = \"secrets/parts.authorization\" }"), "{config}");
+    assert!(config.contains("query_file = { \"API_KEY\" = \"secrets/parts.query-api-key\", \"access-token\" = \"secrets/parts.query-access-token\" }"), "{config}");
+    let secret = |name: &str| (std::fs::read_to_string(out.join("secrets").join(name)).unwrap(), mode(&out.join("secrets").join(name)));
+    assert_eq!(secret("parts.query-api-key"), (key.to_string(), 0o600));
+    assert_eq!(secret("parts.query-access-token"), (token.to_string(), 0o600));
+    // Basic base64("dana:pa55-word-0001").
+    assert_eq!(secret("parts.authorization"), ("Basic ZGFuYTpwYTU1LXdvcmQtMDAwMQ==".to_string(), 0o600));
+    // The gateway reached it with them: its tools were listed and classed.
+    assert!(config.contains("[registry.\"parts__find_part\"]"), "{config}");
+    drop(parts);
+}
+
+/// Names, commands and reasons from a client config reach the terminal
+/// visibly: no escape sequence, bell, carriage return or bidi override is
+/// printed as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_client_config_says_is_printed_visibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let hostile = "tick\u{1b}[2J\u{7}ets\rOK\u{202e}exe.txt\u{2066}";
+    let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"K\u{1b}]0;title\u{7}": "${input:x\u{202e}y}"}});
+    let left_out = json!({"type": "sse", "url": "http://127.0.0.1:9/sse"});
+    let client = home.join("mcp.json");
+    std::fs::write(&client, json!({"mcpServers": {hostile: tickets, format!("gone\u{1b}[31m{hostile}"): left_out}}).to_string()).unwrap();
+    let (ok, stdout, stderr) = import(&[&client], &home.join("gateway"));
+    assert!(ok, "{stdout}\n{stderr}");
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let raw: Vec<char> = text.chars().filter(|c| (c.is_control() && *c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')).collect();
+        assert!(raw.is_empty(), "{what} holds {raw:?}: {text:?}");
+    }
+    assert!(stdout.contains("`tick\\u{1b}[2J\\u{7}ets\\u{d}OK\\u{202e}exe.txt\\u{2066}`"), "{stdout}");
+    assert!(stdout.contains("K\\u{1b}]0;title\\u{7}"), "the variable's key, visibly: {stdout}");
+    assert!(stderr.contains("gone\\u{1b}[31m"), "{stderr}");
+}

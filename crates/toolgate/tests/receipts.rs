@@ -90,7 +90,9 @@ fn an_exported_demo_log_verifies_offline_and_lists_each_proof() {
     let py = Command::new(python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py")).arg(&bundle).output().unwrap();
     assert!(py.status.success(), "{}", text(&py));
     // Receipts are not signed each by default: the checkpoint vouches for every one.
-    assert!(receipts.iter().all(|e| e["receipt"].get("sig").is_none() && e["receipt"]["receipt"]["v"] == 2));
+    assert!(receipts.iter().all(|e| e["receipt"].get("sig").is_none() && e["receipt"]["receipt"]["v"] == 3));
+    // Format 3: each entry carries the key that opens its commitment in the log.
+    assert!(receipts.iter().all(|e| e["opening"].as_str().is_some_and(|k| k.len() == 64)), "{receipts:?}");
     assert!(text(&py).contains(&format!("{0} inclusion proof(s) verified; 0 receipt signature(s), {0} vouched for by the checkpoint", receipts.len())), "{}", text(&py));
 }
 

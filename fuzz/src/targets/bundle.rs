@@ -39,11 +39,18 @@ fn fixture() -> &'static Fixture {
                     false => LoggedReceipt { receipt: draft(&kid, i, v), signature: None },
                 })
                 .collect();
-            let bytes: Vec<Vec<u8>> = logged.iter().map(receipt::leaf_bytes).collect();
+            // From format 3 on, the leaf is the receipt's commitment, opened by its key.
+            let key = |i: usize| receipt::opening_key(&[0; 32], i as u64);
+            let bytes: Vec<Vec<u8>> = logged.iter().enumerate().map(|(i, l)| receipt::entry_bytes(l, Some(&key(i))).expect("the key is given")).collect();
             let hashes: Vec<merkle::Hash> = bytes.iter().map(|l| merkle::leaf_hash(l)).collect();
             let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");
             let proofs = merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
-            let receipts = logged.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
+            let receipts = logged
+                .into_iter()
+                .zip(proofs)
+                .enumerate()
+                .map(|(i, (r, p))| Entry { opening: (r.receipt.v >= receipt::COMMITTED_VERSION).then(|| hex(&key(i))), receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() })
+                .collect();
             bundles.push(Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: keys.clone(), receipts }.to_json());
             leaves.extend(bytes);
         }

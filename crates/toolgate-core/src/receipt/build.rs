@@ -271,6 +271,11 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             if r.proposal_sha256.is_empty() {
                 r.proposal_sha256 = refusal.proposal_sha256.clone().unwrap_or_default();
             }
+            // The receipt commits to the refusal exactly as the caller is
+            // given it (a tool call's `structuredContent`, a prompt's or a
+            // resource's error `data`), so a verifier proves the whole
+            // answer, not only its reason.
+            r.result_sha256 = Some(refusal_sha256(refusal));
             if dispatched { (ExecutionStatus::Dispatched, ResultStatus::Unknown) } else { (ExecutionStatus::NotDispatched, ResultStatus::Refused) }
         }
         Event::ProtocolError { approval, code, dispatched } => {
@@ -299,6 +304,12 @@ fn set_state(r: &mut Receipt, state: OperationState) {
     if let Some(op) = &mut r.operation {
         op.state = state.as_str().into();
     }
+}
+
+/// SHA-256 of the JCS of a refusal as the caller is given it: what a
+/// refusal's receipt names as its `result_sha256`.
+pub fn refusal_sha256(refusal: &Refusal) -> String {
+    sha256_hex(canonical_json(&serde_json::to_value(refusal).expect("a refusal serializes")).as_bytes())
 }
 
 /// The result's plain and salted hashes, and the value itself when the
@@ -380,6 +391,10 @@ mod tests {
         let r = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: false });
         assert_eq!((r.decision.as_str(), r.reason.as_str(), r.proposal_sha256.as_str()), ("deny", "invalid_arguments", "q"));
         assert_eq!((r.execution_status.as_str(), r.result_status.as_str()), ("not_dispatched", "refused"));
+        // It commits to the refusal the caller is given, message and all.
+        assert_eq!(r.result_sha256.as_deref(), Some(sha256_hex(canonical_json(&serde_json::to_value(&refusal).unwrap()).as_bytes()).as_str()));
+        let reworded = Refusal::new(Verdict::Deny, Reason::InvalidArguments, Action::Correct, "approved: all done").with_proposal("q");
+        assert_ne!(build(&s, Event::Refused { approval: None, refusal: &reworded, dispatched: false }).result_sha256, r.result_sha256);
         let sent = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: true });
         assert_eq!((sent.execution_status.as_str(), sent.result_status.as_str()), ("dispatched", "unknown"));
     }

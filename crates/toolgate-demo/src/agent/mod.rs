@@ -179,7 +179,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// `out` and verified offline: one line per receipt, then whether all of them verified.
 async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collections::BTreeSet<String>, out: &std::path::Path) -> anyhow::Result<()> {
     let bundle = receipts::bundle_of(config, from, proposals).await?;
-    std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
+    // Owner-only, and never written through a link planted at `out`.
+    toolgate_gateway::seal::write_owner_only(out, bundle.to_json().as_bytes())?;
     let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?).map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
     let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true, ..Default::default() });
     println!("evidence: {} receipt(s) of this run in {}", read.receipts.len(), out.display());

@@ -51,6 +51,10 @@ impl Planner {
     }
 }
 
+/// The most of a model's answer read: one turn's message and tool calls are
+/// kilobytes; 8 MiB is far past any real one.
+const MAX_ANSWER: usize = 8 << 20;
+
 /// An OpenAI-compatible Chat Completions endpoint.
 pub struct Model {
     http: reqwest::Client,
@@ -64,7 +68,8 @@ pub struct Model {
 
 impl Model {
     pub fn new(base_url: &str, model: &str, key: Option<String>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(300)).build()?;
+        // No redirect: it would carry the API key to a place not configured.
+        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(300)).redirect(reqwest::redirect::Policy::none()).build()?;
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         Ok(Self { http, url, model: model.to_string(), key, tokens: 0, names: BTreeMap::new() })
     }
@@ -96,10 +101,12 @@ impl Model {
         }
         let resp = req.send().await.with_context(|| format!("the model at {} cannot be reached", self.url))?;
         let status = resp.status();
-        let text = resp.text().await?;
         if !status.is_success() {
-            bail!("the model answered HTTP {status}: {}", text.chars().take(300).collect::<String>());
+            let said = toolgate_gateway::body::read_head(resp, 1024).await;
+            bail!("the model answered HTTP {status}: {}", toolgate_core::visible::visible(said.trim()).chars().take(300).collect::<String>());
         }
+        let text = toolgate_gateway::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
+        let text = String::from_utf8(text).context("the model's answer is not UTF-8")?;
         let answer: Value = serde_json::from_str(&text).context("the model's answer is not JSON")?;
         self.tokens += answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
         let message = answer["choices"][0]["message"].clone();

@@ -5,7 +5,9 @@
 //! - `GET /log/checkpoint`: the newest signed checkpoint (a C2SP signed note;
 //!   with the witnesses' cosignatures once they have cosigned it).
 //! - `GET /log/tile/<L>/<N>[.p/<W>]`: a hash tile.
-//! - `GET /log/tile/entries/<N>[.p/<W>]`: an entry bundle (the logged receipts).
+//! - `GET /log/tile/entries/<N>[.p/<W>]`: an entry bundle (each receipt's
+//!   commitment; a receipt logged in the clear, before format 3, only to an
+//!   admin).
 //!
 //! Who may read it is `receipts.log_access`: approvers (default), anyone,
 //! or nobody (404). Tiles never change once written, so they are served
@@ -19,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use toolgate_core::tiles;
 
 use super::edge::{Approver, host_and_origin, plain};
-use crate::config::LogAccess;
+use crate::config::{ADMIN_ROLE, LogAccess};
 use crate::gateway::Gateway;
 use crate::published::{self, Unpublished};
 
@@ -27,13 +29,14 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new().route("/log/checkpoint", axum::routing::get(checkpoint)).route("/log/tile/{*path}", axum::routing::get(tile))
 }
 
-/// The log's access rule, before anything is read.
-async fn admit(gw: &Arc<Gateway>, request: Request) -> Result<(), Response> {
+/// The log's access rule, before anything is read: whether the reader
+/// is an admin (who alone reads receipts logged in the clear).
+async fn admit(gw: &Arc<Gateway>, request: Request) -> Result<bool, Response> {
     let (mut parts, _) = request.into_parts();
     match gw.config.receipts.log_access {
         LogAccess::Off => Err(plain(StatusCode::NOT_FOUND, "the log is not served here (receipts.log_access = \"off\")")),
-        LogAccess::Public => host_and_origin(gw, &parts.headers),
-        LogAccess::Approvers => Approver::from_request_parts(&mut parts, gw).await.map(|_| ()),
+        LogAccess::Public => host_and_origin(gw, &parts.headers).map(|()| false),
+        LogAccess::Approvers => Approver::from_request_parts(&mut parts, gw).await.map(|Approver(caller)| caller.has_role(ADMIN_ROLE)),
     }
 }
 
@@ -57,16 +60,17 @@ async fn checkpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Respons
 }
 
 async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request: Request) -> Response {
-    if let Err(refused) = admit(&gw, request).await {
-        return refused;
-    }
+    let admin = match admit(&gw, request).await {
+        Ok(admin) => admin,
+        Err(refused) => return refused,
+    };
     let size = match published::checkpoint(&gw.log).await {
         Ok(c) => c.map_or(0, |c| c.size),
         Err(e) => return unavailable(&e),
     };
     let read = match path.strip_prefix("entries/") {
         Some(rest) => match tiles::parse_index(rest) {
-            Some(at) => published::entry_bundle(&gw.log, size, at).await,
+            Some(at) => published::entry_bundle(&gw.log, size, at, admin).await,
             None => return not_a_tile(),
         },
         None => match tiles::parse_tile_path(&path) {
@@ -78,6 +82,7 @@ async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request:
     match read {
         Ok(bytes) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")), (header::CACHE_CONTROL, cache(public, true))], bytes).into_response(),
         Err(Unpublished::NotFound(why)) => plain(StatusCode::NOT_FOUND, &why),
+        Err(Unpublished::Forbidden(why)) => plain(StatusCode::FORBIDDEN, &why),
         Err(Unpublished::Store(e)) => unavailable(&e),
     }
 }

@@ -409,7 +409,7 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
 
 /// What the answer says of its receipts: the log, and where they are in it.
 fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerReceipt> {
-    let (receipt, decision) = recorded.placed?;
+    let (receipt, decision) = recorded.placed.clone()?;
     Some(AnswerReceipt { origin: gw.config.receipts.origin.clone(), receipt, decision, log: gw.config.receipts.log_url.clone() })
 }
 

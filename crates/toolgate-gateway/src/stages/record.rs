@@ -115,7 +115,10 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    pub fn new(cx: &Context, call: &Call) -> Self {
+    /// `salt` is the call's fresh secret salt, drawn before anything can
+    /// refuse it: every receipt's salted hashes and the key that opens its
+    /// commitment in the log come from it, a refusal's too.
+    pub fn new(cx: &Context, call: &Call, salt: [u8; 32]) -> Self {
         Self {
             tool: call.name.clone(),
             request_id: cx.request_id.as_ref().map(|id| serde_json::to_string(id).unwrap_or_default()).unwrap_or_default(),
@@ -132,7 +135,7 @@ impl Findings {
             server: String::new(),
             upstream_tool: String::new(),
             definition_sha256: String::new(),
-            salt: [0; 32],
+            salt,
             arguments_hash: String::new(),
             arguments: None,
             asked: None,
@@ -153,11 +156,10 @@ impl Findings {
     /// After validate: the salted hash, and what `toolgate replay` needs to
     /// decide this call again (the caller, the tool's facts, the arguments,
     /// and the class decision that applies where no policy does).
-    /// `salt` is this call's fresh secret salt; `capture` keeps the
-    /// arguments themselves in the receipts (`receipts.capture_values`).
-    pub fn validated(&mut self, salt: [u8; 32], capture: bool, cx: &Context, tool: &ExposedTool, proposal: &Proposal) {
+    /// `capture` keeps the arguments themselves in the receipts
+    /// (`receipts.capture_values`).
+    pub fn validated(&mut self, capture: bool, cx: &Context, tool: &ExposedTool, proposal: &Proposal) {
         self.proposal_sha256 = Some(proposal.sha256.clone());
-        self.salt = salt;
         self.arguments_hash = receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
         if capture {
             self.arguments = Some(proposal.arguments.clone());
@@ -188,7 +190,7 @@ impl Findings {
     /// approved while held.
     pub fn approved(&mut self, approved: &Approved, policy_version: &str) {
         self.approval_id = approved.approval_id.clone();
-        self.committed = approved.committed;
+        self.committed = approved.committed.clone();
         self.input_required |= approved.input_required;
         if let Some((state, decision)) = &approved.redecided {
             self.decided(*state, decision, policy_version);
@@ -201,7 +203,7 @@ impl Findings {
         self.operation_ref = reserved.operation_ref.clone();
         self.operation = reserved.operation.clone();
         self.dispatched = reserved.dispatched;
-        self.committed = reserved.committed.or(self.committed);
+        self.committed = reserved.committed.clone().or(self.committed.take());
     }
 
     /// The private record of what was asked and how it was decided, kept
@@ -287,8 +289,9 @@ fn pending(id: &str) -> ApprovalRef {
 pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Recorded {
     // A preview decides and acts on nothing, so it attests nothing either:
     // no receipt, only the log line.
-    let recorded = match findings.committed {
+    let recorded = match &findings.committed {
         _ if findings.preview => Recorded { answer, placed: None },
+        Some(c) if matches!(&answer, Answer::Refused(r) if r.reason == Reason::CredentialWithheld) => withheld(rec, findings, answer, c).await,
         Some(c) => Recorded { answer, placed: c.placed().map(|p| (p, c.decision())) },
         None => append(rec, findings, answer).await,
     };
@@ -344,6 +347,29 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
                 other => other,
             };
             Recorded { answer, placed: None }
+        }
+    }
+}
+
+/// A write whose answer carried a credential the gateway holds: its
+/// outcome committed with its operation (recording the refusal in the
+/// answer's place), and the refusal the caller gets has a receipt of its
+/// own, which names the tool and why. Should that append fail, the answer
+/// names the outcome's receipt, which the refusal is recorded in.
+async fn withheld(rec: &Recorder<'_>, findings: &Findings, answer: Answer, committed: &Committed) -> Recorded {
+    let Answer::Refused(refusal) = &answer else { return Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) } };
+    let approval = approval_ref(rec.ledger, findings.approval_id.as_deref()).await;
+    let draft = draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, false);
+    let placement = draft.placement.clone();
+    match rec.ledger.append_receipts(vec![draft]).await {
+        Ok(_) => {
+            rec.log.appended(1);
+            let placed = placement.get().or_else(|| committed.placed());
+            Recorded { answer, placed: placed.map(|p| (p, committed.decision())) }
+        }
+        Err(e) => {
+            tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the receipt of a withheld answer");
+            Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) }
         }
     }
 }
@@ -469,9 +495,9 @@ mod tests {
     fn allowed(gw: &Gateway, (c, proposal): &(CallRequest, Proposal)) -> Findings {
         let tool = find_tool();
         let (cx, call) = split(c);
-        let mut f = Findings::new(&cx, &call);
+        let mut f = Findings::new(&cx, &call, gw.log.salt());
         f.resolved(&tool);
-        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &cx, &tool, proposal);
+        f.validated(gw.config.receipts.capture_values, &cx, &tool, proposal);
         f.decision = Some(decide_by_class(&tool.view));
         f.policy_version = Some(gw.policy().version().to_string());
         f
@@ -509,11 +535,11 @@ mod tests {
         let (c, proposal) = find();
         let tool = find_tool();
         let (cx, request) = split(&c);
-        let mut f = Findings::new(&cx, &request);
+        let mut f = Findings::new(&cx, &request, gw.log.salt());
         assert_eq!((f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()), ("parts__find_part", "agent", "atlas", "7"));
         f.resolved(&tool);
         assert_eq!((f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()), ("parts", "find_part", tool.definition_sha256.as_str()));
-        f.validated(gw.log.salt(), gw.config.receipts.capture_values, &cx, &tool, &proposal);
+        f.validated(gw.config.receipts.capture_values, &cx, &tool, &proposal);
         assert_eq!(f.proposal_sha256.as_deref(), Some(proposal.sha256.as_str()));
         assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
         assert!(f.arguments.is_none(), "values are not captured unless configured");
@@ -564,7 +590,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
         let (cx, nope) = split(&call("parts__nope", json!({})));
-        let f = Findings::new(&cx, &nope);
+        let f = Findings::new(&cx, &nope, [3; 32]);
         let refusal = Refusal::new(Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct, "too large");
         assert!(matches!(record(&gw, &f, Answer::Refused(refusal), Duration::ZERO).await, Answer::Refused(_)));
         let stored = receipts(&gw).await;

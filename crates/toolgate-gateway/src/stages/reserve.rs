@@ -48,6 +48,9 @@ pub(crate) struct Operations<'a> {
     /// How long a holder may take before its operation counts as lapsed:
     /// the tool's upstream deadline and a grace.
     pub lease_ms: i64,
+    /// The credentials the gateway holds: an answer carrying one is
+    /// withheld (`crate::withheld`).
+    pub held: &'a toolgate_core::credentials::Credentials,
 }
 
 impl Operations<'_> {
@@ -75,14 +78,16 @@ where
             let operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
             let dispatched = matches!(held, Held::Read | Held::Mine(_));
             let result = match held {
-                Held::Read => send().await.map(Dispatched::Result),
+                // Every answer passes here before anyone sees it: one
+                // carrying a credential the gateway holds is withheld.
+                Held::Read => withhold(o, tool, proposal, send().await).map(Dispatched::Result),
                 Held::Mine(op) => {
                     let outcome = send().await;
                     finish_sent(o, receipts, tool, proposal, op, outcome, &mut seen).await.map(Dispatched::Result)
                 }
-                Held::Replay { op, raw, checked: true } => Ok(Dispatched::Result(annotate(raw, &op, true))),
+                Held::Replay { op, raw, checked: true } => withhold(o, tool, proposal, Ok(raw)).map(|raw| Dispatched::Result(annotate(raw, &op, true))),
                 // A reconciler's finding is not the tool's result: not checked against its outputSchema.
-                Held::Replay { op, raw, checked: false } => Ok(Dispatched::Finding(annotated(&raw, &op, true))),
+                Held::Replay { op, raw, checked: false } => withhold(o, tool, proposal, Ok(raw)).map(|raw| Dispatched::Finding(annotated(&raw, &op, true))),
             };
             (operation, dispatched, result)
         }
@@ -130,7 +135,13 @@ async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (
 /// A sent write: records how it ended, with the receipt of that end in the
 /// same transaction, before the caller hears it.
 async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, op: Operation, outcome: Result<Box<RawValue>, Stop>, r: &mut Seen) -> Result<Box<RawValue>, Stop> {
-    let settled = settled(&outcome);
+    // A credential in the answer is never recorded (nor replayed, nor
+    // captured by the outcome's receipt): the refusal stands in for it.
+    let found = found_in(o, &outcome);
+    let mut settled = settled(&outcome);
+    if let Some(found) = &found {
+        settled.1 = settled.1.map(|_| withheld_outcome(&crate::withheld::refusal(tool, found, true).with_proposal(&proposal.sha256)));
+    }
     let result = settled.1.clone();
     let named = r.operation_ref.clone().unwrap_or_else(|| reference(&op));
     let placement = std::sync::Mutex::new(None);
@@ -142,10 +153,42 @@ async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &Exposed
     .await;
     if appended {
         let placed = placement.into_inner().unwrap_or_else(|p| p.into_inner()).and_then(|p| p.get());
-        r.committed = Some(receipts.committed(Commit::Outcome, placed).after(r.committed));
+        r.committed = Some(receipts.committed(Commit::Outcome, placed).after(r.committed.take()));
     }
     let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
+    if let Some(found) = found {
+        return Err(Stop::Refused(withheld(tool, proposal, &found, true).with_operation(&op.id)));
+    }
     Ok(annotate(outcome?, &op, false))
+}
+
+/// The credential the gateway holds that an upstream's answer (or its
+/// JSON-RPC error) carries, if any.
+fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option<toolgate_core::credentials::Found> {
+    match outcome {
+        Ok(raw) => crate::withheld::in_answer(o.held, raw),
+        Err(stop) => crate::withheld::in_stop(o.held, stop),
+    }
+}
+
+/// `outcome`, or its refusal when it carries a credential the gateway holds.
+fn withhold(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, outcome: Result<Box<RawValue>, Stop>) -> Result<Box<RawValue>, Stop> {
+    match found_in(o, &outcome) {
+        None => outcome,
+        Some(found) => Err(Stop::Refused(withheld(tool, proposal, &found, false))),
+    }
+}
+
+/// The refusal of an answer that carried `found`, said in the log too (by name).
+fn withheld(tool: &ExposedTool, proposal: &Proposal, found: &toolgate_core::credentials::Found, write: bool) -> Refusal {
+    tracing::warn!(target: "toolgate::withheld", tool = %tool.exposed_name, credential = %found.name, "an upstream's answer carried a credential the gateway holds; withheld");
+    crate::withheld::refusal(tool, found, write).with_proposal(&proposal.sha256)
+}
+
+/// What a write's operation records in place of an answer that carried a
+/// credential: the refusal, as the caller got it (a replay gives it again).
+fn withheld_outcome(refusal: &Refusal) -> String {
+    json!({"content": [{"type": "text", "text": refusal.message}], "structuredContent": refusal, "isError": true}).to_string()
 }
 
 /// How a write stands before it is sent.
@@ -424,8 +467,10 @@ mod tests {
     const LEASE_MS: i64 = 10_000;
     const RESULT: &str = r#"{"content":[{"type":"text","text":"ordered"}],"structuredContent":{"order":"PO-1"}}"#;
 
+    static NOTHING_HELD: toolgate_core::credentials::Credentials = toolgate_core::credentials::Credentials::none();
+
     fn operations(s: &Store) -> Operations<'_> {
-        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS }
+        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS, held: &NOTHING_HELD }
     }
 
     /// The agent's order of `quantity` units, sending `key` as its operation key.
@@ -779,7 +824,7 @@ mod tests {
         let s = Store::open().await;
         let order = keyed(2, "order-1");
         let first = through_door(&s, &order, &order_tool(), Some(RESULT)).await;
-        assert_eq!(first.committed.map(|c| c.what()), Some(Commit::Outcome));
+        assert_eq!(first.committed.as_ref().map(|c| c.what()), Some(Commit::Outcome));
         assert_eq!(s.receipts().await, 2, "the decision with the reservation, the outcome with the operation's end");
         let (id, replayed) = first.operation.clone().expect("an operation");
         assert!(!replayed);
@@ -788,7 +833,7 @@ mod tests {
         assert_eq!((&sent["_meta"][OPERATION_META]["id"], &sent["_meta"][OPERATION_META]["replayed"]), (&json!(id), &json!(false)));
         // The retry under the same key: the recorded outcome, nothing sent or committed.
         let again = through_door(&s, &order, &order_tool(), None).await;
-        assert_eq!((again.committed, again.operation.clone(), again.dispatched), (None, Some((id, true)), false));
+        assert_eq!((again.committed.clone(), again.operation.clone(), again.dispatched), (None, Some((id, true)), false));
         let replay = result_of(again);
         assert_eq!((&replay["structuredContent"], &replay["_meta"][OPERATION_META]["replayed"]), (&json!({"order": "PO-1"}), &json!(true)));
         assert_eq!(s.receipts().await, 2);
@@ -799,7 +844,7 @@ mod tests {
         let s = Store::open().await;
         let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
         let r = through_door(&s, &read, &find_tool(), Some(r#"{"content":[]}"#)).await;
-        assert_eq!((r.committed, r.operation.clone(), r.operation_ref.clone(), r.dispatched), (None, None, None, true));
+        assert_eq!((r.committed.clone(), r.operation.clone(), r.operation_ref.clone(), r.dispatched), (None, None, None, true));
         assert_eq!(result_of(r), json!({"content": []}));
         assert_eq!(s.receipts().await, 0, "a read's one receipt is record's, after its answer");
         // A conflicting key stops the write before anything is sent.

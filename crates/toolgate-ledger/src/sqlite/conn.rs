@@ -28,6 +28,9 @@ const MIGRATIONS: &[&str] = &[
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn open(path: &Path) -> rusqlite::Result<Connection> {
+    create_owner_only(path).map_err(|e| {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN), Some(format!("cannot create it owner-only: {e}; check its folder's permissions")))
+    })?;
     let mut conn = Connection::open(path)?;
     // SQLite opens a file it may not write read-only, without a word, and
     // the first write fails; a ledger nobody can write is refused here, at
@@ -44,6 +47,31 @@ pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     migrate(&mut conn)?;
     Ok(conn)
+}
+
+/// Creates a new ledger file empty and owner-only (0600), before SQLite
+/// opens it: SQLite would make it 0644 less the umask (readable by every
+/// user: receipts, approvals, sessions), and on unix it gives the `-wal`
+/// and `-shm` files it makes the main file's mode, so they are 0600 too.
+/// A file already there is left as it is (not ours to `chmod`); `O_EXCL`
+/// never follows a link there.
+fn create_owner_only(path: &Path) -> std::io::Result<()> {
+    if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        // Made by us just now: 0600 whatever the umask took away.
+        #[cfg(unix)]
+        Ok(file) => file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)),
+        #[cfg(not(unix))]
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// A second connection that only reads (the sequence's, for the log's
@@ -134,7 +162,7 @@ mod tests {
         assert_eq!((rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()), (old_text.as_str(), old_leaf, [1; 32], Some("{}")));
         let new = LoggedReceipt::from_json(rows[1].logged.as_bytes(), Default::default()).unwrap();
         assert_eq!((new.receipt.log_index, new.receipt.tool.as_str(), new.signature.is_none()), (1, "close_ticket", true));
-        assert_eq!(rows[1].leaf_hash, toolgate_core::merkle::leaf_hash(rows[1].logged.as_bytes()));
+        assert_eq!(rows[1].leaf_hash, toolgate_core::merkle::leaf_hash(rows[1].entry().as_bytes()));
         let body: Vec<u8> = conn.query_row("SELECT body FROM receipts WHERE log_index = 1", [], |r| r.get(0)).unwrap();
         assert_eq!(body[0], receipt::compact::FORMAT);
         assert!(body.len() * 3 < rows[1].logged.len(), "{} bytes for a {}-byte leaf", body.len(), rows[1].logged.len());

@@ -11,6 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::UpstreamError;
+use crate::body::without_url;
 use super::ValueSource;
 use crate::wire::{self, Id, Message};
 
@@ -32,8 +33,22 @@ pub(crate) struct HttpChannel {
     max_message: usize,
 }
 
+/// `url` with `query`'s parameters appended, each value read now (a
+/// credential kept out of the config). The result is never shown: errors
+/// print `<upstream>` in its place (`without_url`).
+fn with_query(url: &str, query: &BTreeMap<String, ValueSource>) -> Result<reqwest::Url, UpstreamError> {
+    let mut url = reqwest::Url::parse(url).map_err(|e| UpstreamError::Protocol(format!("invalid upstream URL: {e}")))?;
+    if !query.is_empty() {
+        let mut pairs = url.query_pairs_mut();
+        for (name, source) in query {
+            pairs.append_pair(name, &source.read(&format!("query parameter `{name}`"))?);
+        }
+    }
+    Ok(url)
+}
+
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, ca: Option<&[u8]>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, query: &BTreeMap<String, ValueSource>, ca: Option<&[u8]>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
@@ -53,7 +68,7 @@ impl HttpChannel {
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
             client,
-            url: reqwest::Url::parse(url).map_err(|e| UpstreamError::Protocol(format!("invalid upstream URL: {e}")))?,
+            url: with_query(url, query)?,
             headers: map,
             next_id: AtomicI64::new(1),
             session: Mutex::new(None),
@@ -277,35 +292,10 @@ fn sse_data(event: &[u8]) -> String {
 }
 
 async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
-    let mut stream = response.bytes_stream();
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("reading the answer: {}", without_url(&e))))?;
-        body.extend_from_slice(&chunk);
-        if body.len() > max {
-            return Err(UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max})")));
-        }
-    }
-    Ok(body)
-}
-
-/// reqwest errors print the URL, which may carry a credential in its query.
-/// The error and its causes (a TLS refusal is a cause: "invalid peer
-/// certificate: UnknownIssuer"), without the URL, which may hold a secret.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s = format!("{s}: {text}");
-        }
-        cause = c.source();
-    }
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "<upstream>");
-    }
-    s
+    crate::body::read_limited(response, max, "the upstream's answer").await.map_err(|e| match e {
+        crate::body::BodyError::TooLarge { .. } => UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max})")),
+        crate::body::BodyError::Broken { why, .. } => UpstreamError::Lost(format!("reading the answer: {why}")),
+    })
 }
 
 #[cfg(test)]

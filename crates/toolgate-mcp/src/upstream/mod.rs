@@ -356,6 +356,10 @@ pub enum Transport {
         url: String,
         /// Headers sent with every request, and where their values come from.
         headers: std::collections::BTreeMap<String, ValueSource>,
+        /// Query parameters added to `url` at each connect (a credential an
+        /// upstream takes only in its URL, `?api_key=…`), and where their
+        /// values come from: never in `url` itself, which is shown.
+        query: std::collections::BTreeMap<String, ValueSource>,
         /// Certificates (a PEM bundle) trusted beside the system's roots for
         /// `https://` (`[tls] ca_file`).
         ca: Option<Arc<Vec<u8>>>,

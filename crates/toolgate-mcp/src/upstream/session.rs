@@ -28,7 +28,7 @@ impl Channel {
     pub(crate) fn open(server: &str, transport: &Transport, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
         Ok(match transport {
             Transport::Stdio { command, args, env } => Channel::Stdio(StdioChannel::spawn(server, command, args, env, inbox, max_message)?),
-            Transport::Http { url, headers, ca } => Channel::Http(HttpChannel::new(url, headers, ca.as_deref().map(Vec::as_slice), inbox, max_message)?),
+            Transport::Http { url, headers, query, ca } => Channel::Http(HttpChannel::new(url, headers, query, ca.as_deref().map(Vec::as_slice), inbox, max_message)?),
         })
     }
 
