@@ -69,9 +69,36 @@ fn create_owner_only(path: &Path) -> std::io::Result<()> {
         Ok(file) => file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)),
         #[cfg(not(unix))]
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => tighten_existing(path),
         Err(e) => Err(e),
     }
+}
+
+/// A ledger an earlier release created kept SQLite's default mode (0644):
+/// readable by every user of the host. The database file and its `-wal`,
+/// `-shm` and sequence files are made owner-only once more, when they are
+/// real files of this user; anything else (a link, another user's file) is
+/// left as it is: not ours to change.
+#[cfg(unix)]
+fn tighten_existing(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for suffix in ["", "-wal", "-shm", ".sequence"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let Ok(meta) = std::fs::symlink_metadata(&name) else { continue };
+        if meta.file_type().is_file() && meta.uid() == me && meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))?;
+            tracing::warn!(target: "toolgate::ledger", file = %std::path::Path::new(&name).display(), "the ledger's file was readable by other users (an earlier release's mode); it is owner-only now");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn tighten_existing(_: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// A second connection that only reads (the sequence's, for the log's
@@ -100,6 +127,25 @@ mod tests {
     use toolgate_core::receipt::{self, Draft, LoggedReceipt, Receipt, ReceiptKey};
 
     use super::*;
+
+    #[test]
+    fn a_ledger_an_earlier_release_left_world_readable_is_made_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite3");
+        drop(Connection::open(&path).unwrap());
+        let sequence = super::super::sequence::path_of(&path);
+        std::fs::write(&sequence, b"").unwrap();
+        for p in [&path, &sequence] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let conn = open(&path).unwrap();
+        let wal = dir.path().join("ledger.sqlite3-wal");
+        for p in [&path, &sequence, &wal] {
+            assert_eq!(std::fs::metadata(p).unwrap().permissions().mode() & 0o777, 0o600, "{}", p.display());
+        }
+        drop(conn);
+    }
 
     fn receipt(key: &ReceiptKey, v: u32, tool: &str) -> Receipt {
         Receipt {
