@@ -86,6 +86,10 @@ impl AnswerReceipt {
     }
 }
 
+/// The members an answer carries (a result's, a JSON-RPC response's), which
+/// a receipt saved alone never does.
+const ANSWER_MEMBERS: [&str; 9] = ["content", "structuredContent", "isError", "resultType", "messages", "contents", "result", "error", "_meta"];
+
 /// A saved answer, as `toolgate verify --answer` reads it: its receipt, and
 /// the result it came with when the whole answer was saved.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +106,13 @@ pub struct Saved {
 /// Finds the receipt in what was saved: the receipt object itself, a
 /// `_meta` object holding it, a result, or a whole JSON-RPC response.
 pub fn read_saved(doc: &Value) -> Result<Saved, String> {
+    // The receipt alone (or a `_meta` holding it) proves the receipt only:
+    // one that carries an answer's members beside it would be "verified"
+    // without that answer being judged, so it is refused.
+    let alone = doc.get("origin").is_some() && doc.get("index").is_some() || doc.get(RECEIPT_META).is_some();
+    if alone && let Some(member) = ANSWER_MEMBERS.iter().find(|m| doc.get(**m).is_some()) {
+        return Err(format!("the saved receipt carries an answer's {member:?} beside it: save the whole answer (its result holds the receipt in _meta), or the receipt alone"));
+    }
     if doc.get("origin").is_some() && doc.get("index").is_some() {
         return Ok(Saved { receipt: AnswerReceipt::from_value(doc)?, result: None, error: None });
     }
@@ -185,6 +196,12 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
     let recorded = format!("{} / {} / {}", r.result_status, r.decision, r.reason);
     if r.result_status.starts_with("protocol_error") {
         return Err(format!("the receipt records a JSON-RPC error ({recorded}), but the answer is a result"));
+    }
+    // A call held for its approval may ask its client for input instead
+    // (the 2026-07-28 era's `input_required`): the question is toolgate's,
+    // worded after the receipt was committed with the approval.
+    if r.result_status == "awaiting_approval" && result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        return Ok(format!("the answer asks for input while the call waits for its approval, as the receipt records ({recorded}); the receipt does not commit to the question's words, which are not proven"));
     }
     if result.get("isError") != Some(&Value::Bool(true)) {
         return Err(format!("the receipt records no result ({recorded}), but the answer claims one (its isError is not true)"));
@@ -305,6 +322,12 @@ mod tests {
             assert_eq!(saved.result.is_some(), has_result, "{doc}");
         }
         assert!(read_saved(&json!({"content": []})).is_err());
+        // A receipt saved beside an answer's members is not taken for the receipt alone.
+        let mut beside = r.to_value();
+        beside["isError"] = json!(false);
+        assert!(read_saved(&beside).unwrap_err().contains("isError"));
+        let meta_with_text = json!({RECEIPT_META: r.to_value(), "content": [{"type": "text", "text": "Transferred"}]});
+        assert!(read_saved(&meta_with_text).unwrap_err().contains("content"));
     }
 
     #[test]

@@ -38,12 +38,15 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 /// only ASCII punctuation, digits and letters, so every such character is
 /// inside a string, where the escape means the same character.
 pub fn visible_json(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(needs_escape) {
+    // JSON's own whitespace between tokens (pretty output's line breaks and
+    // indents) is kept: inside a string, serde_json never writes it raw.
+    let escaped = |c: char| needs_escape(c) && !matches!(c, '\n' | '\r' | '\t');
+    if !json.chars().any(escaped) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if needs_escape(c) {
+        if escaped(c) {
             // Every character escaped is in the Basic Multilingual Plane.
             out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
@@ -94,10 +97,12 @@ mod tests {
     #[test]
     fn json_keeps_its_value_and_shows_nothing_invisible() {
         let value = serde_json::json!({"tool": "gpt\u{202e}txt.exe", "note": "a\u{9b}b\u{2028}"});
-        let text = serde_json::to_string(&value).unwrap();
-        let shown = visible_json(&text).into_owned();
-        assert!(!shown.chars().any(needs_escape), "{shown}");
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).unwrap(), value);
+        for text in [serde_json::to_string(&value).unwrap(), serde_json::to_string_pretty(&value).unwrap()] {
+            let shown = visible_json(&text).into_owned();
+            assert!(!shown.chars().any(|c| needs_escape(c) && c != '\n'), "{shown}");
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).unwrap(), value);
+            assert_eq!(shown.lines().count(), text.lines().count(), "pretty output keeps its lines");
+        }
     }
 
     #[test]

@@ -121,7 +121,37 @@ pub fn refusal(tool: &ExposedTool, found: &Found, write: bool) -> Refusal {
 
 /// The credential an upstream's answer carries, if any.
 pub fn in_answer(held: &Credentials, raw: &RawValue) -> Option<Found> {
-    held.find(raw.get().as_bytes())
+    let text = raw.get();
+    if let Some(found) = held.find(text.as_bytes()) {
+        return Some(found);
+    }
+    // A JSON escape (`\u0073k-…`, `\/`, Go's `\u0026`) spells a value in
+    // bytes the scan above does not see, and the agent's parser decodes it
+    // back: such an answer's strings are scanned decoded too.
+    if !has_escapes(text) {
+        return None;
+    }
+    in_strings(held, &serde_json::from_str(text).ok()?, 0)
+}
+
+fn has_escapes(text: &str) -> bool {
+    text.contains("\\u") || text.contains("\\/")
+}
+
+/// The credential a decoded JSON value's keys or strings carry; a string
+/// that is JSON itself (an answer's text holding a document) is decoded in
+/// turn, a few levels deep.
+fn in_strings(held: &Credentials, value: &serde_json::Value, depth: u8) -> Option<Found> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => held.find(s.as_bytes()).or_else(|| {
+            let nested = depth < 4 && has_escapes(s) && matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'[' | b'"'));
+            nested.then(|| serde_json::from_str(s).ok()).flatten().and_then(|v| in_strings(held, &v, depth + 1))
+        }),
+        Value::Array(items) => items.iter().find_map(|v| in_strings(held, v, depth)),
+        Value::Object(members) => members.iter().find_map(|(k, v)| held.find(k.as_bytes()).or_else(|| in_strings(held, v, depth))),
+        _ => None,
+    }
 }
 
 /// The credential an upstream's JSON-RPC error carries (in its message or
@@ -220,5 +250,20 @@ mod tests {
             assert_eq!(c.find(format!("x {value} y").as_bytes()).map(|f| f.name).as_deref(), Some(name), "{value}");
         }
         assert!(c.find(b"NODE_ENV=production").is_none());
+    }
+
+    #[test]
+    fn a_credential_spelled_in_json_escapes_is_found_decoded() {
+        let c = Credentials::new(vec![Held::new(String::from("servers.e.env.API_KEY"), b"sk-live-4f&8<Z/q9x".to_vec())]);
+        let raw = |text: &str| serde_json::value::RawValue::from_string(text.to_string()).unwrap();
+        for answer in [
+            r#"{"content":[{"type":"text","text":"\u0073k-live-4f\u00268\u003cZ\/q9x"}]}"#,
+            r#"{"structuredContent":{"\u0073k-live-4f&8<Z\/q9x":1}}"#,
+            // A document inside the text, escaped in turn.
+            r#"{"content":[{"type":"text","text":"{\"k\":\"\\u0073k-live-4f&8<Z/q9x\"}"}]}"#,
+        ] {
+            assert_eq!(in_answer(&c, &raw(answer)).map(|f| f.name).as_deref(), Some("servers.e.env.API_KEY"), "{answer}");
+        }
+        assert!(in_answer(&c, &raw(r#"{"content":[{"type":"text","text":"\u0073k-live-other"}]}"#)).is_none());
     }
 }

@@ -92,7 +92,9 @@ pub(crate) fn run(data: &[u8]) {
     let report = bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true, ..Default::default() });
     if report.ok() {
         for entry in &parsed.receipts {
-            assert!(f.leaves.contains(&receipt::leaf_bytes(&entry.receipt)), "a receipt we never logged verified");
+            let opening = entry.opening.as_deref().and_then(toolgate_core::proposal::unhex32);
+            let leaf = receipt::entry_bytes(&entry.receipt, opening.as_ref()).expect("a bundle that verified opens each receipt");
+            assert!(f.leaves.contains(&leaf), "a receipt we never logged verified");
         }
     }
     // Trusting the bundle's own keys never panics either.

@@ -291,7 +291,7 @@ pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answ
     // no receipt, only the log line.
     let recorded = match &findings.committed {
         _ if findings.preview => Recorded { answer, placed: None },
-        Some(c) if matches!(&answer, Answer::Refused(r) if r.reason == Reason::CredentialWithheld) => withheld(rec, findings, answer, c).await,
+        Some(c) if matches!(&answer, Answer::Refused(_)) => refused_after(rec, findings, answer, c).await,
         Some(c) => Recorded { answer, placed: c.placed().map(|p| (p, c.decision())) },
         None => append(rec, findings, answer).await,
     };
@@ -351,24 +351,26 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
     }
 }
 
-/// A write whose answer carried a credential the gateway holds: its
-/// outcome committed with its operation (recording the refusal in the
-/// answer's place), and the refusal the caller gets has a receipt of its
-/// own, which names the tool and why. Should that append fail, the answer
-/// names the outcome's receipt, which the refusal is recorded in.
-async fn withheld(rec: &Recorder<'_>, findings: &Findings, answer: Answer, committed: &Committed) -> Recorded {
+/// A refusal after a receipt committed with the ledger's state (a write's
+/// outcome that is unknown, or whose answer carried a credential the
+/// gateway holds and was withheld): the refusal the caller gets has a
+/// receipt of its own, which commits to its words and names why, so the
+/// whole answer is proven, not only the state. Should that append fail,
+/// the answer names the committed receipt.
+async fn refused_after(rec: &Recorder<'_>, findings: &Findings, answer: Answer, committed: &Committed) -> Recorded {
     let Answer::Refused(refusal) = &answer else { return Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) } };
     let approval = approval_ref(rec.ledger, findings.approval_id.as_deref()).await;
-    let draft = draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, false);
+    let draft = draft(rec, findings, Event::Refused { approval, refusal, dispatched: findings.dispatched }, false);
     let placement = draft.placement.clone();
     match rec.ledger.append_receipts(vec![draft]).await {
         Ok(_) => {
             rec.log.appended(1);
-            let placed = placement.get().or_else(|| committed.placed());
-            Recorded { answer, placed: placed.map(|p| (p, committed.decision())) }
+            // The decision to run is the committed one's (a write's), or the committed receipt itself.
+            let decision = committed.decision().or_else(|| committed.placed());
+            Recorded { answer, placed: placement.get().map(|p| (p, decision)) }
         }
         Err(e) => {
-            tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the receipt of a withheld answer");
+            tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the receipt of a refusal after its state committed");
             Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) }
         }
     }
@@ -644,6 +646,25 @@ mod tests {
         f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
         assert!(matches!(record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await, Answer::Result(_)));
         assert!(receipts(&gw).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refusal_after_a_committed_outcome_gets_a_receipt_that_commits_to_its_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path(), "").await;
+        let mut f = allowed(&gw, &find());
+        let policy = gw.policy();
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        f.dispatched = true;
+        f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
+        let refusal = Refusal::new(Verdict::Allow, Reason::CredentialWithheld, Action::Refused, "withheld: it carried a credential");
+        let recorded = record(&gw, &f, Answer::Refused(refusal.clone()), Duration::ZERO).await;
+        assert!(matches!(recorded, Answer::Refused(_)));
+        let stored = receipts(&gw).await;
+        assert_eq!(stored.len(), 1, "the refusal's own receipt");
+        let (r, _) = &stored[0];
+        assert_eq!((&r["reason"], &r["execution_status"]), (&json!("credential_withheld"), &json!("dispatched")));
+        assert_eq!(r["result_sha256"], json!(toolgate_core::receipt::build::refusal_sha256(&refusal)));
     }
 
     #[tokio::test]
