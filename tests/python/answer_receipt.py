@@ -3,8 +3,10 @@ README shows it (`Client(url)`, `await client.call_tool(name, arguments)`),
 printing what the SDK hands the caller of the answer's `_meta`.
 
 Usage: [TOOLGATE_TOKEN=…] answer_receipt.py URL MODE TOOL ARGUMENTS_JSON
-Prints {"meta": result.meta, "is_error": result.is_error}. The Rust tests
-prove the receipt in `meta["io.toolgate/receipt"]` from the gateway's log.
+Prints {"meta": result.meta, "is_error": result.is_error, "whole": …}, the
+whole answer as the SDK's own model dumps it (`model_dump(by_alias=True,
+exclude_none=True)`). The Rust tests prove the receipt in
+`meta["io.toolgate/receipt"]` from the gateway's log, and the whole answer.
 TOOLGATE_TOKEN, when set, is sent as `Authorization: Bearer`.
 """
 
@@ -19,7 +21,8 @@ from sdk_client import connect
 async def run(url: str, mode: str, tool: str, arguments: dict) -> dict:
     async with connect(url, mode) as client:
         result = await client.call_tool(tool, arguments)
-        return {"meta": result.meta, "is_error": result.is_error}
+        whole = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {"meta": result.meta, "is_error": result.is_error, "whole": whole}
 
 
 def main() -> int:

@@ -50,6 +50,37 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL inclusion"), "{}", text(&out));
     }
+    // A refusal, saved whole as the SDK's model dumps it, proves whole; the
+    // same receipt around an invented success, or other words, does not.
+    for mode in ["2026-07-28", "legacy"] {
+        let out = Command::new(python()).arg(&script).args([&serving.endpoint, mode, "tickets__export_service_records", "{}"]).env("TOOLGATE_TOKEN", &serving.agent_token).output().unwrap();
+        assert!(out.status.success(), "{mode}: {}", text(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(printed["is_error"], true, "{printed}");
+        let whole = &printed["whole"];
+        let saved = dir.path().join(format!("refusal-{mode}.json"));
+        let verify = |answer: &Value| {
+            std::fs::write(&saved, answer.to_string()).unwrap();
+            let mut cmd = toolgate();
+            cmd.args(["verify", "--answer"]).arg(&saved).args(["--log", &log]);
+            for k in &vkeys {
+                cmd.args(["--vkey", k]);
+            }
+            cmd.env("TOOLGATE_LOG_TOKEN", &serving.approver_token).output().unwrap()
+        };
+        let out = verify(whole);
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("the answer is the refusal the receipt records, whole"), "{mode}: {}", text(&out));
+        let mut success = whole.clone();
+        success["isError"] = Value::Bool(false);
+        success["content"][0]["text"] = Value::String("Exported 412 service records.".into());
+        let mut reworded = whole.clone();
+        reworded["content"][0]["text"] = Value::String("Approved by dana.".into());
+        for forged in [success, reworded] {
+            let out = verify(&forged);
+            assert_eq!(out.status.code(), Some(1), "{mode}: {}", text(&out));
+            assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL answer"), "{mode}: {}", text(&out));
+        }
+    }
     let state = dir.path().join("watch.checkpoint");
     let mut watch = toolgate();
     watch.args(["log", "watch", &log, "--once", "--state"]).arg(&state);
