@@ -17,18 +17,7 @@ use std::borrow::Cow;
 /// naturally; an escape is therefore not a proof that the text held that
 /// character, only that nothing invisible is shown raw.
 pub fn visible(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if needs_escape(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    escape(text, needs_escape, |c| format!("\\u{{{:x}}}", c as u32))
 }
 
 /// `json`, JSON text, with every character [`visible`] escapes written as a
@@ -40,15 +29,20 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 pub fn visible_json(json: &str) -> Cow<'_, str> {
     // JSON's own whitespace between tokens (pretty output's line breaks and
     // indents) is kept: inside a string, serde_json never writes it raw.
-    let escaped = |c: char| needs_escape(c) && !matches!(c, '\n' | '\r' | '\t');
-    if !json.chars().any(escaped) {
-        return Cow::Borrowed(json);
+    // Every character escaped is in the Basic Multilingual Plane: one \uXXXX.
+    escape(json, |c| needs_escape(c) && !matches!(c, '\n' | '\r' | '\t'), |c| format!("\\u{:04x}", c as u32))
+}
+
+/// `text` with each character `escaped` picks written as `written` writes
+/// it; borrowed, unchanged, when there is none.
+fn escape(text: &str, escaped: impl Fn(char) -> bool, written: impl Fn(char) -> String) -> Cow<'_, str> {
+    if !text.chars().any(&escaped) {
+        return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
         if escaped(c) {
-            // Every character escaped is in the Basic Multilingual Plane.
-            out.push_str(&format!("\\u{:04x}", c as u32));
+            out.push_str(&written(c));
         } else {
             out.push(c);
         }

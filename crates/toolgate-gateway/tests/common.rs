@@ -326,21 +326,24 @@ pub async fn serve_rmcp_requiring<S>(handler: S, cancel: &CancellationToken, req
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
+    serve_rmcp_admitting(handler, cancel, move |request| required.is_none_or(|(name, value)| request.headers().get(name).and_then(|v| v.to_str().ok()) == Some(value))).await
+}
+
+/// `serve_rmcp`, answering 401 to any request `admits` refuses.
+pub async fn serve_rmcp_admitting<S>(handler: S, cancel: &CancellationToken, admits: impl Fn(&axum::extract::Request) -> bool + Clone + Send + Sync + 'static) -> String
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
     let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
     let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = cancel.clone();
-    let mut router = axum::Router::new().nest_service("/mcp", service);
-    if let Some((name, value)) = required {
-        router = router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-            match request.headers().get(name).and_then(|v| v.to_str().ok()) {
-                Some(v) if v == value => next.run(request).await,
-                _ => axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED),
-            }
-        }));
-    }
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+        let admitted = admits(&request);
+        async move { if admitted { next.run(request).await } else { axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED) } }
+    }));
     tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
     format!("http://{addr}/mcp")
 }

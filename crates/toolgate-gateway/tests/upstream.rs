@@ -19,7 +19,7 @@ use toolgate_atlas::{ServerKind, serve};
 use toolgate_gateway::config::ServerConfig as UpstreamConfig;
 use toolgate_gateway::upstream::{Era, Upstream, UpstreamError};
 
-use common::serve_rmcp;
+use common::{serve_rmcp, serve_rmcp_admitting};
 
 fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
     let config = UpstreamConfig { url: Some(url.into()), ..Default::default() };
@@ -262,21 +262,7 @@ async fn serve_rmcp_requiring_query<S>(handler: S, cancel: &CancellationToken, q
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = cancel.clone();
-    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-        if request.uri().query() == Some(query) {
-            next.run(request).await
-        } else {
-            axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED)
-        }
-    }));
-    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
-    format!("http://{addr}/mcp")
+    serve_rmcp_admitting(handler, cancel, move |request| request.uri().query() == Some(query)).await
 }
 
 /// Lists one tool with the `ttlMs` it is given, counting the lists.

@@ -635,15 +635,21 @@ mod tests {
         assert_eq!(stored[0].0["decision"], "allow");
     }
 
-    #[tokio::test]
-    async fn receipts_already_committed_with_the_ledgers_state_are_not_appended_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let gw = gateway(dir.path(), "").await;
-        let mut f = allowed(&gw, &find());
+    /// A dispatched write's findings, its outcome's receipt committed with its operation.
+    fn committed_outcome(gw: &Gateway) -> Findings {
+        let mut f = allowed(gw, &find());
         let policy = gw.policy();
         let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
         f.dispatched = true;
         f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
+        f
+    }
+
+    #[tokio::test]
+    async fn receipts_already_committed_with_the_ledgers_state_are_not_appended_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path(), "").await;
+        let f = committed_outcome(&gw);
         assert!(matches!(record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await, Answer::Result(_)));
         assert!(receipts(&gw).await.is_empty());
     }
@@ -652,11 +658,7 @@ mod tests {
     async fn a_refusal_after_a_committed_outcome_gets_a_receipt_that_commits_to_its_words() {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
-        let mut f = allowed(&gw, &find());
-        let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
-        f.dispatched = true;
-        f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
+        let f = committed_outcome(&gw);
         let refusal = Refusal::new(Verdict::Allow, Reason::CredentialWithheld, Action::Refused, "withheld: it carried a credential");
         let recorded = record(&gw, &f, Answer::Refused(refusal.clone()), Duration::ZERO).await;
         assert!(matches!(recorded, Answer::Refused(_)));
