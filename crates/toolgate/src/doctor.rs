@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use toolgate_core::visible::visible;
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
 use toolgate_gateway::pins::PinStatus;
@@ -22,13 +23,14 @@ struct Report {
 }
 
 impl Report {
+    // What upstreams and configs say (names, errors) reaches the terminal escaped.
     fn ok(&self, what: &str, detail: &str) {
-        println!("ok    {what}: {detail}");
+        println!("ok    {}: {}", visible(what), visible(detail));
     }
 
     fn fail(&mut self, what: &str, problem: &str, fix: &str) {
         self.faults += 1;
-        println!("FAIL  {what}: {problem}\n      fix: {fix}");
+        println!("FAIL  {}: {}\n      fix: {}", visible(what), visible(problem), visible(fix));
     }
 }
 

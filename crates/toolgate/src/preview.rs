@@ -53,11 +53,12 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
     if json_out {
         crate::print_json(&shown)?;
     } else {
-        let s = |k: &str| shown[k].as_str().unwrap_or("").to_string();
+        // The message and names hold what the agent asked for: escaped.
+        let s = |k: &str| toolgate_core::visible::visible(shown[k].as_str().unwrap_or("")).into_owned();
         println!("{}", s("message"));
         println!("  decision: {} ({})", s("decision"), s("reason"));
         if let Some(rules) = shown["rules"].as_array().filter(|r| !r.is_empty()) {
-            println!("  rules:    {}", rules.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "));
+            println!("  rules:    {}", toolgate_core::visible::visible(&rules.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")));
         }
         if shown["approval"]["needed"] == true {
             println!("  approval: {}", shown["approval"]["by"].as_str().unwrap_or(""));

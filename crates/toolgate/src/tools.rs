@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolgate_core::visible::visible;
 use toolgate_core::{AuthorityClass, Hint};
 use toolgate_gateway::catalog::{AcceptedFrom, ExposedTool};
 use toolgate_gateway::config::Config;
@@ -32,10 +33,10 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
             print_table(catalog.tools.values().map(|t| t.as_ref()));
             print_contents(catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| t.as_ref()));
             for (server, why) in &down {
-                println!("\n  server `{server}` is unavailable: {why}");
+                println!("\n  server `{}` is unavailable: {}", visible(server), visible(why));
             }
             for (name, why) in &catalog.ambiguous {
-                println!("\n  `{name}` is not offered: {why}");
+                println!("\n  `{}` is not offered: {}", visible(name), visible(why));
             }
             Ok(())
         }
@@ -111,7 +112,7 @@ fn print_contents<'a>(items: impl Iterator<Item = &'a ExposedTool>) {
     }
     println!("\n{:<72} pin", "prompt, resource or template (the name --accept takes)");
     for t in items {
-        println!("{:<72} {}", t.pin_name(), pin_word(&t.pin));
+        println!("{:<72} {}", visible(&t.pin_name()), pin_word(&t.pin));
     }
 }
 
@@ -126,7 +127,7 @@ fn print_table<'a>(tools: impl Iterator<Item = &'a ExposedTool>) {
         let hints = format!("{} {} {} {}", flag(h.read_only_hint), flag(h.destructive_hint), flag(h.idempotent_hint), flag(h.open_world_hint));
         println!(
             "{:<36} {:<17} {:<18} {:<18} {:<9} {}",
-            t.exposed_name,
+            visible(&t.exposed_name),
             hints,
             t.view.implied_class.as_str(),
             class(t.view.registry_class),
@@ -149,7 +150,7 @@ fn accept_tool(gw: &Gateway, name: &str) -> anyhow::Result<()> {
             println!("{name}: the contract changed since it was accepted:");
             for change in &accepted.changes {
                 let show = |v: &Option<Value>| v.as_ref().map_or("(absent)".to_string(), |v| v.to_string());
-                println!("  {}\n    - {}\n    + {}", change.path, show(&change.before), show(&change.after));
+                println!("  {}\n    - {}\n    + {}", visible(&change.path), visible(&show(&change.before)), visible(&show(&change.after)));
             }
         }
     }
