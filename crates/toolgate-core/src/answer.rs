@@ -76,6 +76,46 @@ impl AnswerReceipt {
         v
     }
 
+    /// Its `_meta` value as JSON text, each receipt's logged JSON put in as
+    /// it is (`to_value` would parse it into a tree only to write it out
+    /// again: this is on every answer's path).
+    pub fn to_raw(&self) -> Box<serde_json::value::RawValue> {
+        #[derive(serde::Serialize)]
+        struct Raw<'a> {
+            origin: &'a str,
+            index: u64,
+            leaf_hash: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            opening: Option<RawOpening>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            decision: Option<RawPlaced>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            log: Option<&'a str>,
+        }
+        #[derive(serde::Serialize)]
+        struct RawPlaced {
+            index: u64,
+            leaf_hash: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            opening: Option<RawOpening>,
+        }
+        #[derive(serde::Serialize)]
+        struct RawOpening {
+            key: String,
+            logged: Box<serde_json::value::RawValue>,
+        }
+        let opening = |o: &Opening| RawOpening { key: hex(&o.key), logged: serde_json::value::RawValue::from_string(o.logged.to_string()).expect("a logged receipt is JSON") };
+        let raw = Raw {
+            origin: &self.origin,
+            index: self.receipt.index,
+            leaf_hash: hex(&self.receipt.leaf_hash),
+            opening: self.receipt.opening.as_ref().map(opening),
+            decision: self.decision.as_ref().map(|d| RawPlaced { index: d.index, leaf_hash: hex(&d.leaf_hash), opening: d.opening.as_ref().map(opening) }),
+            log: self.log.as_deref(),
+        };
+        serde_json::value::to_raw_value(&raw).expect("the receipt serializes")
+    }
+
     /// Reads its `_meta` value.
     pub fn from_value(v: &Value) -> Result<Self, String> {
         let origin = v.get("origin").and_then(Value::as_str).filter(|o| !o.is_empty()).ok_or("the receipt names no origin (its log)")?;
@@ -298,6 +338,7 @@ mod tests {
     fn the_receipt_round_trips_and_bad_ones_say_what_is_wrong() {
         let r = receipt();
         assert_eq!(AnswerReceipt::from_value(&r.to_value()).unwrap(), r);
+        assert_eq!(serde_json::from_str::<Value>(r.to_raw().get()).unwrap(), r.to_value());
         let bare = AnswerReceipt { decision: None, log: None, receipt: Placed { opening: None, ..r.receipt.clone() }, ..r.clone() };
         assert_eq!(bare.to_value().as_object().unwrap().len(), 3);
         assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": hex(&[0; 32]), "opening": {"key": "x", "logged": {}}})).unwrap_err().contains("opening.key"));

@@ -416,9 +416,11 @@ fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerR
 /// `_meta["io.toolgate/receipt"]` in a result, beside what the upstream's
 /// `_meta` holds (after its receipt hashed it).
 fn name_receipt(result: &mut RawObject, receipt: &AnswerReceipt) {
-    let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
-    meta.insert(RECEIPT_META.to_string(), receipt.to_value());
-    result.insert("_meta".to_string(), raw(&Value::Object(meta)));
+    // The upstream's `_meta` members kept as they came, the receipt written
+    // once (its logged receipts are not parsed again).
+    let mut meta: RawObject = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    meta.insert(RECEIPT_META.to_string(), receipt.to_raw());
+    result.insert("_meta".to_string(), serde_json::value::to_raw_value(&meta).expect("raw members serialize"));
 }
 
 /// A JSON-RPC error answer names its receipt in `data._meta` (data that is
