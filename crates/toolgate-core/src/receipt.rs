@@ -580,7 +580,7 @@ impl Placement {
         self.0.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn tracked_now(&self) -> bool {
+    fn is_tracked(&self) -> bool {
         self.0.is_some()
     }
 }
@@ -616,7 +616,7 @@ impl Draft {
             let key = opening_key(&self.salt, log_index);
             let leaf_hash = crate::merkle::leaf_hash(&commitment_entry(&commitment(&key, &bytes)));
             // Only a drafter that reads its placement gets the opening.
-            let opening = self.placement.tracked_now().then(|| Opening { key, logged: String::from_utf8(bytes).expect("JCS output is UTF-8").into() });
+            let opening = self.placement.is_tracked().then(|| Opening { key, logged: String::from_utf8(bytes).expect("JCS output is UTF-8").into() });
             (leaf_hash, opening)
         } else {
             (crate::merkle::leaf_hash(&bytes), None)
@@ -924,6 +924,26 @@ mod tests {
         assert_eq!(back.to_json(), canonical);
         assert_eq!(leaf_bytes(&back), canonical.as_bytes());
         assert_eq!(verify(&back, &k.verifying_key()), Ok(Vouched::BySignature));
+    }
+
+    #[test]
+    fn an_entry_is_a_commitment_or_an_older_receipt_in_the_clear() {
+        let k = key(6);
+        let logged = LoggedReceipt { receipt: receipt_for(&k), signature: None };
+        let key = opening_key(&[9; 32], 41);
+        let entry = entry_bytes(&logged, Some(&key)).unwrap();
+        assert_eq!(LogEntry::from_json(&entry, JsonLimits::sized(1 << 10, 4)), Ok(LogEntry::Commitment(commitment(&key, &leaf_bytes(&logged)))));
+        // Nothing of the receipt is in its entry, and another key gives another entry.
+        let text = String::from_utf8(entry.clone()).unwrap();
+        assert!(!text.contains("acme") && !text.contains("raise_parts_order") && !text.contains("agent-7"), "{text}");
+        assert_ne!(entry_bytes(&logged, Some(&opening_key(&[9; 32], 42))).unwrap(), entry);
+        assert_ne!(entry_bytes(&logged, Some(&opening_key(&[8; 32], 41))).unwrap(), entry);
+        // A format-3 receipt in the clear is not an entry; a format-2 one is.
+        assert!(LogEntry::from_json(&leaf_bytes(&logged), JsonLimits::sized(1 << 16, 32)).is_err());
+        let mut older = logged.clone();
+        older.receipt.v = 2;
+        assert_eq!(LogEntry::from_json(&leaf_bytes(&older), JsonLimits::sized(1 << 16, 32)), Ok(LogEntry::Clear(older.clone())));
+        assert_eq!(entry_bytes(&older, None).unwrap(), leaf_bytes(&older));
     }
 
     #[test]

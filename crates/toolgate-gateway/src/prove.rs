@@ -208,7 +208,7 @@ pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> a
     report.receipt = serde_json::to_value(&logged).ok();
     let shown = format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at);
     // The log's text reaches a terminal: escaped, bounded.
-    report.check("receipt", true, toolgate_core::visible::visible(&shown).chars().take(300).collect::<String>());
+    report.check("receipt", true, visible(&shown).chars().take(300).collect::<String>());
     if let Some(decision) = &named.decision
         && let Some(first) = prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
     {
