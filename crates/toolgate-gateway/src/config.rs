@@ -7,6 +7,8 @@
 //! existing `mcpServers` file as untrusted servers.
 
 use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, ValueSource, Server, Transport};
+pub use crate::sandbox_config::{BoxConfig, NetworkConfig, SandboxConfig};
+use toolgate_mcp::sandbox::Sandbox;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -277,6 +279,15 @@ pub struct ServerConfig {
     pub namespace: bool,
     /// This server's deadline per call, instead of `gateway.upstream_timeout_ms`.
     pub timeout_ms: Option<u64>,
+    /// The box a stdio server runs in (docs/SANDBOX.md): a table of grants
+    /// and limits, or `"off"`. Default: a box with no grant, no network and
+    /// the default limits.
+    pub sandbox: Option<SandboxConfig>,
+    /// `sandbox` resolved at load (paths absolute, its home, its hash);
+    /// `None` in a config built in code (see `sandbox()`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub boxed: Option<Sandbox>,
 }
 
 fn yes() -> bool {
@@ -301,6 +312,8 @@ impl Default for ServerConfig {
             kind: None,
             namespace: true,
             timeout_ms: None,
+            sandbox: None,
+            boxed: None,
         }
     }
 }
@@ -320,13 +333,24 @@ impl ServerConfig {
         server
     }
 
+    /// The box this stdio server runs in. One not read by `Config::parse`
+    /// (built in code) is boxed too, its paths relative to the working
+    /// folder and its home under the temporary folder.
+    pub fn sandbox(&self) -> Sandbox {
+        self.boxed.clone().unwrap_or_else(|| {
+            let fallback = std::env::temp_dir().join(format!("toolgate-{}", std::process::id()));
+            let resolve = |sandbox| crate::sandbox_config::resolve("server", sandbox, Path::new("."), &fallback);
+            resolve(self.sandbox.as_ref()).or_else(|_| resolve(None)).expect("the default box always resolves")
+        })
+    }
+
     fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => {
                 let written = self.env.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
                 let from_env = self.env_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
                 let from_file = self.env_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                Transport::Stdio { command: command.clone(), args: self.args.clone(), env: written.chain(from_env).chain(from_file).collect() }
+                Transport::Stdio { command: command.clone(), args: self.args.clone(), env: written.chain(from_env).chain(from_file).collect(), sandbox: self.sandbox() }
             }
             (None, Some(url)) => {
                 let written = self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
@@ -905,6 +929,7 @@ impl Config {
                 *file = dir.join(&*file);
             }
         }
+        config.resolve_sandboxes().map_err(invalid)?;
         for file in [&mut config.tls.cert_file, &mut config.tls.key_file].into_iter().flatten() {
             *file = dir.join(&*file);
         }
@@ -961,7 +986,20 @@ impl Config {
             };
             self.servers.insert(name, server);
         }
-        self.validate().map_err(invalid)
+        self.validate().map_err(invalid)?;
+        self.resolve_sandboxes().map_err(invalid)
+    }
+
+    /// Each stdio server's box, resolved against the config's folder and
+    /// the state directory.
+    fn resolve_sandboxes(&mut self) -> Result<(), String> {
+        let (dir, state) = (self.dir(), self.state_dir());
+        for (name, server) in &mut self.servers {
+            if server.command.is_some() {
+                server.boxed = Some(crate::sandbox_config::resolve(name, server.sandbox.as_ref(), &dir, &state)?);
+            }
+        }
+        Ok(())
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -1041,6 +1079,7 @@ impl Config {
                 out.push(format!("servers.{name}: headers and query parameters are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
             }
             out.extend(url_problems(name, server));
+            out.extend(crate::sandbox_config::problems(name, server.sandbox.as_ref(), server.command.is_some()));
             let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {

@@ -23,8 +23,9 @@
 
 pub use toolgate_core as core;
 pub use toolgate_ledger as ledger;
-pub use toolgate_mcp::{body, lines, param_headers, sse, upstream, wire};
+pub use toolgate_mcp::{body, lines, param_headers, sandbox, sse, upstream, wire};
 pub mod config;
+mod sandbox_config;
 pub mod identity;
 pub mod seal;
 pub mod url_credentials;

@@ -11,6 +11,7 @@
 //! - `owner_only` — a secret file must be readable by its owner only.
 //! - `sse` — server-sent event frames no value can break out of.
 //! - `body` — HTTP bodies read under a limit; redirects named, not followed.
+//! - `sandbox` — the box a stdio server runs in, and its network proxy.
 //!
 //! It knows nothing of policy, approvals or receipts: it uses no other
 //! toolgate crate.
@@ -21,6 +22,7 @@ pub mod body;
 pub mod lines;
 pub mod owner_only;
 pub mod param_headers;
+pub mod sandbox;
 pub mod sse;
 pub mod upstream;
 pub mod wire;

@@ -272,6 +272,8 @@ pub struct Upstream {
     wake: Notify,
     /// Bumped whenever the listing changes (or the upstream goes down/up).
     generation: watch::Sender<u64>,
+    /// Its box's connections through toolgate's proxy, across restarts.
+    network: Arc<crate::sandbox::proxy::Counts>,
     progress: ProgressRoutes,
     next_progress: std::sync::atomic::AtomicU64,
     /// A listing of more tools than this is refused (`[gateway] max_tools_per_upstream`).
@@ -349,6 +351,8 @@ pub enum Transport {
         args: Vec<String>,
         /// Variables added to the environment it inherits, each read at start.
         env: std::collections::BTreeMap<String, ValueSource>,
+        /// The box it runs in, or `Off`.
+        sandbox: crate::sandbox::Sandbox,
     },
     /// Streamable HTTP at `url` (`http://` or `https://`).
     Http {
@@ -423,6 +427,7 @@ impl Upstream {
             state: RwLock::new(State::default()),
             wake: Notify::new(),
             generation: watch::channel(0).0,
+            network: Arc::default(),
             progress: ProgressRoutes::default(),
             next_progress: std::sync::atomic::AtomicU64::new(1),
             max_tools: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_TOOLS),
@@ -468,6 +473,19 @@ impl Upstream {
         if self.read().session.is_none() {
             self.wake.notify_one();
         }
+    }
+
+    /// The box it runs in: `None` for an HTTP upstream.
+    pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
+        match &self.transport {
+            Transport::Stdio { sandbox, .. } => Some(sandbox),
+            Transport::Http { .. } => None,
+        }
+    }
+
+    /// Its box's connections through toolgate's proxy, since the gateway started.
+    pub fn network_counts(&self) -> &crate::sandbox::proxy::Counts {
+        &self.network
     }
 
     /// Why the upstream is down, if it is.
@@ -674,7 +692,7 @@ impl Upstream {
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
         let inbox = Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
-        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message)?;
+        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message, self.network.clone())?;
         let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use serde_json::json;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
-use super::UpstreamError;
+use super::{Transport, UpstreamError};
 use crate::lines::{BoundedLines, Line, id_in_head};
+use crate::sandbox::{self, Boxed, Prepared, Sandbox, host, proxy::Counts};
 use crate::wire::{self, Id, Message};
 
 /// A line longer than this is a misbehaving server, not a message.
@@ -28,55 +29,85 @@ type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Result<Message, 
 /// `env_env` or `env_file`.
 pub const INHERITED: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
+/// The gateway's variables that name this machine's proxy; with its CA
+/// bundles (`sandbox::CA_VARIABLES`, as `[tls] ca_file` is for toolgate's
+/// own connections) they pass to every stdio server: without them an `npx`
+/// or `uvx` start behind a company CA or proxy fails to fetch its package.
+/// A boxed server with an allow-list gets toolgate's proxy instead.
+pub const PASSED: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
 pub(crate) struct StdioChannel {
     /// Lines for the writer task, which owns the child's stdin.
     outbox: mpsc::UnboundedSender<String>,
     pending: Pending,
     next_id: AtomicI64,
     alive: watch::Receiver<bool>,
-    _child: Mutex<Child>,
+    /// The last lines the server wrote to stderr: why it stopped, said where
+    /// a person looks.
+    last_words: LastWords,
+    child: Mutex<Child>,
+    /// The box's proxy and cgroup, which go with the channel.
+    _boxed: Option<Boxed>,
 }
 
 impl StdioChannel {
-    pub(crate) fn spawn(
-        server: &str,
-        command: &str,
-        args: &[String],
-        env: &std::collections::BTreeMap<String, super::ValueSource>,
-        inbox: super::Inbox,
-        max_line: usize,
-    ) -> Result<Self, UpstreamError> {
+    /// Starts `transport`'s program (a `Transport::Stdio`), in its box
+    /// unless `sandbox = "off"`; `network` counts the box's connections.
+    pub(crate) fn spawn(server: &str, transport: &Transport, inbox: super::Inbox, max_line: usize, network: Arc<Counts>) -> Result<Self, UpstreamError> {
+        let Transport::Stdio { command, args, env, sandbox } = transport else { unreachable!("a stdio channel is opened for a stdio transport") };
         let env = env.iter().map(|(k, source)| source.read(&format!("variable `{k}`")).map(|v| (k, v))).collect::<Result<Vec<_>, _>>()?;
-        let mut child = Command::new(command)
+        let mut prepared = match sandbox {
+            Sandbox::Off => None,
+            Sandbox::Boxed(profile) => Some(Prepared::new(server, profile, command, host::support()).map_err(|why| unboxable(server, &why))?),
+        };
+        let mut spawning = Command::new(command);
+        spawning
             .args(args)
             // Not the gateway's whole environment: it holds callers' tokens
             // and other servers' credentials (`*_env`). What a process needs
-            // to run, as the official SDKs pass it, and what the config gives.
+            // to run, as the official SDKs pass it, its CA bundle and proxy,
+            // and what the config gives.
             .env_clear()
-            .envs(INHERITED.iter().filter_map(|k| std::env::var_os(k).map(|v| (*k, v))))
+            .envs(INHERITED.iter().chain(sandbox::CA_VARIABLES).chain(PASSED).filter_map(|k| std::env::var_os(k).map(|v| (*k, v))))
+            .envs(prepared.iter().flat_map(|p| p.env.iter()))
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own process group: wrappers such as `npx` start the real
-            // server as a grandchild, which must go when the channel goes.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")))?;
+            .kill_on_drop(true);
+        match prepared.as_mut() {
+            // Its own session and process group (made in the box): wrappers
+            // such as `npx` start the real server as a grandchild, which must
+            // go when the channel goes.
+            Some(boxed) => {
+                let mut part = boxed.child.take().expect("a box is entered once");
+                // SAFETY: `enter` makes system calls on memory made before the fork.
+                unsafe { spawning.pre_exec(move || sandbox::enter(&mut part)) };
+            }
+            None => {
+                spawning.process_group(0);
+            }
+        }
+        let mut child = spawning.spawn().map_err(|e| match sandbox {
+            Sandbox::Boxed(_) => UpstreamError::Unavailable(format!("cannot start `{command}` in its sandbox: {e} (`toolgate doctor` says what this host offers)")),
+            Sandbox::Off => UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")),
+        })?;
+        let boxed = prepared.map(|p| Boxed::start(server, p, network)).transpose().map_err(|why| UpstreamError::Unavailable(format!("`{server}`'s sandbox: {why}")))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
         let pending: Pending = Arc::default();
         let (alive_tx, alive) = watch::channel(true);
 
-        let name = server.to_string();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(server = %name, "upstream stderr: {line}");
-            }
-        });
+        let last_words = LastWords::default();
+        tokio::spawn(last_words.clone().keep(server.to_string(), stderr));
 
         let (outbox, lines_out) = mpsc::unbounded_channel();
         tokio::spawn(write_lines(stdin, lines_out));
@@ -119,7 +150,7 @@ impl StdioChannel {
             routes.lock().unwrap_or_else(|p| p.into_inner()).clear();
         });
 
-        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, _child: Mutex::new(child) })
+        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, last_words, child: Mutex::new(child), _boxed: boxed })
     }
 
     /// Whether the child is alive: flips to `false` once it exits (its stdout closed).
@@ -133,7 +164,7 @@ impl StdioChannel {
 
     pub(crate) async fn request(&self, method: &str, params: &Value) -> Result<Message, UpstreamError> {
         if !self.is_alive() {
-            return Err(UpstreamError::Unavailable("the upstream process has exited".into()));
+            return Err(UpstreamError::Unavailable(format!("the upstream process has exited{}", self.ended().await)));
         }
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
@@ -143,7 +174,25 @@ impl StdioChannel {
         let _forget = Forget { pending: &self.pending, id: id.clone(), outbox: &self.outbox };
         self.send_line(&wire::request(&id, method, params)).await?;
         // A dropped sender means the reader ended: the process is gone.
-        rx.await.map_err(|_| UpstreamError::Lost("the upstream process exited".into()))?
+        match rx.await {
+            Ok(answer) => answer,
+            Err(_) => Err(UpstreamError::Lost(format!("the upstream process exited{}", self.ended().await))),
+        }
+    }
+
+    /// How the process ended and the last lines of its stderr, as a tail
+    /// for a message.
+    async fn ended(&self) -> String {
+        let status = {
+            let mut child = self.child.lock().await;
+            // Its stdout closed: give it a moment to be reaped.
+            match tokio::time::timeout(std::time::Duration::from_millis(300), child.wait()).await {
+                Ok(Ok(status)) => format!(" ({status})"),
+                _ => String::new(),
+            }
+        };
+        let words = self.last_words.after_eof().await;
+        if words.is_empty() { status } else { format!("{status}; its stderr ended: {words}") }
     }
 
     pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
@@ -170,9 +219,64 @@ async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<S
     }
 }
 
+/// Why a server cannot be boxed, and the line that runs it unboxed when
+/// the host is what lacks.
+fn unboxable(server: &str, why: &str) -> UpstreamError {
+    if host::support().can_box() {
+        UpstreamError::Unavailable(format!("cannot build `{server}`'s sandbox: {why}"))
+    } else {
+        UpstreamError::Unavailable(format!("{why}. `{server}` is not started unboxed: to run it as toolgate's own user, with nothing between it and toolgate's keys, write `sandbox = \"off\"` under [servers.{server}] (docs/SANDBOX.md)"))
+    }
+}
+
+/// The last lines a server wrote to stderr, bounded and escaped.
+#[derive(Clone, Default)]
+struct LastWords {
+    lines: Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    done: Arc<tokio::sync::Notify>,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LastWords {
+    const LINES: usize = 5;
+    const LINE_CHARS: usize = 300;
+
+    /// Reads `stderr` to its end: each line to the debug log, the last few kept.
+    async fn keep(self, server: String, stderr: tokio::process::ChildStderr) {
+        let mut lines = BoundedLines::new(stderr, 64 * 1024);
+        while let Ok(Some(line)) = lines.next_line().await {
+            let text = match line {
+                Line::Text(text) => text,
+                Line::TooLong(head) => String::from_utf8_lossy(&head).into_owned(),
+                other => format!("{other:?}"),
+            };
+            let shown = sandbox::proxy::shown(&text.chars().take(Self::LINE_CHARS).collect::<String>());
+            tracing::debug!(server = %server, "upstream stderr: {shown}");
+            if shown.trim().is_empty() {
+                continue;
+            }
+            let mut kept = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() == Self::LINES {
+                kept.pop_front();
+            }
+            kept.push_back(shown);
+        }
+        self.ended.store(true, std::sync::atomic::Ordering::Release);
+        self.done.notify_waiters();
+    }
+
+    /// The kept lines, once stderr has ended (or a moment has passed).
+    async fn after_eof(&self) -> String {
+        if !self.ended.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(300), self.done.notified()).await;
+        }
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect::<Vec<_>>().join(" | ")
+    }
+}
+
 impl Drop for StdioChannel {
     fn drop(&mut self) {
-        if let Some(pid) = self._child.get_mut().id() {
+        if let Some(pid) = self.child.get_mut().id() {
             // SAFETY: kill(2) with a negative pid signals the process group
             // this channel created; it touches no memory of ours.
             unsafe {
@@ -249,7 +353,8 @@ mod tests {
         let (updates, _) = tokio::sync::broadcast::channel(4);
         let inbox = super::super::Inbox { events, updates, progress: Default::default() };
         let args = ["-c".to_string(), "env > \"$SEEN\"; sleep 5".to_string()];
-        let channel = StdioChannel::spawn("envtest", "/bin/sh", &args, &env, inbox, 1 << 20).unwrap();
+        let transport = Transport::Stdio { command: "/bin/sh".into(), args: args.to_vec(), env, sandbox: Sandbox::Off };
+        let channel = StdioChannel::spawn("envtest", &transport, inbox, 1 << 20, Arc::default()).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let text = loop {
             match std::fs::read_to_string(&seen) {
@@ -265,7 +370,7 @@ mod tests {
         for line in text.lines() {
             let name = line.split('=').next().unwrap();
             // sh sets PWD, SHLVL and `_` itself.
-            assert!(INHERITED.contains(&name) || ["SEEN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name), "{name} passed to a stdio server");
+            assert!(INHERITED.contains(&name) || sandbox::CA_VARIABLES.contains(&name) || PASSED.contains(&name) || ["SEEN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name), "{name} passed to a stdio server");
         }
     }
 }
