@@ -449,6 +449,7 @@ pub(crate) mod tests {
             result_hash: None,
             arguments: None,
             result: None,
+            sandbox: None,
         }
     }
 

@@ -146,6 +146,12 @@ pub struct Receipt {
     /// The full result, only when a setting opts in to capture.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub result: Option<Value>,
+    /// The box the server ran in: the hex SHA-256 of its sandbox profile's
+    /// JCS, or `off` for a stdio server run unboxed. Absent for an HTTP
+    /// upstream, for a receipt no server is behind, and before toolgate
+    /// boxed its servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// A member that is present is `Some`, even when its value is JSON `null`
@@ -201,6 +207,9 @@ impl Receipt {
         member(&mut out, "result_sha256", &self.result_sha256);
         member(&mut out, "result_status", &self.result_status);
         member(&mut out, "rules", &self.rules);
+        if let Some(sandbox) = &self.sandbox {
+            member(&mut out, "sandbox", sandbox);
+        }
         member(&mut out, "server", &self.server);
         member(&mut out, "tenant", &self.tenant);
         member(&mut out, "tool", &self.tool);
@@ -726,6 +735,7 @@ mod tests {
             result_hash: Some(salted_value_hash(&salt, &result)),
             arguments: None,
             result: None,
+            sandbox: None,
         }
     }
 

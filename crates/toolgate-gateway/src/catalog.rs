@@ -63,6 +63,9 @@ pub struct ExposedTool {
     pub view: AuthorityView,
     /// The hash of its definition, by which pins and receipts name it.
     pub definition_sha256: String,
+    /// The box its server runs in, as receipts name it (its profile's hash,
+    /// or `off`); `None` for an HTTP upstream.
+    pub sandbox: Option<Arc<str>>,
     /// Whether its live definition is the pinned one. Prompts, resources
     /// and templates are pinned like tools: a prompt is instructions the
     /// model follows, a resource's description is read as one, so a change
@@ -371,6 +374,7 @@ impl Catalogs {
                 registry_read_only: entry.is_some_and(|e| e.read_only),
                 view,
                 definition_sha256: sha,
+                sandbox: upstream.sandbox().map(|s| Arc::from(s.receipt_name())),
                 pin,
                 input,
                 output,
@@ -431,6 +435,7 @@ impl Catalogs {
             registry_read_only: true,
             view: AuthorityView::new(*READ_HINTS, class, upstream.trusted),
             definition_sha256: sha,
+            sandbox: upstream.sandbox().map(|s| Arc::from(s.receipt_name())),
             pin,
             input: self.schemas.compile(&schema, used),
             output: None,

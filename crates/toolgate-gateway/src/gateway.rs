@@ -121,6 +121,7 @@ impl Gateway {
                 Upstream::new(name, server.server_with(&config.tls), timeout, ttl, env!("CARGO_PKG_VERSION"))
             })
             .collect();
+        crate::boxes::say_at_start(&upstreams);
         for upstream in &upstreams {
             upstream.set_max_tools(settings.max_tools_per_upstream);
             upstream.set_max_message_bytes(settings.max_upstream_message_bytes);

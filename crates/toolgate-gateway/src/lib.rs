@@ -26,6 +26,7 @@ pub use toolgate_ledger as ledger;
 pub use toolgate_mcp::{body, lines, param_headers, sandbox, sse, upstream, wire};
 pub mod config;
 mod sandbox_config;
+pub mod boxes;
 pub mod identity;
 pub mod seal;
 pub mod url_credentials;

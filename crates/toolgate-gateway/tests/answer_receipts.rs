@@ -338,5 +338,6 @@ fn old_subject() -> toolgate_core::receipt::build::Subject<'static> {
         salt: &[1; 32],
         arguments_hash: "",
         captured: None,
+        sandbox: None,
     }
 }

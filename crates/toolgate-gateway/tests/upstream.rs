@@ -135,8 +135,9 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
     std::fs::write(&script, SILENT_SERVER).unwrap();
     let log = dir.path().join("received.jsonl");
     let config = UpstreamConfig {
-        command: Some("python3".into()),
+        command: Some("/usr/bin/python3".into()),
         args: vec![script.display().to_string(), log.display().to_string()],
+        sandbox: writes(dir.path()),
         ..Default::default()
     };
     let upstream = Upstream::new("silent", config.server(), Duration::from_millis(300), Duration::from_secs(60), "test");
@@ -361,7 +362,7 @@ async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("sized.py");
     std::fs::write(&script, sized_server()).unwrap();
-    let config = UpstreamConfig { command: Some("python3".into()), args: vec![script.display().to_string()], ..Default::default() };
+    let config = UpstreamConfig { command: Some("/usr/bin/python3".into()), args: vec![script.display().to_string()], sandbox: writes(dir.path()), ..Default::default() };
     // A deadline far longer than the test may take: the refusal must not wait for it.
     let upstream = Upstream::new("sized", config.server(), Duration::from_secs(30), Duration::from_secs(60), "test");
     let max = 64 << 10;
@@ -456,7 +457,7 @@ async fn a_flood_of_list_changed_is_listed_at_most_twice_a_second() {
     let script = dir.path().join("flood.py");
     std::fs::write(&script, FLOODING_SERVER).unwrap();
     let log = dir.path().join("listed.log");
-    let config = UpstreamConfig { command: Some("python3".into()), args: vec![script.display().to_string(), log.display().to_string()], ..Default::default() };
+    let config = UpstreamConfig { command: Some("/usr/bin/python3".into()), args: vec![script.display().to_string(), log.display().to_string()], sandbox: writes(dir.path()), ..Default::default() };
     let upstream = Upstream::new("flood", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
@@ -466,4 +467,9 @@ async fn a_flood_of_list_changed_is_listed_at_most_twice_a_second() {
     // (some 160 announcements).
     assert!((2..=5).contains(&listed), "{listed} listings in 1.6 s");
     cancel.cancel();
+}
+
+/// A box whose one grant is the test's folder (its script, its log).
+fn writes(dir: &std::path::Path) -> Option<toolgate_gateway::config::SandboxConfig> {
+    Some(toolgate_gateway::config::SandboxConfig::Boxed(toolgate_gateway::config::BoxConfig { write: vec![dir.to_path_buf()], ..Default::default() }))
 }

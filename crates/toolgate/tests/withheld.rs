@@ -53,6 +53,8 @@ capture_values = true
 command = {python}
 args = [{script}, "stdio"]
 env_file = {{ "ECHO_API_KEY" = "secrets/echo.echo-api-key" }}
+[servers.echo.sandbox]
+read = [{script}]
 
 [servers.web]
 url = "{web}"

@@ -83,6 +83,7 @@ fn draft(kid: &str, i: u64, v: u32) -> Receipt {
         result_hash: Some("b".repeat(64)),
         arguments: (i == 2).then(|| serde_json::json!({"quantity": 8, "note": null})),
         result: None,
+        sandbox: None,
     }
 }
 

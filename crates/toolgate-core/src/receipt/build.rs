@@ -128,6 +128,9 @@ pub struct Subject<'a> {
     pub arguments_hash: &'a str,
     /// The full arguments, when the gateway captures values.
     pub captured: Option<&'a Value>,
+    /// The box the server runs in: its profile's hash, or `off`; `None`
+    /// for an HTTP upstream or where no server is behind the receipt.
+    pub sandbox: Option<&'a str>,
 }
 
 /// What happened, for one receipt.
@@ -229,6 +232,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
         result_hash: None,
         arguments: subject.captured.cloned(),
         result: None,
+        sandbox: subject.sandbox.map(str::to_string),
     };
     let tool_status = |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
     let (execution, result) = match event {
@@ -363,6 +367,7 @@ mod tests {
             salt: &[1; 32],
             arguments_hash: "h",
             captured,
+            sandbox: Some("ab"),
         }
     }
 

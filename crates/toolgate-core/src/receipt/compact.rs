@@ -82,8 +82,8 @@ impl Digests {
 }
 
 /// The fields that recur from one receipt to the next.
-fn recurring(r: &Receipt) -> [&str; 3] {
-    [&r.kid, &r.tool_definition_sha256, &r.policy_version]
+fn recurring(r: &Receipt) -> [&str; 4] {
+    [&r.kid, &r.tool_definition_sha256, &r.policy_version, r.sandbox.as_deref().unwrap_or_default()]
 }
 
 /// A digest as its raw bytes: 64 or 32 lower-case hex digits (upper case
@@ -191,6 +191,12 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
             }
         },
     }
+    // Added after the format froze: present only when the receipt has it,
+    // so an older row (which ends at its signature) reads as `None`.
+    if let Some(sandbox) = &r.sandbox {
+        out.push(1);
+        recurring_digest(&mut out, sandbox, digests);
+    }
     out
 }
 
@@ -241,6 +247,13 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         2 => Some(r.text()?),
         _ => return Err(r.bad("signature tag")),
     };
+    let sandbox = match r.at < bytes.len() {
+        false => None,
+        true => match r.byte()? {
+            1 => Some(r.digest()?.unwrap_or_default()),
+            _ => return Err(r.bad("sandbox tag")),
+        },
+    };
     if r.at != bytes.len() {
         return Err(r.bad("trailing bytes"));
     }
@@ -268,6 +281,7 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         result_hash,
         arguments,
         result,
+        sandbox,
     };
     Ok(LoggedReceipt { receipt, signature })
 }
@@ -584,6 +598,7 @@ mod tests {
             result_hash: Some("45".repeat(32)),
             arguments: None,
             result: None,
+            sandbox: Some("9f".repeat(32)),
         };
         LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
     }
@@ -732,6 +747,7 @@ mod tests {
                 result_hash: flags.4.then(|| t(6)),
                 arguments: flags.3.then(|| json!({"part": t(2), "n": 1.5, "big": 9_007_199_254_740_993u64, "list": [null, true]})),
                 result: flags.4.then(|| json!(null)),
+                sandbox: flags.2.then(|| if flags.0 { t(7) } else { "ab".repeat(32) }),
             };
             let logged = LoggedReceipt { receipt, signature: sig };
             let back = decode(&encode(&logged, &NONE_KNOWN), index, &&NONE_KNOWN).unwrap();

@@ -147,6 +147,8 @@ const SUPPORT_REGISTRY: &str = "\n[registry.\"support__search_customers\"]\nclas
 
 fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, support_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
+    // The boxes' one writable folder must exist before they start.
+    std::fs::create_dir_all(&atlas)?;
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
     let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
     toolgate_gateway::seal::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
@@ -167,13 +169,17 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
          [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
          [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
-         [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\n\
+         # Each server toolgate starts runs in a box (docs/SANDBOX.md): it reaches the system's\n\
+         # files read-only, its own folder, and what its table grants; no network.\n\
+         [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\
+         [servers.tickets.sandbox]\nwrite = [{atlas}]\n\n\
          [servers.parts]\nurl = \"{parts_url}\"\n\n\
          [servers.manuals]\nurl = \"{manuals_url}\"\n\n\
          # Seed 001: the support desk; its deadline is short so a stalled reply shows.\n\
          [servers.support]\nurl = \"{support_url}\"\ntimeout_ms = 1500\n\n\
          # Seed 002: an untrusted server whose tool claims readOnlyHint: true.\n\
-         [servers.notices]\ncommand = {exe}\nargs = [\"atlas\", \"notices\", \"--state\", {atlas}]\n",
+         [servers.notices]\ncommand = {exe}\nargs = [\"atlas\", \"notices\", \"--state\", {atlas}]\n\
+         [servers.notices.sandbox]\nwrite = [{atlas}]\n",
         exe = q(exe),
         atlas = q(&atlas),
         approver = approver::APPROVER,

@@ -92,6 +92,8 @@ pub(crate) struct Findings {
     pub server: String,
     pub upstream_tool: String,
     pub definition_sha256: String,
+    /// The box its server runs in, as the receipt names it.
+    pub sandbox: Option<std::sync::Arc<str>>,
     /// From validate on: this call's salt and the salted hash of its arguments.
     pub salt: [u8; 32],
     pub arguments_hash: String,
@@ -135,6 +137,7 @@ impl Findings {
             server: String::new(),
             upstream_tool: String::new(),
             definition_sha256: String::new(),
+            sandbox: None,
             salt,
             arguments_hash: String::new(),
             arguments: None,
@@ -151,6 +154,7 @@ impl Findings {
         self.server = tool.server.clone();
         self.upstream_tool = tool.subject().into_owned();
         self.definition_sha256 = tool.definition_sha256.clone();
+        self.sandbox = tool.sandbox.clone();
     }
 
     /// After validate: the salted hash, and what `toolgate replay` needs to
@@ -257,6 +261,7 @@ fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings, operation: Option<Ope
         salt: &findings.salt,
         arguments_hash: &findings.arguments_hash,
         captured: findings.arguments.as_ref(),
+        sandbox: findings.sandbox.as_deref(),
     }
 }
 

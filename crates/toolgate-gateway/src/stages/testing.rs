@@ -93,6 +93,7 @@ pub fn tool(server: &str, definition: Value, class: Option<AuthorityClass>) -> E
         registry_read_only: false,
         view,
         definition_sha256,
+        sandbox: None,
         pin: PinStatus::Pinned,
         input,
         output,
@@ -221,6 +222,7 @@ impl Store {
             salt: &salt,
             arguments_hash: "",
             captured: None,
+            sandbox: None,
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();

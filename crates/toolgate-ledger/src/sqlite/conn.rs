@@ -172,6 +172,7 @@ mod tests {
             result_hash: None,
             arguments: None,
             result: None,
+            sandbox: None,
         }
     }
 

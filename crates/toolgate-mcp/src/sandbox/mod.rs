@@ -38,6 +38,16 @@ pub enum Sandbox {
     Boxed(Arc<Profile>),
 }
 
+impl Sandbox {
+    /// How a receipt names it: the profile's hash, or `off`.
+    pub fn receipt_name(&self) -> &str {
+        match self {
+            Sandbox::Off => "off",
+            Sandbox::Boxed(profile) => &profile.hash,
+        }
+    }
+}
+
 /// A box, resolved: absolute paths, every limit set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {

@@ -78,7 +78,7 @@ impl Prepared {
             }
         }
         make_home(&profile.home)?;
-        let mut also_read: Vec<PathBuf> = resolve(program).into_iter().collect();
+        let mut also_read = program_tree(program);
         also_read.extend(CA_VARIABLES.iter().filter_map(std::env::var_os).map(PathBuf::from).filter(|p| p.is_absolute()));
 
         let mut namespaces = libc::CLONE_NEWUSER | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
@@ -156,13 +156,39 @@ fn make_home(home: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `program` as exec will find it: a path as given, else the first match
-/// on PATH.
-fn resolve(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        return std::fs::canonicalize(program).ok();
+/// What `program` needs to run, readable: the file exec finds (on PATH
+/// unless it names a path) and, as written and as its links resolve, the
+/// install tree it sits in when that is a Python venv or prefix or a Node
+/// prefix (`PREFIX/bin/NAME`): a venv's `python` is a link to a Python
+/// whose standard library is outside the system paths.
+fn program_tree(program: &str) -> Vec<PathBuf> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file()))
+    };
+    let Some(found) = found else { return vec![] };
+    let mut out = vec![];
+    let mut hop = Some(found.clone());
+    // The path as written, each link it passes through, and where it ends.
+    for _ in 0..8 {
+        let Some(path) = hop.take() else { break };
+        let path = if path.is_absolute() { path } else { std::env::current_dir().map(|d| d.join(&path)).unwrap_or(path) };
+        if let Some(prefix) = path.parent().filter(|bin| bin.file_name().is_some_and(|n| n == "bin")).and_then(Path::parent).filter(|p| is_install_tree(p)) {
+            out.push(prefix.to_path_buf());
+        }
+        hop = std::fs::read_link(&path).ok().map(|target| path.parent().map_or(target.clone(), |dir| dir.join(&target)));
+        out.push(path);
     }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| p.is_file()).and_then(|p| std::fs::canonicalize(p).ok())
+    out.extend(std::fs::canonicalize(&found).ok());
+    out
+}
+
+/// A venv, a Python prefix or a Node prefix: never a home folder that
+/// merely has a `bin`.
+fn is_install_tree(prefix: &Path) -> bool {
+    let has_python = std::fs::read_dir(prefix.join("lib")).is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("python3")));
+    prefix.join("pyvenv.cfg").is_file() || has_python || prefix.join("lib/node_modules").is_dir()
 }
 
 /// A box's pids cgroup, removed once the box is empty.
