@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod boxes;
 mod extract;
 mod notices;
 mod operations;

@@ -47,14 +47,16 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Resp
             }
         }
         h2 { "Upstreams" }
+        (crate::boxes::host_notice(&gw))
         div.scroll { table {
-            thead { tr { th { "Server" } th { "State" } th { "Tools" } } }
+            thead { tr { th { "Server" } th { "State" } th { "Tools" } th { "Sandbox" } } }
             tbody { @for u in gw.catalogs.upstreams() {
                 @let listed = u.listing().is_some();
                 tr {
                     td { (u.name) }
                     td { @if listed { span.health.up { "listed" } } @else { span.health.down { "down" } " " (u.down_reason().unwrap_or_else(|| "connecting".into())) } }
                     td { (catalog.tools.values().filter(|t| t.server == u.name).count()) }
+                    td.sandbox { (crate::boxes::cell(u)) }
                 }
             } }
         } }

@@ -2,11 +2,12 @@
 //! has to a toolgate config. It reads their clients' configs
 //! (`clients.rs`), writes `DIR/toolgate.toml` with every server untrusted
 //! and no credential in it (each written-out value goes to an owner-only
-//! file under `DIR/secrets/`), starts each server once to read its tools,
-//! classes them in a registry from the audit's regret (reads automatic,
-//! writes held for a person, the riskiest prohibited; each line says why),
-//! pins their contracts, and prints what replaces the servers in the
-//! client's own config.
+//! file under `DIR/secrets/`) and each stdio server in a box whose grants
+//! are read from its arguments (`grants.rs`), starts each server once to
+//! read its tools, classes them in a registry from the audit's regret
+//! (reads automatic, writes held for a person, the riskiest prohibited;
+//! each line says why), pins their contracts, and prints what replaces the
+//! servers in the client's own config.
 
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use crate::clients::{self, Format, Imported, Reach, Source};
+use crate::grants::{self, Grants, Place, RealDisk};
 use toolgate_core::audit::{self, Inventory};
 use toolgate_core::visible::visible;
 use toolgate_gateway::gateway::{Gateway, Mode};
@@ -87,9 +89,12 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     seal::create_private_dir(&out.join("secrets"))?;
 
     let mut asked = Vec::new();
+    let mut boxes = BTreeMap::new();
     let mut text = header(listen, &taken);
     for (file, _, server) in &taken {
-        text.push_str(&section(out, file.as_deref(), server, &mut asked)?);
+        let (section, grants) = section(out, file.as_deref(), server, &mut asked)?;
+        text.push_str(&section);
+        boxes.extend(grants.map(|g| (server.name.clone(), g)));
     }
     write_owner_only(&out.join("approver.token"), &seal::random_token())?;
     write_owner_only(&config_path, &text)?;
@@ -103,7 +108,7 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
         let _ = writeln!(text, "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.", one_line(why));
     }
     write_owner_only(&config_path, &text)?;
-    print_next(listen, &config_path, &taken, &asked, &down);
+    print_next(listen, &config_path, &taken, &boxes, &asked, &down);
     Ok(())
 }
 
@@ -116,7 +121,11 @@ fn header(listen: SocketAddr, taken: &[Taken]) -> String {
         let _ = writeln!(out, "# Written by `toolgate import` from {}.", files.into_iter().collect::<Vec<_>>().join(", "));
     }
     out.push_str("# Every server is untrusted: only the registry below lets a tool run. No credential is in this\n");
-    out.push_str("# file: the values your clients wrote out are in secrets/ (owner-only), the rest are variables.\n\n");
+    out.push_str("# file: the values your clients wrote out are in secrets/ (owner-only), the rest are variables.\n");
+    if taken.iter().any(|(_, _, s)| matches!(s.reach, Reach::Stdio { .. })) {
+        out.push_str(Grants::HEADER);
+    }
+    out.push('\n');
     let _ = writeln!(out, "[gateway]\nlisten = \"{listen}\"\nstate_dir = \"state\"\nstdio_caller = \"local\"\n");
     out.push_str("# The client on this machine: no token, so keep `listen` on loopback.\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\n");
     out.push_str("# You, deciding what waits: the console (/console) with the token in approver.token, or\n# `toolgate approvals approve --config toolgate.toml ID --as me --reason TEXT`.\n");
@@ -125,26 +134,37 @@ fn header(listen: SocketAddr, taken: &[Taken]) -> String {
 }
 
 /// A text for a TOML comment: no control character (CR, LF, …) may end it early or break the file.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 /// A TOML basic string: JSON's escapes are TOML's, but for DEL, which
 /// TOML wants escaped too.
-fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     serde_json::to_string(s).expect("a string serialises").replace('\u{7f}', "\\u007F")
 }
 
-/// One server's `[servers.NAME]`, its secrets written to `out/secrets/`.
-fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<String> {
+/// One server's `[servers.NAME]`, its secrets written to `out/secrets/`,
+/// and for a stdio server its box (`[servers.NAME.sandbox]`), whose grants
+/// it returns to be shown.
+fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<(String, Option<Grants>)> {
     let from = file.map_or_else(|| "named to `toolgate init`".to_string(), |f| format!("from {}", f.display()));
     let mut text = format!("# `{}` {}\n[servers.{}]\n", one_line(&server.original), one_line(&from), quoted(&server.name));
     let mut files = BTreeSet::new();
+    let mut boxed = None;
     match &server.reach {
         Reach::Stdio { command, args, env } => {
-            let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
-            let _ = writeln!(text, "command = {}\nargs = [{}]", quoted(command), args.join(", "));
+            let listed: Vec<String> = args.iter().map(|a| quoted(a)).collect();
+            let _ = writeln!(text, "command = {}\nargs = [{}]", quoted(command), listed.join(", "));
             text.push_str(&references(out, server, env, "env", &mut files, asked)?);
+            // Only values the client wrote out are known here (a known
+            // server's data file, say); a reference is read at start.
+            let written = env.iter().filter_map(|(k, v)| if let Source::Secret(v) = v { Some((k.clone(), v.clone())) } else { None }).collect();
+            let place = Place { home: std::env::var_os("HOME").map(PathBuf::from), out: out.to_path_buf(), disk: &RealDisk };
+            let grants = grants::grants(command, args, &written, &place);
+            text.push('\n');
+            text.push_str(&grants.table(&server.name));
+            boxed = Some(grants);
         }
         Reach::Http { url, headers, query } => {
             let _ = writeln!(text, "url = {}", quoted(url));
@@ -153,7 +173,7 @@ fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<S
         }
     }
     text.push('\n');
-    Ok(text)
+    Ok((text, boxed))
 }
 
 /// `PREFIX_file = { … }` and `PREFIX_env = { … }` for one server's values,
@@ -203,15 +223,15 @@ async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, S
     Ok((audit::suggest(&report), down))
 }
 
-fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[String], down: &[(String, String)]) {
-    print!("{}", next_steps(listen, config_path, taken, asked, down));
+fn print_next(listen: SocketAddr, config_path: &Path, taken: &[Taken], boxes: &BTreeMap<String, Grants>, asked: &[String], down: &[(String, String)]) {
+    print!("{}", next_steps(listen, config_path, taken, boxes, asked, down));
 }
 
 /// What `import` prints when done, each line made visible: server names,
 /// paths and the client's own descriptions come from a client config (a
 /// cloned repository's `.vscode/mcp.json`, say), and an escape sequence or a
 /// bidi override in one must not reach the terminal as such.
-fn next_steps(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[String], down: &[(String, String)]) -> String {
+fn next_steps(listen: SocketAddr, config_path: &Path, taken: &[Taken], boxes: &BTreeMap<String, Grants>, asked: &[String], down: &[(String, String)]) -> String {
     let mut lines: Vec<String> = Vec::new();
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "toolgate".into());
     let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
@@ -220,6 +240,9 @@ fn next_steps(listen: SocketAddr, config_path: &Path, taken: &[Taken], asked: &[
         let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
         let from = file.as_ref().map(|f| format!(" (from {})", f.display())).unwrap_or_default();
         lines.push(format!("  {}{from}: {state}", s.name));
+        // What its box grants and leaves out, each with why: a path or a
+        // host here comes from the client config, so it is shown visibly too.
+        lines.extend(boxes.get(&s.name).into_iter().flat_map(Grants::lines).map(|l| format!("    box: {l}")));
     }
     if !asked.is_empty() {
         lines.push("\nSet these variables where toolgate runs (their values were never written anywhere):".into());
@@ -267,10 +290,12 @@ mod tests {
         std::fs::create_dir(out.path().join("secrets")).unwrap();
         let env = [("API_KEY", "first-value"), ("api-key", "second-value")].map(|(k, v)| (k.to_string(), Source::Secret(v.to_string()))).into_iter().collect();
         let server = Imported { original: "s".into(), name: "s".into(), reach: Reach::Stdio { command: "x".into(), args: Vec::new(), env } };
-        let text = section(out.path(), None, &server, &mut Vec::new()).unwrap();
+        let (text, grants) = section(out.path(), None, &server, &mut Vec::new()).unwrap();
+        assert!(grants.is_some() && text.contains("[servers.\"s\".sandbox]") && text.parse::<toml::Table>().is_ok(), "a stdio server gets its box: {text}");
         assert!(!text.contains("first-value") && !text.contains("second-value"), "{text}");
         let odd = Imported { original: "a\r\nb".into(), name: "a-b".into(), reach: Reach::Http { url: "http://h/mcp".into(), headers: Default::default(), query: Default::default() } };
-        let text = section(out.path(), None, &odd, &mut Vec::new()).unwrap();
+        let (text, grants) = section(out.path(), None, &odd, &mut Vec::new()).unwrap();
+        assert!(grants.is_none() && !text.contains("sandbox"), "an HTTP server takes no box: {text}");
         assert!(text.parse::<toml::Table>().is_ok() && text.starts_with("# `a  b`"), "a name's CR and LF stay inside its comment: {text}");
         let read = |name: &str| std::fs::read_to_string(out.path().join("secrets").join(name)).unwrap();
         assert_eq!((read("s.api-key"), read("s.api-key-2")), ("first-value".to_string(), "second-value".to_string()));

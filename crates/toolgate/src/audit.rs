@@ -52,9 +52,9 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let inventory = match (&args.config, &args.inventory) {
+    let (inventory, boxes) = match (&args.config, &args.inventory) {
         (Some(config), _) => live(config).await?,
-        (None, Some(path)) => saved(path)?,
+        (None, Some(path)) => (saved(path)?, serde_json::Map::new()),
         (None, None) => bail!("give --config FILE (the live inventory) or --inventory FILE (a saved one)"),
     };
     let report = audit::audit(&inventory);
@@ -64,9 +64,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let config = args.config.as_deref().map(|p| p.display().to_string());
         crate::print_json(&audit::sarif::log(&report, env!("CARGO_PKG_VERSION"), config.as_deref()))?;
     } else if args.json {
-        crate::print_json(&json!({"tools": inventory.tools.len(), "regret": report.regret, "findings": report.findings, "rules": audit::RULES}))?;
+        crate::print_json(&json!({"tools": inventory.tools.len(), "regret": report.regret, "findings": report.findings, "rules": audit::RULES, "sandboxes": boxes}))?;
     } else {
         print_report(&inventory, &report);
+        print_boxes(&boxes);
     }
     match args.fail_on {
         Some(level) if report.fails(level) => Err(GateFailed { count: report.findings.iter().filter(|f| f.severity >= level).count(), level: level.as_str() }.into()),
@@ -74,8 +75,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// Every tool the config's upstreams list now, with its pin when it drifted.
-async fn live(path: &Path) -> anyhow::Result<Inventory> {
+/// Every tool the config's upstreams list now, with its pin when it
+/// drifted; and each stdio server's box (`toolgate_gateway::boxes`).
+async fn live(path: &Path) -> anyhow::Result<(Inventory, serde_json::Map<String, serde_json::Value>)> {
     let config = crate::serve::load_config(path, None)?;
     let gw = Gateway::start(config, Mode::Inspect).await?;
     let down = gw.wait_ready(Duration::from_secs(15)).await;
@@ -85,8 +87,9 @@ async fn live(path: &Path) -> anyhow::Result<Inventory> {
     let catalog = gw.catalogs.current();
     let tools = catalog.tools.values().map(|t| t.audit_entry()).collect();
     let contents = catalog.all().filter(|t| t.kind != toolgate_gateway::upstream::Kind::Tool).map(|t| t.audit_entry()).collect();
+    let boxes = gw.catalogs.upstreams().iter().filter(|u| u.sandbox().is_some()).map(|u| (u.name.clone(), toolgate_gateway::boxes::describe_upstream(u))).collect();
     gw.stop();
-    Ok(Inventory { tools, contents })
+    Ok((Inventory { tools, contents }, boxes))
 }
 
 fn saved(path: &Path) -> anyhow::Result<Inventory> {
@@ -96,6 +99,28 @@ fn saved(path: &Path) -> anyhow::Result<Inventory> {
         bail!("{}: tool `{}` has no `definition` (save the inventory with this version's `toolgate tools --json`)", path.display(), t.name);
     }
     Ok(inventory)
+}
+
+/// Each stdio server's box: what it reaches, its limits, its profile's hash
+/// (which its receipts name).
+fn print_boxes(boxes: &serde_json::Map<String, serde_json::Value>) {
+    use toolgate_core::visible::visible;
+    if boxes.is_empty() {
+        return;
+    }
+    println!("\nSandboxes (docs/SANDBOX.md)");
+    for (server, b) in boxes {
+        if b["sandbox"] == "off" {
+            println!("  {:<20} OFF: runs as toolgate's own user; it can read toolgate's keys, secrets and ledger", visible(server));
+            continue;
+        }
+        let list = |v: &serde_json::Value| v.as_array().map(|a| a.iter().filter_map(|p| p.as_str()).map(visible).collect::<Vec<_>>().join(", ")).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
+        let network = match &b["network"] {
+            serde_json::Value::String(word) => word.clone(),
+            hosts => list(hosts),
+        };
+        println!("  {:<20} read {}; write {}; network {}; {} MiB, {} processes, {} files, {} CPU s; profile {}", visible(server), list(&b["read"]), list(&b["write"]), network, b["memory_mb"], b["processes"], b["open_files"], b["cpu_seconds"], b["hash"].as_str().unwrap_or_default());
+    }
 }
 
 fn print_report(inventory: &Inventory, report: &Report) {

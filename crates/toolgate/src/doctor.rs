@@ -18,17 +18,22 @@ use toolgate_ledger::RunKey;
 const UPSTREAM_WITHIN: Duration = Duration::from_secs(15);
 
 /// The report as it is printed, and how many faults it named.
-struct Report {
+pub(crate) struct Report {
     faults: usize,
 }
 
 impl Report {
     // What upstreams and configs say (names, errors) reaches the terminal escaped.
-    fn ok(&self, what: &str, detail: &str) {
+    pub(crate) fn ok(&self, what: &str, detail: &str) {
         println!("ok    {}: {}", visible(what), visible(detail));
     }
 
-    fn fail(&mut self, what: &str, problem: &str, fix: &str) {
+    /// Not a fault, but less than it could be: said so, not counted.
+    pub(crate) fn warn(&self, what: &str, detail: &str) {
+        println!("warn  {}: {}", visible(what), visible(detail));
+    }
+
+    pub(crate) fn fail(&mut self, what: &str, problem: &str, fix: &str) {
         self.faults += 1;
         println!("FAIL  {}: {}\n      fix: {}", visible(what), visible(problem), visible(fix));
     }
@@ -77,6 +82,8 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         keys(&config, false, &mut report);
     }
     ledger(&gw, &config, &mut report).await;
+    owner_only(&config, &mut report);
+    crate::doctor_sandbox::host(&gw, &mut report);
     notices(&gw, &config, &mut report).await;
     if let (Some(oauth), Some(o)) = (&gw.oauth, &config.oauth) {
         match oauth.published_keys().await {
@@ -102,9 +109,15 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
             }
             None => {
                 let why = upstream.down_reason().unwrap_or_else(|| format!("not connected within {} s", UPSTREAM_WITHIN.as_secs()));
-                report.fail(&what, &why, "start the server, or correct its url/command in [servers]; `toolgate tools` lists what is reachable");
+                let fix = if upstream.sandbox().is_some_and(|s| matches!(s, toolgate_gateway::sandbox::Sandbox::Boxed(_))) {
+                    "its last stderr lines above say why; a server in a box reaches only what [servers.NAME.sandbox] grants (read, write, network: docs/SANDBOX.md), so grant what it needs, or correct its command"
+                } else {
+                    "start the server, or correct its url/command in [servers]; `toolgate tools` lists what is reachable"
+                };
+                report.fail(&what, &why, fix);
             }
         }
+        crate::doctor_sandbox::server(upstream, &report);
     }
     for (name, why) in &catalog.ambiguous {
         report.fail(&format!("tool {name}"), why, "rename it upstream, or set namespace = true for its server");
@@ -144,6 +157,38 @@ fn keys(config: &Config, had_keys: bool, report: &mut Report) {
         }
         Ok(None) => report.fail("keys", &format!("no key history in {} after the start", state.join("keys").display()), "check the state directory is writable by this user"),
         Err(e) => report.fail("keys", &format!("{e:#}"), "restore keys.json from a backup; a broken history cannot sign"),
+    }
+}
+
+/// The state directory and what toolgate wrote in it (the ledger, its
+/// journal, the request-state key, the keys, the archive) are owner-only.
+/// A box's own folder is its server's to fill, so only the folder itself
+/// is checked.
+fn owner_only(config: &Config, report: &mut Report) {
+    let state = config.state_dir();
+    let mut loose = Vec::new();
+    let mut walk = vec![state.clone()];
+    while let Some(dir) = walk.pop() {
+        if mode(&dir) & 0o077 != 0 {
+            loose.push(dir.display().to_string());
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let in_boxes = path.parent().is_some_and(|p| p == state.join("boxes"));
+            if is_dir && !in_boxes {
+                walk.push(path);
+            } else if mode(&path) & 0o077 != 0 {
+                loose.push(path.display().to_string());
+            }
+        }
+    }
+    if loose.is_empty() {
+        report.ok("state", &format!("{} and everything toolgate wrote in it are owner-only", state.display()));
+    } else {
+        loose.truncate(10);
+        report.fail("state", &format!("readable by others: {}", loose.join(", ")), &format!("chmod -R go-rwx {}", state.display()));
     }
 }
 

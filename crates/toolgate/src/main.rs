@@ -8,6 +8,7 @@
 mod approvals;
 mod audit;
 mod doctor;
+mod doctor_sandbox;
 mod ops;
 mod policy;
 mod preview;

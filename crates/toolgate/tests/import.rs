@@ -70,6 +70,15 @@ async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() 
     assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(config.contains("env_file = { \"TICKETS_API_KEY\" = \"secrets/field-tickets.tickets-api-key\" }"), "{config}");
     assert!(config.contains("headers_env = { \"X-Api-Key\" = \"TOOLGATE_INPUT_PARTS_KEY\" }"), "{config}");
+    // The stdio server runs in a box: the folder its arguments name is its
+    // to write, said why, and it reaches no network; the HTTP ones take none.
+    let table: toml::Table = config.parse().unwrap();
+    let sandbox = &table["servers"]["field-tickets"]["sandbox"];
+    let atlas = home.join("atlas").display().to_string();
+    assert_eq!(sandbox["write"].as_array().map(|w| w.iter().filter_map(|p| p.as_str()).collect::<Vec<_>>()), Some(vec![atlas.as_str()]), "{config}");
+    assert_eq!(sandbox["network"].as_str(), Some("none"), "{config}");
+    assert!(table["servers"]["parts"].get("sandbox").is_none() && table["servers"]["manuals"].get("sandbox").is_none(), "{config}");
+    assert!(stdout.contains(&format!("box: write {atlas}: a folder its arguments name (--state)")), "the grant and why, printed: {stdout}");
     // Classed by regret, each with why; pinned.
     assert!(config.contains("[registry.\"field-tickets__get_ticket\"]\nclass = \"automatic\""), "{config}");
     assert!(config.contains("[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"") || config.contains("[registry.\"parts__raise_parts_order\"]\nclass = \"prohibited\""), "{config}");
@@ -108,6 +117,9 @@ async fn init_writes_a_config_for_the_servers_named_and_refuses_without_any() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     let out = home.join("gateway");
+    // The server's state folder exists before the import, as a server's
+    // data folder does: the box grants only what is there (`box: write`).
+    std::fs::create_dir(home.join("atlas")).unwrap();
     let tickets = format!("tickets={BIN} atlas tickets --state {}", home.join("atlas").display());
     let init = StdCommand::new(BIN)
         .args(["init", "--out"])
@@ -164,6 +176,8 @@ async fn links_planted_in_the_output_folder_are_never_written_through() {
         path
     };
     let (config_victim, token_victim, secret_victim) = (victim("bashrc"), victim("profile"), victim("ssh_config"));
+    // The server's state folder, there before the import: its box's grant.
+    std::fs::create_dir(home.join("atlas")).unwrap();
     let client = home.join("mcp.json");
     let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"API_KEY": SECRET}});
     std::fs::write(&client, json!({"mcpServers": {"tickets": tickets}}).to_string()).unwrap();
@@ -250,6 +264,7 @@ async fn what_a_client_config_says_is_printed_visibly() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     let hostile = "tick\u{1b}[2J\u{7}ets\rOK\u{202e}exe.txt\u{2066}";
+    std::fs::create_dir(home.join("atlas")).unwrap();
     let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")], "env": {"K\u{1b}]0;title\u{7}": "${input:x\u{202e}y}"}});
     let left_out = json!({"type": "sse", "url": "http://127.0.0.1:9/sse"});
     let client = home.join("mcp.json");

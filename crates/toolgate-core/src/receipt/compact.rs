@@ -33,6 +33,12 @@ use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, rfc
 /// The first byte of a compact row.
 pub const FORMAT: u8 = 1;
 
+/// The first byte of a compact row whose receipt names the box its server
+/// ran in (`sandbox`), which follows the signature. A row of [`FORMAT`] has
+/// none, as every row written before boxes had: so a row cut where the box
+/// would start is still refused.
+pub const FORMAT_BOXED: u8 = 2;
+
 /// Words written as one byte (their index, odd-tagged). Append only.
 const WORDS: &[&str] = &[
     // Verdicts.
@@ -133,7 +139,7 @@ const HEX_DIGIT: [u8; 256] = {
 pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     let r = &logged.receipt;
     let mut out = Vec::with_capacity(320);
-    out.push(FORMAT);
+    out.push(if r.sandbox.is_some() { FORMAT_BOXED } else { FORMAT });
     varint(&mut out, u64::from(r.v));
     recurring_digest(&mut out, &r.kid, digests);
     time(&mut out, &r.issued_at);
@@ -191,10 +197,7 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
             }
         },
     }
-    // Added after the format froze: present only when the receipt has it,
-    // so an older row (which ends at its signature) reads as `None`.
     if let Some(sandbox) = &r.sandbox {
-        out.push(1);
         recurring_digest(&mut out, sandbox, digests);
     }
     out
@@ -205,9 +208,11 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
 /// an error: the ledger reads its dictionary after the rows).
 pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedReceipt, ReceiptError> {
     let mut r = Reader { bytes, at: 0, digests };
-    if r.byte()? != FORMAT {
-        return Err(r.bad("not a compact receipt row"));
-    }
+    let boxed = match r.byte()? {
+        FORMAT => false,
+        FORMAT_BOXED => true,
+        _ => return Err(r.bad("not a compact receipt row")),
+    };
     let v = u32::try_from(r.varint()?).map_err(|_| r.bad("version out of range"))?;
     let kid = r.digest()?.unwrap_or_default();
     let issued_at = r.time()?;
@@ -247,12 +252,9 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         2 => Some(r.text()?),
         _ => return Err(r.bad("signature tag")),
     };
-    let sandbox = match r.at < bytes.len() {
+    let sandbox = match boxed {
         false => None,
-        true => match r.byte()? {
-            1 => Some(r.digest()?.unwrap_or_default()),
-            _ => return Err(r.bad("sandbox tag")),
-        },
+        true => Some(r.digest()?.ok_or_else(|| r.bad("a boxed row names no box"))?),
     };
     if r.at != bytes.len() {
         return Err(r.bad("trailing bytes"));
@@ -598,7 +600,7 @@ mod tests {
             result_hash: Some("45".repeat(32)),
             arguments: None,
             result: None,
-            sandbox: Some("9f".repeat(32)),
+            sandbox: None,
         };
         LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
     }
@@ -663,13 +665,38 @@ mod tests {
 
     #[test]
     fn a_cut_or_padded_row_is_refused() {
-        let row = encode(&sample(true), &NONE_KNOWN);
-        for cut in 0..row.len() {
-            assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
+        let mut boxed = sample(true);
+        boxed.receipt.sandbox = Some("9f".repeat(32));
+        for logged in [sample(true), boxed] {
+            let row = encode(&logged, &NONE_KNOWN);
+            for cut in 0..row.len() {
+                assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
+            }
+            let mut padded = row.clone();
+            padded.push(0);
+            assert!(decode(&padded, 9, &&NONE_KNOWN).is_err());
         }
-        let mut padded = row.clone();
-        padded.push(0);
-        assert!(decode(&padded, 9, &&NONE_KNOWN).is_err());
+    }
+
+    /// The box a call ran in is one of the digests that recur: once the
+    /// dictionary holds it, two bytes name it.
+    #[test]
+    fn a_boxed_receipt_names_its_box_by_number() {
+        let mut logged = sample(false);
+        logged.receipt.sandbox = Some("9f".repeat(32));
+        let plain = encode(&logged, &NONE_KNOWN);
+        assert_eq!(plain[0], FORMAT_BOXED);
+        assert_eq!(plain.len(), encode(&sample(false), &NONE_KNOWN).len() + 33);
+        assert_eq!(decode(&plain, 9, &&NONE_KNOWN).unwrap(), logged);
+        let mut digests = Digests::default();
+        for (id, raw) in (1..).zip(digests.missing(&logged.receipt)) {
+            digests.insert(id, raw);
+        }
+        let named = encode(&logged, &digests);
+        assert_eq!(named.len(), encode(&sample(false), &digests).len() + 2);
+        assert_eq!(decode(&named, 9, &digests).unwrap(), logged);
+        let off = LoggedReceipt { receipt: Receipt { sandbox: Some("off".into()), ..logged.receipt.clone() }, signature: None };
+        assert_eq!(decode(&encode(&off, &digests), 9, &digests).unwrap(), off);
     }
 
     #[test]

@@ -79,7 +79,7 @@ fn probe() -> Support {
     }
     let landlock_abi = landlock_abi();
     if landlock_abi < 1 {
-        missing.push("Landlock: the kernel does not offer it (Linux 5.13 or later, with `lsm=…,landlock` on its command line)".to_string());
+        missing.push("Landlock: not offered to toolgate (Linux 5.13 or later, with `lsm=…,landlock` on its command line; under systemd, a `SystemCallFilter=` that leaves out landlock_create_ruleset hides it too)".to_string());
     }
     if !seccomp_filters() {
         missing.push("seccomp: the kernel does not offer filters (CONFIG_SECCOMP_FILTER)".to_string());
@@ -130,6 +130,19 @@ fn seccomp_filters() -> bool {
     mode >= 0 && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("Seccomp_filters:") || s.contains("Seccomp:"))
 }
 
+/// Removes the empty cgroups of boxes whose gateway is gone (one killed
+/// before it could remove them).
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("toolgate-").and_then(|rest| rest.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// A folder where toolgate (as root) can make a pids cgroup for each box:
 /// its own pids cgroup, under cgroup v1's `pids` hierarchy or cgroup v2.
 fn pids_cgroup() -> Result<PathBuf, String> {
@@ -158,6 +171,7 @@ fn pids_cgroup() -> Result<PathBuf, String> {
             let usable = probe.join("pids.max").exists();
             let _ = std::fs::remove_dir(&probe);
             if usable {
+                sweep(dir);
                 return Ok(dir.clone());
             }
         }

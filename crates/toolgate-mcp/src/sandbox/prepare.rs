@@ -143,6 +143,9 @@ fn environment(profile: &Profile) -> BTreeMap<String, OsString> {
         for name in ["NO_PROXY", "no_proxy"] {
             env.insert(name.to_string(), "localhost,127.0.0.1,::1".into());
         }
+        // Node's own `https` and `fetch` follow the variables above only
+        // when told to (Node 22.21+, 24+); npm and uv follow them anyway.
+        env.insert("NODE_USE_ENV_PROXY".to_string(), "1".into());
     }
     env
 }

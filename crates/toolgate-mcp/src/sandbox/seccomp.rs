@@ -104,6 +104,11 @@ pub(crate) fn programs(gateway: libc::pid_t) -> Result<Vec<BpfProgram>, String> 
     refused.insert(libc::SYS_rt_sigqueueinfo, to_gateway(0)?);
     refused.insert(libc::SYS_rt_tgsigqueueinfo, to_gateway(0)?);
     refused.insert(libc::SYS_pidfd_open, to_gateway(0)?);
+    // A socket named by a path (a database's, docker.sock) or in the
+    // abstract namespace: Landlock does not guard `connect`, so no
+    // AF_UNIX socket is made at all (`socketpair`, which pipes to a
+    // child, is another call and stays).
+    refused.insert(libc::SYS_socket, vec![rule(vec![cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?])?]);
     // Keystrokes pushed into a terminal a server could still hold.
     refused.insert(libc::SYS_ioctl, vec![rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCSTI)?])?, rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCLINUX)?])?]);
     Ok(vec![build(clone3, libc::ENOSYS)?, build(refused, libc::EPERM)?])
