@@ -476,6 +476,18 @@ async fn a_changed_prompt_is_diffed_in_the_console_and_accepted_by_an_admin() {
     let (status, _) = post_form(&base(&h), &ada, "/console/tools/prompt%3Abriefs__brief/accept", &format!("csrf={}", input(&page, "csrf"))).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(get().await["result"]["messages"][0]["content"]["text"].as_str().unwrap().contains("attacker"), "served once accepted");
+
+    // The overview names the box the server runs in: what it reads, its
+    // network, its limits, and the profile's hash its receipts carry.
+    let (status, page) = get_page(&h, &ada, "/console").await;
+    assert_eq!(status, 200);
+    let row = page.split("<td>briefs</td>").nth(1).expect("the server's row").split("</tr>").next().unwrap();
+    assert!(row.contains("boxed") && row.contains(&script.display().to_string()) && row.contains("no network") && row.contains("2048 MiB"), "{row}");
+    let upstream = h.gateway.catalogs.upstreams().iter().find(|u| u.name == "briefs").cloned().unwrap();
+    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else { panic!("boxed") };
+    assert!(row.contains(&profile.hash), "{row}");
+    // Other upstreams (HTTP) take no box, and say so.
+    assert!(page.contains("remote (HTTP)"), "{page}");
 }
 
 async fn get_page(h: &Harness, session: &str, path: &str) -> (StatusCode, String) {
