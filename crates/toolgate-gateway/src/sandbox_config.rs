@@ -192,3 +192,63 @@ pub(crate) fn resolve(name: &str, sandbox: Option<&SandboxConfig>, dir: &Path, s
     Ok(Sandbox::Boxed(Arc::new(Profile { read, write, network, limits, home: state.join("boxes").join(name), hash })))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use toolgate_mcp::sandbox::{Network, Sandbox};
+
+    use crate::config::Config;
+
+    fn parse(servers: &str) -> Result<Config, String> {
+        Config::parse(&format!("[gateway]\nstate_dir = \"/var/lib/toolgate\"\n{servers}"), Path::new("/etc/toolgate/toolgate.toml")).map_err(|e| e.to_string())
+    }
+
+    fn boxed(config: &Config, name: &str) -> std::sync::Arc<toolgate_mcp::sandbox::Profile> {
+        match config.servers[name].sandbox() {
+            Sandbox::Boxed(profile) => profile,
+            Sandbox::Off => panic!("{name} is not boxed"),
+        }
+    }
+
+    /// The hash a receipt names is SHA-256 of the profile's JCS, paths
+    /// absolute: anyone with the config recomputes it.
+    #[test]
+    fn a_profile_resolves_against_the_config_and_hashes_its_jcs() {
+        let config = parse("[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite = [\"/srv/docs\"]\nnetwork = [\"registry.npmjs.org\", \"*.pythonhosted.org:8443\"]\nprocesses = 64\n").unwrap();
+        let profile = boxed(&config, "files");
+        assert_eq!(profile.read, [Path::new("/etc/toolgate/ref")]);
+        assert_eq!(profile.home, Path::new("/var/lib/toolgate/boxes/files"));
+        let jcs = r#"{"cpu_seconds":3600,"memory_mb":2048,"network":["registry.npmjs.org","*.pythonhosted.org:8443"],"open_files":1024,"processes":64,"read":["/etc/toolgate/ref"],"write":["/srv/docs"]}"#;
+        assert_eq!(profile.hash, toolgate_core::proposal::sha256_hex(jcs.as_bytes()));
+        // A grant changed is a hash changed.
+        let other = parse("[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite = [\"/srv\"]\nnetwork = [\"registry.npmjs.org\", \"*.pythonhosted.org:8443\"]\nprocesses = 64\n").unwrap();
+        assert_ne!(boxed(&other, "files").hash, profile.hash);
+    }
+
+    #[test]
+    fn every_stdio_server_is_boxed_unless_its_config_says_off() {
+        let config = parse("[servers.a]\ncommand = \"x\"\n[servers.b]\ncommand = \"y\"\nsandbox = \"off\"\n[servers.c]\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap();
+        let a = boxed(&config, "a");
+        assert_eq!((a.network.clone(), a.read.len(), a.write.len()), (Network::None, 0, 0), "the default box grants nothing");
+        assert_eq!(config.servers["b"].sandbox(), Sandbox::Off);
+        assert_eq!(config.servers["b"].sandbox().receipt_name(), "off");
+    }
+
+    #[test]
+    fn a_bad_sandbox_is_refused_with_what_to_write() {
+        for (text, says) in [
+            ("[servers.a]\ncommand = \"x\"\nsandbox = \"on\"\n", "the one word is \"off\""),
+            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = \"some\"\n", "write \"none\", \"all\", or a list of hosts"),
+            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = [\"http://x\"]\n", "write `host`, `host:port` or `*.domain`"),
+            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nprocesses = 0\n", "give a positive number"),
+            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nwrite = [\"/\"]\n", "the whole disk"),
+            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nreed = [\"/srv\"]\n", "unknown field `reed`"),
+            ("[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = \"off\"\n", "a sandbox is for a server toolgate starts"),
+        ] {
+            let err = parse(text).expect_err(text);
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+}

@@ -30,10 +30,14 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 }
 
 async fn get_ticket(gw: &Gateway) -> Answer {
+    get_ticket_recorded(gw).await.answer
+}
+
+async fn get_ticket_recorded(gw: &Gateway) -> toolgate_gateway::call::Recorded {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
     let get = Call { kind: toolgate_gateway::upstream::Kind::Tool, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), progress: None, client: None, preview: false, deadline_ms: None, input: Default::default(), client_capabilities: None, operation_key: None, run: None, session: None, cancelled: Default::default() };
     let call = CallRequest { caller, trace: Default::default(), request_id: None, era: Era::Modern, call: get };
-    pipeline::call_tool(gw, call).await.answer
+    pipeline::call_tool(gw, call).await
 }
 
 #[tokio::test]
@@ -41,7 +45,15 @@ async fn a_dead_stdio_upstream_gives_retry_and_is_restarted() {
     let dir = tempfile::tempdir().unwrap();
     let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
-    assert!(matches!(get_ticket(&gw).await, Answer::Result(_)));
+    let recorded = get_ticket_recorded(&gw).await;
+    assert!(matches!(recorded.answer, Answer::Result(_)));
+    // Its receipt names the box the server ran in: the profile's hash.
+    let upstream = gw.catalogs.upstreams().iter().find(|u| u.name == "tickets").cloned().unwrap();
+    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else { panic!("boxed by default") };
+    let (placed, _) = recorded.placed.expect("the call's receipt was placed");
+    let logged: Value = serde_json::from_str(&placed.opening.expect("a format-3 receipt's opening").logged).unwrap();
+    assert_eq!(logged["receipt"]["sandbox"], profile.hash.as_str(), "{logged}");
+    assert_eq!(profile.hash.len(), 64);
 
     // Kill the child the gateway started (its argv names our unique state dir).
     let killed = std::process::Command::new("pkill").args(["-9", "-f"]).arg(dir.path().join("atlas")).status().unwrap();
