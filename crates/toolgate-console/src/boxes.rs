@@ -3,7 +3,7 @@
 
 use maud::{Markup, html};
 use toolgate_gateway::gateway::Gateway;
-use toolgate_gateway::sandbox::{Network, Sandbox, host};
+use toolgate_gateway::sandbox::{Sandbox, host};
 use toolgate_gateway::upstream::Upstream;
 
 /// Above the upstreams: what the host cannot do, when a server needs it.
@@ -27,15 +27,7 @@ pub(crate) fn cell(upstream: &Upstream) -> Markup {
         Some(Sandbox::Off) => html! { span.health.down { "off" } " runs as toolgate's own user" },
         Some(Sandbox::Boxed(profile)) => {
             let paths = |list: &[std::path::PathBuf]| list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-            let network = match &profile.network {
-                Network::None => "no network".to_string(),
-                Network::All => "whole network".to_string(),
-                Network::Allow(list) => {
-                    let counts = upstream.network_counts();
-                    let (yes, no) = (counts.allowed.load(std::sync::atomic::Ordering::Relaxed), counts.refused.load(std::sync::atomic::Ordering::Relaxed));
-                    format!("{} ({yes} allowed, {no} refused)", list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
-                }
-            };
+            let network = toolgate_gateway::boxes::network_words(upstream, profile);
             let l = profile.limits;
             html! {
                 span.health.up { "boxed" }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
-use toolgate_mcp::sandbox::{Sandbox, host};
+use toolgate_mcp::sandbox::{Network, Sandbox, host};
 use toolgate_mcp::upstream::Upstream;
 
 /// At start: what this host can build, and each stdio server's box. A host
@@ -29,13 +29,28 @@ pub fn say_at_start(upstreams: &[Arc<Upstream>]) {
     }
 }
 
+/// A box's network in words, with what the proxy allowed and refused so
+/// far: the same for `doctor` and the console.
+pub fn network_words(upstream: &Upstream, profile: &toolgate_mcp::sandbox::Profile) -> String {
+    match &profile.network {
+        Network::None => "no network".to_string(),
+        Network::All => "the host's whole network".to_string(),
+        Network::Allow(list) => {
+            let counts = upstream.network_counts();
+            let (allowed, refused) = (counts.allowed.load(Ordering::Relaxed), counts.refused.load(Ordering::Relaxed));
+            let hosts = list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            format!("only {hosts} through toolgate's proxy ({allowed} connections allowed, {refused} refused so far)")
+        }
+    }
+}
+
 /// One server's box as JSON: `null` for an HTTP upstream; `{"sandbox":
 /// "off"}`; or the profile with its hash and home, and the proxy's counts.
 pub fn describe_upstream(upstream: &Upstream) -> Value {
     let Some(sandbox) = upstream.sandbox() else { return Value::Null };
     let mut out = describe(sandbox);
     if let Sandbox::Boxed(profile) = sandbox
-        && matches!(profile.network, toolgate_mcp::sandbox::Network::Allow(_))
+        && matches!(profile.network, Network::Allow(_))
     {
         let counts = upstream.network_counts();
         out["connections"] = json!({"allowed": counts.allowed.load(Ordering::Relaxed), "refused": counts.refused.load(Ordering::Relaxed)});

@@ -2,7 +2,7 @@
 //! can build, and each server's box.
 
 use toolgate_gateway::gateway::Gateway;
-use toolgate_gateway::sandbox::{Network, Sandbox, host};
+use toolgate_gateway::sandbox::{Sandbox, host};
 use toolgate_gateway::upstream::Upstream;
 
 use crate::doctor::Report;
@@ -38,15 +38,7 @@ pub(crate) fn server(upstream: &Upstream, report: &Report) {
         None => {}
         Some(Sandbox::Off) => report.warn(&what, "sandbox = \"off\": it runs as toolgate's own user and can read toolgate's keys, secrets, config and ledger"),
         Some(Sandbox::Boxed(profile)) => {
-            let network = match &profile.network {
-                Network::None => "no network".to_string(),
-                Network::All => "the host's whole network".to_string(),
-                Network::Allow(list) => {
-                    let counts = upstream.network_counts();
-                    let (yes, no) = (counts.allowed.load(std::sync::atomic::Ordering::Relaxed), counts.refused.load(std::sync::atomic::Ordering::Relaxed));
-                    format!("only {} through toolgate's proxy ({yes} connections allowed, {no} refused so far)", list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
-                }
-            };
+            let network = toolgate_gateway::boxes::network_words(upstream, profile);
             let paths = |list: &[std::path::PathBuf]| if list.is_empty() { "nothing".to_string() } else { list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
             let l = profile.limits;
             report.ok(

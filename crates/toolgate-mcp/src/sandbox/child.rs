@@ -58,6 +58,10 @@ pub(crate) struct ChildPart {
 /// Enters the box. Runs in the forked child: no lock is taken, and what it
 /// reads was made by the parent.
 pub(crate) fn enter(part: &mut ChildPart) -> io::Result<()> {
+    // Every descriptor the gateway was itself started with and left open
+    // would pass into the box, past Landlock (which checks at open): each
+    // closes at exec. Those this function still uses stay open until then.
+    close_all_at_exec()?;
     if let Some(procs) = &part.cgroup_procs {
         write_fd(procs.as_raw_fd(), b"0")?;
     }
@@ -89,6 +93,29 @@ pub(crate) fn enter(part: &mut ChildPart) -> io::Result<()> {
     }
     for filter in &part.filters {
         seccompiler::apply_filter(filter).map_err(|_| io::Error::last_os_error())?;
+    }
+    Ok(())
+}
+
+/// Marks every descriptor above stderr close-on-exec: `close_range` with
+/// CLOSE_RANGE_CLOEXEC (Linux 5.11), else one by one up to the limit.
+fn close_all_at_exec() -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range only sets flags on our own descriptors.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0 {
+        return Ok(());
+    }
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct on our stack; fcntl on a closed
+    // descriptor fails harmlessly.
+    unsafe {
+        check(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit))?;
+        for fd in 3..limit.rlim_cur.min(1 << 20) as RawFd {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
     Ok(())
 }
@@ -143,8 +170,6 @@ fn loopback_up() -> io::Result<()> {
 /// box's one door, made from inside so that the gateway needs no right
 /// over the namespace.
 fn hand_over_listener(sender: RawFd) -> io::Result<()> {
-    #[repr(C, align(8))]
-    struct Control([u8; 64]);
     // SAFETY: plain socket calls on our own stack memory; the listener is
     // closed here once sent (the gateway holds its own copy).
     unsafe {
@@ -165,10 +190,7 @@ fn hand_over_listener(sender: RawFd) -> io::Result<()> {
         let mut byte = [b'p'];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
         let mut control = Control([0; 64]);
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.0.as_mut_ptr().cast();
+        let mut message = one_byte_message(&mut iov, &mut control);
         message.msg_controllen = libc::CMSG_SPACE(size_of::<RawFd>() as u32) as _;
         let header = libc::CMSG_FIRSTHDR(&message);
         (*header).cmsg_level = libc::SOL_SOCKET;
@@ -182,22 +204,33 @@ fn hand_over_listener(sender: RawFd) -> io::Result<()> {
     }
 }
 
+/// Room for one descriptor's control message, aligned as `cmsghdr` is.
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// A message of one byte (`iov`) with room for a descriptor (`control`),
+/// all of it on the caller's stack.
+fn one_byte_message(iov: &mut libc::iovec, control: &mut Control) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is a valid empty one; the pointers set
+    // here outlive the message, which the caller uses at once.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.0.as_mut_ptr().cast();
+    message.msg_controllen = control.0.len() as _;
+    message
+}
+
 /// The gateway's side: the listening socket the child sent, already in
 /// the socket's buffer when `spawn` returns (the child sent it before exec).
 pub(crate) fn receive_listener(receiver: &OwnedFd) -> io::Result<OwnedFd> {
-    #[repr(C, align(8))]
-    struct Control([u8; 64]);
     // SAFETY: recvmsg into our own stack memory; the fd it carries is ours
     // to own from here.
     unsafe {
         let mut byte = [0u8];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
         let mut control = Control([0; 64]);
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.0.as_mut_ptr().cast();
-        message.msg_controllen = control.0.len() as _;
+        let mut message = one_byte_message(&mut iov, &mut control);
         let n = libc::recvmsg(receiver.as_raw_fd(), &mut message, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             return Err(io::Error::last_os_error());

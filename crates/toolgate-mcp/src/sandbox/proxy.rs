@@ -28,6 +28,9 @@ pub struct Counts {
     pub allowed: AtomicU64,
     /// Requests refused (not on the list, not CONNECT, unreadable).
     pub refused: AtomicU64,
+    /// Why the last one was refused: a server that fails to fetch its
+    /// package says only "tunnel error"; this says which host.
+    pub last_refused: std::sync::Mutex<Option<String>>,
 }
 
 /// Serves `listener` for server `server` until the task is dropped.
@@ -68,6 +71,7 @@ async fn one(mut stream: TcpStream, server: &str, allowed: &[Allowed], counts: &
         Err((status, why)) => {
             counts.refused.fetch_add(1, Ordering::Relaxed);
             tracing::info!(server, refused = %shown(&why), "sandbox network: connection refused");
+            *counts.last_refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(shown(&why));
             let body = format!("toolgate: {why}\n");
             let answer = format!("HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
             let _ = stream.write_all(answer.as_bytes()).await;

@@ -55,6 +55,8 @@ pub(crate) struct StdioChannel {
     child: Mutex<Child>,
     /// The box's proxy and cgroup, which go with the channel.
     _boxed: Option<Boxed>,
+    /// Its box's connections through the proxy.
+    network: Arc<Counts>,
 }
 
 impl StdioChannel {
@@ -99,7 +101,7 @@ impl StdioChannel {
             Sandbox::Boxed(_) => UpstreamError::Unavailable(format!("cannot start `{command}` in its sandbox: {e} (`toolgate doctor` says what this host offers)")),
             Sandbox::Off => UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")),
         })?;
-        let boxed = prepared.map(|p| Boxed::start(server, p, network)).transpose().map_err(|why| UpstreamError::Unavailable(format!("`{server}`'s sandbox: {why}")))?;
+        let boxed = prepared.map(|p| Boxed::start(server, p, network.clone())).transpose().map_err(|why| UpstreamError::Unavailable(format!("`{server}`'s sandbox: {why}")))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
@@ -150,7 +152,7 @@ impl StdioChannel {
             routes.lock().unwrap_or_else(|p| p.into_inner()).clear();
         });
 
-        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, last_words, child: Mutex::new(child), _boxed: boxed })
+        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, last_words, child: Mutex::new(child), _boxed: boxed, network })
     }
 
     /// Whether the child is alive: flips to `false` once it exits (its stdout closed).
@@ -192,7 +194,9 @@ impl StdioChannel {
             }
         };
         let words = self.last_words.after_eof().await;
-        if words.is_empty() { status } else { format!("{status}; its stderr ended: {words}") }
+        let refused = self.network.last_refused.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let refused = refused.map(|why| format!("; its sandbox's proxy refused the last connection: {why}")).unwrap_or_default();
+        if words.is_empty() { format!("{status}{refused}") } else { format!("{status}; its stderr ended: {words}{refused}") }
     }
 
     pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
