@@ -163,6 +163,19 @@ impl Gateway {
     pub async fn wait_ready(&self, within: Duration) -> Vec<(String, String)> {
         let waits = self.catalogs.upstreams().iter().map(|u| u.ready(within));
         futures_util::future::join_all(waits).await;
+        self.not_listed()
+    }
+
+    /// `wait_ready`, but an upstream that fails (a server that exits at
+    /// start, a variable it lacks) is not waited for: its first failure
+    /// settles it. What `import` waits for.
+    pub async fn wait_settled(&self, within: Duration) -> Vec<(String, String)> {
+        let waits = self.catalogs.upstreams().iter().map(|u| u.settled(within));
+        futures_util::future::join_all(waits).await;
+        self.not_listed()
+    }
+
+    fn not_listed(&self) -> Vec<(String, String)> {
         self.catalogs
             .upstreams()
             .iter()

@@ -212,7 +212,8 @@ fn references(out: &Path, server: &Imported, values: &BTreeMap<String, Source>, 
 async fn inventory(config_path: &Path) -> anyhow::Result<(String, Vec<(String, String)>)> {
     let config = toolgate_gateway::config::Config::load(config_path)?;
     let gw = Gateway::start(config, Mode::Inspect).await?;
-    let down = gw.wait_ready(READY_WITHIN).await;
+    // A server that fails costs what it takes to fail, not READY_WITHIN.
+    let down = gw.wait_settled(READY_WITHIN).await;
     let catalog = gw.catalogs.current();
     let tools = catalog.tools.values().map(|t| t.audit_entry()).collect();
     let report = audit::audit(&Inventory { tools, contents: Vec::new() });
@@ -237,7 +238,11 @@ fn next_steps(listen: SocketAddr, config_path: &Path, taken: &[Taken], boxes: &B
     let config = std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_path_buf()).display().to_string();
     lines.push(format!("toolgate: {} server{} into {config}", taken.len(), if taken.len() == 1 { "" } else { "s" }));
     for (file, _, s) in taken {
-        let state = if down.iter().any(|(name, _)| *name == s.name) { "did not start; its tools are refused until registered" } else { "tools classed and pinned" };
+        let state = match down.iter().find(|(name, _)| *name == s.name) {
+            // Why, as the server said it (its last stderr lines) or the box did.
+            Some((_, why)) => format!("did not start ({}); its tools are refused until registered", one_line(why)),
+            None => "tools classed and pinned".to_string(),
+        };
         let from = file.as_ref().map(|f| format!(" (from {})", f.display())).unwrap_or_default();
         lines.push(format!("  {}{from}: {state}", s.name));
         // What its box grants and leaves out, each with why: a path or a

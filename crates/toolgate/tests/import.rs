@@ -279,3 +279,24 @@ async fn what_a_client_config_says_is_printed_visibly() {
     assert!(stdout.contains("K\\u{1b}]0;title\\u{7}"), "the variable's key, visibly: {stdout}");
     assert!(stderr.contains("gone\\u{1b}[31m"), "{stderr}");
 }
+
+/// A server that fails at start costs the import what it takes to fail,
+/// not a timeout, and the import says why: the last lines of its stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_at_start_is_not_waited_for_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    std::fs::create_dir(home.join("atlas")).unwrap();
+    let tickets = json!({"command": BIN, "args": ["atlas", "tickets", "--state", home.join("atlas")]});
+    let failing = json!({"command": "sh", "args": ["-c", "echo 'error: invalid peer certificate: UnknownIssuer' >&2; exit 3"]});
+    let client = home.join("mcp.json");
+    std::fs::write(&client, json!({"mcpServers": {"tickets": tickets, "broken": failing}}).to_string()).unwrap();
+    let started = std::time::Instant::now();
+    let (ok, stdout, stderr) = import(&[&client], &home.join("gateway"));
+    let took = started.elapsed();
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(took < std::time::Duration::from_secs(5), "the import waited {took:?} for a server that had exited");
+    assert!(stdout.contains("broken") && stdout.contains("UnknownIssuer"), "the reason is printed: {stdout}");
+    let config = std::fs::read_to_string(home.join("gateway/toolgate.toml")).unwrap();
+    assert!(config.contains("`broken` did not start") && config.contains("UnknownIssuer") && config.contains("exit status: 3"), "{config}");
+}

@@ -505,14 +505,24 @@ impl Upstream {
 
     /// Waits until the first listing exists or `within` passes.
     pub async fn ready(&self, within: Duration) -> bool {
+        self.until(within, |s| s.listing.is_some()).await;
+        self.listing().is_some()
+    }
+
+    /// Waits until the upstream is listed or has failed a first time (a
+    /// server that exits at once is not waited out), or `within` passes.
+    /// Whether it is listed.
+    pub async fn settled(&self, within: Duration) -> bool {
+        self.until(within, |s| s.listing.is_some() || s.down.is_some()).await;
+        self.listing().is_some()
+    }
+
+    async fn until(&self, within: Duration, done: impl Fn(&State) -> bool) {
         let mut changes = self.changes();
         let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if self.listing().is_some() {
-                return true;
-            }
+        while !done(&self.read()) {
             if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
-                return self.listing().is_some();
+                return;
             }
         }
     }
