@@ -134,6 +134,13 @@ impl Source {
                 if !status.is_success() {
                     let text = body::read_head(response, ERROR_HEAD).await;
                     let text: String = visible(text.trim()).chars().take(300).collect();
+                    if matches!(status.as_u16(), 401 | 403) {
+                        let fix = match token {
+                            None => "this log is served to approvers only (`[receipts] log_access`): set TOOLGATE_LOG_TOKEN to an approver's token",
+                            Some(_) => "the token in TOOLGATE_LOG_TOKEN was not accepted: give an approver's (or an admin's, for receipts logged in the clear)",
+                        };
+                        return Err(Refused(format!("{url} answered {status}: {text}; {fix}")).into());
+                    }
                     bail!("{url} answered {status}: {text}");
                 }
                 let what = format!("{what} at {url}");
@@ -230,7 +237,8 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
         // None signed yet (404) is waited for like one that does not cover it.
         let text = match source.get("checkpoint").await {
             Ok(bytes) => String::from_utf8(bytes).map_err(|_| anyhow!("the log's checkpoint is not UTF-8"))?,
-            Err(e) if Instant::now() >= deadline => return Err(e),
+            // Waiting does not change the reader's rights.
+            Err(e) if Instant::now() >= deadline || e.is::<Refused>() => return Err(e),
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
@@ -353,6 +361,12 @@ pub fn witness_keys(vkeys: &[String], min: Option<usize>) -> anyhow::Result<(Vec
 /// `toolgate verify --answer FILE`: reads the saved answer, proves it from
 /// `log` (or the log its receipt names) and prints the report. Ok(false)
 /// when something did not verify.
+/// The log refused this reader (401, 403): said at once, with the
+/// variable that carries a token, and not waited out.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(String);
+
 pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], (witnesses, min_witnesses): (&[String], Option<usize>), token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
     let bytes = std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
     let doc: Value = serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", answer_file.display()))?;

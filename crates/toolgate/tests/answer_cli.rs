@@ -42,6 +42,13 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
         };
         let out = verify(&saved);
         assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).ends_with("verified\n"), "{mode}: {}", text(&out));
+        // Without a token: refused at once, and told which variable carries one.
+        let started = std::time::Instant::now();
+        let mut anonymous = toolgate();
+        anonymous.args(["verify", "--answer"]).arg(&saved).args(["--log", &log, "--vkey", &vkeys[0]]).env_remove("TOOLGATE_LOG_TOKEN");
+        let out = anonymous.output().unwrap();
+        assert!(!out.status.success() && text(&out).contains("answered 401") && text(&out).contains("TOOLGATE_LOG_TOKEN"), "{}", text(&out));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "a refusal is not waited out: {:?}", started.elapsed());
         // Another leaf under the same index: not verified, exit 1.
         let mut forged: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
         forged["leaf_hash"] = Value::String("ab".repeat(32));
