@@ -358,15 +358,15 @@ pub fn witness_keys(vkeys: &[String], min: Option<usize>) -> anyhow::Result<(Vec
     Ok((witnesses, min))
 }
 
-/// `toolgate verify --answer FILE`: reads the saved answer, proves it from
-/// `log` (or the log its receipt names) and prints the report. Ok(false)
-/// when something did not verify.
 /// The log refused this reader (401, 403): said at once, with the
 /// variable that carries a token, and not waited out.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct Refused(String);
 
+/// `toolgate verify --answer FILE`: reads the saved answer, proves it from
+/// `log` (or the log its receipt names) and prints the report. Ok(false)
+/// when something did not verify.
 pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], (witnesses, min_witnesses): (&[String], Option<usize>), token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
     let bytes = std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
     let doc: Value = serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", answer_file.display()))?;

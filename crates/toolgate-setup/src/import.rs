@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Where the written config serves MCP over HTTP.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8700")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     pub listen: SocketAddr,
 }
 

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME.VAR=VALUE")]
     pub env: Vec<String>,
     /// Where the written config serves MCP over HTTP.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8700")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     pub listen: SocketAddr,
 }
 

@@ -20,6 +20,9 @@ const MAX_HEAD: usize = 8 * 1024;
 /// How long a box gets to send its request, and a host to answer a connect.
 const HEAD_WITHIN: Duration = Duration::from_secs(10);
 const CONNECT_WITHIN: Duration = Duration::from_secs(15);
+/// Connections one box may hold open through the proxy at once: each
+/// costs the gateway two descriptors, which a box must not exhaust.
+const MAX_OPEN: usize = 64;
 
 /// A box's connections, counted since it started.
 #[derive(Debug, Default)]
@@ -35,13 +38,19 @@ pub struct Counts {
 
 /// Serves `listener` for server `server` until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, server: Arc<str>, allowed: Arc<[Allowed]>, counts: Arc<Counts>) {
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN));
     loop {
+        // Accepted only while a place is free: the rest wait in the backlog.
+        let Ok(place) = open.clone().acquire_owned().await else { return };
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let (server, allowed, counts) = (server.clone(), allowed.clone(), counts.clone());
-        tokio::spawn(async move { one(stream, &server, &allowed, &counts).await });
+        tokio::spawn(async move {
+            one(stream, &server, &allowed, &counts).await;
+            drop(place);
+        });
     }
 }
 
