@@ -12,9 +12,24 @@ so the machine's noise falls on each alike:
      due), long enough for the stall check (no call over 5 ms in 60 s);
   2. saturation at 16 and at 64 clients.
 
-A last leg, "legacy", is toolgate in front of a second parts server that
-speaks only the 2025-11-25 handshake (`atlas parts --legacy`): the legacy
-upstream path, with its own upstream's CPU counted.
+A leg "legacy" is toolgate in front of a second parts server that speaks
+only the 2025-11-25 handshake (`atlas parts --legacy`): the legacy upstream
+path, with its own upstream's CPU counted.
+
+Two more legs are toolgate with the parts server as its stdio child
+(`toolgate atlas parts --state DIR`, issue 59): "stdio", in its box (user and
+network namespaces, Landlock, seccomp, limits; `[servers.parts.sandbox]
+write = [DIR]`), and "stdio-off", the same with `sandbox = "off"`. Each
+counts its own child's CPU as the upstream's. They are alternated with the
+rest, so stdio/stdio-off is what the box costs a call. BENCH_STDIO_SETSID=1
+adds "off-setsid": unboxed, but in a session of its own as the box's child
+is (`setsid -w`), which the kernel's autogroups make a scheduling group of
+its own; stdio/off-setsid is then the box's layers alone. Then the start: from
+spawning `toolgate serve` with one server to its first tools/list through
+the gateway that lists the server's tools (`serve` binds once its upstreams
+are listed), for stdio, stdio-off and, as the reference without a child, an
+HTTP upstream already running ("toolgate"); alternated, the median of
+BENCH_STARTS each.
 
 Per leg: throughput, p50, p99, max, the CPU each process spent per call,
 context switches per call (each is a thread handing off or waiting), RSS.
@@ -26,6 +41,8 @@ Knobs (environment): BENCH_SLICE_S (saturation slice, default 4),
 BENCH_RATE_SLICE_S (fixed-rate slice, default 10), BENCH_ROUNDS (default 3
 saturation rounds; the fixed rate runs 2x as many), BENCH_RATE (1000),
 TOOLGATE_BENCH_BEFORE (a second toolgate binary, run as the leg "before"),
+BENCH_STARTS (starts per kind, default 10), BENCH_ONLY=start (the starts alone),
+BENCH_STDIO_SETSID=1 (the leg "off-setsid"),
 BENCH_VERBOSE=1 (one line per slice; scripts/bench_tail.py shows where a tail comes from), BENCH_KEEP=1
 (keep the run's directory: the ledgers and each process's log).
 """
@@ -39,7 +56,9 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,6 +71,9 @@ SLICE = float(os.environ.get("BENCH_SLICE_S", "4"))
 RATE_SLICE = float(os.environ.get("BENCH_RATE_SLICE_S", "10"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 RATE = int(os.environ.get("BENCH_RATE", "1000"))
+STARTS = int(os.environ.get("BENCH_STARTS", "10"))
+SETSID = os.environ.get("BENCH_STDIO_SETSID") == "1"
+ONLY = os.environ.get("BENCH_ONLY", "")
 BEFORE = os.environ.get("TOOLGATE_BENCH_BEFORE")
 CPUS = os.cpu_count() or 1
 # oha on the last core; the servers on the others (all of them on one core).
@@ -62,12 +84,14 @@ ERA = "2026-07-28"
 ARGUMENTS = {"model_variant": "AC-250-S", "category": "intake-filter"}
 
 
+META = {"io.modelcontextprotocol/protocolVersion": ERA,
+        "io.modelcontextprotocol/clientInfo": {"name": "bench-gateway", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}}
+
+
 def body(tool):
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": ARGUMENTS, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": ERA,
-            "io.modelcontextprotocol/clientInfo": {"name": "bench-gateway", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}}})
+        "name": tool, "arguments": ARGUMENTS, "_meta": META}})
 
 
 def headers(tool):
@@ -75,7 +99,49 @@ def headers(tool):
             "MCP-Protocol-Version": ERA, "Mcp-Method": "tools/call", "Mcp-Name": tool}
 
 
-class Server:
+class Proc:
+    """A process by its pid: its CPU, context switches and RSS, from /proc."""
+
+    def __init__(self, name, pid):
+        self.name, self.pid = name, pid
+
+    def cpu_ticks(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    def switches(self):
+        """Context switches of all the process's threads (voluntary + not)."""
+        total = 0
+        for task in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{task}/status") as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                            total += int(line.split()[1])
+            except FileNotFoundError:
+                pass
+        return total
+
+    def rss_mb(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def children(self):
+        pids = []
+        for task in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{task}/children") as f:
+                    pids += [int(p) for p in f.read().split()]
+            except FileNotFoundError:
+                pass
+        return pids
+
+
+class Server(Proc):
     """One serving process, pinned to the servers' cores; its URL read off its output."""
 
     def __init__(self, name, argv, pattern, log_dir, env=None):
@@ -83,6 +149,8 @@ class Server:
         self.log = open(os.path.join(log_dir, f"{name}.log"), "w+")
         self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPUS, *argv], stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "RUST_LOG": "warn", **(env or {})})
+        # taskset execs the program: the same pid.
+        self.pid = self.proc.pid
         deadline = time.time() + 30
         while time.time() < deadline:
             self.log.seek(0)
@@ -95,31 +163,6 @@ class Server:
             time.sleep(0.05)
         self.log.seek(0)
         sys.exit(f"{name} did not start:\n{self.log.read()}")
-
-    def cpu_ticks(self):
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
-
-    def switches(self):
-        """Context switches of all the process's threads (voluntary + not)."""
-        total = 0
-        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
-            try:
-                with open(f"/proc/{self.proc.pid}/task/{task}/status") as f:
-                    for line in f:
-                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                            total += int(line.split()[1])
-            except FileNotFoundError:
-                pass
-        return total
-
-    def rss_mb(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
 
     def stop(self):
         self.proc.terminate()
@@ -238,14 +281,45 @@ def show(title, figures):
               f"{f['cpu_hop']:>13.0f} + {f['cpu_upstream']:>8.0f} ({f['cpu_load']:>5.0f})  {f['ctx_hop']:>15.2f} + {f['ctx_upstream']:>11.2f}")
 
 
-def toolgate_config(upstream):
+def http_server(upstream):
+    """The `[servers.parts]` table of an HTTP upstream."""
+    return f'''[servers.parts]
+url = "{upstream}"
+'''
+
+
+def stdio_server(state, boxed):
+    """The `[servers.parts]` table of the parts server as toolgate's stdio
+    child, writing its sandbox files in `state`: in its box (granted that
+    folder), or unboxed (`sandbox = "off"`)."""
+    os.makedirs(state, exist_ok=True)
+    table = f'''[servers.parts]
+command = {json.dumps(TOOLGATE)}
+args = ["atlas", "parts", "--state", {json.dumps(state)}]
+'''
+    if boxed:
+        return table + f"\n[servers.parts.sandbox]\nwrite = [{json.dumps(state)}]\n"
+    return table + 'sandbox = "off"\n'
+
+
+def setsid_server(state):
+    """The unboxed parts server in a session of its own, as the box's child
+    is (`setsid -w`: the child toolgate spawns leads its process group, so
+    setsid forks, and waits), for BENCH_STDIO_SETSID."""
+    os.makedirs(state, exist_ok=True)
+    return f'''[servers.parts]
+command = "setsid"
+args = ["-w", {json.dumps(TOOLGATE)}, "atlas", "parts", "--state", {json.dumps(state)}]
+sandbox = "off"
+'''
+
+
+def toolgate_config(server):
     return f"""[gateway]
 listen = "127.0.0.1:0"
 state_dir = "state"
 
-[servers.parts]
-url = "{upstream}"
-
+{server}
 [registry."parts__find_part"]
 class = "automatic"
 read_only = true
@@ -276,15 +350,174 @@ def receipts_in(state_dir):
         db.close()
 
 
-def start_toolgate(name, binary, upstream, work, logs):
-    home = os.path.join(work, name)
+def write_config(home, server):
     os.makedirs(home)
     config = os.path.join(home, "toolgate.toml")
     with open(config, "w") as f:
-        f.write(toolgate_config(upstream))
-    server = Server(name, [binary, "serve", "--config", config], r"serving MCP on (\S+)", logs)
-    server.state = os.path.join(home, "state")
-    return server
+        f.write(toolgate_config(server))
+    return config
+
+
+def start_toolgate(name, binary, upstream, work, logs, server=None):
+    """A toolgate in front of the HTTP `upstream`, or of `server` (a
+    `[servers.parts]` table) when given."""
+    home = os.path.join(work, name)
+    config = write_config(home, server or http_server(upstream))
+    gateway = Server(name, [binary, "serve", "--config", config], r"serving MCP on (\S+)", logs)
+    gateway.state = os.path.join(home, "state")
+    return gateway
+
+
+def stdio_child(gateway):
+    """The parts server a toolgate started as its stdio child, or below a
+    wrapper such as `setsid -w` (it is listed before `serve` binds, so it is
+    running by now)."""
+    below = gateway.children()
+    while below:
+        pid = below.pop(0)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except FileNotFoundError:
+            continue
+        if argv[1:3] == [b"atlas", b"parts"]:
+            return Proc(f"{gateway.name}-child", pid)
+        below += Proc("", pid).children()
+    sys.exit(f"{gateway.name}: no stdio child found")
+
+
+def box_of(proc):
+    """What /proc says of a process's box: its seccomp mode, no_new_privs,
+    and whether its user and network namespaces are its own."""
+    status = {}
+    with open(f"/proc/{proc.pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            status[k] = v.strip()
+    own = [ns for ns in ("user", "net") if os.readlink(f"/proc/{proc.pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}")]
+    seccomp = {"0": "no seccomp", "1": "seccomp strict", "2": "seccomp filter"}.get(status.get("Seccomp"), "seccomp ?")
+    parts = [seccomp, f"no_new_privs {status.get('NoNewPrivs', '?')}", "own " + "+".join(own) + " namespaces" if own else "the host's namespaces"]
+    return ", ".join(parts), seccomp == "seccomp filter" and own == ["user", "net"]
+
+
+def autogroup(proc):
+    """The scheduler's autogroup of a process (one per session, when
+    kernel.sched_autogroup_enabled is 1), or "autogroups off"."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            if f.read().strip() != "1":
+                return "autogroups off"
+        with open(f"/proc/{proc.pid}/autogroup") as f:
+            return f.read().split()[0].lstrip("/")
+    except OSError:
+        return "autogroups off"
+
+
+def list_tools(url):
+    """One tools/list through a gateway: its text, or None if it did not answer 200."""
+    data = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}).encode()
+    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": ERA, "Mcp-Method": "tools/list"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=hdrs, method="POST"), timeout=10) as r:
+            return r.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def one_start(config, log_path):
+    """Spawns `toolgate serve` on `config` and times it: to its "serving"
+    line (it binds once its upstream is listed), and to the first tools/list
+    through it that lists parts__find_part. Stops it. Seconds."""
+    with open(log_path, "a") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(["taskset", "-c", SERVER_CPUS, TOOLGATE, "serve", "--config", config], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "warn"})
+        try:
+            url = None
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                log.write(line)
+                m = re.search(r"serving MCP on (\S+)", line)
+                if m:
+                    url, t_bound = m.group(1), time.perf_counter()
+                    break
+            if url is None:
+                sys.exit(f"toolgate did not start on {config}; see {log_path}")
+            # Its later output, if any, goes to the log.
+            drain = threading.Thread(target=lambda: [log.write(r.decode(errors="replace")) for r in proc.stdout], daemon=True)
+            drain.start()
+            deadline = time.time() + 30
+            while True:
+                text = list_tools(url)
+                if text and "parts__find_part" in text:
+                    t_listed = time.perf_counter()
+                    break
+                if time.time() > deadline:
+                    sys.exit(f"toolgate on {config} never listed parts__find_part: {(text or '')[:400]}")
+                time.sleep(0.001)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        drain.join(timeout=5)
+    return t_bound - t0, t_listed - t0
+
+
+def start_costs(upstream, work, logs):
+    """The start of a toolgate with one server: stdio in its box, stdio
+    unboxed, and an HTTP upstream already running (the gateway's own start,
+    no child). Each kind's state is made by a first, untimed start; then
+    BENCH_STARTS starts of each, alternated (the order turned each round).
+    Per kind: the times to the first tools/list, and to "serving", in the
+    order of the rounds (a round's starts are close in time: their
+    differences are the fairest comparison on a busy machine)."""
+    kinds = {"stdio": stdio_server(os.path.join(work, "start-atlas-stdio"), True),
+             "stdio-off": stdio_server(os.path.join(work, "start-atlas-stdio-off"), False),
+             "toolgate": http_server(upstream.url)}
+    configs = {k: write_config(os.path.join(work, f"start-{k}"), server) for k, server in kinds.items()}
+    log = lambda k: os.path.join(logs, f"start-{k}.log")
+    for k, config in configs.items():
+        one_start(config, log(k))
+    listed = {k: [] for k in kinds}
+    bound = {k: [] for k in kinds}
+    names = list(kinds)
+    for i in range(STARTS):
+        for k in names[i % len(names):] + names[:i % len(names)]:
+            b, l = one_start(configs[k], log(k))
+            bound[k].append(b * 1e3)
+            listed[k].append(l * 1e3)
+            if os.environ.get("BENCH_VERBOSE"):
+                print(f"      start {k}: serving at {b * 1e3:.1f} ms, listed at {l * 1e3:.1f} ms", flush=True)
+    return listed, bound
+
+
+def median(values):
+    return percentile(values, 0.5) if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+
+
+def paired(listed, a, b):
+    """The median of a's start minus b's, round by round (ms)."""
+    return median(sorted(x - y for x, y in zip(listed[a], listed[b])))
+
+
+def show_starts(listed, bound):
+    print(f"\nstart: `toolgate serve` spawned to its first tools/list listing the server's tools, {STARTS} starts per kind, alternated")
+    print(f"   {'kind':<9} {'median ms':>10} {'min':>8} {'max':>8}   {'to serving, median':>18}")
+    for k in listed:
+        v = sorted(listed[k])
+        print(f"   {k:<9} {median(v):>10.1f} {v[0]:>8.1f} {v[-1]:>8.1f}   {median(sorted(bound[k])):>18.1f}")
+    print(f"   round by round, median: stdio - stdio-off {paired(listed, 'stdio', 'stdio-off'):+.1f} ms, stdio-off - toolgate {paired(listed, 'stdio-off', 'toolgate'):+.1f} ms")
+
+
+def start_figures(listed):
+    """The start line's figures: medians of stdio, stdio-off and the HTTP
+    upstream, the paired box difference, and the minima's difference."""
+    m = {k: median(sorted(v)) for k, v in listed.items()}
+    return m["stdio"], m["stdio-off"], m["toolgate"], paired(listed, "stdio", "stdio-off"), min(listed["stdio"]) - min(listed["stdio-off"])
 
 
 def start_parts(work, logs, servers):
@@ -310,6 +543,13 @@ def main():
     servers = []
     try:
         upstream, relay = start_parts(work, logs, servers)
+        if ONLY == "start":
+            print(f"toolgate bench-gateway, BENCH_ONLY=start — {CPUS} cores: toolgate on cpu {SERVER_CPUS}")
+            listed, bound = start_costs(upstream, work, logs)
+            show_starts(listed, bound)
+            s, o, h, d, dmin = start_figures(listed)
+            print(f"start to the first tools/list: stdio {s:.1f} ms boxed, {o:.1f} ms off; the box {d:+.1f} ms round by round ({dmin:+.1f} ms between the minima); HTTP upstream {h:.1f} ms")
+            return
         gateway = start_toolgate("toolgate", TOOLGATE, upstream.url, work, logs)
         servers.append(gateway)
         legs = [Leg("direct", upstream.url, "find_part"), Leg("relay", relay.url, "find_part", relay),
@@ -327,13 +567,41 @@ def main():
         legacy = start_toolgate("legacy", TOOLGATE, legacy_upstream.url, work, logs)
         servers.append(legacy)
         legs.append(Leg("legacy", legacy.url, "parts__find_part", legacy, legacy_upstream))
+        # toolgate with the parts server as its stdio child, in its box and
+        # not; each leg counts its own child as its upstream.
+        boxes = {}
+        for name, boxed in (("stdio", True), ("stdio-off", False)):
+            hop = start_toolgate(name, TOOLGATE, None, work, logs, stdio_server(os.path.join(work, f"atlas-{name}"), boxed))
+            servers.append(hop)
+            child = stdio_child(hop)
+            legs.append(Leg(name, hop.url, "parts__find_part", hop, child))
+            boxes[name], in_box = box_of(child)
+            if in_box != boxed:
+                sys.exit(f"{name}: its child is {'not ' if boxed else ''}in a box: {boxes[name]}")
+        if SETSID:
+            # Unboxed, but in a session of its own like the box's child:
+            # with the kernel's autogroups on, a session is a scheduling
+            # group of its own (docs/BENCHMARKS.md, "The box").
+            hop = start_toolgate("off-setsid", TOOLGATE, None, work, logs, setsid_server(os.path.join(work, "atlas-off-setsid")))
+            servers.append(hop)
+            legs.append(Leg("off-setsid", hop.url, "parts__find_part", hop, stdio_child(hop)))
+        for leg in legs:
+            if leg.name.startswith(("stdio", "off-")):
+                boxes.setdefault(leg.name, box_of(leg.upstream)[0])
+                session = "its own session" if os.getsid(leg.upstream.pid) == leg.upstream.pid else "the gateway's session"
+                boxes[leg.name] += f", {session}, {autogroup(leg.upstream)}"
         # Idle: started, its upstream listed, nothing called yet.
         time.sleep(3)
         idle = {leg.name: leg.hop.rss_mb() for leg in legs if leg.hop}
         sizes = {leg.name: call_once(leg.url, leg.tool) for leg in legs}
         print(f"toolgate bench-gateway — find_part on the Atlas parts server; {CPUS} cores: oha on cpu {LOAD_CPU}, servers on cpu {SERVER_CPUS}")
         print("   answer bytes: " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
-        print("   idle RSS: " + ", ".join(f"{k} {v:.1f} MB" for k, v in idle.items()) + f"; upstream {upstream.rss_mb():.1f} MB")
+        print("   idle RSS: " + ", ".join(f"{k} {v:.1f} MB" for k, v in idle.items()) + f"; upstream {upstream.rss_mb():.1f} MB"
+              + "".join(f"; {leg.name}'s child {leg.upstream.rss_mb():.1f} MB" for leg in legs if leg.name.startswith(("stdio", "off-"))))
+        print("   stdio children: " + "; ".join(f"{k}: {v}" for k, v in boxes.items()))
+        # The starts before any load: the saturation's writeback would land in them.
+        listed, bound = start_costs(upstream, work, logs)
+        show_starts(listed, bound)
         run_phase(legs, upstream, 16, 1, 1)  # warm every path
         counted = {leg.name: 0 for leg in legs}
         # The fixed rate first, on a young ledger: after saturation the
@@ -353,7 +621,7 @@ def main():
         # Every call toolgate answered has its receipt in the ledger.
         per_receipt = {}
         for leg in legs:
-            if leg.name in ("toolgate", "before", "legacy"):
+            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid"):
                 n, per_receipt[leg.name] = receipts_in(leg.hop.state)
                 answered = counted[leg.name]
                 verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
@@ -373,10 +641,27 @@ def main():
         stall = "no stall" if l["p50"] < 5 else "STALLED"
         print(f"   through a legacy upstream (2025-11-25 session, SSE answers): {stall}; at {RATE}/s {l['p50'] - g['p50']:+.2f} ms p50 and "
               f"{l['p99'] - g['p99']:+.2f} ms p99 against the 2026-07-28 upstream, max {l['max']:.1f} ms, {l['over5']} calls over 5 ms")
+        # The box: stdio against stdio-off, and both against the HTTP upstream.
+        sb, so = fixed["stdio"], fixed["stdio-off"]
+        box_sat = {c: sat[c]["stdio"]["throughput"] / sat[c]["stdio-off"]["throughput"] for c in sat}
+        start_box, start_off, start_http, start_delta, start_dmin = start_figures(listed)
+        print("   stdio boxed/off at saturation: " + ", ".join(f"{box_sat[c]:.2f}x at {c} ({sat[c]['stdio']['throughput']:.0f} / {sat[c]['stdio-off']['throughput']:.0f} calls/s)" for c in sat)
+              + "; stdio-off/toolgate (HTTP upstream): " + ", ".join(f"{sat[c]['stdio-off']['throughput'] / sat[c]['toolgate']['throughput']:.2f}x at {c}" for c in sat))
+        print(f"   stdio at {RATE}/s: p50 {sb['p50']:.3f} / {so['p50']:.3f} ms, p99 {sb['p99']:.3f} / {so['p99']:.3f} ms (boxed / off; HTTP upstream {g['p50']:.3f} / {g['p99']:.3f}); "
+              f"child's CPU/call {sb['cpu_upstream']:.0f} / {so['cpu_upstream']:.0f} us, hop's {sb['cpu_hop']:.0f} / {so['cpu_hop']:.0f} us; "
+              f"max {sb['max']:.1f} / {so['max']:.1f} ms, {sb['over5']} / {so['over5']} calls over 5 ms")
+        if SETSID:
+            ss = fixed["off-setsid"]
+            print("   stdio boxed/off-setsid (sessions alike) at saturation: " + ", ".join(f"{sat[c]['stdio']['throughput'] / sat[c]['off-setsid']['throughput']:.2f}x at {c}" for c in sat)
+                  + f"; at {RATE}/s p50 {sb['p50'] / ss['p50']:.2f}x, p99 {sb['p99'] / ss['p99']:.2f}x; off-setsid/stdio-off " + ", ".join(f"{sat[c]['off-setsid']['throughput'] / sat[c]['stdio-off']['throughput']:.2f}x at {c}" for c in sat))
+        print(f"   start to the first tools/list: stdio {start_box:.1f} ms boxed, {start_off:.1f} ms off; the box {start_delta:+.1f} ms round by round "
+              f"({start_dmin:+.1f} ms between the minima); HTTP upstream {start_http:.1f} ms")
         # The issue's form: figures at the fixed rate unless said otherwise.
         print(f"toolgate/relay {best[0]:.2f}x at saturation; {g['p50'] - r['p50']:+.2f} ms p50, {g['p99'] - r['p99']:+.2f} ms p99 at {RATE}/s; "
               f"idle RSS {idle['toolgate']:.1f} MB; {g['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay; {g['ctx_hop']:.2f} switches/call; "
-              f"{per_receipt['toolgate']:.0f} B/receipt; {g['over5']} calls over 5 ms (relay {r['over5']}), max {g['max']:.1f} ms")
+              f"{per_receipt['toolgate']:.0f} B/receipt; {g['over5']} calls over 5 ms (relay {r['over5']}), max {g['max']:.1f} ms; "
+              f"stdio boxed/off {'/'.join(f'{box_sat[c]:.2f}' for c in sat)}x at {'/'.join(str(c) for c in sat)} clients, "
+              f"p50 {sb['p50'] / so['p50']:.2f}x, p99 {sb['p99'] / so['p99']:.2f}x at {RATE}/s, start {start_box:.0f} / {start_off:.0f} ms ({start_delta:+.1f} ms)")
     finally:
         for s in servers:
             s.stop()
