@@ -72,11 +72,12 @@ fn sdk_calls(url: &str) {
 }
 
 /// An operator's config: the conformance fixture as a stdio server (the
-/// installed binary), read automatically, by an anonymous caller.
-fn operator_config(listen: &str) -> String {
+/// installed binary), read automatically, by an anonymous caller. `extra`
+/// goes in the server's table.
+fn operator_config(listen: &str, extra: &str) -> String {
     format!(
         "[gateway]\nlisten = \"{listen}\"\nstate_dir = \"/var/lib/toolgate\"\nlock_file = \"/var/lib/toolgate/toolgate.lock\"\n\n\
-         [servers.fixture]\ncommand = \"/usr/bin/toolgate\"\nargs = [\"conformance-fixture\", \"--stdio\"]\n\n\
+         [servers.fixture]\ncommand = \"/usr/bin/toolgate\"\nargs = [\"conformance-fixture\", \"--stdio\"]\n{extra}\n\
          [registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n\
          [callers.agent]\ntenant = \"acme\"\nanonymous = true\n"
     )
@@ -167,7 +168,7 @@ async fn the_deb_installs_its_unit_verifies_and_its_service_serves() {
     drop(shipped);
 
     // The operator names a server and a caller; the Python SDK calls through.
-    std::fs::write("/etc/toolgate/toolgate.toml", operator_config("127.0.0.1:0")).unwrap();
+    std::fs::write("/etc/toolgate/toolgate.toml", operator_config("127.0.0.1:0", "")).unwrap();
     let served = spawn_listening(as_the_unit_runs(exec_start), &dir.path().join("served.log"), "toolgate: serving MCP on").await;
     sdk_calls(&served.url);
     run(StdCommand::new("/usr/bin/toolgate").arg("probe").arg(served.url.replace("/mcp", "/readyz")));
@@ -268,7 +269,10 @@ fn the_image_runs_as_a_user_is_healthy_and_the_python_sdk_calls_through_it() {
 
     // The operator's config over the image's, as its comment says.
     let config_file = dir.path().join("toolgate.toml");
-    std::fs::write(&config_file, operator_config("127.0.0.1:8765")).unwrap();
+    // A container is the box: the engine's seccomp profile refuses the
+    // user namespace a box needs, so the server is run unboxed, by name
+    // (DEPLOY.md). The .deb's unit above boxes it.
+    std::fs::write(&config_file, operator_config("127.0.0.1:8765", "sandbox = \"off\"\n")).unwrap();
     let name = format!("toolgate-test-{}", std::process::id());
     podman.start(&name, &image, &["-v", &format!("{}:/etc/toolgate/toolgate.toml:ro", config_file.display())]);
     eventually(Duration::from_secs(60), "healthy", || podman.podman().args(["healthcheck", "run", &name]).output().unwrap().status.success());
