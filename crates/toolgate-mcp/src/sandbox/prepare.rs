@@ -150,11 +150,11 @@ fn environment(profile: &Profile) -> BTreeMap<String, OsString> {
     env
 }
 
-/// The box's folder and its temporary folder, owner-only.
+/// The box's folder and its temporary folder, owner-only, neither made
+/// through a link (a box could plant one in its own folder before a restart).
 fn make_home(home: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt as _;
     for dir in [home.to_path_buf(), home.join("tmp")] {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| format!("cannot make the box's folder {}: {e}", dir.display()))?;
+        crate::owner_only::create_private_dir(&dir).map_err(|e| format!("cannot make the box's folder: {e:#}"))?;
     }
     Ok(())
 }
