@@ -18,7 +18,8 @@
 //! - `operations` — writes by state, reconcile, resolve by hand.
 //! - `notices` — the outbox of approval notices: dead ones, send again.
 //! - `receipts` — the log, one receipt verified, bundles to download.
-//! - `overview` — calls and decisions over time, upstream health.
+//! - `overview` — calls and decisions over time, upstream health, the
+//!   config in force and (for an admin) reloading it.
 //! - `page` — the frame every screen shares.
 
 #![warn(missing_docs)]
@@ -77,7 +78,7 @@ impl Console {
     /// The routes to serve beside `/mcp`: the console's when `[console]` is
     /// enabled without an address of its own, else none.
     pub fn beside_mcp(&self) -> Router {
-        let config = &self.gw.config.console;
+        let config = &self.gw.config().console;
         if config.enabled && config.listen.is_none() { self.router() } else { Router::new() }
     }
 
@@ -96,6 +97,7 @@ impl Console {
 fn routes() -> Router<Console> {
     Router::new()
         .route("/console", get(overview::show))
+        .route("/console/reload", post(overview::reload))
         .route("/console/signin", get(signin::form).post(signin::signin))
         .route("/console/signout", post(signin::signout))
         .route("/console/approvals", get(approvals::inbox))

@@ -6,30 +6,74 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use toolgate_core::operation::OperationState;
 use toolgate_core::receipt::Receipt;
 use toolgate_gateway::gateway::Gateway;
 
-use super::extract::Signed;
-use super::page::{self, Nav, notice, when};
+use super::extract::{Admin, Refusal, Signed, SignedForm};
+use super::page::{self, Nav, csrf, notice, short, when};
+use super::session::Session;
 use super::receipts::{Filter, recent};
 
 const MINUTES: i64 = 30;
 const DECISIONS: [&str; 3] = ["allow", "require_approval", "deny"];
 
-/// `GET /console`.
-pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
-    let s = &signed.session;
+/// `GET /console` (`?reloaded` after a reload: the version in force is
+/// read here, never taken from the link).
+pub(crate) async fn show(State(gw): State<Arc<Gateway>>, Query(q): Query<Shown>, signed: Signed) -> Response {
+    let said = q.reloaded.is_some().then(|| notice(true, &format!("The config was read again; version {} is in force.", cut(gw.config().version()))));
+    render(&gw, &signed.session, StatusCode::OK, said).await
+}
+
+/// What the overview was sent to say.
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct Shown {
+    reloaded: Option<String>,
+}
+
+/// A version's first twelve digits, as the page shows it.
+fn cut(version: &str) -> &str {
+    version.get(..12).unwrap_or(version)
+}
+
+/// The reload form: nothing but its CSRF token.
+#[derive(serde::Deserialize)]
+pub(crate) struct Reload {}
+
+/// Reloading needs the admin role: the overview says so.
+impl Refusal for Reload {
+    async fn refusal(gw: &Gateway, signed: &Signed, _: &mut Parts) -> Response {
+        render(gw, &signed.session, StatusCode::FORBIDDEN, Some(notice(false, "Reloading the config needs the admin role; nothing changed."))).await
+    }
+}
+
+/// `POST /console/reload` (admin): the config and policy files read again,
+/// as SIGHUP does (`Gateway::reload`); a refused file changes nothing and
+/// the page says why.
+pub(crate) async fn reload(State(gw): State<Arc<Gateway>>, Admin(SignedForm { signed, .. }): Admin<Reload>) -> Response {
+    match gw.reload().await {
+        Ok(done) => {
+            tracing::info!(target: "toolgate::console", by = %signed.session.caller.name, config_version = %done.config_version, "config reloaded from the console");
+            Redirect::to("/console?reloaded").into_response()
+        }
+        Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("{e}")))).await,
+    }
+}
+
+async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Markup>) -> Response {
     let pending = super::pending_count(&gw, s).await;
     let now = gw.clock.now_ms();
     let receipts = recent(&gw, s, &Filter::default()).await;
     let unknown = gw.ledger.operations(Some(&s.caller.tenant), Some(OperationState::Unknown), now, usize::MAX).await.map(|o| o.len());
     let catalog = gw.catalogs.current();
+    let config = gw.config();
     let body = html! {
+        @if let Some(said) = said { (said) }
         div.tiles {
             a.tile href="/console/approvals" { strong { (pending) } " approvals waiting" }
             a.tile href="/console/operations" { strong { (unknown.as_ref().map_or_else(|_| "?".to_string(), |n| n.to_string())) } " operations unknown" }
@@ -47,10 +91,10 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Resp
             }
         }
         h2 { "Upstreams" }
-        (crate::boxes::host_notice(&gw))
+        (crate::boxes::host_notice(gw))
         div.scroll { table {
             thead { tr { th { "Server" } th { "State" } th { "Tools" } th { "Sandbox" } } }
-            tbody { @for u in gw.catalogs.upstreams() {
+            tbody { @for u in gw.catalogs.upstreams().iter() {
                 @let listed = u.listing().is_some();
                 tr {
                     td { (u.name) }
@@ -60,9 +104,17 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed) -> Resp
                 }
             } }
         } }
-        p.muted { "As of " (when(now)) "." }
+        p.muted { "Config version " code { (short(config.version())) } " in force; as of " (when(now)) "." }
+        @if s.admin() {
+            form method="post" action="/console/reload" {
+                (csrf(s))
+                button type="submit" { "Reload the config" }
+                " "
+                span.muted { "Reads the config and policy files again, as SIGHUP does: the registry, servers and policy apply now; calls in flight finish as they began." }
+            }
+        }
     };
-    page::page(StatusCode::OK, "Overview", s, Nav::Overview, pending, body)
+    page::page(status, "Overview", s, Nav::Overview, pending, body)
 }
 
 /// A stacked bar per minute: allow, require_approval, deny.

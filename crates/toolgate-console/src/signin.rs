@@ -72,7 +72,7 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
     if !may_sign_in(&caller) {
         return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
     }
-    let ttl_ms = ((gw.config.console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
+    let ttl_ms = ((gw.config().console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
     let ttl_s = (ttl_ms / 1000).max(1) as u64;
     let (id, session) = match session::open(gw, caller, now, ttl_ms).await {
         Ok(opened) => opened,

@@ -450,6 +450,7 @@ pub(crate) mod tests {
             arguments: None,
             result: None,
             sandbox: None,
+            config_version: None,
         }
     }
 

@@ -152,6 +152,12 @@ pub struct Receipt {
     /// boxed its servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// The version of the gateway's config the call ran under: the hex
+    /// SHA-256 of the config file's bytes as last read (at start, or by a
+    /// reload). Absent before toolgate reloaded its config, and where no
+    /// config is behind the receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<String>,
 }
 
 /// A member that is present is `Some`, even when its value is JSON `null`
@@ -193,6 +199,9 @@ impl Receipt {
         captured(&mut out, "arguments", &self.arguments);
         member(&mut out, "arguments_hash", &self.arguments_hash);
         member(&mut out, "caller", &self.caller);
+        if let Some(version) = &self.config_version {
+            member(&mut out, "config_version", version);
+        }
         member(&mut out, "decision", &self.decision);
         member(&mut out, "execution_status", &self.execution_status);
         member(&mut out, "issued_at", &self.issued_at);
@@ -736,6 +745,7 @@ mod tests {
             arguments: None,
             result: None,
             sandbox: None,
+            config_version: None,
         }
     }
 

@@ -10,6 +10,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
+use tokio_util::sync::CancellationToken;
+
 use serde_json::{Value, json};
 use toolgate_core::contract::definition_sha256;
 use toolgate_core::proposal::canonical_json;
@@ -168,9 +170,13 @@ fn template_pattern(template: &str) -> Option<regex::Regex> {
     regex::Regex::new(&pattern).ok()
 }
 
-/// One snapshot of the exposed tools and of the servers that are down.
+/// One snapshot of the exposed tools and of the servers that are down,
+/// under one config.
 #[derive(Default)]
 pub struct Catalog {
+    /// The config and upstreams it was built from (`None` only for an
+    /// empty catalog no gateway built).
+    live: Option<Arc<Live>>,
     /// By exposed name: the order of `tools/list`.
     pub tools: BTreeMap<String, Arc<ExposedTool>>,
     /// Servers that are down, with the reason.
@@ -189,6 +195,12 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The config and upstreams this catalog was built from: a call that
+    /// resolved its tool here runs under them to its end.
+    pub fn live(&self) -> Option<&Arc<Live>> {
+        self.live.as_ref()
+    }
+
     /// The prompt, resource or template (not a tool) `exposed` names: a
     /// listed resource first, else the first template it matches.
     pub(crate) fn content(&self, kind: Kind, exposed: &str) -> Option<&Arc<ExposedTool>> {
@@ -248,20 +260,29 @@ impl SchemaCache {
     }
 }
 
-/// Keeps the current catalog and rebuilds it when an upstream changes.
-pub struct Catalogs {
-    config: Arc<Config>,
+/// The config in force and the upstreams it names, each with its own stop:
+/// what a reload swaps whole. A call holds the `Live` it began under (in its
+/// catalog) until it ends, so a server a reload changed or removed is
+/// stopped only once no call still needs it (`Gateway::reload`).
+pub struct Live {
+    /// The config in force.
+    pub config: Arc<Config>,
+    /// The Cedar policy in force, read from the files the config names.
+    pub policy: Arc<toolgate_core::policy::PolicyEngine>,
     upstreams: Vec<Arc<Upstream>>,
-    pins: Arc<PinStore>,
-    /// A running gateway pins tools on first sight; the CLI only looks.
-    pin_new: bool,
-    schemas: SchemaCache,
-    current: RwLock<(Vec<u64>, Arc<Catalog>)>,
+    stops: Vec<CancellationToken>,
 }
 
-impl Catalogs {
-    pub(crate) fn new(config: Arc<Config>, upstreams: Vec<Arc<Upstream>>, pins: Arc<PinStore>, pin_new: bool) -> Self {
-        Self { config, upstreams, pins, pin_new, schemas: SchemaCache::default(), current: RwLock::new((Vec::new(), Arc::default())) }
+impl Live {
+    /// The config and its upstreams, each started under its own token.
+    pub(crate) fn new(config: Arc<Config>, policy: Arc<toolgate_core::policy::PolicyEngine>, upstreams: Vec<(Arc<Upstream>, CancellationToken)>) -> Self {
+        let (upstreams, stops) = upstreams.into_iter().unzip();
+        Self { config, policy, upstreams, stops }
+    }
+
+    /// The same config and upstreams under another policy.
+    pub(crate) fn with_policy(&self, policy: Arc<toolgate_core::policy::PolicyEngine>) -> Self {
+        Self { config: self.config.clone(), policy, upstreams: self.upstreams.clone(), stops: self.stops.clone() }
     }
 
     /// Every configured upstream, by server name.
@@ -269,15 +290,87 @@ impl Catalogs {
         &self.upstreams
     }
 
+    /// The upstream of `server`, if the config names it.
+    pub fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name == server)
+    }
+
+    /// The upstream of `server` and its stop, to keep across a reload.
+    pub(crate) fn started(&self, server: &str) -> Option<(Arc<Upstream>, CancellationToken)> {
+        let i = self.upstreams.iter().position(|u| u.name == server)?;
+        Some((self.upstreams[i].clone(), self.stops[i].clone()))
+    }
+
+    /// Stops the upstreams `keep` does not hold (the same `Arc`).
+    pub(crate) fn stop_all_but(&self, keep: &Live) {
+        for (u, stop) in self.upstreams.iter().zip(&self.stops) {
+            if !keep.upstreams.iter().any(|k| Arc::ptr_eq(k, u)) {
+                stop.cancel();
+            }
+        }
+    }
+}
+
+/// Keeps the current catalog and rebuilds it when an upstream changes or
+/// the config is reloaded.
+pub struct Catalogs {
+    live: RwLock<Arc<Live>>,
+    pins: Arc<PinStore>,
+    /// A running gateway pins tools on first sight; the CLI only looks.
+    pin_new: bool,
+    schemas: SchemaCache,
+    /// The catalog, with the `Live` and the upstreams' generations it was
+    /// built from.
+    current: RwLock<(Option<Arc<Live>>, Vec<u64>, Arc<Catalog>)>,
+    /// Bumped when a reload swaps the config (listen streams tell clients).
+    reloads: tokio::sync::watch::Sender<u64>,
+}
+
+impl Catalogs {
+    pub(crate) fn new(live: Live, pins: Arc<PinStore>, pin_new: bool) -> Self {
+        Self { live: RwLock::new(Arc::new(live)), pins, pin_new, schemas: SchemaCache::default(), current: RwLock::new((None, Vec::new(), Arc::default())), reloads: tokio::sync::watch::Sender::new(0) }
+    }
+
+    /// The config and the upstreams in force now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The config in force now.
+    pub fn config(&self) -> Arc<Config> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).config.clone()
+    }
+
+    /// Puts `live` in force; returns the one it replaces. The next
+    /// `current()` builds the catalog from it.
+    pub(crate) fn swap(&self, live: Arc<Live>) -> Arc<Live> {
+        let old = std::mem::replace(&mut *self.live.write().unwrap_or_else(|p| p.into_inner()), live);
+        self.invalidate();
+        self.reloads.send_modify(|n| *n += 1);
+        old
+    }
+
+    /// Changes each time a reload puts a config in force.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    /// Every configured upstream, by server name.
+    pub fn upstreams(&self) -> Vec<Arc<Upstream>> {
+        self.live().upstreams.clone()
+    }
+
     /// Wakes the reconnection of the (down) server behind an exposed name.
     pub(crate) fn nudge(&self, exposed: &str) {
-        if let Some(upstream) = self.config.split_exposed(exposed).and_then(|(server, _)| self.upstream(server)) {
+        let live = self.live();
+        if let Some(upstream) = live.config.split_exposed(exposed).and_then(|(server, _)| live.upstream(server)) {
             upstream.nudge();
         }
     }
 
-    pub(crate) fn upstream(&self, server: &str) -> Option<&Arc<Upstream>> {
-        self.upstreams.iter().find(|u| u.name == server)
+    /// The upstream of `server` in force now.
+    pub(crate) fn upstream(&self, server: &str) -> Option<Arc<Upstream>> {
+        self.live().upstream(server).cloned()
     }
 
     /// The pins tools are checked against (`toolgate tools --accept` writes them).
@@ -310,35 +403,38 @@ impl Catalogs {
 
     /// Forces the next `current()` to rebuild (a pin was accepted).
     pub fn invalidate(&self) {
-        self.current.write().unwrap_or_else(|p| p.into_inner()).0.clear();
+        // The catalog goes too: it holds the `Live` it was built from, which
+        // a reload waits to be let go.
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (None, Vec::new(), Arc::default());
     }
 
-    /// The catalog for the upstreams' current listings.
+    /// The catalog for the config in force and the upstreams' current listings.
     pub fn current(&self) -> Arc<Catalog> {
-        let generations: Vec<u64> = self.upstreams.iter().map(|u| u.generation()).collect();
+        let live = self.live();
+        let generations: Vec<u64> = live.upstreams.iter().map(|u| u.generation()).collect();
         {
             let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
-            if cur.0 == generations {
-                return cur.1.clone();
+            if cur.0.as_ref().is_some_and(|l| Arc::ptr_eq(l, &live)) && cur.1 == generations {
+                return cur.2.clone();
             }
         }
-        let catalog = Arc::new(self.build());
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (generations, catalog.clone());
+        let catalog = Arc::new(self.build(live.clone()));
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (Some(live), generations, catalog.clone());
         catalog
     }
 
-    fn build(&self) -> Catalog {
-        let mut catalog = Catalog::default();
+    fn build(&self, live: Arc<Live>) -> Catalog {
+        let mut catalog = Catalog { live: Some(live.clone()), ..Catalog::default() };
         let mut used = Vec::new();
-        for upstream in &self.upstreams {
+        for upstream in &live.upstreams {
             let Some(listing) = upstream.listing() else {
                 catalog.down.insert(upstream.name.clone(), upstream.down_reason().unwrap_or_else(|| "connecting".into()));
                 continue;
             };
-            self.add_tools(&mut catalog, upstream, &listing, &mut used);
+            self.add_tools(&live.config, &mut catalog, upstream, &listing, &mut used);
             for kind in [Kind::Prompt, Kind::Resource, Kind::Template] {
                 for item in listing.of(kind) {
-                    self.add_content(&mut catalog, upstream, kind, item, &mut used);
+                    self.add_content(&live.config, &mut catalog, upstream, kind, item, &mut used);
                 }
             }
         }
@@ -346,16 +442,16 @@ impl Catalogs {
         catalog
     }
 
-    fn add_tools(&self, catalog: &mut Catalog, upstream: &Upstream, listing: &Listing, used: &mut Vec<String>) {
+    fn add_tools(&self, config: &Config, catalog: &mut Catalog, upstream: &Upstream, listing: &Listing, used: &mut Vec<String>) {
         for tool in &listing.tools {
-            let exposed_name = self.config.exposed_name(&upstream.name, &tool.name);
+            let exposed_name = config.exposed_name(&upstream.name, &tool.name);
             // The name must lead back to exactly this tool, or a registry
             // entry could grant one tool's class to another.
-            let round_trip = self.config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
+            let round_trip = config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
             if !self.unambiguous(catalog, Kind::Tool, &upstream.name, &tool.name, &exposed_name, round_trip) {
                 continue;
             }
-            let entry = self.config.registry.get(&exposed_name);
+            let entry = config.registry.get(&exposed_name);
             let hints = Hints::from_annotations(tool.definition.get("annotations"));
             let view = AuthorityView::new(hints, entry.map(|e| e.class), upstream.trusted);
             let sha = definition_sha256(&tool.definition);
@@ -398,17 +494,17 @@ impl Catalogs {
     /// A prompt, resource or template: classed by the registry's prompt or
     /// resource entries (else automatic from a trusted server, prohibited
     /// from an untrusted one), with the input schema its contract implies.
-    fn add_content(&self, catalog: &mut Catalog, upstream: &Upstream, kind: Kind, item: &Arc<UpstreamTool>, used: &mut Vec<String>) {
+    fn add_content(&self, config: &Config, catalog: &mut Catalog, upstream: &Upstream, kind: Kind, item: &Arc<UpstreamTool>, used: &mut Vec<String>) {
         let server = upstream.name.as_str();
         let (exposed_name, round_trip) = match kind {
             Kind::Prompt => {
-                let exposed = self.config.exposed_name(server, &item.name);
-                let back = self.config.split_exposed(&exposed) == Some((server, item.name.as_str()));
+                let exposed = config.exposed_name(server, &item.name);
+                let back = config.split_exposed(&exposed) == Some((server, item.name.as_str()));
                 (exposed, back)
             }
             _ => {
-                let exposed = self.config.exposed_uri(server, &item.name);
-                let back = self.config.split_uri(&exposed) == Some((server, item.name.as_str()));
+                let exposed = config.exposed_uri(server, &item.name);
+                let back = config.split_uri(&exposed) == Some((server, item.name.as_str()));
                 (exposed, back)
             }
         };
@@ -416,8 +512,8 @@ impl Catalogs {
             return;
         }
         let (class, labels) = match kind {
-            Kind::Prompt => self.config.registry_prompts.get(&exposed_name).map(|e| (e.class, e.labels.clone())),
-            _ => self.config.registry_resources.iter().find(|e| e.names(server, &item.name)).map(|e| (e.class, e.labels.clone())),
+            Kind::Prompt => config.registry_prompts.get(&exposed_name).map(|e| (e.class, e.labels.clone())),
+            _ => config.registry_resources.iter().find(|e| e.names(server, &item.name)).map(|e| (e.class, e.labels.clone())),
         }
         .unzip();
         let schema = match kind {

@@ -100,7 +100,24 @@ pub struct Config {
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
+    /// The `mcpServers` files imported beside it (`serve --mcp-json`), in
+    /// order: a reload reads them again.
+    #[serde(skip)]
+    imported: Vec<PathBuf>,
+    /// Its version: the hex SHA-256 of the file's bytes, or, with imported
+    /// `mcpServers` files, of the file's hash and each file's bytes in turn.
+    /// Every receipt names the version its call ran under.
+    #[serde(skip)]
+    version: String,
+    /// The file's top-level tables a reload cannot put in force, as read:
+    /// a change to one waits for a restart (`Config::reloaded`).
+    #[serde(skip)]
+    fixed: BTreeMap<String, toml::Value>,
 }
+
+/// The top-level tables a reload puts in force: the servers, the registry
+/// and the policy. Any other table changed waits for a restart.
+pub const RELOADABLE: [&str; 5] = ["servers", "registry", "registry_prompts", "registry_resources", "policy"];
 
 /// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer,
 /// OTLP) trusts the system's roots, and the certificates of `ca_file`
@@ -899,6 +916,45 @@ fn url_problems(name: &str, server: &ServerConfig) -> Vec<String> {
 }
 
 impl Config {
+    /// Its version (see the field): what receipts name as `config_version`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The config as its files say now: the file it came from read again,
+    /// and the `mcpServers` files it imported (what a reload applies).
+    pub fn reread(&self) -> Result<Self, ConfigError> {
+        let mut fresh = Self::load(&self.path)?;
+        for file in &self.imported {
+            fresh.import_mcp_json(file)?;
+        }
+        Ok(fresh)
+    }
+
+    /// What of `fresh` (this config's files, read again) a running gateway
+    /// puts in force: its servers, registry and policy, under the tables
+    /// of this one that cannot change while it runs. With it, the tables
+    /// whose change waits for a restart (by name, never by value). An error
+    /// when the two do not make a valid config together.
+    pub fn reloaded(&self, fresh: Config) -> Result<(Config, Vec<String>), String> {
+        let names: std::collections::BTreeSet<&String> = self.fixed.keys().chain(fresh.fixed.keys()).collect();
+        let waiting = names.into_iter().filter(|k| self.fixed.get(*k) != fresh.fixed.get(*k)).map(|k| format!("[{k}]")).collect();
+        let mut merged = Config {
+            servers: fresh.servers,
+            registry: fresh.registry,
+            registry_prompts: fresh.registry_prompts,
+            registry_resources: fresh.registry_resources,
+            policy: fresh.policy,
+            imported: fresh.imported,
+            version: fresh.version,
+            ..self.clone()
+        };
+        merged.validate()?;
+        // Boxes' homes are in the state dir in force, not a changed one's.
+        merged.resolve_sandboxes()?;
+        Ok((merged, waiting))
+    }
+
     /// Reads, parses and validates the config file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
@@ -917,6 +973,10 @@ impl Config {
         let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
         let mut config: Config = toml::from_str(text).map_err(|e| vec![invalid(e.to_string())])?;
         config.path = path.to_path_buf();
+        config.version = toolgate_core::proposal::sha256_hex(text.as_bytes());
+        if let Ok(table) = toml::from_str::<toml::Table>(text) {
+            config.fixed = table.into_iter().filter(|(k, _)| !RELOADABLE.contains(&k.as_str())).collect();
+        }
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(problems.into_iter().map(invalid).collect());
@@ -969,6 +1029,8 @@ impl Config {
             kind: Option<String>,
         }
         let file: File = serde_json::from_str(&text).map_err(|e| invalid(format!("not an mcpServers file: {e}")))?;
+        self.imported.push(path.to_path_buf());
+        self.version = toolgate_core::proposal::sha256_hex(&[self.version.as_bytes(), text.as_bytes()].concat());
         for (name, s) in file.mcp_servers {
             if self.servers.contains_key(&name) {
                 return Err(invalid(format!("server `{name}` is already configured; rename one of them")));
@@ -1287,6 +1349,28 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+
+    /// A reload takes the servers, registry and policy of the file read
+    /// again, keeps every other table of the running config, and names
+    /// those that changed (never their values).
+    #[test]
+    fn a_reload_takes_what_can_change_and_names_what_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        let text = "[gateway]\nlisten = \"127.0.0.1:9000\"\n[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n";
+        let running = Config::parse(text, &path).unwrap();
+        assert_eq!(running.version(), toolgate_core::proposal::sha256_hex(text.as_bytes()));
+        let edited = text.replace("9000", "9001").replace("[servers.a]", "[servers.b]") + "[registry.\"b__x\"]\nclass = \"automatic\"\n";
+        let (merged, waiting) = running.reloaded(Config::parse(&edited, &path).unwrap()).unwrap();
+        assert_eq!(waiting, ["[gateway]"]);
+        assert_eq!(merged.gateway.listen.port(), 9000, "the listener waits for a restart");
+        assert_eq!(merged.servers.keys().collect::<Vec<_>>(), ["b"]);
+        assert!(merged.registry.contains_key("b__x"));
+        assert_eq!(merged.version(), toolgate_core::proposal::sha256_hex(edited.as_bytes()));
+        // Unchanged, nothing waits.
+        let (_, waiting) = running.reloaded(Config::parse(text, &path).unwrap()).unwrap();
+        assert!(waiting.is_empty(), "{waiting:?}");
+    }
     use super::*;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {

@@ -15,7 +15,7 @@ use toolgate_core::{Clock, Entropy};
 pub use crate::sources::Sources;
 use toolgate_ledger::Ledger;
 
-use crate::catalog::Catalogs;
+use crate::catalog::{Catalogs, Live};
 use crate::config::Config;
 use crate::identity::Callers;
 use crate::seal::Sealer;
@@ -24,9 +24,8 @@ use crate::upstream::Upstream;
 
 /// Everything a call needs, built once at start and shared by both edges.
 pub struct Gateway {
-    /// The configuration the gateway started with.
-    pub config: Arc<Config>,
-    /// The upstreams' tools as exposed now, with their pins.
+    /// The config and policy in force and their upstreams (`live()`), and
+    /// the upstreams' tools as exposed now, with their pins.
     pub catalogs: Catalogs,
     /// Size and depth limits of every JSON message read.
     pub limits: JsonLimits,
@@ -34,9 +33,8 @@ pub struct Gateway {
     pub callers: Callers,
     /// OAuth 2.1 access tokens of one authorization server (`[oauth]`).
     pub oauth: Option<crate::oauth::OAuth>,
-    /// The Cedar policy in force; `reload_policy` swaps it (SIGHUP), so a
-    /// withdrawn grant applies to the next call, approved or not.
-    policy: std::sync::RwLock<Arc<PolicyEngine>>,
+    /// One reload at a time (SIGHUP, the console).
+    reloading: tokio::sync::Mutex<()>,
     /// Approvals, operations and the receipt log (SQLite or PostgreSQL).
     pub ledger: Arc<dyn Ledger>,
     /// Signing keys and checkpoints of the receipt log.
@@ -110,26 +108,12 @@ impl Gateway {
         let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
+        let upstreams: Vec<_> = config.servers.keys().map(|name| start_upstream(&config, name, &cancel)).collect();
+        crate::boxes::say_at_start(&upstreams.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
         let settings = &config.gateway;
-        let timeout = Duration::from_millis(settings.upstream_timeout_ms);
-        let ttl = Duration::from_millis(settings.list_ttl_ms);
-        let upstreams: Vec<Arc<Upstream>> = config
-            .servers
-            .iter()
-            .map(|(name, server)| {
-                let timeout = server.timeout_ms.map_or(timeout, Duration::from_millis);
-                Upstream::new(name, server.server_with(&config.tls), timeout, ttl, env!("CARGO_PKG_VERSION"))
-            })
-            .collect();
-        crate::boxes::say_at_start(&upstreams);
-        for upstream in &upstreams {
-            upstream.set_max_tools(settings.max_tools_per_upstream);
-            upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
-            upstream.start(cancel.child_token());
-        }
         let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth, max_string_bytes: settings.max_string_bytes, max_items: settings.max_items };
         let config = Arc::new(config);
-        let catalogs = Catalogs::new(config.clone(), upstreams, pins, mode == Mode::Serve);
+        let catalogs = Catalogs::new(Live::new(config.clone(), Arc::new(policy), upstreams), pins, mode == Mode::Serve);
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
         crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
@@ -145,7 +129,6 @@ impl Gateway {
             log.spawn(cancel.child_token());
             crate::retention::spawn(ledger.clone(), clock.clone(), config.gateway.operation_ttl_ms, cancel.child_token());
         }
-        let policy = std::sync::RwLock::new(Arc::new(policy));
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = Arc::new(crate::budgets::Budgets::new(&config.budgets, clock.clone()));
@@ -155,13 +138,14 @@ impl Gateway {
         // After the state dir's keys exist: they are credentials too.
         let held = crate::withheld::matcher(&config);
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
-        Ok(Arc::new(Self { config, catalogs, limits, callers, oauth, policy, ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, cancel, draining }))
+        Ok(Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.
     /// Returns the servers still down, with why.
     pub async fn wait_ready(&self, within: Duration) -> Vec<(String, String)> {
-        let waits = self.catalogs.upstreams().iter().map(|u| u.ready(within));
+        let upstreams = self.catalogs.upstreams();
+        let waits = upstreams.iter().map(|u| u.ready(within));
         futures_util::future::join_all(waits).await;
         self.not_listed()
     }
@@ -170,7 +154,8 @@ impl Gateway {
     /// start, a variable it lacks) is not waited for: its first failure
     /// settles it. What `import` waits for.
     pub async fn wait_settled(&self, within: Duration) -> Vec<(String, String)> {
-        let waits = self.catalogs.upstreams().iter().map(|u| u.settled(within));
+        let upstreams = self.catalogs.upstreams();
+        let waits = upstreams.iter().map(|u| u.settled(within));
         futures_util::future::join_all(waits).await;
         self.not_listed()
     }
@@ -184,19 +169,34 @@ impl Gateway {
             .collect()
     }
 
-    /// The policy in force now.
-    pub fn policy(&self) -> Arc<PolicyEngine> {
-        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The config in force now (a reload may put another in force).
+    pub fn config(&self) -> Arc<Config> {
+        self.catalogs.config()
     }
 
-    /// Re-reads the policy files; an invalid set leaves the one in force.
-    /// Returns the new policy version.
+    /// The policy in force now.
+    pub fn policy(&self) -> Arc<PolicyEngine> {
+        self.catalogs.live().policy.clone()
+    }
+
+    /// Re-reads the policy files alone; an invalid set leaves the one in
+    /// force. Returns the new policy version. (`reload` re-reads everything.)
     pub fn reload_policy(&self) -> anyhow::Result<String> {
-        let fresh = Arc::new(load_policy(&self.config)?);
+        let live = self.catalogs.live();
+        let fresh = Arc::new(load_policy(&live.config)?);
         let version = fresh.version().to_string();
-        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        self.catalogs.swap(Arc::new(live.with_policy(fresh)));
         tracing::info!(target: "toolgate::policy", policy_version = %version, "policy reloaded");
         Ok(version)
+    }
+
+    /// Re-reads the config file (and the `mcpServers` files it imported)
+    /// and its policy, and puts in force what can change while it runs
+    /// (`crate::reload`): all of it or, when anything is wrong, none of it.
+    /// Calls in flight finish under the config they began with.
+    pub async fn reload(&self) -> Result<crate::reload::Reloaded, crate::reload::Refused> {
+        let _one = self.reloading.lock().await;
+        crate::reload::reload(self).await
     }
 
     /// The caller of a bearer token given by hand (a sign-in form) rather
@@ -275,6 +275,20 @@ pub enum DecideError {
     /// The ledger refused it (not found, not pending, your own call, …).
     #[error(transparent)]
     Ledger(#[from] toolgate_ledger::LedgerError),
+}
+
+/// The upstream of server `name` of `config`, started under its own child
+/// of `cancel`.
+pub(crate) fn start_upstream(config: &Config, name: &str, cancel: &CancellationToken) -> (Arc<Upstream>, CancellationToken) {
+    let settings = &config.gateway;
+    let server = &config.servers[name];
+    let timeout = Duration::from_millis(server.timeout_ms.unwrap_or(settings.upstream_timeout_ms));
+    let upstream = Upstream::new(name, server.server_with(&config.tls), timeout, Duration::from_millis(settings.list_ttl_ms), env!("CARGO_PKG_VERSION"));
+    upstream.set_max_tools(settings.max_tools_per_upstream);
+    upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
+    let stop = cancel.child_token();
+    upstream.start(stop.clone());
+    (upstream, stop)
 }
 
 /// The configured Cedar policy set, validated against its schema; without

@@ -37,6 +37,7 @@ pub mod pins;
 pub mod prometheus;
 pub mod catalog;
 pub mod gateway;
+pub mod reload;
 pub mod holds;
 pub mod cancels;
 pub mod runs;

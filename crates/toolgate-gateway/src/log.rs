@@ -150,6 +150,7 @@ impl ReceiptLog {
             captured: self.config.capture_values.then_some(&op.arguments),
             // An operator's settlement: no server ran for it.
             sandbox: None,
+            config_version: None,
         };
         let result = outcome.map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
         self.draft(build(&subject, Event::Settled { state, by, result: result.as_ref() }), salt, None)

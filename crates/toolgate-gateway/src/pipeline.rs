@@ -43,7 +43,8 @@ use tracing::Instrument as _;
 
 pub use crate::call::{Answer, Call, CallRequest, Recorded, Stop};
 use crate::call::{Context, Dispatched};
-use crate::catalog::ExposedTool;
+use crate::catalog::{Catalog, ExposedTool, Live};
+use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
 use crate::runs::Runs;
@@ -61,9 +62,11 @@ pub const PREVIEW_META: &str = "io.toolgate/preview";
 pub async fn call_tool(gw: &Gateway, request: CallRequest) -> Recorded {
     // 1. admit, first: the call's context, built once (who, era, trace, when).
     let (cx, call) = admit::context(request, gw.clock.as_ref());
-    // One policy for the whole call, even if it is reloaded meanwhile.
-    let policy = gw.policy();
-    run(gw, &policy, &cx, &call).await
+    // One catalog, config and policy for the whole call, even if a reload
+    // puts others in force meanwhile: the call holds them to its end.
+    let catalog = gw.catalogs.current();
+    let live = catalog.live().cloned().unwrap_or_else(|| gw.catalogs.live());
+    run(gw, (&catalog, &live), &cx, &call).await
 }
 
 /// The step's value, or the call ends (the labelled block is left) with
@@ -77,16 +80,17 @@ macro_rules! step {
     };
 }
 
-async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> Recorded {
-    let obs = Observer::new(gw.config.telemetry.capture_content.then_some(&gw.redactor));
-    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, call: &Call) -> Recorded {
+    let (config, policy) = (live.config.as_ref(), live.policy.as_ref());
+    let obs = Observer::new(config.telemetry.capture_content.then_some(&gw.redactor));
+    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: config.version() };
     let mut f = Findings::new(cx, call, gw.log.salt());
     let answer = 'call: {
         // 1. admit: the call's own limits (a refusal before decide is the
         // call's decision, and is observed as one)
-        step!('call, obs.stage("admit").in_scope(|| admit::admit(&gw.config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
+        step!('call, obs.stage("admit").in_scope(|| admit::admit(&config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
         // 2. resolve; a server that is down is nudged, so the retry the refusal asks for finds it back
-        let tool = step!('call, obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, &gw.config, call.kind, &call.name)).inspect_err(|stop| {
+        let tool = step!('call, obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, catalog, config, call.kind, &call.name)).inspect_err(|stop| {
             obs.refused_early(stop, None);
             gw.catalogs.nudge(&call.name);
         }));
@@ -95,11 +99,11 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
         obs.resolved(cx, &tool);
         // 3. validate
         let proposal = step!('call, obs.stage("validate").in_scope(|| validate::validate(&tool, &call.arguments)).inspect_err(|stop| obs.refused_early(stop, Some(&tool))));
-        f.validated(gw.config.receipts.capture_values, cx, &tool, &proposal);
+        f.validated(config.receipts.capture_values, cx, &tool, &proposal);
         obs.validated(&proposal);
         // 4. decide, on the state of the approval the call presents (if any),
         // what its run has taken in, and the budgets it would spend
-        let approvals = approvals(gw, policy);
+        let approvals = approvals(gw, config, policy);
         let span = obs.stage("decide");
         let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
         let run = Runs::key(cx, call);
@@ -123,9 +127,9 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
         // reserved or used up); a write runs once per operation key, around …
         let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
         // 7. … dispatch: the upstream, under its deadline
-        let upstream = gw.catalogs.upstream(&tool.server).map(|u| u.as_ref());
+        let upstream = live.upstream(&tool.server).map(|u| u.as_ref());
         let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch"));
-        let reserved = reserve::reserve(&operations(gw, &tool.server), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
+        let reserved = reserve::reserve(&operations(gw, config, &tool.server), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
         let raw: Box<RawValue> = match step!('call, reserved.result) {
@@ -137,7 +141,7 @@ async fn run(gw: &Gateway, policy: &PolicyEngine, cx: &Context, call: &Call) -> 
         step!('call, gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
         // 8. check: the result against outputSchema; an approved call's own
         // input round stays bound to its approval
-        let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, gw.config.gateway.block_invalid_results, &proposal.sha256));
+        let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, config.gateway.block_invalid_results, &proposal.sha256));
         (f.tool_error, f.output_violations, f.input_required) = (found.tool_error, found.output_violations, f.input_required | found.input_required);
         let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
         obs.answered(&answer);
@@ -169,8 +173,8 @@ fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Contex
 }
 
 /// What approve reads and writes for a call decided under `policy`.
-fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
-    let c = &gw.config.approvals;
+fn approvals<'a>(gw: &'a Gateway, config: &'a Config, policy: &'a PolicyEngine) -> Approvals<'a> {
+    let c = &config.approvals;
     let hold = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: std::time::Duration::from_millis(c.hold_ms), max_held: c.max_held, draining: gw.draining_ref(), cancels: &gw.cancels };
     Approvals {
         ledger: gw.ledger.as_ref(),
@@ -178,7 +182,7 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
         clock: gw.clock.as_ref(),
         entropy: gw.entropy.as_ref(),
         policy_version: policy.version(),
-        ttl_ms: gw.config.gateway.approval_ttl_ms as i64,
+        ttl_ms: config.gateway.approval_ttl_ms as i64,
         max_pending: c.max_pending_per_caller,
         openings: &gw.openings,
         hold,
@@ -188,7 +192,7 @@ fn approvals<'a>(gw: &'a Gateway, policy: &'a PolicyEngine) -> Approvals<'a> {
 
 /// What reserve reads and writes for a call to `server` (its lease follows
 /// the server's deadline), and the credentials no answer may carry.
-fn operations<'a>(gw: &'a Gateway, server: &str) -> Operations<'a> {
-    let lease_ms = Operations::lease_for(gw.config.timeout_ms(server));
+fn operations<'a>(gw: &'a Gateway, config: &Config, server: &str) -> Operations<'a> {
+    let lease_ms = Operations::lease_for(config.timeout_ms(server));
     Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms, held: &gw.held }
 }

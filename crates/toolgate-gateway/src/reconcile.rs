@@ -63,14 +63,14 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         let op = gw.ledger.operation(id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
         bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
     };
-    let rule = rule(&gw.config, &op)?;
+    let rule = rule(&gw.config(), &op)?;
     let mut arguments = Map::new();
     for (read_arg, write_arg) in &rule.arguments {
         let value = op.arguments.get(write_arg).ok_or_else(|| anyhow!("operation `{id}` has no argument `{write_arg}` to look its effect up by"))?;
         arguments.insert(read_arg.clone(), value.clone());
     }
     let upstream = gw.catalogs.upstream(&op.key.server).ok_or_else(|| anyhow!("the server `{}` is not configured", op.key.server))?;
-    let within = std::time::Duration::from_millis(gw.config.timeout_ms(&op.key.server));
+    let within = std::time::Duration::from_millis(gw.config().timeout_ms(&op.key.server));
     upstream.ready(within).await;
     let raw = upstream
         .call(crate::upstream::Kind::Tool, &rule.tool, &Value::Object(arguments), CallOptions::default())

@@ -339,5 +339,6 @@ fn old_subject() -> toolgate_core::receipt::build::Subject<'static> {
         arguments_hash: "",
         captured: None,
         sandbox: None,
+        config_version: None,
     }
 }

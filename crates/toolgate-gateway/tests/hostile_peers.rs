@@ -187,6 +187,6 @@ async fn only_the_witness_s_lines_that_verify_under_its_configured_key_are_serve
         assert!(!served.contains(extra.trim_end()), "a line nobody configured is served: {extra}");
     }
     // Kept as served, for a restart and for bundles.
-    let kept = std::fs::read_to_string(h.gateway.config.state_dir().join("checkpoint.cosigned")).unwrap();
+    let kept = std::fs::read_to_string(h.gateway.config().state_dir().join("checkpoint.cosigned")).unwrap();
     assert_eq!(kept.lines().filter(|l| l.starts_with("\u{2014} witness.test/")).count(), 1, "{kept}");
 }

@@ -157,7 +157,7 @@ async fn a_gateway_s_checkpoints_are_cosigned_by_two_witnesses_and_verified_unde
     let served = reqwest::get(format!("{base}checkpoint")).await.unwrap().text().await.unwrap();
     assert_eq!(note::cosigned_by(&served, &keys).unwrap().len(), 2, "{served}");
     // Kept for a restart and for bundles: an export's checkpoint carries them.
-    let kept = std::fs::read_to_string(h.gateway.config.state_dir().join("checkpoint.cosigned")).unwrap();
+    let kept = std::fs::read_to_string(h.gateway.config().state_dir().join("checkpoint.cosigned")).unwrap();
     assert_eq!(note::cosigned_by(&kept, &keys).unwrap().len(), 2);
     let covering = toolgate_gateway::evidence::covering(&h.gateway.log, h.gateway.ledger.as_ref(), 1).await.unwrap();
     let bundle = toolgate_gateway::evidence::bundle(&h.gateway.log.archive, h.gateway.ledger.as_ref(), &covering, 0, 1).await.unwrap();

@@ -66,6 +66,7 @@ fn receipt(key: &ReceiptKey, i: usize) -> Receipt {
         arguments: None,
         result: None,
         sandbox: None,
+        config_version: None,
     }
 }
 

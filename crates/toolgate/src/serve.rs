@@ -82,7 +82,7 @@ impl Listening {
 
 /// The listeners' certificate (`[tls] cert_file`), watched for renewals.
 fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certificate>>> {
-    let tls = &gw.config.tls;
+    let tls = &gw.config().tls;
     let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) else { return Ok(None) };
     let certificate = downstream::tls::Certificate::load(cert, key)?;
     certificate.watch(gw.draining());
@@ -90,12 +90,12 @@ fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certi
 }
 
 async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
-    let (listening, base) = Listening::bind(gw.config.gateway.listen, certificate.as_ref(), "").await?;
+    let (listening, base) = Listening::bind(gw.config().gateway.listen, certificate.as_ref(), "").await?;
     eprintln!("toolgate: serving MCP on {base}/mcp");
     let console = Console::new(gw.clone());
     serve_console(&gw, &console, &base, certificate.as_ref()).await?;
     let draining = gw.clone();
-    let grace = Duration::from_millis(gw.config.gateway.shutdown_grace_ms);
+    let grace = Duration::from_millis(gw.config().gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
     let heard = signalled.clone();
     let shutdown = async move {
@@ -126,7 +126,7 @@ async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::C
 /// (else it is served beside `/mcp`, at `mcp`, the MCP listener's bound
 /// address); it stops when shutdown begins.
 async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: &str, certificate: Option<&Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
-    let config = &gw.config.console;
+    let config = &gw.config().console;
     let Some(addr) = config.listen.filter(|_| config.enabled) else {
         if config.enabled {
             eprintln!("toolgate: console on {mcp}/console");
@@ -144,16 +144,21 @@ async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: &str, certific
     Ok(())
 }
 
-/// SIGHUP re-reads the policy files: a grant withdrawn there applies to the
-/// next call. An invalid policy is reported and the one in force stays.
-/// `hup` is taken before the gateway starts: a SIGHUP meanwhile (`systemctl
-/// reload` right after a start) waits for it instead of killing the process.
+/// SIGHUP re-reads the config file and the policy files and puts in force
+/// what can change while the gateway runs: the registry, the servers, the
+/// policy (`toolgate_gateway::reload`). A file with anything wrong is
+/// refused whole, logged, and the config in force stays (the reload logs
+/// both outcomes). `hup` is taken before the gateway starts: a SIGHUP
+/// meanwhile (`systemctl reload` right after a start) waits for it instead
+/// of killing the process.
 fn reload_on_hangup(gw: Arc<Gateway>, hup: Option<tokio::signal::unix::Signal>) {
     let Some(mut hup) = hup else { return };
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            if let Err(e) = gw.reload_policy() {
-                tracing::error!(target: "toolgate::policy", error = %format!("{e:#}"), "policy reload refused; the policy in force stays");
+            // Said on stderr, as the start is, whatever the log level; a
+            // refusal is an error in the log.
+            if let Ok(done) = gw.reload().await {
+                eprintln!("toolgate: config reloaded: {}", done.summary());
             }
         }
     });

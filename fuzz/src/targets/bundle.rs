@@ -84,6 +84,7 @@ fn draft(kid: &str, i: u64, v: u32) -> Receipt {
         arguments: (i == 2).then(|| serde_json::json!({"quantity": 8, "note": null})),
         result: None,
         sandbox: None,
+        config_version: None,
     }
 }
 

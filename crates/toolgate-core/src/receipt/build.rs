@@ -131,6 +131,8 @@ pub struct Subject<'a> {
     /// The box the server runs in: its profile's hash, or `off`; `None`
     /// for an HTTP upstream or where no server is behind the receipt.
     pub sandbox: Option<&'a str>,
+    /// The version of the config in force (`Receipt::config_version`).
+    pub config_version: Option<&'a str>,
 }
 
 /// What happened, for one receipt.
@@ -233,6 +235,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
         arguments: subject.captured.cloned(),
         result: None,
         sandbox: subject.sandbox.map(str::to_string),
+        config_version: subject.config_version.map(str::to_string),
     };
     let tool_status = |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
     let (execution, result) = match event {
@@ -368,6 +371,7 @@ mod tests {
             arguments_hash: "h",
             captured,
             sandbox: Some("ab"),
+            config_version: None,
         }
     }
 

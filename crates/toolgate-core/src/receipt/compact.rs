@@ -39,6 +39,17 @@ pub const FORMAT: u8 = 1;
 /// would start is still refused.
 pub const FORMAT_BOXED: u8 = 2;
 
+/// The first byte of a compact row whose receipt has members after the
+/// signature, each marked in one byte of flags that follows it:
+/// [`TAIL_SANDBOX`] the box (`sandbox`), [`TAIL_CONFIG`] the config's
+/// version (`config_version`), each a recurring digest, in that order.
+pub const FORMAT_TAIL: u8 = 3;
+
+/// A [`FORMAT_TAIL`] row names the box.
+const TAIL_SANDBOX: u8 = 1;
+/// A [`FORMAT_TAIL`] row names the config's version.
+const TAIL_CONFIG: u8 = 2;
+
 /// Words written as one byte (their index, odd-tagged). Append only.
 const WORDS: &[&str] = &[
     // Verdicts.
@@ -88,8 +99,8 @@ impl Digests {
 }
 
 /// The fields that recur from one receipt to the next.
-fn recurring(r: &Receipt) -> [&str; 4] {
-    [&r.kid, &r.tool_definition_sha256, &r.policy_version, r.sandbox.as_deref().unwrap_or_default()]
+fn recurring(r: &Receipt) -> [&str; 5] {
+    [&r.kid, &r.tool_definition_sha256, &r.policy_version, r.sandbox.as_deref().unwrap_or_default(), r.config_version.as_deref().unwrap_or_default()]
 }
 
 /// A digest as its raw bytes: 64 or 32 lower-case hex digits (upper case
@@ -139,7 +150,13 @@ const HEX_DIGIT: [u8; 256] = {
 pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     let r = &logged.receipt;
     let mut out = Vec::with_capacity(320);
-    out.push(if r.sandbox.is_some() { FORMAT_BOXED } else { FORMAT });
+    // A receipt without a config version is written as rows were before
+    // it existed, so those rows keep their bytes.
+    out.push(match (&r.sandbox, &r.config_version) {
+        (_, Some(_)) => FORMAT_TAIL,
+        (Some(_), None) => FORMAT_BOXED,
+        (None, None) => FORMAT,
+    });
     varint(&mut out, u64::from(r.v));
     recurring_digest(&mut out, &r.kid, digests);
     time(&mut out, &r.issued_at);
@@ -197,8 +214,19 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
             }
         },
     }
-    if let Some(sandbox) = &r.sandbox {
-        recurring_digest(&mut out, sandbox, digests);
+    match &r.config_version {
+        None => {
+            if let Some(sandbox) = &r.sandbox {
+                recurring_digest(&mut out, sandbox, digests);
+            }
+        }
+        Some(version) => {
+            out.push(if r.sandbox.is_some() { TAIL_SANDBOX | TAIL_CONFIG } else { TAIL_CONFIG });
+            if let Some(sandbox) = &r.sandbox {
+                recurring_digest(&mut out, sandbox, digests);
+            }
+            recurring_digest(&mut out, version, digests);
+        }
     }
     out
 }
@@ -208,11 +236,10 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
 /// an error: the ledger reads its dictionary after the rows).
 pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedReceipt, ReceiptError> {
     let mut r = Reader { bytes, at: 0, digests };
-    let boxed = match r.byte()? {
-        FORMAT => false,
-        FORMAT_BOXED => true,
-        _ => return Err(r.bad("not a compact receipt row")),
-    };
+    let format = r.byte()?;
+    if !matches!(format, FORMAT | FORMAT_BOXED | FORMAT_TAIL) {
+        return Err(r.bad("not a compact receipt row"));
+    }
     let v = u32::try_from(r.varint()?).map_err(|_| r.bad("version out of range"))?;
     let kid = r.digest()?.unwrap_or_default();
     let issued_at = r.time()?;
@@ -252,9 +279,21 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         2 => Some(r.text()?),
         _ => return Err(r.bad("signature tag")),
     };
-    let sandbox = match boxed {
-        false => None,
-        true => Some(r.digest()?.ok_or_else(|| r.bad("a boxed row names no box"))?),
+    let tail = match format {
+        FORMAT => 0,
+        FORMAT_BOXED => TAIL_SANDBOX,
+        _ => match r.byte()? {
+            flags if flags & TAIL_CONFIG != 0 && flags & !(TAIL_SANDBOX | TAIL_CONFIG) == 0 => flags,
+            _ => return Err(r.bad("tail flags")),
+        },
+    };
+    let sandbox = match tail & TAIL_SANDBOX {
+        0 => None,
+        _ => Some(r.digest()?.ok_or_else(|| r.bad("a boxed row names no box"))?),
+    };
+    let config_version = match tail & TAIL_CONFIG {
+        0 => None,
+        _ => Some(r.digest()?.ok_or_else(|| r.bad("a tail row names no config version"))?),
     };
     if r.at != bytes.len() {
         return Err(r.bad("trailing bytes"));
@@ -284,6 +323,7 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         arguments,
         result,
         sandbox,
+        config_version,
     };
     Ok(LoggedReceipt { receipt, signature })
 }
@@ -601,6 +641,7 @@ mod tests {
             arguments: None,
             result: None,
             sandbox: None,
+            config_version: None,
         };
         LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
     }
@@ -667,7 +708,11 @@ mod tests {
     fn a_cut_or_padded_row_is_refused() {
         let mut boxed = sample(true);
         boxed.receipt.sandbox = Some("9f".repeat(32));
-        for logged in [sample(true), boxed] {
+        let mut versioned = boxed.clone();
+        versioned.receipt.config_version = Some("5e".repeat(32));
+        let mut unboxed = sample(true);
+        unboxed.receipt.config_version = Some("5e".repeat(32));
+        for logged in [sample(true), boxed, versioned, unboxed] {
             let row = encode(&logged, &NONE_KNOWN);
             for cut in 0..row.len() {
                 assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
@@ -697,6 +742,39 @@ mod tests {
         assert_eq!(decode(&named, 9, &digests).unwrap(), logged);
         let off = LoggedReceipt { receipt: Receipt { sandbox: Some("off".into()), ..logged.receipt.clone() }, signature: None };
         assert_eq!(decode(&encode(&off, &digests), 9, &digests).unwrap(), off);
+    }
+
+    /// The config's version recurs like the box: a row names it by number
+    /// once the dictionary holds it; a receipt without one keeps the bytes
+    /// of rows written before versions existed.
+    #[test]
+    fn a_receipt_names_its_config_version_by_number() {
+        for sandbox in [None, Some("9f".repeat(32))] {
+            let mut logged = sample(false);
+            logged.receipt.sandbox = sandbox.clone();
+            let before = encode(&logged, &NONE_KNOWN);
+            logged.receipt.config_version = Some("5e".repeat(32));
+            let plain = encode(&logged, &NONE_KNOWN);
+            assert_eq!((plain[0], plain.len()), (FORMAT_TAIL, before.len() + 1 + 33));
+            assert_eq!(decode(&plain, 9, &&NONE_KNOWN).unwrap(), logged);
+            let mut digests = Digests::default();
+            for (id, raw) in (1..).zip(digests.missing(&logged.receipt)) {
+                digests.insert(id, raw);
+            }
+            let named = encode(&logged, &digests);
+            assert_eq!(decode(&named, 9, &digests).unwrap(), logged);
+            assert!(named.len() < plain.len() - 60, "{} vs {}", named.len(), plain.len());
+        }
+        // Flags that name neither member, or one unknown, are refused.
+        let mut logged = sample(false);
+        logged.receipt.config_version = Some("5e".repeat(32));
+        let row = encode(&logged, &NONE_KNOWN);
+        let flags_at = row.len() - 34;
+        for bad in [0u8, 1, 4, 6] {
+            let mut odd = row.clone();
+            odd[flags_at] = bad;
+            assert!(decode(&odd, 9, &&NONE_KNOWN).is_err(), "flags {bad}");
+        }
     }
 
     #[test]
@@ -744,6 +822,7 @@ mod tests {
             rules in proptest::collection::vec(any_text(), 0..4),
             ms in -62_135_596_800_000i64..253_402_300_799_999,
             flags in any::<(bool, bool, bool, bool, bool)>(),
+            config in proptest::option::of(prop_oneof![any_text(), Just("5e".repeat(32))]),
             v in any::<u32>(),
             index in any::<u64>(),
             sig in proptest::option::of(prop_oneof![Just(STANDARD.encode([9u8; 64])), "\\PC{0,10}"]),
@@ -775,6 +854,7 @@ mod tests {
                 arguments: flags.3.then(|| json!({"part": t(2), "n": 1.5, "big": 9_007_199_254_740_993u64, "list": [null, true]})),
                 result: flags.4.then(|| json!(null)),
                 sandbox: flags.2.then(|| if flags.0 { t(7) } else { "ab".repeat(32) }),
+                config_version: config.clone(),
             };
             let logged = LoggedReceipt { receipt, signature: sig };
             let back = decode(&encode(&logged, &NONE_KNOWN), index, &&NONE_KNOWN).unwrap();

@@ -23,7 +23,7 @@ pub async fn run(gateway: &Arc<Gateway>, endpoint: &str, approver_token: &str, a
     let named = &result["_meta"]["io.toolgate/receipt"];
     s.step("the answer names its receipt (_meta io.toolgate/receipt)", named.to_string(), named["leaf_hash"].is_string());
     // The keys a verifier is given out of band (`toolgate keys show`).
-    let history = toolgate_gateway::keys::read_history(&gateway.config.state_dir())?.ok_or_else(|| anyhow::anyhow!("the gateway has no keys"))?;
+    let history = toolgate_gateway::keys::read_history(&gateway.config().state_dir())?.ok_or_else(|| anyhow::anyhow!("the gateway has no keys"))?;
     let verifiers = history.current.vkeys().into_iter().map(Verifier::from_vkey).collect::<Result<Vec<_>, _>>()?;
     // The demo's log is served to approvers (receipts.log_access's default).
     let log = format!("{}/log/", endpoint.trim_end_matches("/mcp"));

@@ -45,15 +45,16 @@ pub(super) async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, 
 /// A resource's contents name the upstream's URIs: agents are shown the
 /// exposed ones, under which they can read them again.
 pub(super) fn expose_contents(gw: &Gateway, exposed: &str, result: &mut RawObject) {
-    let Some((server, _)) = gw.config.split_uri(exposed) else { return };
+    let config = gw.config();
+    let Some((server, _)) = config.split_uri(exposed) else { return };
     // No prefix (`namespace = false`): the upstream's URIs are the exposed ones.
-    if gw.config.exposed_uri(server, "").is_empty() {
+    if config.exposed_uri(server, "").is_empty() {
         return;
     }
     let Some(mut contents) = result.get("contents").and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok()) else { return };
     for item in &mut contents {
         if let Some(uri) = item.get("uri").and_then(Value::as_str) {
-            item["uri"] = json!(gw.config.exposed_uri(server, uri));
+            item["uri"] = json!(config.exposed_uri(server, uri));
         }
     }
     result.insert("contents".into(), raw(&contents));

@@ -75,7 +75,7 @@ fn origin_allowed(allowed_origins: &[String], allowed_hosts: &[String], origin: 
 /// browser sends one: the first rule of every route but the probes. The
 /// refusal is a 403 that names the setting to change.
 pub fn host_and_origin(gw: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
-    let settings = &gw.config.gateway;
+    let settings = &gw.config().gateway;
     let host = header_str(headers, "host").unwrap_or_default();
     if !host_allowed(&settings.allowed_hosts, host) {
         return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
@@ -190,7 +190,7 @@ impl FromRequest<Arc<Gateway>> for McpMessage {
     type Rejection = Response;
 
     async fn from_request(request: Request, gw: &Arc<Gateway>) -> Result<Self, Response> {
-        let max = gw.config.gateway.max_body_bytes;
+        let max = gw.config().gateway.max_body_bytes;
         let (parts, body) = request.into_parts();
         let too_large = |message: String| rpc_error(StatusCode::PAYLOAD_TOO_LARGE, None, RpcError::new(code::INVALID_REQUEST, message));
         let body = axum::body::to_bytes(body, max).await.map_err(|_| too_large(format!("the body exceeds {max} bytes")))?;

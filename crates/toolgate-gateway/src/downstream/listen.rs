@@ -71,8 +71,11 @@ pub(crate) async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gat
     }
 }
 
+/// What changes the lists: each upstream's listing, and a reload (which
+/// may change the registry and the upstreams themselves, so a follower
+/// takes these again after each change).
 pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
-    gw.catalogs.upstreams().iter().map(|u| u.changes()).collect()
+    std::iter::once(gw.catalogs.reloads()).chain(gw.catalogs.upstreams().iter().map(|u| u.changes())).collect()
 }
 
 /// The SSE body of a `subscriptions/listen` request: the acknowledgement,
@@ -111,6 +114,7 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
                         let _ = tx.send(crate::sse::message(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
                         break;
                     }
+                    receivers = self::receivers(&gw);
                     let now = Shown::of(&gw.catalogs.current());
                     let notes: String = now.changed_since(&shown, wanted).map(|method| note(method, json!({}))).collect();
                     shown = now;
@@ -156,6 +160,7 @@ pub(crate) async fn follow_lists(gw: &Gateway, out: impl Fn(String) -> bool) {
     let mut rx = receivers(gw);
     let mut shown = Shown::of(&gw.catalogs.current());
     while next_change(&mut rx, gw).await {
+        rx = receivers(gw);
         let now = Shown::of(&gw.catalogs.current());
         for method in now.changed_since(&shown, [true; 3]) {
             if !out(wire::notification(method, &json!({}))) {

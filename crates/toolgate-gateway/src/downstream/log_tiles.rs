@@ -33,7 +33,7 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
 /// is an admin (who alone reads receipts logged in the clear).
 async fn admit(gw: &Arc<Gateway>, request: Request) -> Result<bool, Response> {
     let (mut parts, _) = request.into_parts();
-    match gw.config.receipts.log_access {
+    match gw.config().receipts.log_access {
         LogAccess::Off => Err(plain(StatusCode::NOT_FOUND, "the log is not served here (receipts.log_access = \"off\")")),
         LogAccess::Public => host_and_origin(gw, &parts.headers).map(|()| false),
         LogAccess::Approvers => Approver::from_request_parts(&mut parts, gw).await.map(|Approver(caller)| caller.has_role(ADMIN_ROLE)),
@@ -78,7 +78,7 @@ async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request:
             None => return not_a_tile(),
         },
     };
-    let public = gw.config.receipts.log_access == LogAccess::Public;
+    let public = gw.config().receipts.log_access == LogAccess::Public;
     match read {
         Ok(bytes) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")), (header::CACHE_CONTROL, cache(public, true))], bytes).into_response(),
         Err(Unpublished::NotFound(why)) => plain(StatusCode::NOT_FOUND, &why),

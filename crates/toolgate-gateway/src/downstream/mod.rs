@@ -178,7 +178,7 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
             "supportedVersions": SUPPORTED_VERSIONS,
             "capabilities": CAPABILITIES.clone(),
             "instructions": INSTRUCTIONS,
-            "ttlMs": gw.config.gateway.list_ttl_ms,
+            "ttlMs": gw.config().gateway.list_ttl_ms,
             "cacheScope": "public",
             "_meta": {wire::META_SERVER_INFO: server_info()}
         }))),
@@ -298,7 +298,7 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         Kind::Prompt => Box::new(catalog.prompts.values()),
         Kind::Resource => Box::new(catalog.resources.values()),
     };
-    let page_size = gw.config.gateway.list_page_size;
+    let page_size = gw.config().gateway.list_page_size;
     let listable = items.filter(|t| t.listable()).filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
     let mut listed = Vec::new();
     let mut last = None;
@@ -319,7 +319,7 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         out.insert("nextCursor".into(), raw(&format!("after:{last}")));
     }
     if era == Era::Modern {
-        out.insert("ttlMs".into(), raw(&list_ttl_ms(gw.config.gateway.list_ttl_ms, !catalog.down.is_empty())));
+        out.insert("ttlMs".into(), raw(&list_ttl_ms(gw.config().gateway.list_ttl_ms, !catalog.down.is_empty())));
         // Discovery follows authority, which will depend on the caller.
         out.insert("cacheScope".into(), raw("private"));
     }
@@ -410,7 +410,7 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
 /// What the answer says of its receipts: the log, and where they are in it.
 fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerReceipt> {
     let (receipt, decision) = recorded.placed.clone()?;
-    Some(AnswerReceipt { origin: gw.config.receipts.origin.clone(), receipt, decision, log: gw.config.receipts.log_url.clone() })
+    Some(AnswerReceipt { origin: gw.config().receipts.origin.clone(), receipt, decision, log: gw.config().receipts.log_url.clone() })
 }
 
 /// `_meta["io.toolgate/receipt"]` in a result, beside what the upstream's

@@ -39,6 +39,8 @@ pub(crate) struct Recorder<'a> {
     /// The policy in force for this call, named by receipts of calls
     /// refused before they were decided.
     pub policy_version: &'a str,
+    /// The version of the config the call runs under (`Config::version`).
+    pub config_version: &'a str,
 }
 
 /// The record stage's drafts for the stages that commit a receipt with the
@@ -262,6 +264,7 @@ fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings, operation: Option<Ope
         arguments_hash: &findings.arguments_hash,
         captured: findings.arguments.as_ref(),
         sandbox: findings.sandbox.as_deref(),
+        config_version: Some(rec.config_version).filter(|v| !v.is_empty()),
     }
 }
 
@@ -504,7 +507,7 @@ mod tests {
         let (cx, call) = split(c);
         let mut f = Findings::new(&cx, &call, gw.log.salt());
         f.resolved(&tool);
-        f.validated(gw.config.receipts.capture_values, &cx, &tool, proposal);
+        f.validated(gw.config().receipts.capture_values, &cx, &tool, proposal);
         f.decision = Some(decide_by_class(&tool.view));
         f.policy_version = Some(gw.policy().version().to_string());
         f
@@ -513,7 +516,7 @@ mod tests {
     /// Records `answer` as the pipeline does, under the policy in force.
     async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
         super::record(&rec, findings, answer, elapsed).await.answer
     }
 
@@ -546,7 +549,7 @@ mod tests {
         assert_eq!((f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()), ("parts__find_part", "agent", "atlas", "7"));
         f.resolved(&tool);
         assert_eq!((f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()), ("parts", "find_part", tool.definition_sha256.as_str()));
-        f.validated(gw.config.receipts.capture_values, &cx, &tool, &proposal);
+        f.validated(gw.config().receipts.capture_values, &cx, &tool, &proposal);
         assert_eq!(f.proposal_sha256.as_deref(), Some(proposal.sha256.as_str()));
         assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
         assert!(f.arguments.is_none(), "values are not captured unless configured");
@@ -644,7 +647,7 @@ mod tests {
     fn committed_outcome(gw: &Gateway) -> Findings {
         let mut f = allowed(gw, &find());
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
         f.dispatched = true;
         f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
         f
@@ -680,7 +683,7 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         let f = allowed(&gw, &find());
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version() };
+        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
         let drafts = drafts(&rec, &f);
         let op = OperationRef { key: "order-1".into(), state: "reserved".into() };
         let decided = drafts.decided(None, op.clone());

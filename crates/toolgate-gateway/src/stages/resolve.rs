@@ -13,17 +13,18 @@ use crate::config::Config;
 use crate::pins::PinStatus;
 use crate::wire::{RpcError, code};
 
-pub(crate) fn resolve(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+/// `catalog` is the call's snapshot, built under `config`: the call runs
+/// under them to its end, whatever a reload puts in force meanwhile.
+pub(crate) fn resolve(catalogs: &Catalogs, catalog: &Catalog, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
     if kind != Kind::Tool {
-        return resolve_content(catalogs, config, kind, name);
+        return resolve_content(catalogs, catalog, config, kind, name);
     }
-    let catalog = catalogs.current();
     if let Some(tool) = catalog.tools.get(name) {
         pinned(catalogs, tool)?;
         return Ok(tool.clone());
     }
     let server = config.split_exposed(name).map(|(s, _)| s);
-    down(&catalog, server)?;
+    down(catalog, server)?;
     let refusal = Refusal::new(
         Verdict::Deny,
         Reason::UnknownTool,
@@ -88,8 +89,7 @@ fn down(catalog: &Catalog, server: Option<&str>) -> Result<(), Stop> {
 /// A prompt by its exposed name, or the resource (listed, or matching a
 /// template) an exposed URI names. Its class is decide's business: a
 /// prohibited one resolves, and is refused there, with a receipt.
-fn resolve_content(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
-    let catalog = catalogs.current();
+fn resolve_content(catalogs: &Catalogs, catalog: &Catalog, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
     if let Some(found) = catalog.content(kind, name) {
         pinned(catalogs, found)?;
         return Ok(found.clone());
@@ -98,7 +98,7 @@ fn resolve_content(catalogs: &Catalogs, config: &Config, kind: Kind, name: &str)
         Kind::Prompt => config.split_exposed(name),
         _ => config.split_uri(name),
     };
-    down(&catalog, server.map(|(s, _)| s))?;
+    down(catalog, server.map(|(s, _)| s))?;
     let (what, data) = match kind {
         Kind::Prompt => (format!("there is no prompt `{name}`; list the prompts and use one of their names"), json!({"name": name})),
         _ => (format!("there is no resource `{name}`; list the resources and templates and read one of theirs"), json!({"uri": name})),
@@ -132,7 +132,7 @@ mod tests {
     #[tokio::test]
     async fn a_listed_tool_resolves_to_its_upstream_tool_and_pin() {
         let live = live().await;
-        let tool = passed(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
+        let tool = passed(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((tool.exposed_name.as_str(), tool.server.as_str(), tool.tool.name.as_str()), ("parts__find_part", "parts", "find_part"));
         assert_eq!(tool.pin, PinStatus::Pinned);
         assert_eq!(tool.definition_sha256, toolgate_core::contract::definition_sha256(&find_definition()));
@@ -144,7 +144,7 @@ mod tests {
         let live = live().await;
         // A tool the server does not list, and a server that is not configured.
         for name in ["parts__find_parts", "nobody__find_part"] {
-            let e = rpc_error(resolve(&live.catalogs, &live.config, Kind::Tool, name));
+            let e = rpc_error(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, name));
             assert_eq!(e.code, code::INVALID_PARAMS);
             assert_eq!(e.message, format!("Unknown tool: {name}"));
             let data = e.data.expect("the refusal rides in data");
@@ -159,8 +159,9 @@ mod tests {
         // Never started: it has no listing, so its tools are not in the catalog.
         let upstream = Upstream::new("parts", config.servers["parts"].server(), Duration::from_secs(1), Duration::from_secs(60), "test");
         let pins = Arc::new(crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap());
-        let catalogs = Catalogs::new(config.clone(), vec![upstream], pins, true);
-        let r = refused(resolve(&catalogs, &config, Kind::Tool, "parts__find_part"));
+        let live = crate::catalog::Live::new(config.clone(), Arc::new(toolgate_core::policy::PolicyEngine::empty()), vec![(upstream, tokio_util::sync::CancellationToken::new())]);
+        let catalogs = Catalogs::new(live, pins, true);
+        let r = refused(resolve(&catalogs, &catalogs.current(), &config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry));
         assert!(r.message.contains("`parts`"), "{}", r.message);
         let down = catalogs.current().down["parts"].clone();
@@ -173,13 +174,13 @@ mod tests {
         // The lock file holds another definition under this name.
         let accepted_before = serde_json::json!({"name": "find_part", "description": "the old one"});
         live.catalogs.pins().accept("parts__find_part", "0".repeat(64).as_str(), &accepted_before).unwrap();
-        let r = refused(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
+        let r = refused(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractChanged, Action::Escalate));
         assert!(r.message.contains("toolgate tools --accept parts__find_part"), "{}", r.message);
         // The operator accepts the live definition from another process (the CLI).
         let cli = crate::pins::PinStore::open(&live.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap();
         cli.accept("parts__find_part", &toolgate_core::contract::definition_sha256(&find_definition()), &find_definition()).unwrap();
-        let tool = passed(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
+        let tool = passed(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!(tool.tool.name, "find_part");
         // The catalog was rebuilt with the pin: later calls need not re-read the lock file.
         assert_eq!(live.catalogs.current().tools["parts__find_part"].pin, PinStatus::Pinned);
@@ -190,7 +191,7 @@ mod tests {
         let live = live().await;
         // The lock file became unreadable after the gateway opened it.
         std::fs::write(live.lock_path(), "{not json").unwrap();
-        let r = refused(resolve(&live.catalogs, &live.config, Kind::Tool, "parts__find_part"));
+        let r = refused(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
         assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate));
     }
 }

@@ -223,6 +223,7 @@ impl Store {
             arguments_hash: "",
             captured: None,
             sandbox: None,
+            config_version: None,
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();
@@ -400,7 +401,8 @@ impl Live {
         upstream.start(stop.child_token());
         assert!(upstream.ready(Duration::from_secs(10)).await, "the upstream did not list: {:?}", upstream.down_reason());
         let pins = Arc::new(PinStore::open(&config.lock_path(), Arc::new(FixedClock::new(NOW_MS))).expect("the lock file"));
-        let catalogs = Catalogs::new(config.clone(), vec![upstream.clone()], pins, true);
+        let live = crate::catalog::Live::new(config.clone(), Arc::new(toolgate_core::policy::PolicyEngine::empty()), vec![(upstream.clone(), stop.clone())]);
+        let catalogs = Catalogs::new(live, pins, true);
         Self { config, upstream, catalogs, fake, stop, _dir: dir }
     }
 

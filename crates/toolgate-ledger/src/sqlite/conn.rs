@@ -173,6 +173,7 @@ mod tests {
             arguments: None,
             result: None,
             sandbox: None,
+            config_version: None,
         }
     }
 
