@@ -86,8 +86,7 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
     let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: config.version() };
     let mut f = Findings::new(cx, call, gw.log.salt());
     let answer = 'call: {
-        // 1. admit: the call's own limits (a refusal before decide is the
-        // call's decision, and is observed as one)
+        // 1. admit: the call's own limits (a refusal before decide is the call's decision, observed as one)
         step!('call, obs.stage("admit").in_scope(|| admit::admit(&config.gateway, call)).inspect_err(|stop| obs.refused_early(stop, None)));
         // 2. resolve; a server that is down is nudged, so the retry the refusal asks for finds it back
         let tool = step!('call, obs.stage("resolve").in_scope(|| resolve::resolve(&gw.catalogs, catalog, config, call.kind, &call.name)).inspect_err(|stop| {
