@@ -264,3 +264,24 @@ async fn the_python_sdk_over_stdio_cancels_a_held_call() {
     let pending = std::process::Command::new(exe).args(["approvals", "list", "--state", "pending", "--config"]).arg(&config).output().unwrap();
     assert!(String::from_utf8_lossy(&pending.stdout).contains("raise_parts_order"), "{}", String::from_utf8_lossy(&pending.stdout));
 }
+
+/// A stdio server that takes longer than the discover's 5 s to start (a
+/// `uvx` fetching its package) reads the `server/discover` first, holds the
+/// connection to 2026-07-28 and refuses the `initialize` sent after it:
+/// the official Python SDK's server does. toolgate takes the discover's
+/// late answer, so the server comes up at its first start.
+#[test]
+fn a_server_slower_to_start_than_the_discover_s_wait_comes_up_in_its_own_era() {
+    let exe = env!("CARGO_BIN_EXE_toolgate");
+    let dir = tempfile::tempdir().unwrap();
+    let python = std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/echo_credentials.py");
+    let start = format!("sleep 6; exec {} {} stdio", python.display(), script.display());
+    let text = format!("[gateway]\nstate_dir = \"state\"\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nsandbox = \"off\"\n", json!(start));
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, text).unwrap();
+    let out = std::process::Command::new(exe).args(["doctor", "--config"]).arg(&config).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.contains("upstream slow")).unwrap_or_else(|| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert!(line.contains("protocol 2026-07-28") && !line.contains("-32022"), "{line}");
+}

@@ -75,45 +75,97 @@ fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
     }
 }
 
+/// The era a server agreed to, with what it said of itself.
+enum Agreed {
+    /// It answered `server/discover` with 2026-07-28: its capabilities.
+    Modern(Value),
+    /// It took the `initialize` handshake: its version and capabilities.
+    Legacy(String, Value),
+}
+
+/// The capabilities of a `server/discover` answer that offers 2026-07-28;
+/// `None` for any other answer (an error, another version).
+fn modern(answer: Result<Message, UpstreamError>) -> Option<Value> {
+    let raw = into_result(answer.ok()?).ok()?;
+    let result: Value = serde_json::from_str(raw.get()).unwrap_or_default();
+    let offered = result["supportedVersions"].as_array().is_some_and(|v| v.iter().any(|x| x == MODERN));
+    offered.then(|| result["capabilities"].clone())
+}
+
+/// The 2025-11-25 handshake's request and its answer.
+async fn initialize(channel: &Channel, client_version: &str) -> Result<Agreed, UpstreamError> {
+    let params = json!({
+        "protocolVersion": LEGACY,
+        "capabilities": {},
+        "clientInfo": {"name": "toolgate", "version": client_version}
+    });
+    let result = into_result(channel.request("initialize", &params, Some(Era::Legacy), &[]).await?)?;
+    let result: Value = serde_json::from_str(result.get()).map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
+    let version = result["protocolVersion"].as_str().unwrap_or_default().to_string();
+    if version.is_empty() {
+        return Err(UpstreamError::Protocol("initialize answered without a protocolVersion".into()));
+    }
+    Ok(Agreed::Legacy(version, result["capabilities"].clone()))
+}
+
+/// Agrees the era: `server/discover` first; an error, an HTTP refusal or
+/// another version means a legacy server, and the handshake. Silence is
+/// either a legacy server that never answers an unknown request, or a
+/// server still starting (`uvx` fetching its package) that will read the
+/// discover first, hold the connection to 2026-07-28 and refuse an
+/// `initialize` sent after it. So after `DISCOVER_TIMEOUT` the handshake
+/// is asked too, and whichever the server takes names the era.
+async fn agree(channel: &Channel, meta: &Value, client_version: &str) -> Result<Agreed, UpstreamError> {
+    let params = json!({"_meta": meta});
+    let discover = channel.request("server/discover", &params, Some(Era::Modern), &[]);
+    tokio::pin!(discover);
+    let answer = match tokio::time::timeout(DISCOVER_TIMEOUT, &mut discover).await {
+        // Nothing answered at all (no process, no listener): no point in a handshake.
+        Ok(Err(e @ UpstreamError::Unavailable(_))) => return Err(e),
+        Ok(answer) => answer,
+        Err(_) => {
+            let handshake = initialize(channel, client_version);
+            tokio::pin!(handshake);
+            return tokio::select! {
+                answer = &mut discover => match modern(answer) {
+                    Some(capabilities) => Ok(Agreed::Modern(capabilities)),
+                    None => handshake.await,
+                },
+                legacy = &mut handshake => match legacy {
+                    Ok(agreed) => Ok(agreed),
+                    // Refused: it took the discover, whose answer follows.
+                    Err(refused) => match tokio::time::timeout(DISCOVER_TIMEOUT, &mut discover).await {
+                        Ok(answer) => modern(answer).map(Agreed::Modern).ok_or(refused),
+                        Err(_) => Err(refused),
+                    },
+                },
+            };
+        }
+    };
+    match modern(answer) {
+        Some(capabilities) => Ok(Agreed::Modern(capabilities)),
+        None => initialize(channel, client_version).await,
+    }
+}
+
 impl McpSession {
     pub(crate) async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
         let meta = wire::modern_meta("toolgate", client_version);
-        let discover = tokio::time::timeout(DISCOVER_TIMEOUT, channel.request("server/discover", &json!({"_meta": meta}), Some(Era::Modern), &[])).await;
-        if let Ok(Ok(message)) = discover {
-            if let Ok(raw) = into_result(message) {
-                let result: Value = serde_json::from_str(raw.get()).unwrap_or_default();
-                let modern = result["supportedVersions"].as_array().is_some_and(|v| v.iter().any(|x| x == MODERN));
-                if modern {
-                    if let Channel::Http(c) = &channel {
-                        c.set_protocol_version(MODERN);
-                    }
-                    let capabilities = result["capabilities"].clone();
-                    return Ok(McpSession { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities });
+        match agree(&channel, &meta, client_version).await? {
+            Agreed::Modern(capabilities) => {
+                if let Channel::Http(c) = &channel {
+                    c.set_protocol_version(MODERN);
                 }
+                Ok(McpSession { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities })
             }
-        } else if let Ok(Err(e @ UpstreamError::Unavailable(_))) = discover {
-            // Nothing answered at all (no process, no listener): no point in a handshake.
-            return Err(e);
+            Agreed::Legacy(version, capabilities) => {
+                if let Channel::Http(c) = &channel {
+                    c.set_protocol_version(&version);
+                }
+                channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
+                Ok(McpSession { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
+            }
         }
-        // Anything else — an error, an HTTP refusal, silence — is a legacy
-        // server: the handshake.
-        let params = json!({
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "toolgate", "version": client_version}
-        });
-        let result = into_result(channel.request("initialize", &params, Some(Era::Legacy), &[]).await?)?;
-        let result: Value = serde_json::from_str(result.get()).map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
-        let version = result["protocolVersion"].as_str().unwrap_or_default().to_string();
-        if version.is_empty() {
-            return Err(UpstreamError::Protocol("initialize answered without a protocolVersion".into()));
-        }
-        if let Channel::Http(c) = &channel {
-            c.set_protocol_version(&version);
-        }
-        channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
-        let capabilities = result["capabilities"].clone();
-        Ok(McpSession { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
     }
 
     pub(crate) fn closed(&self) -> Option<watch::Receiver<bool>> {
