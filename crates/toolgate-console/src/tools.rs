@@ -1,8 +1,10 @@
 //! The authority matrix: every tool of every upstream, read live — each
 //! hint as declared or defaulted, the class the hints imply, the registry's
-//! class, disagreement, the pin — then every prompt, resource and template
-//! with its pin; a changed contract shown as a diff, accepted here through
-//! `Catalogs::accept`, as `toolgate tools --accept` does.
+//! class, the class in force, disagreement, the pin, and whether clients
+//! are given it (and if not, why: `toolgate_gateway::listed`) — then every
+//! prompt, resource and template the same way; a changed contract shown as
+//! a diff, accepted here through `Catalogs::accept`, as `toolgate tools
+//! --accept` does.
 
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolgate_core::{AuthorityClass, Hint};
 use toolgate_gateway::catalog::ExposedTool;
-use toolgate_gateway::gateway::Gateway;
+use toolgate_gateway::gateway::{Gateway, Mode};
+use toolgate_gateway::listed::{self, Listing};
 use toolgate_gateway::pins::PinStatus;
 use toolgate_gateway::upstream::Kind;
 
@@ -48,17 +51,27 @@ fn pin(p: &PinStatus) -> Markup {
     }
 }
 
+/// Whether clients are given it: `listed`, or `not listed` with why (in
+/// full on hover). The console is the serving gateway's: what it has not
+/// pinned it does not list.
+fn given(t: &ExposedTool) -> Markup {
+    match listed::listing(t, Mode::Serve) {
+        Listing::Listed | Listing::OnceServed => html! { span.listed { "listed" } },
+        Listing::NotListed(why) => html! { span.muted title=(why.text()) { "no: " (why.word()) } },
+    }
+}
+
 /// `GET /console/tools`.
 pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
     let s = &signed.session;
     let catalog = gw.catalogs.current();
     let tools: Vec<&Arc<ExposedTool>> = catalog.tools.values().filter(|t| t.kind == Kind::Tool).collect();
     let body = html! {
-        p { "Read live from each upstream's tools/list. The registry's class runs; a hint marked * was not declared and takes the specification's default. Rows where the hints and the registry disagree are marked." }
+        p { "Read live from each upstream's tools/list. The registry's class runs (In force); a hint marked * was not declared and takes the specification's default. Rows where the hints and the registry disagree are marked. Listed: whether clients are given it in tools/list, and if not, why." }
         div.scroll { table.matrix {
             thead { tr {
                 th { "Tool" } th { "readOnly" } th { "destructive" } th { "idempotent" } th { "openWorld" }
-                th { "Hints imply" } th { "Registry says" } th { "In force" } th { "Pin" }
+                th { "Hints imply" } th { "Registry says" } th { "In force" } th { "Pin" } th { "Listed" }
             } }
             tbody { @for t in &tools {
                 @let h = t.view.hints;
@@ -69,6 +82,7 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
                     td { (class(t.view.registry_class)) }
                     td { (class(Some(t.view.effective_class))) }
                     td { (pin(&t.pin)) }
+                    td { (given(t)) }
                 }
             } }
         } }
@@ -77,13 +91,14 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
             h2 { "Prompts, resources and templates" }
             p { "Pinned like tools: a prompt is instructions the model follows, so a changed one is held (not listed, not served) until an admin accepts it." }
             div.scroll { table {
-                thead { tr { th { "Kind" } th { "Name" } th { "In force" } th { "Pin" } } }
+                thead { tr { th { "Kind" } th { "Name" } th { "In force" } th { "Pin" } th { "Listed" } } }
                 tbody { @for t in &contents {
                     tr {
                         td { (t.kind.noun()) }
                         td { a href={ "/console/tools/" (urlencode(&t.pin_name())) } { (t.exposed_name) } }
                         td { (class(Some(t.view.effective_class))) }
                         td { (pin(&t.pin)) }
+                        td { (given(t)) }
                     }
                 } }
             } }
@@ -133,6 +148,12 @@ async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said
             dt { "Labels" } dd { (t.labels.join(", ")) }
             dt { "Definition" } dd { (short(&t.definition_sha256)) }
             dt { "Pin" } dd { (pin(&t.pin)) }
+            dt { "Listed" } dd { (given(t)) @if let Some(why) = listed::listing(t, Mode::Serve).why() { " — " (why.short()) ": " (why.text()) } }
+        }
+        @if let Some(fix) = listed::to_list(t, Mode::Serve) {
+            h2 { "The registry entry that would list it" }
+            p { "Add to the config and reload (or restart) the gateway: " (fix.why) }
+            pre { (fix.toml) }
         }
         @if let PinStatus::Changed(old) = &t.pin {
             h2 { "How the contract changed since it was accepted" }

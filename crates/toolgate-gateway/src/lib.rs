@@ -36,6 +36,7 @@ pub mod oauth;
 pub mod pins;
 pub mod prometheus;
 pub mod catalog;
+pub mod listed;
 pub mod gateway;
 pub mod reload;
 pub mod holds;

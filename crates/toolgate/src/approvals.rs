@@ -70,7 +70,7 @@ pub async fn open(config: &std::path::Path) -> anyhow::Result<(Config, std::sync
 pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
         Action::List(Listing { config, state, json }) => {
-            let (_, store) = open(&config).await?;
+            let (config, store) = open(&config).await?;
             let state = match state.as_deref() {
                 None => None,
                 Some(s) => Some(ApprovalState::parse(s).with_context(|| format!("unknown state `{s}`; use pending, approved, denied, expired or consumed"))?),
@@ -81,19 +81,21 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             } else if all.is_empty() {
                 println!("no approvals{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
             } else {
-                println!("{:<37} {:<9} {:<10} {:<30} reason", "id", "state", "caller", "tool");
-                for a in &all {
-                    let tool = format!("{}/{}", a.binding.server, a.binding.tool);
+                // The exposed name a client calls (`SERVER__TOOL`), as every listing names a tool.
+                let tools: Vec<String> = all.iter().map(|a| exposed_name(&config, &a.binding.server, &a.binding.tool)).collect();
+                let width = crate::tools::name_width("tool", tools.iter().map(String::as_str));
+                println!("{:<37} {:<9} {:<10} {} reason", "id", "state", "caller", crate::tools::pad("tool", width));
+                for (a, tool) in all.iter().zip(&tools) {
                     // Names and reasons came from agents and upstreams: escaped.
-                    println!("{:<37} {:<9} {:<10} {:<30} {}", visible(&a.id), a.state_at(SystemClock.now_ms()).as_str(), visible(&a.binding.caller), visible(&tool), visible(&a.reason));
+                    println!("{:<37} {:<9} {:<10} {} {}", visible(&a.id), a.state_at(SystemClock.now_ms()).as_str(), visible(&a.binding.caller), crate::tools::pad(&crate::tools::fit(tool, width), width), visible(&why(a)));
                 }
             }
             Ok(())
         }
         Action::Show(One { config, id, json }) => {
-            let (_, store) = open(&config).await?;
+            let (config, store) = open(&config).await?;
             let approval = store.approval(&id).await?.ok_or_else(|| toolgate_ledger::LedgerError::NotFound(id.clone()))?;
-            print(&approval, json)
+            print(&config, &approval, json)
         }
         Action::Approve(d) => decide(d, true).await,
         Action::Deny(d) => decide(d, false).await,
@@ -121,12 +123,36 @@ async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     let subject = approver.subject_of(&d.approver);
     let decider = toolgate_ledger::Decider { name: &d.approver, subject: &subject, tenant: &approver.tenant };
     let decided = store.decide_approval(&d.id, approve, decider, &d.reason, SystemClock.now_ms()).await?;
-    print(&decided, d.json)
+    print(&config, &decided, d.json)
+}
+
+/// The name a person reads for what `server` calls `subject`: the exposed
+/// name a client calls (`toolgate_gateway::listed::exposed_name`).
+pub(crate) fn exposed_name(config: &Config, server: &str, subject: &str) -> String {
+    toolgate_gateway::listed::exposed_name(config, server, subject)
+}
+
+/// Why approval is needed, once: the gateway records the class's reason
+/// with its rules in parentheses (`… requires approval (registry)`), and
+/// the rules beside it; the reason is shown without that tail.
+fn why(a: &Approval) -> String {
+    let tail = format!(" ({})", a.rules.join(", "));
+    a.reason.strip_suffix(&tail).unwrap_or(&a.reason).to_string()
+}
+
+/// What each rule id an approval names means.
+fn rule_text(rule: &str) -> String {
+    match rule {
+        "registry" => "registry (the registry's class)".into(),
+        "annotations" => "annotations (its trusted server's annotations)".into(),
+        "untrusted_server" => "untrusted_server (an untrusted server's tool the registry does not name)".into(),
+        other => format!("{other} (policy rule)"),
+    }
 }
 
 /// The approval as the gateway would act on it now (an approved one past
 /// its expiry shows `expired`).
-fn print(a: &Approval, json: bool) -> anyhow::Result<()> {
+fn print(config: &Config, a: &Approval, json: bool) -> anyhow::Result<()> {
     let a = &a.as_of(SystemClock.now_ms());
     if json {
         crate::print_json(a)?;
@@ -137,11 +163,14 @@ fn print(a: &Approval, json: bool) -> anyhow::Result<()> {
     let v = |s: &str| visible(s).into_owned();
     println!("approval   {}", v(&a.id));
     println!("state      {}", a.state.as_str());
-    println!("call       {}/{} by {} (tenant {})", v(&a.binding.server), v(&a.binding.tool), v(&a.binding.caller), v(&a.binding.tenant));
+    println!("call       {} by {} (tenant {})", v(&exposed_name(config, &a.binding.server, &a.binding.tool)), v(&a.binding.caller), v(&a.binding.tenant));
     println!("arguments  {}", v(&a.arguments.to_string()));
     println!("proposal   {}", v(&a.binding.proposal_sha256));
     println!("policy     {}", v(&a.binding.policy_version));
-    println!("reason     {} ({})", v(&a.reason), v(&a.rules.join(", ")));
+    println!("reason     {}", v(&why(a)));
+    if !a.rules.is_empty() {
+        println!("rules      {}", v(&a.rules.iter().map(|r| rule_text(r)).collect::<Vec<_>>().join(", ")));
+    }
     if let (Some(by), Some(why)) = (&a.decided_by, &a.decision_reason) {
         println!("decided    by {}: {}", v(by), v(why));
     }

@@ -1,6 +1,8 @@
 //! `toolgate doctor --config F`: checks what `serve` needs, in the order it
 //! needs it — the config, the policy, the signing keys, the ledger (open,
-//! migrated, a write), and each upstream (reachable, era, tools, pins) —
+//! migrated, a write), and each upstream (reachable, era, and what a client
+//! is given of its tools, prompts, resources and templates: the counts a
+//! gateway serving this config lists, and why the rest are not listed) —
 //! and says for each fault what to do. It starts what `serve` starts (on a
 //! first run that creates the state directory, as `serve` would) and runs
 //! no call. Exit status: 0 when every check passes.
@@ -11,7 +13,9 @@ use std::time::Duration;
 use toolgate_core::visible::visible;
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
-use toolgate_gateway::pins::PinStatus;
+use toolgate_gateway::catalog::{Catalog, ExposedTool};
+use toolgate_gateway::listed::{self, Listing, Why};
+use toolgate_gateway::upstream::{Kind, Listing as Listed};
 use toolgate_ledger::RunKey;
 
 /// How long an upstream may take to connect and list its tools.
@@ -31,6 +35,11 @@ impl Report {
     /// Not a fault, but less than it could be: said so, not counted.
     pub(crate) fn warn(&self, what: &str, detail: &str) {
         println!("warn  {}: {}", visible(what), visible(detail));
+    }
+
+    /// A line under the one before it, indented as a `fix:` is.
+    pub(crate) fn more(&self, line: &str) {
+        println!("      {}", visible(line));
     }
 
     pub(crate) fn fail(&mut self, what: &str, problem: &str, fix: &str) {
@@ -97,16 +106,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     for upstream in gw.catalogs.upstreams() {
         let what = format!("upstream {}", upstream.name);
         match upstream.listing() {
-            Some(listing) => {
-                let tools: Vec<_> = catalog.tools.values().filter(|t| t.server == upstream.name).collect();
-                let changed = tools.iter().filter(|t| matches!(t.pin, PinStatus::Changed(_))).count();
-                let new = tools.iter().filter(|t| matches!(t.pin, PinStatus::New)).count();
-                let content = format!("{} prompts, {} resources, {} templates", listing.prompts.len(), listing.resources.len(), listing.templates.len());
-                report.ok(&what, &format!("protocol {} ({:?}), {} tools listed, {} exposed, {new} not pinned yet; {content}", listing.protocol_version, listing.era, listing.tools.len(), tools.len()));
-                if changed > 0 {
-                    report.fail(&what, &format!("{changed} tool contract(s) changed since pinned: those tools are refused"), "`toolgate tools --config FILE` shows them; review and `--accept NAME`");
-                }
-            }
+            Some(listing) => given(&catalog, &upstream.name, &listing, path, &mut report),
             None => {
                 let why = upstream.down_reason().unwrap_or_else(|| format!("not connected within {} s", UPSTREAM_WITHIN.as_secs()));
                 let fix = if upstream.sandbox().is_some_and(|s| matches!(s, toolgate_gateway::sandbox::Sandbox::Boxed(_))) {
@@ -117,7 +117,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
                 report.fail(&what, &why, fix);
             }
         }
-        crate::doctor_sandbox::server(upstream, &report);
+        crate::doctor_sandbox::server(&upstream, &report);
     }
     for (name, why) in &catalog.ambiguous {
         report.fail(&format!("tool {name}"), why, "rename it upstream, or set namespace = true for its server");
@@ -128,6 +128,88 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     }
     println!("all checks passed");
     Ok(())
+}
+
+/// The four lists a client reads, in the order doctor counts them.
+const KINDS: [(Kind, &str, &str); 4] = [(Kind::Tool, "tool", "tools"), (Kind::Prompt, "prompt", "prompts"), (Kind::Resource, "resource", "resources"), (Kind::Template, "template", "templates")];
+
+/// `N tools, M prompts` for the counts given (none: `-`), each noun in its number.
+fn counted(counts: &[usize; 4]) -> String {
+    let parts: Vec<String> = KINDS.iter().zip(counts).filter(|(_, n)| **n > 0).map(|((_, one, many), n)| format!("{n} {}", if *n == 1 { one } else { many })).collect();
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+}
+
+/// One reachable upstream: what a client of a gateway serving this config
+/// is given of what it offers — the counts its `tools/list`, `prompts/list`,
+/// `resources/list` and `resources/templates/list` return — and, for what
+/// is not listed, why and what would list it (`toolgate_gateway::listed`).
+fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, report: &mut Report) {
+    let what = format!("upstream {server}");
+    let items: Vec<&ExposedTool> = catalog.all().filter(|t| t.server == server).map(|t| t.as_ref()).collect();
+    let mut shown = Vec::new();
+    let mut once_served = 0;
+    // Why not, by reason: how many of each kind, and the items.
+    let mut hidden: std::collections::BTreeMap<&'static str, (Why, [usize; 4], Vec<&ExposedTool>)> = Default::default();
+    for (i, (kind, _, many)) in KINDS.iter().enumerate() {
+        let offered = listing.of(*kind).len();
+        let of_kind: Vec<&ExposedTool> = items.iter().copied().filter(|t| t.kind == *kind).collect();
+        let mut given = 0;
+        for t in of_kind.iter().copied() {
+            match listed::listing(t, Mode::Inspect) {
+                Listing::Listed => given += 1,
+                Listing::OnceServed => {
+                    given += 1;
+                    once_served += 1;
+                }
+                Listing::NotListed(why) => {
+                    let entry = hidden.entry(why.code()).or_insert_with(|| (why, [0; 4], Vec::new()));
+                    entry.1[i] += 1;
+                    entry.2.push(t);
+                }
+            }
+        }
+        // What the server lists that the catalog does not hold: a name that
+        // is not unambiguous, or a template that does not parse.
+        let dropped = offered.saturating_sub(of_kind.len());
+        if dropped > 0 {
+            hidden.entry(Why::Ambiguous.code()).or_insert_with(|| (Why::Ambiguous, [0; 4], Vec::new())).1[i] += dropped;
+        }
+        shown.push(format!("{given} of {offered} {many}"));
+    }
+    let pinned = if once_served > 0 { format!("; {once_served} not pinned yet, listed once served (a serving gateway pins what it first sees)") } else { String::new() };
+    let detail = format!("protocol {} ({:?}); a client is given {}{pinned}", listing.protocol_version, listing.era, shown.join(", "));
+    // Hidden by the registry's silence is a surprise worth a line; hidden
+    // by its word is what the operator chose.
+    if hidden.values().any(|(why, _, _)| why.registry_would_list()) {
+        report.warn(&what, &detail);
+    } else {
+        report.ok(&what, &detail);
+    }
+    let config = config_path.display();
+    // The notes under that line first, then the faults, each with its fix.
+    let (faults, notes): (Vec<_>, Vec<_>) = hidden.values().partition(|(why, _, _)| *why == Why::ContractChanged);
+    for (why, counts, items) in notes.into_iter().chain(faults) {
+        match why {
+            Why::UntrustedUnregistered | Why::AnnotationsImplyProhibited => {
+                report.more(&format!("not listed: {}: {}. `toolgate audit --config {config} --suggest` prints an entry for each; the first:", counted(counts), why.short()));
+                if let Some(fix) = items.first().and_then(|t| listed::to_list(t, Mode::Inspect)) {
+                    for line in fix.toml.lines() {
+                        report.more(&format!("  {line}"));
+                    }
+                }
+            }
+            Why::Prohibited => report.more(&format!("not listed: {}: the registry classes them prohibited", counted(counts))),
+            Why::ContractChanged => {
+                let names: Vec<String> = items.iter().map(|t| t.pin_name().into_owned()).collect();
+                report.fail(
+                    &what,
+                    &format!("not listed, and refused, until accepted: {}: contract changed since pinned ({})", counted(counts), names.join(", ")),
+                    &format!("review each change and accept it: `toolgate tools --config {config} --accept {}`", names.first().map_or("NAME", String::as_str)),
+                );
+            }
+            Why::NotPinned | Why::Ambiguous => report.more(&format!("not listed: {}: {}", counted(counts), why.short())),
+        }
+    }
 }
 
 /// Waits until every upstream has listed its tools or failed a first time

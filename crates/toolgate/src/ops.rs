@@ -10,7 +10,7 @@ use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock};
 
-use crate::approvals::{Listing, One, check_approver, open};
+use crate::approvals::{Listing, One, check_approver, exposed_name, open};
 
 /// `ops list`: a listing, of at most `--limit` operations (a week of them is kept).
 #[derive(clap::Args)]
@@ -59,7 +59,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
         Action::List(OpsListing { listing: Listing { config, state, json }, limit }) => {
             let state = state.as_deref().map(parse_state).transpose()?;
-            let (_, ledger) = open(&config).await?;
+            let (config, ledger) = open(&config).await?;
             let all = ledger.operations(None, state, SystemClock.now_ms(), limit).await?;
             if all.len() == limit {
                 eprintln!("the newest {limit} shown; --limit N shows more");
@@ -69,19 +69,21 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             } else if all.is_empty() {
                 println!("no operations{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
             } else {
-                println!("{:<37} {:<22} {:<10} {:<28} key", "id", "state", "caller", "tool");
-                for op in &all {
-                    let tool = format!("{}/{}", op.key.server, op.key.tool);
+                // The exposed name a client calls (`SERVER__TOOL`), as every listing names a tool.
+                let tools: Vec<String> = all.iter().map(|op| exposed_name(&config, &op.key.server, &op.key.tool)).collect();
+                let width = crate::tools::name_width("tool", tools.iter().map(String::as_str));
+                println!("{:<37} {:<22} {:<10} {} key", "id", "state", "caller", crate::tools::pad("tool", width));
+                for (op, tool) in all.iter().zip(&tools) {
                     // Keys, names and callers came from agents and upstreams: escaped.
-                    println!("{:<37} {:<22} {:<10} {:<28} {}", visible(&op.id), op.state.as_str(), visible(&op.caller), visible(&tool), visible(&op.key.value));
+                    println!("{:<37} {:<22} {:<10} {} {}", visible(&op.id), op.state.as_str(), visible(&op.caller), crate::tools::pad(&crate::tools::fit(tool, width), width), visible(&op.key.value));
                 }
             }
             Ok(())
         }
         Action::Show(One { config, id, json }) => {
-            let (_, ledger) = open(&config).await?;
+            let (config, ledger) = open(&config).await?;
             let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
-            print(&op, json)
+            print(&config, &op, json)
         }
         Action::Reconcile(One { config, id, json }) => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
@@ -112,12 +114,12 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             check_approver(&config, &by, &reason)?;
             let log = toolgate_gateway::log::ReceiptLog::open_configured(&config, ledger.clone(), &toolgate_gateway::gateway::Sources::system()).await?;
             let op = toolgate_gateway::reconcile::resolve_by_hand(&*ledger, &log, &id, applied, &by, &reason, SystemClock.now_ms()).await?;
-            print(&op, json)
+            print(&config, &op, json)
         }
     }
 }
 
-fn print(op: &Operation, json: bool) -> anyhow::Result<()> {
+fn print(config: &toolgate_gateway::config::Config, op: &Operation, json: bool) -> anyhow::Result<()> {
     if json {
         crate::print_json(op)?;
         return Ok(());
@@ -126,7 +128,7 @@ fn print(op: &Operation, json: bool) -> anyhow::Result<()> {
     let v = |s: &str| visible(s).into_owned();
     println!("operation  {}", v(&op.id));
     println!("state      {} (attempt {})", op.state.as_str(), op.attempts);
-    println!("call       {}/{} by {} (tenant {})", v(&op.key.server), v(&op.key.tool), v(&op.caller), v(&op.key.tenant));
+    println!("call       {} by {} (tenant {})", v(&exposed_name(config, &op.key.server, &op.key.tool)), v(&op.caller), v(&op.key.tenant));
     println!("key        {}", v(&op.key.value));
     println!("arguments  {}", v(&op.arguments.to_string()));
     println!("proposal   {}", v(&op.proposal_sha256));

@@ -127,7 +127,7 @@ pub enum KeysAction {
 pub async fn run(action: Action) -> anyhow::Result<()> {
     match action {
         Action::List { config, since, limit, json } => {
-            let (_, ledger) = open(&config).await?;
+            let (config, ledger) = open(&config).await?;
             let rows = ledger.receipts(since, limit).await?;
             if json {
                 let list: Vec<Value> = rows.iter().map(|r| serde_json::from_str(&r.logged)).collect::<Result<_, _>>()?;
@@ -138,13 +138,17 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
                 println!("no receipts from index {since} (the log holds {})", ledger.log_size().await?);
                 return Ok(());
             }
-            println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  RESULT", "INDEX", "ISSUED", "TOOL", "DECISION", "REASON", "EXECUTION");
-            for row in rows {
-                let r = parse(&row.logged)?.receipt;
-                let tool = if r.server.is_empty() { r.tool.clone() } else { format!("{}/{}", r.server, r.tool) };
+            let receipts = rows.iter().map(|row| Ok(parse(&row.logged)?.receipt)).collect::<anyhow::Result<Vec<_>>>()?;
+            // One name per tool: the exposed name a client calls
+            // (`SERVER__TOOL`; a call refused before it named a tool keeps
+            // the name it called), as `toolgate tools` and approvals name it.
+            let tools: Vec<String> = receipts.iter().map(|r| crate::approvals::exposed_name(&config, &r.server, &r.tool)).collect();
+            let width = crate::tools::name_width("TOOL", tools.iter().map(String::as_str));
+            println!("{:>6}  {:<24}  {}  {:<16}  {:<24}  {:<14}  RESULT", "INDEX", "ISSUED", crate::tools::pad("TOOL", width), "DECISION", "REASON", "EXECUTION");
+            for (r, tool) in receipts.iter().zip(&tools) {
                 // Names and reasons came from upstreams and agents: escaped.
                 let v = |s: &str| visible(s).into_owned();
-                println!("{:>6}  {:<24}  {:<28}  {:<16}  {:<24}  {:<14}  {}", r.log_index, v(&r.issued_at), v(&tool), v(&r.decision), v(&r.reason), v(&r.execution_status), v(&r.result_status));
+                println!("{:>6}  {:<24}  {}  {:<16}  {:<24}  {:<14}  {}", r.log_index, v(&r.issued_at), crate::tools::pad(&crate::tools::fit(tool, width), width), v(&r.decision), v(&r.reason), v(&r.execution_status), v(&r.result_status));
             }
             Ok(())
         }

@@ -139,6 +139,27 @@ fn the_python_sdk_works_through_demo_serve_in_both_modes() {
     for line in ["ok    config", "ok    policy: validates", "ok    keys: receipt key", "ok    ledger", "ok    upstream tickets: protocol 2026-07-28", "all checks passed"] {
         assert!(report.contains(line), "{line} missing from:\n{report}");
     }
+    // What a person reads names each tool as a client calls it (`SERVER__TOOL`), never `SERVER/TOOL`.
+    let said = |args: &[&str]| {
+        let out = toolgate().args(args).arg("--config").arg(&serving.config).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let receipts = said(&["receipts", "list"]);
+    assert!(receipts.contains("tickets__get_ticket") && receipts.contains("parts__raise_parts_order"), "{receipts}");
+    assert!(!receipts.contains("tickets/") && !receipts.contains("parts/"), "{receipts}");
+    let pending = said(&["approvals", "list", "--state", "pending"]);
+    assert!(pending.contains("parts__raise_parts_order") && !pending.contains("parts/"), "{pending}");
+    let listed: Value = serde_json::from_str(&said(&["approvals", "list", "--state", "pending", "--json"])).unwrap();
+    let id = listed["approvals"][0]["id"].as_str().unwrap().to_string();
+    // `approvals show`: the call by that name, and why once, its rules on a line of their own.
+    let shown = said(&["approvals", "show", &id]);
+    assert!(shown.contains("call       parts__raise_parts_order by agent"), "{shown}");
+    let reason = shown.lines().find(|l| l.starts_with("reason ")).unwrap_or_else(|| panic!("{shown}"));
+    let rules = shown.lines().find(|l| l.starts_with("rules ")).unwrap_or_else(|| panic!("{shown}"));
+    let rule_ids: Vec<String> = listed["approvals"][0]["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+    assert!(rule_ids.iter().all(|r| rules.contains(r.as_str()) && !reason.contains(&format!("({r})"))), "{shown}");
+    assert!(!shown.contains(") ("), "{shown}");
     // Without the agent's token, the SDK gets nothing.
     let anonymous = Command::new(python()).arg(&script).args([&serving.endpoint, "2026-07-28", "[]"]).output().unwrap();
     assert!(!anonymous.status.success(), "{}", String::from_utf8_lossy(&anonymous.stdout));

@@ -150,6 +150,56 @@ async fn init_writes_a_config_for_the_servers_named_and_refuses_without_any() {
     drop(gateway);
 }
 
+/// A server with prompts, resources and a template (the conformance
+/// fixture, over stdio in its box): the import registers each as the read
+/// it is, says so, and a client of the written config is given them all —
+/// as it was without toolgate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_resources_are_registered_as_reads_and_a_client_sees_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let client = home.join("claude_desktop_config.json");
+    std::fs::write(&client, json!({"mcpServers": {"fixture": {"command": BIN, "args": ["conformance-fixture", "--stdio"]}}}).to_string()).unwrap();
+    let out = home.join("gateway");
+    let (ok, stdout, stderr) = import(&[&client], &out);
+    assert!(ok, "{stdout}\n{stderr}");
+    // The summary says what was written for each kind.
+    assert!(stdout.contains("fixture (from ") && stdout.contains("23 tools classed (") && stdout.contains("5 prompts, 2 resources, 1 template registered automatic (reads); all pinned"), "{stdout}");
+    let config = std::fs::read_to_string(out.join("toolgate.toml")).unwrap();
+    for prompt in ["test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource", "test_prompt_with_image", "test_input_required_result_prompt"] {
+        assert!(config.contains(&format!("[registry_prompts.\"fixture__{prompt}\"]\nclass = \"automatic\"")), "{prompt}: {config}");
+    }
+    for uri in ["test://static-text", "test://static-binary", "test://template/{id}/data"] {
+        assert!(config.contains(&format!("[[registry_resources]]\nserver = \"fixture\"\nuri = \"{uri}\"\nclass = \"automatic\"")), "{uri}: {config}");
+    }
+    assert!(config.contains("# prompt:fixture__test_simple_prompt: a prompt get is a read (prompts/get); pinned"), "each entry says why: {config}");
+    let lock = std::fs::read_to_string(out.join("toolgate.lock")).unwrap();
+    assert!(lock.contains("prompt:fixture__test_simple_prompt") && lock.contains("template:toolgate://fixture/test://template/{id}/data"), "{lock}");
+    // What `toolgate audit --suggest` prints for them is what was written:
+    // nothing, now that the registry names each.
+    let suggest = StdCommand::new(BIN).args(["audit", "--suggest", "--config"]).arg(out.join("toolgate.toml")).output().unwrap();
+    let suggested = String::from_utf8_lossy(&suggest.stdout);
+    assert!(suggest.status.success() && !suggested.contains("registry_prompts") && !suggested.contains("registry_resources"), "{suggested}");
+
+    // A client of the written config is given every prompt, resource and template.
+    let mut gateway = Command::new(BIN);
+    gateway.args(["serve", "--config"]).arg(out.join("toolgate.toml"));
+    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    let steps = json!([{"get": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "north", "arg2": "south"}}, {"read": "toolgate://fixture/test://template/7/data"}]);
+    let run = StdCommand::new(python()).arg(workspace().join("tests/python/content_client.py")).args([gateway.url.as_str(), "2026-07-28", &steps.to_string()]).output().unwrap();
+    let got = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
+    let v: Value = serde_json::from_str(&got).unwrap();
+    assert_eq!((v["prompts"].as_array().unwrap().len(), v["resources"].as_array().unwrap().len(), v["templates"].as_array().unwrap().len()), (5, 2, 1), "{v}");
+    assert_eq!(v["results"][0]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='north', arg2='south'", "{v}");
+    assert!(v["results"][1]["contents"][0]["text"].as_str().unwrap_or_default().contains("Data for ID: 7"), "{v}");
+    // And doctor counts what the client was given.
+    let doctor = StdCommand::new(BIN).args(["doctor", "--config"]).arg(out.join("toolgate.toml")).output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("5 of 5 prompts, 2 of 2 resources, 1 of 1 templates"), "{said}");
+    drop(gateway);
+}
+
 /// Runs `toolgate import FILES --out OUT`: (success, stdout, stderr).
 fn import(files: &[&std::path::Path], out: &std::path::Path) -> (bool, String, String) {
     // The variable an imported `${input:…}` asks for, so that server starts.
