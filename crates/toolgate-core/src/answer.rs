@@ -126,9 +126,10 @@ impl AnswerReceipt {
     }
 }
 
-/// The members an answer carries (a result's, a JSON-RPC response's), which
+/// The members an answer carries (a result's, a JSON-RPC response's, and
+/// the names the Python SDK's `model_dump_json()` gives some of them), which
 /// a receipt saved alone never does.
-const ANSWER_MEMBERS: [&str; 9] = ["content", "structuredContent", "isError", "resultType", "messages", "contents", "result", "error", "_meta"];
+const ANSWER_MEMBERS: [&str; 13] = ["content", "structuredContent", "isError", "resultType", "messages", "contents", "result", "error", "_meta", "structured_content", "is_error", "result_type", "meta"];
 
 /// A saved answer, as `toolgate verify --answer` reads it: its receipt, and
 /// the result it came with when the whole answer was saved.
@@ -162,6 +163,12 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
     if let Some(r) = doc.get("_meta").and_then(|m| m.get(RECEIPT_META)) {
         return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()), error: None });
     }
+    // A result as the Python SDK's `model_dump_json()` writes it: `_meta` is `meta` there.
+    if doc.get("_meta").is_none()
+        && let Some(r) = doc.get("meta").and_then(|m| m.get(RECEIPT_META))
+    {
+        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()), error: None });
+    }
     if let Some(result) = doc.get("result").filter(|r| r.is_object()) {
         return read_saved(result);
     }
@@ -173,35 +180,522 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
     Err(format!("no receipt found: expected _meta[\"{RECEIPT_META}\"] in the answer, its result, or the receipt object itself"))
 }
 
-/// The `result_sha256` a receipt may give for this answer's result: SHA-256
-/// of its JCS once toolgate's notes are taken out of `_meta`. A receipt
-/// hashes the result before toolgate notes anything in it, except a
-/// replay's, which hashes the result as replayed (with its
-/// `io.toolgate/operation` note); so the candidates are the result without
-/// any of toolgate's keys and without its receipt alone, each without
-/// `_meta` too when that leaves it empty (toolgate added it).
+/// `_meta` as a receipt may have hashed it: without any of toolgate's keys,
+/// or (a replay's, which hashes the result as replayed, with its
+/// `io.toolgate/operation` note) without its receipt alone; each variant
+/// also absent when that leaves it empty (toolgate added it). `None`: no
+/// `_meta` member. Distinct, in that order.
+fn meta_variants(meta: Option<&Value>) -> Vec<Option<Value>> {
+    let Some(Value::Object(meta)) = meta else { return vec![meta.cloned()] };
+    let mut out: Vec<Option<Value>> = Vec::new();
+    let strips: [&dyn Fn(&str) -> bool; 2] = [&|k| k.starts_with(OWN_META_PREFIX), &|k| k == RECEIPT_META];
+    for strip in strips {
+        let kept: Map<String, Value> = meta.iter().filter(|(k, _)| !strip(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        if kept.is_empty() && !out.contains(&None) {
+            out.push(None);
+        }
+        let kept = Some(Value::Object(kept));
+        if !out.contains(&kept) {
+            out.push(kept);
+        }
+    }
+    out
+}
+
+/// The `result_sha256` a receipt may give for this result exactly as saved:
+/// SHA-256 of its JCS once toolgate's notes are taken out of `_meta` (see
+/// [`meta_variants`]). What [`judge`] tries first; it then reads the result
+/// as a stock MCP SDK hands it back ([`prove_result`]).
 pub fn result_sha256(result: &Value) -> Vec<String> {
     let Some(object) = result.as_object() else { return vec![sha256_hex(canonical_json(result).as_bytes())] };
     let mut out: Vec<String> = Vec::new();
-    let strips: [&dyn Fn(&str) -> bool; 2] = [&|k| k.starts_with(OWN_META_PREFIX), &|k| k == RECEIPT_META];
-    for strip in strips {
+    for meta in meta_variants(object.get("_meta")) {
         let mut bare = object.clone();
-        let empty = match bare.get_mut("_meta") {
-            Some(Value::Object(meta)) => {
-                meta.retain(|k, _| !strip(k));
-                meta.is_empty()
-            }
-            _ => false,
+        match meta {
+            Some(m) => bare.insert("_meta".into(), m),
+            None => bare.remove("_meta"),
         };
-        if empty {
-            let mut without = bare.clone();
-            without.remove("_meta");
-            out.push(sha256_hex(canonical_json(&Value::Object(without)).as_bytes()));
-        }
         out.push(sha256_hex(canonical_json(&Value::Object(bare)).as_bytes()));
     }
-    out.dedup();
     out
+}
+
+// ---------------------------------------------------------------------------
+// An answer as a stock MCP SDK hands it back.
+//
+// The receipt commits to the result the gateway sent, exactly (its JCS).
+// A client library parses that result into its own model and gives the
+// caller the model, which differs from what was sent in ways fixed by the
+// protocol's schema: members the schema gives a default may appear or go,
+// optional members come back as null, names may be in the library's own
+// spelling. A verifier reads the saved answer back into the wire's form in
+// each of those ways (a bounded set of readings, none of which touches what
+// the tool said) and proves the answer if one of them hashes to
+// `result_sha256`. docs/RECEIPTS.md ("An answer as an SDK hands it back")
+// defines the readings for independent verifiers and argues why no two
+// answers that mean different things can both prove against one receipt.
+// ---------------------------------------------------------------------------
+
+/// The scheme under which the gateway shows a namespaced server's resource
+/// URIs (`toolgate://SERVER/URI`, the gateway's `config::URI_SCHEME`).
+const URI_SCHEME: &str = "toolgate://";
+
+/// Which request a result answers, and so which of the protocol's result
+/// schemas its members follow. A receipt names it: `prompt:NAME` for a
+/// prompt get, `resource:URI` for a resource read, else a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A `tools/call` result (`CallToolResult`).
+    Call,
+    /// A `prompts/get` result (`GetPromptResult`).
+    Prompt,
+    /// A `resources/read` result (`ReadResourceResult`).
+    Read,
+}
+
+impl Shape {
+    /// The shape of the result a receipt naming `tool` records.
+    pub fn of(tool: &str) -> Self {
+        if tool.starts_with("prompt:") {
+            Shape::Prompt
+        } else if tool.starts_with("resource:") {
+            Shape::Read
+        } else {
+            Shape::Call
+        }
+    }
+}
+
+/// An object of the protocol's schema inside a result: where the SDK's
+/// model, not the tool, decides names, defaults and nulls. Everything else
+/// (`structuredContent`, any `_meta`'s value, text, data) is the tool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    /// The result itself.
+    Result(Shape),
+    /// A prompt's message (`PromptMessage`).
+    Message,
+    /// A content block (`ContentBlock`: text, image, audio, resource_link, resource).
+    Block,
+    /// A block's `annotations`.
+    Annotations,
+    /// A resource link's icon.
+    Icon,
+    /// A resource's contents (`TextResourceContents`, `BlobResourceContents`).
+    Contents,
+}
+
+impl Model {
+    /// The members the schema names (`None`: a block of a type it does not name).
+    fn members(self, object: &Map<String, Value>) -> Option<&'static [&'static str]> {
+        Some(match self {
+            Model::Result(Shape::Call) => &["content", "structuredContent", "isError", "resultType", "_meta"],
+            Model::Result(Shape::Prompt) => &["description", "messages", "resultType", "_meta"],
+            Model::Result(Shape::Read) => &["contents", "resultType", "ttlMs", "cacheScope", "_meta"],
+            Model::Message => &["role", "content"],
+            Model::Block => match object.get("type").and_then(Value::as_str) {
+                Some("text") => &["type", "text", "annotations", "_meta"],
+                Some("image" | "audio") => &["type", "data", "mimeType", "annotations", "_meta"],
+                Some("resource_link") => &["type", "uri", "name", "title", "description", "mimeType", "size", "icons", "annotations", "_meta"],
+                Some("resource") => &["type", "resource", "annotations", "_meta"],
+                _ => return None,
+            },
+            Model::Annotations => &["audience", "priority", "lastModified"],
+            Model::Icon => &["src", "mimeType", "sizes", "theme"],
+            Model::Contents => &["uri", "mimeType", "_meta", "text", "blob"],
+        })
+    }
+
+    /// The optional members whose type excludes null: the Python SDK reads
+    /// a null there as absent and writes one for each it lacks (a dump
+    /// without `exclude_none`); the TypeScript SDK refuses a null there.
+    fn optional(self, object: &Map<String, Value>) -> &'static [&'static str] {
+        match self {
+            Model::Result(Shape::Call) => &["structuredContent", "isError", "_meta"],
+            Model::Result(Shape::Prompt) => &["description", "_meta"],
+            Model::Result(Shape::Read) => &["_meta"],
+            Model::Message => &[],
+            Model::Block => match object.get("type").and_then(Value::as_str) {
+                Some("resource_link") => &["title", "description", "mimeType", "size", "icons", "annotations", "_meta"],
+                Some("text" | "image" | "audio" | "resource") => &["annotations", "_meta"],
+                _ => &[],
+            },
+            Model::Annotations => &["audience", "priority", "lastModified"],
+            Model::Icon => &["mimeType", "sizes", "theme"],
+            Model::Contents => &["mimeType", "_meta"],
+        }
+    }
+
+    /// The model of what `key` holds, when it holds schema objects
+    /// (`true`: a list of them).
+    fn child(self, key: &str, object: &Map<String, Value>) -> Option<(Model, bool)> {
+        let kind = object.get("type").and_then(Value::as_str);
+        match (self, key) {
+            (Model::Result(Shape::Call), "content") => Some((Model::Block, true)),
+            (Model::Result(Shape::Prompt), "messages") => Some((Model::Message, true)),
+            (Model::Result(Shape::Read), "contents") => Some((Model::Contents, true)),
+            (Model::Message, "content") => Some((Model::Block, false)),
+            (Model::Block, "annotations") if kind.is_some() => Some((Model::Annotations, false)),
+            (Model::Block, "icons") if kind == Some("resource_link") => Some((Model::Icon, true)),
+            (Model::Block, "resource") if kind == Some("resource") => Some((Model::Contents, false)),
+            _ => None,
+        }
+    }
+}
+
+/// The Python SDK's own names of the members it models, as its
+/// `model_dump_json()` (and `model_dump()` without `by_alias`) writes them,
+/// with the wire's.
+const SNAKE: [(&str, &str); 8] = [
+    ("meta", "_meta"),
+    ("structured_content", "structuredContent"),
+    ("is_error", "isError"),
+    ("result_type", "resultType"),
+    ("ttl_ms", "ttlMs"),
+    ("cache_scope", "cacheScope"),
+    ("mime_type", "mimeType"),
+    ("last_modified", "lastModified"),
+];
+
+/// Calls `f` on every schema object in `value` (of `model`; a list of them
+/// when `list`), each before the objects inside it, with its path
+/// (`content[0].annotations`).
+fn each_model(value: &mut Value, model: Model, list: bool, path: &str, f: &mut dyn FnMut(&mut Map<String, Value>, Model, &str) -> Result<(), String>) -> Result<(), String> {
+    if list {
+        if let Value::Array(items) = value {
+            for (i, item) in items.iter_mut().enumerate() {
+                each_model(item, model, false, &format!("{path}[{i}]"), f)?;
+            }
+        }
+        return Ok(());
+    }
+    let Value::Object(object) = value else { return Ok(()) };
+    f(object, model, path)?;
+    let children: Vec<(String, Model, bool)> = object.keys().filter_map(|k| model.child(k, object).map(|(m, l)| (k.clone(), m, l))).collect();
+    for (key, child, list) in children {
+        let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        each_model(object.get_mut(&key).expect("a member just listed"), child, list, &at, f)?;
+    }
+    Ok(())
+}
+
+/// The result read with the wire's names where it has the Python SDK's
+/// own (`model_dump_json()`), in every schema object and nowhere else; an
+/// object carrying a member under both names is not such a dump.
+fn wire_names(result: &Value, shape: Shape) -> Option<Value> {
+    let mut out = result.clone();
+    each_model(&mut out, Model::Result(shape), false, "", &mut |object, _, path| {
+        for (snake, wire) in SNAKE {
+            if let Some(v) = object.remove(snake) {
+                if object.contains_key(wire) {
+                    return Err(format!("{path} names {wire} twice"));
+                }
+                object.insert(wire.to_string(), v);
+            }
+        }
+        Ok(())
+    })
+    .ok()?;
+    Some(out)
+}
+
+/// Whether the result's own members are named as the Python SDK's
+/// `model_dump_json()` names them (it always writes `result_type`).
+fn snake_named(result: &Value) -> bool {
+    let Some(object) = result.as_object() else { return false };
+    object.keys().any(|k| SNAKE.iter().any(|(snake, _)| snake == k) && k != "meta") || object.contains_key("meta") && !object.contains_key("_meta")
+}
+
+/// The result without the nulls at the schema's optional members (see
+/// [`Model::optional`]), and where they were.
+fn without_nulls(result: &Value, shape: Shape) -> (Value, Vec<String>) {
+    let mut out = result.clone();
+    let mut found = Vec::new();
+    let _ = each_model(&mut out, Model::Result(shape), false, "", &mut |object, model, path| {
+        let nulls: Vec<&'static str> = model.optional(object).iter().copied().filter(|k| object.get(*k).is_some_and(Value::is_null)).collect();
+        for key in nulls {
+            object.remove(key);
+            found.push(if path.is_empty() { key.to_string() } else { format!("{path}.{key}") });
+        }
+        Ok(())
+    });
+    (out, found)
+}
+
+/// A read's contents under the URIs the upstream gave them: the gateway
+/// shows each `contents[i].uri` of a namespaced server as
+/// `toolgate://SERVER/URI` after the receipt hashed it.
+fn upstream_uris(result: &Value, server: &str) -> Option<Value> {
+    let prefix = format!("{URI_SCHEME}{server}/");
+    let mut out = result.clone();
+    let mut changed = false;
+    for item in out.get_mut("contents").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(uri) = item.get("uri").and_then(Value::as_str).and_then(|u| u.strip_prefix(&prefix)) {
+            item["uri"] = Value::String(uri.to_string());
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// The readings of a saved result, as saved first: with the wire's names
+/// (when it has the Python SDK's), without the nulls at the schema's
+/// optional members (when it has any), and a read's contents under the
+/// upstream's URIs (when the gateway renamed them); each with what was
+/// read into it.
+fn readings(result: &Value, shape: Shape, server: &str) -> Vec<(Value, Vec<String>)> {
+    let mut out = vec![(result.clone(), Vec::new())];
+    if snake_named(result)
+        && let Some(renamed) = wire_names(result, shape)
+    {
+        out.push((renamed, vec!["the names read as the Python SDK's model_dump_json() writes them (is_error for isError, meta for _meta, …)".to_string()]));
+    }
+    for i in 0..out.len() {
+        let (stripped, nulls) = without_nulls(&out[i].0, shape);
+        if !nulls.is_empty() {
+            let mut notes = out[i].1.clone();
+            notes.push(format!("{} null(s) at optional fields of the protocol's schema read as absent, as the SDKs read them ({})", nulls.len(), listed(&nulls)));
+            out.push((stripped, notes));
+        }
+    }
+    if shape == Shape::Read {
+        for i in 0..out.len() {
+            if let Some(renamed) = upstream_uris(&out[i].0, server) {
+                let mut notes = out[i].1.clone();
+                notes.push(format!("the contents' URIs read as the upstream named them (the answer shows them under {URI_SCHEME}{server}/)"));
+                out.push((renamed, notes));
+            }
+        }
+    }
+    out
+}
+
+/// At most three items of a list, then how many more.
+fn listed(items: &[String]) -> String {
+    let mut text = items.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > 3 {
+        text.push_str(&format!(" and {} more", items.len() - 3));
+    }
+    text
+}
+
+/// The members of a result the schema gives a default, with it, for each
+/// shape; and whether a stock SDK may take the member out (`true`: the
+/// TypeScript SDK removes `resultType` from every result) besides putting
+/// it in (the Python SDK writes each of its defaults it finds absent; the
+/// TypeScript SDK writes `content: []`).
+fn defaults(shape: Shape) -> Vec<(&'static str, Value, bool)> {
+    let mut out = vec![("resultType", json!("complete"), true)];
+    match shape {
+        Shape::Call => out.extend([("isError", json!(false), false), ("content", json!([]), false)]),
+        Shape::Prompt => {}
+        Shape::Read => out.extend([("ttlMs", json!(0), false), ("cacheScope", json!("private"), false)]),
+    }
+    out
+}
+
+/// Whether `v` is `default` as JCS writes them (a number by the double it
+/// denotes: `0` and `0.0` alike; `false` is no number).
+fn is_default(v: &Value, default: &Value) -> bool {
+    match (v, default) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => v == default,
+    }
+}
+
+/// One change a reading of the top level may make: a member whose value is
+/// the schema's default, taken out (the SDK wrote it) or put in (the SDK
+/// took it out).
+struct Toggle {
+    name: &'static str,
+    /// Where the default's JCS lies in the scratch text.
+    at: std::ops::Range<usize>,
+    /// Whether the saved result carries it.
+    present: bool,
+}
+
+/// Finds the reading of `result` whose JCS hashes to `want`: each of
+/// [`readings`], with toolgate's notes out of `_meta` ([`meta_variants`]),
+/// and each default a stock SDK may have written or left out, taken out or
+/// put back ([`defaults`]). The notes of the one found (none: as saved).
+/// Each top-level member's JCS is written once per reading, the candidates
+/// put together from them.
+pub fn prove_result(result: &Value, shape: Shape, server: &str, want: &str) -> Option<Vec<String>> {
+    if !result.is_object() {
+        return (sha256_hex(canonical_json(result).as_bytes()) == want).then(Vec::new);
+    }
+    for (reading, notes) in readings(result, shape, server) {
+        let Value::Object(object) = &reading else { continue };
+        let mut scratch = String::new();
+        let write = |v: &Value, scratch: &mut String| {
+            let start = scratch.len();
+            scratch.push_str(&canonical_json(v));
+            start..scratch.len()
+        };
+        let mut toggles: Vec<Toggle> = Vec::new();
+        for (name, default, removable) in defaults(shape) {
+            match object.get(name) {
+                Some(v) if is_default(v, &default) => toggles.push(Toggle { name, at: write(v, &mut scratch), present: true }),
+                None if removable => toggles.push(Toggle { name, at: write(&default, &mut scratch), present: false }),
+                _ => {}
+            }
+        }
+        let fixed: Vec<(&str, std::ops::Range<usize>)> = object
+            .iter()
+            .filter(|(k, _)| *k != "_meta" && !toggles.iter().any(|t| t.name == k.as_str()))
+            .map(|(k, v)| (k.as_str(), write(v, &mut scratch)))
+            .collect::<Vec<_>>();
+        let metas: Vec<Option<std::ops::Range<usize>>> = meta_variants(object.get("_meta")).into_iter().map(|m| m.map(|m| write(&m, &mut scratch))).collect();
+        for meta in &metas {
+            for flips in 0u32..(1 << toggles.len()) {
+                let mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)> = fixed.iter().map(|(k, r)| ((*k).into(), r.clone())).collect();
+                if let Some(m) = meta {
+                    members.push(("_meta".into(), m.clone()));
+                }
+                let mut said = notes.clone();
+                for (i, t) in toggles.iter().enumerate() {
+                    let flipped = flips & (1 << i) != 0;
+                    if t.present != flipped {
+                        members.push((t.name.into(), t.at.clone()));
+                    }
+                    if flipped {
+                        let value = &scratch[t.at.clone()];
+                        said.push(if t.present {
+                            format!("{}: {value} read as the SDK's default, absent from the result the gateway sent", t.name)
+                        } else {
+                            format!("{}: {value}, which the result the gateway sent carried, read back where the SDK left it out", t.name)
+                        });
+                    }
+                }
+                let mut text = String::with_capacity(scratch.len());
+                crate::proposal::write_members(members, &scratch, &mut text);
+                if sha256_hex(text.as_bytes()) == want {
+                    return Some(said);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The result read into the wire's form as the SDK's reading can be, with
+/// nothing to choose: the wire's names (when it has the Python SDK's), and
+/// without the nulls at the schema's optional members. A refusal toolgate
+/// gives has none of either, so its answer is judged in this form.
+fn as_wire(result: &Value, shape: Shape) -> Value {
+    let named = if snake_named(result) { wire_names(result, shape).unwrap_or_else(|| result.clone()) } else { result.clone() };
+    without_nulls(&named, shape).0
+}
+
+/// Where an answer departs from the result its receipt carries.
+struct Departure {
+    /// What, with its path.
+    said: String,
+    /// Whether a stock SDK loses this on its own: a member outside the
+    /// schema, or a null at a member of it, that the answer lacks.
+    lost: bool,
+}
+
+/// A value as a report quotes it: its JCS, at most 60 characters, escaped.
+fn quoted(v: &Value) -> String {
+    let text = canonical_json(v);
+    let mut short: String = text.chars().take(60).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    crate::visible::visible(&short).into_owned()
+}
+
+/// The departures of `answer` from `recorded`, each schema object compared
+/// by its members and each list by its items; `model` is what `answer` is
+/// in the schema (`None`: the tool's value).
+fn departures(answer: &Value, recorded: &Value, model: Option<(Model, bool)>, path: &str, out: &mut Vec<Departure>) {
+    let at = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+    let shown = |p: &str| if p.is_empty() { "the result".to_string() } else { crate::visible::visible(p).into_owned() };
+    match (answer, recorded) {
+        (Value::Array(a), Value::Array(r)) => {
+            if a.len() != r.len() {
+                out.push(Departure { said: format!("{} holds {} items, the recorded result {}", shown(path), a.len(), r.len()), lost: false });
+                return;
+            }
+            let item = model.map(|(m, _)| (m, false));
+            for (i, (x, y)) in a.iter().zip(r).enumerate() {
+                departures(x, y, item, &format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Object(a), Value::Object(r)) if model.is_none_or(|(_, list)| !list) => {
+            let model = model.map(|(m, _)| m);
+            let mut keys: Vec<&String> = a.keys().chain(r.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let p = at(key);
+                match (a.get(key), r.get(key)) {
+                    (Some(x), Some(y)) => departures(x, y, model.and_then(|m| m.child(key, r)), &p, out),
+                    (None, Some(y)) => {
+                        let known = model.and_then(|m| m.members(r)).is_some_and(|members| members.contains(&key.as_str()));
+                        let (said, lost) = match model {
+                            Some(_) if y.is_null() => (format!("the SDK dropped a null at {}, which the recorded result carries", shown(&p)), true),
+                            Some(_) if !known => (format!("the SDK dropped {}, a member outside the protocol's schema (recorded: {})", shown(&p), quoted(y)), true),
+                            _ => (format!("the answer lacks {} (recorded: {})", shown(&p), quoted(y)), false),
+                        };
+                        out.push(Departure { said, lost });
+                    }
+                    (Some(x), None) => out.push(Departure { said: format!("the answer adds {} ({}), which the recorded result does not carry", shown(&p), quoted(x)), lost: false }),
+                    (None, None) => {}
+                }
+            }
+        }
+        (a, r) if a != r => out.push(Departure { said: format!("{} is {} in the answer, {} in the recorded result", shown(path), quoted(a), quoted(r)), lost: false }),
+        _ => {}
+    }
+}
+
+/// Why no reading of the answer's result hashes to `want`. When the
+/// receipt carries the result it records (`receipts.capture_values`), what
+/// departs from it, each by its path; else what a stock SDK cannot give
+/// back, which the recorded result may have held.
+fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
+    let head = format!("the answer's result does not hash to the receipt's result_sha256 {want}, as saved or read as a stock MCP SDK hands a result back");
+    let Some(recorded) = r.result.as_ref().filter(|v| sha256_hex(canonical_json(v).as_bytes()) == want) else {
+        return format!(
+            "{head}: it is not the answer the gateway recorded, or the recorded result held what a stock SDK drops and no dump of it gives back (a member outside the protocol's schema: the Python SDK drops every one, the TypeScript SDK those in content blocks, messages and resource contents; or a null at a field of the schema, which the Python SDK drops with exclude_none). Save the raw JSON-RPC response to prove such a result, or verify the `_meta` receipt alone to prove only the receipt"
+        );
+    };
+    // The answer in the wire's form, aligned with the recorded result where
+    // a reading may choose: toolgate's notes out, the schema's defaults as recorded.
+    let mut answer = as_wire(result, shape);
+    if shape == Shape::Read
+        && let Some(renamed) = upstream_uris(&answer, &r.server)
+    {
+        answer = renamed;
+    }
+    if let Value::Object(object) = &mut answer {
+        match meta_variants(object.get("_meta")).into_iter().find(|m| m.as_ref() == recorded.get("_meta")).or_else(|| meta_variants(object.get("_meta")).into_iter().next()).flatten() {
+            Some(m) => object.insert("_meta".into(), m),
+            None => object.remove("_meta"),
+        };
+        for (name, default, _) in defaults(shape) {
+            match (object.get(name), recorded.get(name)) {
+                (Some(v), None) if is_default(v, &default) => {
+                    object.remove(name);
+                }
+                (None, Some(v)) if is_default(v, &default) => {
+                    object.insert(name.to_string(), default);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    departures(&answer, recorded, Some((Model::Result(shape), false)), "", &mut found);
+    let lost = !found.is_empty() && found.iter().all(|d| d.lost);
+    let said: Vec<String> = found.into_iter().map(|d| d.said).collect();
+    if lost {
+        format!("{head}. The receipt carries the result it records, and the answer is that result but for what the SDK dropped: {}. A stock SDK's answer cannot carry these, so it is not proven whole: save the raw JSON-RPC response to prove it", listed(&said))
+    } else {
+        format!("{head}: it is not the answer the gateway recorded. The receipt carries the result it records, from which the answer departs: {}", listed(&said))
+    }
 }
 
 /// How the answer a caller holds stands against the receipt that records
@@ -225,14 +719,18 @@ fn records_result(r: &Receipt) -> bool {
 }
 
 fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
+    let shape = Shape::of(&r.tool);
     if records_result(r) {
         let want = r.result_sha256.as_deref().unwrap_or_default();
-        return if result_sha256(result).iter().any(|h| h == want) {
-            Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}"))
-        } else {
-            Err(format!("the answer's result does not hash to the receipt's result_sha256 {want}: it is not the answer the gateway recorded (a client that re-serializes a result may change it; verify the `_meta` receipt alone to prove the receipt)"))
+        return match prove_result(result, shape, &r.server, want) {
+            Some(notes) if notes.is_empty() => Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}")),
+            Some(notes) => Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}, read as a stock MCP SDK hands it back: {}", notes.join("; "))),
+            None => Err(unproven(r, result, shape, want)),
         };
     }
+    // A refusal toolgate gives has no null at a field of the schema: a
+    // stock SDK's dump of it is judged in the wire's names, without them.
+    let result = &as_wire(result, shape);
     let recorded = format!("{} / {} / {}", r.result_status, r.decision, r.reason);
     if r.result_status.starts_with("protocol_error") {
         return Err(format!("the receipt records a JSON-RPC error ({recorded}), but the answer is a result"));
@@ -448,5 +946,259 @@ mod tests {
         assert!(judge(&read, Some(&answered), None).unwrap().is_err());
         assert!(judge(&read, None, Some(&error)).unwrap().is_err());
         assert!(judge(&read, None, None).is_none());
+    }
+
+    // Answers saved from the stock SDKs (mcp 2.3.0's `model_dump(by_alias=True,
+    // exclude_none=True)`, `model_dump(by_alias=True)` and `model_dump_json()`;
+    // @modelcontextprotocol/client 2.4.0's `JSON.stringify` of `callTool`,
+    // `getPrompt`, `readResource`), each given the `*_SENT` result (with its
+    // receipt in `_meta`) by a server on the 2025-11-25 wire. On 2026-07-28 they
+    // give the same (the TypeScript SDK drops `resultType` there too).
+    const SENT: &str = r#"{"content":[{"type":"text","text":"Pump P-7 replaced","annotations":{"audience":["user","assistant"],"priority":0.5,"lastModified":"2025-01-01T00:00:00Z"},"_meta":{"vendor/k":null}},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},{"type":"audio","data":"UklGRg==","mimeType":"audio/wav","annotations":{"priority":1}},{"type":"resource_link","uri":"file:///manual/p7.pdf","name":"p7","title":"P-7 manual","mimeType":"application/pdf","size":1024,"icons":[{"src":"https://example.com/i.png","mimeType":"image/png"}]},{"type":"resource","resource":{"uri":"file:///notes.txt","text":"line\u2028two","mimeType":"text/plain"}},{"type":"resource","resource":{"uri":"file:///b.bin","blob":"AAEC"}}],"structuredContent":{"part":"P-7","note":null,"list":[null,1,2.0,1.5e-07],"nested":{"x":null},"big":12345678901234567890,"text":"\u00e9"},"_meta":{"vendor/trace":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}}}"#;
+    const PY_EXCLUDE_NONE: &str = r#"{"_meta":{"vendor/trace":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"Pump P-7 replaced","annotations":{"audience":["user","assistant"],"priority":0.5,"lastModified":"2025-01-01T00:00:00Z"},"_meta":{"vendor/k":null}},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},{"type":"audio","data":"UklGRg==","mimeType":"audio/wav","annotations":{"priority":1.0}},{"name":"p7","title":"P-7 manual","uri":"file:///manual/p7.pdf","mimeType":"application/pdf","size":1024,"icons":[{"src":"https://example.com/i.png","mimeType":"image/png"}],"type":"resource_link"},{"type":"resource","resource":{"uri":"file:///notes.txt","mimeType":"text/plain","text":"line\u2028two"}},{"type":"resource","resource":{"uri":"file:///b.bin","blob":"AAEC"}}],"structuredContent":{"part":"P-7","note":null,"list":[null,1,2.0,1.5e-07],"nested":{"x":null},"big":12345678901234567890,"text":"\u00e9"},"isError":false,"resultType":"complete"}"#;
+    const PY_PLAIN: &str = r#"{"_meta":{"vendor/trace":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"Pump P-7 replaced","annotations":{"audience":["user","assistant"],"priority":0.5,"lastModified":"2025-01-01T00:00:00Z"},"_meta":{"vendor/k":null}},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png","annotations":null,"_meta":null},{"type":"audio","data":"UklGRg==","mimeType":"audio/wav","annotations":{"audience":null,"priority":1.0,"lastModified":null},"_meta":null},{"name":"p7","title":"P-7 manual","uri":"file:///manual/p7.pdf","description":null,"mimeType":"application/pdf","size":1024,"icons":[{"src":"https://example.com/i.png","mimeType":"image/png","sizes":null,"theme":null}],"annotations":null,"_meta":null,"type":"resource_link"},{"type":"resource","resource":{"uri":"file:///notes.txt","mimeType":"text/plain","_meta":null,"text":"line\u2028two"},"annotations":null,"_meta":null},{"type":"resource","resource":{"uri":"file:///b.bin","mimeType":null,"_meta":null,"blob":"AAEC"},"annotations":null,"_meta":null}],"structuredContent":{"part":"P-7","note":null,"list":[null,1,2.0,1.5e-07],"nested":{"x":null},"big":12345678901234567890,"text":"\u00e9"},"isError":false,"resultType":"complete"}"#;
+    const PY_JSON: &str = r#"{"meta":{"vendor/trace":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"Pump P-7 replaced","annotations":{"audience":["user","assistant"],"priority":0.5,"last_modified":"2025-01-01T00:00:00Z"},"meta":{"vendor/k":null}},{"type":"image","data":"iVBORw0KGgo=","mime_type":"image/png","annotations":null,"meta":null},{"type":"audio","data":"UklGRg==","mime_type":"audio/wav","annotations":{"audience":null,"priority":1.0,"last_modified":null},"meta":null},{"name":"p7","title":"P-7 manual","uri":"file:///manual/p7.pdf","description":null,"mime_type":"application/pdf","size":1024,"icons":[{"src":"https://example.com/i.png","mime_type":"image/png","sizes":null,"theme":null}],"annotations":null,"meta":null,"type":"resource_link"},{"type":"resource","resource":{"uri":"file:///notes.txt","mime_type":"text/plain","meta":null,"text":"line\u2028two"},"annotations":null,"meta":null},{"type":"resource","resource":{"uri":"file:///b.bin","mime_type":null,"meta":null,"blob":"AAEC"},"annotations":null,"meta":null}],"structured_content":{"part":"P-7","note":null,"list":[null,1,2.0,1.5e-07],"nested":{"x":null},"big":12345678901234567890,"text":"\u00e9"},"is_error":false,"result_type":"complete"}"#;
+    const TS: &str = r#"{"_meta":{"vendor/trace":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"Pump P-7 replaced","annotations":{"audience":["user","assistant"],"priority":0.5,"lastModified":"2025-01-01T00:00:00Z"},"_meta":{"vendor/k":null}},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},{"type":"audio","data":"UklGRg==","mimeType":"audio/wav","annotations":{"priority":1}},{"name":"p7","title":"P-7 manual","icons":[{"src":"https://example.com/i.png","mimeType":"image/png"}],"uri":"file:///manual/p7.pdf","mimeType":"application/pdf","size":1024,"type":"resource_link"},{"type":"resource","resource":{"uri":"file:///notes.txt","mimeType":"text/plain","text":"line\u2028two"}},{"type":"resource","resource":{"uri":"file:///b.bin","blob":"AAEC"}}],"structuredContent":{"part":"P-7","note":null,"list":[null,1,2,1.5e-07],"nested":{"x":null},"big":12345678901234567000,"text":"\u00e9"}}"#;
+    const PROMPT_SENT: &str = r#"{"description":"Diagnose a pump","messages":[{"role":"user","content":{"type":"text","text":"What failed?","annotations":{"audience":["user"]}}},{"role":"assistant","content":{"type":"resource","resource":{"uri":"file:///log.txt","text":"F-101","mimeType":"text/plain"}}},{"role":"user","content":{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}}],"_meta":{"vendor/p":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}}}"#;
+    const PROMPT_PY_JSON: &str = r#"{"meta":{"vendor/p":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"description":"Diagnose a pump","messages":[{"role":"user","content":{"type":"text","text":"What failed?","annotations":{"audience":["user"],"priority":null,"last_modified":null},"meta":null}},{"role":"assistant","content":{"type":"resource","resource":{"uri":"file:///log.txt","mime_type":"text/plain","meta":null,"text":"F-101"},"annotations":null,"meta":null}},{"role":"user","content":{"type":"image","data":"iVBORw0KGgo=","mime_type":"image/png","annotations":null,"meta":null}}],"result_type":"complete"}"#;
+    const PROMPT_TS: &str = r#"{"_meta":{"vendor/p":null,"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"description":"Diagnose a pump","messages":[{"role":"user","content":{"type":"text","text":"What failed?","annotations":{"audience":["user"]}}},{"role":"assistant","content":{"type":"resource","resource":{"uri":"file:///log.txt","mimeType":"text/plain","text":"F-101"}}},{"role":"user","content":{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}}]}"#;
+    const READ_SENT: &str = r#"{"contents":[{"uri":"toolgate://fixture/file:///r3","text":"abc","mimeType":"text/plain","_meta":{"q":null}},{"uri":"toolgate://fixture/file:///r3#b","blob":"AAAA"}],"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}}}"#;
+    const READ_PY_EXCLUDE_NONE: &str = r#"{"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"ttlMs":0,"cacheScope":"private","contents":[{"uri":"toolgate://fixture/file:///r3","mimeType":"text/plain","_meta":{"q":null},"text":"abc"},{"uri":"toolgate://fixture/file:///r3#b","blob":"AAAA"}],"resultType":"complete"}"#;
+    const READ_PY_JSON: &str = r#"{"meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"ttl_ms":0,"cache_scope":"private","contents":[{"uri":"toolgate://fixture/file:///r3","mime_type":"text/plain","meta":{"q":null},"text":"abc"},{"uri":"toolgate://fixture/file:///r3#b","mime_type":null,"meta":null,"blob":"AAAA"}],"result_type":"complete"}"#;
+    const READ_TS: &str = r#"{"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"contents":[{"uri":"toolgate://fixture/file:///r3","mimeType":"text/plain","_meta":{"q":null},"text":"abc"},{"uri":"toolgate://fixture/file:///r3#b","blob":"AAAA"}]}"#;
+    const LOST_SENT: &str = r#"{"content":[{"type":"text","text":"ok","x-extra":1}],"x-top":{"a":1},"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}}}"#;
+    const LOST_PY_EXCLUDE_NONE: &str = r#"{"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"ok"}],"isError":false,"resultType":"complete"}"#;
+    const LOST_TS: &str = r#"{"_meta":{"io.toolgate/receipt":{"origin":"toolgate.example/log","index":41,"leaf_hash":"0707070707070707070707070707070707070707070707070707070707070707"}},"content":[{"type":"text","text":"ok"}],"x-top":{"a":1}}"#;
+
+    fn value(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// What the gateway hashed of an answer it sent: the result before its
+    /// receipt was put in `_meta` (the upstream's `_meta` stays).
+    fn hashed(sent: &str) -> (Value, String) {
+        let mut v = value(sent);
+        let meta = v["_meta"].as_object_mut().unwrap();
+        meta.remove(RECEIPT_META);
+        if meta.is_empty() {
+            v.as_object_mut().unwrap().remove("_meta");
+        }
+        let hash = sha256_hex(canonical_json(&v).as_bytes());
+        (v, hash)
+    }
+
+    /// A receipt of a result, of `tool` on the server `fixture`.
+    fn answered(tool: &str, want: &str) -> Receipt {
+        let mut r = stated("ok", Some(want.to_string()));
+        (r.tool, r.server) = (tool.into(), "fixture".into());
+        r
+    }
+
+    fn judged(r: &Receipt, saved: &Value) -> Result<String, String> {
+        judge(r, Some(saved), None).unwrap()
+    }
+
+    #[test]
+    fn a_stock_sdk_s_answer_proves_against_the_result_the_gateway_sent() {
+        let (_, want) = hashed(SENT);
+        let r = answered("report", &want);
+        // The raw answer proves as it is; as given to a 2026-07-28 client
+        // (`resultType` put in after the receipt hashed the result) too.
+        assert_eq!(judged(&r, &value(SENT)), Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}")));
+        let mut modern = value(SENT);
+        modern["resultType"] = json!("complete");
+        assert!(judged(&r, &modern).unwrap().contains("resultType: \"complete\" read as the SDK's default"));
+        for (how, saved) in [("exclude_none", PY_EXCLUDE_NONE), ("plain", PY_PLAIN), ("model_dump_json", PY_JSON), ("typescript", TS)] {
+            let saved = value(saved);
+            assert_eq!(read_saved(&saved).unwrap().receipt.receipt.index, 41, "{how}: the receipt is found");
+            let said = judged(&r, &saved).unwrap_or_else(|e| panic!("{how}: {e}"));
+            assert!(said.contains(&want), "{how}: {said}");
+        }
+        assert!(judged(&r, &value(PY_JSON)).unwrap().contains("model_dump_json()"));
+        assert!(judged(&r, &value(PY_PLAIN)).unwrap().contains("17 null(s)"), "{:?}", judged(&r, &value(PY_PLAIN)));
+        assert!(judged(&r, &value(PY_EXCLUDE_NONE)).unwrap().contains("isError: false read as the SDK's default"));
+
+        // A prompt's, and a read's, whose contents the answer shows under the gateway's URIs.
+        let prompt = answered("prompt:diagnose", &hashed(PROMPT_SENT).1);
+        for saved in [PROMPT_SENT, PROMPT_PY_JSON, PROMPT_TS] {
+            assert!(judged(&prompt, &value(saved)).is_ok(), "{saved}: {:?}", judged(&prompt, &value(saved)));
+        }
+        let (mut upstream, _) = hashed(READ_SENT);
+        for item in upstream["contents"].as_array_mut().unwrap() {
+            item["uri"] = json!(item["uri"].as_str().unwrap().strip_prefix("toolgate://fixture/").unwrap());
+        }
+        let read = answered("resource:file:///r3", &sha256_hex(canonical_json(&upstream).as_bytes()));
+        for saved in [READ_SENT, READ_PY_EXCLUDE_NONE, READ_PY_JSON, READ_TS] {
+            let said = judged(&read, &value(saved)).unwrap_or_else(|e| panic!("{saved}: {e}"));
+            assert!(said.contains("as the upstream named them (the answer shows them under toolgate://fixture/)"), "{said}");
+        }
+        assert!(judged(&read, &value(READ_PY_EXCLUDE_NONE)).unwrap().contains("ttlMs: 0 read as the SDK's default"));
+        // Under another server's prefix, the URIs are not the ones read.
+        let mut elsewhere = read.clone();
+        elsewhere.server = "other".into();
+        assert!(judged(&elsewhere, &value(READ_TS)).is_err());
+        // The same contents are not another shape's: a prompt's receipt reads no URIs back.
+        let mut as_prompt = read.clone();
+        as_prompt.tool = "prompt:r3".into();
+        assert!(judged(&as_prompt, &value(READ_TS)).is_err());
+    }
+
+    #[test]
+    fn a_changed_answer_fails_in_every_sdk_form() {
+        let (_, want) = hashed(SENT);
+        let r = answered("report", &want);
+        // Each change, to any form: the tool's words, its structured values
+        // (a null among them is data), the claim of an error, a block, what
+        // the schema's fields say, a member added, the upstream's `_meta`.
+        type Change = fn(&mut Map<String, Value>);
+        let changes: [(&str, Change); 12] = [
+            ("the text", |o| o["content"][0]["text"] = json!("Pump P-7 not replaced")),
+            ("a null dropped from structuredContent", |o| {
+                let k = if o.contains_key("structured_content") { "structured_content" } else { "structuredContent" };
+                o[k].as_object_mut().unwrap().remove("note");
+            }),
+            ("a nested null made a value", |o| {
+                let k = if o.contains_key("structured_content") { "structured_content" } else { "structuredContent" };
+                o[k]["nested"]["x"] = json!("y");
+            }),
+            ("a tool error claimed", |o| {
+                let k = if o.contains_key("is_error") { "is_error" } else { "isError" };
+                o.insert(k.into(), json!(true));
+            }),
+            ("an embedded resource's text", |o| o["content"][4]["resource"]["text"] = json!("other")),
+            ("a link's URI", |o| o["content"][3]["uri"] = json!("file:///manual/p8.pdf")),
+            ("a block dropped", |o| {
+                o["content"].as_array_mut().unwrap().remove(1);
+            }),
+            ("a member added", |o| {
+                o.insert("approved".into(), json!(true));
+            }),
+            ("a priority", |o| o["content"][0]["annotations"]["priority"] = json!(1)),
+            ("annotations put on a block", |o| o["content"][1]["annotations"] = json!({"audience": ["user"]})),
+            ("the upstream's _meta", |o| {
+                let k = if o.contains_key("meta") { "meta" } else { "_meta" };
+                o[k].as_object_mut().unwrap().remove("vendor/trace");
+            }),
+            ("the content emptied", |o| o["content"] = json!([])),
+        ];
+        for (how, saved) in [("raw", SENT), ("exclude_none", PY_EXCLUDE_NONE), ("plain", PY_PLAIN), ("model_dump_json", PY_JSON), ("typescript", TS)] {
+            assert!(judged(&r, &value(saved)).is_ok(), "{how} unchanged proves");
+            for (change, apply) in &changes {
+                let mut changed = value(saved);
+                apply(changed.as_object_mut().unwrap());
+                let said = judged(&r, &changed);
+                assert!(said.as_ref().is_err_and(|e| e.contains("does not hash")), "{how}, {change}: {said:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_are_read_only_where_the_schema_gives_them() {
+        // A tool error: isError true is never a default.
+        let error = json!({"content": [{"type": "text", "text": "no stock"}], "isError": true});
+        let r = answered("order", &sha256_hex(canonical_json(&error).as_bytes()));
+        let python = json!({"content": [{"type": "text", "text": "no stock"}], "isError": true, "resultType": "complete", "_meta": {RECEIPT_META: {}}});
+        assert!(judged(&r, &python).is_ok());
+        let mut success = python.clone();
+        success["isError"] = json!(false);
+        assert!(judged(&r, &success).is_err());
+        success.as_object_mut().unwrap().remove("isError");
+        assert!(judged(&r, &success).is_err());
+        // A success claimed a tool error.
+        let ok = json!({"content": [{"type": "text", "text": "no stock"}]});
+        let r = answered("order", &sha256_hex(canonical_json(&ok).as_bytes()));
+        assert!(judged(&r, &python).is_err());
+        // No content (the TypeScript SDK writes `content: []` on 2025-11-25).
+        let bare = json!({"structuredContent": {"a": 1}});
+        let r = answered("order", &sha256_hex(canonical_json(&bare).as_bytes()));
+        assert!(judged(&r, &json!({"content": [], "structuredContent": {"a": 1}})).is_ok());
+        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"a": 1}})).is_err());
+        // Only the default itself, as JCS writes it: `0` is no `false`.
+        assert!(judged(&r, &json!({"content": [], "structuredContent": {"a": 1}, "isError": 0})).is_err());
+        let read = json!({"contents": [], "ttlMs": 5});
+        let r = answered("resource:file:///x", &sha256_hex(canonical_json(&read).as_bytes()));
+        assert!(judged(&r, &json!({"contents": [], "ttlMs": 5, "cacheScope": "private"})).is_ok());
+        assert!(judged(&r, &json!({"contents": [], "ttlMs": 0, "cacheScope": "private"})).is_err());
+        let read = json!({"contents": []});
+        let r = answered("resource:file:///x", &sha256_hex(canonical_json(&read).as_bytes()));
+        assert!(judged(&r, &json!({"contents": [], "ttlMs": 0.0, "cacheScope": "private", "resultType": "complete"})).is_ok());
+        assert!(judged(&r, &json!({"contents": [], "ttlMs": false})).is_err());
+        // A prompt has no isError, a read no content: neither is read as a default there.
+        let prompt = json!({"messages": []});
+        let r = answered("prompt:p", &sha256_hex(canonical_json(&prompt).as_bytes()));
+        assert!(judged(&r, &json!({"messages": [], "resultType": "complete"})).is_ok());
+        assert!(judged(&r, &json!({"messages": [], "isError": false})).is_err());
+        // Nor a null anywhere but at the schema's optional fields.
+        let tool = json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {"a": null}});
+        let r = answered("t", &sha256_hex(canonical_json(&tool).as_bytes()));
+        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a", "annotations": null}], "structuredContent": {"a": null}})).is_ok());
+        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a", "text2": null}], "structuredContent": {"a": null}})).is_err());
+        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {}})).is_err());
+    }
+
+    #[test]
+    fn python_names_are_read_in_the_schema_s_objects_only() {
+        // The tool's own values may hold the same names: they stay as they are.
+        let sent = json!({"content": [], "structuredContent": {"is_error": true, "meta": {"mime_type": null}}});
+        let r = answered("t", &sha256_hex(canonical_json(&sent).as_bytes()));
+        let dumped = json!({"meta": {RECEIPT_META: receipt().to_value()}, "content": [], "structured_content": {"is_error": true, "meta": {"mime_type": null}}, "is_error": false, "result_type": "complete"});
+        assert!(judged(&r, &dumped).is_ok(), "{:?}", judged(&r, &dumped));
+        assert_eq!(read_saved(&dumped).unwrap().result.as_ref(), Some(&dumped));
+        let mut renamed = dumped.clone();
+        renamed["structured_content"] = json!({"isError": true, "_meta": {"mimeType": null}});
+        assert!(judged(&r, &renamed).is_err());
+        // A member under both names is no dump of the SDK's.
+        let mut both = dumped.clone();
+        both["isError"] = json!(true);
+        assert!(judged(&r, &both).is_err());
+        assert!(wire_names(&both, Shape::Call).is_none());
+    }
+
+    #[test]
+    fn what_an_sdk_drops_is_named_when_the_receipt_carries_the_result() {
+        let (recorded, want) = hashed(LOST_SENT);
+        let mut r = answered("report", &want);
+        // Without the value: why no reading proves it.
+        let said = judged(&r, &value(LOST_PY_EXCLUDE_NONE)).unwrap_err();
+        assert!(said.contains("a member outside the protocol's schema") && said.contains("raw JSON-RPC response"), "{said}");
+        // With it (receipts.capture_values): where, and that nothing else departs.
+        r.result = Some(recorded);
+        let said = judged(&r, &value(LOST_PY_EXCLUDE_NONE)).unwrap_err();
+        assert!(said.contains("the SDK dropped content[0].x-extra") && said.contains("the SDK dropped x-top") && said.contains("not proven whole"), "{said}");
+        let said = judged(&r, &value(LOST_TS)).unwrap_err();
+        assert!(said.contains("the SDK dropped content[0].x-extra") && !said.contains("x-top") && said.contains("not proven whole"), "{said}");
+        // A change beside the loss is not called a loss.
+        let mut changed = value(LOST_TS);
+        changed["content"][0]["text"] = json!("approved");
+        let said = judged(&r, &changed).unwrap_err();
+        assert!(said.contains("content[0].text is \"approved\" in the answer, \"ok\" in the recorded result") && said.contains("not the answer the gateway recorded"), "{said}");
+        // A null the tool gave, dropped, is named too (no stock SDK drops it).
+        let sent = json!({"content": [], "structuredContent": {"x": null, "y": 1}});
+        let mut r = answered("t", &sha256_hex(canonical_json(&sent).as_bytes()));
+        r.result = Some(sent);
+        let said = judged(&r, &json!({"content": [], "structuredContent": {"y": 1}, "isError": false})).unwrap_err();
+        assert!(said.contains("the answer lacks structuredContent.x (recorded: null)") && said.contains("not the answer"), "{said}");
+    }
+
+    #[test]
+    fn a_refusal_saved_as_an_sdk_dumps_it_is_judged_in_the_wire_s_form() {
+        let refusal = json!({"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no", "note": null});
+        let committed = stated("refused", Some(sha256_hex(canonical_json(&refusal).as_bytes())));
+        let plain = json!({"_meta": {RECEIPT_META: {}}, "content": [{"type": "text", "text": "no", "annotations": null, "_meta": null}], "structuredContent": refusal, "isError": true, "resultType": "complete"});
+        let snake = json!({"meta": {RECEIPT_META: {}}, "content": [{"type": "text", "text": "no", "annotations": null, "meta": null}], "structured_content": refusal, "is_error": true, "result_type": "complete"});
+        for saved in [&plain, &snake] {
+            assert!(judge(&committed, Some(saved), None).unwrap().is_ok(), "{saved}");
+        }
+        let mut success = snake.clone();
+        success["is_error"] = json!(false);
+        let mut words = snake.clone();
+        words["content"][0]["text"] = json!("done");
+        let mut annotated = plain.clone();
+        annotated["content"][0]["annotations"] = json!({"priority": 1});
+        let mut stripped = snake.clone();
+        stripped["structured_content"].as_object_mut().unwrap().remove("note");
+        for forged in [&success, &words, &annotated, &stripped] {
+            assert!(judge(&committed, Some(forged), None).unwrap().is_err(), "{forged}");
+        }
     }
 }

@@ -2,8 +2,10 @@
 //! gateway's `/log/`, a mirror of it, or an archive folder), that the
 //! receipt an answer names is in the log under a checkpoint signed by the
 //! keys the verifier trusts — and, given the whole answer, that the receipt
-//! commits to exactly that result. It reads only the tiles its proof needs
-//! (`tiles::tiles_read`), as any tlog-tiles client would.
+//! commits to exactly that result, as sent or as a stock MCP SDK hands it
+//! back (`answer::judge`, docs/RECEIPTS.md "An answer as an SDK hands it
+//! back"). It reads only the tiles its proof needs (`tiles::tiles_read`), as
+//! any tlog-tiles client would.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
