@@ -344,13 +344,10 @@ anonymous = true
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
     assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
     for mode in ["2026-07-28", "legacy"] {
-        let mut steps = json!([{"tool": "up__report"}, {"tool": "up__failing"}, {"prompt": "up__diagnose"}, {"resource": "toolgate://up/file:///notes.txt"}]);
-        if mode == "2026-07-28" {
-            // Not yet: the TypeScript SDK requires a 2026-07-28 read's
-            // `ttlMs` and `cacheScope`, which the gateway does not put in
-            // where a 2025-11-25 upstream gave none (it refuses the answer).
-            steps.as_array_mut().unwrap().pop();
-        }
+        // The read in 2026-07-28 too: the TypeScript SDK refuses one without
+        // `ttlMs` and `cacheScope`, which the gateway puts in where a
+        // 2025-11-25 upstream gave none.
+        let steps = json!([{"tool": "up__report"}, {"tool": "up__failing"}, {"prompt": "up__diagnose"}, {"resource": "toolgate://up/file:///notes.txt"}]);
         let out = Command::new("node").arg(root.join("answer_forms.mjs")).args([&gateway.url, mode, &steps.to_string()]).output().unwrap();
         assert!(out.status.success(), "{mode}: {}", text(&out));
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -211,10 +211,18 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
             return (reply, Some(e.code.to_string()));
         }
     };
+    let read = msg.method == "resources/read";
     match result {
         Ok(mut obj) => {
             if era == Era::Modern && !obj.contains_key("resultType") {
                 obj.insert("resultType".into(), raw(&json!("complete")));
+            }
+            // A 2026-07-28 read carries how long it may be kept (a stock
+            // TypeScript client refuses one without): a 2025-11-25 upstream
+            // says nothing, so the most careful answer, kept by nobody.
+            if era == Era::Modern && read {
+                obj.entry("ttlMs".to_string()).or_insert_with(|| raw(&0));
+                obj.entry("cacheScope".to_string()).or_insert_with(|| raw("private"));
             }
             let failed = obj.get("isError").is_some_and(|v| v.get() == "true").then(|| "tool_error".to_string());
             (Reply::Json(wire::response_raw(Some(&id), &obj, wire::raw_object_len(&obj))), failed)
