@@ -29,8 +29,6 @@ listen = "127.0.0.1:0"
 state_dir = "state"
 upstream_timeout_ms = 5000
 shutdown_grace_ms = 5000
-# A 2026-07-28 client keeps a list this long (`ttlMs`).
-list_ttl_ms = 2000
 
 [approvals]
 hold_ms = 30000
@@ -88,11 +86,16 @@ struct Session {
 }
 
 impl Session {
+    /// A session in `mode`; in 2026-07-28 one that follows the tool list's
+    /// changes, as the SDK's docs show (the list it keeps for its `ttlMs`,
+    /// 60 s here, is evicted when one is heard).
     async fn open(url: &str, mode: &str) -> Self {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/reload_client.py");
+        let listen: &[&str] = if mode == "legacy" { &[] } else { &["listen"] };
         let mut child = tokio::process::Command::new(demo_common::python())
             .arg(script)
             .args([url, mode])
+            .args(listen)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -116,10 +119,11 @@ impl Session {
     }
 
     /// The list, asked again until `done` holds of it: at once in the
-    /// legacy era (a session keeps no list), and in 2026-07-28 within the
-    /// `ttlMs` the gateway gave (2 s here) and a margin.
+    /// legacy era (a session keeps no list), and in 2026-07-28 once the
+    /// session has heard the change (well within the list's 60 s `ttlMs`:
+    /// only the change it heard can make it ask again).
     async fn list_until(&mut self, mode: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_millis(if mode == "legacy" { 0 } else { 3000 });
+        let deadline = Instant::now() + Duration::from_millis(if mode == "legacy" { 0 } else { 5000 });
         loop {
             let tools = self.tools().await;
             if done(&tools) || Instant::now() >= deadline {
