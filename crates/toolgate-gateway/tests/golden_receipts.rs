@@ -98,7 +98,12 @@ async fn scenario(capture: bool) -> Vec<String> {
     std::fs::write(&path, text).unwrap();
     let clock = Arc::new(FixedClock::new(START_MS));
     let sources = Sources { clock: clock.clone(), entropy: Arc::new(SeededEntropy::new([42; 32])) };
-    let gw = Gateway::start_with(Config::load(&path).unwrap(), Mode::Serve, sources).await.unwrap();
+    let config = Config::load(&path).unwrap();
+    // The config's version is the hash of its text, which names the
+    // upstream's port: the golden file holds a mark in its place, and every
+    // receipt a call made must name it.
+    let version = config.version().to_string();
+    let gw = Gateway::start_with(config, Mode::Serve, sources).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
     let (url, stop) = serve_gateway(gw.clone()).await;
     let tick = || clock.advance(1_000);
@@ -158,7 +163,9 @@ async fn scenario(capture: bool) -> Vec<String> {
     stop.cancel();
     gw.stop();
     cancel.cancel();
-    stored.into_iter().map(|r| json!({"logged": r.logged, "asked": r.asked}).to_string()).collect()
+    let named = stored.iter().filter(|r| r.logged.contains(&format!("\"config_version\":\"{version}\""))).count();
+    assert_eq!(named, stored.len() - 1, "every receipt but the operator's settlement names the config it ran under");
+    stored.into_iter().map(|r| json!({"logged": r.logged.replace(&version, "CONFIG_VERSION"), "asked": r.asked}).to_string()).collect()
 }
 
 async fn compare(capture: bool, file: &str) {

@@ -109,7 +109,7 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     // prompts, resources and templates registered as the reads they are.
     let (found, down) = inventory(&config_path).await?;
     text.push_str("\n# The registry: each tool's class, from the audit's regret (`toolgate audit --suggest`).\n");
-    text.push_str("# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree with.\n\n");
+    text.push_str("# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree with; a running\n# gateway takes the change on `kill -HUP` (or `systemctl reload toolgate`), no restart needed.\n\n");
     text.push_str(&found.registry);
     if !found.contents.is_empty() {
         text.push_str(CONTENTS_HEADER);

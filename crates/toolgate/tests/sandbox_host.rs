@@ -55,7 +55,9 @@ fn doctor_names_what_is_missing_and_the_boxed_server_waits_for_sandbox_off() {
     assert!(host.contains("sandbox = \"off\"") && host.contains("boxed"), "the fix names the line and the servers: {text}");
     let boxed = line("FAIL  upstream boxed:");
     assert!(boxed.contains("not started unboxed") && boxed.contains("sandbox = \"off\"") && boxed.contains("[servers.boxed]"), "{text}");
-    assert!(text.contains("ok    upstream open:"), "the server with sandbox = \"off\" runs: {text}");
+    // It runs (its tools are counted; `warn` when the registry's silence hides some of them).
+    let open = text.lines().find(|l| l.starts_with("ok    upstream open:") || l.starts_with("warn  upstream open:"));
+    assert!(open.is_some_and(|l| l.contains("protocol")), "the server with sandbox = \"off\" runs: {text}");
     assert!(text.contains("warn  sandbox open: sandbox = \"off\""), "and is named as unboxed: {text}");
 }
 
