@@ -72,7 +72,7 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
         tracing::error!(target: "toolgate::config", reason = %why, "config reload refused; the config in force stays");
         Refused(why)
     };
-    let fresh = old.config.reread().map_err(|e| refused(e.to_string()))?;
+    let fresh = old.config.reread().map_err(|e| refused(without_lines(&e.to_string())))?;
     let (config, waiting) = old.config.reloaded(fresh).map_err(&refused)?;
     let policy = load_policy(&config).map_err(|e| refused(format!("{e:#}")))?;
     let config = Arc::new(config);
@@ -106,6 +106,14 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
     Ok(reloaded)
 }
 
+/// A TOML error without the lines of the file it quotes: an edited file
+/// may hold a credential on the line it points at, and this goes to the
+/// log. The line and column, and what is wrong, stay.
+fn without_lines(message: &str) -> String {
+    let quoted = |l: &&str| l.trim_start().trim_start_matches(|c: char| c.is_ascii_digit()).trim_start().starts_with('|');
+    message.lines().filter(|l| !quoted(l)).collect::<Vec<_>>().join(" ")
+}
+
 /// Whether server `name` runs the same in both configs: the same way to
 /// reach it (command, url, variables, box), trust and deadline.
 fn unchanged(old: &crate::config::Config, new: &crate::config::Config, name: &str) -> bool {
@@ -127,4 +135,14 @@ fn drain(old: Arc<Live>, new: Arc<Live>, grace: Duration) {
         }
         old.stop_all_but(&new);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refusal_names_the_place_and_the_fault_but_not_the_line() {
+        let message = "/etc/toolgate.toml: TOML parse error at line 17, column 9\n   |\n17 | headers = { Authorization = \"Bearer s3cr3t\" \n   |         ^^^\nunclosed inline table, expected `}`\n";
+        let shown = super::without_lines(message);
+        assert_eq!(shown, "/etc/toolgate.toml: TOML parse error at line 17, column 9 unclosed inline table, expected `}`");
+    }
 }
