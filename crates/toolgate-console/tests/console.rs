@@ -493,3 +493,45 @@ async fn a_changed_prompt_is_diffed_in_the_console_and_accepted_by_an_admin() {
 async fn get_page(h: &Harness, session: &str, path: &str) -> (StatusCode, String) {
     get(&base(h), session, path).await
 }
+
+/// An admin reloads the config from the overview, as SIGHUP does: the
+/// registry's change is in force at once, the page names the version now
+/// in force; a file with a fault changes nothing and the page says why;
+/// an approver who is no admin is refused.
+#[tokio::test]
+async fn an_admin_reloads_the_config_from_the_overview() {
+    // SAFETY: set before the gateway starts, in this test's own process (nextest runs each test alone).
+    unsafe { std::env::set_var("TG_CONSOLE_TEST_ADMIN", "admin-token-0123456789abcdef") };
+    let h = serving("[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN\"\n", "").await;
+    let path = h.dir.path().join("toolgate.toml");
+    let before = h.gateway.config().version().to_string();
+    let ada = sign_in(&base(&h), "admin-token-0123456789abcdef").await;
+    let (_, page) = get(&base(&h), &ada, "/console").await;
+    assert!(page.contains("Reload the config") && page.contains(&before[..12]), "{page}");
+    let csrf = input(&page, "csrf");
+    // An approver who is no admin sees no button, and a post is refused.
+    let dana = sign_in(&base(&h), DANA_TOKEN).await;
+    let (_, page) = get(&base(&h), &dana, "/console").await;
+    assert!(!page.contains("Reload the config"), "{page}");
+    let (status, page) = post_form(&base(&h), &dana, "/console/reload", &format!("csrf={}", input(&page, "csrf"))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("Reloading the config needs the admin role; nothing changed."), "{page}");
+    // The file gains a registry entry; the admin reloads.
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(h.gateway.catalogs.current().tools["parts__find_part"].view.registry_class != Some(toolgate_core::AuthorityClass::Prohibited));
+    let edited = text.replace("[registry.\"parts__find_part\"]", "[registry.\"parts__find_part_old\"]") + "[registry.\"parts__find_part\"]\nclass = \"prohibited\"\n";
+    std::fs::write(&path, &edited).unwrap();
+    let (status, _) = post_form(&base(&h), &ada, "/console/reload", &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let after = h.gateway.config().version().to_string();
+    assert_eq!(after, toolgate_core::proposal::sha256_hex(edited.as_bytes()));
+    assert_eq!(h.gateway.catalogs.current().tools["parts__find_part"].view.registry_class, Some(toolgate_core::AuthorityClass::Prohibited));
+    let (_, page) = get(&base(&h), &ada, "/console?reloaded").await;
+    assert!(page.contains(&format!("version {} is in force", &after[..12])), "{page}");
+    // A file with a fault: nothing changes, and the page says why.
+    std::fs::write(&path, "[servers.parts\n").unwrap();
+    let (status, page) = post_form(&base(&h), &ada, "/console/reload", &format!("csrf={csrf}")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("reload refused, the config in force stays") && page.contains("line 1"), "{page}");
+    assert_eq!(h.gateway.config().version(), after);
+}
