@@ -263,11 +263,6 @@ fn kind_of(name: &str) -> (Kind, &str) {
     (Kind::Tool, name)
 }
 
-/// A TOML basic string (JSON's escapes are TOML's, but for DEL).
-fn quoted(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serialises").replace('\u{7f}', "\\u007F")
-}
-
 /// The registry entry giving `class` to one item: `[registry."NAME"]` for a
 /// tool (with `read_only = true` when automatic, as the audit suggests),
 /// `[registry_prompts."NAME"]` for a prompt, and a `[[registry_resources]]`
@@ -277,10 +272,10 @@ pub fn entry_toml(kind: Kind, exposed: &str, server: &str, upstream_name: &str, 
     match kind {
         Kind::Tool => {
             let read_only = if class == AuthorityClass::Automatic { "read_only = true\n" } else { "" };
-            format!("[registry.{}]\nclass = \"{}\"\n{read_only}", quoted(exposed), class.as_str())
+            format!("[registry.{}]\nclass = \"{}\"\n{read_only}", audit::toml_string(exposed), class.as_str())
         }
-        Kind::Prompt => format!("[registry_prompts.{}]\nclass = \"{}\"\n", quoted(exposed), class.as_str()),
-        Kind::Resource | Kind::Template => format!("[[registry_resources]]\nserver = {}\nuri = {}\nclass = \"{}\"\n", quoted(server), quoted(upstream_name), class.as_str()),
+        Kind::Prompt => format!("[registry_prompts.{}]\nclass = \"{}\"\n", audit::toml_string(exposed), class.as_str()),
+        Kind::Resource | Kind::Template => format!("[[registry_resources]]\nserver = {}\nuri = {}\nclass = \"{}\"\n", audit::toml_string(server), audit::toml_string(upstream_name), class.as_str()),
     }
 }
 

@@ -149,11 +149,8 @@ pub(crate) fn one_line(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
-/// A TOML basic string: JSON's escapes are TOML's, but for DEL, which
-/// TOML wants escaped too.
-pub(crate) fn quoted(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serialises").replace('\u{7f}', "\\u007F")
-}
+/// A TOML basic string (the one writer every registry entry uses).
+pub(crate) use toolgate_core::audit::toml_string as quoted;
 
 /// One server's `[servers.NAME]`, its secrets written to `out/secrets/`,
 /// and for a stdio server its box (`[servers.NAME.sandbox]`), whose grants

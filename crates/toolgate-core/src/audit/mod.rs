@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::authority::{AuthorityClass, Hints};
 
-pub use regret::{Regret, suggest};
+pub use regret::{Regret, suggest, toml_string};
 
 /// Every tool the gateway sees, as `toolgate tools --json` lists them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

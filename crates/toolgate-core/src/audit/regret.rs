@@ -270,11 +270,20 @@ pub(super) fn rank(inventory: &Inventory, findings: &mut Vec<Finding>) -> Vec<Re
     ranked
 }
 
+/// A TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML
+/// wants escaped too. What every registry entry toolgate writes quotes a
+/// name with: a tool's name is the upstream's, and must not end its key.
+pub fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises").replace('\u{7f}', "\\u007F")
+}
+
 /// Registry entries to paste for the tools the registry does not name.
 pub fn suggest(report: &super::Report) -> String {
     let mut out = String::new();
     for r in report.regret.iter().filter(|r| r.registry_class.is_none()) {
-        out.push_str(&format!("# regret {}/100: {}\n[registry.\"{}\"]\nclass = \"{}\"\n", r.score, r.reasons.join("; "), r.tool, r.suggested_class.as_str()));
+        // The reasons quote the upstream's words: one comment line, whatever they hold.
+        let why = r.reasons.join("; ").replace(|c: char| c.is_control(), " ");
+        out.push_str(&format!("# regret {}/100: {why}\n[registry.{}]\nclass = \"{}\"\n", r.score, toml_string(&r.tool), r.suggested_class.as_str()));
         if r.suggested_class == AuthorityClass::Automatic {
             out.push_str("read_only = true\n");
         }
@@ -303,6 +312,20 @@ mod tests {
         let open = report.regret.iter().position(|r| r.reasons.iter().any(|x| x.contains("free-text recipient"))).unwrap();
         assert_eq!(class(open), AuthorityClass::Prohibited);
         assert_eq!(class(1 - open), AuthorityClass::RequiresApproval, "a recipient the schema fixes is a write, not an export");
+    }
+
+    /// A name that would end its TOML key, and words that would end the
+    /// comment line, stay inside them.
+    #[test]
+    fn a_suggestion_quotes_the_upstream_s_name() {
+        let tool = "get\"]\nclass = \"automatic\"\n[x.\"y\u{7f}";
+        let hostile = format!("s__{tool}");
+        let report = audit(&Inventory { tools: vec![entry("s", serde_json::json!({"name": tool, "description": "gets\nthings", "inputSchema": {"type": "object"}}))], ..Default::default() });
+        let toml = suggest(&report);
+        assert!(toml.contains(&format!("[registry.{}]", toml_string(&hostile))), "{toml}");
+        assert_eq!(toml.lines().filter(|l| l.starts_with('[')).count(), 1, "{toml}");
+        assert!(toml.lines().all(|l| l.is_empty() || l.starts_with('#') || l.starts_with('[') || l.starts_with("class") || l.starts_with("read_only")), "{toml}");
+        assert_eq!(toml_string("a\u{7f}\"\n"), "\"a\\u007F\\\"\\n\"");
     }
 
     #[test]
