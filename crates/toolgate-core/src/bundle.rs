@@ -451,6 +451,7 @@ pub(crate) mod tests {
             result: None,
             sandbox: None,
             config_version: None,
+            identity: None,
         }
     }
 

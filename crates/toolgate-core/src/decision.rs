@@ -131,6 +131,9 @@ pub enum Reason {
     /// variable it gives an upstream, a caller's token, one of its keys):
     /// the answer is withheld.
     CredentialWithheld,
+    /// The credential for the person (`[servers.NAME.identity]`) could not
+    /// be made (the token exchange failed); nothing was sent.
+    IdentityUnavailable,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause

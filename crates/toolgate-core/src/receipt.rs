@@ -84,6 +84,27 @@ pub struct OperationRef {
     pub state: String,
 }
 
+/// As whom a call reached its server (`[servers.NAME.identity]`): the mode,
+/// and for a credential made for the person, whom it named, for which
+/// audience, and the SHA-256 of its id (an assertion's `jti`, or the token
+/// itself), never the credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamIdentity {
+    // In JCS key order: `canonical_bytes` writes fields as declared.
+    /// Whom the credential was made for (`aud`); absent for `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// The hex SHA-256 of the credential's id; absent for `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_sha256: Option<String>,
+    /// `shared`, `assertion`, `exchange` or `oauth`.
+    pub mode: String,
+    /// The person the call ran as (`sub`); absent for `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+}
+
 /// One receipt. Field names are the wire names (snake_case).
 ///
 /// `None` serializes as `null` for the fields every receipt has
@@ -158,6 +179,11 @@ pub struct Receipt {
     /// config is behind the receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<String>,
+    /// As whom the call reached its server. Absent where no server was
+    /// asked to act (a refusal before dispatch), and before toolgate
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<UpstreamIdentity>,
 }
 
 /// A member that is present is `Some`, even when its value is JSON `null`
@@ -204,6 +230,9 @@ impl Receipt {
         }
         member(&mut out, "decision", &self.decision);
         member(&mut out, "execution_status", &self.execution_status);
+        if let Some(identity) = &self.identity {
+            member(&mut out, "identity", identity);
+        }
         member(&mut out, "issued_at", &self.issued_at);
         member(&mut out, "kid", &self.kid);
         member(&mut out, "log_index", &self.log_index);
@@ -746,6 +775,7 @@ mod tests {
             result: None,
             sandbox: None,
             config_version: None,
+            identity: None,
         }
     }
 
@@ -1137,6 +1167,11 @@ mod tests {
             if with.2 {
                 r.result = Some(json!([float, texts[2].clone(), {"\u{1F600}": 1, "\u{e9}": 2, "e": 3}]));
             }
+            r.identity = match (with.0, with.1) {
+                (true, _) => Some(UpstreamIdentity { mode: "assertion".into(), audience: Some(texts[6].clone()), credential_sha256: Some("c4".repeat(32)), subject: Some(texts[7].clone()) }),
+                (false, true) => Some(UpstreamIdentity { mode: "shared".into(), audience: None, credential_sha256: None, subject: None }),
+                (false, false) => None,
+            };
             let mine = r.canonical_bytes();
             prop_assert_eq!(&mine, &serde_json_canonicalizer::to_vec(&r).unwrap());
             prop_assert_eq!(&mine, &serde_jcs::to_vec(&serde_json::to_value(&r).unwrap()).unwrap());

@@ -7,6 +7,7 @@
 //! existing `mcpServers` file as untrusted servers.
 
 use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, ValueSource, Server, Transport};
+pub use crate::identity_config::{IdentityConfig, IdentityMode, IdentitySettings};
 pub use crate::sandbox_config::{BoxConfig, NetworkConfig, SandboxConfig};
 use toolgate_mcp::sandbox::Sandbox;
 use std::collections::BTreeMap;
@@ -97,6 +98,10 @@ pub struct Config {
     /// How the gateway checks the servers it reaches over `https://`.
     #[serde(default)]
     pub tls: TlsConfig,
+    /// The gateway as the issuer of the identity assertions its servers
+    /// receive (`[servers.NAME.identity]`).
+    #[serde(default)]
+    pub identity: IdentitySettings,
     /// The file this came from; relative paths resolve against its folder.
     #[serde(skip)]
     path: PathBuf,
@@ -305,6 +310,10 @@ pub struct ServerConfig {
     #[serde(skip)]
     #[schemars(skip)]
     pub boxed: Option<Sandbox>,
+    /// As whom a call reaches this server (docs/IDENTITY.md). Default:
+    /// `shared`, the configured credential.
+    #[serde(default)]
+    pub identity: IdentityConfig,
 }
 
 fn yes() -> bool {
@@ -331,6 +340,7 @@ impl Default for ServerConfig {
             timeout_ms: None,
             sandbox: None,
             boxed: None,
+            identity: IdentityConfig::default(),
         }
     }
 }
@@ -1143,6 +1153,7 @@ impl Config {
             out.extend(url_problems(name, server));
             out.extend(crate::sandbox_config::problems(name, server.sandbox.as_ref(), server.command.is_some()));
             let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
+            out.extend(crate::identity_config::problems(name, &server.identity, server.url.as_deref(), &named.iter().map(String::as_str).collect::<Vec<_>>()));
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
                 out.push(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
@@ -1332,6 +1343,11 @@ impl Config {
     }
 
     /// The deadline of one call to `server`.
+    /// The `iss` of the gateway's identity assertions.
+    pub fn issuer(&self) -> &str {
+        self.identity.issuer.as_deref().unwrap_or(&self.receipts.origin)
+    }
+
     pub(crate) fn timeout_ms(&self, server: &str) -> u64 {
         self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
     }

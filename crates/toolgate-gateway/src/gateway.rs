@@ -17,7 +17,7 @@ use toolgate_ledger::Ledger;
 
 use crate::catalog::{Catalogs, Live};
 use crate::config::Config;
-use crate::identity::Callers;
+use crate::callers::Callers;
 use crate::seal::Sealer;
 use crate::pins::PinStore;
 use crate::upstream::Upstream;
@@ -67,6 +67,9 @@ pub struct Gateway {
     /// Every credential the gateway holds, which no upstream's answer and
     /// no log line may carry (`withheld.rs`).
     pub held: Arc<toolgate_core::credentials::Credentials>,
+    /// The credentials a call carries for its person (`[servers.NAME.identity]`)
+    /// and the keys that verify the gateway's assertions.
+    pub identities: crate::identity::Identities,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -105,6 +108,7 @@ impl Gateway {
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
+        let identities = crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?;
         let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
@@ -138,7 +142,7 @@ impl Gateway {
         // After the state dir's keys exist: they are credentials too.
         let held = crate::withheld::matcher(&config);
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
-        Ok(Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, cancel, draining }))
+        Ok(Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, identities, cancel, draining }))
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

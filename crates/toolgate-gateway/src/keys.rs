@@ -19,6 +19,7 @@ use toolgate_core::note::Signer;
 use toolgate_core::receipt::ReceiptKey;
 use toolgate_ledger::LogKey;
 
+use crate::identity::assertion::AssertionKey;
 use crate::seal::{check_owner_only, write_owner_only};
 use toolgate_core::{Clock, Entropy};
 
@@ -51,6 +52,10 @@ pub struct KeyRecord {
     created_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retired_ms: Option<i64>,
+    /// The public half (JWK `x`) of the identity assertion key derived from
+    /// this receipt key; absent for keys retired before assertions existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    identity: Option<String>,
 }
 
 impl KeyRecord {
@@ -70,6 +75,9 @@ pub struct LogKeys {
     pub(crate) receipt: Arc<ReceiptKey>,
     pub(crate) ed25519: Signer,
     pub(crate) ml_dsa_65: Signer,
+    /// Signs identity assertions (`identity/assertion.rs`); derived from
+    /// the receipt key, so it rotates with it.
+    pub(crate) identity: Arc<AssertionKey>,
     history: History,
 }
 
@@ -83,20 +91,26 @@ fn read_seed(path: &Path) -> anyhow::Result<[u8; 32]> {
     bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key seed; restore it from backup (receipts signed by it can still be verified with its public key)", path.display()))
 }
 
-fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32], created_ms: i64) -> anyhow::Result<(Arc<ReceiptKey>, Signer, Signer, KeyRecord)> {
+/// The log's keys from their seeds: the receipt key, its note signer, the
+/// ML-DSA-65 cosigner, the identity key, and the record of their public halves.
+type Keys = (Arc<ReceiptKey>, Signer, Signer, Arc<AssertionKey>, KeyRecord);
+
+fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32], created_ms: i64) -> anyhow::Result<Keys> {
     let ed = ed25519_dalek::SigningKey::from_bytes(&ed_seed);
     let receipt = Arc::new(ReceiptKey::new(ed.clone()));
     let ed_signer = Signer::ed25519(origin, ed).map_err(|e| anyhow::anyhow!("receipts.origin {origin:?}: {e}"))?;
     let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &pq_seed).map_err(|_| anyhow::anyhow!("invalid ML-DSA-65 seed"))?;
     let pq_signer = Signer::ml_dsa_65(origin, pq).map_err(|e| anyhow::anyhow!("ML-DSA-65 key: {e}"))?;
+    let identity = Arc::new(AssertionKey::derive(&ed_seed));
     let record = KeyRecord {
         kid: receipt.kid().to_string(),
         ed25519: ed_signer.verifier().vkey(),
         ml_dsa_65: pq_signer.verifier().vkey(),
         created_ms,
         retired_ms: None,
+        identity: Some(identity.x()),
     };
-    Ok((receipt, ed_signer, pq_signer, record))
+    Ok((receipt, ed_signer, pq_signer, identity, record))
 }
 
 fn write_history(dir: &Path, history: &History) -> anyhow::Result<()> {
@@ -131,13 +145,13 @@ impl LogKeys {
                 bail!("{} holds key files but no {HISTORY_FILE}: restore the history, or move the key files away to start a new log", dir.display());
             }
             let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
-            let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
+            let (receipt, ed25519, ml_dsa_65, identity, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
             write_owner_only(&ed_path, &ed_seed)?;
             write_owner_only(&pq_path, &pq_seed)?;
             let history = History { origin: origin.to_string(), current: record, retired: Vec::new() };
             write_history(&dir, &history)?;
             tracing::info!(target: "toolgate::keys", kid = %history.current.kid, "created the log's signing keys");
-            return Ok(Self { origin: origin.to_string(), receipt, ed25519, ml_dsa_65, history });
+            return Ok(Self { origin: origin.to_string(), receipt, ed25519, ml_dsa_65, identity, history });
         };
         if history.origin != origin {
             bail!(
@@ -148,7 +162,7 @@ impl LogKeys {
         let missing = |p: &Path| anyhow::anyhow!("{} records kid {} but its key file {} is missing: restore it from backup", dir.display(), history.current.kid, p.display());
         let ed_seed = read_seed(&ed_path).map_err(|e| if ed_path.exists() { e } else { missing(&ed_path) })?;
         let pq_seed = read_seed(&pq_path).map_err(|e| if pq_path.exists() { e } else { missing(&pq_path) })?;
-        let (receipt, ed25519, ml_dsa_65, record) = keys_from(origin, ed_seed, pq_seed, history.current.created_ms)?;
+        let (receipt, ed25519, ml_dsa_65, identity, record) = keys_from(origin, ed_seed, pq_seed, history.current.created_ms)?;
         if record.kid != history.current.kid {
             bail!(
                 "the receipt key in {} has kid {} but the key history records kid {}: the key was replaced or damaged. \
@@ -161,7 +175,14 @@ impl LogKeys {
         if record.ml_dsa_65 != history.current.ml_dsa_65 {
             bail!("the ML-DSA-65 key in {} is not the one recorded for kid {}: restore it", pq_path.display(), history.current.kid);
         }
-        Ok(Self { origin: origin.to_string(), receipt, ed25519, ml_dsa_65, history })
+        // A history written before identity keys learns the current one's
+        // public half once, so it is published after the next rotation too.
+        let mut history = history;
+        if history.current.identity.is_none() {
+            history.current.identity = record.identity.clone();
+            write_history(&dir, &history)?;
+        }
+        Ok(Self { origin: origin.to_string(), receipt, ed25519, ml_dsa_65, identity, history })
     }
 
     /// Starts new keys; the current ones' public halves join the history and
@@ -170,7 +191,7 @@ impl LogKeys {
         let current = Self::load_or_create(state_dir, origin, clock, entropy)?;
         let dir = dir(state_dir);
         let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
-        let (_, _, _, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
+        let (_, _, _, _, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
         let mut history = current.history;
         let mut old = history.current.clone();
         old.retired_ms = Some(clock.now_ms());
@@ -183,6 +204,11 @@ impl LogKeys {
         write_owner_only(&dir.join(MLDSA_FILE), &pq_seed)?;
         write_history(&dir, &history)?;
         Ok((old.kid, record.kid))
+    }
+
+    /// The public halves (JWK `x`) of the retired identity keys, newest first.
+    pub(crate) fn retired_identities(&self) -> Vec<String> {
+        self.history.retired.iter().rev().filter_map(|k| k.identity.clone()).collect()
     }
 
     /// Every key of the history, current last.
@@ -251,5 +277,8 @@ mod tests {
         assert_eq!(kids, [old, new]);
         assert_eq!(after.history.retired[0].ed25519, first.history.current.ed25519);
         assert!(after.history.retired[0].retired_ms.is_some());
+        // The identity key rotates with it; the old one's public half stays published.
+        assert_ne!(after.identity.x(), first.identity.x());
+        assert_eq!(after.retired_identities(), [first.identity.x()]);
     }
 }

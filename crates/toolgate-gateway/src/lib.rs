@@ -4,7 +4,8 @@
 //!   each a module of `stages` that takes what it needs and returns its
 //!   conclusion as a value (`call`); the receipts that commit with the
 //!   ledger's state go through `commit`.
-//! - What a call runs against: `config`, `identity` (callers), `oauth`,
+//! - What a call runs against: `config`, `callers`, `oauth`, `identity`
+//!   (as whom a call reaches its server),
 //!   `catalog` and `pins`, `gateway` (everything shared, built once),
 //!   `holds`, `notify`, `runs`, `budgets`, `seal` (the sealed
 //!   `requestState`), `keys` and `log` (the receipt log's signing keys and
@@ -26,8 +27,10 @@ pub use toolgate_ledger as ledger;
 pub use toolgate_mcp::{body, lines, param_headers, sandbox, sse, upstream, wire};
 pub mod config;
 mod sandbox_config;
-pub mod boxes;
+mod identity_config;
 pub mod identity;
+pub mod boxes;
+pub mod callers;
 pub mod seal;
 pub mod url_credentials;
 pub mod sources;

@@ -151,6 +151,7 @@ impl ReceiptLog {
             // An operator's settlement: no server ran for it.
             sandbox: None,
             config_version: None,
+            identity: None,
         };
         let result = outcome.map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
         self.draft(build(&subject, Event::Settled { state, by, result: result.as_ref() }), salt, None)

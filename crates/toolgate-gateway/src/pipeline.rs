@@ -19,11 +19,14 @@
 //!    once approved → `Approved` (its `Gate`).
 //! 6. **reserve** — a slot, for a tool limited in calls at once; then a
 //!    write becomes an operation, once per key, around …
-//! 7. **dispatch** — the upstream, under its deadline → `Reserved`. What
+//! 7. **present** — the credential the call carries for its person, as
+//!    its server's `identity` says (shared, an assertion, an exchanged
+//!    token) → `Presented`; and …
+//! 8. **dispatch** — the upstream, under its deadline → `Reserved`. What
 //!    its answer brings into the run (a leg of the trifecta) is noted
 //!    before the caller hears it.
-//! 8. **check** — the result against the outputSchema.
-//! 9. **record** — the receipts not yet committed, and the log line.
+//! 9. **check** — the result against the outputSchema.
+//! 10. **record** — the receipts not yet committed, and the log line.
 //!
 //! Each stage is a function in `stages/` that takes only what it needs and
 //! returns its conclusion as a value (`call.rs`), or stops the call with a
@@ -52,7 +55,7 @@ use crate::stages::approve::{Approvals, Around, Hold};
 use crate::stages::decide::Situation;
 use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::Operations;
-use crate::stages::{admit, approve, check, decide, dispatch, preview, reserve, resolve, validate};
+use crate::stages::{admit, approve, check, decide, dispatch, present, preview, reserve, resolve, validate};
 use toolgate_ledger::RunKey;
 
 /// `_meta` key asking for a preview: the decision, nothing acted on.
@@ -123,11 +126,15 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         gate.approval_id().inspect(|id| obs.approval(id));
         // 6. reserve: a tool limited in calls at once takes a slot until its
         // dispatch ends, or the call is refused to retry (before anything is
-        // reserved or used up); a write runs once per operation key, around …
+        // reserved or used up); a write runs once per operation key, around
+        // what it carries for its person and …
         let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
-        // 7. … dispatch: the upstream, under its deadline
+        // 7. present: the credential the call carries for its person
+        let presented = step!('call, present::present(&gw.identities, config, &tool.server, &cx.caller, &proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).instrument(obs.stage("present")).await);
+        f.presented(&presented);
+        // 8. … dispatch: the upstream, under its deadline
         let upstream = live.upstream(&tool.server).map(|u| u.as_ref());
-        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone()).instrument(obs.stage("dispatch"));
+        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone(), &presented).instrument(obs.stage("dispatch"));
         let reserved = reserve::reserve(&operations(gw, config, &tool.server), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
@@ -138,7 +145,7 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         // What the answer brings into the run (a leg of the trifecta) is
         // noted before the caller, and so the agent, sees it.
         step!('call, gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
-        // 8. check: the result against outputSchema; an approved call's own
+        // 9. check: the result against outputSchema; an approved call's own
         // input round stays bound to its approval
         let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, config.gateway.block_invalid_results, &proposal.sha256));
         (f.tool_error, f.output_violations, f.input_required) = (found.tool_error, found.output_violations, f.input_required | found.input_required);
@@ -146,7 +153,7 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         obs.answered(&answer);
         answer
     };
-    // 9. record: for every answer, the receipts not yet committed and the
+    // 10. record: for every answer, the receipts not yet committed and the
     // log line; the answer then names where its receipts are.
     record::record(&rec, &f, answer, cx.started.elapsed()).await
 }

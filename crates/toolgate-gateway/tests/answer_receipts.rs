@@ -340,5 +340,6 @@ fn old_subject() -> toolgate_core::receipt::build::Subject<'static> {
         captured: None,
         sandbox: None,
         config_version: None,
+        identity: None,
     }
 }

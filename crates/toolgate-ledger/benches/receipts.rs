@@ -67,6 +67,7 @@ fn receipt(key: &ReceiptKey, i: usize) -> Receipt {
         result: None,
         sandbox: None,
         config_version: None,
+        identity: None,
     }
 }
 

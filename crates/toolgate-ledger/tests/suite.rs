@@ -468,6 +468,7 @@ fn draft(key: &Arc<ReceiptKey>, tool: &str, op: Option<&str>) -> Draft {
         result: None,
         sandbox: None,
         config_version: None,
+        identity: None,
     };
     // Writes signed each, the rest not: the log holds both kinds, as after a change of `receipts.sign_each`.
     Draft { receipt, salt: [9; 32], asked: Some("{}".into()), key: key.clone(), sign_each: op.is_some(), placement: Default::default() }

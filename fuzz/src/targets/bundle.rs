@@ -85,6 +85,7 @@ fn draft(kid: &str, i: u64, v: u32) -> Receipt {
         result: None,
         sandbox: None,
         config_version: None,
+        identity: None,
     }
 }
 

@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, rfc3339_ms, salted_hash};
+use super::{ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, UpstreamIdentity, rfc3339_ms, salted_hash};
 use crate::decision::{Decision, Reason, Refusal, Verdict};
 use crate::operation::OperationState;
 use crate::proposal::{canonical_json, sha256_hex};
@@ -133,6 +133,8 @@ pub struct Subject<'a> {
     pub sandbox: Option<&'a str>,
     /// The version of the config in force (`Receipt::config_version`).
     pub config_version: Option<&'a str>,
+    /// As whom the call reaches its server, once its credential is made.
+    pub identity: Option<&'a UpstreamIdentity>,
 }
 
 /// What happened, for one receipt.
@@ -236,6 +238,7 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
         result: None,
         sandbox: subject.sandbox.map(str::to_string),
         config_version: subject.config_version.map(str::to_string),
+        identity: subject.identity.cloned(),
     };
     let tool_status = |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
     let (execution, result) = match event {
@@ -372,6 +375,7 @@ mod tests {
             captured,
             sandbox: Some("ab"),
             config_version: None,
+            identity: None,
         }
     }
 

@@ -28,7 +28,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, rfc3339_ms, rfc3339_ms_bytes};
+use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, UpstreamIdentity, rfc3339_ms, rfc3339_ms_bytes};
 
 /// The first byte of a compact row.
 pub const FORMAT: u8 = 1;
@@ -42,13 +42,19 @@ pub const FORMAT_BOXED: u8 = 2;
 /// The first byte of a compact row whose receipt has members after the
 /// signature, each marked in one byte of flags that follows it:
 /// [`TAIL_SANDBOX`] the box (`sandbox`), [`TAIL_CONFIG`] the config's
-/// version (`config_version`), each a recurring digest, in that order.
+/// version (`config_version`), each a recurring digest, and
+/// [`TAIL_IDENTITY`] as whom the call reached its server (`identity`), in
+/// that order.
 pub const FORMAT_TAIL: u8 = 3;
 
 /// A [`FORMAT_TAIL`] row names the box.
 const TAIL_SANDBOX: u8 = 1;
 /// A [`FORMAT_TAIL`] row names the config's version.
 const TAIL_CONFIG: u8 = 2;
+/// A [`FORMAT_TAIL`] row names the upstream identity: its mode (a word),
+/// audience (optional text), credential (optional digest) and subject
+/// (optional text).
+const TAIL_IDENTITY: u8 = 4;
 
 /// Words written as one byte (their index, odd-tagged). Append only.
 const WORDS: &[&str] = &[
@@ -67,6 +73,10 @@ const WORDS: &[&str] = &[
     "awaiting_approval", "refused", "applied", "reserved", "completed", "reconciled_applied", "reconciled_not_applied",
     // Rules and tenants that recur.
     "registry", "default",
+    // Upstream identity modes.
+    "shared", "assertion", "exchange", "oauth",
+    // Reasons added later.
+    "credential_withheld", "identity_unavailable",
 ];
 
 /// The ledger's dictionary of digests: a number for each raw digest it has
@@ -152,10 +162,10 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     let mut out = Vec::with_capacity(320);
     // A receipt without a config version is written as rows were before
     // it existed, so those rows keep their bytes.
-    out.push(match (&r.sandbox, &r.config_version) {
-        (_, Some(_)) => FORMAT_TAIL,
-        (Some(_), None) => FORMAT_BOXED,
-        (None, None) => FORMAT,
+    out.push(match (&r.sandbox, r.config_version.is_some() || r.identity.is_some()) {
+        (_, true) => FORMAT_TAIL,
+        (Some(_), false) => FORMAT_BOXED,
+        (None, false) => FORMAT,
     });
     varint(&mut out, u64::from(r.v));
     recurring_digest(&mut out, &r.kid, digests);
@@ -214,21 +224,34 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
             }
         },
     }
-    match &r.config_version {
-        None => {
-            if let Some(sandbox) = &r.sandbox {
-                recurring_digest(&mut out, sandbox, digests);
-            }
-        }
-        Some(version) => {
-            out.push(if r.sandbox.is_some() { TAIL_SANDBOX | TAIL_CONFIG } else { TAIL_CONFIG });
-            if let Some(sandbox) = &r.sandbox {
-                recurring_digest(&mut out, sandbox, digests);
-            }
-            recurring_digest(&mut out, version, digests);
-        }
+    if out[0] == FORMAT_TAIL {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        out.push(flag(r.sandbox.is_some(), TAIL_SANDBOX) | flag(r.config_version.is_some(), TAIL_CONFIG) | flag(r.identity.is_some(), TAIL_IDENTITY));
+    }
+    if let Some(sandbox) = &r.sandbox {
+        recurring_digest(&mut out, sandbox, digests);
+    }
+    if let Some(version) = &r.config_version {
+        recurring_digest(&mut out, version, digests);
+    }
+    if let Some(identity) = &r.identity {
+        text(&mut out, &identity.mode);
+        optional_text(&mut out, identity.audience.as_deref());
+        digest(&mut out, identity.credential_sha256.as_deref());
+        optional_text(&mut out, identity.subject.as_deref());
     }
     out
+}
+
+/// 0, or 1 and the text.
+fn optional_text(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        None => out.push(0),
+        Some(s) => {
+            out.push(1);
+            text(out, s);
+        }
+    }
 }
 
 /// The logged receipt a compact row holds, placed at `log_index`; the
@@ -282,8 +305,10 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
     let tail = match format {
         FORMAT => 0,
         FORMAT_BOXED => TAIL_SANDBOX,
+        // A tail row names the config or the identity (a box alone is a
+        // boxed row), and nothing unknown.
         _ => match r.byte()? {
-            flags if flags & TAIL_CONFIG != 0 && flags & !(TAIL_SANDBOX | TAIL_CONFIG) == 0 => flags,
+            flags if flags & (TAIL_CONFIG | TAIL_IDENTITY) != 0 && flags & !(TAIL_SANDBOX | TAIL_CONFIG | TAIL_IDENTITY) == 0 => flags,
             _ => return Err(r.bad("tail flags")),
         },
     };
@@ -294,6 +319,10 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
     let config_version = match tail & TAIL_CONFIG {
         0 => None,
         _ => Some(r.digest()?.ok_or_else(|| r.bad("a tail row names no config version"))?),
+    };
+    let identity = match tail & TAIL_IDENTITY {
+        0 => None,
+        _ => Some(UpstreamIdentity { mode: r.text()?, audience: r.optional_text()?, credential_sha256: r.digest()?, subject: r.optional_text()? }),
     };
     if r.at != bytes.len() {
         return Err(r.bad("trailing bytes"));
@@ -324,6 +353,7 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         result,
         sandbox,
         config_version,
+        identity,
     };
     Ok(LoggedReceipt { receipt, signature })
 }
@@ -581,6 +611,14 @@ impl Reader<'_> {
         String::from_utf8(self.take(len)?.to_vec()).map_err(|_| self.bad("text is not UTF-8"))
     }
 
+    fn optional_text(&mut self) -> Result<Option<String>, ReceiptError> {
+        match self.byte()? {
+            0 => Ok(None),
+            1 => self.text().map(Some),
+            _ => Err(self.bad("optional text tag")),
+        }
+    }
+
     fn digest(&mut self) -> Result<Option<String>, ReceiptError> {
         Ok(match self.byte()? {
             NONE => None,
@@ -642,6 +680,7 @@ mod tests {
             result: None,
             sandbox: None,
             config_version: None,
+            identity: None,
         };
         LoggedReceipt { receipt, signature: signed.then(|| STANDARD.encode([7u8; 64])) }
     }
@@ -770,10 +809,37 @@ mod tests {
         logged.receipt.config_version = Some("5e".repeat(32));
         let row = encode(&logged, &NONE_KNOWN);
         let flags_at = row.len() - 34;
-        for bad in [0u8, 1, 4, 6] {
+        for bad in [0u8, 1, 8, 10] {
             let mut odd = row.clone();
             odd[flags_at] = bad;
             assert!(decode(&odd, 9, &&NONE_KNOWN).is_err(), "flags {bad}");
+        }
+    }
+
+    /// As whom a call ran: its mode is a word, a shared one is three bytes,
+    /// a person's keeps its subject, audience and the credential's digest;
+    /// it rides with or without a box and a config version.
+    #[test]
+    fn a_receipt_names_as_whom_its_call_ran() {
+        let shared = UpstreamIdentity { mode: "shared".into(), audience: None, credential_sha256: None, subject: None };
+        let person = UpstreamIdentity { mode: "assertion".into(), audience: Some("tickets".into()), credential_sha256: Some("c4".repeat(32)), subject: Some("tech-jane".into()) };
+        for (sandbox, config) in [(None, None), (Some("9f".repeat(32)), None), (None, Some("5e".repeat(32))), (Some("9f".repeat(32)), Some("5e".repeat(32)))] {
+            let mut logged = sample(false);
+            (logged.receipt.sandbox, logged.receipt.config_version) = (sandbox, config);
+            let before = encode(&logged, &NONE_KNOWN);
+            for identity in [&shared, &person] {
+                logged.receipt.identity = Some(identity.clone());
+                let row = encode(&logged, &NONE_KNOWN);
+                assert_eq!(row[0], FORMAT_TAIL);
+                assert_eq!(decode(&row, 9, &&NONE_KNOWN).unwrap(), logged);
+                if identity == &shared {
+                    let flags = usize::from(before[0] != FORMAT_TAIL);
+                    assert_eq!(row.len(), before.len() + flags + 4, "the mode as one word, three empty slots");
+                }
+                for cut in 0..row.len() {
+                    assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
+                }
+            }
         }
     }
 
@@ -823,6 +889,7 @@ mod tests {
             ms in -62_135_596_800_000i64..253_402_300_799_999,
             flags in any::<(bool, bool, bool, bool, bool)>(),
             config in proptest::option::of(prop_oneof![any_text(), Just("5e".repeat(32))]),
+            identity in proptest::option::of((prop_oneof![Just("shared".to_string()), Just("assertion".to_string()), any_text()], proptest::option::of(any_text()), proptest::option::of(any_text()), proptest::option::of(any_text()))),
             v in any::<u32>(),
             index in any::<u64>(),
             sig in proptest::option::of(prop_oneof![Just(STANDARD.encode([9u8; 64])), "\\PC{0,10}"]),
@@ -855,6 +922,7 @@ mod tests {
                 result: flags.4.then(|| json!(null)),
                 sandbox: flags.2.then(|| if flags.0 { t(7) } else { "ab".repeat(32) }),
                 config_version: config.clone(),
+                identity: identity.clone().map(|(mode, audience, credential, subject)| UpstreamIdentity { mode, audience, credential_sha256: credential, subject }),
             };
             let logged = LoggedReceipt { receipt, signature: sig };
             let back = decode(&encode(&logged, &NONE_KNOWN), index, &&NONE_KNOWN).unwrap();

@@ -26,7 +26,7 @@ use toolgate_core::strict_json::{self, JsonError};
 use super::{Inbound, Peer, check_modern_meta, inbound, unsupported_version};
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
-use crate::identity::AuthError;
+use crate::callers::AuthError;
 use crate::oauth::TokenError;
 use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 

@@ -8,17 +8,19 @@ use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
 
 use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
+use crate::identity::Presented;
 use crate::param_headers;
 use crate::upstream::{CallOptions, Kind, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
-pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, cx: &Context, call: &Call, input: serde_json::Map<String, serde_json::Value>) -> Result<Box<RawValue>, Stop> {
+/// `presented` is what the call carries for its person (present).
+pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, cx: &Context, call: &Call, input: serde_json::Map<String, serde_json::Value>, presented: &Presented) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = upstream else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
     // The upstream may route on Mcp-Param-* headers too: send what its schema declares.
-    let headers = param_headers::declared(tool.tool.definition.get("inputSchema").unwrap_or(&serde_json::Value::Null))
+    let mut headers: Vec<(String, String)> = param_headers::declared(tool.tool.definition.get("inputSchema").unwrap_or(&serde_json::Value::Null))
         .into_iter()
         .filter_map(|(header, arg)| {
             let value = proposal.arguments.get(&arg)?;
@@ -26,6 +28,7 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
             Some((header, param_headers::encode(&text)))
         })
         .collect();
+    headers.extend(presented.headers.iter().cloned());
     // The CLIENT span of the upstream call; the upstream joins its trace.
     let method = tool.kind.method();
     let span = tracing::info_span!(target: crate::telemetry::TARGET, "mcp.client",
@@ -36,12 +39,16 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         span.record("gen_ai.operation.name", "execute_tool");
         span.record("gen_ai.tool.name", tool.tool.name.as_str());
     }
+    let mut meta = crate::telemetry::outgoing(&span, &cx.trace);
+    if let Some((key, value)) = &presented.meta {
+        meta.insert(key.to_string(), value.clone());
+    }
     let options = CallOptions {
         progress: call.progress.clone(),
         headers,
         input,
         client_capabilities: call.client_capabilities.clone(),
-        meta: crate::telemetry::outgoing(&span, &cx.trace),
+        meta,
         // Checked by admit; the caller may only shorten the server's deadline.
         deadline: call.deadline().ok().flatten(),
     };
@@ -143,7 +150,7 @@ mod tests {
     /// Sends `call` to `upstream` as the pipeline does, with no input of its own.
     async fn sent(upstream: Option<&Upstream>, (tool, proposal, call): &(ExposedTool, Proposal, CallRequest)) -> Result<Box<RawValue>, Stop> {
         let (cx, call) = split(call);
-        dispatch(upstream, tool, proposal, &cx, &call, serde_json::Map::new()).await
+        dispatch(upstream, tool, proposal, &cx, &call, serde_json::Map::new(), &Presented::shared()).await
     }
 
     #[tokio::test]
@@ -172,7 +179,7 @@ mod tests {
         let c = find("P-7 valve");
         let input = serde_json::Map::from_iter([("requestState".to_string(), json!("up-1"))]);
         let (cx, call) = split(&c.2);
-        let answer = passed(dispatch(Some(&live.upstream), &c.0, &c.1, &cx, &call, input).await);
+        let answer = passed(dispatch(Some(&live.upstream), &c.0, &c.1, &cx, &call, input, &Presented::shared()).await);
         assert_eq!(answer.get(), text);
         let calls = live.fake.calls();
         assert_eq!(calls.len(), 1);

@@ -6,6 +6,7 @@ pub(crate) mod approve;
 pub(crate) mod check;
 pub mod decide;
 pub(crate) mod dispatch;
+pub(crate) mod present;
 pub(crate) mod preview;
 pub(crate) mod record;
 pub(crate) mod reserve;

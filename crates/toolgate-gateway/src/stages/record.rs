@@ -96,6 +96,8 @@ pub(crate) struct Findings {
     pub definition_sha256: String,
     /// The box its server runs in, as the receipt names it.
     pub sandbox: Option<std::sync::Arc<str>>,
+    /// From present on: as whom the call reaches its server.
+    pub identity: Option<toolgate_core::receipt::UpstreamIdentity>,
     /// From validate on: this call's salt and the salted hash of its arguments.
     pub salt: [u8; 32],
     pub arguments_hash: String,
@@ -140,6 +142,7 @@ impl Findings {
             upstream_tool: String::new(),
             definition_sha256: String::new(),
             sandbox: None,
+            identity: None,
             salt,
             arguments_hash: String::new(),
             arguments: None,
@@ -150,6 +153,11 @@ impl Findings {
             committed: None,
             preview: call.preview,
         }
+    }
+
+    /// After present: as whom the call reaches its server.
+    pub fn presented(&mut self, presented: &crate::identity::Presented) {
+        self.identity = Some(presented.identity.clone());
     }
 
     pub fn resolved(&mut self, tool: &ExposedTool) {
@@ -265,6 +273,7 @@ fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings, operation: Option<Ope
         captured: findings.arguments.as_ref(),
         sandbox: findings.sandbox.as_deref(),
         config_version: Some(rec.config_version).filter(|v| !v.is_empty()),
+        identity: findings.identity.as_ref(),
     }
 }
 

@@ -224,6 +224,7 @@ impl Store {
             captured: None,
             sandbox: None,
             config_version: None,
+            identity: None,
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();

@@ -174,6 +174,7 @@ mod tests {
             result: None,
             sandbox: None,
             config_version: None,
+            identity: None,
         }
     }
 

@@ -386,7 +386,7 @@ impl ValueSource {
     /// The value now (at each connect, so a rotated credential is picked up
     /// by the next one). Errors name `what`, the variable or the file, never
     /// a value.
-    pub(crate) fn read(&self, what: &str) -> Result<String, UpstreamError> {
+    pub fn read(&self, what: &str) -> Result<String, UpstreamError> {
         match self {
             ValueSource::Value(v) => Ok(v.clone()),
             ValueSource::Env(var) => std::env::var(var).map_err(|_| UpstreamError::Unavailable(format!("{what}: the environment variable {var} is not set"))),

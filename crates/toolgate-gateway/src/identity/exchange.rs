@@ -1,0 +1,245 @@
+//! `mode = "exchange"`: a token for the person from an OAuth 2.0 Token
+//! Exchange (RFC 8693) at the configured token endpoint. The subject token
+//! is the gateway's assertion for the person, the actor token one for the
+//! agent; the token that comes back is kept per (tenant, person, agent,
+//! server) until shortly before it expires, one exchange in flight per key.
+//!
+//! What the token endpoint says when it refuses is hostile text: it is cut
+//! short and stripped of control characters before a refusal names it, and
+//! no token ever reaches a message.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+
+/// `urn:ietf:params:oauth:grant-type:token-exchange`.
+const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The type of the gateway's assertions as subject and actor tokens.
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+/// A token is not used within this long of its expiry.
+const MARGIN_MS: i64 = 30_000;
+/// When the token endpoint gives no `expires_in`: keep it this long.
+const DEFAULT_LIFE_MS: i64 = 60_000;
+/// Tokens kept at most (the expired go first).
+const MAX_CACHED: usize = 10_000;
+/// The most of a token endpoint's answer read.
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// A token from the exchange.
+#[derive(Clone)]
+pub struct Token {
+    /// The access token the server gets as `Authorization: Bearer`.
+    pub access: Arc<str>,
+    /// Its hex SHA-256: what the receipt keeps.
+    pub sha256: Arc<str>,
+    /// When it stops being used (ms since the epoch).
+    pub until_ms: i64,
+}
+
+/// One person's token at one server, as the key of the cache.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// The server's name.
+    pub server: String,
+    /// The token endpoint (a reload may change it).
+    pub endpoint: String,
+    /// The caller's tenant.
+    pub tenant: String,
+    /// The person.
+    pub subject: String,
+    /// The agent.
+    pub actor: String,
+}
+
+/// What one exchange sends.
+pub struct Request<'a> {
+    /// The token endpoint.
+    pub endpoint: &'a str,
+    /// The gateway's client id there, and its secret if it has one.
+    pub client: (&'a str, Option<&'a str>),
+    /// The person's assertion.
+    pub subject_token: &'a str,
+    /// The agent's assertion.
+    pub actor_token: &'a str,
+    /// `audience`, `resource`, `scope`.
+    pub audience: &'a str,
+    /// `resource` (RFC 8707).
+    pub resource: Option<&'a str>,
+    /// `scope`.
+    pub scope: Option<&'a str>,
+}
+
+/// The exchanges' client and their tokens still good.
+pub struct Exchanges {
+    http: reqwest::Client,
+    cache: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Option<Token>>>>>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    access_token: Option<String>,
+    expires_in: Option<i64>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+impl Exchanges {
+    /// Exchanges with `http`.
+    pub fn new(http: reqwest::Client) -> Self {
+        Self { http, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The person's token for `key`: the one kept, or a new exchange
+    /// (`request` is made only then). At most one exchange per key runs at a
+    /// time; the others wait for its token.
+    pub async fn token(&self, key: Key, now_ms: impl Fn() -> i64, request: impl FnOnce() -> Result<Owned, String>) -> Result<Token, String> {
+        let slot = {
+            let mut cache = self.cache.lock().expect("exchange cache");
+            if cache.len() >= MAX_CACHED {
+                let now = now_ms();
+                cache.retain(|_, slot| slot.try_lock().map(|t| t.as_ref().is_some_and(|t| now < t.until_ms)).unwrap_or(true));
+            }
+            cache.entry(key).or_default().clone()
+        };
+        let mut held = slot.lock().await;
+        if let Some(token) = held.as_ref().filter(|t| now_ms() < t.until_ms) {
+            return Ok(token.clone());
+        }
+        let owned = request()?;
+        let token = self.exchange(&owned.borrow(), now_ms()).await?;
+        *held = Some(token.clone());
+        Ok(token)
+    }
+
+    async fn exchange(&self, r: &Request<'_>, now_ms: i64) -> Result<Token, String> {
+        let mut form = vec![
+            ("grant_type", GRANT),
+            ("subject_token", r.subject_token),
+            ("subject_token_type", JWT_TYPE),
+            ("actor_token", r.actor_token),
+            ("actor_token_type", JWT_TYPE),
+            ("audience", r.audience),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+        ];
+        form.extend(r.resource.map(|v| ("resource", v)));
+        form.extend(r.scope.map(|v| ("scope", v)));
+        let (client_id, secret) = r.client;
+        let request = match secret {
+            Some(secret) => self.http.post(r.endpoint).basic_auth(form_encode(client_id), Some(form_encode(secret))),
+            None => {
+                form.push(("client_id", client_id));
+                self.http.post(r.endpoint)
+            }
+        };
+        let body = urlencoded(&form);
+        let response = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("the token endpoint could not be reached ({})", without_url(e)))?;
+        let status = response.status();
+        let bytes = read_bounded(response).await?;
+        let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)"))?;
+        match answer.access_token {
+            Some(access) if status.is_success() && !access.is_empty() => {
+                let life_ms = answer.expires_in.map_or(DEFAULT_LIFE_MS, |s| s.saturating_mul(1000));
+                // Used until shortly before it expires; a very short one, for half its life.
+                let until_ms = now_ms + (life_ms - MARGIN_MS).max(life_ms / 2);
+                let sha256 = toolgate_core::proposal::sha256_hex(access.as_bytes());
+                Ok(Token { access: access.into(), sha256: sha256.into(), until_ms })
+            }
+            _ => Err(format!(
+                "the token endpoint refused the exchange (HTTP {status}{}{})",
+                answer.error.map(|e| format!(", {}", tame(&e))).unwrap_or_default(),
+                answer.error_description.map(|e| format!(": {}", tame(&e))).unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// A request's values, owned (made only on a miss).
+pub struct Owned {
+    /// See [`Request`].
+    pub endpoint: String,
+    /// The client id and secret.
+    pub client: (String, Option<String>),
+    /// The person's assertion.
+    pub subject_token: String,
+    /// The agent's assertion.
+    pub actor_token: String,
+    /// The audience.
+    pub audience: String,
+    /// The resource.
+    pub resource: Option<String>,
+    /// The scope.
+    pub scope: Option<String>,
+}
+
+impl Owned {
+    fn borrow(&self) -> Request<'_> {
+        Request {
+            endpoint: &self.endpoint,
+            client: (&self.client.0, self.client.1.as_deref()),
+            subject_token: &self.subject_token,
+            actor_token: &self.actor_token,
+            audience: &self.audience,
+            resource: self.resource.as_deref(),
+            scope: self.scope.as_deref(),
+        }
+    }
+}
+
+/// RFC 6749 §2.3.1: client credentials in Basic are form-encoded first.
+fn form_encode(s: &str) -> String {
+    urlencoded(&[("", s)]).trim_start_matches('=').to_string()
+}
+
+/// `application/x-www-form-urlencoded`.
+fn urlencoded(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        if !k.is_empty() {
+            encode_into(&mut out, k);
+        }
+        out.push('=');
+        encode_into(&mut out, v);
+    }
+    out
+}
+
+fn encode_into(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => out.push(char::from(b)),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+}
+
+async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("the token endpoint's answer was cut ({})", without_url(e)))? {
+        if bytes.len() + chunk.len() > MAX_ANSWER {
+            return Err(format!("the token endpoint's answer is over {MAX_ANSWER} bytes"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// A transport error without the URL (which could carry a credential).
+fn without_url(e: reqwest::Error) -> String {
+    tame(&e.without_url().to_string())
+}
+
+/// Hostile text for a message: at most 200 characters, no control characters.
+fn tame(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(200).collect()
+}

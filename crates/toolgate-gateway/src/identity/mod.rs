@@ -1,0 +1,138 @@
+//! As whom a call reaches its server (`[servers.NAME.identity]`,
+//! docs/IDENTITY.md): the configured credential for everyone (`shared`),
+//! the gateway's signed assertion for the person (`assertion`), or a token
+//! for the person from a token exchange (`exchange`). The caller's own token
+//! is never what the server gets.
+//!
+//! `present` turns the call's caller and its server's identity config into
+//! a value: the headers (or `_meta`) the call carries, and what the receipt
+//! records of it.
+
+pub mod assertion;
+pub mod exchange;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_core::receipt::UpstreamIdentity;
+use toolgate_core::{Caller, Entropy};
+use toolgate_mcp::upstream::ValueSource;
+
+use crate::config::{Config, IdentityMode, ServerConfig};
+use assertion::{AssertionKey, Assertions};
+use exchange::Exchanges;
+
+/// The `_meta` key a stdio server reads the assertion from.
+pub const META_IDENTITY: &str = "io.toolgate/identity";
+
+/// How long a token exchange may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The gateway's credentials for people: its assertion signer, its token
+/// exchanges, and the public keys it publishes.
+pub struct Identities {
+    assertions: Assertions,
+    exchanges: Exchanges,
+    /// `/.well-known/jwks.json`.
+    jwks: Value,
+}
+
+/// What a call carries to its server about who it is for.
+#[derive(Debug, Clone)]
+pub struct Presented {
+    /// Headers for an HTTP server.
+    pub headers: Vec<(String, String)>,
+    /// `_meta` members for a stdio server.
+    pub meta: Option<(&'static str, String)>,
+    /// What the receipt records.
+    pub identity: UpstreamIdentity,
+}
+
+impl Presented {
+    /// The configured credential, for everyone.
+    pub fn shared() -> Self {
+        Self { headers: Vec::new(), meta: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None } }
+    }
+}
+
+impl Identities {
+    /// Signs with `key`; publishes it and the `retired` keys' public halves
+    /// (JWK `x`), so an assertion signed before a rotation still verifies.
+    pub fn new(key: Arc<AssertionKey>, retired: &[String], roots: Vec<reqwest::Certificate>) -> anyhow::Result<Self> {
+        let keys: Vec<Value> = std::iter::once(key.x()).chain(retired.iter().cloned()).map(|x| assertion::jwk(&x)).collect();
+        let http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build()?;
+        Ok(Self { assertions: Assertions::new(key), exchanges: Exchanges::new(http), jwks: json!({"keys": keys}) })
+    }
+
+    /// The JWK Set of the identity keys, current first.
+    pub fn jwks(&self) -> &Value {
+        &self.jwks
+    }
+
+    /// What a call by `caller` to `server` carries under `config`. An error
+    /// says why no credential could be made; nothing was sent.
+    pub async fn present(&self, config: &Config, server: &str, caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, String> {
+        let Some(s) = config.servers.get(server) else { return Ok(Presented::shared()) };
+        let identity = &s.identity;
+        let audience = || audience(server, s);
+        match identity.mode {
+            IdentityMode::Shared => Ok(Presented::shared()),
+            IdentityMode::Assertion => {
+                let audience = audience();
+                let made = self.assertions.assert(config.issuer(), &audience, caller, identity.ttl_ms(), now_ms(), entropy);
+                let (headers, meta) = match s.url {
+                    Some(_) => {
+                        let header = identity.header();
+                        let value = if header.eq_ignore_ascii_case("authorization") { format!("Bearer {}", made.token) } else { made.token.to_string() };
+                        (vec![(header.to_string(), value)], None)
+                    }
+                    None => (Vec::new(), Some((META_IDENTITY, made.token.to_string()))),
+                };
+                Ok(Presented { headers, meta, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller) })
+            }
+            IdentityMode::Exchange => {
+                let audience = audience();
+                let endpoint = identity.token_endpoint.clone().unwrap_or_default();
+                let key = exchange::Key { server: server.into(), endpoint: endpoint.clone(), tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
+                let issuer = config.issuer();
+                let request = || {
+                    let secret = match (&identity.client_secret_env, &identity.client_secret_file) {
+                        (Some(var), _) => Some(ValueSource::Env(var.clone())),
+                        (None, Some(file)) => Some(ValueSource::File(config.resolve_path(file))),
+                        (None, None) => None,
+                    };
+                    let secret = secret.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())?;
+                    let now = now_ms();
+                    Ok(exchange::Owned {
+                        endpoint,
+                        client: (identity.client_id.clone().unwrap_or_default(), secret),
+                        subject_token: self.assertions.assert(issuer, &audience, caller, assertion_ttl(), now, entropy).token.to_string(),
+                        actor_token: self.assertions.actor(issuer, &audience, caller, assertion_ttl(), now, entropy),
+                        audience: audience.clone(),
+                        resource: identity.resource.clone(),
+                        scope: identity.scope.clone(),
+                    })
+                };
+                let token = self.exchanges.token(key, &now_ms, request).await?;
+                let headers = vec![("Authorization".to_string(), format!("Bearer {}", token.access))];
+                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Exchange, audience, &token.sha256, caller) })
+            }
+            IdentityMode::Oauth => Err(format!("servers.{server}.identity: mode = \"oauth\" is not in this build")),
+        }
+    }
+}
+
+/// The assertion a token exchange presents lives one minute: it is spent at once.
+fn assertion_ttl() -> u64 {
+    60_000
+}
+
+/// Whom a credential for `server` is for: its `audience`, or its URL, or its name.
+pub fn audience(server: &str, s: &ServerConfig) -> String {
+    s.identity.audience.clone().or_else(|| s.url.clone()).unwrap_or_else(|| server.to_string())
+}
+
+fn person(mode: IdentityMode, audience: String, credential_sha256: &str, caller: &Caller) -> UpstreamIdentity {
+    UpstreamIdentity { mode: mode.word().into(), audience: Some(audience), credential_sha256: Some(credential_sha256.into()), subject: Some(caller.subject.clone()) }
+}
