@@ -69,7 +69,7 @@ pub struct Gateway {
     pub held: Arc<toolgate_core::credentials::Credentials>,
     /// The credentials a call carries for its person (`[servers.NAME.identity]`)
     /// and the keys that verify the gateway's assertions.
-    pub identities: crate::identity::Identities,
+    pub identities: Arc<crate::identity::Identities>,
     cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
@@ -108,11 +108,12 @@ impl Gateway {
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
-        let identities = crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?;
+        let identities = Arc::new(crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?);
         let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
-        let upstreams: Vec<_> = config.servers.keys().map(|name| start_upstream(&config, name, &cancel)).collect();
+        let sources = (&identities, &clock, &entropy);
+        let upstreams: Vec<_> = config.servers.keys().map(|name| start_upstream(&config, name, &cancel, sources)).collect();
         crate::boxes::say_at_start(&upstreams.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
         let settings = &config.gateway;
         let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth, max_string_bytes: settings.max_string_bytes, max_items: settings.max_items };
@@ -283,13 +284,20 @@ pub enum DecideError {
 
 /// The upstream of server `name` of `config`, started under its own child
 /// of `cancel`.
-pub(crate) fn start_upstream(config: &Config, name: &str, cancel: &CancellationToken) -> (Arc<Upstream>, CancellationToken) {
+/// What an upstream's own requests are signed with: the gateway's
+/// identities, its clock and its entropy.
+pub(crate) type UpstreamSources<'a> = (&'a Arc<crate::identity::Identities>, &'a Arc<dyn Clock>, &'a Arc<dyn Entropy>);
+
+pub(crate) fn start_upstream(config: &Config, name: &str, cancel: &CancellationToken, (identities, clock, entropy): UpstreamSources<'_>) -> (Arc<Upstream>, CancellationToken) {
     let settings = &config.gateway;
     let server = &config.servers[name];
     let timeout = Duration::from_millis(server.timeout_ms.unwrap_or(settings.upstream_timeout_ms));
     let upstream = Upstream::new(name, server.server_with(&config.tls), timeout, Duration::from_millis(settings.list_ttl_ms), env!("CARGO_PKG_VERSION"));
     upstream.set_max_tools(settings.max_tools_per_upstream);
     upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
+    if let Some(own) = identities.own_credential(config, name, clock.clone(), entropy.clone()) {
+        upstream.set_own_credential(own);
+    }
     let stop = cancel.child_token();
     upstream.start(stop.clone());
     (upstream, stop)

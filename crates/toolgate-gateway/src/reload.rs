@@ -77,6 +77,7 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
     let policy = load_policy(&config).map_err(|e| refused(format!("{e:#}")))?;
     let config = Arc::new(config);
     let (mut added, mut restarted) = (Vec::new(), Vec::new());
+    let sources = (&gw.identities, &gw.clock, &gw.entropy);
     let upstreams = config
         .servers
         .keys()
@@ -84,11 +85,11 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
             Some(kept) if unchanged(&old.config, &config, name) => kept,
             Some(_) => {
                 restarted.push(name.clone());
-                start_upstream(&config, name, &gw.cancellation())
+                start_upstream(&config, name, &gw.cancellation(), sources)
             }
             None => {
                 added.push(name.clone());
-                start_upstream(&config, name, &gw.cancellation())
+                start_upstream(&config, name, &gw.cancellation(), sources)
             }
         })
         .collect::<Vec<_>>();
@@ -115,10 +116,11 @@ fn without_lines(message: &str) -> String {
 }
 
 /// Whether server `name` runs the same in both configs: the same way to
-/// reach it (command, url, variables, box), trust and deadline.
+/// reach it (command, url, variables, box), trust, deadline and identity
+/// (the gateway reads its contract with the identity's own credential).
 fn unchanged(old: &crate::config::Config, new: &crate::config::Config, name: &str) -> bool {
     let (a, b) = (&old.servers[name], &new.servers[name]);
-    a.server_with(&old.tls) == b.server_with(&new.tls) && old.timeout_ms(name) == new.timeout_ms(name)
+    a.server_with(&old.tls) == b.server_with(&new.tls) && old.timeout_ms(name) == new.timeout_ms(name) && a.identity == b.identity
 }
 
 /// Stops the upstreams of `old` that `new` does not keep, once no call

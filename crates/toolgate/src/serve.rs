@@ -92,6 +92,12 @@ fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certi
 async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
     let (listening, base) = Listening::bind(gw.config().gateway.listen, certificate.as_ref(), "").await?;
     eprintln!("toolgate: serving MCP on {base}/mcp");
+    // A server still down may have needed the gateway itself (a token
+    // endpoint that verifies its assertions against its JWKS): the listener
+    // is bound now, so each tries again at once rather than after its backoff.
+    for upstream in gw.catalogs.upstreams().iter().filter(|u| u.listing().is_none()) {
+        upstream.nudge();
+    }
     let console = Console::new(gw.clone());
     serve_console(&gw, &console, &base, certificate.as_ref()).await?;
     let draining = gw.clone();

@@ -11,13 +11,14 @@
 pub mod assertion;
 pub mod exchange;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::receipt::UpstreamIdentity;
-use toolgate_core::{Caller, Entropy};
-use toolgate_mcp::upstream::ValueSource;
+use toolgate_core::{Caller, Clock, Entropy};
+use toolgate_mcp::upstream::{OwnCredential, ValueSource};
 
 use crate::config::{Config, IdentityMode, ServerConfig};
 use assertion::{AssertionKey, Assertions};
@@ -74,13 +75,50 @@ impl Identities {
     /// says why no credential could be made; nothing was sent.
     pub async fn present(&self, config: &Config, server: &str, caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, String> {
         let Some(s) = config.servers.get(server) else { return Ok(Presented::shared()) };
+        let secret = |file: &Path| config.resolve_path(file);
+        self.credential(config.issuer(), server, s, &secret, caller, now_ms, entropy).await
+    }
+
+    /// The gateway's own credential at `server`, for the requests it makes
+    /// itself (the handshake, the lists): where each person's call carries
+    /// theirs, the gateway reads the contract as itself — an assertion, or
+    /// an exchanged token, whose `sub` is the gateway's issuer. `None` for a
+    /// shared server (its configured credential serves) and a stdio one.
+    pub fn own_credential(self: &Arc<Self>, config: &Config, server: &str, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Option<OwnCredential> {
+        let s = config.servers.get(server)?.clone();
+        if s.url.is_none() || s.identity.mode == IdentityMode::Shared {
+            return None;
+        }
+        let header = match s.identity.mode {
+            IdentityMode::Assertion => s.identity.header().to_string(),
+            _ => "Authorization".to_string(),
+        };
+        let issuer = config.issuer().to_string();
+        let gateway = Caller { name: "toolgate".into(), subject: issuer.clone(), tenant: String::new(), roles: Vec::new() };
+        let secret_file = s.identity.client_secret_file.as_ref().map(|f| config.resolve_path(f));
+        let (identities, server) = (self.clone(), server.to_string());
+        let value = Arc::new(move || {
+            let (identities, server, s, issuer, gateway, clock, entropy, secret_file) = (identities.clone(), server.clone(), s.clone(), issuer.clone(), gateway.clone(), clock.clone(), entropy.clone(), secret_file.clone());
+            Box::pin(async move {
+                let secret = |_: &Path| secret_file.clone().unwrap_or_default();
+                let presented = identities.credential(&issuer, &server, &s, &secret, &gateway, || clock.now_ms(), entropy.as_ref()).await?;
+                presented.headers.into_iter().next().map(|(_, v)| v).ok_or_else(|| "no header".to_string())
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>
+        });
+        Some(OwnCredential { header, value })
+    }
+
+    /// What a call by `caller` to `server` (`s`) carries; `secret` resolves
+    /// the exchange client's secret file.
+    #[allow(clippy::too_many_arguments)]
+    async fn credential(&self, issuer: &str, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, String> {
         let identity = &s.identity;
         let audience = || audience(server, s);
         match identity.mode {
             IdentityMode::Shared => Ok(Presented::shared()),
             IdentityMode::Assertion => {
                 let audience = audience();
-                let made = self.assertions.assert(config.issuer(), &audience, caller, identity.ttl_ms(), now_ms(), entropy);
+                let made = self.assertions.assert(issuer, &audience, caller, identity.ttl_ms(), now_ms(), entropy);
                 let (headers, meta) = match s.url {
                     Some(_) => {
                         let header = identity.header();
@@ -95,18 +133,17 @@ impl Identities {
                 let audience = audience();
                 let endpoint = identity.token_endpoint.clone().unwrap_or_default();
                 let key = exchange::Key { server: server.into(), endpoint: endpoint.clone(), tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
-                let issuer = config.issuer();
                 let request = || {
-                    let secret = match (&identity.client_secret_env, &identity.client_secret_file) {
+                    let source = match (&identity.client_secret_env, &identity.client_secret_file) {
                         (Some(var), _) => Some(ValueSource::Env(var.clone())),
-                        (None, Some(file)) => Some(ValueSource::File(config.resolve_path(file))),
+                        (None, Some(file)) => Some(ValueSource::File(secret(file))),
                         (None, None) => None,
                     };
-                    let secret = secret.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())?;
+                    let client_secret = source.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())?;
                     let now = now_ms();
                     Ok(exchange::Owned {
                         endpoint,
-                        client: (identity.client_id.clone().unwrap_or_default(), secret),
+                        client: (identity.client_id.clone().unwrap_or_default(), client_secret),
                         subject_token: self.assertions.assert(issuer, &audience, caller, assertion_ttl(), now, entropy).token.to_string(),
                         actor_token: self.assertions.actor(issuer, &audience, caller, assertion_ttl(), now, entropy),
                         audience: audience.clone(),

@@ -31,6 +31,8 @@ pub(crate) struct HttpChannel {
     inbox: super::Inbox,
     /// An answer (a body, an SSE event) longer than this is refused.
     max_message: usize,
+    /// The gateway's own credential, on the requests no person's call makes.
+    own: Option<super::OwnCredential>,
 }
 
 /// `url` with `query`'s parameters appended, each value read now (a
@@ -75,7 +77,23 @@ impl HttpChannel {
             protocol_version: Mutex::new(None),
             inbox,
             max_message,
+            own: None,
         })
+    }
+
+    /// Sends the gateway's own credential with the requests that carry no
+    /// person's.
+    pub(crate) fn with_own(mut self, own: Option<super::OwnCredential>) -> Self {
+        self.own = own;
+        self
+    }
+
+    /// The gateway's own credential's header, unless `extra` (a person's,
+    /// on a call) carries that header already.
+    async fn own_headers(&self, what: &str, extra: &[(String, String)]) -> Result<Option<(String, String)>, UpstreamError> {
+        let Some(own) = self.own.as_ref().filter(|own| !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case(&own.header))) else { return Ok(None) };
+        let value = (own.value)().await.map_err(|why| UpstreamError::Unavailable(format!("{what}: no credential for the gateway itself ({why})")))?;
+        Ok(Some((own.header.clone(), value)))
     }
 
     pub(crate) fn set_protocol_version(&self, version: &str) {
@@ -140,7 +158,7 @@ impl HttpChannel {
         if let Some(s) = self.session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             req = req.header(SESSION_HEADER, s);
         }
-        for (k, v) in extra {
+        for (k, v) in extra.iter().chain(&self.own_headers(method, extra).await?) {
             req = req.header(k.as_str(), v.as_str());
         }
         if modern {
@@ -179,6 +197,9 @@ impl HttpChannel {
     /// but what comes on the answers to requests.
     pub(crate) async fn standing(&self) -> Result<(), UpstreamError> {
         let mut req = self.client.get(self.url.clone()).headers(self.headers.clone()).header(ACCEPT, "text/event-stream");
+        if let Some((k, v)) = self.own_headers("GET stream", &[]).await? {
+            req = req.header(k, v);
+        }
         if let Some(v) = self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             req = req.header("MCP-Protocol-Version", v);
         }

@@ -75,6 +75,19 @@ impl ProgressRelay {
     }
 }
 
+/// The gateway's own credential at a server, for the requests it makes
+/// itself (the handshake, the lists, subscriptions, the standing stream):
+/// where each person's call carries its own (`[servers.NAME.identity]`),
+/// the gateway still reads the server's contract, as itself.
+#[derive(Clone)]
+pub struct OwnCredential {
+    /// The header it goes in; a request that carries a person's in the
+    /// same header is sent with that one alone.
+    pub header: String,
+    /// Its value now, made (or taken from a cache) before each request.
+    pub value: std::sync::Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>> + Send + Sync>,
+}
+
 /// What a call carries besides its arguments.
 #[derive(Clone, Default)]
 pub struct CallOptions {
@@ -286,6 +299,8 @@ pub struct Upstream {
     watch_changed: Notify,
     /// The URIs the upstream said were updated.
     updates: broadcast::Sender<String>,
+    /// The gateway's own credential at an HTTP server, where people carry theirs.
+    own: std::sync::OnceLock<OwnCredential>,
 }
 
 /// A listen stream's watch of some of an upstream's resources: their
@@ -435,7 +450,14 @@ impl Upstream {
             watched: Default::default(),
             watch_changed: Notify::new(),
             updates: broadcast::channel(256).0,
+            own: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The gateway's own credential for the requests it makes itself at an
+    /// HTTP server (set before `start`).
+    pub fn set_own_credential(&self, own: OwnCredential) {
+        let _ = self.own.set(own);
     }
 
     /// Refuses an answer longer than `max` bytes (set before `start`).
@@ -702,7 +724,7 @@ impl Upstream {
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
         let inbox = Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
-        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message, self.network.clone())?;
+        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message, self.network.clone(), self.own.get().cloned())?;
         let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;

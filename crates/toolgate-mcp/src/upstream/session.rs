@@ -25,10 +25,10 @@ pub(crate) enum Channel {
 }
 
 impl Channel {
-    pub(crate) fn open(server: &str, transport: &Transport, inbox: super::Inbox, max_message: usize, network: std::sync::Arc<crate::sandbox::proxy::Counts>) -> Result<Self, UpstreamError> {
+    pub(crate) fn open(server: &str, transport: &Transport, inbox: super::Inbox, max_message: usize, network: std::sync::Arc<crate::sandbox::proxy::Counts>, own: Option<super::OwnCredential>) -> Result<Self, UpstreamError> {
         Ok(match transport {
             Transport::Stdio { .. } => Channel::Stdio(StdioChannel::spawn(server, transport, inbox, max_message, network)?),
-            Transport::Http { url, headers, query, ca } => Channel::Http(HttpChannel::new(url, headers, query, ca.as_deref().map(Vec::as_slice), inbox, max_message)?),
+            Transport::Http { url, headers, query, ca } => Channel::Http(HttpChannel::new(url, headers, query, ca.as_deref().map(Vec::as_slice), inbox, max_message)?.with_own(own)),
         })
     }
 

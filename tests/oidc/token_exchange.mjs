@@ -1,0 +1,112 @@
+// RFC 8693 token exchange for provider.mjs, registered with oidc-provider's own
+// extension API (provider.registerGrantType): toolgate's `exchange` mode trades the
+// caller's token, or its own identity assertion (issue 61), for an access token for
+// one upstream server.
+//
+// Accepted subject and actor tokens are JWTs, checked for signature, `exp`, `iss`
+// (and `nbf`), from one of:
+//   - this provider: its own JWT access tokens (verified against its own key);
+//   - a trusted issuer given by --trust-issuer ISS --trust-jwks URL (toolgate's
+//     assertions: EdDSA, keys at <gateway>/.well-known/jwks.json), with `aud`
+//     checked too when --trust-audience AUD is given.
+// The issued token is a JWT access token (typ at+jwt, like the authorization code
+// flow's) for `resource` (or else `audience`), `sub` = the subject token's `sub`,
+// `act` = {sub: actor's sub} when an actor token was given (RFC 8693 §4.1; a prior
+// actor the subject token carried is nested inside it), or else the subject token's
+// own `act`, so delegation recorded upstream survives the exchange. No refresh token.
+import * as jose from 'jose';
+import { errors } from 'oidc-provider';
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+const JWT = 'urn:ietf:params:oauth:token-type:jwt';
+const ALGS = ['EdDSA', 'Ed25519', 'RS256', 'PS256', 'ES256'];
+
+// The `act` of each token this grant issues, for provider.mjs's extraTokenClaims
+// (oidc-provider's documented hook for extra JWT claims; it overwrites `extra`).
+const acts = new WeakMap();
+export const exchangeClaims = (ctx, token) => (acts.has(token) ? { act: acts.get(token) } : undefined);
+
+// Errors carry their reason in error_description (oidc-provider hides InvalidGrant's).
+const refuse = (error, description) => new errors.CustomOIDCProviderError(error, description);
+
+export function tokenExchange({ provider, ownJwks, trusted, resourceServer }) {
+  const remote = new Map(trusted.map((t) => [t.issuer, { ...t, keys: jose.createRemoteJWKSet(new URL(t.jwks)) }]));
+
+  async function verify(label, token, type) {
+    if (![ACCESS_TOKEN, JWT].includes(type)) {
+      throw refuse('invalid_request', `${label}_type must be ${ACCESS_TOKEN} or ${JWT}`);
+    }
+    let iss;
+    try {
+      ({ iss } = jose.decodeJwt(token));
+    } catch {
+      throw refuse('invalid_grant', `${label} is not a JWT`);
+    }
+    const own = iss === provider.issuer;
+    const peer = remote.get(iss);
+    if (!own && !peer) throw refuse('invalid_grant', `${label} issuer ${JSON.stringify(iss)} is not trusted`);
+    try {
+      const { payload } = await jose.jwtVerify(token, own ? ownJwks : peer.keys, {
+        issuer: iss,
+        algorithms: ALGS,
+        requiredClaims: ['sub', 'exp'],
+        ...(own ? { typ: 'at+jwt' } : {}),
+        ...(peer?.audience ? { audience: peer.audience } : {}),
+        clockTolerance: 5,
+      });
+      return payload;
+    } catch (err) {
+      const why = err.code === 'ERR_JWT_EXPIRED' ? 'is expired' : `failed verification (${err.code ?? err.message})`;
+      throw refuse('invalid_grant', `${label} ${why}`);
+    }
+  }
+
+  return async function tokenExchangeHandler(ctx) {
+    const { params, client } = ctx.oidc;
+    const single = (name) => {
+      const v = params[name];
+      if (Array.isArray(v)) {
+        if (v.length > 1) throw refuse('invalid_target', `only one ${name} is supported`);
+        return v[0];
+      }
+      return v;
+    };
+    if (!params.subject_token) throw refuse('invalid_request', 'missing subject_token');
+    if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN) {
+      throw refuse('invalid_request', `requested_token_type must be ${ACCESS_TOKEN}`);
+    }
+    const target = single('resource') || single('audience');
+    if (!target) throw refuse('invalid_target', 'resource or audience is required');
+
+    const subject = await verify('subject_token', params.subject_token, params.subject_token_type);
+    let act = subject.act;
+    if (params.actor_token) {
+      const actor = await verify('actor_token', params.actor_token, params.actor_token_type);
+      act = { sub: actor.sub, ...(subject.act && subject.act.sub !== actor.sub ? { act: subject.act } : {}) };
+    } else if (params.actor_token_type) {
+      throw refuse('invalid_request', 'actor_token_type without actor_token');
+    }
+
+    const at = new provider.AccessToken({
+      accountId: String(subject.sub), client, gty: 'token_exchange',
+    });
+    if (act) acts.set(at, act);
+    // An `audience` that is not a URL (a logical name) is used as-is for `aud`.
+    const info = /^https?:\/\//.test(target) ? resourceServer(target)
+      : { ...resourceServer('http://placeholder'), audience: target };
+    at.resourceServer = new provider.ResourceServer(target, info);
+    const wanted = new Set(String(params.scope || 'mcp').split(' '));
+    at.scope = [...at.resourceServer.scopes].filter((s) => wanted.has(s)).join(' ') || undefined;
+
+    ctx.oidc.entity('AccessToken', at);
+    const accessToken = await at.save();
+    ctx.body = {
+      access_token: accessToken,
+      issued_token_type: ACCESS_TOKEN,
+      token_type: 'Bearer',
+      expires_in: at.expiration,
+      ...(at.scope ? { scope: at.scope } : {}),
+    };
+  };
+}
