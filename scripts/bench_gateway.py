@@ -288,6 +288,44 @@ url = "{upstream}"
 '''
 
 
+def identity_server(upstream, mode, token_endpoint=None):
+    """The `[servers.parts]` table of the HTTP upstream, reached as each
+    person (`[servers.parts.identity]`): by the gateway's assertion, or by a
+    token from an exchange at `token_endpoint` (kept, so each call after the
+    first takes the cached token)."""
+    table = http_server(upstream) + f'\n[servers.parts.identity]\nmode = "{mode}"\n'
+    if mode == "exchange":
+        table += f'token_endpoint = "{token_endpoint}"\nclient_id = "bench"\n'
+    return table
+
+
+def token_endpoint():
+    """An RFC 8693 token endpoint for the exchange leg: every exchange gets
+    one access token good for an hour. The leg measures the call's path with
+    the token cached (the exchange itself runs once), so what answers it
+    only has to answer."""
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = json.dumps({"access_token": "bench-exchanged-token-0123456789", "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                               "token_type": "Bearer", "expires_in": 3600}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/token"
+
+
 def stdio_server(state, boxed):
     """The `[servers.parts]` table of the parts server as toolgate's stdio
     child, writing its sandbox files in `state`: in its box (granted that
@@ -558,6 +596,13 @@ def main():
             before = start_toolgate("before", BEFORE, upstream.url, work, logs)
             servers.append(before)
             legs.append(Leg("before", before.url, "parts__find_part", before))
+        # toolgate reaching the same server as each person (issue 61): by
+        # an assertion, and by an exchanged token, cached after the first call.
+        exchange_at = token_endpoint()
+        for mode in ("assertion", "exchange"):
+            hop = start_toolgate(mode, TOOLGATE, upstream.url, work, logs, identity_server(upstream.url, mode, exchange_at))
+            servers.append(hop)
+            legs.append(Leg(mode, hop.url, "parts__find_part", hop))
         # toolgate in front of the same server speaking 2025-11-25 only: one
         # legacy session, each answer an SSE stream (where a missing
         # TCP_NODELAY once cost 40 ms a call).
@@ -621,7 +666,7 @@ def main():
         # Every call toolgate answered has its receipt in the ledger.
         per_receipt = {}
         for leg in legs:
-            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid"):
+            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid", "assertion", "exchange"):
                 n, per_receipt[leg.name] = receipts_in(leg.hop.state)
                 answered = counted[leg.name]
                 verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
@@ -637,6 +682,11 @@ def main():
             print(f"\n   before/relay at saturation: {before_ratios}; at {RATE}/s {b['p50'] - r['p50']:+.2f} ms p50, {b['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay, "
                   f"{b['ctx_hop']:.2f} switches/call, {b['over5']} calls over 5 ms, max {b['max']:.1f} ms; {per_receipt['before']:.0f} B/receipt")
         print(f"\n   toolgate/relay at saturation: {ratios}; toolgate max at {RATE}/s {g['max']:.2f} ms ({g['over5']} calls over 5 ms)")
+        # Upstream identity: each mode's CPU per call over the shared credential's.
+        ident = {m: fixed[m]["cpu_hop"] - g["cpu_hop"] for m in ("assertion", "exchange")}
+        print("   identity over shared, CPU/call at " + f"{RATE}/s: " + ", ".join(f"{m} {d:+.1f} us" for m, d in ident.items())
+              + "; at saturation: " + ", ".join(f"{m} " + "/".join(f"{sat[c][m]['throughput'] / sat[c]['toolgate']['throughput']:.2f}" for c in sat) + "x" for m in ident)
+              + f" at {'/'.join(str(c) for c in sat)} clients")
         l = fixed["legacy"]
         stall = "no stall" if l["p50"] < 5 else "STALLED"
         print(f"   through a legacy upstream (2025-11-25 session, SSE answers): {stall}; at {RATE}/s {l['p50'] - g['p50']:+.2f} ms p50 and "

@@ -145,6 +145,7 @@ pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(in
             dt { "Call" } dd { (r.server) "/" (r.tool) " by " (r.caller) }
             dt { "Decision" } dd { span.decision.(r.decision) { (r.decision) } " — " (r.reason) }
             dt { "Outcome" } dd { (r.execution_status) ", " (r.result_status) }
+            @if let Some(identity) = &r.identity { dt { "Ran as" } dd { (identity.describe()) } }
             dt { "Proposal" } dd { (short(&r.proposal_sha256)) }
             @if let Some(a) = &r.approval { dt { "Approval" } dd { a href={ "/console/approvals/" (a.id) } { code { (a.id) } } } }
         }

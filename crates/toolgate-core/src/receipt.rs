@@ -105,6 +105,19 @@ pub struct UpstreamIdentity {
     pub subject: Option<String>,
 }
 
+impl UpstreamIdentity {
+    /// One line for a person: as whom the call reached its server.
+    pub fn describe(&self) -> String {
+        match (&self.subject, &self.audience) {
+            (Some(subject), Some(audience)) => {
+                let credential = self.credential_sha256.as_deref().map(|c| format!(" (credential sha256 {}…)", &c[..c.len().min(12)])).unwrap_or_default();
+                format!("{subject}, by {} for {audience}{credential}", self.mode)
+            }
+            _ => format!("{}: the server's configured credential, the same for everyone", self.mode),
+        }
+    }
+}
+
 /// One receipt. Field names are the wire names (snake_case).
 ///
 /// `None` serializes as `null` for the fields every receipt has

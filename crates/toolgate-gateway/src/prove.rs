@@ -392,6 +392,11 @@ pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[Stri
         for c in &report.checks {
             println!("{} {:<20} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, visible(&c.detail));
         }
+        // As whom the call reached its server, as its logged receipt says.
+        let identity = report.receipt.as_ref().and_then(|r| r.pointer("/receipt/identity")).and_then(|i| serde_json::from_value::<toolgate_core::receipt::UpstreamIdentity>(i.clone()).ok());
+        if let Some(identity) = identity {
+            println!("ran as     {}", visible(&identity.describe()));
+        }
         println!("{}", if report.ok() { "verified" } else { "NOT VERIFIED" });
     }
     Ok(report.ok())

@@ -110,7 +110,7 @@ async fn a_call_is_one_server_span_with_stage_children_and_an_upstream_client_sp
     let mut names: Vec<(std::time::SystemTime, String)> = stages.iter().map(|s| (s.start_time, s.name.to_string())).collect();
     names.sort();
     let names: Vec<String> = names.into_iter().map(|(_, n)| n).collect();
-    assert_eq!(names, ["admit", "resolve", "validate", "decide", "approve", "reserve", "dispatch", "check"]);
+    assert_eq!(names, ["admit", "resolve", "validate", "decide", "approve", "present", "reserve", "dispatch", "check"]);
     let dispatch = stages.iter().find(|s| s.name == "dispatch").unwrap();
     let client = spans.iter().find(|s| s.name == "tools/call echo").expect("the CLIENT span");
     assert_eq!(client.span_kind, SpanKind::Client);

@@ -263,12 +263,14 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, (witnes
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let (witnesses, min_witnesses) = toolgate_gateway::prove::witness_keys(witnesses, min_witnesses)?;
     let options = bundle::Options { expected_kids, require_pq, witnesses, min_witnesses };
+    let mut ran_as = Vec::new();
     let report = match Bundle::from_json(&bytes) {
         Ok(b) => {
             let mut report = bundle::verify(&b, &options);
             if is_pack {
                 toolgate_core::pack::verify(&pack_files(path), &b, &mut report);
             }
+            ran_as = b.receipts.iter().filter_map(|e| e.receipt.receipt.identity.clone().map(|i| (e.receipt.receipt.log_index, i))).collect();
             report
         }
         Err(failure) => bundle::Report { failures: vec![failure.clone()], checks: vec![bundle::Check { name: "bundle", ok: false, detail: failure.to_string() }], ..Default::default() },
@@ -276,13 +278,18 @@ pub fn verify(path: &Path, expected_kids: Vec<String>, require_pq: bool, (witnes
     if as_json {
         let checks: Vec<Value> = report.checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect();
         let failures: Vec<Value> = report.failures.iter().map(|f| json!({"failure": f.name(), "detail": f.to_string()})).collect();
-        crate::print_json(&json!({"ok": report.ok(), "origin": report.origin, "tree_size": report.tree_size, "root": report.root, "checks": checks, "failures": failures}))?;
+        let ran_as: Vec<Value> = ran_as.iter().map(|(index, identity)| json!({"index": index, "identity": identity})).collect();
+        crate::print_json(&json!({"ok": report.ok(), "origin": report.origin, "tree_size": report.tree_size, "root": report.root, "checks": checks, "failures": failures, "ran_as": ran_as}))?;
     } else {
         if !report.origin.is_empty() {
             println!("log        {} (tree size {}, root {})", visible(&report.origin), report.tree_size, visible(&report.root));
         }
         for c in &report.checks {
             println!("{} {:<22} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, visible(&c.detail));
+        }
+        // As whom each call reached its server, as its (signed) receipt says.
+        for (index, identity) in &ran_as {
+            println!("ran as     receipt {index}: {}", visible(&identity.describe()));
         }
         if !report.ok() {
             let names: std::collections::BTreeSet<&str> = report.failures.iter().map(|f| f.name()).collect();

@@ -96,6 +96,8 @@ async fn gateway(dir: &Path, shifty: &str, cancel: &CancellationToken, extra: &s
         servers.push_str(&format!("[servers.{}]\nurl = \"http://{addr}/mcp\"\n", kind.name()));
     }
     servers.push_str(&format!("[servers.shifty]\nurl = \"{shifty}\"\n"));
+    // The parts server is reached as each person: its receipts say as whom.
+    servers.push_str("[servers.parts.identity]\nmode = \"assertion\"\naudience = \"parts\"\n");
     let port = free_port();
     // Seed 000's registry for the reads.
     let reads: String = ["tickets__get_ticket", "tickets__search_tickets", "tickets__post_ticket_update", "parts__find_part", "parts__check_availability", "manuals__search_manual"]
@@ -329,6 +331,8 @@ async fn an_approver_decides_in_the_console_and_the_evidence_verifies() {
     let notice = text_of(&c, "p.notice").await;
     assert!(notice.starts_with("Verified"), "{notice}");
     assert!(!text_of(&c, "ul.checks").await.contains("FAIL"));
+    let facts = text_of(&c, "dl.facts").await;
+    assert!(facts.contains("Ran as") && facts.contains("agent, by assertion for parts (credential sha256 "), "{facts}");
     shot(&c, "receipt").await;
 
     // The selection's bundle verifies offline; tampered, it does not.

@@ -255,6 +255,12 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
     assert_eq!(of("plain", "jane")["identity"], json!({"mode": "shared"}));
     let exchanged = &of("exchanged", "omar")["identity"];
     assert_eq!((&exchanged["mode"], &exchanged["subject"], &exchanged["audience"]), (&json!("exchange"), &json!("tech-omar"), &json!(oauth_who.url)), "{exchanged}");
+    // `toolgate verify` shows it from the exported (signed) receipt.
+    let index = of("who", "jane")["log_index"].as_u64().unwrap();
+    let bundle = home.join("jane.json");
+    toolgate(&["export", "--receipt", &index.to_string(), "--out", bundle.to_str().unwrap(), "--config", config_path.to_str().unwrap()]).await;
+    let verified = toolgate(&["verify", bundle.to_str().unwrap()]).await;
+    assert!(verified.contains(&format!("ran as     receipt {index}: tech-jane, by assertion for whoami (credential sha256 ")) && verified.contains("verified"), "{verified}");
     // No token or assertion in the receipts or the log.
     let log = std::fs::read_to_string(&gateway.log).unwrap();
     for text in [list.to_string(), log] {
