@@ -1,6 +1,6 @@
 //! toolgate-gateway: the running gateway.
 //!
-//! - The path of one call: `pipeline` reads as the nine stages in order,
+//! - The path of one call: `pipeline` reads as the ten stages in order,
 //!   each a module of `stages` that takes what it needs and returns its
 //!   conclusion as a value (`call`); the receipts that commit with the
 //!   ledger's state go through `commit`.
