@@ -11,7 +11,7 @@ use serde_json::json;
 use toolgate_ledger::core::approval::{ApprovalState, Binding};
 use toolgate_ledger::core::operation::{OperationKey, OperationState};
 use toolgate_ledger::core::trifecta::{Leg, LegCall};
-use toolgate_ledger::{Attempt, NewNotice, NoticeState, StoredSession, Begun, RunKey, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
+use toolgate_ledger::{Attempt, Connection, NewNotice, NoticeState, StoredSession, Begun, RunKey, Decider, Ledger, LedgerError, NewApproval, NewOperation, PostgresLedger, Resolution, SqliteLedger};
 
 /// A store under test, and a way to run raw SQL against it behind the
 /// ledger's back (to show the store itself refuses illegal changes).
@@ -134,6 +134,10 @@ both!(
     notices_commit_with_their_approval_and_each_claim_takes_them_once,
     a_dead_notice_waits_for_an_operator_and_goes_again,
     a_decision_wakes_every_listener_of_the_store,
+    a_grant_is_kept_per_person_and_server_and_every_replica_reads_it,
+    one_refresh_at_a_time_and_a_lapsed_lease_is_taken_over,
+    a_disconnect_or_a_new_grant_ends_a_refresh_in_flight,
+    an_oauth_state_is_taken_once_and_not_after_it_expires,
 );
 
 fn binding(proposal: char) -> Binding {
@@ -1168,4 +1172,112 @@ async fn a_decision_wakes_every_listener_of_the_store(s: Store) {
     if backend == "postgres" {
         assert_eq!(next(&mut there).await, "apr_w", "another replica hears it at once");
     }
+}
+
+// People's own grants at upstream servers (identity mode "oauth").
+
+fn grant(subject: &str, server: &str, sealed: &[u8], expires_ms: i64) -> Connection {
+    Connection { tenant: "atlas".into(), subject: subject.into(), server: server.into(), sealed: sealed.to_vec(), expires_ms, updated_ms: 10 }
+}
+
+async fn a_grant_is_kept_per_person_and_server_and_every_replica_reads_it(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    assert_eq!(a.connection("atlas", "dana", "github").await.unwrap(), None);
+    a.put_connection(grant("dana", "github", b"v1", 1_000)).await.unwrap();
+    a.put_connection(grant("dana", "linear", b"l1", 2_000)).await.unwrap();
+    a.put_connection(Connection { tenant: "globex".into(), ..grant("dana", "github", b"g1", 3_000) }).await.unwrap();
+    assert_eq!(b.connection("atlas", "dana", "github").await.unwrap(), Some(grant("dana", "github", b"v1", 1_000)), "another replica reads it");
+    // Connecting again replaces the grant.
+    b.put_connection(Connection { updated_ms: 20, ..grant("dana", "github", &[0, 255, 7], 5_000) }).await.unwrap();
+    assert_eq!(a.connection("atlas", "dana", "github").await.unwrap(), Some(Connection { updated_ms: 20, ..grant("dana", "github", &[0, 255, 7], 5_000) }), "the bytes kept exactly");
+    assert_eq!(a.connection("atlas", "erin", "github").await.unwrap(), None, "another person's is not found");
+    let keys = |list: Vec<Connection>| list.into_iter().map(|c| format!("{}/{}/{}", c.tenant, c.subject, c.server)).collect::<Vec<_>>();
+    assert_eq!(keys(a.connections(Some("atlas")).await.unwrap()), ["atlas/dana/github", "atlas/dana/linear"]);
+    assert_eq!(keys(a.connections(None).await.unwrap()), ["atlas/dana/github", "atlas/dana/linear", "globex/dana/github"], "an operator sees every tenant's");
+    assert!(b.delete_connection("atlas", "dana", "github").await.unwrap());
+    assert!(!a.delete_connection("atlas", "dana", "github").await.unwrap(), "disconnected twice");
+    assert_eq!(a.connection("atlas", "dana", "github").await.unwrap(), None);
+    assert!(a.connection("globex", "dana", "github").await.unwrap().is_some(), "the same person's grant in another tenant stays");
+}
+
+async fn one_refresh_at_a_time_and_a_lapsed_lease_is_taken_over(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    let key = ("atlas", "dana", "github");
+    a.put_connection(grant("dana", "github", b"v1", 1_000)).await.unwrap();
+    // Two replicas at once: one refreshes.
+    let (x, y) = tokio::join!(a.claim_refresh(key.0, key.1, key.2, "rep_a", 100, 1_100), b.claim_refresh(key.0, key.1, key.2, "rep_b", 100, 1_100));
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert_ne!(x, y, "exactly one claim wins");
+    let (first, second) = if x { ("rep_a", "rep_b") } else { ("rep_b", "rep_a") };
+    assert!(!b.claim_refresh(key.0, key.1, key.2, second, 1_099, 2_099).await.unwrap(), "held until it lapses");
+    assert!(a.claim_refresh(key.0, key.1, key.2, first, 1_000, 1_500).await.unwrap(), "its holder extends it");
+    assert!(!b.claim_refresh(key.0, key.1, key.2, second, 1_400, 2_400).await.unwrap(), "extended: still held");
+    assert!(a.claim_refresh("atlas", "dana", "linear", second, 1_400, 2_400).await.unwrap(), "another grant's lease is its own");
+    // The holder stalled: its lease lapsed and the other took over.
+    assert!(b.claim_refresh(key.0, key.1, key.2, second, 1_500, 2_500).await.unwrap(), "lapsed at its deadline");
+    assert!(!a.finish_refresh(key.0, key.1, key.2, first, Some(grant("dana", "github", b"stale", 9_000))).await.unwrap(), "the lease was lost");
+    assert_eq!(b.connection(key.0, key.1, key.2).await.unwrap().unwrap().sealed, b"v1", "and nothing was written");
+    assert!(b.finish_refresh(key.0, key.1, key.2, second, Some(grant("dana", "github", b"v2", 4_000))).await.unwrap());
+    assert_eq!(a.connection(key.0, key.1, key.2).await.unwrap(), Some(grant("dana", "github", b"v2", 4_000)));
+    assert!(!b.finish_refresh(key.0, key.1, key.2, second, Some(grant("dana", "github", b"v3", 5_000))).await.unwrap(), "finished once");
+    assert_eq!(a.connection(key.0, key.1, key.2).await.unwrap().unwrap().sealed, b"v2");
+    // Released: the next refresh may start at once, even before the old deadline.
+    assert!(a.claim_refresh(key.0, key.1, key.2, first, 1_600, 2_600).await.unwrap());
+    assert!(a.finish_refresh(key.0, key.1, key.2, first, None).await.unwrap(), "a refresh that changed nothing releases the lease");
+    assert_eq!(a.connection(key.0, key.1, key.2).await.unwrap().unwrap().sealed, b"v2", "and keeps the grant");
+    assert!(b.claim_refresh(key.0, key.1, key.2, second, 1_700, 2_700).await.unwrap());
+}
+
+async fn a_disconnect_or_a_new_grant_ends_a_refresh_in_flight(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    a.put_connection(grant("dana", "github", b"v1", 1_000)).await.unwrap();
+    assert!(a.claim_refresh("atlas", "dana", "github", "rep_a", 0, 10_000).await.unwrap());
+    assert!(b.delete_connection("atlas", "dana", "github").await.unwrap());
+    assert!(!a.finish_refresh("atlas", "dana", "github", "rep_a", Some(grant("dana", "github", b"v2", 2_000))).await.unwrap(), "the refresh lost its lease");
+    assert_eq!(a.connection("atlas", "dana", "github").await.unwrap(), None, "a disconnected grant never comes back");
+    // The person connects again while a refresh of the old grant runs.
+    a.put_connection(grant("dana", "github", b"old", 1_000)).await.unwrap();
+    assert!(a.claim_refresh("atlas", "dana", "github", "rep_a", 0, 10_000).await.unwrap());
+    b.put_connection(grant("dana", "github", b"new", 3_000)).await.unwrap();
+    assert!(!a.finish_refresh("atlas", "dana", "github", "rep_a", Some(grant("dana", "github", b"old-refreshed", 2_000))).await.unwrap());
+    assert_eq!(a.connection("atlas", "dana", "github").await.unwrap().unwrap().sealed, b"new", "the new grant stands");
+    // A replacement is the same person's grant at the same server, or refused.
+    assert!(b.claim_refresh("atlas", "dana", "github", "rep_b", 0, 10_000).await.unwrap());
+    assert!(b.finish_refresh("atlas", "dana", "github", "rep_b", Some(grant("erin", "github", b"x", 1))).await.is_err());
+    assert_eq!(b.connection("atlas", "erin", "github").await.unwrap(), None, "nothing written");
+    assert!(!a.claim_refresh("atlas", "dana", "github", "rep_a", 1, 10_001).await.unwrap(), "and the lease is still held");
+}
+
+async fn an_oauth_state_is_taken_once_and_not_after_it_expires(s: Store) {
+    let (a, b) = (s.ledger.clone(), s.second().await);
+    a.put_oauth_state("st1", b"sealed-1".to_vec(), 1_000).await.unwrap();
+    assert!(a.put_oauth_state("st1", b"other".to_vec(), 2_000).await.is_err(), "an id is one state");
+    assert_eq!(b.take_oauth_state("st1", 999).await.unwrap().as_deref(), Some(&b"sealed-1"[..]), "another replica takes it");
+    assert_eq!(a.take_oauth_state("st1", 999).await.unwrap(), None, "once");
+    assert_eq!(a.take_oauth_state("nope", 0).await.unwrap(), None);
+    // Expired: not returned, and gone.
+    a.put_oauth_state("st2", b"sealed-2".to_vec(), 1_000).await.unwrap();
+    assert_eq!(a.take_oauth_state("st2", 1_000).await.unwrap(), None, "dead at its deadline");
+    assert_eq!(a.take_oauth_state("st2", 0).await.unwrap(), None, "and deleted as it was found");
+    // Takers racing on two replicas: exactly one gets it.
+    for round in 0..8 {
+        let id = format!("race{round}");
+        a.put_oauth_state(&id, vec![round], 1_000).await.unwrap();
+        let takers = [a.clone(), b.clone()].map(|l| {
+            let id = id.clone();
+            tokio::spawn(async move { l.take_oauth_state(&id, 10).await.unwrap() })
+        });
+        let mut got = Vec::new();
+        for t in takers {
+            got.extend(t.await.unwrap());
+        }
+        assert_eq!(got, [vec![round]], "round {round}");
+    }
+    // Requests never finished go when they expire.
+    for (id, until) in [("p1", 100), ("p2", 200), ("p3", 300)] {
+        a.put_oauth_state(id, vec![1], until).await.unwrap();
+    }
+    assert_eq!(b.prune_oauth_states(199).await.unwrap(), 1);
+    assert_eq!(b.prune_oauth_states(200).await.unwrap(), 1, "expired at its deadline");
+    assert_eq!(a.take_oauth_state("p3", 250).await.unwrap(), Some(vec![1]), "an unexpired one stays");
 }

@@ -7,6 +7,7 @@
 //! connect.
 
 mod approvals;
+mod connections;
 mod fleet;
 mod operations;
 mod pool;
@@ -19,7 +20,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{chunked, Attempt, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Attempt, Connection, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 use pool::Pool;
 
@@ -37,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0010_digests.sql"),
     include_str!("../migrations/postgres/0011_retention.sql"),
     include_str!("../migrations/postgres/0012_fleet.sql"),
+    include_str!("../migrations/postgres/0013_connections.sql"),
 ];
 
 /// Connections per ledger: each pipelines concurrent statements.
@@ -256,6 +258,33 @@ impl Ledger for PostgresLedger {
     }
     async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
         fleet::prune(&*self.pool, before_ms).await
+    }
+    async fn put_connection(&self, connection: Connection) -> Result<()> {
+        connections::put(&*self.pool, &connection).await
+    }
+    async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Connection>> {
+        connections::find(&*self.pool, tenant, subject, server).await
+    }
+    async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Connection>> {
+        connections::list(&*self.pool, tenant).await
+    }
+    async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
+        connections::delete(&*self.pool, tenant, subject, server).await
+    }
+    async fn claim_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
+        connections::claim(&*self.pool, tenant, subject, server, holder, now_ms, until_ms).await
+    }
+    async fn finish_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<Connection>) -> Result<bool> {
+        connections::finish(&*self.pool, tenant, subject, server, holder, replacement.as_ref()).await
+    }
+    async fn put_oauth_state(&self, id_sha256: &str, sealed: Vec<u8>, expires_ms: i64) -> Result<()> {
+        connections::put_state(&*self.pool, id_sha256, &sealed, expires_ms).await
+    }
+    async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
+        connections::take_state(&*self.pool, id_sha256, now_ms).await
+    }
+    async fn prune_oauth_states(&self, before_ms: i64) -> Result<u64> {
+        connections::prune_states(&*self.pool, before_ms).await
     }
     fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         let receiver = self.decided.subscribe();

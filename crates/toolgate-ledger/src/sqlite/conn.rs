@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0010_digests.sql"),
     include_str!("../migrations/sqlite/0011_retention.sql"),
     include_str!("../migrations/sqlite/0012_fleet.sql"),
+    include_str!("../migrations/sqlite/0013_connections.sql"),
 ];
 
 /// How long a connection waits for another's write lock before failing.

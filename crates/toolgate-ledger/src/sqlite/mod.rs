@@ -24,6 +24,7 @@
 mod approvals;
 mod checkpointer;
 mod conn;
+mod connections;
 mod fleet;
 mod operations;
 mod receipts;
@@ -42,7 +43,7 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{chunked, Attempt, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{chunked, Attempt, Connection as Grant, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
 use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
@@ -682,6 +683,41 @@ impl Ledger for SqliteLedger {
     }
     async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
         self.run(move |c| fleet::prune(c, before_ms)).await
+    }
+    async fn put_connection(&self, connection: Grant) -> Result<()> {
+        self.run(move |c| connections::put(c, &connection)).await
+    }
+    async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Grant>> {
+        let (tenant, subject, server) = (tenant.to_string(), subject.to_string(), server.to_string());
+        self.read(move |c| connections::find(c, &tenant, &subject, &server)).await
+    }
+    async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Grant>> {
+        let tenant = tenant.map(str::to_string);
+        self.read_many(move |c| connections::list(c, tenant.as_deref())).await
+    }
+    async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
+        let (tenant, subject, server) = (tenant.to_string(), subject.to_string(), server.to_string());
+        self.run(move |c| connections::delete(c, &tenant, &subject, &server)).await
+    }
+    async fn claim_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
+        let (tenant, subject, server, holder) = (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+        // A lease lost at power loss is harmless: the refresh it guarded died with the process.
+        self.write_unsynced(move |c| connections::claim(c, &tenant, &subject, &server, &holder, now_ms, until_ms)).await
+    }
+    async fn finish_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<Grant>) -> Result<bool> {
+        let (tenant, subject, server, holder) = (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+        self.run(move |c| connections::finish(c, &tenant, &subject, &server, &holder, replacement.as_ref())).await
+    }
+    async fn put_oauth_state(&self, id_sha256: &str, sealed: Vec<u8>, expires_ms: i64) -> Result<()> {
+        let id = id_sha256.to_string();
+        self.run(move |c| connections::put_state(c, &id, &sealed, expires_ms)).await
+    }
+    async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
+        let id = id_sha256.to_string();
+        self.run(move |c| connections::take_state(c, &id, now_ms)).await
+    }
+    async fn prune_oauth_states(&self, before_ms: i64) -> Result<u64> {
+        self.run(move |c| connections::prune_states(c, before_ms)).await
     }
     fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         Some(self.decided.subscribe())
