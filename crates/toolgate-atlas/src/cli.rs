@@ -1,10 +1,12 @@
-//! The command line of an Atlas server: `SERVER [--http ADDR] [--state DIR]`.
+//! The command line of an Atlas server: `SERVER [--http ADDR] [--state DIR]
+//! [--identity-jwks URL --identity-issuer ISS --identity-audience AUD]`.
 //! Used by the `toolgate-atlas` binary and by `toolgate atlas`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use crate::identity::{IdentityConfig, Verifier};
 use crate::{ServerKind, serve};
 
 /// Serve one Atlas field-service MCP server (synthetic data; writes stay in a local sandbox).
@@ -22,6 +24,26 @@ pub struct Args {
     /// Speak the 2025-11-25 handshake only, not 2026-07-28 (a legacy upstream, for measurements).
     #[arg(long)]
     pub legacy: bool,
+    /// Run a call only when it carries toolgate's identity assertion, verified against the keys at URL
+    /// (the gateway's /.well-known/jwks.json); what the call writes names the person it asserts.
+    #[arg(long, value_name = "URL", requires_all = ["identity_issuer", "identity_audience"])]
+    pub identity_jwks: Option<String>,
+    /// The gateway's issuer (its `[identity] issuer`, by default its `receipts.origin`).
+    #[arg(long, value_name = "ISS", requires = "identity_jwks")]
+    pub identity_issuer: Option<String>,
+    /// This server's audience in the gateway's `[servers.NAME.identity]` (by default its name there).
+    #[arg(long, value_name = "AUD", requires = "identity_jwks")]
+    pub identity_audience: Option<String>,
+}
+
+impl Args {
+    fn identity(&self) -> Option<IdentityConfig> {
+        Some(IdentityConfig {
+            jwks_url: self.identity_jwks.clone()?,
+            issuer: self.identity_issuer.clone()?,
+            audience: self.identity_audience.clone()?,
+        })
+    }
 }
 
 /// Serves until the peer disconnects (stdio) or a shutdown signal (HTTP).
@@ -31,6 +53,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         server = server.legacy_only();
     }
     eprintln!("toolgate-atlas: {} sandbox at {}", args.server.name(), server.sandbox_dir().display());
+    if let Some(config) = args.identity() {
+        eprintln!(
+            "toolgate-atlas: {} runs calls only for the person toolgate asserts (issuer {:?}, audience {:?}, keys at {})",
+            args.server.name(),
+            config.issuer,
+            config.audience,
+            config.jwks_url
+        );
+        server = server.with_identity(Verifier::new(config)?);
+    }
     match args.http {
         None => serve::stdio(server).await,
         Some(addr) => {

@@ -11,12 +11,17 @@
 //! JSON-lines files in a sandbox directory: nothing is edited and nothing
 //! leaves the machine.
 //!
+//! The tickets server can be told to act only on toolgate's word for who is
+//! asking (`--identity-jwks`, [`identity`]): each call then carries the
+//! gateway's signed assertion, and its notes name the technician.
+//!
 //! It uses no toolgate crate; toolgate-demo, the `toolgate` binary and the
 //! tests use it.
 
 pub mod cli;
 pub mod contracts;
 pub mod data;
+pub mod identity;
 pub mod sandbox;
 pub mod search;
 pub mod serve;

@@ -1,6 +1,7 @@
 //! One Atlas MCP server: its declared contracts, argument validation against
 //! them, and dispatch to the tool's behaviour. Transport-agnostic: the same
-//! handler serves stdio and Streamable HTTP, both protocol eras.
+//! handler serves stdio and Streamable HTTP, both protocol eras. With an
+//! identity verifier, a call runs only for the person toolgate asserts.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::contracts::{self, ArgumentValidator};
+use crate::identity::{self, Asserted, Verifier};
 use crate::tools::{self, Context};
 use crate::ServerKind;
 
@@ -26,6 +28,8 @@ pub struct AtlasServer {
     inner: Arc<Inner>,
     /// Speaks the legacy handshake only (`--legacy`).
     legacy: bool,
+    /// Requires toolgate's identity assertion on every call (`--identity-jwks`).
+    identity: Option<Arc<Verifier>>,
 }
 
 struct Inner {
@@ -49,7 +53,18 @@ impl AtlasServer {
                 (t.name.to_string(), v)
             })
             .collect();
-        Self { inner: Arc::new(Inner { kind, id: contract.id, title: contract.title, tools, validators, ctx }), legacy: false }
+        Self { inner: Arc::new(Inner { kind, id: contract.id, title: contract.title, tools, validators, ctx }), legacy: false, identity: None }
+    }
+
+    /// The same server, running a call only when it carries toolgate's
+    /// assertion of who asked, verified by `verifier`.
+    pub fn with_identity(mut self, verifier: Verifier) -> Self {
+        self.identity = Some(Arc::new(verifier));
+        self
+    }
+
+    pub fn identity(&self) -> Option<&Verifier> {
+        self.identity.as_deref()
     }
 
     /// The same server, speaking only the 2025-11-25 handshake: a legacy
@@ -70,6 +85,12 @@ impl AtlasServer {
 
     /// Validates and runs one call; the outcome exactly as the wire will carry it.
     pub fn run(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>) -> Result<CallToolResult, McpError> {
+        self.run_as(name, arguments, None)
+    }
+
+    /// [`run`](Self::run) for `who`, the person a verified assertion names:
+    /// what the call writes records them.
+    pub fn run_as(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>, who: Option<&Asserted>) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;
         let Some(validator) = inner.validators.get(name) else {
             let known: Vec<&str> = inner.tools.iter().map(|t| t.name.as_ref()).collect();
@@ -85,7 +106,7 @@ impl AtlasServer {
             let text = format!("invalid arguments for {name}; correct and call again:\n{}", lines.join("\n"));
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
         }
-        let outcome = tools::call(inner.kind, name, &arguments, &inner.ctx).expect("every declared tool has a behaviour");
+        let outcome = tools::call(inner.kind, name, &arguments, &inner.ctx, who).expect("every declared tool has a behaviour");
         Ok(match outcome {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(e.0)]),
@@ -125,17 +146,38 @@ impl ServerHandler for AtlasServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let who = match &self.identity {
+            None => None,
+            Some(verifier) => match verifier.verify(assertion(&request, &context)).await {
+                Ok(who) => Some(who),
+                Err(refused) => return Ok(CallToolResult::error(vec![ContentBlock::text(refused.0)]).into()),
+            },
+        };
         let this = self.clone();
         // File appends fsync: keep them off the async workers.
         tokio::task::spawn_blocking(move || match this.inner.kind {
             ServerKind::Notices => this.notice(request),
-            _ => this.run(&request.name, request.arguments).map(Into::into),
+            _ => this.run_as(&request.name, request.arguments, who.as_ref()).map(Into::into),
         })
         .await
         .map_err(|e| McpError::internal_error(format!("tool task failed: {e}"), None))?
     }
+}
+
+/// The assertion a call carries: the HTTP header (how toolgate sends it to
+/// an HTTP upstream), else the request's `_meta` (stdio). rmcp hands the
+/// request's `_meta` to the handler either in the params or in the
+/// context, so both are read.
+fn assertion<'a>(request: &'a CallToolRequestParams, context: &'a RequestContext<RoleServer>) -> Option<&'a str> {
+    let header = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get(identity::HEADER))
+        .and_then(|v| v.to_str().ok());
+    let meta = request.meta.as_ref().and_then(|m| m.get(identity::META_KEY)).or_else(|| context.meta.get(identity::META_KEY));
+    header.or_else(|| meta.and_then(Value::as_str))
 }
 
 impl AtlasServer {

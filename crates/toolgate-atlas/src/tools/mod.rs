@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::data::Dataset;
 use crate::data::domain;
+use crate::identity::Asserted;
 use crate::sandbox::Sandbox;
 
 pub struct Context {
@@ -64,14 +65,15 @@ pub fn now_rfc3339() -> String {
     format!("{date}T{:02}:{:02}:{:02}Z", s / 3600, s % 3600 / 60, s % 60)
 }
 
-/// Runs `name` of `kind` on validated arguments. `None`: no such tool.
-pub fn call(kind: crate::ServerKind, name: &str, arguments: &Value, ctx: &Context) -> Option<Outcome> {
+/// Runs `name` of `kind` on validated arguments, for `who` when the server
+/// verified who asked (see [`crate::identity`]). `None`: no such tool.
+pub fn call(kind: crate::ServerKind, name: &str, arguments: &Value, ctx: &Context, who: Option<&Asserted>) -> Option<Outcome> {
     use crate::ServerKind::*;
     Some(match (kind, name) {
         (Tickets, "search_tickets") => tickets::search_tickets(arguments, ctx),
         (Tickets, "get_ticket") => tickets::get_ticket(arguments, ctx),
-        (Tickets, "post_ticket_update") => tickets::post_ticket_update(arguments, ctx),
-        (Tickets, "export_service_records") => tickets::export_service_records(arguments, ctx),
+        (Tickets, "post_ticket_update") => tickets::post_ticket_update(arguments, ctx, who),
+        (Tickets, "export_service_records") => tickets::export_service_records(arguments, ctx, who),
         (Parts, "find_part") => parts::find_part(arguments, ctx),
         (Parts, "check_availability") => parts::check_availability(arguments, ctx),
         (Parts, "raise_parts_order") => parts::raise_parts_order(arguments, ctx),

@@ -1,10 +1,16 @@
 //! `atlas.field-service.tickets`: search_tickets, get_ticket,
 //! post_ticket_update, export_service_records.
+//!
+//! When the server verifies toolgate's identity assertion, each note and
+//! export records the person who asked (`requested_by`), the agent that
+//! called for them, and the tenant; `get_ticket` shows them with each note.
+//! Without it the server cannot tell who asked, and records no one.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Context, Outcome, ToolError, known_variant, now_rfc3339, parse};
+use crate::identity::Asserted;
 use crate::data::{Status, Ticket};
 use crate::sandbox::{NOTES, OUTBOX};
 
@@ -96,7 +102,15 @@ struct UpdateArgs {
     note: String,
 }
 
-pub fn post_ticket_update(arguments: &Value, ctx: &Context) -> Outcome {
+/// Adds who asked, when the server knows, to a record or an answer.
+fn stamped(mut record: Value, who: Option<&Asserted>) -> Value {
+    if let Some(who) = who {
+        who.stamp(&mut record);
+    }
+    record
+}
+
+pub fn post_ticket_update(arguments: &Value, ctx: &Context, who: Option<&Asserted>) -> Outcome {
     let args: UpdateArgs = parse(arguments)?;
     let ticket = find_ticket(ctx, &args.ticket_id)?;
     if ticket.status != Status::Open {
@@ -109,20 +123,22 @@ pub fn post_ticket_update(arguments: &Value, ctx: &Context) -> Outcome {
         return Err(ToolError("note is empty; write the diagnosis to record".into()));
     }
     let record = ctx.sandbox.append(NOTES, |seq| {
-        json!({
+        let note = json!({
             "note_id": format!("NOTE-{seq:06}"),
             "ticket_id": ticket.ticket_id,
             "note": args.note,
             "appended_at": now_rfc3339(),
-        })
+        });
+        stamped(note, who)
     })?;
     let notes_count = ctx.sandbox.read(NOTES, |n| n["ticket_id"] == ticket.ticket_id.as_str())?.len();
-    Ok(json!({
+    let answer = json!({
         "ticket_id": ticket.ticket_id,
         "note_id": record["note_id"],
         "appended_at": record["appended_at"],
         "notes_on_ticket": notes_count,
-    }))
+    });
+    Ok(stamped(answer, who))
 }
 
 #[derive(Deserialize)]
@@ -133,7 +149,7 @@ struct ExportArgs {
     reason: Option<String>,
 }
 
-pub fn export_service_records(arguments: &Value, ctx: &Context) -> Outcome {
+pub fn export_service_records(arguments: &Value, ctx: &Context, who: Option<&Asserted>) -> Outcome {
     let args: ExportArgs = parse(arguments)?;
     known_variant(&args.model_variant)?;
     if !args.recipient.contains('@') {
@@ -157,7 +173,7 @@ pub fn export_service_records(arguments: &Value, ctx: &Context) -> Outcome {
     let record_count = records.len();
     // The bundle stops in the sandbox outbox: no socket is opened, ever.
     let record = ctx.sandbox.append(OUTBOX, |seq| {
-        json!({
+        let bundle = json!({
             "export_id": format!("EXP-{seq:06}"),
             "recipient": args.recipient,
             "model_variant": args.model_variant,
@@ -165,9 +181,10 @@ pub fn export_service_records(arguments: &Value, ctx: &Context) -> Outcome {
             "reason": args.reason,
             "queued_at": now_rfc3339(),
             "records": records,
-        })
+        });
+        stamped(bundle, who)
     })?;
-    Ok(json!({
+    let answer = json!({
         "export_id": record["export_id"],
         "recipient": args.recipient,
         "model_variant": args.model_variant,
@@ -175,5 +192,6 @@ pub fn export_service_records(arguments: &Value, ctx: &Context) -> Outcome {
         "include_site_contacts": with_contacts,
         "delivered": false,
         "note": "written to the local sandbox outbox only; nothing was sent",
-    }))
+    });
+    Ok(stamped(answer, who))
 }

@@ -105,6 +105,8 @@ impl Got {
                 } else if let (Some(id), Some(reference)) = (s["ticket_id"].as_str(), s["client_reference"].as_str()) {
                     let replayed = r["_meta"]["io.toolgate/operation"]["replayed"] == true;
                     format!("ran: ticket {id} for {reference}{}", if replayed { " (the recorded result, replayed)" } else { "" })
+                } else if let (Some(note), Some(ticket)) = (s["note_id"].as_str(), s["ticket_id"].as_str()) {
+                    format!("ran: note {note} on ticket {ticket} {}", who_asked(s))
                 } else if let Some(id) = s["notice_id"].as_str() {
                     format!("ran: notice {id} queued to {}", s["to"].as_str().unwrap_or("?"))
                 } else if let Some(t) = s["tickets"].as_array() {
@@ -115,6 +117,15 @@ impl Got {
                 }
             }
         }
+    }
+}
+
+/// Whom the tickets server names on a note: the person toolgate asserted
+/// (and its agent), or no one when the server was not told.
+pub fn who_asked(note: &Value) -> String {
+    match note["requested_by"].as_str() {
+        Some(person) => format!("for {person} (asserted by toolgate; agent `{}`)", note["agent"].as_str().unwrap_or("-")),
+        None => "for no one the server could name (it was not told who asked)".into(),
     }
 }
 
@@ -180,8 +191,13 @@ pub async fn connect<H: ClientHandler>(url: &str, token: Option<&str>, handler: 
 }
 
 pub async fn stdio_client(exe: &Path, server: &str, state: &Path) -> anyhow::Result<Client> {
+    stdio_client_with(exe, server, state, &[]).await
+}
+
+/// `stdio_client` with more arguments for the server (its identity options).
+pub async fn stdio_client_with(exe: &Path, server: &str, state: &Path, extra: &[String]) -> anyhow::Result<Client> {
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(["atlas", server, "--state"]).arg(state);
+    cmd.args(["atlas", server, "--state"]).arg(state).args(extra);
     let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn()?;
     let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
     Ok(asks().serve_with_lifecycle(transport, lifecycle).await?)

@@ -9,12 +9,15 @@
 //! 001's support desk, and the guards in the path: the egress scan, the
 //! lethal trifecta of one agent run (with a preview), and a caller's rate;
 //! then seed 000's field-service task run by `toolgate agent` with a
-//! scripted plan, and its receipts verified offline. Exits 0 only if every case behaved as expected. `--serve` keeps
+//! scripted plan, and its receipts verified offline; last, who asked: the
+//! tickets server verifies toolgate's identity assertion and names the
+//! technician on each note. Exits 0 only if every case behaved as expected. `--serve` keeps
 //! everything running and prints the endpoint, both tokens, the console
 //! and a one-time sign-in link to it for the approver.
 
 mod agent;
 mod approver;
+mod asked;
 pub(crate) mod client;
 mod flow;
 mod evidence;
@@ -24,6 +27,7 @@ mod seed002;
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -145,11 +149,14 @@ const SUPPORT_REGISTRY: &str = "\n[registry.\"support__search_customers\"]\nclas
     \n[registry.\"support__create_ticket\"]\nclass = \"automatic\"\n\
     [registry.\"support__create_ticket\".reconcile]\ntool = \"get_ticket\"\narguments = { client_reference = \"client_reference\" }\nfound = \"/found\"\n";
 
-fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, support_url: &str) -> anyhow::Result<(PathBuf, Tokens)> {
+/// `gateway`: where the gateway will listen, known before it starts so the
+/// tickets server can be told where its keys are published.
+fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, support_url: &str, gateway: SocketAddr) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
     // The boxes' one writable folder must exist before they start.
     std::fs::create_dir_all(&atlas)?;
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
+    let identity_args: String = asked::tickets_args(gateway).iter().map(|a| format!(", {}", serde_json::to_string(a).expect("strings serialise"))).collect();
     let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
     toolgate_gateway::seal::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
     toolgate_gateway::seal::write_owner_only(&dir.join("approver.token"), tokens.approver.as_bytes())?;
@@ -166,13 +173,20 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
          [approvals]\nhold_ms = {SCRIPTED_HOLD_MS}\npoll_ms = 100\n\n\
          # Each caller's rate (section 8 goes over it).\n\
          [budgets]\nrate_per_minute = {rate}\nrate_burst = {burst}\n\n\
-         [callers.agent]\nsubject = \"field-agent\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
+         # The technician's agent: the token is the agent's, the subject the technician it works for\n\
+         # (toolgate asserts that person to the tickets server, the agent as the actor).\n\
+         [callers.agent]\nsubject = \"{technician}\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
          [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
          # Each server toolgate starts runs in a box (docs/SANDBOX.md): it reaches the system's\n\
          # files read-only, its own folder, and what its table grants; no network.\n\
-         [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}]\ntrusted = true\n\
-         [servers.tickets.sandbox]\nwrite = [{atlas}]\n\n\
+         # The tickets server acts only on toolgate's word for who asks: each call carries an assertion\n\
+         # toolgate signs (the technician, the tenant, the agent), which it checks against the keys the\n\
+         # gateway publishes at /.well-known/jwks.json. Its box reaches the host's network for those keys:\n\
+         # the gateway listens on the host's loopback, which a box's own loopback is not.\n\
+         [servers.tickets]\ncommand = {exe}\nargs = [\"atlas\", \"tickets\", \"--state\", {atlas}{identity_args}]\ntrusted = true\n\
+         [servers.tickets.identity]\nmode = \"assertion\"\naudience = \"{audience}\"\n\
+         [servers.tickets.sandbox]\nwrite = [{atlas}]\nnetwork = \"all\"\n\n\
          [servers.parts]\nurl = \"{parts_url}\"\n\n\
          [servers.manuals]\nurl = \"{manuals_url}\"\n\n\
          # Seed 001: the support desk; its deadline is short so a stalled reply shows.\n\
@@ -183,6 +197,8 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
         exe = q(exe),
         atlas = q(&atlas),
         approver = approver::APPROVER,
+        technician = asked::TECHNICIAN,
+        audience = asked::AUDIENCE,
         rate = RATE_PER_MINUTE,
         burst = RATE_BURST,
     );
@@ -247,15 +263,17 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let support = toolgate_atlas::server(ServerKind::Support, Some(&atlas_state))?;
     let (support_addr, _) = serve::http(support, "127.0.0.1:0".parse()?, cancel.clone()).await?;
     let mut manuals = spawn_manuals(exe, &atlas_state, "127.0.0.1:0")?;
-    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url, &format!("http://{support_addr}/mcp"))?;
+    // Bound before the config is written: the tickets server is told the
+    // gateway's key URL on its command line.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let bound = listener.local_addr()?;
+    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url, &format!("http://{support_addr}/mcp"), bound)?;
 
     let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
     let down = gateway.wait_ready(Duration::from_secs(15)).await;
     if !down.is_empty() {
         bail!("upstreams did not come up: {down:?}");
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let bound = listener.local_addr()?;
     let endpoint = format!("http://{bound}/mcp");
     // The scripted part's gateway stops here, or when the demo does.
     let scripted = cancel.child_token();
@@ -343,6 +361,7 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     ok &= runs::rate(&via).await?;
     ok &= agent::run(exe, dir, &endpoint, &tokens.agent, &approver).await?;
     ok &= evidence::run(&gateway, &endpoint, &tokens.approver, &first_read).await?;
+    ok &= asked::run(&via, exe, &atlas_state, bound).await?;
 
     for client in [via, direct_tickets, direct_parts, direct_manuals, direct_notices] {
         let _ = client.cancel().await;

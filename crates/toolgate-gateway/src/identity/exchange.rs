@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
+use super::endpoint::{self, ClientAuth};
+
 /// `urn:ietf:params:oauth:grant-type:token-exchange`.
 const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// The type of the gateway's assertions as subject and actor tokens.
@@ -23,8 +25,6 @@ const MARGIN_MS: i64 = 30_000;
 const DEFAULT_LIFE_MS: i64 = 60_000;
 /// Tokens kept at most (the expired go first).
 const MAX_CACHED: usize = 10_000;
-/// The most of a token endpoint's answer read.
-const MAX_ANSWER: usize = 64 * 1024;
 
 /// A token from the exchange.
 #[derive(Clone)]
@@ -124,24 +124,12 @@ impl Exchanges {
         ];
         form.extend(r.resource.map(|v| ("resource", v)));
         form.extend(r.scope.map(|v| ("scope", v)));
-        let (client_id, secret) = r.client;
-        let request = match secret {
-            Some(secret) => self.http.post(r.endpoint).basic_auth(form_encode(client_id), Some(form_encode(secret))),
-            None => {
-                form.push(("client_id", client_id));
-                self.http.post(r.endpoint)
-            }
+        let (id, secret) = r.client;
+        let auth = match secret {
+            Some(secret) => ClientAuth::Basic { id, secret },
+            None => ClientAuth::Public { id },
         };
-        let body = urlencoded(&form);
-        let response = request
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("accept", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("the token endpoint could not be reached ({})", without_url(e)))?;
-        let status = response.status();
-        let bytes = read_bounded(response).await?;
+        let (status, bytes) = endpoint::post_form(&self.http, r.endpoint, form, auth, "the token endpoint").await?;
         let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)"))?;
         match answer.access_token {
             Some(access) if status.is_success() && !access.is_empty() => {
@@ -151,11 +139,7 @@ impl Exchanges {
                 let sha256 = toolgate_core::proposal::sha256_hex(access.as_bytes());
                 Ok(Token { access: access.into(), sha256: sha256.into(), until_ms })
             }
-            _ => Err(format!(
-                "the token endpoint refused the exchange (HTTP {status}{}{})",
-                answer.error.map(|e| format!(", {}", tame(&e))).unwrap_or_default(),
-                answer.error_description.map(|e| format!(": {}", tame(&e))).unwrap_or_default()
-            )),
+            _ => Err(format!("the token endpoint refused the exchange ({})", endpoint::refusal(status, answer.error.as_deref(), answer.error_description.as_deref()))),
         }
     }
 }
@@ -190,56 +174,4 @@ impl Owned {
             scope: self.scope.as_deref(),
         }
     }
-}
-
-/// RFC 6749 §2.3.1: client credentials in Basic are form-encoded first.
-fn form_encode(s: &str) -> String {
-    urlencoded(&[("", s)]).trim_start_matches('=').to_string()
-}
-
-/// `application/x-www-form-urlencoded`.
-fn urlencoded(pairs: &[(&str, &str)]) -> String {
-    let mut out = String::new();
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        if !k.is_empty() {
-            encode_into(&mut out, k);
-        }
-        out.push('=');
-        encode_into(&mut out, v);
-    }
-    out
-}
-
-fn encode_into(out: &mut String, s: &str) {
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => out.push(char::from(b)),
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-}
-
-async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| format!("the token endpoint's answer was cut ({})", without_url(e)))? {
-        if bytes.len() + chunk.len() > MAX_ANSWER {
-            return Err(format!("the token endpoint's answer is over {MAX_ANSWER} bytes"));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
-}
-
-/// A transport error without the URL (which could carry a credential).
-fn without_url(e: reqwest::Error) -> String {
-    tame(&e.without_url().to_string())
-}
-
-/// Hostile text for a message: at most 200 characters, no control characters.
-fn tame(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(200).collect()
 }

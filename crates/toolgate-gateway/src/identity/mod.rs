@@ -9,7 +9,10 @@
 //! records of it.
 
 pub mod assertion;
+mod endpoint;
 pub mod exchange;
+pub mod oauth_client;
+pub mod vault;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
