@@ -47,6 +47,7 @@ use tracing::Instrument as _;
 pub use crate::call::{Answer, Call, CallRequest, Recorded, Stop};
 use crate::call::{Context, Dispatched};
 use crate::catalog::{Catalog, ExposedTool, Live};
+use crate::identity::Presented;
 use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::observe::Observer;
@@ -135,7 +136,7 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         // 8. … dispatch: the upstream, under its deadline
         let upstream = live.upstream(&tool.server).map(|u| u.as_ref());
         let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone(), &presented).instrument(obs.stage("dispatch"));
-        let reserved = reserve::reserve(&operations(gw, config, &tool.server), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
+        let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
         let raw: Box<RawValue> = match step!('call, reserved.result) {
@@ -197,8 +198,10 @@ fn approvals<'a>(gw: &'a Gateway, config: &'a Config, policy: &'a PolicyEngine) 
 }
 
 /// What reserve reads and writes for a call to `server` (its lease follows
-/// the server's deadline), and the credentials no answer may carry.
-fn operations<'a>(gw: &'a Gateway, config: &Config, server: &str) -> Operations<'a> {
+/// the server's deadline), and the credentials no answer may carry: those
+/// the gateway holds, and the one `presented` for the call's person.
+fn operations<'a>(gw: &'a Gateway, config: &Config, server: &str, presented: &'a Presented) -> Operations<'a> {
     let lease_ms = Operations::lease_for(config.timeout_ms(server));
-    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms, held: &gw.held }
+    let presented = presented.secret.as_ref().map(|(name, secret)| (name.as_str(), secret.as_ref()));
+    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms, held: &gw.held, presented }
 }

@@ -51,12 +51,15 @@ pub struct Presented {
     pub meta: Option<(&'static str, String)>,
     /// What the receipt records.
     pub identity: UpstreamIdentity,
+    /// The credential made for the person (an assertion, a token), by the
+    /// name a refusal gives it: an answer that says it back is withheld.
+    pub secret: Option<(String, Arc<str>)>,
 }
 
 impl Presented {
     /// The configured credential, for everyone.
     pub fn shared() -> Self {
-        Self { headers: Vec::new(), meta: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None } }
+        Self { headers: Vec::new(), meta: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None }, secret: None }
     }
 }
 
@@ -130,7 +133,8 @@ impl Identities {
                     }
                     None => (Vec::new(), Some((META_IDENTITY, made.token.to_string()))),
                 };
-                Ok(Presented { headers, meta, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller) })
+                let secret = Some((format!("servers.{server}.identity"), made.token.clone()));
+                Ok(Presented { headers, meta, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller), secret })
             }
             IdentityMode::Exchange => {
                 let audience = audience();
@@ -156,7 +160,8 @@ impl Identities {
                 };
                 let token = self.exchanges.token(key, &now_ms, request).await?;
                 let headers = vec![("Authorization".to_string(), format!("Bearer {}", token.access))];
-                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Exchange, audience, &token.sha256, caller) })
+                let secret = Some((format!("servers.{server}.identity"), token.access.clone()));
+                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Exchange, audience, &token.sha256, caller), secret })
             }
             IdentityMode::Oauth => Err(format!("servers.{server}.identity: mode = \"oauth\" is not in this build")),
         }

@@ -51,6 +51,9 @@ pub(crate) struct Operations<'a> {
     /// The credentials the gateway holds: an answer carrying one is
     /// withheld (`crate::withheld`).
     pub held: &'a toolgate_core::credentials::Credentials,
+    /// The credential this call carries for its person (present), by
+    /// name: an answer that says it back is withheld too.
+    pub presented: Option<(&'a str, &'a str)>,
 }
 
 impl Operations<'_> {
@@ -165,10 +168,17 @@ async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &Exposed
 /// The credential the gateway holds that an upstream's answer (or its
 /// JSON-RPC error) carries, if any.
 fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option<toolgate_core::credentials::Found> {
-    match outcome {
+    let found = match outcome {
         Ok(raw) => crate::withheld::in_answer(o.held, raw),
         Err(stop) => crate::withheld::in_stop(o.held, stop),
-    }
+    };
+    // The person's credential is made per call, not held at start: a
+    // plain search (its characters are JWT's, or a token's, unescaped).
+    let said_back = |(name, secret): (&str, &str)| match outcome {
+        Ok(raw) if raw.get().contains(secret) => Some(toolgate_core::credentials::Found { name: name.to_string() }),
+        _ => None,
+    };
+    found.or_else(|| o.presented.and_then(said_back))
 }
 
 /// `outcome`, or its refusal when it carries a credential the gateway holds.
@@ -470,7 +480,7 @@ mod tests {
     static NOTHING_HELD: toolgate_core::credentials::Credentials = toolgate_core::credentials::Credentials::none();
 
     fn operations(s: &Store) -> Operations<'_> {
-        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS, held: &NOTHING_HELD }
+        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS, held: &NOTHING_HELD, presented: None }
     }
 
     /// The agent's order of `quantity` units, sending `key` as its operation key.
@@ -837,6 +847,23 @@ mod tests {
         let replay = result_of(again);
         assert_eq!((&replay["structuredContent"], &replay["_meta"][OPERATION_META]["replayed"]), (&json!({"order": "PO-1"}), &json!(true)));
         assert_eq!(s.receipts().await, 2);
+    }
+
+    /// The credential made for the call's person is not held at start, yet
+    /// an answer that says it back is withheld by its name, like one that is.
+    #[tokio::test]
+    async fn an_answer_that_says_the_persons_credential_back_is_withheld() {
+        let s = Store::open().await;
+        let secret = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ0ZWNoLWphbmUifQ.c2lnbmF0dXJl";
+        let o = Operations { presented: Some(("servers.parts.identity", secret)), ..operations(&s) };
+        let (t, p) = (find_tool(), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        let echoed = raw(&format!(r#"{{"content":[{{"type":"text","text":"you sent {secret}"}}]}}"#));
+        let r = refused(withhold(&o, &t, &p, Ok(echoed)));
+        assert_eq!((r.reason, r.rules.as_slice()), (Reason::CredentialWithheld, &["credential.servers.parts.identity".to_string()][..]));
+        assert!(!r.message.contains(secret), "{}", r.message);
+        // An answer without it passes; without a person's credential, nothing is looked for.
+        assert!(withhold(&o, &t, &p, Ok(raw(RESULT))).is_ok());
+        assert!(withhold(&operations(&s), &t, &p, Ok(raw(&format!(r#"{{"text":"{secret}"}}"#)))).is_ok());
     }
 
     #[tokio::test]
