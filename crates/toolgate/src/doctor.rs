@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use toolgate_core::visible::visible;
-use toolgate_gateway::config::Config;
+use toolgate_gateway::config::{Config, IdentityMode};
 use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
 use toolgate_gateway::catalog::{Catalog, ExposedTool};
 use toolgate_gateway::listed::{self, Listing, Why};
@@ -118,6 +118,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
             }
         }
         crate::doctor_sandbox::server(&upstream, &report);
+        identity(&gw, &config, &upstream.name, upstream.listing().is_some(), &report);
     }
     for (name, why) in &catalog.ambiguous {
         report.fail(&format!("tool {name}"), why, "rename it upstream, or set namespace = true for its server");
@@ -128,6 +129,29 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     }
     println!("all checks passed");
     Ok(())
+}
+
+/// As whom `server`'s calls run, for a server reached as each person
+/// (`[servers.NAME.identity]`); `listed`: the gateway's own credential
+/// worked (it read the contract with it).
+fn identity(gw: &Gateway, config: &Config, server: &str, listed: bool, report: &Report) {
+    let Some(s) = config.servers.get(server) else { return };
+    let what = format!("identity {server}");
+    let audience = toolgate_gateway::identity::audience(server, s);
+    let jwks = format!("keys at /.well-known/jwks.json, kid {}", gw.identities.jwks()["keys"][0]["kid"].as_str().unwrap_or("?"));
+    let own = if listed { "; the gateway's own credential read its contract" } else { "" };
+    match s.identity.mode {
+        IdentityMode::Shared => {}
+        IdentityMode::Assertion => {
+            let carried = if s.url.is_some() { format!("in the header {}", s.identity.header()) } else { "in the request's _meta".to_string() };
+            report.ok(&what, &format!("each call carries the gateway's assertion for its person ({carried}, aud {audience}, iss {}); {jwks}{own}", config.issuer()));
+        }
+        IdentityMode::Exchange => {
+            let endpoint = s.identity.token_endpoint.as_deref().unwrap_or_default();
+            report.ok(&what, &format!("each call carries a token exchanged for its person at {} (aud {audience}); its assertions: {jwks}{own}", visible(endpoint)));
+        }
+        IdentityMode::Oauth => report.warn(&what, "mode = \"oauth\" is not in this build"),
+    }
 }
 
 /// The four lists a client reads, in the order doctor counts them.

@@ -261,6 +261,13 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
     toolgate(&["export", "--receipt", &index.to_string(), "--out", bundle.to_str().unwrap(), "--config", config_path.to_str().unwrap()]).await;
     let verified = toolgate(&["verify", bundle.to_str().unwrap()]).await;
     assert!(verified.contains(&format!("ran as     receipt {index}: tech-jane, by assertion for whoami (credential sha256 ")) && verified.contains("verified"), "{verified}");
+    // doctor says as whom each server is reached, and that the gateway's own
+    // credential read its contract.
+    let doctor = std::process::Command::new(BIN).args(["doctor", "--config", config_path.to_str().unwrap()]).output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(doctor.contains("identity who") && doctor.contains("the gateway's assertion for its person (in the header X-Toolgate-Identity, aud whoami"), "{doctor}");
+    assert!(doctor.contains("identity exchanged") && doctor.contains("the gateway's own credential read its contract"), "{doctor}");
+    assert!(!doctor.contains("identity plain"), "{doctor}");
     // No token or assertion in the receipts or the log.
     let log = std::fs::read_to_string(&gateway.log).unwrap();
     for text in [list.to_string(), log] {
