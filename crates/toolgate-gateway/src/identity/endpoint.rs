@@ -111,5 +111,32 @@ pub(super) fn without_url(e: reqwest::Error) -> String {
 
 /// Hostile text for a message: at most 200 characters, no control characters.
 pub(super) fn tame(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(200).collect()
+    let text: String = s.chars().filter(|c| !c.is_control()).collect();
+    let words: Vec<&str> = text.split(' ').map(|w| if looks_like_a_token(w) { "[withheld]" } else { w }).collect();
+    words.join(" ").chars().take(200).collect()
+}
+
+/// A word a server may have quoted from what it was sent (an assertion, a
+/// token): long, and all of a token's characters. Such a word never
+/// reaches a message, even cut short.
+fn looks_like_a_token(word: &str) -> bool {
+    let word = word.trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | ';' | ':' | '`'));
+    word.len() >= 24 && word.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '='))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_a_server_quotes_back_never_reaches_a_message() {
+        let jwt = "eyJhbGciOiJFZERTQSIsImtpZCI6IngifQ.eyJzdWIiOiJqYW5lIn0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU";
+        let said = format!("subject_token \"{jwt}\" failed verification\n(expired)");
+        let tamed = tame(&said);
+        assert!(!tamed.contains("eyJ") && tamed.contains("[withheld]") && tamed.contains("failed verification") && tamed.contains("(expired)"), "{tamed}");
+        // Plain words, URLs' hosts and short ids stay.
+        assert_eq!(tame("invalid_grant: audience mismatch for tickets"), "invalid_grant: audience mismatch for tickets");
+        assert_eq!(tame(&"x".repeat(500)).len(), "[withheld]".len());
+        assert_eq!(tame(&"word ".repeat(100)).chars().count(), 200);
+    }
 }
