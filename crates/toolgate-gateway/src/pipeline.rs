@@ -17,11 +17,11 @@
 //! 5. **approve** — a call that needs a named human waits for one, held
 //!    open for a bounded time while it is pending, and is decided again
 //!    once approved → `Approved` (its `Gate`).
-//! 6. **reserve** — a slot, for a tool limited in calls at once; then a
-//!    write becomes an operation, once per key, around …
+//! 6. **reserve** — a slot, for a tool limited in calls at once; …
 //! 7. **present** — the credential the call carries for its person, as
 //!    its server's `identity` says (shared, an assertion, an exchanged
-//!    token) → `Presented`; and …
+//!    token) → `Presented`; then (reserve again) a write becomes an
+//!    operation, once per key, around …
 //! 8. **dispatch** — the upstream, under its deadline → `Reserved`. What
 //!    its answer brings into the run (a leg of the trifecta) is noted
 //!    before the caller hears it.
@@ -127,10 +127,10 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         gate.approval_id().inspect(|id| obs.approval(id));
         // 6. reserve: a tool limited in calls at once takes a slot until its
         // dispatch ends, or the call is refused to retry (before anything is
-        // reserved or used up); a write runs once per operation key, around
-        // what it carries for its person and …
+        // reserved or used up); …
         let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
-        // 7. present: the credential the call carries for its person
+        // 7. present: the credential the call carries for its person; then
+        // a write runs once per operation key, around …
         let presented = step!('call, present::present(&gw.identities, config, &tool.server, &cx.caller, &proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).instrument(obs.stage("present")).await);
         f.presented(&presented);
         // 8. … dispatch: the upstream, under its deadline
