@@ -741,6 +741,12 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
     if r.result_status == "awaiting_approval" && result.get("resultType").and_then(Value::as_str) == Some("input_required") {
         return Ok(format!("the answer asks for input while the call waits for its approval, as the receipt records ({recorded}); the receipt does not commit to the question's words, which are not proven"));
     }
+    // A call whose person must first connect their account may ask its
+    // client to open the link (`input_required`, URL mode): toolgate's
+    // question, worded after the receipt recorded the refusal.
+    if r.reason == "connect_required" && result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        return Ok(format!("the answer asks the person to connect their account, as the receipt records ({recorded}); the receipt does not commit to the question's words or its link, which are not proven"));
+    }
     if result.get("isError") != Some(&Value::Bool(true)) {
         return Err(format!("the receipt records no result ({recorded}), but the answer claims one (its isError is not true)"));
     }

@@ -134,6 +134,10 @@ pub enum Reason {
     /// The credential for the person (`[servers.NAME.identity]`) could not
     /// be made (the token exchange failed); nothing was sent.
     IdentityUnavailable,
+    /// The server acts for each person with their own grant
+    /// (`mode = "oauth"`), and the caller's person has not connected one:
+    /// the answer carries the link to connect; nothing was sent.
+    ConnectRequired,
 }
 
 /// What the decide stage concluded about one call: the verdict, its cause

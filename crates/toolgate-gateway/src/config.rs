@@ -1342,12 +1342,24 @@ impl Config {
         out
     }
 
-    /// The deadline of one call to `server`.
+    /// The gateway's address as people's browsers reach it (`[identity]
+    /// public_url`, else the console's listen address), without a trailing `/`.
+    pub fn public_url(&self) -> String {
+        match &self.identity.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => {
+                let scheme = if self.tls.cert_file.is_some() { "https" } else { "http" };
+                format!("{scheme}://{}", self.console.listen.unwrap_or(self.gateway.listen))
+            }
+        }
+    }
+
     /// The `iss` of the gateway's identity assertions.
     pub fn issuer(&self) -> &str {
         self.identity.issuer.as_deref().unwrap_or(&self.receipts.origin)
     }
 
+    /// The deadline of one call to `server`.
     pub(crate) fn timeout_ms(&self, server: &str) -> u64 {
         self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
     }

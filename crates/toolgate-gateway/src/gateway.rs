@@ -108,7 +108,8 @@ impl Gateway {
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
         let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
-        let identities = Arc::new(crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?);
+        let identities = crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?;
+        let identities = Arc::new(identities.with_connections(ledger.clone(), config.tls.roots(), crate::fleet::replica_id())?);
         let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();

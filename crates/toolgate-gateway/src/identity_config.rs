@@ -17,6 +17,16 @@ const MIN_ASSERTION_TTL_MS: u64 = 10_000;
 pub struct IdentitySettings {
     /// The `iss` of every assertion. Default: `receipts.origin`.
     pub issuer: Option<String>,
+    /// The gateway's address as people's browsers reach it (`mode =
+    /// "oauth"`): consent links and the OAuth callback
+    /// (`/console/connect/callback`) are under it. Default: `http(s)://` and
+    /// the console's listen address.
+    pub public_url: Option<String>,
+    /// The owner-only file holding the 32-byte key that seals people's
+    /// upstream tokens in the ledger (`mode = "oauth"`); every replica must
+    /// be given the same file. Default: `STATE_DIR/identity-vault.key`,
+    /// made on first use.
+    pub vault_key_file: Option<PathBuf>,
 }
 
 /// How a server learns who is calling.
@@ -33,7 +43,8 @@ pub enum IdentityMode {
     /// A token for the person from an RFC 8693 token exchange.
     Exchange,
     /// The person's own delegated OAuth grant at the server's authorization
-    /// server (not in this build: `config check` says so).
+    /// server: each person connects once, in a browser, and the gateway
+    /// keeps and refreshes their tokens.
     Oauth,
 }
 
@@ -64,15 +75,19 @@ pub struct IdentityConfig {
     pub ttl_ms: Option<u64>,
     /// exchange: the token endpoint (RFC 8693).
     pub token_endpoint: Option<String>,
-    /// exchange: the gateway's client id at the token endpoint.
+    /// exchange: the gateway's client id at the token endpoint. oauth: a
+    /// client registered by hand at the server's authorization server
+    /// (default: dynamic registration).
     pub client_id: Option<String>,
-    /// exchange: the environment variable holding the client's secret.
+    /// exchange, oauth: the environment variable holding the client's secret.
     pub client_secret_env: Option<String>,
-    /// exchange: the owner-only file holding the client's secret.
+    /// exchange, oauth: the owner-only file holding the client's secret.
     pub client_secret_file: Option<PathBuf>,
-    /// exchange: the `resource` (RFC 8707) to ask a token for.
+    /// exchange, oauth: the `resource` (RFC 8707) to ask a token for
+    /// (oauth default: the resource the server's metadata names).
     pub resource: Option<String>,
-    /// exchange: the `scope` to ask for.
+    /// exchange, oauth: the `scope` to ask for (oauth default: the scopes
+    /// the server's metadata names).
     pub scope: Option<String>,
 }
 
@@ -207,9 +222,27 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
                 out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the exchanged token goes there)"));
             }
         }
-        IdentityMode::Oauth => out.push(format!(
-            "{at}: mode = \"oauth\" (each person's own grant at the server) is not in this build yet; use mode = \"exchange\" where the server's authorization server does token exchange, or \"assertion\""
-        )),
+        IdentityMode::Oauth => {
+            stray(&assertion_keys, "assertion", &mut out);
+            if identity.token_endpoint.is_some() {
+                out.push(format!("{at}.token_endpoint applies to mode = \"exchange\" only; oauth finds the server's authorization server from its metadata (remove it)"));
+            }
+            if identity.client_secret_env.is_some() && identity.client_secret_file.is_some() {
+                out.push(format!("{at}: give `client_secret_env` or `client_secret_file`, not both"));
+            }
+            if identity.client_id.is_none() && (identity.client_secret_env.is_some() || identity.client_secret_file.is_some()) {
+                out.push(format!("{at}: a client secret needs the `client_id` it belongs to"));
+            }
+            if identity.audience.is_some() {
+                out.push(format!("{at}.audience applies to modes assertion and exchange; an oauth token is for the `resource` (remove it)"));
+            }
+            if url.is_none() {
+                out.push(format!("{at}: mode = \"oauth\" sends the person's token in `Authorization`, which a stdio server has not"));
+            }
+            if sends_authorization() {
+                out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the person's token goes there)"));
+            }
+        }
     }
     out
 }
@@ -246,7 +279,11 @@ mod tests {
         let e = parse("mode = \"exchange\"\ntoken_endpoint = \"https://as/token\"\nclient_id = \"gw\"").unwrap();
         assert!(problems("t", &e, Some("http://t/mcp"), &[]).is_empty());
         assert!(problems("t", &e, Some("http://t/mcp"), &["authorization"])[0].contains("`Authorization` header"));
-        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), Some("http://t"), &[])[0].contains("not in this build"));
+        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), Some("http://t"), &[]).is_empty());
+        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), None, &[])[0].contains("stdio server"));
+        let o = parse("mode = \"oauth\"\ntoken_endpoint = \"https://as/token\"\nclient_secret_env = \"S\"").unwrap();
+        let p = problems("t", &o, Some("http://t"), &["Authorization"]);
+        assert!(p.iter().any(|m| m.contains("token_endpoint applies")) && p.iter().any(|m| m.contains("needs the `client_id`")) && p.iter().any(|m| m.contains("`Authorization` header")), "{p:?}");
         assert!(problems("t", &parse("audience = \"x\"").unwrap(), None, &[])[0].contains("shared credential has none"));
         assert!(problems("t", &parse("mode = \"assertion\"").unwrap(), None, &[]).is_empty());
     }

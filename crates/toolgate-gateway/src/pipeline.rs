@@ -20,8 +20,9 @@
 //! 6. **reserve** — a slot, for a tool limited in calls at once; …
 //! 7. **present** — the credential the call carries for its person, as
 //!    its server's `identity` says (shared, an assertion, an exchanged
-//!    token) → `Presented`; then (reserve again) a write becomes an
-//!    operation, once per key, around …
+//!    token, the person's own OAuth grant) → `Presented`, or the link to
+//!    connect one; then (reserve again) a write becomes an operation, once
+//!    per key, around …
 //! 8. **dispatch** — the upstream, under its deadline → `Reserved`. What
 //!    its answer brings into the run (a leg of the trifecta) is noted
 //!    before the caller hears it.
@@ -131,11 +132,14 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
         // 7. present: the credential the call carries for its person; then
         // a write runs once per operation key, around …
-        let presented = step!('call, present::present(&gw.identities, config, &tool.server, &cx.caller, &proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).instrument(obs.stage("present")).await);
+        // (a person with no grant at an `oauth` server is given the link to connect)
+        let presented = present::present(&gw.identities, config, &tool.server, (cx, call), &proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).instrument(obs.stage("present")).await;
+        let presented = step!('call, presented.inspect_err(|stop| f.not_presented(stop)));
         f.presented(&presented);
         // 8. … dispatch: the upstream, under its deadline
         let upstream = live.upstream(&tool.server).map(|u| u.as_ref());
-        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, gate.input.clone(), &presented).instrument(obs.stage("dispatch"));
+        let input = present::upstream_input(&gate.input);
+        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented).instrument(obs.stage("dispatch"));
         let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));

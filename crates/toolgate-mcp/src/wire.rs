@@ -57,6 +57,10 @@ pub mod code {
     /// refusal, with what to do next, is the error's `data`). A tool's
     /// refusal is an `isError` result instead.
     pub const REFUSED: i64 = -32010;
+    /// The request cannot run until the person completes a URL elicitation
+    /// the error's `data.elicitations` names (2025-11-25; toolgate: connect
+    /// an account). Retired by 2026-07-28, which asks with `input_required`.
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
     /// The errors that say a request was refused before it ran: it could not
     /// be read, named no method, had invalid params, headers that disagree
@@ -66,7 +70,7 @@ pub mod code {
     pub fn refused_before_running(code: i64) -> bool {
         matches!(
             code,
-            PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
+            PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION | URL_ELICITATION_REQUIRED
         )
     }
 

@@ -76,7 +76,7 @@ const WORDS: &[&str] = &[
     // Upstream identity modes.
     "shared", "assertion", "exchange", "oauth",
     // Reasons added later.
-    "credential_withheld", "identity_unavailable",
+    "credential_withheld", "identity_unavailable", "connect_required",
 ];
 
 /// The ledger's dictionary of digests: a number for each raw digest it has

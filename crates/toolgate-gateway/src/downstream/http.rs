@@ -160,7 +160,11 @@ fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, ses
 }
 
 /// The extractors run in this order: who may call, what it sends, the message.
-async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { msg, era }: McpMessage) -> Response {
+async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { mut msg, era }: McpMessage) -> Response {
+    if era == Era::Legacy && msg.method != "initialize" {
+        let session = header_str(&headers, SESSION_HEADER).and_then(|id| gw.sessions.get(id, &caller.name, gw.clock.now_ms()));
+        super::sessions::carry_capabilities(&mut msg, session.and_then(|s| s.capabilities()));
+    }
     if msg.method == "subscriptions/listen" {
         let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
             return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), RpcError::new(code::INVALID_REQUEST, "subscriptions/listen is a 2026-07-28 request"));
@@ -175,11 +179,12 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): 
         return subscription(&gw, &msg, &caller, header_str(&headers, SESSION_HEADER));
     }
     let initialize = msg.method == "initialize";
+    let capabilities = initialize.then(|| msg.params.get("capabilities").cloned()).flatten();
     let name = caller.name.clone();
     let mut response = plain_reply(handle(&gw, msg, era, caller, &peer, None).await);
     // A legacy handshake opens a session, for the stream its client may open.
     if initialize && response.status() == StatusCode::OK {
-        let id = gw.sessions.open(&name, gw.clock.now_ms());
+        let id = gw.sessions.open(&name, gw.clock.now_ms(), capabilities);
         response.headers_mut().insert(SESSION_HEADER, id.parse().expect("a token is a header value"));
     }
     response

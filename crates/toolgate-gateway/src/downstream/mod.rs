@@ -369,9 +369,9 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
         .into_iter()
         .filter_map(|k| msg.params.get(k).map(|v| (k.to_string(), v.clone())))
         .collect();
-    let client_capabilities = (era == Era::Modern)
-        .then(|| msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned())
-        .flatten();
+    // A legacy client's are its session's, carried here by its transport
+    // (`sessions::carry_capabilities`).
+    let client_capabilities = msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned();
     let trace = telemetry::trace_context(&msg.params);
     let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
     let preview = preview_asked(&msg.params)?;

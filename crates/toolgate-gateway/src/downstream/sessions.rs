@@ -43,12 +43,20 @@ pub(crate) struct Session {
     active_ms: Mutex<i64>,
     /// Cancelled when the session ends: its stream closes.
     ended: CancellationToken,
+    /// What the client declared at `initialize`: whether toolgate may ask
+    /// it to open a URL (`elicitation.url`).
+    capabilities: Option<Value>,
 }
 
 impl Session {
     /// A session of `caller` whose messages go to `out`.
-    pub(crate) fn new(caller: &str, out: Option<UnboundedSender<String>>) -> Arc<Self> {
-        Arc::new(Self { caller: caller.to_string(), out: Mutex::new(out), subscriptions: Default::default(), active_ms: Mutex::new(0), ended: CancellationToken::new() })
+    pub(crate) fn new(caller: &str, out: Option<UnboundedSender<String>>, capabilities: Option<Value>) -> Arc<Self> {
+        Arc::new(Self { caller: caller.to_string(), out: Mutex::new(out), subscriptions: Default::default(), active_ms: Mutex::new(0), ended: CancellationToken::new(), capabilities })
+    }
+
+    /// What the client declared at `initialize`.
+    pub(crate) fn capabilities(&self) -> Option<Value> {
+        self.capabilities.clone()
     }
 
     /// Sends one message on the session's stream, if one is open.
@@ -127,6 +135,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A legacy request carries what its session's client declared at
+/// `initialize` (`capabilities`) where a 2026-07-28 request carries its own
+/// (`_meta`), so that a call reads them in one place. The request's own
+/// claim there is dropped: a legacy client's are its handshake's.
+pub(crate) fn carry_capabilities(msg: &mut super::Inbound, capabilities: Option<Value>) {
+    let Some(params) = msg.params.as_object_mut() else { return };
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(wire::META_CLIENT_CAPABILITIES);
+    }
+    if let Some(capabilities) = capabilities {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(wire::META_CLIENT_CAPABILITIES.into(), capabilities);
+        }
+    }
+}
+
 /// The HTTP sessions this replica issued, by id.
 #[derive(Default)]
 pub(crate) struct Sessions(Mutex<HashMap<String, Arc<Session>>>);
@@ -135,9 +160,9 @@ impl Sessions {
     /// Issues a session to `caller` (at `initialize`) and returns its id.
     /// Idle sessions are forgotten first, and the longest idle beyond
     /// `MAX_SESSIONS`.
-    pub(crate) fn open(&self, caller: &str, now_ms: i64) -> String {
+    pub(crate) fn open(&self, caller: &str, now_ms: i64, capabilities: Option<Value>) -> String {
         let id = crate::seal::random_token();
-        let session = Session::new(caller, None);
+        let session = Session::new(caller, None, capabilities);
         *lock(&session.active_ms) = now_ms;
         let mut all = lock(&self.0);
         all.retain(|_, s| lock(&s.out).is_some() || now_ms - *lock(&s.active_ms) < IDLE_MS);
@@ -207,19 +232,19 @@ mod tests {
     #[test]
     fn a_session_is_its_callers_only_and_idle_ones_are_forgotten() {
         let sessions = Sessions::default();
-        let id = sessions.open("agent", 0);
+        let id = sessions.open("agent", 0, None);
         assert!(sessions.get(&id, "agent", 1).is_some());
         assert!(sessions.get(&id, "mallory", 1).is_none(), "another caller's id is no session of theirs");
         assert!(!sessions.close(&id, "mallory"));
         // Idle past IDLE_MS with no stream: gone at the next opening.
-        let later = sessions.open("agent", 1 + super::IDLE_MS);
+        let later = sessions.open("agent", 1 + super::IDLE_MS, None);
         assert!(sessions.get(&id, "agent", 2 + super::IDLE_MS).is_none());
         assert!(sessions.close(&later, "agent"));
         assert!(sessions.get(&later, "agent", 3 + super::IDLE_MS).is_none());
         // One caller's sessions push out only its own.
-        let theirs = sessions.open("other", 10);
+        let theirs = sessions.open("other", 10, None);
         for i in 0..super::MAX_PER_CALLER + 5 {
-            sessions.open("agent", 20 + i as i64);
+            sessions.open("agent", 20 + i as i64, None);
         }
         assert!(sessions.get(&theirs, "other", 30).is_some());
         assert_eq!(sessions.0.lock().unwrap().values().filter(|s| s.caller == "agent").count(), super::MAX_PER_CALLER);

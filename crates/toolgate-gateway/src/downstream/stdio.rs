@@ -38,12 +38,14 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         })
     };
     // The connection is also the legacy session its subscriptions are about.
-    let subscriber = super::sessions::Session::new(&caller.name, Some(out_tx.clone()));
+    let subscriber = super::sessions::Session::new(&caller.name, Some(out_tx.clone()), None);
     // The connection is the session: a call naming no run is in its run.
     let session: Arc<str> = format!("stdio-{}", crate::seal::random_token()).into();
     let mut lines = BoundedLines::new(tokio::io::stdin(), gw.limits.max_bytes);
-    // Set by an `initialize`: this connection speaks the legacy era.
+    // Set by an `initialize`: this connection speaks the legacy era, and
+    // its client declared these capabilities.
     let mut legacy = false;
+    let mut capabilities: Option<serde_json::Value> = None;
     while let Some(line) = lines.next_line().await? {
         let line = match line {
             Line::Text(l) => l,
@@ -78,6 +80,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             }
         };
         if msg.method == "initialize" {
+            capabilities = msg.params.get("capabilities").cloned();
             legacy = true;
             legacy_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
@@ -94,6 +97,10 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
                 let _ = out_tx.send(answer);
             }
             continue;
+        }
+        let mut msg = msg;
+        if era == Era::Legacy && msg.method != "initialize" {
+            super::sessions::carry_capabilities(&mut msg, capabilities.clone());
         }
         let (gw, out, caller, session) = (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
         tokio::spawn(async move {

@@ -9,6 +9,7 @@
 //! records of it.
 
 pub mod assertion;
+pub mod connections;
 mod endpoint;
 pub mod exchange;
 pub mod oauth_client;
@@ -25,6 +26,7 @@ use toolgate_mcp::upstream::{OwnCredential, ValueSource};
 
 use crate::config::{Config, IdentityMode, ServerConfig};
 use assertion::{AssertionKey, Assertions};
+use connections::{Connections, For, Needed, Place};
 use exchange::Exchanges;
 
 /// The `_meta` key a stdio server reads the assertion from.
@@ -38,8 +40,35 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Identities {
     assertions: Assertions,
     exchanges: Exchanges,
+    /// People's own grants (`oauth`); none where no ledger was given.
+    connections: Option<Connections>,
     /// `/.well-known/jwks.json`.
     jwks: Value,
+}
+
+/// Why no credential could be made for a call; nothing was sent.
+#[derive(Debug, Clone)]
+pub enum Unmade {
+    /// Said to the caller as it is (the token endpoint failed, …).
+    Unavailable(String),
+    /// The person has no grant at an `oauth` server: the consent link.
+    Connect(String),
+}
+
+impl Unmade {
+    /// The reason in one line, for a log or the gateway's own requests.
+    pub fn why(&self) -> String {
+        match self {
+            Unmade::Unavailable(why) => why.clone(),
+            Unmade::Connect(_) => "no connection for this person: they connect at the link a call gives them".into(),
+        }
+    }
+}
+
+impl From<String> for Unmade {
+    fn from(why: String) -> Self {
+        Unmade::Unavailable(why)
+    }
 }
 
 /// What a call carries to its server about who it is for.
@@ -69,7 +98,20 @@ impl Identities {
     pub fn new(key: Arc<AssertionKey>, retired: &[String], roots: Vec<reqwest::Certificate>) -> anyhow::Result<Self> {
         let keys: Vec<Value> = std::iter::once(key.x()).chain(retired.iter().cloned()).map(|x| assertion::jwk(&x)).collect();
         let http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build()?;
-        Ok(Self { assertions: Assertions::new(key), exchanges: Exchanges::new(http), jwks: json!({"keys": keys}) })
+        Ok(Self { assertions: Assertions::new(key), exchanges: Exchanges::new(http.clone()), connections: None, jwks: json!({"keys": keys}) })
+    }
+
+    /// With people's grants kept in `ledger` (`oauth`), this process
+    /// refreshing them as `holder`.
+    pub fn with_connections(mut self, ledger: Arc<dyn toolgate_ledger::Ledger>, roots: Vec<reqwest::Certificate>, holder: String) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build()?;
+        self.connections = Some(Connections::new(ledger, http, holder));
+        Ok(self)
+    }
+
+    /// People's grants (`oauth`), where this gateway keeps them.
+    pub fn connections(&self) -> Option<&Connections> {
+        self.connections.as_ref()
     }
 
     /// The JWK Set of the identity keys, current first.
@@ -79,10 +121,11 @@ impl Identities {
 
     /// What a call by `caller` to `server` carries under `config`. An error
     /// says why no credential could be made; nothing was sent.
-    pub async fn present(&self, config: &Config, server: &str, caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, String> {
+    pub async fn present(&self, config: &Config, server: &str, caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
         let Some(s) = config.servers.get(server) else { return Ok(Presented::shared()) };
         let secret = |file: &Path| config.resolve_path(file);
-        self.credential(config.issuer(), server, s, &secret, caller, now_ms, entropy).await
+        let place = (s.identity.mode == IdentityMode::Oauth).then(|| Place::of(config));
+        self.credential(config.issuer(), place.as_ref(), server, s, &secret, caller, now_ms, entropy).await
     }
 
     /// The gateway's own credential at `server`, for the requests it makes
@@ -100,14 +143,18 @@ impl Identities {
             _ => "Authorization".to_string(),
         };
         let issuer = config.issuer().to_string();
-        let gateway = Caller { name: "toolgate".into(), subject: issuer.clone(), tenant: String::new(), roles: Vec::new() };
+        let gateway = gateway_caller(config);
+        let place = (s.identity.mode == IdentityMode::Oauth).then(|| Place::of(config));
         let secret_file = s.identity.client_secret_file.as_ref().map(|f| config.resolve_path(f));
         let (identities, server) = (self.clone(), server.to_string());
         let value = Arc::new(move || {
-            let (identities, server, s, issuer, gateway, clock, entropy, secret_file) = (identities.clone(), server.clone(), s.clone(), issuer.clone(), gateway.clone(), clock.clone(), entropy.clone(), secret_file.clone());
+            let (identities, server, s, issuer, gateway, clock, entropy, secret_file, place) = (identities.clone(), server.clone(), s.clone(), issuer.clone(), gateway.clone(), clock.clone(), entropy.clone(), secret_file.clone(), place.clone());
             Box::pin(async move {
                 let secret = |_: &Path| secret_file.clone().unwrap_or_default();
-                let presented = identities.credential(&issuer, &server, &s, &secret, &gateway, || clock.now_ms(), entropy.as_ref()).await?;
+                let presented = identities.credential(&issuer, place.as_ref(), &server, &s, &secret, &gateway, || clock.now_ms(), entropy.as_ref()).await.map_err(|e| match e {
+                    Unmade::Connect(_) => format!("the gateway has no connection of its own at `{server}`, so it cannot read the server's tools: an admin connects it on the console's Connections page"),
+                    Unmade::Unavailable(why) => why,
+                })?;
                 presented.headers.into_iter().next().map(|(_, v)| v).ok_or_else(|| "no header".to_string())
             }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>
         });
@@ -117,7 +164,7 @@ impl Identities {
     /// What a call by `caller` to `server` (`s`) carries; `secret` resolves
     /// the exchange client's secret file.
     #[allow(clippy::too_many_arguments)]
-    async fn credential(&self, issuer: &str, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, String> {
+    async fn credential(&self, issuer: &str, place: Option<&Place>, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
         let identity = &s.identity;
         let audience = || audience(server, s);
         match identity.mode {
@@ -141,12 +188,7 @@ impl Identities {
                 let endpoint = identity.token_endpoint.clone().unwrap_or_default();
                 let key = exchange::Key { server: server.into(), endpoint: endpoint.clone(), tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
                 let request = || {
-                    let source = match (&identity.client_secret_env, &identity.client_secret_file) {
-                        (Some(var), _) => Some(ValueSource::Env(var.clone())),
-                        (None, Some(file)) => Some(ValueSource::File(secret(file))),
-                        (None, None) => None,
-                    };
-                    let client_secret = source.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())?;
+                    let client_secret = read_secret(server, identity, secret)?;
                     let now = now_ms();
                     Ok(exchange::Owned {
                         endpoint,
@@ -163,9 +205,42 @@ impl Identities {
                 let secret = Some((format!("servers.{server}.identity"), token.access.clone()));
                 Ok(Presented { headers, meta: None, identity: person(IdentityMode::Exchange, audience, &token.sha256, caller), secret })
             }
-            IdentityMode::Oauth => Err(format!("servers.{server}.identity: mode = \"oauth\" is not in this build")),
+            IdentityMode::Oauth => {
+                let connections = self.connections.as_ref().ok_or_else(|| format!("servers.{server}.identity: this process keeps no connections"))?;
+                let place = place.ok_or_else(|| "no place".to_string())?;
+                let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() };
+                let (token, sha256) = connections.token(place, &of, &now_ms, entropy).await.map_err(|n| match n {
+                    Needed::Connect(link) => Unmade::Connect(link),
+                    Needed::Unavailable(why) => Unmade::Unavailable(why),
+                })?;
+                let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+                let secret = Some((format!("servers.{server}.identity"), token));
+                let audience = identity.resource.clone().or_else(|| s.url.clone()).unwrap_or_else(|| server.to_string());
+                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Oauth, audience, &sha256, caller), secret })
+            }
         }
     }
+}
+
+/// The gateway itself, as the caller of its own requests (the handshake,
+/// the lists) and the person whose connection an `oauth` server's are made with.
+pub fn gateway_caller(config: &Config) -> Caller {
+    Caller { name: "toolgate".into(), subject: config.issuer().to_string(), tenant: String::new(), roles: Vec::new() }
+}
+
+/// The client secret `identity` names, read now.
+fn read_secret(server: &str, identity: &crate::config::IdentityConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync)) -> Result<Option<String>, String> {
+    let source = match (&identity.client_secret_env, &identity.client_secret_file) {
+        (Some(var), _) => Some(ValueSource::Env(var.clone())),
+        (None, Some(file)) => Some(ValueSource::File(secret(file))),
+        (None, None) => None,
+    };
+    source.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())
+}
+
+/// The client secret of server `server`'s identity, read now.
+pub(crate) fn client_secret(config: &Config, server: &str, identity: &crate::config::IdentityConfig) -> Result<Option<String>, String> {
+    read_secret(server, identity, &|file: &Path| config.resolve_path(file))
 }
 
 /// The assertion a token exchange presents lives one minute: it is spent at once.

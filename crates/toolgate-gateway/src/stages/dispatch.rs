@@ -47,7 +47,9 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         progress: call.progress.clone(),
         headers,
         input,
-        client_capabilities: call.client_capabilities.clone(),
+        // Only a 2026-07-28 client answers an upstream's input requests; a
+        // legacy client's (its session's, kept for toolgate's own question) stay here.
+        client_capabilities: call.client_capabilities.clone().filter(|_| cx.era == crate::wire::Era::Modern),
         meta,
         // Checked by admit; the caller may only shorten the server's deadline.
         deadline: call.deadline().ok().flatten(),

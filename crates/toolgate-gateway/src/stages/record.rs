@@ -88,6 +88,9 @@ pub(crate) struct Findings {
     pub caller: String,
     pub tool_error: bool,
     pub input_required: bool,
+    /// The answer asks the person to connect their account (present): the
+    /// receipt records this refusal.
+    pub connect_required: Option<Refusal>,
     pub output_violations: usize,
     pub tenant: String,
     /// From resolve on: the upstream tool and its definition's hash.
@@ -136,6 +139,7 @@ impl Findings {
             caller: cx.caller.name.clone(),
             tool_error: false,
             input_required: false,
+            connect_required: None,
             output_violations: 0,
             tenant: cx.caller.tenant.clone(),
             server: String::new(),
@@ -152,6 +156,15 @@ impl Findings {
             operation_ref: None,
             committed: None,
             preview: call.preview,
+        }
+    }
+
+    /// After present stopped the call: an `input_required` answer asks the
+    /// person to connect their account, and its receipt records why.
+    pub fn not_presented(&mut self, stop: &crate::call::Stop) {
+        if let crate::call::Stop::Input(_) = stop {
+            self.input_required = true;
+            self.connect_required = Some(crate::stages::present::asked_to_connect(stop));
         }
     }
 
@@ -326,6 +339,7 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
             let result = Held::of(raw, findings.arguments.is_some());
             vec![draft(rec, findings, Event::Answered { approval, tool_error: findings.tool_error, result: result.attested() }, true)]
         }
+        Answer::Result(_) if let Some(refusal) = &findings.connect_required => vec![draft(rec, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
         Answer::Result(_) if findings.input_required => vec![awaiting(rec, findings, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
