@@ -59,7 +59,7 @@ def client(url: str, mode: str, callback) -> Client:
     return Client(server, mode=mode, elicitation_callback=callback)
 
 
-async def run(url: str, mode: str, tool: str, arguments: dict, elicit: bool) -> tuple[dict, int]:
+async def run(url: str, mode: str, tool: str, arguments: dict, elicit: bool) -> dict:
     elicited: list[dict] = []
 
     async def on_elicit(context, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -80,8 +80,8 @@ async def run(url: str, mode: str, tool: str, arguments: dict, elicit: bool) -> 
                     out["elicitations"] = [wire(x) for x in UrlElicitationRequiredError.from_error(e.error).elicitations]
                 except Exception as why:  # noqa: BLE001 - what the stock SDK cannot read is the finding
                     out["elicitations"] = {"unreadable": f"{type(why).__name__}: {why}"}
-            return out, 0
-        return {"result": wire(result), "elicited": elicited}, 0
+            return out
+        return {"result": wire(result), "elicited": elicited}
 
 
 def main() -> int:
@@ -96,13 +96,13 @@ def main() -> int:
     if not isinstance(arguments, dict):
         p.error("--arguments takes a JSON object")
     try:
-        out, status = anyio.run(run, args.url, args.mode, args.tool, arguments, args.elicit)
+        out = anyio.run(run, args.url, args.mode, args.tool, arguments, args.elicit)
     except Exception as group:  # noqa: BLE001 - reported to the Rust side
         e = leaf(group)
         say({"threw": f"{type(e).__name__}: {e}"})
         return 1
     say(out)
-    return status
+    return 0
 
 
 if __name__ == "__main__":

@@ -58,11 +58,21 @@ impl FromRequestParts<Console> for Signed {
             None => None,
         };
         match id.zip(session) {
+            // A person without a role signed in to connect their accounts:
+            // that screen (and signing out) is all they see.
+            Some((_, session)) if !session::has_a_role(&session.caller) && !for_everyone(parts.uri.path()) => {
+                Err(Redirect::to("/console/connections").into_response())
+            }
             Some((id, session)) => Ok(Signed { id, session }),
             None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
             None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),
         }
     }
+}
+
+/// The screens a signed-in person without a role may use.
+fn for_everyone(path: &str) -> bool {
+    path.starts_with("/console/connect") || path == "/console/signout"
 }
 
 /// A state-changing form from a signed-in person, carrying the session's

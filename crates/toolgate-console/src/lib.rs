@@ -18,6 +18,8 @@
 //! - `operations` — writes by state, reconcile, resolve by hand.
 //! - `notices` — the outbox of approval notices: dead ones, send again.
 //! - `receipts` — the log, one receipt verified, bundles to download.
+//! - `connections` — each person's own accounts at `oauth` servers: the
+//!   consent link, the callback, connect and disconnect.
 //! - `overview` — calls and decisions over time, upstream health, the
 //!   config in force and (for an admin) reloading it.
 //! - `page` — the frame every screen shares.
@@ -26,6 +28,7 @@
 
 mod approvals;
 mod boxes;
+mod connections;
 mod extract;
 mod notices;
 mod operations;
@@ -45,7 +48,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use toolgate_gateway::gateway::Gateway;
 
-use session::{Sessions, may_sign_in};
+use session::{Sessions, has_a_role};
 
 /// The console of one gateway: the gateway it shows and acts on (sessions
 /// are in its ledger), and its sign-in links (in this process only). Cheap to clone: it is
@@ -88,7 +91,7 @@ impl Console {
     pub fn sign_in_link(&self, token: &str) -> anyhow::Result<String> {
         let gw = &self.gw;
         let caller = gw.callers.by_token(token).ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
-        anyhow::ensure!(may_sign_in(&caller), "`{}` has neither the approver nor the admin role", caller.name);
+        anyhow::ensure!(has_a_role(&caller), "`{}` has neither the approver nor the admin role", caller.name);
         Ok(format!("/console/signin?link={}", self.sessions.link(caller, gw.clock.now_ms(), gw.entropy.as_ref())))
     }
 }
@@ -114,6 +117,10 @@ fn routes() -> Router<Console> {
         .route("/console/receipts", get(receipts::list))
         .route("/console/receipts/bundle", get(receipts::bundle))
         .route("/console/receipts/{index}", get(receipts::show))
+        .route("/console/connect", get(connections::connect))
+        .route("/console/connect/callback", get(connections::callback))
+        .route("/console/connections", get(connections::list))
+        .route("/console/connections/disconnect", post(connections::disconnect))
         .route("/console/assets/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
         .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/console/assets/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))

@@ -18,22 +18,25 @@ pub(crate) enum Nav {
     Operations,
     Notices,
     Receipts,
+    Connections,
 }
 
-const SCREENS: [(Nav, &str, &str); 6] = [
+const SCREENS: [(Nav, &str, &str); 7] = [
     (Nav::Overview, "/console", "Overview"),
     (Nav::Approvals, "/console/approvals", "Approvals"),
     (Nav::Authority, "/console/tools", "Authority"),
     (Nav::Operations, "/console/operations", "Operations"),
     (Nav::Notices, "/console/notices", "Notices"),
     (Nav::Receipts, "/console/receipts", "Receipts"),
+    (Nav::Connections, "/console/connections", "Connections"),
 ];
 
 /// A whole page for a signed-in person; `pending` is the badge on Approvals.
 pub(crate) fn page(status: StatusCode, title: &str, session: &Session, active: Nav, pending: usize, body: Markup) -> Response {
     let nav = html! {
         nav aria-label="Screens" {
-            @for (screen, href, name) in SCREENS {
+            // A person without a role sees their connections alone.
+            @for (screen, href, name) in SCREENS.into_iter().filter(|(s, _, _)| *s == Nav::Connections || session.approver() || session.admin()) {
                 a href=(href) aria-current=[(screen == active).then_some("page")] {
                     (name)
                     @if screen == Nav::Approvals { " " span.badge data-pending { (pending) } }

@@ -45,8 +45,15 @@ impl Session {
     }
 }
 
-/// Whether `caller` may use the console at all.
-pub(crate) fn may_sign_in(caller: &Caller) -> bool {
+/// Whether `caller` may use the console at all: an approver or an admin
+/// for every screen; anyone else only where a server acts for each person
+/// with their own account (`mode = "oauth"`), to connect theirs.
+pub(crate) fn may_sign_in(caller: &Caller, connections: bool) -> bool {
+    has_a_role(caller) || connections
+}
+
+/// An approver or an admin: every screen is theirs to see.
+pub(crate) fn has_a_role(caller: &Caller) -> bool {
     caller.has_role(APPROVER_ROLE) || caller.has_role(ADMIN_ROLE)
 }
 
@@ -211,9 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn only_approvers_and_admins_may_sign_in() {
-        assert!(may_sign_in(&caller(&["approver"])) && may_sign_in(&caller(&["admin"])));
-        assert!(!may_sign_in(&caller(&["agent"])) && !may_sign_in(&caller(&[])));
+    fn only_approvers_and_admins_may_sign_in_unless_people_connect_accounts_here() {
+        assert!(may_sign_in(&caller(&["approver"]), false) && may_sign_in(&caller(&["admin"]), false));
+        assert!(!may_sign_in(&caller(&["agent"]), false) && !may_sign_in(&caller(&[]), false));
+        assert!(may_sign_in(&caller(&[]), true), "a person connects their own account");
     }
 
     #[test]

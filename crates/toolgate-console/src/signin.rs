@@ -20,6 +20,12 @@ use crate::session::{self, COOKIE, FORM_COOKIE, may_sign_in, set_cookie};
 #[derive(Deserialize)]
 pub(crate) struct LinkQuery {
     link: Option<String>,
+    next: Option<String>,
+}
+
+/// Where to go after signing in: a console path only (never another site).
+fn next_of(next: Option<&str>) -> Option<&str> {
+    next.filter(|n| n.starts_with("/console/") && !n.starts_with("//") && !n.contains('\\') && !n.chars().any(char::is_control))
 }
 
 /// The sign-in form: a bearer token, or the one-time link's button.
@@ -28,11 +34,16 @@ pub(crate) async fn form(State(gw): State<Arc<Gateway>>, Query(q): Query<LinkQue
     let body = html! {
         form.card method="post" action="/console/signin" {
             input type="hidden" name="form" value=(form_token);
+            @if let Some(next) = next_of(q.next.as_deref()) { input type="hidden" name="next" value=(next); }
             @if let Some(link) = &q.link {
                 input type="hidden" name="link" value=(link);
                 p { "This one-time link signs you in once. It expires ten minutes after it was made." }
             } @else {
-                p { "Sign in with your toolgate bearer token. Only approvers and admins may use the console; the token is exchanged once for a session and not kept in the browser." }
+                @if q.next.as_deref().is_some_and(|n| n.starts_with("/console/connect")) {
+                    p { "Sign in as yourself with your toolgate bearer token to connect your account. The token is exchanged once for a session and not kept in the browser." }
+                } @else {
+                    p { "Sign in with your toolgate bearer token. Only approvers and admins may use the console; the token is exchanged once for a session and not kept in the browser." }
+                }
                 label for="token" { "Token" }
                 input #token type="password" name="token" autocomplete="off" required autofocus;
             }
@@ -51,6 +62,7 @@ pub(crate) async fn form(State(gw): State<Arc<Gateway>>, Query(q): Query<LinkQue
 pub(crate) struct SignIn {
     token: Option<String>,
     link: Option<String>,
+    next: Option<String>,
 }
 
 /// Exchanges a token (or a link) for a session cookie.
@@ -69,7 +81,7 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
         },
         _ => return refused(StatusCode::BAD_REQUEST, "Give your bearer token to sign in."),
     };
-    if !may_sign_in(&caller) {
+    if !may_sign_in(&caller, !crate::connections::oauth_servers(gw).is_empty()) {
         return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
     }
     let ttl_ms = ((gw.config().console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
@@ -82,8 +94,13 @@ pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignIn
         }
     };
     tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
-    let to = if session.approver() { "/console/approvals" } else { "/console" };
-    let mut r = Redirect::to(to).into_response();
+    let to = match next_of(f.next.as_deref()) {
+        Some(next) => next.to_string(),
+        None if session.approver() => "/console/approvals".into(),
+        None if session.admin() => "/console".into(),
+        None => "/console/connections".into(),
+    };
+    let mut r = Redirect::to(&to).into_response();
     for value in [set_cookie(gw, COOKIE, &id, ttl_s), set_cookie(gw, FORM_COOKIE, "", 0)] {
         if let Ok(v) = HeaderValue::from_str(&value) {
             r.headers_mut().append(header::SET_COOKIE, v);
