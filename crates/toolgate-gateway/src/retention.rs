@@ -42,6 +42,10 @@ pub(crate) fn spawn(ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, ttl_ms: u64,
             if let Err(e) = ledger.prune_notices(before).await {
                 tracing::error!(target: "toolgate::retention", error = %e, "cannot prune delivered notices; will retry");
             }
+            // Authorizations begun and never finished (`mode = "oauth"`): dead once expired.
+            if let Err(e) = ledger.prune_oauth_states(clock.now_ms()).await {
+                tracing::error!(target: "toolgate::retention", error = %e, "cannot prune unfinished authorizations; will retry");
+            }
         }
     });
 }

@@ -98,7 +98,8 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     let mut boxes = BTreeMap::new();
     let mut text = header(listen, &taken);
     for (file, _, server) in &taken {
-        let (section, grants) = section(out, file.as_deref(), server, &mut asked)?;
+        let oauth = asks_each_person(server).await;
+        let (section, grants) = section(out, file.as_deref(), server, oauth, &mut asked)?;
         text.push_str(&section);
         boxes.extend(grants.map(|g| (server.name.clone(), g)));
     }
@@ -155,7 +156,7 @@ pub(crate) use toolgate_core::audit::toml_string as quoted;
 /// One server's `[servers.NAME]`, its secrets written to `out/secrets/`,
 /// and for a stdio server its box (`[servers.NAME.sandbox]`), whose grants
 /// it returns to be shown.
-fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<String>) -> anyhow::Result<(String, Option<Grants>)> {
+fn section(out: &Path, file: Option<&Path>, server: &Imported, oauth: bool, asked: &mut Vec<String>) -> anyhow::Result<(String, Option<Grants>)> {
     let from = file.map_or_else(|| "named to `toolgate init`".to_string(), |f| format!("from {}", f.display()));
     let mut text = format!("# `{}` {}\n[servers.{}]\n", one_line(&server.original), one_line(&from), quoted(&server.name));
     let mut files = BTreeSet::new();
@@ -178,10 +179,29 @@ fn section(out: &Path, file: Option<&Path>, server: &Imported, asked: &mut Vec<S
             let _ = writeln!(text, "url = {}", quoted(url));
             text.push_str(&references(out, server, headers, "headers", &mut files, asked)?);
             text.push_str(&references(out, server, query, "query", &mut files, asked)?);
+            if oauth {
+                text.push_str("# It signs each person in with OAuth (its 401 names its authorization server): each person connects\n");
+                text.push_str("# their own account once, at the console's Connections page, after an admin connects the gateway's own.\n");
+                let _ = writeln!(text, "[servers.{}.identity]\nmode = \"oauth\"", quoted(&server.name));
+            }
         }
     }
     text.push('\n');
     Ok((text, boxed))
+}
+
+/// Whether a remote server signs each person in with OAuth: it sends no
+/// credential of its own from the client's config, and an unauthenticated
+/// request gets a 401 naming its protected resource metadata (RFC 9728),
+/// which names an authorization server that answers. Such a server is
+/// imported as `mode = "oauth"`: each person reaches it as themselves.
+async fn asks_each_person(server: &Imported) -> bool {
+    let Reach::Http { url, headers, .. } = &server.reach else { return false };
+    if headers.keys().any(|h| h.eq_ignore_ascii_case("authorization")) {
+        return false;
+    }
+    let Ok(http) = reqwest::Client::builder().timeout(Duration::from_secs(5)).redirect(reqwest::redirect::Policy::none()).build() else { return false };
+    toolgate_gateway::identity::oauth_client::discover(&http, url).await.is_ok()
 }
 
 /// `PREFIX_file = { … }` and `PREFIX_env = { … }` for one server's values,
@@ -400,11 +420,11 @@ mod tests {
         std::fs::create_dir(out.path().join("secrets")).unwrap();
         let env = [("API_KEY", "first-value"), ("api-key", "second-value")].map(|(k, v)| (k.to_string(), Source::Secret(v.to_string()))).into_iter().collect();
         let server = Imported { original: "s".into(), name: "s".into(), reach: Reach::Stdio { command: "x".into(), args: Vec::new(), env } };
-        let (text, grants) = section(out.path(), None, &server, &mut Vec::new()).unwrap();
+        let (text, grants) = section(out.path(), None, &server, false, &mut Vec::new()).unwrap();
         assert!(grants.is_some() && text.contains("[servers.\"s\".sandbox]") && text.parse::<toml::Table>().is_ok(), "a stdio server gets its box: {text}");
         assert!(!text.contains("first-value") && !text.contains("second-value"), "{text}");
         let odd = Imported { original: "a\r\nb".into(), name: "a-b".into(), reach: Reach::Http { url: "http://h/mcp".into(), headers: Default::default(), query: Default::default() } };
-        let (text, grants) = section(out.path(), None, &odd, &mut Vec::new()).unwrap();
+        let (text, grants) = section(out.path(), None, &odd, false, &mut Vec::new()).unwrap();
         assert!(grants.is_none() && !text.contains("sandbox"), "an HTTP server takes no box: {text}");
         assert!(text.parse::<toml::Table>().is_ok() && text.starts_with("# `a  b`"), "a name's CR and LF stay inside its comment: {text}");
         let read = |name: &str| std::fs::read_to_string(out.path().join("secrets").join(name)).unwrap();

@@ -119,6 +119,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         }
         crate::doctor_sandbox::server(&upstream, &report);
         identity(&gw, &config, &upstream.name, upstream.listing().is_some(), &report);
+        connections(&gw, &config, &upstream.name, &report).await;
     }
     for (name, why) in &catalog.ambiguous {
         report.fail(&format!("tool {name}"), why, "rename it upstream, or set namespace = true for its server");
@@ -150,7 +151,49 @@ fn identity(gw: &Gateway, config: &Config, server: &str, listed: bool, report: &
             let endpoint = s.identity.token_endpoint.as_deref().unwrap_or_default();
             report.ok(&what, &format!("each call carries a token exchanged for its person at {} (aud {audience}); its assertions: {jwks}{own}", visible(endpoint)));
         }
-        IdentityMode::Oauth => report.warn(&what, "mode = \"oauth\" is not in this build"),
+        IdentityMode::Oauth => {
+            let resource = s.identity.resource.as_deref().or(s.url.as_deref()).unwrap_or_default();
+            report.ok(&what, &format!("each call carries its person's own token at {} (each person connects once at {}/console/connections){own}", visible(resource), config.public_url()));
+        }
+    }
+}
+
+/// For an `oauth` server: the gateway's own account, and the people's
+/// grants that are failing (they do not open here, or ended with nothing to
+/// refresh them) or end within ten minutes with nothing to refresh them.
+async fn connections(gw: &Gateway, config: &Config, server: &str, report: &Report) {
+    let (Some(s), Some(grants)) = (config.servers.get(server), gw.identities.connections()) else { return };
+    if s.identity.mode != IdentityMode::Oauth {
+        return;
+    }
+    let what = format!("connections {server}");
+    let rows = match gw.ledger.connections(None).await {
+        Ok(rows) => rows.into_iter().filter(|c| c.server == server).collect::<Vec<_>>(),
+        Err(e) => return report.warn(&what, &format!("the ledger did not answer: {e}")),
+    };
+    let now = gw.clock.now_ms();
+    let own = toolgate_gateway::identity::gateway_caller(config);
+    let (mine, people): (Vec<_>, Vec<_>) = rows.iter().partition(|c| c.tenant == own.tenant && c.subject == own.subject);
+    if mine.is_empty() {
+        report.warn(&what, &format!("the gateway has no account of its own there, so the server's tools are not listed: an admin connects one at {}/console/connections", config.public_url()));
+    }
+    let mut failing = Vec::new();
+    for c in mine.iter().chain(people.iter()) {
+        let who = if c.tenant == own.tenant && c.subject == own.subject { "the gateway's own".to_string() } else { format!("{} ({})", visible(&c.subject), visible(&c.tenant)) };
+        match grants.refreshable(config, c, gw.entropy.as_ref()) {
+            Err(why) => failing.push(format!("{who}: {why}")),
+            Ok(false) if c.expires_ms <= now => failing.push(format!("{who}: its token ended and it has no refresh token (they connect again)")),
+            Ok(false) if c.expires_ms - now < 600_000 => failing.push(format!("{who}: its token ends in {} s with no refresh token (they connect again then)", (c.expires_ms - now) / 1000)),
+            Ok(_) => {}
+        }
+    }
+    if failing.is_empty() {
+        report.ok(&what, &format!("{} {} connected; none failing or about to end", people.len(), if people.len() == 1 { "person" } else { "people" }));
+    } else {
+        report.warn(&what, &format!("{} of {} failing or about to end", failing.len(), rows.len()));
+        for f in failing {
+            report.more(&f);
+        }
     }
 }
 

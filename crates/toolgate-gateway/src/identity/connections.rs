@@ -366,6 +366,13 @@ impl Connections {
         }
     }
 
+    /// Whether a kept grant (`row`) can be refreshed when its token ends: it
+    /// holds a refresh token. An error: it does not open here (another key).
+    pub fn refreshable(&self, config: &Config, row: &Connection, entropy: &dyn Entropy) -> Result<bool, String> {
+        let vault = self.vault(&Place::of(config), entropy)?;
+        Ok(self.open(&vault, row)?.tokens.refresh_token.is_some())
+    }
+
     /// Ends `of`'s grant: revoked at its server (refresh token first, which
     /// ends the grant; then the access token), and deleted. Returns whether
     /// there was one, and what the revocation said if it failed (the grant
