@@ -75,6 +75,10 @@ pub struct IdentityConfig {
     pub ttl_ms: Option<u64>,
     /// exchange: the token endpoint (RFC 8693).
     pub token_endpoint: Option<String>,
+    /// oauth: the server's authorization server (its issuer), for a server
+    /// that publishes no protected resource metadata (RFC 9728). Default:
+    /// the one the server's metadata names.
+    pub authorization_server: Option<String>,
     /// exchange: the gateway's client id at the token endpoint. oauth: a
     /// client registered by hand at the server's authorization server
     /// (default: dynamic registration).
@@ -102,6 +106,7 @@ struct Written {
     audience: Option<String>,
     ttl_ms: Option<u64>,
     token_endpoint: Option<String>,
+    authorization_server: Option<String>,
     client_id: Option<String>,
     client_secret_env: Option<String>,
     client_secret_file: Option<PathBuf>,
@@ -134,6 +139,7 @@ impl<'de> Deserialize<'de> for IdentityConfig {
             audience: w.audience,
             ttl_ms: w.ttl_ms,
             token_endpoint: w.token_endpoint,
+            authorization_server: w.authorization_server,
             client_id: w.client_id,
             client_secret_env: w.client_secret_env,
             client_secret_file: w.client_secret_file,
@@ -172,6 +178,7 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
         ("scope", identity.scope.is_some()),
     ];
     let assertion_keys = [("header", identity.header.is_some()), ("ttl_ms", identity.ttl_ms.is_some())];
+    let oauth_keys = [("authorization_server", identity.authorization_server.is_some())];
     let stray = |keys: &[(&str, bool)], mode: &str, out: &mut Vec<String>| {
         for (key, set) in keys {
             if *set {
@@ -182,6 +189,7 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
     let sends_authorization = || headers.iter().any(|h| h.eq_ignore_ascii_case("authorization"));
     match identity.mode {
         IdentityMode::Shared => {
+            stray(&oauth_keys, "oauth", &mut out);
             stray(&exchange_keys, "exchange", &mut out);
             stray(&assertion_keys, "assertion", &mut out);
             if identity.audience.is_some() {
@@ -189,6 +197,7 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
             }
         }
         IdentityMode::Assertion => {
+            stray(&oauth_keys, "oauth", &mut out);
             stray(&exchange_keys, "exchange", &mut out);
             let header = identity.header();
             let valid = axum::http::HeaderName::from_bytes(header.as_bytes()).is_ok();
@@ -203,6 +212,7 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
             }
         }
         IdentityMode::Exchange => {
+            stray(&oauth_keys, "oauth", &mut out);
             stray(&assertion_keys, "assertion", &mut out);
             match identity.token_endpoint.as_deref() {
                 None => out.push(format!("{at}: mode = \"exchange\" needs `token_endpoint`, the RFC 8693 token endpoint to exchange at")),
@@ -225,7 +235,12 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
         IdentityMode::Oauth => {
             stray(&assertion_keys, "assertion", &mut out);
             if identity.token_endpoint.is_some() {
-                out.push(format!("{at}.token_endpoint applies to mode = \"exchange\" only; oauth finds the server's authorization server from its metadata (remove it)"));
+                out.push(format!("{at}.token_endpoint applies to mode = \"exchange\" only; oauth finds the server's authorization server from its metadata, or `authorization_server` (remove it)"));
+            }
+            if let Some(u) = &identity.authorization_server
+                && !(u.starts_with("https://") || u.starts_with("http://"))
+            {
+                out.push(format!("{at}.authorization_server must be the issuer's https:// URL"));
             }
             if identity.client_secret_env.is_some() && identity.client_secret_file.is_some() {
                 out.push(format!("{at}: give `client_secret_env` or `client_secret_file`, not both"));

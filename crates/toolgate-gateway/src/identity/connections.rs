@@ -205,7 +205,10 @@ impl Connections {
         if let Some(k) = lock(&self.known).get(server).filter(|k| k.url == url) {
             return Ok(k.clone());
         }
-        let mut discovered = oauth_client::discover(&self.http, &url).await?;
+        let mut discovered = match &s.identity.authorization_server {
+            Some(issuer) => oauth_client::authorization_server(&self.http, issuer, s.identity.resource.as_deref().unwrap_or(&url)).await?,
+            None => oauth_client::discover(&self.http, &url).await?,
+        };
         if let Some(scope) = &s.identity.scope {
             discovered.scopes = scope.split_whitespace().map(String::from).collect();
         }

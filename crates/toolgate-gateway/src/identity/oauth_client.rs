@@ -100,6 +100,15 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
     Ok(Discovered { resource: resource.resource, scopes, ..server_meta })
 }
 
+/// What a server that publishes no metadata of its own is configured with:
+/// its authorization server (`issuer`), whose metadata is read, and the
+/// `resource` tokens are asked for.
+pub async fn authorization_server(http: &reqwest::Client, issuer: &str, resource: &str) -> Result<Discovered, String> {
+    let urls = server_metadata_urls(&secure_url(issuer, "the authorization server")?);
+    let server_meta = server_metadata(issuer, &first_json(http, &urls, "the authorization server's metadata").await?)?;
+    Ok(Discovered { resource: resource.to_string(), scopes: Vec::new(), ..server_meta })
+}
+
 /// The server's `Bearer` challenge to an unauthenticated `initialize`, if it
 /// answered 401 with one.
 async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challenge>, String> {
