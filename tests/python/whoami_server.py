@@ -34,6 +34,15 @@ Assertion (toolgate's `assertion` mode; the spec is /tmp/tg/identity-spec.md):
   refused: expired", "... wrong audience ..."); with --require-assertion every
   HTTP request without a valid one gets 401 with the reason instead.
 
+A person's own process (toolgate's `identity.env`, the GitHub server's way):
+
+    whoami_server.py stdio --issuer URL --token-env VAR --resource URI
+
+  Reads the access token from the environment variable VAR (set when the
+  process starts), verified as in OAuth mode with aud = URI, at each call:
+  `whoami` returns {"sub", "act", "pid"} — the pid tells one person's process
+  from another's.
+
 Prints `listening on http://127.0.0.1:PORT/mcp` on stdout once it serves (stdio:
 nothing); exits when stdin closes or on SIGTERM.
 """
@@ -64,6 +73,7 @@ class WhoAmI(TypedDict):
     sub: str
     act: dict[str, Any] | None
     tenant: NotRequired[str | None]
+    pid: NotRequired[int]
 
 
 class Refused(Exception):
@@ -136,6 +146,21 @@ def refused(why: str) -> CallToolResult:
 
 
 def build(args: argparse.Namespace, url: str) -> MCPServer:
+    if args.token_env:
+        verifier = JwtVerifier(args.issuer, args.resource)
+        server = MCPServer("whoami", log_level="WARNING")
+
+        @server.tool(description="As whom this process runs: the sub of the access token in its environment.")
+        async def whoami(ctx: Context) -> Annotated[CallToolResult, WhoAmI]:
+            token = os.environ.get(args.token_env, "")
+            checked = await verifier.verify_token(token) if token else None
+            if checked is None:
+                return CallToolResult(content=[TextContent(type="text", text=f"access token refused (from ${args.token_env})")], is_error=True)
+            claims = checked.claims or {}
+            return result({"sub": claims["sub"], "act": claims.get("act"), "pid": os.getpid()})
+
+        return server
+
     if args.assertion_jwks:
         keys = jwt.PyJWKClient(args.assertion_jwks, lifespan=60)
         audience = args.audience or url
@@ -221,12 +246,16 @@ def main() -> int:
     p.add_argument("--audience", help="assertion mode: the expected aud (default: this server's URL)")
     p.add_argument("--header", default="X-Toolgate-Identity", help="assertion mode: the header it comes in")
     p.add_argument("--require-assertion", action="store_true", help="assertion mode: 401 on every request without one")
+    p.add_argument("--token-env", help="stdio, a person's own process: the variable the access token is in (with --issuer, --resource)")
     args = p.parse_args()
     if bool(args.assertion_jwks) == bool(args.issuer) or bool(args.assertion_jwks) != bool(args.assertion_issuer):
         p.error("give either --issuer (OAuth) or --assertion-jwks with --assertion-issuer (assertion)")
     if args.transport == "stdio":
-        if not (args.assertion_jwks and args.audience):
-            p.error("stdio serves assertion mode only, and needs --audience")
+        if args.token_env:
+            if not (args.issuer and args.resource):
+                p.error("--token-env needs --issuer and --resource")
+        elif not (args.assertion_jwks and args.audience):
+            p.error("stdio serves assertion mode (with --audience) or a token from --token-env")
         build(args, "").run("stdio")  # stdin closing ends it
         return 0
 

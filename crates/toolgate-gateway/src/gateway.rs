@@ -70,7 +70,10 @@ pub struct Gateway {
     /// The credentials a call carries for its person (`[servers.NAME.identity]`)
     /// and the keys that verify the gateway's assertions.
     pub identities: Arc<crate::identity::Identities>,
-    cancel: CancellationToken,
+    /// People's own processes of stdio servers reached with their token
+    /// (`identity.env`).
+    pub personal: Arc<crate::personal::Personal>,
+    pub(crate) cancel: CancellationToken,
     /// Cancelled when shutdown begins: long-lived streams end so the server
     /// can drain. Also cancelled by `stop`.
     draining: CancellationToken,
@@ -144,7 +147,9 @@ impl Gateway {
         // After the state dir's keys exist: they are credentials too.
         let held = crate::withheld::matcher(&config);
         let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
-        Ok(Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, identities, cancel, draining }))
+        let gw = Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, identities, personal: Default::default(), cancel, draining });
+        crate::personal::spawn_reaper(Arc::downgrade(&gw), gw.cancel.child_token());
+        Ok(gw)
     }
 
     /// Waits until every upstream has listed its tools, or `within` passes.

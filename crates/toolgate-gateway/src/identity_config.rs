@@ -93,6 +93,16 @@ pub struct IdentityConfig {
     /// exchange, oauth: the `scope` to ask for (oauth default: the scopes
     /// the server's metadata names).
     pub scope: Option<String>,
+    /// exchange, oauth, for a stdio server: the environment variable the
+    /// person's token goes in. Each person gets a process of their own
+    /// (`GITHUB_PERSONAL_ACCESS_TOKEN`, say).
+    pub env: Option<String>,
+    /// With `env`: how many people's processes run at once (default 8); past
+    /// it the least recently used goes.
+    pub pool: Option<usize>,
+    /// With `env`: a person's process unused this long is stopped (default
+    /// 600000, ten minutes).
+    pub idle_ms: Option<u64>,
 }
 
 /// The config as written: `mode` is read as text first, so a mode that
@@ -112,6 +122,9 @@ struct Written {
     client_secret_file: Option<PathBuf>,
     resource: Option<String>,
     scope: Option<String>,
+    env: Option<String>,
+    pool: Option<usize>,
+    idle_ms: Option<u64>,
 }
 
 /// The words that ask for the caller's own token to go upstream.
@@ -145,6 +158,9 @@ impl<'de> Deserialize<'de> for IdentityConfig {
             client_secret_file: w.client_secret_file,
             resource: w.resource,
             scope: w.scope,
+            env: w.env,
+            pool: w.pool,
+            idle_ms: w.idle_ms,
         })
     }
 }
@@ -161,6 +177,16 @@ impl IdentityConfig {
     /// An assertion's lifetime.
     pub fn ttl_ms(&self) -> u64 {
         self.ttl_ms.unwrap_or(MAX_ASSERTION_TTL_MS)
+    }
+
+    /// How many people's processes run at once (`env`).
+    pub fn pool(&self) -> usize {
+        self.pool.unwrap_or(8)
+    }
+
+    /// How long a person's process may sit unused (`env`).
+    pub fn idle_ms(&self) -> u64 {
+        self.idle_ms.unwrap_or(600_000)
     }
 }
 
@@ -179,6 +205,7 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
     ];
     let assertion_keys = [("header", identity.header.is_some()), ("ttl_ms", identity.ttl_ms.is_some())];
     let oauth_keys = [("authorization_server", identity.authorization_server.is_some())];
+    let personal_keys = [("env", identity.env.is_some()), ("pool", identity.pool.is_some()), ("idle_ms", identity.idle_ms.is_some())];
     let stray = |keys: &[(&str, bool)], mode: &str, out: &mut Vec<String>| {
         for (key, set) in keys {
             if *set {
@@ -186,6 +213,26 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
             }
         }
     };
+    match (identity.mode, url, identity.env.as_deref()) {
+        (IdentityMode::Exchange | IdentityMode::Oauth, _, Some(var)) if !(var.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) => {
+            out.push(format!("{at}.env `{var}` is not an environment variable's name (letters, digits, `_`)"))
+        }
+        (IdentityMode::Exchange | IdentityMode::Oauth, Some(_), Some(_)) => {
+            out.push(format!("{at}.env is for a stdio server (`command`); an HTTP server gets the person's token in `Authorization` (remove it)"))
+        }
+        (IdentityMode::Exchange | IdentityMode::Oauth, None, None) => out.push(format!(
+            "{at}: a stdio server gets the person's token in its environment: set `env` to the variable it reads (each person then gets a process of their own)"
+        )),
+        (IdentityMode::Exchange | IdentityMode::Oauth, None, Some(_)) => {
+            if identity.pool() == 0 || identity.pool() > 256 {
+                out.push(format!("{at}.pool must be between 1 and 256 processes"));
+            }
+            if identity.idle_ms() < 10_000 {
+                out.push(format!("{at}.idle_ms must be at least 10000"));
+            }
+        }
+        _ => stray(&personal_keys, "exchange\" or \"oauth", &mut out),
+    }
     let sends_authorization = || headers.iter().any(|h| h.eq_ignore_ascii_case("authorization"));
     match identity.mode {
         IdentityMode::Shared => {
@@ -225,9 +272,6 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
             if identity.client_secret_env.is_some() && identity.client_secret_file.is_some() {
                 out.push(format!("{at}: give `client_secret_env` or `client_secret_file`, not both"));
             }
-            if url.is_none() {
-                out.push(format!("{at}: mode = \"exchange\" sends the person's token in `Authorization`, which a stdio server has not (use mode = \"assertion\", which rides in `_meta`)"));
-            }
             if sends_authorization() {
                 out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the exchanged token goes there)"));
             }
@@ -251,8 +295,8 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
             if identity.audience.is_some() {
                 out.push(format!("{at}.audience applies to modes assertion and exchange; an oauth token is for the `resource` (remove it)"));
             }
-            if url.is_none() {
-                out.push(format!("{at}: mode = \"oauth\" sends the person's token in `Authorization`, which a stdio server has not"));
+            if url.is_none() && identity.authorization_server.is_none() {
+                out.push(format!("{at}: a stdio server publishes no metadata to find its authorization server by: set `authorization_server` (its issuer)"));
             }
             if sends_authorization() {
                 out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the person's token goes there)"));
@@ -290,12 +334,17 @@ mod tests {
         assert!(problems("t", &clash, Some("http://t/mcp"), &["X-Toolgate-Identity"]).iter().any(|m| m.contains("also among")));
         let e = parse("mode = \"exchange\"").unwrap();
         let p = problems("t", &e, None, &[]);
-        assert!(p.iter().any(|m| m.contains("needs `token_endpoint`")) && p.iter().any(|m| m.contains("needs `client_id`")) && p.iter().any(|m| m.contains("stdio")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("needs `token_endpoint`")) && p.iter().any(|m| m.contains("needs `client_id`")) && p.iter().any(|m| m.contains("set `env`")), "{p:?}");
         let e = parse("mode = \"exchange\"\ntoken_endpoint = \"https://as/token\"\nclient_id = \"gw\"").unwrap();
         assert!(problems("t", &e, Some("http://t/mcp"), &[]).is_empty());
         assert!(problems("t", &e, Some("http://t/mcp"), &["authorization"])[0].contains("`Authorization` header"));
         assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), Some("http://t"), &[]).is_empty());
-        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), None, &[])[0].contains("stdio server"));
+        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), None, &[]).iter().any(|m| m.contains("set `env`")));
+        let personal = parse("mode = \"oauth\"\nenv = \"GITHUB_TOKEN\"\nauthorization_server = \"https://as\"").unwrap();
+        assert!(problems("t", &personal, None, &[]).is_empty(), "{:?}", problems("t", &personal, None, &[]));
+        assert!(problems("t", &personal, Some("http://t"), &[])[0].contains("for a stdio server"));
+        assert!(problems("t", &parse("mode = \"exchange\"\nenv = \"1X\"\ntoken_endpoint = \"https://x\"\nclient_id = \"c\"").unwrap(), None, &[])[0].contains("not an environment variable"));
+        assert!(problems("t", &parse("env = \"X\"").unwrap(), None, &[])[0].contains("env applies to mode"));
         let o = parse("mode = \"oauth\"\ntoken_endpoint = \"https://as/token\"\nclient_secret_env = \"S\"").unwrap();
         let p = problems("t", &o, Some("http://t"), &["Authorization"]);
         assert!(p.iter().any(|m| m.contains("token_endpoint applies")) && p.iter().any(|m| m.contains("needs the `client_id`")) && p.iter().any(|m| m.contains("`Authorization` header")), "{p:?}");

@@ -29,6 +29,7 @@ pub mod config;
 mod sandbox_config;
 mod identity_config;
 pub mod identity;
+pub mod personal;
 pub mod boxes;
 pub mod callers;
 pub mod seal;

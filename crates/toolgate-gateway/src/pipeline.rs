@@ -137,7 +137,9 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         let presented = step!('call, presented.inspect_err(|stop| f.not_presented(stop)));
         f.presented(&presented);
         // 8. … dispatch: the upstream, under its deadline
-        let upstream = live.upstream(&tool.server).map(|u| u.as_ref());
+        // (a stdio server reached with each person's token: their own process)
+        let personal = step!('call, personal(gw, config, &tool.server, cx, &presented, &proposal).await);
+        let upstream = personal.as_deref().or(live.upstream(&tool.server).map(|u| u.as_ref()));
         let input = present::upstream_input(&gate.input);
         let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented).instrument(obs.stage("dispatch"));
         let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
@@ -181,6 +183,19 @@ fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Contex
     let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation));
     obs.decided(tool, &decision, policy.version());
     decision
+}
+
+/// The person's own process of `server`, where its calls carry their token
+/// in its environment (`identity.env`); a process that cannot be started
+/// refuses the call before anything is sent.
+async fn personal(gw: &Gateway, config: &Config, server: &str, cx: &Context, presented: &Presented, proposal: &toolgate_core::Proposal) -> Result<Option<std::sync::Arc<crate::upstream::Upstream>>, Stop> {
+    let Some((var, token)) = &presented.env else { return Ok(None) };
+    gw.personal.upstream(config, server, &cx.caller, (var, token), gw.clock.now_ms(), &gw.cancel).await.map(Some).map_err(|why| {
+        Stop::Refused(
+            toolgate_core::Refusal::new(toolgate_core::Verdict::Allow, toolgate_core::Reason::UpstreamUnavailable, toolgate_core::Action::Retry, format!("{why}; nothing was run: retry later"))
+                .with_proposal(&proposal.sha256),
+        )
+    })
 }
 
 /// What approve reads and writes for a call decided under `policy`.

@@ -29,6 +29,8 @@ const JANE: &str = "jane-token-0123456789abcdef";
 const OMAR: &str = "omar-token-0123456789abcdef";
 const ISSUER: &str = "toolgate.identity.test/log";
 const CLIENT_SECRET: &str = "toolgate-secret";
+/// The resource of the stdio server each person runs their own process of.
+const PERSONAL: &str = "http://personal.identity.test/mcp";
 
 /// The venv's Python by its own path (its symlink is what makes it the venv's).
 fn python() -> PathBuf {
@@ -133,6 +135,23 @@ client_secret_env = "TG_EXCHANGE_SECRET"
 audience = "{oauth_who}"
 resource = "{oauth_who}"
 
+[servers.personal]
+command = {python}
+args = {personal_args}
+sandbox = "off"
+[servers.personal.identity]
+mode = "exchange"
+env = "WHO_TOKEN"
+pool = 2
+token_endpoint = "{provider}/token"
+client_id = "toolgate"
+client_secret_env = "TG_EXCHANGE_SECRET"
+audience = "{PERSONAL}"
+resource = "{PERSONAL}"
+
+[registry."personal__whoami"]
+class = "automatic"
+read_only = true
 [registry."who__whoami"]
 class = "automatic"
 read_only = true
@@ -161,6 +180,7 @@ tenant = "atlas"
 "#,
         python = json!(python().display().to_string()),
         stdio_args = json!(stdio_args),
+        personal_args = json!([workspace().join("tests/python/whoami_server.py").display().to_string().as_str(), "stdio", "--issuer", provider, "--token-env", "WHO_TOKEN", "--resource", PERSONAL]),
     )
 }
 
@@ -192,6 +212,7 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
     assert_eq!((&key["kty"], &key["crv"], &key["alg"]), (&json!("OKP"), &json!("Ed25519"), &json!("EdDSA")), "{published}");
     assert!(key.get("d").is_none(), "{published}");
 
+    let mut personal_pids = Vec::new();
     for era in ["legacy", "2026-07-28"] {
         // An assertion over HTTP: two people, two identities; the agent is the actor.
         let ask = json!([{"tool": "who__whoami", "arguments": {}}]);
@@ -222,7 +243,21 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
         assert_eq!(structured(&exchanged[0])["act"]["sub"], "jane", "{exchanged:?}");
         let exchanged = calls(&gateway.url, era, OMAR, &json!([{"tool": "exchanged__whoami", "arguments": {}}]));
         assert_eq!(structured(&exchanged[0])["sub"], "tech-omar", "{exchanged:?}");
+
+        // A stdio server that reads the token from its environment: each
+        // person gets a process of their own, started with their token;
+        // the same person's next call finds theirs.
+        let ask = json!([{"tool": "personal__whoami", "arguments": {}}, {"tool": "personal__whoami", "arguments": {}}]);
+        let jane = calls(&gateway.url, era, JANE, &ask);
+        let omar = calls(&gateway.url, era, OMAR, &ask);
+        assert_eq!((&structured(&jane[0])["sub"], &structured(&omar[0])["sub"]), (&json!("tech-jane"), &json!("tech-omar")), "{era}: {jane:?} {omar:?}");
+        assert_eq!(structured(&jane[0])["act"]["sub"], "jane", "{jane:?}");
+        assert_eq!(structured(&jane[0])["pid"], structured(&jane[1])["pid"], "one process per person: {jane:?}");
+        assert_ne!(structured(&jane[0])["pid"], structured(&omar[0])["pid"], "two people, two processes: {jane:?} {omar:?}");
+        personal_pids.push(structured(&jane[0])["pid"].clone());
     }
+    // Across the eras jane kept her one process (the pool holds two).
+    assert_eq!(personal_pids[0], personal_pids[1], "{personal_pids:?}");
 
     // An expired assertion, signed with the gateway's own key, is refused
     // by the server: PyJWT checks `exp` against the published key.

@@ -201,7 +201,8 @@ impl Connections {
     /// found once (and again after the server's URL changed).
     async fn known(&self, config: &Config, place: &Place, server: &str) -> Result<Known, String> {
         let s = config.servers.get(server).filter(|s| s.identity.mode == IdentityMode::Oauth).ok_or_else(|| format!("`{server}` is not a server connected through OAuth here"))?;
-        let url = s.url.clone().ok_or_else(|| format!("`{server}` has no url"))?;
+        // A stdio server has no URL: its `resource`, else its name, stands for it.
+        let url = s.url.clone().or_else(|| s.identity.resource.clone()).unwrap_or_else(|| server.to_string());
         if let Some(k) = lock(&self.known).get(server).filter(|k| k.url == url) {
             return Ok(k.clone());
         }

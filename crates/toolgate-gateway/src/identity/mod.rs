@@ -78,6 +78,9 @@ pub struct Presented {
     pub headers: Vec<(String, String)>,
     /// `_meta` members for a stdio server.
     pub meta: Option<(&'static str, String)>,
+    /// For a stdio server with `identity.env`: the variable and the
+    /// person's token, which the call's process of their own is started with.
+    pub env: Option<(String, Arc<str>)>,
     /// What the receipt records.
     pub identity: UpstreamIdentity,
     /// The credential made for the person (an assertion, a token), by the
@@ -88,7 +91,7 @@ pub struct Presented {
 impl Presented {
     /// The configured credential, for everyone.
     pub fn shared() -> Self {
-        Self { headers: Vec::new(), meta: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None }, secret: None }
+        Self { headers: Vec::new(), meta: None, env: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None }, secret: None }
     }
 }
 
@@ -131,16 +134,18 @@ impl Identities {
     /// The gateway's own credential at `server`, for the requests it makes
     /// itself (the handshake, the lists): where each person's call carries
     /// theirs, the gateway reads the contract as itself — an assertion, or
-    /// an exchanged token, whose `sub` is the gateway's issuer. `None` for a
-    /// shared server (its configured credential serves) and a stdio one.
+    /// an exchanged token, whose `sub` is the gateway's issuer (for a stdio
+    /// server with `identity.env`, in that variable of its process). `None`
+    /// for a shared server (its configured credential serves) and a stdio
+    /// one whose calls carry the person in `_meta`.
     pub fn own_credential(self: &Arc<Self>, config: &Config, server: &str, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Option<OwnCredential> {
         let s = config.servers.get(server)?.clone();
-        if s.url.is_none() || s.identity.mode == IdentityMode::Shared {
-            return None;
-        }
-        let header = match s.identity.mode {
-            IdentityMode::Assertion => s.identity.header().to_string(),
-            _ => "Authorization".to_string(),
+        let header = match (s.identity.mode, &s.url, &s.identity.env) {
+            (IdentityMode::Shared, _, _) => return None,
+            (_, None, Some(var)) => var.clone(),
+            (_, None, None) => return None,
+            (IdentityMode::Assertion, Some(_), _) => s.identity.header().to_string(),
+            (_, Some(_), _) => "Authorization".to_string(),
         };
         let issuer = config.issuer().to_string();
         let gateway = gateway_caller(config);
@@ -155,7 +160,10 @@ impl Identities {
                     Unmade::Connect(_) => format!("the gateway has no connection of its own at `{server}`, so it cannot read the server's tools: an admin connects it on the console's Connections page"),
                     Unmade::Unavailable(why) => why,
                 })?;
-                presented.headers.into_iter().next().map(|(_, v)| v).ok_or_else(|| "no header".to_string())
+                match presented.env {
+                    Some((_, token)) => Ok(token.to_string()),
+                    None => presented.headers.into_iter().next().map(|(_, v)| v).ok_or_else(|| "no header".to_string()),
+                }
             }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>
         });
         Some(OwnCredential { header, value })
@@ -181,7 +189,7 @@ impl Identities {
                     None => (Vec::new(), Some((META_IDENTITY, made.token.to_string()))),
                 };
                 let secret = Some((format!("servers.{server}.identity"), made.token.clone()));
-                Ok(Presented { headers, meta, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller), secret })
+                Ok(Presented { headers, meta, env: None, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller), secret })
             }
             IdentityMode::Exchange => {
                 let audience = audience();
@@ -201,9 +209,7 @@ impl Identities {
                     })
                 };
                 let token = self.exchanges.token(key, &now_ms, request).await?;
-                let headers = vec![("Authorization".to_string(), format!("Bearer {}", token.access))];
-                let secret = Some((format!("servers.{server}.identity"), token.access.clone()));
-                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Exchange, audience, &token.sha256, caller), secret })
+                Ok(bearer(server, s, token.access.clone(), person(IdentityMode::Exchange, audience, &token.sha256, caller)))
             }
             IdentityMode::Oauth => {
                 let connections = self.connections.as_ref().ok_or_else(|| format!("servers.{server}.identity: this process keeps no connections"))?;
@@ -213,12 +219,20 @@ impl Identities {
                     Needed::Connect(link) => Unmade::Connect(link),
                     Needed::Unavailable(why) => Unmade::Unavailable(why),
                 })?;
-                let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
-                let secret = Some((format!("servers.{server}.identity"), token));
                 let audience = identity.resource.clone().or_else(|| s.url.clone()).unwrap_or_else(|| server.to_string());
-                Ok(Presented { headers, meta: None, identity: person(IdentityMode::Oauth, audience, &sha256, caller), secret })
+                Ok(bearer(server, s, token, person(IdentityMode::Oauth, audience, &sha256, caller)))
             }
         }
+    }
+}
+
+/// A person's token: `Authorization: Bearer` for an HTTP server, the
+/// variable `identity.env` names for a stdio one (their own process).
+fn bearer(server: &str, s: &ServerConfig, token: Arc<str>, identity: UpstreamIdentity) -> Presented {
+    let secret = Some((format!("servers.{server}.identity"), token.clone()));
+    match (&s.url, &s.identity.env) {
+        (None, Some(var)) => Presented { headers: Vec::new(), meta: None, env: Some((var.clone(), token)), identity, secret },
+        _ => Presented { headers: vec![("Authorization".to_string(), format!("Bearer {token}"))], meta: None, env: None, identity, secret },
     }
 }
 

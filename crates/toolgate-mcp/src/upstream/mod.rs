@@ -81,8 +81,9 @@ impl ProgressRelay {
 /// the gateway still reads the server's contract, as itself.
 #[derive(Clone)]
 pub struct OwnCredential {
-    /// The header it goes in; a request that carries a person's in the
-    /// same header is sent with that one alone.
+    /// The header it goes in (a request that carries a person's in the
+    /// same header is sent with that one alone); for a stdio server, the
+    /// environment variable its program is started with.
     pub header: String,
     /// Its value now, made (or taken from a cache) before each request.
     pub value: std::sync::Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>> + Send + Sync>,
@@ -383,6 +384,18 @@ pub enum Transport {
         /// `https://` (`[tls] ca_file`).
         ca: Option<Arc<Vec<u8>>>,
     },
+}
+
+impl Transport {
+    /// This stdio transport with `var` set to `value` in its program's
+    /// environment (a person's token, `identity.env`); an HTTP one unchanged.
+    pub fn with_env(&self, var: &str, value: String) -> Transport {
+        let mut t = self.clone();
+        if let Transport::Stdio { env, .. } = &mut t {
+            env.insert(var.to_string(), ValueSource::Value(value));
+        }
+        t
+    }
 }
 
 /// Where a configured value an upstream gets (a header, a stdio server's
@@ -724,7 +737,16 @@ impl Upstream {
     async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
         let inbox = Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
-        let channel = session::Channel::open(&self.name, &self.transport, inbox, max_message, self.network.clone(), self.own.get().cloned())?;
+        // A stdio server reached as the gateway itself takes the gateway's
+        // own credential in its environment, made afresh at each start.
+        let transport = match (&self.transport, self.own.get()) {
+            (Transport::Stdio { .. }, Some(own)) => {
+                let value = (own.value)().await.map_err(|why| UpstreamError::Unavailable(format!("start: no credential for the gateway itself ({why})")))?;
+                std::borrow::Cow::Owned(self.transport.with_env(&own.header, value))
+            }
+            _ => std::borrow::Cow::Borrowed(&self.transport),
+        };
+        let channel = session::Channel::open(&self.name, &transport, inbox, max_message, self.network.clone(), self.own.get().cloned())?;
         let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
             .await
             .map_err(|_| UpstreamError::Timeout)??;
