@@ -12,6 +12,20 @@ so the machine's noise falls on each alike:
      due), long enough for the stall check (no call over 5 ms in 60 s);
   2. saturation at 16 and at 64 clients.
 
+Three legs are toolgate in front of the same parts server reaching it as
+each person (`[servers.parts.identity]`, issue 61): "assertion" (the
+gateway's signed assertion, made per call), "exchange" (a token from an
+RFC 8693 exchange at a token endpoint in this script, cached after the
+first call) and "oauth" (the person's own grant at an authorization server
+in this script: code flow, PKCE S256, a public client). For "oauth", the
+script signs in to that toolgate's console as an admin who is the bench's
+person, connects the gateway's own account (without it the server is down)
+and the person's, as a browser would (the authorization server grants at
+once, 302 back to the gateway's callback), and waits for the server's tools;
+the calls then take the person's token from memory (read from the ledger at
+most every 5 s). The Atlas parts server ignores every credential, so each
+leg over "toolgate" is what its mode costs a call.
+
 A leg "legacy" is toolgate in front of a second parts server that speaks
 only the 2025-11-25 handshake (`atlas parts --legacy`): the legacy upstream
 path, with its own upstream's CPU counted.
@@ -47,8 +61,15 @@ BENCH_VERBOSE=1 (one line per slice; scripts/bench_tail.py shows where a tail co
 (keep the run's directory: the ledgers and each process's log).
 """
 
+import base64
+import hashlib
+import html.parser
+import http.cookiejar
+import http.server
 import json
 import resource
+import secrets
+import socket
 import shutil
 import os
 import re
@@ -59,6 +80,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,9 +168,14 @@ class Server(Proc):
 
     def __init__(self, name, argv, pattern, log_dir, env=None):
         self.name = name
-        self.log = open(os.path.join(log_dir, f"{name}.log"), "w+")
-        self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPUS, *argv], stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "RUST_LOG": "warn", **(env or {})})
+        path = os.path.join(log_dir, f"{name}.log")
+        self.log = open(path, "w+")
+        # The process writes to a description of its own, appending: one
+        # shared with self.log would write where its seek(0) below left the
+        # offset, over the line read for (its second line over its first).
+        with open(path, "a") as out:
+            self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPUS, *argv], stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "RUST_LOG": "warn", **(env or {})})
         # taskset execs the program: the same pid.
         self.pid = self.proc.pid
         deadline = time.time() + 30
@@ -161,6 +188,8 @@ class Server(Proc):
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
+        # Not in the caller's list of servers yet: stopped here.
+        self.stop()
         self.log.seek(0)
         sys.exit(f"{name} did not start:\n{self.log.read()}")
 
@@ -288,14 +317,18 @@ url = "{upstream}"
 '''
 
 
-def identity_server(upstream, mode, token_endpoint=None):
+def identity_server(upstream, mode, token_endpoint=None, issuer=None):
     """The `[servers.parts]` table of the HTTP upstream, reached as each
-    person (`[servers.parts.identity]`): by the gateway's assertion, or by a
+    person (`[servers.parts.identity]`): by the gateway's assertion, by a
     token from an exchange at `token_endpoint` (kept, so each call after the
-    first takes the cached token)."""
+    first takes the cached token), or by the person's own OAuth grant at the
+    authorization server `issuer` (a public client: PKCE, no secret)."""
     table = http_server(upstream) + f'\n[servers.parts.identity]\nmode = "{mode}"\n'
     if mode == "exchange":
         table += f'token_endpoint = "{token_endpoint}"\nclient_id = "bench"\n'
+    if mode == "oauth":
+        # The parts server publishes no metadata of its own (RFC 9728).
+        table += f'authorization_server = "{issuer}"\nclient_id = "bench"\n'
     return table
 
 
@@ -326,6 +359,79 @@ def token_endpoint():
     return f"http://127.0.0.1:{server.server_address[1]}/token"
 
 
+def authorization_server():
+    """An OAuth 2.1 authorization server for the oauth leg, its issuer URL:
+    RFC 8414 metadata, the code flow with PKCE S256 for a public client, and
+    refresh. It grants every authorization at once (no login page: a 302
+    straight back to the redirect_uri with the code and the state); a code
+    is redeemed once, with the verifier of its challenge and its
+    redirect_uri. Each access token lasts an hour, and the leg measures the
+    call with the person's token cached, so what answers only has to answer."""
+    lock = threading.Lock()
+    codes, refresh_tokens = {}, set()
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def answer(self, status, document=None, location=None):
+            body = json.dumps(document).encode() if document is not None else b""
+            self.send_response(status)
+            if location:
+                self.send_header("location", location)
+            self.send_header("content-type", "application/json")
+            self.send_header("cache-control", "no-store")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            url = urllib.parse.urlsplit(self.path)
+            if url.path == "/.well-known/oauth-authorization-server":
+                return self.answer(200, {
+                    "issuer": issuer, "authorization_endpoint": f"{issuer}/authorize", "token_endpoint": f"{issuer}/token",
+                    "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
+                    "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token"]})
+            if url.path != "/authorize":
+                return self.answer(404, {"error": "not_found"})
+            q = dict(urllib.parse.parse_qsl(url.query))
+            if q.get("response_type") != "code" or q.get("code_challenge_method") != "S256" or not q.get("code_challenge") \
+                    or not q.get("redirect_uri") or not q.get("state") or q.get("client_id") != "bench":
+                return self.answer(400, {"error": "invalid_request"})
+            code = secrets.token_urlsafe(24)
+            with lock:
+                codes[code] = (q["code_challenge"], q["redirect_uri"])
+            back = urllib.parse.urlencode({"code": code, "state": q["state"]})
+            self.answer(302, location=q["redirect_uri"] + ("&" if "?" in q["redirect_uri"] else "?") + back)
+
+        def do_POST(self):
+            form = dict(urllib.parse.parse_qsl(self.rfile.read(int(self.headers.get("content-length", 0))).decode()))
+            if urllib.parse.urlsplit(self.path).path != "/token":
+                return self.answer(404, {"error": "not_found"})
+            if form.get("client_id") != "bench":
+                return self.answer(401, {"error": "invalid_client"})
+            with lock:
+                if form.get("grant_type") == "authorization_code":
+                    issued = codes.pop(form.get("code"), None)
+                    challenge = base64.urlsafe_b64encode(hashlib.sha256(form.get("code_verifier", "").encode()).digest()).rstrip(b"=").decode()
+                    granted = issued == (challenge, form.get("redirect_uri"))
+                elif form.get("grant_type") == "refresh_token":
+                    granted = form.get("refresh_token") in refresh_tokens
+                    refresh_tokens.discard(form.get("refresh_token"))
+                else:
+                    return self.answer(400, {"error": "unsupported_grant_type"})
+                if not granted:
+                    return self.answer(400, {"error": "invalid_grant"})
+                refresh = secrets.token_urlsafe(32)
+                refresh_tokens.add(refresh)
+            self.answer(200, {"access_token": secrets.token_urlsafe(32), "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh})
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    issuer = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return issuer
+
+
 def stdio_server(state, boxed):
     """The `[servers.parts]` table of the parts server as toolgate's stdio
     child, writing its sandbox files in `state`: in its box (granted that
@@ -352,9 +458,9 @@ sandbox = "off"
 '''
 
 
-def toolgate_config(server):
+def toolgate_config(server, listen="127.0.0.1:0", extra=""):
     return f"""[gateway]
-listen = "127.0.0.1:0"
+listen = "{listen}"
 state_dir = "state"
 
 {server}
@@ -365,7 +471,7 @@ read_only = true
 [callers.bench]
 tenant = "bench"
 anonymous = true
-"""
+{extra}"""
 
 
 def receipts_in(state_dir):
@@ -388,22 +494,119 @@ def receipts_in(state_dir):
         db.close()
 
 
-def write_config(home, server):
+def write_config(home, server, **more):
     os.makedirs(home)
     config = os.path.join(home, "toolgate.toml")
     with open(config, "w") as f:
-        f.write(toolgate_config(server))
+        f.write(toolgate_config(server, **more))
     return config
 
 
-def start_toolgate(name, binary, upstream, work, logs, server=None):
+def start_toolgate(name, binary, upstream, work, logs, server=None, env=None, **more):
     """A toolgate in front of the HTTP `upstream`, or of `server` (a
-    `[servers.parts]` table) when given."""
+    `[servers.parts]` table) when given; `more`: its `listen` and `extra`
+    config (see `toolgate_config`)."""
     home = os.path.join(work, name)
-    config = write_config(home, server or http_server(upstream))
-    gateway = Server(name, [binary, "serve", "--config", config], r"serving MCP on (\S+)", logs)
+    config = write_config(home, server or http_server(upstream), **more)
+    gateway = Server(name, [binary, "serve", "--config", config], r"serving MCP on (\S+)", logs, env)
     gateway.state = os.path.join(home, "state")
     return gateway
+
+
+# The oauth leg's console: on (the default, said: the consent pages and the
+# OAuth callback are there), and a caller who signs in to it: an admin (who
+# connects the gateway's own account) who is the bench's person (tenant and
+# subject "bench", as the anonymous caller the load calls as), so the
+# connection it makes for itself is the one every call of the load uses.
+CONSOLE_TOKEN_ENV = "TOOLGATE_BENCH_CONSOLE_TOKEN"
+OAUTH_EXTRA = f"""
+[callers.console]
+token_env = "{CONSOLE_TOKEN_ENV}"
+subject = "bench"
+tenant = "bench"
+roles = ["admin"]
+
+[console]
+enabled = true
+"""
+
+
+def free_port():
+    """A loopback port nobody listens on now: the oauth leg's toolgate is
+    started on it, its public URL (the OAuth callback's) named before it starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Page(html.parser.HTMLParser):
+    """A console page as a browser reads it: its final URL, text, links
+    (`a` by id: href, unescaped) and input values (by name)."""
+
+    def __init__(self, url, text):
+        super().__init__()
+        self.url, self.text, self.links, self.inputs = url, text, {}, {}
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "a" and a.get("id") and a.get("href"):
+            self.links[a["id"]] = a["href"]
+        if tag == "input" and a.get("name"):
+            self.inputs[a["name"]] = a.get("value") or ""
+
+
+def connect(base, token, server="parts"):
+    """Signs in to the console at `base` with `token` and connects, as a
+    browser would, the gateway's own account at `server` (the caller is an
+    admin), then the caller's own: each from its link on the Connections
+    page, to the consent page (whose cookie binds the authorization to this
+    browser), to the authorization server, whose 302 lands on the gateway's
+    callback. A cookie jar follows every redirect."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def get(url, form=None):
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        try:
+            with opener.open(urllib.request.Request(url, data=data), timeout=30) as r:
+                return Page(r.geturl(), r.read().decode())
+        except urllib.error.HTTPError as e:
+            sys.exit(f"oauth: {e.code} from {e.geturl()} (connecting in the console): {e.read().decode(errors='replace')[:600]}")
+
+    signin = get(f"{base}/console/signin")
+    connections = get(f"{base}/console/signin", {"form": signin.inputs.get("form", ""), "token": token, "next": "/console/connections"})
+    for link in (f"connect-gateway-{server}", f"connect-{server}"):
+        if link not in connections.links:
+            sys.exit(f"oauth: no a#{link} on {connections.url}: {connections.text[:1000]}")
+        consent = get(urllib.parse.urljoin(base, connections.links[link]))
+        if "connect" not in consent.links:
+            sys.exit(f"oauth: no a#connect on {consent.url}: {consent.text[:1000]}")
+        done = get(consent.links["connect"])
+        if 'id="connected"' not in done.text:
+            sys.exit(f"oauth: {link} did not connect (at {done.url}): {done.text[:1000]}")
+        connections = get(f"{base}/console/connections")
+
+
+def start_oauth(upstream, work, logs, servers):
+    """The oauth leg's toolgate (added to `servers`), in front of the HTTP
+    `upstream`, each person reaching it with their own grant at an
+    authorization server of this script's. It reads the server's tools with
+    its own account, so the server is down until that is connected:
+    connected (and the bench's person), then waited for until a tools/list
+    through it lists the server."""
+    token = secrets.token_urlsafe(32)
+    hop = start_toolgate("oauth", TOOLGATE, upstream, work, logs, identity_server(upstream, "oauth", issuer=authorization_server()),
+                         env={CONSOLE_TOKEN_ENV: token}, listen=f"127.0.0.1:{free_port()}", extra=OAUTH_EXTRA)
+    servers.append(hop)
+    parts = urllib.parse.urlsplit(hop.url)
+    connect(f"{parts.scheme}://{parts.netloc}", token)
+    # The callback nudged the server's supervisor; it lists the server now.
+    deadline = time.time() + 30
+    while "parts__find_part" not in (list_tools(hop.url) or ""):
+        if time.time() > deadline:
+            sys.exit(f"oauth: parts__find_part not listed 30 s after the gateway's account was connected; see {logs}/oauth.log")
+        time.sleep(0.1)
+    return hop
 
 
 def stdio_child(gateway):
@@ -597,12 +800,16 @@ def main():
             servers.append(before)
             legs.append(Leg("before", before.url, "parts__find_part", before))
         # toolgate reaching the same server as each person (issue 61): by
-        # an assertion, and by an exchanged token, cached after the first call.
+        # an assertion, by an exchanged token, cached after the first call,
+        # and by the person's own OAuth grant, connected in the console
+        # first, its token cached.
         exchange_at = token_endpoint()
         for mode in ("assertion", "exchange"):
             hop = start_toolgate(mode, TOOLGATE, upstream.url, work, logs, identity_server(upstream.url, mode, exchange_at))
             servers.append(hop)
             legs.append(Leg(mode, hop.url, "parts__find_part", hop))
+        hop = start_oauth(upstream.url, work, logs, servers)
+        legs.append(Leg("oauth", hop.url, "parts__find_part", hop))
         # toolgate in front of the same server speaking 2025-11-25 only: one
         # legacy session, each answer an SSE stream (where a missing
         # TCP_NODELAY once cost 40 ms a call).
@@ -666,7 +873,7 @@ def main():
         # Every call toolgate answered has its receipt in the ledger.
         per_receipt = {}
         for leg in legs:
-            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid", "assertion", "exchange"):
+            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid", "assertion", "exchange", "oauth"):
                 n, per_receipt[leg.name] = receipts_in(leg.hop.state)
                 answered = counted[leg.name]
                 verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
@@ -683,7 +890,7 @@ def main():
                   f"{b['ctx_hop']:.2f} switches/call, {b['over5']} calls over 5 ms, max {b['max']:.1f} ms; {per_receipt['before']:.0f} B/receipt")
         print(f"\n   toolgate/relay at saturation: {ratios}; toolgate max at {RATE}/s {g['max']:.2f} ms ({g['over5']} calls over 5 ms)")
         # Upstream identity: each mode's CPU per call over the shared credential's.
-        ident = {m: fixed[m]["cpu_hop"] - g["cpu_hop"] for m in ("assertion", "exchange")}
+        ident = {m: fixed[m]["cpu_hop"] - g["cpu_hop"] for m in ("assertion", "exchange", "oauth")}
         print("   identity over shared, CPU/call at " + f"{RATE}/s: " + ", ".join(f"{m} {d:+.1f} us" for m, d in ident.items())
               + "; at saturation: " + ", ".join(f"{m} " + "/".join(f"{sat[c][m]['throughput'] / sat[c]['toolgate']['throughput']:.2f}" for c in sat) + "x" for m in ident)
               + f" at {'/'.join(str(c) for c in sat)} clients")
