@@ -156,8 +156,18 @@ impl Gateway {
     /// Returns the servers still down, with why.
     pub async fn wait_ready(&self, within: Duration) -> Vec<(String, String)> {
         let upstreams = self.catalogs.upstreams();
-        let waits = upstreams.iter().map(|u| u.ready(within));
-        futures_util::future::join_all(waits).await;
+        // An `oauth` server the gateway has no account of its own at cannot
+        // come up until an admin connects one: not waited for.
+        let config = self.config();
+        let own = crate::identity::gateway_caller(&config);
+        let mut waited = Vec::new();
+        for u in &upstreams {
+            let oauth = config.servers.get(&u.name).is_some_and(|s| s.identity.mode == crate::config::IdentityMode::Oauth);
+            if !oauth || matches!(self.ledger.connection(&own.tenant, &own.subject, &u.name).await, Ok(Some(_))) {
+                waited.push(u.ready(within));
+            }
+        }
+        futures_util::future::join_all(waited).await;
         self.not_listed()
     }
 
