@@ -131,3 +131,17 @@ pub(crate) async fn signout(State(console): State<Console>, SignedForm { signed,
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::next_of;
+
+    #[test]
+    fn after_sign_in_only_a_console_path_is_followed() {
+        assert_eq!(next_of(Some("/console/connect?for=abc")), Some("/console/connect?for=abc"));
+        for elsewhere in ["https://evil.example/", "//evil.example/console/", "/console\\@evil", "/other", "/console/x\r\nSet-Cookie: a=b"] {
+            assert_eq!(next_of(Some(elsewhere)), None, "{elsewhere}");
+        }
+        assert_eq!(next_of(None), None);
+    }
+}

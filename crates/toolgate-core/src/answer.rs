@@ -952,6 +952,13 @@ mod tests {
         assert!(judge(&read, Some(&answered), None).unwrap().is_err());
         assert!(judge(&read, None, Some(&error)).unwrap().is_err());
         assert!(judge(&read, None, None).is_none());
+        // A call whose person must connect first may ask its client to open
+        // the link: only where its receipt records that refusal.
+        let asks = json!({"resultType": "input_required", "inputRequests": {"io.toolgate/connect": {"method": "elicitation/create", "params": {"mode": "url"}}}});
+        let mut connect = stated("refused", Some(sha256_hex(b"refusal")));
+        connect.reason = "connect_required".into();
+        assert!(judge(&connect, Some(&asks), None).unwrap().unwrap().contains("connect their account"));
+        assert!(judge(&committed, Some(&asks), None).unwrap().is_err(), "another refusal's receipt backs no question");
     }
 
     // Answers saved from the stock SDKs (mcp 2.3.0's `model_dump(by_alias=True,

@@ -456,6 +456,47 @@ mod tests {
         assert!(!due(&grant(0, None), i64::MAX - 1), "a token without an expiry is used until refused");
     }
 
+    fn place(dir: &std::path::Path) -> Place {
+        Place { public_url: "https://gw.example".into(), vault_key: dir.join("vault.key"), shared_key: false }
+    }
+
+    async fn connections(dir: &std::path::Path) -> Connections {
+        let ledger = toolgate_ledger::open(dir.join("ledger.db").to_str().unwrap()).await.unwrap();
+        Connections::new(ledger, reqwest::Client::new(), "test".into())
+    }
+
+    #[tokio::test]
+    async fn a_link_names_its_person_to_this_gateway_alone_and_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([5; 32]));
+        let of = For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() };
+        let link = c.link(&place(dir.path()), &of, 1_000, &entropy).unwrap();
+        let ticket = link.strip_prefix("https://gw.example/console/connect?for=").expect("under the public URL");
+        assert!(!link.contains("jane"), "the link does not spell the person out: {link}");
+        assert_eq!(c.read_link(&place(dir.path()), ticket, 2_000, &entropy).unwrap(), of);
+        assert!(c.read_link(&place(dir.path()), ticket, 1_000 + LINK_TTL_MS, &entropy).unwrap_err().contains("expired"));
+        let mut forged = ticket.to_string();
+        forged.replace_range(10..11, if &forged[10..11] == "A" { "B" } else { "A" });
+        assert!(c.read_link(&place(dir.path()), &forged, 2_000, &entropy).unwrap_err().contains("not one this gateway made"));
+        let other = tempfile::tempdir().unwrap();
+        let elsewhere = connections(other.path()).await;
+        assert!(elsewhere.read_link(&place(other.path()), ticket, 2_000, &entropy).unwrap_err().contains("not one this gateway made"), "another vault key opens nothing");
+    }
+
+    #[tokio::test]
+    async fn a_person_with_no_grant_is_given_the_link_and_a_callback_without_its_state_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([6; 32]));
+        let of = For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() };
+        match c.token(&place(dir.path()), &of, || 1_000, &entropy).await {
+            Err(Needed::Connect(link)) => assert!(link.starts_with("https://gw.example/console/connect?for=")),
+            other => panic!("not asked to connect: {:?}", other.map(|_| ())),
+        }
+        let config = Config::parse(&format!("[gateway]\nstate_dir = \"{}\"\n", dir.path().display()), std::path::Path::new("/tmp/toolgate.toml")).unwrap();
+        let e = c.finish(&config, "code=x&state=tgst_made_up", |_| Some("tgb_x".into()), 1_000, &entropy).await.unwrap_err();
+        assert!(e.contains("never begun here"), "{e}");
+    }
+
     #[test]
     fn a_query_parameter_is_read_decoded() {
         assert_eq!(query_value("code=a%2Bb&state=tg_1", "code").as_deref(), Some("a+b"));

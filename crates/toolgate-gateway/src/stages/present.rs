@@ -159,4 +159,54 @@ mod tests {
         assert_eq!((r.reason, r.action), (Reason::IdentityUnavailable, Action::Retry));
         assert!(r.message.contains("nothing was run") && r.message.contains("[servers.desk.identity]") && r.message.contains("could not be reached"), "{}", r.message);
     }
+
+    /// How a call whose person has not connected ends, for a client in `era`
+    /// that declared `capabilities` (and answered `input`, if it did).
+    fn connect_for(era: Era, capabilities: Option<Value>, input: Option<Value>) -> Stop {
+        let mut c = crate::stages::testing::call("desk__lookup", serde_json::json!({}));
+        c.era = era;
+        c.call.client_capabilities = capabilities;
+        if let Some(answer) = input {
+            c.call.input.insert("inputResponses".into(), serde_json::json!({CONNECT_KEY: answer}));
+        }
+        let (cx, call) = crate::stages::testing::split(&c);
+        let proposal = Proposal::new("desk", "lookup", serde_json::json!({}));
+        connect(&cx, &call, "desk", "https://gw.example/console/connect?for=T", &proposal)
+    }
+
+    #[test]
+    fn a_client_that_opens_urls_is_asked_to_in_its_eras_way_and_any_other_is_refused_with_the_link() {
+        let url = Some(serde_json::json!({"elicitation": {"form": {}, "url": {}}}));
+        let Stop::Error(e) = connect_for(Era::Legacy, url.clone(), None) else { panic!("not -32042") };
+        assert_eq!(e.code, code::URL_ELICITATION_REQUIRED);
+        let asked = &e.data.as_ref().unwrap()["elicitations"][0];
+        assert_eq!((&asked["mode"], &asked["url"]), (&serde_json::json!("url"), &serde_json::json!("https://gw.example/console/connect?for=T")));
+        assert!(asked["elicitationId"].as_str().unwrap().starts_with("connect-desk-"));
+
+        let Stop::Input(o) = connect_for(Era::Modern, url.clone(), None) else { panic!("not input_required") };
+        let requests: Value = serde_json::from_str(o["inputRequests"].get()).unwrap();
+        assert_eq!(requests[CONNECT_KEY]["params"]["mode"], "url");
+        let refusal = asked_to_connect(&Stop::Input(o));
+        assert_eq!((refusal.reason, refusal.action), (Reason::ConnectRequired, Action::Escalate));
+        assert!(refusal.message.contains("https://gw.example/console/connect?for=T") && refusal.proposal_sha256.is_some());
+
+        for (era, caps) in [(Era::Legacy, None), (Era::Modern, Some(serde_json::json!({"elicitation": {}}))), (Era::Modern, Some(serde_json::json!({"sampling": {}})))] {
+            let Stop::Refused(r) = connect_for(era, caps, None) else { panic!("a client that cannot open a URL was asked to") };
+            assert_eq!(r.reason, Reason::ConnectRequired);
+            assert!(r.message.contains("https://gw.example/console/connect?for=T") && r.message.contains("nothing was run"), "{}", r.message);
+        }
+        let Stop::Refused(_) = connect_for(Era::Modern, url, Some(serde_json::json!({"action": "decline"}))) else { panic!("a person who declined was asked again") };
+    }
+
+    #[test]
+    fn the_upstream_never_sees_the_answer_to_toolgates_own_question() {
+        let mut input = serde_json::Map::new();
+        input.insert("inputResponses".into(), serde_json::json!({CONNECT_KEY: {"action": "accept"}}));
+        assert!(upstream_input(&input).is_empty());
+        input.insert("inputResponses".into(), serde_json::json!({CONNECT_KEY: {"action": "accept"}, "theirs": {"action": "accept"}}));
+        input.insert("requestState".into(), serde_json::json!("s"));
+        let left = upstream_input(&input);
+        assert_eq!(left["inputResponses"], serde_json::json!({"theirs": {"action": "accept"}}));
+        assert_eq!(left["requestState"], "s");
+    }
 }
