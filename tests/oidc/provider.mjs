@@ -6,6 +6,7 @@
 //   node tests/oidc/provider.mjs [--port 0] [--client toolgate:toolgate-secret]...
 //        [--redirect-uri http://127.0.0.1/oauth/callback]... [--access-ttl 300]
 //        [--trust-issuer ISS --trust-jwks URL [--trust-audience AUD]]...
+//        [--idjag-client-id toolgate] [--trust-idjag-issuer ISS --trust-idjag-jwks URL]...
 //        [--auto-consent] [--remember-login] [--cimd]
 //
 // Prints `listening on http://127.0.0.1:PORT` (that URL is the issuer) on stdout once it serves
@@ -18,8 +19,39 @@
 // resource indicators (RFC 8707: any http(s) resource gets a JWT access token signed
 // with the /jwks key, aud = the resource, scope "mcp"), open dynamic registration
 // (RFC 7591, /reg), revocation (RFC 7009), introspection (opaque tokens and refresh
-// tokens only: oidc-provider never introspects its JWT access tokens), and token
-// exchange (RFC 8693, below).
+// tokens only: oidc-provider never introspects its JWT access tokens), token
+// exchange (RFC 8693, below), and both hops of Enterprise-Managed Authorization
+// (below).
+//
+// Token exchange (token_exchange.mjs): subject_token (+ optional actor_token), each of
+// type urn:ietf:params:oauth:token-type:jwt or ...:access_token, is a JWT from a
+// trusted issuer (--trust-issuer ISS --trust-jwks URL, repeatable; --trust-audience AUD
+// after it also checks `aud`) or one of this provider's own JWT access tokens; the
+// answer is a JWT access token for `resource` (or `audience`) with that sub (and `act`).
+//
+// Enterprise-Managed Authorization (ID-JAG, draft-ietf-oauth-identity-assertion-authz-
+// grant): one instance is the enterprise IdP, another the MCP server's authorization
+// server (AS), each an instance of this same script.
+//   hop 1, at the IdP: token exchange with requested_token_type
+//     urn:ietf:params:oauth:token-type:id-jag and audience = the AS's issuer (required),
+//     resource and scope optional, the subject (and actor) token as above. The answer
+//     is {access_token: <ID-JAG>, issued_token_type: ...:id-jag, token_type: "N_A",
+//     expires_in: 300}: a JWT signed with this provider's /jwks key, header typ
+//     oauth-id-jag+jwt, claims iss, sub (the subject token's), aud (= audience),
+//     client_id (--idjag-client-id, default "toolgate": the id the AS knows the
+//     client by), resource, scope (when given), act (as token exchange derives it),
+//     jti, iat, exp (5 minutes).
+//   hop 2, at the AS (jwt_bearer.mjs): grant_type
+//     urn:ietf:params:oauth:grant-type:jwt-bearer with assertion = the ID-JAG, optional
+//     resource and scope, the client authenticated (client_secret_basic). The ID-JAG
+//     must be typ oauth-id-jag+jwt, from an IdP given by --trust-idjag-issuer ISS
+//     --trust-idjag-jwks URL (repeatable pairs; never this provider itself), signed by
+//     its JWKS, aud = this issuer, client_id = the authenticated client, not expired;
+//     otherwise invalid_grant with the reason. The answer is the usual token response
+//     with a JWT access token as for a resource indicator: aud = the ID-JAG's resource
+//     (or the resource parameter), sub = its sub, scope "mcp", its act carried.
+// Discovery lists both (grant_types_supported; identity_chaining_requested_token_types_
+// supported, the identity chaining draft's metadata, names id-jag).
 //
 // The interaction pages, for a browser driven by WebDriver:
 //   login page:   <form id="login-form">, text input #login (name "login"; the text
@@ -34,7 +66,8 @@
 // to /session/end/confirm that JavaScript submits by itself (no action needed).
 //
 // Clients: each --client ID:SECRET (default toolgate:toolgate-secret) is a
-// preconfigured confidential client (client_secret_basic or client_secret_post), of
+// preconfigured confidential client (client_secret_basic or client_secret_post),
+// allowed the authorization code, refresh token, token exchange and JWT bearer grants, of
 // application_type "native" so that its loopback redirect URIs match on any port
 // (RFC 8252 §7.3): --redirect-uri http://127.0.0.1/oauth/callback (the default; give
 // the path toolgate's callback uses) allows http://127.0.0.1:ANY/oauth/callback.
@@ -55,7 +88,8 @@ import * as crypto from 'node:crypto';
 import * as jose from 'jose';
 import Provider, { errors, interactionPolicy } from 'oidc-provider';
 
-import { exchangeClaims, tokenExchange, TOKEN_EXCHANGE } from './token_exchange.mjs';
+import { exchangeClaims, tokenExchange, ID_JAG, ID_JAG_TYP, TOKEN_EXCHANGE } from './token_exchange.mjs';
+import { jwtBearer, JWT_BEARER } from './jwt_bearer.mjs';
 
 // oidc-provider writes notices with console.info; stdout carries the ready line only.
 console.info = console.log = (...args) => console.error(...args);
@@ -63,6 +97,7 @@ console.info = console.log = (...args) => console.error(...args);
 function parseArgs(argv) {
   const opts = {
     port: 0, clients: [], redirectUris: [], accessTtl: 300, trusted: [],
+    idjagClientId: 'toolgate', trustedIdps: [],
     autoConsent: false, rememberLogin: false, cimd: false,
   };
   for (let i = 0; i < argv.length; i += 1) {
@@ -91,6 +126,15 @@ function parseArgs(argv) {
         last[flag === '--trust-jwks' ? 'jwks' : 'audience'] = value();
         break;
       }
+      case '--idjag-client-id': opts.idjagClientId = value(); break;
+      // A trusted IdP (whose ID-JAGs the JWT bearer grant takes) and its JWKS, in pairs.
+      case '--trust-idjag-issuer': opts.trustedIdps.push({ issuer: value() }); break;
+      case '--trust-idjag-jwks': {
+        const last = opts.trustedIdps.at(-1);
+        if (!last || last.jwks) throw new Error(`${flag} must follow --trust-idjag-issuer`);
+        last.jwks = value();
+        break;
+      }
       case '--auto-consent': opts.autoConsent = true; break;
       case '--remember-login': opts.rememberLogin = true; break;
       case '--cimd': opts.cimd = true; break;
@@ -103,6 +147,10 @@ function parseArgs(argv) {
   for (const t of opts.trusted) {
     if (!t.jwks) throw new Error(`--trust-issuer ${t.issuer} needs --trust-jwks URL`);
   }
+  for (const t of opts.trustedIdps) {
+    if (!t.jwks) throw new Error(`--trust-idjag-issuer ${t.issuer} needs --trust-idjag-jwks URL`);
+  }
+  if (!opts.idjagClientId) throw new Error('--idjag-client-id takes a non-empty client id');
   return opts;
 }
 
@@ -139,7 +187,7 @@ const provider = new Provider(issuer, {
     client_secret: secret,
     application_type: 'native',
     redirect_uris: opts.redirectUris,
-    grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
+    grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE, JWT_BEARER],
     token_endpoint_auth_method: 'client_secret_basic',
   })),
   jwks: { keys: [signingJwk] },
@@ -160,7 +208,14 @@ const provider = new Provider(issuer, {
   },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: true,
-  extraTokenClaims: exchangeClaims, // `act` on exchanged tokens
+  extraTokenClaims: exchangeClaims, // `act` on exchanged tokens (and on ID-JAG grants')
+  // RFC 8414 metadata for hop 1 (the identity chaining draft's property); the
+  // defaults' own entry is kept.
+  discovery: {
+    claim_types_supported: ['normal'],
+    identity_chaining_requested_token_types_supported: [
+      'urn:ietf:params:oauth:token-type:access_token', ID_JAG],
+  },
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
@@ -187,10 +242,19 @@ function resourceServer(resource) {
   };
 }
 
+// Hop 1's ID-JAG is signed with the same key as everything else (the one at /jwks).
+const signIdJag = (claims) => new jose.SignJWT(claims)
+  .setProtectedHeader({ alg: 'RS256', kid: signingJwk.kid, typ: ID_JAG_TYP })
+  .sign(privateKey);
+
 provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange({
   provider, ownJwks: jose.createLocalJWKSet({ keys: [publicJwk] }), trusted: opts.trusted, resourceServer,
+  idJag: { sign: signIdJag, clientId: opts.idjagClientId },
 }), ['audience', 'resource', 'scope', 'requested_token_type', 'subject_token', 'subject_token_type',
   'actor_token', 'actor_token_type'], ['audience', 'resource']);
+
+provider.registerGrantType(JWT_BEARER, jwtBearer({ provider, trusted: opts.trustedIdps, resourceServer }),
+  ['assertion', 'resource', 'scope']);
 
 provider.use(interactions);
 

@@ -15,6 +15,12 @@ Runs `npm ci` in tests/oidc first when node_modules is missing. Checks:
     whoami with it sees that sub and act; an expired or untrusted subject token, a
     wrong secret, and a token for another resource are refused; the provider's own
     access token is exchangeable too;
+  - Enterprise-Managed Authorization (ID-JAG) across two providers, an IdP and the
+    MCP server's authorization server (AS): hop 1 at the IdP (token exchange for an
+    ID-JAG: typ, claims, signed with the IdP's /jwks key), hop 2 at the AS (JWT bearer
+    grant: an access token whose sub/aud/act whoami accepts); a wrong aud, an
+    untrusted issuer, an expired ID-JAG, a wrong typ, another client's ID-JAG and the
+    AS's own ID-JAG are refused with invalid_grant;
   - dynamic registration (RFC 7591), then — without a browser, by posting the
     interaction forms — authorization code + PKCE + resource, refresh rotation
     (a spent refresh token revokes the grant), revocation (RFC 7009);
@@ -58,7 +64,10 @@ ROOT = HERE.parent.parent
 WHOAMI = ROOT / "tests/python/whoami_server.py"
 CLIENT, SECRET = "toolgate", "toolgate-secret"
 TX = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+AT_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 children: list[subprocess.Popen] = []
 
 
@@ -187,6 +196,121 @@ def claims(token: str) -> dict:
     return jwt.decode(token, options={"verify_signature": False})
 
 
+def verified(token: str, jwks_url: str, **kw) -> dict:
+    """The token's claims, its signature checked against jwks_url (kw: audience=..., issuer=...)."""
+    key = jwt.PyJWKClient(jwks_url).get_signing_key_from_jwt(token)
+    return jwt.decode(token, key, algorithms=["RS256"], options={"verify_aud": "audience" in kw}, **kw)
+
+
+async def id_jag_checks(http: httpx.Client, gw: Gateway) -> None:
+    """Enterprise-Managed Authorization: hop 1 (token exchange for an ID-JAG) at one
+    provider, the IdP; hop 2 (JWT bearer grant) at another, the MCP server's AS."""
+    as_client, as_secret = "toolgate-at-as", "as-secret"
+    idp = start(["node", str(HERE / "provider.mjs"), "--port", "0", "--trust-issuer", gw.url, "--trust-jwks", gw.jwks,
+                 "--idjag-client-id", as_client])
+    # A second trusted IdP, a stand-in that signs whatever the test needs (an expired ID-JAG).
+    standin = Gateway()
+    # The AS trusts gw too, only so that it can be asked for an ID-JAG of its own.
+    as_ = start(["node", str(HERE / "provider.mjs"), "--port", "0", "--client", f"{as_client}:{as_secret}",
+                 "--client", "other:other-secret", "--trust-idjag-issuer", idp, "--trust-idjag-jwks", f"{idp}/jwks",
+                 "--trust-idjag-issuer", standin.url, "--trust-idjag-jwks", standin.jwks,
+                 "--trust-issuer", gw.url, "--trust-jwks", gw.jwks])
+    ok(f"ID-JAG: IdP up at {idp}, AS up at {as_}")
+    mcp = start([sys.executable, str(WHOAMI), "--port", "0", "--issuer", as_])
+    meta = http.get(f"{idp}/.well-known/oauth-authorization-server").json()
+    check(ID_JAG in meta.get("identity_chaining_requested_token_types_supported", []),
+          "ID-JAG: IdP metadata lists id-jag (identity_chaining_requested_token_types_supported)", meta)
+    meta = http.get(f"{as_}/.well-known/oauth-authorization-server").json()
+    check(JWT_BEARER in meta["grant_types_supported"], "ID-JAG: AS metadata lists the jwt-bearer grant", meta)
+
+    def hop1(subject, audience, *, issuer=idp, resource=None, scope=None, actor=None, subject_type=JWT_TYPE,
+             auth=(CLIENT, SECRET)):
+        form = {"grant_type": TX, "requested_token_type": ID_JAG, "subject_token": subject,
+                "subject_token_type": subject_type}
+        form |= {k: v for k, v in {"audience": audience, "resource": resource, "scope": scope}.items() if v}
+        if actor:
+            form |= {"actor_token": actor, "actor_token_type": JWT_TYPE}
+        return http.post(f"{issuer}/token", data=form, auth=auth)
+
+    def hop2(assertion, *, resource=None, auth=(as_client, as_secret)):
+        form = {"grant_type": JWT_BEARER, "assertion": assertion, **({"resource": resource} if resource else {})}
+        return http.post(f"{as_}/token", data=form, auth=auth)
+
+    def refused(r, what, reason, error="invalid_grant"):
+        check(r.status_code == 400 and r.json().get("error") == error and reason in r.json().get("error_description", ""),
+              f"ID-JAG hop 2: {what} refused ({error}, {reason!r})", r.text)
+
+    # Hop 1: the gateway's assertion (subject) and the agent (actor) for an ID-JAG.
+    r = hop1(gw.assertion("alice", idp), as_, resource=mcp, scope="mcp", actor=gw.assertion("agent-7", idp, agent=None))
+    check(r.status_code == 200, "ID-JAG hop 1 (token exchange at the IdP): 200", r.text)
+    body = r.json()
+    check(body["issued_token_type"] == ID_JAG and body["token_type"] == "N_A" and body["expires_in"] == 300
+          and body.get("scope") == "mcp" and "refresh_token" not in body, "ID-JAG hop 1: the draft's answer", body)
+    grant = body["access_token"]
+    header = jwt.get_unverified_header(grant)
+    jag = verified(grant, f"{idp}/jwks", audience=as_, issuer=idp)
+    check(header["typ"] == "oauth-id-jag+jwt" and header["alg"] == "RS256"
+          and jag["sub"] == "alice" and jag["aud"] == as_ and jag["client_id"] == as_client and jag["resource"] == mcp
+          and jag["scope"] == "mcp" and jag["act"] == {"sub": "agent-7"} and jag["jti"] and jag["exp"] - jag["iat"] == 300,
+          "ID-JAG hop 1: typ oauth-id-jag+jwt, signed with the IdP's /jwks key, iss/sub/aud/client_id/resource/scope/act/jti/iat/exp",
+          (header, jag))
+    r = hop1(gw.assertion("alice", idp), None, resource=mcp)
+    check(r.status_code == 400 and "audience" in r.json().get("error_description", ""),
+          "ID-JAG hop 1: audience is required", r.text)
+    own = exchange(http, idp, gw.assertion("bob", idp, agent=None), "http://127.0.0.1:1/idp-api").json()["access_token"]
+    r = hop1(own, as_, subject_type=AT_TYPE)
+    check(r.status_code == 200 and claims(r.json()["access_token"])["sub"] == "bob"
+          and "resource" not in claims(r.json()["access_token"]) and "act" not in claims(r.json()["access_token"]),
+          "ID-JAG hop 1: the IdP's own access token as subject (access_token type), no resource", r.text)
+    bob_grant = r.json()["access_token"]
+
+    # Hop 2: the ID-JAG for an access token at the AS.
+    r = hop2(grant)
+    check(r.status_code == 200, "ID-JAG hop 2 (jwt-bearer at the AS, client_secret_basic): 200", r.text)
+    body = r.json()
+    at = verified(body["access_token"], f"{as_}/jwks", audience=mcp, issuer=as_)
+    check(body["token_type"] == "Bearer" and body["scope"] == "mcp" and "refresh_token" not in body
+          and jwt.get_unverified_header(body["access_token"])["typ"] == "at+jwt"
+          and at["sub"] == "alice" and at["aud"] == mcp and at["client_id"] == as_client and at["scope"] == "mcp"
+          and at["act"] == {"sub": "agent-7"}, "ID-JAG hop 2: JWT access token (AS /jwks), sub alice, aud the resource, act", at)
+    res = await whoami(mcp, body["access_token"])
+    check(res.structured_content == {"sub": "alice", "act": {"sub": "agent-7"}}, "ID-JAG: stock client calls whoami as alice", res)
+    r = hop2(bob_grant, resource=mcp)
+    check(r.status_code == 200 and claims(r.json()["access_token"])["sub"] == "bob" and claims(r.json()["access_token"])["aud"] == mcp,
+          "ID-JAG hop 2: resource from the parameter when the ID-JAG names none", r.text)
+    r = hop2(bob_grant)
+    refused(r, "no resource anywhere", "resource is required", "invalid_target")
+    r = hop2(grant, resource="http://127.0.0.1:1/elsewhere")
+    refused(r, "a resource the ID-JAG does not grant", "not one the ID-JAG grants", "invalid_target")
+
+    # Refusals.
+    r = hop2(hop1(gw.assertion("alice", idp), "http://127.0.0.1:1/another-as", resource=mcp).json()["access_token"])
+    refused(r, "wrong aud", "is not this authorization server")
+    untrusted = start(["node", str(HERE / "provider.mjs"), "--port", "0", "--trust-issuer", gw.url, "--trust-jwks", gw.jwks,
+                       "--idjag-client-id", as_client])
+    r = hop1(gw.assertion("alice", untrusted), as_, issuer=untrusted, resource=mcp)
+    check(r.status_code == 200, "ID-JAG: an untrusted IdP issues one", r.text)
+    refused(hop2(r.json()["access_token"]), "untrusted issuer", "is not a trusted IdP")
+
+    def standin_jag(ttl=300, typ="oauth-id-jag+jwt", **extra):
+        now = int(time.time())
+        payload = {"iss": standin.url, "sub": "alice", "aud": as_, "client_id": as_client, "resource": mcp,
+                   "jti": b64(secrets.token_bytes(16)), "iat": now - 600, "exp": now + ttl, **extra}
+        return jwt.encode(payload, standin.key, algorithm="EdDSA", headers={"kid": standin.kid, "typ": typ})
+
+    r = hop2(standin_jag())
+    check(r.status_code == 200 and claims(r.json()["access_token"])["sub"] == "alice",
+          "ID-JAG hop 2: a second trusted IdP (repeated --trust-idjag-issuer/--trust-idjag-jwks) works", r.text)
+    refused(hop2(standin_jag(ttl=-60)), "expired ID-JAG", "expired")
+    refused(hop2(standin_jag(typ="JWT")), "wrong typ", "typ must be oauth-id-jag+jwt")
+    refused(hop2(grant, auth=("other", "other-secret")), "another client's ID-JAG", "is not the authenticated client")
+    r = hop1(gw.assertion("alice", as_), as_, issuer=as_, resource=mcp, auth=(as_client, as_secret))
+    check(r.status_code == 200, "ID-JAG: the AS (trusting gw) issues one for itself", r.text)
+    refused(hop2(r.json()["access_token"]), "the AS's own ID-JAG", "this authorization server itself")
+    r = hop2(grant, auth=(as_client, "wrong"))
+    check(r.status_code == 401 and r.json()["error"] == "invalid_client", "ID-JAG hop 2: wrong client secret refused", r.text)
+
+
 async def main() -> None:
     if not (HERE / "node_modules/oidc-provider").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True)
@@ -244,6 +368,8 @@ async def main() -> None:
                   headers={"accept": "application/json, text/event-stream", "authorization": f"Bearer {other}"})
     check(r.status_code == 401 and 'error="invalid_token"' in r.headers.get("www-authenticate", ""),
           "whoami: token for another resource refused (401)", r.headers)
+
+    await id_jag_checks(http, gw)
 
     # Dynamic registration, then the code flow by posting the interaction forms.
     redirect = "http://127.0.0.1:9/callback"

@@ -14,23 +14,42 @@
 // `act` = {sub: actor's sub} when an actor token was given (RFC 8693 §4.1; a prior
 // actor the subject token carried is nested inside it), or else the subject token's
 // own `act`, so delegation recorded upstream survives the exchange. No refresh token.
+//
+// With requested_token_type=urn:ietf:params:oauth:token-type:id-jag (hop 1 of
+// Enterprise-Managed Authorization, draft-ietf-oauth-identity-assertion-authz-grant)
+// the same checked subject (and actor) become an Identity Assertion JWT Authorization
+// Grant instead: a JWT signed with this provider's own key (the /jwks one), header
+// typ oauth-id-jag+jwt, claims iss (this provider), sub, aud = `audience` (the
+// resource authorization server's issuer: required), client_id (the client that
+// server knows the caller as: provider.mjs's --idjag-client-id), resource and scope
+// (the parameters, when given), act (as above), jti, iat, exp (5 minutes). The answer
+// is the draft's: issued_token_type id-jag, token_type N_A, expires_in 300.
+// jwt_bearer.mjs is the other hop: where such a grant is traded for an access token.
+import * as crypto from 'node:crypto';
+
 import * as jose from 'jose';
 import { errors } from 'oidc-provider';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 const JWT = 'urn:ietf:params:oauth:token-type:jwt';
-const ALGS = ['EdDSA', 'Ed25519', 'RS256', 'PS256', 'ES256'];
+export const ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
+export const ID_JAG_TYP = 'oauth-id-jag+jwt';
+export const ID_JAG_TTL = 300;
+export const ALGS = ['EdDSA', 'Ed25519', 'RS256', 'PS256', 'ES256'];
 
 // The `act` of each token this grant issues, for provider.mjs's extraTokenClaims
 // (oidc-provider's documented hook for extra JWT claims; it overwrites `extra`).
 const acts = new WeakMap();
 export const exchangeClaims = (ctx, token) => (acts.has(token) ? { act: acts.get(token) } : undefined);
+// Records the `act` an access token made elsewhere (jwt_bearer.mjs) is to carry.
+export const carryAct = (token, act) => { if (act) acts.set(token, act); };
 
 // Errors carry their reason in error_description (oidc-provider hides InvalidGrant's).
-const refuse = (error, description) => new errors.CustomOIDCProviderError(error, description);
+export const refuse = (error, description) => new errors.CustomOIDCProviderError(error, description);
 
-export function tokenExchange({ provider, ownJwks, trusted, resourceServer }) {
+// idJag: { sign(claims) -> compact JWT with this provider's key, clientId } (hop 1).
+export function tokenExchange({ provider, ownJwks, trusted, resourceServer, idJag }) {
   const remote = new Map(trusted.map((t) => [t.issuer, { ...t, keys: jose.createRemoteJWKSet(new URL(t.jwks)) }]));
 
   async function verify(label, token, type) {
@@ -73,11 +92,16 @@ export function tokenExchange({ provider, ownJwks, trusted, resourceServer }) {
       return v;
     };
     if (!params.subject_token) throw refuse('invalid_request', 'missing subject_token');
-    if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN) {
-      throw refuse('invalid_request', `requested_token_type must be ${ACCESS_TOKEN}`);
+    const wantsIdJag = params.requested_token_type === ID_JAG;
+    if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN && !wantsIdJag) {
+      throw refuse('invalid_request', `requested_token_type must be ${ACCESS_TOKEN} or ${ID_JAG}`);
     }
-    const target = single('resource') || single('audience');
-    if (!target) throw refuse('invalid_target', 'resource or audience is required');
+    const target = wantsIdJag ? single('audience') : single('resource') || single('audience');
+    if (!target) {
+      throw refuse(wantsIdJag ? 'invalid_request' : 'invalid_target', wantsIdJag
+        ? 'audience (the issuer of the authorization server the ID-JAG is for) is required'
+        : 'resource or audience is required');
+    }
 
     const subject = await verify('subject_token', params.subject_token, params.subject_token_type);
     let act = subject.act;
@@ -86,6 +110,31 @@ export function tokenExchange({ provider, ownJwks, trusted, resourceServer }) {
       act = { sub: actor.sub, ...(subject.act && subject.act.sub !== actor.sub ? { act: subject.act } : {}) };
     } else if (params.actor_token_type) {
       throw refuse('invalid_request', 'actor_token_type without actor_token');
+    }
+
+    if (wantsIdJag) {
+      const resource = single('resource');
+      const now = Math.floor(Date.now() / 1000);
+      const claims = {
+        iss: provider.issuer,
+        sub: String(subject.sub),
+        aud: target,
+        client_id: idJag.clientId,
+        ...(resource ? { resource } : {}),
+        ...(params.scope ? { scope: params.scope } : {}),
+        ...(act ? { act } : {}),
+        jti: crypto.randomUUID(),
+        iat: now,
+        exp: now + ID_JAG_TTL,
+      };
+      ctx.body = {
+        access_token: await idJag.sign(claims),
+        issued_token_type: ID_JAG,
+        token_type: 'N_A',
+        expires_in: ID_JAG_TTL,
+        ...(params.scope ? { scope: params.scope } : {}),
+      };
+      return;
     }
 
     const at = new provider.AccessToken({

@@ -52,14 +52,14 @@ async fn main() {
     let modes = ["shared", "assertion", "exchange"];
     // Warm: the first assertion signed, the first exchange made.
     for mode in modes {
-        identities.present(&config, mode, &caller, now, &entropy).await.unwrap();
+        identities.present(&config, mode, (&caller, None), now, &entropy).await.unwrap();
     }
     let mut ns = [0f64; 3];
     for _ in 0..ROUNDS {
         for (i, mode) in modes.iter().enumerate() {
             let started = Instant::now();
             for _ in 0..CALLS {
-                black_box(identities.present(&config, mode, &caller, now, &entropy).await.unwrap());
+                black_box(identities.present(&config, mode, (&caller, None), now, &entropy).await.unwrap());
             }
             ns[i] += started.elapsed().as_nanos() as f64 / f64::from(CALLS) / ROUNDS as f64;
         }

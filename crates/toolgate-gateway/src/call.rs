@@ -86,6 +86,9 @@ pub struct Call {
     pub run: Option<Value>,
     /// The MCP session of the request, where the transport has one.
     pub session: Option<Arc<str>>,
+    /// The caller's own inbound OAuth access token, where it came with one
+    /// (`[oauth]`): an exchange's subject token. Never sent to a server.
+    pub inbound_token: Option<Arc<str>>,
     /// Cancelled when the client cancels the call while it is held (a
     /// `notifications/cancelled` naming it, `cancels.rs`): the hold ends at once.
     pub cancelled: tokio_util::sync::CancellationToken,

@@ -103,6 +103,25 @@ pub struct IdentityConfig {
     /// With `env`: a person's process unused this long is stopped (default
     /// 600000, ten minutes).
     pub idle_ms: Option<u64>,
+    /// exchange: Enterprise-Managed Authorization's second hop. The exchange
+    /// at `token_endpoint` (the enterprise IdP) asks for an ID-JAG for
+    /// `audience` (the server's authorization server), which is then
+    /// redeemed there with the JWT bearer grant (RFC 7523).
+    pub id_jag: Option<IdJag>,
+}
+
+/// `[servers.NAME.identity.id_jag]`: where an ID-JAG is redeemed.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdJag {
+    /// The server's authorization server's token endpoint.
+    pub token_endpoint: String,
+    /// The gateway's client id there (the ID-JAG names it).
+    pub client_id: String,
+    /// The environment variable holding that client's secret.
+    pub client_secret_env: Option<String>,
+    /// The owner-only file holding that client's secret.
+    pub client_secret_file: Option<PathBuf>,
 }
 
 /// The config as written: `mode` is read as text first, so a mode that
@@ -125,6 +144,7 @@ struct Written {
     env: Option<String>,
     pool: Option<usize>,
     idle_ms: Option<u64>,
+    id_jag: Option<IdJag>,
 }
 
 /// The words that ask for the caller's own token to go upstream.
@@ -161,6 +181,7 @@ impl<'de> Deserialize<'de> for IdentityConfig {
             env: w.env,
             pool: w.pool,
             idle_ms: w.idle_ms,
+            id_jag: w.id_jag,
         })
     }
 }
@@ -205,6 +226,20 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
     ];
     let assertion_keys = [("header", identity.header.is_some()), ("ttl_ms", identity.ttl_ms.is_some())];
     let oauth_keys = [("authorization_server", identity.authorization_server.is_some())];
+    if identity.mode != IdentityMode::Exchange && identity.id_jag.is_some() {
+        out.push(format!("{at}.id_jag applies to mode = \"exchange\" only; remove it or set that mode"));
+    }
+    if let Some(j) = &identity.id_jag {
+        if !(j.token_endpoint.starts_with("https://") || j.token_endpoint.starts_with("http://")) {
+            out.push(format!("{at}.id_jag.token_endpoint must start with https:// or http://"));
+        }
+        if j.client_secret_env.is_some() && j.client_secret_file.is_some() {
+            out.push(format!("{at}.id_jag: give `client_secret_env` or `client_secret_file`, not both"));
+        }
+        if identity.audience.is_none() {
+            out.push(format!("{at}: with id_jag, `audience` names the server's authorization server (its issuer), whom the ID-JAG is for"));
+        }
+    }
     let personal_keys = [("env", identity.env.is_some()), ("pool", identity.pool.is_some()), ("idle_ms", identity.idle_ms.is_some())];
     let stray = |keys: &[(&str, bool)], mode: &str, out: &mut Vec<String>| {
         for (key, set) in keys {

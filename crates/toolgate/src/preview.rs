@@ -41,6 +41,7 @@ pub async fn run(config_path: &Path, tool: &str, arguments: &str, as_caller: &st
         deadline_ms: None,
         run: in_run.map(|r| Value::String(r.to_string())),
         session: None,
+        inbound_token: None,
         cancelled: Default::default(),
     };
     let answer = pipeline::call_tool(&gw, CallRequest { caller: Arc::new(caller), trace: Default::default(), request_id: None, era: Era::Modern, call }).await.answer;

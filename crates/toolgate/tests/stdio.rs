@@ -35,7 +35,7 @@ async fn get_ticket(gw: &Gateway) -> Answer {
 
 async fn get_ticket_recorded(gw: &Gateway) -> toolgate_gateway::call::Recorded {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
-    let get = Call { kind: toolgate_gateway::upstream::Kind::Tool, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), progress: None, client: None, preview: false, deadline_ms: None, input: Default::default(), client_capabilities: None, operation_key: None, run: None, session: None, cancelled: Default::default() };
+    let get = Call { kind: toolgate_gateway::upstream::Kind::Tool, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), progress: None, client: None, preview: false, deadline_ms: None, input: Default::default(), client_capabilities: None, operation_key: None, run: None, session: None, inbound_token: None, cancelled: Default::default() };
     let call = CallRequest { caller, trace: Default::default(), request_id: None, era: Era::Modern, call: get };
     pipeline::call_tool(gw, call).await
 }

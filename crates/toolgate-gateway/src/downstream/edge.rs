@@ -172,7 +172,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let address = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
         // Streamable HTTP here is stateless: no session is issued.
-        Ok(Peer { transport: "tcp", address, session: None })
+        Ok(Peer { transport: "tcp", address, session: None, inbound_token: None })
     }
 }
 

@@ -160,7 +160,8 @@ fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, ses
 }
 
 /// The extractors run in this order: who may call, what it sends, the message.
-async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { mut msg, era }: McpMessage) -> Response {
+async fn endpoint(State(gw): State<Arc<Gateway>>, mut peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { mut msg, era }: McpMessage) -> Response {
+    peer.inbound_token = inbound_token(&gw, &headers);
     if era == Era::Legacy && msg.method != "initialize" {
         let session = header_str(&headers, SESSION_HEADER).and_then(|id| gw.sessions.get(id, &caller.name, gw.clock.now_ms()));
         super::sessions::carry_capabilities(&mut msg, session.and_then(|s| s.capabilities()));
@@ -188,6 +189,15 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, peer: Peer, Admitted(caller): 
         response.headers_mut().insert(SESSION_HEADER, id.parse().expect("a token is a header value"));
     }
     response
+}
+
+/// The request's bearer token when it is an OAuth access token (`[oauth]`)
+/// rather than a `[callers]` token: an exchange may present it as the
+/// person's subject token.
+fn inbound_token(gw: &Gateway, headers: &axum::http::HeaderMap) -> Option<Arc<str>> {
+    gw.oauth.as_ref()?;
+    let bearer = header_str(headers, "authorization").and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim)?;
+    gw.callers.by_token(bearer).is_none().then(|| bearer.into())
 }
 
 /// A reply as one HTTP response, with the status the transport gives it.

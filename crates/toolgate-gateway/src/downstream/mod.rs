@@ -112,6 +112,9 @@ pub(crate) struct Peer {
     /// The MCP session the request belongs to, where the transport has one
     /// (stdio: the connection): a call's run when it names none.
     pub(crate) session: Option<Arc<str>>,
+    /// The caller's own OAuth access token, when it was admitted by one
+    /// (`[oauth]`), not by a `[callers]` token.
+    pub(crate) inbound_token: Option<Arc<str>>,
 }
 
 /// The SERVER span of one request, a child of the trace it carries. Field
@@ -156,7 +159,7 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
         let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
         (msg.method.clone(), tool)
     });
-    let (reply, error_type) = respond(gw, msg, era, caller, notify, id, peer.session.clone()).instrument(span.clone()).await;
+    let (reply, error_type) = respond(gw, msg, era, caller, notify, id, peer).instrument(span.clone()).await;
     if let Some(e) = &error_type {
         span.record("error.type", e.as_str());
         span.record("otel.status_code", "ERROR");
@@ -172,7 +175,7 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
 
 /// The answer, and its `error.type` if it failed: the JSON-RPC code, or
 /// `tool_error` for an `isError` result (refusals included).
-async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, session: Option<Arc<str>>) -> (Reply, Option<String>) {
+async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, peer: &Peer) -> (Reply, Option<String>) {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
@@ -199,9 +202,9 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
         "prompts/list" => list(gw, &msg.params, era, Kind::Prompt),
         "resources/list" => list(gw, &msg.params, era, Kind::Resource),
         "resources/templates/list" => list(gw, &msg.params, era, Kind::Template),
-        "tools/call" => call(gw, &mut msg, era, caller, notify, session, Kind::Tool).await,
-        "prompts/get" => call(gw, &mut msg, era, caller, notify, session, Kind::Prompt).await,
-        "resources/read" => call(gw, &mut msg, era, caller, notify, session, Kind::Resource).await,
+        "tools/call" => call(gw, &mut msg, era, caller, notify, peer, Kind::Tool).await,
+        "prompts/get" => call(gw, &mut msg, era, caller, notify, peer, Kind::Prompt).await,
+        "resources/read" => call(gw, &mut msg, era, caller, notify, peer, Kind::Resource).await,
         "completion/complete" => content::complete(gw, &msg.params).await,
         other => {
             let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
@@ -338,7 +341,8 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
 /// pipeline. A prompt's or resource's refusal is a JSON-RPC error (its
 /// result has no `isError` to carry one), with the refusal in `data`.
 #[allow(clippy::too_many_arguments)]
-async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, session: Option<Arc<str>>, kind: Kind) -> Result<RawObject, RpcError> {
+async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, peer: &Peer, kind: Kind) -> Result<RawObject, RpcError> {
+    let (session, inbound_token) = (peer.session.clone(), peer.inbound_token.clone());
     let (field, what) = if kind == Kind::Resource { ("uri", "the resource's URI") } else { ("name", "its name") };
     // Taken, not copied: nothing reads the request's arguments after this.
     let taken = if kind == Kind::Resource { None } else { msg.params.get_mut("arguments").map(Value::take) };
@@ -377,7 +381,7 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
     let preview = preview_asked(&msg.params)?;
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
-    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, cancelled: Default::default() };
+    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, inbound_token, cancelled: Default::default() };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.

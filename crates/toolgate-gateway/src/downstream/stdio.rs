@@ -104,7 +104,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         }
         let (gw, out, caller, session) = (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
         tokio::spawn(async move {
-            let peer = super::Peer { transport: "pipe", address: None, session: Some(session) };
+            let peer = super::Peer { transport: "pipe", address: None, session: Some(session), inbound_token: None };
             if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, &peer, Some(out.clone())).await {
                 let _ = out.send(body);
             }

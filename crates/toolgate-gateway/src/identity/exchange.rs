@@ -17,8 +17,15 @@ use super::endpoint::{self, ClientAuth};
 
 /// `urn:ietf:params:oauth:grant-type:token-exchange`.
 const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The caller's own inbound OAuth access token, as a subject token; and
+/// what the exchange asks for, unless an ID-JAG.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// An Identity Assertion JWT Authorization Grant (Enterprise-Managed Authorization).
+const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+/// RFC 7523's grant, which redeems an ID-JAG at the server's authorization server.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// The type of the gateway's assertions as subject and actor tokens.
-const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+pub const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 /// A token is not used within this long of its expiry.
 const MARGIN_MS: i64 = 30_000;
 /// When the token endpoint gives no `expires_in`: keep it this long.
@@ -58,8 +65,10 @@ pub struct Request<'a> {
     pub endpoint: &'a str,
     /// The gateway's client id there, and its secret if it has one.
     pub client: (&'a str, Option<&'a str>),
-    /// The person's assertion.
+    /// The person's assertion, or their own inbound access token.
     pub subject_token: &'a str,
+    /// Its type (`JWT_TYPE` or `ACCESS_TOKEN_TYPE`).
+    pub subject_token_type: &'a str,
     /// The agent's assertion.
     pub actor_token: &'a str,
     /// `audience`, `resource`, `scope`.
@@ -107,40 +116,58 @@ impl Exchanges {
             return Ok(token.clone());
         }
         let owned = request()?;
-        let token = self.exchange(&owned.borrow(), now_ms()).await?;
+        let token = match &owned.id_jag {
+            None => self.exchange(&owned.borrow(), ACCESS_TOKEN_TYPE, now_ms()).await?,
+            Some((endpoint, (id, secret))) => {
+                // The first hop's token is the ID-JAG; the second redeems it
+                // where the server's own tokens are made.
+                let grant = self.exchange(&owned.borrow(), ID_JAG_TYPE, now_ms()).await?;
+                let form = vec![("grant_type", JWT_BEARER), ("assertion", grant.access.as_ref())];
+                let (status, bytes) = endpoint::post_form(&self.http, endpoint, form, auth(id, secret.as_deref()), "the authorization server's token endpoint").await?;
+                token_of(status, &bytes, now_ms(), "the ID-JAG")?
+            }
+        };
         *held = Some(token.clone());
         Ok(token)
     }
 
-    async fn exchange(&self, r: &Request<'_>, now_ms: i64) -> Result<Token, String> {
+    async fn exchange(&self, r: &Request<'_>, requested: &str, now_ms: i64) -> Result<Token, String> {
         let mut form = vec![
             ("grant_type", GRANT),
             ("subject_token", r.subject_token),
-            ("subject_token_type", JWT_TYPE),
+            ("subject_token_type", r.subject_token_type),
             ("actor_token", r.actor_token),
             ("actor_token_type", JWT_TYPE),
             ("audience", r.audience),
-            ("requested_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+            ("requested_token_type", requested),
         ];
         form.extend(r.resource.map(|v| ("resource", v)));
         form.extend(r.scope.map(|v| ("scope", v)));
-        let (id, secret) = r.client;
-        let auth = match secret {
-            Some(secret) => ClientAuth::Basic { id, secret },
-            None => ClientAuth::Public { id },
-        };
-        let (status, bytes) = endpoint::post_form(&self.http, r.endpoint, form, auth, "the token endpoint").await?;
-        let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)"))?;
-        match answer.access_token {
-            Some(access) if status.is_success() && !access.is_empty() => {
-                let life_ms = answer.expires_in.map_or(DEFAULT_LIFE_MS, |s| s.saturating_mul(1000));
-                // Used until shortly before it expires; a very short one, for half its life.
-                let until_ms = now_ms + (life_ms - MARGIN_MS).max(life_ms / 2);
-                let sha256 = toolgate_core::proposal::sha256_hex(access.as_bytes());
-                Ok(Token { access: access.into(), sha256: sha256.into(), until_ms })
-            }
-            _ => Err(format!("the token endpoint refused the exchange ({})", endpoint::refusal(status, answer.error.as_deref(), answer.error_description.as_deref()))),
+        let (status, bytes) = endpoint::post_form(&self.http, r.endpoint, form, auth(r.client.0, r.client.1), "the token endpoint").await?;
+        token_of(status, &bytes, now_ms, "the exchange")
+    }
+}
+
+/// A client's credentials at a token endpoint: HTTP Basic with a secret.
+fn auth<'a>(id: &'a str, secret: Option<&'a str>) -> ClientAuth<'a> {
+    match secret {
+        Some(secret) => ClientAuth::Basic { id, secret },
+        None => ClientAuth::Public { id },
+    }
+}
+
+/// The token of a token endpoint's answer, or why it gave none.
+fn token_of(status: reqwest::StatusCode, bytes: &[u8], now_ms: i64, what: &str) -> Result<Token, String> {
+    let answer: Answer = serde_json::from_slice(bytes).map_err(|_| format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)"))?;
+    match answer.access_token {
+        Some(access) if status.is_success() && !access.is_empty() => {
+            let life_ms = answer.expires_in.map_or(DEFAULT_LIFE_MS, |s| s.saturating_mul(1000));
+            // Used until shortly before it expires; a very short one, for half its life.
+            let until_ms = now_ms + (life_ms - MARGIN_MS).max(life_ms / 2);
+            let sha256 = toolgate_core::proposal::sha256_hex(access.as_bytes());
+            Ok(Token { access: access.into(), sha256: sha256.into(), until_ms })
         }
+        _ => Err(format!("the token endpoint refused {what} ({})", endpoint::refusal(status, answer.error.as_deref(), answer.error_description.as_deref()))),
     }
 }
 
@@ -150,8 +177,10 @@ pub struct Owned {
     pub endpoint: String,
     /// The client id and secret.
     pub client: (String, Option<String>),
-    /// The person's assertion.
+    /// The person's assertion, or their own inbound access token.
     pub subject_token: String,
+    /// Its type.
+    pub subject_token_type: &'static str,
     /// The agent's assertion.
     pub actor_token: String,
     /// The audience.
@@ -160,6 +189,9 @@ pub struct Owned {
     pub resource: Option<String>,
     /// The scope.
     pub scope: Option<String>,
+    /// ID-JAG's second hop: the server's authorization server's token
+    /// endpoint, and the gateway's client there (id, secret).
+    pub id_jag: Option<(String, (String, Option<String>))>,
 }
 
 impl Owned {
@@ -168,6 +200,7 @@ impl Owned {
             endpoint: &self.endpoint,
             client: (&self.client.0, self.client.1.as_deref()),
             subject_token: &self.subject_token,
+            subject_token_type: self.subject_token_type,
             actor_token: &self.actor_token,
             audience: &self.audience,
             resource: self.resource.as_deref(),

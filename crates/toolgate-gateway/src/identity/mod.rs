@@ -124,11 +124,13 @@ impl Identities {
 
     /// What a call by `caller` to `server` carries under `config`. An error
     /// says why no credential could be made; nothing was sent.
-    pub async fn present(&self, config: &Config, server: &str, caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
+    /// `inbound`: the caller's own OAuth access token, if it came with one,
+    /// which an exchange presents as the person's subject token.
+    pub async fn present(&self, config: &Config, server: &str, (caller, inbound): (&Caller, Option<&str>), now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
         let Some(s) = config.servers.get(server) else { return Ok(Presented::shared()) };
         let secret = |file: &Path| config.resolve_path(file);
         let place = (s.identity.mode == IdentityMode::Oauth).then(|| Place::of(config));
-        self.credential(config.issuer(), place.as_ref(), server, s, &secret, caller, now_ms, entropy).await
+        self.credential(config.issuer(), place.as_ref(), server, s, &secret, (caller, inbound), now_ms, entropy).await
     }
 
     /// The gateway's own credential at `server`, for the requests it makes
@@ -156,7 +158,7 @@ impl Identities {
             let (identities, server, s, issuer, gateway, clock, entropy, secret_file, place) = (identities.clone(), server.clone(), s.clone(), issuer.clone(), gateway.clone(), clock.clone(), entropy.clone(), secret_file.clone(), place.clone());
             Box::pin(async move {
                 let secret = |_: &Path| secret_file.clone().unwrap_or_default();
-                let presented = identities.credential(&issuer, place.as_ref(), &server, &s, &secret, &gateway, || clock.now_ms(), entropy.as_ref()).await.map_err(|e| match e {
+                let presented = identities.credential(&issuer, place.as_ref(), &server, &s, &secret, (&gateway, None), || clock.now_ms(), entropy.as_ref()).await.map_err(|e| match e {
                     Unmade::Connect(_) => format!("the gateway has no connection of its own at `{server}`, so it cannot read the server's tools: an admin connects it on the console's Connections page"),
                     Unmade::Unavailable(why) => why,
                 })?;
@@ -172,7 +174,7 @@ impl Identities {
     /// What a call by `caller` to `server` (`s`) carries; `secret` resolves
     /// the exchange client's secret file.
     #[allow(clippy::too_many_arguments)]
-    async fn credential(&self, issuer: &str, place: Option<&Place>, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), caller: &Caller, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
+    async fn credential(&self, issuer: &str, place: Option<&Place>, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), (caller, inbound): (&Caller, Option<&str>), now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
         let identity = &s.identity;
         let audience = || audience(server, s);
         match identity.mode {
@@ -198,14 +200,31 @@ impl Identities {
                 let request = || {
                     let client_secret = read_secret(server, identity, secret)?;
                     let now = now_ms();
+                    let id_jag = match &identity.id_jag {
+                        None => None,
+                        Some(j) => {
+                            let source = match (&j.client_secret_env, &j.client_secret_file) {
+                                (Some(var), _) => Some(ValueSource::Env(var.clone())),
+                                (None, Some(file)) => Some(ValueSource::File(secret(file))),
+                                (None, None) => None,
+                            };
+                            let jag_secret = source.map(|s| s.read(&format!("servers.{server}.identity.id_jag client secret"))).transpose().map_err(|e| e.to_string())?;
+                            Some((j.token_endpoint.clone(), (j.client_id.clone(), jag_secret)))
+                        }
+                    };
                     Ok(exchange::Owned {
                         endpoint,
                         client: (identity.client_id.clone().unwrap_or_default(), client_secret),
-                        subject_token: self.assertions.assert(issuer, &audience, caller, assertion_ttl(), now, entropy).token.to_string(),
+                        // The person's own inbound token where they came with
+                        // one (the IdP's, for this gateway); else the
+                        // gateway's assertion for them.
+                        subject_token: inbound.map_or_else(|| self.assertions.assert(issuer, &audience, caller, assertion_ttl(), now, entropy).token.to_string(), str::to_string),
+                        subject_token_type: if inbound.is_some() { exchange::ACCESS_TOKEN_TYPE } else { exchange::JWT_TYPE },
                         actor_token: self.assertions.actor(issuer, &audience, caller, assertion_ttl(), now, entropy),
                         audience: audience.clone(),
                         resource: identity.resource.clone(),
                         scope: identity.scope.clone(),
+                        id_jag,
                     })
                 };
                 let token = self.exchanges.token(key, &now_ms, request).await?;

@@ -18,7 +18,7 @@ pub const CONNECT_KEY: &str = "io.toolgate/connect";
 
 pub(crate) async fn present(identities: &Identities, config: &Config, server: &str, (cx, call): (&Context, &Call), proposal: &Proposal, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Stop> {
     let caller: &Caller = &cx.caller;
-    identities.present(config, server, caller, now_ms, entropy).await.map_err(|unmade| match unmade {
+    identities.present(config, server, (caller, call.inbound_token.as_deref()), now_ms, entropy).await.map_err(|unmade| match unmade {
         Unmade::Connect(link) => connect(cx, call, server, &link, proposal),
         Unmade::Unavailable(why) => {
             tracing::warn!(server, %why, "no credential for the person");

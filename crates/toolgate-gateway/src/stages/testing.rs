@@ -56,7 +56,7 @@ pub fn agent() -> Arc<Caller> {
 
 /// A 2026-07-28 `tools/call` of `name` by the agent, presenting nothing.
 pub fn call(name: &str, arguments: Value) -> CallRequest {
-    let call = Call { kind: crate::upstream::Kind::Tool, name: name.to_string(), arguments, progress: None, client: None, input: Map::new(), operation_key: None, client_capabilities: None, preview: false, deadline_ms: None, run: None, session: None, cancelled: Default::default() };
+    let call = Call { kind: crate::upstream::Kind::Tool, name: name.to_string(), arguments, progress: None, client: None, input: Map::new(), operation_key: None, client_capabilities: None, preview: false, deadline_ms: None, run: None, session: None, inbound_token: None, cancelled: Default::default() };
     CallRequest { caller: agent(), trace: Default::default(), request_id: Some(Id::Number(7)), era: Era::Modern, call }
 }
 
