@@ -198,10 +198,42 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
     provider.arg(workspace().join("tests/oidc/provider.mjs")).args(["--port", "0", "--client", &format!("toolgate:{CLIENT_SECRET}"), "--trust-issuer", ISSUER, "--trust-jwks", &jwks]);
     let provider = peer(provider, &home.join("provider.log")).await;
     let oauth_who = peer(whoami(&["--port", "0", "--issuer", &provider.url, "--stateless"]), &home.join("oauth-who.log")).await;
+    // Enterprise-Managed Authorization: the provider above is the IdP that
+    // issues ID-JAGs; a second one is the server's own authorization
+    // server, which redeems them (the JWT bearer grant).
+    let mut server_as = Command::new("node");
+    server_as.arg(workspace().join("tests/oidc/provider.mjs")).args(["--port", "0", "--client", &format!("toolgate:{CLIENT_SECRET}"), "--trust-idjag-issuer", &provider.url, "--trust-idjag-jwks", &format!("{}/jwks", provider.url)]);
+    let server_as = peer(server_as, &home.join("server-as.log")).await;
+    let jag_who = peer(whoami(&["--port", "0", "--issuer", &server_as.url, "--stateless"]), &home.join("jag-who.log")).await;
     let stdio_args: Vec<String> = [workspace().join("tests/python/whoami_server.py").display().to_string(), "stdio".into(), "--assertion-jwks".into(), jwks.clone(), "--assertion-issuer".into(), ISSUER.into(), "--audience".into(), "local".into()].into();
 
     let config_path = home.join("toolgate.toml");
-    std::fs::write(&config_path, config(port, &who.url, &stdio_args, &provider.url, &oauth_who.url)).unwrap();
+    let mut text = config(port, &who.url, &stdio_args, &provider.url, &oauth_who.url);
+    text.push_str(&format!(
+        r#"
+[servers.jagged]
+url = "{jag}"
+[servers.jagged.identity]
+mode = "exchange"
+token_endpoint = "{idp}/token"
+client_id = "toolgate"
+client_secret_env = "TG_EXCHANGE_SECRET"
+audience = "{server_as}"
+resource = "{jag}"
+[servers.jagged.identity.id_jag]
+token_endpoint = "{server_as}/token"
+client_id = "toolgate"
+client_secret_env = "TG_EXCHANGE_SECRET"
+
+[registry."jagged__whoami"]
+class = "automatic"
+read_only = true
+"#,
+        jag = jag_who.url,
+        idp = provider.url,
+        server_as = server_as.url,
+    ));
+    std::fs::write(&config_path, text).unwrap();
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&config_path).env("TG_JANE", JANE).env("TG_OMAR", OMAR).env("TG_EXCHANGE_SECRET", CLIENT_SECRET);
     let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
@@ -243,6 +275,12 @@ async fn each_call_reaches_its_server_as_the_person_who_made_it() {
         assert_eq!(structured(&exchanged[0])["act"]["sub"], "jane", "{exchanged:?}");
         let exchanged = calls(&gateway.url, era, OMAR, &json!([{"tool": "exchanged__whoami", "arguments": {}}]));
         assert_eq!(structured(&exchanged[0])["sub"], "tech-omar", "{exchanged:?}");
+
+        // ID-JAG: the IdP's grant for the person, redeemed at the server's
+        // own authorization server for a token the server accepts.
+        let jagged = calls(&gateway.url, era, OMAR, &json!([{"tool": "jagged__whoami", "arguments": {}}]));
+        assert_eq!(structured(&jagged[0])["sub"], "tech-omar", "{jagged:?}");
+        assert_eq!(structured(&jagged[0])["act"]["sub"], "omar", "the agent acts through both hops: {jagged:?}");
 
         // A stdio server that reads the token from its environment: each
         // person gets a process of their own, started with their token;
