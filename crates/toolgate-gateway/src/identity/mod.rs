@@ -289,3 +289,50 @@ pub fn audience(server: &str, s: &ServerConfig) -> String {
 fn person(mode: IdentityMode, audience: String, credential_sha256: &str, caller: &Caller) -> UpstreamIdentity {
     UpstreamIdentity { mode: mode.word().into(), audience: Some(audience), credential_sha256: Some(credential_sha256.into()), subject: Some(caller.subject.clone()) }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use toolgate_core::SeededEntropy;
+
+    /// A token endpoint that keeps every form it is sent and answers each
+    /// with a token good for an hour.
+    async fn token_endpoint(seen: Arc<Mutex<Vec<std::collections::HashMap<String, String>>>>) -> String {
+        let app = axum::Router::new().route(
+            "/token",
+            axum::routing::post(move |axum::Form(form): axum::Form<std::collections::HashMap<String, String>>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(form);
+                    axum::Json(json!({"access_token": "exchanged-token-0123456789abcdef", "token_type": "Bearer", "expires_in": 3600}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_exchange_presents_the_persons_own_inbound_token_where_they_came_with_one() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let endpoint = token_endpoint(seen.clone()).await;
+        let text = format!("[servers.crm]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.crm.identity]\nmode = \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"gw\"\n");
+        let config = Config::parse(&text, Path::new("/tmp/toolgate.toml")).unwrap();
+        let identities = Identities::new(Arc::new(AssertionKey::derive(&[3; 32])), &[], Vec::new()).unwrap();
+        let (entropy, now) = (SeededEntropy::new([4; 32]), || 1_800_000_000_000);
+        let person = |subject: &str| Caller { name: "agent".into(), subject: subject.into(), tenant: "atlas".into(), roles: vec![] };
+        let inbound = identities.present(&config, "crm", (&person("jane"), Some("idp-access-token-of-jane")), now, &entropy).await.unwrap_or_else(|e| panic!("{}", e.why()));
+        let assertion = identities.present(&config, "crm", (&person("omar"), None), now, &entropy).await.unwrap_or_else(|e| panic!("{}", e.why()));
+        assert_eq!(inbound.headers[0].1, "Bearer exchanged-token-0123456789abcdef");
+        assert_eq!((inbound.identity.subject.as_deref(), assertion.identity.subject.as_deref()), (Some("jane"), Some("omar")));
+        let seen = seen.lock().unwrap();
+        assert_eq!((seen[0]["subject_token"].as_str(), seen[0]["subject_token_type"].as_str()), ("idp-access-token-of-jane", exchange::ACCESS_TOKEN_TYPE));
+        assert_eq!(seen[1]["subject_token_type"], exchange::JWT_TYPE, "no inbound token: the gateway's assertion for the person");
+        assert_eq!(seen[1]["subject_token"].matches('.').count(), 2);
+        assert!(seen.iter().all(|f| f["actor_token_type"] == exchange::JWT_TYPE), "the agent is the actor either way");
+    }
+}
