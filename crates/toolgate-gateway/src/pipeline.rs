@@ -144,6 +144,12 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented).instrument(obs.stage("dispatch"));
         let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
+        // The server refused the credential made for the person: renewed at their next call.
+        if let Err(Stop::Refused(r)) = &reserved.result
+            && r.reason == toolgate_core::Reason::IdentityUnavailable
+        {
+            gw.identities.distrust(config, &tool.server, &cx.caller, gw.clock.now_ms(), gw.entropy.as_ref()).await;
+        }
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
         let raw: Box<RawValue> = match step!('call, reserved.result) {
             Dispatched::Result(raw) => raw,

@@ -322,7 +322,12 @@ impl Connections {
     async fn refresh(&self, vault: &Vault, of: &For, grant: Grant, now_ms: &impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Option<Grant>, Needed> {
         let expired = grant.tokens.expires_at_ms.is_some_and(|e| e <= now_ms());
         let Some(refresh_token) = grant.tokens.refresh_token.clone() else {
-            return Ok(if expired { None } else { Some(grant) });
+            if !expired {
+                return Ok(Some(grant));
+            }
+            // Over, with nothing to renew it by: the person connects again.
+            let _ = self.ledger.delete_connection(&of.tenant, &of.subject, &of.server).await;
+            return Ok(None);
         };
         let (t, s, v) = (&of.tenant, &of.subject, &of.server);
         let unavailable = |e: toolgate_ledger::LedgerError| Needed::Unavailable(format!("the ledger did not answer: {e}"));
@@ -368,6 +373,20 @@ impl Connections {
                 if expired { Err(Needed::Unavailable(format!("the token could not be refreshed: {why}"))) } else { Ok(Some(grant)) }
             }
         }
+    }
+
+    /// `of`'s access token was refused by its server (HTTP 401): it is no
+    /// longer used from memory, and the grant is marked ended, so the next
+    /// call refreshes it (or, with nothing to refresh it by, asks the
+    /// person to connect again).
+    pub async fn distrust(&self, place: &Place, of: &For, now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
+        lock(&self.tokens).remove(&key(of));
+        let vault = self.vault(place, entropy)?;
+        let Some(row) = self.ledger.connection(&of.tenant, &of.subject, &of.server).await.map_err(|e| e.to_string())? else { return Ok(()) };
+        let mut grant = self.open(&vault, &row)?;
+        grant.tokens.expires_at_ms = Some(now_ms.min(grant.tokens.expires_at_ms.unwrap_or(i64::MAX)) - 1);
+        let row = Connection { updated_ms: row.updated_ms, ..self.seal(&vault, of, &grant, now_ms, entropy) };
+        self.ledger.put_connection(row).await.map_err(|e| e.to_string())
     }
 
     /// Whether a kept grant (`row`) can be refreshed when its token ends: it
@@ -495,6 +514,23 @@ mod tests {
         let config = Config::parse(&format!("[gateway]\nstate_dir = \"{}\"\n", dir.path().display()), std::path::Path::new("/tmp/toolgate.toml")).unwrap();
         let e = c.finish(&config, "code=x&state=tgst_made_up", |_| Some("tgb_x".into()), 1_000, &entropy).await.unwrap_err();
         assert!(e.contains("never begun here"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_token_its_server_refused_is_not_used_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([7; 32]));
+        let (place, of) = (place(dir.path()), For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() });
+        let mut g = grant(1_000, Some(10_000_000));
+        g.tokens.refresh_token = None;
+        let vault = c.vault(&place, &entropy).unwrap();
+        c.ledger.put_connection(c.seal(&vault, &of, &g, 1_000, &entropy)).await.unwrap();
+        let (token, sha256) = c.token(&place, &of, || 2_000, &entropy).await.unwrap_or_else(|_| panic!("no token"));
+        assert_eq!((token.as_ref(), sha256.len()), ("a", 64));
+        c.distrust(&place, &of, 3_000, &entropy).await.unwrap();
+        // Nothing to refresh it by: the person is asked to connect again, and the grant is gone.
+        assert!(matches!(c.token(&place, &of, || 3_001, &entropy).await, Err(Needed::Connect(_))));
+        assert!(c.ledger.connection("atlas", "jane@atlas.example", "who").await.unwrap().is_none());
     }
 
     #[test]

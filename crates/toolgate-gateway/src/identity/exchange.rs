@@ -131,6 +131,14 @@ impl Exchanges {
         Ok(token)
     }
 
+    /// Forgets `key`'s token (its server refused it): the next call exchanges again.
+    pub async fn forget(&self, key: &Key) {
+        let slot = self.cache.lock().expect("exchange cache").get(key).cloned();
+        if let Some(slot) = slot {
+            *slot.lock().await = None;
+        }
+    }
+
     async fn exchange(&self, r: &Request<'_>, requested: &str, now_ms: i64) -> Result<Token, String> {
         let mut form = vec![
             ("grant_type", GRANT),

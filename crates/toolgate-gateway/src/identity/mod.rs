@@ -112,6 +112,29 @@ impl Identities {
         Ok(self)
     }
 
+    /// The credential made for `caller` at `server` was refused there (HTTP
+    /// 401): an exchanged token is exchanged again at the next call, a
+    /// person's own grant refreshed (or, if it cannot be, connected again).
+    pub async fn distrust(&self, config: &Config, server: &str, caller: &Caller, now_ms: i64, entropy: &dyn Entropy) {
+        let Some(s) = config.servers.get(server) else { return };
+        match s.identity.mode {
+            IdentityMode::Exchange => {
+                let endpoint = s.identity.token_endpoint.clone().unwrap_or_default();
+                let key = exchange::Key { server: server.into(), endpoint, tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
+                self.exchanges.forget(&key).await;
+            }
+            IdentityMode::Oauth => {
+                let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() };
+                if let Some(c) = &self.connections
+                    && let Err(why) = c.distrust(&Place::of(config), &of, now_ms, entropy).await
+                {
+                    tracing::warn!(target: "toolgate::identity", server, %why, "cannot mark a refused grant for renewal");
+                }
+            }
+            IdentityMode::Shared | IdentityMode::Assertion => {}
+        }
+    }
+
     /// People's grants (`oauth`), where this gateway keeps them.
     pub fn connections(&self) -> Option<&Connections> {
         self.connections.as_ref()

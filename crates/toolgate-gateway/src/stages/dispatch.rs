@@ -87,6 +87,22 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
         Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),
+        // The credential made for the person was refused: their own
+        // (`identity`), which the pipeline then stops trusting; else the
+        // server's configured one.
+        Err(UpstreamError::Unauthorized(why)) if presented.identity.mode != "shared" => {
+            tracing::warn!(server = %tool.server, tool = %tool.exposed_name, %why, "the server refused the person's credential");
+            Err(Stop::Refused(
+                Refusal::new(
+                    Verdict::Allow,
+                    Reason::IdentityUnavailable,
+                    Action::Retry,
+                    format!("the server `{}` refused the credential made for you (HTTP 401); nothing was run: call again, which renews it (or asks you to connect again)", tool.server),
+                )
+                .with_proposal(&proposal.sha256),
+            ))
+        }
+        Err(UpstreamError::Unauthorized(why)) => Err(unavailable(tool, proposal, &why)),
         // Sent, and then no usable answer: for a write, the effect is unknown.
         Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_) | UpstreamError::Protocol(_))) => {
             tracing::warn!(server = %tool.server, tool = %tool.exposed_name, error = %e, "upstream outcome unknown");

@@ -174,9 +174,15 @@ fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option
     };
     // The person's credential is made per call, not held at start: a
     // plain search (its characters are JWT's, or a token's, unescaped).
-    let said_back = |(name, secret): (&str, &str)| match outcome {
-        Ok(raw) if raw.get().contains(secret) => Some(toolgate_core::credentials::Found { name: name.to_string() }),
-        _ => None,
+    let said_back = |(name, secret): (&str, &str)| {
+        let carried = match outcome {
+            Ok(raw) => raw.get().contains(secret),
+            // A JSON-RPC error, or a refusal that quotes what the upstream said.
+            Err(Stop::Error(e)) => e.message.contains(secret) || e.data.as_ref().is_some_and(|d| d.to_string().contains(secret)),
+            Err(Stop::Refused(r)) => r.message.contains(secret),
+            Err(Stop::Input(o)) => o.values().any(|v| v.get().contains(secret)),
+        };
+        carried.then(|| toolgate_core::credentials::Found { name: name.to_string() })
     };
     found.or_else(|| o.presented.and_then(said_back))
 }
@@ -864,6 +870,12 @@ mod tests {
         // An answer without it passes; without a person's credential, nothing is looked for.
         assert!(withhold(&o, &t, &p, Ok(raw(RESULT))).is_ok());
         assert!(withhold(&operations(&s), &t, &p, Ok(raw(&format!(r#"{{"text":"{secret}"}}"#)))).is_ok());
+        // A JSON-RPC error that says it back, in its message or its data, is withheld too.
+        for error in [crate::wire::RpcError::new(-32000, format!("bad token {secret}")), crate::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret}))] {
+            let r = refused(withhold(&o, &t, &p, Err(Stop::Error(error))));
+            assert_eq!(r.reason, Reason::CredentialWithheld);
+        }
+        assert!(matches!(withhold(&o, &t, &p, Err(Stop::Error(crate::wire::RpcError::new(-32000, "bad token")))), Err(Stop::Error(_))));
     }
 
     #[tokio::test]

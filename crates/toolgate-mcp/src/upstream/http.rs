@@ -123,6 +123,7 @@ impl HttpChannel {
             _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
             _ if status.is_redirection() => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}, a redirect, which toolgate does not follow: set the server's url to where it points"))),
             _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
+            _ if status.as_u16() == 401 => Err(UpstreamError::Unauthorized(format!("{method}: HTTP 401"))),
             // The server received the request and failed: it may have acted.
             _ if status.is_server_error() => Err(UpstreamError::Lost(format!("{method}: HTTP {status}"))),
             _ => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}"))),

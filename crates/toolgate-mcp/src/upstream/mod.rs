@@ -44,6 +44,9 @@ pub enum UpstreamError {
     /// The server refused the request at the HTTP level (4xx): not run.
     #[error("upstream refused the request: {0}")]
     Rejected(String),
+    /// The server refused the request's credential (HTTP 401): not run.
+    #[error("upstream refused the credential: {0}")]
+    Unauthorized(String),
 }
 
 /// Where a call's progress goes: the client's own token, and the stream of
