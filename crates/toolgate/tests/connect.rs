@@ -37,6 +37,7 @@
 
 mod demo_common;
 mod ops_common;
+mod peers_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -46,6 +47,7 @@ use demo_common::workspace;
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use ops_common::{BIN, spawn_listening, tail, toolgate, workdir};
+use peers_common::{free_port, peer, python, whoami};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -67,49 +69,6 @@ const MODERN: &str = "2026-07-28";
 /// How every JWT begins (`{"alg"`, `{"typ"`, `{"kid"`, in base64url): none may
 /// be found where tokens must never be.
 const JWT_STARTS: [&str; 3] = ["eyJhbGci", "eyJ0eXAi", "eyJraWQi"];
-
-/// The venv's Python by its own path (its symlink is what makes it the venv's).
-fn python() -> PathBuf {
-    match std::env::var("TOOLGATE_PYTHON") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => demo_common::python().parent().unwrap().canonicalize().unwrap().join("python"),
-    }
-}
-
-/// A port nobody listens on now: the gateway's, named before it starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A peer that prints `listening on URL` on stdout and lives while its
-/// stdin is open.
-struct Peer {
-    _child: Child,
-    _stdin: ChildStdin,
-    url: String,
-}
-
-async fn peer(mut cmd: Command, log: &Path) -> Peer {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
-    let line = match line {
-        Ok(Ok(Some(line))) => line,
-        other => panic!("{} printed no ready line ({other:?}):\n{}", log.display(), std::fs::read_to_string(log).unwrap_or_default()),
-    };
-    let url = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("not a ready line: {line}")).trim().to_string();
-    // Keep draining its stdout, so it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Peer { _child: child, _stdin: stdin, url }
-}
-
-fn whoami(args: &[&str]) -> Command {
-    let mut cmd = Command::new(python());
-    cmd.arg(workspace().join("tests/python/whoami_server.py")).args(args);
-    cmd
-}
 
 fn config(port: u16, who: &str) -> String {
     format!(

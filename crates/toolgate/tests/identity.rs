@@ -12,18 +12,15 @@
 
 mod demo_common;
 mod ops_common;
-
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+mod peers_common;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use demo_common::workspace;
 use ops_common::{BIN, spawn_listening, toolgate};
+use peers_common::{free_port, peer, python, whoami};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::Command;
 
 const JANE: &str = "jane-token-0123456789abcdef";
 const OMAR: &str = "omar-token-0123456789abcdef";
@@ -31,49 +28,6 @@ const ISSUER: &str = "toolgate.identity.test/log";
 const CLIENT_SECRET: &str = "toolgate-secret";
 /// The resource of the stdio server each person runs their own process of.
 const PERSONAL: &str = "http://personal.identity.test/mcp";
-
-/// The venv's Python by its own path (its symlink is what makes it the venv's).
-fn python() -> PathBuf {
-    match std::env::var("TOOLGATE_PYTHON") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => demo_common::python().parent().unwrap().canonicalize().unwrap().join("python"),
-    }
-}
-
-/// A peer that prints `listening on URL` on stdout and lives while its
-/// stdin is open.
-struct Peer {
-    _child: Child,
-    _stdin: ChildStdin,
-    url: String,
-}
-
-async fn peer(mut cmd: Command, log: &Path) -> Peer {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
-    let line = match line {
-        Ok(Ok(Some(line))) => line,
-        other => panic!("{} printed no ready line ({other:?}):\n{}", log.display(), std::fs::read_to_string(log).unwrap_or_default()),
-    };
-    let url = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("not a ready line: {line}")).trim().to_string();
-    // Keep draining its stdout, so it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Peer { _child: child, _stdin: stdin, url }
-}
-
-fn whoami(args: &[&str]) -> Command {
-    let mut cmd = Command::new(python());
-    cmd.arg(workspace().join("tests/python/whoami_server.py")).args(args);
-    cmd
-}
-
-/// A port nobody listens on now: the gateway's, named to the peers before it starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// The stock Python SDK's `call_tool`s, as the person whose token is `token`.
 fn calls(url: &str, era: &str, token: &str, calls: &Value) -> Vec<Value> {
