@@ -266,11 +266,19 @@ impl Connections {
         }
         let callback = oauth_client::callback(&p.discovered, query)?;
         let tokens = oauth_client::redeem(&self.http, &p.discovered, &p.client, &callback.code, &p.pkce, &p.redirect_uri, &p.discovered.resource, now_ms).await?;
-        let grant = Grant { tokens, client: p.client, discovered: p.discovered, issued_ms: now_ms };
-        let row = self.seal(&vault, &p.of, &grant, now_ms, entropy);
-        self.ledger.put_connection(row).await.map_err(|e| format!("the ledger did not keep the connection: {e}"))?;
-        lock(&self.tokens).remove(&key(&p.of));
+        self.keep(&place, &p.of, tokens, (p.client, p.discovered), now_ms, entropy).await?;
         Ok(p.of)
+    }
+
+    /// Keeps `of`'s grant — its `tokens`, and the client and authorization
+    /// server they were issued by — sealed in the ledger, replacing any.
+    pub async fn keep(&self, place: &Place, of: &For, tokens: TokenSet, (client, discovered): (Client, Discovered), now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
+        let vault = self.vault(place, entropy)?;
+        let grant = Grant { tokens, client, discovered, issued_ms: now_ms };
+        let row = self.seal(&vault, of, &grant, now_ms, entropy);
+        self.ledger.put_connection(row).await.map_err(|e| format!("the ledger did not keep the connection: {e}"))?;
+        lock(&self.tokens).remove(&key(of));
+        Ok(())
     }
 
     fn seal(&self, vault: &Vault, of: &For, grant: &Grant, now_ms: i64, entropy: &dyn Entropy) -> Connection {
