@@ -5,6 +5,7 @@
 
 mod demo_common;
 mod ops_common;
+mod peers_common;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command as StdCommand;
@@ -349,4 +350,30 @@ async fn a_server_that_fails_at_start_is_not_waited_for_and_says_why() {
     assert!(stdout.contains("broken") && stdout.contains("UnknownIssuer"), "the reason is printed: {stdout}");
     let config = std::fs::read_to_string(home.join("gateway/toolgate.toml")).unwrap();
     assert!(config.contains("`broken` did not start") && config.contains("UnknownIssuer") && config.contains("exit status: 3"), "{config}");
+}
+
+/// A remote server that signs each person in with OAuth (its 401 names its
+/// protected resource metadata, which names a live authorization server) is
+/// imported as `mode = "oauth"`: each person reaches it as themselves. One
+/// that needs no sign-in stays shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_server_that_signs_each_person_in_is_imported_as_oauth() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let provider = peers_common::peer(peers_common::provider(&["--port", "0"]), &home.join("provider.log")).await;
+    let who = peers_common::peer(peers_common::whoami(&["--port", "0", "--issuer", &provider.url, "--stateless"]), &home.join("who.log")).await;
+    let mut parts = Command::new(BIN);
+    parts.args(["atlas", "parts", "--http", "127.0.0.1:0", "--state"]).arg(home.join("atlas"));
+    let parts = spawn_listening(parts, &home.join("parts.log"), "serving parts on").await;
+    // Claude Code's `type: http` entries.
+    let claude = home.join(".claude.json");
+    std::fs::write(&claude, json!({"mcpServers": {"who": {"type": "http", "url": who.url}, "parts": {"type": "http", "url": parts.url}}}).to_string()).unwrap();
+    let out = home.join("imported");
+    let (ok, stdout, stderr) = import(&[&claude], &out);
+    assert!(ok, "{stdout}\n{stderr}");
+    let text = std::fs::read_to_string(out.join("toolgate.toml")).unwrap();
+    let toml: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(toml["servers"]["who"]["identity"]["mode"].as_str(), Some("oauth"), "{text}");
+    assert!(toml["servers"]["parts"].get("identity").is_none(), "a server with no sign-in stays shared: {text}");
+    assert!(text.contains("connects\n# their own account"), "{text}");
 }
