@@ -148,7 +148,7 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         if let Err(Stop::Refused(r)) = &reserved.result
             && r.reason == toolgate_core::Reason::IdentityUnavailable
         {
-            gw.identities.distrust(config, &tool.server, &cx.caller, gw.clock.now_ms(), gw.entropy.as_ref()).await;
+            gw.identities.distrust(config, &tool.server, (&cx.caller, &presented.identity), gw.clock.now_ms(), gw.entropy.as_ref()).await;
         }
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
         let raw: Box<RawValue> = match step!('call, reserved.result) {

@@ -47,8 +47,17 @@
 //!    gateway can and must cover: a lease that outlives its holder, and no
 //!    second refresh while it is held.
 //!
+//! A second test makes one race of the fleet's refresh happen every time
+//! (see its comment): a replica that read the grant before another finished
+//! refreshing it must not spend that (spent) refresh token again — it reads
+//! the grant once more when it holds the lease. The first test meets that
+//! race by chance (both replicas refresh the gateway's own grant each time
+//! they list the server's tools).
+//!
 //! A failure names the step and prints the last lines of every log
-//! (`TOOLGATE_TEST_KEEP=1` keeps the folder and the schema).
+//! (`TOOLGATE_TEST_KEEP=1` keeps the folder and the schema). The replicas
+//! log each refresh (`RUST_LOG=warn,toolgate::identity=info`), and the
+//! proxy each token request of a's, with the time.
 
 mod demo_common;
 mod ops_common;
@@ -99,14 +108,6 @@ fn free_port() -> u16 {
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
-/// Sleeps until the wall clock reads `ms` (since the epoch).
-async fn sleep_until_ms(ms: i64) {
-    let wait = ms - now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-    }
 }
 
 // ── PostgreSQL ─────────────────────────────────────────────────────────
@@ -299,18 +300,30 @@ impl Replica {
         if let Some(proxy) = proxy {
             cmd.env("HTTP_PROXY", proxy);
         }
+        // Each refresh in the log ("refreshed a person's token", or why it
+        // failed), timed: which replica spent a refresh token, and when.
+        cmd.env("RUST_LOG", "warn,toolgate::identity=info");
         let proc = spawn_listening(cmd, &log, "toolgate: serving MCP on").await;
         assert_eq!(proc.url, self.mcp(), "{}", tail(&log, 20));
         self.proc = Some(proc);
     }
 }
 
-/// The test's folder and what failure messages show.
+/// The test's folder, what failure messages show, and the timeline.
 struct World {
     home: PathBuf,
+    t0: Instant,
+    timings: std::sync::Mutex<Vec<String>>,
 }
 
 impl World {
+    /// A step done, with the time since the test began.
+    fn mark(&self, what: &str) {
+        let line = format!("[{:6.1}s] {what}", self.t0.elapsed().as_secs_f64());
+        println!("connect_fleet: {line}");
+        self.timings.lock().unwrap().push(line);
+    }
+
     fn logs(&self) -> String {
         let mut names: Vec<String> = std::fs::read_dir(&self.home).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".log") && n != "chromedriver.log").collect();
         names.sort();
@@ -537,19 +550,30 @@ async fn at_provider(c: &Client, login: &str, w: &World) {
     element(c, "#connected", w).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and_survives_a_kill() {
-    let t0 = Instant::now();
-    let mut timings: Vec<String> = Vec::new();
-    let mark = |what: &str, timings: &mut Vec<String>| {
-        let line = format!("[{:6.1}s] {what}", t0.elapsed().as_secs_f64());
-        println!("connect_fleet: {line}");
-        timings.push(line);
-    };
-    let (_dir, home) = workdir("connect-fleet");
-    // Declared before every process: dropped after them.
+/// Everything the fleet tests start from: both replicas list the tool, the
+/// gateway's own account and jane's connected (item 1). The fields drop in
+/// order: the processes first, then the schema, then the folder.
+struct Fleet {
+    a: Replica,
+    b: Replica,
+    proxy: Peer,
+    _who: Peer,
+    _provider: Peer,
+    _browsers: Driver,
+    w: World,
+    schema: Schema,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Item 1, connect on one replica and call through another: two replicas
+/// on one ledger and one vault key; an admin connects the gateway's own
+/// account in a's console and b lists the tool once it retries; jane, asked
+/// on b, consents through a's link in a's console, and her calls through b
+/// run as jane.
+async fn connected(test: &str) -> Fleet {
+    let (dir, home) = workdir(test);
     let schema = Schema::create();
-    let w = World { home: home.clone() };
+    let w = World { home: home.clone(), t0: Instant::now(), timings: Default::default() };
 
     // The vault key both replicas seal and open people's grants with.
     let vault = home.join("vault.key");
@@ -573,7 +597,7 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     let who = peer(who, &home.join("who.log")).await;
     let mut proxy = Command::new(python());
     proxy.arg(workspace().join("tests/python/hold_proxy.py")).args(["--hold-sub", "jane", "--client", &format!("toolgate:{CLIENT_SECRET}")]);
-    let mut proxy = peer(proxy, &home.join("proxy.log")).await;
+    let proxy = peer(proxy, &home.join("proxy.log")).await;
 
     let ledger = schema.ledger();
     let mut a = Replica::new("a", &home, &ledger, &vault, &who.url);
@@ -581,9 +605,8 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     a.start(&home, Some(&proxy.url)).await;
     b.start(&home, None).await;
     let browsers = driver(&home.join("chromedriver.log"));
-    mark(&format!("provider, who, proxy, replicas a (:{}, through the proxy) and b (:{}) on schema {}", a.port, b.port, schema.name), &mut timings);
+    w.mark(&format!("provider, who, proxy, replicas a (:{}, through the proxy) and b (:{}) on schema {}", a.port, b.port, schema.name));
 
-    // ── 1. Connect on one replica, call through another ──────────────────
     for r in [&a, &b] {
         assert!(!w.tools(&r.mcp(), LEGACY, JANE).await.iter().any(|t| t == TOOL), "{}: {TOOL} listed before the gateway's account is connected{}", r.name, w.logs());
     }
@@ -594,11 +617,11 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     element(&ada, "a#connect-gateway-who", &w).await.click().await.unwrap();
     to_provider(&ada, &w).await;
     at_provider(&ada, "toolgate-reader", &w).await;
-    mark("the admin connected the gateway's own account in a's console", &mut timings);
+    w.mark("the admin connected the gateway's own account in a's console");
     let on_a = w.listed(&a.mcp(), Duration::from_secs(20), "a, after the gateway's account was connected on a").await;
-    mark(&format!("a lists {TOOL} ({} ms after)", on_a.as_millis()), &mut timings);
+    w.mark(&format!("a lists {TOOL} ({} ms after)", on_a.as_millis()));
     let on_b = w.listed(&b.mcp(), Duration::from_secs(30), "b, after the gateway's account was connected on a").await;
-    mark(&format!("b lists {TOOL} ({} ms after a did)", on_b.as_millis()), &mut timings);
+    w.mark(&format!("b lists {TOOL} ({} ms after a did)", on_b.as_millis()));
 
     // Jane, on b, is asked to connect (b's own link); on a, her URL
     // elicitation names a's link, and she consents there.
@@ -614,17 +637,25 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     sign_in_here(&jane, JANE, &w).await;
     element(&jane, "a#connect", &w).await.click().await.unwrap();
     at_provider(&jane, "jane", &w).await;
-    mark("jane consented in a's console", &mut timings);
+    w.mark("jane consented in a's console");
     for era in [LEGACY, MODERN] {
         w.jane(&b.mcp(), era, "1. through b, after jane consented on a").await;
     }
-    mark("jane's calls through b ran as jane (both eras)", &mut timings);
+    w.mark("jane's calls through b ran as jane (both eras)");
     // Sealed in the ledger: no token's JWT header in it.
     let unsealed = schema.query("SELECT count(*) FROM {s}.connections WHERE position(convert_to('eyJ', 'UTF8') in sealed) > 0");
     assert_eq!(unsealed, "0", "a grant in the ledger holds a token in the clear");
     assert!(schema.jane_expires().is_some(), "no grant of jane's in the ledger");
     jane.close().await.unwrap();
     ada.close().await.unwrap();
+    Fleet { a, b, proxy, _who: who, _provider: provider, _browsers: browsers, w, schema, _dir: dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and_survives_a_kill() {
+    let mut fleet = connected("connect-fleet").await;
+    let Fleet { a, b, proxy, w, schema, .. } = &mut fleet;
+    let home = w.home.clone();
 
     // ── 2. One refresh across the fleet, twice ───────────────────────────
     let burst_urls: Vec<String> = std::iter::repeat_n(a.mcp(), PER_REPLICA).chain(std::iter::repeat_n(b.mcp(), PER_REPLICA)).collect();
@@ -633,23 +664,22 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
         // Half a second after it expired: every replica must refresh first,
         // and none may use the old token meanwhile.
         let at = before + 500;
-        let burst = w.burst(era, &burst_urls, Some(at), &format!("burst{round}"));
-        let results = burst.finish(&w).await;
-        mark(&format!("round {round} ({era}): {} calls fired together {} ms after jane's token expired:\n{}", results.len(), 500, summary(&results)), &mut timings);
+        let results = w.burst(era, &burst_urls, Some(at), &format!("burst{round}")).finish(w).await;
+        w.mark(&format!("round {round} ({era}): {} calls fired together 500 ms after jane's token expired:\n{}", results.len(), summary(&results)));
         for r in &results {
             assert_eq!(sub(r), Some("jane"), "round {round}: a call did not run as jane:\n{}{}", summary(&results), w.logs());
         }
         let after = schema.jane_expires().unwrap_or_else(|| panic!("round {round}: jane's grant is gone from the ledger after the burst{}", w.logs()));
         assert!(after > before, "round {round}: the grant in the ledger was not refreshed (expires_ms {before} → {after})");
-        // Later calls, once every replica's memory of the token has lapsed:
-        // from the ledger's grant, through each replica.
-        sleep_until_ms(at + CACHE_S as i64 * 1000 + 500).await;
-        let later = w.burst(era, &[a.mcp(), b.mcp()], None, &format!("later{round}")).finish(&w).await;
+        // Later calls, once every replica's memory of the token has lapsed
+        // and before the new one is due: from the ledger's grant, through
+        // each replica.
+        let later = w.burst(era, &[a.mcp(), b.mcp()], Some(at + CACHE_S as i64 * 1000 + 500), &format!("later{round}")).finish(w).await;
         for r in &later {
             assert_eq!(sub(r), Some("jane"), "round {round}: a later call did not run as jane:\n{}{}", summary(&later), w.logs());
         }
         assert!(schema.jane_lease().is_none(), "round {round}: a refresh lease left behind: {:?}", schema.jane_lease());
-        mark(&format!("round {round}: the grant in the ledger was replaced, and still serves later calls through a and b"), &mut timings);
+        w.mark(&format!("round {round}: the grant in the ledger was replaced, and still serves later calls through a and b"));
     }
 
     // ── 3. kill -9 during a refresh loses neither token ──────────────────
@@ -663,10 +693,10 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     let killed = Instant::now();
     let killed_ms = now_ms();
     a.proc.take().unwrap().sigkill().await;
-    mark(&format!("3: a SIGKILLed mid-refresh: it held the lease ({holder}, {} ms left), its refresh request held unsent", until - killed_ms), &mut timings);
+    w.mark(&format!("3: a SIGKILLed mid-refresh: it held the lease ({holder}, {} ms left), its refresh request held unsent", until - killed_ms));
     assert_eq!(proxy.next(Duration::from_secs(15)).await.as_deref(), Some("dropped jane"), "3: the held refresh was not dropped when a died{}", w.logs());
-    let cut = in_flight.finish(&w).await;
-    mark(&format!("3: the calls in flight through a:\n{}", summary(&cut)), &mut timings);
+    let cut = in_flight.finish(w).await;
+    w.mark(&format!("3: the calls in flight through a:\n{}", summary(&cut)));
     assert_eq!(schema.jane_expires(), Some(before), "3: the grant in the ledger changed or went with a's death{}", w.logs());
     assert_eq!(schema.jane_lease().map(|l| l.0), Some(holder.clone()), "3: the dead replica's lease is not in the ledger");
 
@@ -688,7 +718,7 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
         assert!(Instant::now() < deadline, "3: b did not answer jane within {} s of a's death: {waited:?}{}", LEASE_S + 15, w.logs());
     }
     let recovered = killed.elapsed();
-    mark(&format!("3: b answered jane {:.1} s after the kill (answers: {})", recovered.as_secs_f64(), waited.join(", ")), &mut timings);
+    w.mark(&format!("3: b answered jane {:.1} s after the kill (answers: {})", recovered.as_secs_f64(), waited.join(", ")));
     let after = schema.jane_expires().unwrap_or_else(|| panic!("3: jane's grant is gone from the ledger{}", w.logs()));
     assert!(after > before, "3: b answered jane, yet the grant was not refreshed (expires_ms {before} → {after})");
     assert!(recovered >= Duration::from_millis((until - killed_ms).max(0) as u64), "3: b refreshed while the dead replica's lease still ran ({recovered:?} after the kill, the lease had {} ms left)", until - killed_ms);
@@ -699,10 +729,103 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     let relisted = w.listed(&a.mcp(), Duration::from_secs(30), "a, restarted").await;
     w.jane(&a.mcp(), LEGACY, "3: through a, restarted").await;
     w.jane(&b.mcp(), MODERN, "3: through b, after a restarted").await;
-    mark(&format!("3: a restarted (listed {TOOL} {} ms after it served) and answers jane; so does b", relisted.as_millis()), &mut timings);
+    w.mark(&format!("3: a restarted (listed {TOOL} {} ms after it served) and answers jane; so does b", relisted.as_millis()));
 
     let panicked = panics(&home);
     assert!(panicked.is_empty(), "a process panicked:\n{}", panicked.join("\n"));
-    println!("connect_fleet: timings\n{}", timings.join("\n"));
-    drop((a, b, proxy, who, provider, browsers));
+    println!("connect_fleet: timings\n{}", w.timings.lock().unwrap().join("\n"));
+}
+
+/// A psql session that holds a row of the ledger locked (`FOR UPDATE`)
+/// until `release`: a replica's write of that row waits on it meanwhile.
+struct RowLock {
+    child: Child,
+    stdin: ChildStdin,
+    /// Its backend's pid.
+    pid: String,
+}
+
+impl RowLock {
+    async fn take(schema: &Schema, table: &str, filter: &str) -> Self {
+        let mut cmd = Command::new("psql");
+        cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", &schema.base]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let sql = format!("BEGIN;\nSELECT count(*) FROM (SELECT 1 FROM {}.{table} WHERE {filter} FOR UPDATE) AS locked;\nSELECT 'locked ' || pg_backend_pid();\n", schema.name);
+        stdin.write_all(sql.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+        let mut rows = String::new();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.expect("psql took the lock within 20 s").unwrap().expect("psql said nothing");
+            if let Some(pid) = line.strip_prefix("locked ") {
+                assert_eq!(rows.trim(), "1", "{table} WHERE {filter}: not one row locked");
+                return Self { child, stdin, pid: pid.to_string() };
+            }
+            rows.push_str(&line);
+        }
+    }
+
+    /// The backends now waiting on `pid` (a lock it holds), within `within`.
+    async fn waiting_on(schema: &Schema, pid: &str, within: Duration, w: &World, what: &str) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let pids = psql(&schema.base, &format!("SELECT pid FROM pg_stat_activity WHERE {pid} = ANY(pg_blocking_pids(pid))")).unwrap();
+            if let Some(first) = pids.lines().next() {
+                return first.to_string();
+            }
+            assert!(Instant::now() < deadline, "{what}: nobody waits on backend {pid} after {within:?}{}", w.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn release(mut self) {
+        self.stdin.write_all(b"COMMIT;\n").await.unwrap();
+        drop(self.stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+    }
+}
+
+/// The race a fleet-wide lease alone does not close, made to happen every
+/// time: replica b reads jane's expired grant while a's refresh of it is
+/// under way, and claims the refresh just after a finished (the lease is
+/// free again), with the refresh token it read before — which a has spent.
+/// The provider sees a refresh token used twice and revokes the grant.
+///
+/// How it is made to happen: a psql session holds jane's grant row locked,
+/// so a's `finish_refresh` (its lease deleted, the new grant waiting on the
+/// row) waits; b's call then reads the old grant (reads do not wait) and
+/// its `claim_refresh` waits on a's unfinished delete of the lease; the
+/// lock is released; a's write commits, then b's claim succeeds.
+///
+/// The refresh reads the grant again once it holds the lease, and
+/// refreshes only if it is still the grant it read
+/// (`Connections::refresh` in identity/connections.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_read_the_grant_before_another_refreshed_it_does_not_spend_its_token_again() {
+    let mut fleet = connected("connect-fleet-race").await;
+    let Fleet { a, b, w, schema, .. } = &mut fleet;
+    let before = schema.jane_expires().unwrap();
+    let wait = before + 500 - now_ms();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+
+    let lock = RowLock::take(schema, "connections", &format!("tenant = 'atlas' AND subject = '{JANE_SUBJECT}' AND server = 'who'")).await;
+    let through_a = w.burst(LEGACY, &[a.mcp()], None, "race-a");
+    let a_pid = RowLock::waiting_on(schema, &lock.pid, Duration::from_secs(30), w, "a's write of the refreshed grant").await;
+    w.mark("a refreshed jane's grant; its write of it waits on the locked row");
+    let through_b = w.burst(LEGACY, &[b.mcp()], None, "race-b");
+    RowLock::waiting_on(schema, &a_pid, Duration::from_secs(30), w, "b's claim of the refresh").await;
+    w.mark("b read the old grant and its claim of the refresh waits on a's release of the lease");
+    lock.release().await;
+    let (ra, rb) = (through_a.finish(w).await, through_b.finish(w).await);
+    let results: Vec<Value> = ra.into_iter().chain(rb).collect();
+    w.mark(&format!("the lock released:\n{}", summary(&results)));
+    for r in &results {
+        assert_eq!(sub(r), Some("jane"), "a call did not run as jane:\n{}{}", summary(&results), w.logs());
+    }
+    assert!(schema.jane_expires().is_some_and(|e| e > before), "jane's grant is gone from the ledger, or was not refreshed{}", w.logs());
+    let later = w.burst(LEGACY, &[a.mcp(), b.mcp()], Some(now_ms() + CACHE_S as i64 * 1000 + 500), "race-later").finish(w).await;
+    for r in &later {
+        assert_eq!(sub(r), Some("jane"), "a later call did not run as jane:\n{}{}", summary(&later), w.logs());
+    }
 }

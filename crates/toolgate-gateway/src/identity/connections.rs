@@ -356,6 +356,18 @@ impl Connections {
             }
             return Err(Needed::Unavailable("another replica is refreshing this person's token and has not finished".into()));
         }
+        // The grant as it stands now that the lease is ours: another replica
+        // may have refreshed it (and spent the refresh token read before)
+        // between that read and this claim, or the person connected again
+        // or disconnected. Only a refresh token still in the ledger is spent.
+        let current = self.ledger.connection(t, s, v).await.map_err(unavailable)?.map(|row| self.open(vault, &row)).transpose().map_err(Needed::Unavailable)?;
+        match current {
+            Some(now_kept) if now_kept.tokens.refresh_token.as_deref() == Some(refresh_token.as_str()) => {}
+            other => {
+                let _ = self.ledger.finish_refresh(t, s, v, &self.holder, None).await;
+                return Ok(other);
+            }
+        }
         let resource = Some(grant.discovered.resource.as_str());
         match oauth_client::refresh(&self.http, &grant.discovered, &grant.client, &refresh_token, resource, now_ms()).await {
             Ok(tokens) => {
@@ -372,8 +384,11 @@ impl Connections {
                 // The grant is over at its server (revoked, or its refresh
                 // token spent): the person connects again.
                 tracing::warn!(target: "toolgate::identity", server = %v, %why, "a person's grant ended at its server");
-                let _ = self.ledger.finish_refresh(t, s, v, &self.holder, None).await;
-                let _ = self.ledger.delete_connection(t, s, v).await;
+                // Deleted only if it is still the grant that was refused
+                // (not one the person made meanwhile): under the lease.
+                if self.ledger.finish_refresh(t, s, v, &self.holder, None).await.unwrap_or(false) && self.holds_refresh_token(vault, of, &refresh_token).await {
+                    let _ = self.ledger.delete_connection(t, s, v).await;
+                }
                 Ok(None)
             }
             Err(why) => {
@@ -383,18 +398,40 @@ impl Connections {
         }
     }
 
-    /// `of`'s access token was refused by its server (HTTP 401): it is no
-    /// longer used from memory, and the grant is marked ended, so the next
-    /// call refreshes it (or, with nothing to refresh it by, asks the
-    /// person to connect again).
-    pub async fn distrust(&self, place: &Place, of: &For, now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
+    /// `of`'s access token whose SHA-256 is `refused_sha256` was refused by
+    /// its server (HTTP 401): it is no longer used from memory, and — if the
+    /// ledger still holds it, and no refresh is under way anywhere — the
+    /// grant is marked ended, so the next call refreshes it (or, with
+    /// nothing to refresh it by, asks the person to connect again). The
+    /// mark is written under the refresh lease, so it never undoes a refresh.
+    pub async fn distrust(&self, place: &Place, of: &For, refused_sha256: &str, now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
         lock(&self.tokens).remove(&key(of));
         let vault = self.vault(place, entropy)?;
-        let Some(row) = self.ledger.connection(&of.tenant, &of.subject, &of.server).await.map_err(|e| e.to_string())? else { return Ok(()) };
-        let mut grant = self.open(&vault, &row)?;
-        grant.tokens.expires_at_ms = Some(now_ms.min(grant.tokens.expires_at_ms.unwrap_or(i64::MAX)) - 1);
-        let row = Connection { updated_ms: row.updated_ms, ..self.seal(&vault, of, &grant, now_ms, entropy) };
-        self.ledger.put_connection(row).await.map_err(|e| e.to_string())
+        let (t, s, v) = (&of.tenant, &of.subject, &of.server);
+        // This process's refreshes hold the lease under the same holder:
+        // one of them at a time, this mark included.
+        let gate = lock(&self.refreshing).entry(key(of)).or_default().clone();
+        let _one = gate.lock().await;
+        if !self.ledger.claim_refresh(t, s, v, &self.holder, now_ms, now_ms + LEASE_MS).await.map_err(|e| e.to_string())? {
+            return Ok(()); // a refresh is under way: it replaces the token
+        }
+        let kept = self.ledger.connection(t, s, v).await.map_err(|e| e.to_string())?.map(|row| self.open(&vault, &row)).transpose();
+        let marked = match kept {
+            Ok(Some(mut grant)) if grant.tokens.access_sha256() == refused_sha256 => {
+                grant.tokens.expires_at_ms = Some(now_ms.min(grant.tokens.expires_at_ms.unwrap_or(i64::MAX)) - 1);
+                Some(self.seal(&vault, of, &grant, now_ms, entropy))
+            }
+            _ => None, // renewed already, gone, or not this vault's
+        };
+        self.ledger.finish_refresh(t, s, v, &self.holder, marked).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// Whether `of`'s kept grant still holds `refresh_token`.
+    async fn holds_refresh_token(&self, vault: &Vault, of: &For, refresh_token: &str) -> bool {
+        match self.ledger.connection(&of.tenant, &of.subject, &of.server).await {
+            Ok(Some(row)) => self.open(vault, &row).is_ok_and(|g| g.tokens.refresh_token.as_deref() == Some(refresh_token)),
+            _ => false,
+        }
     }
 
     /// Whether a kept grant (`row`) can be refreshed when its token ends: it
@@ -535,7 +572,9 @@ mod tests {
         c.ledger.put_connection(c.seal(&vault, &of, &g, 1_000, &entropy)).await.unwrap();
         let (token, sha256) = c.token(&place, &of, || 2_000, &entropy).await.unwrap_or_else(|_| panic!("no token"));
         assert_eq!((token.as_ref(), sha256.len()), ("a", 64));
-        c.distrust(&place, &of, 3_000, &entropy).await.unwrap();
+        c.distrust(&place, &of, &"0".repeat(64), 3_000, &entropy).await.unwrap();
+        assert!(c.token(&place, &of, || 3_000, &entropy).await.is_ok(), "another token's refusal marks nothing");
+        c.distrust(&place, &of, &sha256_hex(b"a"), 3_000, &entropy).await.unwrap();
         // Nothing to refresh it by: the person is asked to connect again, and the grant is gone.
         assert!(matches!(c.token(&place, &of, || 3_001, &entropy).await, Err(Needed::Connect(_))));
         assert!(c.ledger.connection("atlas", "jane@atlas.example", "who").await.unwrap().is_none());

@@ -115,7 +115,7 @@ impl Identities {
     /// The credential made for `caller` at `server` was refused there (HTTP
     /// 401): an exchanged token is exchanged again at the next call, a
     /// person's own grant refreshed (or, if it cannot be, connected again).
-    pub async fn distrust(&self, config: &Config, server: &str, caller: &Caller, now_ms: i64, entropy: &dyn Entropy) {
+    pub async fn distrust(&self, config: &Config, server: &str, (caller, refused): (&Caller, &UpstreamIdentity), now_ms: i64, entropy: &dyn Entropy) {
         let Some(s) = config.servers.get(server) else { return };
         match s.identity.mode {
             IdentityMode::Exchange => {
@@ -126,7 +126,8 @@ impl Identities {
             IdentityMode::Oauth => {
                 let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() };
                 if let Some(c) = &self.connections
-                    && let Err(why) = c.distrust(&Place::of(config), &of, now_ms, entropy).await
+                    && let Some(refused) = &refused.credential_sha256
+                    && let Err(why) = c.distrust(&Place::of(config), &of, refused, now_ms, entropy).await
                 {
                     tracing::warn!(target: "toolgate::identity", server, %why, "cannot mark a refused grant for renewal");
                 }
