@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 
 use demo_common::workspace;
 use fantoccini::elements::Element;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use ops_common::{BIN, spawn_listening, tail, toolgate, workdir};
-use peers_common::{free_port, peer, python, whoami};
+use peers_common::{driver, free_port, here, peer, python, whoami};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -263,52 +263,6 @@ impl Asking {
         self.stdin.write_all(format!("{text}\n").as_bytes()).await.unwrap();
         self.stdin.flush().await.unwrap();
     }
-}
-
-/// chromedriver on a free port. Each person gets a WebDriver session of
-/// their own, with a fresh profile: no cookie is shared between people.
-struct Driver {
-    _child: Child,
-    port: u16,
-}
-
-fn driver(log: &Path) -> Driver {
-    let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"].into_iter().find(|p| Path::new(p).exists());
-    let path = path.expect("no chromedriver: install Debian's chromium and chromium-driver (.ci/run and scripts/test do)");
-    let port = free_port();
-    let child = Command::new(path).arg(format!("--port={port}")).stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true).spawn().unwrap();
-    Driver { _child: child, port }
-}
-
-impl Driver {
-    /// A headless Chromium session with the profile in `profile`.
-    async fn session(&self, profile: &Path) -> Client {
-        let args = [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
-        ];
-        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        args.push(format!("--user-data-dir={}", profile.display()));
-        let mut caps = serde_json::Map::new();
-        caps.insert("goog:chromeOptions".into(), json!({"binary": "/usr/bin/chromium", "args": args}));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            match ClientBuilder::new(connector).capabilities(caps.clone()).connect(&format!("http://127.0.0.1:{}", self.port)).await {
-                Ok(c) => return c,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => panic!("no WebDriver session: {e}"),
-            }
-        }
-    }
-}
-
-/// Where the browser is, for failure messages.
-async fn here(c: &Client) -> String {
-    c.current_url().await.map(|u| u.to_string()).unwrap_or_else(|e| format!("(no URL: {e})"))
 }
 
 /// The first `css` element, waiting up to 20 s for the page to have one.

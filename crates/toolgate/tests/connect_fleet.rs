@@ -61,6 +61,7 @@
 
 mod demo_common;
 mod ops_common;
+mod peers_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -68,8 +69,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use demo_common::workspace;
 use fantoccini::elements::Element;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use ops_common::{BIN, Proc, panics, spawn_listening, tail, workdir};
+use peers_common::{Driver, driver, free_port, here, python};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -93,18 +95,6 @@ const LEGACY: &str = "legacy";
 const MODERN: &str = "2026-07-28";
 /// Clients on each replica in a burst.
 const PER_REPLICA: usize = 3;
-
-/// The venv's Python by its own path (its symlink is what makes it the venv's).
-fn python() -> PathBuf {
-    match std::env::var("TOOLGATE_PYTHON") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => demo_common::python().parent().unwrap().canonicalize().unwrap().join("python"),
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
@@ -448,50 +438,7 @@ fn summary(results: &[Value]) -> String {
     results.iter().map(|r| format!("  {} {} ms: {}", r["url"].as_str().unwrap_or("?"), r["ms"], what(r))).collect::<Vec<_>>().join("\n")
 }
 
-// ── The browser (as in connect.rs) ──────────────────────────────────────
-
-struct Driver {
-    _child: Child,
-    port: u16,
-}
-
-fn driver(log: &Path) -> Driver {
-    let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"].into_iter().find(|p| Path::new(p).exists());
-    let path = path.expect("no chromedriver: install Debian's chromium and chromium-driver (.ci/run and scripts/test do)");
-    let port = free_port();
-    let child = Command::new(path).arg(format!("--port={port}")).stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true).spawn().unwrap();
-    Driver { _child: child, port }
-}
-
-impl Driver {
-    /// A headless Chromium session with the profile in `profile`.
-    async fn session(&self, profile: &Path) -> Client {
-        let args = [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
-        ];
-        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        args.push(format!("--user-data-dir={}", profile.display()));
-        let mut caps = serde_json::Map::new();
-        caps.insert("goog:chromeOptions".into(), json!({"binary": "/usr/bin/chromium", "args": args}));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            match ClientBuilder::new(connector).capabilities(caps.clone()).connect(&format!("http://127.0.0.1:{}", self.port)).await {
-                Ok(c) => return c,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => panic!("no WebDriver session: {e}"),
-            }
-        }
-    }
-}
-
-async fn here(c: &Client) -> String {
-    c.current_url().await.map(|u| u.to_string()).unwrap_or_else(|e| format!("(no URL: {e})"))
-}
+// ── The browser (`peers_common`'s) ─────────────────────────────────────
 
 /// The first `css` element, waiting up to 20 s for the page to have one.
 async fn element(c: &Client, css: &str, w: &World) -> Element {
