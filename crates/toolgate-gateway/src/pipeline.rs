@@ -130,26 +130,17 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         // dispatch ends, or the call is refused to retry (before anything is
         // reserved or used up); …
         let _slot = step!('call, gw.budgets.slot(&tool).inspect_err(|_| obs.budget("concurrency")));
-        // 7. present: the credential the call carries for its person; then
-        // a write runs once per operation key, around …
-        // (a person with no grant at an `oauth` server is given the link to connect)
-        let presented = present::present(&gw.identities, config, &tool.server, (cx, call), &proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).instrument(obs.stage("present")).await;
-        let presented = step!('call, presented.inspect_err(|stop| f.not_presented(stop)));
-        f.presented(&presented);
-        // 8. … dispatch: the upstream, under its deadline
-        // (a stdio server reached with each person's token: their own process)
-        let personal = step!('call, personal(gw, config, &tool.server, cx, &presented, &proposal).await);
+        // 7. present: the credential the call carries for its person (or the
+        // link to connect one); then a write runs once per operation key, around …
+        let (presented, personal) = step!('call, presented(gw, config, &tool.server, (cx, call), &proposal, &mut f).instrument(obs.stage("present")).await);
+        // 8. … dispatch: the upstream (the person's own process, for a stdio
+        // server that takes their token), under its deadline
         let upstream = personal.as_deref().or(live.upstream(&tool.server).map(|u| u.as_ref()));
         let input = present::upstream_input(&gate.input);
         let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented).instrument(obs.stage("dispatch"));
         let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
         f.reserved(&reserved);
-        // The server refused the credential made for the person: renewed at their next call.
-        if let Err(Stop::Refused(r)) = &reserved.result
-            && r.reason == toolgate_core::Reason::IdentityUnavailable
-        {
-            gw.identities.distrust(config, &tool.server, (&cx.caller, &presented.identity), gw.clock.now_ms(), gw.entropy.as_ref()).await;
-        }
+        renew_if_refused(gw, config, &tool.server, cx, &presented, &reserved).await;
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
         let raw: Box<RawValue> = match step!('call, reserved.result) {
             Dispatched::Result(raw) => raw,
@@ -189,6 +180,29 @@ fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Contex
     let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation));
     obs.decided(tool, &decision, policy.version());
     decision
+}
+
+/// present, and then the person's own process where their token goes in
+/// its environment. A question to connect is noted for the receipt.
+async fn presented(gw: &Gateway, config: &Config, server: &str, (cx, call): (&Context, &Call), proposal: &toolgate_core::Proposal, f: &mut Findings) -> Result<(Presented, Option<std::sync::Arc<crate::upstream::Upstream>>), Stop> {
+    let presented = present::present(&gw.identities, config, server, (cx, call), proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).await.inspect_err(|stop| {
+        if let Some(refusal) = present::asked_to_connect(stop) {
+            f.asked_to_connect(refusal);
+        }
+    })?;
+    f.presented(&presented);
+    let personal = personal(gw, config, server, cx, &presented, proposal).await?;
+    Ok((presented, personal))
+}
+
+/// The server refused the credential made for the person (HTTP 401): it is
+/// renewed at their next call.
+async fn renew_if_refused(gw: &Gateway, config: &Config, server: &str, cx: &Context, presented: &Presented, reserved: &crate::call::Reserved) {
+    if let Err(Stop::Refused(r)) = &reserved.result
+        && r.reason == toolgate_core::Reason::IdentityUnavailable
+    {
+        gw.identities.distrust(config, server, (&cx.caller, &presented.identity), gw.clock.now_ms(), gw.entropy.as_ref()).await;
+    }
 }
 
 /// The person's own process of `server`, where its calls carry their token

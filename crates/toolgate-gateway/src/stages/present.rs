@@ -78,14 +78,12 @@ fn connect(cx: &Context, call: &Call, server: &str, link: &str, proposal: &Propo
 }
 
 /// The refusal an `input_required` answer of `connect` stands for (its
-/// `_meta["io.toolgate/refusal"]`).
-pub(crate) fn asked_to_connect(stop: &Stop) -> Refusal {
-    let meta = match stop {
-        Stop::Input(o) => o.get("_meta").and_then(|m| serde_json::from_str::<Value>(m.get()).ok()),
-        _ => None,
-    };
+/// `_meta["io.toolgate/refusal"]`); `None` for any other stop.
+pub(crate) fn asked_to_connect(stop: &Stop) -> Option<Refusal> {
+    let Stop::Input(o) = stop else { return None };
+    let meta = o.get("_meta").and_then(|m| serde_json::from_str::<Value>(m.get()).ok());
     let said = |k: &str| meta.as_ref().and_then(|m| m[REFUSAL_META][k].as_str()).unwrap_or_default().to_string();
-    Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, said("message")).with_proposal(&said("proposal_sha256"))
+    Some(Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, said("message")).with_proposal(&said("proposal_sha256")))
 }
 
 /// Where an `input_required` answer of `connect` carries its refusal.
@@ -186,7 +184,7 @@ mod tests {
         let Stop::Input(o) = connect_for(Era::Modern, url.clone(), None) else { panic!("not input_required") };
         let requests: Value = serde_json::from_str(o["inputRequests"].get()).unwrap();
         assert_eq!(requests[CONNECT_KEY]["params"]["mode"], "url");
-        let refusal = asked_to_connect(&Stop::Input(o));
+        let refusal = asked_to_connect(&Stop::Input(o)).expect("a connect question");
         assert_eq!((refusal.reason, refusal.action), (Reason::ConnectRequired, Action::Escalate));
         assert!(refusal.message.contains("https://gw.example/console/connect?for=T") && refusal.proposal_sha256.is_some());
 

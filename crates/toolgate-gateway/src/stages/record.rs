@@ -159,13 +159,11 @@ impl Findings {
         }
     }
 
-    /// After present stopped the call: an `input_required` answer asks the
-    /// person to connect their account, and its receipt records why.
-    pub fn not_presented(&mut self, stop: &crate::call::Stop) {
-        if let crate::call::Stop::Input(_) = stop {
-            self.input_required = true;
-            self.connect_required = Some(crate::stages::present::asked_to_connect(stop));
-        }
+    /// After present stopped the call with an `input_required` answer that
+    /// asks the person to connect their account: its receipt records `refusal`.
+    pub fn asked_to_connect(&mut self, refusal: Refusal) {
+        self.input_required = true;
+        self.connect_required = Some(refusal);
     }
 
     /// After present: as whom the call reaches its server.
