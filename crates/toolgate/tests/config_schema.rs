@@ -25,7 +25,7 @@ fn as_json(toml: &str) -> Value {
 fn the_configs_the_docs_show_are_valid_and_the_mistakes_are_not() {
     let validator = schema();
     let mut checked = 0;
-    for doc in ["README.md", "docs/APPROVALS.md", "docs/CONSOLE.md", "docs/OPERATIONS.md", "docs/RECEIPTS.md", "docs/TELEMETRY.md"] {
+    for doc in ["README.md", "docs/APPROVALS.md", "docs/CONSOLE.md", "docs/IDENTITY.md", "docs/OPERATIONS.md", "docs/RECEIPTS.md", "docs/TELEMETRY.md"] {
         let text = std::fs::read_to_string(workspace().join(doc)).unwrap();
         for block in text.split("```toml\n").skip(1).filter_map(|b| b.split("```").next()) {
             // Illustrations with placeholders (`…`) are not configs.
