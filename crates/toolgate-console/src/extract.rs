@@ -59,8 +59,9 @@ impl FromRequestParts<Console> for Signed {
         };
         match id.zip(session) {
             // A person without a role signed in to connect their accounts:
-            // that screen (and signing out) is all they see.
-            Some((_, session)) if !session::has_a_role(&session.caller) && !for_everyone(parts.uri.path()) => {
+            // that screen (and signing out) is all they see. (A form of
+            // theirs elsewhere is refused by its role, as it says.)
+            Some((_, session)) if parts.method == axum::http::Method::GET && !session::has_a_role(&session.caller) && !for_everyone(parts.uri.path()) => {
                 Err(Redirect::to("/console/connections").into_response())
             }
             Some((id, session)) => Ok(Signed { id, session }),
