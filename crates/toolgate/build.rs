@@ -23,7 +23,11 @@ fn main() {
     let var = |name: &str| env::var(name).unwrap_or_default();
     let native = var("HOST") == var("TARGET");
     let static_crt = var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static");
-    if !native || static_crt || var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
+    if !native
+        || static_crt
+        || var("CARGO_CFG_TARGET_OS") != "linux"
+        || var("CARGO_CFG_TARGET_ENV") != "gnu"
+    {
         return;
     }
     if libc_applies_packed_relocations() {

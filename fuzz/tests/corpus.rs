@@ -10,14 +10,19 @@ use toolgate_fuzz::{Target, run, seeds};
 
 fn replay(name: &str) {
     let target = Target::named(name).expect("a target");
-    let mut inputs: Vec<(String, Vec<u8>)> = seeds(target).into_iter().enumerate().map(|(i, s)| (format!("seed {i}"), s)).collect();
+    let mut inputs: Vec<(String, Vec<u8>)> =
+        seeds(target).into_iter().enumerate().map(|(i, s)| (format!("seed {i}"), s)).collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for folder in ["corpus", "regressions"] {
         let Ok(entries) = std::fs::read_dir(root.join(folder).join(name)) else { continue };
-        let mut files: Vec<_> = entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+        let mut files: Vec<_> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
         for path in files {
-            inputs.push((path.display().to_string(), std::fs::read(&path).expect("reading an input")));
+            inputs.push((
+                path.display().to_string(),
+                std::fs::read(&path).expect("reading an input"),
+            ));
         }
     }
     let started = Instant::now();
@@ -45,7 +50,9 @@ fn edge() {
     assert!(body.contains("\"action\":\"correct\""), "{body}");
     let (_, _, body) = toolgate_fuzz::edge_answer(&seeds[4]).expect("a request");
     assert!(body.contains("prohibited") || body.contains("refused"), "{body}");
-    let without_token = String::from_utf8(seeds[0].clone()).unwrap().replace(&format!("Authorization: Bearer {}\n", "fuzz-agent-token-0123456789abcdef"), "");
+    let without_token = String::from_utf8(seeds[0].clone())
+        .unwrap()
+        .replace(&format!("Authorization: Bearer {}\n", "fuzz-agent-token-0123456789abcdef"), "");
     assert_eq!(toolgate_fuzz::edge_answer(without_token.as_bytes()).expect("a request").0, 401);
     replay("edge");
 }
@@ -67,7 +74,10 @@ fn note() {
 
 #[test]
 fn bundle() {
-    assert!(toolgate_fuzz::genuine_bundle_verifies(), "the bundle seed must verify, or mutating it finds nothing");
+    assert!(
+        toolgate_fuzz::genuine_bundle_verifies(),
+        "the bundle seed must verify, or mutating it finds nothing"
+    );
     replay("bundle");
 }
 
@@ -96,7 +106,8 @@ fn a_forged_state_and_a_tampered_bundle_are_caught_by_the_targets_not_passed() {
     let bundle = String::from_utf8(seeds(Target::Bundle).remove(0)).unwrap();
     assert!(bundle.contains("\"allow\""));
     let tampered = bundle.replacen("\"allow\"", "\"deny\"", 1);
-    let parsed = toolgate_core::bundle::Bundle::from_json(tampered.as_bytes()).expect("still a bundle");
+    let parsed =
+        toolgate_core::bundle::Bundle::from_json(tampered.as_bytes()).expect("still a bundle");
     assert!(!toolgate_core::bundle::verify(&parsed, &Default::default()).ok());
 }
 

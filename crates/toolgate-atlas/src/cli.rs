@@ -5,9 +5,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Parser;
 use crate::identity::{IdentityConfig, Verifier};
 use crate::{ServerKind, serve};
+use clap::Parser;
 
 /// Serve one Atlas field-service MCP server (synthetic data; writes stay in a local sandbox).
 #[derive(Parser, Debug, Clone)]
@@ -52,7 +52,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if args.legacy {
         server = server.legacy_only();
     }
-    eprintln!("toolgate-atlas: {} sandbox at {}", args.server.name(), server.sandbox_dir().display());
+    eprintln!(
+        "toolgate-atlas: {} sandbox at {}",
+        args.server.name(),
+        server.sandbox_dir().display()
+    );
     if let Some(config) = args.identity() {
         eprintln!(
             "toolgate-atlas: {} runs calls only for the person toolgate asserts (issuer {:?}, audience {:?}, keys at {})",

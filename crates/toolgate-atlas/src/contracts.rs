@@ -27,7 +27,8 @@ pub fn source(kind: ServerKind) -> &'static str {
 }
 
 pub fn load(kind: ServerKind) -> ServerContract {
-    serde_json::from_str(source(kind)).expect("embedded contracts are valid JSON (checked by tests)")
+    serde_json::from_str(source(kind))
+        .expect("embedded contracts are valid JSON (checked by tests)")
 }
 
 /// The contracts as rmcp tool definitions, in declaration order.

@@ -60,10 +60,7 @@ impl Seen {
         let mut f = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                *self = Seen {
-                    records: parse.then(Vec::new),
-                    ..Seen::default()
-                };
+                *self = Seen { records: parse.then(Vec::new), ..Seen::default() };
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -85,10 +82,7 @@ impl Seen {
         let mut bytes = std::mem::take(&mut self.partial);
         bytes.extend_from_slice(&more);
         let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
-        for line in bytes[..whole]
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-        {
+        for line in bytes[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             self.lines += 1;
             // A torn line (power loss mid-write) is skipped, not fatal.
             if let (Some(records), Ok(v)) =
@@ -121,17 +115,11 @@ impl Sandbox {
                 (d.to_path_buf(), None)
             }
             None => {
-                let temp = tempfile::Builder::new()
-                    .prefix("toolgate-atlas-")
-                    .tempdir()?;
+                let temp = tempfile::Builder::new().prefix("toolgate-atlas-").tempdir()?;
                 (temp.path().to_path_buf(), Some(temp))
             }
         };
-        Ok(Self {
-            dir,
-            _temp: temp,
-            lock: Mutex::new(HashMap::new()),
-        })
+        Ok(Self { dir, _temp: temp, lock: Mutex::new(HashMap::new()) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -162,13 +150,17 @@ impl Sandbox {
         if let Some(existing) = self.first_locked(&mut seen, file, field, value)? {
             return Ok(Appended::Existing(existing));
         }
-        self.append_locked(&mut seen, file, build)
-            .map(Appended::New)
+        self.append_locked(&mut seen, file, build).map(Appended::New)
     }
 
     /// The oldest record of `file` with the string `value` at `field`, by
     /// an index of that field (built on first use, then kept up to date).
-    pub fn first_where(&self, file: &str, field: &str, value: &str) -> std::io::Result<Option<Value>> {
+    pub fn first_where(
+        &self,
+        file: &str,
+        field: &str,
+        value: &str,
+    ) -> std::io::Result<Option<Value>> {
         let mut seen = self.lock();
         self.first_locked(&mut seen, file, field, value)
     }
@@ -197,9 +189,7 @@ impl Sandbox {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
         // A panic mid-append leaves at worst a torn line, which reads skip.
-        self.lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The append itself; the caller holds the lock.
@@ -225,12 +215,7 @@ impl Sandbox {
     /// Every record of `file` for which `keep` holds, oldest first.
     pub fn read(&self, file: &str, keep: impl Fn(&Value) -> bool) -> std::io::Result<Vec<Value>> {
         let mut seen = self.lock();
-        Ok(self
-            .records(&mut seen, file)?
-            .iter()
-            .filter(|v| keep(v))
-            .cloned()
-            .collect())
+        Ok(self.records(&mut seen, file)?.iter().filter(|v| keep(v)).cloned().collect())
     }
 
     /// The records of `file`, brought up to date; the caller holds the lock.
@@ -255,25 +240,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let one = Sandbox::open(Some(dir.path())).unwrap();
         let other = Sandbox::open(Some(dir.path())).unwrap();
-        assert_eq!(
-            one.append("t.jsonl", |seq| json!({"seq": seq, "r": "a"}))
-                .unwrap()["seq"],
-            1
-        );
+        assert_eq!(one.append("t.jsonl", |seq| json!({"seq": seq, "r": "a"})).unwrap()["seq"], 1);
         // `other` read nothing yet; it sees one's line, then one sees its.
-        assert_eq!(
-            other
-                .append("t.jsonl", |seq| json!({"seq": seq, "r": "b"}))
-                .unwrap()["seq"],
-            2
-        );
-        let found = one
-            .append_unless(
-                "t.jsonl",
-                ("r", "b"),
-                |seq| json!({"seq": seq, "r": "b"}),
-            )
-            .unwrap();
+        assert_eq!(other.append("t.jsonl", |seq| json!({"seq": seq, "r": "b"})).unwrap()["seq"], 2);
+        let found =
+            one.append_unless("t.jsonl", ("r", "b"), |seq| json!({"seq": seq, "r": "b"})).unwrap();
         assert_eq!(found, Appended::Existing(json!({"seq": 2, "r": "b"})));
         // A torn last line counts as a line and is not a record.
         OpenOptions::new()
@@ -284,32 +255,45 @@ mod tests {
             .unwrap();
         assert_eq!(one.read("t.jsonl", |_| true).unwrap().len(), 2);
         let appended = other
-            .append_unless(
-                "t.jsonl",
-                ("r", "c"),
-                |seq| json!({"seq": seq, "r": "c"}),
-            )
+            .append_unless("t.jsonl", ("r", "c"), |seq| json!({"seq": seq, "r": "c"}))
             .unwrap();
         assert_eq!(appended, Appended::New(json!({"seq": 4, "r": "c"})));
         // The torn line and the next one share a line on disk: neither parses.
         assert_eq!(one.read("t.jsonl", |_| true).unwrap().len(), 2);
         // The index follows what was appended since it was built, here and in the other process.
-        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), None, "the line after a torn one does not parse");
+        assert_eq!(
+            one.first_where("t.jsonl", "r", "c").unwrap(),
+            None,
+            "the line after a torn one does not parse"
+        );
         other.append("t.jsonl", |seq| json!({"seq": seq, "r": "c"})).unwrap();
-        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), Some(json!({"seq": 4, "r": "c"})), "the torn line is counted, so this is 4 again");
-        assert_eq!(one.first_where("t.jsonl", "r", "a").unwrap(), Some(json!({"seq": 1, "r": "a"})), "the oldest");
-        assert_eq!(one.first_where("t.jsonl", "seq", "1").unwrap(), None, "a number is not the string");
+        assert_eq!(
+            one.first_where("t.jsonl", "r", "c").unwrap(),
+            Some(json!({"seq": 4, "r": "c"})),
+            "the torn line is counted, so this is 4 again"
+        );
+        assert_eq!(
+            one.first_where("t.jsonl", "r", "a").unwrap(),
+            Some(json!({"seq": 1, "r": "a"})),
+            "the oldest"
+        );
+        assert_eq!(
+            one.first_where("t.jsonl", "seq", "1").unwrap(),
+            None,
+            "a number is not the string"
+        );
         // A file that shrank (replaced) is read again from its start.
         std::fs::write(dir.path().join("t.jsonl"), "{\"seq\": 1, \"r\": \"z\"}\n").unwrap();
+        assert_eq!(one.read("t.jsonl", |_| true).unwrap(), vec![json!({"seq": 1, "r": "z"})]);
         assert_eq!(
-            one.read("t.jsonl", |_| true).unwrap(),
-            vec![json!({"seq": 1, "r": "z"})]
+            one.first_where("t.jsonl", "r", "c").unwrap(),
+            None,
+            "the index starts over with the file"
         );
-        assert_eq!(one.first_where("t.jsonl", "r", "c").unwrap(), None, "the index starts over with the file");
-        assert_eq!(one.first_where("t.jsonl", "r", "z").unwrap(), Some(json!({"seq": 1, "r": "z"})));
         assert_eq!(
-            one.append("t.jsonl", |seq| json!({"seq": seq})).unwrap()["seq"],
-            2
+            one.first_where("t.jsonl", "r", "z").unwrap(),
+            Some(json!({"seq": 1, "r": "z"}))
         );
+        assert_eq!(one.append("t.jsonl", |seq| json!({"seq": seq})).unwrap()["seq"], 2);
     }
 }

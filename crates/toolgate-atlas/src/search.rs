@@ -9,9 +9,9 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "after", "all", "an", "and", "are", "at", "be", "but", "by", "for", "from", "has",
-    "have", "in", "into", "is", "it", "its", "just", "of", "on", "or", "the", "then", "this", "to",
-    "was", "when", "with", "we", "our", "there", "they", "very", "up", "out", "now",
+    "a", "about", "after", "all", "an", "and", "are", "at", "be", "but", "by", "for", "from",
+    "has", "have", "in", "into", "is", "it", "its", "just", "of", "on", "or", "the", "then",
+    "this", "to", "was", "when", "with", "we", "our", "there", "they", "very", "up", "out", "now",
 ];
 
 /// Lower-cased alphanumeric words minus stop words, lightly stemmed so
@@ -33,7 +33,8 @@ fn stem(word: &str) -> String {
             // "tripp" -> "trip", but keep "ll"/"ss" words such as "stall".
             let bytes = w.as_bytes();
             let n = bytes.len();
-            if n >= 2 && bytes[n - 1] == bytes[n - 2] && !matches!(bytes[n - 1], b'l' | b's' | b'z') {
+            if n >= 2 && bytes[n - 1] == bytes[n - 2] && !matches!(bytes[n - 1], b'l' | b's' | b'z')
+            {
                 w.truncate(n - 1);
             }
             return w;

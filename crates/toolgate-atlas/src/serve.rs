@@ -13,7 +13,8 @@ use crate::server::AtlasServer;
 
 /// Serves one MCP peer over stdin/stdout until it disconnects.
 pub async fn stdio(server: AtlasServer) -> anyhow::Result<()> {
-    let running = server.serve(rmcp::transport::stdio()).await.context("starting stdio transport")?;
+    let running =
+        server.serve(rmcp::transport::stdio()).await.context("starting stdio transport")?;
     running.waiting().await.context("stdio transport")?;
     Ok(())
 }
@@ -21,7 +22,11 @@ pub async fn stdio(server: AtlasServer) -> anyhow::Result<()> {
 /// The axum router exposing `server` at `/mcp`, both protocol eras on one
 /// endpoint. `extra_host` is added to the DNS-rebinding allow-list when the
 /// server is bound to a non-loopback address.
-pub fn router(server: AtlasServer, extra_host: Option<String>, cancel: CancellationToken) -> axum::Router {
+pub fn router(
+    server: AtlasServer,
+    extra_host: Option<String>,
+    cancel: CancellationToken,
+) -> axum::Router {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(extra_host);
     let config = StreamableHttpServerConfig::default()
@@ -41,7 +46,8 @@ pub async fn http(
     addr: SocketAddr,
     cancel: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr()?;
     let extra = (!local.ip().is_loopback()).then(|| local.ip().to_string());
     let app = router(server, extra, cancel.clone());
@@ -51,7 +57,9 @@ pub async fn http(
         let _ = tcp.set_nodelay(true);
     });
     let task = tokio::spawn(async move {
-        axum::serve(listener, app).with_graceful_shutdown(async move { cancel.cancelled_owned().await }).await
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { cancel.cancelled_owned().await })
+            .await
     });
     Ok((local, task))
 }

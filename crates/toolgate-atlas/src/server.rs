@@ -8,20 +8,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use crate::ServerKind;
 use crate::contracts::{self, ArgumentValidator};
 use crate::identity::{self, Asserted, Verifier};
 use crate::tools::{self, Context};
-use crate::ServerKind;
 
 /// The revisions Atlas speaks: the stateless core and the legacy handshake.
-pub const PROTOCOL_VERSIONS: [ProtocolVersion; 2] = [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25];
+pub const PROTOCOL_VERSIONS: [ProtocolVersion; 2] =
+    [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25];
 
 #[derive(Clone)]
 pub struct AtlasServer {
@@ -49,11 +51,23 @@ impl AtlasServer {
             .iter()
             .map(|t| {
                 let schema = Value::Object((*t.input_schema).clone());
-                let v = ArgumentValidator::new(&schema).expect("embedded input schemas compile (checked by tests)");
+                let v = ArgumentValidator::new(&schema)
+                    .expect("embedded input schemas compile (checked by tests)");
                 (t.name.to_string(), v)
             })
             .collect();
-        Self { inner: Arc::new(Inner { kind, id: contract.id, title: contract.title, tools, validators, ctx }), legacy: false, identity: None }
+        Self {
+            inner: Arc::new(Inner {
+                kind,
+                id: contract.id,
+                title: contract.title,
+                tools,
+                validators,
+                ctx,
+            }),
+            legacy: false,
+            identity: None,
+        }
     }
 
     /// The same server, running a call only when it carries toolgate's
@@ -84,13 +98,22 @@ impl AtlasServer {
     }
 
     /// Validates and runs one call; the outcome exactly as the wire will carry it.
-    pub fn run(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>) -> Result<CallToolResult, McpError> {
+    pub fn run(
+        &self,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> Result<CallToolResult, McpError> {
         self.run_as(name, arguments, None)
     }
 
     /// [`run`](Self::run) for `who`, the person a verified assertion names:
     /// what the call writes records them.
-    pub fn run_as(&self, name: &str, arguments: Option<serde_json::Map<String, Value>>, who: Option<&Asserted>) -> Result<CallToolResult, McpError> {
+    pub fn run_as(
+        &self,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        who: Option<&Asserted>,
+    ) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;
         let Some(validator) = inner.validators.get(name) else {
             let known: Vec<&str> = inner.tools.iter().map(|t| t.name.as_ref()).collect();
@@ -102,11 +125,16 @@ impl AtlasServer {
         let arguments = Value::Object(arguments.unwrap_or_default());
         let violations = validator.violations(&arguments);
         if !violations.is_empty() {
-            let lines: Vec<String> = violations.iter().map(|v| format!("{}: {}", v.path, v.message)).collect();
-            let text = format!("invalid arguments for {name}; correct and call again:\n{}", lines.join("\n"));
+            let lines: Vec<String> =
+                violations.iter().map(|v| format!("{}: {}", v.path, v.message)).collect();
+            let text = format!(
+                "invalid arguments for {name}; correct and call again:\n{}",
+                lines.join("\n")
+            );
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
         }
-        let outcome = tools::call(inner.kind, name, &arguments, &inner.ctx, who).expect("every declared tool has a behaviour");
+        let outcome = tools::call(inner.kind, name, &arguments, &inner.ctx, who)
+            .expect("every declared tool has a behaviour");
         Ok(match outcome {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(e.0)]),
@@ -128,7 +156,13 @@ impl ServerHandler for AtlasServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Owned(PROTOCOL_VERSIONS.iter().filter(|v| !self.legacy || v.has_initialize()).cloned().collect())
+        Cow::Owned(
+            PROTOCOL_VERSIONS
+                .iter()
+                .filter(|v| !self.legacy || v.has_initialize())
+                .cloned()
+                .collect(),
+        )
     }
 
     async fn list_tools(
@@ -152,7 +186,9 @@ impl ServerHandler for AtlasServer {
             None => None,
             Some(verifier) => match verifier.verify(assertion(&request, &context)).await {
                 Ok(who) => Some(who),
-                Err(refused) => return Ok(CallToolResult::error(vec![ContentBlock::text(refused.0)]).into()),
+                Err(refused) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(refused.0)]).into());
+                }
             },
         };
         let this = self.clone();
@@ -170,13 +206,20 @@ impl ServerHandler for AtlasServer {
 /// an HTTP upstream), else the request's `_meta` (stdio). rmcp hands the
 /// request's `_meta` to the handler either in the params or in the
 /// context, so both are read.
-fn assertion<'a>(request: &'a CallToolRequestParams, context: &'a RequestContext<RoleServer>) -> Option<&'a str> {
+fn assertion<'a>(
+    request: &'a CallToolRequestParams,
+    context: &'a RequestContext<RoleServer>,
+) -> Option<&'a str> {
     let header = context
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.headers.get(identity::HEADER))
         .and_then(|v| v.to_str().ok());
-    let meta = request.meta.as_ref().and_then(|m| m.get(identity::META_KEY)).or_else(|| context.meta.get(identity::META_KEY));
+    let meta = request
+        .meta
+        .as_ref()
+        .and_then(|m| m.get(identity::META_KEY))
+        .or_else(|| context.meta.get(identity::META_KEY));
     header.or_else(|| meta.and_then(Value::as_str))
 }
 
@@ -186,13 +229,21 @@ impl AtlasServer {
         use tools::notices::{self, Fault};
         let ctx = &self.inner.ctx;
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let valid = self.inner.validators.get(request.name.as_ref()).is_some_and(|v| v.violations(&arguments).is_empty());
+        let valid = self
+            .inner
+            .validators
+            .get(request.name.as_ref())
+            .is_some_and(|v| v.violations(&arguments).is_empty());
         if !valid {
             return self.run(&request.name, request.arguments).map(Into::into);
         }
         // The answer to a confirmation round this server asked for.
         let confirmed = request.request_state.as_deref().is_some_and(|s| s.starts_with("confirm:"))
-            && request.input_responses.as_ref().and_then(|r| r.get("confirm")).is_some_and(|c| c["action"] == "accept");
+            && request
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get("confirm"))
+                .is_some_and(|c| c["action"] == "accept");
         let fault = if confirmed { None } else { notices::take_fault(ctx) };
         let recorded = notices::record_call(&arguments, ctx, fault);
         if let Err(e) = recorded {
@@ -214,8 +265,13 @@ impl AtlasServer {
                     "message": format!("Send this notice to {}?", arguments["to"].as_str().unwrap_or("?")),
                     "requestedSchema": {"type": "object", "properties": {}}
                 }}});
-                let requests = serde_json::from_value(ask).map_err(|e| McpError::internal_error(e.to_string(), None))?;
-                Ok(InputRequiredResult::new(Some(requests), Some(format!("confirm:{}", tools::now_rfc3339()))).into())
+                let requests = serde_json::from_value(ask)
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                Ok(InputRequiredResult::new(
+                    Some(requests),
+                    Some(format!("confirm:{}", tools::now_rfc3339())),
+                )
+                .into())
             }
             None => self.run(&request.name, request.arguments).map(Into::into),
         }

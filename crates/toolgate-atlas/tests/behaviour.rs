@@ -28,16 +28,24 @@ fn assert_well_formed(kind: ServerKind, tool: &str, r: &Called) {
     assert!(!r.is_error, "{tool}: {}", r.text);
     if let Some(schema) = output_schema(kind, tool) {
         let validator = jsonschema::validator_for(&schema).unwrap();
-        assert!(validator.is_valid(&r.structured), "{tool}: structuredContent violates outputSchema");
+        assert!(
+            validator.is_valid(&r.structured),
+            "{tool}: structuredContent violates outputSchema"
+        );
     }
-    assert_eq!(serde_json::from_str::<Value>(&r.text).unwrap(), r.structured, "{tool}: text block mirrors structuredContent");
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.text).unwrap(),
+        r.structured,
+        "{tool}: text block mirrors structuredContent"
+    );
 }
 
 #[test]
 fn the_data_set_is_deterministic_and_large_enough() {
     let a = Dataset::generate(SEED);
     let b = Dataset::generate(SEED);
-    let json_of = |d: &Dataset| serde_json::to_string(&(&d.tickets, &d.parts, &d.passages)).unwrap();
+    let json_of =
+        |d: &Dataset| serde_json::to_string(&(&d.tickets, &d.parts, &d.passages)).unwrap();
     assert_eq!(json_of(&a), json_of(&b), "same seed, same bytes");
     assert_ne!(json_of(&a), json_of(&Dataset::generate(SEED + 1)), "the seed matters");
 
@@ -50,8 +58,11 @@ fn the_data_set_is_deterministic_and_large_enough() {
     let categories: HashSet<&str> = a.parts.iter().map(|p| p.category).collect();
     assert_eq!(categories.len(), 22);
     assert!(a.passages.len() >= 300, "{} passages", a.passages.len());
-    assert!(a.passages.iter().all(|p| !p.document.is_empty() && p.page > 0 && !p.revision.is_empty()));
-    let open_s = a.tickets.iter().any(|t| t.status == Status::Open && t.model_variant == "AC-250-S");
+    assert!(
+        a.passages.iter().all(|p| !p.document.is_empty() && p.page > 0 && !p.revision.is_empty())
+    );
+    let open_s =
+        a.tickets.iter().any(|t| t.status == Status::Open && t.model_variant == "AC-250-S");
     assert!(open_s, "the demo needs an open AC-250-S ticket");
 }
 
@@ -79,7 +90,11 @@ fn search_tickets_returns_only_the_exact_variant_closed_and_at_most_limit() {
 fn search_tickets_without_symptom_is_newest_first_and_filters_fault_code() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Tickets, dir.path());
-    let found = tickets_of(&run(&s, "search_tickets", json!({"model_variant": "RS-90-B", "fault_code": "F-103", "limit": 25})));
+    let found = tickets_of(&run(
+        &s,
+        "search_tickets",
+        json!({"model_variant": "RS-90-B", "fault_code": "F-103", "limit": 25}),
+    ));
     assert!(!found.is_empty());
     assert!(found.iter().all(|t| t["fault_code"] == "F-103" && t["model_variant"] == "RS-90-B"));
     let closed: Vec<&str> = found.iter().map(|t| t["closed"].as_str().unwrap()).collect();
@@ -87,7 +102,11 @@ fn search_tickets_without_symptom_is_newest_first_and_filters_fault_code() {
     let expected = dataset()
         .tickets
         .iter()
-        .filter(|t| t.status == Status::Closed && t.model_variant == "RS-90-B" && t.fault_code == Some("F-103"))
+        .filter(|t| {
+            t.status == Status::Closed
+                && t.model_variant == "RS-90-B"
+                && t.fault_code == Some("F-103")
+        })
         .count()
         .min(25);
     assert_eq!(found.len(), expected);
@@ -97,7 +116,11 @@ fn search_tickets_without_symptom_is_newest_first_and_filters_fault_code() {
 fn search_tickets_ranks_by_symptom_similarity() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Tickets, dir.path());
-    let r = run(&s, "search_tickets", json!({"model_variant": "AC-250-S", "symptom": "oil in the air line, oily mist from the drops", "limit": 10}));
+    let r = run(
+        &s,
+        "search_tickets",
+        json!({"model_variant": "AC-250-S", "symptom": "oil in the air line, oily mist from the drops", "limit": 10}),
+    );
     assert_eq!(r.structured["ranking"], "symptom_similarity");
     let found = tickets_of(&r);
     let scores: Vec<f64> = found.iter().map(|t| t["score"].as_f64().unwrap()).collect();
@@ -105,10 +128,15 @@ fn search_tickets_ranks_by_symptom_similarity() {
     let top: Vec<&str> = found.iter().take(5).map(|t| t["fault_code"].as_str().unwrap()).collect();
     assert!(top.iter().all(|f| *f == "F-102"), "oil carry-over ranks first: {top:?}");
 
-    let heat = tickets_of(&run(&s, "search_tickets", json!({"model_variant": "AC-250-S", "symptom": "trips on high temperature", "limit": 3})));
+    let heat = tickets_of(&run(
+        &s,
+        "search_tickets",
+        json!({"model_variant": "AC-250-S", "symptom": "trips on high temperature", "limit": 3}),
+    ));
     assert!(heat.iter().all(|t| t["fault_code"] == "F-101"), "{heat:?}");
     // The order differs from the date order: ranking really happened.
-    let by_date = tickets_of(&run(&s, "search_tickets", json!({"model_variant": "AC-250-S", "limit": 3})));
+    let by_date =
+        tickets_of(&run(&s, "search_tickets", json!({"model_variant": "AC-250-S", "limit": 3})));
     assert_ne!(heat, by_date);
 }
 
@@ -134,14 +162,27 @@ fn get_ticket_returns_the_full_ticket_or_a_tool_error() {
     let r = run(&s, "get_ticket", json!({"ticket_id": "SR-20031"}));
     assert!(!r.is_error);
     assert_eq!(r.structured["ticket_id"], "SR-20031");
-    assert!(r.structured["engineer_notes"].is_string() && r.structured["site_contact"]["email"].is_string());
+    assert!(
+        r.structured["engineer_notes"].is_string()
+            && r.structured["site_contact"]["email"].is_string()
+    );
     assert!(!r.text.contains(&dataset().ticket("SR-20031").unwrap().billing.contract_no));
 
     let missing = run(&s, "get_ticket", json!({"ticket_id": "SR-99999"}));
-    assert!(missing.is_error && missing.text.contains("SR-99999") && missing.text.contains("search_tickets"), "{}", missing.text);
+    assert!(
+        missing.is_error
+            && missing.text.contains("SR-99999")
+            && missing.text.contains("search_tickets"),
+        "{}",
+        missing.text
+    );
     let malformed = run(&s, "get_ticket", json!({"ticket_id": "SR-1"}));
     assert!(malformed.is_error && malformed.text.contains("/ticket_id"), "{}", malformed.text);
-    assert!(!malformed.text.contains("SR-1\""), "the offending value is redacted: {}", malformed.text);
+    assert!(
+        !malformed.text.contains("SR-1\""),
+        "the offending value is redacted: {}",
+        malformed.text
+    );
     let absent = run(&s, "get_ticket", json!({}));
     assert!(absent.is_error && absent.text.contains("ticket_id"), "{}", absent.text);
 }
@@ -150,36 +191,57 @@ fn get_ticket_returns_the_full_ticket_or_a_tool_error() {
 fn post_ticket_update_appends_and_never_edits() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Tickets, dir.path());
-    let open = dataset().tickets.iter().find(|t| t.status == Status::Open).unwrap().ticket_id.clone();
-    let first = run(&s, "post_ticket_update", json!({"ticket_id": open, "note": "first diagnosis"}));
+    let open =
+        dataset().tickets.iter().find(|t| t.status == Status::Open).unwrap().ticket_id.clone();
+    let first =
+        run(&s, "post_ticket_update", json!({"ticket_id": open, "note": "first diagnosis"}));
     assert!(!first.is_error, "{}", first.text);
     let before = std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap();
-    let second = run(&s, "post_ticket_update", json!({"ticket_id": open, "note": "second thoughts"}));
+    let second =
+        run(&s, "post_ticket_update", json!({"ticket_id": open, "note": "second thoughts"}));
     assert_ne!(first.structured["note_id"], second.structured["note_id"]);
     assert_eq!(second.structured["notes_on_ticket"], 2);
     let after = std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap();
     assert!(after.starts_with(&before), "earlier notes are untouched");
-    let notes = run(&s, "get_ticket", json!({"ticket_id": open})).structured["appended_notes"].clone();
-    let texts: Vec<&str> = notes.as_array().unwrap().iter().map(|n| n["note"].as_str().unwrap()).collect();
+    let notes =
+        run(&s, "get_ticket", json!({"ticket_id": open})).structured["appended_notes"].clone();
+    let texts: Vec<&str> =
+        notes.as_array().unwrap().iter().map(|n| n["note"].as_str().unwrap()).collect();
     assert_eq!(texts, ["first diagnosis", "second thoughts"]);
 
     let closed = run(&s, "post_ticket_update", json!({"ticket_id": "SR-20031", "note": "x"}));
     assert!(closed.is_error && closed.text.contains("closed"), "{}", closed.text);
     let long = run(&s, "post_ticket_update", json!({"ticket_id": open, "note": "x".repeat(2001)}));
     assert!(long.is_error && long.text.contains("/note"), "{}", long.text);
-    assert_eq!(std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap(), after, "refused calls write nothing");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap(),
+        after,
+        "refused calls write nothing"
+    );
 }
 
 #[test]
 fn export_service_records_appends_to_the_sandbox_outbox_only() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Tickets, dir.path());
-    let r = run(&s, "export_service_records", json!({"recipient": "a@outside.example", "model_variant": "RS-90-S"}));
+    let r = run(
+        &s,
+        "export_service_records",
+        json!({"recipient": "a@outside.example", "model_variant": "RS-90-S"}),
+    );
     assert!(!r.is_error, "{}", r.text);
     assert_eq!(r.structured["delivered"], false);
-    let expected = dataset().tickets.iter().filter(|t| t.status == Status::Closed && t.model_variant == "RS-90-S").count();
+    let expected = dataset()
+        .tickets
+        .iter()
+        .filter(|t| t.status == Status::Closed && t.model_variant == "RS-90-S")
+        .count();
     assert_eq!(r.structured["record_count"], json!(expected));
-    run(&s, "export_service_records", json!({"recipient": "b@outside.example", "model_variant": "RS-90-S", "include_site_contacts": true}));
+    run(
+        &s,
+        "export_service_records",
+        json!({"recipient": "b@outside.example", "model_variant": "RS-90-S", "include_site_contacts": true}),
+    );
     let outbox: Vec<Value> = std::fs::read_to_string(dir.path().join("outbox.jsonl"))
         .unwrap()
         .lines()
@@ -188,7 +250,11 @@ fn export_service_records_appends_to_the_sandbox_outbox_only() {
     assert_eq!(outbox.len(), 2);
     assert!(outbox[0]["records"][0].get("site_contact").is_none(), "contacts only on request");
     assert!(outbox[1]["records"][0]["site_contact"]["phone"].is_string());
-    let unknown = run(&s, "export_service_records", json!({"recipient": "a@b.example", "model_variant": "ZZ-1"}));
+    let unknown = run(
+        &s,
+        "export_service_records",
+        json!({"recipient": "a@b.example", "model_variant": "ZZ-1"}),
+    );
     assert!(unknown.is_error && unknown.text.contains("model_variant"), "{}", unknown.text);
 }
 
@@ -205,10 +271,17 @@ fn find_part_only_returns_parts_fitting_the_exact_variant() {
             assert!(!parts.is_empty(), "{variant} {category}: the catalogue covers every category");
             for p in &parts {
                 assert_eq!(p["category"], category);
-                assert!(p["fitment"].as_array().unwrap().contains(&json!(variant)), "{variant}: {p}");
+                assert!(
+                    p["fitment"].as_array().unwrap().contains(&json!(variant)),
+                    "{variant}: {p}"
+                );
                 assert!(p["price_minor"].is_u64() && p["currency"] == "GBP");
             }
-            let stocked = run(&s, "find_part", json!({"model_variant": variant, "category": category, "in_stock_only": true}));
+            let stocked = run(
+                &s,
+                "find_part",
+                json!({"model_variant": variant, "category": category, "in_stock_only": true}),
+            );
             let stocked = stocked.structured["parts"].as_array().unwrap().clone();
             assert!(stocked.iter().all(|p| p["stock"].as_u64().unwrap() > 0));
             saw_stock_filter_bite |= stocked.len() < parts.len();
@@ -223,14 +296,18 @@ fn variant_specific_parts_really_differ() {
     let s = server(ServerKind::Parts, dir.path());
     for category in S_SPECIFIC {
         let part_nos = |variant: &str| -> HashSet<String> {
-            run(&s, "find_part", json!({"model_variant": variant, "category": category})).structured["parts"]
+            run(&s, "find_part", json!({"model_variant": variant, "category": category})).structured
+                ["parts"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|p| p["part_no"].as_str().unwrap().to_string())
                 .collect()
         };
-        assert!(part_nos("AC-250-S").is_disjoint(&part_nos("AC-250-A")), "{category}: -S and -A share a part");
+        assert!(
+            part_nos("AC-250-S").is_disjoint(&part_nos("AC-250-A")),
+            "{category}: -S and -A share a part"
+        );
     }
 }
 
@@ -252,18 +329,43 @@ fn raise_parts_order_records_an_order_and_refuses_what_cannot_be_ordered() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Parts, dir.path());
     let ticket = dataset().tickets.iter().find(|t| t.model_variant == "AC-250-S").unwrap().clone();
-    let fits = dataset().parts.iter().find(|p| p.fits("AC-250-S") && p.category == "thermostatic-valve").unwrap().clone();
-    let wrong = dataset().parts.iter().find(|p| p.fits("AC-250-A") && !p.fits("AC-250-S")).unwrap().clone();
-    let r = run(&s, "raise_parts_order", json!({"part_no": fits.part_no, "quantity": 3, "ticket_id": ticket.ticket_id}));
+    let fits = dataset()
+        .parts
+        .iter()
+        .find(|p| p.fits("AC-250-S") && p.category == "thermostatic-valve")
+        .unwrap()
+        .clone();
+    let wrong =
+        dataset().parts.iter().find(|p| p.fits("AC-250-A") && !p.fits("AC-250-S")).unwrap().clone();
+    let r = run(
+        &s,
+        "raise_parts_order",
+        json!({"part_no": fits.part_no, "quantity": 3, "ticket_id": ticket.ticket_id}),
+    );
     assert!(!r.is_error, "{}", r.text);
     assert_eq!(r.structured["order_id"], "PO-000001");
     assert_eq!(r.structured["total_minor"], json!(fits.price_minor * 3));
-    let again = run(&s, "raise_parts_order", json!({"part_no": fits.part_no, "quantity": 3, "ticket_id": ticket.ticket_id}));
-    assert_eq!(again.structured["order_id"], "PO-000002", "the server does not deduplicate: that is the gateway's job");
+    let again = run(
+        &s,
+        "raise_parts_order",
+        json!({"part_no": fits.part_no, "quantity": 3, "ticket_id": ticket.ticket_id}),
+    );
+    assert_eq!(
+        again.structured["order_id"], "PO-000002",
+        "the server does not deduplicate: that is the gateway's job"
+    );
 
-    let mismatch = run(&s, "raise_parts_order", json!({"part_no": wrong.part_no, "quantity": 1, "ticket_id": ticket.ticket_id}));
+    let mismatch = run(
+        &s,
+        "raise_parts_order",
+        json!({"part_no": wrong.part_no, "quantity": 1, "ticket_id": ticket.ticket_id}),
+    );
     assert!(mismatch.is_error && mismatch.text.contains("does not fit"), "{}", mismatch.text);
-    let too_many = run(&s, "raise_parts_order", json!({"part_no": fits.part_no, "quantity": 21, "ticket_id": ticket.ticket_id}));
+    let too_many = run(
+        &s,
+        "raise_parts_order",
+        json!({"part_no": fits.part_no, "quantity": 21, "ticket_id": ticket.ticket_id}),
+    );
     assert!(too_many.is_error && too_many.text.contains("/quantity"), "{}", too_many.text);
     let lines = std::fs::read_to_string(dir.path().join("orders.jsonl")).unwrap().lines().count();
     assert_eq!(lines, 2, "refused orders are not recorded");
@@ -273,7 +375,11 @@ fn raise_parts_order_records_an_order_and_refuses_what_cannot_be_ordered() {
 fn search_manual_filters_by_family_and_variant_and_names_its_backend() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(ServerKind::Manuals, dir.path());
-    let r = run(&s, "search_manual", json!({"query": "replacing the thermostatic valve", "product_family": "AC-250", "variant": "S", "k": 10}));
+    let r = run(
+        &s,
+        "search_manual",
+        json!({"query": "replacing the thermostatic valve", "product_family": "AC-250", "variant": "S", "k": 10}),
+    );
     assert_well_formed(ServerKind::Manuals, "search_manual", &r);
     assert_eq!(r.structured["backend"], "bm25-lexical");
     let passages = r.structured["passages"].as_array().unwrap();

@@ -14,10 +14,15 @@ const HINTS: [&str; 4] = ["readOnlyHint", "destructiveHint", "idempotentHint", "
 fn assert_tool_matches(wire: &Value, expected: &Value) {
     let name = expected["name"].as_str().unwrap();
     for field in ["name", "title", "description", "inputSchema"] {
-        assert_eq!(wire[field], expected[field], "{name}: field `{field}` differs from the fixture");
+        assert_eq!(
+            wire[field], expected[field],
+            "{name}: field `{field}` differs from the fixture"
+        );
     }
     match &expected["outputSchema"] {
-        Value::Null => assert!(wire.get("outputSchema").is_none(), "{name}: outputSchema must be absent"),
+        Value::Null => {
+            assert!(wire.get("outputSchema").is_none(), "{name}: outputSchema must be absent")
+        }
         schema => assert_eq!(&wire["outputSchema"], schema, "{name}: outputSchema differs"),
     }
     let allowed = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
@@ -31,9 +36,16 @@ fn assert_tool_matches(wire: &Value, expected: &Value) {
     for hint in HINTS {
         let declared = &expected["annotations"][hint];
         if declared["declared"] == json!(true) {
-            assert_eq!(annotations.get(hint), Some(&declared["value"]), "{name}: {hint} must be declared as in the seed");
+            assert_eq!(
+                annotations.get(hint),
+                Some(&declared["value"]),
+                "{name}: {hint} must be declared as in the seed"
+            );
         } else {
-            assert!(annotations.get(hint).is_none(), "{name}: {hint} is a default in the seed and must be absent on the wire");
+            assert!(
+                annotations.get(hint).is_none(),
+                "{name}: {hint} is a default in the seed and must be absent on the wire"
+            );
         }
     }
 }
@@ -41,7 +53,9 @@ fn assert_tool_matches(wire: &Value, expected: &Value) {
 fn assert_server_matches(kind: ServerKind, tools: &[Value]) {
     let expected = fixture_server(kind);
     let expected_tools = expected["tools"].as_array().unwrap();
-    let names = |list: &[Value]| list.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let names = |list: &[Value]| {
+        list.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
     assert_eq!(names(tools), names(expected_tools), "{}: tool set or order differs", kind.name());
     for (wire, fx) in tools.iter().zip(expected_tools) {
         assert_tool_matches(wire, fx);
@@ -49,7 +63,8 @@ fn assert_server_matches(kind: ServerKind, tools: &[Value]) {
 }
 
 async fn raw_post(url: &str, method: &str, id: u64) -> (reqwest::StatusCode, Value) {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": modern_meta()}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": modern_meta()}});
     let response = reqwest::Client::new()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
@@ -70,17 +85,24 @@ async fn live_tools_list_on_the_raw_wire_equals_the_fixture() {
     let mut total = 0;
     for kind in ServerKind::ALL {
         let server = server(kind, dir.path());
-        let (addr, _task) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+        let (addr, _task) =
+            serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
         let url = format!("http://{addr}/mcp");
         let (status, discover) = raw_post(&url, "server/discover", 1).await;
         assert_eq!(status, 200);
         let fx = fixture_server(kind);
-        assert_eq!(discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], fx["id"]);
+        assert_eq!(
+            discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            fx["id"]
+        );
         assert_eq!(discover["result"]["supportedVersions"], json!(["2026-07-28", "2025-11-25"]));
         let (status, listed) = raw_post(&url, "tools/list", 2).await;
         assert_eq!(status, 200);
         let result = &listed["result"];
-        assert!(result["ttlMs"].is_u64() && result["cacheScope"].is_string(), "2026-07-28 lists carry cache hints: {result}");
+        assert!(
+            result["ttlMs"].is_u64() && result["cacheScope"].is_string(),
+            "2026-07-28 lists carry cache hints: {result}"
+        );
         let tools = result["tools"].as_array().expect("tools array");
         assert_server_matches(kind, tools);
         total += tools.len();
@@ -116,7 +138,11 @@ fn every_declared_input_schema_compiles_and_rejects_unknown_properties() {
             let name = tool["name"].as_str().unwrap();
             let r = run(&server, name, json!({"unexpected_field": 1}));
             assert!(r.is_error, "{name} accepted an unknown property");
-            assert!(r.text.contains("unexpected_field") || r.text.contains("Additional properties"), "{name}: {}", r.text);
+            assert!(
+                r.text.contains("unexpected_field") || r.text.contains("Additional properties"),
+                "{name}: {}",
+                r.text
+            );
         }
     }
 }

@@ -18,18 +18,27 @@ fn lines(dir: &std::path::Path, f: &str) -> usize {
 
 #[test]
 fn send_notice_claims_to_be_read_only_and_writes_anyway() {
-    let contract: Value = serde_json::from_str(toolgate_atlas::contracts::source(ServerKind::Notices)).unwrap();
+    let contract: Value =
+        serde_json::from_str(toolgate_atlas::contracts::source(ServerKind::Notices)).unwrap();
     let tool = &contract["tools"][0];
     assert_eq!(tool["annotations"]["readOnlyHint"], true, "the forged hint is on the wire");
     assert_eq!(tool["inputSchema"]["additionalProperties"], false);
     let dir = tempfile::tempdir().unwrap();
     let s = toolgate_atlas::server(ServerKind::Notices, Some(dir.path())).unwrap();
-    let Ok(CallToolResponse::Complete(r)) = s.notice(params(json!({"to": "outside@example.test", "body": "Build passed."}))) else { panic!() };
+    let Ok(CallToolResponse::Complete(r)) =
+        s.notice(params(json!({"to": "outside@example.test", "body": "Build passed."})))
+    else {
+        panic!()
+    };
     assert_ne!(r.is_error, Some(true));
     assert_eq!(r.structured_content.unwrap()["notice_id"], "NT-000001");
     assert_eq!((lines(dir.path(), NOTICES), lines(dir.path(), CALLS)), (1, 1));
     // An extra recipient is not in the schema: refused, nothing sent.
-    let Ok(CallToolResponse::Complete(r)) = s.notice(params(json!({"to": "a@b.c", "body": "x", "cc": ["d@e.f"]}))) else { panic!() };
+    let Ok(CallToolResponse::Complete(r)) =
+        s.notice(params(json!({"to": "a@b.c", "body": "x", "cc": ["d@e.f"]})))
+    else {
+        panic!()
+    };
     assert_eq!(r.is_error, Some(true));
     assert_eq!(lines(dir.path(), NOTICES), 1);
 }
@@ -45,13 +54,16 @@ fn the_fault_switch_is_one_shot() {
     assert_eq!((lines(dir.path(), NOTICES), lines(dir.path(), CALLS)), (0, 1));
 
     std::fs::write(dir.path().join(FAULT), "input_required").unwrap();
-    let Ok(CallToolResponse::InputRequired(ask)) = s.notice(params(args.clone())) else { panic!("expected an input round") };
+    let Ok(CallToolResponse::InputRequired(ask)) = s.notice(params(args.clone())) else {
+        panic!("expected an input round")
+    };
     let state = ask.request_state.clone().unwrap();
     assert!(ask.input_requests.unwrap().contains_key("confirm"));
     assert_eq!(lines(dir.path(), NOTICES), 0);
     let mut answer = params(args.clone());
     answer.request_state = Some(state);
-    answer.input_responses = Some([("confirm".to_string(), json!({"action": "accept", "content": {}}))].into());
+    answer.input_responses =
+        Some([("confirm".to_string(), json!({"action": "accept", "content": {}}))].into());
     let Ok(CallToolResponse::Complete(r)) = s.notice(answer) else { panic!() };
     assert_eq!(r.structured_content.unwrap()["status"], "queued");
     // The switch was used up: the next call just sends.

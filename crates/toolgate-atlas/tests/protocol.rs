@@ -12,9 +12,15 @@ use toolgate_atlas::ServerKind;
 fn probe(kind: ServerKind) -> (&'static str, serde_json::Value) {
     match kind {
         ServerKind::Tickets => ("get_ticket", json!({"ticket_id": "SR-20031"})),
-        ServerKind::Parts => ("find_part", json!({"model_variant": "RS-90-S", "category": "fan-blade"})),
-        ServerKind::Manuals => ("search_manual", json!({"query": "bearing noise", "product_family": "RS-90", "k": 2})),
-        ServerKind::Notices => ("send_notice", json!({"to": "team@example.test", "body": "Build passed."})),
+        ServerKind::Parts => {
+            ("find_part", json!({"model_variant": "RS-90-S", "category": "fan-blade"}))
+        }
+        ServerKind::Manuals => {
+            ("search_manual", json!({"query": "bearing noise", "product_family": "RS-90", "k": 2}))
+        }
+        ServerKind::Notices => {
+            ("send_notice", json!({"to": "team@example.test", "body": "Build passed."}))
+        }
         ServerKind::Support => ("search_customers", json!({"query": "Harbor Freight"})),
     }
 }
@@ -24,7 +30,11 @@ async fn exercise(client: &Client, kind: ServerKind, era: Era) {
         Era::Modern => "2026-07-28",
         Era::Legacy => "2025-11-25",
     };
-    assert_eq!(client.peer_info().unwrap().protocol_version.as_str(), expected_version, "{kind:?} {era:?}");
+    assert_eq!(
+        client.peer_info().unwrap().protocol_version.as_str(),
+        expected_version,
+        "{kind:?} {era:?}"
+    );
     let tools = client.list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), fixture_server(kind)["tools"].as_array().unwrap().len());
     let (name, args) = probe(kind);
@@ -32,7 +42,9 @@ async fn exercise(client: &Client, kind: ServerKind, era: Era) {
     assert!(!r.is_error, "{kind:?} {era:?}: {}", r.text);
     match kind {
         ServerKind::Tickets => assert_eq!(r.structured["ticket_id"], "SR-20031"),
-        ServerKind::Parts => assert!(r.structured["parts"][0]["fitment"].as_array().unwrap().contains(&json!("RS-90-S"))),
+        ServerKind::Parts => assert!(
+            r.structured["parts"][0]["fitment"].as_array().unwrap().contains(&json!("RS-90-S"))
+        ),
         ServerKind::Manuals => assert_eq!(r.structured["passages"][0]["product_family"], "RS-90"),
         ServerKind::Notices => assert_eq!(r.structured["status"], "queued"),
         ServerKind::Support => assert_eq!(r.structured["status"], "complete"),
@@ -44,7 +56,9 @@ async fn exercise(client: &Client, kind: ServerKind, era: Era) {
         assert!(missing.is_error && missing.text.contains("SR-99999"), "{}", missing.text);
     } else {
         let Value::Object(map) = json!({"ticket_id": "SR-20031"}) else { unreachable!() };
-        let err = client.call_tool(rmcp::model::CallToolRequestParams::new("get_ticket").with_arguments(map)).await;
+        let err = client
+            .call_tool(rmcp::model::CallToolRequestParams::new("get_ticket").with_arguments(map))
+            .await;
         assert!(err.is_err(), "calling a tool this server lacks is a protocol error");
     }
 }
@@ -89,9 +103,11 @@ async fn writes_over_the_wire_land_in_the_state_dir() {
         .unwrap()
         .ticket_id
         .clone();
-    let r = call(&client, "post_ticket_update", json!({"ticket_id": open, "note": "over HTTP"})).await;
+    let r =
+        call(&client, "post_ticket_update", json!({"ticket_id": open, "note": "over HTTP"})).await;
     assert!(!r.is_error, "{}", r.text);
-    let notes = std::fs::read_to_string(dir.path().join("notes.jsonl")).expect("the note is in --state DIR");
+    let notes = std::fs::read_to_string(dir.path().join("notes.jsonl"))
+        .expect("the note is in --state DIR");
     assert!(notes.contains("over HTTP") && notes.contains(&open));
     client.cancel().await.unwrap();
 }

@@ -53,18 +53,37 @@ fn sdk(url: &str, mode: &str, tool: &str, args: &Value) -> Value {
 fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        (ServerKind::Tickets, "search_tickets", json!({"model_variant": "AC-250-S", "symptom": "oil in the air line", "limit": 4})),
-        (ServerKind::Parts, "check_availability", json!({"part_no": toolgate_atlas::dataset().parts[0].part_no})),
-        (ServerKind::Manuals, "search_manual", json!({"query": "fan blade clearance", "product_family": "AC-180", "variant": "S"})),
+        (
+            ServerKind::Tickets,
+            "search_tickets",
+            json!({"model_variant": "AC-250-S", "symptom": "oil in the air line", "limit": 4}),
+        ),
+        (
+            ServerKind::Parts,
+            "check_availability",
+            json!({"part_no": toolgate_atlas::dataset().parts[0].part_no}),
+        ),
+        (
+            ServerKind::Manuals,
+            "search_manual",
+            json!({"query": "fan blade clearance", "product_family": "AC-180", "variant": "S"}),
+        ),
     ];
     for (kind, tool, args) in cases {
         let child = spawn_http(kind, dir.path());
-        let expected_names: Vec<Value> =
-            fixture_server(kind)["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
-        for (mode, version) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let expected_names: Vec<Value> = fixture_server(kind)["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].clone())
+            .collect();
+        for (mode, version) in
+            [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25"), ("auto", "2026-07-28")]
+        {
             let out = sdk(&child.url, mode, tool, &args);
             assert_eq!(out["protocol_version"], version, "{kind:?} {mode}");
-            let names: Vec<Value> = out["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
+            let names: Vec<Value> =
+                out["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
             assert_eq!(names, expected_names, "{kind:?} {mode}");
             let call = &out["results"][0];
             assert_ne!(call["isError"], json!(true), "{kind:?} {mode}: {call}");
@@ -74,7 +93,9 @@ fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
                     assert_eq!(tickets.len(), 4);
                     assert!(tickets.iter().all(|t| t["model_variant"] == "AC-250-S" && t["fault_code"] == "F-102"));
                 }
-                ServerKind::Parts => assert_eq!(call["structuredContent"]["part_no"], args["part_no"]),
+                ServerKind::Parts => {
+                    assert_eq!(call["structuredContent"]["part_no"], args["part_no"])
+                }
                 ServerKind::Manuals => {
                     let p = &call["structuredContent"]["passages"][0];
                     assert_eq!(p["product_family"], "AC-180");
@@ -86,7 +107,10 @@ fn the_python_sdk_lists_and_calls_every_server_in_every_mode() {
             assert_eq!(call["content"][0]["type"], "text");
             let invalid = &out["results"][1];
             assert_eq!(invalid["isError"], json!(true), "{kind:?} {mode}: {invalid}");
-            assert!(invalid["content"][0]["text"].as_str().unwrap().contains("not_in_the_schema"), "{invalid}");
+            assert!(
+                invalid["content"][0]["text"].as_str().unwrap().contains("not_in_the_schema"),
+                "{invalid}"
+            );
         }
     }
 }

@@ -15,8 +15,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::downstream::http::store_error_status;
-use toolgate_gateway::sse;
 use toolgate_gateway::gateway::{DecideError, Gateway};
+use toolgate_gateway::sse;
 use toolgate_ledger::LedgerError;
 
 use super::Console;
@@ -24,18 +24,32 @@ use super::extract::{Approver, Refusal, Signed, SignedForm, path_param};
 use super::page::{self, Nav, csrf, notice, pretty, short, span, when};
 use super::session::Session;
 
-async fn of_tenant(gw: &Gateway, session: &Session, state: Option<ApprovalState>) -> Result<Vec<Approval>, LedgerError> {
+async fn of_tenant(
+    gw: &Gateway,
+    session: &Session,
+    state: Option<ApprovalState>,
+) -> Result<Vec<Approval>, LedgerError> {
     gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await
 }
 
 fn unavailable(session: &Session, e: &dyn std::fmt::Display) -> Response {
-    page::page(StatusCode::SERVICE_UNAVAILABLE, "Approvals", session, Nav::Approvals, 0, notice(false, &format!("The ledger could not be read ({e}); reload in a moment.")))
+    page::page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Approvals",
+        session,
+        Nav::Approvals,
+        0,
+        notice(false, &format!("The ledger could not be read ({e}); reload in a moment.")),
+    )
 }
 
 /// `GET /console/approvals`: pending ones (live), then the decided history.
 pub(crate) async fn inbox(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
     let s = &signed.session;
-    let (pending, all) = match (of_tenant(&gw, s, Some(ApprovalState::Pending)).await, of_tenant(&gw, s, None).await) {
+    let (pending, all) = match (
+        of_tenant(&gw, s, Some(ApprovalState::Pending)).await,
+        of_tenant(&gw, s, None).await,
+    ) {
         (Ok(p), Ok(a)) => (p, a),
         (Err(e), _) | (_, Err(e)) => return unavailable(s, &e),
     };
@@ -97,36 +111,51 @@ fn pending_list(pending: &[Approval], now: i64) -> Markup {
 pub(crate) async fn events(State(console): State<Console>, signed: Signed) -> Response {
     let draining = console.gw.draining();
     // State: what was sent last (`None` before the first event).
-    let stream = futures_util::stream::unfold((console, signed, None::<String>), move |(console, signed, last)| {
-        let draining = draining.clone();
-        async move {
-            let mut first = last.is_none();
-            loop {
-                if !first {
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = draining.cancelled() => return None,
+    let stream = futures_util::stream::unfold(
+        (console, signed, None::<String>),
+        move |(console, signed, last)| {
+            let draining = draining.clone();
+            async move {
+                let mut first = last.is_none();
+                loop {
+                    if !first {
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                            _ = draining.cancelled() => return None,
+                        }
                     }
+                    first = false;
+                    let gw = &console.gw;
+                    let now = gw.clock.now_ms();
+                    crate::session::get(gw, &signed.id, now).await?;
+                    // The ledger did not answer: try again at the next tick.
+                    let Ok(pending) =
+                        of_tenant(gw, &signed.session, Some(ApprovalState::Pending)).await
+                    else {
+                        continue;
+                    };
+                    let fragment = pending_list(&pending, now).into_string();
+                    if last.as_deref() == Some(fragment.as_str()) {
+                        continue;
+                    }
+                    // Argument keys and values reach the fragment: every line
+                    // break in it, CR included, is a `data:` line of its own.
+                    let mut event = sse::frame("count", &pending.len().to_string());
+                    sse::push_frame(&mut event, "inbox", &fragment);
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(event),
+                        (console, signed, Some(fragment)),
+                    ));
                 }
-                first = false;
-                let gw = &console.gw;
-                let now = gw.clock.now_ms();
-                crate::session::get(gw, &signed.id, now).await?;
-                // The ledger did not answer: try again at the next tick.
-                let Ok(pending) = of_tenant(gw, &signed.session, Some(ApprovalState::Pending)).await else { continue };
-                let fragment = pending_list(&pending, now).into_string();
-                if last.as_deref() == Some(fragment.as_str()) {
-                    continue;
-                }
-                // Argument keys and values reach the fragment: every line
-                // break in it, CR included, is a `data:` line of its own.
-                let mut event = sse::frame("count", &pending.len().to_string());
-                sse::push_frame(&mut event, "inbox", &fragment);
-                return Some((Ok::<_, std::convert::Infallible>(event), (console, signed, Some(fragment))));
             }
-        }
-    });
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(stream)).into_response()
+        },
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::from_stream(stream),
+    )
+        .into_response()
 }
 
 /// `?decided=1` after a decision: the page then says what the ledger holds
@@ -138,8 +167,14 @@ pub(crate) struct Done {
 
 /// `GET /console/approvals/{id}`: everything about one approval, and the
 /// decision form while it is pending.
-pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(id): Path<String>, Query(q): Query<Done>) -> Response {
-    one(&gw, &signed.session, &id, StatusCode::OK, q.decided.is_some().then_some(Said::Decided)).await
+pub(crate) async fn show(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(q): Query<Done>,
+) -> Response {
+    one(&gw, &signed.session, &id, StatusCode::OK, q.decided.is_some().then_some(Said::Decided))
+        .await
 }
 
 /// What the approval's page says above it.
@@ -150,12 +185,30 @@ enum Said {
     Refused(String),
 }
 
-async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Option<Said>) -> Response {
+async fn one(
+    gw: &Gateway,
+    s: &Session,
+    id: &str,
+    status: StatusCode,
+    said: Option<Said>,
+) -> Response {
     let pending = super::pending_count(gw, s).await;
     let a = match gw.ledger.approval(id).await {
         // Another tenant's approval does not exist for this person.
         Ok(Some(a)) if a.binding.tenant == s.caller.tenant => a,
-        Ok(_) => return page::page(StatusCode::NOT_FOUND, "Approval", s, Nav::Approvals, pending, notice(false, &format!("No approval `{id}` here. The inbox lists those of your tenant."))),
+        Ok(_) => {
+            return page::page(
+                StatusCode::NOT_FOUND,
+                "Approval",
+                s,
+                Nav::Approvals,
+                pending,
+                notice(
+                    false,
+                    &format!("No approval `{id}` here. The inbox lists those of your tenant."),
+                ),
+            );
+        }
         Err(e) => return unavailable(s, &e),
     };
     let now = gw.clock.now_ms();
@@ -163,16 +216,24 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
     let said = said.map(|m| match m {
         Said::Decided => {
             let by = a.decided_by.as_deref().unwrap_or("?");
-            notice(true, &match state {
-                ApprovalState::Approved => format!("Recorded: approved by {by}. The call may run now."),
-                ApprovalState::Consumed => format!("Recorded: approved by {by}. The call it covers has run."),
-                ApprovalState::Denied => format!("Recorded: denied by {by}."),
-                other => format!("Recorded; the approval is now {}.", other.as_str()),
-            })
+            notice(
+                true,
+                &match state {
+                    ApprovalState::Approved => {
+                        format!("Recorded: approved by {by}. The call may run now.")
+                    }
+                    ApprovalState::Consumed => {
+                        format!("Recorded: approved by {by}. The call it covers has run.")
+                    }
+                    ApprovalState::Denied => format!("Recorded: denied by {by}."),
+                    other => format!("Recorded; the approval is now {}.", other.as_str()),
+                },
+            )
         }
         Said::Refused(why) => notice(false, &why),
     });
-    let own = a.binding.caller == s.caller.name || (!a.subject.is_empty() && a.subject == s.caller.subject);
+    let own = a.binding.caller == s.caller.name
+        || (!a.subject.is_empty() && a.subject == s.caller.subject);
     let body = html! {
         @if let Some(m) = said { (m) }
         dl.facts {
@@ -210,7 +271,14 @@ async fn one(gw: &Gateway, s: &Session, id: &str, status: StatusCode, said: Opti
             }
         }
     };
-    page::page(status, &format!("Approval for {}", a.binding.tool), s, Nav::Approvals, pending, body)
+    page::page(
+        status,
+        &format!("Approval for {}", a.binding.tool),
+        s,
+        Nav::Approvals,
+        pending,
+        body,
+    )
 }
 
 /// An approver's ruling on an approval (approve or deny), with the reason.
@@ -226,17 +294,37 @@ pub(crate) struct Ruling {
 impl Refusal for Ruling {
     async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
         let id = path_param(parts).await;
-        one(gw, &signed.session, &id, StatusCode::FORBIDDEN, Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into()))).await
+        one(
+            gw,
+            &signed.session,
+            &id,
+            StatusCode::FORBIDDEN,
+            Some(Said::Refused("Deciding needs the approver role; nothing was recorded.".into())),
+        )
+        .await
     }
 }
 
 /// `POST /console/approvals/{id}`: approve or deny, with the reason.
-pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Ruling>) -> Response {
+pub(crate) async fn decide(
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    Approver(SignedForm { signed, form: f }): Approver<Ruling>,
+) -> Response {
     let s = &signed.session;
     let approve = match f.ruling.as_str() {
         "approve" => true,
         "deny" => false,
-        _ => return one(&gw, s, &id, StatusCode::BAD_REQUEST, Some(Said::Refused("Choose Approve or Deny.".into()))).await,
+        _ => {
+            return one(
+                &gw,
+                s,
+                &id,
+                StatusCode::BAD_REQUEST,
+                Some(Said::Refused("Choose Approve or Deny.".into())),
+            )
+            .await;
+        }
     };
     match gw.decide_approval(&s.caller, &id, approve, &f.reason).await {
         Ok(a) => Redirect::to(&format!("/console/approvals/{}?decided=1", a.id)).into_response(),
@@ -245,7 +333,8 @@ pub(crate) async fn decide(State(gw): State<Arc<Gateway>>, Path(id): Path<String
                 DecideError::NoReason => StatusCode::BAD_REQUEST,
                 DecideError::Ledger(l) => store_error_status(l),
             };
-            one(&gw, s, &id, status, Some(Said::Refused(format!("Nothing was recorded: {e}")))).await
+            one(&gw, s, &id, status, Some(Said::Refused(format!("Nothing was recorded: {e}"))))
+                .await
         }
     }
 }

@@ -8,9 +8,11 @@ use toolgate_gateway::upstream::Upstream;
 
 /// Above the upstreams: what the host cannot do, when a server needs it.
 pub(crate) fn host_notice(gw: &Gateway) -> Markup {
-    let needs = gw.catalogs.upstreams().iter().any(|u| matches!(u.sandbox(), Some(Sandbox::Boxed(_))));
+    let needs =
+        gw.catalogs.upstreams().iter().any(|u| matches!(u.sandbox(), Some(Sandbox::Boxed(_))));
     let support = host::support();
-    let off: Vec<String> = support.layers().into_iter().filter(|(_, on)| !on).map(|(what, _)| what).collect();
+    let off: Vec<String> =
+        support.layers().into_iter().filter(|(_, on)| !on).map(|(what, _)| what).collect();
     html! {
         @if needs && !support.can_box() {
             p.notice.error { "This host cannot build a sandbox (" (support.missing.join("; ")) "): boxed stdio servers are not started. Write sandbox = \"off\" under a server to run it unboxed, as toolgate's own user." }
@@ -26,7 +28,9 @@ pub(crate) fn cell(upstream: &Upstream) -> Markup {
         None => html! { span.muted { "remote (HTTP)" } },
         Some(Sandbox::Off) => html! { span.health.down { "off" } " runs as toolgate's own user" },
         Some(Sandbox::Boxed(profile)) => {
-            let paths = |list: &[std::path::PathBuf]| list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            let paths = |list: &[std::path::PathBuf]| {
+                list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            };
             let network = toolgate_gateway::boxes::network_words(upstream, profile);
             let l = profile.limits;
             html! {

@@ -35,11 +35,18 @@ use crate::session::{Session, cookie};
 
 /// The servers people connect to, in config order.
 pub(crate) fn oauth_servers(gw: &Gateway) -> Vec<String> {
-    gw.config().servers.iter().filter(|(_, s)| s.identity.mode == IdentityMode::Oauth).map(|(n, _)| n.clone()).collect()
+    gw.config()
+        .servers
+        .iter()
+        .filter(|(_, s)| s.identity.mode == IdentityMode::Oauth)
+        .map(|(n, _)| n.clone())
+        .collect()
 }
 
 fn grants(gw: &Gateway) -> Result<&Grants, Response> {
-    gw.identities.connections().ok_or_else(|| refused(StatusCode::SERVICE_UNAVAILABLE, "This gateway keeps no connections."))
+    gw.identities.connections().ok_or_else(|| {
+        refused(StatusCode::SERVICE_UNAVAILABLE, "This gateway keeps no connections.")
+    })
 }
 
 fn refused(status: StatusCode, text: &str) -> Response {
@@ -64,7 +71,11 @@ fn may_connect(gw: &Gateway, session: &Session, of: &For) -> bool {
 
 /// The person a caller connects as.
 fn person(caller: &Caller, server: &str) -> For {
-    For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() }
+    For {
+        tenant: caller.tenant.clone(),
+        subject: caller.subject.clone(),
+        server: server.to_string(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -75,7 +86,11 @@ pub(crate) struct Link {
 
 /// A consent link: for its own person, the authorization begun and the way
 /// to the server's authorization server; for anyone else, nothing.
-pub(crate) async fn connect(State(console): State<Console>, headers: HeaderMap, Query(link): Query<Link>) -> Response {
+pub(crate) async fn connect(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(link): Query<Link>,
+) -> Response {
     let gw = &console.gw;
     if let Err(r) = toolgate_gateway::downstream::http::host_and_origin(gw, &headers) {
         return r;
@@ -102,7 +117,14 @@ pub(crate) async fn connect(State(console): State<Console>, headers: HeaderMap, 
             div #not-yours { (page::notice(false, "This link was made for another person. Nothing was connected: a link connects only the account of the person it was made for, signed in as themselves.")) }
             p { a href="/console/connections" { "Your own connections" } }
         };
-        return page::page(StatusCode::FORBIDDEN, "Not your link", &session, Nav::Connections, 0, body);
+        return page::page(
+            StatusCode::FORBIDDEN,
+            "Not your link",
+            &session,
+            Nav::Connections,
+            0,
+            body,
+        );
     }
     begin(gw, &session, &of).await
 }
@@ -114,11 +136,20 @@ async fn begin(gw: &Gateway, session: &Session, of: &For) -> Response {
         Err(r) => return r,
     };
     let config = gw.config();
-    let (url, (name, value)) = match grants.begin(&config, of, gw.clock.now_ms(), gw.entropy.as_ref()).await {
+    let (url, (name, value)) = match grants
+        .begin(&config, of, gw.clock.now_ms(), gw.entropy.as_ref())
+        .await
+    {
         Ok(begun) => begun,
         Err(why) => {
             tracing::warn!(target: "toolgate::console", server = %of.server, %why, "cannot begin a connection");
-            return refused(StatusCode::BAD_GATEWAY, &format!("The server `{}` cannot be connected now: {why}. Try again in a moment.", of.server));
+            return refused(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "The server `{}` cannot be connected now: {why}. Try again in a moment.",
+                    of.server
+                ),
+            );
         }
     };
     let own = is_own(&config, of);
@@ -130,11 +161,20 @@ async fn begin(gw: &Gateway, session: &Session, of: &For) -> Response {
         p { a #connect .button href=(url) { "Continue to sign in at " (host_of(&url)) } }
         p.hint { "The authorization expires in ten minutes and works in this browser only." }
     };
-    let mut r = page::page(StatusCode::OK, &format!("Connect {}", of.server), session, Nav::Connections, 0, body);
+    let mut r = page::page(
+        StatusCode::OK,
+        &format!("Connect {}", of.server),
+        session,
+        Nav::Connections,
+        0,
+        body,
+    );
     let secure = if page_is_secure(gw) { "; Secure" } else { "" };
     // SameSite=Lax: the authorization server sends the browser back with a
     // top-level GET from its own site, which a Strict cookie would miss.
-    let cookie = format!("{name}={value}; Path=/console/connect; HttpOnly; SameSite=Lax; Max-Age=600{secure}");
+    let cookie = format!(
+        "{name}={value}; Path=/console/connect; HttpOnly; SameSite=Lax; Max-Age=600{secure}"
+    );
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -142,7 +182,11 @@ async fn begin(gw: &Gateway, session: &Session, of: &For) -> Response {
 }
 
 /// Where the authorization server sends the browser back.
-pub(crate) async fn callback(State(console): State<Console>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
+pub(crate) async fn callback(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
     let gw = &console.gw;
     if let Err(r) = toolgate_gateway::downstream::http::host_and_origin(gw, &headers) {
         return r;
@@ -178,19 +222,40 @@ pub(crate) async fn callback(State(console): State<Console>, headers: HeaderMap,
 }
 
 /// A person's own connections; an admin's view adds everyone's.
-pub(crate) async fn list(State(console): State<Console>, Signed { session, .. }: Signed) -> Response {
+pub(crate) async fn list(
+    State(console): State<Console>,
+    Signed { session, .. }: Signed,
+) -> Response {
     let gw = &console.gw;
     let config = gw.config();
     let now = gw.clock.now_ms();
     let servers = oauth_servers(gw);
-    let all = gw.ledger.connections(if session.admin() { None } else { Some(&session.caller.tenant) }).await;
+    let all = gw
+        .ledger
+        .connections(if session.admin() { None } else { Some(&session.caller.tenant) })
+        .await;
     let all = match all {
         Ok(all) => all,
-        Err(e) => return refused(StatusCode::SERVICE_UNAVAILABLE, &format!("The gateway's ledger did not answer ({e}). Try again in a moment.")),
+        Err(e) => {
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("The gateway's ledger did not answer ({e}). Try again in a moment."),
+            );
+        }
     };
-    let mine = |server: &str| all.iter().find(|c| c.tenant == session.caller.tenant && c.subject == session.caller.subject && c.server == server);
+    let mine = |server: &str| {
+        all.iter().find(|c| {
+            c.tenant == session.caller.tenant
+                && c.subject == session.caller.subject
+                && c.server == server
+        })
+    };
     let own = gateway_caller(&config);
-    let link = |of: &For| gw.identities.connections().and_then(|g| g.link(&Place::of(&config), of, now, gw.entropy.as_ref()).ok());
+    let link = |of: &For| {
+        gw.identities
+            .connections()
+            .and_then(|g| g.link(&Place::of(&config), of, now, gw.entropy.as_ref()).ok())
+    };
     let body = html! {
         @if servers.is_empty() {
             p { "No server here acts for each person with their own account." }
@@ -276,12 +341,23 @@ pub(crate) struct Disconnect {
 
 /// Disconnects the person's account (or, for an admin, the gateway's own):
 /// revoked at its server, deleted here.
-pub(crate) async fn disconnect(State(console): State<Console>, SignedForm { signed, form }: SignedForm<Disconnect>) -> Response {
+pub(crate) async fn disconnect(
+    State(console): State<Console>,
+    SignedForm { signed, form }: SignedForm<Disconnect>,
+) -> Response {
     let gw = &console.gw;
     let session = &signed.session;
     let of = match form.own {
-        Some(_) if !session.admin() => return refused(StatusCode::FORBIDDEN, "Only an admin disconnects the gateway's own account. Nothing was changed."),
-        Some(_) => For { server: form.server.clone(), ..person(&gateway_caller(&gw.config()), &form.server) },
+        Some(_) if !session.admin() => {
+            return refused(
+                StatusCode::FORBIDDEN,
+                "Only an admin disconnects the gateway's own account. Nothing was changed.",
+            );
+        }
+        Some(_) => For {
+            server: form.server.clone(),
+            ..person(&gateway_caller(&gw.config()), &form.server)
+        },
         None => person(&session.caller, &form.server),
     };
     let grants = match grants(gw) {
@@ -296,7 +372,10 @@ pub(crate) async fn disconnect(State(console): State<Console>, SignedForm { sign
             tracing::info!(target: "toolgate::console", caller = %session.caller.name, server = %of.server, "disconnected");
             Redirect::to("/console/connections").into_response()
         }
-        Err(why) => refused(StatusCode::SERVICE_UNAVAILABLE, &format!("Nothing was disconnected: {why}. Try again in a moment.")),
+        Err(why) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("Nothing was disconnected: {why}. Try again in a moment."),
+        ),
     }
 }
 
@@ -328,7 +407,9 @@ fn capital(s: &str) -> String {
 pub(crate) fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -49,7 +49,10 @@ impl FromRequestParts<Console> for Signed {
         // A request another site made the browser send is never acted on,
         // whatever cookie rides along (SameSite=Strict already keeps it off).
         if header_str(&parts.headers, "sec-fetch-site") == Some("cross-site") {
-            return Err(plain(StatusCode::FORBIDDEN, "cross-site requests are refused; open the console from its own address"));
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "cross-site requests are refused; open the console from its own address",
+            ));
         }
         let now = gw.clock.now_ms();
         let id = cookie(&parts.headers, COOKIE).map(str::to_string);
@@ -61,12 +64,21 @@ impl FromRequestParts<Console> for Signed {
             // A person without a role signed in to connect their accounts:
             // that screen (and signing out) is all they see. (A form of
             // theirs elsewhere is refused by its role, as it says.)
-            Some((_, session)) if parts.method == axum::http::Method::GET && !session::has_a_role(&session.caller) && !for_everyone(parts.uri.path()) => {
+            Some((_, session))
+                if parts.method == axum::http::Method::GET
+                    && !session::has_a_role(&session.caller)
+                    && !for_everyone(parts.uri.path()) =>
+            {
                 Err(Redirect::to("/console/connections").into_response())
             }
             Some((id, session)) => Ok(Signed { id, session }),
-            None if parts.method == axum::http::Method::GET => Err(Redirect::to("/console/signin").into_response()),
-            None => Err(plain(StatusCode::UNAUTHORIZED, "your console session ended; sign in again at /console/signin")),
+            None if parts.method == axum::http::Method::GET => {
+                Err(Redirect::to("/console/signin").into_response())
+            }
+            None => Err(plain(
+                StatusCode::UNAUTHORIZED,
+                "your console session ended; sign in again at /console/signin",
+            )),
         }
     }
 }
@@ -105,11 +117,21 @@ impl<T: DeserializeOwned + Send> FromRequest<Console> for SignedForm<T> {
 impl<T: DeserializeOwned + Send> SignedForm<T> {
     /// The session first, then the form, then its token: the order the
     /// handlers checked them in, so each refusal is the one they gave.
-    async fn from_parts(parts: &mut Parts, body: axum::body::Body, console: &Console) -> Result<Self, Response> {
+    async fn from_parts(
+        parts: &mut Parts,
+        body: axum::body::Body,
+        console: &Console,
+    ) -> Result<Self, Response> {
         let signed = Signed::from_request_parts(parts, console).await?;
-        let Form(WithCsrf { csrf, form }) = Form::<WithCsrf<T>>::from_request(Request::from_parts(parts.clone(), body), console).await.map_err(IntoResponse::into_response)?;
+        let Form(WithCsrf { csrf, form }) =
+            Form::<WithCsrf<T>>::from_request(Request::from_parts(parts.clone(), body), console)
+                .await
+                .map_err(IntoResponse::into_response)?;
         if !same_secret(&signed.session.csrf, &csrf) {
-            return Err(plain(StatusCode::FORBIDDEN, "the form's CSRF token is missing or stale; nothing was changed. Reload the page and send the form again"));
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "the form's CSRF token is missing or stale; nothing was changed. Reload the page and send the form again",
+            ));
         }
         Ok(SignedForm { signed, form })
     }
@@ -120,7 +142,11 @@ impl<T: DeserializeOwned + Send> SignedForm<T> {
 /// screen says first, e.g. that the thing is not there).
 pub(crate) trait Refusal {
     /// The refusal; `parts` are the request's, for its path.
-    fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> impl Future<Output = Response> + Send;
+    fn refusal(
+        gw: &Gateway,
+        signed: &Signed,
+        parts: &mut Parts,
+    ) -> impl Future<Output = Response> + Send;
 }
 
 /// A [`SignedForm<T>`] from a person with the approver role.
@@ -147,7 +173,11 @@ impl<T: DeserializeOwned + Refusal + Send> FromRequest<Console> for Admin<T> {
 
 /// The signed form, if its sender has the role `has` checks; the CSRF token
 /// is checked first, as the handlers did.
-async fn with_role<T: DeserializeOwned + Refusal + Send>(request: Request, console: &Console, has: fn(&Session) -> bool) -> Result<SignedForm<T>, Response> {
+async fn with_role<T: DeserializeOwned + Refusal + Send>(
+    request: Request,
+    console: &Console,
+    has: fn(&Session) -> bool,
+) -> Result<SignedForm<T>, Response> {
     let (mut parts, body) = request.into_parts();
     let form = SignedForm::<T>::from_parts(&mut parts, body, console).await?;
     if !has(&form.signed.session) {
@@ -188,10 +218,18 @@ impl<T: DeserializeOwned + Send> FromRequest<Console> for SignInForm<T> {
     /// the handler checked them in, so each refusal is the one it gave.
     async fn from_request(request: Request, console: &Console) -> Result<Self, Response> {
         let headers = request.headers().clone();
-        let Form(WithFormToken { form, fields }) = Form::<WithFormToken<T>>::from_request(request, console).await.map_err(IntoResponse::into_response)?;
+        let Form(WithFormToken { form, fields }) =
+            Form::<WithFormToken<T>>::from_request(request, console)
+                .await
+                .map_err(IntoResponse::into_response)?;
         host_and_origin(&console.gw, &headers)?;
-        if !cookie(&headers, FORM_COOKIE).is_some_and(|c| same_secret(c, &form)) || header_str(&headers, "sec-fetch-site") == Some("cross-site") {
-            return Err(sign_in_refused(StatusCode::FORBIDDEN, "The sign-in form expired or did not come from this console. Reload it and sign in again."));
+        if !cookie(&headers, FORM_COOKIE).is_some_and(|c| same_secret(c, &form))
+            || header_str(&headers, "sec-fetch-site") == Some("cross-site")
+        {
+            return Err(sign_in_refused(
+                StatusCode::FORBIDDEN,
+                "The sign-in form expired or did not come from this console. Reload it and sign in again.",
+            ));
         }
         Ok(SignInForm(fields))
     }
@@ -205,7 +243,10 @@ pub(crate) fn sign_in_refused(status: StatusCode, text: &str) -> Response {
 
 /// The one path parameter of a form's route (an approval's id, a tool's name).
 pub(crate) async fn path_param(parts: &mut Parts) -> String {
-    axum::extract::Path::<String>::from_request_parts(parts, &()).await.map(|p| p.0).unwrap_or_default()
+    axum::extract::Path::<String>::from_request_parts(parts, &())
+        .await
+        .map(|p| p.0)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -225,14 +266,31 @@ mod tests {
     async fn console() -> (tempfile::TempDir, Console) {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::parse("", &dir.path().join("toolgate.toml")).expect("a valid config");
-        let sources = Sources { clock: Arc::new(FixedClock::new(1_780_000_000_000)), entropy: Arc::new(SeededEntropy::new([5; 32])) };
-        (dir, Console::new(Gateway::start_with(config, Mode::Inspect, sources).await.expect("the gateway starts")))
+        let sources = Sources {
+            clock: Arc::new(FixedClock::new(1_780_000_000_000)),
+            entropy: Arc::new(SeededEntropy::new([5; 32])),
+        };
+        (
+            dir,
+            Console::new(
+                Gateway::start_with(config, Mode::Inspect, sources)
+                    .await
+                    .expect("the gateway starts"),
+            ),
+        )
     }
 
     /// A session for a caller with `roles`: (its cookie's value, its CSRF token).
     async fn session(c: &Console, roles: &[&str]) -> (String, String) {
-        let caller = Arc::new(Caller { name: "dana".into(), subject: "dana@atlas.example".into(), tenant: "atlas".into(), roles: roles.iter().map(|r| r.to_string()).collect() });
-        let (id, s) = crate::session::open(&c.gw, caller, c.gw.clock.now_ms(), 60_000).await.expect("the ledger opens a session");
+        let caller = Arc::new(Caller {
+            name: "dana".into(),
+            subject: "dana@atlas.example".into(),
+            tenant: "atlas".into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        });
+        let (id, s) = crate::session::open(&c.gw, caller, c.gw.clock.now_ms(), 60_000)
+            .await
+            .expect("the ledger opens a session");
         (id, s.csrf)
     }
 
@@ -252,7 +310,11 @@ mod tests {
 
     async fn text(r: Response) -> (StatusCode, String) {
         let status = r.status();
-        (status, String::from_utf8(axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap())
+        (
+            status,
+            String::from_utf8(axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap().to_vec())
+                .unwrap(),
+        )
     }
 
     /// How an extraction was refused, if it was.
@@ -281,12 +343,26 @@ mod tests {
         let (_dir, c) = console().await;
         let (id, csrf) = session(&c, &["approver"]).await;
         let (_, other) = session(&c, &["approver"]).await;
-        let ok = SignedForm::<Note>::from_request(post(&id, &format!("csrf={csrf}&note=hi"), None), &c).await.expect("the session's own token passes");
+        let ok =
+            SignedForm::<Note>::from_request(post(&id, &format!("csrf={csrf}&note=hi"), None), &c)
+                .await
+                .expect("the session's own token passes");
         assert_eq!((ok.form.note.as_str(), ok.signed.id.as_str()), ("hi", id.as_str()));
-        for forged in ["note=hi".to_string(), format!("csrf={other}&note=hi"), "csrf=&note=hi".to_string(), format!("csrf={csrf}x")] {
-            let (status, body) = refusal(SignedForm::<Note>::from_request(post(&id, &forged, None), &c).await).await.expect("a forged form passed");
+        for forged in [
+            "note=hi".to_string(),
+            format!("csrf={other}&note=hi"),
+            "csrf=&note=hi".to_string(),
+            format!("csrf={csrf}x"),
+        ] {
+            let (status, body) =
+                refusal(SignedForm::<Note>::from_request(post(&id, &forged, None), &c).await)
+                    .await
+                    .expect("a forged form passed");
             assert_eq!(status, StatusCode::FORBIDDEN, "{forged}");
-            assert!(body.starts_with("the form's CSRF token is missing or stale; nothing was changed"), "{body}");
+            assert!(
+                body.starts_with("the form's CSRF token is missing or stale; nothing was changed"),
+                "{body}"
+            );
         }
     }
 
@@ -295,14 +371,31 @@ mod tests {
         let (_dir, c) = console().await;
         let (id, csrf) = session(&c, &["approver"]).await;
         let body = format!("csrf={csrf}&note=hi");
-        let foreign = refusal(SignedForm::<Note>::from_request(post(&id, &body, Some("https://evil.example")), &c).await).await;
-        assert_eq!(foreign, Some((StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string())));
-        assert!(SignedForm::<Note>::from_request(post(&id, &body, Some("http://127.0.0.1:8765")), &c).await.is_ok(), "the console's own origin");
+        let foreign = refusal(
+            SignedForm::<Note>::from_request(post(&id, &body, Some("https://evil.example")), &c)
+                .await,
+        )
+        .await;
+        assert_eq!(
+            foreign,
+            Some((
+                StatusCode::FORBIDDEN,
+                "Origin not allowed; add it to gateway.allowed_origins".to_string()
+            ))
+        );
+        assert!(
+            SignedForm::<Note>::from_request(post(&id, &body, Some("http://127.0.0.1:8765")), &c)
+                .await
+                .is_ok(),
+            "the console's own origin"
+        );
         let mut cross = post(&id, &body, None);
         cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
         let cross = refusal(SignedForm::<Note>::from_request(cross, &c).await).await;
         assert_eq!(cross.map(|r| r.0), Some(StatusCode::FORBIDDEN), "a cross-site post");
-        let unknown = refusal(SignedForm::<Note>::from_request(post("tgs_made_up", &body, None), &c).await).await;
+        let unknown =
+            refusal(SignedForm::<Note>::from_request(post("tgs_made_up", &body, None), &c).await)
+                .await;
         assert_eq!(unknown.map(|r| r.0), Some(StatusCode::UNAUTHORIZED), "no session");
     }
 
@@ -310,17 +403,32 @@ mod tests {
     async fn a_role_s_form_refuses_whoever_lacks_the_role_after_its_token() {
         let (_dir, c) = console().await;
         let no_role = Some((StatusCode::FORBIDDEN, "no role for dana".to_string()));
-        for (roles, approves, admins) in [(["approver"], true, false), (["admin"], false, true), (["agent"], false, false)] {
+        for (roles, approves, admins) in
+            [(["approver"], true, false), (["admin"], false, true), (["agent"], false, false)]
+        {
             let (id, csrf) = session(&c, &roles).await;
             let form = format!("csrf={csrf}&note=hi");
-            let as_approver = refusal(Approver::<Note>::from_request(post(&id, &form, None), &c).await).await;
-            assert_eq!(as_approver, if approves { None } else { no_role.clone() }, "{roles:?} as an approver");
-            let as_admin = refusal(Admin::<Note>::from_request(post(&id, &form, None), &c).await).await;
-            assert_eq!(as_admin, if admins { None } else { no_role.clone() }, "{roles:?} as an admin");
+            let as_approver =
+                refusal(Approver::<Note>::from_request(post(&id, &form, None), &c).await).await;
+            assert_eq!(
+                as_approver,
+                if approves { None } else { no_role.clone() },
+                "{roles:?} as an approver"
+            );
+            let as_admin =
+                refusal(Admin::<Note>::from_request(post(&id, &form, None), &c).await).await;
+            assert_eq!(
+                as_admin,
+                if admins { None } else { no_role.clone() },
+                "{roles:?} as an admin"
+            );
         }
         // The token is checked first: a forged form is refused as forged, whoever sends it.
         let (agent, _) = session(&c, &["agent"]).await;
-        let (status, said) = refusal(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await).await.expect("a forged form passed");
+        let (status, said) =
+            refusal(Approver::<Note>::from_request(post(&agent, "note=hi", None), &c).await)
+                .await
+                .expect("a forged form passed");
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(said.starts_with("the form's CSRF token"), "{said}");
     }
@@ -332,7 +440,11 @@ mod tests {
 
     /// A sign-in post carrying `form`, with the form cookie `set` (if any).
     fn sign_in(form: &str, set: Option<&str>) -> Request {
-        let mut r = Request::builder().method("POST").uri("/console/signin").header(header::HOST, "127.0.0.1:8765").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        let mut r = Request::builder()
+            .method("POST")
+            .uri("/console/signin")
+            .header(header::HOST, "127.0.0.1:8765")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
         if let Some(value) = set {
             r = r.header(header::COOKIE, format!("{FORM_COOKIE}={value}"));
         }
@@ -342,29 +454,54 @@ mod tests {
     #[tokio::test]
     async fn a_sign_in_needs_the_token_of_the_cookie_set_with_its_form() {
         let (_dir, c) = console().await;
-        let SignInForm(ok) = SignInForm::<Token>::from_request(sign_in("sif_1", Some("sif_1")), &c).await.expect("the form's own token passes");
+        let SignInForm(ok) = SignInForm::<Token>::from_request(sign_in("sif_1", Some("sif_1")), &c)
+            .await
+            .expect("the form's own token passes");
         assert_eq!(ok.token, "t0ken");
         for (form, set) in [("sif_1", None), ("sif_1", Some("sif_2")), ("", Some("")), ("", None)] {
-            let (status, page) = refusal(SignInForm::<Token>::from_request(sign_in(form, set), &c).await).await.expect("a forged sign-in passed");
+            let (status, page) =
+                refusal(SignInForm::<Token>::from_request(sign_in(form, set), &c).await)
+                    .await
+                    .expect("a forged sign-in passed");
             assert_eq!(status, StatusCode::FORBIDDEN, "{form:?} {set:?}");
-            assert!(page.contains("The sign-in form expired or did not come from this console"), "{page}");
+            assert!(
+                page.contains("The sign-in form expired or did not come from this console"),
+                "{page}"
+            );
         }
         let mut cross = sign_in("sif_1", Some("sif_1"));
         cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
-        assert_eq!(refusal(SignInForm::<Token>::from_request(cross, &c).await).await.map(|r| r.0), Some(StatusCode::FORBIDDEN), "a cross-site sign-in");
+        assert_eq!(
+            refusal(SignInForm::<Token>::from_request(cross, &c).await).await.map(|r| r.0),
+            Some(StatusCode::FORBIDDEN),
+            "a cross-site sign-in"
+        );
         let mut foreign = sign_in("sif_1", Some("sif_1"));
         foreign.headers_mut().insert(header::ORIGIN, "https://evil.example".parse().unwrap());
         let foreign = refusal(SignInForm::<Token>::from_request(foreign, &c).await).await;
-        assert_eq!(foreign, Some((StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins".to_string())));
+        assert_eq!(
+            foreign,
+            Some((
+                StatusCode::FORBIDDEN,
+                "Origin not allowed; add it to gateway.allowed_origins".to_string()
+            ))
+        );
     }
 
     #[tokio::test]
     async fn an_agent_only_session_cannot_settle_an_operation() {
         let (_dir, c) = console().await;
         let (agent, csrf) = session(&c, &["agent"]).await;
-        let settled = Approver::<crate::operations::Act>::from_request(post(&agent, &format!("csrf={csrf}&applied=yes&reason=r"), None), &c).await;
+        let settled = Approver::<crate::operations::Act>::from_request(
+            post(&agent, &format!("csrf={csrf}&applied=yes&reason=r"), None),
+            &c,
+        )
+        .await;
         let (status, page) = refusal(settled).await.expect("an agent settled");
         assert_eq!(status, StatusCode::FORBIDDEN);
-        assert!(page.contains("Settling an operation needs the approver role; nothing changed."), "{page}");
+        assert!(
+            page.contains("Settling an operation needs the approver role; nothing changed."),
+            "{page}"
+        );
     }
 }

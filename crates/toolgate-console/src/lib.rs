@@ -90,9 +90,19 @@ impl Console {
     /// demo --serve` prints for its approver).
     pub fn sign_in_link(&self, token: &str) -> anyhow::Result<String> {
         let gw = &self.gw;
-        let caller = gw.callers.by_token(token).ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
-        anyhow::ensure!(has_a_role(&caller), "`{}` has neither the approver nor the admin role", caller.name);
-        Ok(format!("/console/signin?link={}", self.sessions.link(caller, gw.clock.now_ms(), gw.entropy.as_ref())))
+        let caller = gw
+            .callers
+            .by_token(token)
+            .ok_or_else(|| anyhow::anyhow!("no caller has that token"))?;
+        anyhow::ensure!(
+            has_a_role(&caller),
+            "`{}` has neither the approver nor the admin role",
+            caller.name
+        );
+        Ok(format!(
+            "/console/signin?link={}",
+            self.sessions.link(caller, gw.clock.now_ms(), gw.entropy.as_ref())
+        ))
     }
 }
 
@@ -121,8 +131,14 @@ fn routes() -> Router<Console> {
         .route("/console/connect/callback", get(connections::callback))
         .route("/console/connections", get(connections::list))
         .route("/console/connections/disconnect", post(connections::disconnect))
-        .route("/console/assets/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
-        .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route(
+            "/console/assets/style.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            "/console/assets/console.js",
+            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
         .route("/console/assets/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .layer(axum::middleware::map_response(headers))
 }
@@ -132,7 +148,8 @@ const SCRIPT: &str = include_str!("../assets/console.js");
 const ICON: &str = include_str!("../assets/favicon.svg");
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body)
+        .into_response()
 }
 
 /// A strict Content-Security-Policy (no inline script or style, nothing
@@ -153,5 +170,9 @@ async fn headers(mut response: Response) -> Response {
 /// Approvals pending for the signed-in person's tenant: the badge's count.
 async fn pending_count(gw: &Gateway, session: &session::Session) -> usize {
     let state = Some(toolgate_core::approval::ApprovalState::Pending);
-    gw.ledger.approvals(Some(&session.caller.tenant), state, gw.clock.now_ms()).await.map(|a| a.len()).unwrap_or(0)
+    gw.ledger
+        .approvals(Some(&session.caller.tenant), state, gw.clock.now_ms())
+        .await
+        .map(|a| a.len())
+        .unwrap_or(0)
 }

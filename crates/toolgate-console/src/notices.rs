@@ -31,24 +31,51 @@ pub(crate) struct Said {
 }
 
 /// `GET /console/notices`.
-pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q): Query<Said>) -> Response {
+pub(crate) async fn list(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Query(q): Query<Said>,
+) -> Response {
     // The query is anyone's link: only a delivery id's shape is echoed.
-    let said = q.again.filter(|id| delivery_id_shaped(id)).map(|id| notice(true, &format!("{id} is due again; it goes out within a second under the same delivery id.")));
+    let said = q.again.filter(|id| delivery_id_shaped(id)).map(|id| {
+        notice(
+            true,
+            &format!("{id} is due again; it goes out within a second under the same delivery id."),
+        )
+    });
     render(&gw, &signed.session, StatusCode::OK, said).await
 }
 
 /// `dlv_` and at most 60 letters, digits or underscores: what `Entropy::id` makes.
 fn delivery_id_shaped(id: &str) -> bool {
-    id.strip_prefix("dlv_").is_some_and(|rest| !rest.is_empty() && rest.len() <= 60 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    id.strip_prefix("dlv_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 60
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
 }
 
 async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Markup>) -> Response {
     let pending = super::pending_count(gw, s).await;
     let tenant = Some(s.caller.tenant.as_str());
-    let listed = async { Ok::<_, toolgate_ledger::LedgerError>((gw.ledger.notices(tenant, Some(NoticeState::Dead), PAGE).await?, gw.ledger.notices(tenant, Some(NoticeState::Pending), PAGE).await?)) };
+    let listed = async {
+        Ok::<_, toolgate_ledger::LedgerError>((
+            gw.ledger.notices(tenant, Some(NoticeState::Dead), PAGE).await?,
+            gw.ledger.notices(tenant, Some(NoticeState::Pending), PAGE).await?,
+        ))
+    };
     let (dead, waiting) = match listed.await {
         Ok(both) => both,
-        Err(e) => return page::page(StatusCode::SERVICE_UNAVAILABLE, "Notices", s, Nav::Notices, pending, notice(false, &format!("The ledger could not be read ({e}); reload in a moment."))),
+        Err(e) => {
+            return page::page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Notices",
+                s,
+                Nav::Notices,
+                pending,
+                notice(false, &format!("The ledger could not be read ({e}); reload in a moment.")),
+            );
+        }
     };
     let body = html! {
         @if let Some(m) = said { (m) }
@@ -92,20 +119,49 @@ pub(crate) struct Again {}
 
 impl Refusal for Again {
     async fn refusal(gw: &Gateway, signed: &Signed, _: &mut Parts) -> Response {
-        render(gw, &signed.session, StatusCode::FORBIDDEN, Some(notice(false, "Sending a notice again needs the admin role; nothing was sent."))).await
+        render(
+            gw,
+            &signed.session,
+            StatusCode::FORBIDDEN,
+            Some(notice(false, "Sending a notice again needs the admin role; nothing was sent.")),
+        )
+        .await
     }
 }
 
 /// `POST /console/notices/{id}/again` (admin): a dead notice of this tenant is due again.
-pub(crate) async fn again(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Admin(SignedForm { signed, .. }): Admin<Again>) -> Response {
+pub(crate) async fn again(
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    Admin(SignedForm { signed, .. }): Admin<Again>,
+) -> Response {
     let s = &signed.session;
     match gw.ledger.redeliver_notice(&id, Some(&s.caller.tenant), gw.clock.now_ms()).await {
         Ok(_) => {
             tracing::info!(target: "toolgate::notify", delivery = %id, by = %s.caller.name, "a dead notice is due again");
             Redirect::to(&format!("/console/notices?again={}", urlencode(&id))).into_response()
         }
-        Err(LedgerError::NoticeNotFound(_)) => render(&gw, s, StatusCode::NOT_FOUND, Some(notice(false, &format!("No dead notice `{id}` here; nothing was sent.")))).await,
-        Err(e) => render(&gw, s, StatusCode::SERVICE_UNAVAILABLE, Some(notice(false, &format!("The ledger could not be reached ({e}); nothing was sent.")))).await,
+        Err(LedgerError::NoticeNotFound(_)) => {
+            render(
+                &gw,
+                s,
+                StatusCode::NOT_FOUND,
+                Some(notice(false, &format!("No dead notice `{id}` here; nothing was sent."))),
+            )
+            .await
+        }
+        Err(e) => {
+            render(
+                &gw,
+                s,
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(notice(
+                    false,
+                    &format!("The ledger could not be reached ({e}); nothing was sent."),
+                )),
+            )
+            .await
+        }
     }
 }
 
@@ -114,7 +170,15 @@ mod tests {
     #[test]
     fn only_a_delivery_id_is_echoed_from_the_query() {
         assert!(super::delivery_id_shaped("dlv_0a1b2c3d4e5f"));
-        for forged in ["", "dlv_", "apr_1", "dlv_<script>", "dlv_a\r\nb", "dlv_a is not; your bank", &format!("dlv_{}", "a".repeat(61))] {
+        for forged in [
+            "",
+            "dlv_",
+            "apr_1",
+            "dlv_<script>",
+            "dlv_a\r\nb",
+            "dlv_a is not; your bank",
+            &format!("dlv_{}", "a".repeat(61)),
+        ] {
             assert!(!super::delivery_id_shaped(forged), "{forged:?}");
         }
     }

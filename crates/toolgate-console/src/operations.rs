@@ -29,10 +29,21 @@ pub(crate) struct Said {
 }
 
 /// `GET /console/operations`.
-pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q): Query<Said>) -> Response {
+pub(crate) async fn list(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Query(q): Query<Said>,
+) -> Response {
     let said = match q.settled {
         Some(id) => match gw.ledger.operation(&id).await {
-            Ok(Some(op)) if op.key.tenant == signed.session.caller.tenant => Some(notice(true, &format!("{id} is now {}{}.", op.state.as_str(), op.resolved_by.map(|b| format!(", settled by {b}")).unwrap_or_default()))),
+            Ok(Some(op)) if op.key.tenant == signed.session.caller.tenant => Some(notice(
+                true,
+                &format!(
+                    "{id} is now {}{}.",
+                    op.state.as_str(),
+                    op.resolved_by.map(|b| format!(", settled by {b}")).unwrap_or_default()
+                ),
+            )),
             _ => None,
         },
         None => None,
@@ -47,17 +58,34 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
     let now = gw.clock.now_ms();
     let tenant = Some(s.caller.tenant.as_str());
     let listed = async {
-        let unknown = gw.ledger.operations(tenant, Some(OperationState::Unknown), now, usize::MAX).await?;
-        Ok::<_, toolgate_gateway::ledger::LedgerError>((unknown, gw.ledger.operations(tenant, None, now, PAGE).await?))
+        let unknown =
+            gw.ledger.operations(tenant, Some(OperationState::Unknown), now, usize::MAX).await?;
+        Ok::<_, toolgate_gateway::ledger::LedgerError>((
+            unknown,
+            gw.ledger.operations(tenant, None, now, PAGE).await?,
+        ))
     };
     let (unknown_ops, mut ops) = match listed.await {
         Ok(both) => both,
-        Err(e) => return page::page(StatusCode::SERVICE_UNAVAILABLE, "Operations", s, Nav::Operations, pending, notice(false, &format!("The ledger could not be read ({e}); reload in a moment."))),
+        Err(e) => {
+            return page::page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Operations",
+                s,
+                Nav::Operations,
+                pending,
+                notice(false, &format!("The ledger could not be read ({e}); reload in a moment.")),
+            );
+        }
     };
     let more = ops.len() == PAGE;
     ops.sort_by_key(|o| (o.state != OperationState::Unknown, std::cmp::Reverse(o.updated_ms)));
     let unknown = unknown_ops.len();
-    let counts: Vec<(&str, usize)> = OperationState::ALL.iter().map(|st| (st.as_str(), ops.iter().filter(|o| o.state == *st).count())).filter(|(_, n)| *n > 0).collect();
+    let counts: Vec<(&str, usize)> = OperationState::ALL
+        .iter()
+        .map(|st| (st.as_str(), ops.iter().filter(|o| o.state == *st).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
     let body = html! {
         @if let Some(m) = said { (m) }
         p.counts { @for (state, n) in &counts { span.state.(state) { (state) ": " (n) } " " } }
@@ -129,7 +157,13 @@ pub(crate) struct Act {
 /// Settling needs the approver role: the operations page says so.
 impl Refusal for Act {
     async fn refusal(gw: &Gateway, signed: &Signed, _: &mut Parts) -> Response {
-        render(gw, &signed.session, StatusCode::FORBIDDEN, Some(notice(false, "Settling an operation needs the approver role; nothing changed."))).await
+        render(
+            gw,
+            &signed.session,
+            StatusCode::FORBIDDEN,
+            Some(notice(false, "Settling an operation needs the approver role; nothing changed.")),
+        )
+        .await
     }
 }
 
@@ -138,40 +172,106 @@ async fn settleable(gw: &Gateway, signed: &Signed, id: &str) -> Result<(), Respo
     let s = &signed.session;
     match gw.ledger.operation(id).await {
         Ok(Some(op)) if op.key.tenant == s.caller.tenant => Ok(()),
-        Ok(_) => Err(render(gw, s, StatusCode::NOT_FOUND, Some(notice(false, &format!("No operation `{id}` here."))) ).await),
-        Err(e) => Err(render(gw, s, StatusCode::SERVICE_UNAVAILABLE, Some(notice(false, &format!("The ledger could not be read ({e}); nothing changed.")))).await),
+        Ok(_) => Err(render(
+            gw,
+            s,
+            StatusCode::NOT_FOUND,
+            Some(notice(false, &format!("No operation `{id}` here."))),
+        )
+        .await),
+        Err(e) => Err(render(
+            gw,
+            s,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(notice(false, &format!("The ledger could not be read ({e}); nothing changed."))),
+        )
+        .await),
     }
 }
 
 /// `POST /console/operations/{id}/reconcile`.
-pub(crate) async fn reconcile(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, .. }): Approver<Act>) -> Response {
+pub(crate) async fn reconcile(
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    Approver(SignedForm { signed, .. }): Approver<Act>,
+) -> Response {
     if let Err(r) = settleable(&gw, &signed, &id).await {
         return r;
     }
     match toolgate_gateway::reconcile::reconcile(&gw, &id).await {
-        Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
-        Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
+        Ok(_) => {
+            Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response()
+        }
+        Err(e) => {
+            render(
+                &gw,
+                &signed.session,
+                StatusCode::CONFLICT,
+                Some(notice(false, &format!("Nothing was settled: {e:#}"))),
+            )
+            .await
+        }
     }
 }
 
 /// `POST /console/operations/{id}/resolve`.
-pub(crate) async fn resolve(State(gw): State<Arc<Gateway>>, Path(id): Path<String>, Approver(SignedForm { signed, form: f }): Approver<Act>) -> Response {
+pub(crate) async fn resolve(
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    Approver(SignedForm { signed, form: f }): Approver<Act>,
+) -> Response {
     if let Err(r) = settleable(&gw, &signed, &id).await {
         return r;
     }
     let applied = match f.applied.as_str() {
         "yes" => true,
         "no" => false,
-        _ => return render(&gw, &signed.session, StatusCode::BAD_REQUEST, Some(notice(false, "Say whether it took effect; nothing was settled."))).await,
+        _ => {
+            return render(
+                &gw,
+                &signed.session,
+                StatusCode::BAD_REQUEST,
+                Some(notice(false, "Say whether it took effect; nothing was settled.")),
+            )
+            .await;
+        }
     };
     let by = &signed.session.caller.name;
-    match toolgate_gateway::reconcile::resolve_by_hand(&*gw.ledger, &gw.log, &id, applied, by, &f.reason, gw.clock.now_ms()).await {
-        Ok(_) => Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response(),
-        Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was settled: {e:#}")))).await,
+    match toolgate_gateway::reconcile::resolve_by_hand(
+        &*gw.ledger,
+        &gw.log,
+        &id,
+        applied,
+        by,
+        &f.reason,
+        gw.clock.now_ms(),
+    )
+    .await
+    {
+        Ok(_) => {
+            Redirect::to(&format!("/console/operations?settled={}", urlencode(&id))).into_response()
+        }
+        Err(e) => {
+            render(
+                &gw,
+                &signed.session,
+                StatusCode::CONFLICT,
+                Some(notice(false, &format!("Nothing was settled: {e:#}"))),
+            )
+            .await
+        }
     }
 }
 
 /// Percent-encodes a query value (ids and state names: ASCII).
 pub(crate) fn urlencode(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

@@ -17,16 +17,28 @@ use toolgate_gateway::gateway::Gateway;
 
 use super::extract::{Admin, Refusal, Signed, SignedForm};
 use super::page::{self, Nav, csrf, notice, short, when};
-use super::session::Session;
 use super::receipts::{Filter, recent};
+use super::session::Session;
 
 const MINUTES: i64 = 30;
 const DECISIONS: [&str; 3] = ["allow", "require_approval", "deny"];
 
 /// `GET /console` (`?reloaded` after a reload: the version in force is
 /// read here, never taken from the link).
-pub(crate) async fn show(State(gw): State<Arc<Gateway>>, Query(q): Query<Shown>, signed: Signed) -> Response {
-    let said = q.reloaded.is_some().then(|| notice(true, &format!("The config was read again; version {} is in force.", cut(gw.config().version()))));
+pub(crate) async fn show(
+    State(gw): State<Arc<Gateway>>,
+    Query(q): Query<Shown>,
+    signed: Signed,
+) -> Response {
+    let said = q.reloaded.is_some().then(|| {
+        notice(
+            true,
+            &format!(
+                "The config was read again; version {} is in force.",
+                cut(gw.config().version())
+            ),
+        )
+    });
     render(&gw, &signed.session, StatusCode::OK, said).await
 }
 
@@ -48,20 +60,32 @@ pub(crate) struct Reload {}
 /// Reloading needs the admin role: the overview says so.
 impl Refusal for Reload {
     async fn refusal(gw: &Gateway, signed: &Signed, _: &mut Parts) -> Response {
-        render(gw, &signed.session, StatusCode::FORBIDDEN, Some(notice(false, "Reloading the config needs the admin role; nothing changed."))).await
+        render(
+            gw,
+            &signed.session,
+            StatusCode::FORBIDDEN,
+            Some(notice(false, "Reloading the config needs the admin role; nothing changed.")),
+        )
+        .await
     }
 }
 
 /// `POST /console/reload` (admin): the config and policy files read again,
 /// as SIGHUP does (`Gateway::reload`); a refused file changes nothing and
 /// the page says why.
-pub(crate) async fn reload(State(gw): State<Arc<Gateway>>, Admin(SignedForm { signed, .. }): Admin<Reload>) -> Response {
+pub(crate) async fn reload(
+    State(gw): State<Arc<Gateway>>,
+    Admin(SignedForm { signed, .. }): Admin<Reload>,
+) -> Response {
     match gw.reload().await {
         Ok(done) => {
             tracing::info!(target: "toolgate::console", by = %signed.session.caller.name, config_version = %done.config_version, "config reloaded from the console");
             Redirect::to("/console?reloaded").into_response()
         }
-        Err(e) => render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("{e}")))).await,
+        Err(e) => {
+            render(&gw, &signed.session, StatusCode::CONFLICT, Some(notice(false, &format!("{e}"))))
+                .await
+        }
     }
 }
 
@@ -69,7 +93,11 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
     let pending = super::pending_count(&gw, s).await;
     let now = gw.clock.now_ms();
     let receipts = recent(&gw, s, &Filter::default()).await;
-    let unknown = gw.ledger.operations(Some(&s.caller.tenant), Some(OperationState::Unknown), now, usize::MAX).await.map(|o| o.len());
+    let unknown = gw
+        .ledger
+        .operations(Some(&s.caller.tenant), Some(OperationState::Unknown), now, usize::MAX)
+        .await
+        .map(|o| o.len());
     let catalog = gw.catalogs.current();
     let config = gw.config();
     let body = html! {
@@ -119,11 +147,15 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
 
 /// A stacked bar per minute: allow, require_approval, deny.
 fn per_minute(receipts: &[Receipt], now: i64) -> Markup {
-    let minutes: Vec<String> = (0..MINUTES).rev().map(|k| minute(&when(now - k * 60_000))).collect();
-    let mut counts: BTreeMap<&str, [u32; 3]> = minutes.iter().map(|m| (m.as_str(), [0; 3])).collect();
+    let minutes: Vec<String> =
+        (0..MINUTES).rev().map(|k| minute(&when(now - k * 60_000))).collect();
+    let mut counts: BTreeMap<&str, [u32; 3]> =
+        minutes.iter().map(|m| (m.as_str(), [0; 3])).collect();
     for r in receipts {
         let m = minute(&r.issued_at);
-        if let (Some(c), Some(d)) = (counts.get_mut(m.as_str()), DECISIONS.iter().position(|d| *d == r.decision)) {
+        if let (Some(c), Some(d)) =
+            (counts.get_mut(m.as_str()), DECISIONS.iter().position(|d| *d == r.decision))
+        {
             c[d] += 1;
         }
     }
@@ -136,7 +168,13 @@ fn per_minute(receipts: &[Receipt], now: i64) -> Markup {
         for (d, n) in counts[m.as_str()].iter().enumerate().filter(|(_, n)| **n > 0) {
             let height = (n * h / top).max(1);
             y -= height;
-            rects.push(((i as u32) * bar + 1, y, height, DECISIONS[d], format!("{m}: {n} {}", DECISIONS[d])));
+            rects.push((
+                (i as u32) * bar + 1,
+                y,
+                height,
+                DECISIONS[d],
+                format!("{m}: {n} {}", DECISIONS[d]),
+            ));
         }
     }
     html! {

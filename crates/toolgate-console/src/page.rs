@@ -32,7 +32,14 @@ const SCREENS: [(Nav, &str, &str); 7] = [
 ];
 
 /// A whole page for a signed-in person; `pending` is the badge on Approvals.
-pub(crate) fn page(status: StatusCode, title: &str, session: &Session, active: Nav, pending: usize, body: Markup) -> Response {
+pub(crate) fn page(
+    status: StatusCode,
+    title: &str,
+    session: &Session,
+    active: Nav,
+    pending: usize,
+    body: Markup,
+) -> Response {
     let nav = html! {
         nav aria-label="Screens" {
             // A person without a role sees their connections alone.
@@ -80,7 +87,8 @@ fn document(status: StatusCode, title: &str, nav: Option<Markup>, body: Markup) 
             }
         }
     };
-    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html.into_string()).into_response()
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html.into_string())
+        .into_response()
 }
 
 /// A message above a screen's content: `ok` or an error.

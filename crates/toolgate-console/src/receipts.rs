@@ -46,13 +46,22 @@ impl Filter {
 
     fn query(&self) -> String {
         let enc = super::operations::urlencode;
-        format!("tool={}&caller={}&decision={}", enc(&self.tool), enc(&self.caller), enc(&self.decision))
+        format!(
+            "tool={}&caller={}&decision={}",
+            enc(&self.tool),
+            enc(&self.caller),
+            enc(&self.decision)
+        )
     }
 }
 
 /// The tenant's receipts among the last `WINDOW` of the log that `filter`
 /// admits, in log order.
-pub(crate) async fn recent(gw: &Gateway, s: &Session, filter: &Filter) -> anyhow::Result<Vec<Receipt>> {
+pub(crate) async fn recent(
+    gw: &Gateway,
+    s: &Session,
+    filter: &Filter,
+) -> anyhow::Result<Vec<Receipt>> {
     let size = gw.ledger.log_size().await?;
     let from = size.saturating_sub(WINDOW);
     let rows = gw.ledger.receipts(from, size - from).await?;
@@ -67,12 +76,25 @@ pub(crate) async fn recent(gw: &Gateway, s: &Session, filter: &Filter) -> anyhow
 }
 
 /// `GET /console/receipts[?tool=&caller=&decision=]`.
-pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(f): Query<Filter>) -> Response {
+pub(crate) async fn list(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Query(f): Query<Filter>,
+) -> Response {
     let s = &signed.session;
     let pending = super::pending_count(&gw, s).await;
     let all = match recent(&gw, s, &f).await {
         Ok(all) => all,
-        Err(e) => return page::page(StatusCode::SERVICE_UNAVAILABLE, "Receipts", s, Nav::Receipts, pending, notice(false, &format!("The log could not be read ({e:#}); reload in a moment."))),
+        Err(e) => {
+            return page::page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Receipts",
+                s,
+                Nav::Receipts,
+                pending,
+                notice(false, &format!("The log could not be read ({e:#}); reload in a moment.")),
+            );
+        }
     };
     let shown = &all[all.len().saturating_sub(SHOWN)..];
     let body = html! {
@@ -112,28 +134,65 @@ pub(crate) async fn list(State(gw): State<Arc<Gateway>>, signed: Signed, Query(f
 /// Verifies a bundle as `toolgate verify` would, trusting the log's own keys.
 async fn verify(gw: &Gateway, b: &Bundle) -> anyhow::Result<bundle::Report> {
     let kids = gw.ledger.log_keys().await?.into_iter().map(|k| k.kid).collect();
-    Ok(bundle::verify(b, &bundle::Options { expected_kids: kids, require_pq: true, ..Default::default() }))
+    Ok(bundle::verify(
+        b,
+        &bundle::Options { expected_kids: kids, require_pq: true, ..Default::default() },
+    ))
 }
 
 /// `GET /console/receipts/{index}`.
-pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(index): Path<u64>) -> Response {
+pub(crate) async fn show(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Path(index): Path<u64>,
+) -> Response {
     let s = &signed.session;
     let pending = super::pending_count(&gw, s).await;
     let size = gw.ledger.log_size().await.unwrap_or(0);
-    let missing = || page::page(StatusCode::NOT_FOUND, "Receipt", s, Nav::Receipts, pending, notice(false, &format!("No receipt {index} of your tenant; the log holds {size}.")));
+    let missing = || {
+        page::page(
+            StatusCode::NOT_FOUND,
+            "Receipt",
+            s,
+            Nav::Receipts,
+            pending,
+            notice(false, &format!("No receipt {index} of your tenant; the log holds {size}.")),
+        )
+    };
     if index >= size {
         return missing();
     }
     let evidence = async {
         let checkpoint = evidence::covering(&gw.log, &*gw.ledger, index + 1).await?;
-        let b = evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, index, index + 1).await?;
+        let b =
+            evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, index, index + 1).await?;
         let report = verify(&gw, &b).await?;
         anyhow::Ok((checkpoint, b, report))
     };
     let (checkpoint, b, report) = match evidence.await {
-        Ok(found) if found.1.receipts.first().is_some_and(|e| e.receipt.receipt.tenant == s.caller.tenant) => found,
+        Ok(found)
+            if found
+                .1
+                .receipts
+                .first()
+                .is_some_and(|e| e.receipt.receipt.tenant == s.caller.tenant) =>
+        {
+            found
+        }
         Ok(_) => return missing(),
-        Err(e) => return page::page(StatusCode::SERVICE_UNAVAILABLE, "Receipt", s, Nav::Receipts, pending, notice(false, &format!("The evidence could not be read ({e:#}); reload in a moment."))),
+        Err(e) => {
+            return page::page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Receipt",
+                s,
+                Nav::Receipts,
+                pending,
+                notice(
+                    false,
+                    &format!("The evidence could not be read ({e:#}); reload in a moment."),
+                ),
+            );
+        }
     };
     let entry = &b.receipts[0];
     let signed_body = serde_json::to_value(&entry.receipt).unwrap_or_default();
@@ -171,28 +230,52 @@ pub(crate) struct Selection {
 
 /// `GET /console/receipts/bundle`: one receipt (`?index=`) or the filter's
 /// selection, with inclusion proofs against one covering checkpoint.
-pub(crate) async fn bundle(State(gw): State<Arc<Gateway>>, signed: Signed, Query(q): Query<Selection>) -> Response {
+pub(crate) async fn bundle(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Query(q): Query<Selection>,
+) -> Response {
     let s = &signed.session;
     let made = async {
         let wanted: Vec<u64> = match q.index {
             Some(i) => vec![i],
             None => recent(&gw, s, &q.filter).await?.iter().map(|r| r.log_index).collect(),
         };
-        let (Some(&from), Some(&last)) = (wanted.first(), wanted.last()) else { anyhow::bail!("no receipts match") };
+        let (Some(&from), Some(&last)) = (wanted.first(), wanted.last()) else {
+            anyhow::bail!("no receipts match")
+        };
         let checkpoint = evidence::covering(&gw.log, &*gw.ledger, last + 1).await?;
-        let mut b = evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, from, last + 1).await?;
-        b.receipts.retain(|e| wanted.contains(&e.receipt.receipt.log_index) && e.receipt.receipt.tenant == s.caller.tenant);
+        let mut b =
+            evidence::bundle(&gw.log.archive, &*gw.ledger, &checkpoint, from, last + 1).await?;
+        b.receipts.retain(|e| {
+            wanted.contains(&e.receipt.receipt.log_index)
+                && e.receipt.receipt.tenant == s.caller.tenant
+        });
         anyhow::ensure!(!b.receipts.is_empty(), "no receipts of your tenant there");
         anyhow::Ok((b, from, last))
     };
     match made.await {
         Ok((b, from, last)) => {
             let name = format!("attachment; filename=\"toolgate-receipts-{from}-{last}.json\"");
-            ([(header::CONTENT_TYPE, "application/json".to_string()), (header::CONTENT_DISPOSITION, name)], b.to_json()).into_response()
+            (
+                [
+                    (header::CONTENT_TYPE, "application/json".to_string()),
+                    (header::CONTENT_DISPOSITION, name),
+                ],
+                b.to_json(),
+            )
+                .into_response()
         }
         Err(e) => {
             let pending = super::pending_count(&gw, s).await;
-            page::page(StatusCode::NOT_FOUND, "Receipts", s, Nav::Receipts, pending, notice(false, &format!("No bundle: {e:#}.")))
+            page::page(
+                StatusCode::NOT_FOUND,
+                "Receipts",
+                s,
+                Nav::Receipts,
+                pending,
+                notice(false, &format!("No bundle: {e:#}.")),
+            )
         }
     }
 }

@@ -69,13 +69,21 @@ fn id_sha256(id: &str) -> String {
 /// A session's CSRF token: a one-way function of its id, so every replica
 /// derives the same one and knowing it reveals nothing of the id.
 fn csrf_of(id: &str) -> String {
-    let tag = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("toolgate console csrf\n{id}").as_bytes());
+    let tag = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        format!("toolgate console csrf\n{id}").as_bytes(),
+    );
     format!("csrf_{}", &hex(tag.as_ref())[..32])
 }
 
 /// Opens a session for `caller` until `now_ms + ttl_ms`, in the ledger;
 /// returns its id (the cookie's value).
-pub(crate) async fn open(gw: &Gateway, caller: Arc<Caller>, now_ms: i64, ttl_ms: i64) -> Result<(String, Session), toolgate_ledger::LedgerError> {
+pub(crate) async fn open(
+    gw: &Gateway,
+    caller: Arc<Caller>,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<(String, Session), toolgate_ledger::LedgerError> {
     let id = gw.entropy.id("tgs_");
     let stored = StoredSession {
         id_sha256: id_sha256(&id),
@@ -106,7 +114,12 @@ pub(crate) async fn get(gw: &Gateway, id: &str, now_ms: i64) -> Option<Session> 
 
 /// Ends session `id` (sign-out), or with `everywhere` every session of its
 /// person: on every replica at once.
-pub(crate) async fn close(gw: &Gateway, id: &str, caller: &Caller, everywhere: bool) -> Result<u64, toolgate_ledger::LedgerError> {
+pub(crate) async fn close(
+    gw: &Gateway,
+    id: &str,
+    caller: &Caller,
+    everywhere: bool,
+) -> Result<u64, toolgate_ledger::LedgerError> {
     if everywhere {
         gw.ledger.end_sessions_of(&caller.tenant, &caller.subject).await
     } else {
@@ -127,7 +140,8 @@ impl Sessions {
         let mut links = lock(&self.links);
         links.retain(|_, (_, until)| *until > now_ms);
         if links.len() >= MAX_LINKS
-            && let Some(oldest) = links.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone())
+            && let Some(oldest) =
+                links.iter().min_by_key(|(_, (_, until))| *until).map(|(k, _)| k.clone())
         {
             links.remove(&oldest);
         }
@@ -150,10 +164,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A cookie's value from the request's `Cookie` headers.
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
-        let (k, v) = pair.trim().split_once('=')?;
-        (k == name).then_some(v)
-    })
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
 }
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Strict, scoped to `/console`,
@@ -162,13 +181,18 @@ pub(crate) fn set_cookie(gw: &Gateway, name: &str, value: &str, max_age_s: u64) 
     let listen = gw.config().console.listen.unwrap_or(gw.config().gateway.listen);
     let tls = gw.config().tls.cert_file.is_some();
     let secure = gw.config().console.secure_cookies.unwrap_or(tls || !listen.ip().is_loopback());
-    format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}", if secure { "; Secure" } else { "" })
+    format!(
+        "{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
+        if secure { "; Secure" } else { "" }
+    )
 }
 
 /// Two secrets compared in constant time.
 pub(crate) fn same_secret(a: &str, b: &str) -> bool {
     // An empty value is no secret: a form and a cookie both left empty match nothing.
-    !a.is_empty() && a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    !a.is_empty()
+        && a.len() == b.len()
+        && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -181,7 +205,12 @@ mod tests {
     }
 
     fn caller(roles: &[&str]) -> Arc<Caller> {
-        Arc::new(Caller { name: "dana".into(), subject: "dana@atlas.example".into(), tenant: "atlas".into(), roles: roles.iter().map(|r| r.to_string()).collect() })
+        Arc::new(Caller {
+            name: "dana".into(),
+            subject: "dana@atlas.example".into(),
+            tenant: "atlas".into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        })
     }
 
     #[test]
@@ -191,7 +220,9 @@ mod tests {
         assert_ne!(id_sha256(a), id_sha256(b));
         assert!(!id_sha256(a).contains("one"));
         assert_eq!(csrf_of(a), csrf_of(a), "every replica derives the same token");
-        assert!(csrf_of(a).starts_with("csrf_") && csrf_of(a).len() == 37 && csrf_of(a) != csrf_of(b));
+        assert!(
+            csrf_of(a).starts_with("csrf_") && csrf_of(a).len() == 37 && csrf_of(a) != csrf_of(b)
+        );
         assert_ne!(&csrf_of(a)[5..], &id_sha256(a)[..32], "the token is not the ledger's key");
     }
 
@@ -219,7 +250,9 @@ mod tests {
 
     #[test]
     fn only_approvers_and_admins_may_sign_in_unless_people_connect_accounts_here() {
-        assert!(may_sign_in(&caller(&["approver"]), false) && may_sign_in(&caller(&["admin"]), false));
+        assert!(
+            may_sign_in(&caller(&["approver"]), false) && may_sign_in(&caller(&["admin"]), false)
+        );
         assert!(!may_sign_in(&caller(&["agent"]), false) && !may_sign_in(&caller(&[]), false));
         assert!(may_sign_in(&caller(&[]), true), "a person connects their own account");
     }
@@ -227,12 +260,20 @@ mod tests {
     #[test]
     fn cookies_are_read_by_exact_name_and_secrets_compared_whole() {
         let mut h = HeaderMap::new();
-        h.append(header::COOKIE, "a=1; toolgate_session_x=no; toolgate_session=tgs_1".parse().unwrap());
+        h.append(
+            header::COOKIE,
+            "a=1; toolgate_session_x=no; toolgate_session=tgs_1".parse().unwrap(),
+        );
         h.append(header::COOKIE, "other=2".parse().unwrap());
         assert_eq!(cookie(&h, COOKIE), Some("tgs_1"));
         assert_eq!(cookie(&h, "other"), Some("2"));
         assert_eq!(cookie(&h, "missing"), None);
         assert!(same_secret("csrf_ab", "csrf_ab"));
-        assert!(!same_secret("csrf_ab", "csrf_a") && !same_secret("csrf_ab", "csrf_ac") && !same_secret("", "x") && !same_secret("", ""));
+        assert!(
+            !same_secret("csrf_ab", "csrf_a")
+                && !same_secret("csrf_ab", "csrf_ac")
+                && !same_secret("", "x")
+                && !same_secret("", "")
+        );
     }
 }

@@ -25,11 +25,20 @@ pub(crate) struct LinkQuery {
 
 /// Where to go after signing in: a console path only (never another site).
 fn next_of(next: Option<&str>) -> Option<&str> {
-    next.filter(|n| n.starts_with("/console/") && !n.starts_with("//") && !n.contains('\\') && !n.chars().any(char::is_control))
+    next.filter(|n| {
+        n.starts_with("/console/")
+            && !n.starts_with("//")
+            && !n.contains('\\')
+            && !n.chars().any(char::is_control)
+    })
 }
 
 /// The sign-in form: a bearer token, or the one-time link's button.
-pub(crate) async fn form(State(gw): State<Arc<Gateway>>, Query(q): Query<LinkQuery>, _: Allowed) -> Response {
+pub(crate) async fn form(
+    State(gw): State<Arc<Gateway>>,
+    Query(q): Query<LinkQuery>,
+    _: Allowed,
+) -> Response {
     let form_token = gw.entropy.id("sif_");
     let body = html! {
         form.card method="post" action="/console/signin" {
@@ -66,31 +75,51 @@ pub(crate) struct SignIn {
 }
 
 /// Exchanges a token (or a link) for a session cookie.
-pub(crate) async fn signin(State(console): State<Console>, SignInForm(f): SignInForm<SignIn>) -> Response {
+pub(crate) async fn signin(
+    State(console): State<Console>,
+    SignInForm(f): SignInForm<SignIn>,
+) -> Response {
     let gw = &console.gw;
     let now = gw.clock.now_ms();
     // A session ends with the token that opened it, if that ends sooner.
     let (caller, until) = match (f.link.as_deref(), f.token.as_deref().map(str::trim)) {
         (Some(code), _) => match console.sessions.redeem(code, now) {
             Some(c) => (c, None),
-            None => return refused(StatusCode::UNAUTHORIZED, "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token."),
+            None => {
+                return refused(
+                    StatusCode::UNAUTHORIZED,
+                    "This sign-in link was used already or has expired. Ask for a new one, or sign in with your token.",
+                );
+            }
         },
         (None, Some(token)) if !token.is_empty() => match gw.authenticate(token).await {
             Some(c) => c,
-            None => return refused(StatusCode::UNAUTHORIZED, "That token is not known here. Check it and sign in again."),
+            None => {
+                return refused(
+                    StatusCode::UNAUTHORIZED,
+                    "That token is not known here. Check it and sign in again.",
+                );
+            }
         },
         _ => return refused(StatusCode::BAD_REQUEST, "Give your bearer token to sign in."),
     };
     if !may_sign_in(&caller, !crate::connections::oauth_servers(gw).is_empty()) {
-        return refused(StatusCode::FORBIDDEN, "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.");
+        return refused(
+            StatusCode::FORBIDDEN,
+            "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.",
+        );
     }
-    let ttl_ms = ((gw.config().console.session_ttl_s.max(60) * 1000) as i64).min(until.map_or(i64::MAX, |u| u - now));
+    let ttl_ms = ((gw.config().console.session_ttl_s.max(60) * 1000) as i64)
+        .min(until.map_or(i64::MAX, |u| u - now));
     let ttl_s = (ttl_ms / 1000).max(1) as u64;
     let (id, session) = match session::open(gw, caller, now, ttl_ms).await {
         Ok(opened) => opened,
         Err(e) => {
             tracing::error!(target: "toolgate::console", error = %e, "cannot open a console session in the ledger");
-            return refused(StatusCode::SERVICE_UNAVAILABLE, "The gateway's ledger did not answer, so no session could be opened. Try again in a moment.");
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The gateway's ledger did not answer, so no session could be opened. Try again in a moment.",
+            );
         }
     };
     tracing::info!(target: "toolgate::console", caller = %session.caller.name, "console sign-in");
@@ -116,13 +145,21 @@ pub(crate) struct SignOut {
 }
 
 /// Ends the session (or all of the person's) on every replica, and its cookie.
-pub(crate) async fn signout(State(console): State<Console>, SignedForm { signed, form }: SignedForm<SignOut>) -> Response {
+pub(crate) async fn signout(
+    State(console): State<Console>,
+    SignedForm { signed, form }: SignedForm<SignOut>,
+) -> Response {
     let everywhere = form.everywhere.is_some();
     match session::close(&console.gw, &signed.id, &signed.session.caller, everywhere).await {
-        Ok(ended) => tracing::info!(target: "toolgate::console", caller = %signed.session.caller.name, ended, everywhere, "console sign-out"),
+        Ok(ended) => {
+            tracing::info!(target: "toolgate::console", caller = %signed.session.caller.name, ended, everywhere, "console sign-out")
+        }
         Err(e) => {
             tracing::error!(target: "toolgate::console", error = %e, "cannot end a console session in the ledger");
-            return refused(StatusCode::SERVICE_UNAVAILABLE, "The gateway's ledger did not answer, so you are still signed in. Try signing out again in a moment.");
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The gateway's ledger did not answer, so you are still signed in. Try signing out again in a moment.",
+            );
         }
     }
     let mut r = Redirect::to("/console/signin").into_response();
@@ -139,7 +176,13 @@ mod tests {
     #[test]
     fn after_sign_in_only_a_console_path_is_followed() {
         assert_eq!(next_of(Some("/console/connect?for=abc")), Some("/console/connect?for=abc"));
-        for elsewhere in ["https://evil.example/", "//evil.example/console/", "/console\\@evil", "/other", "/console/x\r\nSet-Cookie: a=b"] {
+        for elsewhere in [
+            "https://evil.example/",
+            "//evil.example/console/",
+            "/console\\@evil",
+            "/other",
+            "/console/x\r\nSet-Cookie: a=b",
+        ] {
             assert_eq!(next_of(Some(elsewhere)), None, "{elsewhere}");
         }
         assert_eq!(next_of(None), None);

@@ -65,7 +65,8 @@ fn given(t: &ExposedTool) -> Markup {
 pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Response {
     let s = &signed.session;
     let catalog = gw.catalogs.current();
-    let tools: Vec<&Arc<ExposedTool>> = catalog.tools.values().filter(|t| t.kind == Kind::Tool).collect();
+    let tools: Vec<&Arc<ExposedTool>> =
+        catalog.tools.values().filter(|t| t.kind == Kind::Tool).collect();
     let body = html! {
         p { "Read live from each upstream's tools/list. The registry's class runs (In force); a hint marked * was not declared and takes the specification's default. Rows where the hints and the registry disagree are marked. Listed: whether clients are given it in tools/list, and if not, why." }
         div.scroll { table.matrix {
@@ -112,7 +113,14 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
             ul { @for (name, why) in &catalog.ambiguous { li { code { (name) } ": " (why) } } }
         }
     };
-    page::page(StatusCode::OK, "Authority", s, Nav::Authority, super::pending_count(&gw, s).await, body)
+    page::page(
+        StatusCode::OK,
+        "Authority",
+        s,
+        Nav::Authority,
+        super::pending_count(&gw, s).await,
+        body,
+    )
 }
 
 #[derive(Deserialize)]
@@ -121,21 +129,53 @@ pub(crate) struct Accepted {
 }
 
 /// `GET /console/tools/{name}`: one tool's contract; a changed one as a diff.
-pub(crate) async fn show(State(gw): State<Arc<Gateway>>, signed: Signed, Path(name): Path<String>, Query(q): Query<Accepted>) -> Response {
+pub(crate) async fn show(
+    State(gw): State<Arc<Gateway>>,
+    signed: Signed,
+    Path(name): Path<String>,
+    Query(q): Query<Accepted>,
+) -> Response {
     // What the pin is now, not words from the address.
-    let said = q.accepted.and_then(|_| gw.catalogs.current().pinned(&name).filter(|t| t.pin == PinStatus::Pinned).map(|t| notice(true, &format!("Accepted: {name} is pinned at {}.", t.definition_sha256))));
+    let said = q.accepted.and_then(|_| {
+        gw.catalogs.current().pinned(&name).filter(|t| t.pin == PinStatus::Pinned).map(|t| {
+            notice(true, &format!("Accepted: {name} is pinned at {}.", t.definition_sha256))
+        })
+    });
     one(&gw, &signed, &name, StatusCode::OK, said).await
 }
 
-async fn one(gw: &Gateway, signed: &Signed, name: &str, status: StatusCode, said: Option<Markup>) -> Response {
+async fn one(
+    gw: &Gateway,
+    signed: &Signed,
+    name: &str,
+    status: StatusCode,
+    said: Option<Markup>,
+) -> Response {
     let s = &signed.session;
     let pending = super::pending_count(gw, s).await;
     let catalog = gw.catalogs.current();
     let Some(t) = catalog.pinned(name) else {
-        return page::page(StatusCode::NOT_FOUND, "Tool", s, Nav::Authority, pending, notice(false, &format!("No live tool, prompt or resource `{name}`. The authority matrix lists them.")));
+        return page::page(
+            StatusCode::NOT_FOUND,
+            "Tool",
+            s,
+            Nav::Authority,
+            pending,
+            notice(
+                false,
+                &format!(
+                    "No live tool, prompt or resource `{name}`. The authority matrix lists them."
+                ),
+            ),
+        );
     };
     let noun = t.kind.noun();
-    let show = |v: &Option<Value>| v.as_ref().map_or_else(|| "(absent)".to_string(), |v| serde_json::to_string_pretty(v).unwrap_or_default());
+    let show = |v: &Option<Value>| {
+        v.as_ref().map_or_else(
+            || "(absent)".to_string(),
+            |v| serde_json::to_string_pretty(v).unwrap_or_default(),
+        )
+    };
     let body = html! {
         @if let Some(m) = said { (m) }
         dl.facts {
@@ -188,17 +228,42 @@ pub(crate) struct Accept {}
 impl Refusal for Accept {
     async fn refusal(gw: &Gateway, signed: &Signed, parts: &mut Parts) -> Response {
         let name = path_param(parts).await;
-        one(gw, signed, &name, StatusCode::FORBIDDEN, Some(notice(false, "Accepting a contract needs the admin role; nothing was accepted."))).await
+        one(
+            gw,
+            signed,
+            &name,
+            StatusCode::FORBIDDEN,
+            Some(notice(false, "Accepting a contract needs the admin role; nothing was accepted.")),
+        )
+        .await
     }
 }
 
 /// `POST /console/tools/{name}/accept` (admin).
-pub(crate) async fn accept(State(gw): State<Arc<Gateway>>, Path(name): Path<String>, Admin(SignedForm { signed, .. }): Admin<Accept>) -> Response {
+pub(crate) async fn accept(
+    State(gw): State<Arc<Gateway>>,
+    Path(name): Path<String>,
+    Admin(SignedForm { signed, .. }): Admin<Accept>,
+) -> Response {
     match gw.catalogs.accept(&name) {
         Ok(a) => {
             tracing::info!(target: "toolgate::console", tool = %name, by = %signed.session.caller.name, "contract accepted in the console");
-            Redirect::to(&format!("/console/tools/{}?accepted={}", urlencode(&name), &a.sha256[..12.min(a.sha256.len())])).into_response()
+            Redirect::to(&format!(
+                "/console/tools/{}?accepted={}",
+                urlencode(&name),
+                &a.sha256[..12.min(a.sha256.len())]
+            ))
+            .into_response()
         }
-        Err(why) => one(&gw, &signed, &name, StatusCode::CONFLICT, Some(notice(false, &format!("Nothing was accepted: {why}")))).await,
+        Err(why) => {
+            one(
+                &gw,
+                &signed,
+                &name,
+                StatusCode::CONFLICT,
+                Some(notice(false, &format!("Nothing was accepted: {why}"))),
+            )
+            .await
+        }
     }
 }

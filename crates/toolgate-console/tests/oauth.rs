@@ -37,7 +37,13 @@ async fn seen(r: reqwest::Response) -> Seen {
     for (name, value) in r.headers() {
         let value = String::from_utf8_lossy(value.as_bytes());
         if name == "set-cookie" {
-            session = session.or_else(|| value.split(';').next().and_then(|c| c.strip_prefix("toolgate_session=")).map(str::to_string));
+            session = session.or_else(|| {
+                value
+                    .split(';')
+                    .next()
+                    .and_then(|c| c.strip_prefix("toolgate_session="))
+                    .map(str::to_string)
+            });
         }
         text.push_str(&format!("{name}: {value}\n"));
     }
@@ -51,8 +57,10 @@ async fn sign_in(base: &str, token: &str) -> [Seen; 2] {
     let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
     let form = http.get(format!("{base}/console/signin")).send().await.unwrap();
     assert_eq!(form.status(), StatusCode::OK);
-    let cookie = form.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let field = cookie.strip_prefix("toolgate_signin=").expect("the form sets its cookie").to_string();
+    let cookie =
+        form.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let field =
+        cookie.strip_prefix("toolgate_signin=").expect("the form sets its cookie").to_string();
     let posted = http
         .post(format!("{base}/console/signin"))
         .header("cookie", cookie)
@@ -70,7 +78,10 @@ async fn an_approvers_access_token_signs_in_and_no_other_token_does() {
     let key = signer("k1");
     let jwks = Arc::new(Mutex::new(json!({"keys": [key.jwk.clone()]})));
     let issuer = authorization_server(jwks, Arc::new(AtomicUsize::new(0)), &cancel).await;
-    let h = common::start_beside("", &oauth_config(&issuer), &[], "", |gw| Console::new(gw).beside_mcp()).await;
+    let h = common::start_beside("", &oauth_config(&issuer), &[], "", |gw| {
+        Console::new(gw).beside_mcp()
+    })
+    .await;
     let base = h.url.trim_end_matches("/mcp").to_string();
     let approver = token(&key, &issuer, RESOURCE, "mcp toolgate:approve", 300, -10);
     let plain = token(&key, &issuer, RESOURCE, "mcp", 300, -10);
@@ -84,12 +95,22 @@ async fn an_approvers_access_token_signs_in_and_no_other_token_does() {
     let session = signed.session.clone().unwrap_or_default();
     assert!(session.starts_with("tgs_"), "no session cookie: {}", signed.text);
     let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
-    let page = seen(http.get(format!("{base}/console/approvals")).header("cookie", format!("toolgate_session={session}")).send().await.unwrap()).await;
+    let page = seen(
+        http.get(format!("{base}/console/approvals"))
+            .header("cookie", format!("toolgate_session={session}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.text);
     answers.extend([form, signed, page]);
 
     // A valid token without the approver role, and an expired approver's: refused, no session.
-    for (what, bad, status) in [("without the approver role", &plain, StatusCode::FORBIDDEN), ("expired", &expired, StatusCode::UNAUTHORIZED)] {
+    for (what, bad, status) in [
+        ("without the approver role", &plain, StatusCode::FORBIDDEN),
+        ("expired", &expired, StatusCode::UNAUTHORIZED),
+    ] {
         let [form, refused] = sign_in(&base, bad).await;
         assert_eq!(refused.status, status, "{what}: {}", refused.text);
         assert_eq!(refused.session, None, "{what}: a session was opened");
@@ -111,19 +132,33 @@ async fn a_session_ends_when_the_token_that_opened_it_does() {
     let key = signer("k1");
     let jwks = Arc::new(Mutex::new(json!({"keys": [key.jwk.clone()]})));
     let issuer = authorization_server(jwks, Arc::new(AtomicUsize::new(0)), &cancel).await;
-    let config = oauth_config(&issuer).replace("jwks_refresh_min_ms = 0\n", "jwks_refresh_min_ms = 0\nleeway_s = 0\n");
+    let config = oauth_config(&issuer)
+        .replace("jwks_refresh_min_ms = 0\n", "jwks_refresh_min_ms = 0\nleeway_s = 0\n");
     let h = common::start_beside("", &config, &[], "", |gw| Console::new(gw).beside_mcp()).await;
     let base = h.url.trim_end_matches("/mcp").to_string();
     let short = token(&key, &issuer, RESOURCE, "mcp toolgate:approve", 2, -10);
     let [_, signed] = sign_in(&base, &short).await;
     assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.text);
-    let max_age: u64 = signed.text.split("Max-Age=").nth(1).map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>()).and_then(|n| n.parse().ok()).expect("a Max-Age");
+    let max_age: u64 = signed
+        .text
+        .split("Max-Age=")
+        .nth(1)
+        .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+        .and_then(|n| n.parse().ok())
+        .expect("a Max-Age");
     assert!(max_age <= 3, "the cookie outlives the token: Max-Age={max_age}");
     let session = signed.session.unwrap();
     let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
     let page = |http: reqwest::Client| {
         let (base, session) = (base.clone(), session.clone());
-        async move { http.get(format!("{base}/console/approvals")).header("cookie", format!("toolgate_session={session}")).send().await.unwrap().status() }
+        async move {
+            http.get(format!("{base}/console/approvals"))
+                .header("cookie", format!("toolgate_session={session}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
     };
     assert_eq!(page(http.clone()).await, StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;

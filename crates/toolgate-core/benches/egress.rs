@@ -29,6 +29,13 @@ fn main() {
         }
     }
     times.sort();
-    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)].as_secs_f64() * 1e6;
-    println!("egress scan of {} bytes: p50 {:.2} µs, p99 {:.2} µs", serde_json::to_string(&args).unwrap().len(), at(0.5), at(0.99));
+    let at = |q: f64| {
+        times[((times.len() as f64 * q) as usize).min(times.len() - 1)].as_secs_f64() * 1e6
+    };
+    println!(
+        "egress scan of {} bytes: p50 {:.2} µs, p99 {:.2} µs",
+        serde_json::to_string(&args).unwrap().len(),
+        at(0.5),
+        at(0.99)
+    );
 }

@@ -48,15 +48,29 @@ fn opening(o: &Opening) -> Value {
 }
 
 fn read_placed(v: &Value, what: &str) -> Result<Placed, String> {
-    let index = v.get("index").and_then(Value::as_u64).ok_or_else(|| format!("{what}.index must be a leaf index (a whole number)"))?;
-    let leaf_hash: Hash = v.get("leaf_hash").and_then(Value::as_str).and_then(unhex32).ok_or_else(|| format!("{what}.leaf_hash must be 64 hex digits"))?;
+    let index = v
+        .get("index")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("{what}.index must be a leaf index (a whole number)"))?;
+    let leaf_hash: Hash = v
+        .get("leaf_hash")
+        .and_then(Value::as_str)
+        .and_then(unhex32)
+        .ok_or_else(|| format!("{what}.leaf_hash must be 64 hex digits"))?;
     let opening = v.get("opening").map(|o| read_opening(o, what)).transpose()?;
     Ok(Placed { index, leaf_hash, opening })
 }
 
 fn read_opening(o: &Value, what: &str) -> Result<Opening, String> {
-    let key = o.get("key").and_then(Value::as_str).and_then(unhex32).ok_or_else(|| format!("{what}.opening.key must be 64 hex digits"))?;
-    let logged = o.get("logged").filter(|l| l.is_object()).ok_or_else(|| format!("{what}.opening.logged must be the logged receipt (an object)"))?;
+    let key = o
+        .get("key")
+        .and_then(Value::as_str)
+        .and_then(unhex32)
+        .ok_or_else(|| format!("{what}.opening.key must be 64 hex digits"))?;
+    let logged = o
+        .get("logged")
+        .filter(|l| l.is_object())
+        .ok_or_else(|| format!("{what}.opening.logged must be the logged receipt (an object)"))?;
     Ok(Opening { key, logged: logged.to_string().into() })
 }
 
@@ -104,13 +118,21 @@ impl AnswerReceipt {
             key: String,
             logged: Box<serde_json::value::RawValue>,
         }
-        let opening = |o: &Opening| RawOpening { key: hex(&o.key), logged: serde_json::value::RawValue::from_string(o.logged.to_string()).expect("a logged receipt is JSON") };
+        let opening = |o: &Opening| RawOpening {
+            key: hex(&o.key),
+            logged: serde_json::value::RawValue::from_string(o.logged.to_string())
+                .expect("a logged receipt is JSON"),
+        };
         let raw = Raw {
             origin: &self.origin,
             index: self.receipt.index,
             leaf_hash: hex(&self.receipt.leaf_hash),
             opening: self.receipt.opening.as_ref().map(opening),
-            decision: self.decision.as_ref().map(|d| RawPlaced { index: d.index, leaf_hash: hex(&d.leaf_hash), opening: d.opening.as_ref().map(opening) }),
+            decision: self.decision.as_ref().map(|d| RawPlaced {
+                index: d.index,
+                leaf_hash: hex(&d.leaf_hash),
+                opening: d.opening.as_ref().map(opening),
+            }),
             log: self.log.as_deref(),
         };
         serde_json::value::to_raw_value(&raw).expect("the receipt serializes")
@@ -118,9 +140,14 @@ impl AnswerReceipt {
 
     /// Reads its `_meta` value.
     pub fn from_value(v: &Value) -> Result<Self, String> {
-        let origin = v.get("origin").and_then(Value::as_str).filter(|o| !o.is_empty()).ok_or("the receipt names no origin (its log)")?;
+        let origin = v
+            .get("origin")
+            .and_then(Value::as_str)
+            .filter(|o| !o.is_empty())
+            .ok_or("the receipt names no origin (its log)")?;
         let receipt = read_placed(v, "the receipt")?;
-        let decision = v.get("decision").map(|d| read_placed(d, "the receipt's decision")).transpose()?;
+        let decision =
+            v.get("decision").map(|d| read_placed(d, "the receipt's decision")).transpose()?;
         let log = v.get("log").and_then(Value::as_str).map(str::to_string);
         Ok(Self { origin: origin.to_string(), receipt, decision, log })
     }
@@ -129,7 +156,21 @@ impl AnswerReceipt {
 /// The members an answer carries (a result's, a JSON-RPC response's, and
 /// the names the Python SDK's `model_dump_json()` gives some of them), which
 /// a receipt saved alone never does.
-const ANSWER_MEMBERS: [&str; 13] = ["content", "structuredContent", "isError", "resultType", "messages", "contents", "result", "error", "_meta", "structured_content", "is_error", "result_type", "meta"];
+const ANSWER_MEMBERS: [&str; 13] = [
+    "content",
+    "structuredContent",
+    "isError",
+    "resultType",
+    "messages",
+    "contents",
+    "result",
+    "error",
+    "_meta",
+    "structured_content",
+    "is_error",
+    "result_type",
+    "meta",
+];
 
 /// A saved answer, as `toolgate verify --answer` reads it: its receipt, and
 /// the result it came with when the whole answer was saved.
@@ -150,9 +191,12 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
     // The receipt alone (or a `_meta` holding it) proves the receipt only:
     // one that carries an answer's members beside it would be "verified"
     // without that answer being judged, so it is refused.
-    let alone = doc.get("origin").is_some() && doc.get("index").is_some() || doc.get(RECEIPT_META).is_some();
+    let alone = doc.get("origin").is_some() && doc.get("index").is_some()
+        || doc.get(RECEIPT_META).is_some();
     if alone && let Some(member) = ANSWER_MEMBERS.iter().find(|m| doc.get(**m).is_some()) {
-        return Err(format!("the saved receipt carries an answer's {member:?} beside it: save the whole answer (its result holds the receipt in _meta), or the receipt alone"));
+        return Err(format!(
+            "the saved receipt carries an answer's {member:?} beside it: save the whole answer (its result holds the receipt in _meta), or the receipt alone"
+        ));
     }
     if doc.get("origin").is_some() && doc.get("index").is_some() {
         return Ok(Saved { receipt: AnswerReceipt::from_value(doc)?, result: None, error: None });
@@ -161,23 +205,38 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
         return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None, error: None });
     }
     if let Some(r) = doc.get("_meta").and_then(|m| m.get(RECEIPT_META)) {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()), error: None });
+        return Ok(Saved {
+            receipt: AnswerReceipt::from_value(r)?,
+            result: Some(doc.clone()),
+            error: None,
+        });
     }
     // A result as the Python SDK's `model_dump_json()` writes it: `_meta` is `meta` there.
     if doc.get("_meta").is_none()
         && let Some(r) = doc.get("meta").and_then(|m| m.get(RECEIPT_META))
     {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: Some(doc.clone()), error: None });
+        return Ok(Saved {
+            receipt: AnswerReceipt::from_value(r)?,
+            result: Some(doc.clone()),
+            error: None,
+        });
     }
     if let Some(result) = doc.get("result").filter(|r| r.is_object()) {
         return read_saved(result);
     }
     if let Some(error) = doc.get("error").filter(|e| e.is_object())
-        && let Some(r) = error.get("data").and_then(|d| d.get("_meta")).and_then(|m| m.get(RECEIPT_META))
+        && let Some(r) =
+            error.get("data").and_then(|d| d.get("_meta")).and_then(|m| m.get(RECEIPT_META))
     {
-        return Ok(Saved { receipt: AnswerReceipt::from_value(r)?, result: None, error: Some(error.clone()) });
+        return Ok(Saved {
+            receipt: AnswerReceipt::from_value(r)?,
+            result: None,
+            error: Some(error.clone()),
+        });
     }
-    Err(format!("no receipt found: expected _meta[\"{RECEIPT_META}\"] in the answer, its result, or the receipt object itself"))
+    Err(format!(
+        "no receipt found: expected _meta[\"{RECEIPT_META}\"] in the answer, its result, or the receipt object itself"
+    ))
 }
 
 /// `_meta` as a receipt may have hashed it: without any of toolgate's keys,
@@ -188,9 +247,11 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
 fn meta_variants(meta: Option<&Value>) -> Vec<Option<Value>> {
     let Some(Value::Object(meta)) = meta else { return vec![meta.cloned()] };
     let mut out: Vec<Option<Value>> = Vec::new();
-    let strips: [&dyn Fn(&str) -> bool; 2] = [&|k| k.starts_with(OWN_META_PREFIX), &|k| k == RECEIPT_META];
+    let strips: [&dyn Fn(&str) -> bool; 2] =
+        [&|k| k.starts_with(OWN_META_PREFIX), &|k| k == RECEIPT_META];
     for strip in strips {
-        let kept: Map<String, Value> = meta.iter().filter(|(k, _)| !strip(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let kept: Map<String, Value> =
+            meta.iter().filter(|(k, _)| !strip(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         if kept.is_empty() && !out.contains(&None) {
             out.push(None);
         }
@@ -207,7 +268,9 @@ fn meta_variants(meta: Option<&Value>) -> Vec<Option<Value>> {
 /// [`meta_variants`]). What [`judge`] tries first; it then reads the result
 /// as a stock MCP SDK hands it back ([`prove_result`]).
 pub fn result_sha256(result: &Value) -> Vec<String> {
-    let Some(object) = result.as_object() else { return vec![sha256_hex(canonical_json(result).as_bytes())] };
+    let Some(object) = result.as_object() else {
+        return vec![sha256_hex(canonical_json(result).as_bytes())];
+    };
     let mut out: Vec<String> = Vec::new();
     for meta in meta_variants(object.get("_meta")) {
         let mut bare = object.clone();
@@ -289,14 +352,29 @@ impl Model {
     /// The members the schema names (`None`: a block of a type it does not name).
     fn members(self, object: &Map<String, Value>) -> Option<&'static [&'static str]> {
         Some(match self {
-            Model::Result(Shape::Call) => &["content", "structuredContent", "isError", "resultType", "_meta"],
+            Model::Result(Shape::Call) => {
+                &["content", "structuredContent", "isError", "resultType", "_meta"]
+            }
             Model::Result(Shape::Prompt) => &["description", "messages", "resultType", "_meta"],
-            Model::Result(Shape::Read) => &["contents", "resultType", "ttlMs", "cacheScope", "_meta"],
+            Model::Result(Shape::Read) => {
+                &["contents", "resultType", "ttlMs", "cacheScope", "_meta"]
+            }
             Model::Message => &["role", "content"],
             Model::Block => match object.get("type").and_then(Value::as_str) {
                 Some("text") => &["type", "text", "annotations", "_meta"],
                 Some("image" | "audio") => &["type", "data", "mimeType", "annotations", "_meta"],
-                Some("resource_link") => &["type", "uri", "name", "title", "description", "mimeType", "size", "icons", "annotations", "_meta"],
+                Some("resource_link") => &[
+                    "type",
+                    "uri",
+                    "name",
+                    "title",
+                    "description",
+                    "mimeType",
+                    "size",
+                    "icons",
+                    "annotations",
+                    "_meta",
+                ],
                 Some("resource") => &["type", "resource", "annotations", "_meta"],
                 _ => return None,
             },
@@ -316,7 +394,9 @@ impl Model {
             Model::Result(Shape::Read) => &["_meta"],
             Model::Message => &[],
             Model::Block => match object.get("type").and_then(Value::as_str) {
-                Some("resource_link") => &["title", "description", "mimeType", "size", "icons", "annotations", "_meta"],
+                Some("resource_link") => {
+                    &["title", "description", "mimeType", "size", "icons", "annotations", "_meta"]
+                }
                 Some("text" | "image" | "audio" | "resource") => &["annotations", "_meta"],
                 _ => &[],
             },
@@ -337,7 +417,9 @@ impl Model {
             (Model::Message, "content") => Some((Model::Block, false)),
             (Model::Block, "annotations") if kind.is_some() => Some((Model::Annotations, false)),
             (Model::Block, "icons") if kind == Some("resource_link") => Some((Model::Icon, true)),
-            (Model::Block, "resource") if kind == Some("resource") => Some((Model::Contents, false)),
+            (Model::Block, "resource") if kind == Some("resource") => {
+                Some((Model::Contents, false))
+            }
             _ => None,
         }
     }
@@ -360,7 +442,13 @@ const SNAKE: [(&str, &str); 8] = [
 /// Calls `f` on every schema object in `value` (of `model`; a list of them
 /// when `list`), each before the objects inside it, with its path
 /// (`content[0].annotations`).
-fn each_model(value: &mut Value, model: Model, list: bool, path: &str, f: &mut dyn FnMut(&mut Map<String, Value>, Model, &str) -> Result<(), String>) -> Result<(), String> {
+fn each_model(
+    value: &mut Value,
+    model: Model,
+    list: bool,
+    path: &str,
+    f: &mut dyn FnMut(&mut Map<String, Value>, Model, &str) -> Result<(), String>,
+) -> Result<(), String> {
     if list {
         if let Value::Array(items) = value {
             for (i, item) in items.iter_mut().enumerate() {
@@ -371,7 +459,10 @@ fn each_model(value: &mut Value, model: Model, list: bool, path: &str, f: &mut d
     }
     let Value::Object(object) = value else { return Ok(()) };
     f(object, model, path)?;
-    let children: Vec<(String, Model, bool)> = object.keys().filter_map(|k| model.child(k, object).map(|(m, l)| (k.clone(), m, l))).collect();
+    let children: Vec<(String, Model, bool)> = object
+        .keys()
+        .filter_map(|k| model.child(k, object).map(|(m, l)| (k.clone(), m, l)))
+        .collect();
     for (key, child, list) in children {
         let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
         each_model(object.get_mut(&key).expect("a member just listed"), child, list, &at, f)?;
@@ -403,7 +494,8 @@ fn wire_names(result: &Value, shape: Shape) -> Option<Value> {
 /// `model_dump_json()` names them (it always writes `result_type`).
 fn snake_named(result: &Value) -> bool {
     let Some(object) = result.as_object() else { return false };
-    object.keys().any(|k| SNAKE.iter().any(|(snake, _)| snake == k) && k != "meta") || object.contains_key("meta") && !object.contains_key("_meta")
+    object.keys().any(|k| SNAKE.iter().any(|(snake, _)| snake == k) && k != "meta")
+        || object.contains_key("meta") && !object.contains_key("_meta")
 }
 
 /// The result without the nulls at the schema's optional members (see
@@ -412,7 +504,12 @@ fn without_nulls(result: &Value, shape: Shape) -> (Value, Vec<String>) {
     let mut out = result.clone();
     let mut found = Vec::new();
     let _ = each_model(&mut out, Model::Result(shape), false, "", &mut |object, model, path| {
-        let nulls: Vec<&'static str> = model.optional(object).iter().copied().filter(|k| object.get(*k).is_some_and(Value::is_null)).collect();
+        let nulls: Vec<&'static str> = model
+            .optional(object)
+            .iter()
+            .copied()
+            .filter(|k| object.get(*k).is_some_and(Value::is_null))
+            .collect();
         for key in nulls {
             object.remove(key);
             found.push(if path.is_empty() { key.to_string() } else { format!("{path}.{key}") });
@@ -430,7 +527,9 @@ fn upstream_uris(result: &Value, server: &str) -> Option<Value> {
     let mut out = result.clone();
     let mut changed = false;
     for item in out.get_mut("contents").and_then(Value::as_array_mut).into_iter().flatten() {
-        if let Some(uri) = item.get("uri").and_then(Value::as_str).and_then(|u| u.strip_prefix(&prefix)) {
+        if let Some(uri) =
+            item.get("uri").and_then(Value::as_str).and_then(|u| u.strip_prefix(&prefix))
+        {
             item["uri"] = Value::String(uri.to_string());
             changed = true;
         }
@@ -487,9 +586,13 @@ fn listed(items: &[String]) -> String {
 fn defaults(shape: Shape) -> Vec<(&'static str, Value, bool)> {
     let mut out = vec![("resultType", json!("complete"), true)];
     match shape {
-        Shape::Call => out.extend([("isError", json!(false), false), ("content", json!([]), false)]),
+        Shape::Call => {
+            out.extend([("isError", json!(false), false), ("content", json!([]), false)])
+        }
         Shape::Prompt => {}
-        Shape::Read => out.extend([("ttlMs", json!(0), false), ("cacheScope", json!("private"), false)]),
+        Shape::Read => {
+            out.extend([("ttlMs", json!(0), false), ("cacheScope", json!("private"), false)])
+        }
     }
     out
 }
@@ -535,8 +638,12 @@ pub fn prove_result(result: &Value, shape: Shape, server: &str, want: &str) -> O
         let mut toggles: Vec<Toggle> = Vec::new();
         for (name, default, removable) in defaults(shape) {
             match object.get(name) {
-                Some(v) if is_default(v, &default) => toggles.push(Toggle { name, at: write(v, &mut scratch), present: true }),
-                None if removable => toggles.push(Toggle { name, at: write(&default, &mut scratch), present: false }),
+                Some(v) if is_default(v, &default) => {
+                    toggles.push(Toggle { name, at: write(v, &mut scratch), present: true })
+                }
+                None if removable => {
+                    toggles.push(Toggle { name, at: write(&default, &mut scratch), present: false })
+                }
                 _ => {}
             }
         }
@@ -545,10 +652,14 @@ pub fn prove_result(result: &Value, shape: Shape, server: &str, want: &str) -> O
             .filter(|(k, _)| *k != "_meta" && !toggles.iter().any(|t| t.name == k.as_str()))
             .map(|(k, v)| (k.as_str(), write(v, &mut scratch)))
             .collect::<Vec<_>>();
-        let metas: Vec<Option<std::ops::Range<usize>>> = meta_variants(object.get("_meta")).into_iter().map(|m| m.map(|m| write(&m, &mut scratch))).collect();
+        let metas: Vec<Option<std::ops::Range<usize>>> = meta_variants(object.get("_meta"))
+            .into_iter()
+            .map(|m| m.map(|m| write(&m, &mut scratch)))
+            .collect();
         for meta in &metas {
             for flips in 0u32..(1 << toggles.len()) {
-                let mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)> = fixed.iter().map(|(k, r)| ((*k).into(), r.clone())).collect();
+                let mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)> =
+                    fixed.iter().map(|(k, r)| ((*k).into(), r.clone())).collect();
                 if let Some(m) = meta {
                     members.push(("_meta".into(), m.clone()));
                 }
@@ -583,7 +694,11 @@ pub fn prove_result(result: &Value, shape: Shape, server: &str, want: &str) -> O
 /// without the nulls at the schema's optional members. A refusal toolgate
 /// gives has none of either, so its answer is judged in this form.
 fn as_wire(result: &Value, shape: Shape) -> Value {
-    let named = if snake_named(result) { wire_names(result, shape).unwrap_or_else(|| result.clone()) } else { result.clone() };
+    let named = if snake_named(result) {
+        wire_names(result, shape).unwrap_or_else(|| result.clone())
+    } else {
+        result.clone()
+    };
     without_nulls(&named, shape).0
 }
 
@@ -609,13 +724,33 @@ fn quoted(v: &Value) -> String {
 /// The departures of `answer` from `recorded`, each schema object compared
 /// by its members and each list by its items; `model` is what `answer` is
 /// in the schema (`None`: the tool's value).
-fn departures(answer: &Value, recorded: &Value, model: Option<(Model, bool)>, path: &str, out: &mut Vec<Departure>) {
+fn departures(
+    answer: &Value,
+    recorded: &Value,
+    model: Option<(Model, bool)>,
+    path: &str,
+    out: &mut Vec<Departure>,
+) {
     let at = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
-    let shown = |p: &str| if p.is_empty() { "the result".to_string() } else { crate::visible::visible(p).into_owned() };
+    let shown = |p: &str| {
+        if p.is_empty() {
+            "the result".to_string()
+        } else {
+            crate::visible::visible(p).into_owned()
+        }
+    };
     match (answer, recorded) {
         (Value::Array(a), Value::Array(r)) => {
             if a.len() != r.len() {
-                out.push(Departure { said: format!("{} holds {} items, the recorded result {}", shown(path), a.len(), r.len()), lost: false });
+                out.push(Departure {
+                    said: format!(
+                        "{} holds {} items, the recorded result {}",
+                        shown(path),
+                        a.len(),
+                        r.len()
+                    ),
+                    lost: false,
+                });
                 return;
             }
             let item = model.map(|(m, _)| (m, false));
@@ -631,22 +766,57 @@ fn departures(answer: &Value, recorded: &Value, model: Option<(Model, bool)>, pa
             for key in keys {
                 let p = at(key);
                 match (a.get(key), r.get(key)) {
-                    (Some(x), Some(y)) => departures(x, y, model.and_then(|m| m.child(key, r)), &p, out),
+                    (Some(x), Some(y)) => {
+                        departures(x, y, model.and_then(|m| m.child(key, r)), &p, out)
+                    }
                     (None, Some(y)) => {
-                        let known = model.and_then(|m| m.members(r)).is_some_and(|members| members.contains(&key.as_str()));
+                        let known = model
+                            .and_then(|m| m.members(r))
+                            .is_some_and(|members| members.contains(&key.as_str()));
                         let (said, lost) = match model {
-                            Some(_) if y.is_null() => (format!("the SDK dropped a null at {}, which the recorded result carries", shown(&p)), true),
-                            Some(_) if !known => (format!("the SDK dropped {}, a member outside the protocol's schema (recorded: {})", shown(&p), quoted(y)), true),
-                            _ => (format!("the answer lacks {} (recorded: {})", shown(&p), quoted(y)), false),
+                            Some(_) if y.is_null() => (
+                                format!(
+                                    "the SDK dropped a null at {}, which the recorded result carries",
+                                    shown(&p)
+                                ),
+                                true,
+                            ),
+                            Some(_) if !known => (
+                                format!(
+                                    "the SDK dropped {}, a member outside the protocol's schema (recorded: {})",
+                                    shown(&p),
+                                    quoted(y)
+                                ),
+                                true,
+                            ),
+                            _ => (
+                                format!("the answer lacks {} (recorded: {})", shown(&p), quoted(y)),
+                                false,
+                            ),
                         };
                         out.push(Departure { said, lost });
                     }
-                    (Some(x), None) => out.push(Departure { said: format!("the answer adds {} ({}), which the recorded result does not carry", shown(&p), quoted(x)), lost: false }),
+                    (Some(x), None) => out.push(Departure {
+                        said: format!(
+                            "the answer adds {} ({}), which the recorded result does not carry",
+                            shown(&p),
+                            quoted(x)
+                        ),
+                        lost: false,
+                    }),
                     (None, None) => {}
                 }
             }
         }
-        (a, r) if a != r => out.push(Departure { said: format!("{} is {} in the answer, {} in the recorded result", shown(path), quoted(a), quoted(r)), lost: false }),
+        (a, r) if a != r => out.push(Departure {
+            said: format!(
+                "{} is {} in the answer, {} in the recorded result",
+                shown(path),
+                quoted(a),
+                quoted(r)
+            ),
+            lost: false,
+        }),
         _ => {}
     }
 }
@@ -656,8 +826,12 @@ fn departures(answer: &Value, recorded: &Value, model: Option<(Model, bool)>, pa
 /// departs from it, each by its path; else what a stock SDK cannot give
 /// back, which the recorded result may have held.
 fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
-    let head = format!("the answer's result does not hash to the receipt's result_sha256 {want}, as saved or read as a stock MCP SDK hands a result back");
-    let Some(recorded) = r.result.as_ref().filter(|v| sha256_hex(canonical_json(v).as_bytes()) == want) else {
+    let head = format!(
+        "the answer's result does not hash to the receipt's result_sha256 {want}, as saved or read as a stock MCP SDK hands a result back"
+    );
+    let Some(recorded) =
+        r.result.as_ref().filter(|v| sha256_hex(canonical_json(v).as_bytes()) == want)
+    else {
         return format!(
             "{head}: it is not the answer the gateway recorded, or the recorded result held what a stock SDK drops and no dump of it gives back (a member outside the protocol's schema: the Python SDK drops every one, the TypeScript SDK those in content blocks, messages and resource contents; or a null at a field of the schema, which the Python SDK drops with exclude_none). Save the raw JSON-RPC response to prove such a result, or verify the `_meta` receipt alone to prove only the receipt"
         );
@@ -671,7 +845,12 @@ fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
         answer = renamed;
     }
     if let Value::Object(object) = &mut answer {
-        match meta_variants(object.get("_meta")).into_iter().find(|m| m.as_ref() == recorded.get("_meta")).or_else(|| meta_variants(object.get("_meta")).into_iter().next()).flatten() {
+        match meta_variants(object.get("_meta"))
+            .into_iter()
+            .find(|m| m.as_ref() == recorded.get("_meta"))
+            .or_else(|| meta_variants(object.get("_meta")).into_iter().next())
+            .flatten()
+        {
             Some(m) => object.insert("_meta".into(), m),
             None => object.remove("_meta"),
         };
@@ -692,9 +871,15 @@ fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
     let lost = !found.is_empty() && found.iter().all(|d| d.lost);
     let said: Vec<String> = found.into_iter().map(|d| d.said).collect();
     if lost {
-        format!("{head}. The receipt carries the result it records, and the answer is that result but for what the SDK dropped: {}. A stock SDK's answer cannot carry these, so it is not proven whole: save the raw JSON-RPC response to prove it", listed(&said))
+        format!(
+            "{head}. The receipt carries the result it records, and the answer is that result but for what the SDK dropped: {}. A stock SDK's answer cannot carry these, so it is not proven whole: save the raw JSON-RPC response to prove it",
+            listed(&said)
+        )
     } else {
-        format!("{head}: it is not the answer the gateway recorded. The receipt carries the result it records, from which the answer departs: {}", listed(&said))
+        format!(
+            "{head}: it is not the answer the gateway recorded. The receipt carries the result it records, from which the answer departs: {}",
+            listed(&said)
+        )
     }
 }
 
@@ -704,7 +889,11 @@ fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
 /// verifier must prove the whole answer, never only a part of it: an
 /// answer that wraps a refusal's genuine receipt in an invented success
 /// fails here, as does a refusal whose words were changed.
-pub fn judge(r: &Receipt, result: Option<&Value>, error: Option<&Value>) -> Option<Result<String, String>> {
+pub fn judge(
+    r: &Receipt,
+    result: Option<&Value>,
+    error: Option<&Value>,
+) -> Option<Result<String, String>> {
     match (result, error) {
         (Some(result), _) => Some(judge_result(r, result)),
         (None, Some(error)) => Some(judge_error(r, error)),
@@ -723,8 +912,13 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
     if records_result(r) {
         let want = r.result_sha256.as_deref().unwrap_or_default();
         return match prove_result(result, shape, &r.server, want) {
-            Some(notes) if notes.is_empty() => Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}")),
-            Some(notes) => Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}, read as a stock MCP SDK hands it back: {}", notes.join("; "))),
+            Some(notes) if notes.is_empty() => {
+                Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}"))
+            }
+            Some(notes) => Ok(format!(
+                "the answer's result hashes to the receipt's result_sha256 {want}, read as a stock MCP SDK hands it back: {}",
+                notes.join("; ")
+            )),
             None => Err(unproven(r, result, shape, want)),
         };
     }
@@ -733,33 +927,57 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
     let result = &as_wire(result, shape);
     let recorded = format!("{} / {} / {}", r.result_status, r.decision, r.reason);
     if r.result_status.starts_with("protocol_error") {
-        return Err(format!("the receipt records a JSON-RPC error ({recorded}), but the answer is a result"));
+        return Err(format!(
+            "the receipt records a JSON-RPC error ({recorded}), but the answer is a result"
+        ));
     }
     // A call held for its approval may ask its client for input instead
     // (the 2026-07-28 era's `input_required`): the question is toolgate's,
     // worded after the receipt was committed with the approval.
-    if r.result_status == "awaiting_approval" && result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-        return Ok(format!("the answer asks for input while the call waits for its approval, as the receipt records ({recorded}); the receipt does not commit to the question's words, which are not proven"));
+    if r.result_status == "awaiting_approval"
+        && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+    {
+        return Ok(format!(
+            "the answer asks for input while the call waits for its approval, as the receipt records ({recorded}); the receipt does not commit to the question's words, which are not proven"
+        ));
     }
     // A call whose person must first connect their account may ask its
     // client to open the link (`input_required`, URL mode): toolgate's
     // question, worded after the receipt recorded the refusal.
-    if r.reason == "connect_required" && result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-        return Ok(format!("the answer asks the person to connect their account, as the receipt records ({recorded}); the receipt does not commit to the question's words or its link, which are not proven"));
+    if r.reason == "connect_required"
+        && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+    {
+        return Ok(format!(
+            "the answer asks the person to connect their account, as the receipt records ({recorded}); the receipt does not commit to the question's words or its link, which are not proven"
+        ));
     }
     if result.get("isError") != Some(&Value::Bool(true)) {
-        return Err(format!("the receipt records no result ({recorded}), but the answer claims one (its isError is not true)"));
+        return Err(format!(
+            "the receipt records no result ({recorded}), but the answer claims one (its isError is not true)"
+        ));
     }
     let object = result.as_object().ok_or("the answer is not an object")?;
     // The modern era marks every result `"resultType": "complete"`.
     if object.get("resultType").is_some_and(|t| t != "complete") {
         return Err("the answer's resultType is not \"complete\": it is not the refusal the receipt records".into());
     }
-    if let Some(key) = object.keys().find(|k| !matches!(k.as_str(), "content" | "structuredContent" | "isError" | "_meta" | "resultType")) {
-        return Err(format!("the answer carries {:?}, which a refusal toolgate gives does not: it is not the answer the receipt records", crate::visible::visible(key)));
+    if let Some(key) = object.keys().find(|k| {
+        !matches!(k.as_str(), "content" | "structuredContent" | "isError" | "_meta" | "resultType")
+    }) {
+        return Err(format!(
+            "the answer carries {:?}, which a refusal toolgate gives does not: it is not the answer the receipt records",
+            crate::visible::visible(key)
+        ));
     }
-    if let Some(key) = object.get("_meta").and_then(Value::as_object).and_then(|m| m.keys().find(|k| !k.starts_with(OWN_META_PREFIX))) {
-        return Err(format!("the answer's _meta carries {:?}, which a refusal toolgate gives does not", crate::visible::visible(key)));
+    if let Some(key) = object
+        .get("_meta")
+        .and_then(Value::as_object)
+        .and_then(|m| m.keys().find(|k| !k.starts_with(OWN_META_PREFIX)))
+    {
+        return Err(format!(
+            "the answer's _meta carries {:?}, which a refusal toolgate gives does not",
+            crate::visible::visible(key)
+        ));
     }
     let refusal = result.get("structuredContent").filter(|s| s.is_object()).ok_or_else(|| format!("the receipt records a refusal ({recorded}), and the answer carries none (no structuredContent)"))?;
     let message = refusal.get("message").and_then(Value::as_str).unwrap_or_default();
@@ -774,21 +992,36 @@ fn judge_error(r: &Receipt, error: &Value) -> Result<String, String> {
     let code = error.get("code").and_then(Value::as_i64);
     if let Some(want) = r.result_status.strip_prefix("protocol_error:") {
         return match code {
-            Some(c) if c.to_string() == want => Ok(format!("the answer is the JSON-RPC error {c} the receipt records (an error's message is not committed by its receipt: not proven)")),
-            _ => Err(format!("the receipt records the JSON-RPC error {want}; the answer is error {}", code.map_or("(none)".into(), |c| c.to_string()))),
+            Some(c) if c.to_string() == want => Ok(format!(
+                "the answer is the JSON-RPC error {c} the receipt records (an error's message is not committed by its receipt: not proven)"
+            )),
+            _ => Err(format!(
+                "the receipt records the JSON-RPC error {want}; the answer is error {}",
+                code.map_or("(none)".into(), |c| c.to_string())
+            )),
         };
     }
     if records_result(r) {
-        return Err(format!("the receipt records a result ({recorded}), but the answer is a JSON-RPC error"));
+        return Err(format!(
+            "the receipt records a result ({recorded}), but the answer is a JSON-RPC error"
+        ));
     }
-    let mut refusal = error.get("data").filter(|d| d.is_object()).cloned().ok_or_else(|| format!("the receipt records a refusal ({recorded}); the error carries none (no data)"))?;
-    let meta_is_ours = refusal.get("_meta").and_then(Value::as_object).is_none_or(|m| m.keys().all(|k| k.starts_with(OWN_META_PREFIX)));
+    let mut refusal = error.get("data").filter(|d| d.is_object()).cloned().ok_or_else(|| {
+        format!("the receipt records a refusal ({recorded}); the error carries none (no data)")
+    })?;
+    let meta_is_ours = refusal
+        .get("_meta")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.keys().all(|k| k.starts_with(OWN_META_PREFIX)));
     refusal.as_object_mut().expect("an object").remove("_meta");
     if !meta_is_ours {
         return Err("the error's _meta carries keys a refusal toolgate gives does not".into());
     }
     if error.get("message") != refusal.get("message") {
-        return Err("the error's message is not the refusal's: it is not the answer the receipt records".into());
+        return Err(
+            "the error's message is not the refusal's: it is not the answer the receipt records"
+                .into(),
+        );
     }
     judge_refusal(r, &refusal, &recorded)
 }
@@ -799,19 +1032,30 @@ fn judge_refusal(r: &Receipt, refusal: &Value, recorded: &str) -> Result<String,
         return if sha256_hex(canonical_json(refusal).as_bytes()) == *want {
             Ok(format!("the answer is the refusal the receipt records, whole ({recorded})"))
         } else {
-            Err(format!("the refusal in the answer is not the one the receipt records ({recorded}): its words or fields were changed"))
+            Err(format!(
+                "the refusal in the answer is not the one the receipt records ({recorded}): its words or fields were changed"
+            ))
         };
     }
     let said = |k: &str| refusal.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     if said("decision") != r.decision || said("reason") != r.reason {
-        return Err(format!("the answer is a refusal ({} / {}), not the one the receipt records ({recorded})", crate::visible::visible(&said("decision")), crate::visible::visible(&said("reason"))));
+        return Err(format!(
+            "the answer is a refusal ({} / {}), not the one the receipt records ({recorded})",
+            crate::visible::visible(&said("decision")),
+            crate::visible::visible(&said("reason"))
+        ));
     }
     if let Some(approval) = &r.approval
         && said("approval_id") != approval.id
     {
-        return Err(format!("the answer names another approval than the receipt's ({})", approval.id));
+        return Err(format!(
+            "the answer names another approval than the receipt's ({})",
+            approval.id
+        ));
     }
-    Ok(format!("the answer is a refusal with the receipt's decision and reason ({recorded}); a receipt of its kind does not commit to the refusal's message, which is not proven"))
+    Ok(format!(
+        "the answer is a refusal with the receipt's decision and reason ({recorded}); a receipt of its kind does not commit to the refusal's message, which is not proven"
+    ))
 }
 
 /// `object` with `receipt` in its `_meta` (created when absent), beside the
@@ -832,7 +1076,11 @@ mod tests {
     fn receipt() -> AnswerReceipt {
         AnswerReceipt {
             origin: "toolgate.example/log".into(),
-            receipt: Placed { index: 41, leaf_hash: [7; 32], opening: Some(Opening { key: [9; 32], logged: r#"{"receipt":{"v":3}}"#.into() }) },
+            receipt: Placed {
+                index: 41,
+                leaf_hash: [7; 32],
+                opening: Some(Opening { key: [9; 32], logged: r#"{"receipt":{"v":3}}"#.into() }),
+            },
             decision: Some(Placed { index: 40, leaf_hash: [6; 32], opening: None }),
             log: Some("https://gw.example/log/".into()),
         }
@@ -843,18 +1091,40 @@ mod tests {
         let r = receipt();
         assert_eq!(AnswerReceipt::from_value(&r.to_value()).unwrap(), r);
         assert_eq!(serde_json::from_str::<Value>(r.to_raw().get()).unwrap(), r.to_value());
-        let bare = AnswerReceipt { decision: None, log: None, receipt: Placed { opening: None, ..r.receipt.clone() }, ..r.clone() };
+        let bare = AnswerReceipt {
+            decision: None,
+            log: None,
+            receipt: Placed { opening: None, ..r.receipt.clone() },
+            ..r.clone()
+        };
         assert_eq!(bare.to_value().as_object().unwrap().len(), 3);
         assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": hex(&[0; 32]), "opening": {"key": "x", "logged": {}}})).unwrap_err().contains("opening.key"));
-        assert!(AnswerReceipt::from_value(&json!({"index": 1, "leaf_hash": hex(&[0; 32])})).unwrap_err().contains("origin"));
-        assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": -1, "leaf_hash": hex(&[0; 32])})).unwrap_err().contains("index"));
-        assert!(AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": "abc"})).unwrap_err().contains("leaf_hash"));
+        assert!(
+            AnswerReceipt::from_value(&json!({"index": 1, "leaf_hash": hex(&[0; 32])}))
+                .unwrap_err()
+                .contains("origin")
+        );
+        assert!(
+            AnswerReceipt::from_value(
+                &json!({"origin": "o", "index": -1, "leaf_hash": hex(&[0; 32])})
+            )
+            .unwrap_err()
+            .contains("index")
+        );
+        assert!(
+            AnswerReceipt::from_value(&json!({"origin": "o", "index": 1, "leaf_hash": "abc"}))
+                .unwrap_err()
+                .contains("leaf_hash")
+        );
     }
 
     #[test]
     fn a_saved_answer_is_found_in_any_of_its_forms() {
         let r = receipt();
-        let result = Value::Object(with_receipt(json!({"content": [], "isError": false}).as_object().unwrap().clone(), &r));
+        let result = Value::Object(with_receipt(
+            json!({"content": [], "isError": false}).as_object().unwrap().clone(),
+            &r,
+        ));
         let forms = [
             (r.to_value(), false),
             (json!({RECEIPT_META: r.to_value()}), false),
@@ -877,23 +1147,34 @@ mod tests {
 
     #[test]
     fn the_result_hash_leaves_out_toolgate_s_notes_only() {
-        let upstream = json!({"content": [{"type": "text", "text": "ok"}], "_meta": {"vendor/x": 1}});
+        let upstream =
+            json!({"content": [{"type": "text", "text": "ok"}], "_meta": {"vendor/x": 1}});
         let plain = json!({"content": [{"type": "text", "text": "ok"}]});
         let mut answered = with_receipt(upstream.as_object().unwrap().clone(), &receipt());
         answered["_meta"]["io.toolgate/operation"] = json!({"id": "op"});
         let candidates = result_sha256(&Value::Object(answered.clone()));
-        assert!(candidates.contains(&sha256_hex(canonical_json(&upstream).as_bytes())), "{candidates:?}");
+        assert!(
+            candidates.contains(&sha256_hex(canonical_json(&upstream).as_bytes())),
+            "{candidates:?}"
+        );
         // A replay's receipt hashes the result with its operation note.
         let mut replayed = answered.clone();
         replayed["_meta"].as_object_mut().unwrap().remove(RECEIPT_META);
-        assert!(candidates.contains(&sha256_hex(canonical_json(&Value::Object(replayed)).as_bytes())));
+        assert!(
+            candidates.contains(&sha256_hex(canonical_json(&Value::Object(replayed)).as_bytes()))
+        );
         // Never the answer with its own receipt in it.
-        assert!(!candidates.contains(&sha256_hex(canonical_json(&Value::Object(answered)).as_bytes())));
+        assert!(
+            !candidates.contains(&sha256_hex(canonical_json(&Value::Object(answered)).as_bytes()))
+        );
         // No `_meta` from the upstream: the one toolgate added goes.
         let answered = Value::Object(with_receipt(plain.as_object().unwrap().clone(), &receipt()));
         assert_eq!(result_sha256(&answered)[0], sha256_hex(canonical_json(&plain).as_bytes()));
         // Another value is another hash.
-        let other = Value::Object(with_receipt(json!({"content": []}).as_object().unwrap().clone(), &receipt()));
+        let other = Value::Object(with_receipt(
+            json!({"content": []}).as_object().unwrap().clone(),
+            &receipt(),
+        ));
         assert!(!result_sha256(&other).contains(&sha256_hex(canonical_json(&plain).as_bytes())));
     }
 
@@ -924,7 +1205,8 @@ mod tests {
         let mut extra = answered.clone();
         extra["data"] = json!(1);
         let mut message = answered.clone();
-        (message["content"][0]["text"], message["structuredContent"]["message"]) = (json!("done"), json!("done"));
+        (message["content"][0]["text"], message["structuredContent"]["message"]) =
+            (json!("done"), json!("done"));
         for forged in [&success, &words, &extra, &message] {
             assert!(judge(&committed, Some(forged), None).unwrap().is_err(), "{forged}");
         }
@@ -938,8 +1220,16 @@ mod tests {
         assert!(judge(&older, Some(&reason), None).unwrap().is_err());
         // A protocol error's receipt backs only that error, never a result.
         let protocol = stated("protocol_error:-32603", None);
-        assert!(judge(&protocol, None, Some(&json!({"code": -32603, "message": "boom"}))).unwrap().is_ok());
-        assert!(judge(&protocol, None, Some(&json!({"code": -32602, "message": "boom"}))).unwrap().is_err());
+        assert!(
+            judge(&protocol, None, Some(&json!({"code": -32603, "message": "boom"})))
+                .unwrap()
+                .is_ok()
+        );
+        assert!(
+            judge(&protocol, None, Some(&json!({"code": -32602, "message": "boom"})))
+                .unwrap()
+                .is_err()
+        );
         assert!(judge(&protocol, Some(&answered), None).unwrap().is_err());
         // A refusal given as an error (a prompt or a resource): its data, whole.
         let error = json!({"code": -32001, "message": "no", "data": {"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no", "_meta": {RECEIPT_META: {}}}});
@@ -957,8 +1247,13 @@ mod tests {
         let asks = json!({"resultType": "input_required", "inputRequests": {"io.toolgate/connect": {"method": "elicitation/create", "params": {"mode": "url"}}}});
         let mut connect = stated("refused", Some(sha256_hex(b"refusal")));
         connect.reason = "connect_required".into();
-        assert!(judge(&connect, Some(&asks), None).unwrap().unwrap().contains("connect their account"));
-        assert!(judge(&committed, Some(&asks), None).unwrap().is_err(), "another refusal's receipt backs no question");
+        assert!(
+            judge(&connect, Some(&asks), None).unwrap().unwrap().contains("connect their account")
+        );
+        assert!(
+            judge(&committed, Some(&asks), None).unwrap().is_err(),
+            "another refusal's receipt backs no question"
+        );
     }
 
     // Answers saved from the stock SDKs (mcp 2.3.0's `model_dump(by_alias=True,
@@ -1017,35 +1312,74 @@ mod tests {
         let r = answered("report", &want);
         // The raw answer proves as it is; as given to a 2026-07-28 client
         // (`resultType` put in after the receipt hashed the result) too.
-        assert_eq!(judged(&r, &value(SENT)), Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}")));
+        assert_eq!(
+            judged(&r, &value(SENT)),
+            Ok(format!("the answer's result hashes to the receipt's result_sha256 {want}"))
+        );
         let mut modern = value(SENT);
         modern["resultType"] = json!("complete");
-        assert!(judged(&r, &modern).unwrap().contains("resultType: \"complete\" read as the SDK's default"));
-        for (how, saved) in [("exclude_none", PY_EXCLUDE_NONE), ("plain", PY_PLAIN), ("model_dump_json", PY_JSON), ("typescript", TS)] {
+        assert!(
+            judged(&r, &modern)
+                .unwrap()
+                .contains("resultType: \"complete\" read as the SDK's default")
+        );
+        for (how, saved) in [
+            ("exclude_none", PY_EXCLUDE_NONE),
+            ("plain", PY_PLAIN),
+            ("model_dump_json", PY_JSON),
+            ("typescript", TS),
+        ] {
             let saved = value(saved);
-            assert_eq!(read_saved(&saved).unwrap().receipt.receipt.index, 41, "{how}: the receipt is found");
+            assert_eq!(
+                read_saved(&saved).unwrap().receipt.receipt.index,
+                41,
+                "{how}: the receipt is found"
+            );
             let said = judged(&r, &saved).unwrap_or_else(|e| panic!("{how}: {e}"));
             assert!(said.contains(&want), "{how}: {said}");
         }
         assert!(judged(&r, &value(PY_JSON)).unwrap().contains("model_dump_json()"));
-        assert!(judged(&r, &value(PY_PLAIN)).unwrap().contains("17 null(s)"), "{:?}", judged(&r, &value(PY_PLAIN)));
-        assert!(judged(&r, &value(PY_EXCLUDE_NONE)).unwrap().contains("isError: false read as the SDK's default"));
+        assert!(
+            judged(&r, &value(PY_PLAIN)).unwrap().contains("17 null(s)"),
+            "{:?}",
+            judged(&r, &value(PY_PLAIN))
+        );
+        assert!(
+            judged(&r, &value(PY_EXCLUDE_NONE))
+                .unwrap()
+                .contains("isError: false read as the SDK's default")
+        );
 
         // A prompt's, and a read's, whose contents the answer shows under the gateway's URIs.
         let prompt = answered("prompt:diagnose", &hashed(PROMPT_SENT).1);
         for saved in [PROMPT_SENT, PROMPT_PY_JSON, PROMPT_TS] {
-            assert!(judged(&prompt, &value(saved)).is_ok(), "{saved}: {:?}", judged(&prompt, &value(saved)));
+            assert!(
+                judged(&prompt, &value(saved)).is_ok(),
+                "{saved}: {:?}",
+                judged(&prompt, &value(saved))
+            );
         }
         let (mut upstream, _) = hashed(READ_SENT);
         for item in upstream["contents"].as_array_mut().unwrap() {
-            item["uri"] = json!(item["uri"].as_str().unwrap().strip_prefix("toolgate://fixture/").unwrap());
+            item["uri"] =
+                json!(item["uri"].as_str().unwrap().strip_prefix("toolgate://fixture/").unwrap());
         }
-        let read = answered("resource:file:///r3", &sha256_hex(canonical_json(&upstream).as_bytes()));
+        let read =
+            answered("resource:file:///r3", &sha256_hex(canonical_json(&upstream).as_bytes()));
         for saved in [READ_SENT, READ_PY_EXCLUDE_NONE, READ_PY_JSON, READ_TS] {
             let said = judged(&read, &value(saved)).unwrap_or_else(|e| panic!("{saved}: {e}"));
-            assert!(said.contains("as the upstream named them (the answer shows them under toolgate://fixture/)"), "{said}");
+            assert!(
+                said.contains(
+                    "as the upstream named them (the answer shows them under toolgate://fixture/)"
+                ),
+                "{said}"
+            );
         }
-        assert!(judged(&read, &value(READ_PY_EXCLUDE_NONE)).unwrap().contains("ttlMs: 0 read as the SDK's default"));
+        assert!(
+            judged(&read, &value(READ_PY_EXCLUDE_NONE))
+                .unwrap()
+                .contains("ttlMs: 0 read as the SDK's default")
+        );
         // Under another server's prefix, the URIs are not the ones read.
         let mut elsewhere = read.clone();
         elsewhere.server = "other".into();
@@ -1067,18 +1401,28 @@ mod tests {
         let changes: [(&str, Change); 12] = [
             ("the text", |o| o["content"][0]["text"] = json!("Pump P-7 not replaced")),
             ("a null dropped from structuredContent", |o| {
-                let k = if o.contains_key("structured_content") { "structured_content" } else { "structuredContent" };
+                let k = if o.contains_key("structured_content") {
+                    "structured_content"
+                } else {
+                    "structuredContent"
+                };
                 o[k].as_object_mut().unwrap().remove("note");
             }),
             ("a nested null made a value", |o| {
-                let k = if o.contains_key("structured_content") { "structured_content" } else { "structuredContent" };
+                let k = if o.contains_key("structured_content") {
+                    "structured_content"
+                } else {
+                    "structuredContent"
+                };
                 o[k]["nested"]["x"] = json!("y");
             }),
             ("a tool error claimed", |o| {
                 let k = if o.contains_key("is_error") { "is_error" } else { "isError" };
                 o.insert(k.into(), json!(true));
             }),
-            ("an embedded resource's text", |o| o["content"][4]["resource"]["text"] = json!("other")),
+            ("an embedded resource's text", |o| {
+                o["content"][4]["resource"]["text"] = json!("other")
+            }),
             ("a link's URI", |o| o["content"][3]["uri"] = json!("file:///manual/p8.pdf")),
             ("a block dropped", |o| {
                 o["content"].as_array_mut().unwrap().remove(1);
@@ -1087,20 +1431,31 @@ mod tests {
                 o.insert("approved".into(), json!(true));
             }),
             ("a priority", |o| o["content"][0]["annotations"]["priority"] = json!(1)),
-            ("annotations put on a block", |o| o["content"][1]["annotations"] = json!({"audience": ["user"]})),
+            ("annotations put on a block", |o| {
+                o["content"][1]["annotations"] = json!({"audience": ["user"]})
+            }),
             ("the upstream's _meta", |o| {
                 let k = if o.contains_key("meta") { "meta" } else { "_meta" };
                 o[k].as_object_mut().unwrap().remove("vendor/trace");
             }),
             ("the content emptied", |o| o["content"] = json!([])),
         ];
-        for (how, saved) in [("raw", SENT), ("exclude_none", PY_EXCLUDE_NONE), ("plain", PY_PLAIN), ("model_dump_json", PY_JSON), ("typescript", TS)] {
+        for (how, saved) in [
+            ("raw", SENT),
+            ("exclude_none", PY_EXCLUDE_NONE),
+            ("plain", PY_PLAIN),
+            ("model_dump_json", PY_JSON),
+            ("typescript", TS),
+        ] {
             assert!(judged(&r, &value(saved)).is_ok(), "{how} unchanged proves");
             for (change, apply) in &changes {
                 let mut changed = value(saved);
                 apply(changed.as_object_mut().unwrap());
                 let said = judged(&r, &changed);
-                assert!(said.as_ref().is_err_and(|e| e.contains("does not hash")), "{how}, {change}: {said:?}");
+                assert!(
+                    said.as_ref().is_err_and(|e| e.contains("does not hash")),
+                    "{how}, {change}: {said:?}"
+                );
             }
         }
     }
@@ -1125,9 +1480,18 @@ mod tests {
         let bare = json!({"structuredContent": {"a": 1}});
         let r = answered("order", &sha256_hex(canonical_json(&bare).as_bytes()));
         assert!(judged(&r, &json!({"content": [], "structuredContent": {"a": 1}})).is_ok());
-        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"a": 1}})).is_err());
+        assert!(
+            judged(
+                &r,
+                &json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"a": 1}})
+            )
+            .is_err()
+        );
         // Only the default itself, as JCS writes it: `0` is no `false`.
-        assert!(judged(&r, &json!({"content": [], "structuredContent": {"a": 1}, "isError": 0})).is_err());
+        assert!(
+            judged(&r, &json!({"content": [], "structuredContent": {"a": 1}, "isError": 0}))
+                .is_err()
+        );
         let read = json!({"contents": [], "ttlMs": 5});
         let r = answered("resource:file:///x", &sha256_hex(canonical_json(&read).as_bytes()));
         assert!(judged(&r, &json!({"contents": [], "ttlMs": 5, "cacheScope": "private"})).is_ok());
@@ -1142,11 +1506,18 @@ mod tests {
         assert!(judged(&r, &json!({"messages": [], "resultType": "complete"})).is_ok());
         assert!(judged(&r, &json!({"messages": [], "isError": false})).is_err());
         // Nor a null anywhere but at the schema's optional fields.
-        let tool = json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {"a": null}});
+        let tool =
+            json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {"a": null}});
         let r = answered("t", &sha256_hex(canonical_json(&tool).as_bytes()));
         assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a", "annotations": null}], "structuredContent": {"a": null}})).is_ok());
         assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a", "text2": null}], "structuredContent": {"a": null}})).is_err());
-        assert!(judged(&r, &json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {}})).is_err());
+        assert!(
+            judged(
+                &r,
+                &json!({"content": [{"type": "text", "text": "a"}], "structuredContent": {}})
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -1173,24 +1544,49 @@ mod tests {
         let mut r = answered("report", &want);
         // Without the value: why no reading proves it.
         let said = judged(&r, &value(LOST_PY_EXCLUDE_NONE)).unwrap_err();
-        assert!(said.contains("a member outside the protocol's schema") && said.contains("raw JSON-RPC response"), "{said}");
+        assert!(
+            said.contains("a member outside the protocol's schema")
+                && said.contains("raw JSON-RPC response"),
+            "{said}"
+        );
         // With it (receipts.capture_values): where, and that nothing else departs.
         r.result = Some(recorded);
         let said = judged(&r, &value(LOST_PY_EXCLUDE_NONE)).unwrap_err();
-        assert!(said.contains("the SDK dropped content[0].x-extra") && said.contains("the SDK dropped x-top") && said.contains("not proven whole"), "{said}");
+        assert!(
+            said.contains("the SDK dropped content[0].x-extra")
+                && said.contains("the SDK dropped x-top")
+                && said.contains("not proven whole"),
+            "{said}"
+        );
         let said = judged(&r, &value(LOST_TS)).unwrap_err();
-        assert!(said.contains("the SDK dropped content[0].x-extra") && !said.contains("x-top") && said.contains("not proven whole"), "{said}");
+        assert!(
+            said.contains("the SDK dropped content[0].x-extra")
+                && !said.contains("x-top")
+                && said.contains("not proven whole"),
+            "{said}"
+        );
         // A change beside the loss is not called a loss.
         let mut changed = value(LOST_TS);
         changed["content"][0]["text"] = json!("approved");
         let said = judged(&r, &changed).unwrap_err();
-        assert!(said.contains("content[0].text is \"approved\" in the answer, \"ok\" in the recorded result") && said.contains("not the answer the gateway recorded"), "{said}");
+        assert!(
+            said.contains(
+                "content[0].text is \"approved\" in the answer, \"ok\" in the recorded result"
+            ) && said.contains("not the answer the gateway recorded"),
+            "{said}"
+        );
         // A null the tool gave, dropped, is named too (no stock SDK drops it).
         let sent = json!({"content": [], "structuredContent": {"x": null, "y": 1}});
         let mut r = answered("t", &sha256_hex(canonical_json(&sent).as_bytes()));
         r.result = Some(sent);
-        let said = judged(&r, &json!({"content": [], "structuredContent": {"y": 1}, "isError": false})).unwrap_err();
-        assert!(said.contains("the answer lacks structuredContent.x (recorded: null)") && said.contains("not the answer"), "{said}");
+        let said =
+            judged(&r, &json!({"content": [], "structuredContent": {"y": 1}, "isError": false}))
+                .unwrap_err();
+        assert!(
+            said.contains("the answer lacks structuredContent.x (recorded: null)")
+                && said.contains("not the answer"),
+            "{said}"
+        );
     }
 
     #[test]

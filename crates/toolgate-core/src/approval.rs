@@ -61,7 +61,9 @@ impl ApprovalState {
 
     /// The state named by `s` (as [`ApprovalState::as_str`] writes it), if any.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Pending, Self::Approved, Self::Denied, Self::Expired, Self::Consumed].into_iter().find(|v| v.as_str() == s)
+        [Self::Pending, Self::Approved, Self::Denied, Self::Expired, Self::Consumed]
+            .into_iter()
+            .find(|v| v.as_str() == s)
     }
 }
 
@@ -116,7 +118,9 @@ impl Approval {
     /// expiry is expired, whether or not the store has noted it yet.
     pub fn state_at(&self, now_ms: i64) -> ApprovalState {
         match self.state {
-            ApprovalState::Pending | ApprovalState::Approved if now_ms >= self.expires_ms => ApprovalState::Expired,
+            ApprovalState::Pending | ApprovalState::Approved if now_ms >= self.expires_ms => {
+                ApprovalState::Expired
+            }
             s => s,
         }
     }
@@ -172,9 +176,17 @@ pub enum Step {
 
 /// The rule. `claimed` is the approval the claim names (if any was found),
 /// `latest` the newest approval with this call's binding.
-pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval>, latest: Option<&Approval>, now_ms: i64) -> Step {
+pub fn judge(
+    binding: &Binding,
+    claim: Option<&Claim>,
+    claimed: Option<&Approval>,
+    latest: Option<&Approval>,
+    now_ms: i64,
+) -> Step {
     if let Some(claim) = claim {
-        let Some(approval) = claimed.filter(|a| a.id == claim.approval_id && claim.binding == *binding && a.binding == *binding) else {
+        let Some(approval) = claimed.filter(|a| {
+            a.id == claim.approval_id && claim.binding == *binding && a.binding == *binding
+        }) else {
             return Step::Refuse(Reason::ApprovalMissingOrMismatched);
         };
         if claim.upstream_state.is_some() {
@@ -207,26 +219,40 @@ pub fn judge(binding: &Binding, claim: Option<&Claim>, claimed: Option<&Approval
 /// What each approval refusal tells the caller about its call to `exposed`.
 pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
     let (verdict, action, message) = match reason {
-        Reason::ApprovalDenied => (Verdict::Deny, Action::Refused, format!("an approver denied this exact call to {exposed}; it stays denied — do not retry it")),
+        Reason::ApprovalDenied => (
+            Verdict::Deny,
+            Action::Refused,
+            format!(
+                "an approver denied this exact call to {exposed}; it stays denied — do not retry it"
+            ),
+        ),
         Reason::ApprovalExpired => (
             Verdict::RequireApproval,
             Action::Escalate,
-            format!("the approval for this call to {exposed} expired before it was used; call again without requestState to ask for a fresh one"),
+            format!(
+                "the approval for this call to {exposed} expired before it was used; call again without requestState to ask for a fresh one"
+            ),
         ),
         Reason::ApprovalUsed => (
             Verdict::RequireApproval,
             Action::Refused,
-            format!("this approval was already used: the call to {exposed} ran once. To do it again, send a new _meta[\"io.toolgate/operationKey\"]: a new operation, with an approval of its own"),
+            format!(
+                "this approval was already used: the call to {exposed} ran once. To do it again, send a new _meta[\"io.toolgate/operationKey\"]: a new operation, with an approval of its own"
+            ),
         ),
         Reason::ApprovalMissingOrMismatched => (
             Verdict::RequireApproval,
             Action::Escalate,
-            format!("the requestState is bound to another call (other arguments, caller or policy); this call to {exposed} was not run. Call without requestState to ask approval for this content"),
+            format!(
+                "the requestState is bound to another call (other arguments, caller or policy); this call to {exposed} was not run. Call without requestState to ask approval for this content"
+            ),
         ),
         _ => (
             Verdict::RequireApproval,
             Action::Correct,
-            format!("the requestState was not issued by this gateway or was altered; call {exposed} again without it"),
+            format!(
+                "the requestState was not issued by this gateway or was altered; call {exposed} again without it"
+            ),
         ),
     };
     Refusal::new(verdict, reason, action, message)
@@ -276,10 +302,16 @@ mod tests {
     fn the_asker_is_the_same_credential_or_the_same_person() {
         let a = approval(ApprovalState::Pending);
         assert!(a.asked_by("agent", "someone@else"), "the credential that asked");
-        assert!(a.asked_by("agent_human", "agent@atlas.example"), "the same person under another credential");
+        assert!(
+            a.asked_by("agent_human", "agent@atlas.example"),
+            "the same person under another credential"
+        );
         assert!(!a.asked_by("dana", "dana@atlas.example"));
         let before = Approval { subject: String::new(), ..a };
-        assert!(!before.asked_by("dana", ""), "no subject recorded: only the credential is compared");
+        assert!(
+            !before.asked_by("dana", ""),
+            "no subject recorded: only the credential is compared"
+        );
     }
 
     #[test]
@@ -305,10 +337,17 @@ mod tests {
         ];
         for (state, now, step) in cases {
             let a = approval(state);
-            assert_eq!(judge(&b, Some(&claim(b.clone())), Some(&a), Some(&a), now), step, "{state:?} at {now}");
+            assert_eq!(
+                judge(&b, Some(&claim(b.clone())), Some(&a), Some(&a), now),
+                step,
+                "{state:?} at {now}"
+            );
         }
         // A claim whose approval the store does not have.
-        assert_eq!(judge(&b, Some(&claim(b.clone())), None, None, 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+        assert_eq!(
+            judge(&b, Some(&claim(b.clone())), None, None, 10),
+            Step::Refuse(Reason::ApprovalMissingOrMismatched)
+        );
     }
 
     #[test]
@@ -317,11 +356,20 @@ mod tests {
         let b = binding("p1");
         assert_eq!(judge(&b, None, None, None, 10), Step::Open);
         assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 10), Step::Wait("apr_1".into()));
-        assert_eq!(judge(&b, None, None, Some(&approval(Approved)), 10), Step::Consume("apr_1".into()));
-        assert_eq!(judge(&b, None, None, Some(&approval(Denied)), 10), Step::Refuse(Reason::ApprovalDenied));
+        assert_eq!(
+            judge(&b, None, None, Some(&approval(Approved)), 10),
+            Step::Consume("apr_1".into())
+        );
+        assert_eq!(
+            judge(&b, None, None, Some(&approval(Denied)), 10),
+            Step::Refuse(Reason::ApprovalDenied)
+        );
         // The same call after it ran: its recorded outcome while the
         // approval lives (it expires at 1000), a fresh approval after.
-        assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 999), Step::Replay("apr_1".into()));
+        assert_eq!(
+            judge(&b, None, None, Some(&approval(Consumed)), 999),
+            Step::Replay("apr_1".into())
+        );
         assert_eq!(judge(&b, None, None, Some(&approval(Consumed)), 1000), Step::Open);
         assert_eq!(judge(&b, None, None, Some(&approval(Pending)), 2000), Step::Open);
         // Another proposal's approval never counts.
@@ -333,8 +381,14 @@ mod tests {
         let b = binding("p1");
         let mut c = claim(b.clone());
         c.upstream_state = Some("upstream".into());
-        assert_eq!(judge(&b, Some(&c), Some(&approval(ApprovalState::Consumed)), None, 10), Step::Continue("apr_1".into()));
-        assert_eq!(judge(&b, Some(&c), Some(&approval(ApprovalState::Approved)), None, 10), Step::Refuse(Reason::ApprovalMissingOrMismatched));
+        assert_eq!(
+            judge(&b, Some(&c), Some(&approval(ApprovalState::Consumed)), None, 10),
+            Step::Continue("apr_1".into())
+        );
+        assert_eq!(
+            judge(&b, Some(&c), Some(&approval(ApprovalState::Approved)), None, 10),
+            Step::Refuse(Reason::ApprovalMissingOrMismatched)
+        );
     }
 
     proptest! {

@@ -26,7 +26,9 @@ impl std::str::FromStr for AuthorityClass {
             "automatic" => Ok(AuthorityClass::Automatic),
             "requires_approval" => Ok(AuthorityClass::RequiresApproval),
             "prohibited" => Ok(AuthorityClass::Prohibited),
-            other => Err(format!("unknown class `{other}`; use automatic, requires_approval or prohibited")),
+            other => Err(format!(
+                "unknown class `{other}`; use automatic, requires_approval or prohibited"
+            )),
         }
     }
 }
@@ -171,13 +173,23 @@ mod tests {
 
     #[test]
     fn the_registry_word_runs_and_untrusted_silence_is_prohibited() {
-        let read = Hints::from_annotations(Some(&json!({"readOnlyHint": true, "openWorldHint": false})));
+        let read =
+            Hints::from_annotations(Some(&json!({"readOnlyHint": true, "openWorldHint": false})));
         let forged = AuthorityView::new(read, Some(AuthorityClass::RequiresApproval), false);
-        assert_eq!((forged.effective_class, forged.source, forged.disagrees), (AuthorityClass::RequiresApproval, ClassSource::Registry, true));
+        assert_eq!(
+            (forged.effective_class, forged.source, forged.disagrees),
+            (AuthorityClass::RequiresApproval, ClassSource::Registry, true)
+        );
         let trusted = AuthorityView::new(read, None, true);
-        assert_eq!((trusted.effective_class, trusted.source, trusted.disagrees), (AuthorityClass::Automatic, ClassSource::Annotations, false));
+        assert_eq!(
+            (trusted.effective_class, trusted.source, trusted.disagrees),
+            (AuthorityClass::Automatic, ClassSource::Annotations, false)
+        );
         let untrusted = AuthorityView::new(read, None, false);
-        assert_eq!((untrusted.effective_class, untrusted.source), (AuthorityClass::Prohibited, ClassSource::UntrustedServer));
+        assert_eq!(
+            (untrusted.effective_class, untrusted.source),
+            (AuthorityClass::Prohibited, ClassSource::UntrustedServer)
+        );
         let agreeing = AuthorityView::new(read, Some(AuthorityClass::Automatic), true);
         assert!(!agreeing.disagrees);
     }
@@ -196,8 +208,14 @@ mod tests {
         let additive = json!({"destructiveHint": false, "openWorldHint": false});
         let open_read = json!({"readOnlyHint": true});
         assert_eq!(Hints::from_annotations(Some(&read)).implied_class(), AuthorityClass::Automatic);
-        assert_eq!(Hints::from_annotations(Some(&additive)).implied_class(), AuthorityClass::RequiresApproval);
-        assert_eq!(Hints::from_annotations(Some(&open_read)).implied_class(), AuthorityClass::Prohibited);
+        assert_eq!(
+            Hints::from_annotations(Some(&additive)).implied_class(),
+            AuthorityClass::RequiresApproval
+        );
+        assert_eq!(
+            Hints::from_annotations(Some(&open_read)).implied_class(),
+            AuthorityClass::Prohibited
+        );
     }
 
     #[test]

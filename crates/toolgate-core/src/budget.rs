@@ -39,17 +39,24 @@ pub fn guard(decision: Decision, over: Option<&Over>) -> Decision {
         Over::Rate { per_minute, retry_after_ms } => (
             Reason::RateLimited,
             "budget.rate",
-            format!("you are over your rate of {per_minute} calls a minute; wait {retry_after_ms} ms and call again"),
+            format!(
+                "you are over your rate of {per_minute} calls a minute; wait {retry_after_ms} ms and call again"
+            ),
             *retry_after_ms,
         ),
         Over::Run { run, limit, retry_after_ms } => (
             Reason::RunBudgetExhausted,
             "budget.run",
-            format!("run `{run}` has made its {limit} calls; it ends in {retry_after_ms} ms, or start a new run"),
+            format!(
+                "run `{run}` has made its {limit} calls; it ends in {retry_after_ms} ms, or start a new run"
+            ),
             *retry_after_ms,
         ),
     };
-    Decision { retry_after_ms: Some(retry_after_ms.max(1)), ..Decision::by(Verdict::Deny, reason, vec![rule.into()]).because(why) }
+    Decision {
+        retry_after_ms: Some(retry_after_ms.max(1)),
+        ..Decision::by(Verdict::Deny, reason, vec![rule.into()]).because(why)
+    }
 }
 
 #[cfg(test)]
@@ -61,11 +68,20 @@ mod tests {
     fn over_budget_refuses_with_retry_and_when() {
         let allowed = Decision::by(Verdict::Allow, Reason::Automatic, vec!["registry".into()]);
         let d = guard(allowed.clone(), Some(&Over::Rate { per_minute: 60, retry_after_ms: 950 }));
-        assert_eq!((d.verdict, d.reason, d.retry_after_ms), (Verdict::Deny, Reason::RateLimited, Some(950)));
+        assert_eq!(
+            (d.verdict, d.reason, d.retry_after_ms),
+            (Verdict::Deny, Reason::RateLimited, Some(950))
+        );
         let r = Refusal::from_decision(&d, "parts__find_part").unwrap();
-        assert_eq!((r.action, r.retry_after_ms, r.rules.as_slice()), (Action::Retry, Some(950), ["budget.rate".to_string()].as_slice()));
+        assert_eq!(
+            (r.action, r.retry_after_ms, r.rules.as_slice()),
+            (Action::Retry, Some(950), ["budget.rate".to_string()].as_slice())
+        );
         assert!(r.message.contains("60 calls a minute"), "{}", r.message);
-        let d = guard(allowed.clone(), Some(&Over::Run { run: "r".into(), limit: 3, retry_after_ms: 0 }));
+        let d = guard(
+            allowed.clone(),
+            Some(&Over::Run { run: "r".into(), limit: 3, retry_after_ms: 0 }),
+        );
         assert_eq!((d.reason, d.retry_after_ms), (Reason::RunBudgetExhausted, Some(1)));
         assert_eq!(guard(allowed.clone(), None), allowed);
     }
@@ -73,7 +89,10 @@ mod tests {
     #[test]
     fn a_denial_stands() {
         let denied = Decision::by(Verdict::Deny, Reason::Prohibited, vec!["registry".into()]);
-        assert_eq!(guard(denied.clone(), Some(&Over::Rate { per_minute: 1, retry_after_ms: 5 })), denied);
+        assert_eq!(
+            guard(denied.clone(), Some(&Over::Rate { per_minute: 1, retry_after_ms: 5 })),
+            denied
+        );
         assert_eq!(Refusal::from_decision(&denied, "x").unwrap().action, Action::Refused);
     }
 }

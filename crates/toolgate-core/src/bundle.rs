@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::merkle::{self, Hash};
 use crate::note::{self, Algorithm, NoteError, Verifier};
 use crate::proposal::{hex, unhex32};
-use crate::receipt::{self, ReceiptError, LoggedReceipt};
+use crate::receipt::{self, LoggedReceipt, ReceiptError};
 use crate::strict_json::{self, JsonLimits};
 
 /// The `format` of the bundles this module writes and reads.
@@ -82,10 +82,15 @@ impl Bundle {
     pub fn from_json(bytes: &[u8]) -> Result<Self, Failure> {
         // Bundles of a whole log are large; depth stays small.
         let limits = JsonLimits::sized(1 << 30, 128);
-        let value = strict_json::parse(bytes, limits).map_err(|e| Failure::Malformed(e.to_string()))?;
-        let bundle: Bundle = serde_json::from_value(value).map_err(|e| Failure::Malformed(e.to_string()))?;
+        let value =
+            strict_json::parse(bytes, limits).map_err(|e| Failure::Malformed(e.to_string()))?;
+        let bundle: Bundle =
+            serde_json::from_value(value).map_err(|e| Failure::Malformed(e.to_string()))?;
         if bundle.format != BUNDLE_FORMAT {
-            return Err(Failure::Malformed(format!("format {:?} is not {BUNDLE_FORMAT}", bundle.format)));
+            return Err(Failure::Malformed(format!(
+                "format {:?} is not {BUNDLE_FORMAT}",
+                bundle.format
+            )));
         }
         Ok(bundle)
     }
@@ -245,7 +250,8 @@ impl Report {
         match result {
             Ok(detail) => self.checks.push(Check { name, ok: true, detail }),
             Err(failures) => {
-                let detail = failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+                let detail =
+                    failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
                 self.checks.push(Check { name, ok: false, detail });
                 self.failures.extend(failures);
             }
@@ -281,26 +287,50 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
         match receipt::verify(&entry.receipt, &ed) {
             Ok(receipt::Vouched::BySignature) => signed_each += 1,
             Ok(receipt::Vouched::ByCheckpoint) => {}
-            Err(e @ ReceiptError::KidMismatch { .. }) => kid_failures.push(Failure::ReceiptKid { index: r.log_index, detail: e.to_string() }),
-            Err(e) => sig_failures.push(Failure::ReceiptSignature { index: r.log_index, detail: e.to_string() }),
+            Err(e @ ReceiptError::KidMismatch { .. }) => {
+                kid_failures.push(Failure::ReceiptKid { index: r.log_index, detail: e.to_string() })
+            }
+            Err(e) => sig_failures
+                .push(Failure::ReceiptSignature { index: r.log_index, detail: e.to_string() }),
         }
     }
     let n = bundle.receipts.len();
     let signatures = match (signed_each, n - signed_each) {
         (_, 0) => format!("{n} receipt(s), each signed by the key its kid names"),
-        (0, _) => format!("{n} receipt(s) of the key their kid names, vouched for by the checkpoint's signature (not signed each)"),
-        (s, c) => format!("{s} receipt(s) signed by the key their kid names; {c} vouched for by the checkpoint's signature"),
+        (0, _) => format!(
+            "{n} receipt(s) of the key their kid names, vouched for by the checkpoint's signature (not signed each)"
+        ),
+        (s, c) => format!(
+            "{s} receipt(s) signed by the key their kid names; {c} vouched for by the checkpoint's signature"
+        ),
     };
-    report.check("receipt signatures", if sig_failures.is_empty() { Ok(signatures) } else { Err(sig_failures) });
-    report.check("kid consistency", if kid_failures.is_empty() { Ok(format!("{} key(s): every kid is its key's; every receipt names its signer", keys.len())) } else { Err(kid_failures) });
+    report.check(
+        "receipt signatures",
+        if sig_failures.is_empty() { Ok(signatures) } else { Err(sig_failures) },
+    );
+    report.check(
+        "kid consistency",
+        if kid_failures.is_empty() {
+            Ok(format!(
+                "{} key(s): every kid is its key's; every receipt names its signer",
+                keys.len()
+            ))
+        } else {
+            Err(kid_failures)
+        },
+    );
     // The checkpoint: its signatures, then its content.
     let opened = match note::open_checkpoint(&bundle.checkpoint, &verifiers) {
         Ok(opened) => Some(opened),
         Err(e) => {
             let failure = match &e {
-                NoteError::InvalidSignature { algorithm: Algorithm::MlDsa65, .. } => Failure::CheckpointMlDsa65(e.to_string()),
+                NoteError::InvalidSignature { algorithm: Algorithm::MlDsa65, .. } => {
+                    Failure::CheckpointMlDsa65(e.to_string())
+                }
                 NoteError::InvalidSignature { .. } => Failure::CheckpointEd25519(e.to_string()),
-                NoteError::NoKnownSignature => Failure::CheckpointEd25519("the checkpoint is signed by no key in the bundle".into()),
+                NoteError::NoKnownSignature => Failure::CheckpointEd25519(
+                    "the checkpoint is signed by no key in the bundle".into(),
+                ),
                 _ => Failure::Malformed(format!("checkpoint: {e}")),
             };
             report.check("checkpoint Ed25519", Err(vec![failure]));
@@ -308,7 +338,12 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
         }
     };
     let Some((checkpoint, signed_by)) = opened else {
-        report.check("inclusion", Err(vec![Failure::Malformed("no verified checkpoint to prove inclusion against".into())]));
+        report.check(
+            "inclusion",
+            Err(vec![Failure::Malformed(
+                "no verified checkpoint to prove inclusion against".into(),
+            )]),
+        );
         return report;
     };
     report.origin = checkpoint.origin().to_string();
@@ -318,8 +353,16 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
     report.check(
         "checkpoint Ed25519",
         match by(Algorithm::Ed25519) {
-            Some(s) => Ok(format!("{}+{:08x} signed tree size {} root {}", s.name, s.key_id, checkpoint.size(), report.root)),
-            None => Err(vec![Failure::CheckpointEd25519("no Ed25519 signature from a key in the bundle".into())]),
+            Some(s) => Ok(format!(
+                "{}+{:08x} signed tree size {} root {}",
+                s.name,
+                s.key_id,
+                checkpoint.size(),
+                report.root
+            )),
+            None => Err(vec![Failure::CheckpointEd25519(
+                "no Ed25519 signature from a key in the bundle".into(),
+            )]),
         },
     );
     let pq = match (by(Algorithm::MlDsa65), options.require_pq) {
@@ -330,9 +373,19 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
     report.check("checkpoint ML-DSA-65", pq);
     if options.min_witnesses > 0 {
         let cosigned = match crate::note::cosigned_by(&bundle.checkpoint, &options.witnesses) {
-            Ok(by) if by.len() >= options.min_witnesses => Ok(format!("cosigned by {} ({} required)", by.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "), options.min_witnesses)),
-            Ok(by) => Err(vec![Failure::Witnesses(format!("the checkpoint is cosigned by {} of the witnesses given, fewer than the {} required", by.len(), options.min_witnesses))]),
-            Err(e) => Err(vec![Failure::Witnesses(format!("a witness's cosignature does not verify: {e}"))]),
+            Ok(by) if by.len() >= options.min_witnesses => Ok(format!(
+                "cosigned by {} ({} required)",
+                by.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+                options.min_witnesses
+            )),
+            Ok(by) => Err(vec![Failure::Witnesses(format!(
+                "the checkpoint is cosigned by {} of the witnesses given, fewer than the {} required",
+                by.len(),
+                options.min_witnesses
+            ))]),
+            Err(e) => Err(vec![Failure::Witnesses(format!(
+                "a witness's cosignature does not verify: {e}"
+            ))]),
         };
         report.check("witnesses", cosigned);
     }
@@ -344,10 +397,22 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
             inclusion.push(Failure::Inclusion { index, detail });
         }
     }
-    report.check("inclusion", if inclusion.is_empty() { Ok(format!("{n} receipt(s) in tree size {}", checkpoint.size())) } else { Err(inclusion) });
+    report.check(
+        "inclusion",
+        if inclusion.is_empty() {
+            Ok(format!("{n} receipt(s) in tree size {}", checkpoint.size()))
+        } else {
+            Err(inclusion)
+        },
+    );
     // Pinning: the checkpoint's signers and every receipt's kid are trusted.
     if options.expected_kids.is_empty() {
-        report.checks.push(Check { name: "signer pinned", ok: true, detail: "not requested: the bundle's own keys were trusted (pass --expected-kid)".into() });
+        report.checks.push(Check {
+            name: "signer pinned",
+            ok: true,
+            detail: "not requested: the bundle's own keys were trusted (pass --expected-kid)"
+                .into(),
+        });
     } else {
         report.check("signer pinned", pinned(bundle, &keys, &signed_by, options));
     }
@@ -361,18 +426,35 @@ fn ed25519_key(v: &Verifier) -> ed25519_dalek::VerifyingKey {
 
 fn prove(entry: &Entry, size: u64, root: &Hash) -> Result<(), String> {
     let index = entry.receipt.receipt.log_index;
-    let proof: Vec<Hash> = entry.inclusion.iter().map(|h| unhex32(h).ok_or_else(|| format!("{h:?} is not a 32-byte hex hash"))).collect::<Result<_, _>>()?;
-    let opening = entry.opening.as_deref().map(|k| unhex32(k).ok_or_else(|| format!("opening {k:?} is not a 32-byte hex key"))).transpose()?;
-    let leaf = merkle::leaf_hash(&receipt::entry_bytes(&entry.receipt, opening.as_ref()).map_err(|e| e.to_string())?);
+    let proof: Vec<Hash> = entry
+        .inclusion
+        .iter()
+        .map(|h| unhex32(h).ok_or_else(|| format!("{h:?} is not a 32-byte hex hash")))
+        .collect::<Result<_, _>>()?;
+    let opening = entry
+        .opening
+        .as_deref()
+        .map(|k| unhex32(k).ok_or_else(|| format!("opening {k:?} is not a 32-byte hex key")))
+        .transpose()?;
+    let leaf = merkle::leaf_hash(
+        &receipt::entry_bytes(&entry.receipt, opening.as_ref()).map_err(|e| e.to_string())?,
+    );
     merkle::verify_inclusion(&leaf, index, size, &proof, root).map_err(|e| e.to_string())
 }
 
-fn pinned(bundle: &Bundle, keys: &[(&BundleKey, Vec<Verifier>)], signed_by: &[note::VerifiedSignature], options: &Options) -> Result<String, Vec<Failure>> {
+fn pinned(
+    bundle: &Bundle,
+    keys: &[(&BundleKey, Vec<Verifier>)],
+    signed_by: &[note::VerifiedSignature],
+    options: &Options,
+) -> Result<String, Vec<Failure>> {
     let trusted = |kid: &str| options.expected_kids.iter().any(|k| k == kid);
     let mut failures = Vec::new();
     let signer_kid = |alg: Algorithm| {
         signed_by.iter().filter(|s| s.algorithm == alg).find_map(|s| {
-            keys.iter().find(|(_, vs)| vs.iter().any(|v| v.name() == s.name && v.key_id() == s.key_id)).map(|(k, _)| k.kid.as_str())
+            keys.iter()
+                .find(|(_, vs)| vs.iter().any(|v| v.name() == s.name && v.key_id() == s.key_id))
+                .map(|(k, _)| k.kid.as_str())
         })
     };
     let mut algs = vec![Algorithm::Ed25519];
@@ -381,20 +463,35 @@ fn pinned(bundle: &Bundle, keys: &[(&BundleKey, Vec<Verifier>)], signed_by: &[no
     }
     for alg in algs {
         let trusted_signer = signed_by.iter().filter(|s| s.algorithm == alg).any(|s| {
-            keys.iter().any(|(k, vs)| trusted(&k.kid) && vs.iter().any(|v| v.name() == s.name && v.key_id() == s.key_id))
+            keys.iter().any(|(k, vs)| {
+                trusted(&k.kid) && vs.iter().any(|v| v.name() == s.name && v.key_id() == s.key_id)
+            })
         });
         if !trusted_signer {
             let by = signer_kid(alg).unwrap_or("no key");
-            failures.push(Failure::NotPinned(format!("the checkpoint's {alg} signature is by kid {by}, not an expected kid ({})", options.expected_kids.join(", "))));
+            failures.push(Failure::NotPinned(format!(
+                "the checkpoint's {alg} signature is by kid {by}, not an expected kid ({})",
+                options.expected_kids.join(", ")
+            )));
         }
     }
     for entry in &bundle.receipts {
         let r = &entry.receipt.receipt;
         if !trusted(&r.kid) {
-            failures.push(Failure::NotPinned(format!("receipt {} is signed by kid {}, not an expected kid", r.log_index, r.kid)));
+            failures.push(Failure::NotPinned(format!(
+                "receipt {} is signed by kid {}, not an expected kid",
+                r.log_index, r.kid
+            )));
         }
     }
-    if failures.is_empty() { Ok(format!("checkpoint and receipts signed by expected kid(s) {}", options.expected_kids.join(", "))) } else { Err(failures) }
+    if failures.is_empty() {
+        Ok(format!(
+            "checkpoint and receipts signed by expected kid(s) {}",
+            options.expected_kids.join(", ")
+        ))
+    } else {
+        Err(failures)
+    }
 }
 
 #[cfg(test)]
@@ -417,11 +514,19 @@ pub(crate) mod tests {
     pub(crate) fn keys(seed: u8) -> Keys {
         let sk = SigningKey::from_bytes(&[seed; 32]);
         let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[seed; 32]).unwrap();
-        Keys { receipt: Arc::new(ReceiptKey::new(sk.clone())), ed: Signer::ed25519(ORIGIN, sk).unwrap(), pq: Signer::ml_dsa_65(ORIGIN, pq).unwrap() }
+        Keys {
+            receipt: Arc::new(ReceiptKey::new(sk.clone())),
+            ed: Signer::ed25519(ORIGIN, sk).unwrap(),
+            pq: Signer::ml_dsa_65(ORIGIN, pq).unwrap(),
+        }
     }
 
     pub(crate) fn bundle_key(k: &Keys) -> BundleKey {
-        BundleKey { kid: k.receipt.kid().into(), ed25519: k.ed.verifier().vkey(), ml_dsa_65: Some(k.pq.verifier().vkey()) }
+        BundleKey {
+            kid: k.receipt.kid().into(),
+            ed25519: k.ed.verifier().vkey(),
+            ml_dsa_65: Some(k.pq.verifier().vkey()),
+        }
     }
 
     pub(crate) fn receipt(k: &Keys, i: u64) -> Receipt {
@@ -461,13 +566,42 @@ pub(crate) mod tests {
     }
 
     /// As [`bundle`], the receipts signed each or not.
-    pub(crate) fn bundle_of(k: &Keys, n: u64, pick: &[u64], signers: &[&Signer], sign_each: bool) -> Bundle {
-        let sealed: Vec<_> = (0..n).map(|i| Draft { receipt: receipt(k, i), salt: [0; 32], asked: None, key: k.receipt.clone(), sign_each, placement: Default::default() }.seal(i).unwrap().0).collect();
+    pub(crate) fn bundle_of(
+        k: &Keys,
+        n: u64,
+        pick: &[u64],
+        signers: &[&Signer],
+        sign_each: bool,
+    ) -> Bundle {
+        let sealed: Vec<_> = (0..n)
+            .map(|i| {
+                Draft {
+                    receipt: receipt(k, i),
+                    salt: [0; 32],
+                    asked: None,
+                    key: k.receipt.clone(),
+                    sign_each,
+                    placement: Default::default(),
+                }
+                .seal(i)
+                .unwrap()
+                .0
+            })
+            .collect();
         let leaves: Vec<Hash> = sealed.iter().map(|s| s.leaf_hash).collect();
-        let checkpoint = Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();
+        let checkpoint =
+            Checkpoint::new(ORIGIN, n, merkle::root(&leaves)).unwrap().sign(signers).unwrap();
         let receipts = pick
             .iter()
-            .map(|&i| Entry { receipt: sealed[i as usize].logged.clone(), opening: Some(hex(&crate::receipt::opening_key(&[0; 32], i))), inclusion: merkle::inclusion_proof(&leaves, i, n).unwrap().iter().map(|h| hex(h)).collect() })
+            .map(|&i| Entry {
+                receipt: sealed[i as usize].logged.clone(),
+                opening: Some(hex(&crate::receipt::opening_key(&[0; 32], i))),
+                inclusion: merkle::inclusion_proof(&leaves, i, n)
+                    .unwrap()
+                    .iter()
+                    .map(|h| hex(h))
+                    .collect(),
+            })
             .collect();
         Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: vec![bundle_key(k)], receipts }
     }
@@ -481,10 +615,27 @@ pub(crate) mod tests {
         let k = keys(1);
         let b = bundle(&k, 11, &(0..11).collect::<Vec<_>>(), &[&k.ed, &k.pq]);
         let back = Bundle::from_json(b.to_json().as_bytes()).unwrap();
-        let report = verify(&back, &Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true, ..Default::default() });
+        let report = verify(
+            &back,
+            &Options {
+                expected_kids: vec![k.receipt.kid().into()],
+                require_pq: true,
+                ..Default::default()
+            },
+        );
         assert!(report.ok(), "{:?}", report.failures);
         let checks: Vec<_> = report.checks.iter().map(|c| c.name).collect();
-        assert_eq!(checks, ["receipt signatures", "kid consistency", "checkpoint Ed25519", "checkpoint ML-DSA-65", "inclusion", "signer pinned"]);
+        assert_eq!(
+            checks,
+            [
+                "receipt signatures",
+                "kid consistency",
+                "checkpoint Ed25519",
+                "checkpoint ML-DSA-65",
+                "inclusion",
+                "signer pinned"
+            ]
+        );
         assert_eq!(report.tree_size, 11);
     }
 
@@ -493,17 +644,27 @@ pub(crate) mod tests {
         let k = keys(4);
         let good = bundle_of(&k, 9, &[0, 5, 8], &[&k.ed, &k.pq], false);
         assert!(good.receipts.iter().all(|e| e.receipt.signature.is_none()));
-        let pinned = Options { expected_kids: vec![k.receipt.kid().into()], require_pq: true, ..Default::default() };
+        let pinned = Options {
+            expected_kids: vec![k.receipt.kid().into()],
+            require_pq: true,
+            ..Default::default()
+        };
         let report = verify(&Bundle::from_json(good.to_json().as_bytes()).unwrap(), &pinned);
         assert!(report.ok(), "{:?}", report.failures);
-        assert!(report.checks[0].detail.contains("vouched for by the checkpoint"), "{}", report.checks[0].detail);
+        assert!(
+            report.checks[0].detail.contains("vouched for by the checkpoint"),
+            "{}",
+            report.checks[0].detail
+        );
         // A changed field is caught by its inclusion proof.
         let mut b = good.clone();
         b.receipts[1].receipt.receipt.result_status = "tool_error".into();
         assert_eq!(names(&verify(&b, &pinned)), ["inclusion"]);
         // A signature added afterwards changes the leaf: it is not a way in either.
         let mut b = good.clone();
-        b.receipts[0].receipt = crate::receipt::sign(b.receipts[0].receipt.receipt.clone(), k.receipt.signing_key()).unwrap();
+        b.receipts[0].receipt =
+            crate::receipt::sign(b.receipts[0].receipt.receipt.clone(), k.receipt.signing_key())
+                .unwrap();
         assert_eq!(names(&verify(&b, &pinned)), ["inclusion"]);
         // Under a checkpoint of another key, nothing vouches for them.
         let other = keys(5);
@@ -538,9 +699,22 @@ pub(crate) mod tests {
         // The PQ signature stripped.
         let stripped = bundle(&k, 6, &[1, 4], &[&k.ed]);
         assert!(verify(&stripped, &none).ok());
-        assert_eq!(run(&stripped, &Options { require_pq: true, ..none.clone() }), ["checkpoint_ml_dsa_65"]);
+        assert_eq!(
+            run(&stripped, &Options { require_pq: true, ..none.clone() }),
+            ["checkpoint_ml_dsa_65"]
+        );
         // Another kid expected.
-        assert_eq!(run(&good, &Options { expected_kids: vec![other.receipt.kid().into()], require_pq: false, ..Default::default() }), ["signer_pinned", "signer_pinned", "signer_pinned"]);
+        assert_eq!(
+            run(
+                &good,
+                &Options {
+                    expected_kids: vec![other.receipt.kid().into()],
+                    require_pq: false,
+                    ..Default::default()
+                }
+            ),
+            ["signer_pinned", "signer_pinned", "signer_pinned"]
+        );
         // A key entry whose kid is not its key's.
         let mut b = good.clone();
         b.keys[0].kid = other.receipt.kid().into();

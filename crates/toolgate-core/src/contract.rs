@@ -77,8 +77,12 @@ mod tests {
 
     #[test]
     fn key_order_does_not_change_the_hash() {
-        let a: Value = serde_json::from_str(r#"{"name":"t","inputSchema":{"type":"object","properties":{}}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"inputSchema":{"properties":{},"type":"object"},"name":"t"}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"name":"t","inputSchema":{"type":"object","properties":{}}}"#)
+                .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"inputSchema":{"properties":{},"type":"object"},"name":"t"}"#)
+                .unwrap();
         assert_eq!(definition_sha256(&a), definition_sha256(&b));
     }
 }

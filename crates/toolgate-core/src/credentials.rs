@@ -73,7 +73,10 @@ impl Default for Credentials {
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials").field("names", &self.names).field("patterns", &self.owner.len()).finish()
+        f.debug_struct("Credentials")
+            .field("names", &self.names)
+            .field("patterns", &self.owner.len())
+            .finish()
     }
 }
 
@@ -112,7 +115,12 @@ impl Credentials {
             }
         }
         // Leftmost-longest: `Bearer X` is withheld whole, not only `X`.
-        let automaton = (!patterns.is_empty()).then(|| AhoCorasickBuilder::new().match_kind(MatchKind::LeftmostLongest).build(&patterns).expect("literal patterns always build"));
+        let automaton = (!patterns.is_empty()).then(|| {
+            AhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&patterns)
+                .expect("literal patterns always build")
+        });
         Self { automaton, owner, names }
     }
 
@@ -150,7 +158,10 @@ impl Credentials {
     pub fn withhold<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match &self.automaton {
             Some(ac) if ac.is_match(text) => {
-                let replaced = ac.replace_all_bytes(text.as_bytes(), &vec![WITHHELD.as_bytes(); self.owner.len()]);
+                let replaced = ac.replace_all_bytes(
+                    text.as_bytes(),
+                    &vec![WITHHELD.as_bytes(); self.owner.len()],
+                );
                 // A match may end inside a character (a base64 middle never
                 // does, a raw value's bytes are whole): keep the text valid.
                 Cow::Owned(String::from_utf8_lossy(&replaced).into_owned())
@@ -169,10 +180,15 @@ pub fn parts(value: &[u8]) -> Vec<Vec<u8>> {
     let Ok(text) = std::str::from_utf8(value) else { return out };
     if let Some((scheme, token)) = text.split_once(' ') {
         let token = token.trim();
-        if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') && !token.is_empty() && !token.contains(' ') {
+        if !scheme.is_empty()
+            && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !token.is_empty()
+            && !token.contains(' ')
+        {
             out.push(token.as_bytes().to_vec());
             if scheme.eq_ignore_ascii_case("basic") {
-                if let Ok(pair) = STANDARD.decode(token).or_else(|_| STANDARD_NO_PAD.decode(token)) {
+                if let Ok(pair) = STANDARD.decode(token).or_else(|_| STANDARD_NO_PAD.decode(token))
+                {
                     if let Some(colon) = pair.iter().position(|b| *b == b':') {
                         out.push(pair[colon + 1..].to_vec());
                     }
@@ -192,15 +208,21 @@ pub fn parts(value: &[u8]) -> Vec<Vec<u8>> {
 /// upstreams too, and a tool that says them back leaks nothing.
 pub fn plainly_not_secret(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const SECRET_NAMES: &[&str] = &["KEY", "TOKEN", "SECRET", "PASS", "PWD", "AUTH", "CRED", "COOKIE", "SESSION", "PRIVATE", "SIGN", "API", "BEARER", "JWT"];
+    const SECRET_NAMES: &[&str] = &[
+        "KEY", "TOKEN", "SECRET", "PASS", "PWD", "AUTH", "CRED", "COOKIE", "SESSION", "PRIVATE",
+        "SIGN", "API", "BEARER", "JWT",
+    ];
     if SECRET_NAMES.iter().any(|s| upper.contains(s)) {
         return false;
     }
     let v = value.trim();
     let word = !v.is_empty() && v.bytes().all(|b| b.is_ascii_lowercase() || b == b'-' || b == b'_');
     let number = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let boolean = matches!(v.to_ascii_lowercase().as_str(), "true" | "false" | "yes" | "no" | "on" | "off");
-    let path = v.starts_with('/') && !v.contains(char::is_whitespace) && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
+    let boolean =
+        matches!(v.to_ascii_lowercase().as_str(), "true" | "false" | "yes" | "no" | "on" | "off");
+    let path = v.starts_with('/')
+        && !v.contains(char::is_whitespace)
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
     let url = ["http://", "https://"].iter().any(|s| v.starts_with(s)) && {
         let rest = v.split_once("://").map_or("", |(_, r)| r);
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
@@ -290,7 +312,10 @@ mod tests {
     const KEY: &str = "sk-live-7Hq2xR9vLm4Pz8Wd";
 
     fn held() -> Credentials {
-        Credentials::new([Held::new("servers.everything.env.API_KEY", KEY), Held::new("callers.agent.token", "agent-token-0123456789abcdef")])
+        Credentials::new([
+            Held::new("servers.everything.env.API_KEY", KEY),
+            Held::new("callers.agent.token", "agent-token-0123456789abcdef"),
+        ])
     }
 
     fn named(c: &Credentials, text: &str) -> Option<String> {
@@ -302,8 +327,14 @@ mod tests {
         let c = held();
         let found = c.find(format!("API_KEY={KEY}\nPATH=/usr/bin").as_bytes()).unwrap();
         assert_eq!(found.name, "servers.everything.env.API_KEY");
-        assert!(!format!("{found:?} {c:?}").contains(KEY), "a finding and the matcher never show the value");
-        assert_eq!(named(&c, "Bearer agent-token-0123456789abcdef"), Some("callers.agent.token".into()));
+        assert!(
+            !format!("{found:?} {c:?}").contains(KEY),
+            "a finding and the matcher never show the value"
+        );
+        assert_eq!(
+            named(&c, "Bearer agent-token-0123456789abcdef"),
+            Some("callers.agent.token".into())
+        );
         assert_eq!(named(&c, "nothing of the kind"), None);
     }
 
@@ -325,7 +356,11 @@ mod tests {
         for prefix in ["", "A", "AB", "ABC", "API_KEY=", "x:"] {
             let plain = format!("{prefix}{KEY}\n");
             for encoded in [STANDARD.encode(&plain), URL_SAFE_NO_PAD.encode(&plain)] {
-                assert_eq!(named(&c, &format!("{{\"blob\":\"{encoded}\"}}")).as_deref(), Some("servers.everything.env.API_KEY"), "{prefix:?} {encoded}");
+                assert_eq!(
+                    named(&c, &format!("{{\"blob\":\"{encoded}\"}}")).as_deref(),
+                    Some("servers.everything.env.API_KEY"),
+                    "{prefix:?} {encoded}"
+                );
             }
         }
         assert!(c.find(hex(KEY.as_bytes(), b"0123456789abcdef").as_slice()).is_some());
@@ -335,8 +370,14 @@ mod tests {
     fn basic_auth_and_bearer_parts_are_credentials_of_their_own() {
         let basic = format!("Basic {}", STANDARD.encode("svc-user:hunter2-hunter2"));
         let pieces = parts(basic.as_bytes());
-        assert!(pieces.contains(&b"svc-user:hunter2-hunter2".to_vec()) && pieces.contains(&b"hunter2-hunter2".to_vec()), "{pieces:?}");
-        let c = Credentials::new(pieces.into_iter().map(|p| Held::new("servers.h.headers.Authorization", p)));
+        assert!(
+            pieces.contains(&b"svc-user:hunter2-hunter2".to_vec())
+                && pieces.contains(&b"hunter2-hunter2".to_vec()),
+            "{pieces:?}"
+        );
+        let c = Credentials::new(
+            pieces.into_iter().map(|p| Held::new("servers.h.headers.Authorization", p)),
+        );
         assert!(c.find(b"the password is hunter2-hunter2").is_some());
         assert!(c.find(basic.as_bytes()).is_some());
         let bearer = parts(b"Bearer tok_9f8e7d6c5b4a");
@@ -345,7 +386,11 @@ mod tests {
 
     #[test]
     fn short_values_are_ignored() {
-        let c = Credentials::new([Held::new("servers.s.env.LEVEL", "debug"), Held::new("servers.s.env.PORT", "8080"), Held::new("x", "1234567")]);
+        let c = Credentials::new([
+            Held::new("servers.s.env.LEVEL", "debug"),
+            Held::new("servers.s.env.PORT", "8080"),
+            Held::new("x", "1234567"),
+        ]);
         assert!(c.is_empty());
         assert_eq!(named(&c, "debug 8080 1234567"), None);
     }
@@ -353,7 +398,13 @@ mod tests {
     #[test]
     fn what_is_not_the_secret_is_not_found() {
         let c = held();
-        let near = [&KEY[..KEY.len() - 1], &KEY[1..], "sk-live-7Hq2xR9vLm4Pz8WD", "sk-live-", "7Hq2xR9v Lm4Pz8Wd"];
+        let near = [
+            &KEY[..KEY.len() - 1],
+            &KEY[1..],
+            "sk-live-7Hq2xR9vLm4Pz8WD",
+            "sk-live-",
+            "7Hq2xR9v Lm4Pz8Wd",
+        ];
         for text in near {
             assert_eq!(named(&c, text), None, "{text}");
         }
@@ -369,15 +420,30 @@ mod tests {
         assert!(!out.contains(KEY), "{out}");
         assert_eq!(out.matches(WITHHELD).count(), 2, "{out}");
         assert!(matches!(c.withhold("nothing here"), Cow::Borrowed(_)));
-        assert_eq!(c.find_all(format!("{KEY} agent-token-0123456789abcdef {KEY}").as_bytes()).len(), 2);
+        assert_eq!(
+            c.find_all(format!("{KEY} agent-token-0123456789abcdef {KEY}").as_bytes()).len(),
+            2
+        );
     }
 
     #[test]
     fn plainly_public_values_are_told_apart_unless_named_as_secrets() {
-        for (name, value) in [("NODE_ENV", "production"), ("BASE_URL", "https://api.github.com/v3"), ("Accept", "application-json"), ("HOME_DIR", "/home/user/data"), ("TIMEOUT", "30000000")] {
+        for (name, value) in [
+            ("NODE_ENV", "production"),
+            ("BASE_URL", "https://api.github.com/v3"),
+            ("Accept", "application-json"),
+            ("HOME_DIR", "/home/user/data"),
+            ("TIMEOUT", "30000000"),
+        ] {
             assert!(plainly_not_secret(name, value), "{name}={value}");
         }
-        for (name, value) in [("API_KEY", "supersecretvalue"), ("Authorization", "Bearer abcdefghij"), ("DB_URL", "postgres://u:p@h/db"), ("HOOK", "https://h/x?token=abc"), ("X", "s3cr3t-V4lue")] {
+        for (name, value) in [
+            ("API_KEY", "supersecretvalue"),
+            ("Authorization", "Bearer abcdefghij"),
+            ("DB_URL", "postgres://u:p@h/db"),
+            ("HOOK", "https://h/x?token=abc"),
+            ("X", "s3cr3t-V4lue"),
+        ] {
             assert!(!plainly_not_secret(name, value), "{name}={value}");
         }
     }

@@ -187,7 +187,8 @@ pub fn decide_or(policy: &Outcome, fallback: impl FnOnce() -> Decision) -> Decis
         Outcome::Forbid { rules } => by(Verdict::Deny, Reason::PolicyForbids, rules),
         Outcome::Error { rules, .. } => by(Verdict::Deny, Reason::PolicyError, rules),
         Outcome::RequireApproval { rules, why } => {
-            Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, rules.clone()).because(why.clone())
+            Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, rules.clone())
+                .because(why.clone())
         }
         Outcome::NotApplicable => fallback(),
     }
@@ -202,9 +203,15 @@ pub fn decide_by_class(view: &AuthorityView) -> Decision {
     };
     let (verdict, reason) = match (view.effective_class, view.source) {
         (AuthorityClass::Automatic, _) => (Verdict::Allow, Reason::Automatic),
-        (AuthorityClass::RequiresApproval, _) => (Verdict::RequireApproval, Reason::ApprovalRequired),
-        (AuthorityClass::Prohibited, ClassSource::UntrustedServer) => (Verdict::Deny, Reason::UntrustedUnregistered),
-        (AuthorityClass::Prohibited, ClassSource::Annotations) => (Verdict::Deny, Reason::AnnotationsImplyProhibited),
+        (AuthorityClass::RequiresApproval, _) => {
+            (Verdict::RequireApproval, Reason::ApprovalRequired)
+        }
+        (AuthorityClass::Prohibited, ClassSource::UntrustedServer) => {
+            (Verdict::Deny, Reason::UntrustedUnregistered)
+        }
+        (AuthorityClass::Prohibited, ClassSource::Annotations) => {
+            (Verdict::Deny, Reason::AnnotationsImplyProhibited)
+        }
         (AuthorityClass::Prohibited, ClassSource::Registry) => (Verdict::Deny, Reason::Prohibited),
     };
     Decision::by(verdict, reason, vec![rule.to_string()])
@@ -246,8 +253,24 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal with nothing beyond its verdict, reason, action and message.
-    pub fn new(verdict: Verdict, reason: Reason, action: Action, message: impl Into<String>) -> Self {
-        Self { verdict, reason, action, message: message.into(), proposal_sha256: None, violations: Vec::new(), rules: Vec::new(), approval_id: None, operation_id: None, retry_after_ms: None }
+    pub fn new(
+        verdict: Verdict,
+        reason: Reason,
+        action: Action,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            verdict,
+            reason,
+            action,
+            message: message.into(),
+            proposal_sha256: None,
+            violations: Vec::new(),
+            rules: Vec::new(),
+            approval_id: None,
+            operation_id: None,
+            retry_after_ms: None,
+        }
     }
 
     /// Names the call's proposal (its SHA-256).
@@ -290,9 +313,16 @@ impl Refusal {
                 format!("{exposed_name} requires approval by a named human; this call was not run"),
             ),
             // A budget's refusal: the same call is accepted later.
-            Verdict::Deny if decision.retry_after_ms.is_some() => (Action::Retry, format!("{exposed_name}: {}; this call was not run", decision.why)),
-            Verdict::Deny if !decision.why.is_empty() => (Action::Refused, format!("{exposed_name}: {}; this call was not run", decision.why)),
-            Verdict::Deny => (Action::Refused, format!("{exposed_name} is not permitted here; do not retry")),
+            Verdict::Deny if decision.retry_after_ms.is_some() => {
+                (Action::Retry, format!("{exposed_name}: {}; this call was not run", decision.why))
+            }
+            Verdict::Deny if !decision.why.is_empty() => (
+                Action::Refused,
+                format!("{exposed_name}: {}; this call was not run", decision.why),
+            ),
+            Verdict::Deny => {
+                (Action::Refused, format!("{exposed_name} is not permitted here; do not retry"))
+            }
         };
         let mut refusal = Refusal::new(decision.verdict, decision.reason, action, message);
         refusal.rules = decision.rules.clone();
@@ -312,7 +342,12 @@ mod tests {
         let hints = Hints::from_annotations(None);
         let cases = [
             (Some(AuthorityClass::Automatic), true, Verdict::Allow, None),
-            (Some(AuthorityClass::RequiresApproval), true, Verdict::RequireApproval, Some(Action::Escalate)),
+            (
+                Some(AuthorityClass::RequiresApproval),
+                true,
+                Verdict::RequireApproval,
+                Some(Action::Escalate),
+            ),
             (Some(AuthorityClass::Prohibited), true, Verdict::Deny, Some(Action::Refused)),
             (None, false, Verdict::Deny, Some(Action::Refused)),
             (None, true, Verdict::Deny, Some(Action::Refused)),
@@ -326,7 +361,8 @@ mod tests {
 
     #[test]
     fn a_refusal_serialises_to_the_documented_shape() {
-        let r = Refusal::new(Verdict::Deny, Reason::Prohibited, Action::Refused, "no").with_proposal("ab");
+        let r = Refusal::new(Verdict::Deny, Reason::Prohibited, Action::Refused, "no")
+            .with_proposal("ab");
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
             json!({"decision": "deny", "reason": "prohibited", "action": "refused", "message": "no", "proposal_sha256": "ab"})

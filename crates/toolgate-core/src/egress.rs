@@ -21,14 +21,26 @@
 
 use std::sync::LazyLock;
 
-use base64::Engine as _;
 use crate::decision::{Decision, Reason, Verdict};
+use base64::Engine as _;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How sensitive what a call would send is, by its worst marker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EgressClass {
     /// No marker of the finite list was found (not clearance to send).
@@ -117,7 +129,13 @@ enum View {
 }
 
 static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
-    let d = |kind, class, view, pattern: &str, valid| Detector { kind, class, view, regex: Regex::new(pattern).expect("static pattern"), valid };
+    let d = |kind, class, view, pattern: &str, valid| Detector {
+        kind,
+        class,
+        view,
+        regex: Regex::new(pattern).expect("static pattern"),
+        valid,
+    };
     use EgressClass::*;
     use View::*;
     vec![
@@ -125,21 +143,69 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
         // ISBN's 978) is not a candidate, and a card after such a run is still
         // found from its own first digit. `\b` here is "not next to a digit":
         // the view has no letters left.
-        d("payment_card", Restricted, Digits, r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)", payment_card),
-        d("us_ssn", Restricted, Digits, r"(?-u:\b)[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}(?-u:\b)", us_ssn),
-        d("uk_nino", Restricted, Upper, r"(?-u:\b)[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)", uk_nino),
-        d("private_key", Restricted, Text, r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----", always),
+        d(
+            "payment_card",
+            Restricted,
+            Digits,
+            r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)",
+            payment_card,
+        ),
+        d(
+            "us_ssn",
+            Restricted,
+            Digits,
+            r"(?-u:\b)[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}(?-u:\b)",
+            us_ssn,
+        ),
+        d(
+            "uk_nino",
+            Restricted,
+            Upper,
+            r"(?-u:\b)[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D](?-u:\b)",
+            uk_nino,
+        ),
+        d(
+            "private_key",
+            Restricted,
+            Text,
+            r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----",
+            always,
+        ),
         // Prefixed tokens: the prefix is the boundary, whatever precedes it.
         d("aws_access_key", Restricted, Text, r"(?:AKIA|ASIA)[0-9A-Z]{16}", always),
-        d("aws_access_key", Restricted, Text, r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}", always),
-        d("github_token", Restricted, Text, r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}", always),
+        d(
+            "aws_access_key",
+            Restricted,
+            Text,
+            r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}",
+            always,
+        ),
+        d(
+            "github_token",
+            Restricted,
+            Text,
+            r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}",
+            always,
+        ),
         d("gitlab_token", Restricted, Text, r"glpat-[A-Za-z0-9_-]{20,}", always),
         d("slack_token", Restricted, Text, r"xox[abprs]-[A-Za-z0-9-]{10,}", always),
         d("google_api_key", Restricted, Text, r"AIza[0-9A-Za-z_-]{35}", always),
         d("stripe_key", Restricted, Text, r"(?:sk|rk)_live_[0-9A-Za-z]{24,}", always),
-        d("jwt", Confidential, Text, r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", jwt),
+        d(
+            "jwt",
+            Confidential,
+            Text,
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+            jwt,
+        ),
         // `db_password=`, `x-api-key:` count as much as `password=`.
-        d("password_pair", Confidential, Text, r#"(?i)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*["']?[^\s"',;]{4,}"#, always),
+        d(
+            "password_pair",
+            Confidential,
+            Text,
+            r#"(?i)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*["']?[^\s"',;]{4,}"#,
+            always,
+        ),
     ]
 });
 
@@ -153,7 +219,13 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
 /// is all the validators accept anyway, so the set stays on the regex
 /// crate's lazy DFA whatever the text.
 static DETECTOR_SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    let loose = |d: &Detector| if d.view == View::Text { d.regex.as_str().to_string() } else { d.regex.as_str().replace("(?-u:\\b)", "") };
+    let loose = |d: &Detector| {
+        if d.view == View::Text {
+            d.regex.as_str().to_string()
+        } else {
+            d.regex.as_str().replace("(?-u:\\b)", "")
+        }
+    };
     RegexSet::new(DETECTORS.iter().map(loose)).expect("static patterns")
 });
 
@@ -177,7 +249,9 @@ fn view_of(text: &str, view: View) -> std::borrow::Cow<'_, str> {
 const MIN_MARKER_BYTES: usize = 8;
 
 /// Runs that may be percent-encoded.
-static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern"));
+static PERCENT_RUN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~+-]){6,}").expect("static pattern")
+});
 
 /// The runs of `text` that may be base64: at least `BASE64_MIN` characters
 /// of either alphabet, then up to two `=`. A byte loop: the same runs as
@@ -218,7 +292,8 @@ fn base64_text(run: &str) -> Option<String> {
     if s.len() % 4 == 1 {
         return None;
     }
-    let engine = if s.bytes().any(|b| b == b'-' || b == b'_') { &URL_SAFE_NO_PAD } else { &STANDARD_NO_PAD };
+    let engine =
+        if s.bytes().any(|b| b == b'-' || b == b'_') { &URL_SAFE_NO_PAD } else { &STANDARD_NO_PAD };
     String::from_utf8(engine.decode(s).ok()?).ok()
 }
 
@@ -228,7 +303,9 @@ fn base64_text(run: &str) -> Option<String> {
 const BASE64_MIN: usize = 12;
 
 /// What a call carrying confidential data meets (`[guards.egress] confidential`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnConfidential {
     /// It runs; its markers are named in the decision.
@@ -249,8 +326,17 @@ pub fn guard(decision: Decision, scan: &Scan, on_confidential: OnConfidential) -
     if scan.markers.is_empty() {
         return decision;
     }
-    let found: Vec<String> = scan.markers.iter().map(|m| format!("egress.{}@{}", m.kind, if m.path.is_empty() { "/" } else { &m.path })).collect();
-    let listing = scan.markers.iter().map(|m| format!("{} at {}", m.kind, if m.path.is_empty() { "/" } else { &m.path })).collect::<Vec<_>>().join(", ");
+    let found: Vec<String> = scan
+        .markers
+        .iter()
+        .map(|m| format!("egress.{}@{}", m.kind, if m.path.is_empty() { "/" } else { &m.path }))
+        .collect();
+    let listing = scan
+        .markers
+        .iter()
+        .map(|m| format!("{} at {}", m.kind, if m.path.is_empty() { "/" } else { &m.path }))
+        .collect::<Vec<_>>()
+        .join(", ");
     let noted = |mut d: Decision| {
         d.rules.extend(found.iter().cloned());
         d
@@ -261,19 +347,30 @@ pub fn guard(decision: Decision, scan: &Scan, on_confidential: OnConfidential) -
     let class = scan.class.as_str();
     match (scan.class, on_confidential) {
         (EgressClass::Restricted, _) | (EgressClass::Confidential, OnConfidential::Block) => {
-            let reason = if scan.class == EgressClass::Restricted { Reason::EgressRestricted } else { Reason::EgressConfidential };
+            let reason = if scan.class == EgressClass::Restricted {
+                Reason::EgressRestricted
+            } else {
+                Reason::EgressConfidential
+            };
             Decision::by(Verdict::Deny, reason, found)
                 .because(format!("the arguments carry {class} data ({listing}), which may not leave through this tool; remove it and call again"))
         }
         (EgressClass::Confidential, OnConfidential::Approval) => {
-            let why = format!("the arguments carry confidential data ({listing}); a named approver must let it leave");
+            let why = format!(
+                "the arguments carry confidential data ({listing}); a named approver must let it leave"
+            );
             match decision.verdict {
                 // Already held for a person: they are told what it carries too.
                 Verdict::RequireApproval => {
-                    let why = if decision.why.is_empty() { why } else { format!("{}; {why}", decision.why) };
+                    let why = if decision.why.is_empty() {
+                        why
+                    } else {
+                        format!("{}; {why}", decision.why)
+                    };
                     Decision { why, ..noted(decision) }
                 }
-                _ => Decision::by(Verdict::RequireApproval, Reason::EgressConfidential, found).because(why),
+                _ => Decision::by(Verdict::RequireApproval, Reason::EgressConfidential, found)
+                    .because(why),
             }
         }
         _ => noted(decision),
@@ -286,7 +383,12 @@ pub fn luhn(s: &str) -> bool {
     if digits.is_empty() {
         return false;
     }
-    let sum: u32 = digits.iter().rev().enumerate().map(|(i, &d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d }).sum();
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d })
+        .sum();
     sum % 10 == 0
 }
 
@@ -297,11 +399,21 @@ fn payment_card(m: &str) -> bool {
     let n = digits.len();
     let prefix = |len: usize| digits.get(..len).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
     let network = match digits.as_bytes().first() {
-        Some(b'4') => matches!(n, 13 | 16 | 19),                                                            // Visa
-        Some(b'5') => (51..=55).contains(&prefix(2)) && n == 16,                                             // Mastercard
-        Some(b'2') => (2221..=2720).contains(&prefix(4)) && n == 16,                                         // Mastercard 2-series
-        Some(b'3') => (matches!(prefix(2), 34 | 37) && n == 15) || ((3528..=3589).contains(&prefix(4)) && n >= 16) || (matches!(prefix(2), 36 | 38) || (300..=305).contains(&prefix(3))) && n >= 14, // Amex, JCB, Diners
-        Some(b'6') => (prefix(4) == 6011 || prefix(2) == 65 || (644..=649).contains(&prefix(3)) || prefix(2) == 62) && n >= 16, // Discover, UnionPay
+        Some(b'4') => matches!(n, 13 | 16 | 19), // Visa
+        Some(b'5') => (51..=55).contains(&prefix(2)) && n == 16, // Mastercard
+        Some(b'2') => (2221..=2720).contains(&prefix(4)) && n == 16, // Mastercard 2-series
+        Some(b'3') => {
+            (matches!(prefix(2), 34 | 37) && n == 15)
+                || ((3528..=3589).contains(&prefix(4)) && n >= 16)
+                || (matches!(prefix(2), 36 | 38) || (300..=305).contains(&prefix(3))) && n >= 14
+        } // Amex, JCB, Diners
+        Some(b'6') => {
+            (prefix(4) == 6011
+                || prefix(2) == 65
+                || (644..=649).contains(&prefix(3))
+                || prefix(2) == 62)
+                && n >= 16
+        } // Discover, UnionPay
         _ => false,
     };
     (13..=19).contains(&n) && network && luhn(&digits)
@@ -310,9 +422,19 @@ fn payment_card(m: &str) -> bool {
 /// A US SSN with separators: area 001–899 except 666, group 01–99, serial 0001–9999.
 fn us_ssn(m: &str) -> bool {
     let digits: String = m.chars().filter(char::is_ascii_digit).collect();
-    let (area, group, serial) = (digits[..3].parse::<u32>().unwrap_or(0), digits[3..5].parse::<u32>().unwrap_or(0), digits[5..].parse::<u32>().unwrap_or(0));
+    let (area, group, serial) = (
+        digits[..3].parse::<u32>().unwrap_or(0),
+        digits[3..5].parse::<u32>().unwrap_or(0),
+        digits[5..].parse::<u32>().unwrap_or(0),
+    );
     let seps: Vec<char> = m.chars().filter(|c| !c.is_ascii_digit()).collect();
-    seps.len() == 2 && seps[0] == seps[1] && area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
+    seps.len() == 2
+        && seps[0] == seps[1]
+        && area != 0
+        && area != 666
+        && area < 900
+        && group != 0
+        && serial != 0
 }
 
 /// A UK National Insurance number: the prefix letters HMRC allocates (not D,
@@ -322,7 +444,9 @@ fn uk_nino(m: &str) -> bool {
     let letters: Vec<char> = m.chars().filter(char::is_ascii_alphabetic).collect();
     let (first, second) = (letters[0], letters[1]);
     let prefix: String = [first, second].iter().collect();
-    !"DFIQUV".contains(first) && !"DFIQUVO".contains(second) && !["BG", "GB", "KN", "NK", "NT", "TN", "ZZ"].contains(&prefix.as_str())
+    !"DFIQUV".contains(first)
+        && !"DFIQUVO".contains(second)
+        && !["BG", "GB", "KN", "NK", "NT", "TN", "ZZ"].contains(&prefix.as_str())
 }
 
 /// Three dot-separated base64url parts whose first is a JSON header with `alg`.
@@ -366,7 +490,12 @@ fn pointer(path: &[Step<'_>]) -> String {
     out
 }
 
-fn walk<'a>(value: &'a Value, path: &mut Vec<Step<'a>>, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+fn walk<'a>(
+    value: &'a Value,
+    path: &mut Vec<Step<'a>>,
+    custom: &[CustomPattern],
+    out: &mut Vec<Marker>,
+) {
     match value {
         Value::String(s) => scan_text(s, path, custom, out),
         Value::Array(items) => {
@@ -463,7 +592,13 @@ fn ascii_digit(c: char) -> Option<char> {
 }
 
 /// Pushes the markers `text` holds.
-fn find(text: &str, path: &[Step<'_>], encoding: &'static str, custom: &[CustomPattern], out: &mut Vec<Marker>) {
+fn find(
+    text: &str,
+    path: &[Step<'_>],
+    encoding: &'static str,
+    custom: &[CustomPattern],
+    out: &mut Vec<Marker>,
+) {
     if text.len() >= MIN_MARKER_BYTES {
         // Each view is made once, and only for a candidate that needs it.
         let (mut digits, mut upper) = (None, None);
@@ -474,13 +609,23 @@ fn find(text: &str, path: &[Step<'_>], encoding: &'static str, custom: &[CustomP
                 View::Upper => upper.get_or_insert_with(|| view_of(text, View::Upper)),
             };
             if d.regex.find_iter(seen).any(|m| (d.valid)(m.as_str())) {
-                out.push(Marker { kind: d.kind.to_string(), path: pointer(path), encoding, class: d.class });
+                out.push(Marker {
+                    kind: d.kind.to_string(),
+                    path: pointer(path),
+                    encoding,
+                    class: d.class,
+                });
             }
         }
     }
     for p in custom {
         if p.regex.is_match(text) {
-            out.push(Marker { kind: p.name.clone(), path: pointer(path), encoding, class: p.class });
+            out.push(Marker {
+                kind: p.name.clone(),
+                path: pointer(path),
+                encoding,
+                class: p.class,
+            });
         }
     }
 }
@@ -556,23 +701,56 @@ mod tests {
     fn restricted_data_never_leaves_and_confidential_data_follows_the_setting() {
         let card = scan(&json!({"body": "card 4111 1111 1111 1111"}), &[]);
         let d = guard(allowed(), &card, OnConfidential::Allow);
-        assert_eq!((d.verdict, d.reason, d.rules.as_slice()), (Verdict::Deny, Reason::EgressRestricted, ["egress.payment_card@/body".to_string()].as_slice()));
+        assert_eq!(
+            (d.verdict, d.reason, d.rules.as_slice()),
+            (
+                Verdict::Deny,
+                Reason::EgressRestricted,
+                ["egress.payment_card@/body".to_string()].as_slice()
+            )
+        );
         assert!(d.why.contains("payment_card at /body") && !d.why.contains("4111"), "{}", d.why);
         let pair = scan(&json!({"cc": "password=hunter22"}), &[]);
-        assert_eq!(guard(allowed(), &pair, OnConfidential::Approval).verdict, Verdict::RequireApproval);
+        assert_eq!(
+            guard(allowed(), &pair, OnConfidential::Approval).verdict,
+            Verdict::RequireApproval
+        );
         assert_eq!(guard(allowed(), &pair, OnConfidential::Block).verdict, Verdict::Deny);
         let let_through = guard(allowed(), &pair, OnConfidential::Allow);
-        assert_eq!((let_through.verdict, let_through.rules.as_slice()), (Verdict::Allow, ["registry".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
+        assert_eq!(
+            (let_through.verdict, let_through.rules.as_slice()),
+            (
+                Verdict::Allow,
+                ["registry".to_string(), "egress.password_pair@/cc".to_string()].as_slice()
+            )
+        );
         // Nothing found changes nothing; a denial stays the policy's.
-        assert_eq!(guard(allowed(), &scan(&json!({"body": "hi"}), &[]), OnConfidential::Block), allowed());
+        assert_eq!(
+            guard(allowed(), &scan(&json!({"body": "hi"}), &[]), OnConfidential::Block),
+            allowed()
+        );
         let denied = Decision::by(Verdict::Deny, Reason::PolicyForbids, vec!["no_exports".into()]);
         assert_eq!(guard(denied, &card, OnConfidential::Block).reason, Reason::PolicyForbids);
         // A call a policy already holds for approval keeps its rule, and the
         // approver is told what it carries.
-        let held = Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, vec!["exact_rule".into()]).because("notices need a person");
+        let held = Decision::by(
+            Verdict::RequireApproval,
+            Reason::PolicyRequiresApproval,
+            vec!["exact_rule".into()],
+        )
+        .because("notices need a person");
         let d = guard(held, &pair, OnConfidential::Approval);
-        assert_eq!((d.reason, d.rules.as_slice()), (Reason::PolicyRequiresApproval, ["exact_rule".to_string(), "egress.password_pair@/cc".to_string()].as_slice()));
-        assert_eq!(d.why, "notices need a person; the arguments carry confidential data (password_pair at /cc); a named approver must let it leave");
+        assert_eq!(
+            (d.reason, d.rules.as_slice()),
+            (
+                Reason::PolicyRequiresApproval,
+                ["exact_rule".to_string(), "egress.password_pair@/cc".to_string()].as_slice()
+            )
+        );
+        assert_eq!(
+            d.why,
+            "notices need a person; the arguments carry confidential data (password_pair at /cc); a named approver must let it leave"
+        );
     }
 
     #[test]
@@ -581,7 +759,11 @@ mod tests {
         // starts at a network's first digit, not at the first digit there is.
         for text in ["qty 9 4111 1111 1111 1111", "ISBN 978-4111-1111-1111-1111"] {
             let s = scan(&json!({"note": text}), &[]);
-            assert_eq!(s.markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>(), ["payment_card"], "{text}");
+            assert_eq!(
+                s.markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>(),
+                ["payment_card"],
+                "{text}"
+            );
         }
         assert!(scan(&json!({"isbn": "978-3-16-148410-0"}), &[]).markers.is_empty());
     }
@@ -599,22 +781,43 @@ mod tests {
     fn a_key_is_scanned_and_never_written_out_once_it_holds_a_marker() {
         let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
         let s = scan(&json!({"meta": {"4111111111111111": {"x\r\ny": jwt}}}), &[]);
-        let found: Vec<(&str, &str)> = s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str())).collect();
+        let found: Vec<(&str, &str)> =
+            s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str())).collect();
         assert_eq!(found, [("payment_card", "/meta/~key"), ("jwt", "/meta/~key/x\\u000d\\u000ay")]);
         let d = guard(allowed(), &s, OnConfidential::Approval);
-        assert!(!d.why.contains("4111") && !d.why.contains('\r') && d.rules.iter().all(|r| !r.contains("4111") && !r.contains('\n')), "{d:?}");
+        assert!(
+            !d.why.contains("4111")
+                && !d.why.contains('\r')
+                && d.rules.iter().all(|r| !r.contains("4111") && !r.contains('\n')),
+            "{d:?}"
+        );
     }
 
     #[test]
     fn markers_glued_to_letters_folded_or_padded_are_found_and_long_digit_runs_are_not_cards() {
-        let kinds = |v: Value| scan(&v, &[]).markers.into_iter().map(|m| (m.kind, m.encoding)).collect::<Vec<_>>();
+        let kinds = |v: Value| {
+            scan(&v, &[]).markers.into_iter().map(|m| (m.kind, m.encoding)).collect::<Vec<_>>()
+        };
         assert_eq!(kinds(json!("CC4111111111111111")), [("payment_card".to_string(), "plain")]);
         assert_eq!(kinds(json!("x_078-05-1120_y")), [("us_ssn".to_string(), "plain")]);
-        assert_eq!(kinds(json!("tokenghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789_x")), [("github_token".to_string(), "plain")]);
-        assert_eq!(kinds(json!("NDExMTExMTExMTExMTExMQ==")), [("payment_card".to_string(), "base64")]);
+        assert_eq!(
+            kinds(json!("tokenghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789_x")),
+            [("github_token".to_string(), "plain")]
+        );
+        assert_eq!(
+            kinds(json!("NDExMTExMTExMTExMTExMQ==")),
+            [("payment_card".to_string(), "base64")]
+        );
         assert_eq!(kinds(json!("۴۱۱۱۱۱۱۱۱۱۱۱۱۱۱۱")), [("payment_card".to_string(), "nfkc")]);
-        assert_eq!(kinds(json!("９７８４１１１１１１１１１１１１１１")), Vec::<(String, &str)>::new(), "a 16-digit card inside a longer run");
-        assert!(kinds(json!("41111111111111119")).is_empty() && kinds(json!("94111111111111111")).is_empty());
+        assert_eq!(
+            kinds(json!("９７８４１１１１１１１１１１１１１１")),
+            Vec::<(String, &str)>::new(),
+            "a 16-digit card inside a longer run"
+        );
+        assert!(
+            kinds(json!("41111111111111119")).is_empty()
+                && kinds(json!("94111111111111111")).is_empty()
+        );
     }
 
     #[test]
@@ -625,8 +828,19 @@ mod tests {
 
     #[test]
     fn national_insurance_numbers_follow_hmrcs_prefix_rules() {
-        for (nino, ok) in [("QQ 12 34 56 C", false), ("AB 12 34 56 C", true), ("AB123456C", true), ("GB123456A", false), ("AO123456A", false), ("AB123456E", false)] {
-            assert_eq!(scan(&json!(nino), &[]).markers.iter().any(|m| m.kind == "uk_nino"), ok, "{nino}");
+        for (nino, ok) in [
+            ("QQ 12 34 56 C", false),
+            ("AB 12 34 56 C", true),
+            ("AB123456C", true),
+            ("GB123456A", false),
+            ("AO123456A", false),
+            ("AB123456E", false),
+        ] {
+            assert_eq!(
+                scan(&json!(nino), &[]).markers.iter().any(|m| m.kind == "uk_nino"),
+                ok,
+                "{nino}"
+            );
         }
     }
 
@@ -634,9 +848,16 @@ mod tests {
     fn encoded_markers_are_found_and_named_by_their_encoding() {
         let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
         let b64 = base64::engine::general_purpose::STANDARD.encode(key);
-        let s = scan(&json!({"attachment": b64, "link": "https://x.example/?c=4111%201111%201111%201111"}), &[]);
-        let found: Vec<(&str, &str, &str)> = s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str(), m.encoding)).collect();
-        assert_eq!(found, [("private_key", "/attachment", "base64"), ("payment_card", "/link", "percent")]);
+        let s = scan(
+            &json!({"attachment": b64, "link": "https://x.example/?c=4111%201111%201111%201111"}),
+            &[],
+        );
+        let found: Vec<(&str, &str, &str)> =
+            s.markers.iter().map(|m| (m.kind.as_str(), m.path.as_str(), m.encoding)).collect();
+        assert_eq!(
+            found,
+            [("private_key", "/attachment", "base64"), ("payment_card", "/link", "percent")]
+        );
         assert_eq!(s.class, EgressClass::Restricted);
     }
 
@@ -645,8 +866,13 @@ mod tests {
         let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
         assert_eq!(scan(&json!({"auth": jwt}), &[]).class, EgressClass::Confidential);
         assert_eq!(scan(&json!({"body": "Build passed."}), &[]).class, EgressClass::NoMarkersFound);
-        let project = CustomPattern { name: "project_codename".into(), regex: Regex::new(r"\bPROJECT-[A-Z]{4}\b").unwrap(), class: EgressClass::Internal };
-        let s = scan(&json!({"body": "status of PROJECT-ORCA", "cc": "password=hunter22"}), &[project]);
+        let project = CustomPattern {
+            name: "project_codename".into(),
+            regex: Regex::new(r"\bPROJECT-[A-Z]{4}\b").unwrap(),
+            class: EgressClass::Internal,
+        };
+        let s =
+            scan(&json!({"body": "status of PROJECT-ORCA", "cc": "password=hunter22"}), &[project]);
         assert_eq!(s.class, EgressClass::Confidential);
         let kinds: Vec<&str> = s.markers.iter().map(|m| m.kind.as_str()).collect();
         assert_eq!(kinds, ["project_codename", "password_pair"]);

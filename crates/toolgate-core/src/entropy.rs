@@ -50,13 +50,18 @@ struct Pool {
 
 impl Default for SystemEntropy {
     fn default() -> Self {
-        Self { rng: aws_lc_rs::rand::SystemRandom::new(), pool: std::sync::Mutex::new(Pool { bytes: Box::new([0; POOL]), used: POOL }) }
+        Self {
+            rng: aws_lc_rs::rand::SystemRandom::new(),
+            pool: std::sync::Mutex::new(Pool { bytes: Box::new([0; POOL]), used: POOL }),
+        }
     }
 }
 
 impl Entropy for SystemEntropy {
     fn fill(&self, buf: &mut [u8]) {
-        let draw = |into: &mut [u8]| aws_lc_rs::rand::SecureRandom::fill(&self.rng, into).expect("system randomness");
+        let draw = |into: &mut [u8]| {
+            aws_lc_rs::rand::SecureRandom::fill(&self.rng, into).expect("system randomness")
+        };
         if buf.len() > POOL / 8 {
             return draw(buf);
         }
@@ -90,7 +95,10 @@ impl Entropy for SeededEntropy {
     fn fill(&self, buf: &mut [u8]) {
         let mut counter = self.counter.lock().unwrap_or_else(|p| p.into_inner());
         for chunk in buf.chunks_mut(32) {
-            let block = Sha256::new().chain_update(self.seed).chain_update(counter.to_be_bytes()).finalize();
+            let block = Sha256::new()
+                .chain_update(self.seed)
+                .chain_update(counter.to_be_bytes())
+                .finalize();
             chunk.copy_from_slice(&block[..chunk.len()]);
             *counter += 1;
         }
@@ -129,7 +137,10 @@ mod tests {
             assert!(odd.iter().any(|b| *b != 0));
         }
         let pool = e.pool.lock().unwrap();
-        assert!(pool.used > 0 && pool.bytes[..pool.used].iter().all(|b| *b == 0), "what was handed out is gone from the pool");
+        assert!(
+            pool.used > 0 && pool.bytes[..pool.used].iter().all(|b| *b == 0),
+            "what was handed out is gone from the pool"
+        );
         drop(pool);
         let mut big = vec![0u8; POOL];
         e.fill(&mut big);

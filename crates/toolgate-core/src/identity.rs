@@ -39,7 +39,8 @@ pub fn tenant_keys(arguments: &Value) -> Vec<String> {
 }
 
 fn is_tenant_key(key: &str) -> bool {
-    let folded: String = key.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect();
+    let folded: String =
+        key.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect();
     folded.starts_with("tenant")
 }
 
@@ -83,7 +84,10 @@ mod tests {
             "contenant": "not a tenant key",
             "note": "tenant in a value is fine"
         });
-        assert_eq!(tenant_keys(&args), vec!["/meta/Tenant_ID", "/meta/list/0/tenantId", "/meta/list/1/TENANT-KEY", "/tenant"]);
+        assert_eq!(
+            tenant_keys(&args),
+            vec!["/meta/Tenant_ID", "/meta/list/0/tenantId", "/meta/list/1/TENANT-KEY", "/tenant"]
+        );
         assert!(tenant_keys(&json!({"to": "t", "body": "tenant"})).is_empty());
     }
 }

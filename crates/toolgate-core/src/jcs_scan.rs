@@ -74,7 +74,11 @@ impl<'t> Scan<'t> {
         }
     }
 
-    fn nested(&mut self, out: &mut String, inner: fn(&mut Self, &mut String) -> Option<()>) -> Option<()> {
+    fn nested(
+        &mut self,
+        out: &mut String,
+        inner: fn(&mut Self, &mut String) -> Option<()>,
+    ) -> Option<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return None;
@@ -131,7 +135,8 @@ impl<'t> Scan<'t> {
                     return None;
                 }
                 let (raw, _) = self.string()?;
-                let name = if raw.contains('\\') { Cow::Owned(decode(raw)?) } else { Cow::Borrowed(raw) };
+                let name =
+                    if raw.contains('\\') { Cow::Owned(decode(raw)?) } else { Cow::Borrowed(raw) };
                 self.expect(b':')?;
                 self.ws();
                 let start = scratch.len();
@@ -163,20 +168,18 @@ impl<'t> Scan<'t> {
         loop {
             match *self.b.get(i)? {
                 b'"' => break,
-                b'\\' => {
-                    match *self.b.get(i + 1)? {
-                        b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => i += 2,
-                        b'u' => {
-                            let hex = self.b.get(i + 2..i + 6)?;
-                            as_is &= short_of_jcs(hex);
-                            i += 6;
-                        }
-                        _ => {
-                            as_is = false;
-                            i += 2;
-                        }
+                b'\\' => match *self.b.get(i + 1)? {
+                    b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => i += 2,
+                    b'u' => {
+                        let hex = self.b.get(i + 2..i + 6)?;
+                        as_is &= short_of_jcs(hex);
+                        i += 6;
                     }
-                }
+                    _ => {
+                        as_is = false;
+                        i += 2;
+                    }
+                },
                 // JSON has no raw control characters in a string.
                 0x00..=0x1f => return None,
                 _ => i += 1,
@@ -234,7 +237,8 @@ impl<'t> Scan<'t> {
 fn short_of_jcs(hex: &[u8]) -> bool {
     match hex {
         [b'0', b'0', hi @ (b'0' | b'1'), lo @ (b'0'..=b'9' | b'a'..=b'f')] => {
-            let code = (hi - b'0') << 4 | if lo.is_ascii_digit() { lo - b'0' } else { lo - b'a' + 10 };
+            let code =
+                (hi - b'0') << 4 | if lo.is_ascii_digit() { lo - b'0' } else { lo - b'a' + 10 };
             !matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
         }
         _ => false,
@@ -273,15 +277,31 @@ mod tests {
 
     #[test]
     fn numbers_print_as_ecmascript_does() {
-        assert_eq!(canonical("[0,-0,12,1.50,1e3,-12345678901234567,123456789012345]").as_deref(), Some("[0,0,12,1.5,1000,-12345678901234568,123456789012345]"));
+        assert_eq!(
+            canonical("[0,-0,12,1.50,1e3,-12345678901234567,123456789012345]").as_deref(),
+            Some("[0,0,12,1.5,1000,-12345678901234568,123456789012345]")
+        );
     }
 
     #[test]
     fn what_it_does_not_take_on_is_left_to_the_parser() {
-        for text in ["", "01", "[1,]", "{\"a\":1,}", "\"\u{1}\"", "\"\\x\"", "tru", "1 2", "{\"a\" 1}", "\"\\ud800\"", "1e400"] {
+        for text in [
+            "",
+            "01",
+            "[1,]",
+            "{\"a\":1,}",
+            "\"\u{1}\"",
+            "\"\\x\"",
+            "tru",
+            "1 2",
+            "{\"a\" 1}",
+            "\"\\ud800\"",
+            "1e400",
+        ] {
             assert_eq!(canonical(text), None, "{text:?}");
         }
-        let deep = format!("{}{}", "[".repeat(MAX_DEPTH as usize + 1), "]".repeat(MAX_DEPTH as usize + 1));
+        let deep =
+            format!("{}{}", "[".repeat(MAX_DEPTH as usize + 1), "]".repeat(MAX_DEPTH as usize + 1));
         assert_eq!(canonical(&deep), None);
     }
 }

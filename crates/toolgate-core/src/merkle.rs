@@ -120,7 +120,11 @@ fn fold_level(hashes: &[Hash]) -> Vec<Hash> {
 /// in O(n log n) hashes in all (one `inclusion_proof` each would be O(n)
 /// per leaf): each subtree's root is computed once and appended to the
 /// paths of the wanted leaves on its sibling's side.
-pub fn inclusion_proofs(leaf_hashes: &[Hash], from: u64, to: u64) -> Result<Vec<Vec<Hash>>, MerkleError> {
+pub fn inclusion_proofs(
+    leaf_hashes: &[Hash],
+    from: u64,
+    to: u64,
+) -> Result<Vec<Vec<Hash>>, MerkleError> {
     let size = leaf_hashes.len() as u64;
     if from > to || to > size {
         return Err(MerkleError::IndexOutOfRange { index: to.max(from), size });
@@ -131,7 +135,8 @@ pub fn inclusion_proofs(leaf_hashes: &[Hash], from: u64, to: u64) -> Result<Vec<
             return d[0];
         }
         let k = split(d.len());
-        let (left, right) = (walk(&d[..k], offset, want, out), walk(&d[k..], offset + k as u64, want, out));
+        let (left, right) =
+            (walk(&d[..k], offset, want, out), walk(&d[k..], offset + k as u64, want, out));
         // Only the wanted leaves under this node: no scan of all of `out`.
         let slot = |index: u64| (index.clamp(want.0, want.1) - want.0) as usize;
         let (lo, mid, hi) = (slot(offset), slot(offset + k as u64), slot(offset + d.len() as u64));
@@ -153,12 +158,19 @@ fn split(n: usize) -> usize {
 
 /// The first `size` leaf hashes, or why there are not that many.
 fn prefix(leaf_hashes: &[Hash], size: u64) -> Result<&[Hash], MerkleError> {
-    usize::try_from(size).ok().and_then(|n| leaf_hashes.get(..n)).ok_or(MerkleError::SizeOutOfRange { size, available: leaf_hashes.len() as u64 })
+    usize::try_from(size)
+        .ok()
+        .and_then(|n| leaf_hashes.get(..n))
+        .ok_or(MerkleError::SizeOutOfRange { size, available: leaf_hashes.len() as u64 })
 }
 
 /// The audit path of leaf `index` in the tree of the first `tree_size`
 /// leaves (PATH(m, D[n]) of RFC 6962 §2.1.1), siblings from the leaf up.
-pub fn inclusion_proof(leaf_hashes: &[Hash], index: u64, tree_size: u64) -> Result<Vec<Hash>, MerkleError> {
+pub fn inclusion_proof(
+    leaf_hashes: &[Hash],
+    index: u64,
+    tree_size: u64,
+) -> Result<Vec<Hash>, MerkleError> {
     let mut tree = prefix(leaf_hashes, tree_size)?;
     if index >= tree_size {
         return Err(MerkleError::IndexOutOfRange { index, size: tree_size });
@@ -187,7 +199,11 @@ pub fn inclusion_proof(leaf_hashes: &[Hash], index: u64, tree_size: u64) -> Resu
 /// first `new_size` leaves (PROOF(m, D[n]) = SUBPROOF(m, D[n], true) of
 /// RFC 6962 §2.1.2). Empty when the sizes are equal or the old tree is empty:
 /// there is nothing to prove.
-pub fn consistency_proof(leaf_hashes: &[Hash], old_size: u64, new_size: u64) -> Result<Vec<Hash>, MerkleError> {
+pub fn consistency_proof(
+    leaf_hashes: &[Hash],
+    old_size: u64,
+    new_size: u64,
+) -> Result<Vec<Hash>, MerkleError> {
     let mut tree = prefix(leaf_hashes, new_size)?;
     if old_size > new_size {
         return Err(MerkleError::OldLargerThanNew { old: old_size, new: new_size });
@@ -262,7 +278,13 @@ fn check_len(proof: &[Hash], expected: usize) -> Result<(), MerkleError> {
 /// Whether `proof` shows `leaf_hash` at `index` in the tree of `tree_size`
 /// leaves whose root is `root`: RFC 9162 §2.1.3.2, walking the bits of the
 /// index and the last index up the tree (never rebuilding it).
-pub fn verify_inclusion(leaf_hash: &Hash, index: u64, tree_size: u64, proof: &[Hash], root: &Hash) -> Result<(), MerkleError> {
+pub fn verify_inclusion(
+    leaf_hash: &Hash,
+    index: u64,
+    tree_size: u64,
+    proof: &[Hash],
+    root: &Hash,
+) -> Result<(), MerkleError> {
     if index >= tree_size {
         return Err(MerkleError::IndexOutOfRange { index, size: tree_size });
     }
@@ -308,14 +330,24 @@ pub fn verify_inclusion(leaf_hash: &Hash, index: u64, tree_size: u64, proof: &[H
 /// The RFC covers 0 < old < new. Equal sizes take an empty proof and equal
 /// roots (different ones are a forked log). Every tree extends the empty one,
 /// so old size 0 takes an empty proof and the empty tree's root.
-pub fn verify_consistency(old_size: u64, new_size: u64, old_root: &Hash, new_root: &Hash, proof: &[Hash]) -> Result<(), MerkleError> {
+pub fn verify_consistency(
+    old_size: u64,
+    new_size: u64,
+    old_root: &Hash,
+    new_root: &Hash,
+    proof: &[Hash],
+) -> Result<(), MerkleError> {
     if old_size > new_size {
         return Err(MerkleError::OldLargerThanNew { old: old_size, new: new_size });
     }
     let expected = consistency_proof_len(old_size, new_size);
     check_len(proof, expected)?;
     if old_size == new_size {
-        return if old_root == new_root { Ok(()) } else { Err(MerkleError::SameSizeDifferentRoots { size: old_size }) };
+        return if old_root == new_root {
+            Ok(())
+        } else {
+            Err(MerkleError::SameSizeDifferentRoots { size: old_size })
+        };
     }
     if old_size == 0 {
         return if *old_root == empty_root() { Ok(()) } else { Err(MerkleError::OldRootMismatch) };
@@ -407,7 +439,10 @@ impl Frontier {
     pub fn push_subtree(&mut self, root: Hash, height: u32) -> Result<(), MerkleError> {
         let leaves = 1u64.checked_shl(height).filter(|n| self.size % n == 0);
         let Some(leaves) = leaves else {
-            return Err(MerkleError::Malformed(format!("a subtree of height {height} cannot follow {} leaves", self.size)));
+            return Err(MerkleError::Malformed(format!(
+                "a subtree of height {height} cannot follow {} leaves",
+                self.size
+            )));
         };
         let mut node = root;
         let mut carry = self.size >> height;
@@ -435,7 +470,11 @@ impl Frontier {
     /// (largest first, one per set bit of `size`), as kept beside an archive.
     pub fn from_parts(size: u64, subtrees: Vec<Hash>) -> Result<Self, MerkleError> {
         if subtrees.len() != size.count_ones() as usize {
-            return Err(MerkleError::Malformed(format!("a tree of {size} leaves has {} perfect subtrees, not {}", size.count_ones(), subtrees.len())));
+            return Err(MerkleError::Malformed(format!(
+                "a tree of {size} leaves has {} perfect subtrees, not {}",
+                size.count_ones(),
+                subtrees.len()
+            )));
         }
         Ok(Self { size, subtrees })
     }
@@ -443,7 +482,12 @@ impl Frontier {
     /// The tree's root: the subtrees joined from the right, smallest first,
     /// as MTH joins a perfect left subtree with the rest.
     pub fn root(&self) -> Hash {
-        self.subtrees.iter().rev().copied().reduce(|right, left| node_hash(&left, &right)).unwrap_or_else(empty_root)
+        self.subtrees
+            .iter()
+            .rev()
+            .copied()
+            .reduce(|right, left| node_hash(&left, &right))
+            .unwrap_or_else(empty_root)
     }
 }
 
@@ -468,7 +512,10 @@ mod tests {
     use proptest::sample::Index;
 
     fn unhex(s: &str) -> Hash {
-        let bytes: Vec<u8> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> = (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect();
         bytes.try_into().unwrap()
     }
 
@@ -512,7 +559,11 @@ mod tests {
                 return vec![];
             }
             let k = k(n);
-            let (mut p, sibling) = if m < k { (path(m, &d[..k]), mth(&d[k..])) } else { (path(m - k, &d[k..]), mth(&d[..k])) };
+            let (mut p, sibling) = if m < k {
+                (path(m, &d[..k]), mth(&d[k..]))
+            } else {
+                (path(m - k, &d[k..]), mth(&d[..k]))
+            };
             p.push(sibling);
             p
         }
@@ -523,7 +574,11 @@ mod tests {
                 return if b { vec![] } else { vec![mth(d)] };
             }
             let k = k(n);
-            let (mut p, sibling) = if m <= k { (subproof(m, &d[..k], b), mth(&d[k..])) } else { (subproof(m - k, &d[k..], false), mth(&d[..k])) };
+            let (mut p, sibling) = if m <= k {
+                (subproof(m, &d[..k], b), mth(&d[k..]))
+            } else {
+                (subproof(m - k, &d[k..], false), mth(&d[..k]))
+            };
             p.push(sibling);
             p
         }
@@ -552,9 +607,13 @@ mod tests {
 
     #[test]
     fn leaf_and_node_hashes_are_prefixed_and_apart() {
-        assert_eq!(leaf_hash(b""), unhex("6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"));
+        assert_eq!(
+            leaf_hash(b""),
+            unhex("6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d")
+        );
         let (l, r) = (leaf_hash(b"l"), leaf_hash(b"r"));
-        let direct: Hash = Sha256::new().chain_update([1u8]).chain_update(l).chain_update(r).finalize().into();
+        let direct: Hash =
+            Sha256::new().chain_update([1u8]).chain_update(l).chain_update(r).finalize().into();
         assert_eq!(node_hash(&l, &r), direct);
         assert_ne!(node_hash(&l, &r), node_hash(&r, &l));
         // The bytes of an interior node, logged as a leaf, hash differently.
@@ -650,7 +709,14 @@ mod tests {
                     "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
                 ],
             ),
-            (2, 5, &["5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e", "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"]),
+            (
+                2,
+                5,
+                &[
+                    "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                    "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+                ],
+            ),
             (
                 6,
                 7,
@@ -664,7 +730,8 @@ mod tests {
         for (old, new, want) in cases {
             let proof = consistency_proof(&leaves, old, new).unwrap();
             assert_eq!(proof, unhexes(want), "PROOF({old}, D[{new}])");
-            let (old_root, new_root) = (root(&leaves[..old as usize]), root(&leaves[..new as usize]));
+            let (old_root, new_root) =
+                (root(&leaves[..old as usize]), root(&leaves[..new as usize]));
             assert_eq!(verify_consistency(old, new, &old_root, &new_root, &proof), Ok(()));
         }
     }
@@ -679,13 +746,21 @@ mod tests {
             for i in 0..n {
                 let proof = inclusion_proof(&all, i, n).unwrap();
                 assert_eq!(proof, spec::path(i as usize, tree), "PATH({i}, D[{n}])");
-                assert_eq!(verify_inclusion(&tree[i as usize], i, n, &proof, &r), Ok(()), "inclusion of {i} in {n}");
+                assert_eq!(
+                    verify_inclusion(&tree[i as usize], i, n, &proof, &r),
+                    Ok(()),
+                    "inclusion of {i} in {n}"
+                );
             }
             for m in 0..=n {
                 let proof = consistency_proof(&all, m, n).unwrap();
                 let want = if m == 0 { vec![] } else { spec::subproof(m as usize, tree, true) };
                 assert_eq!(proof, want, "PROOF({m}, D[{n}])");
-                assert_eq!(verify_consistency(m, n, &root(&tree[..m as usize]), &r, &proof), Ok(()), "{m} -> {n}");
+                assert_eq!(
+                    verify_consistency(m, n, &root(&tree[..m as usize]), &r, &proof),
+                    Ok(()),
+                    "{m} -> {n}"
+                );
             }
         }
     }
@@ -697,7 +772,11 @@ mod tests {
         for n in 0..=300u64 {
             let tree = &all[..n as usize];
             assert_eq!(frontier.size(), n);
-            assert_eq!(frontier.subtrees.len() as u32, n.count_ones(), "one subtree per set bit of {n}");
+            assert_eq!(
+                frontier.subtrees.len() as u32,
+                n.count_ones(),
+                "one subtree per set bit of {n}"
+            );
             assert_eq!(frontier.root(), root(tree), "frontier vs root() at {n}");
             assert_eq!(root(tree), spec::mth(tree), "root() vs the RFC's MTH at {n}");
             if let Some(leaf) = all.get(n as usize) {
@@ -715,7 +794,10 @@ mod tests {
         frontier.push_subtree(root(&all[4..8]), 2).unwrap();
         frontier.push_subtree(root(&all[8..16]), 3).unwrap();
         assert_eq!((frontier.size(), frontier.root()), (16, root(&all[..16])));
-        assert!(frontier.push_subtree(root(&all[16..48]), 5).is_err(), "32 leaves cannot follow 16");
+        assert!(
+            frontier.push_subtree(root(&all[16..48]), 5).is_err(),
+            "32 leaves cannot follow 16"
+        );
         assert_eq!(frontier.size(), 16, "a refused subtree changes nothing");
         let mut from_tiles = Frontier::new();
         from_tiles.push_subtree(root(&all[..256]), 8).unwrap();
@@ -748,8 +830,14 @@ mod tests {
         for size in 5..=8 {
             assert_eq!(verify_inclusion(&all[0], 0, size, &proof, &r5), Ok(()), "size {size}");
         }
-        assert_eq!(verify_inclusion(&all[0], 0, 4, &proof, &r5), Err(MerkleError::WrongProofLength { expected: 2, got: 3 }));
-        assert_eq!(verify_inclusion(&all[0], 0, 6, &proof, &root(&all[..6])), Err(MerkleError::RootMismatch));
+        assert_eq!(
+            verify_inclusion(&all[0], 0, 4, &proof, &r5),
+            Err(MerkleError::WrongProofLength { expected: 2, got: 3 })
+        );
+        assert_eq!(
+            verify_inclusion(&all[0], 0, 6, &proof, &root(&all[..6])),
+            Err(MerkleError::RootMismatch)
+        );
     }
 
     fn e<T: std::fmt::Debug>(result: Result<T, MerkleError>) -> MerkleError {
@@ -760,25 +848,70 @@ mod tests {
     fn errors_say_what_failed() {
         let all = leaves(8);
         let r = root(&all);
-        assert_eq!(e(inclusion_proof(&all, 8, 8)), MerkleError::IndexOutOfRange { index: 8, size: 8 });
-        assert_eq!(e(inclusion_proof(&all, 0, 0)), MerkleError::IndexOutOfRange { index: 0, size: 0 });
-        assert_eq!(e(inclusion_proof(&all, 0, 9)), MerkleError::SizeOutOfRange { size: 9, available: 8 });
-        assert_eq!(e(inclusion_proof(&all, 0, u64::MAX)), MerkleError::SizeOutOfRange { size: u64::MAX, available: 8 });
-        assert_eq!(e(consistency_proof(&all, 3, 9)), MerkleError::SizeOutOfRange { size: 9, available: 8 });
-        assert_eq!(e(consistency_proof(&all, 5, 4)), MerkleError::OldLargerThanNew { old: 5, new: 4 });
-        assert_eq!(e(verify_inclusion(&all[0], 8, 8, &[], &r)), MerkleError::IndexOutOfRange { index: 8, size: 8 });
-        assert_eq!(e(verify_inclusion(&all[0], 0, 8, &[], &r)), MerkleError::WrongProofLength { expected: 3, got: 0 });
-        assert_eq!(e(verify_consistency(5, 4, &r, &r, &[])), MerkleError::OldLargerThanNew { old: 5, new: 4 });
-        assert_eq!(e(verify_consistency(3, 8, &r, &r, &[])), MerkleError::WrongProofLength { expected: 4, got: 0 });
+        assert_eq!(
+            e(inclusion_proof(&all, 8, 8)),
+            MerkleError::IndexOutOfRange { index: 8, size: 8 }
+        );
+        assert_eq!(
+            e(inclusion_proof(&all, 0, 0)),
+            MerkleError::IndexOutOfRange { index: 0, size: 0 }
+        );
+        assert_eq!(
+            e(inclusion_proof(&all, 0, 9)),
+            MerkleError::SizeOutOfRange { size: 9, available: 8 }
+        );
+        assert_eq!(
+            e(inclusion_proof(&all, 0, u64::MAX)),
+            MerkleError::SizeOutOfRange { size: u64::MAX, available: 8 }
+        );
+        assert_eq!(
+            e(consistency_proof(&all, 3, 9)),
+            MerkleError::SizeOutOfRange { size: 9, available: 8 }
+        );
+        assert_eq!(
+            e(consistency_proof(&all, 5, 4)),
+            MerkleError::OldLargerThanNew { old: 5, new: 4 }
+        );
+        assert_eq!(
+            e(verify_inclusion(&all[0], 8, 8, &[], &r)),
+            MerkleError::IndexOutOfRange { index: 8, size: 8 }
+        );
+        assert_eq!(
+            e(verify_inclusion(&all[0], 0, 8, &[], &r)),
+            MerkleError::WrongProofLength { expected: 3, got: 0 }
+        );
+        assert_eq!(
+            e(verify_consistency(5, 4, &r, &r, &[])),
+            MerkleError::OldLargerThanNew { old: 5, new: 4 }
+        );
+        assert_eq!(
+            e(verify_consistency(3, 8, &r, &r, &[])),
+            MerkleError::WrongProofLength { expected: 4, got: 0 }
+        );
 
         let messages = [
-            (MerkleError::IndexOutOfRange { index: 8, size: 8 }, "leaf index 8 is outside a tree of 8 leaves"),
-            (MerkleError::SizeOutOfRange { size: 9, available: 8 }, "a tree of 9 leaves was asked for; only 8 leaves are at hand"),
-            (MerkleError::OldLargerThanNew { old: 5, new: 4 }, "the old tree size 5 is larger than the new tree size 4"),
-            (MerkleError::WrongProofLength { expected: 3, got: 0 }, "the proof has 0 hashes; a proof for these sizes has exactly 3"),
+            (
+                MerkleError::IndexOutOfRange { index: 8, size: 8 },
+                "leaf index 8 is outside a tree of 8 leaves",
+            ),
+            (
+                MerkleError::SizeOutOfRange { size: 9, available: 8 },
+                "a tree of 9 leaves was asked for; only 8 leaves are at hand",
+            ),
+            (
+                MerkleError::OldLargerThanNew { old: 5, new: 4 },
+                "the old tree size 5 is larger than the new tree size 4",
+            ),
+            (
+                MerkleError::WrongProofLength { expected: 3, got: 0 },
+                "the proof has 0 hashes; a proof for these sizes has exactly 3",
+            ),
             (MerkleError::RootMismatch, "the proof leads to another root"),
             (MerkleError::OldRootMismatch, "the proof leads to another old root"),
-            (MerkleError::SameSizeDifferentRoots { size: 4 }, "the two roots given for tree size 4 differ"),
+            (
+                MerkleError::SameSizeDifferentRoots { size: 4 },
+                "the two roots given for tree size 4 differ",
+            ),
         ];
         for (error, message) in messages {
             assert_eq!(error.to_string(), message);
@@ -794,9 +927,18 @@ mod tests {
         assert_eq!(verify_consistency(8, 8, &r8, &r8, &[]), Ok(()));
         // Held roots are still checked where there is nothing to prove.
         assert_eq!(verify_consistency(0, 8, &r4, &r8, &[]), Err(MerkleError::OldRootMismatch));
-        assert_eq!(verify_consistency(8, 8, &r4, &r8, &[]), Err(MerkleError::SameSizeDifferentRoots { size: 8 }));
-        assert_eq!(verify_consistency(8, 8, &r8, &r8, &[r8]), Err(MerkleError::WrongProofLength { expected: 0, got: 1 }));
-        assert_eq!(verify_consistency(0, 8, &empty, &r8, &[r8]), Err(MerkleError::WrongProofLength { expected: 0, got: 1 }));
+        assert_eq!(
+            verify_consistency(8, 8, &r4, &r8, &[]),
+            Err(MerkleError::SameSizeDifferentRoots { size: 8 })
+        );
+        assert_eq!(
+            verify_consistency(8, 8, &r8, &r8, &[r8]),
+            Err(MerkleError::WrongProofLength { expected: 0, got: 1 })
+        );
+        assert_eq!(
+            verify_consistency(0, 8, &empty, &r8, &[r8]),
+            Err(MerkleError::WrongProofLength { expected: 0, got: 1 })
+        );
         // A perfect old tree's root is the seed the path starts from, so the
         // proof omits it and the old root rebuilds to itself: a wrong one
         // shows as the new root not being reached.

@@ -204,13 +204,21 @@ pub enum NoteError {
 /// The note key id (spec, "Signatures"): the first four bytes, big-endian,
 /// of SHA-256(name || 0x0A || signature type || public key).
 pub fn key_id(name: &str, algorithm: Algorithm, public_key: &[u8]) -> u32 {
-    let digest = Sha256::new().chain_update(name.as_bytes()).chain_update(b"\n").chain_update(algorithm.signature_type()).chain_update(public_key).finalize();
+    let digest = Sha256::new()
+        .chain_update(name.as_bytes())
+        .chain_update(b"\n")
+        .chain_update(algorithm.signature_type())
+        .chain_update(public_key)
+        .finalize();
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
 /// Key names are non-empty and contain neither Unicode spaces nor '+'.
 fn check_name(name: &str) -> Result<(), NoteError> {
-    if name.is_empty() || name.contains('+') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if name.is_empty()
+        || name.contains('+')
+        || name.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(NoteError::InvalidKeyName(name.to_string()));
     }
     Ok(())
@@ -239,7 +247,11 @@ pub struct Signer {
 impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the private key.
-        f.debug_struct("Signer").field("name", &self.name).field("key_id", &format_args!("{:08x}", self.key_id)).field("algorithm", &self.algorithm()).finish()
+        f.debug_struct("Signer")
+            .field("name", &self.name)
+            .field("key_id", &format_args!("{:08x}", self.key_id))
+            .field("algorithm", &self.algorithm())
+            .finish()
     }
 }
 
@@ -256,7 +268,9 @@ impl Signer {
         check_name(name)?;
         // The parameter sets differ in key and signature sizes.
         let algorithm = key.algorithm();
-        if algorithm.public_key_len() != MLDSA65_PUBLIC_KEY_LEN || algorithm.signature_len() != MLDSA65_SIGNATURE_LEN {
+        if algorithm.public_key_len() != MLDSA65_PUBLIC_KEY_LEN
+            || algorithm.signature_len() != MLDSA65_SIGNATURE_LEN
+        {
             return Err(NoteError::NotMlDsa65);
         }
         let key_id = key_id(name, Algorithm::MlDsa65, key.public_key().as_ref());
@@ -284,8 +298,11 @@ impl Signer {
     /// The matching verifier.
     pub fn verifier(&self) -> Verifier {
         match &self.key {
-            SignerKey::Ed25519(k) => Verifier::ed25519(&self.name, k.verifying_key()).expect("the name was checked"),
-            SignerKey::MlDsa65(k) => Verifier::ml_dsa_65(&self.name, k.public_key().as_ref()).expect("an ML-DSA-65 key pair's own public key parses"),
+            SignerKey::Ed25519(k) => {
+                Verifier::ed25519(&self.name, k.verifying_key()).expect("the name was checked")
+            }
+            SignerKey::MlDsa65(k) => Verifier::ml_dsa_65(&self.name, k.public_key().as_ref())
+                .expect("an ML-DSA-65 key pair's own public key parses"),
         }
     }
 
@@ -294,7 +311,9 @@ impl Signer {
             SignerKey::Ed25519(k) => Ok(k.sign(message).to_bytes().to_vec()),
             SignerKey::MlDsa65(k) => {
                 let mut signature = vec![0u8; MLDSA65_SIGNATURE_LEN];
-                let len = k.sign(message, &mut signature).map_err(|e| NoteError::SigningFailed(e.to_string()))?;
+                let len = k
+                    .sign(message, &mut signature)
+                    .map_err(|e| NoteError::SigningFailed(e.to_string()))?;
                 signature.truncate(len);
                 Ok(signature)
             }
@@ -352,11 +371,19 @@ impl Verifier {
             return Err(NoteError::InvalidKeyName(name.into()));
         }
         if public_key.len() != MLDSA44_PUBLIC_KEY_LEN {
-            return Err(NoteError::InvalidPublicKey(format!("an ML-DSA-44 public key is {MLDSA44_PUBLIC_KEY_LEN} bytes, not {}", public_key.len())));
+            return Err(NoteError::InvalidPublicKey(format!(
+                "an ML-DSA-44 public key is {MLDSA44_PUBLIC_KEY_LEN} bytes, not {}",
+                public_key.len()
+            )));
         }
-        let parsed = ParsedPublicKey::new(&ML_DSA_44, public_key).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+        let parsed = ParsedPublicKey::new(&ML_DSA_44, public_key)
+            .map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
         let key_id = key_id(name, Algorithm::MlDsa44Cosignature, public_key);
-        Ok(Self { name: name.into(), key_id, key: VerifierKey::MlDsa44Cosigner { raw: public_key.to_vec(), parsed } })
+        Ok(Self {
+            name: name.into(),
+            key_id,
+            key: VerifierKey::MlDsa44Cosigner { raw: public_key.to_vec(), parsed },
+        })
     }
 
     /// `public_key`: the raw 1952-byte FIPS 204 encoding (not SPKI DER: the
@@ -364,11 +391,19 @@ impl Verifier {
     pub fn ml_dsa_65(name: &str, public_key: &[u8]) -> Result<Self, NoteError> {
         check_name(name)?;
         if public_key.len() != MLDSA65_PUBLIC_KEY_LEN {
-            return Err(NoteError::InvalidPublicKey(format!("an ML-DSA-65 public key is {MLDSA65_PUBLIC_KEY_LEN} bytes, not {}", public_key.len())));
+            return Err(NoteError::InvalidPublicKey(format!(
+                "an ML-DSA-65 public key is {MLDSA65_PUBLIC_KEY_LEN} bytes, not {}",
+                public_key.len()
+            )));
         }
-        let parsed = ParsedPublicKey::new(&ML_DSA_65, public_key).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+        let parsed = ParsedPublicKey::new(&ML_DSA_65, public_key)
+            .map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
         let key_id = key_id(name, Algorithm::MlDsa65, public_key);
-        Ok(Self { name: name.into(), key_id, key: VerifierKey::MlDsa65 { raw: public_key.to_vec(), parsed } })
+        Ok(Self {
+            name: name.into(),
+            key_id,
+            key: VerifierKey::MlDsa65 { raw: public_key.to_vec(), parsed },
+        })
     }
 
     /// The key name.
@@ -413,7 +448,8 @@ impl Verifier {
         let bad = |why: &str| NoteError::MalformedVerifierKey(why.to_string());
         // The base64 part may itself contain '+': split at the first two only.
         let mut parts = vkey.splitn(3, '+');
-        let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next())
+        else {
             return Err(bad("expected <name>+<key id>+<key>"));
         };
         // Lowercase only, as vkey() writes it: a key text has one form
@@ -421,15 +457,20 @@ impl Verifier {
         if id.len() != 8 || !id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             return Err(bad("the key id is not 8 lowercase hex digits"));
         }
-        let stated = u32::from_str_radix(id, 16).map_err(|_| bad("the key id is not 8 hex digits"))?;
-        let material = STANDARD.decode(material).map_err(|_| bad("the key is not standard base64"))?;
+        let stated =
+            u32::from_str_radix(id, 16).map_err(|_| bad("the key id is not 8 hex digits"))?;
+        let material =
+            STANDARD.decode(material).map_err(|_| bad("the key is not standard base64"))?;
         let verifier = if let Some(raw) = material.strip_prefix(ED25519_SIGNATURE_TYPE) {
             let raw: [u8; 32] = raw.try_into().map_err(|_| bad("an Ed25519 key is 32 bytes"))?;
-            let key = VerifyingKey::from_bytes(&raw).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+            let key = VerifyingKey::from_bytes(&raw)
+                .map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
             Self::ed25519(name, key)?
         } else if let Some(raw) = material.strip_prefix(COSIGNATURE_TYPE) {
-            let raw: [u8; 32] = raw.try_into().map_err(|_| bad("an Ed25519 cosigner key is 32 bytes"))?;
-            let key = VerifyingKey::from_bytes(&raw).map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
+            let raw: [u8; 32] =
+                raw.try_into().map_err(|_| bad("an Ed25519 cosigner key is 32 bytes"))?;
+            let key = VerifyingKey::from_bytes(&raw)
+                .map_err(|e| NoteError::InvalidPublicKey(e.to_string()))?;
             Self::cosigner(name, key)?
         } else if let Some(raw) = material.strip_prefix(MLDSA44_COSIGNATURE_TYPE) {
             Self::ml_dsa_44_cosigner(name, raw)?
@@ -439,7 +480,10 @@ impl Verifier {
             return Err(bad("unknown signature type"));
         };
         if verifier.key_id != stated {
-            return Err(bad(&format!("the key id {stated:08x} is not the key's ({:08x})", verifier.key_id)));
+            return Err(bad(&format!(
+                "the key id {stated:08x} is not the key's ({:08x})",
+                verifier.key_id
+            )));
         }
         Ok(verifier)
     }
@@ -455,14 +499,24 @@ impl Verifier {
                 let Ok(raw) = <[u8; 72]>::try_from(signature) else { return false };
                 let time = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
                 let sig: [u8; 64] = raw[8..].try_into().expect("64 bytes");
-                time <= i64::MAX as u64 && k.verify_strict(&cosigned_message(message, time), &Signature::from_bytes(&sig)).is_ok()
+                time <= i64::MAX as u64
+                    && k.verify_strict(
+                        &cosigned_message(message, time),
+                        &Signature::from_bytes(&sig),
+                    )
+                    .is_ok()
             }
             VerifierKey::MlDsa44Cosigner { parsed, .. } => {
                 if signature.len() != 8 + MLDSA44_SIGNATURE_LEN {
                     return false;
                 }
                 let time = u64::from_be_bytes(signature[..8].try_into().expect("8 bytes"));
-                let Some(signed) = std::str::from_utf8(message).ok().and_then(|body| subtree_message(&self.name, time, body)) else { return false };
+                let Some(signed) = std::str::from_utf8(message)
+                    .ok()
+                    .and_then(|body| subtree_message(&self.name, time, body))
+                else {
+                    return false;
+                };
                 time <= i64::MAX as u64 && parsed.verify_sig(&signed, &signature[8..]).is_ok()
             }
             VerifierKey::MlDsa65 { parsed, .. } => parsed.verify_sig(message, signature).is_ok(),
@@ -509,7 +563,10 @@ pub struct Cosigner {
 impl fmt::Debug for Cosigner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the private key.
-        f.debug_struct("Cosigner").field("name", &self.name).field("key_id", &format_args!("{:08x}", self.key_id)).finish()
+        f.debug_struct("Cosigner")
+            .field("name", &self.name)
+            .field("key_id", &format_args!("{:08x}", self.key_id))
+            .finish()
     }
 }
 
@@ -525,7 +582,9 @@ impl Cosigner {
     /// as well: each checkpoint gets both lines.
     pub fn with_ml_dsa_44(mut self, key: PqdsaKeyPair) -> Result<Self, NoteError> {
         if key.algorithm().public_key_len() != MLDSA44_PUBLIC_KEY_LEN || self.name.len() > 255 {
-            return Err(NoteError::InvalidPublicKey("not an ML-DSA-44 key pair, or a name over 255 bytes".into()));
+            return Err(NoteError::InvalidPublicKey(
+                "not an ML-DSA-44 key pair, or a name over 255 bytes".into(),
+            ));
         }
         let id = key_id(&self.name, Algorithm::MlDsa44Cosignature, key.public_key().as_ref());
         self.ml_dsa_44 = Some((key, id));
@@ -536,7 +595,10 @@ impl Cosigner {
     pub fn verifiers(&self) -> Vec<Verifier> {
         let mut out = vec![self.verifier()];
         if let Some((k, _)) = &self.ml_dsa_44 {
-            out.push(Verifier::ml_dsa_44_cosigner(&self.name, k.public_key().as_ref()).expect("its own key"));
+            out.push(
+                Verifier::ml_dsa_44_cosigner(&self.name, k.public_key().as_ref())
+                    .expect("its own key"),
+            );
         }
         out
     }
@@ -566,7 +628,11 @@ impl Cosigner {
                 let mut blob = id.to_be_bytes().to_vec();
                 blob.extend_from_slice(&time.to_be_bytes());
                 blob.extend_from_slice(&signature[..len]);
-                lines.push_str(&format!("{EM_DASH_SPACE}{} {}\n", self.name, STANDARD.encode(blob)));
+                lines.push_str(&format!(
+                    "{EM_DASH_SPACE}{} {}\n",
+                    self.name,
+                    STANDARD.encode(blob)
+                ));
             }
         }
         lines
@@ -620,7 +686,10 @@ pub fn sign_note(body: &str, signers: &[&Signer]) -> Result<String, NoteError> {
     note.push('\n');
     for (i, signer) in signers.iter().enumerate() {
         if signers[..i].iter().any(|s| s.name == signer.name && s.key_id == signer.key_id) {
-            return Err(NoteError::DuplicateSigner { name: signer.name.clone(), key_id: signer.key_id });
+            return Err(NoteError::DuplicateSigner {
+                name: signer.name.clone(),
+                key_id: signer.key_id,
+            });
         }
         let mut blob = signer.key_id.to_be_bytes().to_vec();
         blob.extend(signer.sign(body.as_bytes())?);
@@ -660,11 +729,20 @@ pub fn open_note(text: &str, verifiers: &[Verifier]) -> Result<OpenedNote, NoteE
         if number > MAX_SIGNATURES {
             return Err(NoteError::TooManySignatures);
         }
-        let malformed = |problem: &str| NoteError::MalformedSignatureLine { line: number, problem: problem.to_string() };
-        let rest = line.strip_prefix(EM_DASH_SPACE).ok_or_else(|| malformed("does not start with an em dash (U+2014) and a space"))?;
-        let (name, encoded) = rest.split_once(' ').ok_or_else(|| malformed("expected a key name, a space and a base64 signature"))?;
+        let malformed = |problem: &str| NoteError::MalformedSignatureLine {
+            line: number,
+            problem: problem.to_string(),
+        };
+        let rest = line
+            .strip_prefix(EM_DASH_SPACE)
+            .ok_or_else(|| malformed("does not start with an em dash (U+2014) and a space"))?;
+        let (name, encoded) = rest
+            .split_once(' ')
+            .ok_or_else(|| malformed("expected a key name, a space and a base64 signature"))?;
         check_name(name).map_err(|_| malformed(&format!("invalid key name {name:?}")))?;
-        let blob = STANDARD.decode(encoded).map_err(|_| malformed("the signature is not standard base64"))?;
+        let blob = STANDARD
+            .decode(encoded)
+            .map_err(|_| malformed("the signature is not standard base64"))?;
         if blob.len() < 5 {
             return Err(malformed("the signature is shorter than a key id and one byte"));
         }
@@ -675,10 +753,18 @@ pub fn open_note(text: &str, verifiers: &[Verifier]) -> Result<OpenedNote, NoteE
             return Err(NoteError::AmbiguousKey { name: name.into(), key_id: id });
         }
         if !verifier.verify(body.as_bytes(), &blob[4..]) {
-            return Err(NoteError::InvalidSignature { name: name.into(), key_id: id, algorithm: verifier.algorithm() });
+            return Err(NoteError::InvalidSignature {
+                name: name.into(),
+                key_id: id,
+                algorithm: verifier.algorithm(),
+            });
         }
         if !verified.iter().any(|s| s.name == name && s.key_id == id) {
-            verified.push(VerifiedSignature { name: name.into(), key_id: id, algorithm: verifier.algorithm() });
+            verified.push(VerifiedSignature {
+                name: name.into(),
+                key_id: id,
+                algorithm: verifier.algorithm(),
+            });
         }
     }
     if verified.is_empty() {
@@ -736,19 +822,34 @@ impl Checkpoint {
         };
         let lines: Vec<&str> = content.split('\n').collect();
         let [origin, size, root, rest @ ..] = lines.as_slice() else {
-            return Err(bad(format!("expected 3 lines (origin, size, root), found {}", lines.len())));
+            return Err(bad(format!(
+                "expected 3 lines (origin, size, root), found {}",
+                lines.len()
+            )));
         };
         if !rest.is_empty() {
-            return Err(bad(format!("{} extension line(s) after the root; toolgate checkpoints have none", rest.len())));
+            return Err(bad(format!(
+                "{} extension line(s) after the root; toolgate checkpoints have none",
+                rest.len()
+            )));
         }
         check_origin(origin)?;
-        let size_ok = !size.is_empty() && size.bytes().all(|b| b.is_ascii_digit()) && (size.len() == 1 || !size.starts_with('0'));
+        let size_ok = !size.is_empty()
+            && size.bytes().all(|b| b.is_ascii_digit())
+            && (size.len() == 1 || !size.starts_with('0'));
         if !size_ok {
-            return Err(bad(format!("the size {size:?} is not a decimal number without leading zeros")));
+            return Err(bad(format!(
+                "the size {size:?} is not a decimal number without leading zeros"
+            )));
         }
-        let size: u64 = size.parse().map_err(|_| bad(format!("the size {size} does not fit 64 bits")))?;
-        let root = STANDARD.decode(root).map_err(|_| bad(format!("the root {root:?} is not standard base64")))?;
-        let root: Hash = root.try_into().map_err(|r: Vec<u8>| bad(format!("the root is {} bytes, not 32", r.len())))?;
+        let size: u64 =
+            size.parse().map_err(|_| bad(format!("the size {size} does not fit 64 bits")))?;
+        let root = STANDARD
+            .decode(root)
+            .map_err(|_| bad(format!("the root {root:?} is not standard base64")))?;
+        let root: Hash = root
+            .try_into()
+            .map_err(|r: Vec<u8>| bad(format!("the root is {} bytes, not 32", r.len())))?;
         Ok(Self { origin: origin.to_string(), size, root })
     }
 
@@ -763,13 +864,19 @@ fn check_origin(origin: &str) -> Result<(), NoteError> {
         return Err(NoteError::Checkpoint("the origin is empty".into()));
     }
     if let Some(c) = origin.chars().find(|c| c.is_control()) {
-        return Err(NoteError::Checkpoint(format!("the origin contains the control character U+{:04X}", u32::from(c))));
+        return Err(NoteError::Checkpoint(format!(
+            "the origin contains the control character U+{:04X}",
+            u32::from(c)
+        )));
     }
     Ok(())
 }
 
 /// Opens a signed checkpoint: [`open_note`], then [`Checkpoint::parse`].
-pub fn open_checkpoint(text: &str, verifiers: &[Verifier]) -> Result<(Checkpoint, Vec<VerifiedSignature>), NoteError> {
+pub fn open_checkpoint(
+    text: &str,
+    verifiers: &[Verifier],
+) -> Result<(Checkpoint, Vec<VerifiedSignature>), NoteError> {
     let opened = open_note(text, verifiers)?;
     // A witness's cosignature vouches for consistency, not for the log: a
     // checkpoint needs a signature of the log's own.
@@ -782,8 +889,12 @@ pub fn open_checkpoint(text: &str, verifiers: &[Verifier]) -> Result<(Checkpoint
 /// The witnesses among `witnesses` whose cosignatures on the checkpoint
 /// `text` verify, one entry per witness name (none is not an error; a known
 /// witness's failing cosignature is). Only cosigner keys are taken.
-pub fn cosigned_by(text: &str, witnesses: &[Verifier]) -> Result<Vec<VerifiedSignature>, NoteError> {
-    let cosigners: Vec<Verifier> = witnesses.iter().filter(|w| w.algorithm().is_cosignature()).cloned().collect();
+pub fn cosigned_by(
+    text: &str,
+    witnesses: &[Verifier],
+) -> Result<Vec<VerifiedSignature>, NoteError> {
+    let cosigners: Vec<Verifier> =
+        witnesses.iter().filter(|w| w.algorithm().is_cosignature()).cloned().collect();
     match open_note(text, &cosigners) {
         // One per witness, whichever of its keys (Ed25519, ML-DSA-44) signed.
         Ok(mut opened) => {
@@ -805,7 +916,8 @@ mod tests {
 
     // golang.org/x/mod/sumdb/note, note_test.go (TestSign, TestOpen).
     const PETER_VKEY: &str = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
-    const PETER_SKEY: &str = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz";
+    const PETER_SKEY: &str =
+        "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz";
     const ENOCH_VKEY: &str = "EnochRoot+af0cfe78+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop";
     const TEXT: &str = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n";
     const PETER_SIG: &str = "— PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n";
@@ -813,8 +925,7 @@ mod tests {
 
     // c2sp.org/signed-note, "Verifier keys", Example.
     const C2SP_VKEY: &str = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k";
-    const C2SP_NOTE: &str =
-        "This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
+    const C2SP_NOTE: &str = "This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
 
     fn peter_signer() -> Signer {
         // The Go private key text: PRIVATE+KEY+<name>+<id>+base64(0x01 || seed);
@@ -831,7 +942,8 @@ mod tests {
 
     /// ML-DSA key generation is slow-ish; one fixed key pair per seed.
     fn ml(name: &str, seed: u8) -> Signer {
-        Signer::ml_dsa_65(name, PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[seed; 32]).unwrap()).unwrap()
+        Signer::ml_dsa_65(name, PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[seed; 32]).unwrap())
+            .unwrap()
     }
 
     fn log_signers() -> &'static (Signer, Signer) {
@@ -874,9 +986,17 @@ mod tests {
     #[test]
     fn the_go_and_c2sp_example_notes_open() {
         let peter = Verifier::from_vkey(PETER_VKEY).unwrap();
-        let opened = open_note(&format!("{TEXT}\n{PETER_SIG}"), std::slice::from_ref(&peter)).unwrap();
+        let opened =
+            open_note(&format!("{TEXT}\n{PETER_SIG}"), std::slice::from_ref(&peter)).unwrap();
         assert_eq!(opened.body, TEXT);
-        assert_eq!(opened.verified, [VerifiedSignature { name: "PeterNeumann".into(), key_id: 0xc74f20a3, algorithm: Algorithm::Ed25519 }]);
+        assert_eq!(
+            opened.verified,
+            [VerifiedSignature {
+                name: "PeterNeumann".into(),
+                key_id: 0xc74f20a3,
+                algorithm: Algorithm::Ed25519
+            }]
+        );
 
         let opened = open_note(C2SP_NOTE, &[Verifier::from_vkey(C2SP_VKEY).unwrap()]).unwrap();
         assert_eq!(opened.body, "This is an example message.\n");
@@ -884,7 +1004,12 @@ mod tests {
         // Both Go signers verified; Enoch alone unknown is ignored.
         let enoch = Verifier::from_vkey(ENOCH_VKEY).unwrap();
         let both = format!("{TEXT}\n{PETER_SIG}{ENOCH_SIG}");
-        let names: Vec<_> = open_note(&both, &[peter.clone(), enoch]).unwrap().verified.into_iter().map(|s| s.name).collect();
+        let names: Vec<_> = open_note(&both, &[peter.clone(), enoch])
+            .unwrap()
+            .verified
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
         assert_eq!(names, ["PeterNeumann", "EnochRoot"]);
         assert_eq!(open_note(&both, std::slice::from_ref(&peter)).unwrap().verified.len(), 1);
         assert_eq!(open_note(&both, &[]), Err(NoteError::NoKnownSignature));
@@ -899,12 +1024,20 @@ mod tests {
             (format!("{TEXT}\n{}", PETER_SIG.trim_end()), NoteError::UnterminatedSignatureLine),
             (format!("\x01{TEXT}\n{PETER_SIG}"), NoteError::ControlCharacter(1)),
             (
-                format!("{TEXT}\n— Bad Name x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n"),
-                NoteError::MalformedSignatureLine { line: 1, problem: "the signature is not standard base64".into() },
+                format!(
+                    "{TEXT}\n— Bad Name x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n"
+                ),
+                NoteError::MalformedSignatureLine {
+                    line: 1,
+                    problem: "the signature is not standard base64".into(),
+                },
             ),
             (
                 format!("{TEXT}\n{PETER_SIG}Unexpected line.\n"),
-                NoteError::MalformedSignatureLine { line: 2, problem: "does not start with an em dash (U+2014) and a space".into() },
+                NoteError::MalformedSignatureLine {
+                    line: 2,
+                    problem: "does not start with an em dash (U+2014) and a space".into(),
+                },
             ),
         ];
         for (note, want) in bad {
@@ -917,10 +1050,16 @@ mod tests {
         assert_eq!(open_note(&limit, &peter).unwrap().verified.len(), 1);
         // An ASCII hyphen is not the em dash.
         let hyphen = format!("{TEXT}\n{}", PETER_SIG.replacen('—', "-", 1));
-        assert!(matches!(open_note(&hyphen, &peter), Err(NoteError::MalformedSignatureLine { line: 1, .. })));
+        assert!(matches!(
+            open_note(&hyphen, &peter),
+            Err(NoteError::MalformedSignatureLine { line: 1, .. })
+        ));
         // Too short to hold a key id and a signature.
         let short = format!("{TEXT}\n— PeterNeumann AAAA\n");
-        assert!(matches!(open_note(&short, &peter), Err(NoteError::MalformedSignatureLine { line: 1, .. })));
+        assert!(matches!(
+            open_note(&short, &peter),
+            Err(NoteError::MalformedSignatureLine { line: 1, .. })
+        ));
     }
 
     #[test]
@@ -930,7 +1069,11 @@ mod tests {
         let corrupted = format!("{TEXT}\n{}ABCD{}", &PETER_SIG[..60], &PETER_SIG[60..]);
         assert_eq!(
             open_note(&corrupted, &peter),
-            Err(NoteError::InvalidSignature { name: "PeterNeumann".into(), key_id: 0xc74f20a3, algorithm: Algorithm::Ed25519 })
+            Err(NoteError::InvalidSignature {
+                name: "PeterNeumann".into(),
+                key_id: 0xc74f20a3,
+                algorithm: Algorithm::Ed25519
+            })
         );
         // A valid line followed by a failing line of the same key: rejected
         // (Go skips the repeat; the spec says a known key's line is verified).
@@ -945,7 +1088,10 @@ mod tests {
     fn the_same_key_configured_twice_is_ambiguous() {
         let peter = Verifier::from_vkey(PETER_VKEY).unwrap();
         let note = format!("{TEXT}\n{PETER_SIG}");
-        assert_eq!(open_note(&note, &[peter.clone(), peter]), Err(NoteError::AmbiguousKey { name: "PeterNeumann".into(), key_id: 0xc74f20a3 }));
+        assert_eq!(
+            open_note(&note, &[peter.clone(), peter]),
+            Err(NoteError::AmbiguousKey { name: "PeterNeumann".into(), key_id: 0xc74f20a3 })
+        );
     }
 
     #[test]
@@ -965,7 +1111,10 @@ mod tests {
     #[test]
     fn key_names_are_checked() {
         for name in ["", "a+b", "a b", "a\u{2003}b", "a\nb"] {
-            assert_eq!(Signer::ed25519(name, SigningKey::from_bytes(&[1; 32])).unwrap_err(), NoteError::InvalidKeyName(name.into()));
+            assert_eq!(
+                Signer::ed25519(name, SigningKey::from_bytes(&[1; 32])).unwrap_err(),
+                NoteError::InvalidKeyName(name.into())
+            );
         }
         assert!(Signer::ed25519("example.com/log42", SigningKey::from_bytes(&[1; 32])).is_ok());
     }
@@ -1017,15 +1166,26 @@ mod tests {
 
         let (opened, verified) = open_checkpoint(&note, &[e.verifier(), m.verifier()]).unwrap();
         assert_eq!(opened, checkpoint);
-        let algorithms: Vec<_> = verified.iter().map(|s| (s.name.as_str(), s.key_id, s.algorithm)).collect();
-        assert_eq!(algorithms, [("toolgate.example/log", e.key_id(), Algorithm::Ed25519), ("toolgate.example/log", m.key_id(), Algorithm::MlDsa65)]);
+        let algorithms: Vec<_> =
+            verified.iter().map(|s| (s.name.as_str(), s.key_id, s.algorithm)).collect();
+        assert_eq!(
+            algorithms,
+            [
+                ("toolgate.example/log", e.key_id(), Algorithm::Ed25519),
+                ("toolgate.example/log", m.key_id(), Algorithm::MlDsa65)
+            ]
+        );
 
         // Only the Ed25519 key known: the ML-DSA line is an unknown key, ignored.
         let only_ed = open_note(&note, &[e.verifier()]).unwrap();
-        assert!(only_ed.verified_by(Algorithm::Ed25519) && !only_ed.verified_by(Algorithm::MlDsa65));
+        assert!(
+            only_ed.verified_by(Algorithm::Ed25519) && !only_ed.verified_by(Algorithm::MlDsa65)
+        );
         // Only the ML-DSA key known.
         let only_ml = open_note(&note, &[m.verifier()]).unwrap();
-        assert!(only_ml.verified_by(Algorithm::MlDsa65) && !only_ml.verified_by(Algorithm::Ed25519));
+        assert!(
+            only_ml.verified_by(Algorithm::MlDsa65) && !only_ml.verified_by(Algorithm::Ed25519)
+        );
         // The PQ line stripped: still opens, but not PQ-verified.
         let stripped: String = note.split_inclusive('\n').take(5).collect();
         let opened = open_note(&stripped, &[e.verifier(), m.verifier()]).unwrap();
@@ -1035,14 +1195,19 @@ mod tests {
     #[test]
     fn a_changed_body_byte_fails_each_algorithm() {
         let (e, m) = log_signers();
-        let note = Checkpoint::new("toolgate.example/log", 7, [1; 32]).unwrap().sign(&[e, m]).unwrap();
+        let note =
+            Checkpoint::new("toolgate.example/log", 7, [1; 32]).unwrap().sign(&[e, m]).unwrap();
         let changed = note.replacen("\n7\n", "\n8\n", 1);
         assert_ne!(changed, note);
         for v in [e.verifier(), m.verifier()] {
             let algorithm = v.algorithm();
             assert_eq!(
                 open_note(&changed, &[v.clone()]),
-                Err(NoteError::InvalidSignature { name: "toolgate.example/log".into(), key_id: v.key_id(), algorithm })
+                Err(NoteError::InvalidSignature {
+                    name: "toolgate.example/log".into(),
+                    key_id: v.key_id(),
+                    algorithm
+                })
             );
         }
     }
@@ -1050,19 +1215,26 @@ mod tests {
     #[test]
     fn a_right_name_with_another_key_is_not_a_signer() {
         let (e, m) = log_signers();
-        let note = Checkpoint::new("toolgate.example/log", 3, [2; 32]).unwrap().sign(&[e, m]).unwrap();
+        let note =
+            Checkpoint::new("toolgate.example/log", 3, [2; 32]).unwrap().sign(&[e, m]).unwrap();
         // Same name, other keys: other key ids, so both lines are unknown.
-        let impostors = [ed("toolgate.example/log", 9).verifier(), ml("toolgate.example/log", 9).verifier()];
+        let impostors =
+            [ed("toolgate.example/log", 9).verifier(), ml("toolgate.example/log", 9).verifier()];
         assert_eq!(open_note(&note, &impostors), Err(NoteError::NoKnownSignature));
         // A forged line carrying the right key id but made by another key
         // matches the known key and fails verification.
         let forger = ed("toolgate.example/log", 9);
-        let forged_sig = forger.sign(Checkpoint::new("toolgate.example/log", 3, [2; 32]).unwrap().body().as_bytes()).unwrap();
+        let forged_sig = forger
+            .sign(Checkpoint::new("toolgate.example/log", 3, [2; 32]).unwrap().body().as_bytes())
+            .unwrap();
         let mut blob = e.key_id().to_be_bytes().to_vec();
         blob.extend(forged_sig);
         let body = note.split("\n\n").next().unwrap();
         let forged = format!("{body}\n\n— toolgate.example/log {}\n", STANDARD.encode(blob));
-        assert!(matches!(open_note(&forged, &[e.verifier()]), Err(NoteError::InvalidSignature { .. })));
+        assert!(matches!(
+            open_note(&forged, &[e.verifier()]),
+            Err(NoteError::InvalidSignature { .. })
+        ));
         // A line from an unknown key next to a known one is ignored.
         let extra = format!("{note}— someone.else/key {}\n", STANDARD.encode([7u8; 68]));
         assert_eq!(open_note(&extra, &[e.verifier()]).unwrap().verified.len(), 1);
@@ -1081,19 +1253,30 @@ mod tests {
         assert_eq!((blob.len(), &blob[4..12]), (4 + 8 + 64, &1_679_315_147u64.to_be_bytes()[..]));
         let cosigned = format!("{note}{line}{}", w2.cosign(&body, 5));
         let witnesses = [w1.verifier(), w2.verifier()];
-        let names: Vec<String> = cosigned_by(&cosigned, &witnesses).unwrap().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> =
+            cosigned_by(&cosigned, &witnesses).unwrap().into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["witness.example/w1", "witness.example/w2"]);
         assert!(cosigned_by(&note, &witnesses).unwrap().is_empty());
         // The vkey says it is a cosigner (type 0x04).
         let back = Verifier::from_vkey(&w1.verifier().vkey()).unwrap();
-        assert_eq!((back.algorithm(), back.key_id()), (Algorithm::Ed25519Cosignature, w1.verifier().key_id()));
+        assert_eq!(
+            (back.algorithm(), back.key_id()),
+            (Algorithm::Ed25519Cosignature, w1.verifier().key_id())
+        );
         // Another time under the same signature fails.
-        let forged = cosigned.replacen(&line, &w1.cosign(&body, 1_679_315_147).replace(&STANDARD.encode(&blob), &{
-            let mut b = blob.clone();
-            b[11] ^= 1;
-            STANDARD.encode(b)
-        }), 1);
-        assert!(matches!(cosigned_by(&forged, &witnesses), Err(NoteError::InvalidSignature { algorithm: Algorithm::Ed25519Cosignature, .. })));
+        let forged = cosigned.replacen(
+            &line,
+            &w1.cosign(&body, 1_679_315_147).replace(&STANDARD.encode(&blob), &{
+                let mut b = blob.clone();
+                b[11] ^= 1;
+                STANDARD.encode(b)
+            }),
+            1,
+        );
+        assert!(matches!(
+            cosigned_by(&forged, &witnesses),
+            Err(NoteError::InvalidSignature { algorithm: Algorithm::Ed25519Cosignature, .. })
+        ));
         // A cosignature of another checkpoint does not carry over.
         let other = Checkpoint::new("toolgate.example/log", 10, [3; 32]).unwrap();
         let moved = format!("{}{}", other.sign(&[e]).unwrap(), line);
@@ -1112,11 +1295,16 @@ mod tests {
         let checkpoint = Checkpoint::new("toolgate.example/log", 9, [3; 32]).unwrap();
         let note = checkpoint.sign(&[e]).unwrap();
         let w1 = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32])).unwrap();
-        let unknown = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[9; 32])).unwrap();
+        let unknown =
+            Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[9; 32])).unwrap();
         assert_ne!(w1.verifier().key_id(), unknown.verifier().key_id());
         let alone = format!("{note}{}", unknown.cosign(&checkpoint.body(), 5));
         assert_eq!(cosigned_by(&alone, &[w1.verifier()]), Ok(Vec::new()));
-        let beside = format!("{note}{}{}", unknown.cosign(&checkpoint.body(), 5), w1.cosign(&checkpoint.body(), 5));
+        let beside = format!(
+            "{note}{}{}",
+            unknown.cosign(&checkpoint.body(), 5),
+            w1.cosign(&checkpoint.body(), 5)
+        );
         let by = cosigned_by(&beside, &[w1.verifier()]).unwrap();
         assert_eq!((by.len(), by[0].key_id), (1, w1.verifier().key_id()));
     }
@@ -1128,7 +1316,10 @@ mod tests {
         let checkpoint = Checkpoint::new("toolgate.example/log", 12, [4; 32]).unwrap();
         let note = checkpoint.sign(&[e]).unwrap();
         let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &[5; 32]).unwrap();
-        let w = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32])).unwrap().with_ml_dsa_44(pq).unwrap();
+        let w = Cosigner::new("witness.example/w1", SigningKey::from_bytes(&[7; 32]))
+            .unwrap()
+            .with_ml_dsa_44(pq)
+            .unwrap();
         let lines = w.cosign(&checkpoint.body(), 42);
         assert_eq!(lines.lines().count(), 2);
         let verifiers = w.verifiers();
@@ -1137,16 +1328,22 @@ mod tests {
         let mut input = b"witness.example/w1\n\x06".to_vec();
         input.extend_from_slice(pq_key.public_key());
         let digest = Sha256::digest(&input);
-        assert_eq!(pq_key.key_id(), u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]));
+        assert_eq!(
+            pq_key.key_id(),
+            u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+        );
         assert_eq!(Verifier::from_vkey(&pq_key.vkey()).unwrap().key_id(), pq_key.key_id());
-        let blob = STANDARD.decode(lines.lines().nth(1).unwrap().rsplit(' ').next().unwrap()).unwrap();
+        let blob =
+            STANDARD.decode(lines.lines().nth(1).unwrap().rsplit(' ').next().unwrap()).unwrap();
         assert_eq!(blob.len(), 4 + 8 + MLDSA44_SIGNATURE_LEN);
         let cosigned = format!("{note}{lines}");
         let by = cosigned_by(&cosigned, std::slice::from_ref(pq_key)).unwrap();
         assert_eq!((by.len(), by[0].algorithm), (1, Algorithm::MlDsa44Cosignature));
         // The key id covers the name: under another name the line is not that witness's.
-        let renamed = Verifier::ml_dsa_44_cosigner("witness.example/w2", pq_key.public_key()).unwrap();
-        let moved = cosigned.replace("\u{2014} witness.example/w1 ", "\u{2014} witness.example/w2 ");
+        let renamed =
+            Verifier::ml_dsa_44_cosigner("witness.example/w2", pq_key.public_key()).unwrap();
+        let moved =
+            cosigned.replace("\u{2014} witness.example/w1 ", "\u{2014} witness.example/w2 ");
         assert!(cosigned_by(&moved, &[renamed]).unwrap_or_default().is_empty());
     }
 
@@ -1154,11 +1351,22 @@ mod tests {
     fn checkpoint_body_is_the_spec_format() {
         let root = [0xab; 32];
         let c = Checkpoint::new("example.com/behind-the-sofa", 20852163, root).unwrap();
-        assert_eq!(c.body(), format!("example.com/behind-the-sofa\n20852163\n{}\n", STANDARD.encode(root)));
+        assert_eq!(
+            c.body(),
+            format!("example.com/behind-the-sofa\n20852163\n{}\n", STANDARD.encode(root))
+        );
         // The spec's example checkpoint text parses.
-        let spec = Checkpoint::parse("example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n").unwrap();
+        let spec = Checkpoint::parse(
+            "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n",
+        )
+        .unwrap();
         assert_eq!((spec.origin(), spec.size()), ("example.com/behind-the-sofa", 20852163));
-        assert_eq!(Checkpoint::parse("log\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n").unwrap().size(), 0);
+        assert_eq!(
+            Checkpoint::parse("log\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n")
+                .unwrap()
+                .size(),
+            0
+        );
     }
 
     #[test]
@@ -1183,7 +1391,10 @@ mod tests {
         for body in cases {
             assert!(matches!(Checkpoint::parse(&body), Err(NoteError::Checkpoint(_))), "{body:?}");
         }
-        assert_eq!(Checkpoint::parse(&format!("log\n18446744073709551615\n{root}\n")).unwrap().size(), u64::MAX);
+        assert_eq!(
+            Checkpoint::parse(&format!("log\n18446744073709551615\n{root}\n")).unwrap().size(),
+            u64::MAX
+        );
         assert!(Checkpoint::new("", 1, [0; 32]).is_err());
         assert!(Checkpoint::new("a\nb", 1, [0; 32]).is_err());
     }

@@ -174,7 +174,9 @@ pub fn reuse(op: &Operation, proposal_sha256: &str, now_ms: i64) -> Reuse {
         Dispatched if lapsed => Reuse::Unknown,
         Reserved if lapsed => Reuse::TakeOver,
         // Most writes end well within their lease: ask again soon.
-        Reserved | Dispatched => Reuse::InProgress { retry_after_ms: (op.lease_until_ms - now_ms).clamp(1, 1_000) },
+        Reserved | Dispatched => {
+            Reuse::InProgress { retry_after_ms: (op.lease_until_ms - now_ms).clamp(1, 1_000) }
+        }
         ReconciledNotApplied => Reuse::TakeOver,
     }
 }
@@ -187,7 +189,13 @@ mod tests {
     fn op(state: OperationState, lease: i64) -> Operation {
         Operation {
             id: "op_1".into(),
-            key: OperationKey { tenant: "t".into(), server: "s".into(), tool: "w".into(), value: "k".into(), subject: "agent".into() },
+            key: OperationKey {
+                tenant: "t".into(),
+                server: "s".into(),
+                tool: "w".into(),
+                value: "k".into(),
+                subject: "agent".into(),
+            },
             caller: "agent".into(),
             proposal_sha256: "a".repeat(64),
             approval_id: None,

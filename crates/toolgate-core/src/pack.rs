@@ -39,17 +39,33 @@ fn message(manifest: &[u8]) -> Vec<u8> {
 
 /// Signs `manifest` (the exact bytes of `MANIFEST.json`) with `key`.
 pub fn sign_manifest(key: &ReceiptKey, manifest: &[u8]) -> ManifestSignature {
-    ManifestSignature { kid: key.kid().to_string(), sig: STANDARD.encode(key.sign(&message(manifest))) }
+    ManifestSignature {
+        kid: key.kid().to_string(),
+        sig: STANDARD.encode(key.sign(&message(manifest))),
+    }
 }
 
 /// Checks `signature` over `manifest` against the key of `keys` its kid names.
-pub fn verify_manifest(keys: &[BundleKey], manifest: &[u8], signature: &ManifestSignature) -> Result<(), String> {
-    let key = keys.iter().find(|k| k.kid == signature.kid).ok_or_else(|| format!("signed by kid {}, which is not among the bundle's keys", signature.kid))?;
+pub fn verify_manifest(
+    keys: &[BundleKey],
+    manifest: &[u8],
+    signature: &ManifestSignature,
+) -> Result<(), String> {
+    let key = keys.iter().find(|k| k.kid == signature.kid).ok_or_else(|| {
+        format!("signed by kid {}, which is not among the bundle's keys", signature.kid)
+    })?;
     let verifiers = key_verifiers(key).map_err(|e| e.to_string())?;
-    let raw: [u8; 32] = verifiers[0].public_key().try_into().map_err(|_| "not an Ed25519 key".to_string())?;
+    let raw: [u8; 32] =
+        verifiers[0].public_key().try_into().map_err(|_| "not an Ed25519 key".to_string())?;
     let public = ed25519_dalek::VerifyingKey::from_bytes(&raw).map_err(|e| e.to_string())?;
-    let bytes: [u8; 64] = STANDARD.decode(&signature.sig).ok().and_then(|b| b.try_into().ok()).ok_or_else(|| "the signature is not 64 bytes of base64".to_string())?;
-    public.verify_strict(&message(manifest), &ed25519_dalek::Signature::from_bytes(&bytes)).map_err(|_| "the signature does not verify: the manifest was changed".to_string())
+    let bytes: [u8; 64] = STANDARD
+        .decode(&signature.sig)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| "the signature is not 64 bytes of base64".to_string())?;
+    public
+        .verify_strict(&message(manifest), &ed25519_dalek::Signature::from_bytes(&bytes))
+        .map_err(|_| "the signature does not verify: the manifest was changed".to_string())
 }
 
 /// A pack's files by their `/`-separated path inside it (`MANIFEST.json`,
@@ -69,10 +85,18 @@ pub fn verify(files: &Files, bundle: &Bundle, report: &mut Report) {
 }
 
 /// The proofs in order; a failure is its check's name and why.
-fn proofs(files: &Files, bundle: &Bundle, report: &mut Report) -> Result<(), (&'static str, String)> {
+fn proofs(
+    files: &Files,
+    bundle: &Bundle,
+    report: &mut Report,
+) -> Result<(), (&'static str, String)> {
     manifest(files, &bundle.keys).map_err(|why| ("pack manifest", why))?;
     let defs = definitions(files, bundle).map_err(|why| ("tool definitions", why))?;
-    report.checks.push(Check { name: "tool definitions", ok: true, detail: format!("{defs} receipt(s) name a definition the pack holds under its hash") });
+    report.checks.push(Check {
+        name: "tool definitions",
+        ok: true,
+        detail: format!("{defs} receipt(s) name a definition the pack holds under its hash"),
+    });
     let detail = policy_set(files, bundle).map_err(|why| ("policy set", why))?;
     report.checks.push(Check { name: "policy set", ok: true, detail });
     Ok(())
@@ -82,8 +106,10 @@ fn proofs(files: &Files, bundle: &Bundle, report: &mut Report) -> Result<(), (&'
 /// key of the bundle, so a file rewritten and re-hashed here fails.
 fn manifest(files: &Files, keys: &[BundleKey]) -> Result<(), String> {
     let bytes = files.get("MANIFEST.json").ok_or("MANIFEST.json is missing")?;
-    let manifest: serde_json::Map<String, Value> = serde_json::from_slice(bytes).map_err(|_| "MANIFEST.json is not JSON")?;
-    let signature = files.get("MANIFEST.sig").and_then(|s| serde_json::from_slice::<ManifestSignature>(s).ok());
+    let manifest: serde_json::Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|_| "MANIFEST.json is not JSON")?;
+    let signature =
+        files.get("MANIFEST.sig").and_then(|s| serde_json::from_slice::<ManifestSignature>(s).ok());
     let signature = signature.ok_or("MANIFEST.sig is missing or not a manifest signature")?;
     verify_manifest(keys, bytes, &signature).map_err(|why| format!("MANIFEST.sig: {why}"))?;
     for (name, hash) in &manifest {
@@ -105,9 +131,13 @@ fn definitions(files: &Files, bundle: &Bundle) -> Result<usize, String> {
             continue;
         }
         let text = files.get(&format!("tools/{sha}.json")).map(Vec::as_slice).unwrap_or_default();
-        let matches = serde_json::from_slice::<Value>(text).is_ok_and(|v| sha256_hex(canonical_json(&v).as_bytes()) == *sha);
+        let matches = serde_json::from_slice::<Value>(text)
+            .is_ok_and(|v| sha256_hex(canonical_json(&v).as_bytes()) == *sha);
         if !matches {
-            return Err(format!("receipt {} names tool definition {sha}, which the pack does not hold", e.receipt.receipt.log_index));
+            return Err(format!(
+                "receipt {} names tool definition {sha}, which the pack does not hold",
+                e.receipt.receipt.log_index
+            ));
         }
         defs += 1;
     }
@@ -120,10 +150,16 @@ fn definitions(files: &Files, bundle: &Bundle) -> Result<usize, String> {
 fn policy_set(files: &Files, bundle: &Bundle) -> Result<String, String> {
     let text = |name: &str| files.get(name).and_then(|b| std::str::from_utf8(b).ok());
     let version = match (text("policy/policy.cedar"), text("policy/policy.cedarschema")) {
-        (Some(p), Some(s)) => PolicyEngine::load(p, s).map_err(|e| format!("the pack's policy does not load: {e}"))?.version().to_string(),
+        (Some(p), Some(s)) => PolicyEngine::load(p, s)
+            .map_err(|e| format!("the pack's policy does not load: {e}"))?
+            .version()
+            .to_string(),
         _ => PolicyEngine::empty().version().to_string(),
     };
-    let (under, all) = (bundle.receipts.iter().filter(|e| e.receipt.receipt.policy_version == version).count(), bundle.receipts.len());
+    let (under, all) = (
+        bundle.receipts.iter().filter(|e| e.receipt.receipt.policy_version == version).count(),
+        bundle.receipts.len(),
+    );
     if under == 0 && all > 0 {
         return Err(format!("version {version} is the policy of none of the {all} receipt(s)"));
     }
@@ -141,10 +177,19 @@ mod tests {
         let manifest = br#"{"registry.json": "ab"}"#;
         let sig = sign_manifest(&k.receipt, manifest);
         assert_eq!(verify_manifest(&[bundle_key(&k)], manifest, &sig), Ok(()));
-        assert!(verify_manifest(&[bundle_key(&k)], br#"{"registry.json": "cd"}"#, &sig).unwrap_err().contains("changed"));
+        assert!(
+            verify_manifest(&[bundle_key(&k)], br#"{"registry.json": "cd"}"#, &sig)
+                .unwrap_err()
+                .contains("changed")
+        );
         let other = keys(6);
-        assert!(verify_manifest(&[bundle_key(&other)], manifest, &sig).unwrap_err().contains("not among"));
-        let forged = ManifestSignature { kid: sig.kid.clone(), ..sign_manifest(&other.receipt, manifest) };
+        assert!(
+            verify_manifest(&[bundle_key(&other)], manifest, &sig)
+                .unwrap_err()
+                .contains("not among")
+        );
+        let forged =
+            ManifestSignature { kid: sig.kid.clone(), ..sign_manifest(&other.receipt, manifest) };
         assert!(verify_manifest(&[bundle_key(&k)], manifest, &forged).is_err());
     }
 
@@ -155,10 +200,16 @@ mod tests {
     /// `MANIFEST.json` over every other file, and `MANIFEST.sig` by `k`.
     fn sign(files: &mut Files, k: &Keys) {
         files.retain(|name, _| !name.starts_with("MANIFEST."));
-        let manifest: serde_json::Map<String, Value> = files.iter().map(|(name, bytes)| (name.clone(), Value::from(sha256_hex(bytes)))).collect();
+        let manifest: serde_json::Map<String, Value> = files
+            .iter()
+            .map(|(name, bytes)| (name.clone(), Value::from(sha256_hex(bytes))))
+            .collect();
         let manifest = serde_json::to_vec_pretty(&manifest).unwrap();
         let signature = serde_json::to_vec(&sign_manifest(&k.receipt, &manifest)).unwrap();
-        files.extend([("MANIFEST.json".to_string(), manifest), ("MANIFEST.sig".to_string(), signature)]);
+        files.extend([
+            ("MANIFEST.json".to_string(), manifest),
+            ("MANIFEST.sig".to_string(), signature),
+        ]);
     }
 
     /// A pack as `toolgate export --pack` writes one: two receipts that name
@@ -172,7 +223,11 @@ mod tests {
             e.receipt.receipt.tool_definition_sha256 = sha.clone();
             e.receipt.receipt.policy_version = PolicyEngine::empty().version().into();
         }
-        let mut files = Files::from([("bundle.json".into(), b.to_json().into_bytes()), ("registry.json".into(), b"{}".to_vec()), (format!("tools/{sha}.json"), DEFINITION.into())]);
+        let mut files = Files::from([
+            ("bundle.json".into(), b.to_json().into_bytes()),
+            ("registry.json".into(), b"{}".to_vec()),
+            (format!("tools/{sha}.json"), DEFINITION.into()),
+        ]);
         sign(&mut files, &k);
         (files, b, k)
     }
@@ -186,7 +241,9 @@ mod tests {
     /// The one failed check: its name and why, also the report's one failure.
     fn failed(files: &Files, b: &Bundle) -> (&'static str, String) {
         let report = checked(files, b);
-        let [failure] = report.failures.as_slice() else { panic!("one failure expected: {:?}", report.failures) };
+        let [failure] = report.failures.as_slice() else {
+            panic!("one failure expected: {:?}", report.failures)
+        };
         let last = report.checks.last().unwrap();
         assert!(!last.ok);
         assert_eq!(failure.to_string(), format!("malformed bundle: pack: {}", last.detail));
@@ -198,12 +255,24 @@ mod tests {
         let (mut files, mut b, k) = pack();
         let report = checked(&files, &b);
         assert!(report.ok(), "{:?}", report.failures);
-        let lines: Vec<_> = report.checks.iter().map(|c| (c.name, c.ok, c.detail.as_str())).collect();
+        let lines: Vec<_> =
+            report.checks.iter().map(|c| (c.name, c.ok, c.detail.as_str())).collect();
         let empty = PolicyEngine::empty().version().to_string();
-        assert_eq!(lines, [
-            ("tool definitions", true, "2 receipt(s) name a definition the pack holds under its hash"),
-            ("policy set", true, format!("version {empty}: in force for 2 of 2 receipt(s)").as_str()),
-        ]);
+        assert_eq!(
+            lines,
+            [
+                (
+                    "tool definitions",
+                    true,
+                    "2 receipt(s) name a definition the pack holds under its hash"
+                ),
+                (
+                    "policy set",
+                    true,
+                    format!("version {empty}: in force for 2 of 2 receipt(s)").as_str()
+                ),
+            ]
+        );
         let version = PolicyEngine::load(POLICY, SCHEMA).unwrap().version().to_string();
         b.receipts[1].receipt.receipt.policy_version = version.clone();
         files.insert("policy/policy.cedar".into(), POLICY.into());
@@ -211,15 +280,30 @@ mod tests {
         sign(&mut files, &k);
         let report = checked(&files, &b);
         assert!(report.ok(), "{:?}", report.failures);
-        assert_eq!(report.checks[1].detail, format!("version {version}: in force for 1 of 2 receipt(s)"));
+        assert_eq!(
+            report.checks[1].detail,
+            format!("version {version}: in force for 1 of 2 receipt(s)")
+        );
     }
 
     #[test]
     fn a_missing_unsigned_or_changed_manifest_fails() {
         let (files, b, k) = pack();
-        let without = |name: &str| files.iter().filter(|(n, _)| *n != name).map(|(n, v)| (n.clone(), v.clone())).collect::<Files>();
-        assert_eq!(failed(&without("MANIFEST.json"), &b), ("pack manifest", "MANIFEST.json is missing".into()));
-        assert_eq!(failed(&without("MANIFEST.sig"), &b), ("pack manifest", "MANIFEST.sig is missing or not a manifest signature".into()));
+        let without = |name: &str| {
+            files
+                .iter()
+                .filter(|(n, _)| *n != name)
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect::<Files>()
+        };
+        assert_eq!(
+            failed(&without("MANIFEST.json"), &b),
+            ("pack manifest", "MANIFEST.json is missing".into())
+        );
+        assert_eq!(
+            failed(&without("MANIFEST.sig"), &b),
+            ("pack manifest", "MANIFEST.sig is missing or not a manifest signature".into())
+        );
         let mut garbled = files.clone();
         garbled.insert("MANIFEST.json".into(), b"{".to_vec());
         assert_eq!(failed(&garbled, &b), ("pack manifest", "MANIFEST.json is not JSON".into()));
@@ -229,7 +313,13 @@ mod tests {
         let signature = rehashed["MANIFEST.sig"].clone();
         sign(&mut rehashed, &k);
         rehashed.insert("MANIFEST.sig".into(), signature);
-        assert_eq!(failed(&rehashed, &b), ("pack manifest", "MANIFEST.sig: the signature does not verify: the manifest was changed".into()));
+        assert_eq!(
+            failed(&rehashed, &b),
+            (
+                "pack manifest",
+                "MANIFEST.sig: the signature does not verify: the manifest was changed".into()
+            )
+        );
         // Signed by a key that is not the bundle's.
         let mut foreign = files.clone();
         sign(&mut foreign, &keys(8));
@@ -243,18 +333,30 @@ mod tests {
         let (files, b, k) = pack();
         let mut changed = files.clone();
         changed.insert("registry.json".into(), br#"{"x": 1}"#.to_vec());
-        assert_eq!(failed(&changed, &b), ("pack manifest", "registry.json does not match its manifest hash".into()));
+        assert_eq!(
+            failed(&changed, &b),
+            ("pack manifest", "registry.json does not match its manifest hash".into())
+        );
         let sha = b.receipts[0].receipt.receipt.tool_definition_sha256.clone();
         let mut undefined = files.clone();
         undefined.remove(&format!("tools/{sha}.json"));
         sign(&mut undefined, &k);
-        assert_eq!(failed(&undefined, &b), ("tool definitions", format!("receipt 0 names tool definition {sha}, which the pack does not hold")));
+        assert_eq!(
+            failed(&undefined, &b),
+            (
+                "tool definitions",
+                format!("receipt 0 names tool definition {sha}, which the pack does not hold")
+            )
+        );
         let mut other = files.clone();
         other.insert("policy/policy.cedar".into(), POLICY.into());
         other.insert("policy/policy.cedarschema".into(), SCHEMA.into());
         sign(&mut other, &k);
         let version = PolicyEngine::load(POLICY, SCHEMA).unwrap().version().to_string();
-        assert_eq!(failed(&other, &b), ("policy set", format!("version {version} is the policy of none of the 2 receipt(s)")));
+        assert_eq!(
+            failed(&other, &b),
+            ("policy set", format!("version {version} is the policy of none of the 2 receipt(s)"))
+        );
         other.insert("policy/policy.cedar".into(), b"permit (".to_vec());
         sign(&mut other, &k);
         let (name, why) = failed(&other, &b);

@@ -64,7 +64,10 @@ mod tests {
         push_index(&mut p, 3);
         assert_eq!(p, "/a\\u000d\\u000db\\u000a\\u2028/3");
         let forged = tame("x\r\revent: count\rdata: 0\r", 30);
-        assert!(!forged.contains(['\r', '\n']) && forged.chars().count() <= 31 && forged.ends_with('…'), "{forged}");
+        assert!(
+            !forged.contains(['\r', '\n']) && forged.chars().count() <= 31 && forged.ends_with('…'),
+            "{forged}"
+        );
         let mut long = String::new();
         push_key(&mut long, &"k/".repeat(100));
         assert_eq!(long.chars().count(), 1 + MAX_KEY_CHARS + 1);

@@ -26,8 +26,9 @@ use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use cedar_policy::{
-    Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId,
-    PolicySet, Request, RestrictedExpression, Schema, SchemaFragment, ValidationMode, Validator,
+    Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity, EntityId,
+    EntityTypeName, EntityUid, PolicyId, PolicySet, Request, RestrictedExpression, Schema,
+    SchemaFragment, ValidationMode, Validator,
 };
 use serde_json::Value;
 
@@ -110,11 +111,14 @@ impl PolicyEngine {
     /// Parses and validates (strict mode). Any error stops here.
     pub fn load(policies: &str, schema: &str) -> Result<Self, PolicyError> {
         let set = PolicySet::from_str(policies).map_err(|e| PolicyError::Policies(render(&e)))?;
-        let (fragment, _) = SchemaFragment::from_cedarschema_str(schema).map_err(|e| PolicyError::Schema(render(&e)))?;
-        let (compiled, _) = Schema::from_cedarschema_str(schema).map_err(|e| PolicyError::Schema(render(&e)))?;
+        let (fragment, _) = SchemaFragment::from_cedarschema_str(schema)
+            .map_err(|e| PolicyError::Schema(render(&e)))?;
+        let (compiled, _) =
+            Schema::from_cedarschema_str(schema).map_err(|e| PolicyError::Schema(render(&e)))?;
         let result = Validator::new(compiled).validate(&set, ValidationMode::Strict);
         if !result.validation_passed() {
-            let errors: Vec<String> = result.validation_errors().map(|e| format!("- {}", render(e))).collect();
+            let errors: Vec<String> =
+                result.validation_errors().map(|e| format!("- {}", render(e))).collect();
             return Err(PolicyError::Invalid(errors.join("\n")));
         }
         let schema = fragment.to_json_value().map_err(|e| PolicyError::Schema(e.to_string()))?;
@@ -129,7 +133,9 @@ impl PolicyEngine {
 
     /// An engine with no policies: every call is not applicable.
     pub fn empty() -> Self {
-        let version = sha256_hex(canonical_json(&serde_json::json!({"policies": {}, "schema": {}})).as_bytes());
+        let version = sha256_hex(
+            canonical_json(&serde_json::json!({"policies": {}, "schema": {}})).as_bytes(),
+        );
         Self { policies: PolicySet::new(), readable: Readable::Whole, version }
     }
 
@@ -142,7 +148,13 @@ impl PolicyEngine {
     /// `arguments`; `approval` is the state of the approval the call presents
     /// (`none` when it presents none). Fails closed: an error is an
     /// [`Outcome::Error`].
-    pub fn evaluate(&self, caller: &Caller, tool: &ToolFacts<'_>, arguments: &Value, approval: &str) -> Outcome {
+    pub fn evaluate(
+        &self,
+        caller: &Caller,
+        tool: &ToolFacts<'_>,
+        arguments: &Value,
+        approval: &str,
+    ) -> Outcome {
         // No policies, nothing can apply: skip building the request.
         if self.policies.is_empty() {
             return Outcome::NotApplicable;
@@ -153,36 +165,56 @@ impl PolicyEngine {
         }
     }
 
-    fn try_evaluate(&self, caller: &Caller, tool: &ToolFacts<'_>, arguments: &Value, approval: &str) -> Result<Outcome, String> {
+    fn try_evaluate(
+        &self,
+        caller: &Caller,
+        tool: &ToolFacts<'_>,
+        arguments: &Value,
+        approval: &str,
+    ) -> Result<Outcome, String> {
         let principal = uid("Caller", &caller.name)?;
         let resource = uid("Tool", tool.exposed_name)?;
         let action = uid("Action", ACTION)?;
-        let roles: HashSet<EntityUid> = caller.roles.iter().map(|r| uid("Role", r)).collect::<Result<_, _>>()?;
-        let mut entities: Vec<Entity> = roles.iter().map(|r| Entity::new_no_attrs(r.clone(), HashSet::new())).collect();
+        let roles: HashSet<EntityUid> =
+            caller.roles.iter().map(|r| uid("Role", r)).collect::<Result<_, _>>()?;
+        let mut entities: Vec<Entity> =
+            roles.iter().map(|r| Entity::new_no_attrs(r.clone(), HashSet::new())).collect();
         let caller_attrs = HashMap::from([
             ("subject".to_string(), RestrictedExpression::new_string(caller.subject.clone())),
             ("tenant".to_string(), RestrictedExpression::new_string(caller.tenant.clone())),
         ]);
-        entities.push(Entity::new(principal.clone(), caller_attrs, roles).map_err(|e| e.to_string())?);
-        let labels = RestrictedExpression::new_set(tool.labels.iter().map(|l| RestrictedExpression::new_string(l.clone())));
+        entities
+            .push(Entity::new(principal.clone(), caller_attrs, roles).map_err(|e| e.to_string())?);
+        let labels = RestrictedExpression::new_set(
+            tool.labels.iter().map(|l| RestrictedExpression::new_string(l.clone())),
+        );
         let tool_attrs = HashMap::from([
             ("server".to_string(), RestrictedExpression::new_string(tool.server.to_string())),
             ("name".to_string(), RestrictedExpression::new_string(tool.name.to_string())),
             ("class".to_string(), RestrictedExpression::new_string(tool.class.to_string())),
             ("labels".to_string(), labels),
         ]);
-        entities.push(Entity::new(resource.clone(), tool_attrs, HashSet::new()).map_err(|e| e.to_string())?);
+        entities.push(
+            Entity::new(resource.clone(), tool_attrs, HashSet::new()).map_err(|e| e.to_string())?,
+        );
         let entities = Entities::from_entities(entities, None).map_err(|e| e.to_string())?;
         let context = Context::from_pairs([
             ("arguments".to_string(), restricted(self.readable.cut(arguments))?),
             ("approval".to_string(), RestrictedExpression::new_string(approval.to_string())),
         ])
         .map_err(|e| e.to_string())?;
-        let request = Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())?;
+        let request =
+            Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())?;
         let response = Authorizer::new().is_authorized(&request, &self.policies, &entities);
         let errors: Vec<String> = response.diagnostics().errors().map(|e| e.to_string()).collect();
         if !errors.is_empty() {
-            let rules = response.diagnostics().errors().map(|cedar_policy::AuthorizationError::PolicyEvaluationError(e)| self.rule_id(e.policy_id())).collect();
+            let rules = response
+                .diagnostics()
+                .errors()
+                .map(|cedar_policy::AuthorizationError::PolicyEvaluationError(e)| {
+                    self.rule_id(e.policy_id())
+                })
+                .collect();
             return Ok(Outcome::Error { rules, message: errors.join("; ") });
         }
         let determining: Vec<&PolicyId> = response.diagnostics().reason().collect();
@@ -211,7 +243,10 @@ impl PolicyEngine {
     }
 
     fn rule_id(&self, id: &PolicyId) -> String {
-        self.policies.policy(id).and_then(|p| p.annotation("id")).map_or_else(|| id.to_string(), str::to_string)
+        self.policies
+            .policy(id)
+            .and_then(|p| p.annotation("id"))
+            .map_or_else(|| id.to_string(), str::to_string)
     }
 }
 
@@ -227,25 +262,36 @@ fn restricted(cut: Cut<'_>) -> Result<RestrictedExpression, String> {
     Ok(match cut {
         Cut::Whole(value) => whole(value)?,
         Cut::Record(attrs) => RestrictedExpression::new_record(
-            attrs.into_iter().map(|(k, v)| Ok((k.to_string(), restricted(v)?))).collect::<Result<Vec<_>, String>>()?,
+            attrs
+                .into_iter()
+                .map(|(k, v)| Ok((k.to_string(), restricted(v)?)))
+                .collect::<Result<Vec<_>, String>>()?,
         )
         .map_err(|e| e.to_string())?,
-        Cut::Set(items) => RestrictedExpression::new_set(items.into_iter().map(restricted).collect::<Result<Vec<_>, _>>()?),
+        Cut::Set(items) => RestrictedExpression::new_set(
+            items.into_iter().map(restricted).collect::<Result<Vec<_>, _>>()?,
+        ),
     })
 }
 
 fn whole(value: &Value) -> Result<RestrictedExpression, String> {
     Ok(match value {
-        Value::Null => RestrictedExpression::new_record(std::iter::empty()).map_err(|e| e.to_string())?,
+        Value::Null => {
+            RestrictedExpression::new_record(std::iter::empty()).map_err(|e| e.to_string())?
+        }
         Value::Bool(b) => RestrictedExpression::new_bool(*b),
         Value::Number(n) => match n.as_i64() {
             Some(i) => RestrictedExpression::new_long(i),
             None => RestrictedExpression::new_string(n.to_string()),
         },
         Value::String(s) => RestrictedExpression::new_string(s.clone()),
-        Value::Array(items) => RestrictedExpression::new_set(items.iter().map(whole).collect::<Result<Vec<_>, _>>()?),
+        Value::Array(items) => {
+            RestrictedExpression::new_set(items.iter().map(whole).collect::<Result<Vec<_>, _>>()?)
+        }
         Value::Object(map) => RestrictedExpression::new_record(
-            map.iter().map(|(k, v)| Ok((k.clone(), whole(v)?))).collect::<Result<Vec<_>, String>>()?,
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), whole(v)?)))
+                .collect::<Result<Vec<_>, String>>()?,
         )
         .map_err(|e| e.to_string())?,
     })
@@ -291,7 +337,12 @@ mod tests {
     "#;
 
     fn agent() -> Caller {
-        Caller { name: "agent".into(), subject: "agent-7".into(), tenant: "atlas".into(), roles: vec!["agent".into()] }
+        Caller {
+            name: "agent".into(),
+            subject: "agent-7".into(),
+            tenant: "atlas".into(),
+            roles: vec!["agent".into()],
+        }
     }
 
     fn tool(exposed: &'static str) -> ToolFacts<'static> {
@@ -302,19 +353,43 @@ mod tests {
     #[test]
     fn each_cedar_answer_maps_to_its_outcome() {
         let engine = PolicyEngine::load(POLICIES, SCHEMA).unwrap();
-        let eval = |t: &'static str, args: Value| engine.evaluate(&agent(), &tool(t), &args, "none");
+        let eval =
+            |t: &'static str, args: Value| engine.evaluate(&agent(), &tool(t), &args, "none");
         assert_eq!(
             eval("notices__send_notice", json!({"to": "team@example.test", "body": "x"})),
-            Outcome::RequireApproval { rules: vec!["exact_rule".into()], why: "a notice to the team address".into() }
+            Outcome::RequireApproval {
+                rules: vec!["exact_rule".into()],
+                why: "a notice to the team address".into()
+            }
         );
-        assert_eq!(eval("notices__send_notice", json!({"to": "outside@example.test", "body": "x"})), Outcome::Forbid { rules: vec!["no_exact_rule".into()] });
-        assert_eq!(eval("parts__raise_parts_order", json!({"quantity": 2})), Outcome::Permit { rules: vec!["small_orders".into()] });
-        assert_eq!(eval("parts__raise_parts_order", json!({"quantity": 9})), Outcome::NotApplicable);
-        assert_eq!(eval("tickets__get_ticket", json!({"ticket_id": "SR-1"})), Outcome::NotApplicable);
+        assert_eq!(
+            eval("notices__send_notice", json!({"to": "outside@example.test", "body": "x"})),
+            Outcome::Forbid { rules: vec!["no_exact_rule".into()] }
+        );
+        assert_eq!(
+            eval("parts__raise_parts_order", json!({"quantity": 2})),
+            Outcome::Permit { rules: vec!["small_orders".into()] }
+        );
+        assert_eq!(
+            eval("parts__raise_parts_order", json!({"quantity": 9})),
+            Outcome::NotApplicable
+        );
+        assert_eq!(
+            eval("tickets__get_ticket", json!({"ticket_id": "SR-1"})),
+            Outcome::NotApplicable
+        );
         // A role the caller lacks: the permit does not apply.
         let mut other = agent();
         other.roles = vec!["auditor".into()];
-        assert_eq!(engine.evaluate(&other, &tool("parts__raise_parts_order"), &json!({"quantity": 2}), "none"), Outcome::NotApplicable);
+        assert_eq!(
+            engine.evaluate(
+                &other,
+                &tool("parts__raise_parts_order"),
+                &json!({"quantity": 2}),
+                "none"
+            ),
+            Outcome::NotApplicable
+        );
     }
 
     #[test]
@@ -322,10 +397,16 @@ mod tests {
         let engine = PolicyEngine::load(POLICIES, SCHEMA).unwrap();
         // Cedar's JSON escape as an argument value is just a record here.
         let forged = json!({"to": {"__entity": {"type": "Tool", "id": "x"}}, "body": "x"});
-        assert!(matches!(engine.evaluate(&agent(), &tool("notices__send_notice"), &forged, "none"), Outcome::Forbid { .. }));
+        assert!(matches!(
+            engine.evaluate(&agent(), &tool("notices__send_notice"), &forged, "none"),
+            Outcome::Forbid { .. }
+        ));
         // A wrong type where a policy compares: the policy errors, the call is denied.
         let wrong = json!({"quantity": "two"});
-        assert!(matches!(engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &wrong, "none"), Outcome::Error { .. }));
+        assert!(matches!(
+            engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &wrong, "none"),
+            Outcome::Error { .. }
+        ));
     }
 
     #[test]
@@ -346,15 +427,29 @@ mod tests {
         let engine = PolicyEngine::load(policies, schema).unwrap();
         // The nested common type is resolved: lines are a set of closed records.
         let Readable::Record(attrs) = &engine.readable else { panic!("{:?}", engine.readable) };
-        assert!(matches!(attrs.get("lines"), Some(Readable::Set(line)) if matches!(&**line, Readable::Record(l) if l.contains_key("part_no"))), "{attrs:?}");
-        let eval = |args: Value| engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &args, "none");
+        assert!(
+            matches!(attrs.get("lines"), Some(Readable::Set(line)) if matches!(&**line, Readable::Record(l) if l.contains_key("part_no"))),
+            "{attrs:?}"
+        );
+        let eval = |args: Value| {
+            engine.evaluate(&agent(), &tool("parts__raise_parts_order"), &args, "none")
+        };
         // An undeclared attribute beside a declared one is dropped, so a set
         // element still equals the record the policy names.
-        assert_eq!(eval(json!({"lines": [{"part_no": "TV-1", "colour": "red"}]})), Outcome::Forbid { rules: vec!["no_valves".into()] });
-        assert_eq!(eval(json!({"lines": [{"part_no": "TV-2", "colour": "red"}]})), Outcome::NotApplicable);
+        assert_eq!(
+            eval(json!({"lines": [{"part_no": "TV-1", "colour": "red"}]})),
+            Outcome::Forbid { rules: vec!["no_valves".into()] }
+        );
+        assert_eq!(
+            eval(json!({"lines": [{"part_no": "TV-2", "colour": "red"}]})),
+            Outcome::NotApplicable
+        );
         // Undeclared top-level attributes are not there for `has`, as the validator typed them.
         assert_eq!(eval(json!({"visits": [1, 2, 3]})), Outcome::NotApplicable);
-        assert_eq!(eval(json!({"note": "x", "visits": [1, 2, 3]})), Outcome::Permit { rules: vec!["noted".into()] });
+        assert_eq!(
+            eval(json!({"note": "x", "visits": [1, 2, 3]})),
+            Outcome::Permit { rules: vec!["noted".into()] }
+        );
         // A declared attribute of the wrong type still fails closed.
         assert!(matches!(eval(json!({"lines": "TV-1"})), Outcome::Error { .. }));
     }
@@ -378,6 +473,9 @@ mod tests {
         assert_eq!(a.version().len(), 64);
         assert_ne!(PolicyEngine::empty().version(), a.version());
         let empty = PolicyEngine::empty();
-        assert_eq!(empty.evaluate(&agent(), &tool("notices__send_notice"), &json!({}), "none"), Outcome::NotApplicable);
+        assert_eq!(
+            empty.evaluate(&agent(), &tool("notices__send_notice"), &json!({}), "none"),
+            Outcome::NotApplicable
+        );
     }
 }

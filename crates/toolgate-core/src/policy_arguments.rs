@@ -34,7 +34,10 @@ impl Readable {
     pub(crate) fn of_arguments(schema: &Value, action: &str) -> Self {
         let Some(namespaces) = schema.as_object() else { return Self::Whole };
         for (ns, body) in namespaces {
-            let Some(context) = body.pointer(&format!("/actions/{}/appliesTo/context", action.replace('~', "~0").replace('/', "~1"))) else {
+            let Some(context) = body.pointer(&format!(
+                "/actions/{}/appliesTo/context",
+                action.replace('~', "~0").replace('/', "~1")
+            )) else {
                 continue;
             };
             let common = |name: &str| common_type(namespaces, ns, name);
@@ -51,10 +54,14 @@ impl Readable {
     /// it is (the policy's evaluation then fails closed, as it would have).
     pub(crate) fn cut<'v>(&self, value: &'v Value) -> Cut<'v> {
         match (self, value) {
-            (Self::Record(attrs), Value::Object(map)) => {
-                Cut::Record(map.iter().filter_map(|(k, v)| attrs.get(k).map(|shape| (k.as_str(), shape.cut(v)))).collect())
+            (Self::Record(attrs), Value::Object(map)) => Cut::Record(
+                map.iter()
+                    .filter_map(|(k, v)| attrs.get(k).map(|shape| (k.as_str(), shape.cut(v))))
+                    .collect(),
+            ),
+            (Self::Set(element), Value::Array(items)) => {
+                Cut::Set(items.iter().map(|v| element.cut(v)).collect())
             }
-            (Self::Set(element), Value::Array(items)) => Cut::Set(items.iter().map(|v| element.cut(v)).collect()),
             _ => Cut::Whole(value),
         }
     }
@@ -72,7 +79,11 @@ pub(crate) enum Cut<'v> {
 
 /// A common type by the name a schema uses for it: `Name` in the namespace
 /// of the reference, or `Ns::Name` written out.
-fn common_type<'s>(namespaces: &'s serde_json::Map<String, Value>, ns: &str, name: &str) -> Option<&'s Value> {
+fn common_type<'s>(
+    namespaces: &'s serde_json::Map<String, Value>,
+    ns: &str,
+    name: &str,
+) -> Option<&'s Value> {
     let (ns, name) = match name.rsplit_once("::") {
         Some((ns, name)) => (ns, name),
         None => (ns, name),
@@ -80,7 +91,11 @@ fn common_type<'s>(namespaces: &'s serde_json::Map<String, Value>, ns: &str, nam
     namespaces.get(ns)?.get("commonTypes")?.get(name)
 }
 
-fn resolve<'s>(ty: &'s Value, common: &dyn Fn(&str) -> Option<&'s Value>, depth: usize) -> Readable {
+fn resolve<'s>(
+    ty: &'s Value,
+    common: &dyn Fn(&str) -> Option<&'s Value>,
+    depth: usize,
+) -> Readable {
     if depth > MAX_DEPTH {
         return Readable::Whole;
     }
@@ -89,8 +104,12 @@ fn resolve<'s>(ty: &'s Value, common: &dyn Fn(&str) -> Option<&'s Value>, depth:
             if ty.get("additionalAttributes").and_then(Value::as_bool).unwrap_or(false) {
                 return Readable::Whole;
             }
-            let Some(attrs) = ty.get("attributes").and_then(Value::as_object) else { return Readable::Whole };
-            Readable::Record(attrs.iter().map(|(k, v)| (k.clone(), resolve(v, common, depth + 1))).collect())
+            let Some(attrs) = ty.get("attributes").and_then(Value::as_object) else {
+                return Readable::Whole;
+            };
+            Readable::Record(
+                attrs.iter().map(|(k, v)| (k.clone(), resolve(v, common, depth + 1))).collect(),
+            )
         }
         Some("Set") => match ty.get("element") {
             Some(element) => Readable::Set(Box::new(resolve(element, common, depth + 1))),
@@ -132,15 +151,28 @@ mod tests {
         assert_eq!(attrs(&shape(inline)), ["a", "b"]);
         let named = "namespace Atlas { entity T; type Args = { to: String }; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: Args } }; }";
         assert_eq!(attrs(&shape(named)), ["to"]);
-        assert_eq!(shape(include_str!("../../toolgate-demo/demo/policy.cedarschema")).cut(&json!({"to": "x", "visits": []})).names(), ["to"]);
+        assert_eq!(
+            shape(include_str!("../../toolgate-demo/demo/policy.cedarschema"))
+                .cut(&json!({"to": "x", "visits": []}))
+                .names(),
+            ["to"]
+        );
     }
 
     #[test]
     fn what_the_schema_leaves_open_or_does_not_say_is_carried_whole() {
         // No context, or no `arguments` in it: whole.
-        assert_eq!(shape("entity T; action call_tool appliesTo { principal: [T], resource: [T] };"), Readable::Whole);
+        assert_eq!(
+            shape("entity T; action call_tool appliesTo { principal: [T], resource: [T] };"),
+            Readable::Whole
+        );
         // An entity-typed or primitive `arguments`: whole.
-        assert_eq!(shape("entity T; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: String } };"), Readable::Whole);
+        assert_eq!(
+            shape(
+                "entity T; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: String } };"
+            ),
+            Readable::Whole
+        );
         // An open record, in the JSON form that can say so.
         let open = json!({"": {"entityTypes": {}, "actions": {"call_tool": {"appliesTo": {"context": {"type": "Record", "attributes": {
             "arguments": {"type": "Record", "attributes": {"a": {"type": "String"}}, "additionalAttributes": true}}}}}}}});

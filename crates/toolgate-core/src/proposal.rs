@@ -61,7 +61,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
     let same = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
     // Back to the start of the character the names differ in.
-    let start = (0..=same).rev().find(|&i| a.is_char_boundary(i) && b.is_char_boundary(i)).unwrap_or(0);
+    let start =
+        (0..=same).rev().find(|&i| a.is_char_boundary(i) && b.is_char_boundary(i)).unwrap_or(0);
     match (a[start..].chars().next(), b[start..].chars().next()) {
         (Some(x), Some(y)) if x != y => {
             let (mut ux, mut uy) = ([0u16; 2], [0u16; 2]);
@@ -162,7 +163,11 @@ impl<'de> serde::de::Visitor<'de> for Canon<'_> {
 /// An object's JCS from its members as read: each name, and where its
 /// value's JCS lies in `scratch`. They are put in their names' order, and of
 /// a name given twice the last value stays (as a parse into a `Value` keeps).
-pub(crate) fn write_members(mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)>, scratch: &str, out: &mut String) {
+pub(crate) fn write_members(
+    mut members: Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)>,
+    scratch: &str,
+    out: &mut String,
+) {
     // Stable, so of a name given twice the last stays last.
     members.sort_by(|a, b| utf16_order(&a.0, &b.0));
     out.push('{');
@@ -307,7 +312,13 @@ impl Proposal {
         canonical.push_str(",\"tool\":");
         write_string(tool, &mut canonical);
         canonical.push('}');
-        Self { server: server.into(), tool: tool.into(), sha256: sha256_hex(canonical.as_bytes()), arguments, canonical_arguments }
+        Self {
+            server: server.into(),
+            tool: tool.into(),
+            sha256: sha256_hex(canonical.as_bytes()),
+            arguments,
+            canonical_arguments,
+        }
     }
 }
 
@@ -323,10 +334,14 @@ pub fn inexact_integers(arguments: &Value) -> Vec<crate::schema::Violation> {
     fn walk(v: &Value, path: &mut String, out: &mut Vec<crate::schema::Violation>) {
         match v {
             Value::Number(n) => {
-                let big = n.as_u64().is_some_and(|u| u > MAX_EXACT_INTEGER) || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_EXACT_INTEGER);
+                let big = n.as_u64().is_some_and(|u| u > MAX_EXACT_INTEGER)
+                    || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_EXACT_INTEGER);
                 if big {
                     let message = "an integer beyond ±2^53 cannot be canonicalized exactly (RFC 8785, I-JSON); send it as a string".to_string();
-                    out.push(crate::schema::Violation { path: if path.is_empty() { "/".into() } else { path.clone() }, message });
+                    out.push(crate::schema::Violation {
+                        path: if path.is_empty() { "/".into() } else { path.clone() },
+                        message,
+                    });
                 }
             }
             Value::Array(items) => {
@@ -370,7 +385,9 @@ mod tests {
         for p in ["/a~1b/x", "/amount", "/list/1"] {
             assert!(paths.contains(&p.to_string()), "{p} in {paths:?}");
         }
-        assert!(inexact_integers(&json!({"q": 8, "f": 1.5e300, "s": "9007199254740993"})).is_empty());
+        assert!(
+            inexact_integers(&json!({"q": 8, "f": 1.5e300, "s": "9007199254740993"})).is_empty()
+        );
     }
 
     #[test]
@@ -383,9 +400,18 @@ mod tests {
     #[test]
     fn any_changed_byte_changes_the_proposal() {
         let base = Proposal::new("parts", "raise_parts_order", json!({"quantity": 2}));
-        assert_ne!(base.sha256, Proposal::new("parts", "raise_parts_order", json!({"quantity": 3})).sha256);
-        assert_ne!(base.sha256, Proposal::new("parts2", "raise_parts_order", json!({"quantity": 2})).sha256);
-        assert_ne!(base.sha256, Proposal::new("parts", "raise_parts_orders", json!({"quantity": 2})).sha256);
+        assert_ne!(
+            base.sha256,
+            Proposal::new("parts", "raise_parts_order", json!({"quantity": 3})).sha256
+        );
+        assert_ne!(
+            base.sha256,
+            Proposal::new("parts2", "raise_parts_order", json!({"quantity": 2})).sha256
+        );
+        assert_ne!(
+            base.sha256,
+            Proposal::new("parts", "raise_parts_orders", json!({"quantity": 2})).sha256
+        );
         assert_eq!(base.sha256.len(), 64);
     }
 
@@ -411,8 +437,12 @@ mod tests {
     #[test]
     fn canonical_form_matches_rfc_8785() {
         // Numbers in their shortest form, keys sorted by UTF-16 code units.
-        let v: Value = serde_json::from_str(r#"{"b":1.0,"a":1e2,"\u20ac":0,"c":"\u000f"}"#).unwrap();
+        let v: Value =
+            serde_json::from_str(r#"{"b":1.0,"a":1e2,"\u20ac":0,"c":"\u000f"}"#).unwrap();
         assert_eq!(canonical_json(&v), "{\"a\":100,\"b\":1,\"c\":\"\\u000f\",\"€\":0}");
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

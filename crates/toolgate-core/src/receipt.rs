@@ -110,10 +110,16 @@ impl UpstreamIdentity {
     pub fn describe(&self) -> String {
         match (&self.subject, &self.audience) {
             (Some(subject), Some(audience)) => {
-                let credential = self.credential_sha256.as_deref().map(|c| format!(" (credential sha256 {}…)", &c[..c.len().min(12)])).unwrap_or_default();
+                let credential = self
+                    .credential_sha256
+                    .as_deref()
+                    .map(|c| format!(" (credential sha256 {}…)", &c[..c.len().min(12)]))
+                    .unwrap_or_default();
                 format!("{subject}, by {} for {audience}{credential}", self.mode)
             }
-            _ => format!("{}: the server's configured credential, the same for everyone", self.mode),
+            _ => {
+                format!("{}: the server's configured credential, the same for everyone", self.mode)
+            }
         }
     }
 }
@@ -225,11 +231,17 @@ impl Receipt {
             out.push(b'"');
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b"\":");
-            serde_json::to_writer(&mut *out, value).expect("strings, integers and lists always serialize");
+            serde_json::to_writer(&mut *out, value)
+                .expect("strings, integers and lists always serialize");
         }
         fn captured(out: &mut Vec<u8>, name: &str, value: &Option<Value>) {
             if let Some(v) = value {
-                member(out, name, &serde_json::value::RawValue::from_string(crate::proposal::canonical_json(v)).expect("JCS output is JSON"));
+                member(
+                    out,
+                    name,
+                    &serde_json::value::RawValue::from_string(crate::proposal::canonical_json(v))
+                        .expect("JCS output is JSON"),
+                );
             }
         }
         let mut out = Vec::with_capacity(1024);
@@ -282,7 +294,12 @@ pub struct LoggedReceipt {
     /// when it was signed on its own (always in format 1; with
     /// `receipts.sign_each` in format 2). `"sig": null` is refused, not read
     /// as absent: it would not survive re-serialization, and so not the leaf.
-    #[serde(rename = "sig", default, skip_serializing_if = "Option::is_none", deserialize_with = "signature_text")]
+    #[serde(
+        rename = "sig",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "signature_text"
+    )]
     pub signature: Option<String>,
 }
 
@@ -301,7 +318,8 @@ impl LoggedReceipt {
     /// captured values), unknown members, and documents beyond `limits` are
     /// refused. This only parses: call [`verify`] before trusting anything.
     pub fn from_json(bytes: &[u8], limits: JsonLimits) -> Result<Self, ReceiptError> {
-        let value = strict_json::parse(bytes, limits).map_err(|e| ReceiptError::Malformed(e.to_string()))?;
+        let value = strict_json::parse(bytes, limits)
+            .map_err(|e| ReceiptError::Malformed(e.to_string()))?;
         serde_json::from_value(value).map_err(|e| ReceiptError::Malformed(e.to_string()))
     }
 }
@@ -316,7 +334,9 @@ pub enum ReceiptError {
     #[error("the signature is not standard base64 of 64 bytes")]
     MalformedSignature,
     /// The signature does not verify under the key.
-    #[error("the receipt signature does not verify under the key with kid {key_kid} (the receipt names kid {receipt_kid})")]
+    #[error(
+        "the receipt signature does not verify under the key with kid {key_kid} (the receipt names kid {receipt_kid})"
+    )]
     BadSignature {
         /// The kid the receipt names.
         receipt_kid: String,
@@ -324,11 +344,15 @@ pub enum ReceiptError {
         key_kid: String,
     },
     /// The receipt's format version is not one this verifier knows.
-    #[error("receipt format v{0} is not supported (this verifier knows v{OLDEST_VERSION} to v{RECEIPT_VERSION})")]
+    #[error(
+        "receipt format v{0} is not supported (this verifier knows v{OLDEST_VERSION} to v{RECEIPT_VERSION})"
+    )]
     UnsupportedVersion(u32),
     /// A format-3 receipt's leaf is its commitment, and opening it needs
     /// the receipt's opening key, which was not given.
-    #[error("a format-3 receipt is logged as a commitment: proving it needs its opening key (the answer's `opening.key`, or the bundle entry's `opening`)")]
+    #[error(
+        "a format-3 receipt is logged as a commitment: proving it needs its opening key (the answer's `opening.key`, or the bundle entry's `opening`)"
+    )]
     NoOpening,
     /// A format-1 receipt without its signature: in format 1 every receipt is signed.
     #[error("a format-1 receipt must carry its signature (`sig`)")]
@@ -406,8 +430,12 @@ pub fn verify(logged: &LoggedReceipt, key: &VerifyingKey) -> Result<Vouched, Rec
         Some(text) => {
             let raw = STANDARD.decode(text).map_err(|_| ReceiptError::MalformedSignature)?;
             let raw: [u8; 64] = raw.try_into().map_err(|_| ReceiptError::MalformedSignature)?;
-            key.verify_strict(&receipt.canonical_bytes(), &Signature::from_bytes(&raw))
-                .map_err(|_| ReceiptError::BadSignature { receipt_kid: receipt.kid.clone(), key_kid: key_kid.clone() })?;
+            key.verify_strict(&receipt.canonical_bytes(), &Signature::from_bytes(&raw)).map_err(
+                |_| ReceiptError::BadSignature {
+                    receipt_kid: receipt.kid.clone(),
+                    key_kid: key_kid.clone(),
+                },
+            )?;
             Vouched::BySignature
         }
         None => Vouched::ByCheckpoint,
@@ -442,7 +470,10 @@ pub fn leaf_bytes(logged: &LoggedReceipt) -> Vec<u8> {
 /// hash is over them): the logged receipt itself before format 3; from
 /// format 3 on, only its commitment, opened with `opening` (the receipt's
 /// [`opening_key`]). See [`commitment_entry`] for why.
-pub fn entry_bytes(logged: &LoggedReceipt, opening: Option<&[u8; 32]>) -> Result<Vec<u8>, ReceiptError> {
+pub fn entry_bytes(
+    logged: &LoggedReceipt,
+    opening: Option<&[u8; 32]>,
+) -> Result<Vec<u8>, ReceiptError> {
     let bytes = leaf_bytes(logged);
     if logged.receipt.v < COMMITTED_VERSION {
         return Ok(bytes);
@@ -458,14 +489,24 @@ pub fn entry_bytes(logged: &LoggedReceipt, opening: Option<&[u8; 32]>) -> Result
 /// a caller its receipt's key reveals nothing of the salt behind the
 /// receipt's salted hashes.
 pub fn opening_key(salt: &[u8; 32], log_index: u64) -> [u8; 32] {
-    Sha256::new().chain_update(b"toolgate/receipt-opening/v1\0").chain_update(salt).chain_update(log_index.to_be_bytes()).finalize().into()
+    Sha256::new()
+        .chain_update(b"toolgate/receipt-opening/v1\0")
+        .chain_update(salt)
+        .chain_update(log_index.to_be_bytes())
+        .finalize()
+        .into()
 }
 
 /// The commitment to a logged receipt's JCS bytes under `key`: SHA-256 of a
 /// domain, the 32-byte key and the bytes (the key has a fixed length, so
 /// key and bytes cannot be re-split).
 pub fn commitment(key: &[u8; 32], logged: &[u8]) -> [u8; 32] {
-    Sha256::new().chain_update(b"toolgate/receipt-commitment/v1\0").chain_update(key).chain_update(logged).finalize().into()
+    Sha256::new()
+        .chain_update(b"toolgate/receipt-commitment/v1\0")
+        .chain_update(key)
+        .chain_update(logged)
+        .finalize()
+        .into()
 }
 
 /// A format-3 receipt's entry in the published log: the JCS bytes of
@@ -480,7 +521,8 @@ pub fn commitment(key: &[u8; 32], logged: &[u8]) -> [u8; 32] {
 /// whoever is given the receipt and its key (the caller, in its answer; an
 /// auditor, in a bundle) proves that exactly this receipt is the leaf.
 pub fn commitment_entry(commitment: &[u8; 32]) -> Vec<u8> {
-    format!("{{\"commitment\":\"{}\",\"v\":{COMMITTED_VERSION}}}", crate::proposal::hex(commitment)).into_bytes()
+    format!("{{\"commitment\":\"{}\",\"v\":{COMMITTED_VERSION}}}", crate::proposal::hex(commitment))
+        .into_bytes()
 }
 
 /// One entry of the published log, as a reader finds it.
@@ -497,13 +539,21 @@ impl LogEntry {
     /// logged receipt of format 1 or 2 (a format-3 receipt is never logged
     /// in the clear).
     pub fn from_json(bytes: &[u8], limits: JsonLimits) -> Result<Self, ReceiptError> {
-        if let Some(hex) = bytes.strip_prefix(b"{\"commitment\":\"").and_then(|rest| rest.strip_suffix(format!("\",\"v\":{COMMITTED_VERSION}}}").as_bytes())) {
-            let text = std::str::from_utf8(hex).ok().and_then(crate::proposal::unhex32).ok_or_else(|| ReceiptError::Malformed("a commitment is 64 lower-case hex digits".into()))?;
+        if let Some(hex) = bytes.strip_prefix(b"{\"commitment\":\"").and_then(|rest| {
+            rest.strip_suffix(format!("\",\"v\":{COMMITTED_VERSION}}}").as_bytes())
+        }) {
+            let text =
+                std::str::from_utf8(hex).ok().and_then(crate::proposal::unhex32).ok_or_else(
+                    || ReceiptError::Malformed("a commitment is 64 lower-case hex digits".into()),
+                )?;
             return Ok(LogEntry::Commitment(text));
         }
         let logged = LoggedReceipt::from_json(bytes, limits)?;
         if logged.receipt.v >= COMMITTED_VERSION {
-            return Err(ReceiptError::Malformed(format!("a format-{} receipt is logged as its commitment, never in the clear", logged.receipt.v)));
+            return Err(ReceiptError::Malformed(format!(
+                "a format-{} receipt is logged as its commitment, never in the clear",
+                logged.receipt.v
+            )));
         }
         Ok(LogEntry::Clear(logged))
     }
@@ -552,7 +602,8 @@ impl ReceiptKey {
     /// The key for `signing`, its kid computed once.
     pub fn new(signing: SigningKey) -> Self {
         let kid = kid(&signing.verifying_key().to_bytes());
-        let fast = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(signing.as_bytes()).expect("any 32-byte seed is an Ed25519 key");
+        let fast = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(signing.as_bytes())
+            .expect("any 32-byte seed is an Ed25519 key");
         Self { signing, fast, kid }
     }
 
@@ -648,7 +699,10 @@ impl Placement {
 impl std::fmt::Debug for Draft {
     // Never the salt.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Draft").field("receipt", &self.receipt).field("kid", &self.key.kid).finish_non_exhaustive()
+        f.debug_struct("Draft")
+            .field("receipt", &self.receipt)
+            .field("kid", &self.key.kid)
+            .finish_non_exhaustive()
     }
 }
 
@@ -664,10 +718,16 @@ pub struct Sealed {
 impl Draft {
     /// Places the receipt at `log_index` and, with `sign_each`, signs it.
     /// Fails closed when the draft names another key than the one it carries.
-    pub fn seal(mut self, log_index: u64) -> Result<(Sealed, [u8; 32], Option<String>), ReceiptError> {
+    pub fn seal(
+        mut self,
+        log_index: u64,
+    ) -> Result<(Sealed, [u8; 32], Option<String>), ReceiptError> {
         self.receipt.log_index = log_index;
         if self.receipt.kid != self.key.kid {
-            return Err(ReceiptError::KidMismatch { receipt_kid: self.receipt.kid, key_kid: self.key.kid.clone() });
+            return Err(ReceiptError::KidMismatch {
+                receipt_kid: self.receipt.kid,
+                key_kid: self.key.kid.clone(),
+            });
         }
         let canonical = self.receipt.canonical_bytes();
         let signature = self.sign_each.then(|| STANDARD.encode(self.key.sign(&canonical)));
@@ -676,7 +736,10 @@ impl Draft {
             let key = opening_key(&self.salt, log_index);
             let leaf_hash = crate::merkle::leaf_hash(&commitment_entry(&commitment(&key, &bytes)));
             // Only a drafter that reads its placement gets the opening.
-            let opening = self.placement.is_tracked().then(|| Opening { key, logged: String::from_utf8(bytes).expect("JCS output is UTF-8").into() });
+            let opening = self.placement.is_tracked().then(|| Opening {
+                key,
+                logged: String::from_utf8(bytes).expect("JCS output is UTF-8").into(),
+            });
             (leaf_hash, opening)
         } else {
             (crate::merkle::leaf_hash(&bytes), None)
@@ -694,7 +757,10 @@ pub fn rfc3339_ms(ms: i64) -> String {
     let t = Civil::of(ms);
     match t.text() {
         Some(text) => String::from_utf8(text.to_vec()).expect("ASCII digits"),
-        None => format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli),
+        None => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli
+        ),
     }
 }
 
@@ -728,7 +794,15 @@ impl Civil {
         let day = doy - (153 * mp + 2) / 5 + 1;
         let month = if mp < 10 { mp + 3 } else { mp - 9 };
         let year = yoe + era * 400 + i64::from(month <= 2);
-        Civil { year, month, day, hour: sod / 3600, minute: sod % 3600 / 60, second: sod % 60, milli }
+        Civil {
+            year,
+            month,
+            day,
+            hour: sod / 3600,
+            minute: sod % 3600 / 60,
+            second: sod % 60,
+            milli,
+        }
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, for a year of four digits.
@@ -737,7 +811,15 @@ impl Civil {
             return None;
         }
         let mut out = *b"0000-00-00T00:00:00.000Z";
-        for (at, width, n) in [(0, 4, self.year), (5, 2, self.month), (8, 2, self.day), (11, 2, self.hour), (14, 2, self.minute), (17, 2, self.second), (20, 3, self.milli)] {
+        for (at, width, n) in [
+            (0, 4, self.year),
+            (5, 2, self.month),
+            (8, 2, self.day),
+            (11, 2, self.hour),
+            (14, 2, self.minute),
+            (17, 2, self.second),
+            (20, 3, self.milli),
+        ] {
             let mut n = n;
             for digit in out[at..at + width].iter_mut().rev() {
                 *digit = b'0' + (n % 10) as u8;
@@ -777,7 +859,11 @@ mod tests {
             reason: "automatic".into(),
             rules: vec!["orders.small".into(), "tenant.acme".into()],
             policy_version: "p-3".into(),
-            approval: Some(ApprovalRef { id: "ap-1".into(), approver: "erin".into(), decided_at: "2026-05-01T11:59:00Z".into() }),
+            approval: Some(ApprovalRef {
+                id: "ap-1".into(),
+                approver: "erin".into(),
+                decided_at: "2026-05-01T11:59:00Z".into(),
+            }),
             operation: Some(OperationRef { key: "op-1".into(), state: "completed".into() }),
             execution_status: "dispatched".into(),
             result_status: "ok".into(),
@@ -834,7 +920,14 @@ mod tests {
         let k = key(3);
         let rk = std::sync::Arc::new(ReceiptKey::new(k.clone()));
         for sign_each in [true, false] {
-            let draft = Draft { receipt: receipt_for(&k), salt: [1; 32], asked: None, key: rk.clone(), sign_each, placement: Default::default() };
+            let draft = Draft {
+                receipt: receipt_for(&k),
+                salt: [1; 32],
+                asked: None,
+                key: rk.clone(),
+                sign_each,
+                placement: Default::default(),
+            };
             let (sealed, salt, _) = draft.seal(7).unwrap();
             assert_eq!(salt, [1; 32]);
             assert_eq!(sealed.logged.receipt.log_index, 7);
@@ -843,12 +936,22 @@ mod tests {
             assert_eq!(verify(&sealed.logged, &k.verifying_key()), Ok(vouched));
             // Format 3: the leaf is the commitment the salt's key opens, never the receipt itself.
             let key = opening_key(&[1; 32], 7);
-            assert_eq!(sealed.leaf_hash, crate::merkle::leaf_hash(&entry_bytes(&sealed.logged, Some(&key)).unwrap()));
+            assert_eq!(
+                sealed.leaf_hash,
+                crate::merkle::leaf_hash(&entry_bytes(&sealed.logged, Some(&key)).unwrap())
+            );
             assert_ne!(sealed.leaf_hash, crate::merkle::leaf_hash(&leaf_bytes(&sealed.logged)));
             assert_eq!(entry_bytes(&sealed.logged, None), Err(ReceiptError::NoOpening));
         }
         // A draft naming another key is refused, not sealed.
-        let other = Draft { receipt: receipt_for(&key(4)), salt: [1; 32], asked: None, key: rk, sign_each: false, placement: Default::default() };
+        let other = Draft {
+            receipt: receipt_for(&key(4)),
+            salt: [1; 32],
+            asked: None,
+            key: rk,
+            sign_each: false,
+            placement: Default::default(),
+        };
         assert!(matches!(other.seal(0), Err(ReceiptError::KidMismatch { .. })));
     }
 
@@ -872,9 +975,11 @@ mod tests {
     fn the_signature_is_over_the_jcs_bytes_of_the_receipt() {
         let k = key(2);
         let signed = sign(receipt_for(&k), &k).unwrap();
-        let jcs = serde_json_canonicalizer::to_vec(&serde_json::to_value(&signed.receipt).unwrap()).unwrap();
+        let jcs = serde_json_canonicalizer::to_vec(&serde_json::to_value(&signed.receipt).unwrap())
+            .unwrap();
         assert_eq!(signed.receipt.canonical_bytes(), jcs);
-        let raw: [u8; 64] = STANDARD.decode(signed.signature.as_ref().unwrap()).unwrap().try_into().unwrap();
+        let raw: [u8; 64] =
+            STANDARD.decode(signed.signature.as_ref().unwrap()).unwrap().try_into().unwrap();
         k.verifying_key().verify_strict(&jcs, &Signature::from_bytes(&raw)).unwrap();
     }
 
@@ -897,10 +1002,14 @@ mod tests {
         // A receipt that names b's kid, signed by a directly (sign() refuses).
         let receipt = receipt_for(&b);
         let signature = a.sign(&receipt.canonical_bytes());
-        let signed = LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
+        let signed =
+            LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
         assert_eq!(
             verify(&signed, &a.verifying_key()),
-            Err(ReceiptError::KidMismatch { receipt_kid: kid(&b.verifying_key().to_bytes()), key_kid: kid(&a.verifying_key().to_bytes()) })
+            Err(ReceiptError::KidMismatch {
+                receipt_kid: kid(&b.verifying_key().to_bytes()),
+                key_kid: kid(&a.verifying_key().to_bytes())
+            })
         );
         // And sign() fails closed on the same receipt.
         assert!(matches!(sign(receipt_for(&b), &a), Err(ReceiptError::KidMismatch { .. })));
@@ -913,8 +1022,12 @@ mod tests {
             let mut receipt = receipt_for(&k);
             receipt.v = v;
             let signature = k.sign(&receipt.canonical_bytes());
-            let signed = LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
-            assert_eq!(verify(&signed, &k.verifying_key()), Err(ReceiptError::UnsupportedVersion(v)));
+            let signed =
+                LoggedReceipt { receipt, signature: Some(STANDARD.encode(signature.to_bytes())) };
+            assert_eq!(
+                verify(&signed, &k.verifying_key()),
+                Err(ReceiptError::UnsupportedVersion(v))
+            );
         }
     }
 
@@ -930,9 +1043,15 @@ mod tests {
         let v2 = LoggedReceipt { receipt: receipt_for(&k), signature: None };
         assert_eq!(verify(&v2, &k.verifying_key()), Ok(Vouched::ByCheckpoint));
         // Unsigned, it still names its log's key.
-        assert!(matches!(verify(&v2, &key(4).verifying_key()), Err(ReceiptError::KidMismatch { .. })));
+        assert!(matches!(
+            verify(&v2, &key(4).verifying_key()),
+            Err(ReceiptError::KidMismatch { .. })
+        ));
         // The wire form has the one member, and `"sig": null` is refused.
-        assert_eq!(serde_json::from_str::<Value>(&v2.to_json()).unwrap().as_object().unwrap().len(), 1);
+        assert_eq!(
+            serde_json::from_str::<Value>(&v2.to_json()).unwrap().as_object().unwrap().len(),
+            1
+        );
         let null_sig = v2.to_json().replacen('{', r#"{"sig":null,"#, 1);
         assert!(LoggedReceipt::from_json(null_sig.as_bytes(), JsonLimits::default()).is_err());
         assert_eq!(reparse(&v2), v2);
@@ -995,17 +1114,28 @@ mod tests {
         let logged = LoggedReceipt { receipt: receipt_for(&k), signature: None };
         let key = opening_key(&[9; 32], 41);
         let entry = entry_bytes(&logged, Some(&key)).unwrap();
-        assert_eq!(LogEntry::from_json(&entry, JsonLimits::sized(1 << 10, 4)), Ok(LogEntry::Commitment(commitment(&key, &leaf_bytes(&logged)))));
+        assert_eq!(
+            LogEntry::from_json(&entry, JsonLimits::sized(1 << 10, 4)),
+            Ok(LogEntry::Commitment(commitment(&key, &leaf_bytes(&logged))))
+        );
         // Nothing of the receipt is in its entry, and another key gives another entry.
         let text = String::from_utf8(entry.clone()).unwrap();
-        assert!(!text.contains("acme") && !text.contains("raise_parts_order") && !text.contains("agent-7"), "{text}");
+        assert!(
+            !text.contains("acme")
+                && !text.contains("raise_parts_order")
+                && !text.contains("agent-7"),
+            "{text}"
+        );
         assert_ne!(entry_bytes(&logged, Some(&opening_key(&[9; 32], 42))).unwrap(), entry);
         assert_ne!(entry_bytes(&logged, Some(&opening_key(&[8; 32], 41))).unwrap(), entry);
         // A format-3 receipt in the clear is not an entry; a format-2 one is.
         assert!(LogEntry::from_json(&leaf_bytes(&logged), JsonLimits::sized(1 << 16, 32)).is_err());
         let mut older = logged.clone();
         older.receipt.v = 2;
-        assert_eq!(LogEntry::from_json(&leaf_bytes(&older), JsonLimits::sized(1 << 16, 32)), Ok(LogEntry::Clear(older.clone())));
+        assert_eq!(
+            LogEntry::from_json(&leaf_bytes(&older), JsonLimits::sized(1 << 16, 32)),
+            Ok(LogEntry::Clear(older.clone()))
+        );
         assert_eq!(entry_bytes(&older, None).unwrap(), leaf_bytes(&older));
     }
 
@@ -1061,17 +1191,23 @@ mod tests {
         let signed = sign(receipt_for(&k), &k).unwrap();
         let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
         value["receipt"]["note"] = json!("unsigned");
-        let err = LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()).unwrap_err();
+        let err = LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default())
+            .unwrap_err();
         assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("note")), "{err}");
 
         let mut value: Value = serde_json::from_str(&signed.to_json()).unwrap();
         value["extra"] = json!(1);
-        assert!(matches!(LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()), Err(ReceiptError::Malformed(_))));
+        assert!(matches!(
+            LoggedReceipt::from_json(value.to_string().as_bytes(), JsonLimits::default()),
+            Err(ReceiptError::Malformed(_))
+        ));
 
         let text = signed.to_json();
-        let duplicated = text.replacen("\"tenant\":\"acme\"", "\"tenant\":\"evil\",\"tenant\":\"acme\"", 1);
+        let duplicated =
+            text.replacen("\"tenant\":\"acme\"", "\"tenant\":\"evil\",\"tenant\":\"acme\"", 1);
         assert_ne!(duplicated, text);
-        let err = LoggedReceipt::from_json(duplicated.as_bytes(), JsonLimits::default()).unwrap_err();
+        let err =
+            LoggedReceipt::from_json(duplicated.as_bytes(), JsonLimits::default()).unwrap_err();
         assert!(matches!(err, ReceiptError::Malformed(ref m) if m.contains("duplicate")), "{err}");
     }
 
@@ -1088,7 +1224,10 @@ mod tests {
         assert_eq!(a, sha256_hex(&input));
         assert_ne!(a, sha256_hex(br#"{"amount":100}"#));
         // Known vector: SHA-256 of 32 zero bytes.
-        assert_eq!(salted_hash(&[0; 32], b""), "66687aadf862bd776c8fc18b8e9f8e20089714856ee233b3902a591d0d5f2925");
+        assert_eq!(
+            salted_hash(&[0; 32], b""),
+            "66687aadf862bd776c8fc18b8e9f8e20089714856ee233b3902a591d0d5f2925"
+        );
     }
 
     #[test]
@@ -1125,7 +1264,9 @@ mod tests {
                 m.insert(first, json!("changed"));
                 Value::Object(m)
             }
-            Value::Null => json!({"id": "ap-x", "approver": "mallory", "decided_at": "2026-01-01T00:00:00Z"}),
+            Value::Null => {
+                json!({"id": "ap-x", "approver": "mallory", "decided_at": "2026-01-01T00:00:00Z"})
+            }
             Value::Bool(b) => Value::Bool(!b),
         };
     }

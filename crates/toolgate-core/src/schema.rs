@@ -35,7 +35,9 @@ impl SchemaValidator {
     /// are checked, nothing remote is fetched.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
         jsonschema::options()
-            .with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT))
+            .with_pattern_options(
+                jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT),
+            )
             .should_validate_formats(true)
             .build(schema)
             .map(Self)
@@ -59,8 +61,14 @@ impl SchemaValidator {
             .iter_errors(instance)
             .map(|e| {
                 // The path and the message name the caller's keys: tamed.
-                let path = crate::pointer::tame(&e.instance_path().to_string(), crate::pointer::MAX_MESSAGE_CHARS);
-                let message = crate::pointer::tame(&e.masked_with("the value").to_string(), crate::pointer::MAX_MESSAGE_CHARS);
+                let path = crate::pointer::tame(
+                    &e.instance_path().to_string(),
+                    crate::pointer::MAX_MESSAGE_CHARS,
+                );
+                let message = crate::pointer::tame(
+                    &e.masked_with("the value").to_string(),
+                    crate::pointer::MAX_MESSAGE_CHARS,
+                );
                 Violation { path: if path.is_empty() { "/".into() } else { path }, message }
             })
             .collect()
@@ -90,8 +98,14 @@ mod tests {
         let secret = "4111-1111-1111-1111";
         let found = v.violations(&json!({"model_variant": secret, "limit": 99, "extra": true}));
         let paths: Vec<&str> = found.iter().map(|x| x.path.as_str()).collect();
-        assert!(paths.contains(&"/model_variant") && paths.contains(&"/limit") && paths.contains(&"/"), "{found:?}");
-        assert!(found.iter().all(|x| !x.message.contains(secret) && !x.message.contains("99")), "{found:?}");
+        assert!(
+            paths.contains(&"/model_variant") && paths.contains(&"/limit") && paths.contains(&"/"),
+            "{found:?}"
+        );
+        assert!(
+            found.iter().all(|x| !x.message.contains(secret) && !x.message.contains("99")),
+            "{found:?}"
+        );
         assert!(v.violations(&json!({"model_variant": "AC-250-S", "limit": 5})).is_empty());
     }
 
@@ -102,14 +116,18 @@ mod tests {
         let found = v.violations(&json!({"model_variant": "AC-250-S", key.clone(): {"deep": 1}}));
         assert!(!found.is_empty());
         for x in &found {
-            assert!(!x.path.contains('\r') && !x.message.contains('\r') && !x.message.contains(&key), "{x:?}");
+            assert!(
+                !x.path.contains('\r') && !x.message.contains('\r') && !x.message.contains(&key),
+                "{x:?}"
+            );
             assert!(x.message.chars().count() <= crate::pointer::MAX_MESSAGE_CHARS + 1, "{x:?}");
         }
     }
 
     #[test]
     fn catastrophic_patterns_fail_instead_of_hanging() {
-        let evil = SchemaValidator::compile(&json!({"type": "string", "pattern": "^(a+)+\\1$"})).unwrap();
+        let evil =
+            SchemaValidator::compile(&json!({"type": "string", "pattern": "^(a+)+\\1$"})).unwrap();
         // Exponential without a budget; with one, it ends as a violation.
         let found = evil.violations(&json!(format!("{}b", "a".repeat(64))));
         assert_eq!(found.len(), 1, "{found:?}");

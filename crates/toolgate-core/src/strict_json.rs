@@ -109,7 +109,10 @@ impl StrictValue<'_> {
 
     fn string<E: de::Error>(&mut self, s: &str) -> Result<(), E> {
         if s.len() > self.limits.max_string_bytes {
-            return Err(self.fail(JsonError::StringTooLong { size: s.len(), limit: self.limits.max_string_bytes }));
+            return Err(self.fail(JsonError::StringTooLong {
+                size: s.len(),
+                limit: self.limits.max_string_bytes,
+            }));
         }
         Ok(())
     }
@@ -151,7 +154,9 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
         Ok(Value::from(v))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("non-finite number"))
     }
     fn visit_str<E: de::Error>(mut self, v: &str) -> Result<Value, E> {
         self.string(v)?;
@@ -187,7 +192,9 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
             // The map itself tells a name given twice: a set of the names
             // beside it cost a copy and a hash of every name.
             match out.entry(key) {
-                serde_json::map::Entry::Occupied(taken) => return Err(self.fail(JsonError::DuplicateKey { key: taken.key().clone() })),
+                serde_json::map::Entry::Occupied(taken) => {
+                    return Err(self.fail(JsonError::DuplicateKey { key: taken.key().clone() }));
+                }
                 serde_json::map::Entry::Vacant(place) => {
                     place.insert(map.next_value_seed(self.child())?);
                 }
@@ -215,14 +222,23 @@ mod tests {
 
     #[test]
     fn refuses_duplicate_keys_at_any_depth() {
-        assert_eq!(parse(br#"{"a":1,"a":2}"#, limits()), Err(JsonError::DuplicateKey { key: "a".into() }));
-        assert_eq!(parse(br#"{"x":{"b":1,"b":1}}"#, limits()), Err(JsonError::DuplicateKey { key: "b".into() }));
+        assert_eq!(
+            parse(br#"{"a":1,"a":2}"#, limits()),
+            Err(JsonError::DuplicateKey { key: "a".into() })
+        );
+        assert_eq!(
+            parse(br#"{"x":{"b":1,"b":1}}"#, limits()),
+            Err(JsonError::DuplicateKey { key: "b".into() })
+        );
     }
 
     #[test]
     fn refuses_deep_nesting_without_recursing_into_it() {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert_eq!(parse(deep.as_bytes(), JsonLimits::sized(1 << 20, 64)), Err(JsonError::TooDeep { limit: 64 }));
+        assert_eq!(
+            parse(deep.as_bytes(), JsonLimits::sized(1 << 20, 64)),
+            Err(JsonError::TooDeep { limit: 64 })
+        );
         let ok = "[".repeat(8) + &"]".repeat(8);
         assert!(parse(ok.as_bytes(), limits()).is_ok());
         let over = "[".repeat(9) + &"]".repeat(9);
@@ -243,19 +259,29 @@ mod tests {
 mod limit_tests {
     use super::*;
 
-    const LIMITS: JsonLimits = JsonLimits { max_bytes: 1 << 20, max_depth: 8, max_string_bytes: 8, max_items: 3 };
+    const LIMITS: JsonLimits =
+        JsonLimits { max_bytes: 1 << 20, max_depth: 8, max_string_bytes: 8, max_items: 3 };
 
     #[test]
     fn strings_and_lists_pass_at_their_limit_and_are_refused_one_over() {
         assert!(parse(br#"{"k": "12345678"}"#, LIMITS).is_ok());
-        assert_eq!(parse(br#"{"k": "123456789"}"#, LIMITS), Err(JsonError::StringTooLong { size: 9, limit: 8 }));
+        assert_eq!(
+            parse(br#"{"k": "123456789"}"#, LIMITS),
+            Err(JsonError::StringTooLong { size: 9, limit: 8 })
+        );
         // A key is a string too; an escaped string counts its decoded bytes.
-        assert_eq!(parse(br#"{"123456789": 1}"#, LIMITS), Err(JsonError::StringTooLong { size: 9, limit: 8 }));
+        assert_eq!(
+            parse(br#"{"123456789": 1}"#, LIMITS),
+            Err(JsonError::StringTooLong { size: 9, limit: 8 })
+        );
         assert!(parse(br#"["\u00e9\u00e9\u00e9\u00e9"]"#, LIMITS).is_ok());
         assert!(parse(b"[1, 2, 3]", LIMITS).is_ok());
         assert_eq!(parse(b"[1, 2, 3, 4]", LIMITS), Err(JsonError::TooManyItems { limit: 3 }));
         assert!(parse(br#"{"a": 1, "b": 2, "c": 3}"#, LIMITS).is_ok());
-        assert_eq!(parse(br#"{"a": 1, "b": 2, "c": 3, "d": 4}"#, LIMITS), Err(JsonError::TooManyItems { limit: 3 }));
+        assert_eq!(
+            parse(br#"{"a": 1, "b": 2, "c": 3, "d": 4}"#, LIMITS),
+            Err(JsonError::TooManyItems { limit: 3 })
+        );
         // Nested lists count each on its own.
         assert!(parse(b"[[1, 2, 3], [1, 2, 3], [1, 2, 3]]", LIMITS).is_ok());
         // The defaults: 256 KiB strings, 10,000 items.

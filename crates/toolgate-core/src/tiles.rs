@@ -41,9 +41,18 @@ pub fn index_path(n: u64) -> String {
     let digits = format!("{n:03}");
     let pad = (3 - digits.len() % 3) % 3;
     let padded = format!("{}{digits}", "0".repeat(pad));
-    let groups: Vec<&str> = padded.as_bytes().chunks(3).map(|g| std::str::from_utf8(g).expect("ASCII digits")).collect();
+    let groups: Vec<&str> = padded
+        .as_bytes()
+        .chunks(3)
+        .map(|g| std::str::from_utf8(g).expect("ASCII digits"))
+        .collect();
     let last = groups.len() - 1;
-    groups.iter().enumerate().map(|(i, g)| if i < last { format!("x{g}") } else { (*g).to_string() }).collect::<Vec<_>>().join("/")
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| if i < last { format!("x{g}") } else { (*g).to_string() })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn suffix(width: u64) -> String {
@@ -114,17 +123,22 @@ pub type Edge = [(u8, Vec<Hash>)];
 /// multiple of [`WIDTH`]). Only what changes is computed, so archiving the
 /// next minute costs that minute's leaves, not the whole log's.
 pub fn grown(size: u64, edge: &Edge, fresh: &[Hash]) -> Result<Vec<Tile>, TileError> {
-    let shape: Vec<(u8, u64)> = edge.iter().map(|(level, hashes)| (*level, hashes.len() as u64)).collect();
-    let expected: Vec<(u8, u64)> = edge_widths(size).into_iter().map(|(level, _, width)| (level, width)).collect();
+    let shape: Vec<(u8, u64)> =
+        edge.iter().map(|(level, hashes)| (*level, hashes.len() as u64)).collect();
+    let expected: Vec<(u8, u64)> =
+        edge_widths(size).into_iter().map(|(level, _, width)| (level, width)).collect();
     if size % WIDTH != 0 || shape != expected {
-        return Err(TileError::Malformed(format!("the edge of a tree of {size} leaves is (level, hashes) {expected:?}, not {shape:?}")));
+        return Err(TileError::Malformed(format!(
+            "the edge of a tree of {size} leaves is (level, hashes) {expected:?}, not {shape:?}"
+        )));
     }
     let mut out = Vec::new();
     let mut fresh = fresh.to_vec();
     let mut level = 0u8;
     while !fresh.is_empty() {
         let first = edge_of(size, level).0;
-        let mut hashes = edge.iter().find(|(l, _)| *l == level).map(|(_, h)| h.clone()).unwrap_or_default();
+        let mut hashes =
+            edge.iter().find(|(l, _)| *l == level).map(|(_, h)| h.clone()).unwrap_or_default();
         hashes.append(&mut fresh);
         for (i, chunk) in hashes.chunks(WIDTH as usize).enumerate() {
             if chunk.len() as u64 == WIDTH {
@@ -165,16 +179,23 @@ fn edge_of(size: u64, level: u8) -> (u64, u64) {
 /// checks an archive's edge against the root the ledger recorded.
 pub fn edge_frontier(size: u64, edge: &Edge) -> Result<merkle::Frontier, TileError> {
     if size % WIDTH != 0 {
-        return Err(TileError::Malformed(format!("an archive holds whole tiles of {WIDTH}, not {size} leaves")));
+        return Err(TileError::Malformed(format!(
+            "an archive holds whole tiles of {WIDTH}, not {size} leaves"
+        )));
     }
     let mut frontier = merkle::Frontier::new();
     for (level, hashes) in edge.iter().rev() {
         for hash in hashes {
-            frontier.push_subtree(*hash, 8 * u32::from(*level)).map_err(|e| TileError::Malformed(e.to_string()))?;
+            frontier
+                .push_subtree(*hash, 8 * u32::from(*level))
+                .map_err(|e| TileError::Malformed(e.to_string()))?;
         }
     }
     if frontier.size() != size {
-        return Err(TileError::Malformed(format!("the edge tiles hold {} leaves, not {size}", frontier.size())));
+        return Err(TileError::Malformed(format!(
+            "the edge tiles hold {} leaves, not {size}",
+            frontier.size()
+        )));
     }
     Ok(frontier)
 }
@@ -182,16 +203,24 @@ pub fn edge_frontier(size: u64, edge: &Edge) -> Result<merkle::Frontier, TileErr
 /// Reads a hash tile's file: `width` hashes.
 pub fn read_tile(bytes: &[u8], width: u64) -> Result<Vec<Hash>, TileError> {
     if bytes.len() as u64 != width * 32 {
-        return Err(TileError::Malformed(format!("a hash tile of width {width} is {} bytes, not {}", bytes.len(), width * 32)));
+        return Err(TileError::Malformed(format!(
+            "a hash tile of width {width} is {} bytes, not {}",
+            bytes.len(),
+            width * 32
+        )));
     }
     Ok(bytes.chunks(32).map(|h| h.try_into().expect("32 bytes")).collect())
 }
 
 /// An entry bundle's bytes; `first` is the first entry's log index (for the error).
-pub fn entry_bundle<'a>(first: u64, entries: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<u8>, TileError> {
+pub fn entry_bundle<'a>(
+    first: u64,
+    entries: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, TileError> {
     let mut out = Vec::new();
     for (i, entry) in entries.into_iter().enumerate() {
-        let len = u16::try_from(entry.len()).map_err(|_| TileError::EntryTooLarge { index: first + i as u64, len: entry.len() })?;
+        let len = u16::try_from(entry.len())
+            .map_err(|_| TileError::EntryTooLarge { index: first + i as u64, len: entry.len() })?;
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(entry);
     }
@@ -203,7 +232,9 @@ pub fn read_entry_bundle(bytes: &[u8], width: u64) -> Result<Vec<&[u8]>, TileErr
     let mut out = Vec::with_capacity(width as usize);
     let mut rest = bytes;
     while !rest.is_empty() {
-        let [a, b, tail @ ..] = rest else { return Err(TileError::Malformed("an entry bundle ends inside a length".into())) };
+        let [a, b, tail @ ..] = rest else {
+            return Err(TileError::Malformed("an entry bundle ends inside a length".into()));
+        };
         let len = usize::from(u16::from_be_bytes([*a, *b]));
         if tail.len() < len {
             return Err(TileError::Malformed("an entry bundle ends inside an entry".into()));
@@ -212,7 +243,10 @@ pub fn read_entry_bundle(bytes: &[u8], width: u64) -> Result<Vec<&[u8]>, TileErr
         rest = &tail[len..];
     }
     if out.len() as u64 != width {
-        return Err(TileError::Malformed(format!("an entry bundle of width {width} holds {} entries", out.len())));
+        return Err(TileError::Malformed(format!(
+            "an entry bundle of width {width} holds {} entries",
+            out.len()
+        )));
     }
     Ok(out)
 }
@@ -237,7 +271,10 @@ pub fn parse_tile_path(path: &str) -> Option<(u8, u64, u64)> {
 pub fn parse_index(path: &str) -> Option<(u64, u64)> {
     let (digits, width) = match path.split_once(".p/") {
         Some((digits, text)) => {
-            let w: u64 = text.parse().ok().filter(|w: &u64| (1..WIDTH).contains(w) && w.to_string() == text)?;
+            let w: u64 = text
+                .parse()
+                .ok()
+                .filter(|w: &u64| (1..WIDTH).contains(w) && w.to_string() == text)?;
             (digits, w)
         }
         None => (path, WIDTH),
@@ -264,9 +301,16 @@ pub type TileReader<'a, E> = dyn FnMut(u8, u64, u64) -> Result<Vec<Hash>, E> + '
 /// each sibling is the hash of a range of leaves, made of the perfect
 /// subtrees the tiles hold. Which tiles it reads depends only on `index`
 /// and `size` ([`tiles_read`]).
-pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Vec<Hash>, E> {
+pub fn inclusion_proof<E: From<TileError>>(
+    index: u64,
+    size: u64,
+    read: &mut TileReader<'_, E>,
+) -> Result<Vec<Hash>, E> {
     if index >= size {
-        return Err(TileError::Malformed(format!("leaf {index} is not in a tree of {size} leaves")).into());
+        return Err(TileError::Malformed(format!(
+            "leaf {index} is not in a tree of {size} leaves"
+        ))
+        .into());
     }
     let mut proof = Vec::new();
     path(index, 0, size, size, read, &mut proof)?;
@@ -277,9 +321,16 @@ pub fn inclusion_proof<E: From<TileError>>(index: u64, size: u64, read: &mut Til
 /// of `new`, from the newer tree's hash tiles alone (a monitor's or a
 /// witness's check that a log only grew). Empty when `old` is 0 or equals
 /// `new`.
-pub fn consistency_proof<E: From<TileError>>(old: u64, new: u64, read: &mut TileReader<'_, E>) -> Result<Vec<Hash>, E> {
+pub fn consistency_proof<E: From<TileError>>(
+    old: u64,
+    new: u64,
+    read: &mut TileReader<'_, E>,
+) -> Result<Vec<Hash>, E> {
     if old > new {
-        return Err(TileError::Malformed(format!("a tree of {new} leaves cannot extend one of {old}")).into());
+        return Err(TileError::Malformed(format!(
+            "a tree of {new} leaves cannot extend one of {old}"
+        ))
+        .into());
     }
     let mut proof = Vec::new();
     if old > 0 && old < new {
@@ -289,7 +340,15 @@ pub fn consistency_proof<E: From<TileError>>(old: u64, new: u64, read: &mut Tile
 }
 
 /// SUBPROOF(m, D[a:b], whole) of RFC 6962 §2.1.2.
-fn subproof<E: From<TileError>>(m: u64, a: u64, b: u64, whole: bool, size: u64, read: &mut TileReader<'_, E>, out: &mut Vec<Hash>) -> Result<(), E> {
+fn subproof<E: From<TileError>>(
+    m: u64,
+    a: u64,
+    b: u64,
+    whole: bool,
+    size: u64,
+    read: &mut TileReader<'_, E>,
+    out: &mut Vec<Hash>,
+) -> Result<(), E> {
     if m == b - a {
         if !whole {
             out.push(range_hash(a, b, size, read)?);
@@ -309,7 +368,9 @@ fn subproof<E: From<TileError>>(m: u64, a: u64, b: u64, whole: bool, size: u64, 
 
 /// The tiles a proof over a tree of `size` leaves reads, each once, as
 /// (level, index, width): run `proof` once over placeholder tiles.
-pub fn tiles_read(proof: impl FnOnce(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>) -> Result<Vec<(u8, u64, u64)>, TileError> {
+pub fn tiles_read(
+    proof: impl FnOnce(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>,
+) -> Result<Vec<(u8, u64, u64)>, TileError> {
     let mut wanted = Vec::new();
     proof(&mut |level, tile, width| {
         if !wanted.contains(&(level, tile, width)) {
@@ -321,7 +382,14 @@ pub fn tiles_read(proof: impl FnOnce(&mut TileReader<'_, TileError>) -> Result<V
 }
 
 /// PATH(m, D[a:b]) of RFC 6962 §2.1.1, siblings from the leaf up.
-fn path<E: From<TileError>>(m: u64, a: u64, b: u64, size: u64, read: &mut TileReader<'_, E>, out: &mut Vec<Hash>) -> Result<(), E> {
+fn path<E: From<TileError>>(
+    m: u64,
+    a: u64,
+    b: u64,
+    size: u64,
+    read: &mut TileReader<'_, E>,
+    out: &mut Vec<Hash>,
+) -> Result<(), E> {
     if b - a <= 1 {
         return Ok(());
     }
@@ -342,7 +410,12 @@ fn split(n: u64) -> u64 {
 }
 
 /// MTH(D[a:b]): a perfect, aligned subtree from its tile, else split as RFC 6962 splits.
-fn range_hash<E: From<TileError>>(a: u64, b: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Hash, E> {
+fn range_hash<E: From<TileError>>(
+    a: u64,
+    b: u64,
+    size: u64,
+    read: &mut TileReader<'_, E>,
+) -> Result<Hash, E> {
     let n = b - a;
     if n.is_power_of_two() && a % n == 0 {
         return subtree(n.trailing_zeros(), a, size, read);
@@ -353,14 +426,24 @@ fn range_hash<E: From<TileError>>(a: u64, b: u64, size: u64, read: &mut TileRead
 
 /// The root of the perfect subtree of height `h` starting at leaf `start`:
 /// a hash of the tile at level h/8, or the root of 2^(h%8) of them.
-fn subtree<E: From<TileError>>(h: u32, start: u64, size: u64, read: &mut TileReader<'_, E>) -> Result<Hash, E> {
+fn subtree<E: From<TileError>>(
+    h: u32,
+    start: u64,
+    size: u64,
+    read: &mut TileReader<'_, E>,
+) -> Result<Hash, E> {
     let level = (h / 8) as u8;
     let node = start >> (8 * u32::from(level));
     let (tile, offset, count) = (node / WIDTH, (node % WIDTH) as usize, 1usize << (h % 8));
     let width = width_at(size, level, tile);
     let hashes = read(level, tile, width)?;
-    let Some(part) = hashes.get(offset..offset + count).filter(|_| hashes.len() as u64 == width) else {
-        return Err(TileError::Malformed(format!("tile {level}/{tile} holds {} hashes, not the {width} a tree of {size} has", hashes.len())).into());
+    let Some(part) = hashes.get(offset..offset + count).filter(|_| hashes.len() as u64 == width)
+    else {
+        return Err(TileError::Malformed(format!(
+            "tile {level}/{tile} holds {} hashes, not the {width} a tree of {size} has",
+            hashes.len()
+        ))
+        .into());
     };
     Ok(merkle::root(part))
 }
@@ -383,7 +466,8 @@ mod tests {
 
     #[test]
     fn each_level_holds_the_roots_of_the_full_tiles_below() {
-        let leaves: Vec<Hash> = (0..256 * 257 + 3u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        let leaves: Vec<Hash> =
+            (0..256 * 257 + 3u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
         let t = tiles(&leaves);
         let level = |l: u8| t.iter().filter(move |x| x.level == l);
         assert_eq!(level(0).count(), 258);
@@ -401,21 +485,51 @@ mod tests {
 
     /// The right edge of the tiles of `size` leaves, as an archive reads it.
     fn edge(all: &[Tile], size: u64) -> Vec<(u8, Vec<Hash>)> {
-        edge_widths(size).into_iter().map(|(level, index, width)| (level, all.iter().find(|t| (t.level, t.index, t.hashes.len() as u64) == (level, index, width)).expect("the edge tile").hashes.clone())).collect()
+        edge_widths(size)
+            .into_iter()
+            .map(|(level, index, width)| {
+                (
+                    level,
+                    all.iter()
+                        .find(|t| {
+                            (t.level, t.index, t.hashes.len() as u64) == (level, index, width)
+                        })
+                        .expect("the edge tile")
+                        .hashes
+                        .clone(),
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn grown_tiles_are_the_tiles_that_change_and_the_edge_gives_the_root() {
-        let leaves: Vec<Hash> = (0..256 * 258 + 256u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
-        for (size, to) in [(0, 256), (256, 512), (256, 256 * 256), (256 * 255, 256 * 257), (256 * 256, 256 * 258), (256 * 3, 256 * 259)] {
+        let leaves: Vec<Hash> =
+            (0..256 * 258 + 256u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        for (size, to) in [
+            (0, 256),
+            (256, 512),
+            (256, 256 * 256),
+            (256 * 255, 256 * 257),
+            (256 * 256, 256 * 258),
+            (256 * 3, 256 * 259),
+        ] {
             let before = tiles(&leaves[..size as usize]);
             let after = tiles(&leaves[..to as usize]);
             let edge = edge(&before, size);
             let frontier = edge_frontier(size, &edge).unwrap();
-            assert_eq!(frontier.root(), merkle::root(&leaves[..size as usize]), "the edge of {size} gives its root");
+            assert_eq!(
+                frontier.root(),
+                merkle::root(&leaves[..size as usize]),
+                "the edge of {size} gives its root"
+            );
             let grown = grown(size, &edge, &leaves[size as usize..to as usize]).unwrap();
             let changed: Vec<&Tile> = after.iter().filter(|t| !before.contains(t)).collect();
-            assert_eq!(grown.iter().collect::<Vec<_>>(), changed, "{size}..{to}: exactly the new and grown tiles");
+            assert_eq!(
+                grown.iter().collect::<Vec<_>>(),
+                changed,
+                "{size}..{to}: exactly the new and grown tiles"
+            );
         }
         assert!(edge_frontier(300, &[]).is_err(), "not whole tiles");
         assert!(edge_frontier(512, &[]).is_err(), "an edge missing its tiles");
@@ -424,43 +538,115 @@ mod tests {
 
     #[test]
     fn tile_paths_parse_back_and_refuse_other_spellings() {
-        for (level, index, width) in [(0u8, 0u64, 256u64), (0, 5, 17), (1, 1234, 256), (2, 1_234_067, 1), (63, u64::MAX / 1000, 255)] {
+        for (level, index, width) in [
+            (0u8, 0u64, 256u64),
+            (0, 5, 17),
+            (1, 1234, 256),
+            (2, 1_234_067, 1),
+            (63, u64::MAX / 1000, 255),
+        ] {
             let path = tile_path(level, index, width);
-            assert_eq!(parse_tile_path(path.strip_prefix("tile/").unwrap()), Some((level, index, width)), "{path}");
+            assert_eq!(
+                parse_tile_path(path.strip_prefix("tile/").unwrap()),
+                Some((level, index, width)),
+                "{path}"
+            );
         }
-        assert_eq!(parse_index(entries_path(7, 9).strip_prefix("tile/entries/").unwrap()), Some((7, 9)));
-        for bad in ["0/5", "0/0005", "0/x000/005", "0/005.p/256", "0/005.p/0", "0/005.p/017", "00/005", "64/000", "0/x1/005", "0/005/", "a/005", "0/005.p/"] {
+        assert_eq!(
+            parse_index(entries_path(7, 9).strip_prefix("tile/entries/").unwrap()),
+            Some((7, 9))
+        );
+        for bad in [
+            "0/5",
+            "0/0005",
+            "0/x000/005",
+            "0/005.p/256",
+            "0/005.p/0",
+            "0/005.p/017",
+            "00/005",
+            "64/000",
+            "0/x1/005",
+            "0/005/",
+            "a/005",
+            "0/005.p/",
+        ] {
             assert_eq!(parse_tile_path(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn inclusion_proofs_from_tiles_are_rfc_6962_s() {
-        let leaves: Vec<Hash> = (0..256 * 256 + 700u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
+        let leaves: Vec<Hash> =
+            (0..256 * 256 + 700u64).map(|i| merkle::leaf_hash(&i.to_be_bytes())).collect();
         for size in [1u64, 2, 3, 255, 256, 257, 511, 700, 65_536, 65_537, 65_536 + 700] {
             let t = tiles(&leaves[..size as usize]);
-            for index in [0, 1, size / 2, size.saturating_sub(257), size - 1].into_iter().filter(|i| *i < size) {
+            for index in [0, 1, size / 2, size.saturating_sub(257), size - 1]
+                .into_iter()
+                .filter(|i| *i < size)
+            {
                 let mut read = |level: u8, tile: u64, width: u64| -> Result<Vec<Hash>, TileError> {
-                    t.iter().find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width)).map(|x| x.hashes.clone()).ok_or_else(|| TileError::Malformed(format!("no tile {level}/{tile}.p/{width}")))
+                    t.iter()
+                        .find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width))
+                        .map(|x| x.hashes.clone())
+                        .ok_or_else(|| {
+                            TileError::Malformed(format!("no tile {level}/{tile}.p/{width}"))
+                        })
                 };
                 let proof = inclusion_proof(index, size, &mut read).unwrap();
-                assert_eq!(proof, merkle::inclusion_proof(&leaves[..size as usize], index, size).unwrap(), "{index} in {size}");
-                merkle::verify_inclusion(&leaves[index as usize], index, size, &proof, &merkle::root(&leaves[..size as usize])).unwrap();
+                assert_eq!(
+                    proof,
+                    merkle::inclusion_proof(&leaves[..size as usize], index, size).unwrap(),
+                    "{index} in {size}"
+                );
+                merkle::verify_inclusion(
+                    &leaves[index as usize],
+                    index,
+                    size,
+                    &proof,
+                    &merkle::root(&leaves[..size as usize]),
+                )
+                .unwrap();
                 let wanted = tiles_read(|r| inclusion_proof(index, size, r)).unwrap();
                 assert!(wanted.len() <= 2 * 3 + 2, "{index} in {size}: {wanted:?}");
             }
         }
         assert!(inclusion_proof::<TileError>(3, 3, &mut |_, _, _| Ok(vec![])).is_err());
         // Consistency, from the newer tree's tiles.
-        for (old, new) in [(1u64, 2u64), (3, 7), (256, 257), (255, 700), (700, 65_536 + 700), (65_536, 65_537), (7, 7)] {
+        for (old, new) in [
+            (1u64, 2u64),
+            (3, 7),
+            (256, 257),
+            (255, 700),
+            (700, 65_536 + 700),
+            (65_536, 65_537),
+            (7, 7),
+        ] {
             let t = tiles(&leaves[..new as usize]);
             let mut read = |level: u8, tile: u64, width: u64| -> Result<Vec<Hash>, TileError> {
-                t.iter().find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width)).map(|x| x.hashes.clone()).ok_or_else(|| TileError::Malformed(format!("no tile {level}/{tile}.p/{width}")))
+                t.iter()
+                    .find(|x| (x.level, x.index, x.hashes.len() as u64) == (level, tile, width))
+                    .map(|x| x.hashes.clone())
+                    .ok_or_else(|| {
+                        TileError::Malformed(format!("no tile {level}/{tile}.p/{width}"))
+                    })
             };
             let proof = consistency_proof(old, new, &mut read).unwrap();
-            assert_eq!(proof, merkle::consistency_proof(&leaves[..new as usize], old, new).unwrap(), "{old} to {new}");
-            merkle::verify_consistency(old, new, &merkle::root(&leaves[..old as usize]), &merkle::root(&leaves[..new as usize]), &proof).unwrap();
-            assert!(!tiles_read(|r| consistency_proof(old, new, r)).unwrap().is_empty() || old == new);
+            assert_eq!(
+                proof,
+                merkle::consistency_proof(&leaves[..new as usize], old, new).unwrap(),
+                "{old} to {new}"
+            );
+            merkle::verify_consistency(
+                old,
+                new,
+                &merkle::root(&leaves[..old as usize]),
+                &merkle::root(&leaves[..new as usize]),
+                &proof,
+            )
+            .unwrap();
+            assert!(
+                !tiles_read(|r| consistency_proof(old, new, r)).unwrap().is_empty() || old == new
+            );
         }
         assert!(consistency_proof::<TileError>(8, 7, &mut |_, _, _| Ok(vec![])).is_err());
         // A tile narrower than the tree says is refused, not read past.
@@ -472,10 +658,16 @@ mod tests {
         let entries: Vec<Vec<u8>> = vec![b"{}".to_vec(), vec![], vec![7; 300]];
         let bytes = entry_bundle(10, entries.iter().map(Vec::as_slice)).unwrap();
         assert_eq!(&bytes[..4], &[0, 2, b'{', b'}']);
-        assert_eq!(read_entry_bundle(&bytes, 3).unwrap(), entries.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        assert_eq!(
+            read_entry_bundle(&bytes, 3).unwrap(),
+            entries.iter().map(Vec::as_slice).collect::<Vec<_>>()
+        );
         assert!(read_entry_bundle(&bytes, 4).is_err());
         assert!(read_entry_bundle(&bytes[..bytes.len() - 1], 3).is_err());
         let big = vec![0u8; MAX_ENTRY + 1];
-        assert_eq!(entry_bundle(10, [&b"a"[..], &big]).unwrap_err(), TileError::EntryTooLarge { index: 11, len: MAX_ENTRY + 1 });
+        assert_eq!(
+            entry_bundle(10, [&b"a"[..], &big]).unwrap_err(),
+            TileError::EntryTooLarge { index: 11, len: MAX_ENTRY + 1 }
+        );
     }
 }

@@ -80,13 +80,20 @@ impl LegCall {
     /// How a decision's rules name it: `trifecta.LEG@TOOL#HASH16`, enough of
     /// the proposal's hash to find the call's receipts.
     pub fn rule(&self) -> String {
-        format!("trifecta.{}@{}#{}", self.leg.as_str(), self.tool, &self.proposal_sha256[..self.proposal_sha256.len().min(16)])
+        format!(
+            "trifecta.{}@{}#{}",
+            self.leg.as_str(),
+            self.tool,
+            &self.proposal_sha256[..self.proposal_sha256.len().min(16)]
+        )
     }
 }
 
 /// What an egress call meets once its run holds both legs
 /// (`[guards.trifecta] on_exfiltration`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnExfiltration {
     /// It waits for a named approver, who sees the run's history.
@@ -104,7 +111,8 @@ pub enum OnExfiltration {
 /// leg or none leaves the decision as it is.
 pub fn guard(decision: Decision, run: &str, history: &[LegCall], on: OnExfiltration) -> Decision {
     let first = |leg| history.iter().find(|c| c.leg == leg);
-    let (Some(private), Some(untrusted)) = (first(Leg::PrivateData), first(Leg::UntrustedContent)) else {
+    let (Some(private), Some(untrusted)) = (first(Leg::PrivateData), first(Leg::UntrustedContent))
+    else {
         return decision;
     };
     // Every call of each leg, in the order they came (the history is short:
@@ -144,7 +152,12 @@ mod tests {
     use super::*;
 
     fn leg(leg: Leg, tool: &str) -> LegCall {
-        LegCall { leg, tool: tool.into(), proposal_sha256: "ab".repeat(32), at_ms: 1_700_000_000_000 }
+        LegCall {
+            leg,
+            tool: tool.into(),
+            proposal_sha256: "ab".repeat(32),
+            at_ms: 1_700_000_000_000,
+        }
     }
 
     fn allowed() -> Decision {
@@ -158,16 +171,34 @@ mod tests {
         assert_eq!(legs_of(&l(&[]), true), Vec::<Leg>::new());
         assert_eq!(legs_of(&l(&[]), false), vec![Leg::UntrustedContent]);
         assert_eq!(legs_of(&l(&["trusted_content"]), false), Vec::<Leg>::new());
-        assert_eq!(legs_of(&l(&["private_data", "untrusted_content"]), true), vec![Leg::PrivateData, Leg::UntrustedContent]);
+        assert_eq!(
+            legs_of(&l(&["private_data", "untrusted_content"]), true),
+            vec![Leg::PrivateData, Leg::UntrustedContent]
+        );
     }
 
     #[test]
     fn two_legs_and_a_way_out_wait_for_a_person_or_are_refused() {
-        let history = [leg(Leg::PrivateData, "tickets__get_ticket"), leg(Leg::UntrustedContent, "manuals__search_manual")];
+        let history = [
+            leg(Leg::PrivateData, "tickets__get_ticket"),
+            leg(Leg::UntrustedContent, "manuals__search_manual"),
+        ];
         let held = guard(allowed(), "r1", &history, OnExfiltration::Approval);
         assert_eq!((held.verdict, held.reason), (Verdict::RequireApproval, Reason::LethalTrifecta));
-        assert_eq!(held.rules, vec![format!("trifecta.private_data@tickets__get_ticket#{}", "ab".repeat(8)), format!("trifecta.untrusted_content@manuals__search_manual#{}", "ab".repeat(8))]);
-        assert!(held.why.contains("tickets__get_ticket") && held.why.contains("manuals__search_manual") && held.why.contains("`r1`"), "{}", held.why);
+        assert_eq!(
+            held.rules,
+            vec![
+                format!("trifecta.private_data@tickets__get_ticket#{}", "ab".repeat(8)),
+                format!("trifecta.untrusted_content@manuals__search_manual#{}", "ab".repeat(8))
+            ]
+        );
+        assert!(
+            held.why.contains("tickets__get_ticket")
+                && held.why.contains("manuals__search_manual")
+                && held.why.contains("`r1`"),
+            "{}",
+            held.why
+        );
         let refused = guard(allowed(), "r1", &history, OnExfiltration::Block);
         assert_eq!((refused.verdict, refused.reason), (Verdict::Deny, Reason::LethalTrifecta));
         assert_eq!(refused.rules.len(), 2);
@@ -175,7 +206,11 @@ mod tests {
 
     #[test]
     fn one_leg_or_none_leaves_the_decision() {
-        for history in [vec![], vec![leg(Leg::PrivateData, "a")], vec![leg(Leg::UntrustedContent, "b"), leg(Leg::UntrustedContent, "c")]] {
+        for history in [
+            vec![],
+            vec![leg(Leg::PrivateData, "a")],
+            vec![leg(Leg::UntrustedContent, "b"), leg(Leg::UntrustedContent, "c")],
+        ] {
             assert_eq!(guard(allowed(), "r", &history, OnExfiltration::Block), allowed());
         }
     }
@@ -186,9 +221,17 @@ mod tests {
         let denied = Decision::by(Verdict::Deny, Reason::PolicyForbids, vec!["no".into()]);
         let d = guard(denied, "r", &history, OnExfiltration::Approval);
         assert_eq!((d.verdict, d.reason, d.rules.len()), (Verdict::Deny, Reason::PolicyForbids, 3));
-        let held = Decision::by(Verdict::RequireApproval, Reason::PolicyRequiresApproval, vec!["big".into()]).because("big orders need a person");
+        let held = Decision::by(
+            Verdict::RequireApproval,
+            Reason::PolicyRequiresApproval,
+            vec!["big".into()],
+        )
+        .because("big orders need a person");
         let d = guard(held, "r", &history, OnExfiltration::Approval);
-        assert_eq!((d.verdict, d.reason), (Verdict::RequireApproval, Reason::PolicyRequiresApproval));
+        assert_eq!(
+            (d.verdict, d.reason),
+            (Verdict::RequireApproval, Reason::PolicyRequiresApproval)
+        );
         assert!(d.why.starts_with("big orders need a person; run `r`"), "{}", d.why);
     }
 }

@@ -30,12 +30,20 @@ pub fn visible_json(json: &str) -> Cow<'_, str> {
     // JSON's own whitespace between tokens (pretty output's line breaks and
     // indents) is kept: inside a string, serde_json never writes it raw.
     // Every character escaped is in the Basic Multilingual Plane: one \uXXXX.
-    escape(json, |c| needs_escape(c) && !matches!(c, '\n' | '\r' | '\t'), |c| format!("\\u{:04x}", c as u32))
+    escape(
+        json,
+        |c| needs_escape(c) && !matches!(c, '\n' | '\r' | '\t'),
+        |c| format!("\\u{:04x}", c as u32),
+    )
 }
 
 /// `text` with each character `escaped` picks written as `written` writes
 /// it; borrowed, unchanged, when there is none.
-fn escape(text: &str, escaped: impl Fn(char) -> bool, written: impl Fn(char) -> String) -> Cow<'_, str> {
+fn escape(
+    text: &str,
+    escaped: impl Fn(char) -> bool,
+    written: impl Fn(char) -> String,
+) -> Cow<'_, str> {
     if !text.chars().any(&escaped) {
         return Cow::Borrowed(text);
     }
@@ -91,17 +99,26 @@ mod tests {
     #[test]
     fn json_keeps_its_value_and_shows_nothing_invisible() {
         let value = serde_json::json!({"tool": "gpt\u{202e}txt.exe", "note": "a\u{9b}b\u{2028}"});
-        for text in [serde_json::to_string(&value).unwrap(), serde_json::to_string_pretty(&value).unwrap()] {
+        for text in
+            [serde_json::to_string(&value).unwrap(), serde_json::to_string_pretty(&value).unwrap()]
+        {
             let shown = visible_json(&text).into_owned();
             assert!(!shown.chars().any(|c| needs_escape(c) && c != '\n'), "{shown}");
             assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).unwrap(), value);
-            assert_eq!(shown.lines().count(), text.lines().count(), "pretty output keeps its lines");
+            assert_eq!(
+                shown.lines().count(),
+                text.lines().count(),
+                "pretty output keeps its lines"
+            );
         }
     }
 
     #[test]
     fn every_bidi_control_is_escaped() {
-        for c in ['\u{200e}', '\u{200f}', '\u{061c}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}'] {
+        for c in [
+            '\u{200e}', '\u{200f}', '\u{061c}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
+            '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+        ] {
             let shown = visible(&format!("a{c}b")).into_owned();
             assert_eq!(shown, format!("a\\u{{{:x}}}b", c as u32));
             assert!(!shown.contains(c));

@@ -33,7 +33,10 @@ fn implied_classes_match_the_seed() {
             }
             let hints = Hints::from_annotations(Some(&Value::Object(wire)));
             let as_json = serde_json::to_value(hints).unwrap();
-            assert_eq!(as_json, tool["annotations"], "{name}: effective hints differ from the seed");
+            assert_eq!(
+                as_json, tool["annotations"],
+                "{name}: effective hints differ from the seed"
+            );
             assert_eq!(
                 hints.implied_class().as_str(),
                 tool["annotation_implied_class"].as_str().unwrap(),

@@ -17,13 +17,18 @@ fn json() -> impl Strategy<Value = Value> {
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::String),
         // Escapes, and names ordered differently by UTF-16 and by bytes.
-        "[\"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}\u{e000}\u{ffff}\u{10000}\u{1f600}a-c]{0,8}".prop_map(Value::String),
+        "[\"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}\u{e000}\u{ffff}\u{10000}\u{1f600}a-c]{0,8}"
+            .prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map("\\PC{0,6}|[\u{e000}\u{ffff}\u{10000}\u{1f600}a]{1,3}", inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+            prop::collection::btree_map(
+                "\\PC{0,6}|[\u{e000}\u{ffff}\u{10000}\u{1f600}a]{1,3}",
+                inner,
+                0..6
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
         ]
     })
 }

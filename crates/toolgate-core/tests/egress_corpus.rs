@@ -25,30 +25,51 @@ fn corpus() -> Vec<(Value, &'static [&'static str])> {
         (json!({"diners": "36227206271667"}), &["payment_card"]),
         (json!({"amount": 4111111111111111u64}), &["payment_card"]),
         (json!({"blob": b64("customer card 4012888888881881, thanks")}), &["payment_card"]),
-        (json!({"url": "https://shop.example/pay?pan=4111%201111%201111%201111"}), &["payment_card"]),
+        (
+            json!({"url": "https://shop.example/pay?pan=4111%201111%201111%201111"}),
+            &["payment_card"],
+        ),
         // National ids.
         (json!({"ssn": "123-45-6789"}), &["us_ssn"]),
         (json!({"form": {"rows": [{"id": "078 05 1120"}]}}), &["us_ssn"]),
         (json!({"nino": "AB 12 34 56 C"}), &["uk_nino"]),
         (json!({"text": "NI number JG103759A on file"}), &["uk_nino"]),
         // Private keys and cloud/forge tokens.
-        (json!({"key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"}), &["private_key"]),
-        (json!({"file": b64("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----")}), &["private_key"]),
+        (
+            json!({"key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"}),
+            &["private_key"],
+        ),
+        (
+            json!({"file": b64("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----")}),
+            &["private_key"],
+        ),
         (json!({"env": "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE"}), &["aws_access_key"]),
-        (json!({"cfg": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYab"}), &["aws_access_key"]),
+        (
+            json!({"cfg": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYab"}),
+            &["aws_access_key"],
+        ),
         (json!({"token": "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"}), &["github_token"]),
-        (json!({"pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"}), &["github_token"]),
+        (
+            json!({"pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"}),
+            &["github_token"],
+        ),
         (json!({"ci": {"token": "glpat-xYz12345678901234567"}}), &["gitlab_token"]),
         (json!({"hook": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp"}), &["slack_token"]),
         (json!({"maps": "AIzaSyA1234567890abcdefghijklmnopqrstuv"}), &["google_api_key"]),
         (json!({"stripe": "sk_live_abcdefghijklmnopqrstuvwx12"}), &["stripe_key"]),
         // Confidential: JWTs, password pairs.
-        (json!({"auth": "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"}), &["jwt"]),
+        (
+            json!({"auth": "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"}),
+            &["jwt"],
+        ),
         (json!({"body": "login: admin password=Tr0ub4dor&3"}), &["password_pair"]),
         (json!({"cfg": {"db": "host=db.internal user=app pwd: s3cr3tS3cret"}}), &["password_pair"]),
         (json!({"headers": {"x": "api_key=0123456789abcdef"}}), &["password_pair"]),
         // Two markers in one call.
-        (json!({"to": "records@outside.example", "body": "card 4111111111111111, ssn 219-09-9999"}), &["payment_card", "us_ssn"]),
+        (
+            json!({"to": "records@outside.example", "body": "card 4111111111111111, ssn 219-09-9999"}),
+            &["payment_card", "us_ssn"],
+        ),
         // Glued to letters or `_`, in keys, padded base64, other scripts' digits.
         (json!({"note": "CC4111111111111111 on file"}), &["payment_card"]),
         (json!({"note": "ssn123-45-6789"}), &["us_ssn"]),
@@ -71,7 +92,10 @@ fn corpus() -> Vec<(Value, &'static [&'static str])> {
         (json!({"phone": "+44 20 7946 0958"}), &[]),
         (json!({"phone": "(555) 123-4567"}), &[]),
         (json!({"id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301"}), &[]),
-        (json!({"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}), &[]),
+        (
+            json!({"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}),
+            &[],
+        ),
         (json!({"commit": "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"}), &[]),
         (json!({"ssn_like": "000-12-3456"}), &[]),
         (json!({"ssn_like": "666-12-3456"}), &[]),
@@ -144,18 +168,32 @@ fn the_corpus_is_found_with_full_recall_and_no_unexplained_false_positive() {
             assert!(!said.contains(s), "{said}");
         }
     }
-    println!("{:<16} {:>4} {:>4} {:>4} {:>9} {:>7}", "kind", "tp", "fn", "fp", "precision", "recall");
+    println!(
+        "{:<16} {:>4} {:>4} {:>4} {:>9} {:>7}",
+        "kind", "tp", "fn", "fp", "precision", "recall"
+    );
     let (mut tp, mut fneg, mut fpos) = (0, 0, 0);
     for (kind, (t, n, p)) in &by_kind {
         let precision = *t as f64 / (*t + *p).max(1) as f64;
         let recall = *t as f64 / (*t + *n).max(1) as f64;
-        println!("{kind:<16} {t:>4} {n:>4} {p:>4} {:>8.0}% {:>6.0}%", precision * 100.0, recall * 100.0);
+        println!(
+            "{kind:<16} {t:>4} {n:>4} {p:>4} {:>8.0}% {:>6.0}%",
+            precision * 100.0,
+            recall * 100.0
+        );
         (tp, fneg, fpos) = (tp + t, fneg + n, fpos + p);
     }
-    println!("{:<16} {tp:>4} {fneg:>4} {fpos:>4} {:>8.0}% {:>6.0}%  ({} samples)", "all", tp as f64 * 100.0 / (tp + fpos).max(1) as f64, tp as f64 * 100.0 / (tp + fneg).max(1) as f64, corpus.len());
+    println!(
+        "{:<16} {tp:>4} {fneg:>4} {fpos:>4} {:>8.0}% {:>6.0}%  ({} samples)",
+        "all",
+        tp as f64 * 100.0 / (tp + fpos).max(1) as f64,
+        tp as f64 * 100.0 / (tp + fneg).max(1) as f64,
+        corpus.len()
+    );
     assert!(misses.is_empty(), "recall must be 100%: missed {misses:#?}");
     // Justified false positives would be listed here, each with why; there are none.
     let justified: [&str; 0] = [];
-    let unexplained: Vec<&String> = false_positives.iter().filter(|f| !justified.iter().any(|j| f.contains(j))).collect();
+    let unexplained: Vec<&String> =
+        false_positives.iter().filter(|f| !justified.iter().any(|j| f.contains(j))).collect();
     assert!(unexplained.is_empty(), "unexplained false positives: {unexplained:#?}");
 }

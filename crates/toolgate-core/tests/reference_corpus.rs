@@ -24,8 +24,14 @@ const PRECISION_FLOOR: f64 = 0.91;
 /// miss fails the test; so does one listed here that no longer misses
 /// (take it off the list).
 const LAXER_MISSES: &[(&str, &str)] = &[
-    ("everything__get-env", "a read by its name and its hints; that what it reads is the server's secrets is only in the description's prose"),
-    ("postgres__query", "the server calls its SQL read-only, and the escape (COMMIT; …) is in its code, not its definition"),
+    (
+        "everything__get-env",
+        "a read by its name and its hints; that what it reads is the server's secrets is only in the description's prose",
+    ),
+    (
+        "postgres__query",
+        "the server calls its SQL read-only, and the escape (COMMIT; …) is in its code, not its definition",
+    ),
 ];
 
 fn rank(c: AuthorityClass) -> u8 {
@@ -55,10 +61,22 @@ fn corpus() -> (Inventory, Vec<Case>) {
             let definition = tool["definition"].clone();
             let tool_name = definition["name"].as_str().unwrap().to_string();
             let exposed = format!("{name}__{tool_name}");
-            let expected: AuthorityClass = tool["expected"].as_str().unwrap_or_else(|| panic!("{exposed}: no expected class: judge it")).parse().unwrap();
+            let expected: AuthorityClass = tool["expected"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{exposed}: no expected class: judge it"))
+                .parse()
+                .unwrap();
             let why = tool["why"].as_str().unwrap_or_default().to_string();
             assert!(!why.is_empty(), "{exposed}: say why it is {}", expected.as_str());
-            inventory.tools.push(Entry { name: exposed.clone(), server: name.into(), tool: tool_name, definition, pinned: None, registry_class: None, labels: vec![] });
+            inventory.tools.push(Entry {
+                name: exposed.clone(),
+                server: name.into(),
+                tool: tool_name,
+                definition,
+                pinned: None,
+                registry_class: None,
+                labels: vec![],
+            });
             cases.push(Case { name: exposed, expected, why });
         }
     }
@@ -68,10 +86,15 @@ fn corpus() -> (Inventory, Vec<Case>) {
 #[test]
 fn the_audit_suggests_the_class_a_careful_operator_gives_the_reference_servers_tools() {
     let (inventory, cases) = corpus();
-    assert!(cases.len() >= 100, "the corpus holds every tool of the reference servers: {}", cases.len());
+    assert!(
+        cases.len() >= 100,
+        "the corpus holds every tool of the reference servers: {}",
+        cases.len()
+    );
     let report = audit(&inventory);
     let by_name: BTreeMap<&str, _> = report.regret.iter().map(|r| (r.tool.as_str(), r)).collect();
-    let classes = [AuthorityClass::Automatic, AuthorityClass::RequiresApproval, AuthorityClass::Prohibited];
+    let classes =
+        [AuthorityClass::Automatic, AuthorityClass::RequiresApproval, AuthorityClass::Prohibited];
     // Per class: (true positives, false negatives, false positives).
     let mut counts: BTreeMap<u8, (usize, usize, usize)> = BTreeMap::new();
     let (mut right, mut laxer, mut stricter) = (0, Vec::new(), Vec::new());
@@ -99,27 +122,69 @@ fn the_audit_suggests_the_class_a_careful_operator_gives_the_reference_servers_t
             r.reasons.join("; "),
             case.why
         );
-        if rank(suggested) < rank(case.expected) { laxer.push((case.name.as_str(), line)) } else { stricter.push(line) }
+        if rank(suggested) < rank(case.expected) {
+            laxer.push((case.name.as_str(), line))
+        } else {
+            stricter.push(line)
+        }
     }
-    println!("{:<18} {:>4} {:>4} {:>4} {:>9} {:>7}", "class", "tp", "fn", "fp", "precision", "recall");
+    println!(
+        "{:<18} {:>4} {:>4} {:>4} {:>9} {:>7}",
+        "class", "tp", "fn", "fp", "precision", "recall"
+    );
     for c in classes {
         let (t, n, p) = counts.get(&rank(c)).copied().unwrap_or_default();
-        let pct = |a: usize, b: usize| if b == 0 { "-".to_string() } else { format!("{:.0}%", a as f64 * 100.0 / b as f64) };
-        println!("{:<18} {t:>4} {n:>4} {p:>4} {:>9} {:>7}", c.as_str(), pct(t, t + p), pct(t, t + n));
+        let pct = |a: usize, b: usize| {
+            if b == 0 { "-".to_string() } else { format!("{:.0}%", a as f64 * 100.0 / b as f64) }
+        };
+        println!(
+            "{:<18} {t:>4} {n:>4} {p:>4} {:>9} {:>7}",
+            c.as_str(),
+            pct(t, t + p),
+            pct(t, t + n)
+        );
     }
     let precision = right as f64 / cases.len() as f64;
-    println!("{:<18} {right:>4} of {} tools suggested as the operator classes them: precision {:.1}% (floor {:.0}%)", "all", cases.len(), precision * 100.0, PRECISION_FLOOR * 100.0);
-    println!("by server: {}", per_server.iter().map(|(s, (r, n))| format!("{s} {r}/{n}")).collect::<Vec<_>>().join(", "));
+    println!(
+        "{:<18} {right:>4} of {} tools suggested as the operator classes them: precision {:.1}% (floor {:.0}%)",
+        "all",
+        cases.len(),
+        precision * 100.0,
+        PRECISION_FLOOR * 100.0
+    );
+    println!(
+        "by server: {}",
+        per_server.iter().map(|(s, (r, n))| format!("{s} {r}/{n}")).collect::<Vec<_>>().join(", ")
+    );
     println!("misses where the audit is laxer than the operator ({}):", laxer.len());
     laxer.iter().for_each(|(_, l)| println!("  {l}"));
     println!("misses where the audit is stricter than the operator ({}):", stricter.len());
     stricter.iter().for_each(|l| println!("  {l}"));
 
-    assert!(precision >= PRECISION_FLOOR, "precision {:.1}% fell below its floor {:.0}%", precision * 100.0, PRECISION_FLOOR * 100.0);
-    let unlisted: Vec<&String> = laxer.iter().filter(|(n, _)| !LAXER_MISSES.iter().any(|(l, _)| l == n)).map(|(_, l)| l).collect();
-    assert!(unlisted.is_empty(), "the audit is laxer than the operator on tools this test does not list and explain: {unlisted:#?}");
-    let fixed: Vec<&str> = LAXER_MISSES.iter().map(|(n, _)| *n).filter(|n| !laxer.iter().any(|(l, _)| l == n)).collect();
-    assert!(fixed.is_empty(), "no longer laxer than the operator (take them off LAXER_MISSES): {fixed:?}");
+    assert!(
+        precision >= PRECISION_FLOOR,
+        "precision {:.1}% fell below its floor {:.0}%",
+        precision * 100.0,
+        PRECISION_FLOOR * 100.0
+    );
+    let unlisted: Vec<&String> = laxer
+        .iter()
+        .filter(|(n, _)| !LAXER_MISSES.iter().any(|(l, _)| l == n))
+        .map(|(_, l)| l)
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "the audit is laxer than the operator on tools this test does not list and explain: {unlisted:#?}"
+    );
+    let fixed: Vec<&str> = LAXER_MISSES
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !laxer.iter().any(|(l, _)| l == n))
+        .collect();
+    assert!(
+        fixed.is_empty(),
+        "no longer laxer than the operator (take them off LAXER_MISSES): {fixed:?}"
+    );
 }
 
 /// The lead verb is never a server's name or a prefix its tools share, and
@@ -133,13 +198,22 @@ fn the_verb_is_read_past_the_servers_prefix_and_a_revision_is_no_recipient() {
         let verb = r.reasons[0].split('`').nth(1).unwrap_or_default();
         let words: Vec<&str> = tool.split(['_', '-']).collect();
         let siblings: Vec<&Entry> = inventory.tools.iter().filter(|e| e.server == server).collect();
-        let shared = siblings.len() > 1 && siblings.iter().all(|e| e.tool.split(['_', '-']).next() == Some(words[0]));
+        let shared = siblings.len() > 1
+            && siblings.iter().all(|e| e.tool.split(['_', '-']).next() == Some(words[0]));
         if words.len() > 1 && (server.split('-').any(|w| w == words[0]) || shared) {
-            assert_ne!(verb, words[0], "{}: the prefix `{verb}` read as the verb: {:?}", r.tool, r.reasons);
+            assert_ne!(
+                verb, words[0],
+                "{}: the prefix `{verb}` read as the verb: {:?}",
+                r.tool, r.reasons
+            );
         }
     }
     let diff = report.regret.iter().find(|r| r.tool == "git__git_diff").unwrap();
-    assert!(!diff.reasons.iter().any(|x| x.contains("recipient")), "git_diff's `target` is a branch or commit: {:?}", diff.reasons);
+    assert!(
+        !diff.reasons.iter().any(|x| x.contains("recipient")),
+        "git_diff's `target` is a branch or commit: {:?}",
+        diff.reasons
+    );
     assert_eq!(diff.suggested_class, AuthorityClass::Automatic, "{:?}", diff.reasons);
     let status = report.regret.iter().find(|r| r.tool == "git__git_status").unwrap();
     assert!(status.reasons[0].contains("`status`"), "{:?}", status.reasons);

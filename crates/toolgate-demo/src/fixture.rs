@@ -7,14 +7,17 @@
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::model::SubscriptionFilter;
 use rmcp::service::{RequestContext, SubscriptionContext};
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -33,7 +36,9 @@ struct Fixture {
     /// subscribed to them.
     updated: std::sync::Arc<tokio::sync::broadcast::Sender<String>>,
     /// Legacy sessions' `resources/subscribe`: each peer with the URIs it follows.
-    subscribers: std::sync::Arc<std::sync::Mutex<Vec<(rmcp::Peer<RoleServer>, std::collections::BTreeSet<String>)>>>,
+    subscribers: std::sync::Arc<
+        std::sync::Mutex<Vec<(rmcp::Peer<RoleServer>, std::collections::BTreeSet<String>)>>,
+    >,
     /// Speaks the legacy handshake only (`--legacy`): no 2026-07-28.
     legacy: bool,
 }
@@ -54,10 +59,16 @@ impl Fixture {
         let peers: Vec<rmcp::Peer<RoleServer>> = {
             let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
             subscribers.retain(|(peer, uris)| !peer.is_transport_closed() && !uris.is_empty());
-            subscribers.iter().filter(|(_, uris)| uris.contains(uri)).map(|(peer, _)| peer.clone()).collect()
+            subscribers
+                .iter()
+                .filter(|(_, uris)| uris.contains(uri))
+                .map(|(peer, _)| peer.clone())
+                .collect()
         };
         for peer in peers {
-            let _ = peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri)).await;
+            let _ = peer
+                .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri))
+                .await;
         }
     }
 }
@@ -94,22 +105,37 @@ fn prompt(name: &str, arguments: &Value, answered: bool) -> Result<Value, ErrorD
     let user = |content: Value| json!({"role": "user", "content": content});
     let text = |t: String| user(json!({"type": "text", "text": t}));
     let messages = match name {
-        "test_simple_prompt" | "test_dynamic_prompt" => vec![text("This is a simple prompt for testing.".into())],
+        "test_simple_prompt" | "test_dynamic_prompt" => {
+            vec![text("This is a simple prompt for testing.".into())]
+        }
         "test_prompt_with_arguments" => {
             let arg = |k: &str| arguments[k].as_str().unwrap_or_default().to_string();
-            vec![text(format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2")))]
+            vec![text(format!(
+                "Prompt with arguments: arg1='{}', arg2='{}'",
+                arg("arg1"),
+                arg("arg2")
+            ))]
         }
         "test_prompt_with_embedded_resource" => vec![
-            user(json!({"type": "resource", "resource": {"uri": arguments["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing."}})),
+            user(
+                json!({"type": "resource", "resource": {"uri": arguments["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing."}}),
+            ),
             text("Please process the embedded resource above.".into()),
         ],
-        "test_prompt_with_image" => vec![user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})), text("Please analyze the image above.".into())],
+        "test_prompt_with_image" => vec![
+            user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            text("Please analyze the image above.".into()),
+        ],
         "test_input_required_result_prompt" if !answered => {
-            return Ok(json!({"resultType": "input_required", "inputRequests": {"user_context": {"method": "elicitation/create", "params": {
+            return Ok(
+                json!({"resultType": "input_required", "inputRequests": {"user_context": {"method": "elicitation/create", "params": {
                 "message": "What context should the prompt use?",
-                "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}}}}}));
+                "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}}}}}),
+            );
         }
-        "test_input_required_result_prompt" => vec![text("A prompt with the context given.".into())],
+        "test_input_required_result_prompt" => {
+            vec![text("A prompt with the context given.".into())]
+        }
         other => return Err(ErrorData::invalid_params(format!("unknown prompt {other}"), None)),
     };
     Ok(json!({"messages": messages}))
@@ -119,11 +145,24 @@ const TEMPLATE: &str = "test://template/{id}/data";
 
 fn resource(uri: &str) -> Result<Value, ErrorData> {
     let content = match uri {
-        "test://static-text" => json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}),
+        "test://static-text" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+        }
         "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
-        _ => match uri.strip_prefix("test://template/").and_then(|r| r.strip_suffix("/data")).filter(|id| !id.is_empty() && !id.contains('/')) {
-            Some(id) => json!({"uri": uri, "mimeType": "application/json", "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()}),
-            None => return Err(ErrorData::invalid_params("Resource not found", Some(json!({"uri": uri})))),
+        _ => match uri
+            .strip_prefix("test://template/")
+            .and_then(|r| r.strip_suffix("/data"))
+            .filter(|id| !id.is_empty() && !id.contains('/'))
+        {
+            Some(id) => {
+                json!({"uri": uri, "mimeType": "application/json", "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()})
+            }
+            None => {
+                return Err(ErrorData::invalid_params(
+                    "Resource not found",
+                    Some(json!({"uri": uri})),
+                ));
+            }
         },
     };
     Ok(json!({"contents": [content]}))
@@ -193,17 +232,31 @@ fn tools() -> Vec<Value> {
 fn content(name: &str) -> Option<Vec<Value>> {
     let image = json!({"type": "image", "data": PNG, "mimeType": "image/png"});
     Some(match name {
-        "test_simple_text" => vec![json!({"type": "text", "text": "This is a simple text response for testing."})],
+        "test_simple_text" => {
+            vec![json!({"type": "text", "text": "This is a simple text response for testing."})]
+        }
         "test_image_content" => vec![image],
-        "test_audio_content" => vec![json!({"type": "audio", "data": WAV, "mimeType": "audio/wav"})],
-        "test_embedded_resource" => vec![json!({"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}})],
+        "test_audio_content" => {
+            vec![json!({"type": "audio", "data": WAV, "mimeType": "audio/wav"})]
+        }
+        "test_embedded_resource" => vec![
+            json!({"type": "resource", "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}),
+        ],
         "test_multiple_content_types" => vec![
             json!({"type": "text", "text": "Multiple content types test:"}),
             image,
             json!({"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}),
         ],
-        "json_schema_2020_12_tool" => vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})],
-        "test_logging_tool" | "test_streaming_elicitation" | "test_trigger_tool_change" | "test_trigger_prompt_change" | "test_dynamic_tool" | "test_tool_with_progress" | "test_custom_header" => {
+        "json_schema_2020_12_tool" => {
+            vec![json!({"type": "text", "text": "JSON Schema 2020-12 tool called"})]
+        }
+        "test_logging_tool"
+        | "test_streaming_elicitation"
+        | "test_trigger_tool_change"
+        | "test_trigger_prompt_change"
+        | "test_dynamic_tool"
+        | "test_tool_with_progress"
+        | "test_custom_header" => {
             vec![json!({"type": "text", "text": format!("{name} done")})]
         }
         _ => return None,
@@ -217,16 +270,24 @@ impl ServerHandler for Fixture {
         ServerConfig::new(capabilities)
     }
 
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
         if self.legacy {
-            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(&rmcp::model::ProtocolVersion::V_2025_11_25))
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+                &rmcp::model::ProtocolVersion::V_2025_11_25,
+            ))
         } else {
             std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
         }
     }
 
     #[allow(deprecated)]
-    async fn subscribe(&self, request: rmcp::model::SubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
         match subscribers.iter_mut().find(|(peer, _)| same_peer(peer, &context.peer)) {
             Some((_, uris)) => drop(uris.insert(request.uri)),
@@ -236,19 +297,33 @@ impl ServerHandler for Fixture {
     }
 
     #[allow(deprecated)]
-    async fn unsubscribe(&self, request: rmcp::model::UnsubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, uris)) = subscribers.iter_mut().find(|(peer, _)| same_peer(peer, &context.peer)) {
+        if let Some((_, uris)) =
+            subscribers.iter_mut().find(|(peer, _)| same_peer(peer, &context.peer))
+        {
             uris.remove(&request.uri);
         }
         Ok(())
     }
 
-    async fn list_prompts(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
         model(prompts(self.prompts_changed.load(std::sync::atomic::Ordering::Relaxed)))
     }
 
-    async fn get_prompt(&self, request: GetPromptRequestParams, _: RequestContext<RoleServer>) -> Result<GetPromptResponse, ErrorData> {
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
         let arguments = serde_json::to_value(&request.arguments).unwrap_or_default();
         let answer = prompt(&request.name, &arguments, request.input_responses.is_some())?;
         if answer["resultType"] == "input_required" {
@@ -257,22 +332,39 @@ impl ServerHandler for Fixture {
         Ok(GetPromptResponse::Complete(model(answer)?))
     }
 
-    async fn list_resources(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         model(json!({"resources": [
             {"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain"},
             {"uri": "test://static-binary", "name": "static-binary", "mimeType": "image/png"}
         ]}))
     }
 
-    async fn list_resource_templates(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, ErrorData> {
-        model(json!({"resourceTemplates": [{"uriTemplate": TEMPLATE, "name": "template-data", "mimeType": "application/json"}]}))
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        model(
+            json!({"resourceTemplates": [{"uriTemplate": TEMPLATE, "name": "template-data", "mimeType": "application/json"}]}),
+        )
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, _: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         Ok(ReadResourceResponse::Complete(model(resource(&request.uri)?)?))
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         Some(requested.clone())
     }
 
@@ -296,35 +388,60 @@ impl ServerHandler for Fixture {
         }
     }
 
-    async fn complete(&self, request: CompleteRequestParams, _: RequestContext<RoleServer>) -> Result<CompleteResult, ErrorData> {
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
         let asked = serde_json::to_value(&request).unwrap_or_default();
-        let candidates: &[&str] = match (asked["ref"]["type"].as_str(), asked["ref"]["name"].as_str().or(asked["ref"]["uri"].as_str()), asked["argument"]["name"].as_str()) {
-            (Some("ref/prompt"), Some("test_prompt_with_arguments"), Some("arg1")) => &["paris", "park", "party"],
+        let candidates: &[&str] = match (
+            asked["ref"]["type"].as_str(),
+            asked["ref"]["name"].as_str().or(asked["ref"]["uri"].as_str()),
+            asked["argument"]["name"].as_str(),
+        ) {
+            (Some("ref/prompt"), Some("test_prompt_with_arguments"), Some("arg1")) => {
+                &["paris", "park", "party"]
+            }
             (Some("ref/resource"), Some(TEMPLATE), Some("id")) => &["123", "124", "200"],
             _ => &[],
         };
         let typed = asked["argument"]["value"].as_str().unwrap_or_default();
-        let values: Vec<&str> = candidates.iter().copied().filter(|c| c.starts_with(typed)).collect();
+        let values: Vec<&str> =
+            candidates.iter().copied().filter(|c| c.starts_with(typed)).collect();
         model(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
     }
 
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let mut list = tools();
         if self.changed.load(std::sync::atomic::Ordering::Relaxed) {
             list.push(json!({"name": "test_dynamic_tool", "description": "Added by test_trigger_tool_change", "inputSchema": {"type": "object", "properties": {}}}));
         }
-        let tools: Vec<Tool> = list.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let tools: Vec<Tool> = list
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         if request.name == "test_tool_with_progress"
-            && let Some(token) = context.meta.get_progress_token() {
-                for step in [0.0, 50.0, 100.0] {
-                    let note = rmcp::model::ProgressNotificationParam::new(token.clone(), step).with_total(100.0);
-                    let _ = context.peer.notify_progress(note).await;
-                }
+            && let Some(token) = context.meta.get_progress_token()
+        {
+            for step in [0.0, 50.0, 100.0] {
+                let note = rmcp::model::ProgressNotificationParam::new(token.clone(), step)
+                    .with_total(100.0);
+                let _ = context.peer.notify_progress(note).await;
             }
+        }
         if request.name == "test_missing_capability" {
             // The gateway relays no server-to-client requests, so it never
             // declares sampling: this tool must refuse with -32021.
@@ -341,10 +458,18 @@ impl ServerHandler for Fixture {
             self.changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
         }
         if request.name == "test_update_resource" {
-            let uri = request.arguments.as_ref().and_then(|a| a.get("uri")).and_then(Value::as_str).unwrap_or_default().to_string();
+            let uri = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let _ = self.updated.send(uri.clone());
             self.notify_subscribers(&uri).await;
-            return Ok(CallToolResult::success(vec![ContentBlock::text(format!("updated {uri}"))]).into());
+            return Ok(
+                CallToolResult::success(vec![ContentBlock::text(format!("updated {uri}"))]).into()
+            );
         }
         if request.name == "test_trigger_prompt_change" {
             self.prompts_changed.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
@@ -356,17 +481,27 @@ impl ServerHandler for Fixture {
             return match mrtr(&request.name, &responses, request.request_state.as_deref(), &caps)? {
                 Ok(input_required) => {
                     let result: rmcp::model::InputRequiredResult =
-                        serde_json::from_value(input_required).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                        serde_json::from_value(input_required)
+                            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
                     Ok(result.into())
                 }
                 Err(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
             };
         }
         if request.name == "test_error_handling" {
-            return Ok(CallToolResult::error(vec![ContentBlock::text("This tool intentionally returns an error for testing")]).into());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "This tool intentionally returns an error for testing",
+            )])
+            .into());
         }
-        let blocks = content(&request.name).ok_or_else(|| ErrorData::invalid_params(format!("unknown tool {}", request.name), None))?;
-        let blocks: Vec<ContentBlock> = blocks.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let blocks = content(&request.name).ok_or_else(|| {
+            ErrorData::invalid_params(format!("unknown tool {}", request.name), None)
+        })?;
+        let blocks: Vec<ContentBlock> = blocks
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         Ok(CallToolResult::success(blocks).into())
     }
 }
@@ -374,12 +509,19 @@ impl ServerHandler for Fixture {
 /// The fixture's MRTR behaviour (the suite's `test_input_required_result_*`):
 /// `Ok(Some(value))` is an `input_required` result, `Ok(None)` means the
 /// tool answers with `text`, `Err` is a protocol error.
-fn mrtr(name: &str, responses: &Value, state: Option<&str>, caps: &Value) -> Result<Result<Value, String>, ErrorData> {
+fn mrtr(
+    name: &str,
+    responses: &Value,
+    state: Option<&str>,
+    caps: &Value,
+) -> Result<Result<Value, String>, ErrorData> {
     let ask_name = |key: &str, message: &str, field: &str| {
         json!({key: {"method": "elicitation/create", "params": {"message": message,
             "requestedSchema": {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}}}})
     };
-    let text = |key: &str, field: &str| responses[key]["content"][field].as_str().unwrap_or("unknown").to_string();
+    let text = |key: &str, field: &str| {
+        responses[key]["content"][field].as_str().unwrap_or("unknown").to_string()
+    };
     let confirm = json!({"confirm": {"method": "elicitation/create", "params": {"message": "Please confirm",
         "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}});
     let sample = |key: &str, prompt: &str| json!({key: {"method": "sampling/createMessage", "params": {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 50}}});
@@ -393,39 +535,82 @@ fn mrtr(name: &str, responses: &Value, state: Option<&str>, caps: &Value) -> Res
     let parsed = state.and_then(|s| serde_json::from_str::<Value>(s).ok()).unwrap_or_default();
     let done = |t: String| Ok(Err(t));
     match name {
-        "test_input_required_result_elicitation" if !responses["user_name"].is_null() => done(format!("Hello, {}!", text("user_name", "name"))),
-        "test_input_required_result_elicitation" => input_required(ask_name("user_name", "What is your name?", "name"), None),
+        "test_input_required_result_elicitation" if !responses["user_name"].is_null() => {
+            done(format!("Hello, {}!", text("user_name", "name")))
+        }
+        "test_input_required_result_elicitation" => {
+            input_required(ask_name("user_name", "What is your name?", "name"), None)
+        }
         "test_input_required_result_sampling" if !responses["sample_request"].is_null() => {
-            done(format!("Sampling result: {}", responses["sample_request"]["content"]["text"].as_str().unwrap_or("no response")))
+            done(format!(
+                "Sampling result: {}",
+                responses["sample_request"]["content"]["text"].as_str().unwrap_or("no response")
+            ))
         }
-        "test_input_required_result_sampling" => input_required(sample("sample_request", "What is the capital of France?"), None),
+        "test_input_required_result_sampling" => {
+            input_required(sample("sample_request", "What is the capital of France?"), None)
+        }
         "test_input_required_result_list_roots" if !responses["roots_request"].is_null() => {
-            done(format!("Found {} root(s)", responses["roots_request"]["roots"].as_array().map_or(0, Vec::len)))
+            done(format!(
+                "Found {} root(s)",
+                responses["roots_request"]["roots"].as_array().map_or(0, Vec::len)
+            ))
         }
-        "test_input_required_result_list_roots" => input_required(json!({"roots_request": {"method": "roots/list", "params": {}}}), None),
-        "test_input_required_result_request_state" if parsed["kind"] == "request-state" && responses["confirm"]["content"]["ok"] == true => {
+        "test_input_required_result_list_roots" => {
+            input_required(json!({"roots_request": {"method": "roots/list", "params": {}}}), None)
+        }
+        "test_input_required_result_request_state"
+            if parsed["kind"] == "request-state"
+                && responses["confirm"]["content"]["ok"] == true =>
+        {
             done("state-ok: requestState validated".into())
         }
-        "test_input_required_result_request_state" => input_required(confirm, Some(json!({"kind": "request-state", "nonce": nonce()}).to_string())),
+        "test_input_required_result_request_state" => input_required(
+            confirm,
+            Some(json!({"kind": "request-state", "nonce": nonce()}).to_string()),
+        ),
         "test_input_required_result_multiple_inputs"
-            if parsed["kind"] == "multiple-inputs" && !responses["user_name"].is_null() && !responses["greeting"].is_null() && !responses["client_roots"].is_null() =>
+            if parsed["kind"] == "multiple-inputs"
+                && !responses["user_name"].is_null()
+                && !responses["greeting"].is_null()
+                && !responses["client_roots"].is_null() =>
         {
-            let greeting = responses["greeting"]["content"]["text"].as_str().unwrap_or("Hello there!");
+            let greeting =
+                responses["greeting"]["content"]["text"].as_str().unwrap_or("Hello there!");
             let roots = responses["client_roots"]["roots"].as_array().map_or(0, Vec::len);
-            done(format!("Name: {}; Greeting: {greeting}; Roots: {roots}", text("user_name", "name")))
+            done(format!(
+                "Name: {}; Greeting: {greeting}; Roots: {roots}",
+                text("user_name", "name")
+            ))
         }
         "test_input_required_result_multiple_inputs" => {
             let mut requests = ask_name("user_name", "What is your name?", "name");
             requests["greeting"] = sample("greeting", "Generate a greeting")["greeting"].clone();
             requests["client_roots"] = json!({"method": "roots/list", "params": {}});
-            input_required(requests, Some(json!({"kind": "multiple-inputs", "nonce": nonce()}).to_string()))
+            input_required(
+                requests,
+                Some(json!({"kind": "multiple-inputs", "nonce": nonce()}).to_string()),
+            )
         }
-        "test_input_required_result_multi_round" if parsed["round"] == 1 && !responses["step1"].is_null() => input_required(
-            ask_name("step2", "Step 2: What is your favorite color?", "color"),
-            Some(json!({"round": 2, "name": text("step1", "name"), "nonce": nonce()}).to_string()),
-        ),
-        "test_input_required_result_multi_round" if parsed["round"] == 2 && !responses["step2"].is_null() => {
-            done(format!("Multi-round complete for {} who likes {}", parsed["name"].as_str().unwrap_or("friend"), text("step2", "color")))
+        "test_input_required_result_multi_round"
+            if parsed["round"] == 1 && !responses["step1"].is_null() =>
+        {
+            input_required(
+                ask_name("step2", "Step 2: What is your favorite color?", "color"),
+                Some(
+                    json!({"round": 2, "name": text("step1", "name"), "nonce": nonce()})
+                        .to_string(),
+                ),
+            )
+        }
+        "test_input_required_result_multi_round"
+            if parsed["round"] == 2 && !responses["step2"].is_null() =>
+        {
+            done(format!(
+                "Multi-round complete for {} who likes {}",
+                parsed["name"].as_str().unwrap_or("friend"),
+                text("step2", "color")
+            ))
         }
         "test_input_required_result_multi_round" => input_required(
             ask_name("step1", "Step 1: What is your name?", "name"),
@@ -434,27 +619,47 @@ fn mrtr(name: &str, responses: &Value, state: Option<&str>, caps: &Value) -> Res
         "test_input_required_result_tampered_state" => match state {
             Some(raw) => match verify(raw) {
                 None => Err(ErrorData::invalid_params("requestState integrity check failed", None)),
-                Some(v) if v["kind"] == "tamper-test" && !responses["confirm"].is_null() => done("integrity-ok: state verified".into()),
-                Some(_) => input_required(confirm, Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()})))),
+                Some(v) if v["kind"] == "tamper-test" && !responses["confirm"].is_null() => {
+                    done("integrity-ok: state verified".into())
+                }
+                Some(_) => input_required(
+                    confirm,
+                    Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()}))),
+                ),
             },
-            None => input_required(confirm, Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()})))),
+            None => input_required(
+                confirm,
+                Some(sign(&json!({"kind": "tamper-test", "nonce": nonce()}))),
+            ),
         },
         "test_input_required_result_capabilities" => {
             if responses.as_object().is_some_and(|r| !r.is_empty()) {
                 let keys: Vec<&String> = responses.as_object().unwrap().keys().collect();
-                return done(format!("capabilities-ok: received {}", keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",")));
+                return done(format!(
+                    "capabilities-ok: received {}",
+                    keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",")
+                ));
             }
             let mut requests = serde_json::Map::new();
             if caps.get("elicitation").is_some() {
-                requests.insert("elicit_input".into(), ask_name("elicit_input", "Elicitation input", "value")["elicit_input"].clone());
+                requests.insert(
+                    "elicit_input".into(),
+                    ask_name("elicit_input", "Elicitation input", "value")["elicit_input"].clone(),
+                );
             }
             if caps.get("sampling").is_some() {
-                requests.insert("sample_input".into(), sample("sample_input", "Sample request")["sample_input"].clone());
+                requests.insert(
+                    "sample_input".into(),
+                    sample("sample_input", "Sample request")["sample_input"].clone(),
+                );
             }
             if requests.is_empty() {
                 return done("No supported capabilities declared".into());
             }
-            input_required(Value::Object(requests), Some(sign(&json!({"kind": "capabilities-test", "nonce": nonce()}))))
+            input_required(
+                Value::Object(requests),
+                Some(sign(&json!({"kind": "capabilities-test", "nonce": nonce()}))),
+            )
         }
         _ => Ok(Err(String::new())),
     }
@@ -482,7 +687,12 @@ fn verify(raw: &str) -> Option<Value> {
     (outer["hmac"].as_str()? == mac).then(|| serde_json::from_str(data).ok()).flatten()
 }
 
-pub async fn run(addr: SocketAddr, legacy: bool, stdio: bool, tls: Option<(std::path::PathBuf, std::path::PathBuf)>) -> anyhow::Result<()> {
+pub async fn run(
+    addr: SocketAddr,
+    legacy: bool,
+    stdio: bool,
+    tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+) -> anyhow::Result<()> {
     let fixture = Fixture::new(legacy);
     if stdio {
         use rmcp::ServiceExt as _;
@@ -491,9 +701,13 @@ pub async fn run(addr: SocketAddr, legacy: bool, stdio: bool, tls: Option<(std::
         return Ok(());
     }
     let cancel = tokio_util::sync::CancellationToken::new();
-    let config = StreamableHttpServerConfig::default().with_json_response(true).with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(move || Ok(fixture.clone()), Default::default(), config);
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_cancellation_token(cancel.clone());
+    let service: StreamableHttpService<Fixture, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(fixture.clone()), Default::default(), config);
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let routes = axum::Router::new().nest_service("/mcp", service);
     let shutdown = async move {
         toolgate_gateway::gateway::shutdown_signal().await;
@@ -501,14 +715,20 @@ pub async fn run(addr: SocketAddr, legacy: bool, stdio: bool, tls: Option<(std::
     };
     match tls {
         None => {
-            eprintln!("toolgate conformance-fixture: serving on http://{}/mcp", listener.local_addr()?);
-            axum::serve(toolgate_gateway::downstream::http::no_delay(listener), routes).with_graceful_shutdown(shutdown).await?;
+            eprintln!(
+                "toolgate conformance-fixture: serving on http://{}/mcp",
+                listener.local_addr()?
+            );
+            axum::serve(toolgate_gateway::downstream::http::no_delay(listener), routes)
+                .with_graceful_shutdown(shutdown)
+                .await?;
         }
         Some((cert, key)) => {
             // The gateway's own TLS listener (the key must be owner-only, as there).
             let certificate = toolgate_gateway::downstream::tls::Certificate::load(&cert, &key)?;
             let bound = listener.local_addr()?;
-            let listener = toolgate_gateway::downstream::tls::TlsListener::new(listener, certificate)?;
+            let listener =
+                toolgate_gateway::downstream::tls::TlsListener::new(listener, certificate)?;
             eprintln!("toolgate conformance-fixture: serving on https://{bound}/mcp");
             axum::serve(listener, routes).with_graceful_shutdown(shutdown).await?;
         }

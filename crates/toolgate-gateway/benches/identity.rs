@@ -48,12 +48,28 @@ async fn main() {
          [servers.oauth]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.oauth.identity]\nmode = \"oauth\"\n"
     );
     let dir = tempfile::tempdir().unwrap();
-    let config = Config::parse(&format!("[gateway]\nstate_dir = \"{}\"\n{text}", dir.path().display()), &dir.path().join("toolgate.toml")).unwrap();
-    let ledger = toolgate_ledger::open(dir.path().join("ledger.db").to_str().unwrap()).await.unwrap();
-    let identities = Identities::new(Arc::new(AssertionKey::derive(&[7; 32])), &[], Vec::new()).unwrap().with_connections(ledger, Vec::new(), "bench".into()).unwrap();
-    let caller = Caller { name: "agent".into(), subject: "tech-jane".into(), tenant: "atlas".into(), roles: vec![] };
+    let config = Config::parse(
+        &format!("[gateway]\nstate_dir = \"{}\"\n{text}", dir.path().display()),
+        &dir.path().join("toolgate.toml"),
+    )
+    .unwrap();
+    let ledger =
+        toolgate_ledger::open(dir.path().join("ledger.db").to_str().unwrap()).await.unwrap();
+    let identities = Identities::new(Arc::new(AssertionKey::derive(&[7; 32])), &[], Vec::new())
+        .unwrap()
+        .with_connections(ledger, Vec::new(), "bench".into())
+        .unwrap();
+    let caller = Caller {
+        name: "agent".into(),
+        subject: "tech-jane".into(),
+        tenant: "atlas".into(),
+        roles: vec![],
+    };
     let entropy = SystemEntropy::default();
-    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = || {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64
+    };
     keep_a_grant(&identities, &config, &caller, now(), &entropy).await;
     let modes = ["shared", "assertion", "exchange", "oauth"];
     // Warm: the first assertion signed, the first exchange made.
@@ -65,20 +81,37 @@ async fn main() {
         for (i, mode) in modes.iter().enumerate() {
             let started = Instant::now();
             for _ in 0..CALLS {
-                black_box(identities.present(&config, mode, (&caller, None), now, &entropy).await.unwrap());
+                black_box(
+                    identities
+                        .present(&config, mode, (&caller, None), now, &entropy)
+                        .await
+                        .unwrap(),
+                );
             }
             ns[i] += started.elapsed().as_nanos() as f64 / f64::from(CALLS) / ROUNDS as f64;
         }
     }
     println!(
         "present per call ({ROUNDS} rounds of {CALLS}, modes alternated): shared {:.0} ns, assertion {:.0} ns ({:+.0} ns), exchange with its token cached {:.0} ns ({:+.0} ns), oauth with the grant kept {:.0} ns ({:+.0} ns)",
-        ns[0], ns[1], ns[1] - ns[0], ns[2], ns[2] - ns[0], ns[3], ns[3] - ns[0]
+        ns[0],
+        ns[1],
+        ns[1] - ns[0],
+        ns[2],
+        ns[2] - ns[0],
+        ns[3],
+        ns[3] - ns[0]
     );
 }
 
 /// The person's grant at the `oauth` server, as a consent would keep it:
 /// an access token good for an hour, sealed in the ledger.
-async fn keep_a_grant(identities: &Identities, config: &Config, caller: &Caller, now_ms: i64, entropy: &SystemEntropy) {
+async fn keep_a_grant(
+    identities: &Identities,
+    config: &Config,
+    caller: &Caller,
+    now_ms: i64,
+    entropy: &SystemEntropy,
+) {
     use toolgate_gateway::identity::connections::{For, Place};
     use toolgate_gateway::identity::oauth_client::{AuthMethod, Client, Discovered, TokenSet};
     let discovered = Discovered {
@@ -93,8 +126,22 @@ async fn keep_a_grant(identities: &Identities, config: &Config, caller: &Caller,
         client_id_metadata_document_supported: false,
         iss_parameter_supported: false,
     };
-    let tokens = TokenSet { access_token: "bench-access-token-0123456789abcdef".into(), refresh_token: None, expires_at_ms: Some(now_ms + 3_600_000), scope: None };
+    let tokens = TokenSet {
+        access_token: "bench-access-token-0123456789abcdef".into(),
+        refresh_token: None,
+        expires_at_ms: Some(now_ms + 3_600_000),
+        scope: None,
+    };
     let client = Client { client_id: "bench".into(), client_secret: None, auth: AuthMethod::None };
-    let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: "oauth".into() };
-    identities.connections().unwrap().keep(&Place::of(config), &of, tokens, (client, discovered), now_ms, entropy).await.unwrap();
+    let of = For {
+        tenant: caller.tenant.clone(),
+        subject: caller.subject.clone(),
+        server: "oauth".into(),
+    };
+    identities
+        .connections()
+        .unwrap()
+        .keep(&Place::of(config), &of, tokens, (client, discovered), now_ms, entropy)
+        .await
+        .unwrap();
 }

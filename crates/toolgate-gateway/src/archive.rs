@@ -67,7 +67,13 @@ pub struct Leaf {
 impl From<StoredReceipt> for Leaf {
     fn from(r: StoredReceipt) -> Self {
         let opening = r.opening_key();
-        Leaf { index: r.log_index, hash: r.leaf_hash, entry: r.entry().to_string(), logged: r.logged, opening }
+        Leaf {
+            index: r.log_index,
+            hash: r.leaf_hash,
+            entry: r.entry().to_string(),
+            logged: r.logged,
+            opening,
+        }
     }
 }
 
@@ -84,7 +90,9 @@ impl Archive {
 
     fn read(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
         let path = self.dir.join(rel);
-        std::fs::read(&path).with_context(|| format!("reading the archive's {} (the ledger says it is archived)", path.display()))
+        std::fs::read(&path).with_context(|| {
+            format!("reading the archive's {} (the ledger says it is archived)", path.display())
+        })
     }
 
     /// Writes a file of the archive and flushes it to disk. A full tile or
@@ -107,7 +115,8 @@ impl Archive {
         let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
         for tile in from / WIDTH..to.div_ceil(WIDTH) {
             let hashes = tiles::read_tile(&self.read(&tiles::tile_path(0, tile, WIDTH))?, WIDTH)?;
-            let (lo, hi) = (from.max(tile * WIDTH) - tile * WIDTH, to.min((tile + 1) * WIDTH) - tile * WIDTH);
+            let (lo, hi) =
+                (from.max(tile * WIDTH) - tile * WIDTH, to.min((tile + 1) * WIDTH) - tile * WIDTH);
             out.extend_from_slice(&hashes[lo as usize..hi as usize]);
         }
         Ok(out)
@@ -116,7 +125,15 @@ impl Archive {
     /// The right edge of the archived tree of `size` leaves: its partial
     /// tiles, level 1 up (a few files, whatever the log's size).
     pub fn edge(&self, size: u64) -> anyhow::Result<Vec<(u8, Vec<Hash>)>> {
-        tiles::edge_widths(size).into_iter().map(|(level, index, width)| Ok((level, tiles::read_tile(&self.read(&tiles::tile_path(level, index, width))?, width)?))).collect()
+        tiles::edge_widths(size)
+            .into_iter()
+            .map(|(level, index, width)| {
+                Ok((
+                    level,
+                    tiles::read_tile(&self.read(&tiles::tile_path(level, index, width))?, width)?,
+                ))
+            })
+            .collect()
     }
 
     /// The archived leaves `from..to`, from the entry bundles; a format-3
@@ -132,10 +149,19 @@ impl Archive {
                 if !(from..to).contains(&index) {
                     continue;
                 }
-                let text = String::from_utf8(entry.to_vec()).map_err(|_| anyhow!("archived receipt {index} is not UTF-8"))?;
+                let text = String::from_utf8(entry.to_vec())
+                    .map_err(|_| anyhow!("archived receipt {index} is not UTF-8"))?;
                 let hash = merkle::leaf_hash(entry);
-                let Ok(LogEntry::Commitment(commitment)) = LogEntry::from_json(entry, JsonLimits::sized(1 << 10, 4)) else {
-                    out.push(Leaf { index, hash, logged: text.clone(), entry: text, opening: None });
+                let Ok(LogEntry::Commitment(commitment)) =
+                    LogEntry::from_json(entry, JsonLimits::sized(1 << 10, 4))
+                else {
+                    out.push(Leaf {
+                        index,
+                        hash,
+                        logged: text.clone(),
+                        entry: text,
+                        opening: None,
+                    });
                     continue;
                 };
                 if private.is_none() {
@@ -144,7 +170,9 @@ impl Archive {
                 let (salt, logged) = private.as_ref().and_then(|p| p.get(&index)).cloned().ok_or_else(|| anyhow!("the archive's private/{} holds no receipt {index}, whose entry is a commitment", tiles::index_path(tile)))?;
                 let key = receipt::opening_key(&salt, index);
                 if receipt::commitment(&key, logged.as_bytes()) != commitment {
-                    bail!("the archive's private record of receipt {index} does not open its entry's commitment");
+                    bail!(
+                        "the archive's private record of receipt {index} does not open its entry's commitment"
+                    );
                 }
                 out.push(Leaf { index, hash, entry: text, logged, opening: Some(key) });
             }
@@ -154,14 +182,24 @@ impl Archive {
 
     /// The private file of bundle `tile`: each receipt's salt and, for a
     /// format-3 receipt, its logged text, by index.
-    fn private(&self, tile: u64) -> anyhow::Result<std::collections::HashMap<u64, ([u8; 32], String)>> {
+    fn private(
+        &self,
+        tile: u64,
+    ) -> anyhow::Result<std::collections::HashMap<u64, ([u8; 32], String)>> {
         let rel = format!("private/{}", tiles::index_path(tile));
-        let text = String::from_utf8(self.read(&rel)?).map_err(|_| anyhow!("the archive's {rel} is not UTF-8"))?;
+        let text = String::from_utf8(self.read(&rel)?)
+            .map_err(|_| anyhow!("the archive's {rel} is not UTF-8"))?;
         let mut out = std::collections::HashMap::new();
         for line in text.lines().filter(|l| !l.is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("the archive's {rel}"))?;
-            let index = v["log_index"].as_u64().ok_or_else(|| anyhow!("the archive's {rel}: a line without its log_index"))?;
-            let salt = v["salt"].as_str().and_then(toolgate_core::proposal::unhex32).ok_or_else(|| anyhow!("the archive's {rel}: receipt {index}'s salt"))?;
+            let v: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("the archive's {rel}"))?;
+            let index = v["log_index"]
+                .as_u64()
+                .ok_or_else(|| anyhow!("the archive's {rel}: a line without its log_index"))?;
+            let salt = v["salt"]
+                .as_str()
+                .and_then(toolgate_core::proposal::unhex32)
+                .ok_or_else(|| anyhow!("the archive's {rel}: receipt {index}'s salt"))?;
             if let Some(logged) = v.get("logged").and_then(|l| l.as_str()) {
                 out.insert(index, (salt, logged.to_string()));
             }
@@ -176,9 +214,15 @@ async fn archived_before(ledger: &dyn Ledger) -> anyhow::Result<u64> {
 }
 
 /// Leaf hashes `from..to` of the whole log: the archive's, then the ledger's.
-pub async fn leaf_hashes(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) -> anyhow::Result<Vec<Hash>> {
+pub async fn leaf_hashes(
+    archive: &Archive,
+    ledger: &dyn Ledger,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<Vec<Hash>> {
     let before = archived_before(ledger).await?;
-    let mut out = if from < before { archive.leaf_hashes(from, to.min(before))? } else { Vec::new() };
+    let mut out =
+        if from < before { archive.leaf_hashes(from, to.min(before))? } else { Vec::new() };
     if to > before {
         out.extend(ledger.leaf_hashes(from.max(before), to).await?);
     }
@@ -186,7 +230,12 @@ pub async fn leaf_hashes(archive: &Archive, ledger: &dyn Ledger, from: u64, to: 
 }
 
 /// The leaves `from..to` of the whole log (up to `to`, or the log's end).
-pub async fn leaves(archive: &Archive, ledger: &dyn Ledger, from: u64, to: u64) -> anyhow::Result<Vec<Leaf>> {
+pub async fn leaves(
+    archive: &Archive,
+    ledger: &dyn Ledger,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<Vec<Leaf>> {
     let before = archived_before(ledger).await?;
     let mut out = if from < before { archive.leaves(from, to.min(before))? } else { Vec::new() };
     let mut next = from.max(before);
@@ -240,7 +289,11 @@ impl<'a> TileCheck<'a> {
     /// The levels above, once every archived leaf was given.
     pub fn finish(self) -> anyhow::Result<()> {
         if (self.roots.len() as u64) * WIDTH != self.before || !self.tile.is_empty() {
-            bail!("the archive's entries hold {} leaves, not {}", self.roots.len() as u64 * WIDTH + self.tile.len() as u64, self.before);
+            bail!(
+                "the archive's entries hold {} leaves, not {}",
+                self.roots.len() as u64 * WIDTH + self.tile.len() as u64,
+                self.before
+            );
         }
         for tile in tiles::tiles(&self.roots) {
             let path = tiles::tile_path(tile.level + 1, tile.index, tile.hashes.len() as u64);
@@ -266,7 +319,12 @@ pub struct Archived {
 
 /// `toolgate log archive`: archives the log's receipts before `before`
 /// (rounded down to whole tiles of 256, and to the last checkpoint's size).
-pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms: i64) -> anyhow::Result<Archived> {
+pub async fn run(
+    log: &Arc<ReceiptLog>,
+    ledger: &dyn Ledger,
+    before: u64,
+    now_ms: i64,
+) -> anyhow::Result<Archived> {
     let archive = &log.archive;
     let last = ledger.archived().await?;
     let from = last.as_ref().map_or(0, |a| a.before);
@@ -283,13 +341,18 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
         let next = from + rows.len() as u64;
         let chunk = ledger.receipts(next, (target - next).min(10_000)).await?;
         if chunk.first().is_none_or(|r| r.log_index != next) {
-            bail!("the ledger holds no receipt {next}: the log is not contiguous; run `toolgate log verify`");
+            bail!(
+                "the ledger holds no receipt {next}: the log is not contiguous; run `toolgate log verify`"
+            );
         }
         rows.extend(chunk);
     }
     for (tile, chunk) in rows.chunks(WIDTH as usize).enumerate() {
         let tile = from / WIDTH + tile as u64;
-        archive.write(&tiles::entries_path(tile, WIDTH), &tiles::entry_bundle(tile * WIDTH, chunk.iter().map(|r| r.entry().as_bytes()))?)?;
+        archive.write(
+            &tiles::entries_path(tile, WIDTH),
+            &tiles::entry_bundle(tile * WIDTH, chunk.iter().map(|r| r.entry().as_bytes()))?,
+        )?;
         // A format-3 receipt's entry is only its commitment: its text is
         // kept here, as private as the ledger's row was.
         let private: String = chunk
@@ -307,12 +370,18 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     // The tree at `from` as the ledger recorded it, and its right edge as
     // the archive holds it: they must agree before anything grows on it.
     let mut frontier = match &last {
-        Some(a) => Frontier::from_parts(a.before, a.frontier.clone()).map_err(|e| anyhow!("the ledger's record of the archive: {e}"))?,
+        Some(a) => Frontier::from_parts(a.before, a.frontier.clone())
+            .map_err(|e| anyhow!("the ledger's record of the archive: {e}"))?,
         None => Frontier::new(),
     };
     let edge = archive.edge(from)?;
-    if tiles::edge_frontier(from, &edge)?.root() != frontier.root() || last.as_ref().is_some_and(|a| a.root != frontier.root()) {
-        bail!("the archive's tiles at the edge of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived", archive.dir().display());
+    if tiles::edge_frontier(from, &edge)?.root() != frontier.root()
+        || last.as_ref().is_some_and(|a| a.root != frontier.root())
+    {
+        bail!(
+            "the archive's tiles at the edge of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived",
+            archive.dir().display()
+        );
     }
     // Only the tiles that change: this run's leaves and the edge above them.
     let fresh: Vec<Hash> = rows.iter().map(|r| r.leaf_hash).collect();
@@ -324,7 +393,14 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
     let checkpoint = log.checkpoint_at(target, frontier.root()).await?;
     archive.write("checkpoint", checkpoint.note.as_bytes())?;
     verify(archive, ledger, (from, target), &grown, &frontier, &checkpoint.note).await?;
-    let moved = ledger.archive(StoredArchive { before: target, root: frontier.root(), frontier: frontier.subtrees().to_vec(), archived_ms: now_ms }).await?;
+    let moved = ledger
+        .archive(StoredArchive {
+            before: target,
+            root: frontier.root(),
+            frontier: frontier.subtrees().to_vec(),
+            archived_ms: now_ms,
+        })
+        .await?;
     // The checkpoints below it: the archive's checkpoint signs a tree that
     // holds each, and its tiles give any proof they could.
     let checkpoints_dropped = ledger.drop_covered_checkpoints().await?;
@@ -336,7 +412,14 @@ pub async fn run(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, before: u64, now_ms
 /// the tree's root, and the checkpoint's root and signatures (by a key of
 /// the log's history). The archive below `from` was checked through its
 /// edge before; `toolgate log verify` reads all of it.
-pub async fn verify(archive: &Archive, ledger: &dyn Ledger, (from, size): (u64, u64), written: &[tiles::Tile], tree: &Frontier, note_text: &str) -> anyhow::Result<()> {
+pub async fn verify(
+    archive: &Archive,
+    ledger: &dyn Ledger,
+    (from, size): (u64, u64),
+    written: &[tiles::Tile],
+    tree: &Frontier,
+    note_text: &str,
+) -> anyhow::Result<()> {
     let leaves = archive.leaf_hashes(from, size)?;
     for Leaf { index, hash, .. } in archive.leaves(from, size)? {
         if leaves[(index - from) as usize] != hash {
@@ -348,19 +431,26 @@ pub async fn verify(archive: &Archive, ledger: &dyn Ledger, (from, size): (u64, 
             bail!("the archive's {} is not the tile of its leaves", tile.path());
         }
     }
-    if tree.size() != size || tiles::edge_frontier(size, &archive.edge(size)?)?.root() != tree.root() {
+    if tree.size() != size
+        || tiles::edge_frontier(size, &archive.edge(size)?)?.root() != tree.root()
+    {
         bail!("the archive's edge tiles at {size} do not give the tree's root");
     }
     let keys = ledger.log_keys().await?;
     let mut verifiers = Vec::new();
     for k in keys {
-        verifiers.extend(key_verifiers(&BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).map_err(|e| anyhow!("the key history: {e}"))?);
+        verifiers.extend(
+            key_verifiers(&BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 })
+                .map_err(|e| anyhow!("the key history: {e}"))?,
+        );
     }
-    let on_disk = String::from_utf8(archive.read("checkpoint")?).map_err(|_| anyhow!("the archive's checkpoint is not UTF-8"))?;
+    let on_disk = String::from_utf8(archive.read("checkpoint")?)
+        .map_err(|_| anyhow!("the archive's checkpoint is not UTF-8"))?;
     if on_disk != note_text {
         bail!("the archive's checkpoint is not the one just signed");
     }
-    let (checkpoint, _) = note::open_checkpoint(&on_disk, &verifiers).map_err(|e| anyhow!("the archive's checkpoint: {e}"))?;
+    let (checkpoint, _) = note::open_checkpoint(&on_disk, &verifiers)
+        .map_err(|e| anyhow!("the archive's checkpoint: {e}"))?;
     if checkpoint.size() != size || *checkpoint.root() != tree.root() {
         bail!("the archive's checkpoint is not of its {size} leaves");
     }

@@ -18,13 +18,21 @@ pub fn say_at_start(upstreams: &[Arc<Upstream>]) {
     }
     let support = host::support();
     if !support.can_box() {
-        let boxed: Vec<&str> = stdio.iter().filter(|(_, s)| matches!(s, Sandbox::Boxed(_))).map(|(u, _)| u.name.as_str()).collect();
+        let boxed: Vec<&str> = stdio
+            .iter()
+            .filter(|(_, s)| matches!(s, Sandbox::Boxed(_)))
+            .map(|(u, _)| u.name.as_str())
+            .collect();
         tracing::warn!(missing = %support.missing.join("; "), servers = ?boxed, "this host cannot build a sandbox: these stdio servers are not started; write `sandbox = \"off\"` under a server to run it unboxed, as toolgate's own user");
     }
     for (upstream, sandbox) in stdio {
         match sandbox {
-            Sandbox::Off => tracing::warn!(server = %upstream.name, "sandbox = \"off\": this stdio server runs unboxed, as toolgate's own user; it can read toolgate's keys, secrets and ledger"),
-            Sandbox::Boxed(profile) => tracing::info!(server = %upstream.name, profile = %profile.hash, network = %describe(sandbox)["network"], "stdio server boxed"),
+            Sandbox::Off => {
+                tracing::warn!(server = %upstream.name, "sandbox = \"off\": this stdio server runs unboxed, as toolgate's own user; it can read toolgate's keys, secrets and ledger")
+            }
+            Sandbox::Boxed(profile) => {
+                tracing::info!(server = %upstream.name, profile = %profile.hash, network = %describe(sandbox)["network"], "stdio server boxed")
+            }
         }
     }
 }
@@ -37,9 +45,12 @@ pub fn network_words(upstream: &Upstream, profile: &toolgate_mcp::sandbox::Profi
         Network::All => "the host's whole network".to_string(),
         Network::Allow(list) => {
             let counts = upstream.network_counts();
-            let (allowed, refused) = (counts.allowed.load(Ordering::Relaxed), counts.refused.load(Ordering::Relaxed));
+            let (allowed, refused) =
+                (counts.allowed.load(Ordering::Relaxed), counts.refused.load(Ordering::Relaxed));
             let hosts = list.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            format!("only {hosts} through toolgate's proxy ({allowed} connections allowed, {refused} refused so far)")
+            format!(
+                "only {hosts} through toolgate's proxy ({allowed} connections allowed, {refused} refused so far)"
+            )
         }
     }
 }

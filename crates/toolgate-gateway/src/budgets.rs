@@ -45,7 +45,12 @@ impl governor::clock::Clock for OneClock {
 /// A rate's key: the tenant and the subject.
 type Principal = (String, String);
 
-type Limiter = RateLimiter<Principal, HashMapStateStore<Principal>, OneClock, governor::middleware::NoOpMiddleware<Duration>>;
+type Limiter = RateLimiter<
+    Principal,
+    HashMapStateStore<Principal>,
+    OneClock,
+    governor::middleware::NoOpMiddleware<Duration>,
+>;
 
 /// The in-memory budgets, as configured, at this replica's share.
 pub struct Budgets {
@@ -64,9 +69,15 @@ pub struct Budgets {
 
 /// A limiter of `per_minute / replicas` calls a minute and `burst /
 /// replicas` at once (at least 1).
-fn share_of_rate((per_minute, burst): (u32, u32), replicas: u32, clock: &Arc<dyn Clock>) -> Limiter {
+fn share_of_rate(
+    (per_minute, burst): (u32, u32),
+    replicas: u32,
+    clock: &Arc<dyn Clock>,
+) -> Limiter {
     let replicas = replicas.max(1);
-    let period = Duration::from_nanos((60_000_000_000u64 * u64::from(replicas) / u64::from(per_minute.max(1))).max(1));
+    let period = Duration::from_nanos(
+        (60_000_000_000u64 * u64::from(replicas) / u64::from(per_minute.max(1))).max(1),
+    );
     let burst = NonZeroU32::new((burst / replicas).max(1)).expect("at least 1");
     let quota = Quota::with_period(period).expect("a period of at least 1 ns").allow_burst(burst);
     RateLimiter::hashmap_with_clock(quota, OneClock(clock.clone()))
@@ -81,9 +92,25 @@ impl Budgets {
     /// From `[budgets]` (validated with the config), as the only replica
     /// until the fleet says otherwise.
     pub fn new(config: &BudgetsConfig, clock: Arc<dyn Clock>) -> Self {
-        let rate = (config.rate_per_minute > 0).then(|| (config.rate_per_minute, config.rate_burst.filter(|b| *b > 0).unwrap_or((config.rate_per_minute / 10).max(1))));
-        let configured: Vec<(String, u32)> = config.concurrency.iter().map(|(tool, n)| (tool.clone(), *n)).collect();
-        let budgets = Self { rate, limiter: RwLock::new(None), configured, concurrency: RwLock::default(), replicas: AtomicU32::new(0), clock };
+        let rate = (config.rate_per_minute > 0).then(|| {
+            (
+                config.rate_per_minute,
+                config
+                    .rate_burst
+                    .filter(|b| *b > 0)
+                    .unwrap_or((config.rate_per_minute / 10).max(1)),
+            )
+        });
+        let configured: Vec<(String, u32)> =
+            config.concurrency.iter().map(|(tool, n)| (tool.clone(), *n)).collect();
+        let budgets = Self {
+            rate,
+            limiter: RwLock::new(None),
+            configured,
+            concurrency: RwLock::default(),
+            replicas: AtomicU32::new(0),
+            clock,
+        };
         budgets.share(1);
         budgets
     }
@@ -102,9 +129,14 @@ impl Budgets {
             return;
         }
         if let Some(rate) = self.rate {
-            *self.limiter.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(share_of_rate(rate, replicas, &self.clock)));
+            *self.limiter.write().unwrap_or_else(|p| p.into_inner()) =
+                Some(Arc::new(share_of_rate(rate, replicas, &self.clock)));
         }
-        let slots = self.configured.iter().map(|(tool, k)| (tool.clone(), Arc::new(Semaphore::new(share_of_slots(*k, replicas))))).collect();
+        let slots = self
+            .configured
+            .iter()
+            .map(|(tool, k)| (tool.clone(), Arc::new(Semaphore::new(share_of_slots(*k, replicas)))))
+            .collect();
         *self.concurrency.write().unwrap_or_else(|p| p.into_inner()) = slots;
     }
 
@@ -121,7 +153,15 @@ impl Budgets {
     /// A slot to run `tool` in, held until its dispatch ends; the refusal if
     /// all its slots are taken. Tools without a limit need none.
     pub fn slot(&self, tool: &ExposedTool) -> Result<Option<OwnedSemaphorePermit>, Stop> {
-        let Some(slots) = self.concurrency.read().unwrap_or_else(|p| p.into_inner()).get(&tool.exposed_name).cloned() else { return Ok(None) };
+        let Some(slots) = self
+            .concurrency
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&tool.exposed_name)
+            .cloned()
+        else {
+            return Ok(None);
+        };
         slots.try_acquire_owned().map(Some).map_err(|_| {
             Stop::Refused(
                 Refusal::new(
@@ -142,7 +182,12 @@ mod tests {
     use toolgate_core::clock::FixedClock;
 
     fn caller(subject: &str) -> Caller {
-        Caller { name: subject.into(), subject: subject.into(), tenant: "atlas".into(), roles: vec!["agent".into()] }
+        Caller {
+            name: subject.into(),
+            subject: subject.into(),
+            tenant: "atlas".into(),
+            roles: vec!["agent".into()],
+        }
     }
 
     /// Calls admitted for `subject` in `ms` of the clock, offered every millisecond.
@@ -158,7 +203,8 @@ mod tests {
 
     #[test]
     fn each_replica_takes_its_share_of_the_rate_and_the_fleet_adds_up_to_it() {
-        let config = BudgetsConfig { rate_per_minute: 600, rate_burst: Some(30), ..Default::default() };
+        let config =
+            BudgetsConfig { rate_per_minute: 600, rate_burst: Some(30), ..Default::default() };
         let clock = Arc::new(FixedClock::new(0));
         let alone = Budgets::new(&config, clock.clone());
         // Alone: the burst, then 10 a second.
@@ -182,7 +228,15 @@ mod tests {
     fn slots_are_shared_out_and_never_fewer_than_one() {
         let mut config = BudgetsConfig::default();
         config.concurrency.insert("parts__raise_parts_order".into(), 4);
-        assert_eq!((share_of_slots(4, 1), share_of_slots(4, 2), share_of_slots(4, 3), share_of_slots(4, 8)), (4, 2, 1, 1));
+        assert_eq!(
+            (
+                share_of_slots(4, 1),
+                share_of_slots(4, 2),
+                share_of_slots(4, 3),
+                share_of_slots(4, 8)
+            ),
+            (4, 2, 1, 1)
+        );
         let b = Budgets::new(&config, Arc::new(FixedClock::new(0)));
         b.share(2);
         let held = b.concurrency.read().unwrap()["parts__raise_parts_order"].available_permits();

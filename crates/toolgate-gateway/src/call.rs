@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use toolgate_core::approval::Binding;
+use toolgate_core::Decision;
 use toolgate_core::approval::ApprovalState;
+use toolgate_core::approval::Binding;
 use toolgate_core::operation::Operation;
 use toolgate_core::receipt::OperationRef;
-use toolgate_core::Decision;
 use toolgate_core::{Caller, Refusal};
 
 use crate::commit::Committed;
@@ -117,7 +117,11 @@ impl Call {
     pub fn named_run(&self) -> Result<Option<&str>, Refusal> {
         match &self.run {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(r)) if (1..=200).contains(&r.chars().count()) && !r.chars().any(char::is_control) => Ok(Some(r)),
+            Some(Value::String(r))
+                if (1..=200).contains(&r.chars().count()) && !r.chars().any(char::is_control) =>
+            {
+                Ok(Some(r))
+            }
             Some(_) => Err(Refusal::new(
                 toolgate_core::Verdict::Allow,
                 toolgate_core::Reason::InvalidArguments,
@@ -134,7 +138,13 @@ impl Call {
     pub fn client_key(&self) -> Result<Option<&str>, Refusal> {
         match self.operation_key.as_ref() {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(k)) if (1..=200).contains(&k.chars().count()) && !k.starts_with("approval:") && !k.starts_with("auto:") => Ok(Some(k)),
+            Some(Value::String(k))
+                if (1..=200).contains(&k.chars().count())
+                    && !k.starts_with("approval:")
+                    && !k.starts_with("auto:") =>
+            {
+                Ok(Some(k))
+            }
             Some(_) => Err(Refusal::new(
                 toolgate_core::Verdict::Allow,
                 toolgate_core::Reason::InvalidArguments,

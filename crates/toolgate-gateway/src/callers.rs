@@ -34,8 +34,12 @@ pub(crate) enum AuthError {
 impl AuthError {
     pub(crate) fn message(self) -> &'static str {
         match self {
-            AuthError::Missing => "authentication required: send `Authorization: Bearer TOKEN` with a token from the gateway's [callers]",
-            AuthError::Unknown => "the bearer token is not valid here; ask the operator for a token from the gateway's [callers]",
+            AuthError::Missing => {
+                "authentication required: send `Authorization: Bearer TOKEN` with a token from the gateway's [callers]"
+            }
+            AuthError::Unknown => {
+                "the bearer token is not valid here; ask the operator for a token from the gateway's [callers]"
+            }
         }
     }
 }
@@ -61,8 +65,11 @@ impl Callers {
         let mut anonymous = None;
         for (name, c) in &config.callers {
             let token = match (&c.token_env, &c.token_file) {
-                (Some(var), _) => std::env::var(var).with_context(|| format!("callers.{name}: environment variable {var} is not set"))?,
-                (None, Some(file)) => read_token_file(&config.resolve_path(file)).with_context(|| format!("callers.{name}"))?,
+                (Some(var), _) => std::env::var(var).with_context(|| {
+                    format!("callers.{name}: environment variable {var} is not set")
+                })?,
+                (None, Some(file)) => read_token_file(&config.resolve_path(file))
+                    .with_context(|| format!("callers.{name}"))?,
                 (None, None) => {
                     anonymous = Some(caller(name, c));
                     continue;
@@ -88,11 +95,17 @@ impl Callers {
     }
 
     /// The caller of an HTTP request, from its `Authorization` header.
-    pub(crate) fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, AuthError> {
+    pub(crate) fn authenticate(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Arc<Caller>, AuthError> {
         let Some(value) = authorization else {
             return self.anonymous.clone().ok_or(AuthError::Missing);
         };
-        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).ok_or(AuthError::Unknown)?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .ok_or(AuthError::Unknown)?;
         self.by_token(token).ok_or(AuthError::Unknown)
     }
 
@@ -119,7 +132,8 @@ impl Callers {
 }
 
 fn read_token_file(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read token file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read token file {}", path.display()))?;
     crate::seal::check_owner_only(path)?;
     Ok(text)
 }
@@ -137,7 +151,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("approver.token");
         std::fs::write(&file, "approver-token-0123456789\n").unwrap();
-        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         // SAFETY: tests in this module set distinct variables.
         unsafe { std::env::set_var("TG_TEST_AGENT_TOKEN", "agent-token-0123456789") };
         let c = config(
@@ -147,14 +162,24 @@ mod tests {
         );
         let callers = Callers::load(&c).unwrap();
         let agent = callers.authenticate(Some("Bearer agent-token-0123456789")).unwrap();
-        assert_eq!((agent.name.as_str(), agent.subject.as_str(), agent.tenant.as_str()), ("agent", "agent", "atlas"));
-        assert_eq!(callers.authenticate(Some("Bearer approver-token-0123456789")).unwrap().subject, "dana@atlas.example");
-        assert_eq!(callers.authenticate(Some("Bearer agent-token-012345678")), Err(AuthError::Unknown));
+        assert_eq!(
+            (agent.name.as_str(), agent.subject.as_str(), agent.tenant.as_str()),
+            ("agent", "agent", "atlas")
+        );
+        assert_eq!(
+            callers.authenticate(Some("Bearer approver-token-0123456789")).unwrap().subject,
+            "dana@atlas.example"
+        );
+        assert_eq!(
+            callers.authenticate(Some("Bearer agent-token-012345678")),
+            Err(AuthError::Unknown)
+        );
         assert_eq!(callers.authenticate(Some("Basic abc")), Err(AuthError::Unknown));
         assert_eq!(callers.authenticate(None), Err(AuthError::Missing));
         assert!(callers.stdio().is_none());
         // A file others can read is refused, naming the file, never the token.
-        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
         let err = format!("{:#}", Callers::load(&c).err().unwrap());
         assert!(err.contains("chmod 600") && !err.contains("approver-token"), "{err}");
     }
@@ -162,13 +187,19 @@ mod tests {
     #[test]
     fn an_anonymous_caller_must_be_opened_explicitly() {
         let dir = tempfile::tempdir().unwrap();
-        let c = config("[gateway]\nstdio_caller = \"local\"\n[callers.local]\ntenant = \"t\"\nanonymous = true\n", dir.path());
+        let c = config(
+            "[gateway]\nstdio_caller = \"local\"\n[callers.local]\ntenant = \"t\"\nanonymous = true\n",
+            dir.path(),
+        );
         let callers = Callers::load(&c).unwrap();
         assert_eq!(callers.authenticate(None).unwrap().name, "local");
         assert_eq!(callers.stdio().unwrap().name, "local");
         let err = |t: &str| Config::parse(t, &dir.path().join("x.toml")).unwrap_err().to_string();
         assert!(err("[callers.a]\ntenant = \"t\"\n").contains("exactly one of"));
-        assert!(err("[callers.a]\ntenant = \"t\"\nanonymous = true\nroles = [\"approver\"]\n").contains("anonymous caller cannot"));
+        assert!(
+            err("[callers.a]\ntenant = \"t\"\nanonymous = true\nroles = [\"approver\"]\n")
+                .contains("anonymous caller cannot")
+        );
         assert!(err("[gateway]\nstdio_caller = \"x\"\n").contains("stdio_caller"));
     }
 }

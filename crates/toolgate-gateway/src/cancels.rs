@@ -38,8 +38,16 @@ pub(crate) struct Registered<'a> {
 impl Cancels {
     /// Registers the call `id` of `caller` in `session` (none: stateless
     /// HTTP): a cancellation naming it cancels `token`.
-    pub(crate) fn register(&self, session: Option<&Arc<str>>, caller: &str, id: Option<&Id>, token: &CancellationToken) -> Registered<'_> {
-        let key = id.map(|id| (scope(session), caller.to_string(), serde_json::to_string(id).unwrap_or_default()));
+    pub(crate) fn register(
+        &self,
+        session: Option<&Arc<str>>,
+        caller: &str,
+        id: Option<&Id>,
+        token: &CancellationToken,
+    ) -> Registered<'_> {
+        let key = id.map(|id| {
+            (scope(session), caller.to_string(), serde_json::to_string(id).unwrap_or_default())
+        });
         if let Some(k) = &key {
             self.lock().insert(k.clone(), token.clone());
         }
@@ -48,7 +56,12 @@ impl Cancels {
 
     /// Cancels the call `request_id` of `caller` in `session`, if it is in
     /// flight; whether there was one.
-    pub(crate) fn cancel(&self, session: Option<&Arc<str>>, caller: &str, request_id: &Value) -> bool {
+    pub(crate) fn cancel(
+        &self,
+        session: Option<&Arc<str>>,
+        caller: &str,
+        request_id: &Value,
+    ) -> bool {
         let key = (scope(session), caller.to_string(), request_id.to_string());
         match self.lock().get(&key) {
             Some(token) => {
@@ -96,7 +109,10 @@ mod tests {
         assert!(cancels.cancel(Some(&s1), "agent", &json!(7)));
         assert!(token.is_cancelled());
         drop(call);
-        assert!(!cancels.cancel(Some(&s1), "agent", &json!(7)), "an answered call is gone from the registry");
+        assert!(
+            !cancels.cancel(Some(&s1), "agent", &json!(7)),
+            "an answered call is gone from the registry"
+        );
         // Stateless HTTP: the caller and the id name the call.
         let stateless = CancellationToken::new();
         let _held = cancels.register(None, "agent", Some(&Id::String("a".into())), &stateless);

@@ -82,7 +82,8 @@ pub struct ExposedTool {
 impl ExposedTool {
     /// Whether a call may even be proposed: listed tools are exactly these.
     pub(crate) fn listable(&self) -> bool {
-        self.view.effective_class != toolgate_core::AuthorityClass::Prohibited && self.pin == PinStatus::Pinned
+        self.view.effective_class != toolgate_core::AuthorityClass::Prohibited
+            && self.pin == PinStatus::Pinned
     }
 
     /// Read-only by the registry's word or by a hint we believe: an
@@ -90,7 +91,8 @@ impl ExposedTool {
     /// as writes (each call an operation; a lost answer means reconcile,
     /// never a blind retry).
     pub(crate) fn read_only(&self) -> bool {
-        self.registry_read_only || (self.view.server_trusted && self.view.hints.read_only_hint.value)
+        self.registry_read_only
+            || (self.view.server_trusted && self.view.hints.read_only_hint.value)
     }
 
     /// What proposals and receipts name: a tool's name on its server, or
@@ -150,7 +152,9 @@ fn pin_prefix(kind: Kind) -> &'static str {
 /// The hints of a prompt get or a resource read: it changes nothing and
 /// reaches no one (MCP defines both as reads of what the server holds).
 static READ_HINTS: std::sync::LazyLock<toolgate_core::Hints> = std::sync::LazyLock::new(|| {
-    Hints::from_annotations(Some(&json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})))
+    Hints::from_annotations(Some(
+        &json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+    ))
 });
 
 /// A resource template as a pattern over exposed URIs (RFC 6570: a simple
@@ -162,7 +166,13 @@ fn template_pattern(template: &str) -> Option<regex::Regex> {
         pattern.push_str(&regex::escape(&rest[..open]));
         let close = rest[open..].find('}')? + open;
         let expression = &rest[open + 1..close];
-        pattern.push_str(if expression.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') { "[^/?#]*" } else { ".*" });
+        pattern.push_str(
+            if expression.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                "[^/?#]*"
+            } else {
+                ".*"
+            },
+        );
         rest = &rest[close + 1..];
     }
     pattern.push_str(&regex::escape(rest));
@@ -208,23 +218,36 @@ impl Catalog {
             Kind::Tool => self.tools.get(exposed),
             Kind::Prompt => self.prompts.get(exposed),
             Kind::Template => self.templates.get(exposed).map(|(_, t)| t),
-            Kind::Resource => self.resources.get(exposed).or_else(|| self.templates.values().find(|(p, _)| p.is_match(exposed)).map(|(_, t)| t)),
+            Kind::Resource => self.resources.get(exposed).or_else(|| {
+                self.templates.values().find(|(p, _)| p.is_match(exposed)).map(|(_, t)| t)
+            }),
         }
     }
 
     /// The tool, prompt, resource or template whose pin is `pin_name`.
     pub fn pinned(&self, pin_name: &str) -> Option<&Arc<ExposedTool>> {
-        let kind = [Kind::Prompt, Kind::Resource, Kind::Template].into_iter().find_map(|k| pin_name.strip_prefix(pin_prefix(k)).and_then(|r| r.strip_prefix(':')).map(|name| (k, name)));
+        let kind = [Kind::Prompt, Kind::Resource, Kind::Template].into_iter().find_map(|k| {
+            pin_name
+                .strip_prefix(pin_prefix(k))
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|name| (k, name))
+        });
         match kind {
             Some((Kind::Template, name)) => self.templates.get(name).map(|(_, t)| t),
-            Some((k, name)) => self.content(k, name).filter(|t| t.kind == k && t.exposed_name == name),
+            Some((k, name)) => {
+                self.content(k, name).filter(|t| t.kind == k && t.exposed_name == name)
+            }
             None => self.tools.get(pin_name),
         }
     }
 
     /// Everything pinned, tools first, then prompts, resources and templates.
     pub fn all(&self) -> impl Iterator<Item = &Arc<ExposedTool>> {
-        self.tools.values().chain(self.prompts.values()).chain(self.resources.values()).chain(self.templates.values().map(|(_, t)| t))
+        self.tools
+            .values()
+            .chain(self.prompts.values())
+            .chain(self.resources.values())
+            .chain(self.templates.values().map(|(_, t)| t))
     }
 
     fn map(&mut self, kind: Kind) -> &mut BTreeMap<String, Arc<ExposedTool>> {
@@ -242,7 +265,11 @@ impl Catalog {
 struct SchemaCache(Mutex<HashMap<String, Arc<SchemaValidator>>>);
 
 impl SchemaCache {
-    fn compile(&self, schema: &Value, used: &mut Vec<String>) -> Result<Arc<SchemaValidator>, String> {
+    fn compile(
+        &self,
+        schema: &Value,
+        used: &mut Vec<String>,
+    ) -> Result<Arc<SchemaValidator>, String> {
         let key = toolgate_core::proposal::sha256_hex(canonical_json(schema).as_bytes());
         used.push(key.clone());
         if let Some(v) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
@@ -275,14 +302,23 @@ pub struct Live {
 
 impl Live {
     /// The config and its upstreams, each started under its own token.
-    pub(crate) fn new(config: Arc<Config>, policy: Arc<toolgate_core::policy::PolicyEngine>, upstreams: Vec<(Arc<Upstream>, CancellationToken)>) -> Self {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        policy: Arc<toolgate_core::policy::PolicyEngine>,
+        upstreams: Vec<(Arc<Upstream>, CancellationToken)>,
+    ) -> Self {
         let (upstreams, stops) = upstreams.into_iter().unzip();
         Self { config, policy, upstreams, stops }
     }
 
     /// The same config and upstreams under another policy.
     pub(crate) fn with_policy(&self, policy: Arc<toolgate_core::policy::PolicyEngine>) -> Self {
-        Self { config: self.config.clone(), policy, upstreams: self.upstreams.clone(), stops: self.stops.clone() }
+        Self {
+            config: self.config.clone(),
+            policy,
+            upstreams: self.upstreams.clone(),
+            stops: self.stops.clone(),
+        }
     }
 
     /// Every configured upstream, by server name.
@@ -328,7 +364,14 @@ pub struct Catalogs {
 
 impl Catalogs {
     pub(crate) fn new(live: Live, pins: Arc<PinStore>, pin_new: bool) -> Self {
-        Self { live: RwLock::new(Arc::new(live)), pins, pin_new, schemas: SchemaCache::default(), current: RwLock::new((None, Vec::new(), Arc::default())), reloads: tokio::sync::watch::Sender::new(0) }
+        Self {
+            live: RwLock::new(Arc::new(live)),
+            pins,
+            pin_new,
+            schemas: SchemaCache::default(),
+            current: RwLock::new((None, Vec::new(), Arc::default())),
+            reloads: tokio::sync::watch::Sender::new(0),
+        }
     }
 
     /// The config and the upstreams in force now.
@@ -344,7 +387,8 @@ impl Catalogs {
     /// Puts `live` in force; returns the one it replaces. The next
     /// `current()` builds the catalog from it.
     pub(crate) fn swap(&self, live: Arc<Live>) -> Arc<Live> {
-        let old = std::mem::replace(&mut *self.live.write().unwrap_or_else(|p| p.into_inner()), live);
+        let old =
+            std::mem::replace(&mut *self.live.write().unwrap_or_else(|p| p.into_inner()), live);
         self.invalidate();
         self.reloads.send_modify(|n| *n += 1);
         old
@@ -363,7 +407,9 @@ impl Catalogs {
     /// Wakes the reconnection of the (down) server behind an exposed name.
     pub(crate) fn nudge(&self, exposed: &str) {
         let live = self.live();
-        if let Some(upstream) = live.config.split_exposed(exposed).and_then(|(server, _)| live.upstream(server)) {
+        if let Some(upstream) =
+            live.config.split_exposed(exposed).and_then(|(server, _)| live.upstream(server))
+        {
             upstream.nudge();
         }
     }
@@ -388,14 +434,25 @@ impl Catalogs {
             format!("no live tool `{exposed}` (a prompt is `prompt:NAME`, a resource `resource:URI`, a template `template:URI`); live tools: {names:?}")
         })?;
         let changes = match &tool.pin {
-            PinStatus::Pinned => return Ok(Accepted { sha256: tool.definition_sha256.clone(), was: AcceptedFrom::AlreadyPinned, changes: Vec::new() }),
+            PinStatus::Pinned => {
+                return Ok(Accepted {
+                    sha256: tool.definition_sha256.clone(),
+                    was: AcceptedFrom::AlreadyPinned,
+                    changes: Vec::new(),
+                });
+            }
             PinStatus::New => (AcceptedFrom::New, Vec::new()),
-            PinStatus::Changed(old) => (AcceptedFrom::Changed, toolgate_core::contract::diff(&old.definition, &tool.tool.definition)),
+            PinStatus::Changed(old) => (
+                AcceptedFrom::Changed,
+                toolgate_core::contract::diff(&old.definition, &tool.tool.definition),
+            ),
         };
         if tool.tool.definition.is_null() {
             return Err(format!("{exposed}: the live definition is unreadable; nothing accepted"));
         }
-        self.pins.accept(exposed, &tool.definition_sha256, &tool.tool.definition).map_err(|e| e.to_string())?;
+        self.pins
+            .accept(exposed, &tool.definition_sha256, &tool.tool.definition)
+            .map_err(|e| e.to_string())?;
         self.invalidate();
         tracing::info!(target: "toolgate::pins", tool = exposed, sha256 = %tool.definition_sha256, "contract accepted");
         Ok(Accepted { sha256: tool.definition_sha256.clone(), was: changes.0, changes: changes.1 })
@@ -405,7 +462,8 @@ impl Catalogs {
     pub fn invalidate(&self) {
         // The catalog goes too: it holds the `Live` it was built from, which
         // a reload waits to be let go.
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (None, Vec::new(), Arc::default());
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            (None, Vec::new(), Arc::default());
     }
 
     /// The catalog for the config in force and the upstreams' current listings.
@@ -419,7 +477,8 @@ impl Catalogs {
             }
         }
         let catalog = Arc::new(self.build(live.clone()));
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (Some(live), generations, catalog.clone());
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            (Some(live), generations, catalog.clone());
         catalog
     }
 
@@ -428,7 +487,10 @@ impl Catalogs {
         let mut used = Vec::new();
         for upstream in &live.upstreams {
             let Some(listing) = upstream.listing() else {
-                catalog.down.insert(upstream.name.clone(), upstream.down_reason().unwrap_or_else(|| "connecting".into()));
+                catalog.down.insert(
+                    upstream.name.clone(),
+                    upstream.down_reason().unwrap_or_else(|| "connecting".into()),
+                );
                 continue;
             };
             self.add_tools(&live.config, &mut catalog, upstream, &listing, &mut used);
@@ -442,13 +504,28 @@ impl Catalogs {
         catalog
     }
 
-    fn add_tools(&self, config: &Config, catalog: &mut Catalog, upstream: &Upstream, listing: &Listing, used: &mut Vec<String>) {
+    fn add_tools(
+        &self,
+        config: &Config,
+        catalog: &mut Catalog,
+        upstream: &Upstream,
+        listing: &Listing,
+        used: &mut Vec<String>,
+    ) {
         for tool in &listing.tools {
             let exposed_name = config.exposed_name(&upstream.name, &tool.name);
             // The name must lead back to exactly this tool, or a registry
             // entry could grant one tool's class to another.
-            let round_trip = config.split_exposed(&exposed_name) == Some((upstream.name.as_str(), tool.name.as_str()));
-            if !self.unambiguous(catalog, Kind::Tool, &upstream.name, &tool.name, &exposed_name, round_trip) {
+            let round_trip = config.split_exposed(&exposed_name)
+                == Some((upstream.name.as_str(), tool.name.as_str()));
+            if !self.unambiguous(
+                catalog,
+                Kind::Tool,
+                &upstream.name,
+                &tool.name,
+                &exposed_name,
+                round_trip,
+            ) {
                 continue;
             }
             let entry = config.registry.get(&exposed_name);
@@ -460,7 +537,11 @@ impl Catalogs {
                 Some(schema @ Value::Object(_)) => self.schemas.compile(schema, used),
                 _ => Err("the tool declares no inputSchema object".into()),
             };
-            let output = tool.definition.get("outputSchema").filter(|s| s.is_object()).map(|s| self.schemas.compile(s, used));
+            let output = tool
+                .definition
+                .get("outputSchema")
+                .filter(|s| s.is_object())
+                .map(|s| self.schemas.compile(s, used));
             let exposed = ExposedTool {
                 kind: Kind::Tool,
                 exposed_name: exposed_name.clone(),
@@ -494,7 +575,15 @@ impl Catalogs {
     /// A prompt, resource or template: classed by the registry's prompt or
     /// resource entries (else automatic from a trusted server, prohibited
     /// from an untrusted one), with the input schema its contract implies.
-    fn add_content(&self, config: &Config, catalog: &mut Catalog, upstream: &Upstream, kind: Kind, item: &Arc<UpstreamTool>, used: &mut Vec<String>) {
+    fn add_content(
+        &self,
+        config: &Config,
+        catalog: &mut Catalog,
+        upstream: &Upstream,
+        kind: Kind,
+        item: &Arc<UpstreamTool>,
+        used: &mut Vec<String>,
+    ) {
         let server = upstream.name.as_str();
         let (exposed_name, round_trip) = match kind {
             Kind::Prompt => {
@@ -512,13 +601,21 @@ impl Catalogs {
             return;
         }
         let (class, labels) = match kind {
-            Kind::Prompt => config.registry_prompts.get(&exposed_name).map(|e| (e.class, e.labels.clone())),
-            _ => config.registry_resources.iter().find(|e| e.names(server, &item.name)).map(|e| (e.class, e.labels.clone())),
+            Kind::Prompt => {
+                config.registry_prompts.get(&exposed_name).map(|e| (e.class, e.labels.clone()))
+            }
+            _ => config
+                .registry_resources
+                .iter()
+                .find(|e| e.names(server, &item.name))
+                .map(|e| (e.class, e.labels.clone())),
         }
         .unzip();
         let schema = match kind {
             Kind::Prompt => prompt_schema(&item.definition),
-            _ => json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"], "additionalProperties": false}),
+            _ => {
+                json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"], "additionalProperties": false})
+            }
         };
         let sha = definition_sha256(&item.definition);
         let pin = self.pin(&format!("{}:{exposed_name}", pin_prefix(kind)), &sha, &item.definition);
@@ -541,7 +638,9 @@ impl Catalogs {
                 Some(pattern) => {
                     catalog.templates.insert(exposed_name, (pattern, exposed));
                 }
-                None => tracing::warn!(server, template = %item.name, "a resource template that does not parse is not offered"),
+                None => {
+                    tracing::warn!(server, template = %item.name, "a resource template that does not parse is not offered")
+                }
             },
             _ => {
                 catalog.map(kind).insert(exposed_name, exposed);
@@ -551,7 +650,15 @@ impl Catalogs {
 
     /// Whether `exposed` leads back to exactly `name` of `server`; if not,
     /// it is not offered, and the catalog says why.
-    fn unambiguous(&self, catalog: &mut Catalog, kind: Kind, server: &str, name: &str, exposed: &str, round_trip: bool) -> bool {
+    fn unambiguous(
+        &self,
+        catalog: &mut Catalog,
+        kind: Kind,
+        server: &str,
+        name: &str,
+        exposed: &str,
+        round_trip: bool,
+    ) -> bool {
         let key = match kind {
             Kind::Tool => exposed.to_string(),
             _ => format!("{} {exposed}", kind.noun()),
@@ -563,14 +670,27 @@ impl Catalogs {
             _ => catalog.map(kind).contains_key(exposed),
         };
         let why = if !round_trip {
-            Some(format!("`{exposed}` does not name the {} `{name}` of `{server}` unambiguously (rename the server or the {})", kind.noun(), kind.noun()))
+            Some(format!(
+                "`{exposed}` does not name the {} `{name}` of `{server}` unambiguously (rename the server or the {})",
+                kind.noun(),
+                kind.noun()
+            ))
         } else if seen || catalog.ambiguous.contains_key(&key) {
-            Some(format!("`{server}` lists the {} `{name}` more than once; it is not offered until it lists it once", kind.noun()))
+            Some(format!(
+                "`{server}` lists the {} `{name}` more than once; it is not offered until it lists it once",
+                kind.noun()
+            ))
         } else {
             None
         };
         let Some(why) = why else { return true };
-        tracing::error!(server, name, exposed, kind = kind.noun(), "ambiguous exposed name; it is not offered");
+        tracing::error!(
+            server,
+            name,
+            exposed,
+            kind = kind.noun(),
+            "ambiguous exposed name; it is not offered"
+        );
         match kind {
             Kind::Template => {
                 catalog.templates.remove(exposed);
@@ -587,9 +707,11 @@ impl Catalogs {
 /// A prompt's arguments as a schema: each a string, the required ones
 /// required, no others.
 fn prompt_schema(prompt: &Value) -> Value {
-    let arguments = prompt.get("arguments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let arguments =
+        prompt.get("arguments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let names = arguments.iter().filter_map(|a| a.get("name").and_then(Value::as_str));
-    let properties: serde_json::Map<String, Value> = names.map(|n| (n.to_string(), json!({"type": "string"}))).collect();
+    let properties: serde_json::Map<String, Value> =
+        names.map(|n| (n.to_string(), json!({"type": "string"}))).collect();
     let required: Vec<&str> = arguments
         .iter()
         .filter(|a| a.get("required") == Some(&Value::Bool(true)))
@@ -614,16 +736,37 @@ mod tests {
     async fn a_name_listed_more_than_once_is_never_offered_however_often_it_repeats() {
         let read = named("dup", "a harmless read", json!({"readOnlyHint": true}));
         let destructive = named("dup", "deletes everything", json!({"destructiveHint": true}));
-        for listing in [vec![read.clone(), destructive.clone()], vec![read.clone(), destructive.clone(), read.clone()], vec![read.clone(), read.clone(), read.clone(), find_definition()]] {
+        for listing in [
+            vec![read.clone(), destructive.clone()],
+            vec![read.clone(), destructive.clone(), read.clone()],
+            vec![read.clone(), read.clone(), read.clone(), find_definition()],
+        ] {
             let live = Live::start(listing, Reply::Result("{}"), "", Duration::from_secs(5)).await;
             let catalog = live.catalogs.current();
-            assert!(!catalog.tools.contains_key("parts__dup"), "offered: {:?}", catalog.tools.keys().collect::<Vec<_>>());
-            assert!(catalog.ambiguous["parts__dup"].contains("more than once"), "{:?}", catalog.ambiguous);
+            assert!(
+                !catalog.tools.contains_key("parts__dup"),
+                "offered: {:?}",
+                catalog.tools.keys().collect::<Vec<_>>()
+            );
+            assert!(
+                catalog.ambiguous["parts__dup"].contains("more than once"),
+                "{:?}",
+                catalog.ambiguous
+            );
         }
         // Listed once, it is offered, beside the others.
-        let live = Live::start(vec![read, find_definition()], Reply::Result("{}"), "", Duration::from_secs(5)).await;
+        let live = Live::start(
+            vec![read, find_definition()],
+            Reply::Result("{}"),
+            "",
+            Duration::from_secs(5),
+        )
+        .await;
         let catalog = live.catalogs.current();
-        assert!(catalog.tools.contains_key("parts__dup") && catalog.tools.contains_key("parts__find_part"));
+        assert!(
+            catalog.tools.contains_key("parts__dup")
+                && catalog.tools.contains_key("parts__find_part")
+        );
         assert!(catalog.ambiguous.is_empty());
     }
 
@@ -638,17 +781,29 @@ mod tests {
         assert!(!pattern.is_match("toolgate://parts/manualX//ac250/section/a"));
         assert!(!pattern.is_match("toolgate://other/manual://ac250/section/a"));
         assert!(super::template_pattern("test://{unclosed").is_none());
-        let mut t = crate::stages::testing::tool("parts", json!({"name": "manual://{model}/section/{+path}{?lang}", "inputSchema": {}}), None);
+        let mut t = crate::stages::testing::tool(
+            "parts",
+            json!({"name": "manual://{model}/section/{+path}{?lang}", "inputSchema": {}}),
+            None,
+        );
         t.kind = crate::upstream::Kind::Template;
         t.exposed_name = exposed.to_string();
-        assert_eq!(t.upstream_uri("toolgate://parts/manual://ac250/section/a/b"), "manual://ac250/section/a/b");
+        assert_eq!(
+            t.upstream_uri("toolgate://parts/manual://ac250/section/a/b"),
+            "manual://ac250/section/a/b"
+        );
         assert_eq!(t.subject(), "resource:manual://{model}/section/{+path}{?lang}");
     }
 
     #[test]
     fn a_prompt_s_arguments_become_a_closed_schema_of_strings() {
-        let schema = super::prompt_schema(&json!({"name": "p", "arguments": [{"name": "a", "required": true}, {"name": "b"}, {"name": "c", "required": "yes"}]}));
-        assert_eq!(schema, json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}}, "required": ["a"], "additionalProperties": false}));
+        let schema = super::prompt_schema(
+            &json!({"name": "p", "arguments": [{"name": "a", "required": true}, {"name": "b"}, {"name": "c", "required": "yes"}]}),
+        );
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}}, "required": ["a"], "additionalProperties": false})
+        );
         assert_eq!(super::prompt_schema(&json!({"name": "p"}))["properties"], json!({}));
     }
 }

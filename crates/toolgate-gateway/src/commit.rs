@@ -52,7 +52,8 @@ impl Committed {
     /// This proof, keeping where `earlier`'s decision to run was placed (a
     /// write's outcome follows its decision).
     pub(crate) fn after(self, earlier: Option<Committed>) -> Self {
-        let decision = earlier.and_then(|e| if e.what == Commit::Decision { e.placed } else { e.decision });
+        let decision =
+            earlier.and_then(|e| if e.what == Commit::Decision { e.placed } else { e.decision });
         Self { decision, ..self }
     }
 
@@ -81,7 +82,12 @@ pub(crate) trait Receipts: Sync {
     fn decided(&self, approval: Option<ApprovalRef>, operation: OperationRef) -> Draft;
     /// How the write reserved as `operation` ended: `state`, and the
     /// upstream's answer when there is one.
-    fn outcome(&self, state: OperationState, result: Option<&str>, operation: OperationRef) -> Draft;
+    fn outcome(
+        &self,
+        state: OperationState,
+        result: Option<&str>,
+        operation: OperationRef,
+    ) -> Draft;
     /// The ledger committed the draft of `what`, placed at `placed`: the proof.
     fn committed(&self, what: Commit, placed: Option<Placed>) -> Committed;
 }
@@ -90,5 +96,9 @@ pub(crate) trait Receipts: Sync {
 /// a receipt names it.
 pub(crate) async fn approval_ref(ledger: &dyn Ledger, id: Option<&str>) -> Option<ApprovalRef> {
     let a = ledger.approval(id?).await.ok()??;
-    Some(ApprovalRef { id: a.id, approver: a.decided_by.unwrap_or_default(), decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default() })
+    Some(ApprovalRef {
+        id: a.id,
+        approver: a.decided_by.unwrap_or_default(),
+        decided_at: a.decided_ms.map(receipt::rfc3339_ms).unwrap_or_default(),
+    })
 }

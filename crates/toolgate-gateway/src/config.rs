@@ -6,13 +6,15 @@
 //! own class for a tool, by its exposed name. `--mcp-json FILE` imports an
 //! existing `mcpServers` file as untrusted servers.
 
-use crate::upstream::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, ValueSource, Server, Transport};
 pub use crate::identity_config::{IdentityConfig, IdentityMode, IdentitySettings};
 pub use crate::sandbox_config::{BoxConfig, NetworkConfig, SandboxConfig};
-use toolgate_mcp::sandbox::Sandbox;
+use crate::upstream::{
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, Server, Transport, ValueSource,
+};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use toolgate_mcp::sandbox::Sandbox;
 
 use serde::Deserialize;
 use toolgate_core::AuthorityClass;
@@ -122,7 +124,8 @@ pub struct Config {
 
 /// The top-level tables a reload puts in force: the servers, the registry
 /// and the policy. Any other table changed waits for a restart.
-pub const RELOADABLE: [&str; 5] = ["servers", "registry", "registry_prompts", "registry_resources", "policy"];
+pub const RELOADABLE: [&str; 5] =
+    ["servers", "registry", "registry_prompts", "registry_resources", "policy"];
 
 /// `[tls]`: outbound `https://` (upstreams, webhooks, the OAuth issuer,
 /// OTLP) trusts the system's roots, and the certificates of `ca_file`
@@ -145,7 +148,10 @@ pub struct TlsConfig {
 impl TlsConfig {
     /// The certificates to trust beside the system's roots.
     pub fn roots(&self) -> Vec<reqwest::Certificate> {
-        self.ca.as_deref().and_then(|pem| reqwest::Certificate::from_pem_bundle(pem).ok()).unwrap_or_default()
+        self.ca
+            .as_deref()
+            .and_then(|pem| reqwest::Certificate::from_pem_bundle(pem).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -366,26 +372,50 @@ impl ServerConfig {
     pub fn sandbox(&self) -> Sandbox {
         self.boxed.clone().unwrap_or_else(|| {
             let fallback = std::env::temp_dir().join(format!("toolgate-{}", std::process::id()));
-            let resolve = |sandbox| crate::sandbox_config::resolve("server", sandbox, Path::new("."), &fallback);
-            resolve(self.sandbox.as_ref()).or_else(|_| resolve(None)).expect("the default box always resolves")
+            let resolve = |sandbox| {
+                crate::sandbox_config::resolve("server", sandbox, Path::new("."), &fallback)
+            };
+            resolve(self.sandbox.as_ref())
+                .or_else(|_| resolve(None))
+                .expect("the default box always resolves")
         })
     }
 
     fn transport(&self) -> Transport {
         match (&self.command, &self.url) {
             (Some(command), _) => {
-                let written = self.env.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
-                let from_env = self.env_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
-                let from_file = self.env_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                Transport::Stdio { command: command.clone(), args: self.args.clone(), env: written.chain(from_env).chain(from_file).collect(), sandbox: self.sandbox() }
+                let written =
+                    self.env.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
+                let from_env =
+                    self.env_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let from_file =
+                    self.env_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
+                Transport::Stdio {
+                    command: command.clone(),
+                    args: self.args.clone(),
+                    env: written.chain(from_env).chain(from_file).collect(),
+                    sandbox: self.sandbox(),
+                }
             }
             (None, Some(url)) => {
-                let written = self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
-                let from_env = self.headers_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
-                let from_file = self.headers_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                let query_env = self.query_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
-                let query_file = self.query_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
-                Transport::Http { url: url.clone(), headers: written.chain(from_env).chain(from_file).collect(), query: query_env.chain(query_file).collect(), ca: None }
+                let written =
+                    self.headers.iter().map(|(k, v)| (k.clone(), ValueSource::Value(v.clone())));
+                let from_env =
+                    self.headers_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let from_file = self
+                    .headers_file
+                    .iter()
+                    .map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
+                let query_env =
+                    self.query_env.iter().map(|(k, v)| (k.clone(), ValueSource::Env(v.clone())));
+                let query_file =
+                    self.query_file.iter().map(|(k, v)| (k.clone(), ValueSource::File(v.clone())));
+                Transport::Http {
+                    url: url.clone(),
+                    headers: written.chain(from_env).chain(from_file).collect(),
+                    query: query_env.chain(query_file).collect(),
+                    ca: None,
+                }
             }
             (None, None) => unreachable!("validated: every server has command or url"),
         }
@@ -617,9 +647,20 @@ impl Default for TelemetryConfig {
             metrics_interval_ms: 10_000,
             prometheus_listen: None,
             capture_content: false,
-            redact_keys: ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential", "private_key", "card_number"]
-                .map(String::from)
-                .to_vec(),
+            redact_keys: [
+                "password",
+                "passwd",
+                "secret",
+                "token",
+                "api_key",
+                "apikey",
+                "authorization",
+                "credential",
+                "private_key",
+                "card_number",
+            ]
+            .map(String::from)
+            .to_vec(),
             redact_patterns: Vec::new(),
         }
     }
@@ -687,7 +728,16 @@ pub enum LogAccess {
 
 impl Default for ReceiptsConfig {
     fn default() -> Self {
-        Self { origin: "toolgate.local/log".into(), checkpoint_every: 1000, checkpoint_ms: 1000, sign_each: false, capture_values: false, log_url: None, log_access: LogAccess::default(), witnesses: Vec::new() }
+        Self {
+            origin: "toolgate.local/log".into(),
+            checkpoint_every: 1000,
+            checkpoint_ms: 1000,
+            sign_each: false,
+            capture_values: false,
+            log_url: None,
+            log_access: LogAccess::default(),
+            witnesses: Vec::new(),
+        }
     }
 }
 
@@ -716,7 +766,13 @@ pub struct ApprovalsConfig {
 
 impl Default for ApprovalsConfig {
     fn default() -> Self {
-        Self { hold_ms: 30_000, poll_ms: 500, max_held: 1024, max_pending_per_caller: 100, notify: NotifyConfig::default() }
+        Self {
+            hold_ms: 30_000,
+            poll_ms: 500,
+            max_held: 1024,
+            max_pending_per_caller: 100,
+            notify: NotifyConfig::default(),
+        }
     }
 }
 
@@ -848,7 +904,11 @@ pub struct EgressConfig {
 
 impl Default for EgressConfig {
     fn default() -> Self {
-        Self { enabled: true, confidential: toolgate_core::egress::OnConfidential::Approval, patterns: Vec::new() }
+        Self {
+            enabled: true,
+            confidential: toolgate_core::egress::OnConfidential::Approval,
+            patterns: Vec::new(),
+        }
     }
 }
 
@@ -916,8 +976,11 @@ fn url_problems(name: &str, server: &ServerConfig) -> Vec<String> {
              `query_file = {{ NAME = \"FILE\" }}` (or `query_env`), and remove it from url (`toolgate import` does this for you)"
         ));
     }
-    let in_url: Vec<String> = reqwest::Url::parse(url).map(|u| u.query_pairs().map(|(k, _)| k.into_owned()).collect()).unwrap_or_default();
-    let mut named: Vec<&String> = server.query_env.keys().chain(server.query_file.keys()).chain(in_url.iter()).collect();
+    let in_url: Vec<String> = reqwest::Url::parse(url)
+        .map(|u| u.query_pairs().map(|(k, _)| k.into_owned()).collect())
+        .unwrap_or_default();
+    let mut named: Vec<&String> =
+        server.query_env.keys().chain(server.query_file.keys()).chain(in_url.iter()).collect();
     named.sort();
     if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
         out.push(format!("servers.{name}: query parameter `{}` is given twice (in url, query_env or query_file); give it once", twice[0]));
@@ -947,8 +1010,13 @@ impl Config {
     /// whose change waits for a restart (by name, never by value). An error
     /// when the two do not make a valid config together.
     pub fn reloaded(&self, fresh: Config) -> Result<(Config, Vec<String>), String> {
-        let names: std::collections::BTreeSet<&String> = self.fixed.keys().chain(fresh.fixed.keys()).collect();
-        let waiting = names.into_iter().filter(|k| self.fixed.get(*k) != fresh.fixed.get(*k)).map(|k| format!("[{k}]")).collect();
+        let names: std::collections::BTreeSet<&String> =
+            self.fixed.keys().chain(fresh.fixed.keys()).collect();
+        let waiting = names
+            .into_iter()
+            .filter(|k| self.fixed.get(*k) != fresh.fixed.get(*k))
+            .map(|k| format!("[{k}]"))
+            .collect();
         let mut merged = Config {
             servers: fresh.servers,
             registry: fresh.registry,
@@ -967,7 +1035,8 @@ impl Config {
 
     /// Reads, parses and validates the config file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Self::parse(&text, path)
     }
 
@@ -985,7 +1054,8 @@ impl Config {
         config.path = path.to_path_buf();
         config.version = toolgate_core::proposal::sha256_hex(text.as_bytes());
         if let Ok(table) = toml::from_str::<toml::Table>(text) {
-            config.fixed = table.into_iter().filter(|(k, _)| !RELOADABLE.contains(&k.as_str())).collect();
+            config.fixed =
+                table.into_iter().filter(|(k, _)| !RELOADABLE.contains(&k.as_str())).collect();
         }
         let problems = config.problems();
         if !problems.is_empty() {
@@ -995,7 +1065,12 @@ impl Config {
         // Header files resolve against the config's folder, as every path does.
         let dir = config.dir();
         for server in config.servers.values_mut() {
-            for file in server.headers_file.values_mut().chain(server.env_file.values_mut()).chain(server.query_file.values_mut()) {
+            for file in server
+                .headers_file
+                .values_mut()
+                .chain(server.env_file.values_mut())
+                .chain(server.query_file.values_mut())
+            {
                 *file = dir.join(&*file);
             }
         }
@@ -1005,11 +1080,23 @@ impl Config {
         }
         if let Some(file) = &config.tls.ca_file {
             let file = dir.join(file);
-            let pem = std::fs::read(&file).map_err(|e| invalid(format!("tls.ca_file {}: cannot read it: {e}", file.display())))?;
+            let pem = std::fs::read(&file).map_err(|e| {
+                invalid(format!("tls.ca_file {}: cannot read it: {e}", file.display()))
+            })?;
             match reqwest::Certificate::from_pem_bundle(&pem) {
                 Ok(certs) if !certs.is_empty() => config.tls.ca = Some(std::sync::Arc::new(pem)),
-                Ok(_) => return Err(invalid(format!("tls.ca_file {}: no certificate in it (a PEM bundle of -----BEGIN CERTIFICATE----- blocks)", file.display()))),
-                Err(e) => return Err(invalid(format!("tls.ca_file {}: not a PEM bundle of certificates: {e}", file.display()))),
+                Ok(_) => {
+                    return Err(invalid(format!(
+                        "tls.ca_file {}: no certificate in it (a PEM bundle of -----BEGIN CERTIFICATE----- blocks)",
+                        file.display()
+                    )));
+                }
+                Err(e) => {
+                    return Err(invalid(format!(
+                        "tls.ca_file {}: not a PEM bundle of certificates: {e}",
+                        file.display()
+                    )));
+                }
             }
         }
         Ok(config)
@@ -1019,7 +1106,8 @@ impl Config {
     /// config already has is an error, not a silent override.
     pub fn import_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
         #[derive(Deserialize)]
         struct File {
             #[serde(rename = "mcpServers")]
@@ -1038,12 +1126,17 @@ impl Config {
             #[serde(rename = "type")]
             kind: Option<String>,
         }
-        let file: File = serde_json::from_str(&text).map_err(|e| invalid(format!("not an mcpServers file: {e}")))?;
+        let file: File = serde_json::from_str(&text)
+            .map_err(|e| invalid(format!("not an mcpServers file: {e}")))?;
         self.imported.push(path.to_path_buf());
-        self.version = toolgate_core::proposal::sha256_hex(&[self.version.as_bytes(), text.as_bytes()].concat());
+        self.version = toolgate_core::proposal::sha256_hex(
+            &[self.version.as_bytes(), text.as_bytes()].concat(),
+        );
         for (name, s) in file.mcp_servers {
             if self.servers.contains_key(&name) {
-                return Err(invalid(format!("server `{name}` is already configured; rename one of them")));
+                return Err(invalid(format!(
+                    "server `{name}` is already configured; rename one of them"
+                )));
             }
             let server = ServerConfig {
                 command: s.command,
@@ -1068,7 +1161,12 @@ impl Config {
         let (dir, state) = (self.dir(), self.state_dir());
         for (name, server) in &mut self.servers {
             if server.command.is_some() {
-                server.boxed = Some(crate::sandbox_config::resolve(name, server.sandbox.as_ref(), &dir, &state)?);
+                server.boxed = Some(crate::sandbox_config::resolve(
+                    name,
+                    server.sandbox.as_ref(),
+                    &dir,
+                    &state,
+                )?);
             }
         }
         Ok(())
@@ -1087,7 +1185,11 @@ impl Config {
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (name, caller) in &self.callers {
-            let sources = [caller.token_env.is_some(), caller.token_file.is_some(), caller.anonymous].into_iter().filter(|x| *x).count();
+            let sources =
+                [caller.token_env.is_some(), caller.token_file.is_some(), caller.anonymous]
+                    .into_iter()
+                    .filter(|x| *x)
+                    .count();
             if sources != 1 {
                 out.push(format!("callers.{name}: give exactly one of `token_env`, `token_file` or `anonymous = true`"));
             }
@@ -1095,40 +1197,54 @@ impl Config {
                 out.push(format!("callers.{name}: `tenant` must not be empty"));
             }
             if caller.anonymous && caller.roles.iter().any(|r| r == APPROVER_ROLE) {
-                out.push(format!("callers.{name}: an anonymous caller cannot have the `{APPROVER_ROLE}` role"));
+                out.push(format!(
+                    "callers.{name}: an anonymous caller cannot have the `{APPROVER_ROLE}` role"
+                ));
             }
         }
         if self.callers.values().filter(|c| c.anonymous).count() > 1 {
             out.push("at most one caller may be `anonymous = true`".into());
         }
         if let Some(name) = &self.gateway.stdio_caller
-            && !self.callers.contains_key(name) {
-                out.push(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
-            }
+            && !self.callers.contains_key(name)
+        {
+            out.push(format!("gateway.stdio_caller `{name}` is not a `[callers.{name}]` entry"));
+        }
         if let Some(r) = self.telemetry.sample_ratio.filter(|r| !(0.0..=1.0).contains(r)) {
             out.push(format!("telemetry.sample_ratio {r} must be between 0 and 1"));
         }
         for p in &self.telemetry.redact_patterns {
             if let Err(e) = regex::Regex::new(p) {
-                out.push(format!("telemetry.redact_patterns: `{p}` is not a regular expression: {e}"));
+                out.push(format!(
+                    "telemetry.redact_patterns: `{p}` is not a regular expression: {e}"
+                ));
             }
         }
         if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
             out.push("tls: give both `cert_file` and `key_file` (the listeners serve https with them), or neither".into());
         }
-        if let Some(url) = self.telemetry.otlp_endpoint.as_deref().filter(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
-            out.push(format!("telemetry.otlp_endpoint `{url}` must start with http:// or https://"));
+        if let Some(url) = self
+            .telemetry
+            .otlp_endpoint
+            .as_deref()
+            .filter(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+        {
+            out.push(format!(
+                "telemetry.otlp_endpoint `{url}` must start with http:// or https://"
+            ));
         }
         if self.gateway.list_page_size == 0 {
             out.push("gateway.list_page_size must be at least 1".into());
         }
         let sep = &self.gateway.separator;
-        let sep_ok = !sep.is_empty() && sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let sep_ok = !sep.is_empty()
+            && sep.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !sep_ok {
             out.push(format!("gateway.separator `{sep}` must be non-empty letters, digits, `_` or `-` (LLM function names allow nothing else)"));
         }
         for (name, server) in &self.servers {
-            let valid_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            let valid_name = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !valid_name {
                 out.push(format!("server name `{name}` must be letters, digits, `_` or `-`"));
             }
@@ -1139,29 +1255,63 @@ impl Config {
                 out.push(format!("server name `{name}` contains or ends with part of the separator `{sep}`; exposed names would be ambiguous"));
             }
             match (&server.command, &server.url) {
-                (Some(_), Some(_)) => out.push(format!("servers.{name}: give `command` or `url`, not both")),
-                (None, None) => out.push(format!("servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)")),
-                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                (Some(_), Some(_)) => {
+                    out.push(format!("servers.{name}: give `command` or `url`, not both"))
+                }
+                (None, None) => out.push(format!(
+                    "servers.{name}: needs `command` (stdio) or `url` (Streamable HTTP)"
+                )),
+                (None, Some(url))
+                    if !(url.starts_with("http://") || url.starts_with("https://")) =>
+                {
                     out.push(format!("servers.{name}: url must start with http:// or https://"));
                 }
                 _ => {}
             }
-            let header_sources = server.headers.len() + server.headers_env.len() + server.headers_file.len() + server.query_env.len() + server.query_file.len();
+            let header_sources = server.headers.len()
+                + server.headers_env.len()
+                + server.headers_file.len()
+                + server.query_env.len()
+                + server.query_file.len();
             if server.command.is_some() && header_sources > 0 {
                 out.push(format!("servers.{name}: headers and query parameters are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
             }
             out.extend(url_problems(name, server));
-            out.extend(crate::sandbox_config::problems(name, server.sandbox.as_ref(), server.command.is_some()));
-            let mut named: Vec<String> = server.headers.keys().chain(server.headers_env.keys()).chain(server.headers_file.keys()).map(|h| h.to_ascii_lowercase()).collect();
-            out.extend(crate::identity_config::problems(name, &server.identity, server.url.as_deref(), &named.iter().map(String::as_str).collect::<Vec<_>>()));
+            out.extend(crate::sandbox_config::problems(
+                name,
+                server.sandbox.as_ref(),
+                server.command.is_some(),
+            ));
+            let mut named: Vec<String> = server
+                .headers
+                .keys()
+                .chain(server.headers_env.keys())
+                .chain(server.headers_file.keys())
+                .map(|h| h.to_ascii_lowercase())
+                .collect();
+            out.extend(crate::identity_config::problems(
+                name,
+                &server.identity,
+                server.url.as_deref(),
+                &named.iter().map(String::as_str).collect::<Vec<_>>(),
+            ));
             named.sort();
             if let Some(twice) = named.windows(2).find(|w| w[0] == w[1]) {
                 out.push(format!("servers.{name}: header `{}` is given twice (in headers, headers_env or headers_file); give it once", twice[0]));
             }
-            if server.url.is_some() && !(server.env.is_empty() && server.env_env.is_empty() && server.env_file.is_empty()) {
+            if server.url.is_some()
+                && !(server.env.is_empty()
+                    && server.env_env.is_empty()
+                    && server.env_file.is_empty())
+            {
                 out.push(format!("servers.{name}: env, env_env and env_file are for a stdio server (`command`); a `url` server's credentials go in headers"));
             }
-            let mut variables: Vec<&String> = server.env.keys().chain(server.env_env.keys()).chain(server.env_file.keys()).collect();
+            let mut variables: Vec<&String> = server
+                .env
+                .keys()
+                .chain(server.env_env.keys())
+                .chain(server.env_file.keys())
+                .collect();
             variables.sort();
             if let Some(twice) = variables.windows(2).find(|w| w[0] == w[1]) {
                 out.push(format!("servers.{name}: variable `{}` is given twice (in env, env_env or env_file); give it once", twice[0]));
@@ -1169,9 +1319,14 @@ impl Config {
         }
         for p in &self.guards.egress.patterns {
             if let Err(e) = regex::Regex::new(&p.regex) {
-                out.push(format!("guards.egress.patterns `{}`: not a regular expression: {e}", p.name));
+                out.push(format!(
+                    "guards.egress.patterns `{}`: not a regular expression: {e}",
+                    p.name
+                ));
             }
-            if p.class == toolgate_core::egress::EgressClass::NoMarkersFound || p.name.trim().is_empty() {
+            if p.class == toolgate_core::egress::EgressClass::NoMarkersFound
+                || p.name.trim().is_empty()
+            {
                 out.push(format!("guards.egress.patterns `{}`: give a name and a class of internal, confidential or restricted", p.name));
             }
         }
@@ -1205,13 +1360,17 @@ impl Config {
                 out.push(format!("approvals.notify.webhooks: the name `{name}` is used twice"));
             }
             if !(hook.url.starts_with("http://") || hook.url.starts_with("https://")) {
-                out.push(format!("approvals.notify.webhooks `{name}`: url must start with http:// or https://"));
+                out.push(format!(
+                    "approvals.notify.webhooks `{name}`: url must start with http:// or https://"
+                ));
             }
             if hook.format == WebhookFormat::Toolgate && hook.secret_env.is_none() {
                 out.push(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
             }
             if hook.attempts == 0 {
-                out.push(format!("approvals.notify.webhooks `{name}`: attempts must be at least 1"));
+                out.push(format!(
+                    "approvals.notify.webhooks `{name}`: attempts must be at least 1"
+                ));
             }
         }
         if self.servers.values().any(|s| !s.namespace) && self.servers.len() > 1 {
@@ -1228,8 +1387,14 @@ impl Config {
             if o.tenant.is_some() == o.tenant_claim.is_some() {
                 out.push("oauth: set exactly one of `tenant` (every token's tenant) and `tenant_claim` (the claim that names it)".into());
             }
-            for (key, url) in [("issuer", Some(&o.issuer)), ("resource", Some(&o.resource)), ("jwks_uri", o.jwks_uri.as_ref())] {
-                if let Some(url) = url.filter(|u| !(u.starts_with("https://") || u.starts_with("http://"))) {
+            for (key, url) in [
+                ("issuer", Some(&o.issuer)),
+                ("resource", Some(&o.resource)),
+                ("jwks_uri", o.jwks_uri.as_ref()),
+            ] {
+                if let Some(url) =
+                    url.filter(|u| !(u.starts_with("https://") || u.starts_with("http://")))
+                {
                     out.push(format!("oauth.{key} `{url}` must be an http(s) URL"));
                 }
             }
@@ -1238,7 +1403,9 @@ impl Config {
             }
         }
         let reads_only = |what: String, class: AuthorityClass| match class {
-            AuthorityClass::RequiresApproval => Err(format!("{what}: class `requires_approval` is for tools; a prompt or resource read is `automatic` or `prohibited`")),
+            AuthorityClass::RequiresApproval => Err(format!(
+                "{what}: class `requires_approval` is for tools; a prompt or resource read is `automatic` or `prohibited`"
+            )),
             _ => Ok(()),
         };
         for (name, entry) in &self.registry_prompts {
@@ -1249,9 +1416,19 @@ impl Config {
         }
         for (i, entry) in self.registry_resources.iter().enumerate() {
             if !self.servers.contains_key(&entry.server) {
-                out.push(format!("registry_resources entry {} names server `{}`, which is not configured", i + 1, entry.server));
+                out.push(format!(
+                    "registry_resources entry {} names server `{}`, which is not configured",
+                    i + 1,
+                    entry.server
+                ));
             }
-            out.extend(reads_only(format!("registry_resources entry {} (`{}`)", i + 1, entry.uri), entry.class).err());
+            out.extend(
+                reads_only(
+                    format!("registry_resources entry {} (`{}`)", i + 1, entry.uri),
+                    entry.class,
+                )
+                .err(),
+            );
         }
         out
     }
@@ -1272,7 +1449,10 @@ impl Config {
         if let Some((name, _)) = self.servers.iter().find(|(_, s)| !s.namespace) {
             return Some((name.as_str(), exposed));
         }
-        exposed.strip_prefix(URI_SCHEME)?.split_once('/').filter(|(s, _)| self.servers.contains_key(*s))
+        exposed
+            .strip_prefix(URI_SCHEME)?
+            .split_once('/')
+            .filter(|(s, _)| self.servers.contains_key(*s))
     }
 
     /// `SERVER{sep}TOOL`, or `TOOL` for a server with `namespace = false`.
@@ -1290,7 +1470,9 @@ impl Config {
         if let Some((name, _)) = self.servers.iter().find(|(_, s)| !s.namespace) {
             return Some((name.as_str(), exposed));
         }
-        exposed.split_once(self.gateway.separator.as_str()).filter(|(s, _)| self.servers.contains_key(*s))
+        exposed
+            .split_once(self.gateway.separator.as_str())
+            .filter(|(s, _)| self.servers.contains_key(*s))
     }
 
     fn dir(&self) -> PathBuf {
@@ -1320,12 +1502,18 @@ impl Config {
     pub fn ledger_display(&self) -> String {
         let location = self.ledger_location();
         let Some(scheme) = location.find("://") else { return location };
-        let (head, query) = location.split_once('?').map_or((location.as_str(), None), |(h, q)| (h, Some(q)));
+        let (head, query) =
+            location.split_once('?').map_or((location.as_str(), None), |(h, q)| (h, Some(q)));
         let mut out = match head.rfind('@') {
             Some(at) if at > scheme => {
                 let userinfo = &head[scheme + 3..at];
                 let user = userinfo.split(':').next().unwrap_or_default();
-                format!("{}{user}{}@{}", &head[..scheme + 3], if userinfo.contains(':') { ":***" } else { "" }, &head[at + 1..])
+                format!(
+                    "{}{user}{}@{}",
+                    &head[..scheme + 3],
+                    if userinfo.contains(':') { ":***" } else { "" },
+                    &head[at + 1..]
+                )
             }
             _ => head.to_string(),
         };
@@ -1361,7 +1549,10 @@ impl Config {
 
     /// The deadline of one call to `server`.
     pub(crate) fn timeout_ms(&self, server: &str) -> u64 {
-        self.servers.get(server).and_then(|s| s.timeout_ms).unwrap_or(self.gateway.upstream_timeout_ms)
+        self.servers
+            .get(server)
+            .and_then(|s| s.timeout_ms)
+            .unwrap_or(self.gateway.upstream_timeout_ms)
     }
 
     /// The pin lock file: `gateway.lock_file`, else beside the config
@@ -1370,7 +1561,11 @@ impl Config {
         if let Some(file) = &self.gateway.lock_file {
             return self.dir().join(file);
         }
-        let stem = self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "toolgate".into());
+        let stem = self
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "toolgate".into());
         self.dir().join(format!("{stem}.lock"))
     }
 }
@@ -1388,7 +1583,8 @@ mod tests {
         let text = "[gateway]\nlisten = \"127.0.0.1:9000\"\n[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n";
         let running = Config::parse(text, &path).unwrap();
         assert_eq!(running.version(), toolgate_core::proposal::sha256_hex(text.as_bytes()));
-        let edited = text.replace("9000", "9001").replace("[servers.a]", "[servers.b]") + "[registry.\"b__x\"]\nclass = \"automatic\"\n";
+        let edited = text.replace("9000", "9001").replace("[servers.a]", "[servers.b]")
+            + "[registry.\"b__x\"]\nclass = \"automatic\"\n";
         let (merged, waiting) = running.reloaded(Config::parse(&edited, &path).unwrap()).unwrap();
         assert_eq!(waiting, ["[gateway]"]);
         assert_eq!(merged.gateway.listen.port(), 9000, "the listener waits for a restart");
@@ -1410,12 +1606,30 @@ mod tests {
         let c = parse("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__diagnose\"]\nclass = \"automatic\"\n[[registry_resources]]\nserver = \"parts\"\nuri = \"manual://*/secret*\"\nclass = \"prohibited\"\n").unwrap();
         assert_eq!(c.registry_prompts["parts__diagnose"].class, AuthorityClass::Automatic);
         let entry = &c.registry_resources[0];
-        assert!(entry.names("parts", "manual://ac250/secret") && entry.names("parts", "manual://x/y/secret-2"));
-        assert!(!entry.names("parts", "manual://ac250/public") && !entry.names("other", "manual://a/secret") && !entry.names("parts", "xmanual://a/secret"));
-        assert!(super::glob("*", "") && super::glob("a*", "a") && !super::glob("a*b", "ab-") && super::glob("a*b*b", "abb"));
+        assert!(
+            entry.names("parts", "manual://ac250/secret")
+                && entry.names("parts", "manual://x/y/secret-2")
+        );
+        assert!(
+            !entry.names("parts", "manual://ac250/public")
+                && !entry.names("other", "manual://a/secret")
+                && !entry.names("parts", "xmanual://a/secret")
+        );
+        assert!(
+            super::glob("*", "")
+                && super::glob("a*", "a")
+                && !super::glob("a*b", "ab-")
+                && super::glob("a*b*b", "abb")
+        );
         // Exposed URIs name their server, and route back by it.
-        assert_eq!(c.exposed_uri("parts", "manual://ac250/{section}"), "toolgate://parts/manual://ac250/{section}");
-        assert_eq!(c.split_uri("toolgate://parts/manual://ac250/intro"), Some(("parts", "manual://ac250/intro")));
+        assert_eq!(
+            c.exposed_uri("parts", "manual://ac250/{section}"),
+            "toolgate://parts/manual://ac250/{section}"
+        );
+        assert_eq!(
+            c.split_uri("toolgate://parts/manual://ac250/intro"),
+            Some(("parts", "manual://ac250/intro"))
+        );
         assert_eq!(c.split_uri("toolgate://nobody/x"), None);
         assert_eq!(c.split_uri("manual://ac250/intro"), None);
         // A read cannot wait for a human; the servers must exist.
@@ -1427,9 +1641,17 @@ mod tests {
 
     #[test]
     fn a_ledger_password_never_reaches_a_message() {
-        let shown = |url: &str| parse(&format!("[gateway]\nledger = \"{url}\"\n")).unwrap().ledger_display();
-        assert_eq!(shown("postgres://tg:s3cret@db:5432/toolgate"), "postgres://tg:***@db:5432/toolgate");
-        assert_eq!(shown("postgres:///toolgate?host=/run/postgresql&password=s3cret&sslmode=disable"), "postgres:///toolgate?host=/run/postgresql&password=***&sslmode=disable");
+        let shown = |url: &str| {
+            parse(&format!("[gateway]\nledger = \"{url}\"\n")).unwrap().ledger_display()
+        };
+        assert_eq!(
+            shown("postgres://tg:s3cret@db:5432/toolgate"),
+            "postgres://tg:***@db:5432/toolgate"
+        );
+        assert_eq!(
+            shown("postgres:///toolgate?host=/run/postgresql&password=s3cret&sslmode=disable"),
+            "postgres:///toolgate?host=/run/postgresql&password=***&sslmode=disable"
+        );
         assert_eq!(shown("postgres://tg@db/toolgate"), "postgres://tg@db/toolgate");
         assert!(parse("").unwrap().ledger_display().ends_with("state/ledger.sqlite3"));
     }
@@ -1437,22 +1659,48 @@ mod tests {
     #[test]
     fn upstream_credentials_come_from_one_place_each_and_only_for_url_servers() {
         let c = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\nheaders_file = { X-Api-Key = \"keys/parts.key\" }\n").unwrap();
-        let Transport::Http { headers, .. } = c.servers["parts"].transport() else { panic!("an HTTP upstream") };
+        let Transport::Http { headers, .. } = c.servers["parts"].transport() else {
+            panic!("an HTTP upstream")
+        };
         assert_eq!(headers["Authorization"], ValueSource::Env("PARTS_TOKEN".into()));
         // A file resolves against the config's folder.
-        assert!(matches!(&headers["X-Api-Key"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/parts.key")), "{headers:?}");
-        let twice = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n");
+        assert!(
+            matches!(&headers["X-Api-Key"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/parts.key")),
+            "{headers:?}"
+        );
+        let twice = parse(
+            "[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n",
+        );
         assert!(twice.unwrap_err().to_string().contains("header `authorization` is given twice"));
         let env = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nenv = { LEVEL = \"1\" }\nenv_env = { TOKEN = \"TICKETS_TOKEN\" }\nenv_file = { KEY = \"keys/tickets.key\" }\n").unwrap();
-        let Transport::Stdio { env: variables, .. } = env.servers["tickets"].transport() else { panic!("stdio") };
-        assert_eq!((&variables["LEVEL"], &variables["TOKEN"]), (&ValueSource::Value("1".into()), &ValueSource::Env("TICKETS_TOKEN".into())));
-        assert!(matches!(&variables["KEY"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/tickets.key")), "{variables:?}");
-        let twice = parse("[servers.tickets]\ncommand = \"x\"\nenv = { TOKEN = \"a\" }\nenv_env = { TOKEN = \"B\" }\n");
+        let Transport::Stdio { env: variables, .. } = env.servers["tickets"].transport() else {
+            panic!("stdio")
+        };
+        assert_eq!(
+            (&variables["LEVEL"], &variables["TOKEN"]),
+            (&ValueSource::Value("1".into()), &ValueSource::Env("TICKETS_TOKEN".into()))
+        );
+        assert!(
+            matches!(&variables["KEY"], ValueSource::File(p) if p.is_absolute() && p.ends_with("keys/tickets.key")),
+            "{variables:?}"
+        );
+        let twice = parse(
+            "[servers.tickets]\ncommand = \"x\"\nenv = { TOKEN = \"a\" }\nenv_env = { TOKEN = \"B\" }\n",
+        );
         assert!(twice.unwrap_err().to_string().contains("variable `TOKEN` is given twice"));
-        let remote = parse("[servers.parts]\nurl = \"http://127.0.0.1:1/mcp\"\nenv_env = { TOKEN = \"B\" }\n");
+        let remote = parse(
+            "[servers.parts]\nurl = \"http://127.0.0.1:1/mcp\"\nenv_env = { TOKEN = \"B\" }\n",
+        );
         assert!(remote.unwrap_err().to_string().contains("for a stdio server"));
-        let stdio = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nheaders_env = { Authorization = \"T\" }\n");
-        assert!(stdio.unwrap_err().to_string().contains("a stdio server's credentials go in `env`, `env_env` or `env_file`"));
+        let stdio = parse(
+            "[servers.tickets]\ncommand = \"toolgate-atlas\"\nheaders_env = { Authorization = \"T\" }\n",
+        );
+        assert!(
+            stdio
+                .unwrap_err()
+                .to_string()
+                .contains("a stdio server's credentials go in `env`, `env_env` or `env_file`")
+        );
     }
 
     #[test]
@@ -1496,14 +1744,29 @@ mod tests {
         assert!(err("[servers.a__b]\ncommand = \"x\"").contains("separator"));
         assert!(err("[servers.a_]\ncommand = \"x\"").contains("separator"));
         assert!(err("[servers.a]\nurl = \"ftp://h/mcp\"").contains("http:// or https://"));
-        assert!(parse("[servers.a]\nurl = \"https://h/mcp\"").is_ok(), "https upstreams are checked against the system's roots and [tls] ca_file");
-        assert!(err("[tls]\nca_file = \"/nonexistent/ca.pem\"").contains("tls.ca_file /nonexistent/ca.pem: cannot read it"));
+        assert!(
+            parse("[servers.a]\nurl = \"https://h/mcp\"").is_ok(),
+            "https upstreams are checked against the system's roots and [tls] ca_file"
+        );
+        assert!(
+            err("[tls]\nca_file = \"/nonexistent/ca.pem\"")
+                .contains("tls.ca_file /nonexistent/ca.pem: cannot read it")
+        );
         assert!(err("[tls]\ncert_file = \"cert.pem\"").contains("both `cert_file` and `key_file`"));
-        assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"").contains("names no configured server"));
-        assert!(err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"").contains("sometimes"));
+        assert!(
+            err("[servers.a]\ncommand = \"x\"\n[registry.\"b__t\"]\nclass = \"automatic\"")
+                .contains("names no configured server")
+        );
+        assert!(
+            err("[servers.a]\ncommand = \"x\"\n[registry.\"a__t\"]\nclass = \"sometimes\"")
+                .contains("sometimes")
+        );
         assert!(err("[gateway]\nlisten_addr = \"x\"").contains("listen_addr"));
         assert!(err("[gateway]\nseparator = \".\"").contains("separator"));
-        assert!(err("[servers.a]\ncommand = \"x\"\nnamespace = false\n[servers.b]\ncommand = \"y\"").contains("exactly one server"));
+        assert!(
+            err("[servers.a]\ncommand = \"x\"\nnamespace = false\n[servers.b]\ncommand = \"y\"")
+                .contains("exactly one server")
+        );
     }
 
     #[test]

@@ -24,13 +24,19 @@ pub fn parse(stored: &str) -> anyhow::Result<LoggedReceipt> {
 
 /// The newest checkpoint, which must cover the log up to `to`: one is
 /// signed now if the checkpointer has not yet.
-pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> anyhow::Result<StoredCheckpoint> {
+pub async fn covering(
+    log: &Arc<ReceiptLog>,
+    ledger: &dyn Ledger,
+    to: u64,
+) -> anyhow::Result<StoredCheckpoint> {
     let mut checkpoint = ledger.checkpoint(None).await?;
     if checkpoint.as_ref().is_none_or(|c| c.size < to) {
         log.checkpoint().await?;
         checkpoint = ledger.checkpoint(None).await?;
     }
-    let checkpoint = checkpoint.filter(|c| c.size >= to).ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))?;
+    let checkpoint = checkpoint
+        .filter(|c| c.size >= to)
+        .ok_or_else(|| anyhow!("no checkpoint covers the log up to {to}"))?;
     // The witnesses' cosigned one, when it covers as much: a bundle then
     // carries their cosignatures too.
     if let Some((size, note)) = log.witnesses.cosigned().filter(|(size, _)| *size >= to)
@@ -44,15 +50,27 @@ pub async fn covering(log: &Arc<ReceiptLog>, ledger: &dyn Ledger, to: u64) -> an
 
 /// `covering`, for a command beside the gateway: the log of `config`'s
 /// state dir, signing with the gateway's own keys if it must.
-pub async fn covering_with_keys_of(config: &crate::config::Config, ledger: &Arc<dyn Ledger>, to: u64) -> anyhow::Result<StoredCheckpoint> {
-    let log = ReceiptLog::open_configured(config, ledger.clone(), &crate::sources::Sources::system()).await?;
+pub async fn covering_with_keys_of(
+    config: &crate::config::Config,
+    ledger: &Arc<dyn Ledger>,
+    to: u64,
+) -> anyhow::Result<StoredCheckpoint> {
+    let log =
+        ReceiptLog::open_configured(config, ledger.clone(), &crate::sources::Sources::system())
+            .await?;
     covering(&log, &**ledger, to).await
 }
 
 /// The receipts `from..to`, each with its inclusion proof against
 /// `checkpoint`, and every key of the log's history; archived receipts are
 /// read from the archive.
-pub async fn bundle(archive: &Archive, ledger: &dyn Ledger, checkpoint: &StoredCheckpoint, from: u64, to: u64) -> anyhow::Result<Bundle> {
+pub async fn bundle(
+    archive: &Archive,
+    ledger: &dyn Ledger,
+    checkpoint: &StoredCheckpoint,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<Bundle> {
     let leaves = crate::archive::leaf_hashes(archive, ledger, 0, checkpoint.size).await?;
     let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
     let logged = crate::archive::leaves(archive, ledger, from, to).await?;
@@ -62,8 +80,19 @@ pub async fn bundle(archive: &Archive, ledger: &dyn Ledger, checkpoint: &StoredC
     let receipts = logged
         .iter()
         .zip(proofs)
-        .map(|(leaf, proof)| Ok(Entry { receipt: parse(&leaf.logged)?, opening: leaf.opening.map(|k| hex(&k)), inclusion: proof.iter().map(|h| hex(h)).collect() }))
+        .map(|(leaf, proof)| {
+            Ok(Entry {
+                receipt: parse(&leaf.logged)?,
+                opening: leaf.opening.map(|k| hex(&k)),
+                inclusion: proof.iter().map(|h| hex(h)).collect(),
+            })
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let keys = ledger.log_keys().await?.into_iter().map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 }).collect();
+    let keys = ledger
+        .log_keys()
+        .await?
+        .into_iter()
+        .map(|k| BundleKey { kid: k.kid, ed25519: k.ed25519, ml_dsa_65: k.ml_dsa_65 })
+        .collect();
     Ok(Bundle { format: BUNDLE_FORMAT.into(), checkpoint: checkpoint.note.clone(), keys, receipts })
 }

@@ -31,7 +31,13 @@ pub fn replica_id() -> String {
 /// Beats once now (so the first calls are held to this replica's share
 /// among those already alive), then every [`HEARTBEAT`] until `stop`,
 /// when it leaves.
-pub(crate) async fn start(id: String, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, budgets: Arc<Budgets>, stop: CancellationToken) {
+pub(crate) async fn start(
+    id: String,
+    ledger: Arc<dyn Ledger>,
+    clock: Arc<dyn Clock>,
+    budgets: Arc<Budgets>,
+    stop: CancellationToken,
+) {
     let started_ms = clock.now_ms();
     let mut warned = beat(&id, started_ms, &*ledger, &*clock, &budgets, false).await;
     tokio::spawn(async move {
@@ -49,7 +55,14 @@ pub(crate) async fn start(id: String, ledger: Arc<dyn Ledger>, clock: Arc<dyn Cl
 
 /// One beat: the budgets take their share of those alive. Returns whether
 /// the ledger failed (warned once until it answers again).
-async fn beat(id: &str, started_ms: i64, ledger: &dyn Ledger, clock: &dyn Clock, budgets: &Budgets, warned: bool) -> bool {
+async fn beat(
+    id: &str,
+    started_ms: i64,
+    ledger: &dyn Ledger,
+    clock: &dyn Clock,
+    budgets: &Budgets,
+    warned: bool,
+) -> bool {
     match ledger.heartbeat(id, started_ms, clock.now_ms(), LEASE_MS).await {
         Ok(alive) => {
             if alive != budgets.replicas() {

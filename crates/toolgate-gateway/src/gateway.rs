@@ -15,11 +15,11 @@ use toolgate_core::{Clock, Entropy};
 pub use crate::sources::Sources;
 use toolgate_ledger::Ledger;
 
+use crate::callers::Callers;
 use crate::catalog::{Catalogs, Live};
 use crate::config::Config;
-use crate::callers::Callers;
-use crate::seal::Sealer;
 use crate::pins::PinStore;
+use crate::seal::Sealer;
 use crate::upstream::Upstream;
 
 /// Everything a call needs, built once at start and shared by both edges.
@@ -97,7 +97,11 @@ impl Gateway {
     }
 
     /// `start`, with the given clock and randomness.
-    pub async fn start_with(config: Config, mode: Mode, sources: Sources) -> anyhow::Result<Arc<Self>> {
+    pub async fn start_with(
+        config: Config,
+        mode: Mode,
+        sources: Sources,
+    ) -> anyhow::Result<Arc<Self>> {
         let Sources { clock, entropy } = sources;
         // Everything that can refuse the start comes before any upstream starts.
         let policy = load_policy(&config)?;
@@ -110,44 +114,134 @@ impl Gateway {
         let ledger = open_ledger_as(&config, mode == Mode::Serve).await?;
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
-        let keys = crate::keys::LogKeys::load_or_create(&state, &config.receipts.origin, clock.as_ref(), entropy.as_ref())?;
-        let identities = crate::identity::Identities::new(keys.identity.clone(), &keys.retired_identities(), config.tls.roots())?;
-        let identities = Arc::new(identities.with_connections(ledger.clone(), config.tls.roots(), crate::fleet::replica_id())?);
-        let log = crate::log::ReceiptLog::open(keys, config.receipts.clone(), crate::archive::Archive::in_state_dir(&state), ledger.clone(), clock.clone(), entropy.clone()).await?;
+        let keys = crate::keys::LogKeys::load_or_create(
+            &state,
+            &config.receipts.origin,
+            clock.as_ref(),
+            entropy.as_ref(),
+        )?;
+        let identities = crate::identity::Identities::new(
+            keys.identity.clone(),
+            &keys.retired_identities(),
+            config.tls.roots(),
+        )?;
+        let identities = Arc::new(identities.with_connections(
+            ledger.clone(),
+            config.tls.roots(),
+            crate::fleet::replica_id(),
+        )?);
+        let log = crate::log::ReceiptLog::open(
+            keys,
+            config.receipts.clone(),
+            crate::archive::Archive::in_state_dir(&state),
+            ledger.clone(),
+            clock.clone(),
+            entropy.clone(),
+        )
+        .await?;
         let pins = Arc::new(PinStore::open(&config.lock_path(), clock.clone())?);
         let cancel = CancellationToken::new();
         let sources = (&identities, &clock, &entropy);
-        let upstreams: Vec<_> = config.servers.keys().map(|name| start_upstream(&config, name, &cancel, sources)).collect();
+        let upstreams: Vec<_> = config
+            .servers
+            .keys()
+            .map(|name| start_upstream(&config, name, &cancel, sources))
+            .collect();
         crate::boxes::say_at_start(&upstreams.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
         let settings = &config.gateway;
-        let limits = JsonLimits { max_bytes: settings.max_body_bytes, max_depth: settings.max_depth, max_string_bytes: settings.max_string_bytes, max_items: settings.max_items };
+        let limits = JsonLimits {
+            max_bytes: settings.max_body_bytes,
+            max_depth: settings.max_depth,
+            max_string_bytes: settings.max_string_bytes,
+            max_items: settings.max_items,
+        };
         let config = Arc::new(config);
-        let catalogs = Catalogs::new(Live::new(config.clone(), Arc::new(policy), upstreams), pins, mode == Mode::Serve);
+        let catalogs = Catalogs::new(
+            Live::new(config.clone(), Arc::new(policy), upstreams),
+            pins,
+            mode == Mode::Serve,
+        );
         let draining = cancel.child_token();
         let redactor = crate::telemetry::Redactor::new(&config.telemetry);
         crate::telemetry::watch_approvals(ledger.clone(), cancel.child_token());
         let holds = Arc::new(crate::holds::Holds::default());
-        holds.watch(ledger.clone(), clock.clone(), Duration::from_millis(config.approvals.poll_ms), cancel.child_token());
+        holds.watch(
+            ledger.clone(),
+            clock.clone(),
+            Duration::from_millis(config.approvals.poll_ms),
+            cancel.child_token(),
+        );
         let notifier = match mode {
-            Mode::Serve => crate::notify::Notifier::start(&config.approvals.notify, &config.tls, ledger.clone(), clock.clone(), entropy.clone(), cancel.child_token())?,
+            Mode::Serve => crate::notify::Notifier::start(
+                &config.approvals.notify,
+                &config.tls,
+                ledger.clone(),
+                clock.clone(),
+                entropy.clone(),
+                cancel.child_token(),
+            )?,
             Mode::Inspect => crate::notify::Notifier::none(),
         };
         if mode == Mode::Serve {
             // Covers what a crash left uncovered, then keeps checkpointing.
             log.checkpoint().await?;
             log.spawn(cancel.child_token());
-            crate::retention::spawn(ledger.clone(), clock.clone(), config.gateway.operation_ttl_ms, cancel.child_token());
+            crate::retention::spawn(
+                ledger.clone(),
+                clock.clone(),
+                config.gateway.operation_ttl_ms,
+                cancel.child_token(),
+            );
         }
         let guards = crate::stages::decide::Guards::new(&config.guards);
         let runs = crate::runs::Runs::new(&config);
         let budgets = Arc::new(crate::budgets::Budgets::new(&config.budgets, clock.clone()));
         if mode == Mode::Serve {
-            crate::fleet::start(crate::fleet::replica_id(), ledger.clone(), clock.clone(), budgets.clone(), cancel.child_token()).await;
+            crate::fleet::start(
+                crate::fleet::replica_id(),
+                ledger.clone(),
+                clock.clone(),
+                budgets.clone(),
+                cancel.child_token(),
+            )
+            .await;
         }
         // After the state dir's keys exist: they are credentials too.
         let held = crate::withheld::matcher(&config);
-        let oauth = config.oauth.clone().map(|o| crate::oauth::OAuth::new(o, config.callers.keys().cloned().collect(), config.tls.roots(), clock.clone()));
-        let gw = Arc::new(Self { catalogs, limits, callers, oauth, reloading: Default::default(), ledger, log, sealer, clock, entropy, redactor, holds, cancels: Default::default(), sessions: Default::default(), openings: Default::default(), notifier, guards, runs, budgets, held, identities, personal: Default::default(), cancel, draining });
+        let oauth = config.oauth.clone().map(|o| {
+            crate::oauth::OAuth::new(
+                o,
+                config.callers.keys().cloned().collect(),
+                config.tls.roots(),
+                clock.clone(),
+            )
+        });
+        let gw = Arc::new(Self {
+            catalogs,
+            limits,
+            callers,
+            oauth,
+            reloading: Default::default(),
+            ledger,
+            log,
+            sealer,
+            clock,
+            entropy,
+            redactor,
+            holds,
+            cancels: Default::default(),
+            sessions: Default::default(),
+            openings: Default::default(),
+            notifier,
+            guards,
+            runs,
+            budgets,
+            held,
+            identities,
+            personal: Default::default(),
+            cancel,
+            draining,
+        });
         crate::personal::spawn_reaper(Arc::downgrade(&gw), gw.cancel.child_token());
         Ok(gw)
     }
@@ -162,8 +256,16 @@ impl Gateway {
         let own = crate::identity::gateway_caller(&config);
         let mut waited = Vec::new();
         for u in &upstreams {
-            let oauth = config.servers.get(&u.name).is_some_and(|s| s.identity.mode == crate::config::IdentityMode::Oauth);
-            if !oauth || matches!(self.ledger.connection(&own.tenant, &own.subject, &u.name).await, Ok(Some(_))) {
+            let oauth = config
+                .servers
+                .get(&u.name)
+                .is_some_and(|s| s.identity.mode == crate::config::IdentityMode::Oauth);
+            if !oauth
+                || matches!(
+                    self.ledger.connection(&own.tenant, &own.subject, &u.name).await,
+                    Ok(Some(_))
+                )
+            {
                 waited.push(u.ready(within));
             }
         }
@@ -226,12 +328,17 @@ impl Gateway {
     /// With it, the instant (ms) the token stops being accepted: an access
     /// token's expiry; none for a `[callers]` token, which is read at start
     /// and ends with the process (a removed token needs a restart).
-    pub async fn authenticate(&self, token: &str) -> Option<(Arc<toolgate_core::Caller>, Option<i64>)> {
+    pub async fn authenticate(
+        &self,
+        token: &str,
+    ) -> Option<(Arc<toolgate_core::Caller>, Option<i64>)> {
         if let Some(caller) = self.callers.by_token(token) {
             return Some((caller, None));
         }
         match &self.oauth {
-            Some(oauth) => oauth.admit(token).await.ok().map(|(caller, until)| (caller, Some(until))),
+            Some(oauth) => {
+                oauth.admit(token).await.ok().map(|(caller, until)| (caller, Some(until)))
+            }
             None => None,
         }
     }
@@ -240,12 +347,25 @@ impl Gateway {
     /// the admin API and the console decide (the CLI decides through the
     /// same ledger call). Nobody decides their own call, or another tenant's;
     /// calls held for it answer at once.
-    pub async fn decide_approval(&self, caller: &toolgate_core::Caller, id: &str, approve: bool, reason: &str) -> Result<toolgate_core::approval::Approval, DecideError> {
+    pub async fn decide_approval(
+        &self,
+        caller: &toolgate_core::Caller,
+        id: &str,
+        approve: bool,
+        reason: &str,
+    ) -> Result<toolgate_core::approval::Approval, DecideError> {
         if reason.trim().is_empty() {
             return Err(DecideError::NoReason);
         }
-        let decider = toolgate_ledger::Decider { name: &caller.name, subject: &caller.subject, tenant: &caller.tenant };
-        let a = self.ledger.decide_approval(id, approve, decider, reason.trim(), self.clock.now_ms()).await?;
+        let decider = toolgate_ledger::Decider {
+            name: &caller.name,
+            subject: &caller.subject,
+            tenant: &caller.tenant,
+        };
+        let a = self
+            .ledger
+            .decide_approval(id, approve, decider, reason.trim(), self.clock.now_ms())
+            .await?;
         tracing::info!(target: "toolgate::approval", approval = %a.id, state = a.state.as_str(), approver = %caller.name, "approval decided");
         self.holds.ring(&a.id);
         Ok(a)
@@ -302,13 +422,25 @@ pub enum DecideError {
 /// of `cancel`.
 /// What an upstream's own requests are signed with: the gateway's
 /// identities, its clock and its entropy.
-pub(crate) type UpstreamSources<'a> = (&'a Arc<crate::identity::Identities>, &'a Arc<dyn Clock>, &'a Arc<dyn Entropy>);
+pub(crate) type UpstreamSources<'a> =
+    (&'a Arc<crate::identity::Identities>, &'a Arc<dyn Clock>, &'a Arc<dyn Entropy>);
 
-pub(crate) fn start_upstream(config: &Config, name: &str, cancel: &CancellationToken, (identities, clock, entropy): UpstreamSources<'_>) -> (Arc<Upstream>, CancellationToken) {
+pub(crate) fn start_upstream(
+    config: &Config,
+    name: &str,
+    cancel: &CancellationToken,
+    (identities, clock, entropy): UpstreamSources<'_>,
+) -> (Arc<Upstream>, CancellationToken) {
     let settings = &config.gateway;
     let server = &config.servers[name];
     let timeout = Duration::from_millis(server.timeout_ms.unwrap_or(settings.upstream_timeout_ms));
-    let upstream = Upstream::new(name, server.server_with(&config.tls), timeout, Duration::from_millis(settings.list_ttl_ms), env!("CARGO_PKG_VERSION"));
+    let upstream = Upstream::new(
+        name,
+        server.server_with(&config.tls),
+        timeout,
+        Duration::from_millis(settings.list_ttl_ms),
+        env!("CARGO_PKG_VERSION"),
+    );
     upstream.set_max_tools(settings.max_tools_per_upstream);
     upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
     if let Some(own) = identities.own_credential(config, name, clock.clone(), entropy.clone()) {
@@ -327,7 +459,8 @@ pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
         let path = config.resolve_path(path);
         std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
     };
-    PolicyEngine::load(&read(&p.policies)?, &read(&p.schema)?).map_err(|e| anyhow::anyhow!("policy {}: {e}", config.resolve_path(&p.policies).display()))
+    PolicyEngine::load(&read(&p.policies)?, &read(&p.schema)?)
+        .map_err(|e| anyhow::anyhow!("policy {}: {e}", config.resolve_path(&p.policies).display()))
 }
 
 /// The ledger `config` names, its state dir made first (owner-only): the
@@ -339,7 +472,11 @@ pub async fn open_ledger(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
 async fn open_ledger_as(config: &Config, sequencing: bool) -> anyhow::Result<Arc<dyn Ledger>> {
     create_state_dir(config)?;
     let location = config.ledger_location();
-    let opened = if sequencing { toolgate_ledger::open_sequencing(&location).await } else { toolgate_ledger::open(&location).await };
+    let opened = if sequencing {
+        toolgate_ledger::open_sequencing(&location).await
+    } else {
+        toolgate_ledger::open(&location).await
+    };
     opened.with_context(|| format!("opening the ledger {}", config.ledger_display()))
 }
 
@@ -347,7 +484,8 @@ async fn open_ledger_as(config: &Config, sequencing: bool) -> anyhow::Result<Arc
 /// where it belongs is refused (it would put them where the link says).
 pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
     let dir = config.state_dir();
-    crate::seal::create_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
+    crate::seal::create_private_dir(&dir)
+        .with_context(|| format!("creating the state dir {}", dir.display()))?;
     Ok(dir)
 }
 
@@ -396,7 +534,10 @@ mod tests {
         let gateway = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.unwrap();
         let mut found = Vec::new();
         modes(&dir.path().join("state"), &mut found);
-        let names: Vec<String> = found.iter().map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = found
+            .iter()
+            .map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         for name in ["ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm"] {
             assert!(names.iter().any(|n| n == name), "{name} among {names:?}");
         }

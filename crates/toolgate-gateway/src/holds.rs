@@ -66,7 +66,9 @@ impl Holds {
         if rooms.values().map(|r| r.seats).sum::<usize>() >= max {
             return None;
         }
-        let room = rooms.entry(id.to_string()).or_insert_with(|| Room { bell: Arc::new(Notify::new()), seats: 0 });
+        let room = rooms
+            .entry(id.to_string())
+            .or_insert_with(|| Room { bell: Arc::new(Notify::new()), seats: 0 });
         room.seats += 1;
         Some(Seat { holds: self, id: id.to_string(), bell: room.bell.clone() })
     }
@@ -99,7 +101,13 @@ impl Holds {
     /// room whose approval is no longer pending: one read-only lookup by id
     /// per approval waited on, however many calls wait on it.
     /// Meanwhile, rings each room the ledger says was decided, as it is.
-    pub(crate) fn watch(self: &Arc<Self>, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, poll: Duration, stop: CancellationToken) {
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        ledger: Arc<dyn Ledger>,
+        clock: Arc<dyn Clock>,
+        poll: Duration,
+        stop: CancellationToken,
+    ) {
         let holds = self.clone();
         let mut decided = ledger.decisions();
         tokio::spawn(async move {
@@ -154,7 +162,11 @@ mod tests {
     #[tokio::test]
     async fn a_ring_wakes_every_seat_of_its_room_and_no_other() {
         let holds = Holds::default();
-        let (a1, a2, b) = (holds.seat("apr_a", 8).unwrap(), holds.seat("apr_a", 8).unwrap(), holds.seat("apr_b", 8).unwrap());
+        let (a1, a2, b) = (
+            holds.seat("apr_a", 8).unwrap(),
+            holds.seat("apr_a", 8).unwrap(),
+            holds.seat("apr_b", 8).unwrap(),
+        );
         assert_eq!(holds.held(), 3);
         let (w1, w2, wb) = (a1.bell().notified(), a2.bell().notified(), b.bell().notified());
         tokio::pin!(w1, w2, wb);
@@ -162,8 +174,16 @@ mod tests {
         w2.as_mut().enable();
         wb.as_mut().enable();
         holds.ring("apr_a");
-        tokio::time::timeout(Duration::from_millis(100), async { w1.await; w2.await }).await.expect("both seats of apr_a woke");
-        assert!(tokio::time::timeout(Duration::from_millis(50), wb).await.is_err(), "apr_b was not rung");
+        tokio::time::timeout(Duration::from_millis(100), async {
+            w1.await;
+            w2.await
+        })
+        .await
+        .expect("both seats of apr_a woke");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), wb).await.is_err(),
+            "apr_b was not rung"
+        );
     }
 
     #[test]

@@ -164,7 +164,11 @@ impl<'de> Deserialize<'de> for IdentityConfig {
                      use mode = \"exchange\" to get the server a token for the same person, or mode = \"assertion\" for a server that trusts the gateway"
                 )));
             }
-            Some(other) => return Err(serde::de::Error::custom(format!("identity.mode `{other}` is not one of shared, assertion, exchange, oauth"))),
+            Some(other) => {
+                return Err(serde::de::Error::custom(format!(
+                    "identity.mode `{other}` is not one of shared, assertion, exchange, oauth"
+                )));
+            }
         };
         Ok(IdentityConfig {
             mode,
@@ -213,7 +217,12 @@ impl IdentityConfig {
 
 /// What is wrong with server `name`'s identity; `url` is its endpoint
 /// (`None` for stdio), `headers` the header names it is configured with.
-pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>, headers: &[&str]) -> Vec<String> {
+pub(crate) fn problems(
+    name: &str,
+    identity: &IdentityConfig,
+    url: Option<&str>,
+    headers: &[&str],
+) -> Vec<String> {
     let mut out = Vec::new();
     let at = format!("servers.{name}.identity");
     let exchange_keys = [
@@ -224,27 +233,38 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
         ("resource", identity.resource.is_some()),
         ("scope", identity.scope.is_some()),
     ];
-    let assertion_keys = [("header", identity.header.is_some()), ("ttl_ms", identity.ttl_ms.is_some())];
+    let assertion_keys =
+        [("header", identity.header.is_some()), ("ttl_ms", identity.ttl_ms.is_some())];
     let oauth_keys = [("authorization_server", identity.authorization_server.is_some())];
     if identity.mode != IdentityMode::Exchange && identity.id_jag.is_some() {
-        out.push(format!("{at}.id_jag applies to mode = \"exchange\" only; remove it or set that mode"));
+        out.push(format!(
+            "{at}.id_jag applies to mode = \"exchange\" only; remove it or set that mode"
+        ));
     }
     if let Some(j) = &identity.id_jag {
         if !(j.token_endpoint.starts_with("https://") || j.token_endpoint.starts_with("http://")) {
             out.push(format!("{at}.id_jag.token_endpoint must start with https:// or http://"));
         }
         if j.client_secret_env.is_some() && j.client_secret_file.is_some() {
-            out.push(format!("{at}.id_jag: give `client_secret_env` or `client_secret_file`, not both"));
+            out.push(format!(
+                "{at}.id_jag: give `client_secret_env` or `client_secret_file`, not both"
+            ));
         }
         if identity.audience.is_none() {
             out.push(format!("{at}: with id_jag, `audience` names the server's authorization server (its issuer), whom the ID-JAG is for"));
         }
     }
-    let personal_keys = [("env", identity.env.is_some()), ("pool", identity.pool.is_some()), ("idle_ms", identity.idle_ms.is_some())];
+    let personal_keys = [
+        ("env", identity.env.is_some()),
+        ("pool", identity.pool.is_some()),
+        ("idle_ms", identity.idle_ms.is_some()),
+    ];
     let stray = |keys: &[(&str, bool)], mode: &str, out: &mut Vec<String>| {
         for (key, set) in keys {
             if *set {
-                out.push(format!("{at}.{key} applies to mode = \"{mode}\" only; remove it or set that mode"));
+                out.push(format!(
+                    "{at}.{key} applies to mode = \"{mode}\" only; remove it or set that mode"
+                ));
             }
         }
     };
@@ -305,7 +325,9 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
                 out.push(format!("{at}: mode = \"exchange\" needs `client_id`, the gateway's client at the token endpoint"));
             }
             if identity.client_secret_env.is_some() && identity.client_secret_file.is_some() {
-                out.push(format!("{at}: give `client_secret_env` or `client_secret_file`, not both"));
+                out.push(format!(
+                    "{at}: give `client_secret_env` or `client_secret_file`, not both"
+                ));
             }
             if sends_authorization() {
                 out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the exchanged token goes there)"));
@@ -322,9 +344,13 @@ pub(crate) fn problems(name: &str, identity: &IdentityConfig, url: Option<&str>,
                 out.push(format!("{at}.authorization_server must be the issuer's https:// URL"));
             }
             if identity.client_secret_env.is_some() && identity.client_secret_file.is_some() {
-                out.push(format!("{at}: give `client_secret_env` or `client_secret_file`, not both"));
+                out.push(format!(
+                    "{at}: give `client_secret_env` or `client_secret_file`, not both"
+                ));
             }
-            if identity.client_id.is_none() && (identity.client_secret_env.is_some() || identity.client_secret_file.is_some()) {
+            if identity.client_id.is_none()
+                && (identity.client_secret_env.is_some() || identity.client_secret_file.is_some())
+            {
                 out.push(format!("{at}: a client secret needs the `client_id` it belongs to"));
             }
             if identity.audience.is_some() {
@@ -355,35 +381,84 @@ mod tests {
             let e = parse(&format!("mode = \"{word}\"")).unwrap_err();
             assert!(e.contains("never does") && e.contains("mode = \"exchange\""), "{e}");
         }
-        assert!(parse("mode = \"nobody\"").unwrap_err().contains("not one of shared, assertion, exchange, oauth"));
+        assert!(
+            parse("mode = \"nobody\"")
+                .unwrap_err()
+                .contains("not one of shared, assertion, exchange, oauth")
+        );
         assert_eq!(parse("").unwrap().mode, IdentityMode::Shared);
     }
 
     #[test]
     fn each_mode_names_what_it_lacks_and_what_does_not_belong() {
-        let a = parse("mode = \"assertion\"\nttl_ms = 600000\ntoken_endpoint = \"https://x\"").unwrap();
+        let a =
+            parse("mode = \"assertion\"\nttl_ms = 600000\ntoken_endpoint = \"https://x\"").unwrap();
         let p = problems("t", &a, Some("http://t/mcp"), &[]);
         assert!(p.iter().any(|m| m.contains("ttl_ms 600000")), "{p:?}");
-        assert!(p.iter().any(|m| m.contains("token_endpoint applies to mode = \"exchange\"")), "{p:?}");
+        assert!(
+            p.iter().any(|m| m.contains("token_endpoint applies to mode = \"exchange\"")),
+            "{p:?}"
+        );
         let clash = parse("mode = \"assertion\"\nheader = \"x-toolgate-identity\"").unwrap();
-        assert!(problems("t", &clash, Some("http://t/mcp"), &["X-Toolgate-Identity"]).iter().any(|m| m.contains("also among")));
+        assert!(
+            problems("t", &clash, Some("http://t/mcp"), &["X-Toolgate-Identity"])
+                .iter()
+                .any(|m| m.contains("also among"))
+        );
         let e = parse("mode = \"exchange\"").unwrap();
         let p = problems("t", &e, None, &[]);
-        assert!(p.iter().any(|m| m.contains("needs `token_endpoint`")) && p.iter().any(|m| m.contains("needs `client_id`")) && p.iter().any(|m| m.contains("set `env`")), "{p:?}");
-        let e = parse("mode = \"exchange\"\ntoken_endpoint = \"https://as/token\"\nclient_id = \"gw\"").unwrap();
+        assert!(
+            p.iter().any(|m| m.contains("needs `token_endpoint`"))
+                && p.iter().any(|m| m.contains("needs `client_id`"))
+                && p.iter().any(|m| m.contains("set `env`")),
+            "{p:?}"
+        );
+        let e =
+            parse("mode = \"exchange\"\ntoken_endpoint = \"https://as/token\"\nclient_id = \"gw\"")
+                .unwrap();
         assert!(problems("t", &e, Some("http://t/mcp"), &[]).is_empty());
-        assert!(problems("t", &e, Some("http://t/mcp"), &["authorization"])[0].contains("`Authorization` header"));
-        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), Some("http://t"), &[]).is_empty());
-        assert!(problems("t", &parse("mode = \"oauth\"").unwrap(), None, &[]).iter().any(|m| m.contains("set `env`")));
-        let personal = parse("mode = \"oauth\"\nenv = \"GITHUB_TOKEN\"\nauthorization_server = \"https://as\"").unwrap();
-        assert!(problems("t", &personal, None, &[]).is_empty(), "{:?}", problems("t", &personal, None, &[]));
+        assert!(
+            problems("t", &e, Some("http://t/mcp"), &["authorization"])[0]
+                .contains("`Authorization` header")
+        );
+        assert!(
+            problems("t", &parse("mode = \"oauth\"").unwrap(), Some("http://t"), &[]).is_empty()
+        );
+        assert!(
+            problems("t", &parse("mode = \"oauth\"").unwrap(), None, &[])
+                .iter()
+                .any(|m| m.contains("set `env`"))
+        );
+        let personal = parse(
+            "mode = \"oauth\"\nenv = \"GITHUB_TOKEN\"\nauthorization_server = \"https://as\"",
+        )
+        .unwrap();
+        assert!(
+            problems("t", &personal, None, &[]).is_empty(),
+            "{:?}",
+            problems("t", &personal, None, &[])
+        );
         assert!(problems("t", &personal, Some("http://t"), &[])[0].contains("for a stdio server"));
         assert!(problems("t", &parse("mode = \"exchange\"\nenv = \"1X\"\ntoken_endpoint = \"https://x\"\nclient_id = \"c\"").unwrap(), None, &[])[0].contains("not an environment variable"));
-        assert!(problems("t", &parse("env = \"X\"").unwrap(), None, &[])[0].contains("env applies to mode"));
-        let o = parse("mode = \"oauth\"\ntoken_endpoint = \"https://as/token\"\nclient_secret_env = \"S\"").unwrap();
+        assert!(
+            problems("t", &parse("env = \"X\"").unwrap(), None, &[])[0]
+                .contains("env applies to mode")
+        );
+        let o = parse(
+            "mode = \"oauth\"\ntoken_endpoint = \"https://as/token\"\nclient_secret_env = \"S\"",
+        )
+        .unwrap();
         let p = problems("t", &o, Some("http://t"), &["Authorization"]);
-        assert!(p.iter().any(|m| m.contains("token_endpoint applies")) && p.iter().any(|m| m.contains("needs the `client_id`")) && p.iter().any(|m| m.contains("`Authorization` header")), "{p:?}");
-        assert!(problems("t", &parse("audience = \"x\"").unwrap(), None, &[])[0].contains("shared credential has none"));
+        assert!(
+            p.iter().any(|m| m.contains("token_endpoint applies"))
+                && p.iter().any(|m| m.contains("needs the `client_id`"))
+                && p.iter().any(|m| m.contains("`Authorization` header")),
+            "{p:?}"
+        );
+        assert!(
+            problems("t", &parse("audience = \"x\"").unwrap(), None, &[])[0]
+                .contains("shared credential has none")
+        );
         assert!(problems("t", &parse("mode = \"assertion\"").unwrap(), None, &[]).is_empty());
     }
 }

@@ -65,7 +65,12 @@ impl KeyRecord {
     }
 
     fn log_key(&self) -> LogKey {
-        LogKey { kid: self.kid.clone(), ed25519: self.ed25519.clone(), ml_dsa_65: Some(self.ml_dsa_65.clone()), created_ms: self.created_ms }
+        LogKey {
+            kid: self.kid.clone(),
+            ed25519: self.ed25519.clone(),
+            ml_dsa_65: Some(self.ml_dsa_65.clone()),
+            created_ms: self.created_ms,
+        }
     }
 }
 
@@ -95,12 +100,20 @@ fn read_seed(path: &Path) -> anyhow::Result<[u8; 32]> {
 /// ML-DSA-65 cosigner, the identity key, and the record of their public halves.
 type Keys = (Arc<ReceiptKey>, Signer, Signer, Arc<AssertionKey>, KeyRecord);
 
-fn keys_from(origin: &str, ed_seed: [u8; 32], pq_seed: [u8; 32], created_ms: i64) -> anyhow::Result<Keys> {
+fn keys_from(
+    origin: &str,
+    ed_seed: [u8; 32],
+    pq_seed: [u8; 32],
+    created_ms: i64,
+) -> anyhow::Result<Keys> {
     let ed = ed25519_dalek::SigningKey::from_bytes(&ed_seed);
     let receipt = Arc::new(ReceiptKey::new(ed.clone()));
-    let ed_signer = Signer::ed25519(origin, ed).map_err(|e| anyhow::anyhow!("receipts.origin {origin:?}: {e}"))?;
-    let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &pq_seed).map_err(|_| anyhow::anyhow!("invalid ML-DSA-65 seed"))?;
-    let pq_signer = Signer::ml_dsa_65(origin, pq).map_err(|e| anyhow::anyhow!("ML-DSA-65 key: {e}"))?;
+    let ed_signer = Signer::ed25519(origin, ed)
+        .map_err(|e| anyhow::anyhow!("receipts.origin {origin:?}: {e}"))?;
+    let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &pq_seed)
+        .map_err(|_| anyhow::anyhow!("invalid ML-DSA-65 seed"))?;
+    let pq_signer =
+        Signer::ml_dsa_65(origin, pq).map_err(|e| anyhow::anyhow!("ML-DSA-65 key: {e}"))?;
     let identity = Arc::new(AssertionKey::derive(&ed_seed));
     let record = KeyRecord {
         kid: receipt.kid().to_string(),
@@ -124,7 +137,10 @@ fn write_history(dir: &Path, history: &History) -> anyhow::Result<()> {
 pub fn read_history(state_dir: &Path) -> anyhow::Result<Option<History>> {
     let path = dir(state_dir).join(HISTORY_FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| format!("{} is not a key history", path.display()))?)),
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a key history", path.display()))?,
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
@@ -136,22 +152,39 @@ fn create_dir(dir: &Path) -> anyhow::Result<()> {
 
 impl LogKeys {
     /// The keys of `state_dir`, created on first start.
-    pub(crate) fn load_or_create(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<Self> {
+    pub(crate) fn load_or_create(
+        state_dir: &Path,
+        origin: &str,
+        clock: &dyn Clock,
+        entropy: &dyn Entropy,
+    ) -> anyhow::Result<Self> {
         let dir = dir(state_dir);
         create_dir(&dir)?;
         let (ed_path, pq_path) = (dir.join(ED25519_FILE), dir.join(MLDSA_FILE));
         let Some(history) = read_history(state_dir)? else {
             if ed_path.exists() || pq_path.exists() {
-                bail!("{} holds key files but no {HISTORY_FILE}: restore the history, or move the key files away to start a new log", dir.display());
+                bail!(
+                    "{} holds key files but no {HISTORY_FILE}: restore the history, or move the key files away to start a new log",
+                    dir.display()
+                );
             }
             let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
-            let (receipt, ed25519, ml_dsa_65, identity, record) = keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
+            let (receipt, ed25519, ml_dsa_65, identity, record) =
+                keys_from(origin, ed_seed, pq_seed, clock.now_ms())?;
             write_owner_only(&ed_path, &ed_seed)?;
             write_owner_only(&pq_path, &pq_seed)?;
-            let history = History { origin: origin.to_string(), current: record, retired: Vec::new() };
+            let history =
+                History { origin: origin.to_string(), current: record, retired: Vec::new() };
             write_history(&dir, &history)?;
             tracing::info!(target: "toolgate::keys", kid = %history.current.kid, "created the log's signing keys");
-            return Ok(Self { origin: origin.to_string(), receipt, ed25519, ml_dsa_65, identity, history });
+            return Ok(Self {
+                origin: origin.to_string(),
+                receipt,
+                ed25519,
+                ml_dsa_65,
+                identity,
+                history,
+            });
         };
         if history.origin != origin {
             bail!(
@@ -159,10 +192,20 @@ impl LogKeys {
                 history.origin
             );
         }
-        let missing = |p: &Path| anyhow::anyhow!("{} records kid {} but its key file {} is missing: restore it from backup", dir.display(), history.current.kid, p.display());
-        let ed_seed = read_seed(&ed_path).map_err(|e| if ed_path.exists() { e } else { missing(&ed_path) })?;
-        let pq_seed = read_seed(&pq_path).map_err(|e| if pq_path.exists() { e } else { missing(&pq_path) })?;
-        let (receipt, ed25519, ml_dsa_65, identity, record) = keys_from(origin, ed_seed, pq_seed, history.current.created_ms)?;
+        let missing = |p: &Path| {
+            anyhow::anyhow!(
+                "{} records kid {} but its key file {} is missing: restore it from backup",
+                dir.display(),
+                history.current.kid,
+                p.display()
+            )
+        };
+        let ed_seed = read_seed(&ed_path)
+            .map_err(|e| if ed_path.exists() { e } else { missing(&ed_path) })?;
+        let pq_seed = read_seed(&pq_path)
+            .map_err(|e| if pq_path.exists() { e } else { missing(&pq_path) })?;
+        let (receipt, ed25519, ml_dsa_65, identity, record) =
+            keys_from(origin, ed_seed, pq_seed, history.current.created_ms)?;
         if record.kid != history.current.kid {
             bail!(
                 "the receipt key in {} has kid {} but the key history records kid {}: the key was replaced or damaged. \
@@ -173,7 +216,11 @@ impl LogKeys {
             );
         }
         if record.ml_dsa_65 != history.current.ml_dsa_65 {
-            bail!("the ML-DSA-65 key in {} is not the one recorded for kid {}: restore it", pq_path.display(), history.current.kid);
+            bail!(
+                "the ML-DSA-65 key in {} is not the one recorded for kid {}: restore it",
+                pq_path.display(),
+                history.current.kid
+            );
         }
         // A history written before identity keys learns the current one's
         // public half once, so it is published after the next rotation too.
@@ -187,7 +234,12 @@ impl LogKeys {
 
     /// Starts new keys; the current ones' public halves join the history and
     /// their private halves are overwritten. Returns (old kid, new kid).
-    pub fn rotate(state_dir: &Path, origin: &str, clock: &dyn Clock, entropy: &dyn Entropy) -> anyhow::Result<(String, String)> {
+    pub fn rotate(
+        state_dir: &Path,
+        origin: &str,
+        clock: &dyn Clock,
+        entropy: &dyn Entropy,
+    ) -> anyhow::Result<(String, String)> {
         let current = Self::load_or_create(state_dir, origin, clock, entropy)?;
         let dir = dir(state_dir);
         let (ed_seed, pq_seed) = (entropy.bytes32(), entropy.bytes32());
@@ -213,7 +265,12 @@ impl LogKeys {
 
     /// Every key of the history, current last.
     pub(crate) fn all(&self) -> Vec<LogKey> {
-        self.history.retired.iter().chain(std::iter::once(&self.history.current)).map(KeyRecord::log_key).collect()
+        self.history
+            .retired
+            .iter()
+            .chain(std::iter::once(&self.history.current))
+            .map(KeyRecord::log_key)
+            .collect()
     }
 }
 
@@ -225,53 +282,138 @@ mod tests {
     #[test]
     fn created_once_then_loaded_and_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let a = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
-        let b = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        let a = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .unwrap();
+        let b = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .unwrap();
         assert_eq!(a.receipt.kid(), b.receipt.kid());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             for f in [ED25519_FILE, MLDSA_FILE, HISTORY_FILE] {
-                assert_eq!(std::fs::metadata(super::dir(dir.path()).join(f)).unwrap().permissions().mode() & 0o777, 0o600, "{f}");
+                assert_eq!(
+                    std::fs::metadata(super::dir(dir.path()).join(f)).unwrap().permissions().mode()
+                        & 0o777,
+                    0o600,
+                    "{f}"
+                );
             }
-            assert_eq!(std::fs::metadata(super::dir(dir.path())).unwrap().permissions().mode() & 0o777, 0o700);
+            assert_eq!(
+                std::fs::metadata(super::dir(dir.path())).unwrap().permissions().mode() & 0o777,
+                0o700
+            );
         }
         // Another origin is refused.
-        assert!(LogKeys::load_or_create(dir.path(), "other/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("keeps its origin"));
+        assert!(
+            LogKeys::load_or_create(
+                dir.path(),
+                "other/log",
+                &SystemClock,
+                &SystemEntropy::default()
+            )
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("keeps its origin")
+        );
     }
 
     #[test]
     fn a_replaced_key_fails_the_start() {
         let dir = tempfile::tempdir().unwrap();
-        let kid = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap().receipt.kid().to_string();
+        let kid = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .unwrap()
+        .receipt
+        .kid()
+        .to_string();
         write_owner_only(&super::dir(dir.path()).join(ED25519_FILE), &[7u8; 32]).unwrap();
-        let err = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string();
+        let err = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(err.contains(&kid) && err.contains("replaced or damaged"), "{err}");
         std::fs::remove_file(super::dir(dir.path()).join(ED25519_FILE)).unwrap();
-        assert!(LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("missing"));
+        assert!(
+            LogKeys::load_or_create(
+                dir.path(),
+                "test/log",
+                &SystemClock,
+                &SystemEntropy::default()
+            )
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("missing")
+        );
     }
 
     #[test]
     fn a_readable_key_fails_the_start() {
         let dir = tempfile::tempdir().unwrap();
-        LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default())
+            .unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let path = super::dir(dir.path()).join(ED25519_FILE);
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-            assert!(LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).err().unwrap().to_string().contains("chmod 600"));
+            assert!(
+                LogKeys::load_or_create(
+                    dir.path(),
+                    "test/log",
+                    &SystemClock,
+                    &SystemEntropy::default()
+                )
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("chmod 600")
+            );
         }
     }
 
     #[test]
     fn rotation_keeps_the_old_public_key() {
         let dir = tempfile::tempdir().unwrap();
-        let first = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
-        let (old, new) = LogKeys::rotate(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        let first = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .unwrap();
+        let (old, new) =
+            LogKeys::rotate(dir.path(), "test/log", &SystemClock, &SystemEntropy::default())
+                .unwrap();
         assert_eq!(old, first.receipt.kid());
         assert_ne!(old, new);
-        let after = LogKeys::load_or_create(dir.path(), "test/log", &SystemClock, &SystemEntropy::default()).unwrap();
+        let after = LogKeys::load_or_create(
+            dir.path(),
+            "test/log",
+            &SystemClock,
+            &SystemEntropy::default(),
+        )
+        .unwrap();
         assert_eq!(after.receipt.kid(), new);
         let kids: Vec<_> = after.all().into_iter().map(|k| k.kid).collect();
         assert_eq!(kids, [old, new]);

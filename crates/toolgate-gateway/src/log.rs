@@ -58,13 +58,24 @@ pub struct ReceiptLog {
 impl ReceiptLog {
     /// Records the key history in the ledger and rebuilds the frontier
     /// (from the archive's, when the log was archived, and the leaves since).
-    pub(crate) async fn open(keys: LogKeys, config: ReceiptsConfig, archive: Archive, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> anyhow::Result<Arc<Self>> {
+    pub(crate) async fn open(
+        keys: LogKeys,
+        config: ReceiptsConfig,
+        archive: Archive,
+        ledger: Arc<dyn Ledger>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+    ) -> anyhow::Result<Arc<Self>> {
         for key in keys.all() {
-            ledger.add_log_key(key).await.map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
+            ledger
+                .add_log_key(key)
+                .await
+                .map_err(|e| anyhow::anyhow!("recording the signing key in the ledger: {e}"))?;
         }
         let size = ledger.log_size().await?;
         let mut frontier = match ledger.archived().await? {
-            Some(a) => Frontier::from_parts(a.before, a.frontier).map_err(|e| anyhow::anyhow!("the ledger's archive record: {e}"))?,
+            Some(a) => Frontier::from_parts(a.before, a.frontier)
+                .map_err(|e| anyhow::anyhow!("the ledger's archive record: {e}"))?,
             None => Frontier::new(),
         };
         while frontier.size() < size {
@@ -76,14 +87,45 @@ impl ReceiptLog {
         let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        let witnesses = crate::witnessing::Witnesses::new(&config.witnesses, archive.dir().parent())?;
-        Ok(Arc::new(Self { keys, config, archive, ledger, tree: Mutex::new((frontier, last)), uncovered, wake: Notify::new(), clock, entropy, remembered, kept: Default::default(), witnesses }))
+        let witnesses =
+            crate::witnessing::Witnesses::new(&config.witnesses, archive.dir().parent())?;
+        Ok(Arc::new(Self {
+            keys,
+            config,
+            archive,
+            ledger,
+            tree: Mutex::new((frontier, last)),
+            uncovered,
+            wake: Notify::new(),
+            clock,
+            entropy,
+            remembered,
+            kept: Default::default(),
+            witnesses,
+        }))
     }
 
     /// The log of `config`'s state dir, with its keys (created on first use).
-    pub async fn open_configured(config: &crate::config::Config, ledger: Arc<dyn Ledger>, sources: &crate::sources::Sources) -> anyhow::Result<Arc<Self>> {
-        let keys = LogKeys::load_or_create(&config.state_dir(), &config.receipts.origin, sources.clock.as_ref(), sources.entropy.as_ref())?;
-        Self::open(keys, config.receipts.clone(), Archive::in_state_dir(&config.state_dir()), ledger, sources.clock.clone(), sources.entropy.clone()).await
+    pub async fn open_configured(
+        config: &crate::config::Config,
+        ledger: Arc<dyn Ledger>,
+        sources: &crate::sources::Sources,
+    ) -> anyhow::Result<Arc<Self>> {
+        let keys = LogKeys::load_or_create(
+            &config.state_dir(),
+            &config.receipts.origin,
+            sources.clock.as_ref(),
+            sources.entropy.as_ref(),
+        )?;
+        Self::open(
+            keys,
+            config.receipts.clone(),
+            Archive::in_state_dir(&config.state_dir()),
+            ledger,
+            sources.clock.clone(),
+            sources.entropy.clone(),
+        )
+        .await
     }
 
     /// The ledger the log is kept in.
@@ -107,14 +149,31 @@ impl ReceiptLog {
 
     /// `receipt` under the current key, to be sealed (and, with
     /// `receipts.sign_each`, signed) once the ledger places it.
-    pub(crate) fn draft(&self, mut receipt: Receipt, salt: [u8; 32], asked: Option<String>) -> Draft {
+    pub(crate) fn draft(
+        &self,
+        mut receipt: Receipt,
+        salt: [u8; 32],
+        asked: Option<String>,
+    ) -> Draft {
         receipt.kid = self.kid().to_string();
-        Draft { receipt, salt, asked, key: self.keys.receipt.clone(), sign_each: self.config.sign_each, placement: receipt::Placement::tracked() }
+        Draft {
+            receipt,
+            salt,
+            asked,
+            key: self.keys.receipt.clone(),
+            sign_each: self.config.sign_each,
+            placement: receipt::Placement::tracked(),
+        }
     }
 
     /// Keeps the definition a receipt names by hash, once per process.
     pub(crate) async fn remember_definition(&self, tool: &ExposedTool) {
-        if self.remembered.lock().unwrap_or_else(|p| p.into_inner()).contains(&tool.definition_sha256) {
+        if self
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&tool.definition_sha256)
+        {
             return;
         }
         let definition = ToolDefinition {
@@ -124,14 +183,27 @@ impl ReceiptLog {
             definition: toolgate_core::proposal::canonical_json(&tool.tool.definition),
         };
         match self.ledger.add_tool_definitions(vec![definition], self.clock.now_ms()).await {
-            Ok(()) => drop(self.remembered.lock().unwrap_or_else(|p| p.into_inner()).insert(tool.definition_sha256.clone())),
+            Ok(()) => drop(
+                self.remembered
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(tool.definition_sha256.clone()),
+            ),
             // Only the pack misses it; the call and its receipts go on.
-            Err(e) => tracing::warn!(target: "toolgate::log", tool = %tool.exposed_name, error = %e, "cannot record a tool definition"),
+            Err(e) => {
+                tracing::warn!(target: "toolgate::log", tool = %tool.exposed_name, error = %e, "cannot record a tool definition")
+            }
         }
     }
 
     /// The receipt of an operator's or a reconciler's settlement of `op`.
-    pub fn settlement(&self, op: &Operation, state: OperationState, by: &str, outcome: Option<&str>) -> Draft {
+    pub fn settlement(
+        &self,
+        op: &Operation,
+        state: OperationState,
+        by: &str,
+        outcome: Option<&str>,
+    ) -> Draft {
         let salt = self.salt();
         let arguments_hash = receipt::salted_value_hash(&salt, &op.arguments);
         let subject = Subject {
@@ -144,7 +216,10 @@ impl ReceiptLog {
             proposal_sha256: &op.proposal_sha256,
             decision: None,
             policy_version: "",
-            operation: Some(receipt::OperationRef { key: op.key.value.clone(), state: state.as_str().into() }),
+            operation: Some(receipt::OperationRef {
+                key: op.key.value.clone(),
+                state: state.as_str().into(),
+            }),
             salt: &salt,
             arguments_hash: &arguments_hash,
             captured: self.config.capture_values.then_some(&op.arguments),
@@ -153,8 +228,13 @@ impl ReceiptLog {
             config_version: None,
             identity: None,
         };
-        let result = outcome.map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
-        self.draft(build(&subject, Event::Settled { state, by, result: result.as_ref() }), salt, None)
+        let result =
+            outcome.map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::Null));
+        self.draft(
+            build(&subject, Event::Settled { state, by, result: result.as_ref() }),
+            salt,
+            None,
+        )
     }
 
     /// Counts receipts appended; wakes the checkpointer every `checkpoint_every`.
@@ -195,23 +275,36 @@ impl ReceiptLog {
     }
 
     /// A checkpoint of the log at `size` with `root`, signed by the log's keys.
-    async fn sign(self: &Arc<Self>, size: u64, root: toolgate_core::merkle::Hash) -> anyhow::Result<StoredCheckpoint> {
-        let body = Checkpoint::new(&self.keys.origin, size, root).map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
+    async fn sign(
+        self: &Arc<Self>,
+        size: u64,
+        root: toolgate_core::merkle::Hash,
+    ) -> anyhow::Result<StoredCheckpoint> {
+        let body = Checkpoint::new(&self.keys.origin, size, root)
+            .map_err(|e| anyhow::anyhow!("checkpoint: {e}"))?;
         // ML-DSA-65 signing takes a while: off the workers that serve calls.
         let log = self.clone();
-        let note = tokio::task::spawn_blocking(move || body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65]))
-            .await?
-            .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
+        let note = tokio::task::spawn_blocking(move || {
+            body.sign(&[&log.keys.ed25519, &log.keys.ml_dsa_65])
+        })
+        .await?
+        .map_err(|e| anyhow::anyhow!("signing a checkpoint: {e}"))?;
         Ok(StoredCheckpoint { size, root, note, created_ms: self.clock.now_ms() })
     }
 
     /// The checkpoint of the log at exactly `size` (an archive's), whose root
     /// the caller computed: the ledger's, or one signed and recorded now. A
     /// recorded one with another root is a fork, refused.
-    pub(crate) async fn checkpoint_at(self: &Arc<Self>, size: u64, root: toolgate_core::merkle::Hash) -> anyhow::Result<StoredCheckpoint> {
+    pub(crate) async fn checkpoint_at(
+        self: &Arc<Self>,
+        size: u64,
+        root: toolgate_core::merkle::Hash,
+    ) -> anyhow::Result<StoredCheckpoint> {
         if let Some(had) = self.ledger.checkpoint(Some(size)).await? {
             if had.root != root {
-                anyhow::bail!("the ledger's checkpoint of size {size} has another root than its leaves: the log is damaged; run `toolgate log verify`");
+                anyhow::bail!(
+                    "the ledger's checkpoint of size {size} has another root than its leaves: the log is damaged; run `toolgate log verify`"
+                );
             }
             return Ok(had);
         }
@@ -238,7 +331,9 @@ impl ReceiptLog {
                         tokio::spawn(async move { log.witnesses.submit(&log, &signed).await });
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign a checkpoint; will retry"),
+                    Err(e) => {
+                        tracing::error!(target: "toolgate::log", error = %format!("{e:#}"), "cannot sign a checkpoint; will retry")
+                    }
                 }
                 if stop {
                     break;

@@ -82,7 +82,14 @@ impl Notifier {
 
     /// Reads each webhook's key from its environment variable (a missing
     /// one refuses the start) and starts the courier.
-    pub(crate) fn start(config: &NotifyConfig, tls: &crate::config::TlsConfig, ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>, stop: CancellationToken) -> anyhow::Result<Self> {
+    pub(crate) fn start(
+        config: &NotifyConfig,
+        tls: &crate::config::TlsConfig,
+        ledger: Arc<dyn Ledger>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Self> {
         if config.webhooks.is_empty() {
             return Ok(Self::none());
         }
@@ -97,10 +104,28 @@ impl Notifier {
                     Some(aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, secret.as_bytes()))
                 }
             };
-            hooks.push(Hook { name: hook.name.clone(), url: hook.url.clone(), format: hook.format, key, attempts: hook.attempts });
+            hooks.push(Hook {
+                name: hook.name.clone(),
+                url: hook.url.clone(),
+                format: hook.format,
+                key,
+                attempts: hook.attempts,
+            });
         }
-        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(tls.roots()).build()?;
-        let courier = Arc::new(Courier { hooks, link: config.link.clone(), http, ledger, clock, entropy, wake: Notify::new() });
+        let http = reqwest::Client::builder()
+            .timeout(ATTEMPT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_certs_merge(tls.roots())
+            .build()?;
+        let courier = Arc::new(Courier {
+            hooks,
+            link: config.link.clone(),
+            http,
+            ledger,
+            clock,
+            entropy,
+            wake: Notify::new(),
+        });
         tokio::spawn(courier.clone().run(stop));
         Ok(Self { courier: Some(courier) })
     }
@@ -115,7 +140,9 @@ impl Notifier {
             .map(|hook| {
                 let id = courier.entropy.id("dlv_");
                 let body = match hook.format {
-                    WebhookFormat::Toolgate => toolgate_body(&id, new, exposed_tool, courier.link.as_deref()),
+                    WebhookFormat::Toolgate => {
+                        toolgate_body(&id, new, exposed_tool, courier.link.as_deref())
+                    }
                     WebhookFormat::Slack => slack_body(new, exposed_tool, courier.link.as_deref()),
                 };
                 NewNotice { id, webhook: hook.name.clone(), body: body.to_string() }
@@ -140,7 +167,11 @@ impl Courier {
         loop {
             let now = self.clock.now_ms();
             let free = in_flight.available_permits() as u32;
-            let claimed = if free == 0 { Ok(Vec::new()) } else { self.ledger.claim_notices(now, now + CLAIM_MS, free).await };
+            let claimed = if free == 0 {
+                Ok(Vec::new())
+            } else {
+                self.ledger.claim_notices(now, now + CLAIM_MS, free).await
+            };
             match claimed {
                 Ok(claimed) => {
                     warned = false;
@@ -177,7 +208,10 @@ impl Courier {
         let hook = self.hooks.iter().find(|h| h.name == notice.webhook);
         let (status, error) = match hook {
             Some(hook) => self.post(hook, &notice).await,
-            None => (None, Some(format!("webhook `{}` is not configured on this replica", notice.webhook))),
+            None => (
+                None,
+                Some(format!("webhook `{}` is not configured on this replica", notice.webhook)),
+            ),
         };
         let delivered = status.is_some_and(|s| (200..300).contains(&s));
         let attempts = notice.attempts + 1;
@@ -195,7 +229,8 @@ impl Courier {
             Attempt::Dead => "dead",
         };
         tracing::info!(target: "toolgate::notify", delivery = %notice.id, approval = %notice.approval_id, webhook = %notice.webhook, attempt = attempts, outcome, status, error = error.as_deref(), "approval notice");
-        if let Err(e) = self.ledger.notice_attempted(&notice.id, attempt, status, error, now).await {
+        if let Err(e) = self.ledger.notice_attempted(&notice.id, attempt, status, error, now).await
+        {
             // Its claim lapses and it is sent again: at least once.
             tracing::warn!(target: "toolgate::notify", delivery = %notice.id, error = %e, "cannot record a notice's attempt; it will be sent again");
         }
@@ -203,9 +238,15 @@ impl Courier {
 
     /// POSTs `notice` to `hook`: the status, or why there was none.
     async fn post(&self, hook: &Hook, notice: &Notice) -> (Option<u16>, Option<String>) {
-        let mut request = self.http.post(&hook.url).header("Content-Type", "application/json").header(DELIVERY_HEADER, &notice.id).header("Toolgate-Event", "approval.pending");
+        let mut request = self
+            .http
+            .post(&hook.url)
+            .header("Content-Type", "application/json")
+            .header(DELIVERY_HEADER, &notice.id)
+            .header("Toolgate-Event", "approval.pending");
         if let Some(key) = &hook.key {
-            request = request.header(SIGNATURE_HEADER, signature(key, self.clock.now_ms(), &notice.body));
+            request =
+                request.header(SIGNATURE_HEADER, signature(key, self.clock.now_ms(), &notice.body));
         }
         match request.body(notice.body.clone()).send().await {
             Ok(r) => (Some(r.status().as_u16()), None),
@@ -270,8 +311,15 @@ fn slack_text(s: &str) -> String {
 fn slack_body(a: &NewApproval, tool: &str, link: Option<&str>) -> Value {
     let arguments = slack_text(&serde_json::to_string_pretty(&a.arguments).unwrap_or_default());
     let how = match link {
-        Some(l) => format!("<{}|Decide it here>, or `toolgate approvals approve {}`", l.replace("{id}", &a.id), a.id),
-        None => format!("Decide it with `toolgate approvals approve --config CONFIG {} --as NAME --reason TEXT` (or `deny`)", a.id),
+        Some(l) => format!(
+            "<{}|Decide it here>, or `toolgate approvals approve {}`",
+            l.replace("{id}", &a.id),
+            a.id
+        ),
+        None => format!(
+            "Decide it with `toolgate approvals approve --config CONFIG {} --as NAME --reason TEXT` (or `deny`)",
+            a.id
+        ),
     };
     let text = format!(
         "*Approval needed* `{}`: *{}* asks to run `{tool}` ({}).\n```{arguments}```\nRules: {}; proposal `{}`.\n{how}",
@@ -294,9 +342,13 @@ mod tests {
         let header = signature(&key, 1_700_000_000_000, "{\"a\":1}");
         let hex = header.strip_prefix("t=1700000000000,v1=").expect("t then v1");
         assert_eq!(hex.len(), 64);
-        let tag: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+        let tag: Vec<u8> =
+            (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
         assert!(aws_lc_rs::hmac::verify(&key, b"1700000000000.{\"a\":1}", &tag).is_ok());
-        assert!(aws_lc_rs::hmac::verify(&key, b"1700000000001.{\"a\":1}", &tag).is_err(), "the time is signed");
+        assert!(
+            aws_lc_rs::hmac::verify(&key, b"1700000000001.{\"a\":1}", &tag).is_err(),
+            "the time is signed"
+        );
     }
 
     #[test]

@@ -79,18 +79,37 @@ pub struct OAuth {
 }
 
 impl OAuth {
-    pub(crate) fn new(config: OAuthConfig, reserved: std::collections::BTreeSet<String>, roots: Vec<reqwest::Certificate>, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(
+        config: OAuthConfig,
+        reserved: std::collections::BTreeSet<String>,
+        roots: Vec<reqwest::Certificate>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         // No redirect is followed: the issuer's metadata and keys are read
         // from where the config names them, not from wherever a response
         // points (an address inside the gateway's network, say).
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).no_proxy().tls_certs_merge(roots).build().expect("an HTTP client");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .tls_certs_merge(roots)
+            .build()
+            .expect("an HTTP client");
         let keys = Keys { jwks_uri: config.jwks_uri.clone(), ..Keys::default() };
-        Self { config, http, clock, reserved, keys: tokio::sync::RwLock::new(keys), fetching: tokio::sync::Mutex::new(()) }
+        Self {
+            config,
+            http,
+            clock,
+            reserved,
+            keys: tokio::sync::RwLock::new(keys),
+            fetching: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// The Protected Resource Metadata document (RFC 9728).
     pub fn metadata(&self) -> Value {
-        let mut scopes: Vec<&String> = self.config.required_scopes.iter().chain(self.config.scope_roles.keys()).collect();
+        let mut scopes: Vec<&String> =
+            self.config.required_scopes.iter().chain(self.config.scope_roles.keys()).collect();
         scopes.sort();
         scopes.dedup();
         json!({
@@ -114,10 +133,15 @@ impl OAuth {
         let mut value = format!("Bearer resource_metadata=\"{}\"", self.metadata_url());
         let quoted = |s: &str| s.replace(['"', '\\'], "'");
         match error {
-            Some(TokenError::Invalid(why)) => value.push_str(&format!(", error=\"invalid_token\", error_description=\"{}\"", quoted(why))),
-            Some(TokenError::InsufficientScope(why)) => {
-                value.push_str(&format!(", error=\"insufficient_scope\", scope=\"{}\", error_description=\"{}\"", self.config.required_scopes.join(" "), quoted(why)))
-            }
+            Some(TokenError::Invalid(why)) => value.push_str(&format!(
+                ", error=\"invalid_token\", error_description=\"{}\"",
+                quoted(why)
+            )),
+            Some(TokenError::InsufficientScope(why)) => value.push_str(&format!(
+                ", error=\"insufficient_scope\", scope=\"{}\", error_description=\"{}\"",
+                self.config.required_scopes.join(" "),
+                quoted(why)
+            )),
             Some(TokenError::Unavailable(_)) | None => {}
         }
         value
@@ -132,9 +156,16 @@ impl OAuth {
     /// gateway's clock) from which the same token is refused: its `exp`
     /// and the leeway. What the token opened (a console session) ends then.
     pub async fn admit(&self, token: &str) -> Result<(Arc<Caller>, i64), TokenError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Invalid("the bearer token is not a JWT access token this gateway accepts".into()))?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            TokenError::Invalid(
+                "the bearer token is not a JWT access token this gateway accepts".into(),
+            )
+        })?;
         if !ACCEPTED.contains(&header.alg) {
-            return Err(TokenError::Invalid(format!("tokens signed with {:?} are not accepted", header.alg)));
+            return Err(TokenError::Invalid(format!(
+                "tokens signed with {:?} are not accepted",
+                header.alg
+            )));
         }
         let key = self.key(header.kid.as_deref(), header.alg).await?;
         let mut validation = Validation::new(header.alg);
@@ -144,7 +175,9 @@ impl OAuth {
         // Time is checked below, on the gateway's one clock.
         validation.validate_exp = false;
         validation.validate_nbf = false;
-        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| TokenError::Invalid(describe(&e)))?.claims;
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+            .map_err(|e| TokenError::Invalid(describe(&e)))?
+            .claims;
         let until_ms = self.in_time(&claims)?;
         Ok((self.caller(&claims)?, until_ms))
     }
@@ -163,7 +196,9 @@ impl OAuth {
         let leeway = self.config.leeway_s as i64;
         let at = |claim: &str| claims.get(claim).and_then(Value::as_f64).map(|t| t as i64);
         let until = match at("exp") {
-            Some(exp) if now > exp + leeway => return Err(TokenError::Invalid("the token has expired".into())),
+            Some(exp) if now > exp + leeway => {
+                return Err(TokenError::Invalid("the token has expired".into()));
+            }
             Some(exp) => (exp + leeway + 1).saturating_mul(1000),
             None => return Err(TokenError::Invalid("the token has no numeric `exp`".into())),
         };
@@ -176,8 +211,15 @@ impl OAuth {
     /// Claims and scopes → the caller, as `[oauth]` maps them.
     fn caller(&self, claims: &Map<String, Value>) -> Result<Arc<Caller>, TokenError> {
         let c = &self.config;
-        let text = |claim: &str| claims.get(claim).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-        let name = text(&c.caller_claim).ok_or_else(|| TokenError::Invalid(format!("the token has no `{}` claim to name its caller", c.caller_claim)))?;
+        let text = |claim: &str| {
+            claims.get(claim).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+        };
+        let name = text(&c.caller_claim).ok_or_else(|| {
+            TokenError::Invalid(format!(
+                "the token has no `{}` claim to name its caller",
+                c.caller_claim
+            ))
+        })?;
         // A token naming a `[callers]` principal would act as it: re-issue
         // its approved calls, use up its approvals, pass its budgets.
         if self.reserved.contains(&name) {
@@ -189,19 +231,28 @@ impl OAuth {
         }
         let tenant = match (&c.tenant, &c.tenant_claim) {
             (Some(fixed), _) => fixed.clone(),
-            (None, Some(claim)) => text(claim).ok_or_else(|| TokenError::Invalid(format!("the token has no `{claim}` claim to name its tenant")))?,
+            (None, Some(claim)) => text(claim).ok_or_else(|| {
+                TokenError::Invalid(format!("the token has no `{claim}` claim to name its tenant"))
+            })?,
             (None, None) => unreachable!("the config requires one of tenant and tenant_claim"),
         };
         let scopes: Vec<String> = match (claims.get("scope"), claims.get("scp")) {
             (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_string).collect(),
-            (_, Some(Value::Array(list))) => list.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            (_, Some(Value::Array(list))) => {
+                list.iter().filter_map(Value::as_str).map(str::to_string).collect()
+            }
             _ => Vec::new(),
         };
-        let missing: Vec<&str> = c.required_scopes.iter().filter(|s| !scopes.contains(s)).map(String::as_str).collect();
+        let missing: Vec<&str> =
+            c.required_scopes.iter().filter(|s| !scopes.contains(s)).map(String::as_str).collect();
         if !missing.is_empty() {
-            return Err(TokenError::InsufficientScope(format!("the token lacks the scope(s) {}", missing.join(", "))));
+            return Err(TokenError::InsufficientScope(format!(
+                "the token lacks the scope(s) {}",
+                missing.join(", ")
+            )));
         }
-        let mut roles: Vec<String> = scopes.iter().filter_map(|s| c.scope_roles.get(s)).flatten().cloned().collect();
+        let mut roles: Vec<String> =
+            scopes.iter().filter_map(|s| c.scope_roles.get(s)).flatten().cloned().collect();
         roles.sort();
         roles.dedup();
         let subject = text("sub").unwrap_or_else(|| name.clone());
@@ -230,16 +281,28 @@ impl OAuth {
         Err(TokenError::Invalid("the token is signed by a key the issuer does not publish".into()))
     }
 
-    async fn lookup(&self, kid: Option<&str>, alg: Algorithm) -> Result<Option<DecodingKey>, TokenError> {
+    async fn lookup(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Option<DecodingKey>, TokenError> {
         let keys = self.keys.read().await;
         let found = match kid {
             Some(kid) => keys.by_kid.get(kid),
-            None if keys.by_kid.len() + keys.unnamed.len() == 1 => keys.by_kid.values().chain(&keys.unnamed).next(),
-            None => return Err(TokenError::Invalid("the token names no key (`kid`) and the issuer publishes several".into())),
+            None if keys.by_kid.len() + keys.unnamed.len() == 1 => {
+                keys.by_kid.values().chain(&keys.unnamed).next()
+            }
+            None => {
+                return Err(TokenError::Invalid(
+                    "the token names no key (`kid`) and the issuer publishes several".into(),
+                ));
+            }
         };
         match found {
             Some((key, published)) if *published == alg => Ok(Some(key.clone())),
-            Some(_) => Err(TokenError::Invalid(format!("the token's algorithm {alg:?} is not its key's"))),
+            Some(_) => {
+                Err(TokenError::Invalid(format!("the token's algorithm {alg:?} is not its key's")))
+            }
             None => Ok(None),
         }
     }
@@ -262,7 +325,10 @@ impl OAuth {
     /// `jwks_uri` from the issuer's metadata: RFC 8414, else OpenID discovery.
     async fn discover(&self) -> Result<String, TokenError> {
         let issuer = &self.config.issuer;
-        let candidates = [well_known(issuer, "oauth-authorization-server"), format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'))];
+        let candidates = [
+            well_known(issuer, "oauth-authorization-server"),
+            format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/')),
+        ];
         for url in candidates {
             if let Ok(meta) = self.get_json(&url).await
                 && meta["issuer"].as_str() == Some(issuer.as_str())
@@ -271,23 +337,43 @@ impl OAuth {
                 return Ok(uri.to_string());
             }
         }
-        Err(TokenError::Unavailable("the authorization server's metadata (and so its keys) cannot be fetched; retry later".into()))
+        Err(TokenError::Unavailable(
+            "the authorization server's metadata (and so its keys) cannot be fetched; retry later"
+                .into(),
+        ))
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, TokenError> {
         let unavailable = |why: String| {
             tracing::warn!(target: "toolgate::oauth", %url, %why, "cannot fetch from the authorization server");
-            TokenError::Unavailable("the authorization server's keys cannot be fetched; retry later".into())
+            TokenError::Unavailable(
+                "the authorization server's keys cannot be fetched; retry later".into(),
+            )
         };
-        let response = self.http.get(url).send().await.map_err(|e| unavailable(e.without_url().to_string()))?;
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.without_url().to_string()))?;
         if response.status().is_redirection() {
-            let to = toolgate_core::visible::visible(&toolgate_mcp::body::location(&response)).into_owned();
-            return Err(unavailable(format!("HTTP {}, a redirect to {to}, which is not followed: configure the URL it points to", response.status())));
+            let to = toolgate_core::visible::visible(&toolgate_mcp::body::location(&response))
+                .into_owned();
+            return Err(unavailable(format!(
+                "HTTP {}, a redirect to {to}, which is not followed: configure the URL it points to",
+                response.status()
+            )));
         }
         if !response.status().is_success() {
             return Err(unavailable(format!("HTTP {}", response.status())));
         }
-        let body = toolgate_mcp::body::read_limited(response, MAX_DOCUMENT, "the authorization server's document").await.map_err(|e| unavailable(e.to_string()))?;
+        let body = toolgate_mcp::body::read_limited(
+            response,
+            MAX_DOCUMENT,
+            "the authorization server's document",
+        )
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
         serde_json::from_slice(&body).map_err(|e| unavailable(format!("not JSON: {e}")))
     }
 }
@@ -298,7 +384,11 @@ fn well_known(url: &str, name: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("https", url));
     let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
     let path = path.trim_end_matches('/');
-    if path.is_empty() { format!("{scheme}://{host}/.well-known/{name}") } else { format!("{scheme}://{host}/.well-known/{name}/{path}") }
+    if path.is_empty() {
+        format!("{scheme}://{host}/.well-known/{name}")
+    } else {
+        format!("{scheme}://{host}/.well-known/{name}/{path}")
+    }
 }
 
 /// The signing keys of a JWKS, each with the one algorithm it verifies.
@@ -315,8 +405,12 @@ fn parse_keys(set: &Value) -> (HashMap<String, Key>, Vec<Key>) {
             Some(alg) => alg,
             None => match &jwk.algorithm {
                 AlgorithmParameters::RSA(_) => Algorithm::RS256,
-                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
-                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P384 => Algorithm::ES384,
+                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => {
+                    Algorithm::ES256
+                }
+                AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P384 => {
+                    Algorithm::ES384
+                }
                 AlgorithmParameters::OctetKeyPair(_) => Algorithm::EdDSA,
                 _ => continue,
             },
@@ -338,10 +432,16 @@ fn describe(e: &jsonwebtoken::errors::Error) -> String {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
         ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
-        ErrorKind::InvalidAudience => "the token is not for this resource (`aud`); ask for a token for it".into(),
-        ErrorKind::InvalidIssuer => "the token is not from this gateway's authorization server (`iss`)".into(),
+        ErrorKind::InvalidAudience => {
+            "the token is not for this resource (`aud`); ask for a token for it".into()
+        }
+        ErrorKind::InvalidIssuer => {
+            "the token is not from this gateway's authorization server (`iss`)".into()
+        }
         ErrorKind::MissingRequiredClaim(claim) => format!("the token has no `{claim}` claim"),
-        ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => "the token's algorithm does not match its key".into(),
+        ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
+            "the token's algorithm does not match its key".into()
+        }
         _ => "the token is not valid".into(),
     }
 }
@@ -352,8 +452,17 @@ mod tests {
 
     #[test]
     fn metadata_lives_under_well_known_before_the_path() {
-        assert_eq!(well_known("https://gw.example/mcp", "oauth-protected-resource"), "https://gw.example/.well-known/oauth-protected-resource/mcp");
-        assert_eq!(well_known("http://127.0.0.1:8765/", "oauth-authorization-server"), "http://127.0.0.1:8765/.well-known/oauth-authorization-server");
-        assert_eq!(well_known("https://as.example/tenant/1", "oauth-authorization-server"), "https://as.example/.well-known/oauth-authorization-server/tenant/1");
+        assert_eq!(
+            well_known("https://gw.example/mcp", "oauth-protected-resource"),
+            "https://gw.example/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            well_known("http://127.0.0.1:8765/", "oauth-authorization-server"),
+            "http://127.0.0.1:8765/.well-known/oauth-authorization-server"
+        );
+        assert_eq!(
+            well_known("https://as.example/tenant/1", "oauth-authorization-server"),
+            "https://as.example/.well-known/oauth-authorization-server/tenant/1"
+        );
     }
 }

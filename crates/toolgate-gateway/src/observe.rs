@@ -43,23 +43,37 @@ impl<'a> Observer<'a> {
                 s.record("gen_ai.tool.description", d);
             }
             if let (Some(id), false) = (&cx.request_id, s.is_disabled()) {
-                s.record("gen_ai.tool.call.id", serde_json::to_string(id).unwrap_or_default().trim_matches('"'));
+                s.record(
+                    "gen_ai.tool.call.id",
+                    serde_json::to_string(id).unwrap_or_default().trim_matches('"'),
+                );
             }
         }
-        s.record("toolgate.authority.registry_class", tool.view.registry_class.map_or("none", |c| c.as_str()));
+        s.record(
+            "toolgate.authority.registry_class",
+            tool.view.registry_class.map_or("none", |c| c.as_str()),
+        );
         s.record("toolgate.authority.implied_class", tool.view.implied_class.as_str());
     }
 
     pub(crate) fn validated(&self, proposal: &Proposal) {
         self.server.record("toolgate.proposal_sha256", proposal.sha256.as_str());
         if let Some(redactor) = self.capture {
-            self.server.record("gen_ai.tool.call.arguments", redactor.redact(&proposal.arguments).to_string());
+            self.server.record(
+                "gen_ai.tool.call.arguments",
+                redactor.redact(&proposal.arguments).to_string(),
+            );
         }
     }
 
     pub(crate) fn decided(&self, tool: &ExposedTool, decision: &Decision, policy_version: &str) {
         self.server.record("toolgate.policy_version", policy_version);
-        self.verdict(decision.verdict, &decision.reason, &decision.rules, tool.view.effective_class.as_str());
+        self.verdict(
+            decision.verdict,
+            &decision.reason,
+            &decision.rules,
+            tool.view.effective_class.as_str(),
+        );
         match decision.reason {
             Reason::RateLimited => self.budget("rate"),
             Reason::RunBudgetExhausted => self.budget("run"),
@@ -71,7 +85,12 @@ impl<'a> Observer<'a> {
     /// resolved): the refusal is the call's decision, seen as any other.
     pub(crate) fn refused_early(&self, stop: &Stop, tool: Option<&ExposedTool>) {
         if let Stop::Refused(r) = stop {
-            self.verdict(r.verdict, &r.reason, &r.rules, tool.map_or("none", |t| t.view.effective_class.as_str()));
+            self.verdict(
+                r.verdict,
+                &r.reason,
+                &r.rules,
+                tool.map_or("none", |t| t.view.effective_class.as_str()),
+            );
         }
     }
 
@@ -86,7 +105,8 @@ impl<'a> Observer<'a> {
         s.record("guardrail.name", "toolgate.policy");
         s.record("guardrail.decision", guardrail);
         // The reason's wire name only when something listens (span or metrics).
-        let reason = (!s.is_disabled() || metrics_on()).then(|| toolgate_core::receipt::build::wire_name(reason));
+        let reason = (!s.is_disabled() || metrics_on())
+            .then(|| toolgate_core::receipt::build::wire_name(reason));
         if let (Some(reason), false) = (&reason, s.is_disabled()) {
             s.record("toolgate.decision.reason", reason.as_str());
             s.record("toolgate.decision.rules", rules.join(",").as_str());
@@ -94,7 +114,11 @@ impl<'a> Observer<'a> {
         if let (Some(reason), true) = (reason, metrics_on()) {
             INSTRUMENTS.decisions.add(
                 1,
-                &[KeyValue::new("guardrail.decision", guardrail), KeyValue::new("toolgate.decision.reason", reason), KeyValue::new("toolgate.authority.class", class.to_string())],
+                &[
+                    KeyValue::new("guardrail.decision", guardrail),
+                    KeyValue::new("toolgate.decision.reason", reason),
+                    KeyValue::new("toolgate.authority.class", class.to_string()),
+                ],
             );
         }
     }

@@ -45,7 +45,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Personal {
     /// `caller`'s process of `server`, started with `var` = `token` (or the
     /// one already running with that token), ready to take the call.
-    pub async fn upstream(&self, config: &Config, server: &str, caller: &Caller, (var, token): (&str, &str), now_ms: i64, cancel: &CancellationToken) -> Result<Arc<Upstream>, String> {
+    pub async fn upstream(
+        &self,
+        config: &Config,
+        server: &str,
+        caller: &Caller,
+        (var, token): (&str, &str),
+        now_ms: i64,
+        cancel: &CancellationToken,
+    ) -> Result<Arc<Upstream>, String> {
         let key = (server.to_string(), caller.tenant.clone(), caller.subject.clone());
         let s = config.servers.get(server).ok_or_else(|| format!("no server `{server}`"))?;
         let token_sha256 = sha256_hex(token.as_bytes());
@@ -63,7 +71,11 @@ impl Personal {
                     if let Some(old) = processes.remove(&key) {
                         retire(old, timeout);
                     }
-                    let mine: Vec<_> = processes.iter().filter(|(k, _)| k.0 == server).map(|(k, p)| (k.clone(), p.last_ms)).collect();
+                    let mine: Vec<_> = processes
+                        .iter()
+                        .filter(|(k, _)| k.0 == server)
+                        .map(|(k, p)| (k.clone(), p.last_ms))
+                        .collect();
                     if mine.len() >= s.identity.pool()
                         && let Some((oldest, _)) = mine.into_iter().min_by_key(|(_, last)| *last)
                         && let Some(old) = processes.remove(&oldest)
@@ -73,13 +85,25 @@ impl Personal {
                     }
                     let settings = &config.gateway;
                     let transport = s.server_with(&config.tls);
-                    let transport = toolgate_mcp::upstream::Server { transport: transport.transport.with_env(var, token.to_string()), ..transport };
-                    let upstream = Upstream::new(server, transport, timeout, Duration::from_millis(settings.list_ttl_ms), env!("CARGO_PKG_VERSION"));
+                    let transport = toolgate_mcp::upstream::Server {
+                        transport: transport.transport.with_env(var, token.to_string()),
+                        ..transport
+                    };
+                    let upstream = Upstream::new(
+                        server,
+                        transport,
+                        timeout,
+                        Duration::from_millis(settings.list_ttl_ms),
+                        env!("CARGO_PKG_VERSION"),
+                    );
                     upstream.set_max_tools(settings.max_tools_per_upstream);
                     upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
                     let stop = cancel.child_token();
                     upstream.start(stop.clone());
-                    processes.insert(key.clone(), Process { upstream: upstream.clone(), stop, token_sha256, last_ms: now_ms });
+                    processes.insert(
+                        key.clone(),
+                        Process { upstream: upstream.clone(), stop, token_sha256, last_ms: now_ms },
+                    );
                     upstream
                 }
             }
@@ -98,7 +122,11 @@ impl Personal {
     /// and those of servers no longer configured so.
     pub fn reap(&self, config: &Config, now_ms: i64) {
         lock(&self.processes).retain(|(server, _, _), p| {
-            let idle_ms = config.servers.get(server).filter(|s| s.identity.env.is_some()).map(|s| s.identity.idle_ms() as i64);
+            let idle_ms = config
+                .servers
+                .get(server)
+                .filter(|s| s.identity.env.is_some())
+                .map(|s| s.identity.idle_ms() as i64);
             let keep = idle_ms.is_some_and(|idle| now_ms - p.last_ms < idle);
             if !keep {
                 p.stop.cancel();
@@ -122,7 +150,10 @@ fn retire(old: Process, grace: Duration) {
 }
 
 /// Reaps idle processes every 10 s while the gateway lives.
-pub(crate) fn spawn_reaper(gw: std::sync::Weak<crate::gateway::Gateway>, cancel: CancellationToken) {
+pub(crate) fn spawn_reaper(
+    gw: std::sync::Weak<crate::gateway::Gateway>,
+    cancel: CancellationToken,
+) {
     tokio::spawn(async move {
         loop {
             tokio::select! {

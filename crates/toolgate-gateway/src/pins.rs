@@ -67,11 +67,13 @@ pub struct PinError {
 
 impl PinStore {
     /// The lock file at `path`; `clock` dates what is accepted.
-    pub fn open(path: &Path, clock: std::sync::Arc<dyn toolgate_core::Clock>) -> Result<Self, PinError> {
+    pub fn open(
+        path: &Path,
+        clock: std::sync::Arc<dyn toolgate_core::Clock>,
+    ) -> Result<Self, PinError> {
         let pins = read(path)?;
         Ok(Self { path: path.to_path_buf(), pins: Mutex::new(pins), clock })
     }
-
 
     #[cfg(test)]
     fn get(&self, exposed: &str) -> Option<Pin> {
@@ -89,7 +91,12 @@ impl PinStore {
     /// The status a running gateway acts on: new tools are pinned now; a
     /// mismatch is checked against the file once more, since an operator may
     /// have accepted the change meanwhile.
-    pub(crate) fn check_and_pin(&self, exposed: &str, sha256: &str, definition: &Value) -> Result<PinStatus, PinError> {
+    pub(crate) fn check_and_pin(
+        &self,
+        exposed: &str,
+        sha256: &str,
+        definition: &Value,
+    ) -> Result<PinStatus, PinError> {
         match self.status(exposed, sha256) {
             PinStatus::Pinned => Ok(PinStatus::Pinned),
             PinStatus::New => {
@@ -119,7 +126,10 @@ impl PinStore {
         // Merge with the file: another process (the CLI, a replica) may have written.
         let mut merged = read(&self.path)?;
         let accepted_at = (self.clock.now_ms() / 1000).max(0) as u64;
-        merged.insert(exposed.to_string(), Pin { sha256: sha256.to_string(), definition: definition.clone(), accepted_at });
+        merged.insert(
+            exposed.to_string(),
+            Pin { sha256: sha256.to_string(), definition: definition.clone(), accepted_at },
+        );
         write_atomically(&self.path, &LockFile { version: 1, tools: merged.clone() })?;
         *pins = merged;
         Ok(())
@@ -134,7 +144,8 @@ fn read(path: &Path) -> Result<BTreeMap<String, Pin>, PinError> {
     let err = |message: String| PinError { path: path.to_path_buf(), message };
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            let file: LockFile = serde_json::from_str(&text).map_err(|e| err(format!("unreadable ({e}); fix or remove it")))?;
+            let file: LockFile = serde_json::from_str(&text)
+                .map_err(|e| err(format!("unreadable ({e}); fix or remove it")))?;
             Ok(file.tools)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
@@ -166,12 +177,24 @@ mod tests {
         let v2 = json!({"name": "t", "description": "two"});
         assert_eq!(store.check_and_pin("s__t", "h1", &v1).unwrap(), PinStatus::Pinned);
         assert_eq!(store.check_and_pin("s__t", "h1", &v1).unwrap(), PinStatus::Pinned);
-        let PinStatus::Changed(old) = store.check_and_pin("s__t", "h2", &v2).unwrap() else { panic!("change not held") };
+        let PinStatus::Changed(old) = store.check_and_pin("s__t", "h2", &v2).unwrap() else {
+            panic!("change not held")
+        };
         assert_eq!(old.definition, v1);
         // Another process (the CLI) accepts the change; the running store sees it.
-        PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap().accept("s__t", "h2", &v2).unwrap();
+        PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock))
+            .unwrap()
+            .accept("s__t", "h2", &v2)
+            .unwrap();
         assert_eq!(store.check_and_pin("s__t", "h2", &v2).unwrap(), PinStatus::Pinned);
-        assert_eq!(PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap().get("s__t").unwrap().sha256, "h2");
+        assert_eq!(
+            PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock))
+                .unwrap()
+                .get("s__t")
+                .unwrap()
+                .sha256,
+            "h2"
+        );
     }
 
     #[test]
@@ -179,6 +202,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("toolgate.lock");
         std::fs::write(&path, "{not json").unwrap();
-        assert!(PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock)).unwrap_err().to_string().contains("unreadable"));
+        assert!(
+            PinStore::open(&path, std::sync::Arc::new(toolgate_core::SystemClock))
+                .unwrap_err()
+                .to_string()
+                .contains("unreadable")
+        );
     }
 }

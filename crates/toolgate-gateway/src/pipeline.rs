@@ -48,16 +48,18 @@ use tracing::Instrument as _;
 pub use crate::call::{Answer, Call, CallRequest, Recorded, Stop};
 use crate::call::{Context, Dispatched};
 use crate::catalog::{Catalog, ExposedTool, Live};
-use crate::identity::Presented;
 use crate::config::Config;
 use crate::gateway::Gateway;
+use crate::identity::Presented;
 use crate::observe::Observer;
 use crate::runs::Runs;
 use crate::stages::approve::{Approvals, Around, Hold};
 use crate::stages::decide::Situation;
 use crate::stages::record::{self, Findings, Recorder};
 use crate::stages::reserve::Operations;
-use crate::stages::{admit, approve, check, decide, dispatch, present, preview, reserve, resolve, validate};
+use crate::stages::{
+    admit, approve, check, decide, dispatch, present, preview, reserve, resolve, validate,
+};
 use toolgate_ledger::RunKey;
 
 /// `_meta` key asking for a preview: the decision, nothing acted on.
@@ -85,10 +87,21 @@ macro_rules! step {
     };
 }
 
-async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, call: &Call) -> Recorded {
+async fn run(
+    gw: &Gateway,
+    (catalog, live): (&Catalog, &Live),
+    cx: &Context,
+    call: &Call,
+) -> Recorded {
     let (config, policy) = (live.config.as_ref(), live.policy.as_ref());
     let obs = Observer::new(config.telemetry.capture_content.then_some(&gw.redactor));
-    let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: config.version() };
+    let rec = Recorder {
+        ledger: gw.ledger.as_ref(),
+        log: &gw.log,
+        clock: gw.clock.as_ref(),
+        policy_version: policy.version(),
+        config_version: config.version(),
+    };
     let mut f = Findings::new(cx, call, gw.log.salt());
     let answer = 'call: {
         // 1. admit: the call's own limits (a refusal before decide is the call's decision, observed as one)
@@ -109,20 +122,42 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         // what its run has taken in, and the budgets it would spend
         let approvals = approvals(gw, config, policy);
         let span = obs.stage("decide");
-        let standing = approve::standing(&approvals, cx, call, &tool, &proposal).instrument(span.clone()).await;
+        let standing = approve::standing(&approvals, cx, call, &tool, &proposal)
+            .instrument(span.clone())
+            .await;
         let run = Runs::key(cx, call);
-        let situation = step!('call, situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
-        let decision = span.in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, &tool, &proposal, standing.state, &situation));
+        let situation =
+            step!('call, situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
+        let decision = span.in_scope(|| {
+            decide::decide(
+                policy,
+                &gw.guards,
+                &cx.caller,
+                &tool,
+                &proposal,
+                standing.state,
+                &situation,
+            )
+        });
         obs.decided(&tool, &decision, policy.version());
         f.decided(standing.state, &decision, policy.version());
         if call.preview {
             // A preview ends here: the decision, and nothing acted on.
-            break 'call Answer::Result(preview::answer(cx, &tool, &proposal, &decision, policy.version()));
+            break 'call Answer::Result(preview::answer(
+                cx,
+                &tool,
+                &proposal,
+                &decision,
+                policy.version(),
+            ));
         }
         // 5. approve: deny refuses; require_approval waits for a named human
-        let redecide = |state| redecide(gw, policy, &obs, cx, (&tool, &proposal, &situation), state);
+        let redecide =
+            |state| redecide(gw, policy, &obs, cx, (&tool, &proposal, &situation), state);
         let around = Around { obs: &obs, redecide: &redecide, receipts: &record::drafts(&rec, &f) };
-        let approved = approve::approve(&approvals, &around, cx, call, &tool, &proposal, &decision, standing).await;
+        let approved =
+            approve::approve(&approvals, &around, cx, call, &tool, &proposal, &decision, standing)
+                .await;
         f.approved(&approved, policy.version());
         let gate = step!('call, approved.gate);
         gate.approval_id().inspect(|id| obs.approval(id));
@@ -137,8 +172,22 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         // server that takes their token), under its deadline
         let upstream = personal.as_deref().or(live.upstream(&tool.server).map(|u| u.as_ref()));
         let input = present::upstream_input(&gate.input);
-        let send = || dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented).instrument(obs.stage("dispatch"));
-        let reserved = reserve::reserve(&operations(gw, config, &tool.server, &presented), &record::drafts(&rec, &f), &obs, cx, call, &tool, &proposal, &gate, send).await;
+        let send = || {
+            dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented)
+                .instrument(obs.stage("dispatch"))
+        };
+        let reserved = reserve::reserve(
+            &operations(gw, config, &tool.server, &presented),
+            &record::drafts(&rec, &f),
+            &obs,
+            cx,
+            call,
+            &tool,
+            &proposal,
+            &gate,
+            send,
+        )
+        .await;
         f.reserved(&reserved);
         renew_if_refused(gw, config, &tool.server, cx, &presented, &reserved).await;
         reserved.operation.as_ref().inspect(|(id, _)| obs.operation(id));
@@ -151,8 +200,11 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
         step!('call, gw.runs.took_in(gw.ledger.as_ref(), gw.clock.now_ms(), &run, &tool, &proposal).await);
         // 9. check: the result against outputSchema; an approved call's own
         // input round stays bound to its approval
-        let (answer, found) = obs.stage("check").in_scope(|| check::check(&tool, &raw, config.gateway.block_invalid_results, &proposal.sha256));
-        (f.tool_error, f.output_violations, f.input_required) = (found.tool_error, found.output_violations, f.input_required | found.input_required);
+        let (answer, found) = obs.stage("check").in_scope(|| {
+            check::check(&tool, &raw, config.gateway.block_invalid_results, &proposal.sha256)
+        });
+        (f.tool_error, f.output_violations, f.input_required) =
+            (found.tool_error, found.output_violations, f.input_required | found.input_required);
         let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
         obs.answered(&answer);
         answer
@@ -165,8 +217,17 @@ async fn run(gw: &Gateway, (catalog, live): (&Catalog, &Live), cx: &Context, cal
 /// decide's inputs beyond the call itself: what its run has taken in (for
 /// a call to an egress tool), whether the run has calls left, and the
 /// caller's rate. A preview spends nothing.
-async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, run: RunKey) -> Result<Situation, Stop> {
-    let mut situation = gw.runs.view(gw.ledger.as_ref(), cx.began_ms, run, decide::egress_tool(tool), call.preview).await?;
+async fn situate(
+    gw: &Gateway,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    run: RunKey,
+) -> Result<Situation, Stop> {
+    let mut situation = gw
+        .runs
+        .view(gw.ledger.as_ref(), cx.began_ms, run, decide::egress_tool(tool), call.preview)
+        .await?;
     if situation.over.is_none() && !call.preview {
         situation.over = gw.budgets.spend(&cx.caller);
     }
@@ -176,16 +237,42 @@ async fn situate(gw: &Gateway, cx: &Context, call: &Call, tool: &ExposedTool, ru
 /// decide, once more, for a call whose approval was approved while it was
 /// held: as a re-issue presenting the approval would be (policy now sees
 /// it approved).
-fn redecide(gw: &Gateway, policy: &PolicyEngine, obs: &Observer<'_>, cx: &Context, (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation), state: Option<ApprovalState>) -> Decision {
-    let decision = obs.stage("decide").in_scope(|| decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation));
+fn redecide(
+    gw: &Gateway,
+    policy: &PolicyEngine,
+    obs: &Observer<'_>,
+    cx: &Context,
+    (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation),
+    state: Option<ApprovalState>,
+) -> Decision {
+    let decision = obs.stage("decide").in_scope(|| {
+        decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation)
+    });
     obs.decided(tool, &decision, policy.version());
     decision
 }
 
 /// present, and then the person's own process where their token goes in
 /// its environment. A question to connect is noted for the receipt.
-async fn presented(gw: &Gateway, config: &Config, server: &str, (cx, call): (&Context, &Call), proposal: &toolgate_core::Proposal, f: &mut Findings) -> Result<(Presented, Option<std::sync::Arc<crate::upstream::Upstream>>), Stop> {
-    let presented = present::present(&gw.identities, config, server, (cx, call), proposal, || gw.clock.now_ms(), gw.entropy.as_ref()).await.inspect_err(|stop| {
+async fn presented(
+    gw: &Gateway,
+    config: &Config,
+    server: &str,
+    (cx, call): (&Context, &Call),
+    proposal: &toolgate_core::Proposal,
+    f: &mut Findings,
+) -> Result<(Presented, Option<std::sync::Arc<crate::upstream::Upstream>>), Stop> {
+    let presented = present::present(
+        &gw.identities,
+        config,
+        server,
+        (cx, call),
+        proposal,
+        || gw.clock.now_ms(),
+        gw.entropy.as_ref(),
+    )
+    .await
+    .inspect_err(|stop| {
         if let Some(refusal) = present::asked_to_connect(stop) {
             f.asked_to_connect(refusal);
         }
@@ -197,31 +284,70 @@ async fn presented(gw: &Gateway, config: &Config, server: &str, (cx, call): (&Co
 
 /// The server refused the credential made for the person (HTTP 401): it is
 /// renewed at their next call.
-async fn renew_if_refused(gw: &Gateway, config: &Config, server: &str, cx: &Context, presented: &Presented, reserved: &crate::call::Reserved) {
+async fn renew_if_refused(
+    gw: &Gateway,
+    config: &Config,
+    server: &str,
+    cx: &Context,
+    presented: &Presented,
+    reserved: &crate::call::Reserved,
+) {
     if let Err(Stop::Refused(r)) = &reserved.result
         && r.reason == toolgate_core::Reason::IdentityUnavailable
     {
-        gw.identities.distrust(config, server, (&cx.caller, &presented.identity), gw.clock.now_ms(), gw.entropy.as_ref()).await;
+        gw.identities
+            .distrust(
+                config,
+                server,
+                (&cx.caller, &presented.identity),
+                gw.clock.now_ms(),
+                gw.entropy.as_ref(),
+            )
+            .await;
     }
 }
 
 /// The person's own process of `server`, where its calls carry their token
 /// in its environment (`identity.env`); a process that cannot be started
 /// refuses the call before anything is sent.
-async fn personal(gw: &Gateway, config: &Config, server: &str, cx: &Context, presented: &Presented, proposal: &toolgate_core::Proposal) -> Result<Option<std::sync::Arc<crate::upstream::Upstream>>, Stop> {
+async fn personal(
+    gw: &Gateway,
+    config: &Config,
+    server: &str,
+    cx: &Context,
+    presented: &Presented,
+    proposal: &toolgate_core::Proposal,
+) -> Result<Option<std::sync::Arc<crate::upstream::Upstream>>, Stop> {
     let Some((var, token)) = &presented.env else { return Ok(None) };
-    gw.personal.upstream(config, server, &cx.caller, (var, token), gw.clock.now_ms(), &gw.cancel).await.map(Some).map_err(|why| {
-        Stop::Refused(
-            toolgate_core::Refusal::new(toolgate_core::Verdict::Allow, toolgate_core::Reason::UpstreamUnavailable, toolgate_core::Action::Retry, format!("{why}; nothing was run: retry later"))
+    gw.personal
+        .upstream(config, server, &cx.caller, (var, token), gw.clock.now_ms(), &gw.cancel)
+        .await
+        .map(Some)
+        .map_err(|why| {
+            Stop::Refused(
+                toolgate_core::Refusal::new(
+                    toolgate_core::Verdict::Allow,
+                    toolgate_core::Reason::UpstreamUnavailable,
+                    toolgate_core::Action::Retry,
+                    format!("{why}; nothing was run: retry later"),
+                )
                 .with_proposal(&proposal.sha256),
-        )
-    })
+            )
+        })
 }
 
 /// What approve reads and writes for a call decided under `policy`.
 fn approvals<'a>(gw: &'a Gateway, config: &'a Config, policy: &'a PolicyEngine) -> Approvals<'a> {
     let c = &config.approvals;
-    let hold = Hold { holds: &gw.holds, ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), hold: std::time::Duration::from_millis(c.hold_ms), max_held: c.max_held, draining: gw.draining_ref(), cancels: &gw.cancels };
+    let hold = Hold {
+        holds: &gw.holds,
+        ledger: gw.ledger.as_ref(),
+        clock: gw.clock.as_ref(),
+        hold: std::time::Duration::from_millis(c.hold_ms),
+        max_held: c.max_held,
+        draining: gw.draining_ref(),
+        cancels: &gw.cancels,
+    };
     Approvals {
         ledger: gw.ledger.as_ref(),
         sealer: &gw.sealer,
@@ -239,8 +365,21 @@ fn approvals<'a>(gw: &'a Gateway, config: &'a Config, policy: &'a PolicyEngine) 
 /// What reserve reads and writes for a call to `server` (its lease follows
 /// the server's deadline), and the credentials no answer may carry: those
 /// the gateway holds, and the one `presented` for the call's person.
-fn operations<'a>(gw: &'a Gateway, config: &Config, server: &str, presented: &'a Presented) -> Operations<'a> {
+fn operations<'a>(
+    gw: &'a Gateway,
+    config: &Config,
+    server: &str,
+    presented: &'a Presented,
+) -> Operations<'a> {
     let lease_ms = Operations::lease_for(config.timeout_ms(server));
-    let presented = presented.secret.as_ref().map(|(name, secret)| (name.as_str(), secret.as_ref()));
-    Operations { ledger: gw.ledger.as_ref(), clock: gw.clock.as_ref(), entropy: gw.entropy.as_ref(), lease_ms, held: &gw.held, presented }
+    let presented =
+        presented.secret.as_ref().map(|(name, secret)| (name.as_str(), secret.as_ref()));
+    Operations {
+        ledger: gw.ledger.as_ref(),
+        clock: gw.clock.as_ref(),
+        entropy: gw.entropy.as_ref(),
+        lease_ms,
+        held: &gw.held,
+        presented,
+    }
 }

@@ -43,7 +43,8 @@ impl MetricReader for Shared {
 
 /// A reader for the meter provider, and the scrape endpoint that reads it.
 pub(crate) fn reader(listen: SocketAddr) -> (Shared, Scrape) {
-    let reader = Shared(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()));
+    let reader =
+        Shared(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()));
     (reader.clone(), Scrape { reader, listen })
 }
 
@@ -70,8 +71,19 @@ impl Scrape {
                 async move {
                     let mut rm = ResourceMetrics::default();
                     match reader.collect(&mut rm) {
-                        Ok(()) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&rm)).into_response(),
-                        Err(e) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, format!("metrics unavailable: {e}\n")).into_response(),
+                        Ok(()) => (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            )],
+                            render(&rm),
+                        )
+                            .into_response(),
+                        Err(e) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("metrics unavailable: {e}\n"),
+                        )
+                            .into_response(),
                     }
                 }
             }),
@@ -92,7 +104,12 @@ pub(crate) fn render(rm: &ResourceMetrics) -> String {
     out
 }
 
-fn family<T: Copy>(out: &mut String, metric: &Metric, data: &MetricData<T>, num: impl Fn(&T) -> f64) {
+fn family<T: Copy>(
+    out: &mut String,
+    metric: &Metric,
+    data: &MetricData<T>,
+    num: impl Fn(&T) -> f64,
+) {
     let mut name = sanitize(metric.name());
     if metric.unit() == "s" && !name.ends_with("_seconds") {
         name.push_str("_seconds");
@@ -100,28 +117,52 @@ fn family<T: Copy>(out: &mut String, metric: &Metric, data: &MetricData<T>, num:
     let help = metric.description().replace('\\', "\\\\").replace('\n', "\\n");
     match data {
         MetricData::Sum(sum) => {
-            let (name, kind) = if sum.is_monotonic() { (format!("{name}_total"), "counter") } else { (name, "gauge") };
+            let (name, kind) = if sum.is_monotonic() {
+                (format!("{name}_total"), "counter")
+            } else {
+                (name, "gauge")
+            };
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for p in sum.data_points() {
-                let _ = writeln!(out, "{name}{} {}", labels(p.attributes(), None), number(num(&p.value())));
+                let _ = writeln!(
+                    out,
+                    "{name}{} {}",
+                    labels(p.attributes(), None),
+                    number(num(&p.value()))
+                );
             }
         }
         MetricData::Gauge(gauge) => {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for p in gauge.data_points() {
-                let _ = writeln!(out, "{name}{} {}", labels(p.attributes(), None), number(num(&p.value())));
+                let _ = writeln!(
+                    out,
+                    "{name}{} {}",
+                    labels(p.attributes(), None),
+                    number(num(&p.value()))
+                );
             }
         }
         MetricData::Histogram(histogram) => {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
             for p in histogram.data_points() {
                 let mut cumulative = 0;
-                let bounds: Vec<String> = p.bounds().map(number).chain(["+Inf".to_string()]).collect();
+                let bounds: Vec<String> =
+                    p.bounds().map(number).chain(["+Inf".to_string()]).collect();
                 for (le, count) in bounds.iter().zip(p.bucket_counts()) {
                     cumulative += count;
-                    let _ = writeln!(out, "{name}_bucket{} {cumulative}", labels(p.attributes(), Some(le)));
+                    let _ = writeln!(
+                        out,
+                        "{name}_bucket{} {cumulative}",
+                        labels(p.attributes(), Some(le))
+                    );
                 }
-                let _ = writeln!(out, "{name}_sum{} {}", labels(p.attributes(), None), number(num(&p.sum())));
+                let _ = writeln!(
+                    out,
+                    "{name}_sum{} {}",
+                    labels(p.attributes(), None),
+                    number(num(&p.sum()))
+                );
                 let _ = writeln!(out, "{name}_count{} {}", labels(p.attributes(), None), p.count());
             }
         }
@@ -131,8 +172,13 @@ fn family<T: Copy>(out: &mut String, metric: &Metric, data: &MetricData<T>, num:
 }
 
 /// `{k="v",…}` of the attributes (and `le`), or nothing when there are none.
-fn labels<'a>(attributes: impl Iterator<Item = &'a opentelemetry::KeyValue>, le: Option<&str>) -> String {
-    let mut pairs: Vec<String> = attributes.map(|kv| format!("{}=\"{}\"", sanitize(kv.key.as_str()), escape(&kv.value.to_string()))).collect();
+fn labels<'a>(
+    attributes: impl Iterator<Item = &'a opentelemetry::KeyValue>,
+    le: Option<&str>,
+) -> String {
+    let mut pairs: Vec<String> = attributes
+        .map(|kv| format!("{}=\"{}\"", sanitize(kv.key.as_str()), escape(&kv.value.to_string())))
+        .collect();
     pairs.sort();
     pairs.extend(le.map(|le| format!("le=\"{le}\"")));
     if pairs.is_empty() { String::new() } else { format!("{{{}}}", pairs.join(",")) }
@@ -140,7 +186,10 @@ fn labels<'a>(attributes: impl Iterator<Item = &'a opentelemetry::KeyValue>, le:
 
 /// A metric or label name: `[a-zA-Z_:][a-zA-Z0-9_:]*`, other characters as `_`.
 fn sanitize(name: &str) -> String {
-    let mut out: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == ':' { c } else { '_' }).collect();
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == ':' { c } else { '_' })
+        .collect();
     if out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
     }
@@ -161,7 +210,8 @@ fn number(v: f64) -> String {
 
 /// Where a scrape listens, for `serve` to start it.
 pub(crate) fn listen_of(addr: &str) -> anyhow::Result<SocketAddr> {
-    addr.parse().map_err(|e| anyhow::anyhow!("telemetry.prometheus_listen `{addr}` is not an address: {e}"))
+    addr.parse()
+        .map_err(|e| anyhow::anyhow!("telemetry.prometheus_listen `{addr}` is not an address: {e}"))
 }
 
 #[cfg(test)]
@@ -176,9 +226,20 @@ mod tests {
         let (reader, scrape) = reader("127.0.0.1:0".parse().unwrap());
         let provider = SdkMeterProvider::builder().with_reader(reader).build();
         let meter = provider.meter("toolgate");
-        let decisions = meter.u64_counter("toolgate.decisions").with_description("Decisions").build();
-        decisions.add(2, &[KeyValue::new("guardrail.decision", "allow"), KeyValue::new("toolgate.decision.reason", "auto\"matic")]);
-        let duration = meter.f64_histogram("mcp.server.operation.duration").with_unit("s").with_boundaries(vec![0.01, 0.1]).build();
+        let decisions =
+            meter.u64_counter("toolgate.decisions").with_description("Decisions").build();
+        decisions.add(
+            2,
+            &[
+                KeyValue::new("guardrail.decision", "allow"),
+                KeyValue::new("toolgate.decision.reason", "auto\"matic"),
+            ],
+        );
+        let duration = meter
+            .f64_histogram("mcp.server.operation.duration")
+            .with_unit("s")
+            .with_boundaries(vec![0.01, 0.1])
+            .build();
         duration.record(0.05, &[KeyValue::new("mcp.method.name", "tools/call")]);
         duration.record(0.5, &[KeyValue::new("mcp.method.name", "tools/call")]);
         let mut rm = ResourceMetrics::default();

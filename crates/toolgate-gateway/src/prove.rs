@@ -76,11 +76,16 @@ impl Source {
     /// `http(s)://…` (a trailing `/` is added), or a folder.
     pub fn parse(location: &str, token: Option<String>) -> anyhow::Result<Self> {
         if location.starts_with("http://") || location.starts_with("https://") {
-            let with_slash = if location.ends_with('/') { location.to_string() } else { format!("{location}/") };
-            let base = reqwest::Url::parse(&with_slash).with_context(|| format!("--log {location:?} is not a URL"))?;
+            let with_slash =
+                if location.ends_with('/') { location.to_string() } else { format!("{location}/") };
+            let base = reqwest::Url::parse(&with_slash)
+                .with_context(|| format!("--log {location:?} is not a URL"))?;
             // No redirect is followed (see `get`): it would send the bearer
             // token, and the reader's trust in the place it named, elsewhere.
-            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build()?;
+            let client = reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?;
             return Ok(Source::Http { base, client, token });
         }
         let dir = PathBuf::from(location);
@@ -92,13 +97,20 @@ impl Source {
 
     /// A proof over the log's tree, from the tiles it reads: each fetched
     /// once (`tiles::tiles_read` names them), then the proof run on them.
-    pub async fn proof(&self, proof: impl Fn(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>) -> anyhow::Result<Vec<Hash>> {
+    pub async fn proof(
+        &self,
+        proof: impl Fn(&mut TileReader<'_, TileError>) -> Result<Vec<Hash>, TileError>,
+    ) -> anyhow::Result<Vec<Hash>> {
         let mut read: HashMap<(u8, u64, u64), Vec<Hash>> = HashMap::new();
         for (level, tile, width) in tiles::tiles_read(&proof)? {
             let bytes = self.get(&tiles::tile_path(level, tile, width)).await?;
             read.insert((level, tile, width), tiles::read_tile(&bytes, width)?);
         }
-        Ok(proof(&mut |l, t, w| read.get(&(l, t, w)).cloned().ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read"))))?)
+        Ok(proof(&mut |l, t, w| {
+            read.get(&(l, t, w))
+                .cloned()
+                .ok_or_else(|| TileError::Malformed(format!("tile {l}/{t} was not read")))
+        })?)
     }
 
     /// The log's file at `rel` (`checkpoint`, `tile/…`), refused once it
@@ -110,11 +122,17 @@ impl Source {
             Source::Dir(dir) => {
                 use std::io::Read as _;
                 let path = dir.join(rel);
-                let file = std::fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?;
+                let file = std::fs::File::open(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
                 let mut bytes = Vec::new();
-                file.take(limit as u64 + 1).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+                file.take(limit as u64 + 1)
+                    .read_to_end(&mut bytes)
+                    .with_context(|| format!("reading {}", path.display()))?;
                 if bytes.len() > limit {
-                    bail!("{} is longer than the {limit} bytes {what} can hold: it is not the log's", path.display());
+                    bail!(
+                        "{} is longer than the {limit} bytes {what} can hold: it is not the log's",
+                        path.display()
+                    );
                 }
                 Ok(bytes)
             }
@@ -131,17 +149,26 @@ impl Source {
                     // reader did not name. Same-origin redirects are refused
                     // too: a log serves its files where the spec says.
                     let to = body::location(&response);
-                    bail!("{url} answered {status}, a redirect to {}, which is not followed; if that is the log, give it with --log", visible(&to));
+                    bail!(
+                        "{url} answered {status}, a redirect to {}, which is not followed; if that is the log, give it with --log",
+                        visible(&to)
+                    );
                 }
                 if !status.is_success() {
                     let text = body::read_head(response, ERROR_HEAD).await;
                     let text: String = visible(text.trim()).chars().take(300).collect();
                     if matches!(status.as_u16(), 401 | 403) {
                         let fix = match token {
-                            None => "this log is served to approvers only (`[receipts] log_access`): set TOOLGATE_LOG_TOKEN to an approver's token",
-                            Some(_) => "the token in TOOLGATE_LOG_TOKEN was not accepted: give an approver's (or an admin's, for receipts logged in the clear)",
+                            None => {
+                                "this log is served to approvers only (`[receipts] log_access`): set TOOLGATE_LOG_TOKEN to an approver's token"
+                            }
+                            Some(_) => {
+                                "the token in TOOLGATE_LOG_TOKEN was not accepted: give an approver's (or an admin's, for receipts logged in the clear)"
+                            }
                         };
-                        return Err(Refused(format!("{url} answered {status}: {text}; {fix}")).into());
+                        return Err(
+                            Refused(format!("{url} answered {status}: {text}; {fix}")).into()
+                        );
                     }
                     bail!("{url} answered {status}: {text}");
                 }
@@ -203,11 +230,20 @@ pub struct Options {
 
 /// Proves the receipt `doc` names (see `answer::read_saved`) from `source`,
 /// and, given the whole answer, that the answer is what the receipt records.
-pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> anyhow::Result<Report> {
-    let Saved { receipt: named, result, error } = answer::read_saved(doc).map_err(|e| anyhow!(e))?;
+pub async fn verify_answer(
+    doc: &Value,
+    source: &Source,
+    options: &Options,
+) -> anyhow::Result<Report> {
+    let Saved { receipt: named, result, error } =
+        answer::read_saved(doc).map_err(|e| anyhow!(e))?;
     let mut report = Report::default();
     let last = named.decision.iter().chain([&named.receipt]).map(|p| p.index).max().unwrap_or(0);
-    let Some((checkpoint, detail)) = covering(source, options, &named.origin, last, &mut report).await? else { return Ok(report) };
+    let Some((checkpoint, detail)) =
+        covering(source, options, &named.origin, last, &mut report).await?
+    else {
+        return Ok(report);
+    };
     report.check("checkpoint", true, detail);
     let logged = match prove(source, &checkpoint, &named.receipt, &mut report, "inclusion").await? {
         Some(logged) => logged,
@@ -215,14 +251,30 @@ pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> a
     };
     let r = &logged.receipt;
     report.receipt = serde_json::to_value(&logged).ok();
-    let shown = format!("{} {} → {} ({} / {}), issued {}", r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at);
+    let shown = format!(
+        "{} {} → {} ({} / {}), issued {}",
+        r.server, r.tool, r.decision, r.execution_status, r.result_status, r.issued_at
+    );
     // The log's text reaches a terminal: escaped, bounded.
     report.check("receipt", true, visible(&shown).chars().take(300).collect::<String>());
     if let Some(decision) = &named.decision
-        && let Some(first) = prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
+        && let Some(first) =
+            prove(source, &checkpoint, decision, &mut report, "decision inclusion").await?
     {
-        let same = first.receipt.proposal_sha256 == r.proposal_sha256 && first.receipt.log_index < r.log_index;
-        report.check("decision", same, if same { format!("receipt {} decided the same call ({})", first.receipt.log_index, first.receipt.execution_status) } else { format!("receipt {} is of another call", first.receipt.log_index) });
+        let same = first.receipt.proposal_sha256 == r.proposal_sha256
+            && first.receipt.log_index < r.log_index;
+        report.check(
+            "decision",
+            same,
+            if same {
+                format!(
+                    "receipt {} decided the same call ({})",
+                    first.receipt.log_index, first.receipt.execution_status
+                )
+            } else {
+                format!("receipt {} is of another call", first.receipt.log_index)
+            },
+        );
     }
     if let Some(judged) = answer::judge(r, result.as_ref(), error.as_ref()) {
         let ok = judged.is_ok();
@@ -233,12 +285,19 @@ pub async fn verify_answer(doc: &Value, source: &Source, options: &Options) -> a
 
 /// The newest checkpoint, verified, once it covers leaf `last`; `None` (the
 /// failure reported) when it does not verify or never covers it.
-async fn covering(source: &Source, options: &Options, origin: &str, last: u64, report: &mut Report) -> anyhow::Result<Option<(Checkpoint, String)>> {
+async fn covering(
+    source: &Source,
+    options: &Options,
+    origin: &str,
+    last: u64,
+    report: &mut Report,
+) -> anyhow::Result<Option<(Checkpoint, String)>> {
     let deadline = Instant::now() + options.wait;
     loop {
         // None signed yet (404) is waited for like one that does not cover it.
         let text = match source.get("checkpoint").await {
-            Ok(bytes) => String::from_utf8(bytes).map_err(|_| anyhow!("the log's checkpoint is not UTF-8"))?,
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| anyhow!("the log's checkpoint is not UTF-8"))?,
             // Waiting does not change the reader's rights.
             Err(e) if Instant::now() >= deadline || e.is::<Refused>() => return Err(e),
             Err(_) => {
@@ -249,23 +308,42 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
         let (checkpoint, signed) = match note::open_checkpoint(&text, &options.verifiers) {
             Ok(opened) => opened,
             Err(e) => {
-                report.check("checkpoint", false, format!("does not verify under the keys given (--vkey): {e}"));
+                report.check(
+                    "checkpoint",
+                    false,
+                    format!("does not verify under the keys given (--vkey): {e}"),
+                );
                 return Ok(None);
             }
         };
         if checkpoint.origin() != origin {
-            report.check("checkpoint", false, format!("the log's origin is {:?}, the answer's receipt names {origin:?}", checkpoint.origin()));
+            report.check(
+                "checkpoint",
+                false,
+                format!(
+                    "the log's origin is {:?}, the answer's receipt names {origin:?}",
+                    checkpoint.origin()
+                ),
+            );
             return Ok(None);
         }
         let pq = signed.iter().any(|s| s.algorithm == Algorithm::MlDsa65);
         if options.require_pq && !pq {
-            report.check("checkpoint", false, "no valid ML-DSA-65 signature (--require-pq); give the log's ML-DSA-65 vkey");
+            report.check(
+                "checkpoint",
+                false,
+                "no valid ML-DSA-65 signature (--require-pq); give the log's ML-DSA-65 vkey",
+            );
             return Ok(None);
         }
         let cosigned = match note::cosigned_by(&text, &options.witnesses) {
             Ok(by) => by,
             Err(e) => {
-                report.check("witnesses", false, format!("a witness's cosignature does not verify: {e}"));
+                report.check(
+                    "witnesses",
+                    false,
+                    format!("a witness's cosignature does not verify: {e}"),
+                );
                 return Ok(None);
             }
         };
@@ -274,9 +352,28 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
             let by: Vec<String> = signed.iter().map(|s| s.algorithm.to_string()).collect();
             if options.min_witnesses > 0 {
                 let names: Vec<&str> = cosigned.iter().map(|s| s.name.as_str()).collect();
-                report.check("witnesses", true, format!("cosigned by {} of the {} witnesses given ({}; {} required)", cosigned.len(), options.witnesses.len(), names.join(", "), options.min_witnesses));
+                report.check(
+                    "witnesses",
+                    true,
+                    format!(
+                        "cosigned by {} of the {} witnesses given ({}; {} required)",
+                        cosigned.len(),
+                        options.witnesses.len(),
+                        names.join(", "),
+                        options.min_witnesses
+                    ),
+                );
             }
-            return Ok(Some((checkpoint.clone(), format!("{} size {}, root {}, signed by {}", checkpoint.origin(), checkpoint.size(), hex(checkpoint.root()), by.join(" + ")))));
+            return Ok(Some((
+                checkpoint.clone(),
+                format!(
+                    "{} size {}, root {}, signed by {}",
+                    checkpoint.origin(),
+                    checkpoint.size(),
+                    hex(checkpoint.root()),
+                    by.join(" + ")
+                ),
+            )));
         }
         if Instant::now() >= deadline {
             if !quorum {
@@ -294,16 +391,33 @@ async fn covering(source: &Source, options: &Options, origin: &str, last: u64, r
 /// receipt: from the opening the answer carries (format 3, whose leaf is a
 /// commitment: the entry is recomputed from the receipt and its key, so no
 /// entry bundle is read), or else from the log's entry (formats 1 and 2).
-async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report: &mut Report, name: &'static str) -> anyhow::Result<Option<LoggedReceipt>> {
+async fn prove(
+    source: &Source,
+    checkpoint: &Checkpoint,
+    placed: &Placed,
+    report: &mut Report,
+    name: &'static str,
+) -> anyhow::Result<Option<LoggedReceipt>> {
     let (index, size) = (placed.index, checkpoint.size());
     let proof = source.proof(|read| tiles::inclusion_proof(index, size, read)).await?;
-    if let Err(e) = merkle::verify_inclusion(&placed.leaf_hash, index, size, &proof, checkpoint.root()) {
-        report.check(name, false, format!("leaf {index} ({}) is not in the signed tree of {size}: {e}", hex(&placed.leaf_hash)));
+    if let Err(e) =
+        merkle::verify_inclusion(&placed.leaf_hash, index, size, &proof, checkpoint.root())
+    {
+        report.check(
+            name,
+            false,
+            format!(
+                "leaf {index} ({}) is not in the signed tree of {size}: {e}",
+                hex(&placed.leaf_hash)
+            ),
+        );
         return Ok(None);
     }
     let limits = JsonLimits::sized(MAX_FILE, 128);
     let logged = match &placed.opening {
-        Some(opening) => match LoggedReceipt::from_json(opening.logged.as_bytes(), limits).and_then(|l| receipt::entry_bytes(&l, Some(&opening.key)).map(|e| (l, e))) {
+        Some(opening) => match LoggedReceipt::from_json(opening.logged.as_bytes(), limits)
+            .and_then(|l| receipt::entry_bytes(&l, Some(&opening.key)).map(|e| (l, e)))
+        {
             Ok((logged, entry)) if merkle::leaf_hash(&entry) == placed.leaf_hash => logged,
             Ok(_) => {
                 report.check(name, false, format!("the receipt and key the answer carries do not open leaf {index}: it is not the receipt the log holds"));
@@ -316,14 +430,23 @@ async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report
         },
         None => {
             let bundle = index / WIDTH;
-            let bytes = source.get(&tiles::entries_path(bundle, tiles::width_at(size, 0, bundle))).await?;
+            let bytes =
+                source.get(&tiles::entries_path(bundle, tiles::width_at(size, 0, bundle))).await?;
             let entries = tiles::read_entry_bundle(&bytes, tiles::width_at(size, 0, bundle))?;
             let entry = entries[(index % WIDTH) as usize];
             if merkle::leaf_hash(entry) != placed.leaf_hash {
-                report.check(name, false, format!("the log's entry {index} does not hash to the leaf hash the answer names"));
+                report.check(
+                    name,
+                    false,
+                    format!(
+                        "the log's entry {index} does not hash to the leaf hash the answer names"
+                    ),
+                );
                 return Ok(None);
             }
-            match LogEntry::from_json(entry, limits).map_err(|e| anyhow!("the log's entry {index}: {e}"))? {
+            match LogEntry::from_json(entry, limits)
+                .map_err(|e| anyhow!("the log's entry {index}: {e}"))?
+            {
                 LogEntry::Clear(logged) => logged,
                 LogEntry::Commitment(_) => {
                     report.check(name, false, format!("the log holds only a commitment to receipt {index}, and the answer carries no opening of it (`opening`): save the whole `_meta` receipt the gateway gave"));
@@ -336,26 +459,46 @@ async fn prove(source: &Source, checkpoint: &Checkpoint, placed: &Placed, report
         report.check(name, false, format!("leaf {index} is receipt {}", logged.receipt.log_index));
         return Ok(None);
     }
-    report.check(name, true, format!("leaf {index} in the signed tree of {size} ({} proof hashes)", proof.len()));
+    report.check(
+        name,
+        true,
+        format!("leaf {index} in the signed tree of {size} ({} proof hashes)", proof.len()),
+    );
     Ok(Some(logged))
 }
 
 /// The report as `toolgate verify --json` prints it.
 pub fn report_json(report: &Report) -> Value {
-    let checks: Vec<Value> = report.checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect();
+    let checks: Vec<Value> = report
+        .checks
+        .iter()
+        .map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail}))
+        .collect();
     json!({"ok": report.ok(), "checks": checks, "receipt": report.receipt})
 }
 
 /// `--witness VKEY…` and `--min-witnesses N` as keys and a quorum: every
 /// witness given, unless a smaller quorum is asked for.
-pub fn witness_keys(vkeys: &[String], min: Option<usize>) -> anyhow::Result<(Vec<Verifier>, usize)> {
-    let witnesses = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+pub fn witness_keys(
+    vkeys: &[String],
+    min: Option<usize>,
+) -> anyhow::Result<(Vec<Verifier>, usize)> {
+    let witnesses = vkeys
+        .iter()
+        .map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--witness {k:?}: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     if let Some(w) = witnesses.iter().find(|w| !w.algorithm().is_cosignature()) {
-        bail!("--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)", w.name());
+        bail!(
+            "--witness {:?} is not a witness's key (a cosigner vkey, as `toolgate witness serve` prints it)",
+            w.name()
+        );
     }
     let min = min.unwrap_or(witnesses.len());
     if min > witnesses.len() {
-        bail!("--min-witnesses {min} is more than the {} witnesses given (--witness VKEY)", witnesses.len());
+        bail!(
+            "--min-witnesses {min} is more than the {} witnesses given (--witness VKEY)",
+            witnesses.len()
+        );
     }
     Ok((witnesses, min))
 }
@@ -369,31 +512,67 @@ pub struct Refused(String);
 /// `toolgate verify --answer FILE`: reads the saved answer, proves it from
 /// `log` (or the log its receipt names) and prints the report. Ok(false)
 /// when something did not verify.
-pub async fn run(answer_file: &std::path::Path, log: Option<&str>, vkeys: &[String], (witnesses, min_witnesses): (&[String], Option<usize>), token: Option<String>, require_pq: bool, wait: Duration, as_json: bool) -> anyhow::Result<bool> {
-    let bytes = std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
-    let doc: Value = serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", answer_file.display()))?;
+pub async fn run(
+    answer_file: &std::path::Path,
+    log: Option<&str>,
+    vkeys: &[String],
+    (witnesses, min_witnesses): (&[String], Option<usize>),
+    token: Option<String>,
+    require_pq: bool,
+    wait: Duration,
+    as_json: bool,
+) -> anyhow::Result<bool> {
+    let bytes =
+        std::fs::read(answer_file).with_context(|| format!("reading {}", answer_file.display()))?;
+    let doc: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", answer_file.display()))?;
     let named = answer::read_saved(&doc).map_err(|e| anyhow!("{}: {e}", answer_file.display()))?;
     let Some(location) = log.map(str::to_string).or(named.receipt.log.clone()) else {
-        bail!("the answer's receipt names no log; give its location with --log URL|DIR (the gateway's https://HOST/log/, a mirror, or an archive folder)");
+        bail!(
+            "the answer's receipt names no log; give its location with --log URL|DIR (the gateway's https://HOST/log/, a mirror, or an archive folder)"
+        );
     };
     if vkeys.is_empty() {
-        bail!("give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator");
+        bail!(
+            "give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator"
+        );
     }
-    let verifiers = vkeys.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    let verifiers = vkeys
+        .iter()
+        .map(|k| Verifier::from_vkey(k).map_err(|e| anyhow!("--vkey {k:?}: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let (witnesses, min_witnesses) = witness_keys(witnesses, min_witnesses)?;
     let source = Source::parse(&location, token)?;
-    let report = verify_answer(&doc, &source, &Options { verifiers, require_pq, wait, witnesses, min_witnesses }).await?;
+    let report = verify_answer(
+        &doc,
+        &source,
+        &Options { verifiers, require_pq, wait, witnesses, min_witnesses },
+    )
+    .await?;
     if as_json {
-        println!("{}", toolgate_core::visible::visible_json(&serde_json::to_string_pretty(&report_json(&report))?));
+        println!(
+            "{}",
+            toolgate_core::visible::visible_json(&serde_json::to_string_pretty(&report_json(
+                &report
+            ))?)
+        );
     } else {
         // The location came with the answer, and details quote the log:
         // both reach the terminal escaped.
         println!("log        {}", visible(&location));
         for c in &report.checks {
-            println!("{} {:<20} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, visible(&c.detail));
+            println!(
+                "{} {:<20} {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                visible(&c.detail)
+            );
         }
         // As whom the call reached its server, as its logged receipt says.
-        let identity = report.receipt.as_ref().and_then(|r| r.pointer("/receipt/identity")).and_then(|i| serde_json::from_value::<toolgate_core::receipt::UpstreamIdentity>(i.clone()).ok());
+        let identity =
+            report.receipt.as_ref().and_then(|r| r.pointer("/receipt/identity")).and_then(|i| {
+                serde_json::from_value::<toolgate_core::receipt::UpstreamIdentity>(i.clone()).ok()
+            });
         if let Some(identity) = identity {
             println!("ran as     {}", visible(&identity.describe()));
         }

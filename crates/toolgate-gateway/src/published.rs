@@ -68,7 +68,11 @@ pub async fn consistency_proof(log: &ReceiptLog, old: u64, size: u64) -> anyhow:
     for (level, index, width) in tiles::tiles_read(|r| tiles::consistency_proof(old, size, r))? {
         read.insert((level, index, width), hashes(log, level, index, width).await?);
     }
-    Ok(tiles::consistency_proof::<tiles::TileError>(old, size, &mut |l, i, w| read.get(&(l, i, w)).map(|h| h.to_vec()).ok_or_else(|| tiles::TileError::Malformed(format!("tile {l}/{i} was not read"))))?)
+    Ok(tiles::consistency_proof::<tiles::TileError>(old, size, &mut |l, i, w| {
+        read.get(&(l, i, w))
+            .map(|h| h.to_vec())
+            .ok_or_else(|| tiles::TileError::Malformed(format!("tile {l}/{i} was not read")))
+    })?)
 }
 
 /// Why a tile is not published.
@@ -87,10 +91,16 @@ pub enum Unpublished {
 
 /// Hash tile `level/index` of `width` hashes, if the newest checkpoint's
 /// tree (of `size` leaves) has it.
-pub async fn hash_tile(log: &ReceiptLog, size: u64, (level, index, width): (u8, u64, u64)) -> Result<Vec<u8>, Unpublished> {
+pub async fn hash_tile(
+    log: &ReceiptLog,
+    size: u64,
+    (level, index, width): (u8, u64, u64),
+) -> Result<Vec<u8>, Unpublished> {
     let has = tiles::width_at(size, level, index);
     if width > has {
-        return Err(Unpublished::NotFound(format!("tile {level}/{index} has {has} of its hashes in the checkpointed tree of {size}, not {width}")));
+        return Err(Unpublished::NotFound(format!(
+            "tile {level}/{index} has {has} of its hashes in the checkpointed tree of {size}, not {width}"
+        )));
     }
     Ok(hashes(log, level, index, width).await?.concat())
 }
@@ -102,15 +112,25 @@ pub async fn hash_tile(log: &ReceiptLog, size: u64, (level, index, width): (u8, 
 /// before receipts were published as commitments) names tenants, callers and
 /// tools, so it is served only to an admin (`clear_allowed`): one tenant's
 /// approver must not read another's receipts.
-pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64), clear_allowed: bool) -> Result<Vec<u8>, Unpublished> {
+pub async fn entry_bundle(
+    log: &ReceiptLog,
+    size: u64,
+    (index, width): (u64, u64),
+    clear_allowed: bool,
+) -> Result<Vec<u8>, Unpublished> {
     let has = tiles::width_at(size, 0, index);
     if width > has {
-        return Err(Unpublished::NotFound(format!("entry bundle {index} has {has} entries in the checkpointed tree of {size}, not {width}")));
+        return Err(Unpublished::NotFound(format!(
+            "entry bundle {index} has {has} entries in the checkpointed tree of {size}, not {width}"
+        )));
     }
     let first = index * WIDTH;
     let leaves = archive::leaves(&log.archive, log.ledger(), first, first + width).await?;
     if leaves.len() as u64 != width {
-        return Err(Unpublished::Store(anyhow::anyhow!("the log gave {} of the {width} entries from {first}", leaves.len())));
+        return Err(Unpublished::Store(anyhow::anyhow!(
+            "the log gave {} of the {width} entries from {first}",
+            leaves.len()
+        )));
     }
     if !clear_allowed && let Some(clear) = leaves.iter().find(|l| l.opening.is_none()) {
         return Err(Unpublished::Forbidden(format!(
@@ -118,7 +138,8 @@ pub async fn entry_bundle(log: &ReceiptLog, size: u64, (index, width): (u64, u64
             clear.index
         )));
     }
-    Ok(tiles::entry_bundle(first, leaves.iter().map(|l| l.entry.as_bytes())).map_err(anyhow::Error::from)?)
+    Ok(tiles::entry_bundle(first, leaves.iter().map(|l| l.entry.as_bytes()))
+        .map_err(anyhow::Error::from)?)
 }
 
 type Hashes<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Arc<Vec<Hash>>>> + Send + 'a>>;
@@ -131,11 +152,23 @@ fn hashes(log: &ReceiptLog, level: u8, index: u64, width: u64) -> Hashes<'_> {
             return Ok(kept);
         }
         let out: Vec<Hash> = match level {
-            0 => archive::leaf_hashes(&log.archive, log.ledger(), index * WIDTH, index * WIDTH + width).await?,
+            0 => {
+                archive::leaf_hashes(
+                    &log.archive,
+                    log.ledger(),
+                    index * WIDTH,
+                    index * WIDTH + width,
+                )
+                .await?
+            }
             // One read of the leaves below, in tiles of 256.
             1 => {
                 let from = index * WIDTH * WIDTH;
-                archive::leaf_hashes(&log.archive, log.ledger(), from, from + width * WIDTH).await?.chunks(WIDTH as usize).map(merkle::root).collect()
+                archive::leaf_hashes(&log.archive, log.ledger(), from, from + width * WIDTH)
+                    .await?
+                    .chunks(WIDTH as usize)
+                    .map(merkle::root)
+                    .collect()
             }
             _ => {
                 let mut out = Vec::with_capacity(width as usize);
@@ -146,7 +179,10 @@ fn hashes(log: &ReceiptLog, level: u8, index: u64, width: u64) -> Hashes<'_> {
             }
         };
         if out.len() as u64 != width {
-            anyhow::bail!("the log gave {} of the {width} hashes of tile {level}/{index}", out.len());
+            anyhow::bail!(
+                "the log gave {} of the {width} hashes of tile {level}/{index}",
+                out.len()
+            );
         }
         let out = Arc::new(out);
         if full {

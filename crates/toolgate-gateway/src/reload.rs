@@ -43,8 +43,14 @@ pub struct Reloaded {
 impl Reloaded {
     /// One line for a person: what changed, and what waits.
     pub fn summary(&self) -> String {
-        let mut parts = vec![format!("config {} in force (policy {})", short(&self.config_version), short(&self.policy_version))];
-        for (what, names) in [("started", &self.added), ("restarted", &self.restarted), ("stopped", &self.removed)] {
+        let mut parts = vec![format!(
+            "config {} in force (policy {})",
+            short(&self.config_version),
+            short(&self.policy_version)
+        )];
+        for (what, names) in
+            [("started", &self.added), ("restarted", &self.restarted), ("stopped", &self.removed)]
+        {
             if !names.is_empty() {
                 parts.push(format!("{what}: {}", names.join(", ")));
             }
@@ -93,10 +99,22 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
             }
         })
         .collect::<Vec<_>>();
-    let removed: Vec<String> = old.config.servers.keys().filter(|n| !config.servers.contains_key(*n)).cloned().collect();
-    let started: Vec<_> = upstreams.iter().filter(|(u, _)| added.contains(&u.name) || restarted.contains(&u.name)).map(|(u, _)| u.clone()).collect();
+    let removed: Vec<String> =
+        old.config.servers.keys().filter(|n| !config.servers.contains_key(*n)).cloned().collect();
+    let started: Vec<_> = upstreams
+        .iter()
+        .filter(|(u, _)| added.contains(&u.name) || restarted.contains(&u.name))
+        .map(|(u, _)| u.clone())
+        .collect();
     crate::boxes::say_at_start(&started);
-    let reloaded = Reloaded { config_version: config.version().to_string(), policy_version: policy.version().to_string(), added, restarted, removed, waiting };
+    let reloaded = Reloaded {
+        config_version: config.version().to_string(),
+        policy_version: policy.version().to_string(),
+        added,
+        restarted,
+        removed,
+        waiting,
+    };
     let new = Arc::new(Live::new(config, Arc::new(policy), upstreams));
     let replaced = gw.catalogs.swap(new.clone());
     drain(replaced, new, Duration::from_millis(old.config.gateway.shutdown_grace_ms));
@@ -111,7 +129,12 @@ pub(crate) async fn reload(gw: &Gateway) -> Result<Reloaded, Refused> {
 /// may hold a credential on the line it points at, and this goes to the
 /// log. The line and column, and what is wrong, stay.
 fn without_lines(message: &str) -> String {
-    let quoted = |l: &&str| l.trim_start().trim_start_matches(|c: char| c.is_ascii_digit()).trim_start().starts_with('|');
+    let quoted = |l: &&str| {
+        l.trim_start()
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start()
+            .starts_with('|')
+    };
     message.lines().filter(|l| !quoted(l)).collect::<Vec<_>>().join(" ")
 }
 
@@ -120,7 +143,9 @@ fn without_lines(message: &str) -> String {
 /// (the gateway reads its contract with the identity's own credential).
 fn unchanged(old: &crate::config::Config, new: &crate::config::Config, name: &str) -> bool {
     let (a, b) = (&old.servers[name], &new.servers[name]);
-    a.server_with(&old.tls) == b.server_with(&new.tls) && old.timeout_ms(name) == new.timeout_ms(name) && a.identity == b.identity
+    a.server_with(&old.tls) == b.server_with(&new.tls)
+        && old.timeout_ms(name) == new.timeout_ms(name)
+        && a.identity == b.identity
 }
 
 /// Stops the upstreams of `old` that `new` does not keep, once no call
@@ -145,6 +170,9 @@ mod tests {
     fn a_refusal_names_the_place_and_the_fault_but_not_the_line() {
         let message = "/etc/toolgate.toml: TOML parse error at line 17, column 9\n   |\n17 | headers = { Authorization = \"Bearer s3cr3t\" \n   |         ^^^\nunclosed inline table, expected `}`\n";
         let shown = super::without_lines(message);
-        assert_eq!(shown, "/etc/toolgate.toml: TOML parse error at line 17, column 9 unclosed inline table, expected `}`");
+        assert_eq!(
+            shown,
+            "/etc/toolgate.toml: TOML parse error at line 17, column 9 unclosed inline table, expected `}`"
+        );
     }
 }

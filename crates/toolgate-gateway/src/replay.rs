@@ -57,18 +57,34 @@ impl Replay {
 }
 
 fn decide_again(policy: &PolicyEngine, guards: &Guards, asked: &Value) -> anyhow::Result<Replayed> {
-    let caller: Caller = serde_json::from_value(asked["caller"].clone()).context("the record's caller")?;
-    let recorded: Decision = serde_json::from_value(asked["decision"].clone()).context("the record's decision")?;
-    let by_class: Decision = serde_json::from_value(asked["class_decision"].clone()).context("the record's class decision")?;
+    let caller: Caller =
+        serde_json::from_value(asked["caller"].clone()).context("the record's caller")?;
+    let recorded: Decision =
+        serde_json::from_value(asked["decision"].clone()).context("the record's decision")?;
+    let by_class: Decision = serde_json::from_value(asked["class_decision"].clone())
+        .context("the record's class decision")?;
     let t = &asked["tool"];
     let labels: Vec<String> = serde_json::from_value(t["labels"].clone()).unwrap_or_default();
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let (exposed_name, server, name, class) = (s(&t["exposed_name"]), s(&t["server"]), s(&t["name"]), s(&t["class"]));
-    let facts = ToolFacts { exposed_name: &exposed_name, server: &server, name: &name, class: &class, labels: &labels };
-    let outcome = policy.evaluate(&caller, &facts, &asked["arguments"], asked["approval_state"].as_str().unwrap_or("none"));
+    let (exposed_name, server, name, class) =
+        (s(&t["exposed_name"]), s(&t["server"]), s(&t["name"]), s(&t["class"]));
+    let facts = ToolFacts {
+        exposed_name: &exposed_name,
+        server: &server,
+        name: &name,
+        class: &class,
+        labels: &labels,
+    };
+    let outcome = policy.evaluate(
+        &caller,
+        &facts,
+        &asked["arguments"],
+        asked["approval_state"].as_str().unwrap_or("none"),
+    );
     let situation = Situation::recorded(&recorded);
     // Whether the call sends data out is known from what its guards said then.
-    let egress = recorded.rules.iter().any(|r| r.starts_with("egress.")) || !situation.legs.is_empty();
+    let egress =
+        recorded.rules.iter().any(|r| r.starts_with("egress.")) || !situation.legs.is_empty();
     let now = weigh(&outcome, || by_class, guards, egress, &asked["arguments"], &situation);
     Ok(Replayed { caller, exposed_name, recorded, now })
 }
@@ -81,7 +97,6 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::stages::testing::SCHEMA;
-
 
     fn asked(quantity: i64, decision: Value) -> Value {
         json!({
@@ -99,8 +114,14 @@ mod tests {
         let policy = PolicyEngine::load(r#"@id("small_orders") permit(principal, action, resource) when { context.arguments has quantity && context.arguments.quantity <= 5 };"#, SCHEMA).expect("the policy loads");
         let recorded = json!({"verdict": "require_approval", "reason": "approval_required", "rules": ["registry"]});
         let again = decide_again(&policy, &Guards::none(), &asked(2, recorded.clone())).unwrap();
-        assert_eq!((again.now.verdict, again.now.reason, again.changed()), (Verdict::Allow, Reason::PolicyPermits, true));
-        assert_eq!((again.exposed_name.as_str(), again.caller.name.as_str()), ("parts__raise_parts_order", "agent"));
+        assert_eq!(
+            (again.now.verdict, again.now.reason, again.changed()),
+            (Verdict::Allow, Reason::PolicyPermits, true)
+        );
+        assert_eq!(
+            (again.exposed_name.as_str(), again.caller.name.as_str()),
+            ("parts__raise_parts_order", "agent")
+        );
         // Where the policy says nothing, the class decision recorded then stands.
         let same = decide_again(&policy, &Guards::none(), &asked(8, recorded)).unwrap();
         assert_eq!((same.now.verdict, same.changed()), (Verdict::RequireApproval, false));
@@ -112,7 +133,10 @@ mod tests {
         let guards = Guards::new(&config.guards);
         let over = json!({"verdict": "deny", "reason": "rate_limited", "rules": ["registry", "budget.rate"], "retry_after_ms": 800});
         let again = decide_again(&PolicyEngine::empty(), &guards, &asked(2, over)).unwrap();
-        assert_eq!((again.now.reason, again.now.retry_after_ms, again.changed()), (Reason::RateLimited, Some(800), false));
+        assert_eq!(
+            (again.now.reason, again.now.retry_after_ms, again.changed()),
+            (Reason::RateLimited, Some(800), false)
+        );
         assert!(decide_again(&PolicyEngine::empty(), &guards, &json!({"caller": 7})).is_err());
     }
 }

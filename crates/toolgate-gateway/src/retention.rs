@@ -23,7 +23,12 @@ pub fn interval(ttl_ms: u64) -> Duration {
 
 /// Prunes every [`interval`] until `cancel`; `ttl_ms = 0` keeps every
 /// operation forever.
-pub(crate) fn spawn(ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, ttl_ms: u64, cancel: CancellationToken) {
+pub(crate) fn spawn(
+    ledger: Arc<dyn Ledger>,
+    clock: Arc<dyn Clock>,
+    ttl_ms: u64,
+    cancel: CancellationToken,
+) {
     if ttl_ms == 0 {
         return;
     }
@@ -36,8 +41,12 @@ pub(crate) fn spawn(ledger: Arc<dyn Ledger>, clock: Arc<dyn Clock>, ttl_ms: u64,
             let before = clock.now_ms().saturating_sub(ttl_ms.min(i64::MAX as u64) as i64);
             match ledger.prune_operations(before).await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(target: "toolgate::retention", pruned = n, ttl_ms, "settled operations past their window removed"),
-                Err(e) => tracing::error!(target: "toolgate::retention", error = %e, "cannot prune settled operations; will retry"),
+                Ok(n) => {
+                    tracing::info!(target: "toolgate::retention", pruned = n, ttl_ms, "settled operations past their window removed")
+                }
+                Err(e) => {
+                    tracing::error!(target: "toolgate::retention", error = %e, "cannot prune settled operations; will retry")
+                }
             }
             if let Err(e) = ledger.prune_notices(before).await {
                 tracing::error!(target: "toolgate::retention", error = %e, "cannot prune delivered notices; will retry");

@@ -50,10 +50,21 @@ impl Runs {
     /// The run `call` is part of: the one it names (admit checked it), its
     /// session's, its trace's, or its caller's standing run.
     pub fn key(cx: &Context, call: &Call) -> RunKey {
-        let trace = || cx.trace.get("traceparent").and_then(|t| t.split('-').nth(1)).filter(|id| id.len() == 32).map(|id| format!("trace-{id}"));
+        let trace = || {
+            cx.trace
+                .get("traceparent")
+                .and_then(|t| t.split('-').nth(1))
+                .filter(|id| id.len() == 32)
+                .map(|id| format!("trace-{id}"))
+        };
         let run = match call.named_run() {
             Ok(Some(named)) => named.to_string(),
-            _ => call.session.as_deref().map(str::to_string).or_else(trace).unwrap_or_else(|| "standing".to_string()),
+            _ => call
+                .session
+                .as_deref()
+                .map(str::to_string)
+                .or_else(trace)
+                .unwrap_or_else(|| "standing".to_string()),
         };
         RunKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), run }
     }
@@ -64,14 +75,27 @@ impl Runs {
     /// the run is over it. Nothing is read when neither applies. A ledger
     /// that cannot answer refuses the call: the guards cannot judge what
     /// they cannot see.
-    pub async fn view(&self, ledger: &dyn Ledger, now_ms: i64, key: RunKey, egress: bool, preview: bool) -> Result<Situation, Stop> {
+    pub async fn view(
+        &self,
+        ledger: &dyn Ledger,
+        now_ms: i64,
+        key: RunKey,
+        egress: bool,
+        preview: bool,
+    ) -> Result<Situation, Stop> {
         let count = self.run_calls > 0 && !preview;
         let legs = self.trifecta && egress;
         if !count && !legs {
             return Ok(Situation { run: key.run, ..Situation::default() });
         }
-        let state = ledger.run(&key, count, now_ms, self.ttl_ms).await.map_err(|e| unavailable(&e, "so the run's guards cannot judge this call; nothing was run"))?;
-        let over = (count && state.calls > self.run_calls).then(|| Over::Run { run: key.run.clone(), limit: self.run_calls, retry_after_ms: state.expires_ms - now_ms });
+        let state = ledger.run(&key, count, now_ms, self.ttl_ms).await.map_err(|e| {
+            unavailable(&e, "so the run's guards cannot judge this call; nothing was run")
+        })?;
+        let over = (count && state.calls > self.run_calls).then(|| Over::Run {
+            run: key.run.clone(),
+            limit: self.run_calls,
+            retry_after_ms: state.expires_ms - now_ms,
+        });
         Ok(Situation { run: key.run, legs: if legs { state.legs } else { Vec::new() }, over })
     }
 
@@ -79,16 +103,34 @@ impl Runs {
     /// (`trifecta::legs_of`), before the caller hears the answer — if they
     /// cannot be written, the answer is withheld, or the run's next call
     /// out could pass unseen.
-    pub async fn took_in(&self, ledger: &dyn Ledger, now_ms: i64, key: &RunKey, tool: &ExposedTool, proposal: &Proposal) -> Result<(), Stop> {
+    pub async fn took_in(
+        &self,
+        ledger: &dyn Ledger,
+        now_ms: i64,
+        key: &RunKey,
+        tool: &ExposedTool,
+        proposal: &Proposal,
+    ) -> Result<(), Stop> {
         if !self.trifecta {
             return Ok(());
         }
         for leg in trifecta::legs_of(&tool.labels, tool.view.server_trusted) {
             let slot = (key.clone(), leg);
-            if self.written.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).is_some_and(|until| *until > now_ms) {
+            if self
+                .written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&slot)
+                .is_some_and(|until| *until > now_ms)
+            {
                 continue;
             }
-            let call = LegCall { leg, tool: tool.exposed_name.clone(), proposal_sha256: proposal.sha256.clone(), at_ms: now_ms };
+            let call = LegCall {
+                leg,
+                tool: tool.exposed_name.clone(),
+                proposal_sha256: proposal.sha256.clone(),
+                at_ms: now_ms,
+            };
             let until = ledger
                 .add_run_leg(key, call, self.ttl_ms)
                 .await
@@ -106,7 +148,12 @@ impl Runs {
 
 fn unavailable(e: &toolgate_ledger::LedgerError, so: &str) -> Stop {
     tracing::error!(target: "toolgate::runs", error = %e, "the ledger could not read or write a run");
-    Stop::Refused(Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, format!("the ledger is unavailable, {so}; retry later")))
+    Stop::Refused(Refusal::new(
+        Verdict::Allow,
+        Reason::LedgerUnavailable,
+        Action::Retry,
+        format!("the ledger is unavailable, {so}; retry later"),
+    ))
 }
 
 #[cfg(test)]
@@ -115,7 +162,11 @@ mod tests {
     use crate::stages::testing::{call, split};
     use serde_json::json;
 
-    fn key_of(run: Option<serde_json::Value>, session: Option<&str>, traceparent: Option<&str>) -> String {
+    fn key_of(
+        run: Option<serde_json::Value>,
+        session: Option<&str>,
+        traceparent: Option<&str>,
+    ) -> String {
         let mut request = call("parts__find_part", json!({}));
         request.call.run = run;
         request.call.session = session.map(Into::into);
@@ -124,7 +175,11 @@ mod tests {
         }
         let (cx, call) = split(&request);
         let key = Runs::key(&cx, &call);
-        assert_eq!((key.tenant.as_str(), key.subject.as_str()), ("atlas", "agent-7"), "a run is its caller's own");
+        assert_eq!(
+            (key.tenant.as_str(), key.subject.as_str()),
+            ("atlas", "agent-7"),
+            "a run is its caller's own"
+        );
         key.run
     }
 
@@ -144,7 +199,11 @@ mod tests {
             let mut request = call("parts__find_part", json!({}));
             request.call.run = Some(bad.clone());
             let refusal = request.call.named_run().expect_err("refused");
-            assert_eq!((refusal.reason, refusal.action), (toolgate_core::Reason::InvalidArguments, toolgate_core::Action::Correct), "{bad}");
+            assert_eq!(
+                (refusal.reason, refusal.action),
+                (toolgate_core::Reason::InvalidArguments, toolgate_core::Action::Correct),
+                "{bad}"
+            );
         }
     }
 }

@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toolgate_mcp::sandbox::{Allowed, Limits, Network, Profile, Sandbox};
 
 /// A server's `sandbox`: a table of grants and limits, or `"off"`.
@@ -87,11 +87,14 @@ impl<'de> Deserialize<'de> for SandboxConfig {
             fn visit_str<E: de::Error>(self, word: &str) -> Result<SandboxConfig, E> {
                 match word {
                     "off" => Ok(SandboxConfig::Off(OffWord::Off)),
-                    other => Err(E::custom(format!("sandbox = {other:?}: the one word is \"off\"; a box is a table ([servers.NAME.sandbox] with read, write, network and limits)"))),
+                    other => Err(E::custom(format!(
+                        "sandbox = {other:?}: the one word is \"off\"; a box is a table ([servers.NAME.sandbox] with read, write, network and limits)"
+                    ))),
                 }
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SandboxConfig, A::Error> {
-                BoxConfig::deserialize(de::value::MapAccessDeserializer::new(map)).map(SandboxConfig::Boxed)
+                BoxConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(SandboxConfig::Boxed)
             }
         }
         d.deserialize_any(Either)
@@ -110,7 +113,9 @@ impl<'de> Deserialize<'de> for NetworkConfig {
                 match word {
                     "none" => Ok(NetworkConfig::Word(NetworkWord::None)),
                     "all" => Ok(NetworkConfig::Word(NetworkWord::All)),
-                    other => Err(E::custom(format!("network = {other:?}: write \"none\", \"all\", or a list of hosts such as [\"registry.npmjs.org\"]"))),
+                    other => Err(E::custom(format!(
+                        "network = {other:?}: write \"none\", \"all\", or a list of hosts such as [\"registry.npmjs.org\"]"
+                    ))),
                 }
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NetworkConfig, A::Error> {
@@ -130,7 +135,9 @@ impl NetworkConfig {
         Ok(match self {
             NetworkConfig::Unset | NetworkConfig::Word(NetworkWord::None) => Network::None,
             NetworkConfig::Word(NetworkWord::All) => Network::All,
-            NetworkConfig::Allow(hosts) => Network::Allow(hosts.iter().map(|h| Allowed::parse(h)).collect::<Result<_, _>>()?),
+            NetworkConfig::Allow(hosts) => {
+                Network::Allow(hosts.iter().map(|h| Allowed::parse(h)).collect::<Result<_, _>>()?)
+            }
         })
     }
 }
@@ -160,7 +167,12 @@ pub(crate) fn problems(name: &str, sandbox: Option<&SandboxConfig>, stdio: bool)
     if let Err(e) = table.network.network() {
         out.push(format!("servers.{name}.sandbox.network: {e}"));
     }
-    for (key, value) in [("memory_mb", table.memory_mb), ("processes", table.processes), ("open_files", table.open_files), ("cpu_seconds", table.cpu_seconds)] {
+    for (key, value) in [
+        ("memory_mb", table.memory_mb),
+        ("processes", table.processes),
+        ("open_files", table.open_files),
+        ("cpu_seconds", table.cpu_seconds),
+    ] {
         if value == Some(0) {
             out.push(format!("servers.{name}.sandbox.{key}: 0 would stop the server from starting; give a positive number, or leave it out for the default"));
         }
@@ -177,7 +189,12 @@ pub(crate) fn problems(name: &str, sandbox: Option<&SandboxConfig>, stdio: bool)
 /// folder), its home in `state/boxes/NAME` (a server's name is letters,
 /// digits, `_` and `-`: one folder), its hash computed. `None` means the
 /// default box.
-pub(crate) fn resolve(name: &str, sandbox: Option<&SandboxConfig>, dir: &Path, state: &Path) -> Result<Sandbox, String> {
+pub(crate) fn resolve(
+    name: &str,
+    sandbox: Option<&SandboxConfig>,
+    dir: &Path,
+    state: &Path,
+) -> Result<Sandbox, String> {
     let table = match sandbox {
         Some(SandboxConfig::Off(_)) => return Ok(Sandbox::Off),
         Some(SandboxConfig::Boxed(table)) => table.clone(),
@@ -185,13 +202,22 @@ pub(crate) fn resolve(name: &str, sandbox: Option<&SandboxConfig>, dir: &Path, s
     };
     let absolute = |list: &[PathBuf]| list.iter().map(|p| dir.join(p)).collect::<Vec<_>>();
     let (read, write) = (absolute(&table.read), absolute(&table.write));
-    let network = table.network.network().map_err(|e| format!("servers.{name}.sandbox.network: {e}"))?;
+    let network =
+        table.network.network().map_err(|e| format!("servers.{name}.sandbox.network: {e}"))?;
     let limits = table.limits();
     let description = Profile::describe(&read, &write, &network, &limits);
-    let hash = toolgate_core::proposal::sha256_hex(toolgate_core::proposal::canonical_json(&description).as_bytes());
-    Ok(Sandbox::Boxed(Arc::new(Profile { read, write, network, limits, home: state.join("boxes").join(name), hash })))
+    let hash = toolgate_core::proposal::sha256_hex(
+        toolgate_core::proposal::canonical_json(&description).as_bytes(),
+    );
+    Ok(Sandbox::Boxed(Arc::new(Profile {
+        read,
+        write,
+        network,
+        limits,
+        home: state.join("boxes").join(name),
+        hash,
+    })))
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -202,7 +228,11 @@ mod tests {
     use crate::config::Config;
 
     fn parse(servers: &str) -> Result<Config, String> {
-        Config::parse(&format!("[gateway]\nstate_dir = \"/var/lib/toolgate\"\n{servers}"), Path::new("/etc/toolgate/toolgate.toml")).map_err(|e| e.to_string())
+        Config::parse(
+            &format!("[gateway]\nstate_dir = \"/var/lib/toolgate\"\n{servers}"),
+            Path::new("/etc/toolgate/toolgate.toml"),
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn boxed(config: &Config, name: &str) -> std::sync::Arc<toolgate_mcp::sandbox::Profile> {
@@ -231,7 +261,11 @@ mod tests {
     fn every_stdio_server_is_boxed_unless_its_config_says_off() {
         let config = parse("[servers.a]\ncommand = \"x\"\n[servers.b]\ncommand = \"y\"\nsandbox = \"off\"\n[servers.c]\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap();
         let a = boxed(&config, "a");
-        assert_eq!((a.network.clone(), a.read.len(), a.write.len()), (Network::None, 0, 0), "the default box grants nothing");
+        assert_eq!(
+            (a.network.clone(), a.read.len(), a.write.len()),
+            (Network::None, 0, 0),
+            "the default box grants nothing"
+        );
         assert_eq!(config.servers["b"].sandbox(), Sandbox::Off);
         assert_eq!(config.servers["b"].sandbox().receipt_name(), "off");
     }
@@ -240,12 +274,30 @@ mod tests {
     fn a_bad_sandbox_is_refused_with_what_to_write() {
         for (text, says) in [
             ("[servers.a]\ncommand = \"x\"\nsandbox = \"on\"\n", "the one word is \"off\""),
-            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = \"some\"\n", "write \"none\", \"all\", or a list of hosts"),
-            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = [\"http://x\"]\n", "write `host`, `host:port` or `*.domain`"),
-            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nprocesses = 0\n", "give a positive number"),
-            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nwrite = [\"/\"]\n", "the whole disk"),
-            ("[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nreed = [\"/srv\"]\n", "unknown field `reed`"),
-            ("[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = \"off\"\n", "a sandbox is for a server toolgate starts"),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = \"some\"\n",
+                "write \"none\", \"all\", or a list of hosts",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nnetwork = [\"http://x\"]\n",
+                "write `host`, `host:port` or `*.domain`",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nprocesses = 0\n",
+                "give a positive number",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nwrite = [\"/\"]\n",
+                "the whole disk",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.sandbox]\nreed = [\"/srv\"]\n",
+                "unknown field `reed`",
+            ),
+            (
+                "[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = \"off\"\n",
+                "a sandbox is for a server toolgate starts",
+            ),
         ] {
             let err = parse(text).expect_err(text);
             assert!(err.contains(says), "{text}: {err}");

@@ -9,9 +9,9 @@ use anyhow::{Context as _, bail};
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use std::sync::Arc;
 
-use toolgate_core::Entropy;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use toolgate_core::Entropy;
 use toolgate_core::approval::Claim;
 
 /// Marks toolgate's own states (an upstream's are carried inside ours).
@@ -40,7 +40,10 @@ impl Sealer {
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
         let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) else {
-            bail!("{} is not a 32-byte key; move it away to start with a new one (outstanding requestStates become invalid)", path.display());
+            bail!(
+                "{} is not a 32-byte key; move it away to start with a new one (outstanding requestStates become invalid)",
+                path.display()
+            );
         };
         Ok(Self::new(&key, entropy))
     }
@@ -57,7 +60,13 @@ impl Sealer {
         let mut nonce = [0u8; NONCE_LEN];
         self.entropy.fill(&mut nonce);
         let mut data = serde_json::to_vec(claim).expect("claims serialise");
-        self.key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(AAD), &mut data).expect("sealing cannot fail");
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .expect("sealing cannot fail");
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
         format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out))
@@ -114,25 +123,42 @@ mod tests {
     fn a_sealed_state_opens_only_unaltered_and_only_with_its_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("requeststate.key");
-        let sealer = Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).unwrap();
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        let sealer =
+            Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default()))
+                .unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600);
         let state = sealer.seal(&claim());
         assert_ne!(state, sealer.seal(&claim()), "a fresh nonce each time");
         assert_eq!(sealer.open(&state), Some(claim()));
         assert!(!state.contains("raise_parts_order"), "the content is not readable");
         // Reloaded from disk, the same key.
-        assert_eq!(Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).unwrap().open(&state), Some(claim()));
+        assert_eq!(
+            Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default()))
+                .unwrap()
+                .open(&state),
+            Some(claim())
+        );
         // Any single changed character fails.
         for i in PREFIX.len()..state.len() {
             let mut altered = state.clone().into_bytes();
             altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
             assert_eq!(sealer.open(std::str::from_utf8(&altered).unwrap()), None, "position {i}");
         }
-        let other = Sealer::load_or_create(&dir.path().join("other.key"), Arc::new(toolgate_core::SystemEntropy::default())).unwrap();
+        let other = Sealer::load_or_create(
+            &dir.path().join("other.key"),
+            Arc::new(toolgate_core::SystemEntropy::default()),
+        )
+        .unwrap();
         assert_eq!(other.open(&state), None);
         assert_eq!(sealer.open("upstream-state"), None);
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-        assert!(Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default())).is_err());
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        assert!(
+            Sealer::load_or_create(&path, Arc::new(toolgate_core::SystemEntropy::default()))
+                .is_err()
+        );
     }
 }

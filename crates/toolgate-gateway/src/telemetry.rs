@@ -64,18 +64,27 @@ impl Telemetry {
     /// Installs the global subscriber (and, when configured, the OTLP
     /// exporters and the propagator). `default_level` applies when neither
     /// `RUST_LOG` nor `telemetry.log_level` says otherwise.
-    pub fn init(cfg: &TelemetryConfig, tls: &crate::config::TlsConfig, default_level: &str) -> anyhow::Result<Self> {
+    pub fn init(
+        cfg: &TelemetryConfig,
+        tls: &crate::config::TlsConfig,
+        default_level: &str,
+    ) -> anyhow::Result<Self> {
         global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
             Box::new(TraceContextPropagator::new()),
             Box::new(BaggagePropagator::new()),
         ]));
         let level = cfg.log_level.clone().unwrap_or_else(|| default_level.to_string());
-        let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&level));
+        let filter =
+            || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&level));
         // Log lines are written with every credential the gateway holds
         // withheld (an upstream's stderr, an error it sent, …).
         let fmt = match cfg.log_format {
             // No colours: the writer escapes every control character, ESC included.
-            LogFormat::Text => tracing_subscriber::fmt::layer().with_ansi(false).with_writer(crate::withheld::Logs { json: false }).with_filter(filter()).boxed(),
+            LogFormat::Text => tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(crate::withheld::Logs { json: false })
+                .with_filter(filter())
+                .boxed(),
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()
                 .with_current_span(true)
@@ -92,7 +101,12 @@ impl Telemetry {
                 (Some(t), Some(m))
             }
         };
-        let scrape = cfg.prometheus_listen.as_deref().map(crate::prometheus::listen_of).transpose()?.map(crate::prometheus::reader);
+        let scrape = cfg
+            .prometheus_listen
+            .as_deref()
+            .map(crate::prometheus::listen_of)
+            .transpose()?
+            .map(crate::prometheus::reader);
         // One meter provider, read by OTLP, by the scrape, or both.
         let meter = (periodic.is_some() || scrape.is_some()).then(|| {
             let mut builder = SdkMeterProvider::builder().with_resource(resource);
@@ -106,7 +120,11 @@ impl Telemetry {
         });
         let scrape = scrape.map(|(_, s)| s);
         let otel = tracer.as_ref().map(|p| span_layer(p.tracer("toolgate")));
-        tracing_subscriber::registry().with(fmt).with(otel).try_init().context("installing the log subscriber")?;
+        tracing_subscriber::registry()
+            .with(fmt)
+            .with(otel)
+            .try_init()
+            .context("installing the log subscriber")?;
         if let Some(m) = &meter {
             install_meter_provider(m.clone());
         }
@@ -145,7 +163,9 @@ where
         .with_threads(false)
         .with_level(false)
         .with_target(false)
-        .with_filter(tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::INFO))
+        .with_filter(
+            tracing_subscriber::filter::Targets::new().with_target(TARGET, tracing::Level::INFO),
+        )
 }
 
 /// The process as telemetry names it: `service_name`, else `OTEL_SERVICE_NAME`, else `toolgate`.
@@ -166,32 +186,58 @@ fn http_client(tls: &crate::config::TlsConfig) -> anyhow::Result<reqwest::blocki
     let roots = tls.roots();
     // No redirect: the exporter's headers (an API key among them) would
     // follow it to a place the config does not name.
-    std::thread::spawn(move || reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build())
-        .join()
-        .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
-        .context("the OTLP HTTP client")
+    std::thread::spawn(move || {
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_certs_merge(roots)
+            .build()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
+    .context("the OTLP HTTP client")
 }
 
-fn exporters(cfg: &TelemetryConfig, base: &str, resource: &opentelemetry_sdk::Resource, tls: &crate::config::TlsConfig) -> anyhow::Result<(SdkTracerProvider, opentelemetry_sdk::metrics::PeriodicReader<opentelemetry_otlp::MetricExporter>)> {
+fn exporters(
+    cfg: &TelemetryConfig,
+    base: &str,
+    resource: &opentelemetry_sdk::Resource,
+    tls: &crate::config::TlsConfig,
+) -> anyhow::Result<(
+    SdkTracerProvider,
+    opentelemetry_sdk::metrics::PeriodicReader<opentelemetry_otlp::MetricExporter>,
+)> {
     let http = http_client(tls)?;
-    let headers: HashMap<String, String> = cfg.otlp_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let headers: HashMap<String, String> =
+        cfg.otlp_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     // An empty base means: the endpoint comes from the OTEL_* variables.
-    let signal = |path: &str| (!base.is_empty()).then(|| format!("{}/{path}", base.trim_end_matches('/')));
-    let mut spans = opentelemetry_otlp::SpanExporter::builder().with_http().with_http_client(http.clone()).with_headers(headers.clone());
+    let signal =
+        |path: &str| (!base.is_empty()).then(|| format!("{}/{path}", base.trim_end_matches('/')));
+    let mut spans = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(http.clone())
+        .with_headers(headers.clone());
     if let Some(url) = signal("v1/traces") {
         spans = spans.with_endpoint(url);
     }
     let spans = spans.build().context("the OTLP span exporter")?;
-    let mut metrics = opentelemetry_otlp::MetricExporter::builder().with_http().with_http_client(http).with_headers(headers);
+    let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_http_client(http)
+        .with_headers(headers);
     if let Some(url) = signal("v1/metrics") {
         metrics = metrics.with_endpoint(url);
     }
     let metrics = metrics.build().context("the OTLP metric exporter")?;
-    let mut tracer = SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone());
+    let mut tracer =
+        SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone());
     if let Some(ratio) = cfg.sample_ratio {
-        tracer = tracer.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
+        tracer =
+            tracer.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
     }
-    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(metrics).with_interval(Duration::from_millis(cfg.metrics_interval_ms)).build();
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(metrics)
+        .with_interval(Duration::from_millis(cfg.metrics_interval_ms))
+        .build();
     Ok((tracer.build(), reader))
 }
 
@@ -216,7 +262,10 @@ pub(crate) fn adopt_parent(span: &tracing::Span, carried: &BTreeMap<String, Stri
 
 /// The trace context to send upstream: `span`'s own when it is recorded
 /// (the upstream call becomes its child), else what the client sent.
-pub(crate) fn outgoing(span: &tracing::Span, carried: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub(crate) fn outgoing(
+    span: &tracing::Span,
+    carried: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     if span.is_disabled() {
         return carried.clone();
     }
@@ -252,7 +301,8 @@ pub(crate) struct Instruments {
 }
 
 /// Bucket boundaries of the MCP operation-duration histograms (seconds).
-const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+const DURATION_BUCKETS: [f64; 14] =
+    [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
 pub(crate) static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
     let meter = global::meter("toolgate");
@@ -269,8 +319,16 @@ pub(crate) static INSTRUMENTS: LazyLock<Instruments> = LazyLock::new(|| {
             .with_description("Duration of MCP requests toolgate sends upstream")
             .with_boundaries(DURATION_BUCKETS.to_vec())
             .build(),
-        decisions: meter.u64_counter("toolgate.decisions").with_description("Decisions on tools/call, by verdict, guardrail decision and class").build(),
-        budget_refusals: meter.u64_counter("toolgate.budget.refusals").with_description("Calls refused by a budget: a caller's rate, a run's calls, a tool's calls at once").build(),
+        decisions: meter
+            .u64_counter("toolgate.decisions")
+            .with_description("Decisions on tools/call, by verdict, guardrail decision and class")
+            .build(),
+        budget_refusals: meter
+            .u64_counter("toolgate.budget.refusals")
+            .with_description(
+                "Calls refused by a budget: a caller's rate, a run's calls, a tool's calls at once",
+            )
+            .build(),
     }
 });
 
@@ -286,7 +344,11 @@ impl Redactor {
         Self {
             keys: cfg.redact_keys.iter().map(|k| k.to_ascii_lowercase()).collect(),
             // Validated with the config.
-            patterns: cfg.redact_patterns.iter().filter_map(|p| regex::Regex::new(p).ok()).collect(),
+            patterns: cfg
+                .redact_patterns
+                .iter()
+                .filter_map(|p| regex::Regex::new(p).ok())
+                .collect(),
         }
     }
 
@@ -295,13 +357,16 @@ impl Redactor {
             Value::Object(map) => map
                 .iter()
                 .map(|(k, v)| {
-                    let secret = self.keys.iter().any(|s| k.to_ascii_lowercase().contains(s.as_str()));
+                    let secret =
+                        self.keys.iter().any(|s| k.to_ascii_lowercase().contains(s.as_str()));
                     (k.clone(), if secret { Value::from("[REDACTED]") } else { self.redact(v) })
                 })
                 .collect::<serde_json::Map<_, _>>()
                 .into(),
             Value::Array(items) => items.iter().map(|v| self.redact(v)).collect::<Vec<_>>().into(),
-            Value::String(s) if self.patterns.iter().any(|p| p.is_match(s)) => Value::from("[REDACTED]"),
+            Value::String(s) if self.patterns.iter().any(|p| p.is_match(s)) => {
+                Value::from("[REDACTED]")
+            }
             other => other.clone(),
         }
     }
@@ -314,10 +379,16 @@ mod tests {
 
     #[test]
     fn redaction_covers_keys_at_any_depth_and_patterns() {
-        let cfg = TelemetryConfig { redact_patterns: vec![r"\b\d{4}-\d{4}-\d{4}-\d{4}\b".into()], ..Default::default() };
+        let cfg = TelemetryConfig {
+            redact_patterns: vec![r"\b\d{4}-\d{4}-\d{4}-\d{4}\b".into()],
+            ..Default::default()
+        };
         let r = Redactor::new(&cfg);
         let out = r.redact(&json!({"to": "a@b.c", "Password": "x", "nested": [{"api_key": "k", "note": "card 4111-1111-1111-1111"}]}));
-        assert_eq!(out, json!({"to": "a@b.c", "Password": "[REDACTED]", "nested": [{"api_key": "[REDACTED]", "note": "[REDACTED]"}]}));
+        assert_eq!(
+            out,
+            json!({"to": "a@b.c", "Password": "[REDACTED]", "nested": [{"api_key": "[REDACTED]", "note": "[REDACTED]"}]})
+        );
     }
 
     #[test]
@@ -333,7 +404,10 @@ mod tests {
 /// `toolgate.notices.dead`: notices nobody received. A gauge's callback
 /// cannot wait on the ledger, so a task keeps the counts fresh and the
 /// callbacks read them.
-pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>, stop: tokio_util::sync::CancellationToken) {
+pub(crate) fn watch_approvals(
+    ledger: std::sync::Arc<dyn toolgate_ledger::Ledger>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     if !metrics_on() {
         return;
     }
@@ -342,7 +416,9 @@ pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger
     let (seen, seen_dead) = (pending.clone(), dead.clone());
     tokio::spawn(async move {
         loop {
-            if let Ok(n) = ledger.count_approvals(toolgate_core::approval::ApprovalState::Pending).await {
+            if let Ok(n) =
+                ledger.count_approvals(toolgate_core::approval::ApprovalState::Pending).await
+            {
                 seen.store(n, std::sync::atomic::Ordering::Relaxed);
             }
             if let Ok(n) = ledger.count_notices(toolgate_ledger::NoticeState::Dead).await {
@@ -357,11 +433,15 @@ pub(crate) fn watch_approvals(ledger: std::sync::Arc<dyn toolgate_ledger::Ledger
     let _gauge = global::meter("toolgate")
         .u64_observable_gauge("toolgate.approvals.pending")
         .with_description("Approvals waiting for a named approver")
-        .with_callback(move |observer| observer.observe(pending.load(std::sync::atomic::Ordering::Relaxed), &[]))
+        .with_callback(move |observer| {
+            observer.observe(pending.load(std::sync::atomic::Ordering::Relaxed), &[])
+        })
         .build();
     let _dead = global::meter("toolgate")
         .u64_observable_gauge("toolgate.notices.dead")
         .with_description("Approval notices whose webhook's attempts ran out (console: Notices)")
-        .with_callback(move |observer| observer.observe(dead.load(std::sync::atomic::Ordering::Relaxed), &[]))
+        .with_callback(move |observer| {
+            observer.observe(dead.load(std::sync::atomic::Ordering::Relaxed), &[])
+        })
         .build();
 }

@@ -22,8 +22,10 @@ pub struct Split {
 /// refuses it for that).
 pub fn split(url: &str) -> Option<Split> {
     let mut parsed = reqwest::Url::parse(url).ok()?;
-    let userinfo = (!parsed.username().is_empty() || parsed.password().is_some()).then(|| (decode(parsed.username()), decode(parsed.password().unwrap_or_default())));
-    let (secret, kept): (Vec<(String, String)>, Vec<(String, String)>) = parsed.query_pairs().into_owned().partition(|(name, _)| is_credential_name(name));
+    let userinfo = (!parsed.username().is_empty() || parsed.password().is_some())
+        .then(|| (decode(parsed.username()), decode(parsed.password().unwrap_or_default())));
+    let (secret, kept): (Vec<(String, String)>, Vec<(String, String)>) =
+        parsed.query_pairs().into_owned().partition(|(name, _)| is_credential_name(name));
     if userinfo.is_none() && secret.is_empty() {
         return Some(Split { url: url.to_string(), userinfo: None, query: Vec::new() });
     }
@@ -48,22 +50,57 @@ pub fn named(url: &str) -> Option<String> {
     if split.userinfo.is_some() {
         found.push("a user and password (`user:password@`)".to_string());
     }
-    found.extend(split.query.iter().map(|(name, _)| format!("the query parameter `{}`", toolgate_core::visible::visible(name))));
+    found.extend(split.query.iter().map(|(name, _)| {
+        format!("the query parameter `{}`", toolgate_core::visible::visible(name))
+    }));
     (!found.is_empty()).then(|| found.join(" and "))
 }
 
 /// An `Authorization` header's value for HTTP Basic with `user` and `password`.
 pub fn basic_authorization(user: &str, password: &str) -> String {
-    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
 }
 
 /// Whether a query parameter of this name carries a credential, by the
 /// names services use for one: compared without case, `-` or `_`, exactly
 /// (`key`, `auth`, `sig`, …) or by ending (`…token`, `…secret`, `…apikey`, …).
 pub fn is_credential_name(name: &str) -> bool {
-    const EXACT: &[&str] = &["key", "auth", "authorization", "sig", "pwd", "pass", "jwt", "bearer", "session", "sessionid", "credential", "credentials"];
-    const ENDINGS: &[&str] = &["token", "secret", "password", "passwd", "apikey", "accesskey", "secretkey", "privatekey", "subscriptionkey", "signature", "credential", "credentials"];
-    let name: String = name.chars().filter(|c| !matches!(c, '-' | '_' | '.')).flat_map(char::to_lowercase).collect();
+    const EXACT: &[&str] = &[
+        "key",
+        "auth",
+        "authorization",
+        "sig",
+        "pwd",
+        "pass",
+        "jwt",
+        "bearer",
+        "session",
+        "sessionid",
+        "credential",
+        "credentials",
+    ];
+    const ENDINGS: &[&str] = &[
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "subscriptionkey",
+        "signature",
+        "credential",
+        "credentials",
+    ];
+    let name: String = name
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect();
     EXACT.contains(&name.as_str()) || ENDINGS.iter().any(|end| name.ends_with(end))
 }
 
@@ -74,7 +111,11 @@ fn decode(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
             (b'%', Some(hi), Some(lo)) => {
                 out.push((hi * 16 + lo) as u8);
                 i += 3;
@@ -94,31 +135,82 @@ mod tests {
 
     #[test]
     fn user_parts_and_credential_parameters_are_split_out_and_the_rest_kept() {
-        let s = split("https://dana:p%40ss@api.example/mcp?API_KEY=k1&region=eu&access-token=t2#frag").unwrap();
+        let s =
+            split("https://dana:p%40ss@api.example/mcp?API_KEY=k1&region=eu&access-token=t2#frag")
+                .unwrap();
         assert_eq!(s.url, "https://api.example/mcp?region=eu#frag");
         assert_eq!(s.userinfo, Some(("dana".into(), "p@ss".into())));
-        assert_eq!(s.query, vec![("API_KEY".to_string(), "k1".to_string()), ("access-token".to_string(), "t2".to_string())]);
+        assert_eq!(
+            s.query,
+            vec![
+                ("API_KEY".to_string(), "k1".to_string()),
+                ("access-token".to_string(), "t2".to_string())
+            ]
+        );
         let only = split("http://tok3n@h:8080/mcp?apiKey=x").unwrap();
-        assert_eq!((only.url.as_str(), only.userinfo), ("http://h:8080/mcp", Some(("tok3n".into(), String::new()))));
+        assert_eq!(
+            (only.url.as_str(), only.userinfo),
+            ("http://h:8080/mcp", Some(("tok3n".into(), String::new())))
+        );
         let clean = "http://127.0.0.1:8701/mcp?region=eu&page=2";
-        assert_eq!(split(clean).unwrap(), Split { url: clean.into(), userinfo: None, query: Vec::new() });
+        assert_eq!(
+            split(clean).unwrap(),
+            Split { url: clean.into(), userinfo: None, query: Vec::new() }
+        );
         assert_eq!(named(clean), None);
         let said = named("http://u:p@h/mcp?token=s3cr3t").unwrap();
-        assert!(said.contains("user and password") && said.contains("`token`") && !said.contains("s3cr3t") && !said.contains(":p@"), "{said}");
+        assert!(
+            said.contains("user and password")
+                && said.contains("`token`")
+                && !said.contains("s3cr3t")
+                && !said.contains(":p@"),
+            "{said}"
+        );
     }
 
     #[test]
     fn credential_names_are_known_without_case_or_separators() {
-        for name in ["api_key", "apikey", "API-KEY", "key", "token", "access_token", "private_token", "auth", "secret", "client_secret", "password", "Passwd", "sig", "X-Api-Key", "subscription-key", "refresh_token", "sessionid"] {
+        for name in [
+            "api_key",
+            "apikey",
+            "API-KEY",
+            "key",
+            "token",
+            "access_token",
+            "private_token",
+            "auth",
+            "secret",
+            "client_secret",
+            "password",
+            "Passwd",
+            "sig",
+            "X-Api-Key",
+            "subscription-key",
+            "refresh_token",
+            "sessionid",
+        ] {
             assert!(is_credential_name(name), "{name}");
         }
-        for name in ["region", "page", "format", "q", "version", "monkey", "limit", "tokens_used_limit", "code"] {
+        for name in [
+            "region",
+            "page",
+            "format",
+            "q",
+            "version",
+            "monkey",
+            "limit",
+            "tokens_used_limit",
+            "code",
+        ] {
             assert!(!is_credential_name(name), "{name}");
         }
     }
 
     #[test]
     fn basic_authorization_is_base64_of_user_colon_password() {
-        assert_eq!(basic_authorization("Aladdin", "open sesame"), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(
+            basic_authorization("Aladdin", "open sesame"),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
     }
 }

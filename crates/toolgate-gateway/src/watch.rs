@@ -50,7 +50,9 @@ impl Watch {
     fn last(&self) -> anyhow::Result<Option<Checkpoint>> {
         let Some(path) = &self.state else { return Ok(None) };
         match std::fs::read_to_string(path) {
-            Ok(text) => Ok(Some(Checkpoint::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?)),
+            Ok(text) => {
+                Ok(Some(Checkpoint::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
         }
@@ -63,22 +65,51 @@ impl Watch {
 
     /// One look at the log: the newest checkpoint against `last`. Ok(Err)
     /// is an alert; Err is a log that could not be read (try again later).
-    pub async fn step(&self, last: Option<&Checkpoint>) -> anyhow::Result<Result<Checkpoint, Alert>> {
-        let text = String::from_utf8(self.source.get("checkpoint").await?).map_err(|_| anyhow!("the checkpoint is not UTF-8"))?;
+    pub async fn step(
+        &self,
+        last: Option<&Checkpoint>,
+    ) -> anyhow::Result<Result<Checkpoint, Alert>> {
+        let text = String::from_utf8(self.source.get("checkpoint").await?)
+            .map_err(|_| anyhow!("the checkpoint is not UTF-8"))?;
         let new = match note::open_checkpoint(&text, &self.verifiers) {
             Ok((c, _)) => c,
-            Err(e) => return Ok(Err(Alert { kind: "bad_checkpoint", detail: format!("the newest checkpoint does not verify under the keys given: {e}") })),
+            Err(e) => {
+                return Ok(Err(Alert {
+                    kind: "bad_checkpoint",
+                    detail: format!(
+                        "the newest checkpoint does not verify under the keys given: {e}"
+                    ),
+                }));
+            }
         };
         let Some(old) = last else { return Ok(Ok(new)) };
         if old.origin() != new.origin() {
-            return Ok(Err(Alert { kind: "bad_checkpoint", detail: format!("the log's origin was {:?} and is now {:?}", old.origin(), new.origin()) }));
+            return Ok(Err(Alert {
+                kind: "bad_checkpoint",
+                detail: format!(
+                    "the log's origin was {:?} and is now {:?}",
+                    old.origin(),
+                    new.origin()
+                ),
+            }));
         }
         if new.size() < old.size() {
-            return Ok(Err(Alert { kind: "shrink", detail: format!("the log had {} receipts and now has {}", old.size(), new.size()) }));
+            return Ok(Err(Alert {
+                kind: "shrink",
+                detail: format!("the log had {} receipts and now has {}", old.size(), new.size()),
+            }));
         }
         if new.size() == old.size() {
             if new.root() != old.root() {
-                return Ok(Err(Alert { kind: "fork", detail: format!("two checkpoints of size {} with different roots: {} and {}", new.size(), hex(old.root()), hex(new.root())) }));
+                return Ok(Err(Alert {
+                    kind: "fork",
+                    detail: format!(
+                        "two checkpoints of size {} with different roots: {} and {}",
+                        new.size(),
+                        hex(old.root()),
+                        hex(new.root())
+                    ),
+                }));
             }
             return Ok(Ok(new));
         }
@@ -86,7 +117,14 @@ impl Watch {
         let proof = self.source.proof(|read| tiles::consistency_proof(from, to, read)).await?;
         match merkle::verify_consistency(old.size(), new.size(), old.root(), new.root(), &proof) {
             Ok(()) => Ok(Ok(new)),
-            Err(e) => Ok(Err(Alert { kind: "fork", detail: format!("the tree of {} is not an extension of the tree of {} it showed before ({e})", new.size(), old.size()) })),
+            Err(e) => Ok(Err(Alert {
+                kind: "fork",
+                detail: format!(
+                    "the tree of {} is not an extension of the tree of {} it showed before ({e})",
+                    new.size(),
+                    old.size()
+                ),
+            })),
         }
     }
 
@@ -96,7 +134,10 @@ impl Watch {
         let Some(url) = &self.webhook else { return };
         let body = json!({"log": self.location, "alert": alert.kind, "detail": alert.detail, "last": last.map(|c| json!({"size": c.size(), "root": hex(c.root())}))});
         // No redirect: the alert goes where `--webhook` says, or fails.
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build();
         let sent = match client {
             Ok(c) => match c.post(url).json(&body).send().await {
                 Ok(r) if r.status().is_success() => Ok(()),
@@ -119,8 +160,15 @@ impl Watch {
             match self.step(last.as_ref()).await {
                 Ok(Ok(new)) => {
                     if last.as_ref().is_none_or(|l| l.size() != new.size()) {
-                        let from = last.as_ref().map_or("first seen".to_string(), |l| format!("consistent with {}", l.size()));
-                        println!("ok   {} size {} root {} ({from})", visible(new.origin()), new.size(), hex(new.root()));
+                        let from = last.as_ref().map_or("first seen".to_string(), |l| {
+                            format!("consistent with {}", l.size())
+                        });
+                        println!(
+                            "ok   {} size {} root {} ({from})",
+                            visible(new.origin()),
+                            new.size(),
+                            hex(new.root())
+                        );
                     }
                     self.keep(&new)?;
                     last = Some(new);
@@ -130,7 +178,9 @@ impl Watch {
                     return Ok(false);
                 }
                 Err(e) if once => return Err(e),
-                Err(e) => eprintln!("cannot read the log now ({}); retrying", visible(&format!("{e:#}"))),
+                Err(e) => {
+                    eprintln!("cannot read the log now ({}); retrying", visible(&format!("{e:#}")))
+                }
             }
             if once {
                 return Ok(true);

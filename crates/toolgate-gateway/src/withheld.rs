@@ -28,12 +28,20 @@ pub fn held(config: &Config) -> Vec<Held> {
     let mut out = Vec::new();
     let mut add = |name: String, value: Vec<u8>| out.push(Held::new(name, value));
     let env = |var: &str| std::env::var(var).ok();
-    let file = |path: &std::path::Path| std::fs::read_to_string(path).ok().map(|t| t.trim_end_matches(['\r', '\n']).to_string());
+    let file = |path: &std::path::Path| {
+        std::fs::read_to_string(path).ok().map(|t| t.trim_end_matches(['\r', '\n']).to_string())
+    };
     let none = std::collections::BTreeMap::new();
     for (server, s) in &config.servers {
-        let sources = [("env", &s.env, &s.env_env, &s.env_file), ("headers", &s.headers, &s.headers_env, &s.headers_file), ("query", &none, &s.query_env, &s.query_file)];
+        let sources = [
+            ("env", &s.env, &s.env_env, &s.env_file),
+            ("headers", &s.headers, &s.headers_env, &s.headers_file),
+            ("query", &none, &s.query_env, &s.query_file),
+        ];
         for (kind, written, from_env, from_file) in sources {
-            let values = written.iter().map(|(k, v)| (k, Some(v.clone())))
+            let values = written
+                .iter()
+                .map(|(k, v)| (k, Some(v.clone())))
                 .chain(from_env.iter().map(|(k, var)| (k, env(var))))
                 .chain(from_file.iter().map(|(k, path)| (k, file(&config.resolve_path(path)))));
             for (key, value) in values {
@@ -53,7 +61,9 @@ pub fn held(config: &Config) -> Vec<Held> {
             (None, Some(path)) => file(&config.resolve_path(path)),
             (None, None) => None,
         };
-        token.into_iter().for_each(|t| add(format!("callers.{name}.token"), t.trim().as_bytes().to_vec()));
+        token
+            .into_iter()
+            .for_each(|t| add(format!("callers.{name}.token"), t.trim().as_bytes().to_vec()));
     }
     for hook in &config.approvals.notify.webhooks {
         if let Some(secret) = hook.secret_env.as_deref().and_then(env) {
@@ -69,14 +79,20 @@ pub fn held(config: &Config) -> Vec<Held> {
         add("gateway.ledger.password".into(), password.into_bytes());
     }
     let state = config.state_dir();
-    for (name, path) in [("requestState key", state.join("requeststate.key")), ("receipt signing key", state.join("keys/receipt-ed25519.seed")), ("checkpoint signing key", state.join("keys/checkpoint-ml-dsa-65.seed"))] {
+    for (name, path) in [
+        ("requestState key", state.join("requeststate.key")),
+        ("receipt signing key", state.join("keys/receipt-ed25519.seed")),
+        ("checkpoint signing key", state.join("keys/checkpoint-ml-dsa-65.seed")),
+    ] {
         if let Ok(bytes) = std::fs::read(&path) {
             add(format!("gateway.{name}"), bytes);
         }
     }
     if let Some(pem) = config.tls.key_file.as_deref().and_then(file) {
         // A PEM body's lines: a tool that prints the key prints them.
-        pem.lines().filter(|l| !l.starts_with("-----") && l.len() >= 16).for_each(|l| add("tls.key_file".into(), l.as_bytes().to_vec()));
+        pem.lines()
+            .filter(|l| !l.starts_with("-----") && l.len() >= 16)
+            .for_each(|l| add("tls.key_file".into(), l.as_bytes().to_vec()));
     }
     out
 }
@@ -85,9 +101,18 @@ pub fn held(config: &Config) -> Vec<Held> {
 fn ledger_password(location: &str) -> Option<String> {
     let (_, rest) = location.split_once("://")?;
     let (head, query) = rest.split_once('?').map_or((rest, None), |(h, q)| (h, Some(q)));
-    let in_query = query.and_then(|q| q.split('&').find_map(|p| p.split_once('=').filter(|(k, _)| k.eq_ignore_ascii_case("password")).map(|(_, v)| v.to_string())));
+    let in_query = query.and_then(|q| {
+        q.split('&').find_map(|p| {
+            p.split_once('=')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("password"))
+                .map(|(_, v)| v.to_string())
+        })
+    });
     let authority = head.split('/').next().unwrap_or_default();
-    let in_userinfo = authority.rsplit_once('@').and_then(|(info, _)| info.split_once(':')).map(|(_, p)| p.to_string());
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .and_then(|(info, _)| info.split_once(':'))
+        .map(|(_, p)| p.to_string());
     in_userinfo.or(in_query).filter(|p| !p.is_empty())
 }
 
@@ -108,7 +133,11 @@ pub fn refusal(tool: &ExposedTool, found: &Found, write: bool) -> Refusal {
         crate::upstream::Kind::Resource | crate::upstream::Kind::Template => "resource",
         crate::upstream::Kind::Tool => "tool",
     };
-    let ran = if write { " The call ran (its operation is recorded, without the answer): do not call it again to get the answer." } else { "" };
+    let ran = if write {
+        " The call ran (its operation is recorded, without the answer): do not call it again to get the answer."
+    } else {
+        ""
+    };
     let message = format!(
         "the {what} {} returned a credential toolgate holds ({}); its answer was withheld and nothing of it reaches you.{ran} \
          An operator should fix the {what} so it stops returning credentials, or re-class it in the registry (prohibited)",
@@ -145,11 +174,18 @@ fn in_strings(held: &Credentials, value: &serde_json::Value, depth: u8) -> Optio
     use serde_json::Value;
     match value {
         Value::String(s) => held.find(s.as_bytes()).or_else(|| {
-            let nested = depth < 4 && has_escapes(s) && matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'[' | b'"'));
-            nested.then(|| serde_json::from_str(s).ok()).flatten().and_then(|v| in_strings(held, &v, depth + 1))
+            let nested = depth < 4
+                && has_escapes(s)
+                && matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'[' | b'"'));
+            nested
+                .then(|| serde_json::from_str(s).ok())
+                .flatten()
+                .and_then(|v| in_strings(held, &v, depth + 1))
         }),
         Value::Array(items) => items.iter().find_map(|v| in_strings(held, v, depth)),
-        Value::Object(members) => members.iter().find_map(|(k, v)| held.find(k.as_bytes()).or_else(|| in_strings(held, v, depth))),
+        Value::Object(members) => members
+            .iter()
+            .find_map(|(k, v)| held.find(k.as_bytes()).or_else(|| in_strings(held, v, depth))),
         _ => None,
     }
 }
@@ -207,7 +243,11 @@ impl std::io::Write for LogLine {
         let text = String::from_utf8_lossy(buf);
         let text = in_log_line(&text);
         let (line, end) = text.strip_suffix('\n').map_or((&*text, ""), |l| (l, "\n"));
-        let shown = if self.json { toolgate_core::visible::visible_json(line) } else { toolgate_core::visible::visible(line) };
+        let shown = if self.json {
+            toolgate_core::visible::visible_json(line)
+        } else {
+            toolgate_core::visible::visible(line)
+        };
         std::io::stderr().write_all(format!("{shown}{end}").as_bytes())?;
         Ok(buf.len())
     }
@@ -223,8 +263,14 @@ mod tests {
 
     #[test]
     fn a_ledger_password_is_found_where_urls_keep_it() {
-        assert_eq!(ledger_password("postgres://tg:s3cret-pw@db/toolgate").as_deref(), Some("s3cret-pw"));
-        assert_eq!(ledger_password("postgres:///toolgate?host=/run&password=pw-in-query").as_deref(), Some("pw-in-query"));
+        assert_eq!(
+            ledger_password("postgres://tg:s3cret-pw@db/toolgate").as_deref(),
+            Some("s3cret-pw")
+        );
+        assert_eq!(
+            ledger_password("postgres:///toolgate?host=/run&password=pw-in-query").as_deref(),
+            Some("pw-in-query")
+        );
         assert_eq!(ledger_password("/var/lib/toolgate/ledger.sqlite3"), None);
     }
 
@@ -247,14 +293,21 @@ mod tests {
             ("header-token-0004", "servers.h.headers.Authorization"),
             ("agent-token-from-file-0002", "callers.agent.token"),
         ] {
-            assert_eq!(c.find(format!("x {value} y").as_bytes()).map(|f| f.name).as_deref(), Some(name), "{value}");
+            assert_eq!(
+                c.find(format!("x {value} y").as_bytes()).map(|f| f.name).as_deref(),
+                Some(name),
+                "{value}"
+            );
         }
         assert!(c.find(b"NODE_ENV=production").is_none());
     }
 
     #[test]
     fn a_credential_spelled_in_json_escapes_is_found_decoded() {
-        let c = Credentials::new(vec![Held::new(String::from("servers.e.env.API_KEY"), b"sk-live-4f&8<Z/q9x".to_vec())]);
+        let c = Credentials::new(vec![Held::new(
+            String::from("servers.e.env.API_KEY"),
+            b"sk-live-4f&8<Z/q9x".to_vec(),
+        )]);
         let raw = |text: &str| serde_json::value::RawValue::from_string(text.to_string()).unwrap();
         for answer in [
             r#"{"content":[{"type":"text","text":"\u0073k-live-4f\u00268\u003cZ\/q9x"}]}"#,
@@ -262,8 +315,15 @@ mod tests {
             // A document inside the text, escaped in turn.
             r#"{"content":[{"type":"text","text":"{\"k\":\"\\u0073k-live-4f&8<Z/q9x\"}"}]}"#,
         ] {
-            assert_eq!(in_answer(&c, &raw(answer)).map(|f| f.name).as_deref(), Some("servers.e.env.API_KEY"), "{answer}");
+            assert_eq!(
+                in_answer(&c, &raw(answer)).map(|f| f.name).as_deref(),
+                Some("servers.e.env.API_KEY"),
+                "{answer}"
+            );
         }
-        assert!(in_answer(&c, &raw(r#"{"content":[{"type":"text","text":"\u0073k-live-other"}]}"#)).is_none());
+        assert!(
+            in_answer(&c, &raw(r#"{"content":[{"type":"text","text":"\u0073k-live-other"}]}"#))
+                .is_none()
+        );
     }
 }

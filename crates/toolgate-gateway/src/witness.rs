@@ -19,6 +19,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
+use aws_lc_rs::signature::{ML_DSA_44_SIGNING, PqdsaKeyPair};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +27,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rusqlite::OptionalExtension as _;
 use toolgate_core::merkle::{self, Hash};
-use aws_lc_rs::signature::{ML_DSA_44_SIGNING, PqdsaKeyPair};
 use toolgate_core::note::{self, Checkpoint, Cosigner, Verifier};
 use toolgate_core::visible::visible;
 use toolgate_core::{Clock, SystemClock};
@@ -66,21 +66,30 @@ impl Witness {
     /// The witness whose key and state are in `dir` (created on first use,
     /// the key owner-only), named `name`, for the logs whose keys are `logs`
     /// (their origins are the keys' names).
-    pub fn open(dir: &Path, name: &str, logs: Vec<Verifier>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+    pub fn open(
+        dir: &Path,
+        name: &str,
+        logs: Vec<Verifier>,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         // Owner-only (0700) whatever the umask; a link planted there is refused.
         crate::seal::create_private_dir(dir)?;
         let ed = seed(&dir.join("witness.key"))?;
         let pq = seed(&dir.join("witness-ml-dsa-44.key"))?;
-        let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &pq).map_err(|_| anyhow::anyhow!("the witness's ML-DSA-44 seed is not usable"))?;
+        let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &pq)
+            .map_err(|_| anyhow::anyhow!("the witness's ML-DSA-44 seed is not usable"))?;
         let cosigner = Cosigner::new(name, ed25519_dalek::SigningKey::from_bytes(&ed))
             .and_then(|c| c.with_ml_dsa_44(pq))
             .map_err(|e| anyhow::anyhow!("witness name {name:?}: {e}"))?;
         if logs.is_empty() || logs.iter().any(|l| l.algorithm().is_cosignature()) {
-            anyhow::bail!("give the keys of the logs to witness (--log VKEY, from the log's `toolgate keys show`), not witnesses' keys");
+            anyhow::bail!(
+                "give the keys of the logs to witness (--log VKEY, from the log's `toolgate keys show`), not witnesses' keys"
+            );
         }
         // Created owner-only before SQLite opens it: its -wal and -shm take its mode.
         crate::seal::create_owner_only_new(&dir.join("witness.sqlite3"))?;
-        let db = rusqlite::Connection::open(dir.join("witness.sqlite3")).with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
+        let db = rusqlite::Connection::open(dir.join("witness.sqlite3"))
+            .with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
         db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS checkpoints (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);")?;
         Ok(Self { cosigner, logs, db: Mutex::new(db), clock })
     }
@@ -93,33 +102,83 @@ impl Witness {
 
     /// `add-checkpoint`: the cosignature line(s), or the refusal.
     pub fn add_checkpoint(&self, request: &str) -> Result<String, Refused> {
-        let (old, proof, text) = parse_request(request).map_err(|why| refused(StatusCode::BAD_REQUEST, why))?;
-        let body = text.rfind("\n\n").map(|i| &text[..i + 1]).ok_or_else(|| refused(StatusCode::BAD_REQUEST, "the checkpoint is not a signed note"))?;
-        let stated = Checkpoint::parse(body).map_err(|e| refused(StatusCode::BAD_REQUEST, format!("the checkpoint: {e}")))?;
-        let keys: Vec<Verifier> = self.logs.iter().filter(|k| k.name() == stated.origin()).cloned().collect();
+        let (old, proof, text) =
+            parse_request(request).map_err(|why| refused(StatusCode::BAD_REQUEST, why))?;
+        let body = text.rfind("\n\n").map(|i| &text[..i + 1]).ok_or_else(|| {
+            refused(StatusCode::BAD_REQUEST, "the checkpoint is not a signed note")
+        })?;
+        let stated = Checkpoint::parse(body)
+            .map_err(|e| refused(StatusCode::BAD_REQUEST, format!("the checkpoint: {e}")))?;
+        let keys: Vec<Verifier> =
+            self.logs.iter().filter(|k| k.name() == stated.origin()).cloned().collect();
         if keys.is_empty() {
-            return Err(refused(StatusCode::NOT_FOUND, format!("this witness does not witness the log {:?}", stated.origin())));
+            return Err(refused(
+                StatusCode::NOT_FOUND,
+                format!("this witness does not witness the log {:?}", stated.origin()),
+            ));
         }
-        let (checkpoint, _) = note::open_checkpoint(text, &keys).map_err(|e| refused(StatusCode::FORBIDDEN, format!("the checkpoint's signatures: {e}")))?;
+        let (checkpoint, _) = note::open_checkpoint(text, &keys).map_err(|e| {
+            refused(StatusCode::FORBIDDEN, format!("the checkpoint's signatures: {e}"))
+        })?;
         if old > checkpoint.size() {
-            return Err(refused(StatusCode::BAD_REQUEST, format!("old size {old} is above the checkpoint's {}", checkpoint.size())));
+            return Err(refused(
+                StatusCode::BAD_REQUEST,
+                format!("old size {old} is above the checkpoint's {}", checkpoint.size()),
+            ));
         }
         let mut db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(store)?;
-        let last: Option<(i64, Vec<u8>)> = tx.query_row("SELECT size, root FROM checkpoints WHERE origin = ?1", [checkpoint.origin()], |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(store)?;
+        let tx = db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(store)?;
+        let last: Option<(i64, Vec<u8>)> = tx
+            .query_row(
+                "SELECT size, root FROM checkpoints WHERE origin = ?1",
+                [checkpoint.origin()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(store)?;
         let (size, root) = last.map_or((0, None), |(s, r)| (s as u64, Hash::try_from(r).ok()));
         if old != size {
-            return Err(Refused { status: StatusCode::CONFLICT, body: format!("{size}\n"), size: Some(size) });
+            return Err(Refused {
+                status: StatusCode::CONFLICT,
+                body: format!("{size}\n"),
+                size: Some(size),
+            });
         }
         match root {
             Some(root) if old == checkpoint.size() && root != *checkpoint.root() => {
-                return Err(refused(StatusCode::CONFLICT, format!("a checkpoint of size {old} with another root was cosigned here: the log forked")));
+                return Err(refused(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "a checkpoint of size {old} with another root was cosigned here: the log forked"
+                    ),
+                ));
             }
             Some(root) if old < checkpoint.size() => {
-                merkle::verify_consistency(old, checkpoint.size(), &root, checkpoint.root(), &proof)
-                    .map_err(|e| refused(StatusCode::UNPROCESSABLE_ENTITY, format!("the consistency proof from {old} to {} does not verify: {e}", checkpoint.size())))?;
+                merkle::verify_consistency(
+                    old,
+                    checkpoint.size(),
+                    &root,
+                    checkpoint.root(),
+                    &proof,
+                )
+                .map_err(|e| {
+                    refused(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!(
+                            "the consistency proof from {old} to {} does not verify: {e}",
+                            checkpoint.size()
+                        ),
+                    )
+                })?;
             }
-            _ if !proof.is_empty() && old == 0 => return Err(refused(StatusCode::BAD_REQUEST, "the consistency proof must be empty from size 0")),
+            _ if !proof.is_empty() && old == 0 => {
+                return Err(refused(
+                    StatusCode::BAD_REQUEST,
+                    "the consistency proof must be empty from size 0",
+                ));
+            }
             _ => {}
         }
         tx.execute(
@@ -136,10 +195,13 @@ impl Witness {
 /// A 32-byte key seed kept at `path`, created (owner-only) on first use.
 fn seed(path: &Path) -> anyhow::Result<[u8; 32]> {
     match std::fs::read(path) {
-        Ok(bytes) => bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display())),
+        Ok(bytes) => {
+            bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut seed = [0u8; 32];
-            aws_lc_rs::rand::fill(&mut seed).map_err(|_| anyhow::anyhow!("no randomness for the witness's key"))?;
+            aws_lc_rs::rand::fill(&mut seed)
+                .map_err(|_| anyhow::anyhow!("no randomness for the witness's key"))?;
             crate::seal::write_owner_only(path, &seed)?;
             Ok(seed)
         }
@@ -155,10 +217,15 @@ fn store(e: rusqlite::Error) -> Refused {
 /// `old N`, proof lines, an empty line, the checkpoint.
 fn parse_request(request: &str) -> Result<(u64, Vec<Hash>, &str), String> {
     let (first, mut rest) = request.split_once('\n').ok_or("the request has no old size line")?;
-    let old = first.strip_prefix("old ").filter(|n| *n == "0" || (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))).and_then(|n| n.parse().ok()).ok_or("the first line must be `old N`, N in decimal")?;
+    let old = first
+        .strip_prefix("old ")
+        .filter(|n| *n == "0" || (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())))
+        .and_then(|n| n.parse().ok())
+        .ok_or("the first line must be `old N`, N in decimal")?;
     let mut proof = Vec::new();
     loop {
-        let (line, after) = rest.split_once('\n').ok_or("the request has no empty line before the checkpoint")?;
+        let (line, after) =
+            rest.split_once('\n').ok_or("the request has no empty line before the checkpoint")?;
         rest = after;
         if line.is_empty() {
             break;
@@ -166,7 +233,11 @@ fn parse_request(request: &str) -> Result<(u64, Vec<Hash>, &str), String> {
         if proof.len() == MAX_PROOF {
             return Err(format!("more than {MAX_PROOF} consistency proof lines"));
         }
-        let hash = STANDARD.decode(line).ok().and_then(|h| Hash::try_from(h).ok()).ok_or("a consistency proof line is not a base64 32-byte hash")?;
+        let hash = STANDARD
+            .decode(line)
+            .ok()
+            .and_then(|h| Hash::try_from(h).ok())
+            .ok_or("a consistency proof line is not a base64 32-byte hash")?;
         proof.push(hash);
     }
     Ok((old, proof, rest))
@@ -174,34 +245,57 @@ fn parse_request(request: &str) -> Result<(u64, Vec<Hash>, &str), String> {
 
 /// The witness's HTTP interface: `POST /add-checkpoint`.
 pub fn router(witness: Arc<Witness>) -> axum::Router {
-    axum::Router::new().route("/add-checkpoint", axum::routing::post(add_checkpoint)).with_state(witness)
+    axum::Router::new()
+        .route("/add-checkpoint", axum::routing::post(add_checkpoint))
+        .with_state(witness)
 }
 
 async fn add_checkpoint(State(witness): State<Arc<Witness>>, body: axum::body::Bytes) -> Response {
     if body.len() > MAX_REQUEST {
-        return (StatusCode::PAYLOAD_TOO_LARGE, format!("a request is at most {MAX_REQUEST} bytes\n")).into_response();
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a request is at most {MAX_REQUEST} bytes\n"),
+        )
+            .into_response();
     }
-    let Ok(text) = std::str::from_utf8(&body) else { return (StatusCode::BAD_REQUEST, "the request is not UTF-8\n").into_response() };
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return (StatusCode::BAD_REQUEST, "the request is not UTF-8\n").into_response();
+    };
     let witness = witness.clone();
     let text = text.to_string();
     let answer = tokio::task::spawn_blocking(move || witness.add_checkpoint(&text)).await;
     match answer {
-        Ok(Ok(lines)) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], lines).into_response(),
-        Ok(Err(Refused { status, body, size: Some(_) })) => (status, [(header::CONTENT_TYPE, "text/x.tlog.size")], body).into_response(),
-        Ok(Err(Refused { status, body, size: None })) => (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{body}\n")).into_response(),
+        Ok(Ok(lines)) => {
+            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], lines)
+                .into_response()
+        }
+        Ok(Err(Refused { status, body, size: Some(_) })) => {
+            (status, [(header::CONTENT_TYPE, "text/x.tlog.size")], body).into_response()
+        }
+        Ok(Err(Refused { status, body, size: None })) => {
+            (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{body}\n"))
+                .into_response()
+        }
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the witness failed\n").into_response(),
     }
 }
 
 /// `toolgate witness serve`: runs until Ctrl-C / SIGTERM.
 pub async fn serve(listen: &str, dir: &Path, name: &str, logs: &[String]) -> anyhow::Result<()> {
-    let logs = logs.iter().map(|k| Verifier::from_vkey(k).map_err(|e| anyhow::anyhow!("--log {k:?}: {e}"))).collect::<anyhow::Result<Vec<_>>>()?;
+    let logs = logs
+        .iter()
+        .map(|k| Verifier::from_vkey(k).map_err(|e| anyhow::anyhow!("--log {k:?}: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let witness = Arc::new(Witness::open(dir, name, logs, Arc::new(SystemClock))?);
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
     println!("witness: {} on http://{}/add-checkpoint", visible(name), listener.local_addr()?);
     for vkey in witness.vkeys() {
         println!("vkey: {}", visible(&vkey));
     }
-    axum::serve(listener, router(witness)).with_graceful_shutdown(crate::gateway::shutdown_signal()).await?;
+    axum::serve(listener, router(witness))
+        .with_graceful_shutdown(crate::gateway::shutdown_signal())
+        .await?;
     Ok(())
 }

@@ -19,8 +19,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use toolgate_core::note::{self, Verifier};
 use toolgate_core::visible::visible;
-use toolgate_mcp::body;
 use toolgate_ledger::StoredCheckpoint;
+use toolgate_mcp::body;
 
 use crate::config::WitnessConfig;
 use crate::log::ReceiptLog;
@@ -60,13 +60,20 @@ impl Witnesses {
     pub fn new(config: &[WitnessConfig], state: Option<&Path>) -> anyhow::Result<Self> {
         let mut peers = Vec::new();
         for w in config {
-            let key = Verifier::from_vkey(&w.vkey).map_err(|e| anyhow!("receipts.witnesses: vkey {:?}: {e}", w.vkey))?;
+            let key = Verifier::from_vkey(&w.vkey)
+                .map_err(|e| anyhow!("receipts.witnesses: vkey {:?}: {e}", w.vkey))?;
             if !key.algorithm().is_cosignature() {
-                bail!("receipts.witnesses: {:?} is not a witness's key (a cosigner vkey, signature type 0x04, as `toolgate witness serve` prints it)", w.vkey);
+                bail!(
+                    "receipts.witnesses: {:?} is not a witness's key (a cosigner vkey, signature type 0x04, as `toolgate witness serve` prints it)",
+                    w.vkey
+                );
             }
             let url = w.url.trim_end_matches('/').to_string();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                bail!("receipts.witnesses: url {:?} must be http(s)://… (the witness's submission prefix)", w.url);
+                bail!(
+                    "receipts.witnesses: url {:?} must be http(s)://… (the witness's submission prefix)",
+                    w.url
+                );
             }
             peers.push(Peer { url, key, last: AtomicU64::new(0) });
         }
@@ -94,12 +101,20 @@ impl Witnesses {
         if self.cosigned().is_some_and(|(size, _)| size >= checkpoint.size) {
             return;
         }
-        let Ok(http) = reqwest::Client::builder().timeout(Duration::from_secs(5)).redirect(reqwest::redirect::Policy::none()).build() else { return };
+        let Ok(http) = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+        else {
+            return;
+        };
         let mut lines = String::new();
         for peer in &self.peers {
             match submit_to(&http, log, peer, checkpoint).await {
                 Ok(answer) => lines.push_str(&answer),
-                Err(e) => tracing::warn!(target: "toolgate::log", witness = %peer.url, size = checkpoint.size, error = %format!("{e:#}"), "a witness did not cosign the checkpoint; the next checkpoint tries again"),
+                Err(e) => {
+                    tracing::warn!(target: "toolgate::log", witness = %peer.url, size = checkpoint.size, error = %format!("{e:#}"), "a witness did not cosign the checkpoint; the next checkpoint tries again")
+                }
             }
         }
         if !lines.is_empty() {
@@ -110,7 +125,8 @@ impl Witnesses {
                     tracing::warn!(target: "toolgate::log", error = %format!("{e:#}"), "cannot keep the cosigned checkpoint; it is served until the gateway stops");
                 }
             }
-            *self.cosigned.lock().unwrap_or_else(|p| p.into_inner()) = Some((checkpoint.size, note));
+            *self.cosigned.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((checkpoint.size, note));
         }
     }
 }
@@ -123,12 +139,21 @@ fn read_kept(path: &Path) -> Option<(u64, String)> {
 }
 
 /// One witness's cosignature line(s) on `checkpoint`, verified.
-async fn submit_to(http: &reqwest::Client, log: &ReceiptLog, peer: &Peer, checkpoint: &StoredCheckpoint) -> anyhow::Result<String> {
+async fn submit_to(
+    http: &reqwest::Client,
+    log: &ReceiptLog,
+    peer: &Peer,
+    checkpoint: &StoredCheckpoint,
+) -> anyhow::Result<String> {
     let mut old = peer.last.load(Ordering::Relaxed);
     // At most twice: a witness that cosigned another size than the log
     // thought says which (409), and the request is made again from it.
     for _ in 0..2 {
-        let proof = if old == 0 || old >= checkpoint.size { Vec::new() } else { crate::published::consistency_proof(log, old, checkpoint.size).await? };
+        let proof = if old == 0 || old >= checkpoint.size {
+            Vec::new()
+        } else {
+            crate::published::consistency_proof(log, old, checkpoint.size).await?
+        };
         let mut body = format!("old {old}\n");
         for hash in &proof {
             body.push_str(&STANDARD.encode(hash));
@@ -137,11 +162,22 @@ async fn submit_to(http: &reqwest::Client, log: &ReceiptLog, peer: &Peer, checkp
         body.push('\n');
         body.push_str(&checkpoint.note);
         let url = format!("{}/add-checkpoint", peer.url);
-        let response = http.post(&url).body(body).send().await.with_context(|| format!("submitting to {url}"))?;
+        let response = http
+            .post(&url)
+            .body(body)
+            .send()
+            .await
+            .with_context(|| format!("submitting to {url}"))?;
         let status = response.status();
-        let conflict_size = response.headers().get(reqwest::header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/x.tlog.size"));
+        let conflict_size = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/x.tlog.size"));
         if status.is_redirection() {
-            bail!("{url} answered {status}, a redirect to {}, which is not followed: set the witness's url to where it points", visible(&body::location(&response)));
+            bail!(
+                "{url} answered {status}, a redirect to {}, which is not followed: set the witness's url to where it points",
+                visible(&body::location(&response))
+            );
         }
         let conflict = status == reqwest::StatusCode::CONFLICT && conflict_size;
         if !(status.is_success() || conflict) {
@@ -154,15 +190,25 @@ async fn submit_to(http: &reqwest::Client, log: &ReceiptLog, peer: &Peer, checkp
         if status.is_success() {
             let kept = verified_lines(&checkpoint.note, &text, &peer.key);
             if kept.is_empty() {
-                bail!("it answered no cosignature that verifies under its configured key ({}+{:08x})", peer.key.name(), peer.key.key_id());
+                bail!(
+                    "it answered no cosignature that verifies under its configured key ({}+{:08x})",
+                    peer.key.name(),
+                    peer.key.key_id()
+                );
             }
             peer.last.store(checkpoint.size, Ordering::Relaxed);
             return Ok(kept);
         }
         // 409: the size it cosigned last.
-        let said = text.trim_end().parse::<u64>().map_err(|_| anyhow!("409 with a size that is not a number"))?;
+        let said = text
+            .trim_end()
+            .parse::<u64>()
+            .map_err(|_| anyhow!("409 with a size that is not a number"))?;
         if said > checkpoint.size {
-            bail!("it cosigned size {said} of this log, beyond this checkpoint's {}", checkpoint.size);
+            bail!(
+                "it cosigned size {said} of this log, beyond this checkpoint's {}",
+                checkpoint.size
+            );
         }
         old = said;
     }
@@ -183,7 +229,9 @@ fn verified_lines(checkpoint: &str, answer: &str, key: &Verifier) -> String {
         // is given and ignores the rest, so one line at a time says whether
         // this line is one of the configured key's and verifies.
         let alone = format!("{checkpoint}{line}");
-        let verified = note::open_note(&alone, std::slice::from_ref(key)).is_ok_and(|opened| opened.verified.iter().any(|s| s.name == key.name() && s.key_id == key.key_id()));
+        let verified = note::open_note(&alone, std::slice::from_ref(key)).is_ok_and(|opened| {
+            opened.verified.iter().any(|s| s.name == key.name() && s.key_id == key.key_id())
+        });
         if verified && !kept.contains(&line) {
             kept.push_str(&line);
         }
@@ -201,16 +249,25 @@ mod tests {
     /// signature fails, a malformed one, or a repeat.
     #[test]
     fn only_lines_that_verify_under_the_configured_key_are_kept() {
-        let log = Signer::ed25519("log.test/one", ed25519_dalek::SigningKey::from_bytes(&[1; 32])).unwrap();
+        let log = Signer::ed25519("log.test/one", ed25519_dalek::SigningKey::from_bytes(&[1; 32]))
+            .unwrap();
         let checkpoint = Checkpoint::new("log.test/one", 3, [7; 32]).unwrap();
         let note = checkpoint.sign(&[&log]).unwrap();
-        let witness = Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[2; 32])).unwrap();
-        let other_key = Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[3; 32])).unwrap();
-        let other_name = Cosigner::new("w.test/w2", ed25519_dalek::SigningKey::from_bytes(&[4; 32])).unwrap();
+        let witness =
+            Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[2; 32])).unwrap();
+        let other_key =
+            Cosigner::new("w.test/w1", ed25519_dalek::SigningKey::from_bytes(&[3; 32])).unwrap();
+        let other_name =
+            Cosigner::new("w.test/w2", ed25519_dalek::SigningKey::from_bytes(&[4; 32])).unwrap();
         let valid = witness.cosign(&checkpoint.body(), 10);
         // The configured key's id, another time: its signature fails.
-        let forged = witness.cosign(&checkpoint.body(), 10).replace(&valid[valid.len() - 6..], "AAAAA\n");
-        let answer = format!("{}{valid}{}{forged}\u{2014} w.test/w1 not base64\n\nplain text\n{valid}", other_key.cosign(&checkpoint.body(), 10), other_name.cosign(&checkpoint.body(), 10));
+        let forged =
+            witness.cosign(&checkpoint.body(), 10).replace(&valid[valid.len() - 6..], "AAAAA\n");
+        let answer = format!(
+            "{}{valid}{}{forged}\u{2014} w.test/w1 not base64\n\nplain text\n{valid}",
+            other_key.cosign(&checkpoint.body(), 10),
+            other_name.cosign(&checkpoint.body(), 10)
+        );
         assert_eq!(verified_lines(&note, &answer, &witness.verifier()), valid);
         assert_eq!(verified_lines(&note, &forged, &witness.verifier()), "");
         assert_eq!(verified_lines(&note, "", &witness.verifier()), "");

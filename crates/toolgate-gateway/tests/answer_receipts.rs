@@ -23,12 +23,21 @@ fn base(h: &Harness) -> String {
 /// The log's keys, as `toolgate keys show` prints them.
 async fn verifiers(h: &Harness) -> Vec<Verifier> {
     let keys = h.gateway.ledger.log_keys().await.unwrap();
-    keys.iter().flat_map(|k| [Some(k.ed25519.clone()), k.ml_dsa_65.clone()]).flatten().map(|v| Verifier::from_vkey(&v).unwrap()).collect()
+    keys.iter()
+        .flat_map(|k| [Some(k.ed25519.clone()), k.ml_dsa_65.clone()])
+        .flatten()
+        .map(|v| Verifier::from_vkey(&v).unwrap())
+        .collect()
 }
 
 async fn prove(h: &Harness, answer: &Value, token: Option<&str>) -> Report {
     let source = Source::parse(&format!("{}/log/", base(h)), token.map(str::to_string)).unwrap();
-    let options = Options { verifiers: verifiers(h).await, require_pq: true, wait: Duration::from_secs(5), ..Default::default() };
+    let options = Options {
+        verifiers: verifiers(h).await,
+        require_pq: true,
+        wait: Duration::from_secs(5),
+        ..Default::default()
+    };
     verify_answer(answer, &source, &options).await.unwrap()
 }
 
@@ -47,7 +56,10 @@ async fn a_read_s_answer_names_its_receipt_and_proves_it_from_the_tiles() {
     let receipt = named(&answer);
     assert_eq!(receipt["origin"], "toolgate.local/log", "{answer}");
     assert_eq!(receipt["log"], "http://example.invalid/log/");
-    assert!(receipt["index"].is_u64() && receipt["leaf_hash"].as_str().is_some_and(|h| h.len() == 64), "{receipt}");
+    assert!(
+        receipt["index"].is_u64() && receipt["leaf_hash"].as_str().is_some_and(|h| h.len() == 64),
+        "{receipt}"
+    );
     assert!(receipt.get("decision").is_none(), "a read has one receipt: {answer}");
 
     let report = prove(&h, &answer, None).await;
@@ -72,8 +84,16 @@ async fn a_read_s_answer_names_its_receipt_and_proves_it_from_the_tiles() {
 
     // A checkpoint is trusted only under the keys given.
     let source = Source::parse(&format!("{}/log/", base(&h)), None).unwrap();
-    let stranger = Verifier::from_vkey("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW").unwrap();
-    let report = verify_answer(&answer, &source, &Options { verifiers: vec![stranger], ..Default::default() }).await.unwrap();
+    let stranger =
+        Verifier::from_vkey("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW")
+            .unwrap();
+    let report = verify_answer(
+        &answer,
+        &source,
+        &Options { verifiers: vec![stranger], ..Default::default() },
+    )
+    .await
+    .unwrap();
     assert_eq!(failed(&report), ["checkpoint"]);
 }
 
@@ -83,7 +103,10 @@ async fn a_write_names_its_decision_and_outcome_and_a_refusal_names_its_receipt(
     let args = json!({"customer_id": "cust_harbor_02", "subject": "Pump leaks", "priority": "normal", "client_reference": "ref-answer-0001"});
     let (_, answer) = post(&h.url, "tools/call", json!({"name": "support__create_ticket", "arguments": args, "_meta": {"io.toolgate/operationKey": "k-answer-1"}})).await;
     let receipt = named(&answer);
-    assert!(receipt["decision"]["index"].as_u64().unwrap() < receipt["index"].as_u64().unwrap(), "{answer}");
+    assert!(
+        receipt["decision"]["index"].as_u64().unwrap() < receipt["index"].as_u64().unwrap(),
+        "{answer}"
+    );
     let report = prove(&h, &answer, None).await;
     assert!(report.ok(), "{report:#?}");
     assert!(report.checks.iter().any(|c| c.name == "decision" && c.ok), "{report:#?}");
@@ -123,7 +146,10 @@ async fn the_log_is_served_as_tlog_tiles_to_whom_the_config_lets() {
     // Proving needs the approver's token here.
     assert_eq!(failed(&prove(&h, &answer, Some(DANA_TOKEN)).await), Vec::<&str>::new());
     let checkpoint = get("checkpoint", Some(DANA_TOKEN)).await.unwrap();
-    assert_eq!((checkpoint.status().as_u16(), checkpoint.headers()["cache-control"].to_str().unwrap()), (200, "no-cache"));
+    assert_eq!(
+        (checkpoint.status().as_u16(), checkpoint.headers()["cache-control"].to_str().unwrap()),
+        (200, "no-cache")
+    );
     let text = checkpoint.text().await.unwrap();
     let size: u64 = text.lines().nth(1).unwrap().parse().unwrap();
     assert!(text.starts_with("toolgate.local/log\n") && size >= 1, "{text}");
@@ -133,12 +159,28 @@ async fn the_log_is_served_as_tlog_tiles_to_whom_the_config_lets() {
     assert_eq!(tile.status(), 200);
     assert!(tile.headers()["cache-control"].to_str().unwrap().contains("immutable"));
     assert_eq!(tile.bytes().await.unwrap().len() as u64, 32 * size);
-    let entries = get(&format!("tile/entries/000.p/{size}"), Some(DANA_TOKEN)).await.unwrap().bytes().await.unwrap();
+    let entries = get(&format!("tile/entries/000.p/{size}"), Some(DANA_TOKEN))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     let first = u16::from_be_bytes([entries[0], entries[1]]) as usize;
     // Format 3: the published entry is a commitment, naming no tenant, caller or tool.
     let entry = std::str::from_utf8(&entries[2..2 + first]).unwrap();
-    assert!(entry.starts_with("{\"commitment\":\"") && entry.ends_with("\",\"v\":3}") && entry.len() == 87, "{entry}");
-    for past in [format!("tile/0/000.p/{}", size + 1), "tile/0/000".into(), "tile/1/000.p/1".into(), "tile/0/00".into(), "tile/entries/x000/000".into()] {
+    assert!(
+        entry.starts_with("{\"commitment\":\"")
+            && entry.ends_with("\",\"v\":3}")
+            && entry.len() == 87,
+        "{entry}"
+    );
+    for past in [
+        format!("tile/0/000.p/{}", size + 1),
+        "tile/0/000".into(),
+        "tile/1/000.p/1".into(),
+        "tile/0/00".into(),
+        "tile/entries/x000/000".into(),
+    ] {
         assert_eq!(get(&past, Some(DANA_TOKEN)).await.unwrap().status(), 404, "{past}");
     }
 
@@ -152,9 +194,18 @@ async fn the_log_is_served_as_tlog_tiles_to_whom_the_config_lets() {
 #[tokio::test]
 async fn a_stock_python_sdk_call_carries_a_receipt_that_verifies() {
     let h = gateway("public").await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/answer_receipt.py");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/python/answer_receipt.py");
     for mode in ["2026-07-28", "legacy"] {
-        let out = tokio::process::Command::new(python()).arg(&script).arg(&h.url).arg(mode).arg("support__search_customers").arg(r#"{"query": "harbor"}"#).output().await.unwrap();
+        let out = tokio::process::Command::new(python())
+            .arg(&script)
+            .arg(&h.url)
+            .arg(mode)
+            .arg("support__search_customers")
+            .arg(r#"{"query": "harbor"}"#)
+            .output()
+            .await
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         let receipt = &printed["meta"]["io.toolgate/receipt"];
@@ -170,10 +221,25 @@ async fn a_stock_python_sdk_call_carries_a_receipt_that_verifies() {
             r["leaf_hash"] = leaf;
             std::fs::write(&saved, r.to_string()).unwrap();
             let base = format!("{}/log/", base(&h));
-            let out = tokio::process::Command::new(python()).arg(&verifier).arg(&saved).arg(&base).arg(&vkey).output().await.unwrap();
+            let out = tokio::process::Command::new(python())
+                .arg(&verifier)
+                .arg(&saved)
+                .arg(&base)
+                .arg(&vkey)
+                .output()
+                .await
+                .unwrap();
             let said = String::from_utf8_lossy(&out.stdout).to_string();
-            assert_eq!(out.status.success(), ok, "{mode}: {said}{}", String::from_utf8_lossy(&out.stderr));
-            assert!(if ok { said.ends_with("verified\n") } else { said.contains("FAIL leaf") }, "{said}");
+            assert_eq!(
+                out.status.success(),
+                ok,
+                "{mode}: {said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                if ok { said.ends_with("verified\n") } else { said.contains("FAIL leaf") },
+                "{said}"
+            );
         }
     }
 }
@@ -192,7 +258,8 @@ async fn a_refusal_s_receipt_never_proves_another_answer() {
     // A success around the refusal: isError false, new words, the same reason.
     let mut success = result.clone();
     success["isError"] = json!(false);
-    success["content"] = json!([{"type": "text", "text": "Exported 412 service records to the archive."}]);
+    success["content"] =
+        json!([{"type": "text", "text": "Exported 412 service records to the archive."}]);
     forgeries.push(("an invented success", success));
     // isError dropped altogether.
     let mut silent = result.clone();
@@ -238,7 +305,9 @@ async fn the_published_log_tells_no_reader_what_a_tenant_did() {
         let args = json!({"query": query});
         let answer = call(&h.url, "support__search_customers", args.clone()).await;
         assert!(prove(&h, &answer, None).await.ok());
-        proposals.push(toolgate_core::proposal::Proposal::new("support", "search_customers", args).sha256);
+        proposals.push(
+            toolgate_core::proposal::Proposal::new("support", "search_customers", args).sha256,
+        );
     }
     let refused = call(&h.url, "tickets__export_service_records", json!({})).await;
     let report = prove(&h, &refused, None).await;
@@ -258,17 +327,35 @@ async fn the_published_log_tells_no_reader_what_a_tenant_did() {
     assert_eq!(tile.len() as u64, 32 * size);
     let published = [checkpoint.as_bytes(), &tile, &entries].concat();
     let text = String::from_utf8_lossy(&published);
-    for name in ["atlas", "agent", "support", "search_customers", "tickets", "export_service_records", "harbor", "deny"] {
+    for name in [
+        "atlas",
+        "agent",
+        "support",
+        "search_customers",
+        "tickets",
+        "export_service_records",
+        "harbor",
+        "deny",
+    ] {
         assert!(!text.contains(name), "the published log names {name:?}");
     }
     for p in &proposals {
         let raw = toolgate_core::proposal::unhex32(p).unwrap();
-        assert!(!text.contains(p.as_str()) && !published.windows(32).any(|w| w == raw), "the published log holds a plain proposal hash");
+        assert!(
+            !text.contains(p.as_str()) && !published.windows(32).any(|w| w == raw),
+            "the published log holds a plain proposal hash"
+        );
     }
     // Each entry is a commitment, and only its own opening opens it.
     let read = toolgate_core::tiles::read_entry_bundle(&entries, size % 256).unwrap();
     for entry in &read {
-        assert!(matches!(toolgate_core::receipt::LogEntry::from_json(entry, toolgate_core::strict_json::JsonLimits::sized(1 << 10, 4)), Ok(toolgate_core::receipt::LogEntry::Commitment(_))));
+        assert!(matches!(
+            toolgate_core::receipt::LogEntry::from_json(
+                entry,
+                toolgate_core::strict_json::JsonLimits::sized(1 << 10, 4)
+            ),
+            Ok(toolgate_core::receipt::LogEntry::Commitment(_))
+        ));
     }
     let mut wrong_key = refused.clone();
     let key = &mut named_mut(&mut wrong_key)["opening"]["key"];
@@ -276,7 +363,9 @@ async fn the_published_log_tells_no_reader_what_a_tenant_did() {
     assert_eq!(failed(&prove(&h, &wrong_key, None).await), ["inclusion"]);
     // Another receipt of the same tenant does not open it either.
     let mut swapped = refused.clone();
-    named_mut(&mut swapped)["opening"] = named(&call(&h.url, "support__search_customers", json!({"query": "x"})).await)["opening"].clone();
+    named_mut(&mut swapped)["opening"] =
+        named(&call(&h.url, "support__search_customers", json!({"query": "x"})).await)["opening"]
+            .clone();
     assert_eq!(failed(&prove(&h, &swapped, None).await), ["inclusion"]);
     // Without its opening, a format-3 receipt cannot be proven, and says so.
     let mut bare = refused.clone();
@@ -298,12 +387,29 @@ async fn receipts_logged_in_the_clear_are_served_to_an_admin_only() {
     // A distinct variable per test: nextest runs each test in its own process.
     unsafe { std::env::set_var("TG_TEST_ADA_TOKEN", "ada-admin-token-0123456789") };
     let admin = "[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\", \"approver\"]\ntoken_env = \"TG_TEST_ADA_TOKEN\"\n";
-    let h = start_with("", &format!("[receipts]\ncheckpoint_ms = 100\nlog_access = \"approvers\"\n{admin}"), &[]).await;
+    let h = start_with(
+        "",
+        &format!("[receipts]\ncheckpoint_ms = 100\nlog_access = \"approvers\"\n{admin}"),
+        &[],
+    )
+    .await;
     // A format-2 receipt, as an older gateway wrote it.
-    let key = std::sync::Arc::new(toolgate_core::receipt::ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[5; 32])));
-    let mut old = toolgate_core::receipt::build::build(&old_subject(), toolgate_core::receipt::build::Event::Authorized { approval: None });
+    let key = std::sync::Arc::new(toolgate_core::receipt::ReceiptKey::new(
+        ed25519_dalek::SigningKey::from_bytes(&[5; 32]),
+    ));
+    let mut old = toolgate_core::receipt::build::build(
+        &old_subject(),
+        toolgate_core::receipt::build::Event::Authorized { approval: None },
+    );
     (old.v, old.kid) = (2, key.kid().to_string());
-    let draft = toolgate_core::receipt::Draft { receipt: old, salt: [1; 32], asked: None, key, sign_each: false, placement: Default::default() };
+    let draft = toolgate_core::receipt::Draft {
+        receipt: old,
+        salt: [1; 32],
+        asked: None,
+        key,
+        sign_each: false,
+        placement: Default::default(),
+    };
     h.gateway.ledger.append_receipts(vec![draft]).await.unwrap();
     let answer = call(&h.url, "support__search_customers", json!({"query": "harbor"})).await;
     // Its bundle is refused to the approver, with why, and served to the admin.

@@ -15,7 +15,12 @@ use toolgate_gateway::evidence;
 
 async fn calls(url: &str, n: usize) {
     for i in 0..n {
-        let read = call(url, "support__get_ticket", json!({"client_reference": format!("ref-arch-{i:04}")})).await;
+        let read = call(
+            url,
+            "support__get_ticket",
+            json!({"client_reference": format!("ref-arch-{i:04}")}),
+        )
+        .await;
         assert!(read.get("result").is_some(), "{read}");
     }
 }
@@ -37,7 +42,8 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let done = archive::run(&gw.log, ledger, 300, 2).await.unwrap();
     assert_eq!(done, archive::Archived { before: 256, moved: 256, checkpoints_dropped: 0 });
     let old_checkpoint = ledger.checkpoint(None).await.unwrap().unwrap();
-    let old_bundle = evidence::bundle(&gw.log.archive, ledger, &old_checkpoint, 10, 11).await.unwrap();
+    let old_bundle =
+        evidence::bundle(&gw.log.archive, ledger, &old_checkpoint, 10, 11).await.unwrap();
     let dir = gw.log.archive.dir();
     for file in ["checkpoint", "tile/0/000", "tile/1/000.p/1", "tile/entries/000", "private/000"] {
         assert!(dir.join(file).is_file(), "{file} missing");
@@ -49,22 +55,40 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     assert!(entries.iter().zip(&tile).all(|(e, h)| merkle::leaf_hash(e) == *h));
     assert_eq!(std::fs::read(dir.join("tile/1/000.p/1")).unwrap(), merkle::root(&tile).to_vec());
     use std::os::unix::fs::PermissionsExt as _;
-    assert_eq!(std::fs::metadata(dir.join("private/000")).unwrap().permissions().mode() & 0o077, 0, "salts and records stay the owner's");
-    assert!(std::fs::read_to_string(dir.join("checkpoint")).unwrap().starts_with("toolgate.local/log\n256\n"));
+    assert_eq!(
+        std::fs::metadata(dir.join("private/000")).unwrap().permissions().mode() & 0o077,
+        0,
+        "salts and records stay the owner's"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("checkpoint"))
+            .unwrap()
+            .starts_with("toolgate.local/log\n256\n")
+    );
 
     // The ledger lost the rows, not the log.
     assert_eq!(ledger.log_size().await.unwrap(), size);
     assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256);
-    assert_eq!(merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 0, size).await.unwrap()), root_before);
+    assert_eq!(
+        merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 0, size).await.unwrap()),
+        root_before
+    );
     // New calls, a new checkpoint from the carried-on tree, and one bundle
     // across the archive and the ledger that verifies.
     calls(&h.url, 20).await;
     let checkpoint = gw.log.checkpoint().await.unwrap().expect("the log grew");
     let to = checkpoint.size;
     let all = archive::leaf_hashes(&gw.log.archive, ledger, 0, to).await.unwrap();
-    assert_eq!(checkpoint.root, merkle::root(&all), "the tree carried on from the archive's frontier");
+    assert_eq!(
+        checkpoint.root,
+        merkle::root(&all),
+        "the tree carried on from the archive's frontier"
+    );
     let b = evidence::bundle(&gw.log.archive, ledger, &checkpoint, 250, to).await.unwrap();
-    let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true, ..Default::default() });
+    let report = bundle::verify(
+        &b,
+        &Options { expected_kids: vec![], require_pq: true, ..Default::default() },
+    );
     assert!(report.ok(), "{:?}", report.failures);
     assert_eq!(b.receipts.len() as u64, to - 250);
     // A second run has nothing to move yet; a damaged tile at the edge the
@@ -78,20 +102,35 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     assert!(refused.contains("tiles at the edge") && refused.contains("restore"), "{refused}");
     assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256, "nothing moved");
     std::fs::write(dir.join("tile/1/000.p/1"), edge).unwrap();
-    let below: Vec<u64> = ledger.checkpoints().await.unwrap().iter().map(|c| c.size).filter(|s| *s < 512).collect();
+    let below: Vec<u64> =
+        ledger.checkpoints().await.unwrap().iter().map(|c| c.size).filter(|s| *s < 512).collect();
     assert!(below.contains(&256) && below.contains(&old_checkpoint.size), "{below:?}");
-    assert_eq!(archive::run(&gw.log, ledger, 512, 5).await.unwrap(), archive::Archived { before: 512, moved: 256, checkpoints_dropped: below.len() as u64 });
+    assert_eq!(
+        archive::run(&gw.log, ledger, 512, 5).await.unwrap(),
+        archive::Archived { before: 512, moved: 256, checkpoints_dropped: below.len() as u64 }
+    );
     // The checkpoints it covers went; the archive's stays, and proves what
     // they did: a receipt of the first tile, by the new checkpoint, and the
     // bundle made earlier still verifies on its own.
     let kept: Vec<u64> = ledger.checkpoints().await.unwrap().iter().map(|c| c.size).collect();
     assert!(kept.first() == Some(&512) && kept.iter().all(|s| *s >= 512), "{kept:?}");
     let latest = ledger.checkpoint(None).await.unwrap().unwrap();
-    for b in [old_bundle, evidence::bundle(&gw.log.archive, ledger, &latest, 10, 11).await.unwrap()] {
-        let report = bundle::verify(&b, &Options { expected_kids: vec![], require_pq: true, ..Default::default() });
+    for b in [old_bundle, evidence::bundle(&gw.log.archive, ledger, &latest, 10, 11).await.unwrap()]
+    {
+        let report = bundle::verify(
+            &b,
+            &Options { expected_kids: vec![], require_pq: true, ..Default::default() },
+        );
         assert!(report.ok(), "{:?}", report.failures);
     }
-    assert_eq!(std::fs::read(dir.join("tile/1/000.p/2")).unwrap(), [merkle::root(&tile), merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 256, 512).await.unwrap())].concat());
+    assert_eq!(
+        std::fs::read(dir.join("tile/1/000.p/2")).unwrap(),
+        [
+            merkle::root(&tile),
+            merkle::root(&archive::leaf_hashes(&gw.log.archive, ledger, 256, 512).await.unwrap())
+        ]
+        .concat()
+    );
     // A run reads only the edge; the full check (`toolgate log verify`) reads
     // every tile against the entries, and finds a damaged one inside.
     let check = |archive: &archive::Archive, before: u64| {

@@ -47,7 +47,8 @@ arguments = { client_reference = "client_reference" }
 "#;
 
 /// An anonymous agent, for configs of tests that send no token.
-pub const ANONYMOUS: &str = "\n[callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\nanonymous = true\n";
+pub const ANONYMOUS: &str =
+    "\n[callers.agent]\ntenant = \"atlas\"\nroles = [\"agent\"]\nanonymous = true\n";
 
 /// Callers of the harness gateway: an anonymous agent (the raw-HTTP tests
 /// send no token), an approver and a caller who is both (for self-approval).
@@ -74,7 +75,8 @@ pub fn write_tokens(dir: &Path) {
     for (file, token) in [("dana.token", DANA_TOKEN), ("sam.token", SAM_TOKEN)] {
         let path = dir.join(file);
         std::fs::write(&path, token).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
     }
 }
 
@@ -122,7 +124,13 @@ pub async fn start_full(extra: &str, more: &str, files: &[(&str, &str)], support
 
 /// `start_full`, with the routes `beside` makes for the gateway served
 /// beside `/mcp` (another crate's tests include this file: the console's).
-pub async fn start_beside(extra: &str, more: &str, files: &[(&str, &str)], support: &str, beside: impl FnOnce(Arc<Gateway>) -> axum::Router) -> Harness {
+pub async fn start_beside(
+    extra: &str,
+    more: &str,
+    files: &[(&str, &str)],
+    support: &str,
+    beside: impl FnOnce(Arc<Gateway>) -> axum::Router,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).unwrap();
@@ -133,7 +141,8 @@ pub async fn start_beside(extra: &str, more: &str, files: &[(&str, &str)], suppo
     for kind in ServerKind::ALL.into_iter().chain([ServerKind::Notices, ServerKind::Support]) {
         let cancel = CancellationToken::new();
         let server = toolgate_atlas::server(kind, Some(&dir.path().join("atlas"))).unwrap();
-        let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+        let (addr, _) =
+            serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
         let url = format!("http://{addr}/mcp");
         servers.push_str(&format!("[servers.{}]\nurl = \"{url}\"\n", kind.name()));
         if kind == ServerKind::Support {
@@ -145,7 +154,9 @@ pub async fn start_beside(extra: &str, more: &str, files: &[(&str, &str)], suppo
     // Calls are not held for their approval unless a test says so (`HOLD`).
     let hold = if more.contains("[approvals]") { "" } else { "[approvals]\nhold_ms = 0\n" };
     let registry = registry_without(more);
-    let text = format!("[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{registry}{CALLERS}{hold}{more}");
+    let text = format!(
+        "[gateway]\nlist_ttl_ms = 200\nupstream_timeout_ms = 5000\n{extra}\n{servers}{registry}{CALLERS}{hold}{more}"
+    );
     write_tokens(dir.path());
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, &text).unwrap();
@@ -219,12 +230,17 @@ pub async fn serve_gateway(gateway: Arc<Gateway>) -> (String, CancellationToken)
 }
 
 /// `serve_gateway`, with the routes of `beside` on the same listener.
-pub async fn serve_gateway_with(gateway: Arc<Gateway>, beside: axum::Router) -> (String, CancellationToken) {
+pub async fn serve_gateway_with(
+    gateway: Arc<Gateway>,
+    beside: axum::Router,
+) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    tokio::spawn(downstream::http::serve_with(gateway, listener, beside, async move { stop.cancelled_owned().await }));
+    tokio::spawn(downstream::http::serve_with(gateway, listener, beside, async move {
+        stop.cancelled_owned().await
+    }));
     (format!("http://{addr}/mcp"), cancel)
 }
 
@@ -244,7 +260,13 @@ pub fn request(url: &str, id: Value, method: &str, params: Value) -> reqwest::Re
 }
 
 /// `request`, on `client` (and its pool of connections).
-pub fn request_on(client: &reqwest::Client, url: &str, id: Value, method: &str, mut params: Value) -> reqwest::RequestBuilder {
+pub fn request_on(
+    client: &reqwest::Client,
+    url: &str,
+    id: Value,
+    method: &str,
+    mut params: Value,
+) -> reqwest::RequestBuilder {
     let mut merged = meta();
     if let Some(Value::Object(extra)) = params.get("_meta") {
         for (k, v) in extra {
@@ -281,16 +303,27 @@ pub fn answer_of(body: &str) -> Value {
 }
 
 pub async fn call(url: &str, name: &str, arguments: Value) -> Value {
-    let (status, body) = post(url, "tools/call", json!({"name": name, "arguments": arguments})).await;
+    let (status, body) =
+        post(url, "tools/call", json!({"name": name, "arguments": arguments})).await;
     assert_eq!(status, 200, "{body}");
     body
 }
 
 /// A request to the admin API beside `/mcp` (GET, or POST with `body`).
-pub async fn admin(url: &str, token: Option<&str>, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub async fn admin(
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let base = url.trim_end_matches("/mcp");
     let client = reqwest::Client::new();
-    let mut req = if method == "GET" { client.get(format!("{base}{path}")) } else { client.post(format!("{base}{path}")) };
+    let mut req = if method == "GET" {
+        client.get(format!("{base}{path}"))
+    } else {
+        client.post(format!("{base}{path}"))
+    };
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
@@ -304,7 +337,12 @@ pub async fn admin(url: &str, token: Option<&str>, method: &str, path: &str, bod
 
 pub async fn list_names(url: &str) -> Vec<String> {
     let (_, body) = post(url, "tools/list", json!({})).await;
-    body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 pub fn lines(path: &Path) -> usize {
@@ -322,29 +360,60 @@ where
 
 /// `serve_rmcp`, answering 401 to any request without header `required`
 /// (name, value): an upstream that wants its own credential.
-pub async fn serve_rmcp_requiring<S>(handler: S, cancel: &CancellationToken, required: Option<(&'static str, &'static str)>) -> String
+pub async fn serve_rmcp_requiring<S>(
+    handler: S,
+    cancel: &CancellationToken,
+    required: Option<(&'static str, &'static str)>,
+) -> String
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
-    serve_rmcp_admitting(handler, cancel, move |request| required.is_none_or(|(name, value)| request.headers().get(name).and_then(|v| v.to_str().ok()) == Some(value))).await
+    serve_rmcp_admitting(handler, cancel, move |request| {
+        required.is_none_or(|(name, value)| {
+            request.headers().get(name).and_then(|v| v.to_str().ok()) == Some(value)
+        })
+    })
+    .await
 }
 
 /// `serve_rmcp`, answering 401 to any request `admits` refuses.
-pub async fn serve_rmcp_admitting<S>(handler: S, cancel: &CancellationToken, admits: impl Fn(&axum::extract::Request) -> bool + Clone + Send + Sync + 'static) -> String
+pub async fn serve_rmcp_admitting<S>(
+    handler: S,
+    cancel: &CancellationToken,
+    admits: impl Fn(&axum::extract::Request) -> bool + Clone + Send + Sync + 'static,
+) -> String
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
     let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
+    let service: StreamableHttpService<S, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = cancel.clone();
-    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
-        let admitted = admits(&request);
-        async move { if admitted { next.run(request).await } else { axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED) } }
-    }));
-    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
+    let router =
+        axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let admitted = admits(&request);
+                async move {
+                    if admitted {
+                        next.run(request).await
+                    } else {
+                        axum::response::IntoResponse::into_response(
+                            axum::http::StatusCode::UNAUTHORIZED,
+                        )
+                    }
+                }
+            },
+        ));
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await
+    });
     format!("http://{addr}/mcp")
 }
 
@@ -392,10 +461,14 @@ for line in sys.stdin:
 /// A fresh schema in the machine's PostgreSQL (`TOOLGATE_TEST_POSTGRES`,
 /// default `postgres://postgres@127.0.0.1:5432/test`), as a ledger URL.
 pub async fn postgres_ledger(prefix: &str) -> String {
-    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let base = std::env::var("TOOLGATE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     let schema = format!("{prefix}_{}_{nanos}", std::process::id());
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (start it: see .ci/run)");
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL answers (start it: see .ci/run)");
     tokio::spawn(conn);
     client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
     let sep = if base.contains('?') { '&' } else { '?' };
@@ -404,7 +477,10 @@ pub async fn postgres_ledger(prefix: &str) -> String {
 
 /// Another replica of `h`'s gateway (its config, so its ledger), served.
 pub async fn replica_of(h: &Harness) -> (Arc<Gateway>, String, CancellationToken) {
-    let gateway = Gateway::start(Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), Mode::Serve).await.unwrap();
+    let gateway =
+        Gateway::start(Config::load(&h.dir.path().join("toolgate.toml")).unwrap(), Mode::Serve)
+            .await
+            .unwrap();
     assert!(gateway.wait_ready(Duration::from_secs(10)).await.is_empty());
     let (url, cancel) = serve_gateway(gateway.clone()).await;
     (gateway, url, cancel)

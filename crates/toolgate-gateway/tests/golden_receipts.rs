@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::*;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -39,7 +42,11 @@ impl ServerHandler for Desk {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let object = |properties: Value, required: Value| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
         let tools = [
             json!({"name": "lookup", "description": "Look a word up.", "annotations": {"readOnlyHint": true},
@@ -52,9 +59,15 @@ impl ServerHandler for Desk {
             json!({"name": "wipe", "description": "Wipe everything.", "annotations": {"destructiveHint": true}, "inputSchema": object(json!({}), json!([]))}),
             json!({"name": "flaky", "description": "Fails after acting.", "annotations": {"readOnlyHint": false}, "inputSchema": object(json!({}), json!([]))}),
         ];
-        Ok(ListToolsResult::with_all_items(tools.into_iter().map(|t| serde_json::from_value::<Tool>(t).unwrap()).collect()))
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().map(|t| serde_json::from_value::<Tool>(t).unwrap()).collect(),
+        ))
     }
-    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         Ok(match request.name.as_ref() {
             "lookup" => CallToolResult::structured(json!({"answer": format!("{} means {}", args["q"].as_str().unwrap_or(""), "a thing")})),
@@ -89,11 +102,19 @@ async fn scenario(capture: bool) -> Vec<String> {
     let upstream = serve_rmcp(Desk::default(), &cancel).await;
     let dir = tempfile::tempdir().unwrap();
     write_tokens(dir.path());
-    let registry: String = [("lookup", "automatic"), ("file", "automatic"), ("pay", "requires_approval"), ("wipe", "prohibited"), ("flaky", "automatic")]
-        .iter()
-        .map(|(t, c)| format!("[registry.\"desk__{t}\"]\nclass = \"{c}\"\n"))
-        .collect();
-    let text = format!("[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = {capture}\n[approvals]\nhold_ms = 0\n");
+    let registry: String = [
+        ("lookup", "automatic"),
+        ("file", "automatic"),
+        ("pay", "requires_approval"),
+        ("wipe", "prohibited"),
+        ("flaky", "automatic"),
+    ]
+    .iter()
+    .map(|(t, c)| format!("[registry.\"desk__{t}\"]\nclass = \"{c}\"\n"))
+    .collect();
+    let text = format!(
+        "[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = {capture}\n[approvals]\nhold_ms = 0\n"
+    );
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
     let clock = Arc::new(FixedClock::new(START_MS));
@@ -109,42 +130,83 @@ async fn scenario(capture: bool) -> Vec<String> {
     let tick = || clock.advance(1_000);
 
     // A read, answered: one receipt for its decision and outcome.
-    assert_eq!(call_with(&url, "desk__lookup", json!({"q": "gate"}), json!({})).await["result"]["structuredContent"]["answer"], "gate means a thing");
+    assert_eq!(
+        call_with(&url, "desk__lookup", json!({"q": "gate"}), json!({})).await["result"]["structuredContent"]
+            ["answer"],
+        "gate means a thing"
+    );
     tick();
     // Refused before any decision (invalid arguments), by the registry
     // (prohibited), and an unknown tool (a protocol error).
-    assert_eq!(call_with(&url, "desk__lookup", json!({"q": 5}), json!({})).await["result"]["structuredContent"]["reason"], "invalid_arguments");
+    assert_eq!(
+        call_with(&url, "desk__lookup", json!({"q": 5}), json!({})).await["result"]["structuredContent"]
+            ["reason"],
+        "invalid_arguments"
+    );
     tick();
-    assert_eq!(call_with(&url, "desk__wipe", json!({}), json!({})).await["result"]["structuredContent"]["reason"], "prohibited");
+    assert_eq!(
+        call_with(&url, "desk__wipe", json!({}), json!({})).await["result"]["structuredContent"]["reason"],
+        "prohibited"
+    );
     tick();
-    assert_eq!(call_with(&url, "desk__nothing", json!({}), json!({})).await["error"]["code"], -32602);
+    assert_eq!(
+        call_with(&url, "desk__nothing", json!({}), json!({})).await["error"]["code"],
+        -32602
+    );
     tick();
     // A keyed write: reserved and finished (two receipts), replayed, then
     // the same key with other arguments (a conflict).
-    assert_eq!(call_with(&url, "desk__file", json!({"title": "leak"}), key("k-1")).await["result"]["structuredContent"]["ticket"], "F-1");
+    assert_eq!(
+        call_with(&url, "desk__file", json!({"title": "leak"}), key("k-1")).await["result"]["structuredContent"]
+            ["ticket"],
+        "F-1"
+    );
     tick();
-    assert_eq!(call_with(&url, "desk__file", json!({"title": "leak"}), key("k-1")).await["result"]["structuredContent"]["ticket"], "F-1");
+    assert_eq!(
+        call_with(&url, "desk__file", json!({"title": "leak"}), key("k-1")).await["result"]["structuredContent"]
+            ["ticket"],
+        "F-1"
+    );
     tick();
-    assert_eq!(call_with(&url, "desk__file", json!({"title": "flood"}), key("k-1")).await["result"]["structuredContent"]["reason"], "operation_conflict");
+    assert_eq!(
+        call_with(&url, "desk__file", json!({"title": "flood"}), key("k-1")).await["result"]["structuredContent"]
+            ["reason"],
+        "operation_conflict"
+    );
     tick();
     // A write without a key: the gateway names the operation itself.
-    assert_eq!(call_with(&url, "desk__file", json!({"title": "fire"}), json!({})).await["result"]["structuredContent"]["ticket"], "F-2");
+    assert_eq!(
+        call_with(&url, "desk__file", json!({"title": "fire"}), json!({})).await["result"]["structuredContent"]
+            ["ticket"],
+        "F-2"
+    );
     tick();
     // Approval: asked (the approval opens with its receipt), approved by
     // dana, run once under it, and its re-issue answered from the record.
-    let eliciting = json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
-    let asked = call_with(&url, "desk__pay", json!({"amount": 120}), eliciting).await["result"].clone();
+    let eliciting =
+        json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    let asked =
+        call_with(&url, "desk__pay", json!({"amount": 120}), eliciting).await["result"].clone();
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let approval = asked["_meta"]["io.toolgate/approval"]["id"].as_str().unwrap().to_string();
     let state = asked["requestState"].clone();
     tick();
-    let (status, _) = admin(&url, Some(DANA_TOKEN), "POST", &format!("/admin/approvals/{approval}/approve"), Some(json!({"reason": "budgeted"}))).await;
+    let (status, _) = admin(
+        &url,
+        Some(DANA_TOKEN),
+        "POST",
+        &format!("/admin/approvals/{approval}/approve"),
+        Some(json!({"reason": "budgeted"})),
+    )
+    .await;
     assert_eq!(status, 200);
     tick();
-    let paid = call_with(&url, "desk__pay", json!({"amount": 120}), json!({"requestState": state})).await;
+    let paid =
+        call_with(&url, "desk__pay", json!({"amount": 120}), json!({"requestState": state})).await;
     assert_eq!(paid["result"]["structuredContent"]["paid"], 120, "{paid}");
     tick();
-    let again = call_with(&url, "desk__pay", json!({"amount": 120}), json!({"requestState": state})).await;
+    let again =
+        call_with(&url, "desk__pay", json!({"amount": 120}), json!({"requestState": state})).await;
     assert_eq!(again["result"]["_meta"]["io.toolgate/operation"]["replayed"], true, "{again}");
     tick();
     // A write whose upstream fails after it may have acted: unknown, then
@@ -152,20 +214,44 @@ async fn scenario(capture: bool) -> Vec<String> {
     let flaky = call_with(&url, "desk__flaky", json!({}), key("k-2")).await;
     assert!(flaky.get("error").is_some() || flaky["result"]["isError"] == true, "{flaky}");
     tick();
-    let unknown = gw.ledger.operations(None, Some(OperationState::Unknown), START_MS + 100_000, usize::MAX).await.unwrap();
+    let unknown = gw
+        .ledger
+        .operations(None, Some(OperationState::Unknown), START_MS + 100_000, usize::MAX)
+        .await
+        .unwrap();
     assert_eq!(unknown.len(), 1, "{unknown:?}");
     let op = &unknown[0];
     let receipt = Some(gw.log.settlement(op, OperationState::ReconciledNotApplied, "dana", None));
-    let settle = Resolution { applied: false, by: "dana".into(), reason: "not in the desk".into(), outcome: None, now_ms: START_MS + 100_000, receipt };
+    let settle = Resolution {
+        applied: false,
+        by: "dana".into(),
+        reason: "not in the desk".into(),
+        outcome: None,
+        now_ms: START_MS + 100_000,
+        receipt,
+    };
     gw.ledger.resolve_operation(&op.id, settle).await.unwrap();
 
     let stored = gw.ledger.receipts(0, 1_000).await.unwrap();
     stop.cancel();
     gw.stop();
     cancel.cancel();
-    let named = stored.iter().filter(|r| r.logged.contains(&format!("\"config_version\":\"{version}\""))).count();
-    assert_eq!(named, stored.len() - 1, "every receipt but the operator's settlement names the config it ran under");
-    stored.into_iter().map(|r| json!({"logged": r.logged.replace(&version, "CONFIG_VERSION"), "asked": r.asked}).to_string()).collect()
+    let named = stored
+        .iter()
+        .filter(|r| r.logged.contains(&format!("\"config_version\":\"{version}\"")))
+        .count();
+    assert_eq!(
+        named,
+        stored.len() - 1,
+        "every receipt but the operator's settlement names the config it ran under"
+    );
+    stored
+        .into_iter()
+        .map(|r| {
+            json!({"logged": r.logged.replace(&version, "CONFIG_VERSION"), "asked": r.asked})
+                .to_string()
+        })
+        .collect()
 }
 
 async fn compare(capture: bool, file: &str) {
@@ -176,12 +262,19 @@ async fn compare(capture: bool, file: &str) {
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         return;
     }
-    let golden = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} is missing (UPDATE_GOLDEN=1 writes it)", path.display()));
+    let golden = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing (UPDATE_GOLDEN=1 writes it)", path.display()));
     let want: Vec<&str> = golden.lines().collect();
     for (i, (got, want)) in lines.iter().zip(&want).enumerate() {
         assert_eq!(got, want, "receipt {i} differs from {file}");
     }
-    assert_eq!(lines.len(), want.len(), "the scenario wrote {} receipts; {file} has {}", lines.len(), want.len());
+    assert_eq!(
+        lines.len(),
+        want.len(),
+        "the scenario wrote {} receipts; {file} has {}",
+        lines.len(),
+        want.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

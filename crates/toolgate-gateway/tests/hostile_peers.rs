@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -76,27 +76,50 @@ async fn a_log_s_endless_checkpoint_is_refused_at_the_limit_and_not_read_on() {
     assert!(err.contains("checkpoint") && err.contains("1048576 bytes"), "{err}");
     wait_ended(&h, 1).await;
     let sent = h.written.load(Ordering::Relaxed);
-    assert!(sent < BUFFERED, "the log wrote {sent} of {ENDLESS} bytes: the checkpoint was read on past its limit");
+    assert!(
+        sent < BUFFERED,
+        "the log wrote {sent} of {ENDLESS} bytes: the checkpoint was read on past its limit"
+    );
 }
 
 #[tokio::test]
 async fn a_tile_or_bundle_longer_than_one_can_be_is_refused_by_its_declared_length() {
     // A hash tile is at most 256 hashes of 32 bytes.
-    let h = hostile("HTTP/1.1 200 OK\r\nContent-Length: 8193\r\nConnection: close\r\n\r\n".into(), 8193).await;
+    let h = hostile(
+        "HTTP/1.1 200 OK\r\nContent-Length: 8193\r\nConnection: close\r\n\r\n".into(),
+        8193,
+    )
+    .await;
     let source = Source::parse(&format!("{}/log/", h.base), None).unwrap();
     let err = format!("{:#}", source.get("tile/0/000").await.unwrap_err());
     assert!(err.contains("hash tile") && err.contains("8192 bytes"), "{err}");
     // An entry bundle: 256 entries of at most 65,535 bytes, each after a 2-byte length.
     let declared = 256 * 65_537 + 1;
-    let h = hostile(format!("HTTP/1.1 200 OK\r\nContent-Length: {declared}\r\nConnection: close\r\n\r\n"), 0).await;
+    let h = hostile(
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {declared}\r\nConnection: close\r\n\r\n"),
+        0,
+    )
+    .await;
     let source = Source::parse(&format!("{}/log/", h.base), None).unwrap();
     let err = format!("{:#}", source.get("tile/entries/000").await.unwrap_err());
-    assert!(err.contains("entry bundle") && err.contains(&format!("{declared} bytes")) && err.contains("16777472 bytes"), "{err}");
+    assert!(
+        err.contains("entry bundle")
+            && err.contains(&format!("{declared} bytes"))
+            && err.contains("16777472 bytes"),
+        "{err}"
+    );
     // A folder mirror is held to the same limits.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tile/0")).unwrap();
     std::fs::write(dir.path().join("tile/0/000"), vec![0u8; 8193]).unwrap();
-    let err = format!("{:#}", Source::parse(dir.path().to_str().unwrap(), None).unwrap().get("tile/0/000").await.unwrap_err());
+    let err = format!(
+        "{:#}",
+        Source::parse(dir.path().to_str().unwrap(), None)
+            .unwrap()
+            .get("tile/0/000")
+            .await
+            .unwrap_err()
+    );
     assert!(err.contains("8192 bytes"), "{err}");
 }
 
@@ -105,31 +128,52 @@ async fn a_log_that_redirects_is_not_followed_and_its_token_stays_home() {
     let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target = format!("http://{}/steal/\u{202e}", elsewhere.local_addr().unwrap());
     let h = hostile(format!("HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"), 0).await;
-    let source = Source::parse(&format!("{}/log/", h.base), Some("the-approver-token".into())).unwrap();
+    let source =
+        Source::parse(&format!("{}/log/", h.base), Some("the-approver-token".into())).unwrap();
     let err = format!("{:#}", source.get("checkpoint").await.unwrap_err());
     assert!(err.contains("302") && err.contains("not followed"), "{err}");
-    assert!(err.contains("/steal/\\u{202e}") && !err.contains('\u{202e}'), "the Location is named, escaped: {err}");
+    assert!(
+        err.contains("/steal/\\u{202e}") && !err.contains('\u{202e}'),
+        "the Location is named, escaped: {err}"
+    );
     let asked = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
     assert!(asked.is_err(), "the verifier went where the redirect pointed, with its token");
 }
 
 /// A gateway whose one witness is served by `witness` (its url and key).
 async fn gateway_with_witness(url: &str, vkey: &str) -> common::Harness {
-    let more = format!("[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n[[receipts.witnesses]]\nurl = \"{url}\"\nvkey = \"{vkey}\"\n");
+    let more = format!(
+        "[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n[[receipts.witnesses]]\nurl = \"{url}\"\nvkey = \"{vkey}\"\n"
+    );
     common::start_with("", &more, &[]).await
 }
 
 #[tokio::test]
 async fn a_witness_s_endless_answer_is_refused_at_a_few_kib() {
-    let key = Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[41; 32])).unwrap().verifier().vkey();
-    let witness = hostile("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n".into(), ENDLESS).await;
+    let key = Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[41; 32]))
+        .unwrap()
+        .verifier()
+        .vkey();
+    let witness = hostile(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n".into(),
+        ENDLESS,
+    )
+    .await;
     let h = gateway_with_witness(&witness.base, &key).await;
     common::call(&h.url, "support__search_customers", json!({"query": "harbor"})).await;
     wait_ended(&witness, 1).await;
     assert!(witness.ended.load(Ordering::Relaxed) >= 1, "the gateway never submitted");
     let sent = witness.written.load(Ordering::Relaxed);
-    assert!(sent < BUFFERED, "the witness wrote {sent} of {ENDLESS} bytes: the gateway read its answer on past the limit");
-    let served = reqwest::get(format!("{}/log/checkpoint", h.url.trim_end_matches("/mcp"))).await.unwrap().text().await.unwrap();
+    assert!(
+        sent < BUFFERED,
+        "the witness wrote {sent} of {ENDLESS} bytes: the gateway read its answer on past the limit"
+    );
+    let served = reqwest::get(format!("{}/log/checkpoint", h.url.trim_end_matches("/mcp")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(!served.contains("witness.test/w1"), "{served}");
 }
 
@@ -143,10 +187,14 @@ struct Sent {
 
 #[tokio::test]
 async fn only_the_witness_s_lines_that_verify_under_its_configured_key_are_served() {
-    let configured = Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[41; 32])).unwrap();
+    let configured =
+        Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[41; 32])).unwrap();
     // The same name under a key nobody configured, and another name.
-    let unconfigured = Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[42; 32])).unwrap();
-    let stranger = Cosigner::new("witness.test/other", ed25519_dalek::SigningKey::from_bytes(&[43; 32])).unwrap();
+    let unconfigured =
+        Cosigner::new("witness.test/w1", ed25519_dalek::SigningKey::from_bytes(&[42; 32])).unwrap();
+    let stranger =
+        Cosigner::new("witness.test/other", ed25519_dalek::SigningKey::from_bytes(&[43; 32]))
+            .unwrap();
     let vkey = configured.verifier().vkey();
     let sent = Arc::new(Mutex::new(Sent::default()));
     let record = sent.clone();
@@ -156,7 +204,11 @@ async fn only_the_witness_s_lines_that_verify_under_its_configured_key_are_serve
         let note = &request[request.find("\n\n").unwrap() + 2..];
         let body = &note[..note.find("\n\n").unwrap() + 1];
         let valid = configured.cosign(body, 1_700_000_000);
-        let extra = [unconfigured.cosign(body, 1_700_000_000), stranger.cosign(body, 1_700_000_000), "\u{2014} witness.test/w1 AAAAAAAAAA==\n".to_string()];
+        let extra = [
+            unconfigured.cosign(body, 1_700_000_000),
+            stranger.cosign(body, 1_700_000_000),
+            "\u{2014} witness.test/w1 AAAAAAAAAA==\n".to_string(),
+        ];
         let mut sent = record.lock().unwrap();
         sent.valid.push(valid.clone());
         sent.extra.extend(extra.iter().cloned());
@@ -166,7 +218,10 @@ async fn only_the_witness_s_lines_that_verify_under_its_configured_key_are_serve
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let answer = Arc::new(answer);
-    let router = axum::Router::new().route("/add-checkpoint", axum::routing::post(move |body: String| std::future::ready(answer(body))));
+    let router = axum::Router::new().route(
+        "/add-checkpoint",
+        axum::routing::post(move |body: String| std::future::ready(answer(body))),
+    );
     tokio::spawn(async move { axum::serve(listener, router).await });
     let h = gateway_with_witness(&url, &vkey).await;
     common::call(&h.url, "support__search_customers", json!({"query": "harbor"})).await;
@@ -180,13 +235,22 @@ async fn only_the_witness_s_lines_that_verify_under_its_configured_key_are_serve
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let sent = sent.lock().unwrap();
-    let witness_lines: Vec<String> = served.lines().filter(|l| l.starts_with("\u{2014} witness.test/")).map(|l| format!("{l}\n")).collect();
+    let witness_lines: Vec<String> = served
+        .lines()
+        .filter(|l| l.starts_with("\u{2014} witness.test/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     assert_eq!(witness_lines.len(), 1, "one line, the configured key's: {served}");
     assert!(sent.valid.contains(&witness_lines[0]), "{served}");
     for extra in &sent.extra {
         assert!(!served.contains(extra.trim_end()), "a line nobody configured is served: {extra}");
     }
     // Kept as served, for a restart and for bundles.
-    let kept = std::fs::read_to_string(h.gateway.config().state_dir().join("checkpoint.cosigned")).unwrap();
-    assert_eq!(kept.lines().filter(|l| l.starts_with("\u{2014} witness.test/")).count(), 1, "{kept}");
+    let kept = std::fs::read_to_string(h.gateway.config().state_dir().join("checkpoint.cosigned"))
+        .unwrap();
+    assert_eq!(
+        kept.lines().filter(|l| l.starts_with("\u{2014} witness.test/")).count(),
+        1,
+        "{kept}"
+    );
 }

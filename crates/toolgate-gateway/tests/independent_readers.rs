@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use signed_note::{Note, StandardVerifier, VerifierList};
-use tlog_tiles::{Checkpoint, Error, Hash, HashReader as _, Tile, TileHashReader, TileReader, check_record, check_tree, prove_record, prove_tree, record_hash, stored_hash_index, tree_hash};
+use tlog_tiles::{
+    Checkpoint, Error, Hash, HashReader as _, Tile, TileHashReader, TileReader, check_record,
+    check_tree, prove_record, prove_tree, record_hash, stored_hash_index, tree_hash,
+};
 
 /// Reads C2SP tiles over HTTP: `tile/<L>/<N>[.p/<W>]` (tlog_tiles names
 /// them with the sumdb height too, `tile/8/…`, which C2SP leaves out).
@@ -35,7 +38,12 @@ impl TileReader for Http {
     }
 
     fn read_tiles(&self, tiles: &[Tile]) -> Result<Vec<Vec<u8>>, Error> {
-        Ok(tiles.iter().map(|t| self.get(&format!("tile/{}", t.path().strip_prefix("tile/8/").expect("height 8")))).collect())
+        Ok(tiles
+            .iter()
+            .map(|t| {
+                self.get(&format!("tile/{}", t.path().strip_prefix("tile/8/").expect("height 8")))
+            })
+            .collect())
     }
 
     fn save_tiles(&self, _: &[Tile], _: &[Vec<u8>]) {}
@@ -47,23 +55,37 @@ fn checkpoint(http: &Http, vkey: &str) -> Checkpoint {
     let note = Note::from_bytes(&http.get("checkpoint")).unwrap();
     let known = VerifierList::new(vec![Box::new(StandardVerifier::new(vkey).unwrap())]);
     let (verified, unverified) = note.verify(&known).unwrap();
-    assert_eq!((verified.len(), unverified.len()), (1, 1), "the Ed25519 line verifies; the ML-DSA-65 line is a key it does not know");
+    assert_eq!(
+        (verified.len(), unverified.len()),
+        (1, 1),
+        "the Ed25519 line verifies; the ML-DSA-65 line is a key it does not know"
+    );
     Checkpoint::from_bytes(note.text()).unwrap()
 }
 
 fn hash(hex: &str) -> Hash {
-    let bytes: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let bytes: Vec<u8> =
+        (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
     Hash(bytes.try_into().unwrap())
 }
 
 #[tokio::test]
 async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes() {
-    let h = common::start_with("", "[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n", &[]).await;
+    let h =
+        common::start_with("", "[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n", &[])
+            .await;
     let vkey = h.gateway.ledger.log_keys().await.unwrap()[0].ed25519.clone();
     // More than a tile's worth, so level 1 has a hash and level 0 a full tile.
     let mut answers = Vec::new();
     for i in 0..140 {
-        answers.push(common::call(&h.url, "support__search_customers", json!({"query": format!("harbor {i}")})).await);
+        answers.push(
+            common::call(
+                &h.url,
+                "support__search_customers",
+                json!({"query": format!("harbor {i}")}),
+            )
+            .await,
+        );
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
     let base = format!("{}/log/", h.url.trim_end_matches("/mcp"));
@@ -77,7 +99,8 @@ async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes()
     .await
     .unwrap();
     for i in 0..140 {
-        common::call(&url, "support__search_customers", json!({"query": format!("pier {i}")})).await;
+        common::call(&url, "support__search_customers", json!({"query": format!("pier {i}")}))
+            .await;
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
     let base = format!("{}/log/", h.url.trim_end_matches("/mcp"));
@@ -92,10 +115,14 @@ async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes()
 
         // The first answer's receipt, by the leaf its `_meta` names.
         let named: &Value = &first["result"]["_meta"]["io.toolgate/receipt"];
-        let (index, leaf) = (named["index"].as_u64().unwrap(), hash(named["leaf_hash"].as_str().unwrap()));
+        let (index, leaf) =
+            (named["index"].as_u64().unwrap(), hash(named["leaf_hash"].as_str().unwrap()));
         let proof = prove_record(size, index, &reader).unwrap();
         check_record(&proof, size, root, index, leaf).unwrap();
-        assert!(check_record(&proof, size, root, index, Hash([0; 32])).is_err(), "another leaf does not prove");
+        assert!(
+            check_record(&proof, size, root, index, Hash([0; 32])).is_err(),
+            "another leaf does not prove"
+        );
 
         // Every entry of the first bundle hashes to its leaf in the tree.
         let bundle = http.get("tile/entries/000");
@@ -103,7 +130,11 @@ async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes()
         while !rest.is_empty() {
             let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
             let entry = &rest[2..2 + len];
-            assert_eq!(record_hash(entry), reader.read_hashes(&[stored_hash_index(0, i)]).unwrap()[0], "entry {i}");
+            assert_eq!(
+                record_hash(entry),
+                reader.read_hashes(&[stored_hash_index(0, i)]).unwrap()[0],
+                "entry {i}"
+            );
             rest = &rest[2 + len..];
             i += 1;
         }
@@ -113,12 +144,24 @@ async fn cloudflare_s_tlog_tiles_and_signed_note_prove_what_toolgate_publishes()
         let consistency = prove_tree(size, early.0, &reader).unwrap();
         check_tree(&consistency, size, root, early.0, early.1).unwrap();
         // The Python verifier (tests/python/verify_answer.py), from the same tiles.
-        let saved = std::env::temp_dir().join(format!("toolgate-receipt-{}.json", std::process::id()));
+        let saved =
+            std::env::temp_dir().join(format!("toolgate-receipt-{}.json", std::process::id()));
         std::fs::write(&saved, named.to_string()).unwrap();
         let script = common::workspace().join("tests/python/verify_answer.py");
-        let out = std::process::Command::new(common::python()).arg(&script).arg(&saved).arg(&http.base).arg(&vkey).output().unwrap();
+        let out = std::process::Command::new(common::python())
+            .arg(&script)
+            .arg(&saved)
+            .arg(&http.base)
+            .arg(&vkey)
+            .output()
+            .unwrap();
         let _ = std::fs::remove_file(&saved);
-        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     })
     .await
     .unwrap();

@@ -46,7 +46,8 @@ pub fn signer(kid: &str) -> Signer {
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
     let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
     let x = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
-    let jwk = json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"});
+    let jwk =
+        json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"});
     Signer { kid: kid.into(), key: EncodingKey::from_ed_der(pkcs8.as_ref()), jwk }
 }
 
@@ -64,12 +65,19 @@ pub fn token(s: &Signer, issuer: &str, aud: &str, scope: &str, exp_in: i64, nbf_
 
 /// The authorization server: its metadata and its JWKS (which the test may
 /// rotate); counts the JWKS fetches. Returns its issuer URL.
-pub async fn authorization_server(jwks: Arc<Mutex<Value>>, fetches: Arc<AtomicUsize>, cancel: &CancellationToken) -> String {
+pub async fn authorization_server(
+    jwks: Arc<Mutex<Value>>,
+    fetches: Arc<AtomicUsize>,
+    cancel: &CancellationToken,
+) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let issuer = format!("http://{}", listener.local_addr().unwrap());
     let meta = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"), "response_types_supported": ["code"]});
     let router = axum::Router::new()
-        .route("/.well-known/oauth-authorization-server", axum::routing::get(move || async move { axum::Json(meta) }))
+        .route(
+            "/.well-known/oauth-authorization-server",
+            axum::routing::get(move || async move { axum::Json(meta) }),
+        )
         .route(
             "/jwks",
             axum::routing::get(move || async move {
@@ -79,6 +87,10 @@ pub async fn authorization_server(jwks: Arc<Mutex<Value>>, fetches: Arc<AtomicUs
             }),
         );
     let stop = cancel.clone();
-    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await
+    });
     issuer
 }

@@ -34,12 +34,20 @@ fn publish(dir: &Path, entries: &[Vec<u8>], by: &Signer) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, tile.bytes()).unwrap();
     }
-    let note = Checkpoint::new(ORIGIN, entries.len() as u64, merkle::root(&hashes)).unwrap().sign(&[by]).unwrap();
+    let note = Checkpoint::new(ORIGIN, entries.len() as u64, merkle::root(&hashes))
+        .unwrap()
+        .sign(&[by])
+        .unwrap();
     std::fs::write(dir.join("checkpoint"), note).unwrap();
 }
 
 fn entries(n: usize, forked_at: Option<usize>) -> Vec<Vec<u8>> {
-    (0..n).map(|i| if Some(i) == forked_at { format!("other {i}") } else { format!("entry {i}") }.into_bytes()).collect()
+    (0..n)
+        .map(|i| {
+            if Some(i) == forked_at { format!("other {i}") } else { format!("entry {i}") }
+                .into_bytes()
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -49,7 +57,12 @@ async fn a_monitor_accepts_growth_and_alerts_on_a_fork_a_shrink_and_a_foreign_ke
     let key = signer(1);
     let posted: Arc<Mutex<Vec<Value>>> = Arc::default();
     let seen = posted.clone();
-    let hook = axum::Router::new().route("/hook", axum::routing::post(move |Json(body): Json<Value>| async move { seen.lock().unwrap().push(body) }));
+    let hook = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |Json(body): Json<Value>| async move {
+            seen.lock().unwrap().push(body)
+        }),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, hook).await });
@@ -87,7 +100,10 @@ async fn a_monitor_accepts_growth_and_alerts_on_a_fork_a_shrink_and_a_foreign_ke
 
     // A checkpoint under another key.
     publish(&log, &entries(65_536 + 700, None), &signer(2));
-    assert_eq!(watch(false).step(Some(&last(&state))).await.unwrap().unwrap_err().kind, "bad_checkpoint");
+    assert_eq!(
+        watch(false).step(Some(&last(&state))).await.unwrap().unwrap_err().kind,
+        "bad_checkpoint"
+    );
 
     // The honest log, grown: still accepted after all that.
     publish(&log, &entries(65_536 + 701, None), &key);
@@ -103,19 +119,39 @@ fn last(state: &Path) -> Checkpoint {
 /// A live gateway's `/log/`, followed as it grows.
 #[tokio::test]
 async fn a_monitor_follows_a_gateway_s_published_log() {
-    let h = common::start_with("", "[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n", &[]).await;
+    let h =
+        common::start_with("", "[receipts]\ncheckpoint_ms = 100\nlog_access = \"public\"\n", &[])
+            .await;
     let keys = h.gateway.ledger.log_keys().await.unwrap();
-    let verifiers = keys.iter().map(|k| toolgate_core::note::Verifier::from_vkey(&k.ed25519).unwrap()).collect();
+    let verifiers = keys
+        .iter()
+        .map(|k| toolgate_core::note::Verifier::from_vkey(&k.ed25519).unwrap())
+        .collect();
     let base = format!("{}/log/", h.url.trim_end_matches("/mcp"));
-    let watch = Watch { source: Source::parse(&base, None).unwrap(), location: base.clone(), verifiers, webhook: None, state: None };
+    let watch = Watch {
+        source: Source::parse(&base, None).unwrap(),
+        location: base.clone(),
+        verifiers,
+        webhook: None,
+        state: None,
+    };
     let mut last: Option<Checkpoint> = None;
     for round in 0..3 {
         for i in 0..5 {
-            common::call(&h.url, "support__search_customers", json!({"query": format!("harbor {round} {i}")})).await;
+            common::call(
+                &h.url,
+                "support__search_customers",
+                json!({"query": format!("harbor {round} {i}")}),
+            )
+            .await;
         }
         tokio::time::sleep(Duration::from_millis(400)).await;
         let seen = watch.step(last.as_ref()).await.unwrap().unwrap();
-        assert!(last.as_ref().is_none_or(|l| seen.size() > l.size()), "round {round}: {}", seen.size());
+        assert!(
+            last.as_ref().is_none_or(|l| seen.size() > l.size()),
+            "round {round}: {}",
+            seen.size()
+        );
         last = Some(seen);
     }
 }

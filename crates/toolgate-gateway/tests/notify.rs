@@ -28,16 +28,22 @@ type Got = Arc<Mutex<Vec<(String, HeaderMap, String)>>>;
 async fn receiver(addr: SocketAddr, got: Got, stop: CancellationToken) {
     let app = axum::Router::new().route(
         "/{hook}",
-        axum::routing::post(move |axum::extract::Path(hook): axum::extract::Path<String>, headers: HeaderMap, body: String| {
-            let got = got.clone();
-            async move {
-                got.lock().unwrap().push((hook, headers, body));
-                "ok"
-            }
-        }),
+        axum::routing::post(
+            move |axum::extract::Path(hook): axum::extract::Path<String>,
+                  headers: HeaderMap,
+                  body: String| {
+                let got = got.clone();
+                async move {
+                    got.lock().unwrap().push((hook, headers, body));
+                    "ok"
+                }
+            },
+        ),
     );
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await.unwrap() });
+    tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await.unwrap()
+    });
 }
 
 /// A loopback address nothing listens on (yet).
@@ -56,8 +62,16 @@ fn webhooks(addr: SocketAddr, secret_env: &str) -> String {
 
 fn order(quantity: u32) -> Value {
     let data = toolgate_atlas::dataset();
-    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
-    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let ticket = data
+        .tickets
+        .iter()
+        .find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S")
+        .unwrap();
+    let part = data
+        .parts
+        .iter()
+        .find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S"))
+        .unwrap();
     json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id})
 }
 
@@ -93,11 +107,16 @@ async fn outbox(gw: &toolgate_gateway::gateway::Gateway) -> Vec<toolgate_ledger:
 }
 
 /// Waits until every notice of the outbox is delivered.
-async fn all_delivered(gw: &toolgate_gateway::gateway::Gateway, within: Duration) -> Vec<toolgate_ledger::Notice> {
+async fn all_delivered(
+    gw: &toolgate_gateway::gateway::Gateway,
+    within: Duration,
+) -> Vec<toolgate_ledger::Notice> {
     let deadline = Instant::now() + within;
     loop {
         let notices = outbox(gw).await;
-        if notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered) || Instant::now() > deadline {
+        if notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered)
+            || Instant::now() > deadline
+        {
             return notices;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -114,36 +133,64 @@ async fn each_webhook_gets_one_signed_delivery_per_approval() {
     unsafe { std::env::set_var("TOOLGATE_TEST_HOOK_KEY_ONE", KEY) };
     let h = start_with("", &webhooks(addr, "TOOLGATE_TEST_HOOK_KEY_ONE"), &[]).await;
     let asked = call(&h.url, ORDER, order(7)).await;
-    let id = asked["result"]["structuredContent"]["approval_id"].as_str().unwrap_or_else(|| panic!("{asked}")).to_string();
+    let id = asked["result"]["structuredContent"]["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{asked}"))
+        .to_string();
     // The same call again while it waits: the same approval, no new notice.
     call(&h.url, ORDER, order(7)).await;
     wait_for(&got, 2, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let got = got.lock().unwrap().clone();
-    assert_eq!(got.len(), 2, "one delivery per webhook: {:?}", got.iter().map(|g| &g.0).collect::<Vec<_>>());
+    assert_eq!(
+        got.len(),
+        2,
+        "one delivery per webhook: {:?}",
+        got.iter().map(|g| &g.0).collect::<Vec<_>>()
+    );
 
     let (_, headers, body) = got.iter().find(|g| g.0 == "desk").expect("the toolgate webhook");
     let signature = headers["toolgate-signature"].to_str().unwrap();
     assert!(signature_verifies(signature, body), "the signature verifies: {signature}");
-    assert!(!signature_verifies(signature, &body.replace("\"quantity\":7", "\"quantity\":70")), "and not over another body");
+    assert!(
+        !signature_verifies(signature, &body.replace("\"quantity\":7", "\"quantity\":70")),
+        "and not over another body"
+    );
     let body: Value = serde_json::from_str(body).unwrap();
     let a = &body["approval"];
-    assert_eq!((body["event"].as_str(), a["id"].as_str(), a["caller"].as_str(), a["tool"].as_str()), (Some("approval.pending"), Some(id.as_str()), Some("agent"), Some(ORDER)));
+    assert_eq!(
+        (body["event"].as_str(), a["id"].as_str(), a["caller"].as_str(), a["tool"].as_str()),
+        (Some("approval.pending"), Some(id.as_str()), Some("agent"), Some(ORDER))
+    );
     assert_eq!(a["arguments"], order(7), "the exact arguments");
     assert_eq!(a["proposal_sha256"], asked["result"]["structuredContent"]["proposal_sha256"]);
     assert_eq!(a["rules"], json!(["registry"]));
-    assert!(body["decide"]["cli"].as_str().unwrap().contains(&format!("toolgate approvals approve --config CONFIG {id}")), "{body}");
+    assert!(
+        body["decide"]["cli"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("toolgate approvals approve --config CONFIG {id}")),
+        "{body}"
+    );
     assert_eq!(headers["toolgate-delivery"].to_str().unwrap(), body["delivery"].as_str().unwrap());
 
     let (_, headers, chat) = got.iter().find(|g| g.0 == "chat").expect("the slack webhook");
     assert!(headers.get("toolgate-signature").is_none(), "no key configured for it");
     let chat: Value = serde_json::from_str(chat).unwrap();
     let text = chat["text"].as_str().unwrap();
-    assert!(text.contains(&id) && text.contains(ORDER) && text.contains("\"quantity\": 7"), "{text}");
+    assert!(
+        text.contains(&id) && text.contains(ORDER) && text.contains("\"quantity\": 7"),
+        "{text}"
+    );
 
     let notices = all_delivered(&h.gateway, Duration::from_secs(5)).await;
     assert_eq!(notices.len(), 2, "{notices:?}");
-    assert!(notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered && n.attempts == 1 && n.approval_id == id), "{notices:?}");
+    assert!(
+        notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered
+            && n.attempts == 1
+            && n.approval_id == id),
+        "{notices:?}"
+    );
     let desk = notices.iter().find(|n| n.webhook == "desk").unwrap();
     assert_eq!(desk.id, headers_delivery(&got, "desk"), "the outbox's id is the delivery header");
     assert!(!format!("{notices:?}").contains(&addr.to_string()), "no webhook URL is recorded");
@@ -159,7 +206,11 @@ async fn a_receiver_that_is_down_delays_nothing_and_is_retried() {
     let started = Instant::now();
     let asked = call(&h.url, ORDER, order(9)).await;
     assert_eq!(asked["result"]["structuredContent"]["reason"], "approval_pending", "{asked}");
-    assert!(started.elapsed() < Duration::from_millis(800), "the call waited for its notice: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(800),
+        "the call waited for its notice: {:?}",
+        started.elapsed()
+    );
     // The receiver comes up a moment later; the retries reach it.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let got = Got::default();
@@ -171,15 +222,26 @@ async fn a_receiver_that_is_down_delays_nothing_and_is_retried() {
     for hook in ["desk", "chat"] {
         let mine: Vec<_> = notices.iter().filter(|n| n.webhook == hook).collect();
         assert_eq!(mine.len(), 1, "one notice per webhook, retried: {mine:?}");
-        assert!(mine[0].state == toolgate_ledger::NoticeState::Delivered && mine[0].attempts >= 2, "{hook}: failed first, then delivered: {mine:?}");
-        assert_eq!(mine[0].id, headers_delivery(&got.lock().unwrap(), hook), "retried under the one delivery id");
+        assert!(
+            mine[0].state == toolgate_ledger::NoticeState::Delivered && mine[0].attempts >= 2,
+            "{hook}: failed first, then delivered: {mine:?}"
+        );
+        assert_eq!(
+            mine[0].id,
+            headers_delivery(&got.lock().unwrap(), hook),
+            "retried under the one delivery id"
+        );
     }
     stop.cancel();
 }
 
 /// The `Toolgate-Delivery` of what webhook `hook` got (one delivery).
 fn headers_delivery(got: &[(String, HeaderMap, String)], hook: &str) -> String {
-    let ids: std::collections::BTreeSet<String> = got.iter().filter(|g| g.0 == hook).map(|g| g.1["toolgate-delivery"].to_str().unwrap().to_string()).collect();
+    let ids: std::collections::BTreeSet<String> = got
+        .iter()
+        .filter(|g| g.0 == hook)
+        .map(|g| g.1["toolgate-delivery"].to_str().unwrap().to_string())
+        .collect();
     assert_eq!(ids.len(), 1, "{hook} got one delivery id: {ids:?}");
     ids.into_iter().next().unwrap()
 }
@@ -190,7 +252,12 @@ async fn a_notice_outlives_the_gateway_that_opened_its_approval() {
     // SAFETY: as above.
     unsafe { std::env::set_var("TOOLGATE_TEST_HOOK_KEY_THREE", KEY) };
     let ledger = postgres_ledger("tg_notify").await;
-    let h = start_with(&format!("ledger = \"{ledger}\""), &webhooks(addr, "TOOLGATE_TEST_HOOK_KEY_THREE"), &[]).await;
+    let h = start_with(
+        &format!("ledger = \"{ledger}\""),
+        &webhooks(addr, "TOOLGATE_TEST_HOOK_KEY_THREE"),
+        &[],
+    )
+    .await;
     let asked = call(&h.url, ORDER, order(6)).await;
     assert_eq!(asked["result"]["structuredContent"]["reason"], "approval_pending", "{asked}");
     // The receiver is down; the gateway that opened the approval stops.
@@ -198,31 +265,51 @@ async fn a_notice_outlives_the_gateway_that_opened_its_approval() {
     h.gateway.stop();
     let pending = outbox(&h.gateway).await;
     assert_eq!(pending.len(), 2, "both notices are in the outbox: {pending:?}");
-    assert!(pending.iter().all(|n| n.state == toolgate_ledger::NoticeState::Pending), "{pending:?}");
+    assert!(
+        pending.iter().all(|n| n.state == toolgate_ledger::NoticeState::Pending),
+        "{pending:?}"
+    );
     // Another replica of the same ledger comes up, and the receiver with it.
     let got = Got::default();
     let stop = CancellationToken::new();
     receiver(addr, got.clone(), stop.clone()).await;
-    let config = toolgate_gateway::config::Config::load(&h.dir.path().join("toolgate.toml")).unwrap();
-    let other = toolgate_gateway::gateway::Gateway::start(config, toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    let config =
+        toolgate_gateway::config::Config::load(&h.dir.path().join("toolgate.toml")).unwrap();
+    let other =
+        toolgate_gateway::gateway::Gateway::start(config, toolgate_gateway::gateway::Mode::Serve)
+            .await
+            .unwrap();
     let notices = all_delivered(&other, Duration::from_secs(40)).await;
-    assert!(notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered), "{notices:?}");
+    assert!(
+        notices.iter().all(|n| n.state == toolgate_ledger::NoticeState::Delivered),
+        "{notices:?}"
+    );
     for n in &pending {
-        assert_eq!(headers_delivery(&got.lock().unwrap(), &n.webhook), n.id, "delivered under the id written with the approval");
+        assert_eq!(
+            headers_delivery(&got.lock().unwrap(), &n.webhook),
+            n.id,
+            "delivered under the id written with the approval"
+        );
     }
     other.stop();
     stop.cancel();
 }
 
-
 #[tokio::test]
 async fn a_webhook_key_that_is_not_set_stops_the_start() {
     let dir = tempfile::tempdir().unwrap();
     write_tokens(dir.path());
-    let text = format!("{CALLERS}{}", webhooks("127.0.0.1:9".parse().unwrap(), "TOOLGATE_TEST_HOOK_KEY_UNSET"));
+    let text = format!(
+        "{CALLERS}{}",
+        webhooks("127.0.0.1:9".parse().unwrap(), "TOOLGATE_TEST_HOOK_KEY_UNSET")
+    );
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
     let config = toolgate_gateway::config::Config::load(&path).unwrap();
-    let err = toolgate_gateway::gateway::Gateway::start(config, toolgate_gateway::gateway::Mode::Serve).await.err().expect("refused");
+    let err =
+        toolgate_gateway::gateway::Gateway::start(config, toolgate_gateway::gateway::Mode::Serve)
+            .await
+            .err()
+            .expect("refused");
     assert!(format!("{err:#}").contains("TOOLGATE_TEST_HOOK_KEY_UNSET"), "{err:#}");
 }

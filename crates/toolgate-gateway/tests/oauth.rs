@@ -18,7 +18,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -37,32 +40,54 @@ impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let tool: Tool = serde_json::from_value(json!({"name": "whoami", "inputSchema": {"type": "object"}})).unwrap();
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool =
+            serde_json::from_value(json!({"name": "whoami", "inputSchema": {"type": "object"}}))
+                .unwrap();
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
-    async fn call_tool(&self, _: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        _: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
     }
 }
 
 async fn serve_upstream(seen: Arc<Mutex<Vec<String>>>, cancel: &CancellationToken) -> String {
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
     let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<Upstream, LocalSessionManager> = StreamableHttpService::new(|| Ok(Upstream), Default::default(), config);
+    let service: StreamableHttpService<Upstream, LocalSessionManager> =
+        StreamableHttpService::new(|| Ok(Upstream), Default::default(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
-        let seen = seen.clone();
-        async move {
-            if let Some(v) = request.headers().get("authorization").and_then(|v| v.to_str().ok()) {
-                seen.lock().unwrap().push(v.to_string());
-            }
-            next.run(request).await
-        }
-    }));
+    let router =
+        axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let seen = seen.clone();
+                async move {
+                    if let Some(v) =
+                        request.headers().get("authorization").and_then(|v| v.to_str().ok())
+                    {
+                        seen.lock().unwrap().push(v.to_string());
+                    }
+                    next.run(request).await
+                }
+            },
+        ));
     let stop = cancel.clone();
-    tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await });
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await
+    });
     format!("http://{addr}/mcp")
 }
 
@@ -74,7 +99,11 @@ async fn list_with(url: &str, token: Option<&str>) -> (u16, String, String) {
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
-    let challenge = resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
     (status, challenge, resp.text().await.unwrap())
 }
 
@@ -116,8 +145,11 @@ token_file = "dana.token"
     let (status, challenge, _) = list_with(&url, None).await;
     assert_eq!(status, 401);
     assert_eq!(challenge, format!("Bearer resource_metadata=\"{metadata_url}\""));
-    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
-        let meta: Value = reqwest::get(format!("{base}{path}")).await.unwrap().json().await.unwrap();
+    for path in
+        ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]
+    {
+        let meta: Value =
+            reqwest::get(format!("{base}{path}")).await.unwrap().json().await.unwrap();
         assert_eq!(meta["resource"], RESOURCE);
         assert_eq!(meta["authorization_servers"], json!([issuer]));
         assert_eq!(meta["scopes_supported"], json!(["mcp", "toolgate:approve"]));
@@ -137,10 +169,19 @@ token_file = "dana.token"
         let mut h = Header::new(Algorithm::HS256);
         h.kid = Some("k1".into());
         let claims = json!({"iss": issuer, "aud": RESOURCE, "sub": "mallory", "tenant": "atlas", "scope": "mcp", "exp": now() + 300});
-        jsonwebtoken::encode(&h, &claims, &EncodingKey::from_secret(k1.jwk["x"].as_str().unwrap().as_bytes()).unwrap()).unwrap()
+        jsonwebtoken::encode(
+            &h,
+            &claims,
+            &EncodingKey::from_secret(k1.jwk["x"].as_str().unwrap().as_bytes()).unwrap(),
+        )
+        .unwrap()
     };
     let refused: [(&str, Cow<str>, &str); 6] = [
-        ("wrong audience", token(&k1, &issuer, "http://other.test/mcp", "mcp", 300, -10).into(), "aud"),
+        (
+            "wrong audience",
+            token(&k1, &issuer, "http://other.test/mcp", "mcp", 300, -10).into(),
+            "aud",
+        ),
         ("expired", token(&k1, &issuer, RESOURCE, "mcp", -120, -600).into(), "expired"),
         ("not yet valid", token(&k1, &issuer, RESOURCE, "mcp", 900, 600).into(), "nbf"),
         ("another issuer", token(&k1, "http://evil.test", RESOURCE, "mcp", 300, -10).into(), "iss"),
@@ -150,12 +191,21 @@ token_file = "dana.token"
     for (what, bad, why) in &refused {
         let (status, challenge, body) = list_with(&url, Some(bad)).await;
         assert_eq!(status, 401, "{what}: {body}");
-        assert!(challenge.starts_with(&format!("Bearer resource_metadata=\"{metadata_url}\", error=\"invalid_token\"")), "{what}: {challenge}");
+        assert!(
+            challenge.starts_with(&format!(
+                "Bearer resource_metadata=\"{metadata_url}\", error=\"invalid_token\""
+            )),
+            "{what}: {challenge}"
+        );
         assert!(body.contains(why), "{what}: {body}");
-        assert!(!body.contains(bad.as_ref()) && !challenge.contains(bad.as_ref()), "{what}: the token is echoed");
+        assert!(
+            !body.contains(bad.as_ref()) && !challenge.contains(bad.as_ref()),
+            "{what}: the token is echoed"
+        );
     }
     // Without the scope every call needs: 403 naming it.
-    let (status, challenge, _) = list_with(&url, Some(&token(&k1, &issuer, RESOURCE, "other", 300, -10))).await;
+    let (status, challenge, _) =
+        list_with(&url, Some(&token(&k1, &issuer, RESOURCE, "other", 300, -10))).await;
     assert_eq!(status, 403);
     assert!(challenge.contains("error=\"insufficient_scope\", scope=\"mcp\""), "{challenge}");
     // A token naming a [callers] principal is not that principal: refused,
@@ -168,7 +218,10 @@ token_file = "dana.token"
     };
     let (status, challenge, body) = list_with(&url, Some(&as_dana)).await;
     assert_eq!(status, 401, "{body}");
-    assert!(challenge.contains("invalid_token") && body.contains("[callers]"), "{challenge} {body}");
+    assert!(
+        challenge.contains("invalid_token") && body.contains("[callers]"),
+        "{challenge} {body}"
+    );
     assert!(gateway.authenticate(&as_dana).await.is_none(), "nor does it sign in to the console");
 
     // Scopes grant roles: the approver scope opens the admin API, the plain one does not.
@@ -176,7 +229,9 @@ token_file = "dana.token"
     assert_eq!(common::admin(&url, Some(&approver), "GET", "/admin/approvals", None).await.0, 200);
     assert_eq!(common::admin(&url, Some(&alice), "GET", "/admin/approvals", None).await.0, 403);
     // A token given by hand (the console's sign-in form) is the same: the approver's has the role, the plain caller's not.
-    let by_hand = async |token: &str| gateway.authenticate(token).await.map(|(c, _)| (c.name.clone(), c.has_role("approver")));
+    let by_hand = async |token: &str| {
+        gateway.authenticate(token).await.map(|(c, _)| (c.name.clone(), c.has_role("approver")))
+    };
     assert_eq!(by_hand(&approver).await, Some(("alice".to_string(), true)));
     assert_eq!(by_hand(&alice).await, Some(("alice".to_string(), false)));
     assert_eq!(by_hand(DANA_TOKEN).await, Some(("dana".to_string(), true)));
@@ -196,7 +251,12 @@ token_file = "dana.token"
     let fresh = token(&k2, &issuer, RESOURCE, "mcp", 300, -10);
     let calls = json!([{"tool": "lab__whoami", "arguments": {}}]);
     for mode in ["2026-07-28", "legacy"] {
-        let out = Command::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([&url, mode, &calls.to_string()]).env("TOOLGATE_TOKEN", &fresh).output().unwrap();
+        let out = Command::new(python())
+            .arg(workspace().join("tests/python/sdk_client.py"))
+            .args([&url, mode, &calls.to_string()])
+            .env("TOOLGATE_TOKEN", &fresh)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{mode}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_str(&stdout).unwrap();

@@ -23,7 +23,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use toolgate_gateway::core::SystemEntropy;
-use toolgate_gateway::identity::oauth_client::{self, AuthMethod, Client, Discovered, Pkce, TokenKind, TokenSet};
+use toolgate_gateway::identity::oauth_client::{
+    self, AuthMethod, Client, Discovered, Pkce, TokenKind, TokenSet,
+};
 
 use common::{python, workspace};
 
@@ -43,15 +45,26 @@ struct Peer {
 }
 
 async fn peer(mut cmd: Command, log: &Path) -> Peer {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .kill_on_drop(true);
     let mut child = cmd.spawn().unwrap();
     let stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let ready = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
     let Ok(Ok(Some(line))) = ready else {
-        panic!("{} printed no ready line ({ready:?}):\n{}", log.display(), std::fs::read_to_string(log).unwrap_or_default());
+        panic!(
+            "{} printed no ready line ({ready:?}):\n{}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
     };
-    let url = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("not a ready line: {line}")).trim().to_string();
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not a ready line: {line}"))
+        .trim()
+        .to_string();
     // Drained, so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Peer { _child: child, _stdin: stdin, url }
@@ -61,17 +74,34 @@ async fn peer(mut cmd: Command, log: &Path) -> Peer {
 async fn provider(dir: &Path) -> Peer {
     let oidc = workspace().join("tests/oidc");
     if !oidc.join("node_modules/oidc-provider").is_dir() {
-        let status = std::process::Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&oidc).status().unwrap();
+        let status = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&oidc)
+            .status()
+            .unwrap();
         assert!(status.success(), "npm ci in tests/oidc failed");
     }
     let mut cmd = Command::new("node");
-    cmd.arg(oidc.join("provider.mjs")).args(["--port", "0", "--access-ttl", &ACCESS_TTL_S.to_string(), "--client", &format!("{}:{}", CLIENT.0, CLIENT.1)]);
+    cmd.arg(oidc.join("provider.mjs")).args([
+        "--port",
+        "0",
+        "--access-ttl",
+        &ACCESS_TTL_S.to_string(),
+        "--client",
+        &format!("{}:{}", CLIENT.0, CLIENT.1),
+    ]);
     peer(cmd, &dir.join("provider.log")).await
 }
 
 async fn whoami_server(issuer: &str, dir: &Path) -> Peer {
     let mut cmd = Command::new(python());
-    cmd.arg(workspace().join("tests/python/whoami_server.py")).args(["--port", "0", "--issuer", issuer, "--stateless"]);
+    cmd.arg(workspace().join("tests/python/whoami_server.py")).args([
+        "--port",
+        "0",
+        "--issuer",
+        issuer,
+        "--stateless",
+    ]);
     peer(cmd, &dir.join("whoami.log")).await
 }
 
@@ -81,7 +111,11 @@ fn now_ms() -> i64 {
 
 /// The client toolgate would use: no redirects followed.
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(Duration::from_secs(10)).build().unwrap()
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
 }
 
 /// A browser's cookies, by hand (reqwest's cookie store is a feature this
@@ -93,11 +127,18 @@ impl Jar {
     fn keep(&mut self, response: &reqwest::Response) {
         for set in response.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()) {
             let mut parts = set.split(';').map(str::trim);
-            let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else { continue };
+            let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else {
+                continue;
+            };
             // Attribute names are case-insensitive; a path is not.
-            let attributes: Vec<(String, &str)> = parts.map(|a| a.split_once('=').unwrap_or((a, ""))).map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
-            let path = attributes.iter().find(|(k, _)| k == "path").map_or("/", |(_, v)| v).to_string();
-            let gone = value.is_empty() || attributes.iter().any(|(k, v)| k == "expires" && v.contains("1970"));
+            let attributes: Vec<(String, &str)> = parts
+                .map(|a| a.split_once('=').unwrap_or((a, "")))
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect();
+            let path =
+                attributes.iter().find(|(k, _)| k == "path").map_or("/", |(_, v)| v).to_string();
+            let gone = value.is_empty()
+                || attributes.iter().any(|(k, v)| k == "expires" && v.contains("1970"));
             let key = (name.to_string(), path);
             if gone {
                 self.0.remove(&key);
@@ -108,23 +149,46 @@ impl Jar {
     }
 
     fn header(&self, url: &Url) -> String {
-        self.0.iter().filter(|((_, path), _)| url.path().starts_with(path.as_str())).map(|((name, _), value)| format!("{name}={value}")).collect::<Vec<_>>().join("; ")
+        self.0
+            .iter()
+            .filter(|((_, path), _)| url.path().starts_with(path.as_str()))
+            .map(|((name, _), value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
 /// Signs in as `login` and consents, through the provider's pages, then
 /// redeems the code the callback got: what a person's browser and
 /// toolgate's callback do, without either.
-async fn sign_in(http: &reqwest::Client, d: &Discovered, client: &Client, redirect_uri: &str, login: &str) -> TokenSet {
+async fn sign_in(
+    http: &reqwest::Client,
+    d: &Discovered,
+    client: &Client,
+    redirect_uri: &str,
+    login: &str,
+) -> TokenSet {
     let pkce = Pkce::new(&SystemEntropy::default());
     let state = format!("state-of-{login}");
-    let mut url = Url::parse(&oauth_client::authorization_url(d, client, redirect_uri, &d.resource, d.scope().as_deref(), &state, &pkce)).unwrap();
+    let mut url = Url::parse(&oauth_client::authorization_url(
+        d,
+        client,
+        redirect_uri,
+        &d.resource,
+        d.scope().as_deref(),
+        &state,
+        &pkce,
+    ))
+    .unwrap();
     let mut jar = Jar::default();
     let mut form: Option<String> = None;
     let mut pages = Vec::new();
     for _ in 0..12 {
         let request = match form.take() {
-            Some(body) => http.post(url.clone()).header("content-type", "application/x-www-form-urlencoded").body(body),
+            Some(body) => http
+                .post(url.clone())
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body),
             None => http.get(url.clone()),
         };
         let response = request.header("cookie", jar.header(&url)).send().await.unwrap();
@@ -135,13 +199,28 @@ async fn sign_in(http: &reqwest::Client, d: &Discovered, client: &Client, redire
                 let got = oauth_client::callback(d, query).unwrap();
                 assert_eq!(got.state, state, "the state comes back unchanged");
                 assert_eq!(pages, ["login", "consent"], "{login} signed in and consented");
-                return oauth_client::redeem(http, d, client, &got.code, &pkce, redirect_uri, &d.resource, now_ms()).await.unwrap();
+                return oauth_client::redeem(
+                    http,
+                    d,
+                    client,
+                    &got.code,
+                    &pkce,
+                    redirect_uri,
+                    &d.resource,
+                    now_ms(),
+                )
+                .await
+                .unwrap();
             }
             url = url.join(&location).unwrap();
             continue;
         }
         let page = response.text().await.unwrap();
-        let action = page.split("action=\"").nth(1).and_then(|rest| rest.split('"').next()).unwrap_or_else(|| panic!("not a form page: {page}"));
+        let action = page
+            .split("action=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("not a form page: {page}"));
         let (name, body) = if page.contains(r#"id="login-form""#) {
             ("login", format!("login={login}"))
         } else if page.contains(r#"id="consent-form""#) {
@@ -160,7 +239,14 @@ async fn sign_in(http: &reqwest::Client, d: &Discovered, client: &Client, redire
 /// the structured result when there is one.
 async fn whoami(http: &reqwest::Client, url: &str, token: &str) -> (StatusCode, Value) {
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}});
-    let response = http.post(url).bearer_auth(token).header("accept", "application/json, text/event-stream").json(&call).send().await.unwrap();
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     let body = response.text().await.unwrap();
     // One JSON answer, or an SSE stream whose `data:` line holds it.
@@ -171,10 +257,27 @@ async fn whoami(http: &reqwest::Client, url: &str, token: &str) -> (StatusCode, 
 
 /// Whether the provider still takes `token` (RFC 7662, as the preconfigured client).
 async fn active(http: &reqwest::Client, issuer: &str, token: &str) -> bool {
-    let metadata: Value = http.get(format!("{issuer}/.well-known/openid-configuration")).send().await.unwrap().json().await.unwrap();
+    let metadata: Value = http
+        .get(format!("{issuer}/.well-known/openid-configuration"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let endpoint = metadata["introspection_endpoint"].as_str().unwrap();
     let form = format!("token={token}");
-    let answer: Value = http.post(endpoint).basic_auth(CLIENT.0, Some(CLIENT.1)).header("content-type", "application/x-www-form-urlencoded").body(form).send().await.unwrap().json().await.unwrap();
+    let answer: Value = http
+        .post(endpoint)
+        .basic_auth(CLIENT.0, Some(CLIENT.1))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     answer["active"] == json!(true)
 }
 
@@ -187,8 +290,16 @@ async fn oauth_client_signs_a_person_in_at_the_servers_own_authorization_server(
 
     // RFC 9728 from whoami's 401, then RFC 8414 at the provider.
     let d = oauth_client::discover(&http, &server.url).await.unwrap();
-    assert_eq!((d.resource.as_str(), d.issuer.as_str()), (server.url.as_str(), provider.url.as_str()), "{d:?}");
-    assert!(d.token_endpoint.starts_with(&provider.url) && d.authorization_endpoint.starts_with(&provider.url), "{d:?}");
+    assert_eq!(
+        (d.resource.as_str(), d.issuer.as_str()),
+        (server.url.as_str(), provider.url.as_str()),
+        "{d:?}"
+    );
+    assert!(
+        d.token_endpoint.starts_with(&provider.url)
+            && d.authorization_endpoint.starts_with(&provider.url),
+        "{d:?}"
+    );
     assert!(d.registration_endpoint.is_some() && d.revocation_endpoint.is_some(), "{d:?}");
     assert!(d.scopes.is_empty(), "whoami lists no scopes: {d:?}");
     assert!(!d.client_id_metadata_document_supported, "started without --cimd: {d:?}");
@@ -196,7 +307,9 @@ async fn oauth_client_signs_a_person_in_at_the_servers_own_authorization_server(
 
     // RFC 7591: a confidential client, the provider offering client_secret_basic.
     let redirect_uri = "http://127.0.0.1:9/oauth/callback";
-    let client = oauth_client::register(&http, &d, redirect_uri, "toolgate (oauth_client test)").await.unwrap();
+    let client = oauth_client::register(&http, &d, redirect_uri, "toolgate (oauth_client test)")
+        .await
+        .unwrap();
     assert_eq!(client.auth, AuthMethod::ClientSecretBasic, "{client:?}");
     assert!(client.client_secret.is_some());
 
@@ -219,23 +332,35 @@ async fn oauth_client_signs_a_person_in_at_the_servers_own_authorization_server(
     assert!(active(&http, &provider.url, &bob_refresh).await, "bob's refresh token, before");
     oauth_client::revoke(&http, &d, &configured, &bob_refresh, TokenKind::Refresh).await.unwrap();
     assert!(!active(&http, &provider.url, &bob_refresh).await, "bob's refresh token, revoked");
-    let refused = oauth_client::refresh(&http, &d, &configured, &bob_refresh, Some(&d.resource), now_ms()).await.unwrap_err();
+    let refused =
+        oauth_client::refresh(&http, &d, &configured, &bob_refresh, Some(&d.resource), now_ms())
+            .await
+            .unwrap_err();
     assert!(refused.contains("invalid_grant") && !refused.contains(&bob_refresh), "{refused}");
 
     // alice's access token expires (and whoami's leeway passes): refused.
-    tokio::time::sleep(Duration::from_millis((expires_at_ms + WHOAMI_LEEWAY_MS + 500 - now_ms()).max(0) as u64)).await;
+    tokio::time::sleep(Duration::from_millis(
+        (expires_at_ms + WHOAMI_LEEWAY_MS + 500 - now_ms()).max(0) as u64,
+    ))
+    .await;
     let (status, _) = whoami(&http, &server.url, &alice.access_token).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "an expired access token");
 
     // Refresh: a new access token, and a rotated refresh token.
-    let fresh = oauth_client::refresh(&http, &d, &client, &old_refresh, Some(&d.resource), now_ms()).await.unwrap();
+    let fresh =
+        oauth_client::refresh(&http, &d, &client, &old_refresh, Some(&d.resource), now_ms())
+            .await
+            .unwrap();
     let new_refresh = fresh.refresh_token.clone().unwrap();
     assert_ne!(new_refresh, old_refresh, "rotated");
     assert_ne!(fresh.access_token, alice.access_token);
     assert_eq!(whoami(&http, &server.url, &fresh.access_token).await.1["sub"], "alice");
 
     // The spent one is refused on reuse, and the refusal names no token.
-    let reused = oauth_client::refresh(&http, &d, &client, &old_refresh, Some(&d.resource), now_ms()).await.unwrap_err();
+    let reused =
+        oauth_client::refresh(&http, &d, &client, &old_refresh, Some(&d.resource), now_ms())
+            .await
+            .unwrap_err();
     assert!(reused.contains("invalid_grant") && !reused.contains(&old_refresh), "{reused}");
 }
 
@@ -251,7 +376,9 @@ async fn hostile() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let challenge = |path: &str| {
-        let named = format!("Basic realm=\"x\", Bearer error=\"invalid_request\", resource_metadata=\"{base}{path}\"");
+        let named = format!(
+            "Basic realm=\"x\", Bearer error=\"invalid_request\", resource_metadata=\"{base}{path}\""
+        );
         move || {
             let named = named.clone();
             async move { (S::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, named)]).into_response() }
@@ -271,15 +398,31 @@ async fn hostile() -> String {
     let router = axum::Router::new()
         .route("/a/mcp", post(|| async { S::UNAUTHORIZED.into_response() }))
         .route("/.well-known/oauth-protected-resource/a/mcp", get(json(prm("/a/mcp", "/as-a"))))
-        .route("/.well-known/oauth-authorization-server/as-a", get(json(as_metadata(format!("{base}/as-a")))))
+        .route(
+            "/.well-known/oauth-authorization-server/as-a",
+            get(json(as_metadata(format!("{base}/as-a")))),
+        )
         .route("/b/mcp", post(challenge("/prm-b")))
         .route("/prm-b", get(json(prm("/b/mcp", "/as-b"))))
-        .route("/.well-known/oauth-authorization-server/as-b", get(json(as_metadata(format!("{base}/evil")))))
+        .route(
+            "/.well-known/oauth-authorization-server/as-b",
+            get(json(as_metadata(format!("{base}/evil")))),
+        )
         .route("/c/mcp", post(challenge("/prm-c")))
-        .route("/prm-c", get(|| async { let mut h = HeaderMap::new(); h.insert(header::LOCATION, "http://169.254.169.254/".parse().unwrap()); (S::FOUND, h).into_response() }))
+        .route(
+            "/prm-c",
+            get(|| async {
+                let mut h = HeaderMap::new();
+                h.insert(header::LOCATION, "http://169.254.169.254/".parse().unwrap());
+                (S::FOUND, h).into_response()
+            }),
+        )
         .route("/d/mcp", post(challenge("/prm-d")))
         .route("/prm-d", get(json(prm("/d/mcp", "/as-d"))))
-        .route("/.well-known/oauth-authorization-server/as-d", get(|| async { Response::new(axum::body::Body::from(vec![b' '; 100_000])) }));
+        .route(
+            "/.well-known/oauth-authorization-server/as-d",
+            get(|| async { Response::new(axum::body::Body::from(vec![b' '; 100_000])) }),
+        );
     tokio::spawn(async move { axum::serve(listener, router).await });
     base
 }
@@ -291,7 +434,10 @@ async fn oauth_client_discovery_falls_back_and_refuses_what_it_must() {
 
     // No resource_metadata in the 401: the well-known URL, path suffix first.
     let d = oauth_client::discover(&http, &format!("{base}/a/mcp")).await.unwrap();
-    assert_eq!((d.resource, d.issuer, d.scopes), (format!("{base}/a/mcp"), format!("{base}/as-a"), vec!["tickets.read".to_string()]));
+    assert_eq!(
+        (d.resource, d.issuer, d.scopes),
+        (format!("{base}/a/mcp"), format!("{base}/as-a"), vec!["tickets.read".to_string()])
+    );
 
     // Metadata of another issuer: a mix-up, refused.
     let e = oauth_client::discover(&http, &format!("{base}/b/mcp")).await.unwrap_err();

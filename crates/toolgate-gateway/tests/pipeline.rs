@@ -32,8 +32,16 @@ async fn discovery_follows_authority_in_name_order() {
     assert_eq!(result["resultType"], "complete");
     assert!(result["ttlMs"].is_u64() && result["cacheScope"] == "private");
     // Definitions are the upstream's, under the exposed name.
-    let find_part = result["tools"].as_array().unwrap().iter().find(|t| t["name"] == "parts__find_part").unwrap();
-    assert_eq!(find_part["inputSchema"]["properties"]["category"]["enum"].as_array().unwrap().len(), 22);
+    let find_part = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "parts__find_part")
+        .unwrap();
+    assert_eq!(
+        find_part["inputSchema"]["properties"]["category"]["enum"].as_array().unwrap().len(),
+        22
+    );
     assert_eq!(find_part["annotations"]["readOnlyHint"], true);
     assert_eq!(find_part["title"], "Find catalogue parts");
 }
@@ -81,16 +89,36 @@ fn refusal(body: &Value) -> &Value {
 #[tokio::test]
 async fn invalid_arguments_are_refused_with_every_path_and_never_sent() {
     let h = start("").await;
-    let body = call(&h.url, "tickets__search_tickets", json!({"model_variant": "AC-250-X", "surprise": 1})).await;
+    let body = call(
+        &h.url,
+        "tickets__search_tickets",
+        json!({"model_variant": "AC-250-X", "surprise": 1}),
+    )
+    .await;
     let r = refusal(&body);
-    assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()), (Some("deny"), Some("invalid_arguments"), Some("correct")));
-    let paths: Vec<&str> = r["violations"].as_array().unwrap().iter().map(|v| v["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        (r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()),
+        (Some("deny"), Some("invalid_arguments"), Some("correct"))
+    );
+    let paths: Vec<&str> =
+        r["violations"].as_array().unwrap().iter().map(|v| v["path"].as_str().unwrap()).collect();
     assert!(paths.contains(&"/model_variant") && paths.contains(&"/"), "{paths:?}");
     assert!(!body.to_string().contains("AC-250-X"), "values are redacted");
     assert_eq!(r["proposal_sha256"].as_str().unwrap().len(), 64);
 
-    let open = toolgate_atlas::dataset().tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open).unwrap().ticket_id.clone();
-    let write = call(&h.url, "tickets__post_ticket_update", json!({"ticket_id": open, "note": "x".repeat(2001)})).await;
+    let open = toolgate_atlas::dataset()
+        .tickets
+        .iter()
+        .find(|t| t.status == toolgate_atlas::data::Status::Open)
+        .unwrap()
+        .ticket_id
+        .clone();
+    let write = call(
+        &h.url,
+        "tickets__post_ticket_update",
+        json!({"ticket_id": open, "note": "x".repeat(2001)}),
+    )
+    .await;
     assert_eq!(refusal(&write)["action"], "correct");
     assert_eq!(lines(&h.sandbox().join("notes.jsonl")), 0, "nothing reached the upstream");
 }
@@ -98,23 +126,51 @@ async fn invalid_arguments_are_refused_with_every_path_and_never_sent() {
 #[tokio::test]
 async fn prohibited_and_approval_tools_never_reach_the_upstream() {
     let h = start("").await;
-    let export = call(&h.url, "tickets__export_service_records", json!({"recipient": "x@outside.example", "model_variant": "AC-250-S"})).await;
+    let export = call(
+        &h.url,
+        "tickets__export_service_records",
+        json!({"recipient": "x@outside.example", "model_variant": "AC-250-S"}),
+    )
+    .await;
     let r = refusal(&export);
-    assert_eq!((r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()), (Some("deny"), Some("prohibited"), Some("refused")));
+    assert_eq!(
+        (r["decision"].as_str(), r["reason"].as_str(), r["action"].as_str()),
+        (Some("deny"), Some("prohibited"), Some("refused"))
+    );
     assert_eq!(lines(&h.sandbox().join("outbox.jsonl")), 0);
 
     let part = toolgate_atlas::dataset().parts[0].part_no.clone();
-    let order = call(&h.url, "parts__raise_parts_order", json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"})).await;
+    let order = call(
+        &h.url,
+        "parts__raise_parts_order",
+        json!({"part_no": part, "quantity": 2, "ticket_id": "SR-20031"}),
+    )
+    .await;
     // It waits for a named approver (the approvals tests follow it further);
     // this client cannot be asked, so it is told who decides, and how.
     let r = refusal(&order);
-    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("approval_pending"), Some("escalate")), "{order}");
+    assert_eq!(
+        (r["reason"].as_str(), r["action"].as_str()),
+        (Some("approval_pending"), Some("escalate")),
+        "{order}"
+    );
     assert!(r["approval_id"].as_str().is_some_and(|id| id.starts_with("apr_")), "{order}");
     assert_eq!(lines(&h.sandbox().join("orders.jsonl")), 0);
 
     // The registry said automatic: the write runs although its hints imply approval.
-    let open = toolgate_atlas::dataset().tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open).unwrap().ticket_id.clone();
-    let note = call(&h.url, "tickets__post_ticket_update", json!({"ticket_id": open, "note": "through toolgate"})).await;
+    let open = toolgate_atlas::dataset()
+        .tickets
+        .iter()
+        .find(|t| t.status == toolgate_atlas::data::Status::Open)
+        .unwrap()
+        .ticket_id
+        .clone();
+    let note = call(
+        &h.url,
+        "tickets__post_ticket_update",
+        json!({"ticket_id": open, "note": "through toolgate"}),
+    )
+    .await;
     assert_ne!(note["result"]["isError"], true, "{note}");
     assert_eq!(lines(&h.sandbox().join("notes.jsonl")), 1);
 }
@@ -122,7 +178,8 @@ async fn prohibited_and_approval_tools_never_reach_the_upstream() {
 #[tokio::test]
 async fn an_unknown_tool_is_a_protocol_error_with_a_next_action() {
     let h = start("").await;
-    let (status, body) = post(&h.url, "tools/call", json!({"name": "tickets__drop_tables", "arguments": {}})).await;
+    let (status, body) =
+        post(&h.url, "tools/call", json!({"name": "tickets__drop_tables", "arguments": {}})).await;
     assert_eq!(status, 200);
     assert_eq!(body["error"]["code"], -32602);
     assert_eq!(body["error"]["data"]["action"], "correct");
@@ -135,7 +192,11 @@ async fn a_down_upstream_leaves_the_list_and_its_calls_get_retry() {
     h.atlas_cancel["manuals"].cancel();
     let body = call(&h.url, "manuals__search_manual", json!({"query": "torque"})).await;
     let r = refusal(&body);
-    assert_eq!((r["reason"].as_str(), r["action"].as_str()), (Some("upstream_unavailable"), Some("retry")), "{r}");
+    assert_eq!(
+        (r["reason"].as_str(), r["action"].as_str()),
+        (Some("upstream_unavailable"), Some("retry")),
+        "{r}"
+    );
     // The failed call marked it down: its tool leaves the list.
     let names = list_names(&h.url).await;
     assert!(!names.iter().any(|n| n.starts_with("manuals__")), "{names:?}");
@@ -148,24 +209,45 @@ async fn a_down_upstream_leaves_the_list_and_its_calls_get_retry() {
 async fn while_an_upstream_is_down_lists_are_kept_briefly() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
-    let (addr, _) = toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let server =
+        toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
+    let (addr, _) =
+        toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone())
+            .await
+            .unwrap();
     // A port nothing listens on: the second server is down.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n[servers.gone]\nurl = \"http://{closed}/mcp\"\n{ANONYMOUS}")).unwrap();
-    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(
+        toolgate_gateway::config::Config::load(&path).unwrap(),
+        toolgate_gateway::gateway::Mode::Serve,
+    )
+    .await
+    .unwrap();
     assert_eq!(gw.wait_ready(std::time::Duration::from_secs(5)).await.len(), 1, "one server down");
     let (url, stop) = serve_gateway(gw.clone()).await;
     for method in ["tools/list", "prompts/list", "resources/list"] {
         let (_, body) = post(&url, method, json!({})).await;
-        assert_eq!(body["result"]["ttlMs"], 1000, "{method} while `gone` is down (the default TTL is a minute): {body}");
+        assert_eq!(
+            body["result"]["ttlMs"], 1000,
+            "{method} while `gone` is down (the default TTL is a minute): {body}"
+        );
     }
     stop.cancel();
     gw.stop();
     // All up: the configured TTL.
-    std::fs::write(&path, format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n{ANONYMOUS}")).unwrap();
-    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    std::fs::write(
+        &path,
+        format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n{ANONYMOUS}"),
+    )
+    .unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(
+        toolgate_gateway::config::Config::load(&path).unwrap(),
+        toolgate_gateway::gateway::Mode::Serve,
+    )
+    .await
+    .unwrap();
     assert!(gw.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
     let (url, stop) = serve_gateway(gw.clone()).await;
     let (_, body) = post(&url, "tools/list", json!({})).await;
@@ -179,22 +261,37 @@ async fn while_an_upstream_is_down_lists_are_kept_briefly() {
 async fn a_single_server_can_keep_its_tool_names() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
-    let server = toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
-    let (addr, _) = toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let server =
+        toolgate_atlas::server(toolgate_atlas::ServerKind::Parts, Some(dir.path())).unwrap();
+    let (addr, _) =
+        toolgate_atlas::serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone())
+            .await
+            .unwrap();
     let path = dir.path().join("toolgate.toml");
     std::fs::write(
         &path,
         format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n{ANONYMOUS}"),
     )
     .unwrap();
-    let gw = toolgate_gateway::gateway::Gateway::start(toolgate_gateway::config::Config::load(&path).unwrap(), toolgate_gateway::gateway::Mode::Serve).await.unwrap();
+    let gw = toolgate_gateway::gateway::Gateway::start(
+        toolgate_gateway::config::Config::load(&path).unwrap(),
+        toolgate_gateway::gateway::Mode::Serve,
+    )
+    .await
+    .unwrap();
     assert!(gw.wait_ready(std::time::Duration::from_secs(10)).await.is_empty());
     let (url, stop) = serve_gateway(gw.clone()).await;
     // Unregistered tools of an untrusted server stay prohibited; registered ones keep their names.
     assert_eq!(list_names(&url).await, ["find_part"]);
-    let body = call(&url, "find_part", json!({"model_variant": "AC-180-B", "category": "belt"})).await;
+    let body =
+        call(&url, "find_part", json!({"model_variant": "AC-180-B", "category": "belt"})).await;
     assert!(body["result"]["structuredContent"]["count"].as_u64().unwrap() > 0, "{body}");
-    let refused = call(&url, "raise_parts_order", json!({"part_no": "x", "quantity": 1, "ticket_id": "SR-20031"})).await;
+    let refused = call(
+        &url,
+        "raise_parts_order",
+        json!({"part_no": "x", "quantity": 1, "ticket_id": "SR-20031"}),
+    )
+    .await;
     assert_eq!(refused["result"]["structuredContent"]["reason"], "prohibited");
     stop.cancel();
     gw.stop();

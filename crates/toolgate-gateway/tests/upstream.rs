@@ -8,8 +8,9 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -29,7 +30,8 @@ fn http_upstream(name: &str, url: &str) -> std::sync::Arc<Upstream> {
 /// The Atlas tickets server (2026-07-28) over HTTP, until `cancel`; its URL.
 async fn atlas_tickets(dir: &std::path::Path, cancel: &CancellationToken) -> String {
     let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir)).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let (addr, _) =
+        serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
     format!("http://{addr}/mcp")
 }
 
@@ -43,16 +45,39 @@ async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
     let listing = upstream.listing().unwrap();
     assert_eq!(listing.era, Era::Modern);
     let names: Vec<&str> = listing.tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["export_service_records", "get_ticket", "post_ticket_update", "search_tickets"]);
+    assert_eq!(
+        names,
+        ["export_service_records", "get_ticket", "post_ticket_update", "search_tickets"]
+    );
     // The definition arrives byte for byte as the server sent it.
     let get_ticket = &listing.tools[1];
     assert_eq!(serde_json::from_str::<Value>(get_ticket.raw.get()).unwrap(), get_ticket.definition);
     assert!(get_ticket.definition["annotations"].get("title").is_none());
 
-    let raw = upstream.call(toolgate_gateway::upstream::Kind::Tool, "get_ticket", &json!({"ticket_id": "SR-20031"}), Default::default()).await.unwrap();
+    let raw = upstream
+        .call(
+            toolgate_gateway::upstream::Kind::Tool,
+            "get_ticket",
+            &json!({"ticket_id": "SR-20031"}),
+            Default::default(),
+        )
+        .await
+        .unwrap();
     let result: Value = serde_json::from_str(raw.get()).unwrap();
     assert_eq!(result["structuredContent"]["ticket_id"], "SR-20031");
-    let missing: Value = serde_json::from_str(upstream.call(toolgate_gateway::upstream::Kind::Tool, "get_ticket", &json!({"ticket_id": "SR-99999"}), Default::default()).await.unwrap().get()).unwrap();
+    let missing: Value = serde_json::from_str(
+        upstream
+            .call(
+                toolgate_gateway::upstream::Kind::Tool,
+                "get_ticket",
+                &json!({"ticket_id": "SR-99999"}),
+                Default::default(),
+            )
+            .await
+            .unwrap()
+            .get(),
+    )
+    .unwrap();
     assert_eq!(missing["isError"], true);
     cancel.cancel();
 }
@@ -62,16 +87,27 @@ struct LegacyOnly;
 
 impl ServerHandler for LegacyOnly {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(Implementation::new("legacy-only", "1"))
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("legacy-only", "1"))
     }
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Owned(vec![ProtocolVersion::V_2025_11_25])
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool =
+            serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}}))
+                .unwrap();
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
-    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let text = Value::Object(request.arguments.unwrap_or_default()).to_string();
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
@@ -86,7 +122,10 @@ async fn a_legacy_only_upstream_gets_the_initialize_handshake() {
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let listing = upstream.listing().unwrap();
     assert_eq!((listing.era, listing.protocol_version.as_str()), (Era::Legacy, "2025-11-25"));
-    let raw = upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", &json!({"x": 1}), Default::default()).await.unwrap();
+    let raw = upstream
+        .call(toolgate_gateway::upstream::Kind::Tool, "echo", &json!({"x": 1}), Default::default())
+        .await
+        .unwrap();
     let result: Value = serde_json::from_str(raw.get()).unwrap();
     assert_eq!(result["content"][0]["text"], "{\"x\":1}");
     cancel.cancel();
@@ -100,8 +139,15 @@ async fn an_unreachable_upstream_is_down_with_a_reason_and_calls_say_unavailable
     upstream.start(cancel.clone());
     assert!(!upstream.ready(Duration::from_millis(500)).await);
     assert!(upstream.listing().is_none());
-    assert!(upstream.down_reason().unwrap().contains("cannot reach"), "{:?}", upstream.down_reason());
-    let err = upstream.call(toolgate_gateway::upstream::Kind::Tool, "x", &json!({}), Default::default()).await.unwrap_err();
+    assert!(
+        upstream.down_reason().unwrap().contains("cannot reach"),
+        "{:?}",
+        upstream.down_reason()
+    );
+    let err = upstream
+        .call(toolgate_gateway::upstream::Kind::Tool, "x", &json!({}), Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, UpstreamError::Unavailable(_)), "{err}");
     cancel.cancel();
 }
@@ -140,22 +186,40 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
         sandbox: writes(dir.path()),
         ..Default::default()
     };
-    let upstream = Upstream::new("silent", config.server(), Duration::from_millis(300), Duration::from_secs(60), "test");
+    let upstream = Upstream::new(
+        "silent",
+        config.server(),
+        Duration::from_millis(300),
+        Duration::from_secs(60),
+        "test",
+    );
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
-    let outcome = upstream.call(toolgate_gateway::upstream::Kind::Tool, "slow", &json!({}), Default::default()).await;
+    let outcome = upstream
+        .call(toolgate_gateway::upstream::Kind::Tool, "slow", &json!({}), Default::default())
+        .await;
     assert!(matches!(outcome, Err(UpstreamError::Timeout)), "{outcome:?}");
     // The server hears that the answer is no longer wanted, for that request.
     let mut received = Vec::new();
     for _ in 0..50 {
-        received = std::fs::read_to_string(&log).unwrap_or_default().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect();
+        received = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
         if received.iter().any(|m| m["method"] == "notifications/cancelled") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let called = received.iter().find_map(|m| m.get("called").cloned()).expect("the call reached the server");
-    let cancelled = received.iter().find(|m| m["method"] == "notifications/cancelled").unwrap_or_else(|| panic!("no cancellation: {received:?}"));
+    let called = received
+        .iter()
+        .find_map(|m| m.get("called").cloned())
+        .expect("the call reached the server");
+    let cancelled = received
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no cancellation: {received:?}"));
     assert_eq!(cancelled["params"]["requestId"], called);
     cancel.cancel();
 }
@@ -180,7 +244,13 @@ async fn an_upstream_listing_more_tools_than_allowed_is_refused_whole() {
     over.start(cancel.clone());
     assert!(!over.ready(Duration::from_secs(2)).await);
     let why = over.down_reason().unwrap_or_default();
-    assert!(why.contains(&format!("it lists {n} tools, more than [gateway] max_tools_per_upstream ({})", n - 1)), "{why}");
+    assert!(
+        why.contains(&format!(
+            "it lists {n} tools, more than [gateway] max_tools_per_upstream ({})",
+            n - 1
+        )),
+        "{why}"
+    );
     cancel.cancel();
 }
 
@@ -189,14 +259,26 @@ async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let atlas = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let url = common::serve_rmcp_requiring(atlas, &cancel, Some(("x-api-key", "upstream-key-0123456789"))).await;
+    let url = common::serve_rmcp_requiring(
+        atlas,
+        &cancel,
+        Some(("x-api-key", "upstream-key-0123456789")),
+    )
+    .await;
     // SAFETY: this test alone sets this variable.
     unsafe { std::env::set_var("TG_TEST_UPSTREAM_KEY", "upstream-key-0123456789") };
     let key_file = dir.path().join("upstream.key");
     std::fs::write(&key_file, "upstream-key-0123456789\n").unwrap();
-    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
     let with = |config: UpstreamConfig| {
-        let upstream = Upstream::new("tickets", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+        let upstream = Upstream::new(
+            "tickets",
+            config.server(),
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+            "test",
+        );
         upstream.start(cancel.clone());
         upstream
     };
@@ -205,17 +287,35 @@ async fn an_upstream_gets_its_own_credential_from_the_environment_or_a_file_and_
     let bare = with(base());
     assert!(!bare.ready(Duration::from_secs(2)).await);
     // From the environment, and from an owner-only file (trailing newline dropped): listed.
-    let from_env = with(UpstreamConfig { headers_env: [("x-api-key".into(), "TG_TEST_UPSTREAM_KEY".into())].into(), ..base() });
+    let from_env = with(UpstreamConfig {
+        headers_env: [("x-api-key".into(), "TG_TEST_UPSTREAM_KEY".into())].into(),
+        ..base()
+    });
     assert!(from_env.ready(Duration::from_secs(10)).await, "{:?}", from_env.down_reason());
-    let from_file = with(UpstreamConfig { headers_file: [("x-api-key".into(), key_file.clone())].into(), ..base() });
+    let from_file = with(UpstreamConfig {
+        headers_file: [("x-api-key".into(), key_file.clone())].into(),
+        ..base()
+    });
     assert!(from_file.ready(Duration::from_secs(10)).await, "{:?}", from_file.down_reason());
     // A missing variable, or a file others can read: down, and the reason
     // names the variable or the file — never a value.
-    let unset = with(UpstreamConfig { headers_env: [("x-api-key".into(), "TG_TEST_UNSET_VARIABLE".into())].into(), ..base() });
+    let unset = with(UpstreamConfig {
+        headers_env: [("x-api-key".into(), "TG_TEST_UNSET_VARIABLE".into())].into(),
+        ..base()
+    });
     assert!(!unset.ready(Duration::from_secs(2)).await);
-    assert!(unset.down_reason().unwrap().contains("the environment variable TG_TEST_UNSET_VARIABLE is not set"));
-    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let loose = with(UpstreamConfig { headers_file: [("x-api-key".into(), key_file.clone())].into(), ..base() });
+    assert!(
+        unset
+            .down_reason()
+            .unwrap()
+            .contains("the environment variable TG_TEST_UNSET_VARIABLE is not set")
+    );
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .unwrap();
+    let loose = with(UpstreamConfig {
+        headers_file: [("x-api-key".into(), key_file.clone())].into(),
+        ..base()
+    });
     assert!(!loose.ready(Duration::from_secs(2)).await);
     let why = loose.down_reason().unwrap();
     assert!(why.contains("chmod 600") && !why.contains("upstream-key"), "{why}");
@@ -231,35 +331,61 @@ async fn a_query_credential_is_added_to_the_url_at_each_connect_from_a_file_or_a
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let atlas = toolgate_atlas::server(ServerKind::Tickets, Some(dir.path())).unwrap();
-    let url = serve_rmcp_requiring_query(atlas, &cancel, "region=eu&api_key=query-key-0123456789").await;
+    let url =
+        serve_rmcp_requiring_query(atlas, &cancel, "region=eu&api_key=query-key-0123456789").await;
     // SAFETY: this test alone sets this variable.
     unsafe { std::env::set_var("TG_TEST_QUERY_KEY", "query-key-0123456789") };
     let key_file = dir.path().join("query.key");
     std::fs::write(&key_file, "query-key-0123456789\n").unwrap();
-    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
     let with = |config: UpstreamConfig| {
-        let upstream = Upstream::new("tickets", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+        let upstream = Upstream::new(
+            "tickets",
+            config.server(),
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+            "test",
+        );
         upstream.start(cancel.clone());
         upstream
     };
     let base = || UpstreamConfig { url: Some(format!("{url}?region=eu")), ..Default::default() };
     let bare = with(base());
     assert!(!bare.ready(Duration::from_secs(2)).await);
-    let from_file = with(UpstreamConfig { query_file: [("api_key".into(), key_file.clone())].into(), ..base() });
+    let from_file = with(UpstreamConfig {
+        query_file: [("api_key".into(), key_file.clone())].into(),
+        ..base()
+    });
     assert!(from_file.ready(Duration::from_secs(10)).await, "{:?}", from_file.down_reason());
-    let from_env = with(UpstreamConfig { query_env: [("api_key".into(), "TG_TEST_QUERY_KEY".into())].into(), ..base() });
+    let from_env = with(UpstreamConfig {
+        query_env: [("api_key".into(), "TG_TEST_QUERY_KEY".into())].into(),
+        ..base()
+    });
     assert!(from_env.ready(Duration::from_secs(10)).await, "{:?}", from_env.down_reason());
     let why = bare.down_reason().unwrap_or_default();
     assert!(!why.contains("query-key"), "{why}");
     // Written into the url by hand instead: the config is refused, with where it goes.
-    let text = format!("[servers.tickets]\nurl = \"{url}?region=eu&api_key=query-key-0123456789\"\n");
-    let refused = toolgate_gateway::config::Config::parse(&text, &dir.path().join("toolgate.toml")).unwrap_err().to_string();
-    assert!(refused.contains("url holds a credential (the query parameter `api_key`)") && refused.contains("query_file") && !refused.contains("query-key"), "{refused}");
+    let text =
+        format!("[servers.tickets]\nurl = \"{url}?region=eu&api_key=query-key-0123456789\"\n");
+    let refused = toolgate_gateway::config::Config::parse(&text, &dir.path().join("toolgate.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("url holds a credential (the query parameter `api_key`)")
+            && refused.contains("query_file")
+            && !refused.contains("query-key"),
+        "{refused}"
+    );
     cancel.cancel();
 }
 
 /// `serve_rmcp` behind a check that the request's query is exactly `query`.
-async fn serve_rmcp_requiring_query<S>(handler: S, cancel: &CancellationToken, query: &'static str) -> String
+async fn serve_rmcp_requiring_query<S>(
+    handler: S,
+    cancel: &CancellationToken,
+    query: &'static str,
+) -> String
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
@@ -277,9 +403,15 @@ impl ServerHandler for Hinting {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         self.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+        let tool: Tool =
+            serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}}))
+                .unwrap();
         let mut result = ListToolsResult::with_all_items(vec![tool]);
         result.ttl_ms = self.ttl_ms;
         Ok(result)
@@ -304,7 +436,8 @@ async fn a_server_s_shorter_ttl_hint_is_honoured_down_to_a_floor() {
         assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     }
     tokio::time::sleep(Duration::from_millis(3200)).await;
-    let counts: Vec<usize> = watched.iter().map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    let counts: Vec<usize> =
+        watched.iter().map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed)).collect();
     assert_eq!(counts[0], 1, "listed once within list_ttl_ms ({counts:?})");
     assert!((2..=3).contains(&counts[1]), "a 1.5 s hint: every 1.5 s ({counts:?})");
     assert!((3..=4).contains(&counts[2]), "a 0 hint: no more than once a second ({counts:?})");
@@ -319,12 +452,27 @@ impl ServerHandler for Sized {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let tool: Tool = serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}})).unwrap();
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool =
+            serde_json::from_value(json!({"name": "echo", "inputSchema": {"type": "object"}}))
+                .unwrap();
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
-    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        let n = request.arguments.as_ref().and_then(|a| a.get("n")).and_then(Value::as_u64).unwrap_or(0) as usize;
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("n"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize;
         Ok(CallToolResult::success(vec![ContentBlock::text("x".repeat(n))]).into())
     }
 }
@@ -339,13 +487,17 @@ async fn an_upstream_answer_passes_under_max_upstream_message_bytes_and_is_refus
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let (short, long) = (json!({"n": max - 200}), json!({"n": max}));
-    let call = |arguments| upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default());
+    let call = |arguments| {
+        upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default())
+    };
     // The answer's envelope is well under 200 bytes: a text that leaves room passes …
     let raw = call(&short).await.unwrap();
     assert!(raw.get().len() > max - 200 && raw.get().len() <= max);
     // … and a text as long as the limit itself cannot fit.
     match call(&long).await {
-        Err(UpstreamError::Protocol(why)) => assert!(why.contains(&format!("max_upstream_message_bytes ({max})")), "{why}"),
+        Err(UpstreamError::Protocol(why)) => {
+            assert!(why.contains(&format!("max_upstream_message_bytes ({max})")), "{why}")
+        }
         other => panic!("an answer over the limit: {other:?}"),
     }
     cancel.cancel();
@@ -353,7 +505,11 @@ async fn an_upstream_answer_passes_under_max_upstream_message_bytes_and_is_refus
 
 /// A stdio server whose tool `echo` answers a text of `n` bytes.
 fn sized_server() -> String {
-    common::stdio_server("sized", "echo", r#"{"content": [{"type": "text", "text": "x" * msg["params"]["arguments"]["n"]}]}"#)
+    common::stdio_server(
+        "sized",
+        "echo",
+        r#"{"content": [{"type": "text", "text": "x" * msg["params"]["arguments"]["n"]}]}"#,
+    )
 }
 
 #[tokio::test]
@@ -362,23 +518,42 @@ async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("sized.py");
     std::fs::write(&script, sized_server()).unwrap();
-    let config = UpstreamConfig { command: Some("/usr/bin/python3".into()), args: vec![script.display().to_string()], sandbox: writes(dir.path()), ..Default::default() };
+    let config = UpstreamConfig {
+        command: Some("/usr/bin/python3".into()),
+        args: vec![script.display().to_string()],
+        sandbox: writes(dir.path()),
+        ..Default::default()
+    };
     // A deadline far longer than the test may take: the refusal must not wait for it.
-    let upstream = Upstream::new("sized", config.server(), Duration::from_secs(30), Duration::from_secs(60), "test");
+    let upstream = Upstream::new(
+        "sized",
+        config.server(),
+        Duration::from_secs(30),
+        Duration::from_secs(60),
+        "test",
+    );
     let max = 64 << 10;
     upstream.set_max_message_bytes(max);
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let (fits, over, small) = (json!({"n": max - 200}), json!({"n": max}), json!({"n": 10}));
-    let call = |arguments| upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default());
+    let call = |arguments| {
+        upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default())
+    };
     let raw = call(&fits).await.unwrap();
     assert!(raw.get().len() > max - 200, "{}", raw.get().len());
     let started = std::time::Instant::now();
     match call(&over).await {
-        Err(UpstreamError::Protocol(why)) => assert!(why.contains(&format!("max_upstream_message_bytes ({max})")), "{why}"),
+        Err(UpstreamError::Protocol(why)) => {
+            assert!(why.contains(&format!("max_upstream_message_bytes ({max})")), "{why}")
+        }
         other => panic!("an answer over the limit: {other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(5), "refused only after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused only after {:?}",
+        started.elapsed()
+    );
     // The session goes on: the next answer that fits is read.
     assert!(call(&small).await.is_ok());
     cancel.cancel();
@@ -400,17 +575,30 @@ async fn an_upstream_redirect_is_not_followed_and_the_reason_says_so() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target_url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, target).await });
-    let redirect = axum::Router::new().fallback(move || {
-        let to = target_url.clone();
-        async move { (axum::http::StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, to)]) }
-    });
+    let redirect =
+        axum::Router::new().fallback(move || {
+            let to = target_url.clone();
+            async move {
+                (axum::http::StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, to)])
+            }
+        });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, redirect).await });
     // SAFETY: this test alone sets this variable.
     unsafe { std::env::set_var("TG_TEST_REDIRECTED_KEY", "redirected-key-0123456789") };
-    let config = UpstreamConfig { url: Some(url), headers_env: [("x-api-key".into(), "TG_TEST_REDIRECTED_KEY".into())].into(), ..Default::default() };
-    let upstream = Upstream::new("moved", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+    let config = UpstreamConfig {
+        url: Some(url),
+        headers_env: [("x-api-key".into(), "TG_TEST_REDIRECTED_KEY".into())].into(),
+        ..Default::default()
+    };
+    let upstream = Upstream::new(
+        "moved",
+        config.server(),
+        Duration::from_secs(5),
+        Duration::from_secs(60),
+        "test",
+    );
     upstream.start(cancel.clone());
     assert!(!upstream.ready(Duration::from_secs(2)).await);
     let why = upstream.down_reason().unwrap();
@@ -457,8 +645,19 @@ async fn a_flood_of_list_changed_is_listed_at_most_twice_a_second() {
     let script = dir.path().join("flood.py");
     std::fs::write(&script, FLOODING_SERVER).unwrap();
     let log = dir.path().join("listed.log");
-    let config = UpstreamConfig { command: Some("/usr/bin/python3".into()), args: vec![script.display().to_string(), log.display().to_string()], sandbox: writes(dir.path()), ..Default::default() };
-    let upstream = Upstream::new("flood", config.server(), Duration::from_secs(5), Duration::from_secs(60), "test");
+    let config = UpstreamConfig {
+        command: Some("/usr/bin/python3".into()),
+        args: vec![script.display().to_string(), log.display().to_string()],
+        sandbox: writes(dir.path()),
+        ..Default::default()
+    };
+    let upstream = Upstream::new(
+        "flood",
+        config.server(),
+        Duration::from_secs(5),
+        Duration::from_secs(60),
+        "test",
+    );
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     tokio::time::sleep(Duration::from_millis(1600)).await;
@@ -471,5 +670,8 @@ async fn a_flood_of_list_changed_is_listed_at_most_twice_a_second() {
 
 /// A box whose one grant is the test's folder (its script, its log).
 fn writes(dir: &std::path::Path) -> Option<toolgate_gateway::config::SandboxConfig> {
-    Some(toolgate_gateway::config::SandboxConfig::Boxed(toolgate_gateway::config::BoxConfig { write: vec![dir.to_path_buf()], ..Default::default() }))
+    Some(toolgate_gateway::config::SandboxConfig::Boxed(toolgate_gateway::config::BoxConfig {
+        write: vec![dir.to_path_buf()],
+        ..Default::default()
+    }))
 }

@@ -61,7 +61,13 @@ async fn one_operation(ledger: &dyn Ledger, run: &str, i: usize) -> Duration {
     let now = now_ms();
     let new = NewOperation {
         id: id.clone(),
-        key: OperationKey { tenant: "atlas".into(), subject: "agent".into(), server: "support".into(), tool: "create_ticket".into(), value: format!("{run}-{i}") },
+        key: OperationKey {
+            tenant: "atlas".into(),
+            subject: "agent".into(),
+            server: "support".into(),
+            tool: "create_ticket".into(),
+            value: format!("{run}-{i}"),
+        },
         caller: "agent".into(),
         proposal_sha256: "a".repeat(64),
         approval_id: None,
@@ -74,7 +80,17 @@ async fn one_operation(ledger: &dyn Ledger, run: &str, i: usize) -> Duration {
         Begun::Theirs(op) => panic!("a fresh key was held by {}", op.id),
     }
     ledger.mark_dispatched(&id, 1, now + 60_000, now).await.expect("mark_dispatched");
-    let done = ledger.finish_operation(&id, 1, OperationState::Completed, Some(RESULT.to_string()), now_ms(), None).await.expect("finish_operation");
+    let done = ledger
+        .finish_operation(
+            &id,
+            1,
+            OperationState::Completed,
+            Some(RESULT.to_string()),
+            now_ms(),
+            None,
+        )
+        .await
+        .expect("finish_operation");
     assert_eq!(done.state, OperationState::Completed);
     started.elapsed()
 }
@@ -134,7 +150,11 @@ async fn measure(ledger: Arc<dyn Ledger>, name: &str, ops: usize) -> Vec<Figures
     for n in IN_FLIGHT {
         let f = drive(&ledger, &format!("{name}-{n}"), n, ops).await;
         // Every operation counted is on record as completed.
-        let last = ledger.operation(&format!("op_{name}-{n}_{}", ops - 1)).await.unwrap().expect("the last operation is on record");
+        let last = ledger
+            .operation(&format!("op_{name}-{n}_{}", ops - 1))
+            .await
+            .unwrap()
+            .expect("the last operation is on record");
         assert_eq!(last.state, OperationState::Completed);
         eprintln!("  {name:<10} {n:>3} in flight: {:>7.0} ops/s", f.per_sec());
         out.push(f);
@@ -144,17 +164,26 @@ async fn measure(ledger: Arc<dyn Ledger>, name: &str, ops: usize) -> Vec<Figures
 
 async fn sqlite(name: &str, group: bool, ops: usize) -> Vec<Figures> {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), Synchronous::Full, group, false).unwrap();
+    let ledger = SqliteLedger::open_with(
+        &dir.path().join("ledger.sqlite3"),
+        Synchronous::Full,
+        group,
+        false,
+    )
+    .unwrap();
     measure(Arc::new(ledger), name, ops).await
 }
 
 fn postgres_url() -> String {
-    std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("TOOLGATE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 async fn postgres(ops: usize) -> Result<Vec<Figures>, String> {
     let base = postgres_url();
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.map_err(|e| format!("{base}: {e}"))?;
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("{base}: {e}"))?;
     tokio::spawn(conn);
     let schema = format!("tg_bench_{}_{}", std::process::id(), now_ms());
     client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.map_err(|e| e.to_string())?;
@@ -191,13 +220,18 @@ fn row(store: &str, f: &Figures) {
 }
 
 fn main() {
-    let ops = std::env::var("TOOLGATE_BENCH_OPS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&n| n > 0).unwrap_or(DEFAULT_OPS);
+    let ops = std::env::var("TOOLGATE_BENCH_OPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_OPS);
     // One fsync per request is ~10× slower than a shared one; PostgreSQL
     // pays a round trip and a commit per statement.
     let (baseline_ops, postgres_ops) = ((ops / 10).max(256), (ops / 10).max(256));
     let only = std::env::var("TOOLGATE_BENCH_ONLY").ok();
     let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         eprintln!("ledger bench: {ops} ops (group commit), {baseline_ops} (one commit each), {postgres_ops} (postgres); in flight {IN_FLIGHT:?}");
         let group = if runs("group") { Some(sqlite("group", true, ops).await) } else { None };

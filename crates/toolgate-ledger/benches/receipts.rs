@@ -34,7 +34,7 @@ use toolgate_ledger::core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entr
 use toolgate_ledger::core::merkle;
 use toolgate_ledger::core::note::{Checkpoint, Signer};
 use toolgate_ledger::core::proposal::hex;
-use toolgate_ledger::core::receipt::{Draft, Receipt, ReceiptKey, LoggedReceipt};
+use toolgate_ledger::core::receipt::{Draft, LoggedReceipt, Receipt, ReceiptKey};
 use toolgate_ledger::core::strict_json::JsonLimits;
 use toolgate_ledger::{Ledger, PostgresLedger, SqliteLedger};
 
@@ -57,7 +57,10 @@ fn receipt(key: &ReceiptKey, i: usize) -> Receipt {
         rules: vec!["support_authorised_customers".into()],
         policy_version: "c8f37a019cbb3b84ea8e10617dc8d574466692121ef81325131db106a60c7b9c".into(),
         approval: None,
-        operation: Some(toolgate_ledger::core::receipt::OperationRef { key: format!("k{i}"), state: "completed".into() }),
+        operation: Some(toolgate_ledger::core::receipt::OperationRef {
+            key: format!("k{i}"),
+            state: "completed".into(),
+        }),
         execution_status: "dispatched".into(),
         result_status: "ok".into(),
         result_sha256: Some("e".repeat(64)),
@@ -76,17 +79,29 @@ fn stored_bytes(file: &std::path::Path) -> u64 {
     let conn = rusqlite::Connection::open(file).unwrap();
     conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
-    let pragma = |name: &str| conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0)).unwrap();
+    let pragma =
+        |name: &str| conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0)).unwrap();
     ((pragma("page_count") - pragma("freelist_count")) * pragma("page_size")) as u64
 }
 
 fn main() {
-    let n: usize = std::env::var("TOOLGATE_BENCH_RECEIPTS").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
-    let in_flight: usize = std::env::var("TOOLGATE_BENCH_IN_FLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
+    let n: usize = std::env::var("TOOLGATE_BENCH_RECEIPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let in_flight: usize =
+        std::env::var("TOOLGATE_BENCH_IN_FLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let key = Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[7; 32])));
     // `TOOLGATE_BENCH_SIGN_EACH=1`: each receipt signed too (`receipts.sign_each`); by default not.
     let sign_each = std::env::var("TOOLGATE_BENCH_SIGN_EACH").is_ok_and(|v| v == "1");
-    let draft = |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
+    let draft = |i: usize| Draft {
+        receipt: receipt(&key, i),
+        salt: [3; 32],
+        asked: Some("{\"arguments\":{}}".into()),
+        key: key.clone(),
+        sign_each,
+        placement: Default::default(),
+    };
 
     // 1. Sealing alone.
     let started = Instant::now();
@@ -99,7 +114,10 @@ fn main() {
         signed.push(sealed.logged);
     }
     let seal_rate = leaves.len() as f64 / started.elapsed().as_secs_f64();
-    println!("seal only (JCS{} + leaf hash), 1 thread   {seal_rate:>10.0} receipts/s", if sign_each { " + Ed25519" } else { "" });
+    println!(
+        "seal only (JCS{} + leaf hash), 1 thread   {seal_rate:>10.0} receipts/s",
+        if sign_each { " + Ed25519" } else { "" }
+    );
 
     // Where the sealing time goes (one receipt, averaged).
     let sample = receipt(&key, 1);
@@ -115,7 +133,9 @@ fn main() {
         std::hint::black_box(ed25519_dalek::Signer::sign(key.signing_key(), &bytes));
     }
     let dalek = t.elapsed() / reps;
-    let aws = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(key.signing_key().as_bytes()).unwrap();
+    let aws =
+        aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(key.signing_key().as_bytes())
+            .unwrap();
     let t = Instant::now();
     for _ in 0..reps {
         std::hint::black_box(aws.sign(&bytes));
@@ -126,16 +146,29 @@ fn main() {
         std::hint::black_box(merkle::leaf_hash(&bytes));
     }
     let leaf = t.elapsed() / reps;
-    println!("  per receipt ({} bytes): JCS {jcs:?}, Ed25519 sign {dalek:?} (ed25519-dalek) / {aws_sign:?} (aws-lc-rs), leaf hash {leaf:?}", bytes.len());
+    println!(
+        "  per receipt ({} bytes): JCS {jcs:?}, Ed25519 sign {dalek:?} (ed25519-dalek) / {aws_sign:?} (aws-lc-rs), leaf hash {leaf:?}",
+        bytes.len()
+    );
 
     // 2. Sealed and durably appended through the SQLite ledger.
     let dir = tempfile::tempdir().unwrap();
     // The gateway's way: a read's receipts are sequenced (see the ledger's
     // `sequence`); `TOOLGATE_BENCH_SEQUENCING=0`, each joins a transaction.
     let sequencing = !std::env::var("TOOLGATE_BENCH_SEQUENCING").is_ok_and(|v| v == "0");
-    println!("  sequencing: {}", if sequencing { "on (the gateway's way)" } else { "off (each receipt in a transaction)" });
-    let sync = if std::env::var("TOOLGATE_BENCH_SYNC").is_ok_and(|v| v == "normal") { toolgate_ledger::Synchronous::Normal } else { toolgate_ledger::Synchronous::Full };
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing).unwrap());
+    println!(
+        "  sequencing: {}",
+        if sequencing { "on (the gateway's way)" } else { "off (each receipt in a transaction)" }
+    );
+    let sync = if std::env::var("TOOLGATE_BENCH_SYNC").is_ok_and(|v| v == "normal") {
+        toolgate_ledger::Synchronous::Normal
+    } else {
+        toolgate_ledger::Synchronous::Full
+    };
+    let ledger: Arc<dyn Ledger> = Arc::new(
+        SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing)
+            .unwrap(),
+    );
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let elapsed = rt.block_on(async {
         let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -149,7 +182,14 @@ fn main() {
                         if i >= n {
                             break;
                         }
-                        let d = Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
+                        let d = Draft {
+                            receipt: receipt(&key, i),
+                            salt: [3; 32],
+                            asked: Some("{\"arguments\":{}}".into()),
+                            key: key.clone(),
+                            sign_each,
+                            placement: Default::default(),
+                        };
                         ledger.append_receipts(vec![d]).await.unwrap();
                     }
                 })
@@ -179,9 +219,14 @@ fn main() {
             from = to;
         }
         std::hint::black_box(frontier.root());
-        (size as f64 / started.elapsed().as_secs_f64(), stored_bytes(&dir.path().join("ledger.sqlite3")) as f64 / size as f64)
+        (
+            size as f64 / started.elapsed().as_secs_f64(),
+            stored_bytes(&dir.path().join("ledger.sqlite3")) as f64 / size as f64,
+        )
     });
-    println!("  integrated (leaf hashes read, tree grown): {integrated:>10.0} receipts/s; stored {per_receipt:.0} B/receipt (the database's pages over its receipts)");
+    println!(
+        "  integrated (leaf hashes read, tree grown): {integrated:>10.0} receipts/s; stored {per_receipt:.0} B/receipt (the database's pages over its receipts)"
+    );
 
     // 2b. One receipt at a time at a fixed 1,000/s (the gateway's read
     // path at that rate): how long a caller waits for its receipt. A new
@@ -192,7 +237,10 @@ fn main() {
     // power-safe: the fsync that a caller's append may queue behind.
     let rate = 1_000u64;
     let dir = tempfile::tempdir().unwrap();
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing).unwrap());
+    let ledger: Arc<dyn Ledger> = Arc::new(
+        SqliteLedger::open_with(&dir.path().join("ledger.sqlite3"), sync, true, sequencing)
+            .unwrap(),
+    );
     let log_signer = Arc::new(Signer::ed25519("bench/log", key.signing_key().clone()).unwrap());
     let (latencies, checkpoints) = rt.block_on(async {
         let mut tick = tokio::time::interval(std::time::Duration::from_micros(1_000_000 / rate));
@@ -201,7 +249,14 @@ fn main() {
             tick.tick().await;
             let (appender, key) = (ledger.clone(), key.clone());
             calls.push(tokio::spawn(async move {
-                let d = Draft { receipt: receipt(&key, n + i as usize), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key, sign_each, placement: Default::default() };
+                let d = Draft {
+                    receipt: receipt(&key, n + i as usize),
+                    salt: [3; 32],
+                    asked: Some("{\"arguments\":{}}".into()),
+                    key,
+                    sign_each,
+                    placement: Default::default(),
+                };
                 let t = Instant::now();
                 appender.append_receipts(vec![d]).await.unwrap();
                 t.elapsed()
@@ -211,9 +266,20 @@ fn main() {
                 checkpoints.push(tokio::spawn(async move {
                     let size = ledger.log_size().await.unwrap();
                     let root = merkle::root(&ledger.leaf_hashes(0, size).await.unwrap());
-                    let note = Checkpoint::new("bench/log", size, root).unwrap().sign(&[&*signer]).unwrap();
+                    let note = Checkpoint::new("bench/log", size, root)
+                        .unwrap()
+                        .sign(&[&*signer])
+                        .unwrap();
                     let t = Instant::now();
-                    ledger.add_checkpoint(toolgate_ledger::StoredCheckpoint { size, root, note, created_ms: 0 }).await.unwrap();
+                    ledger
+                        .add_checkpoint(toolgate_ledger::StoredCheckpoint {
+                            size,
+                            root,
+                            note,
+                            created_ms: 0,
+                        })
+                        .await
+                        .unwrap();
                     t.elapsed()
                 }));
             }
@@ -230,21 +296,40 @@ fn main() {
         (all, commits)
     });
     let at = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
-    println!("one receipt at a time, {rate}/s for 10 s: wait for the append p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), at(1.0));
-    println!("  with a durable checkpoint every {rate} receipts: its commit p50 {:?}, max {:?}", checkpoints[checkpoints.len() / 2], checkpoints[checkpoints.len() - 1]);
+    println!(
+        "one receipt at a time, {rate}/s for 10 s: wait for the append p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    println!(
+        "  with a durable checkpoint every {rate} receipts: its commit p50 {:?}, max {:?}",
+        checkpoints[checkpoints.len() / 2],
+        checkpoints[checkpoints.len() - 1]
+    );
 
     // 2c. PostgreSQL, two replicas on one schema (`TOOLGATE_BENCH_POSTGRES`,
     // default the machine's `test` database; `=off` skips it): the same
     // tasks split over two ledgers. Receipts per second, and receipts per
     // transaction that appended any (the rows' distinct `xmin`): each took
     // the log's advisory lock once.
-    let pg = std::env::var("TOOLGATE_BENCH_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let pg = std::env::var("TOOLGATE_BENCH_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     if pg != "off" {
         let pg_n = (n / 5).max(1_000);
         let key = key.clone();
-        let draft = move |i: usize| Draft { receipt: receipt(&key, i), salt: [3; 32], asked: Some("{\"arguments\":{}}".into()), key: key.clone(), sign_each, placement: Default::default() };
+        let draft = move |i: usize| Draft {
+            receipt: receipt(&key, i),
+            salt: [3; 32],
+            asked: Some("{\"arguments\":{}}".into()),
+            key: key.clone(),
+            sign_each,
+            placement: Default::default(),
+        };
         let (rate, per_commit) = rt.block_on(postgres_replicas(&pg, pg_n, in_flight, draft));
-        println!("postgres, two replicas, {in_flight} in flight: {rate:>10.0} receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock each)");
+        println!(
+            "postgres, two replicas, {in_flight} in flight: {rate:>10.0} receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock each)"
+        );
     }
 
     if only_append {
@@ -252,17 +337,47 @@ fn main() {
     }
     // 3. Verifying a bundle of all n.
     let pq = PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[5; 32]).unwrap();
-    let (ed, pq) = (Signer::ed25519("bench/log", key.signing_key().clone()).unwrap(), Signer::ml_dsa_65("bench/log", pq).unwrap());
-    let checkpoint = Checkpoint::new("bench/log", n as u64, merkle::root(&leaves)).unwrap().sign(&[&ed, &pq]).unwrap();
+    let (ed, pq) = (
+        Signer::ed25519("bench/log", key.signing_key().clone()).unwrap(),
+        Signer::ml_dsa_65("bench/log", pq).unwrap(),
+    );
+    let checkpoint = Checkpoint::new("bench/log", n as u64, merkle::root(&leaves))
+        .unwrap()
+        .sign(&[&ed, &pq])
+        .unwrap();
     let started = Instant::now();
     let proofs = merkle::inclusion_proofs(&leaves, 0, n as u64).unwrap();
-    let receipts: Vec<Entry> = signed.into_iter().zip(proofs).map(|(r, p)| Entry { receipt: r, opening: None, inclusion: p.iter().map(|h| hex(h)).collect() }).collect();
-    let b = Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: vec![BundleKey { kid: key.kid().into(), ed25519: ed.verifier().vkey(), ml_dsa_65: Some(pq.verifier().vkey()) }], receipts };
+    let receipts: Vec<Entry> = signed
+        .into_iter()
+        .zip(proofs)
+        .map(|(r, p)| Entry {
+            receipt: r,
+            opening: None,
+            inclusion: p.iter().map(|h| hex(h)).collect(),
+        })
+        .collect();
+    let b = Bundle {
+        format: BUNDLE_FORMAT.into(),
+        checkpoint,
+        keys: vec![BundleKey {
+            kid: key.kid().into(),
+            ed25519: ed.verifier().vkey(),
+            ml_dsa_65: Some(pq.verifier().vkey()),
+        }],
+        receipts,
+    };
     let text = b.to_json();
     let built = started.elapsed();
     let started = Instant::now();
     let parsed = Bundle::from_json(text.as_bytes()).unwrap();
-    let report = bundle::verify(&parsed, &bundle::Options { expected_kids: vec![key.kid().into()], require_pq: true, ..Default::default() });
+    let report = bundle::verify(
+        &parsed,
+        &bundle::Options {
+            expected_kids: vec![key.kid().into()],
+            require_pq: true,
+            ..Default::default()
+        },
+    );
     let verified = started.elapsed();
     assert!(report.ok(), "{:?}", report.failures);
     println!(
@@ -281,14 +396,27 @@ fn main() {
 /// Two PostgreSQL ledgers (replicas) on a fresh schema, `in_flight` tasks
 /// over them appending one receipt at a time: receipts/s, and receipts per
 /// transaction that appended any (the rows' distinct `xmin`).
-async fn postgres_replicas(base: &str, n: usize, in_flight: usize, draft: impl Fn(usize) -> Draft + Clone + Send + Sync + 'static) -> (f64, f64) {
-    let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls).await.expect("PostgreSQL answers (or set TOOLGATE_BENCH_POSTGRES=off)");
+async fn postgres_replicas(
+    base: &str,
+    n: usize,
+    in_flight: usize,
+    draft: impl Fn(usize) -> Draft + Clone + Send + Sync + 'static,
+) -> (f64, f64) {
+    let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL answers (or set TOOLGATE_BENCH_POSTGRES=off)");
     tokio::spawn(conn);
     let schema = format!("tg_bench_{}", std::process::id());
-    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).await.unwrap();
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    let replicas: Vec<Arc<dyn Ledger>> = vec![Arc::new(PostgresLedger::connect(&url).await.unwrap()), Arc::new(PostgresLedger::connect(&url).await.unwrap())];
+    let replicas: Vec<Arc<dyn Ledger>> = vec![
+        Arc::new(PostgresLedger::connect(&url).await.unwrap()),
+        Arc::new(PostgresLedger::connect(&url).await.unwrap()),
+    ];
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..in_flight)
@@ -311,7 +439,11 @@ async fn postgres_replicas(base: &str, n: usize, in_flight: usize, draft: impl F
     let rate = n as f64 / started.elapsed().as_secs_f64();
     assert_eq!(replicas[0].log_size().await.unwrap(), n as u64);
     // Each row's xmin is the transaction that inserted it.
-    let committed: i64 = client.query_one(&format!("SELECT count(DISTINCT xmin::text) FROM {schema}.receipts"), &[]).await.unwrap().get(0);
+    let committed: i64 = client
+        .query_one(&format!("SELECT count(DISTINCT xmin::text) FROM {schema}.receipts"), &[])
+        .await
+        .unwrap()
+        .get(0);
     drop(replicas);
     client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.unwrap();
     (rate, n as f64 / committed.max(1) as f64)

@@ -26,11 +26,21 @@ pub struct Connection {
 
 /// Refuses a refresh's replacement that is another person's (or another
 /// server's) grant: a caller's mistake, refused before anything is written.
-pub(crate) fn same_grant(replacement: Option<&Connection>, tenant: &str, subject: &str, server: &str) -> crate::Result<()> {
+pub(crate) fn same_grant(
+    replacement: Option<&Connection>,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+) -> crate::Result<()> {
     match replacement {
-        Some(c) if (c.tenant.as_str(), c.subject.as_str(), c.server.as_str()) != (tenant, subject, server) => Err(crate::LedgerError::Store(format!(
-            "a refresh of ({tenant}, {subject}, {server}) can only be replaced by a grant of the same person at the same server"
-        ))),
+        Some(c)
+            if (c.tenant.as_str(), c.subject.as_str(), c.server.as_str())
+                != (tenant, subject, server) =>
+        {
+            Err(crate::LedgerError::Store(format!(
+                "a refresh of ({tenant}, {subject}, {server}) can only be replaced by a grant of the same person at the same server"
+            )))
+        }
         _ => Ok(()),
     }
 }

@@ -46,7 +46,10 @@ impl Dictionary {
     /// The digests to add, taken: a transaction that fails to commit them
     /// loses nothing, since the next row that meets one remembers it again.
     pub fn take_pending(&self) -> Vec<Vec<u8>> {
-        let taken: Vec<Vec<u8>> = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
+        let taken: Vec<Vec<u8>> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_iter()
+                .collect();
         if !taken.is_empty() {
             self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
         }

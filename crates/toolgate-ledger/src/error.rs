@@ -38,7 +38,9 @@ pub enum LedgerError {
     #[error("approval `{0}` expired before it was decided")]
     Expired(String),
     /// The approver is the caller who asked for the call: nobody decides their own call.
-    #[error("`{approver}` asked for this call and cannot approve or deny it; another approver must")]
+    #[error(
+        "`{approver}` asked for this call and cannot approve or deny it; another approver must"
+    )]
     SelfApproval {
         /// The approver who was refused.
         approver: String,

@@ -20,7 +20,9 @@ mod sqlite;
 
 pub use connections::Connection;
 pub use error::LedgerError;
-pub use fleet::{Attempt, DEFAULT_LEASE_MS, EVERY_APPROVAL, NewNotice, Notice, NoticeState, StoredSession};
+pub use fleet::{
+    Attempt, DEFAULT_LEASE_MS, EVERY_APPROVAL, NewNotice, Notice, NoticeState, StoredSession,
+};
 pub use postgres::PostgresLedger;
 pub use sqlite::{SqliteLedger, Synchronous};
 pub use toolgate_core as core;
@@ -154,15 +156,32 @@ pub struct StoredReceipt {
 impl StoredReceipt {
     /// A row as a store reads it: `body` is the compact form, or the JCS
     /// text of a row written before it; `asked` as packed with the receipt's values.
-    pub(crate) fn from_row(log_index: u64, body: &[u8], salt: [u8; 32], asked: Option<String>, digests: &digests::Dictionary) -> Result<Self> {
+    pub(crate) fn from_row(
+        log_index: u64,
+        body: &[u8],
+        salt: [u8; 32],
+        asked: Option<String>,
+        digests: &digests::Dictionary,
+    ) -> Result<Self> {
         use toolgate_core::receipt::compact;
         let (logged, asked) = if body.first() == Some(&b'{') {
             // Written before the compact form, so before format 3: the
             // entry is the text itself.
-            let logged = String::from_utf8(body.to_vec()).map_err(|_| LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8")))?;
-            return Ok(Self { log_index, commitment: None, leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()), logged, salt, asked });
+            let logged = String::from_utf8(body.to_vec()).map_err(|_| {
+                LedgerError::Store(format!("receipt {log_index}: its stored text is not UTF-8"))
+            })?;
+            return Ok(Self {
+                log_index,
+                commitment: None,
+                leaf_hash: toolgate_core::merkle::leaf_hash(logged.as_bytes()),
+                logged,
+                salt,
+                asked,
+            });
         } else {
-            let decoded = digests.decode(body, log_index).map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
+            let decoded = digests
+                .decode(body, log_index)
+                .map_err(|e| LedgerError::Store(format!("receipt {log_index}: {e}")))?;
             let asked = asked.map(|a| compact::unpack_asked(&a, &asked_refs(&decoded.receipt)));
             (decoded, asked)
         };
@@ -170,12 +189,23 @@ impl StoredReceipt {
     }
 
     /// The row of `logged` at `log_index`, its entry and leaf hash computed.
-    pub fn of(log_index: u64, logged: &toolgate_core::receipt::LoggedReceipt, salt: [u8; 32], asked: Option<String>) -> Self {
+    pub fn of(
+        log_index: u64,
+        logged: &toolgate_core::receipt::LoggedReceipt,
+        salt: [u8; 32],
+        asked: Option<String>,
+    ) -> Self {
         use toolgate_core::receipt;
         let text = logged.to_json();
-        let commitment = (logged.receipt.v >= receipt::COMMITTED_VERSION)
-            .then(|| String::from_utf8(receipt::entry_bytes(logged, Some(&receipt::opening_key(&salt, log_index))).expect("the key is given")).expect("an entry is ASCII"));
-        let leaf_hash = toolgate_core::merkle::leaf_hash(commitment.as_deref().unwrap_or(&text).as_bytes());
+        let commitment = (logged.receipt.v >= receipt::COMMITTED_VERSION).then(|| {
+            String::from_utf8(
+                receipt::entry_bytes(logged, Some(&receipt::opening_key(&salt, log_index)))
+                    .expect("the key is given"),
+            )
+            .expect("an entry is ASCII")
+        });
+        let leaf_hash =
+            toolgate_core::merkle::leaf_hash(commitment.as_deref().unwrap_or(&text).as_bytes());
         Self { log_index, commitment, leaf_hash, logged: text, salt, asked }
     }
 
@@ -187,7 +217,9 @@ impl StoredReceipt {
 
     /// The key that opens its commitment, for a format-3 receipt.
     pub fn opening_key(&self) -> Option<[u8; 32]> {
-        self.commitment.is_some().then(|| toolgate_core::receipt::opening_key(&self.salt, self.log_index))
+        self.commitment
+            .is_some()
+            .then(|| toolgate_core::receipt::opening_key(&self.salt, self.log_index))
     }
 
     /// Leaf hashes of rows read in order, checked to be exactly `from..to`.
@@ -199,9 +231,17 @@ impl StoredReceipt {
 
 /// `leaves`, read in order from the index `first`, checked to be exactly
 /// the leaves `from..to` (the rows' indexes run contiguously).
-pub(crate) fn contiguous(leaves: Vec<Hash>, first: Option<u64>, from: u64, to: u64) -> Result<Vec<Hash>> {
+pub(crate) fn contiguous(
+    leaves: Vec<Hash>,
+    first: Option<u64>,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Hash>> {
     if leaves.len() as u64 != to.saturating_sub(from) || first.is_some_and(|f| f != from) {
-        return Err(LedgerError::Store(format!("the log holds {} of the leaves {from}..{to}", leaves.len())));
+        return Err(LedgerError::Store(format!(
+            "the log holds {} of the leaves {from}..{to}",
+            leaves.len()
+        )));
     }
     Ok(leaves)
 }
@@ -318,11 +358,20 @@ pub trait Ledger: Send + Sync {
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
     /// The newest approval with exactly this binding, opened for a call
     /// under exactly this operation key (or under none).
-    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>>;
+    async fn latest_approval(
+        &self,
+        binding: &Binding,
+        operation_key: Option<&str>,
+    ) -> Result<Option<Approval>>;
     /// Newest first, only `tenant`'s and only `state` when given (`None`:
     /// every tenant, for an operator); approvals past their expiry are
     /// marked expired first.
-    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>>;
+    async fn approvals(
+        &self,
+        tenant: Option<&str>,
+        state: Option<ApprovalState>,
+        now_ms: i64,
+    ) -> Result<Vec<Approval>>;
     /// How many approvals are stored in `state`; nothing is marked expired
     /// first, so an approval past its expiry still counts as it was.
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64>;
@@ -330,7 +379,14 @@ pub trait Ledger: Send + Sync {
     /// tenant (another tenant's is `NotFound`). Nobody decides their own
     /// call: not the caller who asked, nor the same person (subject) under
     /// another credential (`SelfApproval`).
-    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval>;
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: Decider<'_>,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Approval>;
     /// Uses an approved approval for its one dispatch: exactly one of any
     /// number of concurrent users succeeds.
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval>;
@@ -346,11 +402,25 @@ pub trait Ledger: Send + Sync {
     /// (`Operation::attempts` when it began): a holder whose attempt was
     /// superseded (its lease lapsed, the operation was settled and run
     /// again) cannot touch the new one.
-    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation>;
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        attempt: i64,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Operation>;
     /// The end of a dispatch: completed, tool_error, unknown, or
     /// reconciled_not_applied (the upstream refused before running it).
     /// `receipt`: the outcome's receipt, appended in the same transaction.
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation>;
+    async fn finish_operation(
+        &self,
+        id: &str,
+        attempt: i64,
+        state: OperationState,
+        outcome: Option<String>,
+        now_ms: i64,
+        receipt: Option<Draft>,
+    ) -> Result<Operation>;
     /// The operation with this id, as stored (a lapsed lease is not marked unknown here).
     async fn operation(&self, id: &str) -> Result<Option<Operation>>;
     /// The operation that holds `key`, if any, as stored.
@@ -359,7 +429,13 @@ pub trait Ledger: Send + Sync {
     /// when given (`None`: every tenant); dispatched operations whose lease
     /// lapsed are marked unknown first. By an index, so a page costs its
     /// rows, not the ledger's size (a week of operations is kept).
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>>;
+    async fn operations(
+        &self,
+        tenant: Option<&str>,
+        state: Option<OperationState>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>>;
     /// Settles an unknown operation: applied (final) or not applied (the
     /// key may run again — only once its lease has ended, so a dispatch
     /// still running upstream cannot be doubled).
@@ -416,14 +492,24 @@ pub trait Ledger: Send + Sync {
     /// The key history, oldest first (by `created_ms`, then kid).
     async fn log_keys(&self) -> Result<Vec<LogKey>>;
     /// Remembers tool definitions (a hash already there is left as it is).
-    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()>;
+    async fn add_tool_definitions(
+        &self,
+        definitions: Vec<ToolDefinition>,
+        now_ms: i64,
+    ) -> Result<()>;
     /// Every remembered tool definition, by server and tool, first remembered first.
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>>;
 
     // The fleet (see `fleet`).
     /// Records that `replica` is alive at `now_ms`, forgets replicas not
     /// seen for `lease_ms`, and returns how many are alive (this one too).
-    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32>;
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32>;
     /// `replica` stops: the others rebalance at their next heartbeat.
     async fn leave(&self, replica: &str) -> Result<()>;
     /// Opens a console session (sweeping ended ones).
@@ -438,18 +524,36 @@ pub trait Ledger: Send + Sync {
     /// Claims up to `limit` pending notices due by `now_ms` until
     /// `claimed_until_ms`: no other replica takes them meanwhile (one
     /// that dies holding them lets the claim lapse, and another delivers).
-    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>>;
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>>;
     /// Records how an attempt at a pending notice ended.
-    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()>;
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()>;
     /// Notices, newest first: only those of `tenant`'s approvals and only
     /// `state`'s when given (`None`: every tenant, for an operator).
-    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>>;
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>>;
     /// How many notices are in `state`.
     async fn count_notices(&self, state: NoticeState) -> Result<u64>;
     /// A dead notice made pending again, due now, its attempts counted
     /// afresh (an operator fixed the receiver); `NoticeNotFound` unless it
     /// is dead (and, with `tenant`, of one of that tenant's approvals).
-    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice>;
+    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64)
+    -> Result<Notice>;
     /// Removes delivered notices last changed before `before_ms`; returns how many went.
     async fn prune_notices(&self, before_ms: i64) -> Result<u64>;
 
@@ -460,7 +564,12 @@ pub trait Ledger: Send + Sync {
     /// nothing over this grant.
     async fn put_connection(&self, connection: Connection) -> Result<()>;
     /// The grant of `subject` in `tenant` at `server`, if they connected.
-    async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Connection>>;
+    async fn connection(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+    ) -> Result<Option<Connection>>;
     /// Every grant, only `tenant`'s when given (`None`: every tenant, for
     /// an operator), by tenant, subject and server. For the console and
     /// `toolgate doctor`, which show who is connected and until when, never
@@ -475,7 +584,15 @@ pub trait Ledger: Send + Sync {
     /// at `now_ms`, or `holder` does (the lease is then extended). While
     /// it is held nobody else refreshes, so a rotating refresh token is
     /// spent once across the fleet; one who dies holding it lets it lapse.
-    async fn claim_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool>;
+    async fn claim_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool>;
     /// Ends `holder`'s refresh: in one transaction, writes `replacement`
     /// (the refreshed grant, if the refresh produced one) and releases the
     /// lease — only if `holder` still holds it (another took over a lapsed
@@ -483,11 +600,23 @@ pub trait Ledger: Send + Sync {
     /// and nothing is written. A lapsed lease nobody took is still its
     /// holder's. A replacement of another (tenant, subject, server) is
     /// refused.
-    async fn finish_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<Connection>) -> Result<bool>;
+    async fn finish_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        replacement: Option<Connection>,
+    ) -> Result<bool>;
     /// Keeps an authorization request's state (sealed by the gateway) under
     /// the SHA-256 of its `state` parameter until `expires_ms`; a taken id
     /// is refused.
-    async fn put_oauth_state(&self, id_sha256: &str, sealed: Vec<u8>, expires_ms: i64) -> Result<()>;
+    async fn put_oauth_state(
+        &self,
+        id_sha256: &str,
+        sealed: Vec<u8>,
+        expires_ms: i64,
+    ) -> Result<()>;
     /// Takes the state whose id hashes to `id_sha256`: it is deleted as it
     /// is returned, so of any number of takers (on any replica) one gets it.
     /// One expired by `now_ms` is deleted and not returned.
@@ -515,16 +644,27 @@ pub(crate) struct Row {
 
 /// Seals a draft at `log_index` into the row that stores it, naming the
 /// digests `digests` has numbers for.
-pub(crate) fn seal(draft: Draft, log_index: u64, digests: &digests::Dictionary) -> Result<(Row, Hash)> {
-    let (sealed, salt, asked) = draft.seal(log_index).map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
-    let asked = asked.map(|a| toolgate_core::receipt::compact::pack_asked(&a, &asked_refs(&sealed.logged.receipt)));
+pub(crate) fn seal(
+    draft: Draft,
+    log_index: u64,
+    digests: &digests::Dictionary,
+) -> Result<(Row, Hash)> {
+    let (sealed, salt, asked) = draft
+        .seal(log_index)
+        .map_err(|e| LedgerError::Store(format!("cannot seal a receipt: {e}")))?;
+    let asked = asked.map(|a| {
+        toolgate_core::receipt::compact::pack_asked(&a, &asked_refs(&sealed.logged.receipt))
+    });
     Ok((Row { body: digests.encode(&sealed.logged), salt, asked }, sealed.leaf_hash))
 }
 
 /// 32-byte hashes, concatenated, as a list.
 pub(crate) fn hashes(bytes: &[u8]) -> Result<Vec<Hash>> {
     if bytes.len() % 32 != 0 {
-        return Err(LedgerError::Store(format!("a stored list of hashes is {} bytes, not a multiple of 32", bytes.len())));
+        return Err(LedgerError::Store(format!(
+            "a stored list of hashes is {} bytes, not a multiple of 32",
+            bytes.len()
+        )));
     }
     Ok(bytes.chunks(32).map(|h| h.try_into().expect("32 bytes")).collect())
 }
@@ -541,7 +681,9 @@ pub(crate) fn settle_rule(applied: bool) -> &'static str {
 }
 
 /// The receipt's values its record of what was asked is packed against.
-fn asked_refs(r: &toolgate_core::receipt::Receipt) -> toolgate_core::receipt::compact::AskedRefs<'_> {
+fn asked_refs(
+    r: &toolgate_core::receipt::Receipt,
+) -> toolgate_core::receipt::compact::AskedRefs<'_> {
     [&r.caller, &r.tenant, &r.server, &r.tool]
 }
 
@@ -562,9 +704,17 @@ macro_rules! prune_operations_sql {
         concat!(
             "DELETE FROM operations WHERE id IN (SELECT id FROM operations WHERE state IN (",
             "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'",
-            ") AND created_ms < ", $p, "1 AND updated_ms < ", $p, "1 LIMIT ", $p, "2) AND state IN (",
+            ") AND created_ms < ",
+            $p,
+            "1 AND updated_ms < ",
+            $p,
+            "1 LIMIT ",
+            $p,
+            "2) AND state IN (",
             "'completed', 'tool_error', 'reconciled_applied', 'reconciled_not_applied'",
-            ") AND updated_ms < ", $p, "1"
+            ") AND updated_ms < ",
+            $p,
+            "1"
         )
     };
 }
@@ -605,8 +755,15 @@ async fn open_as(location: &str, sequences: bool) -> Result<Arc<dyn Ledger>> {
     if location.contains("://") && (scheme == "postgres" || scheme == "postgresql") {
         Ok(Arc::new(PostgresLedger::connect(location).await?))
     } else if location.contains("://") {
-        Err(LedgerError::Store(format!("unknown ledger scheme `{scheme}`; use postgres://… or a SQLite file path")))
+        Err(LedgerError::Store(format!(
+            "unknown ledger scheme `{scheme}`; use postgres://… or a SQLite file path"
+        )))
     } else {
-        Ok(Arc::new(SqliteLedger::open_with(std::path::Path::new(location), Synchronous::Full, true, sequences)?))
+        Ok(Arc::new(SqliteLedger::open_with(
+            std::path::Path::new(location),
+            Synchronous::Full,
+            true,
+            sequences,
+        )?))
     }
 }

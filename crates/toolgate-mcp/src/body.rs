@@ -35,10 +35,16 @@ impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BodyError::TooLarge { what, limit, declared: Some(len) } => {
-                write!(f, "{what} declares {len} bytes (Content-Length), more than the {limit} bytes toolgate reads of one; it was not read")
+                write!(
+                    f,
+                    "{what} declares {len} bytes (Content-Length), more than the {limit} bytes toolgate reads of one; it was not read"
+                )
             }
             BodyError::TooLarge { what, limit, declared: None } => {
-                write!(f, "{what} is longer than the {limit} bytes toolgate reads of one; it was refused at that point, unread past it")
+                write!(
+                    f,
+                    "{what} is longer than the {limit} bytes toolgate reads of one; it was refused at that point, unread past it"
+                )
             }
             BodyError::Broken { what, why } => write!(f, "reading {what}: {why}"),
         }
@@ -51,7 +57,11 @@ impl std::error::Error for BodyError {}
 /// names it in the error ("the witness's answer"). A longer body is refused
 /// as soon as it is seen to be longer (its `Content-Length`, else the chunk
 /// that passes the limit), and the rest is left unread.
-pub async fn read_limited(mut response: reqwest::Response, limit: usize, what: &str) -> Result<Vec<u8>, BodyError> {
+pub async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+    what: &str,
+) -> Result<Vec<u8>, BodyError> {
     let too_large = |declared| BodyError::TooLarge { what: what.to_string(), limit, declared };
     let declared = response.content_length();
     if let Some(len) = declared
@@ -62,7 +72,11 @@ pub async fn read_limited(mut response: reqwest::Response, limit: usize, what: &
     // What it declares, within the limit, is reserved once; a body that
     // declares nothing grows as it arrives.
     let mut body = Vec::with_capacity(declared.map_or(0, |len| len as usize).min(limit));
-    while let Some(chunk) = response.chunk().await.map_err(|e| BodyError::Broken { what: what.to_string(), why: without_url(&e) })? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| BodyError::Broken { what: what.to_string(), why: without_url(&e) })?
+    {
         if chunk.len() > limit - body.len() {
             return Err(too_large(None));
         }
@@ -80,7 +94,9 @@ pub async fn read_head(mut response: reqwest::Response, limit: usize) -> String 
     let mut head = Vec::with_capacity(limit.min(4096));
     while head.len() < limit {
         match response.chunk().await {
-            Ok(Some(chunk)) => head.extend_from_slice(&chunk[..chunk.len().min(limit - head.len())]),
+            Ok(Some(chunk)) => {
+                head.extend_from_slice(&chunk[..chunk.len().min(limit - head.len())])
+            }
             Ok(None) | Err(_) => break,
         }
     }
@@ -183,28 +199,42 @@ mod tests {
 
     #[tokio::test]
     async fn a_declared_length_over_the_limit_is_refused_before_reading() {
-        let (url, _) = hostile("HTTP/1.1 200 OK\r\nContent-Length: 419430400\r\nConnection: close\r\n\r\n", 1 << 20).await;
+        let (url, _) = hostile(
+            "HTTP/1.1 200 OK\r\nContent-Length: 419430400\r\nConnection: close\r\n\r\n",
+            1 << 20,
+        )
+        .await;
         let response = reqwest::get(&url).await.unwrap();
         let err = read_limited(response, 1 << 20, "the log's checkpoint").await.unwrap_err();
         assert!(matches!(err, BodyError::TooLarge { declared: Some(419430400), .. }), "{err}");
-        assert!(err.to_string().contains("419430400") && err.to_string().contains("1048576"), "{err}");
+        assert!(
+            err.to_string().contains("419430400") && err.to_string().contains("1048576"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn a_body_within_the_limit_is_read_whole() {
-        let (url, _) = hostile("HTTP/1.1 200 OK\r\nContent-Length: 8192\r\nConnection: close\r\n\r\n", 8192).await;
-        let body = read_limited(reqwest::get(&url).await.unwrap(), 8192, "the hash tile").await.unwrap();
+        let (url, _) =
+            hostile("HTTP/1.1 200 OK\r\nContent-Length: 8192\r\nConnection: close\r\n\r\n", 8192)
+                .await;
+        let body =
+            read_limited(reqwest::get(&url).await.unwrap(), 8192, "the hash tile").await.unwrap();
         assert_eq!(body.len(), 8192);
         // Exactly at the limit without a declared length too.
         let (url, _) = hostile("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 8192).await;
-        assert_eq!(read_limited(reqwest::get(&url).await.unwrap(), 8192, "t").await.unwrap().len(), 8192);
+        assert_eq!(
+            read_limited(reqwest::get(&url).await.unwrap(), 8192, "t").await.unwrap().len(),
+            8192
+        );
         let (url, _) = hostile("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 8193).await;
         assert!(read_limited(reqwest::get(&url).await.unwrap(), 8192, "t").await.is_err());
     }
 
     #[tokio::test]
     async fn a_head_is_the_first_bytes_and_the_rest_is_dropped() {
-        let (url, written) = hostile("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n", HUGE).await;
+        let (url, written) =
+            hostile("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n", HUGE).await;
         let head = read_head(reqwest::get(&url).await.unwrap(), 1024).await;
         assert_eq!(head, "x".repeat(1024));
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -91,14 +91,18 @@ pub fn id_in_head(head: &[u8]) -> Option<i64> {
                     i += if head[i] == b'\\' { 2 } else { 1 };
                 }
                 let rest = head.get(i + 1..)?;
-                let after_colon = rest.iter().position(|b| !b.is_ascii_whitespace()).filter(|&p| rest[p] == b':');
+                let after_colon =
+                    rest.iter().position(|b| !b.is_ascii_whitespace()).filter(|&p| rest[p] == b':');
                 if depth == 1 && &head[start..i.min(head.len())] == b"id" && after_colon.is_some() {
                     let value = &rest[after_colon? + 1..];
                     let value = &value[value.iter().position(|b| !b.is_ascii_whitespace())?..];
-                    let digits = value.iter().take_while(|b| b.is_ascii_digit() || **b == b'-').count();
+                    let digits =
+                        value.iter().take_while(|b| b.is_ascii_digit() || **b == b'-').count();
                     // The number must end inside the head: `12` of `123…` is not the id.
                     return match value.get(digits) {
-                        Some(b',' | b'}' | b' ' | b'\t' | b'\r' | b'\n') => std::str::from_utf8(&value[..digits]).ok()?.parse().ok(),
+                        Some(b',' | b'}' | b' ' | b'\t' | b'\r' | b'\n') => {
+                            std::str::from_utf8(&value[..digits]).ok()?.parse().ok()
+                        }
                         _ => None,
                     };
                 }
@@ -119,7 +123,10 @@ mod tests {
         let input: &[u8] = b"{\"a\":1}\r\n0123456789abcdef\n\xff\xfe\nlast";
         let mut lines = BoundedLines::new(input, 10);
         assert_eq!(lines.next_line().await.unwrap(), Some(Line::Text("{\"a\":1}".into())));
-        assert_eq!(lines.next_line().await.unwrap(), Some(Line::TooLong(b"0123456789abcdef".to_vec())));
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            Some(Line::TooLong(b"0123456789abcdef".to_vec()))
+        );
         assert_eq!(lines.next_line().await.unwrap(), Some(Line::NotUtf8));
         assert_eq!(lines.next_line().await.unwrap(), Some(Line::Text("last".into())));
         assert_eq!(lines.next_line().await.unwrap(), None);
@@ -127,9 +134,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_too_long_keeps_its_head_only() {
-        let long = format!("{{\"jsonrpc\":\"2.0\",\"id\":42,\"result\":\"{}\"}}\nnext", "x".repeat(10_000));
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":42,\"result\":\"{}\"}}\nnext",
+            "x".repeat(10_000)
+        );
         let mut lines = BoundedLines::new(long.as_bytes(), 1_000);
-        let Some(Line::TooLong(head)) = lines.next_line().await.unwrap() else { panic!("not too long") };
+        let Some(Line::TooLong(head)) = lines.next_line().await.unwrap() else {
+            panic!("not too long")
+        };
         assert_eq!(head.len(), HEAD);
         assert_eq!(id_in_head(&head), Some(42));
         assert_eq!(lines.next_line().await.unwrap(), Some(Line::Text("next".into())));

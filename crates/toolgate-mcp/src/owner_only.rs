@@ -23,7 +23,11 @@ pub fn check_owner_only(path: &Path) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path)?.permissions().mode();
         if mode & 0o077 != 0 {
-            anyhow::bail!("{} is readable by group or others (mode {:o}); `chmod 600` it", path.display(), mode & 0o777);
+            anyhow::bail!(
+                "{} is readable by group or others (mode {:o}); `chmod 600` it",
+                path.display(),
+                mode & 0o777
+            );
         }
     }
     Ok(())
@@ -37,7 +41,10 @@ pub fn check_owner_only(path: &Path) -> anyhow::Result<()> {
 /// opened (a fresh name is taken instead).
 pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let (tmp, mut file) = create_temporary(path)?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
         // Ours (created new above), so ours to remove: nothing half-written stays.
         let _ = std::fs::remove_file(&tmp);
@@ -57,7 +64,9 @@ pub fn write_owner_only(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// it is left as it is (not ours to `chmod`), and never followed if a link.
 pub fn create_owner_only_new(path: &Path) -> anyhow::Result<bool> {
     match open_new(path) {
-        Ok(file) => file.sync_all().map(|()| true).with_context(|| format!("creating {}", path.display())),
+        Ok(file) => {
+            file.sync_all().map(|()| true).with_context(|| format!("creating {}", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
     }
@@ -70,7 +79,10 @@ pub fn create_owner_only_new(path: &Path) -> anyhow::Result<bool> {
 pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => {
-            bail!("{} is a symbolic link, where toolgate keeps a folder of its own; remove the link (or point toolgate at the folder it names)", dir.display())
+            bail!(
+                "{} is a symbolic link, where toolgate keeps a folder of its own; remove the link (or point toolgate at the folder it names)",
+                dir.display()
+            )
         }
         Ok(meta) if meta.is_dir() => return Ok(()),
         Ok(_) => bail!("{} is a file, where toolgate keeps a folder; move it away", dir.display()),
@@ -97,7 +109,8 @@ fn restrict_new_dir(dir: &Path) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("restricting {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", dir.display()))?;
     }
     Ok(())
 }
@@ -107,18 +120,26 @@ fn restrict_new_dir(dir: &Path) -> anyhow::Result<()> {
 fn create_temporary(path: &Path) -> anyhow::Result<(PathBuf, std::fs::File)> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().with_context(|| format!("{} names no file", path.display()))?;
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let mut last = None;
     for _ in 0..16 {
         let n = WRITES.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_file_name(format!(".{}.{}.{nanos:x}{n}.tmp", name.to_string_lossy(), std::process::id()));
+        let tmp = path.with_file_name(format!(
+            ".{}.{}.{nanos:x}{n}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
         match open_new(&tmp) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e).with_context(|| format!("creating {}", tmp.display())),
         }
     }
-    Err(last.expect("a failed attempt")).with_context(|| format!("creating a temporary file beside {}: every name tried is taken", path.display()))
+    Err(last.expect("a failed attempt")).with_context(|| {
+        format!("creating a temporary file beside {}: every name tried is taken", path.display())
+    })
 }
 
 /// `open(O_CREAT | O_EXCL | O_NOFOLLOW, 0600)`: a new file or an error;
@@ -156,7 +177,11 @@ mod tests {
     }
     fn tempdir() -> Scratch {
         static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!("toolgate-owner-only-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-owner-only-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir(&dir).unwrap();
         Scratch(dir)
     }
@@ -178,11 +203,17 @@ mod tests {
 
         write_owner_only(&out.join("secret"), b"ours").unwrap();
         write_owner_only(&out.join("dangling"), b"ours").unwrap();
-        assert_eq!((std::fs::read_to_string(&outside).unwrap().as_str(), mode(&outside)), ("theirs", 0o644));
+        assert_eq!(
+            (std::fs::read_to_string(&outside).unwrap().as_str(), mode(&outside)),
+            ("theirs", 0o644)
+        );
         assert!(!dir.path().join("nowhere").exists());
         for name in ["secret", "dangling"] {
             assert!(std::fs::symlink_metadata(out.join(name)).unwrap().is_file());
-            assert_eq!((std::fs::read_to_string(out.join(name)).unwrap().as_str(), mode(&out.join(name))), ("ours", 0o600));
+            assert_eq!(
+                (std::fs::read_to_string(out.join(name)).unwrap().as_str(), mode(&out.join(name))),
+                ("ours", 0o600)
+            );
         }
         // Nothing but what was asked for is left in the folder.
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
@@ -199,7 +230,10 @@ mod tests {
         for planted in ["toolgate.toml.tmp", "toolgate.toml.partial"] {
             std::os::unix::fs::symlink(&outside, out.join(planted)).unwrap();
         }
-        assert!(open_new(&out.join("toolgate.toml.tmp")).is_err(), "O_EXCL refuses a link at the name");
+        assert!(
+            open_new(&out.join("toolgate.toml.tmp")).is_err(),
+            "O_EXCL refuses a link at the name"
+        );
         write_owner_only(&out.join("toolgate.toml"), b"[gateway]\n").unwrap();
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "theirs");
         assert_eq!(mode(&out.join("toolgate.toml")), 0o600);
@@ -210,14 +244,21 @@ mod tests {
         let dir = tempdir();
         // SAFETY: umask is process-wide; this test restores it and asserts only on its own paths.
         let old = unsafe { libc::umask(0) };
-        let made = create_private_dir(&dir.path().join("a/b")).and_then(|()| write_owner_only(&dir.path().join("a/b/f"), b"x"));
+        let made = create_private_dir(&dir.path().join("a/b"))
+            .and_then(|()| write_owner_only(&dir.path().join("a/b/f"), b"x"));
         let created = create_owner_only_new(&dir.path().join("a/db"));
         unsafe { libc::umask(old) };
         made.unwrap();
         assert!(created.unwrap());
         assert_eq!((mode(&dir.path().join("a")), mode(&dir.path().join("a/b"))), (0o700, 0o700));
-        assert_eq!((mode(&dir.path().join("a/b/f")), mode(&dir.path().join("a/db"))), (0o600, 0o600));
-        assert!(!create_owner_only_new(&dir.path().join("a/db")).unwrap(), "an existing file is left alone");
+        assert_eq!(
+            (mode(&dir.path().join("a/b/f")), mode(&dir.path().join("a/db"))),
+            (0o600, 0o600)
+        );
+        assert!(
+            !create_owner_only_new(&dir.path().join("a/db")).unwrap(),
+            "an existing file is left alone"
+        );
     }
 
     #[test]
@@ -232,7 +273,12 @@ mod tests {
         assert!(create_private_dir(&dir.path().join("state")).is_err());
         assert!(!dir.path().join("nowhere").exists());
         std::fs::write(dir.path().join("file"), "").unwrap();
-        assert!(create_private_dir(&dir.path().join("file")).unwrap_err().to_string().contains("is a file"));
+        assert!(
+            create_private_dir(&dir.path().join("file"))
+                .unwrap_err()
+                .to_string()
+                .contains("is a file")
+        );
         create_private_dir(&elsewhere).unwrap();
     }
 }

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 /// (header name, argument name) for each `x-mcp-header` string property.
 pub fn declared(input_schema: &Value) -> Vec<(String, String)> {
-    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
     properties
         .iter()
         .filter_map(|(arg, schema)| {
@@ -37,21 +39,27 @@ pub fn decode(header: &str) -> Result<String, String> {
     match header.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
         Some(encoded) => {
             let bytes = STANDARD.decode(encoded).map_err(|_| "invalid Base64".to_string())?;
-            String::from_utf8(bytes).map_err(|_| "Base64 of something that is not UTF-8".to_string())
+            String::from_utf8(bytes)
+                .map_err(|_| "Base64 of something that is not UTF-8".to_string())
         }
         None => Ok(header.to_string()),
     }
 }
 
 /// Checks the headers of a call against its arguments; `Err` says what disagrees.
-pub fn check(input_schema: &Value, arguments: &Value, header: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+pub fn check(
+    input_schema: &Value,
+    arguments: &Value,
+    header: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
     for (name, arg) in declared(input_schema) {
         let Some(value) = arguments.get(&arg) else { continue };
         let expected = match value {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let got = header(&name).ok_or_else(|| format!("{name} is missing; it must carry the argument `{arg}`"))?;
+        let got = header(&name)
+            .ok_or_else(|| format!("{name} is missing; it must carry the argument `{arg}`"))?;
         let decoded = decode(&got).map_err(|why| format!("{name}: {why}"))?;
         if decoded != expected {
             return Err(format!("{name} does not match the argument `{arg}`"));
@@ -80,9 +88,13 @@ mod tests {
     fn headers_must_agree_with_the_body() {
         let schema = json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
         let args = json!({"region": "eu"});
-        assert!(check(&schema, &args, |h| (h == "Mcp-Param-Region").then(|| "eu".to_string())).is_ok());
+        assert!(
+            check(&schema, &args, |h| (h == "Mcp-Param-Region").then(|| "eu".to_string())).is_ok()
+        );
         assert!(check(&schema, &args, |_| None).unwrap_err().contains("missing"));
-        assert!(check(&schema, &args, |_| Some("us".into())).unwrap_err().contains("does not match"));
+        assert!(
+            check(&schema, &args, |_| Some("us".into())).unwrap_err().contains("does not match")
+        );
         assert!(check(&schema, &json!({}), |_| None).is_ok(), "no argument, no header needed");
     }
 }

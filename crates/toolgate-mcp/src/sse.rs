@@ -77,7 +77,10 @@ pub fn read(stream: &str) -> Vec<Event> {
     for line in lines(stream) {
         if line.is_empty() {
             if has_data {
-                events.push(Event { name: if name.is_empty() { "message".into() } else { name.clone() }, data: data.clone() });
+                events.push(Event {
+                    name: if name.is_empty() { "message".into() } else { name.clone() },
+                    data: data.clone(),
+                });
             }
             (name, data, has_data) = (String::new(), String::new(), false);
             continue;
@@ -110,7 +113,8 @@ mod tests {
     fn a_bare_cr_in_a_value_cannot_start_an_event() {
         // The attack: a value with bare CRs that, written after one `data:`,
         // reads as an empty line and two forged events.
-        let forged = "<li>a</li>\r\revent: count\rdata: 0\r\revent: inbox\rdata: <p>all clear</p>\r";
+        let forged =
+            "<li>a</li>\r\revent: count\rdata: 0\r\revent: inbox\rdata: <p>all clear</p>\r";
         let written = frame("inbox", forged);
         let events = read(&written);
         assert_eq!(events.len(), 1, "{written:?}");

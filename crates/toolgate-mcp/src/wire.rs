@@ -70,14 +70,28 @@ pub mod code {
     pub fn refused_before_running(code: i64) -> bool {
         matches!(
             code,
-            PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION | URL_ELICITATION_REQUIRED
+            PARSE_ERROR
+                | INVALID_REQUEST
+                | METHOD_NOT_FOUND
+                | INVALID_PARAMS
+                | HEADER_MISMATCH
+                | MISSING_CLIENT_CAPABILITY
+                | UNSUPPORTED_PROTOCOL_VERSION
+                | URL_ELICITATION_REQUIRED
         )
     }
 
     /// The errors Streamable HTTP answers with 400 Bad Request, whoever
     /// raised them (toolgate at its edge, or an upstream it passes on).
     pub fn bad_request(code: i64) -> bool {
-        matches!(code, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION)
+        matches!(
+            code,
+            PARSE_ERROR
+                | INVALID_REQUEST
+                | HEADER_MISMATCH
+                | MISSING_CLIENT_CAPABILITY
+                | UNSUPPORTED_PROTOCOL_VERSION
+        )
     }
 }
 
@@ -169,7 +183,8 @@ pub fn request(id: &Id, method: &str, params: &Value) -> String {
         method: &'a str,
         params: &'a Value,
     }
-    serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params }).expect("JSON values serialise")
+    serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params })
+        .expect("JSON values serialise")
 }
 
 /// A notification.
@@ -181,7 +196,11 @@ pub fn notification(method: &str, params: &Value) -> String {
 /// of them, is written verbatim). Serialized into one buffer sized for
 /// `result_len` bytes of result: every answer passes here, and building
 /// the result's text first, then the response around it, copied it twice.
-pub fn response_raw<T: serde::Serialize + ?Sized>(id: Option<&Id>, result: &T, result_len: usize) -> String {
+pub fn response_raw<T: serde::Serialize + ?Sized>(
+    id: Option<&Id>,
+    result: &T,
+    result_len: usize,
+) -> String {
     let mut out = Vec::with_capacity(result_len + 64);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut out, &id).expect("ids serialise");

@@ -26,16 +26,21 @@ fn report(path: &Path, problems: &[(usize, String)]) -> String {
     if problems.is_empty() {
         return format!("{shown}: no problem found\n");
     }
-    problems.iter().map(|(line, message)| format!("{shown}:{line}: {}\n", visible(message))).collect()
+    problems
+        .iter()
+        .map(|(line, message)| format!("{shown}:{line}: {}\n", visible(message)))
+        .collect()
 }
 
 /// Every problem of `path`, by line.
 fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let value: Value = match toml::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
-            let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].lines().count().max(1));
+            let line =
+                e.span().map_or(1, |s| text[..s.start.min(text.len())].lines().count().max(1));
             return Ok(vec![(line, format!("not TOML: {}", e.message()))]);
         }
     };
@@ -47,21 +52,41 @@ fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
         let message = match e.kind() {
             jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let known = keys_at(&schema, &at);
-                let names: Vec<String> = unexpected.iter().map(|k| match nearest(k, &known) {
-                    Some(n) => format!("`{k}` is not a key here; did you mean `{n}`?"),
-                    None => format!("`{k}` is not a key here; the keys are: {}", known.join(", ")),
-                }).collect();
+                let names: Vec<String> = unexpected
+                    .iter()
+                    .map(|k| match nearest(k, &known) {
+                        Some(n) => format!("`{k}` is not a key here; did you mean `{n}`?"),
+                        None => {
+                            format!("`{k}` is not a key here; the keys are: {}", known.join(", "))
+                        }
+                    })
+                    .collect();
                 at.extend(unexpected.iter().take(1).cloned());
                 names.join(" ")
             }
             // The value itself is never shown: it may be a credential.
-            jsonschema::error::ValidationErrorKind::Type { kind } => format!("`{}` must be {}", at.join("."), match kind {
-                jsonschema::error::TypeKind::Single(t) => t.to_string(),
-                jsonschema::error::TypeKind::Multiple(ts) => ts.iter().map(|t| t.to_string()).filter(|t| t != "null").collect::<Vec<_>>().join(" or "),
-            }),
+            jsonschema::error::ValidationErrorKind::Type { kind } => format!(
+                "`{}` must be {}",
+                at.join("."),
+                match kind {
+                    jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                    jsonschema::error::TypeKind::Multiple(ts) => ts
+                        .iter()
+                        .map(|t| t.to_string())
+                        .filter(|t| t != "null")
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                }
+            ),
             _ => match values_at(&schema, &at) {
-                allowed if !allowed.is_empty() => format!("`{}` must be one of: {}", at.join("."), allowed.join(", ")),
-                _ => format!("`{}` does not satisfy the schema's `{}` (see `toolgate config schema` or docs/CONFIG.md)", at.join("."), e.kind().keyword()),
+                allowed if !allowed.is_empty() => {
+                    format!("`{}` must be one of: {}", at.join("."), allowed.join(", "))
+                }
+                _ => format!(
+                    "`{}` does not satisfy the schema's `{}` (see `toolgate config schema` or docs/CONFIG.md)",
+                    at.join("."),
+                    e.kind().keyword()
+                ),
             },
         };
         problems.push((line_of(&text, &at), message));
@@ -88,33 +113,55 @@ fn node_at<'a>(schema: &'a Value, at: &[String]) -> Option<&'a Value> {
             node = &schema["$defs"][name];
         }
         // `Option<T>` is `anyOf [T, null]`: the T side.
-        match node.get("anyOf").and_then(Value::as_array).and_then(|a| a.iter().find(|s| s.get("type") != Some(&Value::from("null")))) {
+        match node
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|s| s.get("type") != Some(&Value::from("null"))))
+        {
             Some(side) if node.get("properties").is_none() => resolve(schema, side),
             _ => node,
         }
     }
     let mut node = resolve(schema, schema);
     for segment in at {
-        node = resolve(schema, match (node.get("properties").and_then(|p| p.get(segment)), node.get("additionalProperties"), node.get("items")) {
-            (Some(next), _, _) => next,
-            (None, Some(next @ Value::Object(_)), _) => next,
-            (None, _, Some(items)) => items,
-            _ => return None,
-        });
+        node = resolve(
+            schema,
+            match (
+                node.get("properties").and_then(|p| p.get(segment)),
+                node.get("additionalProperties"),
+                node.get("items"),
+            ) {
+                (Some(next), _, _) => next,
+                (None, Some(next @ Value::Object(_)), _) => next,
+                (None, _, Some(items)) => items,
+                _ => return None,
+            },
+        );
     }
     Some(node)
 }
 
 /// The keys the schema allows at `at`.
 fn keys_at(schema: &Value, at: &[String]) -> Vec<String> {
-    node_at(schema, at).and_then(|n| n.get("properties")).and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+    node_at(schema, at)
+        .and_then(|n| n.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// The values the schema allows at `at`, when it lists them (an enum).
 fn values_at(schema: &Value, at: &[String]) -> Vec<String> {
     let Some(node) = node_at(schema, at) else { return Vec::new() };
-    let listed = node.get("enum").and_then(Value::as_array).cloned().unwrap_or_default().into_iter();
-    let variants = node.get("oneOf").and_then(Value::as_array).into_iter().flatten().flat_map(|v| v.get("const").cloned().into_iter().chain(v.get("enum").and_then(Value::as_array).cloned().unwrap_or_default()));
+    let listed =
+        node.get("enum").and_then(Value::as_array).cloned().unwrap_or_default().into_iter();
+    let variants =
+        node.get("oneOf").and_then(Value::as_array).into_iter().flatten().flat_map(|v| {
+            v.get("const")
+                .cloned()
+                .into_iter()
+                .chain(v.get("enum").and_then(Value::as_array).cloned().unwrap_or_default())
+        });
     listed.chain(variants).filter_map(|v| v.as_str().map(str::to_string)).collect()
 }
 
@@ -141,7 +188,8 @@ fn edits(a: &str, b: &str) -> usize {
 /// The line of the key at `at` (table headers and `key =` lines; list
 /// indexes are skipped), else of the nearest table it is in, else 1.
 fn line_of(text: &str, at: &[String]) -> usize {
-    let at: Vec<&str> = at.iter().map(String::as_str).filter(|s| s.parse::<usize>().is_err()).collect();
+    let at: Vec<&str> =
+        at.iter().map(String::as_str).filter(|s| s.parse::<usize>().is_err()).collect();
     let mut table: Vec<String> = Vec::new();
     let mut best = (0, 1);
     for (n, line) in text.lines().enumerate() {
@@ -180,14 +228,18 @@ fn path(dotted: &str) -> Vec<String> {
 /// The line a gateway refusal is about: the first `servers.NAME`-like or
 /// quoted name in it that the file mentions.
 fn line_of_message(text: &str, message: &str) -> usize {
-    let names = message.split(['`', ' ', ':']).filter(|w| w.len() > 2 && (w.contains('.') || w.contains("__")));
+    let names = message
+        .split(['`', ' ', ':'])
+        .filter(|w| w.len() > 2 && (w.contains('.') || w.contains("__")));
     for name in names {
         let line = line_of(text, &path(name));
         if line > 1 {
             return line;
         }
         // A name the file writes as a key of a table (`[registry."a__t"]`).
-        if let Some(n) = text.lines().position(|l| !l.trim_start().starts_with('#') && l.contains(name)) {
+        if let Some(n) =
+            text.lines().position(|l| !l.trim_start().starts_with('#') && l.contains(name))
+        {
             return n + 1;
         }
     }
@@ -206,14 +258,30 @@ mod tests {
         std::fs::write(&file, text).unwrap();
         assert_eq!(run(&file).unwrap(), 3);
         let secret = dir.path().join("secret.toml");
-        std::fs::write(&secret, "[servers.a]\nurl = \"http://h/mcp\"\nheaders = \"Bearer s3cret\"\n").unwrap();
+        std::fs::write(
+            &secret,
+            "[servers.a]\nurl = \"http://h/mcp\"\nheaders = \"Bearer s3cret\"\n",
+        )
+        .unwrap();
         let found = problems(&secret).unwrap();
-        assert_eq!(found, [(3, "`servers.a.headers` must be object".to_string())], "a value of the wrong type is named by its key, never shown");
-        let schema = serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config)).unwrap();
-        assert_eq!(values_at(&schema, &["registry".into(), "a__t".into(), "class".into()]), ["automatic", "requires_approval", "prohibited"]);
+        assert_eq!(
+            found,
+            [(3, "`servers.a.headers` must be object".to_string())],
+            "a value of the wrong type is named by its key, never shown"
+        );
+        let schema =
+            serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config)).unwrap();
+        assert_eq!(
+            values_at(&schema, &["registry".into(), "a__t".into(), "class".into()]),
+            ["automatic", "requires_approval", "prohibited"]
+        );
         assert!(keys_at(&schema, &["tls".into()]).contains(&"cert_file".to_string()));
-        let unknown_server = "[servers.a]\ncommand = \"x\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n";
-        assert_eq!(line_of_message(unknown_server, "registry entry `b__t` names no configured server"), 4);
+        let unknown_server =
+            "[servers.a]\ncommand = \"x\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n";
+        assert_eq!(
+            line_of_message(unknown_server, "registry entry `b__t` names no configured server"),
+            4
+        );
         // The gateway's refusals, all of them.
         let refused = dir.path().join("refused.toml");
         std::fs::write(&refused, "[servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n\n[runs]\nttl_ms = 0\n").unwrap();
@@ -223,8 +291,15 @@ mod tests {
         assert_eq!(line_of(text, &["gateway".into(), "listen_addr".into()]), 2);
         assert_eq!(line_of(text, &["servers".into(), "a".into(), "timeout_ms".into()]), 6);
         assert_eq!(line_of(text, &["registry".into(), "a__t".into(), "class".into()]), 9);
-        assert_eq!(nearest("listen_addr", &["listen".into(), "separator".into()]), None, "five edits away");
-        assert_eq!(nearest("lissten", &["listen".into(), "separator".into()]).as_deref(), Some("listen"));
+        assert_eq!(
+            nearest("listen_addr", &["listen".into(), "separator".into()]),
+            None,
+            "five edits away"
+        );
+        assert_eq!(
+            nearest("lissten", &["listen".into(), "separator".into()]).as_deref(),
+            Some("listen")
+        );
     }
 
     #[test]
@@ -234,7 +309,10 @@ mod tests {
         std::fs::write(&file, "[gateway]\n\"evil\\u001b[2J\\u0007\\r\\u202e\" = 1\n").unwrap();
         let shown = report(&file, &problems(&file).unwrap());
         assert!(shown.contains("evil\\u{1b}[2J\\u{7}\\u{d}\\u{202e}"), "{shown}");
-        assert!(!shown.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "{shown:?}");
+        assert!(
+            !shown.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{shown:?}"
+        );
     }
 
     #[test]
@@ -246,7 +324,16 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         let (line, message) = &found[0];
         assert_eq!(*line, 1);
-        assert!(message.contains("url holds a credential") && message.contains("`Api-Key`") && message.contains("query_file") && message.contains("headers_file"), "{message}");
-        assert!(!message.contains("s3cret") && !message.contains("k3y"), "no value is shown: {message}");
+        assert!(
+            message.contains("url holds a credential")
+                && message.contains("`Api-Key`")
+                && message.contains("query_file")
+                && message.contains("headers_file"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("s3cret") && !message.contains("k3y"),
+            "no value is shown: {message}"
+        );
     }
 }

@@ -32,10 +32,18 @@ pub enum Source {
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reach {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, Source> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, Source>,
+    },
     /// `url` holds no credential: a user part is an `Authorization` header
     /// in `headers`, a credential query parameter is in `query`.
-    Http { url: String, headers: BTreeMap<String, Source>, query: BTreeMap<String, Source> },
+    Http {
+        url: String,
+        headers: BTreeMap<String, Source>,
+        query: BTreeMap<String, Source>,
+    },
 }
 
 /// One server of a client's config.
@@ -71,20 +79,38 @@ pub enum Format {
 /// Reads one client config. An error (unreadable, not JSON, neither format)
 /// names the file; a server that cannot be taken is left out with its key.
 pub fn read(path: &Path) -> Result<Read, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    let value: Value = serde_json::from_str(&strip_jsonc(&text)).map_err(|e| format!("{}: not JSON (or JSON with comments): {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    let value: Value = serde_json::from_str(&strip_jsonc(&text))
+        .map_err(|e| format!("{}: not JSON (or JSON with comments): {e}", path.display()))?;
     let (format, key, servers) = match (value.get("mcpServers"), value.get("servers")) {
         (Some(Value::Object(s)), _) => (Format::McpServers, "mcpServers", s),
         (None, Some(Value::Object(s))) => (Format::VsCode, "servers", s),
-        _ => return Err(format!("{}: no `mcpServers` or `servers` object: not an MCP client config (Claude Desktop, Claude Code, Cursor, Windsurf or VS Code)", path.display())),
+        _ => {
+            return Err(format!(
+                "{}: no `mcpServers` or `servers` object: not an MCP client config (Claude Desktop, Claude Code, Cursor, Windsurf or VS Code)",
+                path.display()
+            ));
+        }
     };
-    let inputs: BTreeMap<&str, &Value> = value["inputs"].as_array().into_iter().flatten().filter_map(|i| Some((i["id"].as_str()?, i))).collect();
+    let inputs: BTreeMap<&str, &Value> = value["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| Some((i["id"].as_str()?, i)))
+        .collect();
     let context = Context { folder: workspace_folder(path), inputs };
     let mut read = Read { format, ..Read::default() };
     for (original, server) in servers {
         match one(original, server, &context) {
-            Ok(reach) => read.servers.push(Imported { original: original.clone(), name: tame(original), reach }),
-            Err((field, why)) => read.left_out.push(format!("{}: {key}.{original}{field}: {why}", path.display())),
+            Ok(reach) => read.servers.push(Imported {
+                original: original.clone(),
+                name: tame(original),
+                reach,
+            }),
+            Err((field, why)) => {
+                read.left_out.push(format!("{}: {key}.{original}{field}: {why}", path.display()))
+            }
         }
     }
     Ok(read)
@@ -100,7 +126,11 @@ fn workspace_folder(path: &Path) -> PathBuf {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    if dir.file_name().is_some_and(|n| n == ".vscode" || n == ".cursor") { dir.parent().map(Path::to_path_buf).unwrap_or(dir) } else { dir }
+    if dir.file_name().is_some_and(|n| n == ".vscode" || n == ".cursor") {
+        dir.parent().map(Path::to_path_buf).unwrap_or(dir)
+    } else {
+        dir
+    }
 }
 
 /// One server's transport, or the field that stops it (`.args[1]`) and why.
@@ -114,11 +144,15 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
         }
         let mut args = Vec::new();
         for (i, a) in server["args"].as_array().into_iter().flatten().enumerate() {
-            let a = a.as_str().ok_or_else(|| (format!(".args[{i}]"), "not a string".to_string()))?;
+            let a =
+                a.as_str().ok_or_else(|| (format!(".args[{i}]"), "not a string".to_string()))?;
             args.push(plain(a, cx).ok_or_else(|| (format!(".args[{i}]"), "it reads a variable (`${…}`); toolgate passes arguments as written: give the server that value in `env`".to_string()))?);
         }
-        let command = plain(command, cx).ok_or_else(|| (field("command"), "it reads a variable (`${…}`); write the program out".to_string()))?;
-        let env = sources(name, &server["env"], cx).map_err(|(k, why)| (format!(".env.{k}"), why))?;
+        let command = plain(command, cx).ok_or_else(|| {
+            (field("command"), "it reads a variable (`${…}`); write the program out".to_string())
+        })?;
+        let env =
+            sources(name, &server["env"], cx).map_err(|(k, why)| (format!(".env.{k}"), why))?;
         return Ok(Reach::Stdio { command, args, env });
     }
     let Some(url) = url else {
@@ -130,8 +164,10 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err((field("url"), "not an http:// or https:// URL".into()));
     }
-    let mut headers = sources(name, &server["headers"], cx).map_err(|(k, why)| (format!(".headers.{k}"), why))?;
-    let (url, query) = without_credentials(name, url, &mut headers, cx).map_err(|why| (field("url"), why))?;
+    let mut headers =
+        sources(name, &server["headers"], cx).map_err(|(k, why)| (format!(".headers.{k}"), why))?;
+    let (url, query) =
+        without_credentials(name, url, &mut headers, cx).map_err(|why| (field("url"), why))?;
     Ok(Reach::Http { url, headers, query })
 }
 
@@ -148,18 +184,30 @@ pub fn http(server: &str, url: &str) -> Result<Reach, String> {
 /// user part (`user:password@`) to an `Authorization: Basic` header, each
 /// credential query parameter (`api_key=…`) to the parameters the gateway
 /// adds at connect. A reference (`${env:KEY}`) stays one.
-fn without_credentials(server: &str, url: &str, headers: &mut BTreeMap<String, Source>, cx: &Context) -> Result<(String, BTreeMap<String, Source>), String> {
-    let Some(split) = url_credentials::split(url) else { return Err("not a URL toolgate can read".into()) };
+fn without_credentials(
+    server: &str,
+    url: &str,
+    headers: &mut BTreeMap<String, Source>,
+    cx: &Context,
+) -> Result<(String, BTreeMap<String, Source>), String> {
+    let Some(split) = url_credentials::split(url) else {
+        return Err("not a URL toolgate can read".into());
+    };
     if let Some((user, password)) = &split.userinfo {
         if headers.keys().any(|h| h.eq_ignore_ascii_case("authorization")) {
             return Err("it holds a user and password and `headers` an Authorization too: keep one (toolgate sends the header)".into());
         }
-        headers.insert("Authorization".into(), Source::Secret(url_credentials::basic_authorization(user, password)));
+        headers.insert(
+            "Authorization".into(),
+            Source::Secret(url_credentials::basic_authorization(user, password)),
+        );
     }
     let mut query = BTreeMap::new();
     for (key, value) in split.query {
         if query.insert(key.clone(), source(server, &key, &value, cx)).is_some() {
-            return Err(format!("the query parameter `{key}` is given twice; toolgate sends each once"));
+            return Err(format!(
+                "the query parameter `{key}` is given twice; toolgate sends each once"
+            ));
         }
     }
     Ok((split.url, query))
@@ -169,12 +217,18 @@ fn without_credentials(server: &str, url: &str, headers: &mut BTreeMap<String, S
 /// `None` if it reads any other variable.
 fn plain(text: &str, cx: &Context) -> Option<String> {
     let home = std::env::var("HOME").unwrap_or_default();
-    let filled = text.replace("${workspaceFolder}", &cx.folder.display().to_string()).replace("${userHome}", &home);
+    let filled = text
+        .replace("${workspaceFolder}", &cx.folder.display().to_string())
+        .replace("${userHome}", &home);
     (!filled.contains("${")).then_some(filled)
 }
 
 /// An `env` or `headers` object: each value's source.
-fn sources(server: &str, values: &Value, cx: &Context) -> Result<BTreeMap<String, Source>, (String, String)> {
+fn sources(
+    server: &str,
+    values: &Value,
+    cx: &Context,
+) -> Result<BTreeMap<String, Source>, (String, String)> {
     let mut out = BTreeMap::new();
     for (key, value) in values.as_object().into_iter().flatten() {
         let text = value.as_str().ok_or_else(|| (key.clone(), "not a string".to_string()))?;
@@ -187,25 +241,48 @@ fn source(server: &str, key: &str, text: &str, cx: &Context) -> Source {
     if let Some(filled) = plain(text, cx) {
         return Source::Secret(filled);
     }
-    let whole = text.strip_prefix("${").and_then(|t| t.strip_suffix('}')).filter(|inner| !inner.contains(['$', '{', '}']));
+    let whole = text
+        .strip_prefix("${")
+        .and_then(|t| t.strip_suffix('}'))
+        .filter(|inner| !inner.contains(['$', '{', '}']));
     match whole {
         Some(inner) if inner.starts_with("input:") => {
             let id = &inner["input:".len()..];
-            let described = cx.inputs.get(id).and_then(|i| i["description"].as_str()).map(|d| format!(" ({})", d.chars().take(120).collect::<String>())).unwrap_or_default();
-            Source::Asked { variable: format!("TOOLGATE_INPUT_{}", variable_name(id)), why: format!("the client asked for input `{id}`{described}") }
+            let described = cx
+                .inputs
+                .get(id)
+                .and_then(|i| i["description"].as_str())
+                .map(|d| format!(" ({})", d.chars().take(120).collect::<String>()))
+                .unwrap_or_default();
+            Source::Asked {
+                variable: format!("TOOLGATE_INPUT_{}", variable_name(id)),
+                why: format!("the client asked for input `{id}`{described}"),
+            }
         }
         // `${env:VAR}` (VS Code, Cursor, Windsurf) or `${VAR}` / `${VAR:-default}` (Claude Code).
-        Some(inner) => Source::Env(inner.strip_prefix("env:").unwrap_or(inner).split(":-").next().unwrap_or_default().to_string()),
+        Some(inner) => Source::Env(
+            inner
+                .strip_prefix("env:")
+                .unwrap_or(inner)
+                .split(":-")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        ),
         None => Source::Asked {
             variable: format!("TOOLGATE_{}_{}", variable_name(server), variable_name(key)),
-            why: format!("`{key}` mixes references with other text: set it to that text with the references filled in"),
+            why: format!(
+                "`{key}` mixes references with other text: set it to that text with the references filled in"
+            ),
         },
     }
 }
 
 /// A name as an environment variable's: upper case, `_` for anything else.
 fn variable_name(text: &str) -> String {
-    text.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect()
 }
 
 /// A client's server name as toolgate's: lower case letters, digits and
@@ -253,7 +330,8 @@ pub fn strip_jsonc(text: &str) -> String {
             }
             b',' => {
                 // A trailing comma: the next significant byte closes.
-                let next = b[i + 1..].iter().position(|c| !c.is_ascii_whitespace()).map(|p| b[i + 1 + p]);
+                let next =
+                    b[i + 1..].iter().position(|c| !c.is_ascii_whitespace()).map(|p| b[i + 1 + p]);
                 if !matches!(next, Some(b'}' | b']')) {
                     out.push(b',');
                 }
@@ -297,7 +375,10 @@ mod tests {
         let s = &read.servers[0];
         assert_eq!((s.original.as_str(), s.name.as_str()), ("GitHub Tools", "github-tools"));
         let Reach::Stdio { command, args, env } = &s.reach else { panic!("stdio") };
-        assert_eq!((command.as_str(), args.as_slice()), ("npx", &["-y".to_string(), "server-github".to_string()][..]));
+        assert_eq!(
+            (command.as_str(), args.as_slice()),
+            ("npx", &["-y".to_string(), "server-github".to_string()][..])
+        );
         assert_eq!(env["GITHUB_TOKEN"], Source::Secret("ghp_secret".into()));
         assert_eq!(env["LEVEL"], Source::Env("LOG_LEVEL".into()));
         assert_eq!(env["HOME_DIR"], Source::Env("HOME".into()));
@@ -324,15 +405,42 @@ mod tests {
         .unwrap();
         let read = read(&path).unwrap();
         assert_eq!(read.format, Format::VsCode);
-        let Reach::Stdio { args, .. } = &read.servers.iter().find(|s| s.name == "files").unwrap().reach else { panic!() };
-        assert_eq!(args[0], format!("{}/docs", std::fs::canonicalize(dir.path()).unwrap().display()));
-        let Reach::Http { headers, .. } = &read.servers.iter().find(|s| s.name == "search").unwrap().reach else { panic!() };
-        assert!(matches!(&headers["X-Key"], Source::Asked { variable, why } if variable == "TOOLGATE_INPUT_API_KEY" && why.contains("Search API key")));
-        assert!(matches!(&headers["Authorization"], Source::Asked { variable, .. } if variable == "TOOLGATE_SEARCH_AUTHORIZATION"));
+        let Reach::Stdio { args, .. } =
+            &read.servers.iter().find(|s| s.name == "files").unwrap().reach
+        else {
+            panic!()
+        };
+        assert_eq!(
+            args[0],
+            format!("{}/docs", std::fs::canonicalize(dir.path()).unwrap().display())
+        );
+        let Reach::Http { headers, .. } =
+            &read.servers.iter().find(|s| s.name == "search").unwrap().reach
+        else {
+            panic!()
+        };
+        assert!(
+            matches!(&headers["X-Key"], Source::Asked { variable, why } if variable == "TOOLGATE_INPUT_API_KEY" && why.contains("Search API key"))
+        );
+        assert!(
+            matches!(&headers["Authorization"], Source::Asked { variable, .. } if variable == "TOOLGATE_SEARCH_AUTHORIZATION")
+        );
         // Each server left out names the file and the key.
         assert_eq!(read.left_out.len(), 2, "{:?}", read.left_out);
-        assert!(read.left_out.iter().any(|l| l.contains("mcp.json: servers.bad.args[0]: it reads a variable")), "{:?}", read.left_out);
-        assert!(read.left_out.iter().any(|l| l.contains("servers.remote.url: not an http:// or https:// URL")), "{:?}", read.left_out);
+        assert!(
+            read.left_out
+                .iter()
+                .any(|l| l.contains("mcp.json: servers.bad.args[0]: it reads a variable")),
+            "{:?}",
+            read.left_out
+        );
+        assert!(
+            read.left_out
+                .iter()
+                .any(|l| l.contains("servers.remote.url: not an http:// or https:// URL")),
+            "{:?}",
+            read.left_out
+        );
     }
 
     #[test]

@@ -110,15 +110,46 @@ const KNOWN: &[(&[&str], Role)] = &[
     (&["mcp-server-git"], Role::Git),
     (&["mcp-server-sqlite"], Role::Sqlite),
     (&["@modelcontextprotocol/server-memory", "mcp-server-memory"], Role::Memory),
-    (&["@modelcontextprotocol/server-github", "mcp-server-github"], Role::Hosts(&["api.github.com"], "the GitHub server calls GitHub's API")),
-    (&["@modelcontextprotocol/server-gitlab", "mcp-server-gitlab"], Role::Hosts(&["gitlab.com"], "the GitLab server calls gitlab.com's API (with a GITLAB_API_URL of your own, name its host instead)")),
-    (&["@modelcontextprotocol/server-brave-search", "mcp-server-brave-search"], Role::Hosts(&["api.search.brave.com"], "the Brave Search server calls Brave's search API")),
-    (&["@modelcontextprotocol/server-slack", "mcp-server-slack"], Role::Hosts(&["slack.com"], "the Slack server calls Slack's API")),
-    (&["@modelcontextprotocol/server-google-maps", "mcp-server-google-maps"], Role::Hosts(&["maps.googleapis.com"], "the Google Maps server calls the Maps API")),
+    (
+        &["@modelcontextprotocol/server-github", "mcp-server-github"],
+        Role::Hosts(&["api.github.com"], "the GitHub server calls GitHub's API"),
+    ),
+    (
+        &["@modelcontextprotocol/server-gitlab", "mcp-server-gitlab"],
+        Role::Hosts(
+            &["gitlab.com"],
+            "the GitLab server calls gitlab.com's API (with a GITLAB_API_URL of your own, name its host instead)",
+        ),
+    ),
+    (
+        &["@modelcontextprotocol/server-brave-search", "mcp-server-brave-search"],
+        Role::Hosts(&["api.search.brave.com"], "the Brave Search server calls Brave's search API"),
+    ),
+    (
+        &["@modelcontextprotocol/server-slack", "mcp-server-slack"],
+        Role::Hosts(&["slack.com"], "the Slack server calls Slack's API"),
+    ),
+    (
+        &["@modelcontextprotocol/server-google-maps", "mcp-server-google-maps"],
+        Role::Hosts(&["maps.googleapis.com"], "the Google Maps server calls the Maps API"),
+    ),
     (&["mcp-remote"], Role::Remote),
-    (&["mcp-server-fetch", "@modelcontextprotocol/server-fetch"], Role::All("the fetch server fetches whatever URL it is asked for, which no allow-list can name in advance")),
-    (&["@modelcontextprotocol/server-puppeteer", "mcp-server-puppeteer"], Role::All("the Puppeteer server browses whatever page it is asked for")),
-    (&["@modelcontextprotocol/server-postgres", "mcp-server-postgres"], Role::All("the Postgres server connects to its database directly, and the proxy serves HTTPS (CONNECT) only")),
+    (
+        &["mcp-server-fetch", "@modelcontextprotocol/server-fetch"],
+        Role::All(
+            "the fetch server fetches whatever URL it is asked for, which no allow-list can name in advance",
+        ),
+    ),
+    (
+        &["@modelcontextprotocol/server-puppeteer", "mcp-server-puppeteer"],
+        Role::All("the Puppeteer server browses whatever page it is asked for"),
+    ),
+    (
+        &["@modelcontextprotocol/server-postgres", "mcp-server-postgres"],
+        Role::All(
+            "the Postgres server connects to its database directly, and the proxy serves HTTPS (CONNECT) only",
+        ),
+    ),
 ];
 
 /// How a command starts its server.
@@ -147,7 +178,11 @@ fn package_name(spec: &str) -> String {
 
 /// A launcher's options from `start`: each option's value (for those in
 /// `valued`, and `--opt=value`) and where its first operand is.
-fn operands<'a>(args: &'a [String], start: usize, valued: &[&str]) -> (Vec<(&'a str, &'a str)>, Option<usize>) {
+fn operands<'a>(
+    args: &'a [String],
+    start: usize,
+    valued: &[&str],
+) -> (Vec<(&'a str, &'a str)>, Option<usize>) {
     let mut options = Vec::new();
     let mut i = start;
     while let Some(a) = args.get(i) {
@@ -172,12 +207,51 @@ fn operands<'a>(args: &'a [String], start: usize, valued: &[&str]) -> (Vec<(&'a 
     (options, None)
 }
 
-const NPX_VALUED: &[&str] = &["-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "--prefix", "-w", "--workspace", "--node-options"];
+const NPX_VALUED: &[&str] = &[
+    "-p",
+    "--package",
+    "-c",
+    "--call",
+    "--registry",
+    "--cache",
+    "--userconfig",
+    "--prefix",
+    "-w",
+    "--workspace",
+    "--node-options",
+];
 const UV_VALUED: &[&str] = &[
-    "--from", "--with", "--with-editable", "--with-requirements", "-w", "--python", "-p", "--index", "--default-index", "--index-url", "-i",
-    "--extra-index-url", "--find-links", "-f", "--directory", "--project", "--config-file", "--cache-dir", "--constraints", "-c", "--overrides",
-    "--env-file", "--python-platform", "--index-strategy", "--keyring-provider", "--exclude-newer", "--prerelease", "--resolution", "--link-mode",
-    "--color", "--allow-insecure-host",
+    "--from",
+    "--with",
+    "--with-editable",
+    "--with-requirements",
+    "-w",
+    "--python",
+    "-p",
+    "--index",
+    "--default-index",
+    "--index-url",
+    "-i",
+    "--extra-index-url",
+    "--find-links",
+    "-f",
+    "--directory",
+    "--project",
+    "--config-file",
+    "--cache-dir",
+    "--constraints",
+    "-c",
+    "--overrides",
+    "--env-file",
+    "--python-platform",
+    "--index-strategy",
+    "--keyring-provider",
+    "--exclude-newer",
+    "--prerelease",
+    "--resolution",
+    "--link-mode",
+    "--color",
+    "--allow-insecure-host",
 ];
 
 /// The command's own name: `/usr/bin/npx` and `npx.cmd` are `npx`.
@@ -191,23 +265,45 @@ fn program(command: &str) -> String {
 /// which package it runs.
 fn launch(command: &str, args: &[String]) -> Launch {
     let name = program(command);
-    let plain = |package: Option<String>| Launch { launcher: None, package, package_at: None, server_args: 0 };
+    let plain = |package: Option<String>| Launch {
+        launcher: None,
+        package,
+        package_at: None,
+        server_args: 0,
+    };
     let hosts = |list: &[&str]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
     // An npm-style launcher from `start`: `--package` names the package
     // (the operand is then its program), else the operand does.
     let npm = |start: usize, registry: &str| {
         let (options, at) = operands(args, start, NPX_VALUED);
-        let named = options.iter().find(|(k, _)| matches!(*k, "-p" | "--package")).map(|(_, v)| package_name(v));
-        let registry = options.iter().find(|(k, _)| *k == "--registry").and_then(|(_, v)| host_of(v)).unwrap_or_else(|| registry.to_string());
+        let named = options
+            .iter()
+            .find(|(k, _)| matches!(*k, "-p" | "--package"))
+            .map(|(_, v)| package_name(v));
+        let registry = options
+            .iter()
+            .find(|(k, _)| *k == "--registry")
+            .and_then(|(_, v)| host_of(v))
+            .unwrap_or_else(|| registry.to_string());
         let package = named.or_else(|| at.map(|i| package_name(&args[i])));
-        Launch { launcher: Some((name.clone(), vec![registry])), package, package_at: at, server_args: at.map_or(args.len(), |i| i + 1) }
+        Launch {
+            launcher: Some((name.clone(), vec![registry])),
+            package,
+            package_at: at,
+            server_args: at.map_or(args.len(), |i| i + 1),
+        }
     };
     // A uv-style launcher from `start`: `--from` names the package, else the operand (its program) does.
     let python = |start: usize, valued: &[&str], from: &str| {
         let (options, at) = operands(args, start, valued);
         let named = options.iter().find(|(k, _)| *k == from).map(|(_, v)| package_name(v));
         let package = named.or_else(|| at.map(|i| package_name(&args[i])));
-        Launch { launcher: Some((name.clone(), hosts(&PYPI))), package, package_at: at, server_args: at.map_or(args.len(), |i| i + 1) }
+        Launch {
+            launcher: Some((name.clone(), hosts(&PYPI))),
+            package,
+            package_at: at,
+            server_args: at.map_or(args.len(), |i| i + 1),
+        }
     };
     let first = args.first().map(String::as_str);
     match (name.as_str(), first) {
@@ -215,7 +311,9 @@ fn launch(command: &str, args: &[String]) -> Launch {
         ("pnpm", Some("dlx")) | ("npm", Some("exec" | "x")) => npm(1, NPM),
         ("yarn", Some("dlx")) => npm(1, YARN),
         ("uvx", _) => python(0, UV_VALUED, "--from"),
-        ("pipx", Some("run")) => python(1, &["--spec", "--python", "--pip-args", "--index-url", "-i"], "--spec"),
+        ("pipx", Some("run")) => {
+            python(1, &["--spec", "--python", "--pip-args", "--index-url", "-i"], "--spec")
+        }
         ("uv", _) => {
             // `uv [options] run …` or `uv [options] tool run …`.
             let (_, at) = operands(args, 0, UV_VALUED);
@@ -226,7 +324,11 @@ fn launch(command: &str, args: &[String]) -> Launch {
             }
         }
         (interpreter, _) if interpreter.starts_with("python") => {
-            let module = args.iter().position(|a| a == "-m").and_then(|i| args.get(i + 1)).map(|m| package_name(m));
+            let module = args
+                .iter()
+                .position(|a| a == "-m")
+                .and_then(|i| args.get(i + 1))
+                .map(|m| package_name(m));
             plain(module)
         }
         _ => plain(Some(package_name(&name))),
@@ -268,7 +370,11 @@ impl Rules<'_> {
     /// anything else `None`.
     fn expand(&self, raw: &str) -> Option<PathBuf> {
         if raw == "~" || raw.starts_with("~/") {
-            return self.place.home.as_ref().map(|h| h.join(raw.trim_start_matches('~').trim_start_matches('/')));
+            return self
+                .place
+                .home
+                .as_ref()
+                .map(|h| h.join(raw.trim_start_matches('~').trim_start_matches('/')));
         }
         raw.starts_with('/').then(|| PathBuf::from(raw))
     }
@@ -282,10 +388,14 @@ impl Rules<'_> {
             return Some("a whole-home grant is never written; name the folder it needs");
         }
         if self.out.starts_with(real) {
-            return Some("it holds this config's own folder (its state: keys and ledger; the servers' secrets), which no server is granted; name a folder beside it");
+            return Some(
+                "it holds this config's own folder (its state: keys and ledger; the servers' secrets), which no server is granted; name a folder beside it",
+            );
         }
         if real.starts_with(&self.out) {
-            return Some("it is inside this config's own folder (its state: keys and ledger; the servers' secrets), which no server is granted");
+            return Some(
+                "it is inside this config's own folder (its state: keys and ledger; the servers' secrets), which no server is granted",
+            );
         }
         None
     }
@@ -315,12 +425,21 @@ impl Rules<'_> {
             return false;
         };
         if let Some(refusal) = self.refused(&real) {
-            self.leave(&shown, if real.as_path() == path { refusal.to_string() } else { format!("{refusal} (it is {})", real.display()) });
+            self.leave(
+                &shown,
+                if real.as_path() == path {
+                    refusal.to_string()
+                } else {
+                    format!("{refusal} (it is {})", real.display())
+                },
+            );
             return false;
         }
         let write = matches!(access, Access::Write);
         let g = &mut self.grants;
-        if g.write.iter().any(|w| w.what == shown) || (!write && g.read.iter().any(|r| r.what == shown)) {
+        if g.write.iter().any(|w| w.what == shown)
+            || (!write && g.read.iter().any(|r| r.what == shown))
+        {
             return true;
         }
         if write {
@@ -358,36 +477,70 @@ impl Rules<'_> {
     /// it with a package.json or pyproject.toml, for the modules beside
     /// it), else the file alone.
     fn script(&mut self, path: &Path, named: &str) {
-        let project = path.ancestors().skip(1).take_while(|dir| self.place.disk.look(dir).is_some_and(|(real, _)| self.refused(&real).is_none())).find(|dir| {
-            ["package.json", "pyproject.toml", "setup.py", "node_modules"].iter().any(|m| self.place.disk.look(&dir.join(m)).is_some())
-        });
+        let project = path
+            .ancestors()
+            .skip(1)
+            .take_while(|dir| {
+                self.place.disk.look(dir).is_some_and(|(real, _)| self.refused(&real).is_none())
+            })
+            .find(|dir| {
+                ["package.json", "pyproject.toml", "setup.py", "node_modules"]
+                    .iter()
+                    .any(|m| self.place.disk.look(&dir.join(m)).is_some())
+            });
         match project {
             Some(dir) => {
-                self.grant(dir, Access::Read, &format!("the project of the script {}{named}: its modules are beside it", path.display()));
+                self.grant(
+                    dir,
+                    Access::Read,
+                    &format!(
+                        "the project of the script {}{named}: its modules are beside it",
+                        path.display()
+                    ),
+                );
             }
             None => {
-                self.grant(path, Access::Read, &format!("the script its arguments name{named}: read only"));
+                self.grant(
+                    path,
+                    Access::Read,
+                    &format!("the script its arguments name{named}: read only"),
+                );
             }
         }
     }
 }
 
 fn is_script(path: &Path) -> bool {
-    path.extension().is_some_and(|e| ["js", "mjs", "cjs", "ts", "mts", "py"].iter().any(|s| e == *s))
+    path.extension()
+        .is_some_and(|e| ["js", "mjs", "cjs", "ts", "mts", "py"].iter().any(|s| e == *s))
 }
 
 /// The box for a stdio server started as `command args`, with `env` its
 /// variables whose values the client config wrote out.
-pub fn grants(command: &str, args: &[String], env: &BTreeMap<String, String>, place: &Place) -> Grants {
+pub fn grants(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    place: &Place,
+) -> Grants {
     let real = |p: &Path| place.disk.look(p).map(|(r, _)| r).unwrap_or_else(|| p.to_path_buf());
     let mut rules = Rules {
         place,
         home: place.home.as_deref().map(real),
         out: real(&place.out),
-        grants: Grants { read: Vec::new(), write: Vec::new(), network: Network::None(String::new()), left_out: Vec::new() },
+        grants: Grants {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: Network::None(String::new()),
+            left_out: Vec::new(),
+        },
     };
     let launch = launch(command, args);
-    let role = launch.package.as_deref().and_then(|p| KNOWN.iter().find(|(names, _)| names.contains(&p))).map(|(_, role)| role);
+    let role = launch
+        .package
+        .as_deref()
+        .and_then(|p| KNOWN.iter().find(|(names, _)| names.contains(&p)))
+        .map(|(_, role)| role);
     let mut done = vec![false; args.len()];
     if let Some(i) = launch.package_at {
         done[i] = true;
@@ -454,7 +607,10 @@ pub fn grants(command: &str, args: &[String], env: &BTreeMap<String, String>, pl
             Some((flag, value)) if flag.starts_with('-') => rules.argument(value, Some(flag)),
             _ if a.starts_with('-') => {}
             _ => {
-                let flag = i.checked_sub(1).map(|p| args[p].as_str()).filter(|p| p.starts_with("--") && !p.contains('=') && !done[i - 1]);
+                let flag = i
+                    .checked_sub(1)
+                    .map(|p| args[p].as_str())
+                    .filter(|p| p.starts_with("--") && !p.contains('=') && !done[i - 1]);
                 rules.argument(a, flag);
             }
         }
@@ -488,15 +644,23 @@ fn flag_values<'a>(args: &'a [String], flags: &[&str]) -> Vec<(usize, &'a str)> 
 }
 
 fn network(launch: &Launch, role: Option<&Role>, name: &str, args: &[String]) -> Network {
-    let remote = args.iter().skip(launch.server_args).find(|a| a.starts_with("https://") || a.starts_with("http://"));
-    let plain_http = matches!(role, Some(Role::Remote)) && remote.is_some_and(|url| url.starts_with("http://"));
+    let remote = args
+        .iter()
+        .skip(launch.server_args)
+        .find(|a| a.starts_with("https://") || a.starts_with("http://"));
+    let plain_http =
+        matches!(role, Some(Role::Remote)) && remote.is_some_and(|url| url.starts_with("http://"));
     let all = match role {
         Some(Role::All(reason)) => Some(*reason),
-        _ if plain_http => Some("mcp-remote relays to an http:// server, which the proxy does not carry (it serves CONNECT, for https)"),
+        _ if plain_http => Some(
+            "mcp-remote relays to an http:// server, which the proxy does not carry (it serves CONNECT, for https)",
+        ),
         _ => None,
     };
     if let Some(reason) = all {
-        return Network::All(format!("{reason}; \"all\" is the host's network, its loopback services included"));
+        return Network::All(format!(
+            "{reason}; \"all\" is the host's network, its loopback services included"
+        ));
     }
     let mut hosts = Vec::new();
     if let Some((launcher, registries)) = &launch.launcher {
@@ -515,10 +679,16 @@ fn network(launch: &Launch, role: Option<&Role>, name: &str, args: &[String]) ->
         hosts.extend(list.iter().map(|h| why(*h, *reason)));
     }
     if let Some(Role::Remote) = role {
-        hosts.extend(remote.and_then(|url| host_of(url)).map(|h| why(h, "mcp-remote relays to the remote server its arguments name")));
+        hosts.extend(
+            remote
+                .and_then(|url| host_of(url))
+                .map(|h| why(h, "mcp-remote relays to the remote server its arguments name")),
+        );
     }
     if hosts.is_empty() {
-        return Network::None(format!("`{name}` runs as installed and import knows of no host it calls; name the hosts it needs"));
+        return Network::None(format!(
+            "`{name}` runs as installed and import knows of no host it calls; name the hosts it needs"
+        ));
     }
     Network::Hosts(hosts)
 }
@@ -553,7 +723,12 @@ impl Grants {
             if note.what.is_empty() {
                 let _ = writeln!(t, "# {}", one_line(&note.why));
             } else {
-                let _ = writeln!(t, "# Not granted: {} — {}", one_line(&note.what), one_line(&note.why));
+                let _ = writeln!(
+                    t,
+                    "# Not granted: {} — {}",
+                    one_line(&note.what),
+                    one_line(&note.why)
+                );
             }
         }
         match &self.network {
@@ -583,9 +758,17 @@ impl Grants {
         match &self.network {
             Network::None(reason) => lines.push(format!("network none: {reason}")),
             Network::All(reason) => lines.push(format!("network all: {reason}")),
-            Network::Hosts(hosts) => lines.extend(hosts.iter().map(|h| format!("network {}: {}", h.what, h.why))),
+            Network::Hosts(hosts) => {
+                lines.extend(hosts.iter().map(|h| format!("network {}: {}", h.what, h.why)))
+            }
         }
-        lines.extend(self.left_out.iter().map(|n| if n.what.is_empty() { format!("note: {}", n.why) } else { format!("not granted {}: {}", n.what, n.why) }));
+        lines.extend(self.left_out.iter().map(|n| {
+            if n.what.is_empty() {
+                format!("note: {}", n.why)
+            } else {
+                format!("not granted {}: {}", n.what, n.why)
+            }
+        }));
         lines
     }
 }
@@ -673,9 +856,22 @@ mod tests {
     #[test]
     fn the_filesystem_servers_directories_are_its_write_and_npm_its_network() {
         let disk = Fake::new(&["/home/dana/Desktop", "/path/to/other/allowed/dir"], &[]);
-        let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-filesystem", "/home/dana/Desktop", "/path/to/other/allowed/dir"]);
+        let g = run(
+            &disk,
+            "npx",
+            &[
+                "-y",
+                "@modelcontextprotocol/server-filesystem",
+                "/home/dana/Desktop",
+                "/path/to/other/allowed/dir",
+            ],
+        );
         assert_eq!(paths(&g.write), ["/home/dana/Desktop", "/path/to/other/allowed/dir"]);
-        assert!(g.write.iter().all(|w| w.why == "the filesystem server's directories, from its arguments"));
+        assert!(
+            g.write
+                .iter()
+                .all(|w| w.why == "the filesystem server's directories, from its arguments")
+        );
         assert!(g.read.is_empty() && g.left_out.is_empty(), "{g:?}");
         assert_eq!(hosts(&g), ["registry.npmjs.org"]);
         let table = parses(&g);
@@ -685,7 +881,11 @@ mod tests {
         assert!(sandbox.get("memory_mb").is_none(), "limits are left to their defaults");
 
         // `~` is the home; a version after the package is the same package.
-        let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "~/Desktop"]);
+        let g = run(
+            &disk,
+            "npx",
+            &["-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "~/Desktop"],
+        );
         assert_eq!(paths(&g.write), ["/home/dana/Desktop"]);
         assert_eq!(g.write[0].why, "the filesystem server's directories, from its arguments");
     }
@@ -694,19 +894,44 @@ mod tests {
     #[test]
     fn the_whole_disk_the_home_and_the_configs_own_folder_are_never_granted() {
         let disk = Fake::new(&["/home/dana/gw/state/keys", "/home/dana/docs", "/srv"], &[]);
-        let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-filesystem", "/", "~", "/home", "/home/dana/gw", "/home/dana/gw/state", "/home/dana/docs"]);
+        let g = run(
+            &disk,
+            "npx",
+            &[
+                "-y",
+                "@modelcontextprotocol/server-filesystem",
+                "/",
+                "~",
+                "/home",
+                "/home/dana/gw",
+                "/home/dana/gw/state",
+                "/home/dana/docs",
+            ],
+        );
         assert_eq!(paths(&g.write), ["/home/dana/docs"]);
-        let left: BTreeMap<&str, &str> = g.left_out.iter().map(|n| (n.what.as_str(), n.why.as_str())).collect();
+        let left: BTreeMap<&str, &str> =
+            g.left_out.iter().map(|n| (n.what.as_str(), n.why.as_str())).collect();
         assert!(left["/"].starts_with("a whole-disk grant is never written"), "{left:?}");
         assert!(left["/home/dana"].starts_with("a whole-home grant is never written"), "{left:?}");
-        assert!(left["/home"].starts_with("a whole-home grant"), "a folder that holds the home is the home: {left:?}");
+        assert!(
+            left["/home"].starts_with("a whole-home grant"),
+            "a folder that holds the home is the home: {left:?}"
+        );
         assert!(left["/home/dana/gw"].contains("this config's own folder"), "{left:?}");
-        assert!(left["/home/dana/gw/state"].contains("inside this config's own folder"), "{left:?}");
+        assert!(
+            left["/home/dana/gw/state"].contains("inside this config's own folder"),
+            "{left:?}"
+        );
         // A link to the home is the home.
         let mut disk = Fake::new(&["/home/dana"], &[]);
         disk.links.insert("/srv/me".into(), "/home/dana".into());
         let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-filesystem", "/srv/me"]);
-        assert!(g.write.is_empty() && g.left_out[0].why.contains("whole-home") && g.left_out[0].why.contains("(it is /home/dana)"), "{g:?}");
+        assert!(
+            g.write.is_empty()
+                && g.left_out[0].why.contains("whole-home")
+                && g.left_out[0].why.contains("(it is /home/dana)"),
+            "{g:?}"
+        );
         // Written into the table as a comment, never as a grant.
         let text = g.table("x");
         assert!(text.contains("# Not granted: /srv/me — a whole-home grant is never written; name the folder it needs (it is /home/dana)"), "{text}");
@@ -715,7 +940,10 @@ mod tests {
         let disk = Fake::new(&["/tmp/gw"], &[]);
         let place = Place { home: Some("/home/dana".into()), out: "/tmp/gw".into(), disk: &disk };
         let g = grants("my-server", &["--data".into(), "/tmp".into()], &BTreeMap::new(), &place);
-        assert!(g.write.is_empty() && g.left_out[0].why.contains("holds this config's own folder"), "{g:?}");
+        assert!(
+            g.write.is_empty() && g.left_out[0].why.contains("holds this config's own folder"),
+            "{g:?}"
+        );
     }
 
     // README of @modelcontextprotocol/server-memory and server-everything (npx).
@@ -726,11 +954,21 @@ mod tests {
         assert!(g.read.is_empty() && g.write.is_empty(), "{g:?}");
         assert_eq!(hosts(&g), ["registry.npmjs.org"]);
         assert!(g.left_out[0].why.contains("the box's own home"), "{g:?}");
-        let g = run_env(&disk, "npx", &["-y", "@modelcontextprotocol/server-memory"], &[("MEMORY_FILE_PATH", "/home/dana/.claude/memory.jsonl")]);
+        let g = run_env(
+            &disk,
+            "npx",
+            &["-y", "@modelcontextprotocol/server-memory"],
+            &[("MEMORY_FILE_PATH", "/home/dana/.claude/memory.jsonl")],
+        );
         assert_eq!(paths(&g.write), ["/home/dana/.claude"]);
         assert!(g.write[0].why.contains("MEMORY_FILE_PATH"));
         // A memory file in the home itself would grant the home: refused, said why.
-        let g = run_env(&disk, "npx", &["-y", "@modelcontextprotocol/server-memory"], &[("MEMORY_FILE_PATH", "/home/dana/memory.jsonl")]);
+        let g = run_env(
+            &disk,
+            "npx",
+            &["-y", "@modelcontextprotocol/server-memory"],
+            &[("MEMORY_FILE_PATH", "/home/dana/memory.jsonl")],
+        );
         assert!(g.write.is_empty() && g.left_out[0].why.contains("whole-home"), "{g:?}");
 
         let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-everything"]);
@@ -743,11 +981,20 @@ mod tests {
     #[test]
     fn time_gets_pypi_and_its_timezone_is_no_path() {
         let disk = Fake::new(&["/usr/share/zoneinfo"], &[]);
-        for args in [&["mcp-server-time"][..], &["mcp-server-time", "--local-timezone=America/New_York"], &["mcp-server-time", "--local-timezone", "America/New_York"]] {
+        for args in [
+            &["mcp-server-time"][..],
+            &["mcp-server-time", "--local-timezone=America/New_York"],
+            &["mcp-server-time", "--local-timezone", "America/New_York"],
+        ] {
             let g = run(&disk, "uvx", args);
-            assert!(g.read.is_empty() && g.write.is_empty() && g.left_out.is_empty(), "{args:?}: {g:?}");
+            assert!(
+                g.read.is_empty() && g.write.is_empty() && g.left_out.is_empty(),
+                "{args:?}: {g:?}"
+            );
             assert_eq!(hosts(&g), ["pypi.org", "files.pythonhosted.org"]);
-            assert!(matches!(&g.network, Network::Hosts(h) if h[0].why.contains("uvx fetches the package")));
+            assert!(
+                matches!(&g.network, Network::Hosts(h) if h[0].why.contains("uvx fetches the package"))
+            );
         }
     }
 
@@ -761,10 +1008,18 @@ mod tests {
         assert_eq!(hosts(&g), ["pypi.org", "files.pythonhosted.org"]);
         let g = run(&disk, "python", &["-m", "mcp_server_git", "--repository=/home/dana/src/app"]);
         assert_eq!(paths(&g.write), ["/home/dana/src/app"]);
-        assert!(matches!(g.network, Network::None(_)), "an installed module fetches nothing: {g:?}");
+        assert!(
+            matches!(g.network, Network::None(_)),
+            "an installed module fetches nothing: {g:?}"
+        );
         // The README's own example is relative: left, with why.
         let g = run(&disk, "uvx", &["mcp-server-git", "--repository", "path/to/git/repo"]);
-        assert!(g.write.is_empty() && g.left_out[0].what == "path/to/git/repo" && g.left_out[0].why.contains("write it absolute"), "{g:?}");
+        assert!(
+            g.write.is_empty()
+                && g.left_out[0].what == "path/to/git/repo"
+                && g.left_out[0].why.contains("write it absolute"),
+            "{g:?}"
+        );
         let g = run(&disk, "uvx", &["mcp-server-git", "--repository", "."]);
         assert!(g.write.is_empty() && g.left_out[0].what == ".", "{g:?}");
         // A repository not there is not granted (the box refuses a missing path at start).
@@ -775,18 +1030,33 @@ mod tests {
     // README of @modelcontextprotocol/server-github (npx, with a token in env).
     #[test]
     fn github_adds_its_api_to_the_registry() {
-        let g = run_env(&Fake::default(), "npx", &["-y", "@modelcontextprotocol/server-github"], &[("GITHUB_PERSONAL_ACCESS_TOKEN", "<YOUR_TOKEN>")]);
+        let g = run_env(
+            &Fake::default(),
+            "npx",
+            &["-y", "@modelcontextprotocol/server-github"],
+            &[("GITHUB_PERSONAL_ACCESS_TOKEN", "<YOUR_TOKEN>")],
+        );
         assert_eq!(hosts(&g), ["registry.npmjs.org", "api.github.com"]);
-        assert!(matches!(&g.network, Network::Hosts(h) if h[1].why == "the GitHub server calls GitHub's API"));
+        assert!(
+            matches!(&g.network, Network::Hosts(h) if h[1].why == "the GitHub server calls GitHub's API")
+        );
         parses(&g);
     }
 
     // README of mcp-server-fetch (uvx, and `python -m`).
     #[test]
     fn fetch_gets_the_whole_network_with_why() {
-        for (command, args) in [("uvx", &["mcp-server-fetch"][..]), ("uvx", &["mcp-server-fetch", "--ignore-robots-txt"]), ("python", &["-m", "mcp_server_fetch"]), ("npx", &["-y", "@modelcontextprotocol/server-fetch"])] {
+        for (command, args) in [
+            ("uvx", &["mcp-server-fetch"][..]),
+            ("uvx", &["mcp-server-fetch", "--ignore-robots-txt"]),
+            ("python", &["-m", "mcp_server_fetch"]),
+            ("npx", &["-y", "@modelcontextprotocol/server-fetch"]),
+        ] {
             let g = run(&Fake::default(), command, args);
-            assert!(matches!(&g.network, Network::All(why) if why.contains("whatever URL") && why.contains("loopback")), "{command} {args:?}: {g:?}");
+            assert!(
+                matches!(&g.network, Network::All(why) if why.contains("whatever URL") && why.contains("loopback")),
+                "{command} {args:?}: {g:?}"
+            );
             assert_eq!(parses(&g)["servers"]["x"]["sandbox"]["network"].as_str(), Some("all"));
         }
     }
@@ -795,20 +1065,39 @@ mod tests {
     fn launchers_are_read_as_they_read_their_options() {
         let fake = Fake::default();
         // `-p` names the package; the operand is its program.
-        let g = run(&fake, "npx", &["--yes", "-p", "@modelcontextprotocol/server-github", "mcp-server-github"]);
+        let g = run(
+            &fake,
+            "npx",
+            &["--yes", "-p", "@modelcontextprotocol/server-github", "mcp-server-github"],
+        );
         assert_eq!(hosts(&g), ["registry.npmjs.org", "api.github.com"]);
         // A registry of one's own replaces npm's.
         let g = run(&fake, "npx", &["--registry=https://npm.example.com/", "-y", "some-server"]);
         assert_eq!(hosts(&g), ["npm.example.com"]);
-        assert_eq!(hosts(&run(&fake, "/usr/local/bin/bunx", &["some-server"])), ["registry.npmjs.org"]);
+        assert_eq!(
+            hosts(&run(&fake, "/usr/local/bin/bunx", &["some-server"])),
+            ["registry.npmjs.org"]
+        );
         assert_eq!(hosts(&run(&fake, "pnpm", &["dlx", "some-server"])), ["registry.npmjs.org"]);
         assert_eq!(hosts(&run(&fake, "yarn", &["dlx", "some-server"])), ["registry.yarnpkg.com"]);
-        assert_eq!(hosts(&run(&fake, "pipx", &["run", "mcp-server-time"])), ["pypi.org", "files.pythonhosted.org"]);
-        assert_eq!(hosts(&run(&fake, "uv", &["tool", "run", "mcp-server-time"])), ["pypi.org", "files.pythonhosted.org"]);
-        assert!(matches!(run(&fake, "uvx", &["--from", "mcp-server-fetch==2025.1", "mcp-server-fetch"]).network, Network::All(_)));
+        assert_eq!(
+            hosts(&run(&fake, "pipx", &["run", "mcp-server-time"])),
+            ["pypi.org", "files.pythonhosted.org"]
+        );
+        assert_eq!(
+            hosts(&run(&fake, "uv", &["tool", "run", "mcp-server-time"])),
+            ["pypi.org", "files.pythonhosted.org"]
+        );
+        assert!(matches!(
+            run(&fake, "uvx", &["--from", "mcp-server-fetch==2025.1", "mcp-server-fetch"]).network,
+            Network::All(_)
+        ));
         // A program of its own: no network, and why.
         let g = run(&fake, "/opt/tools/my-server", &["--verbose"]);
-        assert!(matches!(&g.network, Network::None(why) if why.contains("`my-server` runs as installed")), "{g:?}");
+        assert!(
+            matches!(&g.network, Network::None(why) if why.contains("`my-server` runs as installed")),
+            "{g:?}"
+        );
         assert_eq!(parses(&g)["servers"]["x"]["sandbox"]["network"].as_str(), Some("none"));
         assert_eq!(package_name("@Scope/Pkg@1.2.3"), "@scope/pkg");
         assert_eq!(package_name("mcp_server_time[extra]>=1"), "mcp-server-time");
@@ -816,12 +1105,34 @@ mod tests {
 
     #[test]
     fn other_arguments_that_name_paths_are_granted_by_kind() {
-        let disk = Fake::new(&["/srv/data", "/home/dana/proj/node_modules"], &["/etc/app/config.json", "/home/dana/proj/build/index.js", "/home/dana/loose.py"]);
-        let g = run(&disk, "node", &["/home/dana/proj/build/index.js", "--data", "/srv/data", "--config=/etc/app/config.json", "./rel", "https://example.com/x", "/srv/missing"]);
+        let disk = Fake::new(
+            &["/srv/data", "/home/dana/proj/node_modules"],
+            &["/etc/app/config.json", "/home/dana/proj/build/index.js", "/home/dana/loose.py"],
+        );
+        let g = run(
+            &disk,
+            "node",
+            &[
+                "/home/dana/proj/build/index.js",
+                "--data",
+                "/srv/data",
+                "--config=/etc/app/config.json",
+                "./rel",
+                "https://example.com/x",
+                "/srv/missing",
+            ],
+        );
         assert_eq!(paths(&g.write), ["/srv/data"]);
-        assert_eq!(g.write[0].why, "a folder its arguments name (--data): it may read and write there");
+        assert_eq!(
+            g.write[0].why,
+            "a folder its arguments name (--data): it may read and write there"
+        );
         assert_eq!(paths(&g.read), ["/home/dana/proj", "/etc/app/config.json"]);
-        assert!(g.read[0].why.contains("the project of the script") && g.read[1].why == "a file its arguments name (--config): read only", "{g:?}");
+        assert!(
+            g.read[0].why.contains("the project of the script")
+                && g.read[1].why == "a file its arguments name (--config): read only",
+            "{g:?}"
+        );
         let left: Vec<&str> = paths(&g.left_out);
         assert_eq!(left, ["./rel", "/srv/missing"], "{g:?}");
         // A script with no project above it, below the home: the file alone.
@@ -833,11 +1144,15 @@ mod tests {
     // mcp-remote's README: a relay to a remote server.
     #[test]
     fn mcp_remote_reaches_the_server_it_relays_to() {
-        let g = run(&Fake::default(), "npx", &["-y", "mcp-remote", "https://remote.mcp.server/sse"]);
+        let g =
+            run(&Fake::default(), "npx", &["-y", "mcp-remote", "https://remote.mcp.server/sse"]);
         assert_eq!(hosts(&g), ["registry.npmjs.org", "remote.mcp.server"]);
         assert!(g.left_out[0].why.contains("OAuth"), "{g:?}");
         let g = run(&Fake::default(), "npx", &["mcp-remote", "http://localhost:8080/mcp"]);
-        assert!(matches!(&g.network, Network::All(why) if why.contains("http://")), "the proxy carries https only: {g:?}");
+        assert!(
+            matches!(&g.network, Network::All(why) if why.contains("http://")),
+            "the proxy carries https only: {g:?}"
+        );
     }
 
     #[test]
@@ -850,9 +1165,16 @@ mod tests {
     #[test]
     fn odd_paths_stay_inside_their_strings_and_comments() {
         let disk = Fake::new(&["/srv/a\"b\nc"], &[]);
-        let g = run(&disk, "npx", &["-y", "@modelcontextprotocol/server-filesystem", "/srv/a\"b\nc", "/srv/x\ny"]);
+        let g = run(
+            &disk,
+            "npx",
+            &["-y", "@modelcontextprotocol/server-filesystem", "/srv/a\"b\nc", "/srv/x\ny"],
+        );
         let table = parses(&g);
         assert_eq!(table["servers"]["x"]["sandbox"]["write"][0].as_str(), Some("/srv/a\"b\nc"));
-        assert!(g.lines().iter().any(|l| l.starts_with("write /srv/a\"b\nc: ")), "the caller shows each line visibly");
+        assert!(
+            g.lines().iter().any(|l| l.starts_with("write /srv/a\"b\nc: ")),
+            "the caller shows each line visibly"
+        );
     }
 }

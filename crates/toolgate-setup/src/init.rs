@@ -37,7 +37,9 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let servers = if args.server.is_empty() && args.url.is_empty() {
         if !std::io::stdin().is_terminal() {
-            bail!("name the servers: --server NAME=COMMAND or --url NAME=URL (or run `toolgate init` in a terminal to be asked)");
+            bail!(
+                "name the servers: --server NAME=COMMAND or --url NAME=URL (or run `toolgate init` in a terminal to be asked)"
+            );
         }
         ask()?
     } else {
@@ -54,24 +56,42 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 fn from_flags(args: &Args) -> anyhow::Result<Vec<Imported>> {
     let mut env: BTreeMap<String, BTreeMap<String, Source>> = BTreeMap::new();
     for e in &args.env {
-        let Some((name, var, value)) = e.split_once('.').and_then(|(n, rest)| rest.split_once('=').map(|(v, value)| (n, v, value))) else {
-            bail!("--env `{}`: give NAME.VAR=VALUE (the server's name, the variable, its value)", e.split('=').next().unwrap_or_default());
+        let Some((name, var, value)) = e
+            .split_once('.')
+            .and_then(|(n, rest)| rest.split_once('=').map(|(v, value)| (n, v, value)))
+        else {
+            bail!(
+                "--env `{}`: give NAME.VAR=VALUE (the server's name, the variable, its value)",
+                e.split('=').next().unwrap_or_default()
+            );
         };
-        env.entry(name.to_string()).or_default().insert(var.to_string(), Source::Secret(value.to_string()));
+        env.entry(name.to_string())
+            .or_default()
+            .insert(var.to_string(), Source::Secret(value.to_string()));
     }
     let mut servers = Vec::new();
     for s in &args.server {
-        let Some((name, command)) = s.split_once('=') else { bail!("--server `{s}`: give NAME=COMMAND [ARG…]") };
+        let Some((name, command)) = s.split_once('=') else {
+            bail!("--server `{s}`: give NAME=COMMAND [ARG…]")
+        };
         let mut words = command.split_whitespace().map(str::to_string);
         let Some(program) = words.next() else { bail!("--server `{name}`: no command after `=`") };
-        servers.push(server(name, Reach::Stdio { command: program, args: words.collect(), env: env.remove(name).unwrap_or_default() })?);
+        servers.push(server(
+            name,
+            Reach::Stdio {
+                command: program,
+                args: words.collect(),
+                env: env.remove(name).unwrap_or_default(),
+            },
+        )?);
     }
     for u in &args.url {
         let Some((name, url)) = u.split_once('=') else { bail!("--url `{u}`: give NAME=URL") };
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             bail!("--url `{name}`: `{url}` is not an http:// or https:// URL");
         }
-        let reach = clients::http(name, url).map_err(|why| anyhow::anyhow!("--url `{name}`: {why}"))?;
+        let reach =
+            clients::http(name, url).map_err(|why| anyhow::anyhow!("--url `{name}`: {why}"))?;
         servers.push(server(name, reach)?);
     }
     if let Some(name) = env.keys().next() {
@@ -113,7 +133,9 @@ fn ask() -> anyhow::Result<Vec<Imported>> {
             };
             let mut env = BTreeMap::new();
             loop {
-                let var = prompt("A variable it needs, VAR=VALUE (kept in an owner-only file; empty when done): ")?;
+                let var = prompt(
+                    "A variable it needs, VAR=VALUE (kept in an owner-only file; empty when done): ",
+                )?;
                 let Some((var, value)) = var.split_once('=') else { break };
                 env.insert(var.trim().to_string(), Source::Secret(value.to_string()));
             }
@@ -137,16 +159,29 @@ mod tests {
 
     fn args(server: &[&str], url: &[&str], env: &[&str]) -> Args {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
-        Args { out: PathBuf::from("x"), server: owned(server), url: owned(url), env: owned(env), listen: "127.0.0.1:0".parse().unwrap() }
+        Args {
+            out: PathBuf::from("x"),
+            server: owned(server),
+            url: owned(url),
+            env: owned(env),
+            listen: "127.0.0.1:0".parse().unwrap(),
+        }
     }
 
     #[test]
     fn flags_name_servers_and_their_variables_as_secrets() {
-        let servers = from_flags(&args(&["GitHub=npx -y server-github"], &["search=https://search.example/mcp"], &["GitHub.TOKEN=ghp_x"])).unwrap();
+        let servers = from_flags(&args(
+            &["GitHub=npx -y server-github"],
+            &["search=https://search.example/mcp"],
+            &["GitHub.TOKEN=ghp_x"],
+        ))
+        .unwrap();
         let Reach::Stdio { command, args, env } = &servers[0].reach else { panic!() };
         assert_eq!((servers[0].name.as_str(), command.as_str(), args.len()), ("github", "npx", 2));
         assert_eq!(env["TOKEN"], Source::Secret("ghp_x".into()));
-        assert!(matches!(&servers[1].reach, Reach::Http { url, .. } if url == "https://search.example/mcp"));
+        assert!(
+            matches!(&servers[1].reach, Reach::Http { url, .. } if url == "https://search.example/mcp")
+        );
     }
 
     #[test]
@@ -156,6 +191,9 @@ mod tests {
         assert!(e(args(&[], &["s=ftp://x"], &[])).contains("not an http:// or https:// URL"));
         assert!(e(args(&["a=x"], &[], &["b.T=1"])).contains("which no --server names"));
         let malformed = e(args(&["a=x"], &[], &["TOKEN=s3cret"]));
-        assert!(malformed.contains("NAME.VAR=VALUE") && !malformed.contains("s3cret"), "a value is never echoed: {malformed}");
+        assert!(
+            malformed.contains("NAME.VAR=VALUE") && !malformed.contains("s3cret"),
+            "a value is never echoed: {malformed}"
+        );
     }
 }

@@ -82,10 +82,12 @@ async fn one_answer(client: &reqwest::Client, t: &Target) -> String {
         .await
         .expect("call sent");
     let text = resp.text().await.expect("answer read");
-    assert!(text.contains("SR-20031") && !text.contains("\"isError\":true"), "unexpected answer: {text}");
+    assert!(
+        text.contains("SR-20031") && !text.contains("\"isError\":true"),
+        "unexpected answer: {text}"
+    );
     text
 }
-
 
 struct Figures {
     throughput: f64,
@@ -102,7 +104,9 @@ fn cpu_used() -> Duration {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid out-pointer for the call's duration.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
@@ -148,7 +152,8 @@ async fn fixed_rate(targets: &[&Target]) -> Vec<Figures> {
     const SLICES: u32 = 20;
     let slice = Duration::from_secs(SECONDS) / SLICES;
     let client = reqwest::Client::new();
-    let mut legs: Vec<(Vec<Duration>, Duration, Duration)> = vec![Default::default(); targets.len()];
+    let mut legs: Vec<(Vec<Duration>, Duration, Duration)> =
+        vec![Default::default(); targets.len()];
     for _ in 0..SLICES {
         for (t, (latencies, elapsed, cpu)) in targets.iter().zip(legs.iter_mut()) {
             let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
@@ -194,7 +199,9 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway = format!("http://{}/mcp", listener.local_addr().unwrap());
     let stop = cancel.clone();
-    tokio::spawn(toolgate_gateway::downstream::http::serve(gw.clone(), listener, async move { stop.cancelled_owned().await }));
+    tokio::spawn(toolgate_gateway::downstream::http::serve(gw.clone(), listener, async move {
+        stop.cancelled_owned().await
+    }));
 
     let bare = Target { url: relay(upstream.clone(), cancel.clone()).await, tool: "get_ticket" };
     let direct = Target { url: upstream, tool: "get_ticket" };
@@ -211,40 +218,101 @@ async fn main() {
 
     if std::env::var_os("TOOLGATE_BENCH_PROFILE").is_some() {
         let g = saturate(&via).await;
-        println!("toolgate: {:.0} calls/s p50 {} p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
+        println!(
+            "toolgate: {:.0} calls/s p50 {} p99 {}  {}",
+            g.throughput,
+            ms(g.p50),
+            ms(g.p99),
+            cpu(&g)
+        );
         gw.stop();
         cancel.cancel();
         return;
     }
-    println!("toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "toolgate gateway benchmark — get_ticket on Atlas tickets, {} cores",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
     println!("   answer: {} bytes direct, {} bytes through toolgate", sizes.0, sizes.1);
     let d = saturate(&direct).await;
     let r = saturate(&bare).await;
     let g = saturate(&via).await;
     println!("\n1. saturation, {CONCURRENCY} concurrent clients, {SECONDS} s each");
-    println!("   direct:     {:>8.0} calls/s  p50 {}  p99 {}  {}", d.throughput, ms(d.p50), ms(d.p99), cpu(&d));
-    println!("   bare relay: {:>8.0} calls/s  p50 {}  p99 {}  {}", r.throughput, ms(r.p50), ms(r.p99), cpu(&r));
-    println!("   toolgate:   {:>8.0} calls/s  p50 {}  p99 {}  {}", g.throughput, ms(g.p50), ms(g.p99), cpu(&g));
+    println!(
+        "   direct:     {:>8.0} calls/s  p50 {}  p99 {}  {}",
+        d.throughput,
+        ms(d.p50),
+        ms(d.p99),
+        cpu(&d)
+    );
+    println!(
+        "   bare relay: {:>8.0} calls/s  p50 {}  p99 {}  {}",
+        r.throughput,
+        ms(r.p50),
+        ms(r.p99),
+        cpu(&r)
+    );
+    println!(
+        "   toolgate:   {:>8.0} calls/s  p50 {}  p99 {}  {}",
+        g.throughput,
+        ms(g.p50),
+        ms(g.p99),
+        cpu(&g)
+    );
     let ratio = g.throughput / d.throughput;
-    println!("   bare relay / direct {:.2}×; toolgate / bare relay {:.2}×", r.throughput / d.throughput, g.throughput / r.throughput);
+    println!(
+        "   bare relay / direct {:.2}×; toolgate / bare relay {:.2}×",
+        r.throughput / d.throughput,
+        g.throughput / r.throughput
+    );
     println!("   throughput ratio {ratio:.2}× (target ≥ 0.60×) {}", met(ratio >= 0.6));
 
-    let [d, r, g]: [Figures; 3] = fixed_rate(&[&direct, &bare, &via]).await.try_into().ok().expect("three legs");
+    let [d, r, g]: [Figures; 3] =
+        fixed_rate(&[&direct, &bare, &via]).await.try_into().ok().expect("three legs");
     let added = g.p99.saturating_sub(d.p99);
     println!("\n2. fixed rate {RATE} calls/s, {SECONDS} s each, in interleaved slices");
-    println!("   direct:     p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(d.p50), ms(d.p99), d.throughput);
-    println!("   bare relay: p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(r.p50), ms(r.p99), r.throughput);
-    println!("   toolgate:   p50 {}  p99 {}  ({:.0} calls/s achieved)", ms(g.p50), ms(g.p99), g.throughput);
+    println!(
+        "   direct:     p50 {}  p99 {}  ({:.0} calls/s achieved)",
+        ms(d.p50),
+        ms(d.p99),
+        d.throughput
+    );
+    println!(
+        "   bare relay: p50 {}  p99 {}  ({:.0} calls/s achieved)",
+        ms(r.p50),
+        ms(r.p99),
+        r.throughput
+    );
+    println!(
+        "   toolgate:   p50 {}  p99 {}  ({:.0} calls/s achieved)",
+        ms(g.p50),
+        ms(g.p99),
+        g.throughput
+    );
     println!("   bare relay adds p99 {}", ms(r.p99.saturating_sub(d.p99)));
-    println!("   added p99 {} (target ≤ 0.300 ms) {}", ms(added), met(added <= Duration::from_micros(300)));
+    println!(
+        "   added p99 {} (target ≤ 0.300 ms) {}",
+        ms(added),
+        met(added <= Duration::from_micros(300))
+    );
 
     let catalog = gw.catalogs.current();
     let tool = catalog.tools.get("tickets__get_ticket").unwrap().clone();
     let args = json!({"ticket_id": "SR-20031"});
     let caller = gw.callers.stdio().expect("the bench opens an anonymous caller");
     // The same step with the demo's Cedar policy set (four rules) evaluated.
-    let demo = toolgate_core::policy::PolicyEngine::load(include_str!("../../toolgate-demo/demo/policy.cedar"), include_str!("../../toolgate-demo/demo/policy.cedarschema")).expect("the demo policy validates");
-    let facts = toolgate_core::policy::ToolFacts { exposed_name: &tool.exposed_name, server: &tool.server, name: &tool.tool.name, class: tool.view.effective_class.as_str(), labels: &tool.labels };
+    let demo = toolgate_core::policy::PolicyEngine::load(
+        include_str!("../../toolgate-demo/demo/policy.cedar"),
+        include_str!("../../toolgate-demo/demo/policy.cedarschema"),
+    )
+    .expect("the demo policy validates");
+    let facts = toolgate_core::policy::ToolFacts {
+        exposed_name: &tool.exposed_name,
+        server: &tool.server,
+        name: &tool.tool.name,
+        class: tool.view.effective_class.as_str(),
+        labels: &tool.labels,
+    };
     println!("\n3. validate + decide, 100,000 iterations each");
     for with_policy in [false, true] {
         let mut lat = Vec::with_capacity(100_000);
@@ -252,9 +320,20 @@ async fn main() {
             let t = Instant::now();
             let proposal = validate::validate(&tool, &args).ok().expect("valid");
             let decision = if with_policy {
-                toolgate_core::decision::decide(&tool.view, &demo.evaluate(&caller, &facts, &proposal.arguments, "none"))
+                toolgate_core::decision::decide(
+                    &tool.view,
+                    &demo.evaluate(&caller, &facts, &proposal.arguments, "none"),
+                )
             } else {
-                decide::decide(&gw.policy(), &gw.guards, &caller, &tool, &proposal, None, &decide::Situation::default())
+                decide::decide(
+                    &gw.policy(),
+                    &gw.guards,
+                    &caller,
+                    &tool,
+                    &proposal,
+                    None,
+                    &decide::Situation::default(),
+                )
             };
             std::hint::black_box((proposal, decision));
             lat.push(t.elapsed());
@@ -263,7 +342,11 @@ async fn main() {
         let p50 = percentile(&lat, 0.5);
         println!(
             "   {}: p50 {:.2} µs  p99 {:.2} µs (target p50 ≤ 20 µs) {}",
-            if with_policy { "registry + Cedar (demo policy)" } else { "registry only (no [policy])" },
+            if with_policy {
+                "registry + Cedar (demo policy)"
+            } else {
+                "registry only (no [policy])"
+            },
             p50.as_secs_f64() * 1e6,
             percentile(&lat, 0.99).as_secs_f64() * 1e6,
             met(p50 <= Duration::from_micros(20))
@@ -278,7 +361,9 @@ async fn relay(upstream: String, cancel: CancellationToken) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let app = common::relay::router(&upstream);
-    tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned()).await });
+    tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned()).await
+    });
     url
 }
 

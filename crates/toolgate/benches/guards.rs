@@ -45,8 +45,16 @@ async fn main() {
     let cancel = CancellationToken::new();
     let dir = tempfile::tempdir().unwrap();
     let upstream = common::tickets(dir.path(), &cancel).await;
-    std::fs::write(dir.path().join("policy.cedar"), include_str!("../../toolgate-demo/demo/policy.cedar")).unwrap();
-    std::fs::write(dir.path().join("policy.cedarschema"), include_str!("../../toolgate-demo/demo/policy.cedarschema")).unwrap();
+    std::fs::write(
+        dir.path().join("policy.cedar"),
+        include_str!("../../toolgate-demo/demo/policy.cedar"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("policy.cedarschema"),
+        include_str!("../../toolgate-demo/demo/policy.cedarschema"),
+    )
+    .unwrap();
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,
@@ -60,32 +68,68 @@ async fn main() {
     .unwrap();
     let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Inspect).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
-    let tool = gw.catalogs.current().tools.get("tickets__post_ticket_update").expect("the tool is listed").clone();
+    let tool = gw
+        .catalogs
+        .current()
+        .tools
+        .get("tickets__post_ticket_update")
+        .expect("the tool is listed")
+        .clone();
     assert!(decide::egress_tool(&tool), "the registry labels it egress");
-    let caller = toolgate_core::Caller { name: "agent".into(), subject: "field-agent".into(), tenant: "atlas".into(), roles: vec!["agent".into()] };
+    let caller = toolgate_core::Caller {
+        name: "agent".into(),
+        subject: "field-agent".into(),
+        tenant: "atlas".into(),
+        roles: vec!["agent".into()],
+    };
     let args = four_kib();
     let size = serde_json::to_string(&args).unwrap().len();
     let proposal = Proposal::new("tickets", "post_ticket_update", args);
-    let leg = |leg, tool: &str| LegCall { leg, tool: tool.into(), proposal_sha256: "ab".repeat(32), at_ms: 1_796_000_000_000 };
-    let run = Situation { run: "bench".into(), legs: vec![leg(Leg::PrivateData, "tickets__get_ticket"), leg(Leg::UntrustedContent, "manuals__search_manual")], over: None };
+    let leg = |leg, tool: &str| LegCall {
+        leg,
+        tool: tool.into(),
+        proposal_sha256: "ab".repeat(32),
+        at_ms: 1_796_000_000_000,
+    };
+    let run = Situation {
+        run: "bench".into(),
+        legs: vec![
+            leg(Leg::PrivateData, "tickets__get_ticket"),
+            leg(Leg::UntrustedContent, "manuals__search_manual"),
+        ],
+        over: None,
+    };
     let (none, quiet) = (Guards::none(), Situation::default());
-    println!("toolgate guards benchmark — decide on a {size}-byte argument object bound for an egress tool");
+    println!(
+        "toolgate guards benchmark — decide on a {size}-byte argument object bound for an egress tool"
+    );
     let registry_only = toolgate_core::policy::PolicyEngine::empty();
-    for (name, policy) in [("registry only (no [policy])", &registry_only), ("registry + Cedar (the demo policy)", &*gw.policy())] {
+    for (name, policy) in [
+        ("registry only (no [policy])", &registry_only),
+        ("registry + Cedar (the demo policy)", &*gw.policy()),
+    ] {
         // Both decide as they would in the path: the guards hold the call.
         let guarded = decide::decide(policy, &gw.guards, &caller, &tool, &proposal, None, &run);
         let bare = decide::decide(policy, &none, &caller, &tool, &proposal, None, &quiet);
-        println!("\n{name}: all guards → {:?} ({:?}); no guards → {:?} ({:?})", guarded.verdict, guarded.reason, bare.verdict, bare.reason);
-        let (mut with, mut without) = (Vec::with_capacity(ROUNDS * PER_ROUND), Vec::with_capacity(ROUNDS * PER_ROUND));
+        println!(
+            "\n{name}: all guards → {:?} ({:?}); no guards → {:?} ({:?})",
+            guarded.verdict, guarded.reason, bare.verdict, bare.reason
+        );
+        let (mut with, mut without) =
+            (Vec::with_capacity(ROUNDS * PER_ROUND), Vec::with_capacity(ROUNDS * PER_ROUND));
         for _ in 0..ROUNDS {
             for _ in 0..PER_ROUND {
                 let t = Instant::now();
-                std::hint::black_box(decide::decide(policy, &none, &caller, &tool, &proposal, None, &quiet));
+                std::hint::black_box(decide::decide(
+                    policy, &none, &caller, &tool, &proposal, None, &quiet,
+                ));
                 without.push(t.elapsed());
             }
             for _ in 0..PER_ROUND {
                 let t = Instant::now();
-                std::hint::black_box(decide::decide(policy, &gw.guards, &caller, &tool, &proposal, None, &run));
+                std::hint::black_box(decide::decide(
+                    policy, &gw.guards, &caller, &tool, &proposal, None, &run,
+                ));
                 with.push(t.elapsed());
             }
         }
@@ -113,7 +157,11 @@ async fn main() {
         spend.push(t.elapsed());
     }
     spend.sort();
-    println!("\nthe caller's rate, spent once per call (governor, keyed by caller): p50 {}  p99 {}", us(percentile(&spend, 0.5)), us(percentile(&spend, 0.99)));
+    println!(
+        "\nthe caller's rate, spent once per call (governor, keyed by caller): p50 {}  p99 {}",
+        us(percentile(&spend, 0.5)),
+        us(percentile(&spend, 0.99))
+    );
     gw.stop();
     cancel.cancel();
 }

@@ -6,9 +6,9 @@
 use anyhow::{Context as _, bail};
 use serde_json::json;
 use toolgate_core::approval::{Approval, ApprovalState};
-use toolgate_gateway::config::{APPROVER_ROLE, Config};
 use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock};
+use toolgate_gateway::config::{APPROVER_ROLE, Config};
 use toolgate_ledger::Ledger;
 
 #[derive(clap::Subcommand)]
@@ -61,7 +61,9 @@ pub struct Decide {
 }
 
 /// The config and the ledger it names (the gateway's own, shared while it runs).
-pub async fn open(config: &std::path::Path) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
+pub async fn open(
+    config: &std::path::Path,
+) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
     let ledger = toolgate_gateway::gateway::open_ledger(&config).await?;
     Ok((config, ledger))
@@ -73,28 +75,54 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             let (config, store) = open(&config).await?;
             let state = match state.as_deref() {
                 None => None,
-                Some(s) => Some(ApprovalState::parse(s).with_context(|| format!("unknown state `{s}`; use pending, approved, denied, expired or consumed"))?),
+                Some(s) => Some(ApprovalState::parse(s).with_context(|| {
+                    format!(
+                        "unknown state `{s}`; use pending, approved, denied, expired or consumed"
+                    )
+                })?),
             };
             let all = store.approvals(None, state, SystemClock.now_ms()).await?;
             if json {
                 crate::print_json(&json!({"approvals": all}))?;
             } else if all.is_empty() {
-                println!("no approvals{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
+                println!(
+                    "no approvals{}",
+                    state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default()
+                );
             } else {
                 // The exposed name a client calls (`SERVER__TOOL`), as every listing names a tool.
-                let tools: Vec<String> = all.iter().map(|a| exposed_name(&config, &a.binding.server, &a.binding.tool)).collect();
+                let tools: Vec<String> = all
+                    .iter()
+                    .map(|a| exposed_name(&config, &a.binding.server, &a.binding.tool))
+                    .collect();
                 let width = crate::tools::name_width("tool", tools.iter().map(String::as_str));
-                println!("{:<37} {:<9} {:<10} {} reason", "id", "state", "caller", crate::tools::pad("tool", width));
+                println!(
+                    "{:<37} {:<9} {:<10} {} reason",
+                    "id",
+                    "state",
+                    "caller",
+                    crate::tools::pad("tool", width)
+                );
                 for (a, tool) in all.iter().zip(&tools) {
                     // Names and reasons came from agents and upstreams: escaped.
-                    println!("{:<37} {:<9} {:<10} {} {}", visible(&a.id), a.state_at(SystemClock.now_ms()).as_str(), visible(&a.binding.caller), crate::tools::pad(&crate::tools::fit(tool, width), width), visible(&why(a)));
+                    println!(
+                        "{:<37} {:<9} {:<10} {} {}",
+                        visible(&a.id),
+                        a.state_at(SystemClock.now_ms()).as_str(),
+                        visible(&a.binding.caller),
+                        crate::tools::pad(&crate::tools::fit(tool, width), width),
+                        visible(&why(a))
+                    );
                 }
             }
             Ok(())
         }
         Action::Show(One { config, id, json }) => {
             let (config, store) = open(&config).await?;
-            let approval = store.approval(&id).await?.ok_or_else(|| toolgate_ledger::LedgerError::NotFound(id.clone()))?;
+            let approval = store
+                .approval(&id)
+                .await?
+                .ok_or_else(|| toolgate_ledger::LedgerError::NotFound(id.clone()))?;
             print(&config, &approval, json)
         }
         Action::Approve(d) => decide(d, true).await,
@@ -105,7 +133,9 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
 /// `--as NAME` must be a configured approver, and `--reason` must say why.
 pub fn check_approver(config: &Config, name: &str, reason: &str) -> anyhow::Result<()> {
     let Some(approver) = config.callers.get(name) else {
-        bail!("`{name}` is not a [callers] entry; approvers are configured callers with the `{APPROVER_ROLE}` role");
+        bail!(
+            "`{name}` is not a [callers] entry; approvers are configured callers with the `{APPROVER_ROLE}` role"
+        );
     };
     if !approver.roles.iter().any(|r| r == APPROVER_ROLE) {
         bail!("`{name}` does not have the `{APPROVER_ROLE}` role and cannot decide");
@@ -121,8 +151,10 @@ async fn decide(d: Decide, approve: bool) -> anyhow::Result<()> {
     check_approver(&config, &d.approver, &d.reason)?;
     let approver = &config.callers[&d.approver];
     let subject = approver.subject_of(&d.approver);
-    let decider = toolgate_ledger::Decider { name: &d.approver, subject: &subject, tenant: &approver.tenant };
-    let decided = store.decide_approval(&d.id, approve, decider, &d.reason, SystemClock.now_ms()).await?;
+    let decider =
+        toolgate_ledger::Decider { name: &d.approver, subject: &subject, tenant: &approver.tenant };
+    let decided =
+        store.decide_approval(&d.id, approve, decider, &d.reason, SystemClock.now_ms()).await?;
     print(&config, &decided, d.json)
 }
 
@@ -145,7 +177,9 @@ fn rule_text(rule: &str) -> String {
     match rule {
         "registry" => "registry (the registry's class)".into(),
         "annotations" => "annotations (its trusted server's annotations)".into(),
-        "untrusted_server" => "untrusted_server (an untrusted server's tool the registry does not name)".into(),
+        "untrusted_server" => {
+            "untrusted_server (an untrusted server's tool the registry does not name)".into()
+        }
         other => format!("{other} (policy rule)"),
     }
 }
@@ -163,13 +197,21 @@ fn print(config: &Config, a: &Approval, json: bool) -> anyhow::Result<()> {
     let v = |s: &str| visible(s).into_owned();
     println!("approval   {}", v(&a.id));
     println!("state      {}", a.state.as_str());
-    println!("call       {} by {} (tenant {})", v(&exposed_name(config, &a.binding.server, &a.binding.tool)), v(&a.binding.caller), v(&a.binding.tenant));
+    println!(
+        "call       {} by {} (tenant {})",
+        v(&exposed_name(config, &a.binding.server, &a.binding.tool)),
+        v(&a.binding.caller),
+        v(&a.binding.tenant)
+    );
     println!("arguments  {}", v(&a.arguments.to_string()));
     println!("proposal   {}", v(&a.binding.proposal_sha256));
     println!("policy     {}", v(&a.binding.policy_version));
     println!("reason     {}", v(&why(a)));
     if !a.rules.is_empty() {
-        println!("rules      {}", v(&a.rules.iter().map(|r| rule_text(r)).collect::<Vec<_>>().join(", ")));
+        println!(
+            "rules      {}",
+            v(&a.rules.iter().map(|r| rule_text(r)).collect::<Vec<_>>().join(", "))
+        );
     }
     if let (Some(by), Some(why)) = (&a.decided_by, &a.decision_reason) {
         println!("decided    by {}: {}", v(by), v(why));

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use toolgate_core::visible::visible;
+use toolgate_gateway::catalog::{Catalog, ExposedTool};
 use toolgate_gateway::config::{Config, IdentityMode};
 use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
-use toolgate_gateway::catalog::{Catalog, ExposedTool};
 use toolgate_gateway::listed::{self, Listing, Why};
 use toolgate_gateway::upstream::{Kind, Listing as Listed};
 use toolgate_ledger::RunKey;
@@ -52,16 +52,32 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     let mut report = Report { faults: 0 };
     let config = match Config::load(path) {
         Ok(c) => {
-            report.ok("config", &format!("{} ({} servers, {} callers)", path.display(), c.servers.len(), c.callers.len()));
+            report.ok(
+                "config",
+                &format!(
+                    "{} ({} servers, {} callers)",
+                    path.display(),
+                    c.servers.len(),
+                    c.callers.len()
+                ),
+            );
             c
         }
         Err(e) => {
-            report.fail("config", &format!("{e:#}"), "correct the file; docs/CONFIG.md lists every setting");
+            report.fail(
+                "config",
+                &format!("{e:#}"),
+                "correct the file; docs/CONFIG.md lists every setting",
+            );
             anyhow::bail!("1 fault; nothing else can be checked without a config");
         }
     };
     if config.callers.is_empty() && config.oauth.is_none() {
-        report.fail("callers", "no [callers]: every request would be refused with 401", "add a caller with token_env or token_file (or one with anonymous = true)");
+        report.fail(
+            "callers",
+            "no [callers]: every request would be refused with 401",
+            "add a caller with token_env or token_file (or one with anonymous = true)",
+        );
     }
     match (&config.policy, load_policy(&config)) {
         (None, _) => report.ok("policy", "none configured: the registry decides every call"),
@@ -83,7 +99,11 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     let gw = match Gateway::start(config.clone(), Mode::Inspect).await {
         Ok(gw) => gw,
         Err(e) => {
-            report.fail("start", &format!("{e:#}"), "the gateway cannot start: fix what the line says, then run doctor again");
+            report.fail(
+                "start",
+                &format!("{e:#}"),
+                "the gateway cannot start: fix what the line says, then run doctor again",
+            );
             anyhow::bail!("{} fault(s)", report.faults);
         }
     };
@@ -96,9 +116,23 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     notices(&gw, &config, &mut report).await;
     if let (Some(oauth), Some(o)) = (&gw.oauth, &config.oauth) {
         match oauth.published_keys().await {
-            Ok(0) => report.fail("oauth", &format!("{} publishes no signing key this gateway can use", o.issuer), "publish an RS/PS/ES/EdDSA signing key in the issuer's JWKS"),
-            Ok(n) => report.ok("oauth", &format!("{} publishes {n} signing key(s); tokens must name {}", o.issuer, o.resource)),
-            Err(e) => report.fail("oauth", &e.to_string(), "check [oauth] issuer (or jwks_uri) and that the authorization server answers"),
+            Ok(0) => report.fail(
+                "oauth",
+                &format!("{} publishes no signing key this gateway can use", o.issuer),
+                "publish an RS/PS/ES/EdDSA signing key in the issuer's JWKS",
+            ),
+            Ok(n) => report.ok(
+                "oauth",
+                &format!(
+                    "{} publishes {n} signing key(s); tokens must name {}",
+                    o.issuer, o.resource
+                ),
+            ),
+            Err(e) => report.fail(
+                "oauth",
+                &e.to_string(),
+                "check [oauth] issuer (or jwks_uri) and that the authorization server answers",
+            ),
         }
     }
     settle(&gw).await;
@@ -108,8 +142,13 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         match upstream.listing() {
             Some(listing) => given(&catalog, &upstream.name, &listing, path, &mut report),
             None => {
-                let why = upstream.down_reason().unwrap_or_else(|| format!("not connected within {} s", UPSTREAM_WITHIN.as_secs()));
-                let fix = if upstream.sandbox().is_some_and(|s| matches!(s, toolgate_gateway::sandbox::Sandbox::Boxed(_))) {
+                let why = upstream.down_reason().unwrap_or_else(|| {
+                    format!("not connected within {} s", UPSTREAM_WITHIN.as_secs())
+                });
+                let fix = if upstream
+                    .sandbox()
+                    .is_some_and(|s| matches!(s, toolgate_gateway::sandbox::Sandbox::Boxed(_)))
+                {
                     "its last stderr lines above say why; a server in a box reaches only what [servers.NAME.sandbox] grants (read, write, network: docs/SANDBOX.md), so grant what it needs, or correct its command"
                 } else {
                     "start the server, or correct its url/command in [servers]; `toolgate tools` lists what is reachable"
@@ -122,7 +161,11 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         connections(&gw, &config, &upstream.name, &report).await;
     }
     for (name, why) in &catalog.ambiguous {
-        report.fail(&format!("tool {name}"), why, "rename it upstream, or set namespace = true for its server");
+        report.fail(
+            &format!("tool {name}"),
+            why,
+            "rename it upstream, or set namespace = true for its server",
+        );
     }
     gw.stop();
     if report.faults > 0 {
@@ -139,12 +182,19 @@ fn identity(gw: &Gateway, config: &Config, server: &str, listed: bool, report: &
     let Some(s) = config.servers.get(server) else { return };
     let what = format!("identity {server}");
     let audience = toolgate_gateway::identity::audience(server, s);
-    let jwks = format!("keys at /.well-known/jwks.json, kid {}", gw.identities.jwks()["keys"][0]["kid"].as_str().unwrap_or("?"));
+    let jwks = format!(
+        "keys at /.well-known/jwks.json, kid {}",
+        gw.identities.jwks()["keys"][0]["kid"].as_str().unwrap_or("?")
+    );
     let own = if listed { "; the gateway's own credential read its contract" } else { "" };
     match s.identity.mode {
         IdentityMode::Shared => {}
         IdentityMode::Assertion => {
-            let carried = if s.url.is_some() { format!("in the header {}", s.identity.header()) } else { "in the request's _meta".to_string() };
+            let carried = if s.url.is_some() {
+                format!("in the header {}", s.identity.header())
+            } else {
+                "in the request's _meta".to_string()
+            };
             report.ok(&what, &format!("each call carries the gateway's assertion for its person ({carried}, aud {audience}, iss {}); {jwks}{own}", config.issuer()));
         }
         IdentityMode::Exchange => {
@@ -162,7 +212,9 @@ fn identity(gw: &Gateway, config: &Config, server: &str, listed: bool, report: &
 /// grants that are failing (they do not open here, or ended with nothing to
 /// refresh them) or end within ten minutes with nothing to refresh them.
 async fn connections(gw: &Gateway, config: &Config, server: &str, report: &Report) {
-    let (Some(s), Some(grants)) = (config.servers.get(server), gw.identities.connections()) else { return };
+    let (Some(s), Some(grants)) = (config.servers.get(server), gw.identities.connections()) else {
+        return;
+    };
     if s.identity.mode != IdentityMode::Oauth {
         return;
     }
@@ -173,22 +225,39 @@ async fn connections(gw: &Gateway, config: &Config, server: &str, report: &Repor
     };
     let now = gw.clock.now_ms();
     let own = toolgate_gateway::identity::gateway_caller(config);
-    let (mine, people): (Vec<_>, Vec<_>) = rows.iter().partition(|c| c.tenant == own.tenant && c.subject == own.subject);
+    let (mine, people): (Vec<_>, Vec<_>) =
+        rows.iter().partition(|c| c.tenant == own.tenant && c.subject == own.subject);
     if mine.is_empty() {
         report.warn(&what, &format!("the gateway has no account of its own there, so the server's tools are not listed: an admin connects one at {}/console/connections", config.public_url()));
     }
     let mut failing = Vec::new();
     for c in mine.iter().chain(people.iter()) {
-        let who = if c.tenant == own.tenant && c.subject == own.subject { "the gateway's own".to_string() } else { format!("{} ({})", visible(&c.subject), visible(&c.tenant)) };
+        let who = if c.tenant == own.tenant && c.subject == own.subject {
+            "the gateway's own".to_string()
+        } else {
+            format!("{} ({})", visible(&c.subject), visible(&c.tenant))
+        };
         match grants.refreshable(config, c, gw.entropy.as_ref()) {
             Err(why) => failing.push(format!("{who}: {why}")),
-            Ok(false) if c.expires_ms <= now => failing.push(format!("{who}: its token ended and it has no refresh token (they connect again)")),
-            Ok(false) if c.expires_ms - now < 600_000 => failing.push(format!("{who}: its token ends in {} s with no refresh token (they connect again then)", (c.expires_ms - now) / 1000)),
+            Ok(false) if c.expires_ms <= now => failing.push(format!(
+                "{who}: its token ended and it has no refresh token (they connect again)"
+            )),
+            Ok(false) if c.expires_ms - now < 600_000 => failing.push(format!(
+                "{who}: its token ends in {} s with no refresh token (they connect again then)",
+                (c.expires_ms - now) / 1000
+            )),
             Ok(_) => {}
         }
     }
     if failing.is_empty() {
-        report.ok(&what, &format!("{} {} connected; none failing or about to end", people.len(), if people.len() == 1 { "person" } else { "people" }));
+        report.ok(
+            &what,
+            &format!(
+                "{} {} connected; none failing or about to end",
+                people.len(),
+                if people.len() == 1 { "person" } else { "people" }
+            ),
+        );
     } else {
         report.warn(&what, &format!("{} of {} failing or about to end", failing.len(), rows.len()));
         for f in failing {
@@ -198,11 +267,21 @@ async fn connections(gw: &Gateway, config: &Config, server: &str, report: &Repor
 }
 
 /// The four lists a client reads, in the order doctor counts them.
-const KINDS: [(Kind, &str, &str); 4] = [(Kind::Tool, "tool", "tools"), (Kind::Prompt, "prompt", "prompts"), (Kind::Resource, "resource", "resources"), (Kind::Template, "template", "templates")];
+const KINDS: [(Kind, &str, &str); 4] = [
+    (Kind::Tool, "tool", "tools"),
+    (Kind::Prompt, "prompt", "prompts"),
+    (Kind::Resource, "resource", "resources"),
+    (Kind::Template, "template", "templates"),
+];
 
 /// `N tools, M prompts` for the counts given (none: `-`), each noun in its number.
 fn counted(counts: &[usize; 4]) -> String {
-    let parts: Vec<String> = KINDS.iter().zip(counts).filter(|(_, n)| **n > 0).map(|((_, one, many), n)| format!("{n} {}", if *n == 1 { one } else { many })).collect();
+    let parts: Vec<String> = KINDS
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|((_, one, many), n)| format!("{n} {}", if *n == 1 { one } else { many }))
+        .collect();
     if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }
 
@@ -210,16 +289,25 @@ fn counted(counts: &[usize; 4]) -> String {
 /// is given of what it offers — the counts its `tools/list`, `prompts/list`,
 /// `resources/list` and `resources/templates/list` return — and, for what
 /// is not listed, why and what would list it (`toolgate_gateway::listed`).
-fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, report: &mut Report) {
+fn given(
+    catalog: &Catalog,
+    server: &str,
+    listing: &Listed,
+    config_path: &Path,
+    report: &mut Report,
+) {
     let what = format!("upstream {server}");
-    let items: Vec<&ExposedTool> = catalog.all().filter(|t| t.server == server).map(|t| t.as_ref()).collect();
+    let items: Vec<&ExposedTool> =
+        catalog.all().filter(|t| t.server == server).map(|t| t.as_ref()).collect();
     let mut shown = Vec::new();
     let mut once_served = 0;
     // Why not, by reason: how many of each kind, and the items.
-    let mut hidden: std::collections::BTreeMap<&'static str, (Why, [usize; 4], Vec<&ExposedTool>)> = Default::default();
+    let mut hidden: std::collections::BTreeMap<&'static str, (Why, [usize; 4], Vec<&ExposedTool>)> =
+        Default::default();
     for (i, (kind, _, many)) in KINDS.iter().enumerate() {
         let offered = listing.of(*kind).len();
-        let of_kind: Vec<&ExposedTool> = items.iter().copied().filter(|t| t.kind == *kind).collect();
+        let of_kind: Vec<&ExposedTool> =
+            items.iter().copied().filter(|t| t.kind == *kind).collect();
         let mut given = 0;
         for t in of_kind.iter().copied() {
             match listed::listing(t, Mode::Inspect) {
@@ -229,7 +317,8 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
                     once_served += 1;
                 }
                 Listing::NotListed(why) => {
-                    let entry = hidden.entry(why.code()).or_insert_with(|| (why, [0; 4], Vec::new()));
+                    let entry =
+                        hidden.entry(why.code()).or_insert_with(|| (why, [0; 4], Vec::new()));
                     entry.1[i] += 1;
                     entry.2.push(t);
                 }
@@ -239,12 +328,26 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
         // is not unambiguous, or a template that does not parse.
         let dropped = offered.saturating_sub(of_kind.len());
         if dropped > 0 {
-            hidden.entry(Why::Ambiguous.code()).or_insert_with(|| (Why::Ambiguous, [0; 4], Vec::new())).1[i] += dropped;
+            hidden
+                .entry(Why::Ambiguous.code())
+                .or_insert_with(|| (Why::Ambiguous, [0; 4], Vec::new()))
+                .1[i] += dropped;
         }
         shown.push(format!("{given} of {offered} {many}"));
     }
-    let pinned = if once_served > 0 { format!("; {once_served} not pinned yet, listed once served (a serving gateway pins what it first sees)") } else { String::new() };
-    let detail = format!("protocol {} ({:?}); a client is given {}{pinned}", listing.protocol_version, listing.era, shown.join(", "));
+    let pinned = if once_served > 0 {
+        format!(
+            "; {once_served} not pinned yet, listed once served (a serving gateway pins what it first sees)"
+        )
+    } else {
+        String::new()
+    };
+    let detail = format!(
+        "protocol {} ({:?}); a client is given {}{pinned}",
+        listing.protocol_version,
+        listing.era,
+        shown.join(", ")
+    );
     // Hidden by the registry's silence is a surprise worth a line; hidden
     // by its word is what the operator chose.
     if hidden.values().any(|(why, _, _)| why.registry_would_list()) {
@@ -254,7 +357,8 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
     }
     let config = config_path.display();
     // The notes under that line first, then the faults, each with its fix.
-    let (faults, notes): (Vec<_>, Vec<_>) = hidden.values().partition(|(why, _, _)| *why == Why::ContractChanged);
+    let (faults, notes): (Vec<_>, Vec<_>) =
+        hidden.values().partition(|(why, _, _)| *why == Why::ContractChanged);
     for (why, counts, items) in notes.into_iter().chain(faults) {
         match why {
             Why::UntrustedUnregistered | Why::AnnotationsImplyProhibited => {
@@ -265,7 +369,10 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
                     }
                 }
             }
-            Why::Prohibited => report.more(&format!("not listed: {}: the registry classes them prohibited", counted(counts))),
+            Why::Prohibited => report.more(&format!(
+                "not listed: {}: the registry classes them prohibited",
+                counted(counts)
+            )),
             Why::ContractChanged => {
                 let names: Vec<String> = items.iter().map(|t| t.pin_name().into_owned()).collect();
                 report.fail(
@@ -274,7 +381,9 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
                     &format!("review each change and accept it: `toolgate tools --config {config} --accept {}`", names.first().map_or("NAME", String::as_str)),
                 );
             }
-            Why::NotPinned | Why::Ambiguous => report.more(&format!("not listed: {}: {}", counted(counts), why.short())),
+            Why::NotPinned | Why::Ambiguous => {
+                report.more(&format!("not listed: {}: {}", counted(counts), why.short()))
+            }
         }
     }
 }
@@ -283,7 +392,13 @@ fn given(catalog: &Catalog, server: &str, listing: &Listed, config_path: &Path, 
 /// (a refused connection need not be waited out), at most `UPSTREAM_WITHIN`.
 async fn settle(gw: &Gateway) {
     let deadline = tokio::time::Instant::now() + UPSTREAM_WITHIN;
-    while tokio::time::Instant::now() < deadline && gw.catalogs.upstreams().iter().any(|u| u.listing().is_none() && u.down_reason().is_none()) {
+    while tokio::time::Instant::now() < deadline
+        && gw
+            .catalogs
+            .upstreams()
+            .iter()
+            .any(|u| u.listing().is_none() && u.down_reason().is_none())
+    {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -295,17 +410,42 @@ fn keys(config: &Config, had_keys: bool, report: &mut Report) {
         Ok(Some(history)) => {
             let dir = state.join("keys");
             let loose: Vec<String> = std::fs::read_dir(&dir)
-                .map(|entries| entries.flatten().filter(|e| mode(&e.path()) & 0o077 != 0).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter(|e| mode(&e.path()) & 0o077 != 0)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
                 .unwrap_or_default();
             if loose.is_empty() {
                 let created = if had_keys { "" } else { "; created by this first start" };
-                report.ok("keys", &format!("receipt key {} ({} retired), owner-only{created}", history.current.kid, history.retired.len()));
+                report.ok(
+                    "keys",
+                    &format!(
+                        "receipt key {} ({} retired), owner-only{created}",
+                        history.current.kid,
+                        history.retired.len()
+                    ),
+                );
             } else {
-                report.fail("keys", &format!("readable by others: {}", loose.join(", ")), &format!("chmod 600 {}/*", dir.display()));
+                report.fail(
+                    "keys",
+                    &format!("readable by others: {}", loose.join(", ")),
+                    &format!("chmod 600 {}/*", dir.display()),
+                );
             }
         }
-        Ok(None) => report.fail("keys", &format!("no key history in {} after the start", state.join("keys").display()), "check the state directory is writable by this user"),
-        Err(e) => report.fail("keys", &format!("{e:#}"), "restore keys.json from a backup; a broken history cannot sign"),
+        Ok(None) => report.fail(
+            "keys",
+            &format!("no key history in {} after the start", state.join("keys").display()),
+            "check the state directory is writable by this user",
+        ),
+        Err(e) => report.fail(
+            "keys",
+            &format!("{e:#}"),
+            "restore keys.json from a backup; a broken history cannot sign",
+        ),
     }
 }
 
@@ -334,10 +474,17 @@ fn owner_only(config: &Config, report: &mut Report) {
         }
     }
     if loose.is_empty() {
-        report.ok("state", &format!("{} and everything toolgate wrote in it are owner-only", state.display()));
+        report.ok(
+            "state",
+            &format!("{} and everything toolgate wrote in it are owner-only", state.display()),
+        );
     } else {
         loose.truncate(10);
-        report.fail("state", &format!("readable by others: {}", loose.join(", ")), &format!("chmod -R go-rwx {}", state.display()));
+        report.fail(
+            "state",
+            &format!("readable by others: {}", loose.join(", ")),
+            &format!("chmod -R go-rwx {}", state.display()),
+        );
     }
 }
 
@@ -351,16 +498,36 @@ fn mode(path: &Path) -> u32 {
 /// ran out) is a fault — nobody was told of that approval.
 async fn notices(gw: &Gateway, config: &Config, report: &mut Report) {
     use toolgate_ledger::NoticeState;
-    let (dead, pending) = match (gw.ledger.notices(None, Some(NoticeState::Dead), 5).await, gw.ledger.count_notices(NoticeState::Pending).await) {
+    let (dead, pending) = match (
+        gw.ledger.notices(None, Some(NoticeState::Dead), 5).await,
+        gw.ledger.count_notices(NoticeState::Pending).await,
+    ) {
         (Ok(dead), Ok(pending)) => (dead, pending),
-        (Err(e), _) | (_, Err(e)) => return report.fail("notices", &e.to_string(), "check the database is up"),
+        (Err(e), _) | (_, Err(e)) => {
+            return report.fail("notices", &e.to_string(), "check the database is up");
+        }
     };
     let hooks = config.approvals.notify.webhooks.len();
     if dead.is_empty() {
-        return report.ok("notices", &format!("{hooks} webhook(s); none dead, {pending} being tried"));
+        return report
+            .ok("notices", &format!("{hooks} webhook(s); none dead, {pending} being tried"));
     }
     let count = gw.ledger.count_notices(NoticeState::Dead).await.unwrap_or(dead.len() as u64);
-    let newest: Vec<String> = dead.iter().map(|n| format!("{} (approval {}, webhook {}, {})", n.id, n.approval_id, n.webhook, n.last_status.map_or_else(|| n.last_error.clone().unwrap_or_default(), |s| format!("HTTP {s}")))).collect();
+    let newest: Vec<String> = dead
+        .iter()
+        .map(|n| {
+            format!(
+                "{} (approval {}, webhook {}, {})",
+                n.id,
+                n.approval_id,
+                n.webhook,
+                n.last_status.map_or_else(
+                    || n.last_error.clone().unwrap_or_default(),
+                    |s| format!("HTTP {s}")
+                )
+            )
+        })
+        .collect();
     report.fail(
         "notices",
         &format!("{count} dead: their webhook's attempts ran out, so nobody was told of those approvals; newest: {}", newest.join("; ")),
@@ -371,13 +538,32 @@ async fn notices(gw: &Gateway, config: &Config, report: &mut Report) {
 /// The ledger: open and migrated (the start did both), and it takes a write
 /// — a run of the doctor's own, counted zero times, that expires at once.
 async fn ledger(gw: &Gateway, config: &Config, report: &mut Report) {
-    let key = RunKey { tenant: "toolgate-doctor".into(), subject: "toolgate-doctor".into(), run: "doctor".into() };
+    let key = RunKey {
+        tenant: "toolgate-doctor".into(),
+        subject: "toolgate-doctor".into(),
+        run: "doctor".into(),
+    };
     let now = gw.clock.now_ms();
-    let wrote = tokio::time::timeout(Duration::from_secs(5), gw.ledger.run(&key, false, now, 1)).await;
+    let wrote =
+        tokio::time::timeout(Duration::from_secs(5), gw.ledger.run(&key, false, now, 1)).await;
     let size = gw.ledger.log_size().await;
     match (wrote, size) {
-        (Ok(Ok(_)), Ok(size)) => report.ok("ledger", &format!("{} open, migrated, writable; the log holds {size} receipts", config.ledger_display())),
-        (Ok(Err(e)), _) | (_, Err(e)) => report.fail("ledger", &format!("{}: {e}", config.ledger_display()), "check the database is up and the file or role may write"),
-        (Err(_), _) => report.fail("ledger", &format!("{}: no answer within 5 s", config.ledger_display()), "check the database is up and reachable"),
+        (Ok(Ok(_)), Ok(size)) => report.ok(
+            "ledger",
+            &format!(
+                "{} open, migrated, writable; the log holds {size} receipts",
+                config.ledger_display()
+            ),
+        ),
+        (Ok(Err(e)), _) | (_, Err(e)) => report.fail(
+            "ledger",
+            &format!("{}: {e}", config.ledger_display()),
+            "check the database is up and the file or role may write",
+        ),
+        (Err(_), _) => report.fail(
+            "ledger",
+            &format!("{}: no answer within 5 s", config.ledger_display()),
+            "check the database is up and reachable",
+        ),
     }
 }

@@ -10,24 +10,39 @@ use crate::doctor::Report;
 /// What this host can build a box from, when any server would need one.
 pub(crate) fn host(gw: &Gateway, report: &mut Report) {
     let upstreams = gw.catalogs.upstreams();
-    let boxed: Vec<&str> = upstreams.iter().filter(|u| matches!(u.sandbox(), Some(Sandbox::Boxed(_)))).map(|u| u.name.as_str()).collect();
+    let boxed: Vec<&str> = upstreams
+        .iter()
+        .filter(|u| matches!(u.sandbox(), Some(Sandbox::Boxed(_))))
+        .map(|u| u.name.as_str())
+        .collect();
     if boxed.is_empty() {
         return;
     }
     let support = host::support();
     let layers = support.layers();
-    let off: Vec<&str> = layers.iter().filter(|(_, on)| !on).map(|(what, _)| what.as_str()).collect();
+    let off: Vec<&str> =
+        layers.iter().filter(|(_, on)| !on).map(|(what, _)| what.as_str()).collect();
     if !support.can_box() {
-        let left: Vec<&str> = layers.iter().filter(|(_, on)| *on).map(|(what, _)| what.as_str()).collect();
+        let left: Vec<&str> =
+            layers.iter().filter(|(_, on)| *on).map(|(what, _)| what.as_str()).collect();
         report.fail(
             "sandbox",
             &format!("this host cannot build a box: {}; what is left: {}", support.missing.join("; "), if left.is_empty() { "nothing".to_string() } else { left.join("; ") }),
             &format!("give the host what is missing, or write `sandbox = \"off\"` under each server to run it unboxed as toolgate's own user ({}); until then they are not started", boxed.join(", ")),
         );
     } else if off.is_empty() {
-        report.ok("sandbox", &format!("this host boxes stdio servers with every layer: {}", layers.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>().join("; ")));
+        report.ok(
+            "sandbox",
+            &format!(
+                "this host boxes stdio servers with every layer: {}",
+                layers.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>().join("; ")
+            ),
+        );
     } else {
-        report.warn("sandbox", &format!("this host boxes stdio servers, without: {}", off.join("; ")));
+        report.warn(
+            "sandbox",
+            &format!("this host boxes stdio servers, without: {}", off.join("; ")),
+        );
     }
 }
 

@@ -240,7 +240,18 @@ pub(crate) fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Res
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Audit(_) | Command::Approvals(_) | Command::Ops(_) | Command::Policy(_) | Command::Tools { .. } | Command::Receipts(_) | Command::Verify { .. } | Command::Log(_) | Command::Replay { .. }) {
+    if matches!(
+        cli.command,
+        Command::Audit(_)
+            | Command::Approvals(_)
+            | Command::Ops(_)
+            | Command::Policy(_)
+            | Command::Tools { .. }
+            | Command::Receipts(_)
+            | Command::Verify { .. }
+            | Command::Log(_)
+            | Command::Replay { .. }
+    ) {
         // Listing commands end quietly when their reader goes away
         // (`toolgate approvals list | head`), as other Unix tools do.
         // SAFETY: set once, before any thread starts.
@@ -258,24 +269,27 @@ fn main() -> std::process::ExitCode {
     // `serve` reads [telemetry] from its config (logs, OTLP export); the
     // other commands log text to stderr.
     let served = match &cli.command {
-        Command::Serve { config, mcp_json, .. } => match serve::load_config(config, mcp_json.as_deref()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("toolgate: {e:#}");
-                return std::process::ExitCode::FAILURE;
+        Command::Serve { config, mcp_json, .. } => {
+            match serve::load_config(config, mcp_json.as_deref()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!("toolgate: {e:#}");
+                    return std::process::ExitCode::FAILURE;
+                }
             }
-        },
+        }
         _ => None,
     };
     let settings = served.as_ref().map(|c| c.telemetry.clone()).unwrap_or_default();
     let tls = served.as_ref().map(|c| c.tls.clone()).unwrap_or_default();
-    let mut telemetry = match toolgate_gateway::telemetry::Telemetry::init(&settings, &tls, default_level) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("toolgate: telemetry: {e:#}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
+    let mut telemetry =
+        match toolgate_gateway::telemetry::Telemetry::init(&settings, &tls, default_level) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("toolgate: telemetry: {e:#}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -286,7 +300,9 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo { state, serve } => toolgate_demo::demo::run(state, serve).await,
-            Command::Serve { stdio, .. } => serve::run(served.expect("loaded above"), stdio, telemetry.take_scrape()).await,
+            Command::Serve { stdio, .. } => {
+                serve::run(served.expect("loaded above"), stdio, telemetry.take_scrape()).await
+            }
             Command::Tools { config, mcp_json, json, accept } => {
                 let config = serve::load_config(&config, mcp_json.as_deref())?;
                 tools::run(config, json, accept).await
@@ -294,52 +310,116 @@ fn main() -> std::process::ExitCode {
             Command::Audit(args) => audit::run(args).await,
             Command::Import(args) => toolgate_setup::import::run(args).await,
             Command::Init(args) => toolgate_setup::init::run(args).await,
-            Command::Config(ConfigAction::Check { file }) => match toolgate_setup::check::run(&file)? {
-                0 => Ok(()),
-                n => Err(anyhow::anyhow!("{n} problem{} in {}", if n == 1 { "" } else { "s" }, file.display())),
-            },
+            Command::Config(ConfigAction::Check { file }) => {
+                match toolgate_setup::check::run(&file)? {
+                    0 => Ok(()),
+                    n => Err(anyhow::anyhow!(
+                        "{n} problem{} in {}",
+                        if n == 1 { "" } else { "s" },
+                        file.display()
+                    )),
+                }
+            }
             Command::Config(ConfigAction::Schema) => {
                 crate::print_json(&schemars::schema_for!(toolgate_gateway::config::Config))?;
                 Ok(())
             }
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
-            Command::Preview { config, tool, arguments, as_caller, run, json } => preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await,
+            Command::Preview { config, tool, arguments, as_caller, run, json } => {
+                preview::run(&config, &tool, &arguments, &as_caller, run.as_deref(), json).await
+            }
             Command::Probe(args) => probe::run(args).await,
             Command::Approvals(action) => approvals::run(action).await,
             Command::Ops(action) => ops::run(action).await,
             Command::Policy(action) => policy::run(action),
             Command::Receipts(action) => receipts::run(action).await,
-            Command::Export { config, receipt, since, out, pack, checkpoint } => receipts::export(&config, receipt, since, out, pack, checkpoint).await,
-            Command::Verify { answer: Some(file), log, vkey, witness, min_witnesses, wait_ms, require_pq, json, .. } => {
+            Command::Export { config, receipt, since, out, pack, checkpoint } => {
+                receipts::export(&config, receipt, since, out, pack, checkpoint).await
+            }
+            Command::Verify {
+                answer: Some(file),
+                log,
+                vkey,
+                witness,
+                min_witnesses,
+                wait_ms,
+                require_pq,
+                json,
+                ..
+            } => {
                 let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
-                match toolgate_gateway::prove::run(&file, log.as_deref(), &vkey, (&witness, min_witnesses), token, require_pq, std::time::Duration::from_millis(wait_ms), json).await {
+                match toolgate_gateway::prove::run(
+                    &file,
+                    log.as_deref(),
+                    &vkey,
+                    (&witness, min_witnesses),
+                    token,
+                    require_pq,
+                    std::time::Duration::from_millis(wait_ms),
+                    json,
+                )
+                .await
+                {
                     Ok(true) => Ok(()),
-                    Ok(false) => Err(anyhow::anyhow!("the answer in {} did not verify", file.display())),
+                    Ok(false) => {
+                        Err(anyhow::anyhow!("the answer in {} did not verify", file.display()))
+                    }
                     Err(e) => Err(e),
                 }
             }
-            Command::Verify { path: Some(path), expected_kid, require_pq, json, witness, min_witnesses, .. } => match receipts::verify(&path, expected_kid, require_pq, (&witness, min_witnesses), json) {
+            Command::Verify {
+                path: Some(path),
+                expected_kid,
+                require_pq,
+                json,
+                witness,
+                min_witnesses,
+                ..
+            } => match receipts::verify(
+                &path,
+                expected_kid,
+                require_pq,
+                (&witness, min_witnesses),
+                json,
+            ) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("{} did not verify", path.display())),
                 Err(e) => Err(e),
             },
-            Command::Verify { .. } => Err(anyhow::anyhow!("give a bundle to verify, or --answer FILE")),
-            Command::Log(receipts::LogAction::Verify { config }) => match receipts::log_verify(&config).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(anyhow::anyhow!("the log did not verify")),
-                Err(e) => Err(e),
-            },
-            Command::Log(receipts::LogAction::Archive { config, before }) => receipts::log_archive(&config, before).await,
-            Command::Log(receipts::LogAction::Watch { log, vkey, state, webhook, every_ms, once }) => match receipts::log_watch(log, &vkey, state, webhook, every_ms, once).await {
+            Command::Verify { .. } => {
+                Err(anyhow::anyhow!("give a bundle to verify, or --answer FILE"))
+            }
+            Command::Log(receipts::LogAction::Verify { config }) => {
+                match receipts::log_verify(&config).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(anyhow::anyhow!("the log did not verify")),
+                    Err(e) => Err(e),
+                }
+            }
+            Command::Log(receipts::LogAction::Archive { config, before }) => {
+                receipts::log_archive(&config, before).await
+            }
+            Command::Log(receipts::LogAction::Watch {
+                log,
+                vkey,
+                state,
+                webhook,
+                every_ms,
+                once,
+            }) => match receipts::log_watch(log, &vkey, state, webhook, every_ms, once).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(anyhow::anyhow!("the log did not only grow (alert above)")),
                 Err(e) => Err(e),
             },
-            Command::Witness(receipts::WitnessAction::Serve { listen, dir, name, logs }) => toolgate_gateway::witness::serve(&listen, &dir, &name, &logs).await,
+            Command::Witness(receipts::WitnessAction::Serve { listen, dir, name, logs }) => {
+                toolgate_gateway::witness::serve(&listen, &dir, &name, &logs).await
+            }
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,
             Command::Atlas(args) => toolgate_atlas::cli::run(args).await,
-            Command::ConformanceFixture { http, legacy, stdio, tls_cert, tls_key } => toolgate_demo::fixture::run(http, legacy, stdio, tls_cert.zip(tls_key)).await,
+            Command::ConformanceFixture { http, legacy, stdio, tls_cert, tls_key } => {
+                toolgate_demo::fixture::run(http, legacy, stdio, tls_cert.zip(tls_key)).await
+            }
             Command::Doctor { config } => doctor::run(&config).await,
         }
     });

@@ -6,9 +6,9 @@
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use toolgate_core::operation::{Operation, OperationState};
-use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock};
+use toolgate_gateway::gateway::{Gateway, Mode};
 
 use crate::approvals::{Listing, One, check_approver, exposed_name, open};
 
@@ -52,7 +52,8 @@ pub enum Action {
 
 fn parse_state(s: &str) -> anyhow::Result<OperationState> {
     let names: Vec<&str> = OperationState::ALL.iter().map(|s| s.as_str()).collect();
-    OperationState::parse(s).with_context(|| format!("unknown state `{s}`; use one of {}", names.join(", ")))
+    OperationState::parse(s)
+        .with_context(|| format!("unknown state `{s}`; use one of {}", names.join(", ")))
 }
 
 pub async fn run(action: Action) -> anyhow::Result<()> {
@@ -67,31 +68,60 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             if json {
                 crate::print_json(&json!({"operations": all}))?;
             } else if all.is_empty() {
-                println!("no operations{}", state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default());
+                println!(
+                    "no operations{}",
+                    state.map(|s| format!(" in state {}", s.as_str())).unwrap_or_default()
+                );
             } else {
                 // The exposed name a client calls (`SERVER__TOOL`), as every listing names a tool.
-                let tools: Vec<String> = all.iter().map(|op| exposed_name(&config, &op.key.server, &op.key.tool)).collect();
+                let tools: Vec<String> = all
+                    .iter()
+                    .map(|op| exposed_name(&config, &op.key.server, &op.key.tool))
+                    .collect();
                 let width = crate::tools::name_width("tool", tools.iter().map(String::as_str));
-                println!("{:<37} {:<22} {:<10} {} key", "id", "state", "caller", crate::tools::pad("tool", width));
+                println!(
+                    "{:<37} {:<22} {:<10} {} key",
+                    "id",
+                    "state",
+                    "caller",
+                    crate::tools::pad("tool", width)
+                );
                 for (op, tool) in all.iter().zip(&tools) {
                     // Keys, names and callers came from agents and upstreams: escaped.
-                    println!("{:<37} {:<22} {:<10} {} {}", visible(&op.id), op.state.as_str(), visible(&op.caller), crate::tools::pad(&crate::tools::fit(tool, width), width), visible(&op.key.value));
+                    println!(
+                        "{:<37} {:<22} {:<10} {} {}",
+                        visible(&op.id),
+                        op.state.as_str(),
+                        visible(&op.caller),
+                        crate::tools::pad(&crate::tools::fit(tool, width), width),
+                        visible(&op.key.value)
+                    );
                 }
             }
             Ok(())
         }
         Action::Show(One { config, id, json }) => {
             let (config, ledger) = open(&config).await?;
-            let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
+            let op = ledger
+                .operation(&id)
+                .await?
+                .ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
             print(&config, &op, json)
         }
         Action::Reconcile(One { config, id, json }) => {
             // Settled or unknown to the ledger: say so before reaching any upstream.
             let (mut config, ledger) = open(&config).await?;
-            let unknown = ledger.operations(None, Some(OperationState::Unknown), SystemClock.now_ms(), usize::MAX).await?;
+            let unknown = ledger
+                .operations(None, Some(OperationState::Unknown), SystemClock.now_ms(), usize::MAX)
+                .await?;
             let Some(op) = unknown.into_iter().find(|o| o.id == id) else {
-                let op = ledger.operation(&id).await?.ok_or_else(|| anyhow!("no operation `{id}`; `toolgate ops list` shows them"))?;
-                anyhow::bail!("operation `{id}` is {}; only an unknown operation is reconciled", op.state.as_str());
+                let op = ledger.operation(&id).await?.ok_or_else(|| {
+                    anyhow!("no operation `{id}`; `toolgate ops list` shows them")
+                })?;
+                anyhow::bail!(
+                    "operation `{id}` is {}; only an unknown operation is reconciled",
+                    op.state.as_str()
+                );
             };
             drop(ledger);
             toolgate_gateway::reconcile::rule(&config, &op)?;
@@ -102,24 +132,49 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
             gw.stop();
             let done = done?;
             if json {
-                crate::print_json(&json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence}))?;
+                crate::print_json(
+                    &json!({"operation": done.operation, "applied": done.applied, "evidence": done.evidence}),
+                )?;
                 return Ok(());
             }
-            println!("{}: {} ({})", visible(&id), done.operation.state.as_str(), visible(done.operation.resolution.as_deref().unwrap_or_default()));
+            println!(
+                "{}: {} ({})",
+                visible(&id),
+                done.operation.state.as_str(),
+                visible(done.operation.resolution.as_deref().unwrap_or_default())
+            );
             println!("evidence   {}", visible(&done.evidence.to_string()));
             Ok(())
         }
         Action::Resolve { config, id, applied, not_applied: _, by, reason, json } => {
             let (config, ledger) = open(&config).await?;
             check_approver(&config, &by, &reason)?;
-            let log = toolgate_gateway::log::ReceiptLog::open_configured(&config, ledger.clone(), &toolgate_gateway::gateway::Sources::system()).await?;
-            let op = toolgate_gateway::reconcile::resolve_by_hand(&*ledger, &log, &id, applied, &by, &reason, SystemClock.now_ms()).await?;
+            let log = toolgate_gateway::log::ReceiptLog::open_configured(
+                &config,
+                ledger.clone(),
+                &toolgate_gateway::gateway::Sources::system(),
+            )
+            .await?;
+            let op = toolgate_gateway::reconcile::resolve_by_hand(
+                &*ledger,
+                &log,
+                &id,
+                applied,
+                &by,
+                &reason,
+                SystemClock.now_ms(),
+            )
+            .await?;
             print(&config, &op, json)
         }
     }
 }
 
-fn print(config: &toolgate_gateway::config::Config, op: &Operation, json: bool) -> anyhow::Result<()> {
+fn print(
+    config: &toolgate_gateway::config::Config,
+    op: &Operation,
+    json: bool,
+) -> anyhow::Result<()> {
     if json {
         crate::print_json(op)?;
         return Ok(());
@@ -128,7 +183,12 @@ fn print(config: &toolgate_gateway::config::Config, op: &Operation, json: bool) 
     let v = |s: &str| visible(s).into_owned();
     println!("operation  {}", v(&op.id));
     println!("state      {} (attempt {})", op.state.as_str(), op.attempts);
-    println!("call       {} by {} (tenant {})", v(&exposed_name(config, &op.key.server, &op.key.tool)), v(&op.caller), v(&op.key.tenant));
+    println!(
+        "call       {} by {} (tenant {})",
+        v(&exposed_name(config, &op.key.server, &op.key.tool)),
+        v(&op.caller),
+        v(&op.key.tenant)
+    );
     println!("key        {}", v(&op.key.value));
     println!("arguments  {}", v(&op.arguments.to_string()));
     println!("proposal   {}", v(&op.proposal_sha256));

@@ -70,7 +70,11 @@ pub fn run(action: Action) -> anyhow::Result<()> {
             let config = Config::load(&config)?;
             let engine = load_policy(&config)?;
             match &config.policy {
-                Some(p) => println!("policy OK: {} validates against {}", p.policies.display(), p.schema.display()),
+                Some(p) => println!(
+                    "policy OK: {} validates against {}",
+                    p.policies.display(),
+                    p.schema.display()
+                ),
                 None => println!("no [policy] configured: the registry decides every call"),
             }
             println!("policy version: {}", engine.version());
@@ -83,8 +87,10 @@ pub fn run(action: Action) -> anyhow::Result<()> {
 fn test(config: &Path, cases: &Path) -> anyhow::Result<()> {
     let config = Config::load(config)?;
     let engine = load_policy(&config)?;
-    let text = std::fs::read_to_string(cases).with_context(|| format!("cannot read {}", cases.display()))?;
-    let cases: Cases = toml::from_str(&text).with_context(|| format!("{} is not a cases file ([[case]] tables)", cases.display()))?;
+    let text = std::fs::read_to_string(cases)
+        .with_context(|| format!("cannot read {}", cases.display()))?;
+    let cases: Cases = toml::from_str(&text)
+        .with_context(|| format!("{} is not a cases file ([[case]] tables)", cases.display()))?;
     let mut failed = 0;
     for case in &cases.case {
         let got = evaluate(&config, &engine, case);
@@ -94,31 +100,67 @@ fn test(config: &Path, cases: &Path) -> anyhow::Result<()> {
         };
         failed += usize::from(!ok);
         let what = match &got {
-            Ok(d) => format!("{} ({})", serde_json::to_value(d.verdict)?.as_str().unwrap_or("?"), d.rules.join(", ")),
+            Ok(d) => format!(
+                "{} ({})",
+                serde_json::to_value(d.verdict)?.as_str().unwrap_or("?"),
+                d.rules.join(", ")
+            ),
             Err(e) => format!("error: {e:#}"),
         };
         let want = serde_json::to_value(case.expect)?;
-        println!("{} {:<44} expected {:<17} got {what}", if ok { "ok  " } else { "FAIL" }, case.name, want.as_str().unwrap_or("?"));
+        println!(
+            "{} {:<44} expected {:<17} got {what}",
+            if ok { "ok  " } else { "FAIL" },
+            case.name,
+            want.as_str().unwrap_or("?")
+        );
     }
-    println!("\n{} cases, {} failed (policy version {})", cases.case.len(), failed, engine.version());
+    println!(
+        "\n{} cases, {} failed (policy version {})",
+        cases.case.len(),
+        failed,
+        engine.version()
+    );
     if failed > 0 {
         bail!("{failed} policy case(s) failed");
     }
     Ok(())
 }
 
-fn evaluate(config: &Config, engine: &toolgate_core::policy::PolicyEngine, case: &Case) -> anyhow::Result<toolgate_core::Decision> {
-    let Some(c) = config.callers.get(&case.caller) else { bail!("caller `{}` is not a [callers] entry", case.caller) };
-    let caller = Caller { name: case.caller.clone(), subject: c.subject.clone().unwrap_or_else(|| case.caller.clone()), tenant: c.tenant.clone(), roles: c.roles.clone() };
-    let Some((server, name)) = config.split_exposed(&case.tool) else { bail!("`{}` names no configured server", case.tool) };
+fn evaluate(
+    config: &Config,
+    engine: &toolgate_core::policy::PolicyEngine,
+    case: &Case,
+) -> anyhow::Result<toolgate_core::Decision> {
+    let Some(c) = config.callers.get(&case.caller) else {
+        bail!("caller `{}` is not a [callers] entry", case.caller)
+    };
+    let caller = Caller {
+        name: case.caller.clone(),
+        subject: c.subject.clone().unwrap_or_else(|| case.caller.clone()),
+        tenant: c.tenant.clone(),
+        roles: c.roles.clone(),
+    };
+    let Some((server, name)) = config.split_exposed(&case.tool) else {
+        bail!("`{}` names no configured server", case.tool)
+    };
     let entry = config.registry.get(&case.tool);
     let registry = entry.map(|e| e.class).or(case.class);
     let trusted = config.servers.get(server).is_some_and(|s| s.trusted);
     if registry.is_none() && trusted {
-        bail!("`{}` is not in the registry and its server is trusted: give the case a `class` (its hints are only known live)", case.tool);
+        bail!(
+            "`{}` is not in the registry and its server is trusted: give the case a `class` (its hints are only known live)",
+            case.tool
+        );
     }
     let view = AuthorityView::new(Hints::from_annotations(None), registry, trusted);
     let labels = entry.map(|e| e.labels.clone()).unwrap_or_default();
-    let facts = ToolFacts { exposed_name: &case.tool, server, name, class: view.effective_class.as_str(), labels: &labels };
+    let facts = ToolFacts {
+        exposed_name: &case.tool,
+        server,
+        name,
+        class: view.effective_class.as_str(),
+        labels: &labels,
+    };
     Ok(decide(&view, &engine.evaluate(&caller, &facts, &case.arguments, &case.approval)))
 }

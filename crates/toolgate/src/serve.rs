@@ -20,9 +20,15 @@ pub fn load_config(path: &Path, mcp_json: Option<&Path>) -> anyhow::Result<Confi
 }
 
 /// Serves until a signal; `scrape` is the Prometheus scrape, when configured.
-pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::prometheus::Scrape>) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    stdio: bool,
+    scrape: Option<toolgate_gateway::prometheus::Scrape>,
+) -> anyhow::Result<()> {
     if config.callers.is_empty() {
-        tracing::warn!("no [callers] configured: every request will be refused with 401 (add a caller with a token, or one with anonymous = true)");
+        tracing::warn!(
+            "no [callers] configured: every request will be refused with 401 (add a caller with a token, or one with anonymous = true)"
+        );
     }
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let gw = Gateway::start(config, Mode::Serve).await?;
@@ -30,7 +36,12 @@ pub async fn run(config: Config, stdio: bool, scrape: Option<toolgate_gateway::p
     let certificate = if stdio && scrape.is_none() { None } else { certificate(&gw)? };
     if let Some(scrape) = scrape {
         // A listener like the others: TLS when they have a certificate.
-        let (listening, base) = Listening::bind(scrape.listen(), certificate.as_ref(), " ([telemetry] prometheus_listen)").await?;
+        let (listening, base) = Listening::bind(
+            scrape.listen(),
+            certificate.as_ref(),
+            " ([telemetry] prometheus_listen)",
+        )
+        .await?;
         eprintln!("metrics: {base}/metrics");
         let serving = listening.serve(scrape.router(), std::future::pending());
         tokio::spawn(async move {
@@ -61,18 +72,31 @@ enum Listening {
 
 impl Listening {
     /// Binds `addr` (`what` names the setting in errors), with TLS when `certificate` is given.
-    async fn bind(addr: std::net::SocketAddr, certificate: Option<&Arc<downstream::tls::Certificate>>, what: &str) -> anyhow::Result<(Self, String)> {
-        let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}{what}"))?;
+    async fn bind(
+        addr: std::net::SocketAddr,
+        certificate: Option<&Arc<downstream::tls::Certificate>>,
+        what: &str,
+    ) -> anyhow::Result<(Self, String)> {
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}{what}"))?;
         // The bound address, not the configured one: `:0` is a port the system chose.
         let bound = tcp.local_addr()?;
         Ok(match certificate {
             None => (Listening::Plain(tcp), format!("http://{bound}")),
-            Some(c) => (Listening::Tls(downstream::tls::TlsListener::new(tcp, c.clone())?), format!("https://{bound}")),
+            Some(c) => (
+                Listening::Tls(downstream::tls::TlsListener::new(tcp, c.clone())?),
+                format!("https://{bound}"),
+            ),
         })
     }
 
     /// Serves `routes` (the console's) until `shutdown`.
-    async fn serve(self, routes: axum::Router, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    async fn serve(
+        self,
+        routes: axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         match self {
             Listening::Plain(l) => downstream::http::serve_router(routes, l, shutdown).await,
             Listening::Tls(l) => downstream::http::serve_router_tls(routes, l, shutdown).await,
@@ -89,8 +113,12 @@ fn certificate(gw: &Gateway) -> anyhow::Result<Option<Arc<downstream::tls::Certi
     Ok(Some(certificate))
 }
 
-async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
-    let (listening, base) = Listening::bind(gw.config().gateway.listen, certificate.as_ref(), "").await?;
+async fn serve_http(
+    gw: Arc<Gateway>,
+    certificate: Option<Arc<downstream::tls::Certificate>>,
+) -> anyhow::Result<()> {
+    let (listening, base) =
+        Listening::bind(gw.config().gateway.listen, certificate.as_ref(), "").await?;
     eprintln!("toolgate: serving MCP on {base}/mcp");
     // A server still down may have needed the gateway itself (a token
     // endpoint that verifies its assertions against its JWKS): the listener
@@ -111,10 +139,15 @@ async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::C
         draining.begin_shutdown();
         heard.notify_one();
     };
-    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>> = match listening {
-        Listening::Plain(l) => Box::pin(downstream::http::serve_with(gw, l, console.beside_mcp(), shutdown)),
-        Listening::Tls(l) => Box::pin(downstream::http::serve_with_tls(gw, l, console.beside_mcp(), shutdown)),
-    };
+    let serving: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>> =
+        match listening {
+            Listening::Plain(l) => {
+                Box::pin(downstream::http::serve_with(gw, l, console.beside_mcp(), shutdown))
+            }
+            Listening::Tls(l) => {
+                Box::pin(downstream::http::serve_with_tls(gw, l, console.beside_mcp(), shutdown))
+            }
+        };
     tokio::select! {
         served = serving => served.context("HTTP server"),
         // Calls in flight get the grace, and no longer.
@@ -131,7 +164,12 @@ async fn serve_http(gw: Arc<Gateway>, certificate: Option<Arc<downstream::tls::C
 /// The console on `[console] listen`, when it has an address of its own
 /// (else it is served beside `/mcp`, at `mcp`, the MCP listener's bound
 /// address); it stops when shutdown begins.
-async fn serve_console(gw: &Arc<Gateway>, console: &Console, mcp: &str, certificate: Option<&Arc<downstream::tls::Certificate>>) -> anyhow::Result<()> {
+async fn serve_console(
+    gw: &Arc<Gateway>,
+    console: &Console,
+    mcp: &str,
+    certificate: Option<&Arc<downstream::tls::Certificate>>,
+) -> anyhow::Result<()> {
     let config = &gw.config().console;
     let Some(addr) = config.listen.filter(|_| config.enabled) else {
         if config.enabled {

@@ -27,15 +27,20 @@ pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyh
         Some(name) => accept_tool(&gw, &name),
         None if json_out => {
             let rows: Vec<Value> = catalog.tools.values().map(|t| row_json(t)).collect();
-            let contents: Vec<Value> = catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| content_json(t)).collect();
-            let down: Vec<Value> = down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
+            let contents: Vec<Value> =
+                catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| content_json(t)).collect();
+            let down: Vec<Value> =
+                down.iter().map(|(s, why)| json!({"server": s, "reason": why})).collect();
             let refused: Vec<Value> = catalog.ambiguous.iter().map(|(name, why)| json!({"name": name, "reason": why, "listing": {"listed": false, "state": "not_listed", "reason": "ambiguous", "why": why}})).collect();
-            crate::print_json(&json!({"tools": rows, "contents": contents, "unavailable": down, "ambiguous": refused}))?;
+            crate::print_json(
+                &json!({"tools": rows, "contents": contents, "unavailable": down, "ambiguous": refused}),
+            )?;
             Ok(())
         }
         None => {
             print_table(&catalog.tools.values().map(|t| t.as_ref()).collect::<Vec<_>>());
-            let contents: Vec<&ExposedTool> = catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| t.as_ref()).collect();
+            let contents: Vec<&ExposedTool> =
+                catalog.all().filter(|t| t.kind != Kind::Tool).map(|t| t.as_ref()).collect();
             print_contents(&contents);
             print_to_list(&catalog.all().map(|t| t.as_ref()).collect::<Vec<_>>());
             for (server, why) in &down {
@@ -135,7 +140,12 @@ pub(crate) fn fit(name: &str, width: usize) -> String {
 
 /// The width of a column of `names` under `header`: the longest, at most `MAX_NAME`.
 pub(crate) fn name_width<'a>(header: &str, names: impl Iterator<Item = &'a str>) -> usize {
-    names.map(|n| visible(n).chars().count()).chain([header.chars().count()]).max().unwrap_or(0).min(MAX_NAME)
+    names
+        .map(|n| visible(n).chars().count())
+        .chain([header.chars().count()])
+        .max()
+        .unwrap_or(0)
+        .min(MAX_NAME)
 }
 
 /// `text` padded with spaces to `width` characters.
@@ -154,7 +164,13 @@ fn print_contents(items: &[&ExposedTool]) {
     let width = name_width(header, names.iter().map(String::as_str));
     println!("\n{} {:<18} {:<8} a client is given it", pad(header, width), "in force", "pin");
     for (t, name) in items.iter().zip(&names) {
-        println!("{} {:<18} {:<8} {}", pad(&fit(name, width), width), t.view.effective_class.as_str(), pin_word(&t.pin), listed::listing(t, Mode::Inspect).cell());
+        println!(
+            "{} {:<18} {:<8} {}",
+            pad(&fit(name, width), width),
+            t.view.effective_class.as_str(),
+            pin_word(&t.pin),
+            listed::listing(t, Mode::Inspect).cell()
+        );
     }
 }
 
@@ -171,9 +187,17 @@ fn print_table(tools: &[&ExposedTool]) {
         "pin"
     );
     for t in tools {
-        let flag = |h: Hint| format!("{}{}", if h.value { "T" } else { "F" }, if h.declared { "*" } else { " " });
+        let flag = |h: Hint| {
+            format!("{}{}", if h.value { "T" } else { "F" }, if h.declared { "*" } else { " " })
+        };
         let h = t.view.hints;
-        let hints = format!("{} {} {} {}", flag(h.read_only_hint), flag(h.destructive_hint), flag(h.idempotent_hint), flag(h.open_world_hint));
+        let hints = format!(
+            "{} {} {} {}",
+            flag(h.read_only_hint),
+            flag(h.destructive_hint),
+            flag(h.idempotent_hint),
+            flag(h.open_world_hint)
+        );
         println!(
             "{} {:<13} {:<18} {:<18} {:<18} {:<9} {:<8} {}",
             pad(&fit(&t.exposed_name, width), width),
@@ -186,17 +210,25 @@ fn print_table(tools: &[&ExposedTool]) {
             listed::listing(t, Mode::Inspect).cell()
         );
     }
-    println!("\n* = declared by the server; unmarked hints take the specification's defaults. The registry's word runs; `in force` is the class that does.");
-    println!("`listed once served`: not pinned yet — a gateway serving this config pins it when it first sees it, and lists it.");
+    println!(
+        "\n* = declared by the server; unmarked hints take the specification's defaults. The registry's word runs; `in force` is the class that does."
+    );
+    println!(
+        "`listed once served`: not pinned yet — a gateway serving this config pins it when it first sees it, and lists it."
+    );
 }
 
 /// What the registry's silence alone keeps from clients, with the entry
 /// that would list each (`toolgate_gateway::listed::to_list`), to paste into
 /// the config; and the contracts that wait to be accepted.
 fn print_to_list(items: &[&ExposedTool]) {
-    let fixes: Vec<(&ExposedTool, listed::Suggestion)> = items.iter().filter_map(|t| listed::to_list(t, Mode::Inspect).map(|s| (*t, s))).collect();
+    let fixes: Vec<(&ExposedTool, listed::Suggestion)> =
+        items.iter().filter_map(|t| listed::to_list(t, Mode::Inspect).map(|s| (*t, s))).collect();
     if !fixes.is_empty() {
-        println!("\nNot listed until the registry names them ({}); each entry below lists one:", fixes.len());
+        println!(
+            "\nNot listed until the registry names them ({}); each entry below lists one:",
+            fixes.len()
+        );
         for (t, fix) in &fixes {
             // Why this class, when it is not the audit's own.
             if fix.against_audit {
@@ -207,7 +239,16 @@ fn print_to_list(items: &[&ExposedTool]) {
             }
         }
     }
-    let changed: Vec<&ExposedTool> = items.iter().copied().filter(|t| matches!(listed::listing(t, Mode::Inspect), Listing::NotListed(listed::Why::ContractChanged))).collect();
+    let changed: Vec<&ExposedTool> = items
+        .iter()
+        .copied()
+        .filter(|t| {
+            matches!(
+                listed::listing(t, Mode::Inspect),
+                Listing::NotListed(listed::Why::ContractChanged)
+            )
+        })
+        .collect();
     if !changed.is_empty() {
         println!("\nNot listed until the change is reviewed and accepted ({}):", changed.len());
         for t in changed {
@@ -227,8 +268,15 @@ fn accept_tool(gw: &Gateway, name: &str) -> anyhow::Result<()> {
         AcceptedFrom::Changed => {
             println!("{name}: the contract changed since it was accepted:");
             for change in &accepted.changes {
-                let show = |v: &Option<Value>| v.as_ref().map_or("(absent)".to_string(), |v| v.to_string());
-                println!("  {}\n    - {}\n    + {}", visible(&change.path), visible(&show(&change.before)), visible(&show(&change.after)));
+                let show = |v: &Option<Value>| {
+                    v.as_ref().map_or("(absent)".to_string(), |v| v.to_string())
+                };
+                println!(
+                    "  {}\n    - {}\n    + {}",
+                    visible(&change.path),
+                    visible(&show(&change.before)),
+                    visible(&show(&change.after))
+                );
             }
         }
     }
@@ -248,7 +296,10 @@ mod tests {
         assert!(fitted.starts_with("fixture__x") && fitted.contains('…'), "{fitted}");
         assert_eq!(fit("short", MAX_NAME), "short");
         assert_eq!(name_width("tool", [long.as_str(), "a"].into_iter()), MAX_NAME);
-        assert_eq!(name_width("tool", ["fixture__test_input_required_result_multiple_inputs"].into_iter()), 51);
+        assert_eq!(
+            name_width("tool", ["fixture__test_input_required_result_multiple_inputs"].into_iter()),
+            51
+        );
         assert_eq!(pad(&fit(&long, 10), 10).chars().count(), 10);
     }
 }

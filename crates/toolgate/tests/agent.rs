@@ -47,8 +47,16 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let model = scripted_model(
         vec![
-            calls("c1", "tickets__search_tickets", json!({"model_variant": "AC250S", "fault_code": "F-101"})),
-            calls("c2", "tickets__search_tickets", json!({"model_variant": "AC-250-S", "fault_code": "F-101"})),
+            calls(
+                "c1",
+                "tickets__search_tickets",
+                json!({"model_variant": "AC250S", "fault_code": "F-101"}),
+            ),
+            calls(
+                "c2",
+                "tickets__search_tickets",
+                json!({"model_variant": "AC-250-S", "fault_code": "F-101"}),
+            ),
             calls("c3", "parts__raise_parts_order", order.clone()),
             json!({"role": "assistant", "content": "Ordered 8 valves."}),
         ],
@@ -63,11 +71,30 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     let approver = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
-            let out = toolgate().args(["approvals", "list", "--state", "pending", "--json", "--config"]).arg(&config).output().unwrap();
+            let out = toolgate()
+                .args(["approvals", "list", "--state", "pending", "--json", "--config"])
+                .arg(&config)
+                .output()
+                .unwrap();
             let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            let ours = list["approvals"].as_array().into_iter().flatten().find(|a| a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket_id);
+            let ours = list["approvals"].as_array().into_iter().flatten().find(|a| {
+                a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket_id
+            });
             if let Some(id) = ours.and_then(|a| a["id"].as_str()) {
-                let ok = toolgate().args(["approvals", "approve", id, "--as", "dana", "--reason", "the -S valve, as the history shows", "--config"]).arg(&config).output().unwrap();
+                let ok = toolgate()
+                    .args([
+                        "approvals",
+                        "approve",
+                        id,
+                        "--as",
+                        "dana",
+                        "--reason",
+                        "the -S valve, as the history shows",
+                        "--config",
+                    ])
+                    .arg(&config)
+                    .output()
+                    .unwrap();
                 assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
                 return id.to_string();
             }
@@ -98,7 +125,13 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     let approval = approver.join().unwrap();
 
     // What the agent said on the terminal.
-    for line in ["✎ tickets__search_tickets → refused: invalid_arguments → action correct", "✓ tickets__search_tickets", &format!("waiting for approval {approval}"), "✓ parts__raise_parts_order → ran: order PO-", "answer: Ordered 8 valves."] {
+    for line in [
+        "✎ tickets__search_tickets → refused: invalid_arguments → action correct",
+        "✓ tickets__search_tickets",
+        &format!("waiting for approval {approval}"),
+        "✓ parts__raise_parts_order → ran: order PO-",
+        "answer: Ordered 8 valves.",
+    ] {
         assert!(stdout.contains(line), "`{line}` missing:\n{stdout}");
     }
     assert!(stdout.contains(&format!("approvals: {approval}")), "{stdout}");
@@ -107,19 +140,40 @@ async fn the_agent_corrects_a_refused_argument_and_waits_for_an_approver() {
     // wait, decision and outcome), verified offline; `toolgate verify` agrees.
     assert!(stdout.contains("verified offline: inclusion in the log"), "{stdout}");
     let b: Value = serde_json::from_slice(&std::fs::read(&evidence).unwrap()).unwrap();
-    let receipts: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).collect();
+    let receipts: Vec<&Value> =
+        b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).collect();
     let tools: Vec<&str> = receipts.iter().map(|r| r["tool"].as_str().unwrap()).collect();
-    assert!(tools.iter().filter(|t| **t == "search_tickets").count() == 2 && tools.contains(&"raise_parts_order"), "{tools:?}");
+    assert!(
+        tools.iter().filter(|t| **t == "search_tickets").count() == 2
+            && tools.contains(&"raise_parts_order"),
+        "{tools:?}"
+    );
     assert!(receipts.iter().all(|r| r["caller"] == "agent"), "only the run's receipts");
     assert!(toolgate().arg("verify").arg(&evidence).output().unwrap().status.success());
     // What the model was given: the gateway's tools as functions, and the refusal to correct.
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 4);
-    let functions: Vec<&str> = seen[0]["tools"].as_array().unwrap().iter().map(|f| f["function"]["name"].as_str().unwrap()).collect();
-    assert!(functions.contains(&"parts__raise_parts_order") && functions.contains(&"tickets__search_tickets"), "{functions:?}");
-    assert!(!functions.contains(&"tickets__export_service_records"), "prohibited tools are not offered");
+    let functions: Vec<&str> = seen[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        functions.contains(&"parts__raise_parts_order")
+            && functions.contains(&"tickets__search_tickets"),
+        "{functions:?}"
+    );
+    assert!(
+        !functions.contains(&"tickets__export_service_records"),
+        "prohibited tools are not offered"
+    );
     let told = seen[1]["messages"].as_array().unwrap().last().unwrap();
-    assert_eq!((told["role"].as_str(), told["tool_call_id"].as_str()), (Some("tool"), Some("c1")), "{told}");
+    assert_eq!(
+        (told["role"].as_str(), told["tool_call_id"].as_str()),
+        (Some("tool"), Some("c1")),
+        "{told}"
+    );
     let told = told["content"].as_str().unwrap();
     assert!(told.contains("correct the arguments") && told.contains("/model_variant"), "{told}");
     // One order placed.

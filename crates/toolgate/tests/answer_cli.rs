@@ -24,12 +24,21 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
     let serving = demo_serve(dir.path());
     let config = serving.config.to_str().unwrap();
     let keys = toolgate().args(["keys", "show", "--config", config]).output().unwrap();
-    let vkeys: Vec<String> = String::from_utf8_lossy(&keys.stdout).lines().filter_map(|l| l.strip_prefix("vkey     ")).map(str::to_string).collect();
+    let vkeys: Vec<String> = String::from_utf8_lossy(&keys.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("vkey     "))
+        .map(str::to_string)
+        .collect();
     assert_eq!(vkeys.len(), 2, "{}", text(&keys));
     let log = format!("{}/log/", serving.endpoint.trim_end_matches("/mcp"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/answer_receipt.py");
     for mode in ["2026-07-28", "legacy"] {
-        let out = Command::new(python()).arg(&script).args([&serving.endpoint, mode, "tickets__get_ticket", r#"{"ticket_id": "SR-20031"}"#]).env("TOOLGATE_TOKEN", &serving.agent_token).output().unwrap();
+        let out = Command::new(python())
+            .arg(&script)
+            .args([&serving.endpoint, mode, "tickets__get_ticket", r#"{"ticket_id": "SR-20031"}"#])
+            .env("TOOLGATE_TOKEN", &serving.agent_token)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{mode}: {}", text(&out));
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         let saved = dir.path().join(format!("receipt-{mode}.json"));
@@ -44,14 +53,32 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
             cmd.env("TOOLGATE_LOG_TOKEN", &serving.approver_token).output().unwrap()
         };
         let out = verify(&saved);
-        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).ends_with("verified\n"), "{mode}: {}", text(&out));
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).ends_with("verified\n"),
+            "{mode}: {}",
+            text(&out)
+        );
         // Without a token: refused at once, and told which variable carries one.
         let started = std::time::Instant::now();
         let mut anonymous = toolgate();
-        anonymous.args(["verify", "--answer"]).arg(&saved).args(["--log", &log, "--vkey", &vkeys[0]]).env_remove("TOOLGATE_LOG_TOKEN");
+        anonymous
+            .args(["verify", "--answer"])
+            .arg(&saved)
+            .args(["--log", &log, "--vkey", &vkeys[0]])
+            .env_remove("TOOLGATE_LOG_TOKEN");
         let out = anonymous.output().unwrap();
-        assert!(!out.status.success() && text(&out).contains("answered 401") && text(&out).contains("TOOLGATE_LOG_TOKEN"), "{}", text(&out));
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "a refusal is not waited out: {:?}", started.elapsed());
+        assert!(
+            !out.status.success()
+                && text(&out).contains("answered 401")
+                && text(&out).contains("TOOLGATE_LOG_TOKEN"),
+            "{}",
+            text(&out)
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "a refusal is not waited out: {:?}",
+            started.elapsed()
+        );
         // Another leaf under the same index: not verified, exit 1.
         let mut forged: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
         forged["leaf_hash"] = Value::String("ab".repeat(32));
@@ -63,7 +90,12 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
     // A refusal, saved whole as the SDK's model dumps it, proves whole; the
     // same receipt around an invented success, or other words, does not.
     for mode in ["2026-07-28", "legacy"] {
-        let out = Command::new(python()).arg(&script).args([&serving.endpoint, mode, "tickets__export_service_records", "{}"]).env("TOOLGATE_TOKEN", &serving.agent_token).output().unwrap();
+        let out = Command::new(python())
+            .arg(&script)
+            .args([&serving.endpoint, mode, "tickets__export_service_records", "{}"])
+            .env("TOOLGATE_TOKEN", &serving.agent_token)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{mode}: {}", text(&out));
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(printed["is_error"], true, "{printed}");
@@ -79,7 +111,13 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
             cmd.env("TOOLGATE_LOG_TOKEN", &serving.approver_token).output().unwrap()
         };
         let out = verify(whole);
-        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("the answer is the refusal the receipt records, whole"), "{mode}: {}", text(&out));
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout)
+                    .contains("the answer is the refusal the receipt records, whole"),
+            "{mode}: {}",
+            text(&out)
+        );
         let mut success = whole.clone();
         success["isError"] = Value::Bool(false);
         success["content"][0]["text"] = Value::String("Exported 412 service records.".into());
@@ -88,7 +126,11 @@ fn a_python_sdk_answer_s_receipt_verifies_with_the_cli_and_the_monitor_follows_t
         for forged in [success, reworded] {
             let out = verify(&forged);
             assert_eq!(out.status.code(), Some(1), "{mode}: {}", text(&out));
-            assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL answer"), "{mode}: {}", text(&out));
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("FAIL answer"),
+                "{mode}: {}",
+                text(&out)
+            );
         }
     }
     let state = dir.path().join("watch.checkpoint");
@@ -112,7 +154,17 @@ fn witness_serve_runs_as_a_process_and_refuses_what_it_does_not_witness() {
     let dir = tempfile::tempdir().unwrap();
     let log_vkey = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
     let mut child = toolgate()
-        .args(["witness", "serve", "--listen", "127.0.0.1:0", "--name", "witness.test/w1", "--log", log_vkey, "--dir"])
+        .args([
+            "witness",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "witness.test/w1",
+            "--log",
+            log_vkey,
+            "--dir",
+        ])
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -122,13 +174,24 @@ fn witness_serve_runs_as_a_process_and_refuses_what_it_does_not_witness() {
     let url = first.split(" on ").nth(1).unwrap().to_string();
     let vkey = lines.next().unwrap().unwrap();
     assert!(vkey.starts_with("vkey: witness.test/w1+"), "{vkey}");
-    assert_eq!(std::fs::metadata(dir.path().join("witness.key")).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("witness.key")).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let root = "A".repeat(43) + "=";
     let fake = "\u{2014} x AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\n";
-    let post = |body: String| reqwest::blocking::Client::new().post(&url).body(body).send().unwrap().status().as_u16();
+    let post = |body: String| {
+        reqwest::blocking::Client::new().post(&url).body(body).send().unwrap().status().as_u16()
+    };
     assert_eq!(post("not a request".into()), 400);
     assert_eq!(post(format!("old 0\n\nanother.log\n1\n{root}\n\n{fake}")), 404);
-    assert_eq!(post(format!("old 0\n\nPeterNeumann\n1\n{root}\n\n{}", fake.replace(" x ", " PeterNeumann "))), 403);
+    assert_eq!(
+        post(format!(
+            "old 0\n\nPeterNeumann\n1\n{root}\n\n{}",
+            fake.replace(" x ", " PeterNeumann ")
+        )),
+        403
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -279,9 +342,18 @@ anonymous = true
     .unwrap();
     let mut serve = tokio::process::Command::new(ops_common::BIN);
     serve.args(["serve", "--config"]).arg(&config);
-    let gateway = ops_common::spawn_listening(serve, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway = ops_common::spawn_listening(
+        serve,
+        &dir.path().join("gateway.log"),
+        "toolgate: serving MCP on",
+    )
+    .await;
     let keys = toolgate().args(["keys", "show", "--config"]).arg(&config).output().unwrap();
-    let vkeys: Vec<String> = String::from_utf8_lossy(&keys.stdout).lines().filter_map(|l| l.strip_prefix("vkey     ")).map(str::to_string).collect();
+    let vkeys: Vec<String> = String::from_utf8_lossy(&keys.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("vkey     "))
+        .map(str::to_string)
+        .collect();
     assert_eq!(vkeys.len(), 2, "{}", text(&keys));
     let log = format!("{}/log/", gateway.base());
     let saved = dir.path().join("saved.json");
@@ -289,11 +361,29 @@ anonymous = true
         std::fs::write(&saved, answer).unwrap();
         let v = both_verify(&saved, &log, &vkeys);
         if proven {
-            assert!(v.cli.0 && v.cli.1.contains("ok   answer") && v.cli.1.ends_with("verified\n"), "{what}: the CLI does not prove it:\n{}\n{answer}", v.cli.1);
-            assert!(v.python.0 && v.python.1.contains("ok   answer hashes to result_sha256"), "{what}: the Python verifier does not prove it:\n{}\n{answer}", v.python.1);
+            assert!(
+                v.cli.0 && v.cli.1.contains("ok   answer") && v.cli.1.ends_with("verified\n"),
+                "{what}: the CLI does not prove it:\n{}\n{answer}",
+                v.cli.1
+            );
+            assert!(
+                v.python.0 && v.python.1.contains("ok   answer hashes to result_sha256"),
+                "{what}: the Python verifier does not prove it:\n{}\n{answer}",
+                v.python.1
+            );
         } else {
-            assert_eq!((v.cli.0, v.python.0), (false, false), "{what}: proven though changed:\n{}\n{}\n{answer}", v.cli.1, v.python.1);
-            assert!(v.cli.1.contains("FAIL answer") && v.cli.1.contains("\nNOT VERIFIED\n"), "{what}: {}", v.cli.1);
+            assert_eq!(
+                (v.cli.0, v.python.0),
+                (false, false),
+                "{what}: proven though changed:\n{}\n{}\n{answer}",
+                v.cli.1,
+                v.python.1
+            );
+            assert!(
+                v.cli.1.contains("FAIL answer") && v.cli.1.contains("\nNOT VERIFIED\n"),
+                "{what}: {}",
+                v.cli.1
+            );
             assert!(v.python.1.contains("FAIL answer"), "{what}: {}", v.python.1);
         }
         v
@@ -301,11 +391,20 @@ anonymous = true
 
     // The stock Python SDK, in both eras: a tool's result, a tool error, a
     // prompt, a resource's contents; each saved four ways.
-    let cases = [("up__report", "report"), ("up__failing", "failing"), ("prompt:up__diagnose", "prompt"), ("resource:toolgate://up/file:///notes.txt", "read")];
+    let cases = [
+        ("up__report", "report"),
+        ("up__failing", "failing"),
+        ("prompt:up__diagnose", "prompt"),
+        ("resource:toolgate://up/file:///notes.txt", "read"),
+    ];
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/answer_receipt.py");
     for mode in ["2026-07-28", "legacy"] {
         for (target, name) in cases {
-            let out = Command::new(python()).arg(&script).args([&gateway.url, mode, target, "{}"]).output().unwrap();
+            let out = Command::new(python())
+                .arg(&script)
+                .args([&gateway.url, mode, target, "{}"])
+                .output()
+                .unwrap();
             assert!(out.status.success(), "{mode} {name}: {}", text(&out));
             let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
             for (form, answer) in printed["forms"].as_object().unwrap() {
@@ -313,23 +412,39 @@ anonymous = true
                 let v = check(&format!("{mode} {name} {form}"), answer, true);
                 // The Python SDK wrote its defaults in: read back as such.
                 if name == "report" && form != "model_dump_json" {
-                    assert!(v.cli.1.contains("isError: false read as the SDK's default"), "{mode} {form}: {}", v.cli.1);
+                    assert!(
+                        v.cli.1.contains("isError: false read as the SDK's default"),
+                        "{mode} {form}: {}",
+                        v.cli.1
+                    );
                 }
                 if name == "read" {
-                    assert!(v.cli.1.contains("as the upstream named them"), "{mode} {form}: {}", v.cli.1);
+                    assert!(
+                        v.cli.1.contains("as the upstream named them"),
+                        "{mode} {form}: {}",
+                        v.cli.1
+                    );
                 }
             }
             // Changed, no form proves: the text, a value of the tool's, the
             // claim of an error, a null the tool gave.
-            let mut changed: Value = serde_json::from_str(printed["forms"]["exclude_none"].as_str().unwrap()).unwrap();
+            let mut changed: Value =
+                serde_json::from_str(printed["forms"]["exclude_none"].as_str().unwrap()).unwrap();
             match name {
-                "report" => changed["structuredContent"].as_object_mut().unwrap().remove("note").map(drop).unwrap(),
+                "report" => changed["structuredContent"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("note")
+                    .map(drop)
+                    .unwrap(),
                 "failing" => changed["isError"] = json!(false),
                 "prompt" => changed["messages"][1]["content"]["resource"]["text"] = json!("F-102"),
                 _ => changed["contents"][0]["text"] = json!("abd"),
             }
             check(&format!("{mode} {name} exclude_none, changed"), &changed.to_string(), false);
-            let mut changed: Value = serde_json::from_str(printed["forms"]["model_dump_json"].as_str().unwrap()).unwrap();
+            let mut changed: Value =
+                serde_json::from_str(printed["forms"]["model_dump_json"].as_str().unwrap())
+                    .unwrap();
             match name {
                 "report" => changed["content"][0]["text"] = json!("Pump P-7 not replaced"),
                 "failing" => changed["is_error"] = json!(false),
@@ -342,17 +457,26 @@ anonymous = true
 
     // The stock TypeScript SDK, in both eras: `JSON.stringify` of what it resolves.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ts");
-    assert!(root.join("node_modules/@modelcontextprotocol/client").exists(), "no TypeScript SDK: run scripts/test (it installs tests/ts)");
+    assert!(
+        root.join("node_modules/@modelcontextprotocol/client").exists(),
+        "no TypeScript SDK: run scripts/test (it installs tests/ts)"
+    );
     for mode in ["2026-07-28", "legacy"] {
         // The read in 2026-07-28 too: the TypeScript SDK refuses one without
         // `ttlMs` and `cacheScope`, which the gateway puts in where a
         // 2025-11-25 upstream gave none.
         let steps = json!([{"tool": "up__report"}, {"tool": "up__failing"}, {"prompt": "up__diagnose"}, {"resource": "toolgate://up/file:///notes.txt"}]);
-        let out = Command::new("node").arg(root.join("answer_forms.mjs")).args([&gateway.url, mode, &steps.to_string()]).output().unwrap();
+        let out = Command::new("node")
+            .arg(root.join("answer_forms.mjs"))
+            .args([&gateway.url, mode, &steps.to_string()])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{mode}: {}", text(&out));
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         for (i, answer) in printed["saved"].as_array().unwrap().iter().enumerate() {
-            let answer = answer.as_str().unwrap_or_else(|| panic!("{mode} step {i}: the SDK threw: {answer}"));
+            let answer = answer
+                .as_str()
+                .unwrap_or_else(|| panic!("{mode} step {i}: the SDK threw: {answer}"));
             check(&format!("typescript {mode} step {i}"), answer, true);
             let mut changed: Value = serde_json::from_str(answer).unwrap();
             match i {
@@ -367,18 +491,35 @@ anonymous = true
 
     // The raw JSON-RPC response (2026-07-28: the gateway put `resultType` in
     // after the receipt hashed the result) proves as it is.
-    let raw = raw_answer(&gateway.url, "tools/call", json!({"name": "up__report", "arguments": {}})).await;
+    let raw =
+        raw_answer(&gateway.url, "tools/call", json!({"name": "up__report", "arguments": {}}))
+            .await;
     check("raw 2026-07-28 response", &raw, true);
 
     // A result holding members outside the schema: the raw response proves;
     // the SDKs' answers, which dropped them, do not, and the CLI says why.
-    let raw = raw_answer(&gateway.url, "tools/call", json!({"name": "up__extended", "arguments": {}})).await;
+    let raw =
+        raw_answer(&gateway.url, "tools/call", json!({"name": "up__extended", "arguments": {}}))
+            .await;
     assert!(raw.contains("x-extra") && raw.contains("x-top"), "{raw}");
     check("raw response with members outside the schema", &raw, true);
-    let out = Command::new(python()).arg(&script).args([&gateway.url, "legacy", "up__extended", "{}"]).output().unwrap();
+    let out = Command::new(python())
+        .arg(&script)
+        .args([&gateway.url, "legacy", "up__extended", "{}"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let v = check("python exclude_none, members dropped", printed["forms"]["exclude_none"].as_str().unwrap(), false);
-    assert!(v.cli.1.contains("a member outside the protocol's schema") && v.cli.1.contains("raw JSON-RPC response"), "{}", v.cli.1);
+    let v = check(
+        "python exclude_none, members dropped",
+        printed["forms"]["exclude_none"].as_str().unwrap(),
+        false,
+    );
+    assert!(
+        v.cli.1.contains("a member outside the protocol's schema")
+            && v.cli.1.contains("raw JSON-RPC response"),
+        "{}",
+        v.cli.1
+    );
     drop(gateway);
 }

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use demo_common::{demo_serve, toolgate};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -35,7 +38,11 @@ impl ServerHandler for Lab {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
         let list = if self.mail {
             &fixture["mail"]
@@ -44,28 +51,44 @@ impl ServerHandler for Lab {
         } else {
             &fixture["v1"]
         };
-        let tools: Vec<Tool> = list.as_array().unwrap().iter().map(|t| {
-            let mut t = t.clone();
-            if t.get("inputSchema").is_none() {
-                t["inputSchema"] = json!({"type": "object"});
-            }
-            serde_json::from_value(t).unwrap()
-        }).collect();
+        let tools: Vec<Tool> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let mut t = t.clone();
+                if t.get("inputSchema").is_none() {
+                    t["inputSchema"] = json!({"type": "object"});
+                }
+                serde_json::from_value(t).unwrap()
+            })
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
-    async fn call_tool(&self, _: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        _: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         Ok(CallToolResult::structured(json!({})).into())
     }
 }
 
 async fn serve_lab(lab: Lab, cancel: &CancellationToken) -> String {
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
     let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone());
-    let service: StreamableHttpService<Lab, LocalSessionManager> = StreamableHttpService::new(move || Ok(lab.clone()), Default::default(), config);
+    let service: StreamableHttpService<Lab, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(lab.clone()), Default::default(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = cancel.clone();
-    tokio::spawn(async move { axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).with_graceful_shutdown(stop.cancelled_owned()).await });
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().nest_service("/mcp", service))
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
     format!("http://{addr}/mcp")
 }
 
@@ -74,13 +97,24 @@ fn run(args: &[&str], config: &Path) -> Output {
 }
 
 fn json_of(out: &Output) -> Value {
-    assert!(out.status.success() || out.status.code() == Some(3), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success() || out.status.code() == Some(3),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// (rule, tool) of every finding.
 fn fired(report: &Value) -> BTreeSet<(String, String)> {
-    report["findings"].as_array().unwrap().iter().map(|f| (f["rule"].as_str().unwrap().to_string(), f["tool"].as_str().unwrap().to_string())).collect()
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["rule"].as_str().unwrap().to_string(), f["tool"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,25 +127,31 @@ async fn every_marker_fires_on_its_fixture_and_the_control_stays_clean() {
     let config = dir.path().join("toolgate.toml");
     let registry = "[registry.\"lab__list_items\"]\nclass = \"automatic\"\n[registry.\"lab__delete_records\"]\nclass = \"automatic\"\n\
                     [registry.\"mail__send_email\"]\nclass = \"requires_approval\"\nlabels = [\"egress\"]\n";
-    std::fs::write(&config, format!("[servers.lab]\nurl = \"{url}\"\n[servers.mail]\nurl = \"{mail}\"\n{registry}")).unwrap();
+    std::fs::write(
+        &config,
+        format!("[servers.lab]\nurl = \"{url}\"\n[servers.mail]\nurl = \"{mail}\"\n{registry}"),
+    )
+    .unwrap();
     // The first list: fetch_page's contract is accepted (pinned)…
     let accepted = run(&["tools", "--accept", "lab__fetch_page"], &config);
     assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
     // …then the server changes it (a rug pull).
     lab.pulled.store(true, Ordering::SeqCst);
     let live = config.clone();
-    let report = json_of(&tokio::task::spawn_blocking(move || run(&["audit", "--json"], &live)).await.unwrap());
+    let report = json_of(
+        &tokio::task::spawn_blocking(move || run(&["audit", "--json"], &live)).await.unwrap(),
+    );
     let fired = fired(&report);
     let expect = [
-        ("TG001", "lab__delete_records"),  // high regret, registry automatic
-        ("TG002", "lab__do_thing"),        // unregistered
-        ("TG010", "lab__fetch_page"),      // drift from its pin
-        ("TG011", "lab__fetch_page"),      // readOnlyHint flipped to true
-        ("TG020", "lab__weather_lookup"),  // tag characters, a zero-width space
-        ("TG021", "lab__sеnd_report"),     // Cyrillic е: reads as send_report
-        ("TG022", "lab__add_numbers"),     // <IMPORTANT>, ~/.ssh, do not tell the user
-        ("TG023", "lab__add_numbers"),     // names the mail server's send_email
-        ("TG024", "lab__weather_lookup"),  // a URL and an email
+        ("TG001", "lab__delete_records"), // high regret, registry automatic
+        ("TG002", "lab__do_thing"),       // unregistered
+        ("TG010", "lab__fetch_page"),     // drift from its pin
+        ("TG011", "lab__fetch_page"),     // readOnlyHint flipped to true
+        ("TG020", "lab__weather_lookup"), // tag characters, a zero-width space
+        ("TG021", "lab__sеnd_report"),    // Cyrillic е: reads as send_report
+        ("TG022", "lab__add_numbers"),    // <IMPORTANT>, ~/.ssh, do not tell the user
+        ("TG023", "lab__add_numbers"),    // names the mail server's send_email
+        ("TG024", "lab__weather_lookup"), // a URL and an email
         ("TG025", "lab__explain_everything"),
         ("TG030", "lab__do_thing"),        // no description
         ("TG032", "lab__getForecastData"), // parameters without descriptions
@@ -121,13 +161,24 @@ async fn every_marker_fires_on_its_fixture_and_the_control_stays_clean() {
         ("TG036", "lab__getForecastData"), // vs get_forecast
     ];
     for (rule, tool) in expect {
-        assert!(fired.contains(&(rule.to_string(), tool.to_string())), "{rule} did not fire on {tool}: {fired:?}");
+        assert!(
+            fired.contains(&(rule.to_string(), tool.to_string())),
+            "{rule} did not fire on {tool}: {fired:?}"
+        );
     }
     for control in ["lab__list_items", "mail__send_email"] {
-        assert!(!fired.iter().any(|(_, t)| t == control), "the clean control {control} has no finding: {fired:?}");
+        assert!(
+            !fired.iter().any(|(_, t)| t == control),
+            "the clean control {control} has no finding: {fired:?}"
+        );
     }
-    let drift = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "TG010").unwrap();
-    assert!(drift["message"].as_str().unwrap().contains("/annotations/readOnlyHint") && drift["message"].as_str().unwrap().contains("/description"), "{drift}");
+    let drift =
+        report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "TG010").unwrap();
+    assert!(
+        drift["message"].as_str().unwrap().contains("/annotations/readOnlyHint")
+            && drift["message"].as_str().unwrap().contains("/description"),
+        "{drift}"
+    );
     // Worst regret ranks the deletion first and names why.
     assert_eq!(report["regret"][0]["tool"], "lab__delete_records", "{}", report["regret"]);
 
@@ -137,28 +188,56 @@ async fn every_marker_fires_on_its_fixture_and_the_control_stays_clean() {
     let inventory = dir.path().join("inv.json");
     std::fs::write(&inventory, &saved.stdout).unwrap();
     cancel.cancel();
-    let offline = toolgate().args(["audit", "--json", "--inventory"]).arg(&inventory).output().unwrap();
+    let offline =
+        toolgate().args(["audit", "--json", "--inventory"]).arg(&inventory).output().unwrap();
     assert_eq!(crate::fired(&json_of(&offline)), fired, "the saved inventory audits the same");
 
     // A gate for CI: exit 3 at or above the level; the table names each finding.
-    let gate = toolgate().args(["audit", "--fail-on", "high", "--inventory"]).arg(&inventory).output().unwrap();
+    let gate = toolgate()
+        .args(["audit", "--fail-on", "high", "--inventory"])
+        .arg(&inventory)
+        .output()
+        .unwrap();
     assert_eq!(gate.status.code(), Some(3), "{}", String::from_utf8_lossy(&gate.stderr));
     let table = String::from_utf8_lossy(&gate.stdout);
-    assert!(table.contains("Worst regret") && table.contains("TG022") && table.contains("hidden-instruction"), "{table}");
+    assert!(
+        table.contains("Worst regret")
+            && table.contains("TG022")
+            && table.contains("hidden-instruction"),
+        "{table}"
+    );
     let clean = toolgate().args(["audit", "--inventory"]).arg(&inventory).output().unwrap();
     assert!(clean.status.success(), "without --fail-on the audit only reports");
 
     // --suggest prints registry entries that parse as TOML, for the unregistered tools only.
-    let suggest = toolgate().args(["audit", "--suggest", "--inventory"]).arg(&inventory).output().unwrap();
-    let toml: toml::Table = String::from_utf8_lossy(&suggest.stdout).parse().expect("pastable TOML");
+    let suggest =
+        toolgate().args(["audit", "--suggest", "--inventory"]).arg(&inventory).output().unwrap();
+    let toml: toml::Table =
+        String::from_utf8_lossy(&suggest.stdout).parse().expect("pastable TOML");
     let registry = toml["registry"].as_table().unwrap();
-    assert!(registry.contains_key("lab__do_thing") && !registry.contains_key("lab__list_items"), "{registry:?}");
+    assert!(
+        registry.contains_key("lab__do_thing") && !registry.contains_key("lab__list_items"),
+        "{registry:?}"
+    );
 
     // SARIF for code scanning: every result names a rule the driver lists.
-    let sarif = json_of(&toolgate().args(["audit", "--sarif", "--inventory"]).arg(&inventory).output().unwrap());
+    let sarif = json_of(
+        &toolgate().args(["audit", "--sarif", "--inventory"]).arg(&inventory).output().unwrap(),
+    );
     assert_eq!(sarif["version"], "2.1.0");
-    let ids: BTreeSet<&str> = sarif["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert!(sarif["runs"][0]["results"].as_array().unwrap().iter().all(|r| ids.contains(r["ruleId"].as_str().unwrap())));
+    let ids: BTreeSet<&str> = sarif["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        sarif["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| ids.contains(r["ruleId"].as_str().unwrap()))
+    );
 }
 
 #[test]
@@ -174,6 +253,10 @@ fn the_demo_atlas_inventory_has_only_the_findings_docs_audit_lists() {
     let report = json_of(&run(&["audit", "--json"], &serving.config));
     let fired: Vec<String> = fired(&report).into_iter().map(|(r, t)| format!("{r} {t}")).collect();
     // Each explained in docs/AUDIT.md ("The Atlas servers").
-    let expected = include_str!("fixtures/atlas-audit.txt").lines().filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string).collect::<Vec<_>>();
+    let expected = include_str!("fixtures/atlas-audit.txt")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
     assert_eq!(fired, expected, "update docs/AUDIT.md and fixtures/atlas-audit.txt together");
 }

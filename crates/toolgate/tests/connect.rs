@@ -139,7 +139,11 @@ impl World {
         let mut out = String::new();
         for (name, n) in [("gateway.log", 60), ("provider.log", 20), ("who.log", 20)] {
             let path = self.home.join(name);
-            out.push_str(&format!("\n--- {} (last {n} lines) ---\n{}", path.display(), tail(&path, n)));
+            out.push_str(&format!(
+                "\n--- {} (last {n} lines) ---\n{}",
+                path.display(),
+                tail(&path, n)
+            ));
         }
         out.push_str("\n(TOOLGATE_TEST_KEEP=1 keeps the folder)");
         out
@@ -153,12 +157,30 @@ impl World {
     /// The tools the stock SDK lists through the gateway, as the person of `token`.
     async fn tools(&self, era: &str, token: &str) -> Vec<String> {
         let mut cmd = Command::new(python());
-        cmd.arg(workspace().join("tests/python/sdk_client.py")).args([self.mcp.as_str(), era, "[]"]).env("TOOLGATE_TOKEN", token).stdin(Stdio::null()).kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap_or_else(|_| panic!("sdk_client.py ({era}) took over 90 s{}", self.logs())).unwrap();
+        cmd.arg(workspace().join("tests/python/sdk_client.py"))
+            .args([self.mcp.as_str(), era, "[]"])
+            .env("TOOLGATE_TOKEN", token)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("sdk_client.py ({era}) took over 90 s{}", self.logs()))
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "sdk_client.py ({era}) could not list: {stdout}\n{}{}", String::from_utf8_lossy(&out.stderr), self.logs());
-        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-        v["tools"].as_array().unwrap_or_else(|| panic!("no tools: {v}")).iter().map(|t| t["name"].as_str().unwrap_or_default().to_string()).collect()
+        assert!(
+            out.status.success(),
+            "sdk_client.py ({era}) could not list: {stdout}\n{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        let v: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+        v["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {v}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
     }
 
     /// The stock SDK's `call_tool` of who__whoami as the person of `token`
@@ -172,12 +194,24 @@ impl World {
             .env("TOOLGATE_TOKEN", token)
             .stdin(Stdio::null())
             .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap_or_else(|_| panic!("connect_client.py ({era}) took over 90 s{}", self.logs())).unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("connect_client.py ({era}) took over 90 s{}", self.logs()))
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stdout.lines().last().unwrap_or_default();
-        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("connect_client.py ({era}) printed no JSON ({e}):\n{stdout}\n{stderr}{}", self.logs()));
-        assert!(out.status.success() && v.get("threw").is_none(), "connect_client.py ({era}): the SDK raised: {v}\n{stderr}{}", self.logs());
+        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+            panic!(
+                "connect_client.py ({era}) printed no JSON ({e}):\n{stdout}\n{stderr}{}",
+                self.logs()
+            )
+        });
+        assert!(
+            out.status.success() && v.get("threw").is_none(),
+            "connect_client.py ({era}): the SDK raised: {v}\n{stderr}{}",
+            self.logs()
+        );
         v
     }
 
@@ -185,15 +219,27 @@ impl World {
     async fn ran(&self, era: &str, token: &str) -> Value {
         let v = self.call(era, token, true).await;
         let result = &v["result"];
-        assert!(result.is_object() && result["isError"] != json!(true), "{era}: the call did not run: {v}{}", self.logs());
-        assert_eq!(v["elicited"], json!([]), "{era}: a connected person was asked to connect: {v}{}", self.logs());
+        assert!(
+            result.is_object() && result["isError"] != json!(true),
+            "{era}: the call did not run: {v}{}",
+            self.logs()
+        );
+        assert_eq!(
+            v["elicited"],
+            json!([]),
+            "{era}: a connected person was asked to connect: {v}{}",
+            self.logs()
+        );
         v
     }
 
     /// As whom the call reached the server (whoami's `sub`).
     async fn sub(&self, era: &str, token: &str) -> String {
         let v = self.ran(era, token).await;
-        v["result"]["structuredContent"]["sub"].as_str().unwrap_or_else(|| panic!("{era}: no sub: {v}")).to_string()
+        v["result"]["structuredContent"]["sub"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{era}: no sub: {v}"))
+            .to_string()
     }
 
     /// The answer of a client that declared no elicitation: the tool error
@@ -201,22 +247,48 @@ impl World {
     async fn connect_required(&self, era: &str, token: &str) {
         let v = self.call(era, token, false).await;
         let result = &v["result"];
-        assert_eq!(result["isError"], json!(true), "{era}: connect_required expected: {v}{}", self.logs());
-        assert_eq!(result["structuredContent"]["reason"], "connect_required", "{era}: {v}{}", self.logs());
+        assert_eq!(
+            result["isError"],
+            json!(true),
+            "{era}: connect_required expected: {v}{}",
+            self.logs()
+        );
+        assert_eq!(
+            result["structuredContent"]["reason"],
+            "connect_required",
+            "{era}: {v}{}",
+            self.logs()
+        );
         assert_eq!(result["structuredContent"]["action"], "escalate", "{era}: {v}{}", self.logs());
-        assert!(result.to_string().contains(&self.link_prefix()), "{era}: connect_required names no link ({}…): {v}{}", self.link_prefix(), self.logs());
+        assert!(
+            result.to_string().contains(&self.link_prefix()),
+            "{era}: connect_required names no link ({}…): {v}{}",
+            self.link_prefix(),
+            self.logs()
+        );
     }
 
     /// The answer of a 2025-11-25 client that declared URL elicitation:
     /// JSON-RPC −32042, read back by the stock SDK; returns the link.
     async fn url_elicitation_required(&self, token: &str) -> String {
         let v = self.call(LEGACY, token, true).await;
-        assert_eq!(v["error"]["code"], json!(-32042), "-32042 (URL elicitation required) expected: {v}{}", self.logs());
+        assert_eq!(
+            v["error"]["code"],
+            json!(-32042),
+            "-32042 (URL elicitation required) expected: {v}{}",
+            self.logs()
+        );
         let asked = &v["error"]["data"]["elicitations"][0];
         assert_eq!(asked["mode"], "url", "{v}");
-        assert!(asked["elicitationId"].as_str().is_some_and(|s| !s.is_empty()), "no elicitationId: {v}");
+        assert!(
+            asked["elicitationId"].as_str().is_some_and(|s| !s.is_empty()),
+            "no elicitationId: {v}"
+        );
         assert!(asked["message"].as_str().is_some_and(|s| !s.is_empty()), "no message: {v}");
-        assert_eq!(v["elicitations"][0]["url"], asked["url"], "the SDK's UrlElicitationRequiredError does not read it: {v}");
+        assert_eq!(
+            v["elicitations"][0]["url"], asked["url"],
+            "the SDK's UrlElicitationRequiredError does not read it: {v}"
+        );
         let link = asked["url"].as_str().unwrap_or_default().to_string();
         assert!(link.starts_with(&self.link_prefix()), "not a consent link: {v}{}", self.logs());
         link
@@ -253,8 +325,14 @@ impl Asking {
     /// The next JSON line it prints: `{"elicit": …}` or its last.
     async fn next(&mut self, w: &World) -> Value {
         match tokio::time::timeout(Duration::from_secs(90), self.lines.next_line()).await {
-            Ok(Ok(Some(line))) => serde_json::from_str(&line).unwrap_or_else(|e| panic!("connect_client.py printed no JSON ({e}): {line}{}", w.logs())),
-            other => panic!("connect_client.py said nothing more ({other:?}):\n{}{}", tail(&self.stderr, 30), w.logs()),
+            Ok(Ok(Some(line))) => serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!("connect_client.py printed no JSON ({e}): {line}{}", w.logs())
+            }),
+            other => panic!(
+                "connect_client.py said nothing more ({other:?}):\n{}{}",
+                tail(&self.stderr, 30),
+                w.logs()
+            ),
         }
     }
 
@@ -269,7 +347,12 @@ impl Asking {
 async fn element(c: &Client, css: &str, w: &World) -> Element {
     match c.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css(css)).await {
         Ok(e) => e,
-        Err(e) => panic!("no `{css}` on {} ({e}):\n{}{}", here(c).await, c.source().await.unwrap_or_default(), w.logs()),
+        Err(e) => panic!(
+            "no `{css}` on {} ({e}):\n{}{}",
+            here(c).await,
+            c.source().await.unwrap_or_default(),
+            w.logs()
+        ),
     }
 }
 
@@ -294,7 +377,12 @@ async fn click_and_wait(c: &Client, css: &str, w: &World) {
     element(c, css, w).await.click().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while old.text().await.is_ok() {
-        assert!(Instant::now() < deadline, "clicking {css} did not leave {}{}", here(c).await, w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "clicking {css} did not leave {}{}",
+            here(c).await,
+            w.logs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -332,7 +420,13 @@ async fn to_provider(c: &Client, w: &World) {
             element(c, "#login-form", w).await;
             return;
         }
-        assert!(Instant::now() < deadline, "neither the provider's login page nor the console's a#connect at {}:\n{}{}", here(c).await, c.source().await.unwrap_or_default(), w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "neither the provider's login page nor the console's a#connect at {}:\n{}{}",
+            here(c).await,
+            c.source().await.unwrap_or_default(),
+            w.logs()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -352,7 +446,14 @@ async fn at_provider(c: &Client, login: &str, w: &World) {
 /// console has them sign in first, and brings them back to the link.
 async fn open_signed_out(c: &Client, link: &str, token: &str, w: &World) {
     c.goto(link).await.unwrap();
-    assert_eq!(path(c).await, "/console/signin", "a consent link opened signed out asks to sign in first; at {}:\n{}{}", here(c).await, c.source().await.unwrap_or_default(), w.logs());
+    assert_eq!(
+        path(c).await,
+        "/console/signin",
+        "a consent link opened signed out asks to sign in first; at {}:\n{}{}",
+        here(c).await,
+        c.source().await.unwrap_or_default(),
+        w.logs()
+    );
     sign_in_here(c, token, w).await;
     let back = c.current_url().await.unwrap();
     assert!(
@@ -366,7 +467,11 @@ async fn open_signed_out(c: &Client, link: &str, token: &str, w: &World) {
 /// The whole consent of the person of `token`, as `login` at the provider.
 async fn consent(c: &Client, link: &str, token: &str, login: &str, w: &World) {
     open_signed_out(c, link, token, w).await;
-    assert!(none(c, "#not-yours").await, "the person's own link says it is not theirs:\n{}", c.source().await.unwrap_or_default());
+    assert!(
+        none(c, "#not-yours").await,
+        "the person's own link says it is not theirs:\n{}",
+        c.source().await.unwrap_or_default()
+    );
     shot(c, "connect").await;
     element(c, "a#connect", w).await.click().await.unwrap();
     at_provider(c, login, w).await;
@@ -398,10 +503,21 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     // requests carry their own token).
     let mut provider = Command::new("node");
     provider.arg(workspace().join("tests/oidc/provider.mjs")).args([
-        "--port", "0", "--client", &format!("toolgate:{CLIENT_SECRET}"), "--redirect-uri", "http://127.0.0.1/console/connect/callback", "--access-ttl", &ACCESS_TTL_S.to_string(),
+        "--port",
+        "0",
+        "--client",
+        &format!("toolgate:{CLIENT_SECRET}"),
+        "--redirect-uri",
+        "http://127.0.0.1/console/connect/callback",
+        "--access-ttl",
+        &ACCESS_TTL_S.to_string(),
     ]);
     let provider = peer(provider, &home.join("provider.log")).await;
-    let who = peer(whoami(&["--port", "0", "--issuer", &provider.url, "--stateless"]), &home.join("who.log")).await;
+    let who = peer(
+        whoami(&["--port", "0", "--issuer", &provider.url, "--stateless"]),
+        &home.join("who.log"),
+    )
+    .await;
 
     let config_path = home.join("toolgate.toml");
     std::fs::write(&config_path, config(port, &who.url)).unwrap();
@@ -414,8 +530,15 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
         .env("TG_OMAR", OMAR)
         .env("TG_EVE", EVE)
         .env("WHO_CLIENT_SECRET", CLIENT_SECRET);
-    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
-    let w = World { home: home.clone(), base, mcp: gateway.url.clone(), config: config_path, who: who.url.clone() };
+    let gateway =
+        spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    let w = World {
+        home: home.clone(),
+        base,
+        mcp: gateway.url.clone(),
+        config: config_path,
+        who: who.url.clone(),
+    };
     assert_eq!(w.mcp, format!("{}/mcp", w.base));
     let browsers = driver(&home.join("chromedriver.log"));
 
@@ -423,7 +546,11 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     //    connects the gateway's own account, the server is down.
     for era in [LEGACY, MODERN] {
         let tools = w.tools(era, JANE).await;
-        assert!(!tools.iter().any(|t| t == TOOL), "{era}: {TOOL} listed before the gateway's account is connected: {tools:?}{}", w.logs());
+        assert!(
+            !tools.iter().any(|t| t == TOOL),
+            "{era}: {TOOL} listed before the gateway's account is connected: {tools:?}{}",
+            w.logs()
+        );
     }
     let ada = browsers.session(&home.join("chromium-ada")).await;
     ada.goto(&format!("{}/console/signin", w.base)).await.unwrap();
@@ -435,10 +562,18 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     at_provider(&ada, "toolgate-reader", &w).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !w.tools(LEGACY, JANE).await.iter().any(|t| t == TOOL) {
-        assert!(Instant::now() < deadline, "{TOOL} not listed 20 s after the gateway's account was connected{}", w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "{TOOL} not listed 20 s after the gateway's account was connected{}",
+            w.logs()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(w.tools(MODERN, JANE).await.iter().any(|t| t == TOOL), "2026-07-28: {TOOL} not listed{}", w.logs());
+    assert!(
+        w.tools(MODERN, JANE).await.iter().any(|t| t == TOOL),
+        "2026-07-28: {TOOL} not listed{}",
+        w.logs()
+    );
 
     // 2. Jane's first call, 2025-11-25: a client without elicitation gets
     //    connect_required, one that declared URL elicitation gets −32042.
@@ -453,7 +588,11 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     // 4. The same call now runs, as jane at the server.
     let first = w.ran(LEGACY, JANE).await;
     assert_eq!(first["result"]["structuredContent"]["sub"], "jane", "{first}{}", w.logs());
-    let receipt_of = |v: &Value| v["result"]["_meta"]["io.toolgate/receipt"]["index"].as_u64().unwrap_or_else(|| panic!("no _meta[\"io.toolgate/receipt\"].index in the result: {v}"));
+    let receipt_of = |v: &Value| {
+        v["result"]["_meta"]["io.toolgate/receipt"]["index"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no _meta[\"io.toolgate/receipt\"].index in the result: {v}"))
+    };
     let jane_first = receipt_of(&first);
 
     // Omar's first call, 2026-07-28: without elicitation, connect_required;
@@ -471,8 +610,17 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     consent(&omar, &omar_link, OMAR, "omar", &w).await;
     asking.answer("done").await;
     let done = asking.next(&w).await;
-    assert!(done.get("elicit").is_none(), "asked to connect again after the consent: {done}{}", w.logs());
-    assert_eq!(done["result"]["structuredContent"]["sub"], "omar", "the re-issued call: {done}{}", w.logs());
+    assert!(
+        done.get("elicit").is_none(),
+        "asked to connect again after the consent: {done}{}",
+        w.logs()
+    );
+    assert_eq!(
+        done["result"]["structuredContent"]["sub"],
+        "omar",
+        "the re-issued call: {done}{}",
+        w.logs()
+    );
     assert_eq!(done["elicited"].as_array().map(Vec::len), Some(1), "{done}");
     let omar_first = receipt_of(&done);
     omar.close().await.unwrap();
@@ -490,16 +638,26 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     let eve = browsers.session(&home.join("chromium-eve")).await;
     open_signed_out(&eve, &jane_link, EVE, &w).await;
     element(&eve, "#not-yours", &w).await;
-    assert!(none(&eve, "a#connect").await, "eve is offered to connect jane's account:\n{}", eve.source().await.unwrap_or_default());
+    assert!(
+        none(&eve, "a#connect").await,
+        "eve is offered to connect jane's account:\n{}",
+        eve.source().await.unwrap_or_default()
+    );
     eve.close().await.unwrap();
     w.connect_required(LEGACY, EVE).await;
 
     // An admin sees who is connected, never a token.
     ada.goto(&format!("{}/console/connections", w.base)).await.unwrap();
     let seen = text_of(&ada, "main", &w).await;
-    assert!(seen.contains("jane@atlas.example") && seen.contains("omar@atlas.example"), "the admin's Connections page does not show who is connected:\n{seen}");
+    assert!(
+        seen.contains("jane@atlas.example") && seen.contains("omar@atlas.example"),
+        "the admin's Connections page does not show who is connected:\n{seen}"
+    );
     let source = ada.source().await.unwrap();
-    assert!(!JWT_STARTS.iter().any(|j| source.contains(j)), "a token on the admin's Connections page:\n{source}");
+    assert!(
+        !JWT_STARTS.iter().any(|j| source.contains(j)),
+        "a token on the admin's Connections page:\n{source}"
+    );
     shot(&ada, "connections-admin").await;
 
     // 5. Jane's token expires (and the upstream's leeway passes): her next
@@ -508,34 +666,87 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     let expired = jane_called + Duration::from_secs(ACCESS_TTL_S + UPSTREAM_LEEWAY_S + 2);
     tokio::time::sleep_until(tokio::time::Instant::from_std(expired)).await;
     let refreshed = w.ran(LEGACY, JANE).await;
-    assert_eq!(refreshed["result"]["structuredContent"]["sub"], "jane", "after eve opened her link and her token expired: {refreshed}{}", w.logs());
+    assert_eq!(
+        refreshed["result"]["structuredContent"]["sub"],
+        "jane",
+        "after eve opened her link and her token expired: {refreshed}{}",
+        w.logs()
+    );
     let jane_refreshed = receipt_of(&refreshed);
     assert_eq!(w.sub(MODERN, JANE).await, "jane", "2026-07-28, after her token expired");
-    assert!(w.tools(MODERN, OMAR).await.iter().any(|t| t == TOOL), "the gateway's own token was not refreshed{}", w.logs());
+    assert!(
+        w.tools(MODERN, OMAR).await.iter().any(|t| t == TOOL),
+        "the gateway's own token was not refreshed{}",
+        w.logs()
+    );
 
     // 6. The receipts say as whom each call ran: oauth, the person, the
     //    resource, the credential's hash (a new credential after the refresh).
     let config_arg = w.config.to_str().unwrap();
-    let list = toolgate(&["receipts", "list", "--json", "--limit", "100000", "--config", config_arg]).await;
-    let receipts: Value = serde_json::from_str(&list).unwrap_or_else(|e| panic!("receipts list --json is not JSON ({e}): {list}"));
+    let list =
+        toolgate(&["receipts", "list", "--json", "--limit", "100000", "--config", config_arg])
+            .await;
+    let receipts: Value = serde_json::from_str(&list)
+        .unwrap_or_else(|e| panic!("receipts list --json is not JSON ({e}): {list}"));
     let receipt = |index: u64| -> Value {
-        receipts.as_array().unwrap().iter().map(|r| &r["receipt"]).find(|r| r["log_index"] == index).cloned().unwrap_or_else(|| panic!("no receipt {index}: {receipts}"))
+        receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["receipt"])
+            .find(|r| r["log_index"] == index)
+            .cloned()
+            .unwrap_or_else(|| panic!("no receipt {index}: {receipts}"))
     };
     let first = receipt(jane_first);
     assert_eq!((&first["server"], &first["caller"]), (&json!("who"), &json!("jane")), "{first}");
     let id = &first["identity"];
-    assert_eq!((&id["mode"], &id["subject"], &id["audience"]), (&json!("oauth"), &json!("jane@atlas.example"), &json!(w.who)), "{first}");
-    assert!(id["credential_sha256"].as_str().is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())), "{first}");
+    assert_eq!(
+        (&id["mode"], &id["subject"], &id["audience"]),
+        (&json!("oauth"), &json!("jane@atlas.example"), &json!(w.who)),
+        "{first}"
+    );
+    assert!(
+        id["credential_sha256"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{first}"
+    );
     let later = receipt(jane_refreshed)["identity"].clone();
-    assert_eq!((&later["mode"], &later["subject"]), (&json!("oauth"), &json!("jane@atlas.example")), "{later}");
-    assert_ne!(later["credential_sha256"], id["credential_sha256"], "the same credential after the token expired: {later}");
+    assert_eq!(
+        (&later["mode"], &later["subject"]),
+        (&json!("oauth"), &json!("jane@atlas.example")),
+        "{later}"
+    );
+    assert_ne!(
+        later["credential_sha256"], id["credential_sha256"],
+        "the same credential after the token expired: {later}"
+    );
     let omars = receipt(omar_first)["identity"].clone();
-    assert_eq!((&omars["mode"], &omars["subject"]), (&json!("oauth"), &json!("omar@atlas.example")), "{omars}");
+    assert_eq!(
+        (&omars["mode"], &omars["subject"]),
+        (&json!("oauth"), &json!("omar@atlas.example")),
+        "{omars}"
+    );
     // `toolgate verify` shows it from the exported (signed) receipt.
     let bundle = home.join("jane.json");
-    toolgate(&["export", "--receipt", &jane_first.to_string(), "--out", bundle.to_str().unwrap(), "--config", config_arg]).await;
+    toolgate(&[
+        "export",
+        "--receipt",
+        &jane_first.to_string(),
+        "--out",
+        bundle.to_str().unwrap(),
+        "--config",
+        config_arg,
+    ])
+    .await;
     let verified = toolgate(&["verify", bundle.to_str().unwrap()]).await;
-    assert!(verified.contains(&format!("ran as     receipt {jane_first}: jane@atlas.example, by oauth for ")) && verified.contains("verified"), "{verified}");
+    assert!(
+        verified.contains(&format!(
+            "ran as     receipt {jane_first}: jane@atlas.example, by oauth for "
+        )) && verified.contains("verified"),
+        "{verified}"
+    );
     // No token in the receipts, the gateway's log or the state directory
     // (the ledger keeps the people's tokens sealed).
     let log = std::fs::read_to_string(home.join("gateway.log")).unwrap();
@@ -545,7 +756,11 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     for file in files(&home.join("state")) {
         let bytes = std::fs::read(&file).unwrap_or_default();
         for j in JWT_STARTS {
-            assert!(!bytes.windows(j.len()).any(|b| b == j.as_bytes()), "a token in {}, unsealed", file.display());
+            assert!(
+                !bytes.windows(j.len()).any(|b| b == j.as_bytes()),
+                "a token in {}, unsealed",
+                file.display()
+            );
         }
     }
 
@@ -555,14 +770,25 @@ async fn each_person_connects_their_own_account_and_calls_as_themselves() {
     jane.goto(&format!("{}/console/connections", w.base)).await.unwrap();
     shot(&jane, "connections").await;
     click_and_wait(&jane, "button#disconnect-who", &w).await;
-    assert!(none(&jane, "button#disconnect-who").await, "still connected after disconnecting:\n{}", jane.source().await.unwrap_or_default());
+    assert!(
+        none(&jane, "button#disconnect-who").await,
+        "still connected after disconnecting:\n{}",
+        jane.source().await.unwrap_or_default()
+    );
     element(&jane, "a#connect-who", &w).await;
     let page = text_of(&jane, "main", &w).await;
-    assert!(page.to_lowercase().contains("not connected"), "the page does not say `who` is not connected:\n{page}");
+    assert!(
+        page.to_lowercase().contains("not connected"),
+        "the page does not say `who` is not connected:\n{page}"
+    );
     w.url_elicitation_required(JANE).await;
     w.connect_required(MODERN, JANE).await;
     assert_eq!(w.sub(MODERN, OMAR).await, "omar", "omar's connection after jane disconnected");
-    assert!(w.tools(LEGACY, OMAR).await.iter().any(|t| t == TOOL), "the gateway's own connection after jane disconnected{}", w.logs());
+    assert!(
+        w.tools(LEGACY, OMAR).await.iter().any(|t| t == TOOL),
+        "the gateway's own connection after jane disconnected{}",
+        w.logs()
+    );
 
     jane.close().await.unwrap();
     ada.close().await.unwrap();

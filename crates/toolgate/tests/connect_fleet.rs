@@ -110,7 +110,10 @@ struct Schema {
 }
 
 fn psql(base: &str, sql: &str) -> Result<String, String> {
-    let out = std::process::Command::new("psql").args(["-v", "ON_ERROR_STOP=1", "-q", "-X", "-At", base, "-c", sql]).output().map_err(|e| format!("psql: {e}"))?;
+    let out = std::process::Command::new("psql")
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-X", "-At", base, "-c", sql])
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
     if !out.status.success() {
         return Err(format!("psql {base}: {sql}: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
@@ -119,11 +122,18 @@ fn psql(base: &str, sql: &str) -> Result<String, String> {
 
 impl Schema {
     fn create() -> Self {
-        let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let base = std::env::var("TOOLGATE_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
         let mut salt = [0u8; 4];
         aws_lc_rs::rand::fill(&mut salt).unwrap();
-        let name = format!("connect_fleet_{}_{}", std::process::id(), salt.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        psql(&base, &format!("CREATE SCHEMA {name}")).unwrap_or_else(|e| panic!("no PostgreSQL for the fleet's ledger ({e}): set TOOLGATE_TEST_POSTGRES"));
+        let name = format!(
+            "connect_fleet_{}_{}",
+            std::process::id(),
+            salt.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        psql(&base, &format!("CREATE SCHEMA {name}")).unwrap_or_else(|e| {
+            panic!("no PostgreSQL for the fleet's ledger ({e}): set TOOLGATE_TEST_POSTGRES")
+        });
         Self { base, name }
     }
 
@@ -153,7 +163,10 @@ impl Schema {
 impl Drop for Schema {
     fn drop(&mut self) {
         if std::env::var_os("TOOLGATE_TEST_KEEP").is_some() {
-            println!("connect_fleet: keeping schema {} (psql '{}' -c 'DROP SCHEMA {} CASCADE')", self.name, self.base, self.name);
+            println!(
+                "connect_fleet: keeping schema {} (psql '{}' -c 'DROP SCHEMA {} CASCADE')",
+                self.name, self.base, self.name
+            );
             return;
         }
         if let Err(e) = psql(&self.base, &format!("DROP SCHEMA {} CASCADE", self.name)) {
@@ -174,16 +187,27 @@ struct Peer {
 }
 
 async fn peer(mut cmd: Command, log: &Path) -> Peer {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .kill_on_drop(true);
     let mut child = cmd.spawn().unwrap();
     let stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
     let line = tokio::time::timeout(Duration::from_secs(60), out.next_line()).await;
     let line = match line {
         Ok(Ok(Some(line))) => line,
-        other => panic!("{} printed no ready line ({other:?}):\n{}", log.display(), std::fs::read_to_string(log).unwrap_or_default()),
+        other => panic!(
+            "{} printed no ready line ({other:?}):\n{}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        ),
     };
-    let url = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("not a ready line: {line}")).trim().to_string();
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not a ready line: {line}"))
+        .trim()
+        .to_string();
     // Keep draining its stdout, so it never blocks on a full pipe.
     let (tx, lines) = unbounded_channel();
     tokio::spawn(async move {
@@ -281,9 +305,17 @@ impl Replica {
     /// `toolgate serve`, its outbound HTTP through `proxy` when given.
     async fn start(&mut self, home: &Path, proxy: Option<&str>) {
         self.starts += 1;
-        let log = home.join(if self.starts == 1 { format!("{}.log", self.name) } else { format!("{}-{}.log", self.name, self.starts) });
+        let log = home.join(if self.starts == 1 {
+            format!("{}.log", self.name)
+        } else {
+            format!("{}-{}.log", self.name, self.starts)
+        });
         let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--config"]).arg(self.dir.join("toolgate.toml")).env("TG_ADA", ADA).env("TG_JANE", JANE).env("WHO_CLIENT_SECRET", CLIENT_SECRET);
+        cmd.args(["serve", "--config"])
+            .arg(self.dir.join("toolgate.toml"))
+            .env("TG_ADA", ADA)
+            .env("TG_JANE", JANE)
+            .env("WHO_CLIENT_SECRET", CLIENT_SECRET);
         for var in ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] {
             cmd.env_remove(var);
         }
@@ -315,12 +347,20 @@ impl World {
     }
 
     fn logs(&self) -> String {
-        let mut names: Vec<String> = std::fs::read_dir(&self.home).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".log") && n != "chromedriver.log").collect();
+        let mut names: Vec<String> = std::fs::read_dir(&self.home)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log") && n != "chromedriver.log")
+            .collect();
         names.sort();
         let mut out = String::new();
         for name in names {
             let n = if name.starts_with('a') || name.starts_with('b') { 50 } else { 20 };
-            out.push_str(&format!("\n--- {name} (last {n} lines) ---\n{}", tail(&self.home.join(&name), n)));
+            out.push_str(&format!(
+                "\n--- {name} (last {n} lines) ---\n{}",
+                tail(&self.home.join(&name), n)
+            ));
         }
         out.push_str("\n(TOOLGATE_TEST_KEEP=1 keeps the folder and the schema)");
         out
@@ -329,19 +369,41 @@ impl World {
     /// The tools the stock SDK lists through `mcp`, as the person of `token`.
     async fn tools(&self, mcp: &str, era: &str, token: &str) -> Vec<String> {
         let mut cmd = Command::new(python());
-        cmd.arg(workspace().join("tests/python/sdk_client.py")).args([mcp, era, "[]"]).env("TOOLGATE_TOKEN", token).stdin(Stdio::null()).kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap_or_else(|_| panic!("sdk_client.py ({era}) took over 90 s{}", self.logs())).unwrap();
+        cmd.arg(workspace().join("tests/python/sdk_client.py"))
+            .args([mcp, era, "[]"])
+            .env("TOOLGATE_TOKEN", token)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("sdk_client.py ({era}) took over 90 s{}", self.logs()))
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "sdk_client.py ({era}, {mcp}) could not list: {stdout}\n{}{}", String::from_utf8_lossy(&out.stderr), self.logs());
-        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-        v["tools"].as_array().unwrap_or_else(|| panic!("no tools: {v}")).iter().map(|t| t["name"].as_str().unwrap_or_default().to_string()).collect()
+        assert!(
+            out.status.success(),
+            "sdk_client.py ({era}, {mcp}) could not list: {stdout}\n{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        let v: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+        v["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {v}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
     }
 
     /// Waits up to `within` for `mcp` to list TOOL; returns how long it took.
     async fn listed(&self, mcp: &str, within: Duration, what: &str) -> Duration {
         let start = Instant::now();
         while !self.tools(mcp, LEGACY, JANE).await.iter().any(|t| t == TOOL) {
-            assert!(start.elapsed() < within, "{what}: {TOOL} not listed through {mcp} within {within:?}{}", self.logs());
+            assert!(
+                start.elapsed() < within,
+                "{what}: {TOOL} not listed through {mcp} within {within:?}{}",
+                self.logs()
+            );
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         start.elapsed()
@@ -358,19 +420,36 @@ impl World {
             .env("TOOLGATE_TOKEN", token)
             .stdin(Stdio::null())
             .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output()).await.unwrap_or_else(|_| panic!("connect_client.py ({era}) took over 90 s{}", self.logs())).unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("connect_client.py ({era}) took over 90 s{}", self.logs()))
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stdout.lines().last().unwrap_or_default();
-        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("connect_client.py ({era}) printed no JSON ({e}):\n{stdout}\n{stderr}{}", self.logs()));
-        assert!(out.status.success() && v.get("threw").is_none(), "connect_client.py ({era}, {mcp}): the SDK raised: {v}\n{stderr}{}", self.logs());
+        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+            panic!(
+                "connect_client.py ({era}) printed no JSON ({e}):\n{stdout}\n{stderr}{}",
+                self.logs()
+            )
+        });
+        assert!(
+            out.status.success() && v.get("threw").is_none(),
+            "connect_client.py ({era}, {mcp}): the SDK raised: {v}\n{stderr}{}",
+            self.logs()
+        );
         v
     }
 
     /// A call through `mcp` that must run as jane.
     async fn jane(&self, mcp: &str, era: &str, what: &str) {
         let v = self.call(mcp, era, JANE, false).await;
-        assert_eq!(sub(&v), Some("jane"), "{what} ({era}, {mcp}): not run as jane: {v}{}", self.logs());
+        assert_eq!(
+            sub(&v),
+            Some("jane"),
+            "{what} ({era}, {mcp}): not run as jane: {v}{}",
+            self.logs()
+        );
     }
 
     /// `fleet_calls.py` as jane: the calls through `urls` fired together at
@@ -382,7 +461,13 @@ impl World {
         if let Some(at) = at_ms {
             cmd.args(["--at", &at.to_string()]);
         }
-        cmd.args([era, TOOL]).args(urls).env("TOOLGATE_TOKEN", JANE).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(std::fs::File::create(&stderr).unwrap()).kill_on_drop(true);
+        cmd.args([era, TOOL])
+            .args(urls)
+            .env("TOOLGATE_TOKEN", JANE)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .kill_on_drop(true);
         let mut child = cmd.spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Burst { child, lines, stderr }
@@ -403,13 +488,22 @@ impl Burst {
         loop {
             match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
                 Ok(Ok(Some(line))) => {
-                    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("fleet_calls.py printed no JSON ({e}): {line}\n{}", tail(&self.stderr, 30)));
+                    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                        panic!(
+                            "fleet_calls.py printed no JSON ({e}): {line}\n{}",
+                            tail(&self.stderr, 30)
+                        )
+                    });
                     if let Some(results) = v.get("results") {
                         let _ = self.child.wait().await;
                         return results.as_array().unwrap().clone();
                     }
                 }
-                other => panic!("fleet_calls.py ended without results ({other:?}):\n{}{}", tail(&self.stderr, 30), w.logs()),
+                other => panic!(
+                    "fleet_calls.py ended without results ({other:?}):\n{}{}",
+                    tail(&self.stderr, 30),
+                    w.logs()
+                ),
             }
         }
     }
@@ -418,13 +512,20 @@ impl Burst {
 /// As whom a call ran (whoami's `sub`), if it ran.
 fn sub(v: &Value) -> Option<&str> {
     let result = &v["result"];
-    (result.is_object() && result["isError"] != json!(true)).then(|| result["structuredContent"]["sub"].as_str()).flatten()
+    (result.is_object() && result["isError"] != json!(true))
+        .then(|| result["structuredContent"]["sub"].as_str())
+        .flatten()
 }
 
 /// A refusal's (reason, action), if the call was refused.
 fn refusal(v: &Value) -> Option<(&str, &str)> {
     let result = &v["result"];
-    (result["isError"] == json!(true)).then(|| (result["structuredContent"]["reason"].as_str().unwrap_or_default(), result["structuredContent"]["action"].as_str().unwrap_or_default()))
+    (result["isError"] == json!(true)).then(|| {
+        (
+            result["structuredContent"]["reason"].as_str().unwrap_or_default(),
+            result["structuredContent"]["action"].as_str().unwrap_or_default(),
+        )
+    })
 }
 
 /// One line per result of a burst: where, how long, what it came to.
@@ -435,7 +536,11 @@ fn summary(results: &[Value]) -> String {
         _ if r.get("error").is_some() => format!("JSON-RPC error {}", r["error"]),
         _ => format!("{}", r.get("threw").unwrap_or(r)),
     };
-    results.iter().map(|r| format!("  {} {} ms: {}", r["url"].as_str().unwrap_or("?"), r["ms"], what(r))).collect::<Vec<_>>().join("\n")
+    results
+        .iter()
+        .map(|r| format!("  {} {} ms: {}", r["url"].as_str().unwrap_or("?"), r["ms"], what(r)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 // ── The browser (`peers_common`'s) ─────────────────────────────────────
@@ -444,7 +549,12 @@ fn summary(results: &[Value]) -> String {
 async fn element(c: &Client, css: &str, w: &World) -> Element {
     match c.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css(css)).await {
         Ok(e) => e,
-        Err(e) => panic!("no `{css}` on {} ({e}):\n{}{}", here(c).await, c.source().await.unwrap_or_default(), w.logs()),
+        Err(e) => panic!(
+            "no `{css}` on {} ({e}):\n{}{}",
+            here(c).await,
+            c.source().await.unwrap_or_default(),
+            w.logs()
+        ),
     }
 }
 
@@ -459,7 +569,12 @@ async fn click_and_wait(c: &Client, css: &str, w: &World) {
     element(c, css, w).await.click().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while old.text().await.is_ok() {
-        assert!(Instant::now() < deadline, "clicking {css} did not leave {}{}", here(c).await, w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "clicking {css} did not leave {}{}",
+            here(c).await,
+            w.logs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -483,7 +598,13 @@ async fn to_provider(c: &Client, w: &World) {
             element(c, "#login-form", w).await;
             return;
         }
-        assert!(Instant::now() < deadline, "neither the provider's login page nor the console's a#connect at {}:\n{}{}", here(c).await, c.source().await.unwrap_or_default(), w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "neither the provider's login page nor the console's a#connect at {}:\n{}{}",
+            here(c).await,
+            c.source().await.unwrap_or_default(),
+            w.logs()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -529,21 +650,46 @@ async fn connected(test: &str) -> Fleet {
         use std::os::unix::fs::OpenOptionsExt as _;
         let mut key = [0u8; 32];
         aws_lc_rs::rand::fill(&mut key).unwrap();
-        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&vault).unwrap().write_all(&key).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&vault)
+            .unwrap()
+            .write_all(&key)
+            .unwrap();
     }
 
     // The peers: the provider (any loopback port may be the callback's);
     // the upstream, trusting its tokens; the proxy in front of replica a.
     let mut provider = Command::new("node");
     provider.arg(workspace().join("tests/oidc/provider.mjs")).args([
-        "--port", "0", "--client", &format!("toolgate:{CLIENT_SECRET}"), "--redirect-uri", "http://127.0.0.1/console/connect/callback", "--access-ttl", &ACCESS_TTL_S.to_string(),
+        "--port",
+        "0",
+        "--client",
+        &format!("toolgate:{CLIENT_SECRET}"),
+        "--redirect-uri",
+        "http://127.0.0.1/console/connect/callback",
+        "--access-ttl",
+        &ACCESS_TTL_S.to_string(),
     ]);
     let provider = peer(provider, &home.join("provider.log")).await;
     let mut who = Command::new(python());
-    who.arg(workspace().join("tests/python/whoami_server.py")).args(["--port", "0", "--issuer", &provider.url, "--stateless"]);
+    who.arg(workspace().join("tests/python/whoami_server.py")).args([
+        "--port",
+        "0",
+        "--issuer",
+        &provider.url,
+        "--stateless",
+    ]);
     let who = peer(who, &home.join("who.log")).await;
     let mut proxy = Command::new(python());
-    proxy.arg(workspace().join("tests/python/hold_proxy.py")).args(["--hold-sub", "jane", "--client", &format!("toolgate:{CLIENT_SECRET}")]);
+    proxy.arg(workspace().join("tests/python/hold_proxy.py")).args([
+        "--hold-sub",
+        "jane",
+        "--client",
+        &format!("toolgate:{CLIENT_SECRET}"),
+    ]);
     let proxy = peer(proxy, &home.join("proxy.log")).await;
 
     let ledger = schema.ledger();
@@ -552,10 +698,18 @@ async fn connected(test: &str) -> Fleet {
     a.start(&home, Some(&proxy.url)).await;
     b.start(&home, None).await;
     let browsers = driver(&home.join("chromedriver.log"));
-    w.mark(&format!("provider, who, proxy, replicas a (:{}, through the proxy) and b (:{}) on schema {}", a.port, b.port, schema.name));
+    w.mark(&format!(
+        "provider, who, proxy, replicas a (:{}, through the proxy) and b (:{}) on schema {}",
+        a.port, b.port, schema.name
+    ));
 
     for r in [&a, &b] {
-        assert!(!w.tools(&r.mcp(), LEGACY, JANE).await.iter().any(|t| t == TOOL), "{}: {TOOL} listed before the gateway's account is connected{}", r.name, w.logs());
+        assert!(
+            !w.tools(&r.mcp(), LEGACY, JANE).await.iter().any(|t| t == TOOL),
+            "{}: {TOOL} listed before the gateway's account is connected{}",
+            r.name,
+            w.logs()
+        );
     }
     let ada = browsers.session(&home.join("chromium-ada")).await;
     ada.goto(&format!("{}/console/signin", a.base())).await.unwrap();
@@ -565,20 +719,49 @@ async fn connected(test: &str) -> Fleet {
     to_provider(&ada, &w).await;
     at_provider(&ada, "toolgate-reader", &w).await;
     w.mark("the admin connected the gateway's own account in a's console");
-    let on_a = w.listed(&a.mcp(), Duration::from_secs(20), "a, after the gateway's account was connected on a").await;
+    let on_a = w
+        .listed(
+            &a.mcp(),
+            Duration::from_secs(20),
+            "a, after the gateway's account was connected on a",
+        )
+        .await;
     w.mark(&format!("a lists {TOOL} ({} ms after)", on_a.as_millis()));
-    let on_b = w.listed(&b.mcp(), Duration::from_secs(30), "b, after the gateway's account was connected on a").await;
+    let on_b = w
+        .listed(
+            &b.mcp(),
+            Duration::from_secs(30),
+            "b, after the gateway's account was connected on a",
+        )
+        .await;
     w.mark(&format!("b lists {TOOL} ({} ms after a did)", on_b.as_millis()));
 
     // Jane, on b, is asked to connect (b's own link); on a, her URL
     // elicitation names a's link, and she consents there.
     let asked = w.call(&b.mcp(), LEGACY, JANE, false).await;
-    assert_eq!(refusal(&asked), Some(("connect_required", "escalate")), "b, before jane connected: {asked}{}", w.logs());
-    assert!(asked["result"].to_string().contains(&format!("{}/console/connect?for=", b.base())), "b's connect_required names no link of b's: {asked}");
+    assert_eq!(
+        refusal(&asked),
+        Some(("connect_required", "escalate")),
+        "b, before jane connected: {asked}{}",
+        w.logs()
+    );
+    assert!(
+        asked["result"].to_string().contains(&format!("{}/console/connect?for=", b.base())),
+        "b's connect_required names no link of b's: {asked}"
+    );
     let v = w.call(&a.mcp(), LEGACY, JANE, true).await;
-    assert_eq!(v["error"]["code"], json!(-32042), "a: -32042 (URL elicitation required) expected: {v}{}", w.logs());
-    let link = v["error"]["data"]["elicitations"][0]["url"].as_str().unwrap_or_default().to_string();
-    assert!(link.starts_with(&format!("{}/console/connect?for=", a.base())), "not a's consent link: {v}");
+    assert_eq!(
+        v["error"]["code"],
+        json!(-32042),
+        "a: -32042 (URL elicitation required) expected: {v}{}",
+        w.logs()
+    );
+    let link =
+        v["error"]["data"]["elicitations"][0]["url"].as_str().unwrap_or_default().to_string();
+    assert!(
+        link.starts_with(&format!("{}/console/connect?for=", a.base())),
+        "not a's consent link: {v}"
+    );
     let jane = browsers.session(&home.join("chromium-jane")).await;
     jane.goto(&link).await.unwrap();
     sign_in_here(&jane, JANE, &w).await;
@@ -605,47 +788,118 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     let home = w.home.clone();
 
     // ── 2. One refresh across the fleet, twice ───────────────────────────
-    let burst_urls: Vec<String> = std::iter::repeat_n(a.mcp(), PER_REPLICA).chain(std::iter::repeat_n(b.mcp(), PER_REPLICA)).collect();
+    let burst_urls: Vec<String> = std::iter::repeat_n(a.mcp(), PER_REPLICA)
+        .chain(std::iter::repeat_n(b.mcp(), PER_REPLICA))
+        .collect();
     for (round, era) in [(1, LEGACY), (2, MODERN)] {
-        let before = schema.jane_expires().unwrap_or_else(|| panic!("round {round}: jane's grant is gone from the ledger{}", w.logs()));
+        let before = schema.jane_expires().unwrap_or_else(|| {
+            panic!("round {round}: jane's grant is gone from the ledger{}", w.logs())
+        });
         // Half a second after it expired: every replica must refresh first,
         // and none may use the old token meanwhile.
         let at = before + 500;
         let results = w.burst(era, &burst_urls, Some(at), &format!("burst{round}")).finish(w).await;
-        w.mark(&format!("round {round} ({era}): {} calls fired together 500 ms after jane's token expired:\n{}", results.len(), summary(&results)));
+        w.mark(&format!(
+            "round {round} ({era}): {} calls fired together 500 ms after jane's token expired:\n{}",
+            results.len(),
+            summary(&results)
+        ));
         for r in &results {
-            assert_eq!(sub(r), Some("jane"), "round {round}: a call did not run as jane:\n{}{}", summary(&results), w.logs());
+            assert_eq!(
+                sub(r),
+                Some("jane"),
+                "round {round}: a call did not run as jane:\n{}{}",
+                summary(&results),
+                w.logs()
+            );
         }
-        let after = schema.jane_expires().unwrap_or_else(|| panic!("round {round}: jane's grant is gone from the ledger after the burst{}", w.logs()));
-        assert!(after > before, "round {round}: the grant in the ledger was not refreshed (expires_ms {before} → {after})");
+        let after = schema.jane_expires().unwrap_or_else(|| {
+            panic!(
+                "round {round}: jane's grant is gone from the ledger after the burst{}",
+                w.logs()
+            )
+        });
+        assert!(
+            after > before,
+            "round {round}: the grant in the ledger was not refreshed (expires_ms {before} → {after})"
+        );
         // Later calls, once every replica's memory of the token has lapsed
         // and before the new one is due: from the ledger's grant, through
         // each replica.
-        let later = w.burst(era, &[a.mcp(), b.mcp()], Some(at + CACHE_S as i64 * 1000 + 500), &format!("later{round}")).finish(w).await;
+        let later = w
+            .burst(
+                era,
+                &[a.mcp(), b.mcp()],
+                Some(at + CACHE_S as i64 * 1000 + 500),
+                &format!("later{round}"),
+            )
+            .finish(w)
+            .await;
         for r in &later {
-            assert_eq!(sub(r), Some("jane"), "round {round}: a later call did not run as jane:\n{}{}", summary(&later), w.logs());
+            assert_eq!(
+                sub(r),
+                Some("jane"),
+                "round {round}: a later call did not run as jane:\n{}{}",
+                summary(&later),
+                w.logs()
+            );
         }
-        assert!(schema.jane_lease().is_none(), "round {round}: a refresh lease left behind: {:?}", schema.jane_lease());
+        assert!(
+            schema.jane_lease().is_none(),
+            "round {round}: a refresh lease left behind: {:?}",
+            schema.jane_lease()
+        );
         w.mark(&format!("round {round}: the grant in the ledger was replaced, and still serves later calls through a and b"));
     }
 
     // ── 3. kill -9 during a refresh loses neither token ──────────────────
-    let before = schema.jane_expires().unwrap_or_else(|| panic!("3: jane's grant is gone from the ledger{}", w.logs()));
+    let before = schema
+        .jane_expires()
+        .unwrap_or_else(|| panic!("3: jane's grant is gone from the ledger{}", w.logs()));
     proxy.tell("hold").await;
-    assert_eq!(proxy.next(Duration::from_secs(10)).await.as_deref(), Some("armed"), "the proxy did not arm{}", w.logs());
+    assert_eq!(
+        proxy.next(Duration::from_secs(10)).await.as_deref(),
+        Some("armed"),
+        "the proxy did not arm{}",
+        w.logs()
+    );
     let in_flight = w.burst(LEGACY, &vec![a.mcp(); PER_REPLICA], Some(before + 500), "killed");
     let held = proxy.next(Duration::from_secs(40)).await;
-    assert_eq!(held.as_deref(), Some("held jane"), "3: a's refresh of jane's grant never reached the proxy{}", w.logs());
-    let (holder, until) = schema.jane_lease().unwrap_or_else(|| panic!("3: a's refresh is under way, yet no lease on jane's grant in the ledger{}", w.logs()));
+    assert_eq!(
+        held.as_deref(),
+        Some("held jane"),
+        "3: a's refresh of jane's grant never reached the proxy{}",
+        w.logs()
+    );
+    let (holder, until) = schema.jane_lease().unwrap_or_else(|| {
+        panic!(
+            "3: a's refresh is under way, yet no lease on jane's grant in the ledger{}",
+            w.logs()
+        )
+    });
     let killed = Instant::now();
     let killed_ms = now_ms();
     a.proc.take().unwrap().sigkill().await;
     w.mark(&format!("3: a SIGKILLed mid-refresh: it held the lease ({holder}, {} ms left), its refresh request held unsent", until - killed_ms));
-    assert_eq!(proxy.next(Duration::from_secs(15)).await.as_deref(), Some("dropped jane"), "3: the held refresh was not dropped when a died{}", w.logs());
+    assert_eq!(
+        proxy.next(Duration::from_secs(15)).await.as_deref(),
+        Some("dropped jane"),
+        "3: the held refresh was not dropped when a died{}",
+        w.logs()
+    );
     let cut = in_flight.finish(w).await;
     w.mark(&format!("3: the calls in flight through a:\n{}", summary(&cut)));
-    assert_eq!(schema.jane_expires(), Some(before), "3: the grant in the ledger changed or went with a's death{}", w.logs());
-    assert_eq!(schema.jane_lease().map(|l| l.0), Some(holder.clone()), "3: the dead replica's lease is not in the ledger");
+    assert_eq!(
+        schema.jane_expires(),
+        Some(before),
+        "3: the grant in the ledger changed or went with a's death{}",
+        w.logs()
+    );
+    assert_eq!(
+        schema.jane_lease().map(|l| l.0),
+        Some(holder.clone()),
+        "3: the dead replica's lease is not in the ledger"
+    );
 
     // Through b until it answers jane: meanwhile `identity_unavailable`
     // (retry) is allowed, nothing else.
@@ -659,16 +913,40 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
                 waited.push(format!("{:.1}s jane", at.as_secs_f64()));
                 break;
             }
-            (None, Some(("identity_unavailable", "retry"))) => waited.push(format!("{:.1}s identity_unavailable", at.as_secs_f64())),
-            _ => panic!("3: through b, {:.1} s after a was killed mid-refresh: {v}\n(answers so far: {waited:?}){}", at.as_secs_f64(), w.logs()),
+            (None, Some(("identity_unavailable", "retry"))) => {
+                waited.push(format!("{:.1}s identity_unavailable", at.as_secs_f64()))
+            }
+            _ => panic!(
+                "3: through b, {:.1} s after a was killed mid-refresh: {v}\n(answers so far: {waited:?}){}",
+                at.as_secs_f64(),
+                w.logs()
+            ),
         }
-        assert!(Instant::now() < deadline, "3: b did not answer jane within {} s of a's death: {waited:?}{}", LEASE_S + 15, w.logs());
+        assert!(
+            Instant::now() < deadline,
+            "3: b did not answer jane within {} s of a's death: {waited:?}{}",
+            LEASE_S + 15,
+            w.logs()
+        );
     }
     let recovered = killed.elapsed();
-    w.mark(&format!("3: b answered jane {:.1} s after the kill (answers: {})", recovered.as_secs_f64(), waited.join(", ")));
-    let after = schema.jane_expires().unwrap_or_else(|| panic!("3: jane's grant is gone from the ledger{}", w.logs()));
-    assert!(after > before, "3: b answered jane, yet the grant was not refreshed (expires_ms {before} → {after})");
-    assert!(recovered >= Duration::from_millis((until - killed_ms).max(0) as u64), "3: b refreshed while the dead replica's lease still ran ({recovered:?} after the kill, the lease had {} ms left)", until - killed_ms);
+    w.mark(&format!(
+        "3: b answered jane {:.1} s after the kill (answers: {})",
+        recovered.as_secs_f64(),
+        waited.join(", ")
+    ));
+    let after = schema
+        .jane_expires()
+        .unwrap_or_else(|| panic!("3: jane's grant is gone from the ledger{}", w.logs()));
+    assert!(
+        after > before,
+        "3: b answered jane, yet the grant was not refreshed (expires_ms {before} → {after})"
+    );
+    assert!(
+        recovered >= Duration::from_millis((until - killed_ms).max(0) as u64),
+        "3: b refreshed while the dead replica's lease still ran ({recovered:?} after the kill, the lease had {} ms left)",
+        until - killed_ms
+    );
 
     // a again, on the same port and state (its outbound HTTP direct now).
     proxy.tell("relay").await;
@@ -676,7 +954,10 @@ async fn a_grant_connected_on_one_replica_serves_the_fleet_is_refreshed_once_and
     let relisted = w.listed(&a.mcp(), Duration::from_secs(30), "a, restarted").await;
     w.jane(&a.mcp(), LEGACY, "3: through a, restarted").await;
     w.jane(&b.mcp(), MODERN, "3: through b, after a restarted").await;
-    w.mark(&format!("3: a restarted (listed {TOOL} {} ms after it served) and answers jane; so does b", relisted.as_millis()));
+    w.mark(&format!(
+        "3: a restarted (listed {TOOL} {} ms after it served) and answers jane; so does b",
+        relisted.as_millis()
+    ));
 
     let panicked = panics(&home);
     assert!(panicked.is_empty(), "a process panicked:\n{}", panicked.join("\n"));
@@ -695,16 +976,27 @@ struct RowLock {
 impl RowLock {
     async fn take(schema: &Schema, table: &str, filter: &str) -> Self {
         let mut cmd = Command::new("psql");
-        cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", &schema.base]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", &schema.base])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
         let mut child = cmd.spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let sql = format!("BEGIN;\nSELECT count(*) FROM (SELECT 1 FROM {}.{table} WHERE {filter} FOR UPDATE) AS locked;\nSELECT 'locked ' || pg_backend_pid();\n", schema.name);
+        let sql = format!(
+            "BEGIN;\nSELECT count(*) FROM (SELECT 1 FROM {}.{table} WHERE {filter} FOR UPDATE) AS locked;\nSELECT 'locked ' || pg_backend_pid();\n",
+            schema.name
+        );
         stdin.write_all(sql.as_bytes()).await.unwrap();
         stdin.flush().await.unwrap();
         let mut rows = String::new();
         loop {
-            let line = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.expect("psql took the lock within 20 s").unwrap().expect("psql said nothing");
+            let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+                .await
+                .expect("psql took the lock within 20 s")
+                .unwrap()
+                .expect("psql said nothing");
             if let Some(pid) = line.strip_prefix("locked ") {
                 assert_eq!(rows.trim(), "1", "{table} WHERE {filter}: not one row locked");
                 return Self { child, stdin, pid: pid.to_string() };
@@ -714,14 +1006,30 @@ impl RowLock {
     }
 
     /// The backends now waiting on `pid` (a lock it holds), within `within`.
-    async fn waiting_on(schema: &Schema, pid: &str, within: Duration, w: &World, what: &str) -> String {
+    async fn waiting_on(
+        schema: &Schema,
+        pid: &str,
+        within: Duration,
+        w: &World,
+        what: &str,
+    ) -> String {
         let deadline = Instant::now() + within;
         loop {
-            let pids = psql(&schema.base, &format!("SELECT pid FROM pg_stat_activity WHERE {pid} = ANY(pg_blocking_pids(pid))")).unwrap();
+            let pids = psql(
+                &schema.base,
+                &format!(
+                    "SELECT pid FROM pg_stat_activity WHERE {pid} = ANY(pg_blocking_pids(pid))"
+                ),
+            )
+            .unwrap();
             if let Some(first) = pids.lines().next() {
                 return first.to_string();
             }
-            assert!(Instant::now() < deadline, "{what}: nobody waits on backend {pid} after {within:?}{}", w.logs());
+            assert!(
+                Instant::now() < deadline,
+                "{what}: nobody waits on backend {pid} after {within:?}{}",
+                w.logs()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -749,30 +1057,68 @@ impl RowLock {
 /// refreshes only if it is still the grant it read
 /// (`Connections::refresh` in identity/connections.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_that_read_the_grant_before_another_refreshed_it_does_not_spend_its_token_again() {
+async fn a_replica_that_read_the_grant_before_another_refreshed_it_does_not_spend_its_token_again()
+{
     let mut fleet = connected("connect-fleet-race").await;
     let Fleet { a, b, w, schema, .. } = &mut fleet;
     let before = schema.jane_expires().unwrap();
     let wait = before + 500 - now_ms();
     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
 
-    let lock = RowLock::take(schema, "connections", &format!("tenant = 'atlas' AND subject = '{JANE_SUBJECT}' AND server = 'who'")).await;
+    let lock = RowLock::take(
+        schema,
+        "connections",
+        &format!("tenant = 'atlas' AND subject = '{JANE_SUBJECT}' AND server = 'who'"),
+    )
+    .await;
     let through_a = w.burst(LEGACY, &[a.mcp()], None, "race-a");
-    let a_pid = RowLock::waiting_on(schema, &lock.pid, Duration::from_secs(30), w, "a's write of the refreshed grant").await;
+    let a_pid = RowLock::waiting_on(
+        schema,
+        &lock.pid,
+        Duration::from_secs(30),
+        w,
+        "a's write of the refreshed grant",
+    )
+    .await;
     w.mark("a refreshed jane's grant; its write of it waits on the locked row");
     let through_b = w.burst(LEGACY, &[b.mcp()], None, "race-b");
-    RowLock::waiting_on(schema, &a_pid, Duration::from_secs(30), w, "b's claim of the refresh").await;
+    RowLock::waiting_on(schema, &a_pid, Duration::from_secs(30), w, "b's claim of the refresh")
+        .await;
     w.mark("b read the old grant and its claim of the refresh waits on a's release of the lease");
     lock.release().await;
     let (ra, rb) = (through_a.finish(w).await, through_b.finish(w).await);
     let results: Vec<Value> = ra.into_iter().chain(rb).collect();
     w.mark(&format!("the lock released:\n{}", summary(&results)));
     for r in &results {
-        assert_eq!(sub(r), Some("jane"), "a call did not run as jane:\n{}{}", summary(&results), w.logs());
+        assert_eq!(
+            sub(r),
+            Some("jane"),
+            "a call did not run as jane:\n{}{}",
+            summary(&results),
+            w.logs()
+        );
     }
-    assert!(schema.jane_expires().is_some_and(|e| e > before), "jane's grant is gone from the ledger, or was not refreshed{}", w.logs());
-    let later = w.burst(LEGACY, &[a.mcp(), b.mcp()], Some(now_ms() + CACHE_S as i64 * 1000 + 500), "race-later").finish(w).await;
+    assert!(
+        schema.jane_expires().is_some_and(|e| e > before),
+        "jane's grant is gone from the ledger, or was not refreshed{}",
+        w.logs()
+    );
+    let later = w
+        .burst(
+            LEGACY,
+            &[a.mcp(), b.mcp()],
+            Some(now_ms() + CACHE_S as i64 * 1000 + 500),
+            "race-later",
+        )
+        .finish(w)
+        .await;
     for r in &later {
-        assert_eq!(sub(r), Some("jane"), "a later call did not run as jane:\n{}{}", summary(&later), w.logs());
+        assert_eq!(
+            sub(r),
+            Some("jane"),
+            "a later call did not run as jane:\n{}{}",
+            summary(&later),
+            w.logs()
+        );
     }
 }

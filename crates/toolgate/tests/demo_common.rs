@@ -12,14 +12,24 @@ pub fn toolgate() -> Command {
 
 /// Orders the Atlas parts server has placed in the demo's state dir.
 pub fn orders_in(state: &Path) -> usize {
-    std::fs::read_to_string(state.join("atlas/orders.jsonl")).map(|s| s.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(state.join("atlas/orders.jsonl"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }
 
 /// An order of the -S thermostatic valve for the data set's open AC-250-S ticket.
 pub fn valve_order(quantity: u32) -> serde_json::Value {
     let data = toolgate_atlas::dataset();
-    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S").unwrap();
-    let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S")).unwrap();
+    let ticket = data
+        .tickets
+        .iter()
+        .find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S")
+        .unwrap();
+    let part = data
+        .parts
+        .iter()
+        .find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S"))
+        .unwrap();
     serde_json::json!({"part_no": part.part_no, "quantity": quantity, "ticket_id": ticket.ticket_id})
 }
 
@@ -63,8 +73,14 @@ pub fn demo_serve(state: &Path) -> Serving {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut endpoint, mut config, mut agent, mut approver, mut sign_in) = (None, None, None, None, None);
-    while endpoint.is_none() || config.is_none() || agent.is_none() || approver.is_none() || sign_in.is_none() {
+    let (mut endpoint, mut config, mut agent, mut approver, mut sign_in) =
+        (None, None, None, None, None);
+    while endpoint.is_none()
+        || config.is_none()
+        || agent.is_none()
+        || approver.is_none()
+        || sign_in.is_none()
+    {
         let line = lines.next().expect("demo --serve prints endpoint, config and tokens").unwrap();
         if let Some(v) = line.strip_prefix("agent-token: ") {
             agent = Some(v.to_string());
@@ -84,7 +100,14 @@ pub fn demo_serve(state: &Path) -> Serving {
     }
     std::thread::spawn(move || for _ in lines {});
     assert_ne!(agent, approver);
-    Serving { child, endpoint: endpoint.unwrap(), config: config.unwrap(), agent_token: agent.unwrap(), approver_token: approver.unwrap(), console_sign_in: sign_in.unwrap() }
+    Serving {
+        child,
+        endpoint: endpoint.unwrap(),
+        config: config.unwrap(),
+        agent_token: agent.unwrap(),
+        approver_token: approver.unwrap(),
+        console_sign_in: sign_in.unwrap(),
+    }
 }
 
 /// The repository's root, where `tests/python` is.

@@ -81,7 +81,13 @@ impl Run {
     }
 
     /// Sends key `i`'s keyed write to `url` and records its answer.
-    async fn send(&self, client: &reqwest::Client, url: &str, i: usize, phase: &str) -> Option<Answer> {
+    async fn send(
+        &self,
+        client: &reqwest::Client,
+        url: &str,
+        i: usize,
+        phase: &str,
+    ) -> Option<Answer> {
         let key = self.key(i);
         let sent = call(client, url, &ticket_args(&key), Some(&key), json!({}), None).await;
         self.record(i, sent, phase)
@@ -105,11 +111,7 @@ impl Run {
             Err(e) => {
                 self.tally(format!(
                     "{phase}: no answer ({})",
-                    if e.is_connect() {
-                        "refused at connect"
-                    } else {
-                        "cut off"
-                    }
+                    if e.is_connect() { "refused at connect" } else { "cut off" }
                 ));
                 return None;
             }
@@ -117,20 +119,10 @@ impl Run {
         let answer = classify(&body);
         let label = match &answer {
             _ if status != 200 => {
-                self.odd
-                    .lock()
-                    .unwrap()
-                    .push(format!("{phase} {key}: HTTP {status}: {body}"));
+                self.odd.lock().unwrap().push(format!("{phase} {key}: HTTP {status}: {body}"));
                 format!("HTTP {status}")
             }
-            Answer::Ticket {
-                ticket_id,
-                client_reference,
-                op_key,
-                replayed,
-                state,
-                ..
-            } => {
+            Answer::Ticket { ticket_id, client_reference, op_key, replayed, state, .. } => {
                 if client_reference != &reference(&key) || op_key != &key {
                     self.odd
                         .lock()
@@ -141,7 +133,10 @@ impl Run {
                 // The desk marks a send of a reference it already holds: a
                 // second dispatch of an effect that existed.
                 if body["result"]["structuredContent"]["deduplicated"] == json!(true) {
-                    self.odd.lock().unwrap().push(format!("{phase} {key}: the desk saw this reference before: {body}"));
+                    self.odd
+                        .lock()
+                        .unwrap()
+                        .push(format!("{phase} {key}: the desk saw this reference before: {body}"));
                 }
                 if *replayed {
                     format!("ticket (replay of {state})")
@@ -150,9 +145,8 @@ impl Run {
                 }
             }
             Answer::Refused { reason, body, .. } => {
-                let action = body["result"]["structuredContent"]["action"]
-                    .as_str()
-                    .unwrap_or_default();
+                let action =
+                    body["result"]["structuredContent"]["action"].as_str().unwrap_or_default();
                 if action != "retry" && reason != "outcome_unknown" {
                     self.odd.lock().unwrap().push(format!(
                         "{phase} {key}: refused `{reason}` with action `{action}`: {body}"
@@ -161,10 +155,7 @@ impl Run {
                 format!("refused {reason} ({action})")
             }
             Answer::Other(v) => {
-                self.odd
-                    .lock()
-                    .unwrap()
-                    .push(format!("{phase} {key}: unexpected answer: {v}"));
+                self.odd.lock().unwrap().push(format!("{phase} {key}: unexpected answer: {v}"));
                 "other".into()
             }
         };
@@ -226,13 +217,8 @@ async fn settle_all(run: &Arc<Run>, configs: &[PathBuf]) -> (usize, usize) {
     let next = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..WRITERS)
         .map(|_| {
-            let (run, next, configs, applied, not_applied) = (
-                run.clone(),
-                next.clone(),
-                configs.to_vec(),
-                applied.clone(),
-                not_applied.clone(),
-            );
+            let (run, next, configs, applied, not_applied) =
+                (run.clone(), next.clone(), configs.to_vec(), applied.clone(), not_applied.clone());
             tokio::spawn(async move {
                 let client = client();
                 loop {
@@ -250,14 +236,14 @@ async fn settle_all(run: &Arc<Run>, configs: &[PathBuf]) -> (usize, usize) {
                         let url = run.url(i).expect("a gateway serves after the faults");
                         match run.send(&client, &url, i, "settle").await {
                             Some(Answer::Ticket { .. }) => break,
-                            Some(Answer::Refused {
-                                reason,
-                                operation_id,
-                                ..
-                            }) if reason == "outcome_unknown" => {
+                            Some(Answer::Refused { reason, operation_id, .. })
+                                if reason == "outcome_unknown" =>
+                            {
                                 let id = operation_id.expect("outcome_unknown names its operation");
                                 match reconcile(&configs[i % configs.len()], &id).await {
-                                    Ok(done) if done["applied"] == json!(true) => applied.fetch_add(1, SeqCst),
+                                    Ok(done) if done["applied"] == json!(true) => {
+                                        applied.fetch_add(1, SeqCst)
+                                    }
                                     Ok(_) => {
                                         *run.not_applied.lock().unwrap().entry(i).or_default() += 1;
                                         not_applied.fetch_add(1, SeqCst)
@@ -340,9 +326,7 @@ async fn checks_hold(
     }
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
     for op in ops_list(&configs[0]).await {
-        *states
-            .entry(op["state"].as_str().unwrap_or_default().to_string())
-            .or_default() += 1;
+        *states.entry(op["state"].as_str().unwrap_or_default().to_string()).or_default() += 1;
     }
     for config in configs {
         toolgate(&["log", "verify", "--config", config.to_str().unwrap()]).await;
@@ -373,9 +357,7 @@ async fn checks_hold(
         &wrong[..wrong.len().min(10)]
     );
     assert!(
-        states
-            .keys()
-            .all(|s| matches!(s.as_str(), "completed" | "reconciled_applied")),
+        states.keys().all(|s| matches!(s.as_str(), "completed" | "reconciled_applied")),
         "operations left unsettled: {states:?}"
     );
     let panicked = panics(logs);
@@ -383,29 +365,20 @@ async fn checks_hold(
 }
 
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
 async fn support_at(addr: SocketAddr, state: &Path, log: &Path) -> Proc {
     let mut cmd = Command::new(BIN);
-    cmd.args(["atlas", "support", "--http", &addr.to_string(), "--state"])
-        .arg(state);
+    cmd.args(["atlas", "support", "--http", &addr.to_string(), "--state"]).arg(state);
     spawn_listening(cmd, log, "serving support on").await
 }
 
 fn seed() -> u64 {
-    std::env::var("TOOLGATE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
+    std::env::var("TOOLGATE_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+    })
 }
 
 fn folders(name: &str) -> (Option<tempfile::TempDir>, PathBuf, PathBuf, PathBuf) {
@@ -423,11 +396,8 @@ async fn upstream_killed_and_restarted() {
     let addr = free_addr();
     let mut support = Some(support_at(addr, &support_state, &logs.join("support-01.log")).await);
     let config = dir.join("toolgate.toml");
-    std::fs::write(
-        &config,
-        gateway_config(&format!("http://{addr}/mcp"), None, "automatic"),
-    )
-    .unwrap();
+    std::fs::write(&config, gateway_config(&format!("http://{addr}/mcp"), None, "automatic"))
+        .unwrap();
     let gateway = start_gateway(&config, &logs.join("gateway.log")).await;
     let run = Run::new("upstream", vec![gateway.url.clone()]);
     let writing = tokio::spawn(writers(run.clone()));
@@ -439,12 +409,8 @@ async fn upstream_killed_and_restarted() {
         kills += 1;
         tokio::time::sleep(Duration::from_millis(rng.range(100, 1000))).await;
         support = Some(
-            support_at(
-                addr,
-                &support_state,
-                &logs.join(format!("support-{:02}.log", kills + 1)),
-            )
-            .await,
+            support_at(addr, &support_state, &logs.join(format!("support-{:02}.log", kills + 1)))
+                .await,
         );
     }
     writing.await.unwrap();
@@ -480,10 +446,7 @@ impl Cluster {
         } else {
             std::process::Command::new(self.bin.join(tool))
         };
-        let out = cmd
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
+        let out = cmd.args(args).output().unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
         assert!(
             out.status.success(),
             "{tool} {args:?}: {}{}",
@@ -497,9 +460,7 @@ impl Cluster {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|d| {
-                d.flatten()
-                    .map(|e| e.path().join("bin"))
-                    .find(|b| b.join("initdb").exists())
+                d.flatten().map(|e| e.path().join("bin")).find(|b| b.join("initdb").exists())
             })
             .expect("PostgreSQL's server binaries under /usr/lib/postgresql");
         let data = dir.join("pg");
@@ -512,27 +473,12 @@ impl Cluster {
                 .unwrap();
             assert!(status.success());
             // The cluster's folder must be reachable by its owner.
-            let _ = std::process::Command::new("chmod")
-                .args(["o+x"])
-                .arg(dir)
-                .status();
+            let _ = std::process::Command::new("chmod").args(["o+x"]).arg(dir).status();
         }
-        let cluster = Cluster {
-            bin,
-            data,
-            port: free_addr().port(),
-        };
+        let cluster = Cluster { bin, data, port: free_addr().port() };
         cluster.pg(
             "initdb",
-            &[
-                "-D",
-                cluster.data.to_str().unwrap(),
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-            ],
+            &["-D", cluster.data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--no-sync"],
         );
         cluster.ctl(&["start", "-w"]);
         cluster
@@ -545,14 +491,8 @@ impl Cluster {
             self.data.display()
         );
         let log = self.data.join("server.log");
-        let mut all = vec![
-            "-D",
-            self.data.to_str().unwrap(),
-            "-o",
-            &opts,
-            "-l",
-            log.to_str().unwrap(),
-        ];
+        let mut all =
+            vec!["-D", self.data.to_str().unwrap(), "-o", &opts, "-l", log.to_str().unwrap()];
         all.extend_from_slice(args);
         self.pg("pg_ctl", &all);
     }
@@ -591,15 +531,9 @@ async fn postgres_restarted_under_replicas() {
         if name == "b" {
             // One requestState key for both, as replicas share it.
             let state = folder.join("state");
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&state)
+            std::fs::DirBuilder::new().mode(0o700).create(&state).unwrap();
+            std::fs::copy(dir.join("a/state/requeststate.key"), state.join("requeststate.key"))
                 .unwrap();
-            std::fs::copy(
-                dir.join("a/state/requeststate.key"),
-                state.join("requeststate.key"),
-            )
-            .unwrap();
             std::fs::set_permissions(
                 state.join("requeststate.key"),
                 std::fs::Permissions::from_mode(0o600),
@@ -607,11 +541,8 @@ async fn postgres_restarted_under_replicas() {
             .unwrap();
         }
         let config = folder.join("toolgate.toml");
-        std::fs::write(
-            &config,
-            gateway_config(&support.url, Some(&cluster.url()), "automatic"),
-        )
-        .unwrap();
+        std::fs::write(&config, gateway_config(&support.url, Some(&cluster.url()), "automatic"))
+            .unwrap();
         replicas.push(start_gateway(&config, &logs.join(format!("{name}.log"))).await);
         configs.push(config);
     }
@@ -643,13 +574,7 @@ async fn postgres_restarted_under_replicas() {
 fn mount_tmpfs(at: &Path, size: &str) {
     std::fs::create_dir_all(at).unwrap();
     let out = std::process::Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size},mode=0700"),
-            "tmpfs",
-        ])
+        .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
         .arg(at)
         .output()
         .unwrap();
@@ -679,10 +604,7 @@ struct Mount(PathBuf);
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
 
@@ -727,7 +649,8 @@ async fn on_tmpfs(name: &str, size: &str) -> OnTmpfs {
 #[ignore = "the fault run: scripts/faults"]
 async fn disk_full_under_sqlite() {
     let mut rng = Rng::new(seed());
-    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } = on_tmpfs("fault-disk", "32m").await;
+    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } =
+        on_tmpfs("fault-disk", "32m").await;
     let gateway = start_gateway(&config, &logs.join("gateway.log")).await;
     let run = Run::new("disk", vec![gateway.url.clone()]);
     let writing = tokio::spawn(writers(run.clone()));
@@ -760,10 +683,7 @@ async fn disk_full_under_sqlite() {
         &logs,
     )
     .await;
-    assert!(
-        full > 0,
-        "no write met a full disk: the fault did not strike"
-    );
+    assert!(full > 0, "no write met a full disk: the fault did not strike");
     drop((gateway, support));
 }
 
@@ -771,7 +691,8 @@ async fn disk_full_under_sqlite() {
 #[ignore = "the fault run: scripts/faults"]
 async fn read_only_ledger() {
     let mut rng = Rng::new(seed());
-    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } = on_tmpfs("fault-readonly", "64m").await;
+    let OnTmpfs { _keep, support_state, logs, support, state, _mount, config } =
+        on_tmpfs("fault-readonly", "64m").await;
     let mut gateway = start_gateway(&config, &logs.join("gateway-01.log")).await;
     let run = Run::new("readonly", vec![gateway.url.clone()]);
     let writing = tokio::spawn(writers(run.clone()));
@@ -785,9 +706,7 @@ async fn read_only_ledger() {
         rounds += 1;
         remount(&state, "ro").expect("remounting read-only with no writer");
         let mut cmd = std::process::Command::new(BIN);
-        cmd.args(["serve", "--config"])
-            .arg(&config)
-            .env("TG_DANA_TOKEN", DANA_TOKEN);
+        cmd.args(["serve", "--config"]).arg(&config).env("TG_DANA_TOKEN", DANA_TOKEN);
         let out = tokio::time::timeout(
             Duration::from_secs(30),
             tokio::task::spawn_blocking(move || cmd.output()),
@@ -797,22 +716,15 @@ async fn read_only_ledger() {
         .unwrap()
         .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let said = stderr
-            .lines()
-            .rfind(|l| !l.trim().is_empty())
-            .unwrap_or_default()
-            .to_string();
+        let said = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().to_string();
         assert!(
             !out.status.success() && said.contains("read-only"),
             "a gateway on a read-only ledger must stop at once and say why:\n{stderr}"
         );
         refused_to_start.push(said);
         remount(&state, "rw").unwrap();
-        gateway = start_gateway(
-            &config,
-            &logs.join(format!("gateway-{:02}.log", rounds + 1)),
-        )
-        .await;
+        gateway =
+            start_gateway(&config, &logs.join(format!("gateway-{:02}.log", rounds + 1))).await;
         *run.urls.lock().unwrap() = vec![gateway.url.clone()];
     }
     writing.await.unwrap();

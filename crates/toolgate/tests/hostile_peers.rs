@@ -70,7 +70,8 @@ fn assert_no_raw(what: &str, bytes: &[u8]) {
 fn verify_answer_prints_the_answer_s_log_location_escaped() {
     // A log that answers anything: its "checkpoint" verifies under no key,
     // so verify reports and prints (rather than failing before printing).
-    let (base, _) = hostile("HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n".into(), 9);
+    let (base, _) =
+        hostile("HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n".into(), 9);
     let location = format!("{base}/log\u{1b}]0;owned\u{7}\r\u{202e}gol\u{9b}/");
     let answer = serde_json::json!({
         "content": [],
@@ -79,10 +80,20 @@ fn verify_answer_prints_the_answer_s_log_location_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("answer.json");
     std::fs::write(&file, answer.to_string()).unwrap();
-    let out = toolgate().args(["verify", "--answer"]).arg(&file).args(["--vkey", VKEY, "--wait-ms", "0"]).output().unwrap();
+    let out = toolgate()
+        .args(["verify", "--answer"])
+        .arg(&file)
+        .args(["--vkey", VKEY, "--wait-ms", "0"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("log        ") && stdout.contains("\\u{1b}]0;owned\\u{7}\\u{d}\\u{202e}gol\\u{9b}/"), "{}", text(&out));
+    assert!(
+        stdout.contains("log        ")
+            && stdout.contains("\\u{1b}]0;owned\\u{7}\\u{d}\\u{202e}gol\\u{9b}/"),
+        "{}",
+        text(&out)
+    );
     assert_no_raw("stdout", &out.stdout);
     assert_no_raw("stderr", &out.stderr);
 }
@@ -93,12 +104,17 @@ fn probe_follows_no_redirect_and_names_where_it_pointed() {
     let target = TcpListener::bind("127.0.0.1:0").unwrap();
     target.set_nonblocking(true).unwrap();
     let elsewhere = format!("http://{}/healthz", target.local_addr().unwrap());
-    let head = format!("HTTP/1.1 302 Found\r\nLocation: {elsewhere}?\u{202e}evil\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let head = format!(
+        "HTTP/1.1 302 Found\r\nLocation: {elsewhere}?\u{202e}evil\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     let (base, _) = hostile(head, 0);
     let out = toolgate().args(["probe", &format!("{base}/readyz")]).output().unwrap();
     assert!(!out.status.success(), "a redirect is not a healthy answer: {}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("302") && stderr.contains(&format!("{elsewhere}?\\u{{202e}}evil")), "{stderr}");
+    assert!(
+        stderr.contains("302") && stderr.contains(&format!("{elsewhere}?\\u{{202e}}evil")),
+        "{stderr}"
+    );
     assert_no_raw("stderr", &out.stderr);
     assert!(target.accept().is_err(), "the probe went where the redirect pointed");
 }
@@ -106,15 +122,26 @@ fn probe_follows_no_redirect_and_names_where_it_pointed() {
 #[test]
 fn probe_reads_only_the_head_of_an_endless_error_body() {
     const BODY: usize = 512 << 20;
-    let (base, written) = hostile("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n".into(), BODY);
+    let (base, written) =
+        hostile("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n".into(), BODY);
     let started = Instant::now();
-    let out = toolgate().args(["probe", &format!("{base}/readyz"), "--timeout-ms", "20000"]).output().unwrap();
+    let out = toolgate()
+        .args(["probe", &format!("{base}/readyz"), "--timeout-ms", "20000"])
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("503") && stderr.contains("\\u{1b}[2J"), "{stderr}");
     assert_no_raw("stderr", &out.stderr);
-    assert!(started.elapsed() < Duration::from_secs(15), "the probe read on for {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the probe read on for {:?}",
+        started.elapsed()
+    );
     std::thread::sleep(Duration::from_millis(300));
     let sent = written.load(Ordering::Relaxed);
-    assert!(sent < 64 << 20, "the server wrote {sent} of {BODY} bytes before the probe hung up: it read the body whole");
+    assert!(
+        sent < 64 << 20,
+        "the server wrote {sent} of {BODY} bytes before the probe hung up: it read the body whole"
+    );
 }

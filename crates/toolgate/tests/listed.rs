@@ -85,7 +85,11 @@ anonymous = true
 
 /// The server an exposed name or URI belongs to.
 fn server_of(name: &str) -> String {
-    let name = name.strip_prefix("prompt:").or_else(|| name.strip_prefix("resource:")).or_else(|| name.strip_prefix("template:")).unwrap_or(name);
+    let name = name
+        .strip_prefix("prompt:")
+        .or_else(|| name.strip_prefix("resource:"))
+        .or_else(|| name.strip_prefix("template:"))
+        .unwrap_or(name);
     match name.strip_prefix("toolgate://") {
         Some(rest) => rest.split('/').next().unwrap().to_string(),
         None => name.split("__").next().unwrap().to_string(),
@@ -94,14 +98,20 @@ fn server_of(name: &str) -> String {
 
 /// Counts what the Python SDK is given, per server and list.
 fn sdk_counts(url: &str, mode: &str) -> Counts {
-    let out = StdCommand::new(python()).arg(workspace().join("tests/python/list_all.py")).args([url, mode]).output().unwrap();
+    let out = StdCommand::new(python())
+        .arg(workspace().join("tests/python/list_all.py"))
+        .args([url, mode])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_str(&stdout).unwrap();
     let mut counts: Counts = SERVERS.iter().map(|s| (s.to_string(), [0; 4])).collect();
     for (i, kind) in KINDS.iter().enumerate() {
         for name in v[kind].as_array().unwrap() {
-            counts.get_mut(&server_of(name.as_str().unwrap())).unwrap_or_else(|| panic!("{name}"))[i] += 1;
+            counts
+                .get_mut(&server_of(name.as_str().unwrap()))
+                .unwrap_or_else(|| panic!("{name}"))[i] += 1;
         }
     }
     counts
@@ -113,7 +123,10 @@ fn doctor_counts(config: &Path) -> (Counts, Counts, String) {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let (mut given, mut offered) = (Counts::new(), Counts::new());
     for server in SERVERS {
-        let line = stdout.lines().find(|l| l.contains(&format!("upstream {server}: protocol"))).unwrap_or_else(|| panic!("no line for {server}:\n{stdout}"));
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&format!("upstream {server}: protocol")))
+            .unwrap_or_else(|| panic!("no line for {server}:\n{stdout}"));
         let said = line.split("a client is given ").nth(1).unwrap().split(';').next().unwrap();
         let parts: Vec<&str> = said.split(", ").collect();
         assert_eq!(parts.len(), 4, "{line}");
@@ -144,13 +157,18 @@ fn listed_counts(items: impl Iterator<Item = (String, &'static str, bool)>) -> C
 
 /// A pin name's list: `prompt:` → prompts, …; anything else is a tool.
 fn kind_of(name: &str) -> &'static str {
-    ["prompt:", "resource:", "template:"].iter().zip(["prompts", "resources", "templates"]).find(|(p, _)| name.starts_with(**p)).map_or("tools", |(_, k)| k)
+    ["prompt:", "resource:", "template:"]
+        .iter()
+        .zip(["prompts", "resources", "templates"])
+        .find(|(p, _)| name.starts_with(**p))
+        .map_or("tools", |(_, k)| k)
 }
 
 fn run_json(args: &[&str], config: &Path) -> Value {
     let out = StdCommand::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,9 +188,18 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
     let config = home.join("toolgate.toml");
     std::fs::write(&config, self::config(&untrusted.url, &trusted.url, &parts.url)).unwrap();
     // Two contracts pinned at definitions they no longer have.
-    let stale = |name: &str| (name.to_string(), json!({"sha256": "0".repeat(64), "definition": {"name": name, "description": "as it was"}, "accepted_at": 0}));
-    let pins: serde_json::Map<String, Value> = [stale("fixture__test_audio_content"), stale("prompt:fixture__test_prompt_with_arguments")].into_iter().collect();
-    std::fs::write(home.join("toolgate.lock"), json!({"version": 1, "tools": pins}).to_string()).unwrap();
+    let stale = |name: &str| {
+        (
+            name.to_string(),
+            json!({"sha256": "0".repeat(64), "definition": {"name": name, "description": "as it was"}, "accepted_at": 0}),
+        )
+    };
+    let pins: serde_json::Map<String, Value> =
+        [stale("fixture__test_audio_content"), stale("prompt:fixture__test_prompt_with_arguments")]
+            .into_iter()
+            .collect();
+    std::fs::write(home.join("toolgate.lock"), json!({"version": 1, "tools": pins}).to_string())
+        .unwrap();
 
     // Before anything serves: the rest is not pinned yet, and is counted as
     // given (a serving gateway pins and lists it).
@@ -181,26 +208,71 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
     assert_eq!(offered["fixture"], [23, 5, 2, 1], "{doctor}");
     assert_eq!(before["fixture"], [2, 1, 1, 1], "{doctor}");
     assert_eq!(before["trusted"], [1, 4, 2, 1], "{doctor}");
-    assert!(doctor.contains("warn  upstream fixture:") && doctor.contains("not pinned yet, listed once served"), "{doctor}");
-    assert!(doctor.contains("not listed: 19 tools, 2 prompts: untrusted server, not in the registry"), "{doctor}");
-    assert!(doctor.contains("not listed: 1 tool, 1 prompt, 1 resource: the registry classes them prohibited"), "{doctor}");
+    assert!(
+        doctor.contains("warn  upstream fixture:")
+            && doctor.contains("not pinned yet, listed once served"),
+        "{doctor}"
+    );
+    assert!(
+        doctor.contains("not listed: 19 tools, 2 prompts: untrusted server, not in the registry"),
+        "{doctor}"
+    );
+    assert!(
+        doctor.contains(
+            "not listed: 1 tool, 1 prompt, 1 resource: the registry classes them prohibited"
+        ),
+        "{doctor}"
+    );
     assert!(doctor.contains("FAIL  upstream fixture: not listed, and refused, until accepted: 1 tool, 1 prompt: contract changed since pinned"), "{doctor}");
     assert!(doctor.contains("--accept fixture__test_audio_content"), "{doctor}");
     assert!(doctor.contains("not listed: 22 tools: its annotations imply prohibited"), "{doctor}");
 
     // `toolgate tools --json` says the same of each item.
     let tools = run_json(&["tools", "--json"], &config);
-    let rows = tools["tools"].as_array().unwrap().iter().chain(tools["contents"].as_array().unwrap());
-    let by_tools = listed_counts(rows.map(|r| (r["name"].as_str().unwrap().to_string(), kind_of(r["name"].as_str().unwrap()), r["listing"]["listed"] == true)));
+    let rows =
+        tools["tools"].as_array().unwrap().iter().chain(tools["contents"].as_array().unwrap());
+    let by_tools = listed_counts(rows.map(|r| {
+        (
+            r["name"].as_str().unwrap().to_string(),
+            kind_of(r["name"].as_str().unwrap()),
+            r["listing"]["listed"] == true,
+        )
+    }));
     assert_eq!(by_tools, before, "tools --json");
-    let audio = tools["tools"].as_array().unwrap().iter().find(|r| r["name"] == "fixture__test_audio_content").unwrap();
-    assert_eq!((audio["effective_class"].as_str(), audio["listing"]["reason"].as_str()), (Some("automatic"), Some("contract_changed")), "{audio}");
-    let unregistered = tools["tools"].as_array().unwrap().iter().find(|r| r["name"] == "fixture__test_logging_tool").unwrap();
+    let audio = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "fixture__test_audio_content")
+        .unwrap();
+    assert_eq!(
+        (audio["effective_class"].as_str(), audio["listing"]["reason"].as_str()),
+        (Some("automatic"), Some("contract_changed")),
+        "{audio}"
+    );
+    let unregistered = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "fixture__test_logging_tool")
+        .unwrap();
     assert_eq!(unregistered["listing"]["reason"], "untrusted_unregistered", "{unregistered}");
-    assert!(unregistered["listing"]["to_list"].as_str().unwrap().starts_with("[registry.\"fixture__test_logging_tool\"]\nclass = "), "{unregistered}");
+    assert!(
+        unregistered["listing"]["to_list"]
+            .as_str()
+            .unwrap()
+            .starts_with("[registry.\"fixture__test_logging_tool\"]\nclass = "),
+        "{unregistered}"
+    );
     // …and `toolgate audit --json`.
     let audit = run_json(&["audit", "--json"], &config);
-    let by_audit = listed_counts(audit["listing"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap().to_string(), kind_of(r["name"].as_str().unwrap()), r["listing"]["listed"] == true)));
+    let by_audit = listed_counts(audit["listing"].as_array().unwrap().iter().map(|r| {
+        (
+            r["name"].as_str().unwrap().to_string(),
+            kind_of(r["name"].as_str().unwrap()),
+            r["listing"]["listed"] == true,
+        )
+    }));
     assert_eq!(by_audit, before, "audit --json");
 
     // The table: columns stay aligned past 36 characters, the class in
@@ -210,12 +282,23 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
     let table = String::from_utf8_lossy(&table.stdout).into_owned();
     println!("{table}");
     let header = table.lines().next().unwrap();
-    let long = table.lines().find(|l| l.starts_with("fixture__test_input_required_result_multiple_inputs ")).unwrap_or_else(|| panic!("{table}"));
+    let long = table
+        .lines()
+        .find(|l| l.starts_with("fixture__test_input_required_result_multiple_inputs "))
+        .unwrap_or_else(|| panic!("{table}"));
     let short = table.lines().find(|l| l.starts_with("fixture__test_simple_text ")).unwrap();
-    for (column, in_long, in_short) in [("annotations imply", "prohibited", "prohibited"), ("registry says", "-", "automatic"), ("in force", "prohibited", "automatic"), ("a client is given it", "no: untrusted server, not in the registry", "listed once served")] {
+    for (column, in_long, in_short) in [
+        ("annotations imply", "prohibited", "prohibited"),
+        ("registry says", "-", "automatic"),
+        ("in force", "prohibited", "automatic"),
+        ("a client is given it", "no: untrusted server, not in the registry", "listed once served"),
+    ] {
         let at = header.find(column).unwrap();
         assert!(at > "fixture__test_input_required_result_multiple_inputs".len(), "{header}");
-        assert!(long[at..].starts_with(in_long) && short[at..].starts_with(in_short), "`{column}` is not aligned:\n{header}\n{long}\n{short}");
+        assert!(
+            long[at..].starts_with(in_long) && short[at..].starts_with(in_short),
+            "`{column}` is not aligned:\n{header}\n{long}\n{short}"
+        );
     }
     assert!(table.contains("Not listed until the registry names them") && table.contains("[registry_prompts.\"fixture__test_prompt_with_embedded_resource\"]\nclass = \"automatic\""), "{table}");
 
@@ -223,7 +306,8 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
     // exactly what every place said.
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&config);
-    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
     for mode in ["2026-07-28", "legacy"] {
         let client = tokio::task::spawn_blocking({
             let url = gateway.url.clone();
@@ -231,7 +315,10 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
         })
         .await
         .unwrap();
-        assert_eq!(client, before, "{mode}: what the client is given, against what doctor said before the gateway served");
+        assert_eq!(
+            client, before,
+            "{mode}: what the client is given, against what doctor said before the gateway served"
+        );
     }
     // While it serves (everything it saw now pinned), doctor says the same.
     let (serving, _, doctor) = doctor_counts(&config);

@@ -43,7 +43,9 @@ fn config(state: &str, servers: &str, ttl_ms: u64, kinds: &[&str]) -> String {
     let mut registry = String::new();
     for kind in kinds {
         registry.push_str(&format!("[[registry_resources]]\nserver = \"{kind}\"\nuri = \"test://*\"\nclass = \"automatic\"\n"));
-        registry.push_str(&format!("[registry.\"{kind}__test_update_resource\"]\nclass = \"automatic\"\nread_only = true\n"));
+        registry.push_str(&format!(
+            "[registry.\"{kind}__test_update_resource\"]\nclass = \"automatic\"\nread_only = true\n"
+        ));
     }
     format!(
         r#"[gateway]
@@ -72,9 +74,17 @@ fn script() -> PathBuf {
 
 /// Runs `notices.py` to its end and returns its JSON.
 fn notices(target: &str, mode: &str, action: &str, args: &Value) -> Value {
-    let out = std::process::Command::new(python()).arg(script()).args([target, mode, action, &args.to_string()]).output().unwrap();
+    let out = std::process::Command::new(python())
+        .arg(script())
+        .args([target, mode, action, &args.to_string()])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{target} {mode} {action}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{target} {mode} {action}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
@@ -93,16 +103,25 @@ async fn a_legacy_client_hears_resource_updates_from_every_kind_of_upstream() {
     std::fs::write(&http_config, config("state-http", &servers, 60_000, &KINDS)).unwrap();
     let mut gateway = Command::new(BIN);
     gateway.current_dir(dir.path()).args(["serve", "--config"]).arg(&http_config);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
 
     // Over HTTP: the session initialize issued, its GET stream.
     let heard = notices(&gateway.url, "legacy", "subscribe", &every_kind());
-    assert_eq!(heard["updated"], json!(KINDS.map(|k| format!("toolgate://{k}/test://static-text"))), "{heard}");
+    assert_eq!(
+        heard["updated"],
+        json!(KINDS.map(|k| format!("toolgate://{k}/test://static-text"))),
+        "{heard}"
+    );
     assert_eq!(heard["after_unsubscribe"], 0, "no update after resources/unsubscribe: {heard}");
 
     // Over stdio: the connection is the session.
     let stdio_config = dir.path().join("stdio.toml");
-    std::fs::write(&stdio_config, config(dir.path().join("state-stdio").to_str().unwrap(), &servers, 60_000, &KINDS)).unwrap();
+    std::fs::write(
+        &stdio_config,
+        config(dir.path().join("state-stdio").to_str().unwrap(), &servers, 60_000, &KINDS),
+    )
+    .unwrap();
     let command = json!([BIN, "serve", "--stdio", "--config", stdio_config]);
     let heard = notices(&command.to_string(), "legacy", "subscribe", &every_kind());
     assert_eq!(heard["updated"].as_array().map(Vec::len), Some(4), "{heard}");
@@ -116,13 +135,22 @@ async fn a_legacy_subscription_needs_a_readable_resource_and_its_own_session() {
     let modern = fixture(dir.path(), "modern", &[]).await;
     let legacy = fixture(dir.path(), "legacy", &["--legacy"]).await;
     let config_path = dir.path().join("toolgate.toml");
-    std::fs::write(&config_path, config("state", &servers(&modern.url, &legacy.url), 60_000, &KINDS)).unwrap();
+    std::fs::write(
+        &config_path,
+        config("state", &servers(&modern.url, &legacy.url), 60_000, &KINDS),
+    )
+    .unwrap();
     let mut gateway = Command::new(BIN);
     gateway.current_dir(dir.path()).args(["serve", "--config"]).arg(&config_path);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
     let http = reqwest::Client::new();
     let post = |body: Value, session: Option<&str>| {
-        let mut req = http.post(&gateway.url).header("Content-Type", "application/json").header("Accept", "application/json, text/event-stream").header("MCP-Protocol-Version", "2025-11-25");
+        let mut req = http
+            .post(&gateway.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25");
         if let Some(s) = session {
             req = req.header("Mcp-Session-Id", s);
         }
@@ -134,33 +162,69 @@ async fn a_legacy_subscription_needs_a_readable_resource_and_its_own_session() {
     assert!(session.len() >= 32, "an unguessable id: {session}");
     let subscribe = |uri: &str| json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}});
     // A URI that is no readable resource: refused, saying where to look.
-    let body: Value = post(subscribe("toolgate://modern/test://nothing-here"), Some(&session)).await.unwrap().json().await.unwrap();
+    let body: Value = post(subscribe("toolgate://modern/test://nothing-here"), Some(&session))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["error"]["code"], -32602, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("resources/list"), "{body}");
     // No session, or one this gateway did not issue: refused, nothing followed.
-    let body: Value = post(subscribe("toolgate://modern/test://static-text"), None).await.unwrap().json().await.unwrap();
+    let body: Value = post(subscribe("toolgate://modern/test://static-text"), None)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(body["error"]["message"].as_str().unwrap().contains("Mcp-Session-Id"), "{body}");
-    let resp = post(subscribe("toolgate://modern/test://static-text"), Some("not-a-session")).await.unwrap();
+    let resp = post(subscribe("toolgate://modern/test://static-text"), Some("not-a-session"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
     // The session's stream opens for it alone; DELETE ends it.
-    let get = |s: &str| http.get(&gateway.url).header("Accept", "text/event-stream").header("Mcp-Session-Id", s.to_string()).send();
+    let get = |s: &str| {
+        http.get(&gateway.url)
+            .header("Accept", "text/event-stream")
+            .header("Mcp-Session-Id", s.to_string())
+            .send()
+    };
     let resp = get(&session).await.unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     drop(resp);
     assert_eq!(get("not-a-session").await.unwrap().status(), 404);
-    assert_eq!(http.get(&gateway.url).header("Accept", "text/event-stream").send().await.unwrap().status(), 405, "no session, no stream");
-    let ended = http.delete(&gateway.url).header("Mcp-Session-Id", session.clone()).send().await.unwrap();
+    assert_eq!(
+        http.get(&gateway.url).header("Accept", "text/event-stream").send().await.unwrap().status(),
+        405,
+        "no session, no stream"
+    );
+    let ended =
+        http.delete(&gateway.url).header("Mcp-Session-Id", session.clone()).send().await.unwrap();
     assert_eq!(ended.status(), 204);
     assert_eq!(get(&session).await.unwrap().status(), 404, "an ended session is gone");
     drop((gateway, modern, legacy));
 }
 
 /// Starts `notices.py … lists 2` and waits for its `ready` line.
-async fn listening(url: &str, mode: &str) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>) {
-    let mut child = Command::new(python()).arg(script()).args([url, mode, "lists", "2"]).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true).spawn().unwrap();
+async fn listening(
+    url: &str,
+    mode: &str,
+) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>) {
+    let mut child = Command::new(python())
+        .arg(script())
+        .args([url, mode, "lists", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.expect("ready in time").unwrap().unwrap_or_default();
+    let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("ready in time")
+        .unwrap()
+        .unwrap_or_default();
     assert!(ready.contains("ready"), "{mode}: {ready}");
     (child, lines)
 }
@@ -176,7 +240,8 @@ async fn list_changed_goes_out_when_a_down_upstream_is_back_in_both_eras() {
     std::fs::write(&config_path, config("state", &only, 1_000, &["modern"])).unwrap();
     let mut gateway = Command::new(BIN);
     gateway.current_dir(dir.path()).args(["serve", "--config"]).arg(&config_path);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
 
     let (mut modern, mut modern_out) = listening(&gateway.url, "2026-07-28").await;
     let (mut legacy, mut legacy_out) = listening(&gateway.url, "legacy").await;
@@ -184,8 +249,14 @@ async fn list_changed_goes_out_when_a_down_upstream_is_back_in_both_eras() {
     drop(upstream);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let back = fixture(dir.path(), "back", &["--http", &address]).await;
-    for (mode, child, out) in [("2026-07-28", &mut modern, &mut modern_out), ("legacy", &mut legacy, &mut legacy_out)] {
-        let last = tokio::time::timeout(Duration::from_secs(30), out.next_line()).await.expect("in time").unwrap().unwrap_or_default();
+    for (mode, child, out) in
+        [("2026-07-28", &mut modern, &mut modern_out), ("legacy", &mut legacy, &mut legacy_out)]
+    {
+        let last = tokio::time::timeout(Duration::from_secs(30), out.next_line())
+            .await
+            .expect("in time")
+            .unwrap()
+            .unwrap_or_default();
         let heard: Value = serde_json::from_str(&last).unwrap_or(json!({"unreadable": last}));
         assert_eq!(heard["list_changed"], 2, "{mode}: {heard}");
         assert!(child.wait().await.unwrap().success(), "{mode}");

@@ -88,7 +88,9 @@ struct Chaos {
 
 impl Chaos {
     fn all_attempted(&self) -> bool {
-        self.next_key.load(SeqCst) >= KEYS && self.requeue.lock().unwrap().is_empty() && self.attempted.iter().all(|a| a.load(SeqCst))
+        self.next_key.load(SeqCst) >= KEYS
+            && self.requeue.lock().unwrap().is_empty()
+            && self.attempted.iter().all(|a| a.load(SeqCst))
     }
 
     /// The next write: a requeued key, a new key within this generation's
@@ -104,7 +106,13 @@ impl Chaos {
         let started = self.started_in_generation.load(SeqCst);
         // The killer may ask for one more new key, to kill while it runs.
         let allowed = allowed + self.want_first.load(SeqCst) as usize;
-        if self.next_key.load(SeqCst) < KEYS && started < allowed && self.started_in_generation.compare_exchange(started, started + 1, SeqCst, SeqCst).is_ok() {
+        if self.next_key.load(SeqCst) < KEYS
+            && started < allowed
+            && self
+                .started_in_generation
+                .compare_exchange(started, started + 1, SeqCst, SeqCst)
+                .is_ok()
+        {
             let i = self.next_key.fetch_add(1, SeqCst);
             if i < KEYS {
                 return Some((i, true));
@@ -125,12 +133,18 @@ impl Chaos {
             Answer::Ticket { ticket_id, client_reference, replayed, state, op_key, .. } => {
                 // The answer must be this key's operation and this key's ticket.
                 if client_reference != &reference(&key) || op_key != &key {
-                    self.odd.lock().unwrap().push(format!("{phase} {key}: another key's answer: {body}"));
+                    self.odd
+                        .lock()
+                        .unwrap()
+                        .push(format!("{phase} {key}: another key's answer: {body}"));
                 }
                 // The desk marks a second send of a reference it already
                 // took: a dispatch of an effect that existed.
                 if body["result"]["structuredContent"]["deduplicated"] == json!(true) {
-                    self.odd.lock().unwrap().push(format!("{phase} {key}: the desk saw this reference before: {body}"));
+                    self.odd
+                        .lock()
+                        .unwrap()
+                        .push(format!("{phase} {key}: the desk saw this reference before: {body}"));
                 }
                 self.seen.lock().unwrap()[i].push((ticket_id.clone(), *replayed, state.clone()));
                 match (replayed, state.as_str()) {
@@ -143,7 +157,10 @@ impl Chaos {
                 // its lease lapses) and "unknown" (sent, no answer recorded)
                 // are what a crash leaves; nothing else is.
                 if !matches!(reason.as_str(), "operation_in_progress" | "outcome_unknown") {
-                    self.odd.lock().unwrap().push(format!("{phase} {key}: refused {reason}: {body}"));
+                    self.odd
+                        .lock()
+                        .unwrap()
+                        .push(format!("{phase} {key}: refused {reason}: {body}"));
                 }
                 reason.clone()
             }
@@ -164,7 +181,10 @@ async fn writer(chaos: Arc<Chaos>, seed: u64) {
     let mut rng = Rng::new(seed);
     let mut gateway = chaos.gateway.subscribe();
     while !chaos.stop.load(SeqCst) {
-        let Some((generation, url)) = gateway.wait_for(Option::is_some).await.unwrap().clone() else { unreachable!() };
+        let Some((generation, url)) = gateway.wait_for(Option::is_some).await.unwrap().clone()
+        else {
+            unreachable!()
+        };
         let Some((i, first)) = chaos.pick(&mut rng) else {
             tokio::task::yield_now().await;
             continue;
@@ -192,11 +212,18 @@ async fn writer(chaos: Arc<Chaos>, seed: u64) {
                 let next = gateway.wait_for(|g| matches!(g, Some((n, _)) if *n != generation));
                 let _ = tokio::time::timeout(Duration::from_millis(500), next).await;
             }
-            Err(e) if e.is_builder() => panic!("{key}: the request could not be built for {url}: {e}"),
+            Err(e) if e.is_builder() => {
+                panic!("{key}: the request could not be built for {url}: {e}")
+            }
             // Sent, and the kill cut the answer off: its effect is for the
             // ledger to tell after the restart.
             Err(e) => {
-                *chaos.answers.lock().unwrap().entry(format!("chaos: cut off ({})", error_kind(&e))).or_default() += 1;
+                *chaos
+                    .answers
+                    .lock()
+                    .unwrap()
+                    .entry(format!("chaos: cut off ({})", error_kind(&e)))
+                    .or_default() += 1;
                 chaos.writes.fetch_add(1, SeqCst);
                 chaos.cut_off.fetch_add(1, SeqCst);
                 *chaos.cut_by_generation.lock().unwrap().entry(generation).or_default() += 1;
@@ -232,14 +259,29 @@ struct KillStats {
 /// (with writes in flight) and starts the next on the same config and
 /// state dir, until every key was attempted and ≥ MIN_KILLS kills happened.
 /// Leaves the last generation serving and returns it.
-async fn killer(chaos: Arc<Chaos>, config: PathBuf, logs: PathBuf, first: Proc, seed: u64) -> (Proc, KillStats) {
+async fn killer(
+    chaos: Arc<Chaos>,
+    config: PathBuf,
+    logs: PathBuf,
+    first: Proc,
+    seed: u64,
+) -> (Proc, KillStats) {
     let mut rng = Rng::new(seed);
     let mut proc = first;
-    let mut stats = KillStats { kills: 0, kills_with_writes_in_flight: 0, kills_with_first_attempts_in_flight: 0, generations: 1 };
+    let mut stats = KillStats {
+        kills: 0,
+        kills_with_writes_in_flight: 0,
+        kills_with_first_attempts_in_flight: 0,
+        generations: 1,
+    };
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
         let uptime_ms = rng.range(UPTIME_MS.0, UPTIME_MS.1);
-        *chaos.plan.lock().unwrap() = (Instant::now(), uptime_ms, rng.range(NEW_PER_GENERATION.0, NEW_PER_GENERATION.1) as usize);
+        *chaos.plan.lock().unwrap() = (
+            Instant::now(),
+            uptime_ms,
+            rng.range(NEW_PER_GENERATION.0, NEW_PER_GENERATION.1) as usize,
+        );
         chaos.started_in_generation.store(0, SeqCst);
         chaos.gateway.send_replace(Some((stats.generations, proc.url.clone())));
         tokio::time::sleep(Duration::from_millis(uptime_ms)).await;
@@ -261,21 +303,26 @@ async fn killer(chaos: Arc<Chaos>, config: PathBuf, logs: PathBuf, first: Proc, 
         let first_wanted = stats.kills % 2 == 0 && !chaos.all_attempted();
         chaos.want_first.store(first_wanted, SeqCst);
         while waiting.elapsed() < Duration::from_secs(2) {
-            let (busy, first) = (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
-            if (first_wanted && first > 0) || (busy > 0 && (!first_wanted || waiting.elapsed() > Duration::from_millis(300))) {
+            let (busy, first) =
+                (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
+            if (first_wanted && first > 0)
+                || (busy > 0 && (!first_wanted || waiting.elapsed() > Duration::from_millis(300)))
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         chaos.want_first.store(false, SeqCst);
-        let (busy, first) = (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
+        let (busy, first) =
+            (chaos.in_flight.load(SeqCst), chaos.first_attempts_in_flight.load(SeqCst));
         chaos.gateway.send_replace(None);
         proc.sigkill().await;
         stats.kills += 1;
         stats.kills_with_writes_in_flight += usize::from(busy > 0);
         stats.kills_with_first_attempts_in_flight += usize::from(first > 0);
         stats.generations += 1;
-        proc = start_gateway(&config, &logs.join(format!("gateway-{:03}.log", stats.generations))).await;
+        proc = start_gateway(&config, &logs.join(format!("gateway-{:03}.log", stats.generations)))
+            .await;
     }
 }
 
@@ -293,15 +340,25 @@ struct Settled {
 
 /// Retries key `i` (same key, same payload) until it has a ticket: waits out
 /// "in progress", reconciles "unknown" with the operator CLI.
-async fn settle(chaos: &Chaos, client: &reqwest::Client, url: &str, config: &Path, i: usize) -> Settled {
+async fn settle(
+    chaos: &Chaos,
+    client: &reqwest::Client,
+    url: &str,
+    config: &Path,
+    i: usize,
+) -> Settled {
     let key = crash_key(i);
     let mut s = Settled::default();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "{key} has no final answer after 60 s: {s:?}");
-        let (status, body) = call(client, url, &ticket_args(&key), Some(&key), json!({}), None).await.unwrap_or_else(|e| panic!("{key}: the gateway is up, yet: {e}"));
+        let (status, body) = call(client, url, &ticket_args(&key), Some(&key), json!({}), None)
+            .await
+            .unwrap_or_else(|e| panic!("{key}: the gateway is up, yet: {e}"));
         let answer = chaos.record(i, status, &body, "retry");
-        if s.first_final.is_empty() && !matches!(&answer, Answer::Refused { reason, .. } if reason == "operation_in_progress") {
+        if s.first_final.is_empty()
+            && !matches!(&answer, Answer::Refused { reason, .. } if reason == "operation_in_progress")
+        {
             s.first_final = match &answer {
                 Answer::Ticket { replayed: false, .. } => "fresh".into(),
                 Answer::Ticket { state, .. } => format!("replay of {state}"),
@@ -319,11 +376,13 @@ async fn settle(chaos: &Chaos, client: &reqwest::Client, url: &str, config: &Pat
                 // Held by a killed gateway: its lease (upstream_timeout_ms
                 // + 5 s) has to lapse before the operation counts as unknown.
                 s.in_progress_retries += 1;
-                let wait = retry_after_ms.unwrap_or_else(|| panic!("in progress without retry_after_ms: {body}"));
+                let wait = retry_after_ms
+                    .unwrap_or_else(|| panic!("in progress without retry_after_ms: {body}"));
                 tokio::time::sleep(Duration::from_millis(wait.clamp(10, 8_000))).await;
             }
             Answer::Refused { reason, operation_id, .. } if reason == "outcome_unknown" => {
-                let id = operation_id.unwrap_or_else(|| panic!("outcome_unknown without operation_id: {body}"));
+                let id = operation_id
+                    .unwrap_or_else(|| panic!("outcome_unknown without operation_id: {body}"));
                 let done = ops_reconcile(config, &id).await;
                 match done["applied"].as_bool() {
                     Some(true) => s.reconciled_applied += 1,
@@ -343,8 +402,13 @@ async fn keyed_writes_survive_sigkill() {
     let seed = std::env::var("TOOLGATE_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
-    println!("crash test seed {seed} (TOOLGATE_CRASH_SEED={seed} replays its random choices; timings still vary)");
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
+    println!(
+        "crash test seed {seed} (TOOLGATE_CRASH_SEED={seed} replays its random choices; timings still vary)"
+    );
     let (_dir, dir) = workdir("crash");
     let support_state = dir.join("support");
     let logs = dir.join("logs");
@@ -377,8 +441,18 @@ async fn keyed_writes_survive_sigkill() {
     });
 
     // ── Chaos: writes from IN_FLIGHT writers, kills from the killer. ──
-    let writers: Vec<_> = (0..IN_FLIGHT).map(|w| tokio::spawn(writer(chaos.clone(), seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))).collect();
-    let (gateway, kills) = tokio::spawn(killer(chaos.clone(), config.clone(), logs.clone(), first, seed)).await.unwrap();
+    let writers: Vec<_> = (0..IN_FLIGHT)
+        .map(|w| {
+            tokio::spawn(writer(
+                chaos.clone(),
+                seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ))
+        })
+        .collect();
+    let (gateway, kills) =
+        tokio::spawn(killer(chaos.clone(), config.clone(), logs.clone(), first, seed))
+            .await
+            .unwrap();
     for w in writers {
         w.await.unwrap();
     }
@@ -393,7 +467,8 @@ async fn keyed_writes_survive_sigkill() {
     let next = Arc::new(AtomicUsize::new(0));
     let retriers: Vec<_> = (0..IN_FLIGHT)
         .map(|_| {
-            let (chaos, settled, next, url, config) = (chaos.clone(), settled.clone(), next.clone(), gateway.url.clone(), config.clone());
+            let (chaos, settled, next, url, config) =
+                (chaos.clone(), settled.clone(), next.clone(), gateway.url.clone(), config.clone());
             tokio::spawn(async move {
                 let client = client();
                 loop {
@@ -445,20 +520,40 @@ async fn keyed_writes_survive_sigkill() {
         count(&|s| s.fresh)
     );
 
-    let most_cut = chaos.cut_by_generation.lock().unwrap().iter().max_by_key(|(_, n)| **n).map(|(g, n)| (*g, *n));
-    println!("  most writes cut off in one generation: {most_cut:?} (generation, writes); at most {IN_FLIGHT} are in flight at a kill");
+    let most_cut = chaos
+        .cut_by_generation
+        .lock()
+        .unwrap()
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(g, n)| (*g, *n));
+    println!(
+        "  most writes cut off in one generation: {most_cut:?} (generation, writes); at most {IN_FLIGHT} are in flight at a kill"
+    );
 
     // ── Assertions. ──
     // No generation of the gateway died of a panic (only of our SIGKILLs).
     let panicked = panics(&logs);
     assert!(panicked.is_empty(), "a process panicked:\n{}", panicked.join("\n"));
     let odd = chaos.odd.lock().unwrap();
-    assert!(odd.is_empty(), "{} unexpected answers, first ones:\n{}", odd.len(), odd.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        odd.is_empty(),
+        "{} unexpected answers, first ones:\n{}",
+        odd.len(),
+        odd.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
     assert!(kills.kills >= MIN_KILLS, "only {} kills", kills.kills);
     // New keys are metered out over the generations, so many kills land on
     // first attempts (not only on retries of keys already started).
-    assert!(kills.kills_with_first_attempts_in_flight >= MIN_KILLS / 2, "only {} kills landed on first attempts in flight", kills.kills_with_first_attempts_in_flight);
-    assert!(chaos.attempted.iter().all(|a| a.load(SeqCst)), "every key was attempted during the kills");
+    assert!(
+        kills.kills_with_first_attempts_in_flight >= MIN_KILLS / 2,
+        "only {} kills landed on first attempts in flight",
+        kills.kills_with_first_attempts_in_flight
+    );
+    assert!(
+        chaos.attempted.iter().all(|a| a.load(SeqCst)),
+        "every key was attempted during the kills"
+    );
     assert!(chaos.writes.load(SeqCst) >= KEYS);
 
     // (a) Exactly one upstream invocation per key: the gateway never sent a
@@ -469,7 +564,11 @@ async fn keyed_writes_survive_sigkill() {
     let twice: Vec<_> = calls.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "invoked more than once: {twice:?}");
     let expected: BTreeSet<String> = (0..KEYS).map(|i| reference(&crash_key(i))).collect();
-    assert_eq!(calls.keys().cloned().collect::<BTreeSet<_>>(), expected, "one invocation for each key, none for anything else");
+    assert_eq!(
+        calls.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "one invocation for each key, none for anything else"
+    );
 
     // (b) One ticket per key, 1,000 in all.
     let tickets = tickets(&support_state);
@@ -485,28 +584,49 @@ async fn keyed_writes_survive_sigkill() {
         // (c) Every ticket any client ever got for the key is the key's
         // ticket: no outcome lost, changed, or mixed up with another key's.
         for (ticket, _, _) in &seen[i] {
-            assert_eq!(ticket, file_ticket, "{key}: a client got {ticket}, the desk has {file_ticket}");
+            assert_eq!(
+                ticket, file_ticket,
+                "{key}: a client got {ticket}, the desk has {file_ticket}"
+            );
         }
         assert_eq!(&s.ticket_id, file_ticket, "{key}");
         // At most one answer ever came from a dispatch; all others replayed.
-        assert!(seen[i].iter().filter(|(_, replayed, _)| !replayed).count() <= 1, "{key}: dispatched twice per its answers: {:?}", seen[i]);
+        assert!(
+            seen[i].iter().filter(|(_, replayed, _)| !replayed).count() <= 1,
+            "{key}: dispatched twice per its answers: {:?}",
+            seen[i]
+        );
         // No recorded outcome lost: a key whose result a client was given
         // during the kills is replayed as that recorded result afterwards,
         // never "unknown" again.
         if !chaos_tickets[i].is_empty() {
-            assert_eq!(s.first_final, "replay of completed", "{key}: a client had its result {:?}, then the gateway answered {s:?}", chaos_tickets[i]);
+            assert_eq!(
+                s.first_final, "replay of completed",
+                "{key}: a client had its result {:?}, then the gateway answered {s:?}",
+                chaos_tickets[i]
+            );
         }
         // An effect the upstream had taken is never run again nor declared
         // not applied: it surfaces as completed or as unknown (reconciled
         // as applied).
         if taken_during_chaos.contains_key(&reference) {
-            assert!(!s.fresh && s.reconciled_not_applied == 0, "{key}: taken upstream during the kills, yet {s:?}");
-            assert!(["replay of completed", "outcome_unknown"].contains(&s.first_final.as_str()), "{key}: {s:?}");
+            assert!(
+                !s.fresh && s.reconciled_not_applied == 0,
+                "{key}: taken upstream during the kills, yet {s:?}"
+            );
+            assert!(
+                ["replay of completed", "outcome_unknown"].contains(&s.first_final.as_str()),
+                "{key}: {s:?}"
+            );
         }
         // Every write a kill cut off surfaced as completed or unknown, or
         // (never dispatched) ran now, once.
         if chaos.interrupted[i].load(SeqCst) {
-            assert!(["replay of completed", "outcome_unknown", "fresh"].contains(&s.first_final.as_str()), "{key}: {s:?}");
+            assert!(
+                ["replay of completed", "outcome_unknown", "fresh"]
+                    .contains(&s.first_final.as_str()),
+                "{key}: {s:?}"
+            );
         }
     }
 
@@ -516,7 +636,8 @@ async fn keyed_writes_survive_sigkill() {
     for op in &ops {
         *states.entry(op["state"].as_str().unwrap().to_string()).or_default() += 1;
     }
-    let op_keys: BTreeSet<String> = ops.iter().map(|o| o["key"].as_str().unwrap().to_string()).collect();
+    let op_keys: BTreeSet<String> =
+        ops.iter().map(|o| o["key"].as_str().unwrap().to_string()).collect();
     println!(
         "  ledger: {} operations {states:?}; {} reserved more than once; {} resolved by the reconciler",
         ops.len(),
@@ -525,29 +646,52 @@ async fn keyed_writes_survive_sigkill() {
     );
     assert_eq!(ops.len(), KEYS, "one operation per key");
     assert_eq!(op_keys, (0..KEYS).map(crash_key).collect::<BTreeSet<_>>());
-    assert!(ops.iter().all(|o| matches!(o["state"].as_str(), Some("completed" | "reconciled_applied"))), "{states:?}");
-    assert_eq!(states.get("reconciled_applied").copied().unwrap_or(0), count(&|s| s.reconciled_applied > 0));
+    assert!(
+        ops.iter().all(|o| matches!(o["state"].as_str(), Some("completed" | "reconciled_applied"))),
+        "{states:?}"
+    );
+    assert_eq!(
+        states.get("reconciled_applied").copied().unwrap_or(0),
+        count(&|s| s.reconciled_applied > 0)
+    );
 
     // (e) The receipt log survived every kill whole: it verifies, and each
     // key's settled operation has the receipt of its settlement (a write's
     // receipts commit with its state, so none can be missing).
     let verified = toolgate(&["log", "verify", "--config", config.to_str().unwrap()]).await;
     assert!(verified.contains("log verified"), "{verified}");
-    let receipts: Value = serde_json::from_str(&toolgate(&["receipts", "list", "--json", "--limit", "10000000", "--config", config.to_str().unwrap()]).await).unwrap();
+    let receipts: Value = serde_json::from_str(
+        &toolgate(&[
+            "receipts",
+            "list",
+            "--json",
+            "--limit",
+            "10000000",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .await,
+    )
+    .unwrap();
     let receipts = receipts.as_array().unwrap();
     let settled: BTreeSet<(String, String)> = receipts
         .iter()
         .filter_map(|r| {
             let op = &r["receipt"]["operation"];
             let state = op["state"].as_str()?;
-            matches!(state, "completed" | "reconciled_applied").then(|| (op["key"].as_str().unwrap().to_string(), state.to_string()))
+            matches!(state, "completed" | "reconciled_applied")
+                .then(|| (op["key"].as_str().unwrap().to_string(), state.to_string()))
         })
         .collect();
     for op in &ops {
-        let key = (op["key"].as_str().unwrap().to_string(), op["state"].as_str().unwrap().to_string());
+        let key =
+            (op["key"].as_str().unwrap().to_string(), op["state"].as_str().unwrap().to_string());
         assert!(settled.contains(&key), "no receipt of {key:?}");
     }
-    println!("  receipt log: {} receipts, verified; every settled operation has its receipt", receipts.len());
+    println!(
+        "  receipt log: {} receipts, verified; every settled operation has its receipt",
+        receipts.len()
+    );
     println!("crash test took {:.1} s", started.elapsed().as_secs_f64());
     drop((gateway, support));
 }
@@ -563,7 +707,8 @@ fn race_key(i: usize) -> String {
 }
 
 fn postgres_base() -> String {
-    std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("TOOLGATE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 fn psql(base: &str, sql: &str) -> Result<(), String> {
@@ -571,7 +716,11 @@ fn psql(base: &str, sql: &str) -> Result<(), String> {
         .args(["-v", "ON_ERROR_STOP=1", "-q", "-X", base, "-c", sql])
         .output()
         .map_err(|e| format!("cannot run psql: {e}"))?;
-    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }
 
 /// A schema of its own, dropped at the end (after the replicas: declare it first).
@@ -590,7 +739,9 @@ impl Drop for Schema {
 /// nothing is killed, so an error fails the test).
 async fn race_call(client: &reqwest::Client, url: &str, i: usize) -> Value {
     let key = race_key(i);
-    let (status, body) = call(client, url, &ticket_args(&key), Some(&key), json!({}), None).await.unwrap_or_else(|e| panic!("{key} → {url}: {e}"));
+    let (status, body) = call(client, url, &ticket_args(&key), Some(&key), json!({}), None)
+        .await
+        .unwrap_or_else(|e| panic!("{key} → {url}: {e}"));
     assert_eq!(status, 200, "{key} → {url}: {body}");
     body
 }
@@ -598,15 +749,28 @@ async fn race_call(client: &reqwest::Client, url: &str, i: usize) -> Value {
 /// Retries key `i` on one replica until it has a ticket (polling "in
 /// progress" with a short backoff: the holder is alive and finishes soon,
 /// well before the lease the retry_after_ms hint is based on).
-async fn race_settle(client: &reqwest::Client, url: &str, i: usize, mut body: Value, in_progress: &AtomicUsize) -> Answer {
+async fn race_settle(
+    client: &reqwest::Client,
+    url: &str,
+    i: usize,
+    mut body: Value,
+    in_progress: &AtomicUsize,
+) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut pause = Duration::from_millis(5);
     loop {
         match classify(&body) {
             Answer::Refused { reason, retry_after_ms, .. } if reason == "operation_in_progress" => {
                 in_progress.fetch_add(1, SeqCst);
-                assert!(Instant::now() < deadline, "{} still in progress after 30 s: {body}", race_key(i));
-                tokio::time::sleep(pause.min(Duration::from_millis(retry_after_ms.unwrap_or(1_000)))).await;
+                assert!(
+                    Instant::now() < deadline,
+                    "{} still in progress after 30 s: {body}",
+                    race_key(i)
+                );
+                tokio::time::sleep(
+                    pause.min(Duration::from_millis(retry_after_ms.unwrap_or(1_000))),
+                )
+                .await;
                 pause = (pause * 2).min(Duration::from_millis(200));
                 body = race_call(client, url, i).await;
             }
@@ -618,7 +782,11 @@ async fn race_settle(client: &reqwest::Client, url: &str, i: usize, mut body: Va
 fn ticket_of(key: &str, answer: &Answer) -> (String, bool) {
     match answer {
         Answer::Ticket { ticket_id, client_reference, replayed, op_key, .. } => {
-            assert_eq!((client_reference.as_str(), op_key.as_str()), (reference(key).as_str(), key), "{key}: {answer:?}");
+            assert_eq!(
+                (client_reference.as_str(), op_key.as_str()),
+                (reference(key).as_str(), key),
+                "{key}: {answer:?}"
+            );
             (ticket_id.clone(), *replayed)
         }
         other => panic!("{key}: no ticket: {other:?}"),
@@ -637,10 +805,15 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let _serial = serial();
     let started = Instant::now();
     let base = postgres_base();
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let schema = Schema { base: base.clone(), name: format!("tg_replicas_{}_{nanos}", std::process::id()) };
-    psql(&base, &format!("CREATE SCHEMA {}", schema.name))
-        .unwrap_or_else(|e| panic!("PostgreSQL does not answer at {base} (start it, or set TOOLGATE_TEST_POSTGRES): {e}"));
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema =
+        Schema { base: base.clone(), name: format!("tg_replicas_{}_{nanos}", std::process::id()) };
+    psql(&base, &format!("CREATE SCHEMA {}", schema.name)).unwrap_or_else(|e| {
+        panic!(
+            "PostgreSQL does not answer at {base} (start it, or set TOOLGATE_TEST_POSTGRES): {e}"
+        )
+    });
     let sep = if base.contains('?') { '&' } else { '?' };
     let ledger = format!("{base}{sep}options=-csearch_path%3D{}", schema.name);
 
@@ -660,7 +833,11 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let b_state = b_dir.join("state");
     std::fs::DirBuilder::new().mode(0o700).create(&b_state).unwrap();
     std::fs::copy(a_dir.join("state/requeststate.key"), b_state.join("requeststate.key")).unwrap();
-    std::fs::set_permissions(b_state.join("requeststate.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        b_state.join("requeststate.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let b = replica(&b_dir, &support.url, &ledger, "automatic", &logs.join("b-1.log")).await;
 
     // ── The race: every key to both replicas at the same moment. ──
@@ -668,7 +845,8 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let results: Arc<Mutex<BTreeMap<usize, (Value, Value)>>> = Arc::default();
     let racers: Vec<_> = (0..RACING)
         .map(|_| {
-            let (next, results, a_url, b_url) = (next.clone(), results.clone(), a.url.clone(), b.url.clone());
+            let (next, results, a_url, b_url) =
+                (next.clone(), results.clone(), a.url.clone(), b.url.clone());
             tokio::spawn(async move {
                 let client = client();
                 loop {
@@ -676,7 +854,8 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
                     if i >= RACE_KEYS {
                         break;
                     }
-                    let both = tokio::join!(race_call(&client, &a_url, i), race_call(&client, &b_url, i));
+                    let both =
+                        tokio::join!(race_call(&client, &a_url, i), race_call(&client, &b_url, i));
                     results.lock().unwrap().insert(i, both);
                 }
             })
@@ -698,15 +877,22 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     let in_progress = Arc::new(AtomicUsize::new(0));
     let settlers: Vec<_> = (0..RACING)
         .map(|_| {
-            let (queue, in_progress, a_url, b_url) = (queue.clone(), in_progress.clone(), a.url.clone(), b.url.clone());
+            let (queue, in_progress, a_url, b_url) =
+                (queue.clone(), in_progress.clone(), a.url.clone(), b.url.clone());
             tokio::spawn(async move {
                 let client = client();
                 let mut out = Vec::new();
                 loop {
                     let Some((i, (from_a, from_b))) = queue.lock().unwrap().pop() else { break };
                     let key = race_key(i);
-                    let (ta, fresh_a) = ticket_of(&key, &race_settle(&client, &a_url, i, from_a, &in_progress).await);
-                    let (tb, fresh_b) = ticket_of(&key, &race_settle(&client, &b_url, i, from_b, &in_progress).await);
+                    let (ta, fresh_a) = ticket_of(
+                        &key,
+                        &race_settle(&client, &a_url, i, from_a, &in_progress).await,
+                    );
+                    let (tb, fresh_b) = ticket_of(
+                        &key,
+                        &race_settle(&client, &b_url, i, from_b, &in_progress).await,
+                    );
                     out.push((key, ta, fresh_a, tb, fresh_b));
                 }
                 out
@@ -719,7 +905,10 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
             // Both replicas answer with the one ticket, and exactly one of
             // the two answers came from a dispatch.
             assert_eq!(ta, tb, "{key}: A said {ta}, B said {tb}");
-            assert!(fresh_a != fresh_b, "{key}: exactly one replica dispatched (A fresh: {fresh_a}, B fresh: {fresh_b})");
+            assert!(
+                fresh_a != fresh_b,
+                "{key}: exactly one replica dispatched (A fresh: {fresh_a}, B fresh: {fresh_b})"
+            );
             won_by_a += usize::from(fresh_a);
             won_by_b += usize::from(fresh_b);
         }
@@ -746,8 +935,10 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     // ── Approvals across replicas: same schema, same key, create_ticket now requires approval. ──
     a.sigkill().await;
     b.sigkill().await;
-    let a = replica(&a_dir, &support.url, &ledger, "requires_approval", &logs.join("a-2.log")).await;
-    let b = replica(&b_dir, &support.url, &ledger, "requires_approval", &logs.join("b-2.log")).await;
+    let a =
+        replica(&a_dir, &support.url, &ledger, "requires_approval", &logs.join("a-2.log")).await;
+    let b =
+        replica(&b_dir, &support.url, &ledger, "requires_approval", &logs.join("b-2.log")).await;
     let client = client();
     let args = ticket_args("approved-0001");
     let approved_ref = reference("approved-0001");
@@ -761,9 +952,19 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     };
     let asked = ask(a.url.clone(), json!({})).await;
     assert_eq!(asked["resultType"], "input_required", "A asks for approval: {asked}");
-    let state = asked["requestState"].as_str().unwrap_or_else(|| panic!("no requestState: {asked}")).to_string();
-    let approval = asked["_meta"]["io.toolgate/approval"]["id"].as_str().unwrap_or_else(|| panic!("no approval id: {asked}")).to_string();
-    assert_eq!(invocations(&support_state).get(&approved_ref), None, "nothing runs before the approval");
+    let state = asked["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no requestState: {asked}"))
+        .to_string();
+    let approval = asked["_meta"]["io.toolgate/approval"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no approval id: {asked}"))
+        .to_string();
+    assert_eq!(
+        invocations(&support_state).get(&approved_ref),
+        None,
+        "nothing runs before the approval"
+    );
 
     let decided = client
         .post(format!("{}/admin/approvals/{approval}/approve", b.base()))
@@ -779,21 +980,43 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
 
     // Re-issued to B (which did not open it): runs, once.
     let ran = ask(b.url.clone(), json!({"requestState": state})).await;
-    let Answer::Ticket { ticket_id: ticket, client_reference, replayed, op_key, .. } = classify(&json!({"result": ran})) else {
+    let Answer::Ticket { ticket_id: ticket, client_reference, replayed, op_key, .. } =
+        classify(&json!({"result": ran}))
+    else {
         panic!("B runs the approved call: {ran}");
     };
     // The operation of an approved call is keyed by its approval.
-    assert_eq!((client_reference.as_str(), op_key), (approved_ref.as_str(), format!("approval:{approval}")), "{ran}");
+    assert_eq!(
+        (client_reference.as_str(), op_key),
+        (approved_ref.as_str(), format!("approval:{approval}")),
+        "{ran}"
+    );
     let fresh = !replayed;
     assert!(fresh, "B dispatched it: {ran}");
     // Re-issued to A: the recorded result, not a second ticket.
     let again = ask(a.url.clone(), json!({"requestState": state})).await;
-    assert_eq!(again["structuredContent"]["ticket_id"], json!(ticket), "A replays B's ticket: {again}");
+    assert_eq!(
+        again["structuredContent"]["ticket_id"],
+        json!(ticket),
+        "A replays B's ticket: {again}"
+    );
     assert_eq!(again["_meta"]["io.toolgate/operation"]["replayed"], json!(true), "{again}");
-    assert_eq!(invocations(&support_state).get(&approved_ref), Some(&1), "exactly one invocation of the approved call");
+    assert_eq!(
+        invocations(&support_state).get(&approved_ref),
+        Some(&1),
+        "exactly one invocation of the approved call"
+    );
     assert_eq!(jsonl(&support_state.join("support-tickets.jsonl")).len(), RACE_KEYS + 1);
     // A sees the approval B granted, used.
-    let seen_by_a: Value = client.get(format!("{}/admin/approvals/{approval}", a.base())).bearer_auth(DANA_TOKEN).send().await.unwrap().json().await.unwrap();
+    let seen_by_a: Value = client
+        .get(format!("{}/admin/approvals/{approval}", a.base()))
+        .bearer_auth(DANA_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(seen_by_a["state"], "consumed", "{seen_by_a}");
     assert_eq!(seen_by_a["decided_by"], "dana", "{seen_by_a}");
     let panicked = panics(&logs);
@@ -801,4 +1024,3 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     println!("replica test took {:.1} s", started.elapsed().as_secs_f64());
     drop((a, b, support));
 }
-

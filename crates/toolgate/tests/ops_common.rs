@@ -43,7 +43,11 @@ impl Proc {
     pub async fn sigkill(mut self) {
         // Dying on its own would be a bug of its own, not a crash we caused.
         if let Some(status) = self.child.try_wait().unwrap() {
-            panic!("{} exited on its own ({status}) before the kill:\n{}", self.log.display(), tail(&self.log, 30));
+            panic!(
+                "{} exited on its own ({status}) before the kill:\n{}",
+                self.log.display(),
+                tail(&self.log, 30)
+            );
         }
         // `Child::kill` sends SIGKILL on Unix and waits for the exit.
         self.child.kill().await.expect("SIGKILL the child");
@@ -72,14 +76,25 @@ pub async fn spawn_listening(mut cmd: Command, log: &Path, marker: &str) -> Proc
         // format arguments may reach the file in several writes.
         let complete = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
         if let Some(line) = complete.lines().find(|l| l.contains(marker)) {
-            let url = line.split_whitespace().find(|w| w.starts_with("http://") || w.starts_with("https://")).unwrap_or_else(|| panic!("no URL in `{line}`")).to_string();
-            assert!(url.ends_with("/mcp") && url.len() > "http:///mcp".len(), "not a URL: `{line}`");
+            let url = line
+                .split_whitespace()
+                .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+                .unwrap_or_else(|| panic!("no URL in `{line}`"))
+                .to_string();
+            assert!(
+                url.ends_with("/mcp") && url.len() > "http:///mcp".len(),
+                "not a URL: `{line}`"
+            );
             return Proc { child, url, log: log.to_path_buf() };
         }
         if let Some(status) = child.try_wait().unwrap() {
             panic!("{} exited ({status}) before it served:\n{text}", log.display());
         }
-        assert!(Instant::now() < deadline, "{} did not print `{marker}` within 60 s:\n{text}", log.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} did not print `{marker}` within 60 s:\n{text}",
+            log.display()
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -158,7 +173,12 @@ token_env = "TG_DANA_TOKEN"
 /// An HTTP client for the tests: no proxy, a deadline well above the
 /// gateway's own (an answer that never comes is a failure, not a hang).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).pool_max_idle_per_host(64).build().unwrap()
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap()
 }
 
 /// The arguments of the ticket for `key`: its own client_reference, so the
@@ -175,12 +195,27 @@ pub fn reference(key: &str) -> String {
 /// the standard `_meta` (plus the operation key, if any), the routing
 /// headers, and `extra` merged into `params` (requestState, …).
 /// Returns the HTTP status and the JSON-RPC body.
-pub async fn call(client: &reqwest::Client, url: &str, arguments: &Value, key: Option<&str>, extra: Value, token: Option<&str>) -> Result<(u16, Value), reqwest::Error> {
+pub async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    arguments: &Value,
+    key: Option<&str>,
+    extra: Value,
+    token: Option<&str>,
+) -> Result<(u16, Value), reqwest::Error> {
     call_tool(client, url, CREATE, arguments, key, extra, token).await
 }
 
 /// [`call`] for any tool.
-pub async fn call_tool(client: &reqwest::Client, url: &str, tool: &str, arguments: &Value, key: Option<&str>, extra: Value, token: Option<&str>) -> Result<(u16, Value), reqwest::Error> {
+pub async fn call_tool(
+    client: &reqwest::Client,
+    url: &str,
+    tool: &str,
+    arguments: &Value,
+    key: Option<&str>,
+    extra: Value,
+    token: Option<&str>,
+) -> Result<(u16, Value), reqwest::Error> {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "operations-crash-test", "version": "1"},
@@ -232,9 +267,22 @@ pub fn parse_body(text: &str) -> Value {
 pub enum Answer {
     /// A ticket: the tool's own result (fresh or replayed), or the
     /// reconciler's evidence replayed after `reconciled_applied`.
-    Ticket { ticket_id: String, client_reference: String, replayed: bool, state: String, op_id: String, op_key: String, reconciled: bool },
+    Ticket {
+        ticket_id: String,
+        client_reference: String,
+        replayed: bool,
+        state: String,
+        op_id: String,
+        op_key: String,
+        reconciled: bool,
+    },
     /// A refusal: `structuredContent.reason` and what comes with it.
-    Refused { reason: String, operation_id: Option<String>, retry_after_ms: Option<u64>, body: Value },
+    Refused {
+        reason: String,
+        operation_id: Option<String>,
+        retry_after_ms: Option<u64>,
+        body: Value,
+    },
     /// Anything else (a JSON-RPC error, input_required, …).
     Other(Value),
 }
@@ -254,7 +302,9 @@ pub fn classify(body: &Value) -> Answer {
         return Answer::Ticket {
             ticket_id: t["ticket_id"].as_str().unwrap().to_string(),
             client_reference: t["client_reference"].as_str().unwrap_or_default().to_string(),
-            replayed: op["replayed"].as_bool().unwrap_or_else(|| panic!("a write's result without _meta[io.toolgate/operation].replayed: {body}")),
+            replayed: op["replayed"].as_bool().unwrap_or_else(|| {
+                panic!("a write's result without _meta[io.toolgate/operation].replayed: {body}")
+            }),
             state: op["state"].as_str().unwrap_or_default().to_string(),
             op_id: op["id"].as_str().unwrap_or_default().to_string(),
             op_key: op["key"].as_str().unwrap_or_default().to_string(),
@@ -279,22 +329,43 @@ pub fn classify(body: &Value) -> Answer {
 pub async fn toolgate(args: &[&str]) -> String {
     let mut cmd = Command::new(BIN);
     cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.unwrap_or_else(|_| panic!("toolgate {args:?} took over 120 s")).unwrap();
-    assert!(out.status.success(), "toolgate {args:?} failed ({}):\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("toolgate {args:?} took over 120 s"))
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "toolgate {args:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// `toolgate ops list --json`: every operation in the config's ledger.
 pub async fn ops_list(config: &Path) -> Vec<Value> {
-    let out = toolgate(&["ops", "list", "--json", "--limit", "100000000", "--config", config.to_str().unwrap()]).await;
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("ops list --json is not JSON ({e}): {out}"));
+    let out = toolgate(&[
+        "ops",
+        "list",
+        "--json",
+        "--limit",
+        "100000000",
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .await;
+    let v: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("ops list --json is not JSON ({e}): {out}"));
     v["operations"].as_array().unwrap_or_else(|| panic!("no operations array: {v}")).clone()
 }
 
 /// `toolgate ops reconcile --json ID`: `{operation, applied, evidence}`.
 pub async fn ops_reconcile(config: &Path, id: &str) -> Value {
-    let out = toolgate(&["ops", "reconcile", "--json", "--config", config.to_str().unwrap(), id]).await;
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ops reconcile --json is not JSON ({e}): {out}"))
+    let out =
+        toolgate(&["ops", "reconcile", "--json", "--config", config.to_str().unwrap(), id]).await;
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("ops reconcile --json is not JSON ({e}): {out}"))
 }
 
 /// The lines of a JSONL file (none if it does not exist yet).
@@ -302,7 +373,10 @@ pub fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: a line is not JSON ({e}): {l}", path.display())))
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: a line is not JSON ({e}): {l}", path.display()))
+        })
         .collect()
 }
 
@@ -319,7 +393,9 @@ pub fn invocations(support_state: &Path) -> BTreeMap<String, usize> {
 pub fn tickets(support_state: &Path) -> BTreeMap<String, Vec<String>> {
     let mut t: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in jsonl(&support_state.join("support-tickets.jsonl")) {
-        t.entry(line["client_reference"].as_str().unwrap().to_string()).or_default().push(line["ticket_id"].as_str().unwrap().to_string());
+        t.entry(line["client_reference"].as_str().unwrap().to_string())
+            .or_default()
+            .push(line["ticket_id"].as_str().unwrap().to_string());
     }
     t
 }

@@ -29,7 +29,10 @@ pub fn python() -> PathBuf {
         Ok(p) => PathBuf::from(p),
         Err(_) => {
             let venv = workspace().join(".venv-sdk/bin/python");
-            assert!(venv.exists(), "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON");
+            assert!(
+                venv.exists(),
+                "no Python with the MCP SDK: run scripts/test or set TOOLGATE_PYTHON"
+            );
             venv.parent().unwrap().canonicalize().unwrap().join("python")
         }
     }
@@ -50,16 +53,27 @@ pub struct Peer {
 
 /// Starts `cmd`, its stderr into `log`, and waits (a minute at most) for its ready line.
 pub async fn peer(mut cmd: Command, log: &Path) -> Peer {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .kill_on_drop(true);
     let mut child = cmd.spawn().unwrap();
     let stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
     let line = match line {
         Ok(Ok(Some(line))) => line,
-        other => panic!("{} printed no ready line ({other:?}):\n{}", log.display(), std::fs::read_to_string(log).unwrap_or_default()),
+        other => panic!(
+            "{} printed no ready line ({other:?}):\n{}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        ),
     };
-    let url = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("not a ready line: {line}")).trim().to_string();
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not a ready line: {line}"))
+        .trim()
+        .to_string();
     // Keep draining its stdout, so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Peer { child, _stdin: stdin, url }
@@ -88,10 +102,19 @@ pub struct Driver {
 
 /// Starts chromedriver, its log in `log`.
 pub fn driver(log: &Path) -> Driver {
-    let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"].into_iter().find(|p| Path::new(p).exists());
+    let path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
     let path = path.expect("no chromedriver: install Debian's chromium and chromium-driver (.ci/run and scripts/test do)");
     let port = free_port();
-    let child = Command::new(path).arg(format!("--port={port}")).stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true).spawn().unwrap();
+    let child = Command::new(path)
+        .arg(format!("--port={port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     Driver { _child: child, port }
 }
 
@@ -99,19 +122,36 @@ impl Driver {
     /// A headless Chromium session with the profile in `profile`.
     pub async fn session(&self, profile: &Path) -> Client {
         let args = [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
         ];
         let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         args.push(format!("--user-data-dir={}", profile.display()));
         let mut caps = serde_json::Map::new();
-        caps.insert("goog:chromeOptions".into(), json!({"binary": "/usr/bin/chromium", "args": args}));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": "/usr/bin/chromium", "args": args}),
+        );
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            match ClientBuilder::new(connector).capabilities(caps.clone()).connect(&format!("http://127.0.0.1:{}", self.port)).await {
+            match ClientBuilder::new(connector)
+                .capabilities(caps.clone())
+                .connect(&format!("http://127.0.0.1:{}", self.port))
+                .await
+            {
                 Ok(c) => return c,
-                Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
                 Err(e) => panic!("no WebDriver session: {e}"),
             }
         }

@@ -35,7 +35,13 @@ fn config() -> PathBuf {
 }
 
 fn export(out: &Path) {
-    let o = toolgate().args(["export", "--since", "0", "--out"]).arg(out).arg("--config").arg(config()).output().unwrap();
+    let o = toolgate()
+        .args(["export", "--since", "0", "--out"])
+        .arg(out)
+        .arg("--config")
+        .arg(config())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
 }
 
@@ -44,7 +50,9 @@ fn verify(path: &Path, extra: &[&str]) -> Output {
 }
 
 fn kid() -> String {
-    let history: Value = serde_json::from_slice(&std::fs::read(demo().join("state/keys/keys.json")).unwrap()).unwrap();
+    let history: Value =
+        serde_json::from_slice(&std::fs::read(demo().join("state/keys/keys.json")).unwrap())
+            .unwrap();
     history["current"]["kid"].as_str().unwrap().to_string()
 }
 
@@ -56,14 +64,27 @@ fn an_exported_demo_log_verifies_offline_and_lists_each_proof() {
     let out = verify(&bundle, &["--require-pq", "--expected-kid", &kid()]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
-    for check in ["receipt signatures", "kid consistency", "inclusion", "checkpoint Ed25519", "checkpoint ML-DSA-65", "signer pinned"] {
-        assert!(said.lines().any(|l| l.starts_with("ok") && l.contains(check)), "`{check}` not proven:\n{said}");
+    for check in [
+        "receipt signatures",
+        "kid consistency",
+        "inclusion",
+        "checkpoint Ed25519",
+        "checkpoint ML-DSA-65",
+        "signer pinned",
+    ] {
+        assert!(
+            said.lines().any(|l| l.starts_with("ok") && l.contains(check)),
+            "`{check}` not proven:\n{said}"
+        );
     }
     // Every call of the demo has its receipts: refusals included.
     let b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
     let receipts = b["receipts"].as_array().unwrap();
     assert!(receipts.len() >= 40, "{} receipts", receipts.len());
-    let statuses: Vec<&str> = receipts.iter().map(|e| e["receipt"]["receipt"]["result_status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> = receipts
+        .iter()
+        .map(|e| e["receipt"]["receipt"]["result_status"].as_str().unwrap())
+        .collect();
     for status in ["refused", "ok", "pending", "awaiting_approval", "applied"] {
         assert!(statuses.contains(&status), "no `{status}` receipt in {statuses:?}");
     }
@@ -78,21 +99,44 @@ fn an_exported_demo_log_verifies_offline_and_lists_each_proof() {
     // and refused against one that does not cover it.
     let one = dir.path().join("one.json");
     let size = receipts.len();
-    let o = toolgate().args(["export", "--receipt", "3", "--checkpoint", &size.to_string(), "--out"]).arg(&one).arg("--config").arg(config()).output().unwrap();
+    let o = toolgate()
+        .args(["export", "--receipt", "3", "--checkpoint", &size.to_string(), "--out"])
+        .arg(&one)
+        .arg("--config")
+        .arg(config())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(verify(&one, &["--require-pq"]).status.success());
-    let o = toolgate().args(["export", "--receipt", "3", "--checkpoint", "2", "--out"]).arg(&one).arg("--config").arg(config()).output().unwrap();
+    let o = toolgate()
+        .args(["export", "--receipt", "3", "--checkpoint", "2", "--out"])
+        .arg(&one)
+        .arg("--config")
+        .arg(config())
+        .output()
+        .unwrap();
     assert!(!o.status.success() && text(&o).contains("checkpoint"), "{}", text(&o));
     // The whole log, from the ledger.
     let log = toolgate().args(["log", "verify", "--config"]).arg(config()).output().unwrap();
     assert!(log.status.success() && text(&log).contains("log verified"), "{}", text(&log));
     // The independent verifier agrees.
-    let py = Command::new(python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py")).arg(&bundle).output().unwrap();
+    let py = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py"))
+        .arg(&bundle)
+        .output()
+        .unwrap();
     assert!(py.status.success(), "{}", text(&py));
     // Receipts are not signed each by default: the checkpoint vouches for every one.
-    assert!(receipts.iter().all(|e| e["receipt"].get("sig").is_none() && e["receipt"]["receipt"]["v"] == 3));
+    assert!(
+        receipts
+            .iter()
+            .all(|e| e["receipt"].get("sig").is_none() && e["receipt"]["receipt"]["v"] == 3)
+    );
     // Format 3: each entry carries the key that opens its commitment in the log.
-    assert!(receipts.iter().all(|e| e["opening"].as_str().is_some_and(|k| k.len() == 64)), "{receipts:?}");
+    assert!(
+        receipts.iter().all(|e| e["opening"].as_str().is_some_and(|k| k.len() == 64)),
+        "{receipts:?}"
+    );
     assert!(text(&py).contains(&format!("{0} inclusion proof(s) verified; 0 receipt signature(s), {0} vouched for by the checkpoint", receipts.len())), "{}", text(&py));
 }
 
@@ -104,7 +148,8 @@ fn any_flipped_byte_of_a_receipt_fails_and_names_the_failure() {
     let good = std::fs::read(&bundle).unwrap();
     // The bytes of one whole receipt entry (from its `"receipt": {` to its proof).
     let s = String::from_utf8(good.clone()).unwrap();
-    let start = s.find("\"receipts\"").unwrap() + s[s.find("\"receipts\"").unwrap()..].find("\"receipt\"").unwrap();
+    let start = s.find("\"receipts\"").unwrap()
+        + s[s.find("\"receipts\"").unwrap()..].find("\"receipt\"").unwrap();
     let end = start + s[start..].find("\"inclusion\"").unwrap();
     let step = ((end - start) / 40).max(1);
     let mut tried = 0;
@@ -118,10 +163,21 @@ fn any_flipped_byte_of_a_receipt_fails_and_names_the_failure() {
         std::fs::write(&tampered, &bad).unwrap();
         let out = verify(&tampered, &[]);
         let said = text(&out);
-        assert!(!out.status.success(), "flipping byte {at} ({:?}) went unnoticed:\n{said}", good[at] as char);
-        assert!(said.contains("NOT VERIFIED:") || said.contains("malformed"), "flipping byte {at}: no named failure:\n{said}");
+        assert!(
+            !out.status.success(),
+            "flipping byte {at} ({:?}) went unnoticed:\n{said}",
+            good[at] as char
+        );
+        assert!(
+            said.contains("NOT VERIFIED:") || said.contains("malformed"),
+            "flipping byte {at}: no named failure:\n{said}"
+        );
         // The Python verifier rejects it too (or cannot even read it).
-        let py = Command::new(python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py")).arg(&tampered).output().unwrap();
+        let py = Command::new(python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py"))
+            .arg(&tampered)
+            .output()
+            .unwrap();
         assert!(!py.status.success(), "python accepted byte {at} flipped:\n{}", text(&py));
         tried += 1;
     }
@@ -140,14 +196,23 @@ fn another_kid_a_stripped_pq_signature_and_a_foreign_checkpoint_each_fail_with_t
     // The ML-DSA-65 line stripped from the checkpoint: fine unless required.
     let mut b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
     let note = b["checkpoint"].as_str().unwrap().to_string();
-    let kept: Vec<&str> = note.split_inclusive('\n').filter(|l| !(l.starts_with('—') && l.len() > 200)).collect();
-    assert_eq!(kept.len(), note.split_inclusive('\n').count() - 1, "exactly the long PQ line removed");
+    let kept: Vec<&str> =
+        note.split_inclusive('\n').filter(|l| !(l.starts_with('—') && l.len() > 200)).collect();
+    assert_eq!(
+        kept.len(),
+        note.split_inclusive('\n').count() - 1,
+        "exactly the long PQ line removed"
+    );
     b["checkpoint"] = Value::String(kept.concat());
     let stripped = dir.path().join("stripped.json");
     std::fs::write(&stripped, serde_json::to_vec(&b).unwrap()).unwrap();
     assert!(verify(&stripped, &[]).status.success());
     let out = verify(&stripped, &["--require-pq"]);
-    assert!(!out.status.success() && text(&out).contains("NOT VERIFIED: checkpoint_ml_dsa_65"), "{}", text(&out));
+    assert!(
+        !out.status.success() && text(&out).contains("NOT VERIFIED: checkpoint_ml_dsa_65"),
+        "{}",
+        text(&out)
+    );
     // A proof for another tree: the receipts against an earlier checkpoint's tree size.
     let mut b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
     let last = b["receipts"].as_array().unwrap().len() - 1;
@@ -156,10 +221,19 @@ fn another_kid_a_stripped_pq_signature_and_a_foreign_checkpoint_each_fail_with_t
     let other_tree = dir.path().join("other-tree.json");
     std::fs::write(&other_tree, serde_json::to_vec(&b).unwrap()).unwrap();
     let out = verify(&other_tree, &[]);
-    assert!(!out.status.success() && text(&out).contains("NOT VERIFIED: inclusion"), "{}", text(&out));
+    assert!(
+        !out.status.success() && text(&out).contains("NOT VERIFIED: inclusion"),
+        "{}",
+        text(&out)
+    );
     // The bundle's keys swapped for another key under the same kid.
     let mut b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
-    b["keys"][0]["ed25519"] = Value::String(b["keys"][0]["ed25519"].as_str().unwrap().replace("toolgate.local/log", "other.example/log"));
+    b["keys"][0]["ed25519"] = Value::String(
+        b["keys"][0]["ed25519"]
+            .as_str()
+            .unwrap()
+            .replace("toolgate.local/log", "other.example/log"),
+    );
     let swapped = dir.path().join("swapped.json");
     std::fs::write(&swapped, serde_json::to_vec(&b).unwrap()).unwrap();
     let out = verify(&swapped, &[]);
@@ -170,13 +244,20 @@ fn another_kid_a_stripped_pq_signature_and_a_foreign_checkpoint_each_fail_with_t
 fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack");
-    let o = toolgate().args(["export", "--since", "0", "--pack"]).arg(&pack).arg("--config").arg(config()).output().unwrap();
+    let o = toolgate()
+        .args(["export", "--since", "0", "--pack"])
+        .arg(&pack)
+        .arg("--config")
+        .arg(config())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = verify(&pack, &["--require-pq"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("tool definitions") && said.contains("policy set"), "{said}");
-    for f in ["policy/policy.cedar", "policy/policy.cedarschema", "registry.json", "MANIFEST.json"] {
+    for f in ["policy/policy.cedar", "policy/policy.cedarschema", "registry.json", "MANIFEST.json"]
+    {
         assert!(pack.join(f).exists(), "{f} missing from the pack");
     }
     let registry = std::fs::read_to_string(pack.join("registry.json")).unwrap();
@@ -184,7 +265,8 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     // A changed tool definition is caught.
     let tool = std::fs::read_dir(pack.join("tools")).unwrap().next().unwrap().unwrap().path();
     let original = std::fs::read(&tool).unwrap();
-    std::fs::write(&tool, String::from_utf8(original.clone()).unwrap().replacen('"', "\"x", 1)).unwrap();
+    std::fs::write(&tool, String::from_utf8(original.clone()).unwrap().replacen('"', "\"x", 1))
+        .unwrap();
     assert!(!verify(&pack, &[]).status.success());
     std::fs::write(&tool, original).unwrap();
     assert!(verify(&pack, &[]).status.success());
@@ -193,11 +275,18 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     // fails; re-signing is not possible without the log's key. A policy that
     // no receipt was decided under fails on its own too.
     let rewrite = |file: &str, content: &str| {
-        let before = (std::fs::read(pack.join(file)).unwrap(), std::fs::read(pack.join("MANIFEST.json")).unwrap());
+        let before = (
+            std::fs::read(pack.join(file)).unwrap(),
+            std::fs::read(pack.join("MANIFEST.json")).unwrap(),
+        );
         std::fs::write(pack.join(file), content).unwrap();
         let mut manifest: serde_json::Value = serde_json::from_slice(&before.1).unwrap();
         manifest[file] = serde_json::json!(toolgate_core::proposal::sha256_hex(content.as_bytes()));
-        std::fs::write(pack.join("MANIFEST.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+        std::fs::write(
+            pack.join("MANIFEST.json"),
+            serde_json::to_string_pretty(&manifest).unwrap(),
+        )
+        .unwrap();
         let out = verify(&pack, &[]);
         std::fs::write(pack.join(file), before.0).unwrap();
         std::fs::write(pack.join("MANIFEST.json"), before.1).unwrap();
@@ -206,7 +295,8 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     let permissive = rewrite("policy/policy.cedar", "permit (principal, action, resource);");
     let said = text(&permissive);
     assert!(!permissive.status.success() && said.contains("MANIFEST.sig"), "{said}");
-    let lenient = rewrite("registry.json", r#"{"tickets__export_service_records": {"class": "automatic"}}"#);
+    let lenient =
+        rewrite("registry.json", r#"{"tickets__export_service_records": {"class": "automatic"}}"#);
     let said = text(&lenient);
     assert!(!lenient.status.success() && said.contains("MANIFEST.sig"), "{said}");
     let signature = std::fs::read(pack.join("MANIFEST.sig")).unwrap();
@@ -218,9 +308,21 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     // the new one yet: its signed policy is the policy of none of them.
     let policy = demo().join("policy.cedar");
     let in_force = std::fs::read_to_string(&policy).unwrap();
-    std::fs::write(&policy, format!("{in_force}\n@id(\"never\")\nforbid (principal, action, resource) when {{ false }};\n")).unwrap();
+    std::fs::write(
+        &policy,
+        format!(
+            "{in_force}\n@id(\"never\")\nforbid (principal, action, resource) when {{ false }};\n"
+        ),
+    )
+    .unwrap();
     let later = dir.path().join("later");
-    let o = toolgate().args(["export", "--since", "0", "--pack"]).arg(&later).arg("--config").arg(config()).output().unwrap();
+    let o = toolgate()
+        .args(["export", "--since", "0", "--pack"])
+        .arg(&later)
+        .arg("--config")
+        .arg(config())
+        .output()
+        .unwrap();
     std::fs::write(&policy, in_force).unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = verify(&later, &[]);
@@ -234,21 +336,41 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
     for f in ["policy.cedar", "policy.cedarschema"] {
         std::fs::copy(demo().join(f), same.join(f)).unwrap();
     }
-    let o = toolgate().args(["replay", "--config"]).arg(config()).arg("--policy").arg(&same).output().unwrap();
+    let o = toolgate()
+        .args(["replay", "--config"])
+        .arg(config())
+        .arg("--policy")
+        .arg(&same)
+        .output()
+        .unwrap();
     let said = text(&o);
     assert!(o.status.success(), "{said}");
     let current = said.split("(policy version ").nth(1).unwrap()[..12].to_string();
     for line in said.lines().filter(|l| l.starts_with("log ")) {
-        assert!(!line.ends_with(&format!("[decided under policy {current}]")), "a decision under this very policy changed: {line}");
+        assert!(
+            !line.ends_with(&format!("[decided under policy {current}]")),
+            "a decision under this very policy changed: {line}"
+        );
     }
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     std::fs::copy(demo().join("policy.cedarschema"), empty.join("policy.cedarschema")).unwrap();
     std::fs::write(empty.join("policy.cedar"), "").unwrap();
-    let o = toolgate().args(["replay", "--config"]).arg(config()).arg("--policy").arg(&empty).output().unwrap();
+    let o = toolgate()
+        .args(["replay", "--config"])
+        .arg(config())
+        .arg("--policy")
+        .arg(&empty)
+        .output()
+        .unwrap();
     let said = text(&o);
     assert!(o.status.success(), "{said}");
-    let changed: u64 = said.split(" would change").next().and_then(|t| t.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    let changed: u64 = said
+        .split(" would change")
+        .next()
+        .and_then(|t| t.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     assert!(changed > 0, "{said}");
     assert!(said.contains("export_service_records") || said.contains("send_notice"), "{said}");
 }
@@ -259,16 +381,34 @@ fn a_pack_verifies_and_replay_lists_what_another_policy_changes() {
 #[test]
 fn a_pack_of_format_1_receipts_still_verifies() {
     let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1/pack");
-    let b: Value = serde_json::from_slice(&std::fs::read(pack.join("bundle.json")).unwrap()).unwrap();
+    let b: Value =
+        serde_json::from_slice(&std::fs::read(pack.join("bundle.json")).unwrap()).unwrap();
     let kid = b["keys"][0]["kid"].as_str().unwrap();
     let n = b["receipts"].as_array().unwrap().len();
-    assert!(b["receipts"].as_array().unwrap().iter().all(|e| e["receipt"]["receipt"]["v"] == 1 && e["receipt"]["sig"].is_string()));
+    assert!(
+        b["receipts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["receipt"]["receipt"]["v"] == 1 && e["receipt"]["sig"].is_string())
+    );
     let out = verify(&pack, &["--require-pq", "--expected-kid", kid]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains(&format!("{n} receipt(s), each signed by the key its kid names")), "{said}");
-    let py = Command::new(python()).arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py")).arg(pack.join("bundle.json")).output().unwrap();
-    assert!(py.status.success() && text(&py).contains(&format!("{n} receipt signature(s), 0 vouched")), "{}", text(&py));
+    assert!(
+        said.contains(&format!("{n} receipt(s), each signed by the key its kid names")),
+        "{said}"
+    );
+    let py = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/verify_bundle.py"))
+        .arg(pack.join("bundle.json"))
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success() && text(&py).contains(&format!("{n} receipt signature(s), 0 vouched")),
+        "{}",
+        text(&py)
+    );
     // A format-1 receipt with its signature stripped is refused, not taken for format 2.
     let mut stripped = b.clone();
     stripped["receipts"][0]["receipt"].as_object_mut().unwrap().remove("sig");
@@ -276,5 +416,9 @@ fn a_pack_of_format_1_receipts_still_verifies() {
     let file = dir.path().join("stripped.json");
     std::fs::write(&file, stripped.to_string()).unwrap();
     let out = verify(&file, &[]);
-    assert!(!out.status.success() && text(&out).contains("format-1 receipt must carry its signature"), "{}", text(&out));
+    assert!(
+        !out.status.success() && text(&out).contains("format-1 receipt must carry its signature"),
+        "{}",
+        text(&out)
+    );
 }

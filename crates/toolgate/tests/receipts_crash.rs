@@ -29,7 +29,10 @@ const CLIENTS: usize = 16;
 const UPTIME_MS: (u64, u64) = (400, 1200);
 
 fn seed() -> u64 {
-    std::env::var("TOOLGATE_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64)
+    std::env::var("TOOLGATE_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -61,10 +64,22 @@ async fn no_receipt_of_an_answer_given_is_lost_to_kill_9() {
                     while !stop.load(SeqCst) {
                         let args = json!({"query": format!("harbor {round} {c} {i}")});
                         i += 1;
-                        if let Ok((200, body)) = call_tool(&client, &url, "support__search_customers", &args, None, json!({}), None).await
+                        if let Ok((200, body)) = call_tool(
+                            &client,
+                            &url,
+                            "support__search_customers",
+                            &args,
+                            None,
+                            json!({}),
+                            None,
+                        )
+                        .await
                             && body.get("result").is_some()
                         {
-                            answered.lock().unwrap().push(Proposal::new("support", "search_customers", args).sha256);
+                            answered
+                                .lock()
+                                .unwrap()
+                                .push(Proposal::new("support", "search_customers", args).sha256);
                         }
                     }
                 })
@@ -87,23 +102,54 @@ async fn no_receipt_of_an_answer_given_is_lost_to_kill_9() {
         }
     }
     let answered = std::mem::take(&mut *answered.lock().unwrap());
-    println!("{} calls answered over {ROUNDS} kills; the sequence file held {left_in_sequence:?} bytes at each kill", answered.len());
-    assert!(answered.len() > 100 * ROUNDS, "the gateway was under load when killed ({} answers)", answered.len());
-    assert!(left_in_sequence.iter().any(|&b| b > 0), "some kill landed with receipts not yet integrated: {left_in_sequence:?}");
+    println!(
+        "{} calls answered over {ROUNDS} kills; the sequence file held {left_in_sequence:?} bytes at each kill",
+        answered.len()
+    );
+    assert!(
+        answered.len() > 100 * ROUNDS,
+        "the gateway was under load when killed ({} answers)",
+        answered.len()
+    );
+    assert!(
+        left_in_sequence.iter().any(|&b| b > 0),
+        "some kill landed with receipts not yet integrated: {left_in_sequence:?}"
+    );
 
     // The CLI integrates what the last gateway left, and lists the log.
     let cfg = config.to_str().unwrap();
-    let list: Value = serde_json::from_str(&toolgate(&["receipts", "list", "--config", cfg, "--json", "--limit", "1000000"]).await).unwrap();
-    let logged: BTreeSet<&str> = list.as_array().unwrap().iter().filter_map(|r| r["receipt"]["proposal_sha256"].as_str()).collect();
+    let list: Value = serde_json::from_str(
+        &toolgate(&["receipts", "list", "--config", cfg, "--json", "--limit", "1000000"]).await,
+    )
+    .unwrap();
+    let logged: BTreeSet<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["receipt"]["proposal_sha256"].as_str())
+        .collect();
     let lost: Vec<&String> = answered.iter().filter(|h| !logged.contains(h.as_str())).collect();
-    assert!(lost.is_empty(), "{} of {} answered calls have no receipt in the log, e.g. {:?}", lost.len(), answered.len(), &lost[..lost.len().min(3)]);
-    assert_eq!(std::fs::metadata(&sequence).unwrap().len(), 0, "the CLI integrated the sequence file");
+    assert!(
+        lost.is_empty(),
+        "{} of {} answered calls have no receipt in the log, e.g. {:?}",
+        lost.len(),
+        answered.len(),
+        &lost[..lost.len().min(3)]
+    );
+    assert_eq!(
+        std::fs::metadata(&sequence).unwrap().len(),
+        0,
+        "the CLI integrated the sequence file"
+    );
 
     // A gateway started and stopped signs a checkpoint over everything: the log verifies.
     let mut last = start_gateway(&config, &logs.join("gateway-last.log")).await;
     let pid = last.child.id().unwrap().to_string();
     std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), last.child.wait()).await.expect("the gateway stops on SIGTERM").unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), last.child.wait())
+        .await
+        .expect("the gateway stops on SIGTERM")
+        .unwrap();
     assert!(status.success(), "{}", tail(&last.log, 20));
     let verified = toolgate(&["log", "verify", "--config", cfg]).await;
     println!("{}", verified.trim());

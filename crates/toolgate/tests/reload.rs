@@ -51,12 +51,15 @@ token_env = "TG_DANA_TOKEN"
     )
 }
 
-const SEARCH: &str = "[registry.\"support__search_customers\"]\nclass = \"automatic\"\nread_only = true\n";
+const SEARCH: &str =
+    "[registry.\"support__search_customers\"]\nclass = \"automatic\"\nread_only = true\n";
 const CREATE_HELD: &str = "[registry.\"support__create_ticket\"]\nclass = \"requires_approval\"\n";
 const CREATE_PROHIBITED: &str = "[registry.\"support__create_ticket\"]\nclass = \"prohibited\"\n";
 
 fn parts_server() -> String {
-    format!("[servers.parts]\ncommand = \"{BIN}\"\nargs = [\"atlas\", \"parts\"]\nsandbox = \"off\"\n[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n")
+    format!(
+        "[servers.parts]\ncommand = \"{BIN}\"\nargs = [\"atlas\", \"parts\"]\nsandbox = \"off\"\n[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n"
+    )
 }
 
 /// The config file, written as an operator edits it: the new bytes whole.
@@ -90,7 +93,8 @@ impl Session {
     /// changes, as the SDK's docs show (the list it keeps for its `ttlMs`,
     /// 60 s here, is evicted when one is heard).
     async fn open(url: &str, mode: &str) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/reload_client.py");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/reload_client.py");
         let listen: &[&str] = if mode == "legacy" { &[] } else { &["listen"] };
         let mut child = tokio::process::Command::new(demo_common::python())
             .arg(script)
@@ -107,8 +111,13 @@ impl Session {
 
     async fn ask(&mut self, request: Value) -> Value {
         self.stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
-        let line = tokio::time::timeout(Duration::from_secs(60), self.out.next_line()).await.expect("the client answers within 60 s").unwrap().expect("the client is still running");
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let line = tokio::time::timeout(Duration::from_secs(60), self.out.next_line())
+            .await
+            .expect("the client answers within 60 s")
+            .unwrap()
+            .expect("the client is still running");
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         assert!(v.get("raised").is_none(), "the SDK raised: {v}");
         v
     }
@@ -123,7 +132,8 @@ impl Session {
     /// session has heard the change (well within the list's 60 s `ttlMs`:
     /// only the change it heard can make it ask again).
     async fn list_until(&mut self, mode: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_millis(if mode == "legacy" { 0 } else { 5000 });
+        let deadline =
+            Instant::now() + Duration::from_millis(if mode == "legacy" { 0 } else { 5000 });
         loop {
             let tools = self.tools().await;
             if done(&tools) || Instant::now() >= deadline {
@@ -141,11 +151,18 @@ impl Session {
 /// The config version an answer's receipt names.
 fn version_of(answer: &Value) -> String {
     let receipt = &answer["result"]["_meta"]["io.toolgate/receipt"]["opening"]["logged"]["receipt"];
-    receipt["config_version"].as_str().unwrap_or_else(|| panic!("the receipt names no config version: {answer:#}")).to_string()
+    receipt["config_version"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the receipt names no config version: {answer:#}"))
+        .to_string()
 }
 
 fn ok(answer: &Value, what: &str, log: &Path) {
-    assert!(answer["result"]["isError"] != true && answer["result"].get("content").is_some(), "{what}: {answer:#}\n{}", tail(log, 30));
+    assert!(
+        answer["result"]["isError"] != true && answer["result"].get("content").is_some(),
+        "{what}: {answer:#}\n{}",
+        tail(log, 30)
+    );
 }
 
 struct Site {
@@ -173,7 +190,11 @@ async fn registry_and_servers_follow_the_file(mode: &str) {
 
     // Not in the registry, an untrusted server's tool is not listed.
     let before = client.tools().await;
-    assert!(before.contains(&"support__get_ticket".to_string()) && !before.contains(&"support__search_customers".to_string()), "{before:?}");
+    assert!(
+        before.contains(&"support__get_ticket".to_string())
+            && !before.contains(&"support__search_customers".to_string()),
+        "{before:?}"
+    );
     let read = client.call("support__get_ticket", json!({"ticket_id": "T-1"})).await;
     assert_eq!(version_of(&read), v1, "the receipt names the file it ran under");
 
@@ -186,44 +207,74 @@ async fn registry_and_servers_follow_the_file(mode: &str) {
     let mut fresh = Session::open(&gw.url, mode).await;
     assert!(fresh.tools().await.contains(&"support__search_customers".to_string()));
     drop(fresh);
-    let after = client.list_until(mode, |t| t.contains(&"support__search_customers".to_string())).await;
-    assert!(after.contains(&"support__search_customers".to_string()), "the held session's list shows the registry's change: {after:?}");
+    let after =
+        client.list_until(mode, |t| t.contains(&"support__search_customers".to_string())).await;
+    assert!(
+        after.contains(&"support__search_customers".to_string()),
+        "the held session's list shows the registry's change: {after:?}"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut listed = after;
     while !listed.contains(&"parts__find_part".to_string()) {
-        assert!(Instant::now() < deadline, "the added server's tools never listed: {listed:?}\n{}", tail(&gw.log, 30));
+        assert!(
+            Instant::now() < deadline,
+            "the added server's tools never listed: {listed:?}\n{}",
+            tail(&gw.log, 30)
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         listed = client.tools().await;
     }
     let search = client.call("support__search_customers", json!({"query": "harbor"})).await;
     ok(&search, "a tool the reload listed runs", &gw.log);
     assert_eq!(version_of(&search), v2);
-    let parts = client.call("parts__find_part", json!({"model_variant": "AC-250-S", "category": "bearing"})).await;
+    let parts = client
+        .call("parts__find_part", json!({"model_variant": "AC-250-S", "category": "bearing"}))
+        .await;
     ok(&parts, "the added server runs", &gw.log);
 
     // A file that does not parse is refused whole: nothing changes.
     std::fs::write(&path, "[servers.support\nurl = ").unwrap();
     hangup(&gw, "config reload refused", 1).await;
     // One whose values are refused, likewise (a class that does not exist).
-    let bad = config(&site.support.url, "[registry.\"support__create_ticket\"]\nclass = \"sometimes\"\n");
+    let bad =
+        config(&site.support.url, "[registry.\"support__create_ticket\"]\nclass = \"sometimes\"\n");
     std::fs::write(&path, &bad).unwrap();
     hangup(&gw, "config reload refused", 2).await;
     let log = std::fs::read_to_string(&gw.log).unwrap();
     assert!(log.contains("sometimes"), "the refusal says why:\n{}", tail(&gw.log, 10));
     let still = client.tools().await;
-    assert!(still.contains(&"support__search_customers".to_string()) && still.contains(&"parts__find_part".to_string()), "{still:?}");
-    assert_eq!(version_of(&client.call("support__search_customers", json!({"query": "harbor"})).await), v2, "the config in force stayed");
+    assert!(
+        still.contains(&"support__search_customers".to_string())
+            && still.contains(&"parts__find_part".to_string()),
+        "{still:?}"
+    );
+    assert_eq!(
+        version_of(&client.call("support__search_customers", json!({"query": "harbor"})).await),
+        v2,
+        "the config in force stayed"
+    );
 
     // The server removed: stopped, its tools gone; a table that cannot
     // change while running is named as waiting for a restart.
-    let v3 = write(&path, &config(&site.support.url, SEARCH).replace("upstream_timeout_ms = 5000", "upstream_timeout_ms = 6000"));
+    let v3 = write(
+        &path,
+        &config(&site.support.url, SEARCH)
+            .replace("upstream_timeout_ms = 5000", "upstream_timeout_ms = 6000"),
+    );
     hangup(&gw, "config reloaded", 2).await;
     let gone = client.list_until(mode, |t| !t.iter().any(|t| t.starts_with("parts__"))).await;
     assert!(!gone.iter().any(|t| t.starts_with("parts__")), "{gone:?}");
     let log = std::fs::read_to_string(&gw.log).unwrap();
     assert!(log.contains("stopped: parts"), "{}", tail(&gw.log, 10));
-    assert!(log.contains("[gateway] changed in the config file; it applies at the next restart"), "{}", tail(&gw.log, 10));
-    assert_eq!(version_of(&client.call("support__get_ticket", json!({"ticket_id": "T-1"})).await), v3);
+    assert!(
+        log.contains("[gateway] changed in the config file; it applies at the next restart"),
+        "{}",
+        tail(&gw.log, 10)
+    );
+    assert_eq!(
+        version_of(&client.call("support__get_ticket", json!({"ticket_id": "T-1"})).await),
+        v3
+    );
     drop(client);
     // The stopped server's process is gone (its supervisor killed it).
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -236,8 +287,12 @@ async fn registry_and_servers_follow_the_file(mode: &str) {
 /// Whether a child of the gateway runs `atlas parts`.
 fn atlas_parts_running(gw: &Proc) -> bool {
     let pid = gw.child.id().unwrap();
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    children.split_whitespace().any(|c| std::fs::read(format!("/proc/{c}/cmdline")).is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("parts")))
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children.split_whitespace().any(|c| {
+        std::fs::read(format!("/proc/{c}/cmdline"))
+            .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("parts"))
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -258,12 +313,21 @@ async fn a_call_held_across_a_reload_finishes_under_the_config_it_began_with() {
     let gw = start_gateway(&path, &site.root.join("gateway.log")).await;
     let arguments = ops_common::ticket_args("held-1");
     let mut held = Session::open(&gw.url, "2026-07-28").await;
-    held.stdin.write_all(format!("{}\n", json!({"call": "support__create_ticket", "arguments": arguments})).as_bytes()).await.unwrap();
+    held.stdin
+        .write_all(
+            format!("{}\n", json!({"call": "support__create_ticket", "arguments": arguments}))
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
     let cfg = path.to_str().unwrap();
     let id = loop {
-        let out = toolgate(&["approvals", "list", "--state", "pending", "--json", "--config", cfg]).await;
+        let out =
+            toolgate(&["approvals", "list", "--state", "pending", "--json", "--config", cfg]).await;
         let v: Value = serde_json::from_str(&out).unwrap();
-        if let Some(id) = v["approvals"].as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str()) {
+        if let Some(id) =
+            v["approvals"].as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_str())
+        {
             break id.to_string();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -272,13 +336,27 @@ async fn a_call_held_across_a_reload_finishes_under_the_config_it_began_with() {
     let v2 = write(&path, &config(&site.support.url, CREATE_PROHIBITED));
     hangup(&gw, "config reloaded", 1).await;
     let approve = tokio::process::Command::new(BIN)
-        .args(["approvals", "approve", &id, "--as", "dana", "--reason", "a real leak", "--config", cfg])
+        .args([
+            "approvals",
+            "approve",
+            &id,
+            "--as",
+            "dana",
+            "--reason",
+            "a real leak",
+            "--config",
+            cfg,
+        ])
         .env("TG_DANA_TOKEN", DANA_TOKEN)
         .output()
         .await
         .unwrap();
     assert!(approve.status.success(), "{}", String::from_utf8_lossy(&approve.stderr));
-    let line = tokio::time::timeout(Duration::from_secs(60), held.out.next_line()).await.unwrap().unwrap().unwrap();
+    let line = tokio::time::timeout(Duration::from_secs(60), held.out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let answer: Value = serde_json::from_str(&line).unwrap();
     ok(&answer, "the held call, approved, runs under the config it began with", &gw.log);
     assert_eq!(version_of(&answer), v1);

@@ -19,9 +19,16 @@ fn three_replicas_hold_the_rate_the_sessions_the_wake_ups_the_notices_and_the_wr
         .args(["--bin", env!("CARGO_BIN_EXE_toolgate"), "--short"])
         .output()
         .expect("python runs");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{stdout}");
     assert!(out.status.success(), "scripts/replicas --short failed:\n{stdout}\n{stderr}");
     let line = stdout.lines().last().unwrap_or_default();
-    assert!(line.starts_with("3 replicas: rate held ") && line.contains("sessions served by 3 of 3") && line.contains(" 0 lost, 0 duplicated ids") && line.ends_with("0 lost, 0 twice"), "{line}");
+    assert!(
+        line.starts_with("3 replicas: rate held ")
+            && line.contains("sessions served by 3 of 3")
+            && line.contains(" 0 lost, 0 duplicated ids")
+            && line.ends_with("0 lost, 0 twice"),
+        "{line}"
+    );
 }

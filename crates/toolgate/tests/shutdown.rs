@@ -19,16 +19,24 @@ async fn setup(dir: &Path, stall_ms: u64, grace_ms: u64) -> (Proc, Proc, std::pa
     let support = start_support(&state, &dir.join("support.log")).await;
     std::fs::write(state.join("support.fault"), format!("stall:{stall_ms}")).unwrap();
     let config = dir.join("toolgate.toml");
-    let text = gateway_config(&support.url, None, "automatic").replace("upstream_timeout_ms = 2000", &format!("upstream_timeout_ms = 10000\nshutdown_grace_ms = {grace_ms}"));
+    let text = gateway_config(&support.url, None, "automatic").replace(
+        "upstream_timeout_ms = 2000",
+        &format!("upstream_timeout_ms = 10000\nshutdown_grace_ms = {grace_ms}"),
+    );
     std::fs::write(&config, text).unwrap();
     let gateway = start_gateway(&config, &dir.join("gateway.log")).await;
     (support, gateway, config)
 }
 
 /// A keyed create_ticket through `gateway`, running on its own.
-fn create(gateway: &Proc, key: &'static str) -> tokio::task::JoinHandle<Result<(u16, serde_json::Value), reqwest::Error>> {
+fn create(
+    gateway: &Proc,
+    key: &'static str,
+) -> tokio::task::JoinHandle<Result<(u16, serde_json::Value), reqwest::Error>> {
     let url = gateway.url.clone();
-    tokio::spawn(async move { call(&client(), &url, &ticket_args(key), Some(key), json!({}), None).await })
+    tokio::spawn(async move {
+        call(&client(), &url, &ticket_args(key), Some(key), json!({}), None).await
+    })
 }
 
 /// SIGTERM, once the desk has taken the call (its invocation is logged).
@@ -50,7 +58,10 @@ async fn a_call_in_flight_finishes_within_the_grace() {
     terminate_when_taken(&gateway, &dir.path().join("support")).await;
     let (status, body) = call.await.unwrap().expect("the caller gets its answer");
     assert_eq!((status, body["result"]["isError"].as_bool()), (200, Some(false)), "{body}");
-    let exit = tokio::time::timeout(Duration::from_secs(10), gateway.child.wait()).await.expect("it exits once the call is answered").unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(10), gateway.child.wait())
+        .await
+        .expect("it exits once the call is answered")
+        .unwrap();
     assert!(exit.success(), "{exit}\n{}", tail(&gateway.log, 20));
 }
 
@@ -61,7 +72,10 @@ async fn a_call_still_running_when_the_grace_ends_is_cut_and_its_write_stays_in_
     let call = create(&gateway, "cut-short-1");
     let signalled = Instant::now();
     terminate_when_taken(&gateway, &dir.path().join("support")).await;
-    let exit = tokio::time::timeout(Duration::from_secs(5), gateway.child.wait()).await.expect("it exits when the grace ends, not when the desk answers").unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(5), gateway.child.wait())
+        .await
+        .expect("it exits when the grace ends, not when the desk answers")
+        .unwrap();
     assert!(exit.success(), "{exit}");
     assert!(signalled.elapsed() < Duration::from_secs(6), "{:?}", signalled.elapsed());
     assert!(call.await.unwrap().is_err(), "the cut call's connection is closed, not answered");

@@ -42,10 +42,7 @@ const ORDER: &str = "parts__raise_parts_order";
 const RETRY_WITHIN: Duration = Duration::from_secs(60);
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn soak_config(parts: &str, support: &str) -> String {
@@ -167,12 +164,7 @@ impl Soak {
     }
 
     fn count(&self, what: &str) {
-        *self
-            .counts
-            .lock()
-            .unwrap()
-            .entry(what.to_string())
-            .or_default() += 1;
+        *self.counts.lock().unwrap().entry(what.to_string()).or_default() += 1;
     }
 }
 
@@ -227,16 +219,8 @@ async fn slot(soak: Arc<Soak>, w: Arc<World>, n: u64, due: Instant) {
                 json!({"model_variant": w.variant, "category": w.category}),
                 None,
             ),
-            1 => (
-                "parts__check_availability",
-                json!({"part_no": w.part_no}),
-                None,
-            ),
-            _ => (
-                "support__search_customers",
-                json!({"query": "North Region"}),
-                None,
-            ),
+            1 => ("parts__check_availability", json!({"part_no": w.part_no}), None),
+            _ => ("support__search_customers", json!({"query": "North Region"}), None),
         },
         Kind::NewWrite => {
             let key = format!("soak-{n}");
@@ -252,11 +236,9 @@ async fn slot(soak: Arc<Soak>, w: Arc<World>, n: u64, due: Instant) {
                 None => return,
             }
         }
-        Kind::Refusal => (
-            "parts__find_part",
-            json!({"model_variant": "AC-250-X", "category": w.category}),
-            None,
-        ),
+        Kind::Refusal => {
+            ("parts__find_part", json!({"model_variant": "AC-250-X", "category": w.category}), None)
+        }
         Kind::Order => {
             let key = format!("order-{n}");
             (
@@ -316,13 +298,8 @@ fn check(soak: &Soak, kind: Kind, key: Option<&str>, body: &Value) -> Result<(),
         Kind::Refusal if failed && sc["action"] == "correct" => soak.count("refusal (correct)"),
         Kind::NewWrite | Kind::Retry => {
             let key = key.expect("a write has a key");
-            let Answer::Ticket {
-                ticket_id,
-                client_reference,
-                replayed,
-                op_key,
-                ..
-            } = classify(body)
+            let Answer::Ticket { ticket_id, client_reference, replayed, op_key, .. } =
+                classify(body)
             else {
                 return odd("not a ticket");
             };
@@ -340,26 +317,17 @@ fn check(soak: &Soak, kind: Kind, key: Option<&str>, body: &Value) -> Result<(),
                 if replayed {
                     return odd("a new key replayed");
                 }
-                soak.outcomes
-                    .lock()
-                    .unwrap()
-                    .insert(key.to_string(), ticket_id.clone());
+                soak.outcomes.lock().unwrap().insert(key.to_string(), ticket_id.clone());
                 soak.done.lock().unwrap().push((key.to_string(), ticket_id, Instant::now()));
                 soak.count("keyed write (new)");
             }
         }
         Kind::Order if !failed && sc["order_id"].is_string() => {
-            soak.outcomes
-                .lock()
-                .unwrap()
-                .insert(key.unwrap().to_string(), "approved".into());
+            soak.outcomes.lock().unwrap().insert(key.unwrap().to_string(), "approved".into());
             soak.count("order (approved, ran)");
         }
         Kind::Order if failed && sc["reason"] == "approval_denied" => {
-            soak.outcomes
-                .lock()
-                .unwrap()
-                .insert(key.unwrap().to_string(), "denied".into());
+            soak.outcomes.lock().unwrap().insert(key.unwrap().to_string(), "denied".into());
             soak.count("order (denied)");
         }
         _ => return odd("unexpected answer"),
@@ -375,9 +343,7 @@ fn resources(pid: u32) -> (f64, usize) {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
     (rss_kb / 1024.0, fds)
 }
 
@@ -425,9 +391,7 @@ async fn soak() {
     std::fs::create_dir_all(&logs).unwrap();
     let atlas = dir.join("atlas");
     let mut parts_cmd = Command::new(BIN);
-    parts_cmd
-        .args(["atlas", "parts", "--http", "127.0.0.1:0", "--state"])
-        .arg(&atlas);
+    parts_cmd.args(["atlas", "parts", "--http", "127.0.0.1:0", "--state"]).arg(&atlas);
     let parts = spawn_listening(parts_cmd, &logs.join("parts.log"), "serving parts on").await;
     let support = start_support(&atlas, &logs.join("support.log")).await;
     let config = dir.join("toolgate.toml");
@@ -497,7 +461,10 @@ async fn soak() {
                 if per_minute[m as usize].1 == 0 && m > 0 {
                     let done = &soak.minutes.lock().unwrap()[m as usize - 1];
                     let (rss, fds) = per_minute[m as usize - 1];
-                    println!("minute {m}: {} calls, {} errors; RSS {rss:.1} MB, {fds} fds", done.calls, done.errors);
+                    println!(
+                        "minute {m}: {} calls, {} errors; RSS {rss:.1} MB, {fds} fds",
+                        done.calls, done.errors
+                    );
                 }
                 per_minute[m as usize] = now;
             }
@@ -517,11 +484,24 @@ async fn soak() {
                 for op in ops_list(&config).await {
                     seen.insert(op["id"].as_str().unwrap_or_default().to_string(), op);
                 }
-                let out = Command::new(BIN).args(["log", "archive", "--before", &u64::MAX.to_string(), "--config"]).arg(&config).output().await.unwrap();
-                let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                let out = Command::new(BIN)
+                    .args(["log", "archive", "--before", &u64::MAX.to_string(), "--config"])
+                    .arg(&config)
+                    .output()
+                    .await
+                    .unwrap();
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 assert!(out.status.success(), "log archive failed: {said}");
                 sizes.push(ledger_bytes(&config));
-                println!("  archive: {} ledger {:.1} MB in use", said.trim(), *sizes.last().unwrap() as f64 / 1e6);
+                println!(
+                    "  archive: {} ledger {:.1} MB in use",
+                    said.trim(),
+                    *sizes.last().unwrap() as f64 / 1e6
+                );
             }
             (sizes, seen)
         })
@@ -585,11 +565,7 @@ async fn soak() {
         rows.push((rss, fds as f64));
     }
     // After the first minute: it holds the warm-up (caches, pools, arenas).
-    let settled = if rows.len() > 2 {
-        &rows[1..]
-    } else {
-        &rows[..]
-    };
+    let settled = if rows.len() > 2 { &rows[1..] } else { &rows[..] };
     let rss_slope = slope(&settled.iter().map(|r| r.0).collect::<Vec<_>>());
     let fd_slope = slope(&settled.iter().map(|r| r.1).collect::<Vec<_>>());
     println!("idle before the load: RSS {:.1} MB, {} fds", idle.0, idle.1);
@@ -597,36 +573,63 @@ async fn soak() {
     println!("answers: {:?}", soak.counts.lock().unwrap());
     // Flat keyed writes: the last minute's p99 within 2× the first's (issue
     // "Evidence at line rate"); and with archiving, a ledger that stays bounded.
-    let writes_p99: Vec<f64> = soak.minutes.lock().unwrap().iter().map(|m| percentile(&m.writes, 0.99)).collect();
+    let writes_p99: Vec<f64> =
+        soak.minutes.lock().unwrap().iter().map(|m| percentile(&m.writes, 0.99)).collect();
     let (first, last) = (writes_p99[0], *writes_p99.last().unwrap());
-    println!("keyed writes p99: first minute {first:.2} ms, last {last:.2} ms ({:.2}×)", last / first.max(0.001));
+    println!(
+        "keyed writes p99: first minute {first:.2} ms, last {last:.2} ms ({:.2}×)",
+        last / first.max(0.001)
+    );
     if let (Some(second), Some(end)) = (ledger_sizes.get(1), ledger_sizes.last()) {
-        println!("ledger in use after archiving: minute 2 {:.1} MB, last {:.1} MB", *second as f64 / 1e6, *end as f64 / 1e6);
+        println!(
+            "ledger in use after archiving: minute 2 {:.1} MB, last {:.1} MB",
+            *second as f64 / 1e6,
+            *end as f64 / 1e6
+        );
     }
     let errs = soak.errors.lock().unwrap().clone();
-    assert!(
-        errs.is_empty() && errors == 0,
-        "{errors} errors; the first:\n{}",
-        errs.join("\n")
-    );
+    assert!(errs.is_empty() && errors == 0, "{errors} errors; the first:\n{}", errs.join("\n"));
 
     // The evidence: the log verifies, and each write had the effects its
     // operation records.
     // A long log: its own deadline, well past ops_common's.
     let started = Instant::now();
     let mut verify = Command::new(BIN);
-    verify.args(["log", "verify", "--config"]).arg(&config).env("RUST_LOG", "error").kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(1800), verify.output()).await.expect("log verify within 30 min").unwrap();
+    verify
+        .args(["log", "verify", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "error")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(1800), verify.output())
+        .await
+        .expect("log verify within 30 min")
+        .unwrap();
     let verified = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "log verify failed:\n{verified}{}", String::from_utf8_lossy(&out.stderr));
-    println!("log verify ({:.0} s): {}", started.elapsed().as_secs_f64(), verified.lines().collect::<Vec<_>>().join("; "));
+    assert!(
+        out.status.success(),
+        "log verify failed:\n{verified}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "log verify ({:.0} s): {}",
+        started.elapsed().as_secs_f64(),
+        verified.lines().collect::<Vec<_>>().join("; ")
+    );
     let effects = check_effects(&config, &atlas, &soak.outcomes.lock().unwrap(), seen).await;
     println!("{effects}");
     let limit = env_or("TOOLGATE_SOAK_RSS_SLOPE_MB", 1) as f64;
     // Under load the count follows the calls in flight; at rest it must be
     // back where it began.
-    println!("after the load: RSS {:.1} MB, {} fds (idle before: {:.1} MB, {} fds)", after.0, after.1, idle.0, idle.1);
-    assert!(after.1 <= idle.1 + 10, "file descriptors left open after the load: {} (idle before: {})", after.1, idle.1);
+    println!(
+        "after the load: RSS {:.1} MB, {} fds (idle before: {:.1} MB, {} fds)",
+        after.0, after.1, idle.0, idle.1
+    );
+    assert!(
+        after.1 <= idle.1 + 10,
+        "file descriptors left open after the load: {} (idle before: {})",
+        after.1,
+        idle.1
+    );
     assert!(
         rss_slope < limit,
         "RSS grows {rss_slope:+.2} MB a minute after the first (limit {limit})"
@@ -635,9 +638,15 @@ async fn soak() {
     assert!(panicked.is_empty(), "{panicked:?}");
     // The targets of issue "Evidence at line rate", last, so a run that
     // misses them still reports its evidence above.
-    assert!(minutes < 3 || last <= 2.0 * first.max(1.0), "keyed writes' p99 grew from {first:.2} to {last:.2} ms");
+    assert!(
+        minutes < 3 || last <= 2.0 * first.max(1.0),
+        "keyed writes' p99 grew from {first:.2} to {last:.2} ms"
+    );
     if let (Some(second), Some(end)) = (ledger_sizes.get(1), ledger_sizes.last()) {
-        assert!(*end <= second * 2, "the ledger grew from {second} to {end} bytes with archiving on");
+        assert!(
+            *end <= second * 2,
+            "the ledger grew from {second} to {end} bytes with archiving on"
+        );
     }
     drop(approver);
 }
@@ -648,9 +657,15 @@ async fn soak() {
 ///
 /// `seen`: operations listed earlier by id, some pruned since (past
 /// `operation_ttl_ms`); the ledger's list now overrides them.
-async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, String>, mut seen: BTreeMap<String, Value>) -> String {
+async fn check_effects(
+    config: &Path,
+    atlas: &Path,
+    outcomes: &BTreeMap<String, String>,
+    mut seen: BTreeMap<String, Value>,
+) -> String {
     let kept = ops_list(config).await;
-    let pruned = seen.len() - kept.iter().filter(|op| seen.contains_key(op["id"].as_str().unwrap_or_default())).count();
+    let pruned = seen.len()
+        - kept.iter().filter(|op| seen.contains_key(op["id"].as_str().unwrap_or_default())).count();
     for op in kept {
         seen.insert(op["id"].as_str().unwrap_or_default().to_string(), op);
     }
@@ -659,12 +674,7 @@ async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, 
     let mut orders: BTreeMap<String, usize> = BTreeMap::new();
     for line in jsonl(&atlas.join("orders.jsonl")) {
         *orders
-            .entry(
-                line["justification"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
+            .entry(line["justification"].as_str().unwrap_or_default().to_string())
             .or_default() += 1;
     }
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
@@ -684,21 +694,15 @@ async fn check_effects(config: &Path, atlas: &Path, outcomes: &BTreeMap<String, 
         }
         let told = outcomes.get(&key).map(String::as_str);
         if key.starts_with("order-") && (told == Some("approved")) != (want == 1) {
-            wrong.push(format!(
-                "{key}: the agent was told {told:?}; the ledger says {state}"
-            ));
+            wrong.push(format!("{key}: the agent was told {told:?}; the ledger says {state}"));
         }
     }
     // An effect no operation accounts for.
-    let keys: std::collections::BTreeSet<String> = ops
-        .iter()
-        .map(|op| op["key"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let keys: std::collections::BTreeSet<String> =
+        ops.iter().map(|op| op["key"].as_str().unwrap_or_default().to_string()).collect();
     for reference_seen in calls.keys() {
         if !keys.contains(reference_seen.trim_start_matches("ref-")) {
-            wrong.push(format!(
-                "{reference_seen}: ran at the desk with no operation"
-            ));
+            wrong.push(format!("{reference_seen}: ran at the desk with no operation"));
         }
     }
     for (told, what) in outcomes {

@@ -35,28 +35,59 @@ async fn get_ticket(gw: &Gateway) -> Answer {
 
 async fn get_ticket_recorded(gw: &Gateway) -> toolgate_gateway::call::Recorded {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
-    let get = Call { kind: toolgate_gateway::upstream::Kind::Tool, name: "tickets__get_ticket".into(), arguments: json!({"ticket_id": "SR-20031"}), progress: None, client: None, preview: false, deadline_ms: None, input: Default::default(), client_capabilities: None, operation_key: None, run: None, session: None, inbound_token: None, cancelled: Default::default() };
-    let call = CallRequest { caller, trace: Default::default(), request_id: None, era: Era::Modern, call: get };
+    let get = Call {
+        kind: toolgate_gateway::upstream::Kind::Tool,
+        name: "tickets__get_ticket".into(),
+        arguments: json!({"ticket_id": "SR-20031"}),
+        progress: None,
+        client: None,
+        preview: false,
+        deadline_ms: None,
+        input: Default::default(),
+        client_capabilities: None,
+        operation_key: None,
+        run: None,
+        session: None,
+        inbound_token: None,
+        cancelled: Default::default(),
+    };
+    let call = CallRequest {
+        caller,
+        trace: Default::default(),
+        request_id: None,
+        era: Era::Modern,
+        call: get,
+    };
     pipeline::call_tool(gw, call).await
 }
 
 #[tokio::test]
 async fn a_dead_stdio_upstream_gives_retry_and_is_restarted() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve).await.unwrap();
+    let gw = Gateway::start(Config::load(&write_config(dir.path())).unwrap(), Mode::Serve)
+        .await
+        .unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
     let recorded = get_ticket_recorded(&gw).await;
     assert!(matches!(recorded.answer, Answer::Result(_)));
     // Its receipt names the box the server ran in: the profile's hash.
     let upstream = gw.catalogs.upstreams().iter().find(|u| u.name == "tickets").cloned().unwrap();
-    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else { panic!("boxed by default") };
+    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else {
+        panic!("boxed by default")
+    };
     let (placed, _) = recorded.placed.expect("the call's receipt was placed");
-    let logged: Value = serde_json::from_str(&placed.opening.expect("a format-3 receipt's opening").logged).unwrap();
+    let logged: Value =
+        serde_json::from_str(&placed.opening.expect("a format-3 receipt's opening").logged)
+            .unwrap();
     assert_eq!(logged["receipt"]["sandbox"], profile.hash.as_str(), "{logged}");
     assert_eq!(profile.hash.len(), 64);
 
     // Kill the child the gateway started (its argv names our unique state dir).
-    let killed = std::process::Command::new("pkill").args(["-9", "-f"]).arg(dir.path().join("atlas")).status().unwrap();
+    let killed = std::process::Command::new("pkill")
+        .args(["-9", "-f"])
+        .arg(dir.path().join("atlas"))
+        .status()
+        .unwrap();
     assert!(killed.success(), "the upstream child was found and killed");
     let (mut saw_retry, mut saw_unlisted) = (false, false);
     for _ in 0..200 {
@@ -90,13 +121,21 @@ async fn serve_stdio_answers_rmcp_in_both_eras() {
     ] {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
         cmd.args(["serve", "--stdio", "--config"]).arg(&config);
-        let (transport, _) = TokioChildProcess::builder(cmd).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let (transport, _) =
+            TokioChildProcess::builder(cmd).stderr(std::process::Stdio::null()).spawn().unwrap();
         let client = ().serve_with_lifecycle(transport, lifecycle.clone()).await.unwrap();
-        let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+        let names: Vec<String> =
+            client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
         assert!(names.contains(&"tickets__get_ticket".to_string()), "{lifecycle:?}: {names:?}");
-        assert!(!names.contains(&"tickets__export_service_records".to_string()), "unregistered write of a trusted server implies prohibited");
+        assert!(
+            !names.contains(&"tickets__export_service_records".to_string()),
+            "unregistered write of a trusted server implies prohibited"
+        );
         let Value::Object(args) = json!({"ticket_id": "SR-20031"}) else { unreachable!() };
-        let r = client.call_tool(CallToolRequestParams::new("tickets__get_ticket").with_arguments(args)).await.unwrap();
+        let r = client
+            .call_tool(CallToolRequestParams::new("tickets__get_ticket").with_arguments(args))
+            .await
+            .unwrap();
         assert_eq!(r.structured_content.unwrap()["ticket_id"], "SR-20031");
         client.cancel().await.unwrap();
     }
@@ -119,7 +158,8 @@ async fn serve_stdio_survives_an_oversized_and_a_non_utf8_line() {
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
-    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}});
+    let list =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}});
     let mut input = vec![b'x'; 2 << 20];
     input.extend_from_slice(b"\n\xff\xfe\n");
     input.extend_from_slice(list.to_string().as_bytes());
@@ -128,16 +168,29 @@ async fn serve_stdio_survives_an_oversized_and_a_non_utf8_line() {
     stdin.flush().await.unwrap();
     let mut replies = Vec::new();
     while replies.len() < 3 {
-        let line = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.expect("an answer").unwrap().expect("a line");
+        let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+            .await
+            .expect("an answer")
+            .unwrap()
+            .expect("a line");
         replies.push(serde_json::from_str::<Value>(&line).unwrap());
     }
     assert_eq!(replies[0]["error"]["code"], -32600, "{}", replies[0]);
     assert_eq!(replies[1]["error"]["code"], -32700, "{}", replies[1]);
     assert_eq!(replies[2]["id"], 9);
-    assert!(replies[2]["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "tickets__get_ticket"));
+    assert!(
+        replies[2]["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "tickets__get_ticket")
+    );
     // Closing stdin ends the gateway, and with it its upstream child.
     drop(stdin);
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exits after stdin closes").unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits after stdin closes")
+        .unwrap();
     assert!(status.success(), "{status:?}");
 }
 
@@ -158,7 +211,8 @@ async fn a_wrapped_stdio_server_goes_with_its_gateway() {
     std::fs::write(&path, text).unwrap();
     let gw = Gateway::start(Config::load(&path).unwrap(), Mode::Serve).await.unwrap();
     assert!(gw.wait_ready(Duration::from_secs(10)).await.is_empty());
-    let running = || std::process::Command::new("pgrep").arg("-f").arg(&marker).status().unwrap().success();
+    let running =
+        || std::process::Command::new("pgrep").arg("-f").arg(&marker).status().unwrap().success();
     assert!(running(), "the wrapped server runs");
     gw.stop();
     let mut gone = false;
@@ -198,13 +252,20 @@ async fn json_logs_carry_the_request_span_identifiers() {
     stdin.write_all(format!("{call}\n").as_bytes()).await.unwrap();
     stdin.flush().await.unwrap();
     let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let answer = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await.unwrap().unwrap().unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(answer.contains("SR-20031"), "{answer}");
     drop(stdin);
     let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut record = None;
-    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(20), err.next_line()).await.unwrap() {
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON log line: {line}"));
+    while let Ok(Some(line)) =
+        tokio::time::timeout(Duration::from_secs(20), err.next_line()).await.unwrap()
+    {
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON log line: {line}"));
         if v["fields"]["message"] == "tools/call" {
             record = Some(v);
         }
@@ -239,30 +300,72 @@ async fn the_python_sdk_over_stdio_cancels_a_held_call() {
     let token = dir.path().join("dana.token");
     std::fs::write(&token, "dana-token-0123456789abcdef").unwrap();
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let python = std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python"));
+    let python =
+        std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python")
+        });
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/cancel_held.py");
-    let arguments = json!({"part_no": "AC250-TV-2303", "quantity": 2, "ticket_id": "SR-22422"}).to_string();
+    let arguments =
+        json!({"part_no": "AC250-TV-2303", "quantity": 2, "ticket_id": "SR-22422"}).to_string();
     let started = std::time::Instant::now();
     let out = std::process::Command::new(python)
         .arg(script)
-        .args(["legacy", "3", "parts__raise_parts_order", &arguments, exe, "serve", "--stdio", "--config"])
+        .args([
+            "legacy",
+            "3",
+            "parts__raise_parts_order",
+            &arguments,
+            exe,
+            "serve",
+            "--stdio",
+            "--config",
+        ])
         .arg(&config)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("gave_up_after_s"), "the call was held, not answered: {stdout}");
-    assert!(started.elapsed() < Duration::from_secs(45), "the session ended long before the hold would have: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "the session ended long before the hold would have: {:?}",
+        started.elapsed()
+    );
     // The receipt of the held call names the client's cancellation.
     let bundle = dir.path().join("bundle.json");
-    let export = std::process::Command::new(exe).args(["export", "--since", "0", "--out"]).arg(&bundle).arg("--config").arg(&config).output().unwrap();
+    let export = std::process::Command::new(exe)
+        .args(["export", "--since", "0", "--out"])
+        .arg(&bundle)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
     assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
     let b: Value = serde_json::from_slice(&std::fs::read(&bundle).unwrap()).unwrap();
-    let orders: Vec<&Value> = b["receipts"].as_array().unwrap().iter().map(|e| &e["receipt"]["receipt"]).filter(|r| r["tool"].as_str().is_some_and(|t| t.ends_with("raise_parts_order"))).collect();
-    assert!(orders.iter().any(|r| r["rules"].as_array().is_some_and(|rules| rules.iter().any(|x| x == "client.cancelled"))), "{orders:?}");
+    let orders: Vec<&Value> = b["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["receipt"]["receipt"])
+        .filter(|r| r["tool"].as_str().is_some_and(|t| t.ends_with("raise_parts_order")))
+        .collect();
+    assert!(
+        orders.iter().any(|r| r["rules"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().any(|x| x == "client.cancelled"))),
+        "{orders:?}"
+    );
     // And the approval still waits: the person may still decide.
-    let pending = std::process::Command::new(exe).args(["approvals", "list", "--state", "pending", "--config"]).arg(&config).output().unwrap();
-    assert!(String::from_utf8_lossy(&pending.stdout).contains("raise_parts_order"), "{}", String::from_utf8_lossy(&pending.stdout));
+    let pending = std::process::Command::new(exe)
+        .args(["approvals", "list", "--state", "pending", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&pending.stdout).contains("raise_parts_order"),
+        "{}",
+        String::from_utf8_lossy(&pending.stdout)
+    );
 }
 
 /// A stdio server that takes longer than the discover's 5 s to start (a
@@ -274,14 +377,25 @@ async fn the_python_sdk_over_stdio_cancels_a_held_call() {
 fn a_server_slower_to_start_than_the_discover_s_wait_comes_up_in_its_own_era() {
     let exe = env!("CARGO_BIN_EXE_toolgate");
     let dir = tempfile::tempdir().unwrap();
-    let python = std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/echo_credentials.py");
+    let python =
+        std::env::var("TOOLGATE_PYTHON").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-sdk/bin/python")
+        });
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/echo_credentials.py");
     let start = format!("sleep 6; exec {} {} stdio", python.display(), script.display());
-    let text = format!("[gateway]\nstate_dir = \"state\"\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nsandbox = \"off\"\n", json!(start));
+    let text = format!(
+        "[gateway]\nstate_dir = \"state\"\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nsandbox = \"off\"\n",
+        json!(start)
+    );
     let config = dir.path().join("toolgate.toml");
     std::fs::write(&config, text).unwrap();
-    let out = std::process::Command::new(exe).args(["doctor", "--config"]).arg(&config).output().unwrap();
+    let out =
+        std::process::Command::new(exe).args(["doctor", "--config"]).arg(&config).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find(|l| l.contains("upstream slow")).unwrap_or_else(|| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("upstream slow"))
+        .unwrap_or_else(|| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
     assert!(line.contains("protocol 2026-07-28") && !line.contains("-32022"), "{line}");
 }

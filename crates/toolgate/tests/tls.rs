@@ -23,16 +23,26 @@ fn certificates(dir: &Path, name: &str, names: &[&str]) {
     ca.distinguished_name.push(rcgen::DnType::CommonName, "toolgate test CA");
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
     let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap().signed_by(&key, &ca).unwrap();
+    let leaf = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
     std::fs::write(dir.join(format!("{name}.pem")), leaf.pem()).unwrap();
     std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    std::fs::set_permissions(dir.join(format!("{name}.key")), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        dir.join(format!("{name}.key")),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
 }
 
 async fn fixture(dir: &Path, name: &str) -> Proc {
     let mut cmd = Command::new(BIN);
-    cmd.args(["conformance-fixture", "--http", "127.0.0.1:0", "--tls-cert"]).arg(dir.join(format!("{name}.pem"))).arg("--tls-key").arg(dir.join(format!("{name}.key")));
+    cmd.args(["conformance-fixture", "--http", "127.0.0.1:0", "--tls-cert"])
+        .arg(dir.join(format!("{name}.pem")))
+        .arg("--tls-key")
+        .arg(dir.join(format!("{name}.key")));
     spawn_listening(cmd, &dir.join(format!("{name}.log")), "serving on").await
 }
 
@@ -49,7 +59,10 @@ fn config(dir: &Path, url: &str, ca: bool) -> std::path::PathBuf {
 /// `toolgate doctor`'s output for a config.
 fn doctor(config: &Path) -> (bool, String) {
     let out = StdCommand::new(BIN).args(["doctor", "--config"]).arg(config).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    (
+        out.status.success(),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,9 +78,14 @@ async fn an_https_upstream_is_reached_with_the_configured_ca_and_refused_without
     let trusted = config(dir.path(), &url, true);
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&trusted);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
     let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
-    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
+    let run = StdCommand::new(python())
+        .arg(workspace().join("tests/python/sdk_client.py"))
+        .args([gateway.url.as_str(), "2026-07-28", &calls.to_string()])
+        .output()
+        .unwrap();
     let got = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{got}\n{}", String::from_utf8_lossy(&run.stderr));
     let v: Value = serde_json::from_str(&got).unwrap();
@@ -77,7 +95,10 @@ async fn an_https_upstream_is_reached_with_the_configured_ca_and_refused_without
     // Without it the CA is unknown: refused, and doctor names the certificate.
     let (ok, said) = doctor(&config(dir.path(), &url, false));
     assert!(!ok, "{said}");
-    assert!(said.contains("upstream fixture") && said.to_lowercase().contains("certificate"), "{said}");
+    assert!(
+        said.contains("upstream fixture") && said.to_lowercase().contains("certificate"),
+        "{said}"
+    );
 
     // A certificate for another name, from the trusted CA: refused too.
     let other = tempfile::tempdir().unwrap();
@@ -99,13 +120,19 @@ async fn an_https_upstream_is_reached_with_the_configured_ca_and_refused_without
 /// request's path and body; its port.
 async fn receiver(dir: &Path) -> (u16, tokio::sync::mpsc::UnboundedReceiver<(String, String)>) {
     let (tx, received) = tokio::sync::mpsc::unbounded_channel();
-    let routes = axum::Router::new().fallback(move |uri: axum::http::Uri, body: axum::body::Bytes| async move {
-        drop(tx.send((uri.path().to_string(), String::from_utf8_lossy(&body).into_owned())));
-        "ok"
-    });
+    let routes = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, body: axum::body::Bytes| async move {
+            drop(tx.send((uri.path().to_string(), String::from_utf8_lossy(&body).into_owned())));
+            "ok"
+        },
+    );
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let certificate = toolgate_gateway::downstream::tls::Certificate::load(&dir.join("hook.pem"), &dir.join("hook.key")).unwrap();
+    let certificate = toolgate_gateway::downstream::tls::Certificate::load(
+        &dir.join("hook.pem"),
+        &dir.join("hook.key"),
+    )
+    .unwrap();
     let listener = toolgate_gateway::downstream::tls::TlsListener::new(tcp, certificate).unwrap();
     tokio::spawn(async move { axum::serve(listener, routes).await });
     (port, received)
@@ -128,10 +155,20 @@ async fn called_through(dir: &Path, extra: &str, class: &str) -> (Proc, Proc) {
     std::fs::write(&config, text).unwrap();
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&config);
-    let gateway = spawn_listening(gateway, &dir.join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.join("gateway.log"), "toolgate: serving MCP on").await;
     let calls = json!([{"tool": "fixture__test_simple_text", "arguments": {}}]);
-    let run = StdCommand::new(python()).arg(workspace().join("tests/python/sdk_client.py")).args([gateway.url.as_str(), "2026-07-28", &calls.to_string()]).output().unwrap();
-    assert!(run.status.success(), "{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let run = StdCommand::new(python())
+        .arg(workspace().join("tests/python/sdk_client.py"))
+        .args([gateway.url.as_str(), "2026-07-28", &calls.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
     (gateway, upstream)
 }
 
@@ -142,12 +179,20 @@ async fn an_https_webhook_gets_the_approval_notice() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path(), "hook", &["localhost"]);
     let (port, mut received) = receiver(dir.path()).await;
-    let hook = format!("[approvals]\nhold_ms = 0\n[[approvals.notify.webhooks]]\nname = \"team\"\nurl = \"https://localhost:{port}/hook\"\nformat = \"slack\"\n");
+    let hook = format!(
+        "[approvals]\nhold_ms = 0\n[[approvals.notify.webhooks]]\nname = \"team\"\nurl = \"https://localhost:{port}/hook\"\nformat = \"slack\"\n"
+    );
     let (gateway, upstream) = called_through(dir.path(), &hook, "requires_approval").await;
-    let (path, body) = tokio::time::timeout(std::time::Duration::from_secs(20), received.recv()).await.expect("the notice in time").unwrap();
+    let (path, body) = tokio::time::timeout(std::time::Duration::from_secs(20), received.recv())
+        .await
+        .expect("the notice in time")
+        .unwrap();
     let notice: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(path, "/hook");
-    assert!(notice["text"].as_str().is_some_and(|t| t.contains("fixture__test_simple_text")), "{notice}");
+    assert!(
+        notice["text"].as_str().is_some_and(|t| t.contains("fixture__test_simple_text")),
+        "{notice}"
+    );
     drop((gateway, upstream));
 }
 
@@ -158,7 +203,9 @@ async fn spans_reach_an_https_collector() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path(), "hook", &["localhost"]);
     let (port, mut received) = receiver(dir.path()).await;
-    let telemetry = format!("[telemetry]\notlp_endpoint = \"https://localhost:{port}\"\nmetrics_interval_ms = 500\n");
+    let telemetry = format!(
+        "[telemetry]\notlp_endpoint = \"https://localhost:{port}\"\nmetrics_interval_ms = 500\n"
+    );
     let (gateway, upstream) = called_through(dir.path(), &telemetry, "automatic").await;
     // The metrics go every half second; the spans at the latest at shutdown.
     let pid = gateway.child.id().unwrap().to_string();
@@ -170,7 +217,10 @@ async fn spans_reach_an_https_collector() {
         }
         match tokio::time::timeout_at(deadline, received.recv()).await {
             Ok(Some((path, _))) => paths.push(path),
-            _ => panic!("no spans and metrics over https within 20 s: {paths:?}\n{}", std::fs::read_to_string(dir.path().join("gateway.log")).unwrap_or_default()),
+            _ => panic!(
+                "no spans and metrics over https within 20 s: {paths:?}\n{}",
+                std::fs::read_to_string(dir.path().join("gateway.log")).unwrap_or_default()
+            ),
         }
     }
     drop((gateway, upstream));
@@ -206,7 +256,8 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
     std::fs::write(&config, text).unwrap();
     let mut gateway = Command::new(BIN);
     gateway.args(["serve", "--config"]).arg(&config);
-    let gateway = spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
+    let gateway =
+        spawn_listening(gateway, &dir.path().join("gateway.log"), "toolgate: serving MCP on").await;
     assert!(gateway.url.starts_with("https://127.0.0.1:"), "{}", gateway.url);
     let (_, said) = doctor(&config);
     assert!(said.contains("ok    tls: the listeners serve https"), "{said}");
@@ -224,29 +275,47 @@ async fn the_gateway_serves_https_and_picks_up_a_renewed_certificate() {
     let v: Value = serde_json::from_str(&got).unwrap();
     assert!(v["results"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
 
-    let metrics = trusting(&dir.path().join("ca.pem")).get(format!("https://localhost:{scrape}/metrics")).send().await.unwrap();
+    let metrics = trusting(&dir.path().join("ca.pem"))
+        .get(format!("https://localhost:{scrape}/metrics"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(metrics.status(), 200);
     assert!(metrics.text().await.unwrap().contains("# TYPE toolgate_decisions_total counter"));
-    assert!(reqwest::get(format!("http://127.0.0.1:{scrape}/metrics")).await.is_err(), "the scrape is not served in plain HTTP beside TLS");
+    assert!(
+        reqwest::get(format!("http://127.0.0.1:{scrape}/metrics")).await.is_err(),
+        "the scrape is not served in plain HTTP beside TLS"
+    );
 
     // Renewed: another CA's certificate, put in place as a renewal tool would (rename).
     let renewed = tempfile::tempdir().unwrap();
     certificates(renewed.path(), "gw", &["localhost"]);
-    let (old, new) = (trusting(&dir.path().join("ca.pem")), trusting(&renewed.path().join("ca.pem")));
+    let (old, new) =
+        (trusting(&dir.path().join("ca.pem")), trusting(&renewed.path().join("ca.pem")));
     let healthz = format!("https://localhost:{port}/healthz");
-    assert!(new.get(&healthz).send().await.is_err(), "the renewed CA is not trusted yet by what is served");
+    assert!(
+        new.get(&healthz).send().await.is_err(),
+        "the renewed CA is not trusted yet by what is served"
+    );
     for file in ["gw.pem", "gw.key"] {
         std::fs::copy(renewed.path().join(file), dir.path().join(format!("{file}.new"))).unwrap();
         std::fs::rename(dir.path().join(format!("{file}.new")), dir.path().join(file)).unwrap();
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while new.get(&healthz).send().await.is_err() {
-        assert!(std::time::Instant::now() < deadline, "the renewed certificate was not served within 15 s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the renewed certificate was not served within 15 s"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert!(old.get(&healthz).send().await.is_err(), "the old certificate is no longer served");
     // A key others can read: doctor says so (and `serve` would not start).
-    std::fs::set_permissions(dir.path().join("gw.key"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("gw.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
     let (ok, said) = doctor(&config);
     assert!(!ok && said.contains("FAIL  tls") && said.contains("tls.key_file"), "{said}");
     drop((gateway, upstream));

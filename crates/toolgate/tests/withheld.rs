@@ -39,8 +39,18 @@ fn owner_only(path: &Path, text: &str) {
 }
 
 fn config(script: &Path, web: &str) -> String {
-    let read = |tools: &[&str]| tools.iter().map(|t| format!("[registry.\"{t}\"]\nclass = \"automatic\"\nread_only = true\n")).collect::<String>();
-    let write = |tools: &[&str]| tools.iter().map(|t| format!("[registry.\"{t}\"]\nclass = \"automatic\"\n")).collect::<String>();
+    let read = |tools: &[&str]| {
+        tools
+            .iter()
+            .map(|t| format!("[registry.\"{t}\"]\nclass = \"automatic\"\nread_only = true\n"))
+            .collect::<String>()
+    };
+    let write = |tools: &[&str]| {
+        tools
+            .iter()
+            .map(|t| format!("[registry.\"{t}\"]\nclass = \"automatic\"\n"))
+            .collect::<String>()
+    };
     format!(
         r#"[gateway]
 listen = "127.0.0.1:0"
@@ -74,13 +84,24 @@ anonymous = true
 {reads}{writes}"#,
         python = json!(python().display().to_string()),
         script = json!(script.display().to_string()),
-        reads = read(&["echo__get_env", "echo__fail_with_key", "echo__rpc_error_with_key", "echo__harmless", "web__echo_authorization", "web__harmless"]),
+        reads = read(&[
+            "echo__get_env",
+            "echo__fail_with_key",
+            "echo__rpc_error_with_key",
+            "echo__harmless",
+            "web__echo_authorization",
+            "web__harmless"
+        ]),
         writes = write(&["echo__get_env_structured", "echo__log_key"]),
     )
 }
 
 fn run(script: &str, args: &[&str]) -> Value {
-    let out = StdCommand::new(python()).arg(workspace().join("tests/python").join(script)).args(args).output().unwrap();
+    let out = StdCommand::new(python())
+        .arg(workspace().join("tests/python").join(script))
+        .args(args)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{script}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{script}: not JSON ({e}): {stdout}"))
@@ -90,7 +111,10 @@ fn run(script: &str, args: &[&str]) -> Value {
 fn holds_none(text: &str, what: &str) {
     for value in [SECRET, HEADER_TOKEN] {
         let b64 = base64::engine::general_purpose::STANDARD.encode(value);
-        assert!(!text.contains(value) && !text.contains(&b64[..b64.len() - 4]), "{what} carries a credential:\n{text}");
+        assert!(
+            !text.contains(value) && !text.contains(&b64[..b64.len() - 4]),
+            "{what} carries a credential:\n{text}"
+        );
     }
 }
 
@@ -100,7 +124,13 @@ fn withheld(result: &Value, tool: &str, credential: &str) {
     let r = &result["structuredContent"];
     assert_eq!(r["reason"], "credential_withheld", "{result}");
     let message = r["message"].as_str().unwrap();
-    assert!(message.contains(tool) && message.contains(credential) && message.contains("withheld") && message.contains("operator"), "{message}");
+    assert!(
+        message.contains(tool)
+            && message.contains(credential)
+            && message.contains("withheld")
+            && message.contains("operator"),
+        "{message}"
+    );
     assert_eq!(result["content"][0]["text"], r["message"], "{result}");
 }
 
@@ -120,8 +150,12 @@ async fn a_credential_an_upstream_says_back_reaches_no_agent_log_or_receipt() {
     std::fs::write(&config_path, config(&script, &web.url)).unwrap();
     let mut gateway = Command::new(BIN);
     // The upstream's stderr is logged at debug.
-    gateway.args(["serve", "--config"]).arg(&config_path).env("RUST_LOG", "info,toolgate_mcp=debug");
-    let gateway = spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
+    gateway
+        .args(["serve", "--config"])
+        .arg(&config_path)
+        .env("RUST_LOG", "info,toolgate_mcp=debug");
+    let gateway =
+        spawn_listening(gateway, &home.join("gateway.log"), "toolgate: serving MCP on").await;
 
     // Tools, with the stock client's call_tool.
     let calls = json!([
@@ -170,11 +204,24 @@ async fn a_credential_an_upstream_says_back_reaches_no_agent_log_or_receipt() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(log.contains("connecting with ECHO_API_KEY=[withheld]"), "{log}");
-    assert!(log.contains("credential_withheld") || log.contains("credential=servers.echo.env.ECHO_API_KEY"), "{log}");
+    assert!(
+        log.contains("credential_withheld")
+            || log.contains("credential=servers.echo.env.ECHO_API_KEY"),
+        "{log}"
+    );
     holds_none(&log, "the gateway's log");
 
     // The receipts (values captured): each refusal names the tool and why; no value.
-    let list = toolgate(&["receipts", "list", "--json", "--limit", "100000", "--config", config_path.to_str().unwrap()]).await;
+    let list = toolgate(&[
+        "receipts",
+        "list",
+        "--json",
+        "--limit",
+        "100000",
+        "--config",
+        config_path.to_str().unwrap(),
+    ])
+    .await;
     holds_none(&list, "the receipts");
     let list: Value = serde_json::from_str(&list).unwrap();
     let refused: Vec<(String, Vec<Value>)> = list
@@ -182,11 +229,22 @@ async fn a_credential_an_upstream_says_back_reaches_no_agent_log_or_receipt() {
         .unwrap()
         .iter()
         .filter(|r| r["receipt"]["reason"] == "credential_withheld")
-        .map(|r| (r["receipt"]["tool"].as_str().unwrap().to_string(), r["receipt"]["rules"].as_array().cloned().unwrap_or_default()))
+        .map(|r| {
+            (
+                r["receipt"]["tool"].as_str().unwrap().to_string(),
+                r["receipt"]["rules"].as_array().cloned().unwrap_or_default(),
+            )
+        })
         .collect();
     for tool in ["get_env", "fail_with_key", "rpc_error_with_key", "echo_authorization"] {
-        let (_, rules) = refused.iter().find(|(t, _)| t == tool).unwrap_or_else(|| panic!("no credential_withheld receipt for {tool}: {refused:?}"));
-        assert!(rules.iter().any(|r| r.as_str().is_some_and(|r| r.starts_with("credential.servers."))), "{rules:?}");
+        let (_, rules) = refused
+            .iter()
+            .find(|(t, _)| t == tool)
+            .unwrap_or_else(|| panic!("no credential_withheld receipt for {tool}: {refused:?}"));
+        assert!(
+            rules.iter().any(|r| r.as_str().is_some_and(|r| r.starts_with("credential.servers."))),
+            "{rules:?}"
+        );
     }
     drop((gateway, web));
 }

@@ -13,7 +13,8 @@ fn main() {
     {
         std::fs::create_dir_all(dir).expect("creating the seed folder");
         for (i, seed) in toolgate_fuzz::seeds(target).into_iter().enumerate() {
-            std::fs::write(std::path::Path::new(dir).join(format!("seed-{i:03}")), seed).expect("writing a seed");
+            std::fs::write(std::path::Path::new(dir).join(format!("seed-{i:03}")), seed)
+                .expect("writing a seed");
         }
         return;
     }

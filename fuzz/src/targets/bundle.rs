@@ -10,7 +10,7 @@ use toolgate_core::bundle::{self, BUNDLE_FORMAT, Bundle, BundleKey, Entry, Optio
 use toolgate_core::merkle;
 use toolgate_core::note::Checkpoint;
 use toolgate_core::proposal::hex;
-use toolgate_core::receipt::{self, OperationRef, RECEIPT_VERSION, Receipt, LoggedReceipt};
+use toolgate_core::receipt::{self, LoggedReceipt, OperationRef, RECEIPT_VERSION, Receipt};
 
 use super::note::{ORIGIN, keys};
 
@@ -29,7 +29,11 @@ fn fixture() -> &'static Fixture {
         // The receipt key is the log's Ed25519 key, as in the gateway.
         let signing = SigningKey::from_bytes(&[0x11; 32]);
         let kid = receipt::kid(&signing.verifying_key().to_bytes());
-        let keys = vec![BundleKey { kid: kid.clone(), ed25519: k.ed25519.verifier().vkey(), ml_dsa_65: Some(k.ml_dsa_65.verifier().vkey()) }];
+        let keys = vec![BundleKey {
+            kid: kid.clone(),
+            ed25519: k.ed25519.verifier().vkey(),
+            ml_dsa_65: Some(k.ml_dsa_65.verifier().vkey()),
+        }];
         let mut leaves = Vec::new();
         let mut bundles = Vec::new();
         for (v, sign_each) in [(1, true), (RECEIPT_VERSION, true), (RECEIPT_VERSION, false)] {
@@ -41,17 +45,32 @@ fn fixture() -> &'static Fixture {
                 .collect();
             // From format 3 on, the leaf is the receipt's commitment, opened by its key.
             let key = |i: usize| receipt::opening_key(&[0; 32], i as u64);
-            let bytes: Vec<Vec<u8>> = logged.iter().enumerate().map(|(i, l)| receipt::entry_bytes(l, Some(&key(i))).expect("the key is given")).collect();
+            let bytes: Vec<Vec<u8>> = logged
+                .iter()
+                .enumerate()
+                .map(|(i, l)| receipt::entry_bytes(l, Some(&key(i))).expect("the key is given"))
+                .collect();
             let hashes: Vec<merkle::Hash> = bytes.iter().map(|l| merkle::leaf_hash(l)).collect();
-            let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes)).expect("valid").sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs");
-            let proofs = merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
+            let checkpoint = Checkpoint::new(ORIGIN, hashes.len() as u64, merkle::root(&hashes))
+                .expect("valid")
+                .sign(&[&k.ed25519, &k.ml_dsa_65])
+                .expect("signs");
+            let proofs =
+                merkle::inclusion_proofs(&hashes, 0, hashes.len() as u64).expect("in range");
             let receipts = logged
                 .into_iter()
                 .zip(proofs)
                 .enumerate()
-                .map(|(i, (r, p))| Entry { opening: (r.receipt.v >= receipt::COMMITTED_VERSION).then(|| hex(&key(i))), receipt: r, inclusion: p.iter().map(|h| hex(h)).collect() })
+                .map(|(i, (r, p))| Entry {
+                    opening: (r.receipt.v >= receipt::COMMITTED_VERSION).then(|| hex(&key(i))),
+                    receipt: r,
+                    inclusion: p.iter().map(|h| hex(h)).collect(),
+                })
                 .collect();
-            bundles.push(Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: keys.clone(), receipts }.to_json());
+            bundles.push(
+                Bundle { format: BUNDLE_FORMAT.into(), checkpoint, keys: keys.clone(), receipts }
+                    .to_json(),
+            );
             leaves.extend(bytes);
         }
         Fixture { kid, leaves, bundles }
@@ -92,16 +111,23 @@ fn draft(kid: &str, i: u64, v: u32) -> Receipt {
 pub(crate) fn run(data: &[u8]) {
     let Ok(parsed) = Bundle::from_json(data) else { return };
     let f = fixture();
-    let report = bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true, ..Default::default() });
+    let report = bundle::verify(
+        &parsed,
+        &Options { expected_kids: vec![f.kid.clone()], require_pq: true, ..Default::default() },
+    );
     if report.ok() {
         for entry in &parsed.receipts {
             let opening = entry.opening.as_deref().and_then(toolgate_core::proposal::unhex32);
-            let leaf = receipt::entry_bytes(&entry.receipt, opening.as_ref()).expect("a bundle that verified opens each receipt");
+            let leaf = receipt::entry_bytes(&entry.receipt, opening.as_ref())
+                .expect("a bundle that verified opens each receipt");
             assert!(f.leaves.contains(&leaf), "a receipt we never logged verified");
         }
     }
     // Trusting the bundle's own keys never panics either.
-    let _ = bundle::verify(&parsed, &Options { expected_kids: vec![], require_pq: false, ..Default::default() });
+    let _ = bundle::verify(
+        &parsed,
+        &Options { expected_kids: vec![], require_pq: false, ..Default::default() },
+    );
 }
 
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
@@ -113,6 +139,10 @@ pub fn genuine_bundle_verifies() -> bool {
     let f = fixture();
     f.bundles.iter().all(|b| {
         let parsed = Bundle::from_json(b.as_bytes()).expect("our bundle parses");
-        bundle::verify(&parsed, &Options { expected_kids: vec![f.kid.clone()], require_pq: true, ..Default::default() }).ok()
+        bundle::verify(
+            &parsed,
+            &Options { expected_kids: vec![f.kid.clone()], require_pq: true, ..Default::default() },
+        )
+        .ok()
     })
 }

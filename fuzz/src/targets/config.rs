@@ -15,7 +15,10 @@ pub(crate) fn run(data: &[u8]) {
             let _ = Guards::new(&config.guards);
             let _ = (config.state_dir(), config.ledger_location());
         }
-        Err(e @ ConfigError::Invalid { .. }) => assert!(e.to_string().contains("/nonexistent/toolgate.toml"), "an error that does not name the file"),
+        Err(e @ ConfigError::Invalid { .. }) => assert!(
+            e.to_string().contains("/nonexistent/toolgate.toml"),
+            "an error that does not name the file"
+        ),
         Err(e) => panic!("parsing text gave a non-parse error: {e}"),
     }
 }

@@ -32,7 +32,8 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         // One thread: AFL wants the same path for the same input.
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         let app = rt.block_on(start(state_dir()));
         Fixture { rt, app }
     })
@@ -44,7 +45,10 @@ fn state_dir() -> PathBuf {
     let base = std::env::temp_dir().join("toolgate-fuzz-edge");
     if let Ok(entries) = std::fs::read_dir(&base) {
         for e in entries.flatten() {
-            let alive = e.file_name().to_str().is_some_and(|pid| std::path::Path::new("/proc").join(pid).exists());
+            let alive = e
+                .file_name()
+                .to_str()
+                .is_some_and(|pid| std::path::Path::new("/proc").join(pid).exists());
             if !alive {
                 let _ = std::fs::remove_dir_all(e.path());
             }
@@ -59,16 +63,26 @@ fn state_dir() -> PathBuf {
 async fn start(dir: PathBuf) -> axum::Router {
     let mut servers = String::new();
     for kind in [ServerKind::Tickets, ServerKind::Parts] {
-        let server = toolgate_atlas::server(kind, Some(&dir.join("atlas"))).expect("an Atlas server");
-        let (addr, _) = serve::http(server, "127.0.0.1:0".parse().expect("an address"), CancellationToken::new()).await.expect("serving");
+        let server =
+            toolgate_atlas::server(kind, Some(&dir.join("atlas"))).expect("an Atlas server");
+        let (addr, _) = serve::http(
+            server,
+            "127.0.0.1:0".parse().expect("an address"),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("serving");
         servers.push_str(&format!("[servers.{}]\nurl = \"http://{addr}/mcp\"\n", kind.name()));
     }
     for (file, token) in [("agent.token", AGENT_TOKEN), ("dana.token", APPROVER_TOKEN)] {
         let path = dir.join(file);
         std::fs::write(&path, token).expect("writing a token");
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("owner-only");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("owner-only");
     }
-    let text = format!("[gateway]\nlisten = \"127.0.0.1:8700\"\nupstream_timeout_ms = 5000\n{servers}{REGISTRY}");
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:8700\"\nupstream_timeout_ms = 5000\n{servers}{REGISTRY}"
+    );
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text).expect("writing the config");
     let config = Config::load(&path).expect("the fuzz config loads");
@@ -133,12 +147,22 @@ pub(crate) fn run(data: &[u8]) {
     // name); its credential may not: a token counts as sent only where
     // something other than `Authorization` carried it.
     let text = String::from_utf8_lossy(data);
-    let sent_body: String = text.split('\n').filter(|l| !l.to_ascii_lowercase().starts_with("authorization:")).collect::<Vec<_>>().join("\n");
+    let sent_body: String = text
+        .split('\n')
+        .filter(|l| !l.to_ascii_lowercase().starts_with("authorization:"))
+        .collect::<Vec<_>>()
+        .join("\n");
     for token in [AGENT_TOKEN, APPROVER_TOKEN] {
-        assert!(sent_body.contains(token) || !body.contains(token), "a caller's token in the answer");
+        assert!(
+            sent_body.contains(token) || !body.contains(token),
+            "a caller's token in the answer"
+        );
     }
     if content_type.starts_with("application/json") {
-        assert!(serde_json::from_str::<serde_json::Value>(&body).is_ok(), "a JSON answer that is not JSON");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&body).is_ok(),
+            "a JSON answer that is not JSON"
+        );
     }
 }
 
@@ -150,7 +174,12 @@ pub fn answer(data: &[u8]) -> Option<(u16, String, String)> {
     f.rt.block_on(async {
         let response = f.app.clone().oneshot(request).await.expect("the router is infallible");
         let status = response.status().as_u16();
-        let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         let read = axum::body::to_bytes(response.into_body(), 64 << 20);
         let body = if content_type.starts_with("text/event-stream") {
             // A listen stream stays open: what came in a moment is enough.
@@ -174,27 +203,69 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
             sep = if params.is_empty() { "" } else { "," }
         )
     };
-    let legacy = |body: &str| format!("POST /mcp\nHost: localhost\nAuthorization: Bearer {AGENT_TOKEN}\nContent-Type: application/json\nAccept: application/json, text/event-stream\nMCP-Protocol-Version: 2025-11-25\n\n{body}");
+    let legacy = |body: &str| {
+        format!(
+            "POST /mcp\nHost: localhost\nAuthorization: Bearer {AGENT_TOKEN}\nContent-Type: application/json\nAccept: application/json, text/event-stream\nMCP-Protocol-Version: 2025-11-25\n\n{body}"
+        )
+    };
     let mut out = vec![
         modern("tools/list", None, ""),
-        modern("tools/call", Some("parts__find_part"), r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-S","category":"thermostatic-valve"}"#),
-        modern("tools/call", Some("parts__find_part"), r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-X","extra":1}"#),
-        modern("tools/call", Some("parts__raise_parts_order"), r#""name":"parts__raise_parts_order","arguments":{"part_no":"AC250-TV-2303","quantity":8,"ticket_id":"SR-10001","justification":"valve replacement"},"requestState":"tg1.AAAA""#),
-        modern("tools/call", Some("tickets__export_service_records"), r#""name":"tickets__export_service_records","arguments":{"recipient":"ops@example.com","model_variant":"AC-250-S","include_site_contacts":true}"#),
-        modern("tools/call", Some("tickets__search_tickets"), r#""name":"tickets__search_tickets","arguments":{"model_variant":"AC-250-S","symptom":"F-101","limit":3},"inputResponses":{"x":{}}"#),
+        modern(
+            "tools/call",
+            Some("parts__find_part"),
+            r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-S","category":"thermostatic-valve"}"#,
+        ),
+        modern(
+            "tools/call",
+            Some("parts__find_part"),
+            r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-X","extra":1}"#,
+        ),
+        modern(
+            "tools/call",
+            Some("parts__raise_parts_order"),
+            r#""name":"parts__raise_parts_order","arguments":{"part_no":"AC250-TV-2303","quantity":8,"ticket_id":"SR-10001","justification":"valve replacement"},"requestState":"tg1.AAAA""#,
+        ),
+        modern(
+            "tools/call",
+            Some("tickets__export_service_records"),
+            r#""name":"tickets__export_service_records","arguments":{"recipient":"ops@example.com","model_variant":"AC-250-S","include_site_contacts":true}"#,
+        ),
+        modern(
+            "tools/call",
+            Some("tickets__search_tickets"),
+            r#""name":"tickets__search_tickets","arguments":{"model_variant":"AC-250-S","symptom":"F-101","limit":3},"inputResponses":{"x":{}}"#,
+        ),
         modern("resources/list", None, ""),
         modern("prompts/list", None, ""),
         modern("server/discover", None, ""),
         modern("ping", None, ""),
-        legacy(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}"#),
-        legacy(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tickets__get_ticket","arguments":{"ticket_id":"SR-10001"}}}"#),
+        legacy(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}"#,
+        ),
+        legacy(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tickets__get_ticket","arguments":{"ticket_id":"SR-10001"}}}"#,
+        ),
         legacy(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
         format!("GET /healthz\nHost: localhost\n\n"),
         format!("GET /readyz\nHost: localhost\n\n"),
         format!("GET /.well-known/oauth-protected-resource\nHost: localhost\n\n"),
-        format!("GET /admin/approvals\nHost: localhost\nAuthorization: Bearer {APPROVER_TOKEN}\n\n"),
-        format!("POST /mcp\nHost: evil.example\nOrigin: http://evil.example\nContent-Type: application/json\n\n{{}}"),
+        format!(
+            "GET /admin/approvals\nHost: localhost\nAuthorization: Bearer {APPROVER_TOKEN}\n\n"
+        ),
+        format!(
+            "POST /mcp\nHost: evil.example\nOrigin: http://evil.example\nContent-Type: application/json\n\n{{}}"
+        ),
     ];
-    out.push(modern("tools/call", Some("parts__find_part"), r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-S"}"#).replace("Mcp-Name: parts__find_part\n", "Mcp-Name: parts__find_part\nMcp-Param-Model_variant: =?base64?QUMtMjUwLVM=?=\n"));
+    out.push(
+        modern(
+            "tools/call",
+            Some("parts__find_part"),
+            r#""name":"parts__find_part","arguments":{"model_variant":"AC-250-S"}"#,
+        )
+        .replace(
+            "Mcp-Name: parts__find_part\n",
+            "Mcp-Name: parts__find_part\nMcp-Param-Model_variant: =?base64?QUMtMjUwLVM=?=\n",
+        ),
+    );
     out.into_iter().map(String::into_bytes).collect()
 }

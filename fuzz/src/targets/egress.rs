@@ -12,7 +12,13 @@ use toolgate_core::strict_json::{self, JsonLimits};
 
 fn custom() -> &'static [CustomPattern] {
     static CUSTOM: OnceLock<Vec<CustomPattern>> = OnceLock::new();
-    CUSTOM.get_or_init(|| vec![CustomPattern { name: "order".into(), regex: regex::Regex::new("PO-[0-9]{6}").expect("valid"), class: EgressClass::Confidential }])
+    CUSTOM.get_or_init(|| {
+        vec![CustomPattern {
+            name: "order".into(),
+            regex: regex::Regex::new("PO-[0-9]{6}").expect("valid"),
+            class: EgressClass::Confidential,
+        }]
+    })
 }
 
 pub(crate) fn run(data: &[u8]) {
@@ -26,13 +32,29 @@ pub(crate) fn run(data: &[u8]) {
         let tamed = m.path.contains("\\u") || m.path.contains('…');
         match m.path.split_once("/~key") {
             _ if tamed => {}
-            Some((object, _)) => assert!(matches!(arguments.pointer(object), Some(Value::Object(_))), "marker {} in a key of {object:?}, not an object", m.kind),
-            None => assert!(matches!(arguments.pointer(&m.path), Some(Value::String(_) | Value::Number(_))), "marker {} points at {:?}, not a string or a number", m.kind, m.path),
+            Some((object, _)) => assert!(
+                matches!(arguments.pointer(object), Some(Value::Object(_))),
+                "marker {} in a key of {object:?}, not an object",
+                m.kind
+            ),
+            None => assert!(
+                matches!(arguments.pointer(&m.path), Some(Value::String(_) | Value::Number(_))),
+                "marker {} points at {:?}, not a string or a number",
+                m.kind,
+                m.path
+            ),
         }
-        assert!(!m.path.chars().any(|c| c.is_control()), "a pointer with a control character: {:?}", m.path);
+        assert!(
+            !m.path.chars().any(|c| c.is_control()),
+            "a pointer with a control character: {:?}",
+            m.path
+        );
         assert!(m.class <= scan.class, "a marker worse than the scan's class");
     }
-    assert_eq!(scan.class, scan.markers.iter().map(|m| m.class).max().unwrap_or(EgressClass::NoMarkersFound));
+    assert_eq!(
+        scan.class,
+        scan.markers.iter().map(|m| m.class).max().unwrap_or(EgressClass::NoMarkersFound)
+    );
 }
 
 pub(crate) fn seeds() -> Vec<Vec<u8>> {

@@ -4,7 +4,8 @@
 use serde_json::Value;
 use toolgate_core::strict_json::{self, JsonError, JsonLimits};
 
-const LIMITS: JsonLimits = JsonLimits { max_bytes: 4096, max_depth: 8, max_string_bytes: 64, max_items: 16 };
+const LIMITS: JsonLimits =
+    JsonLimits { max_bytes: 4096, max_depth: 8, max_string_bytes: 64, max_items: 16 };
 
 pub(crate) fn run(data: &[u8]) {
     let lax: Result<Value, _> = serde_json::from_slice(data);
@@ -12,17 +13,26 @@ pub(crate) fn run(data: &[u8]) {
         Ok(value) => {
             // What the strict reader accepts, the upstream's ordinary parser
             // reads as the same document: one object, seen the same by both.
-            let lax = lax.unwrap_or_else(|e| panic!("strict accepted what serde_json refuses: {e}"));
+            let lax =
+                lax.unwrap_or_else(|e| panic!("strict accepted what serde_json refuses: {e}"));
             assert_eq!(value, lax, "strict and serde_json read different documents");
             assert!(depth(&value) <= LIMITS.max_depth, "accepted nesting beyond the limit");
             assert!(within(&value), "accepted a string or a list beyond its limit");
             // Its own output reads back the same.
-            let again = strict_json::parse(value.to_string().as_bytes(), JsonLimits::sized(1 << 20, 64)).expect("its own output parses");
+            let again =
+                strict_json::parse(value.to_string().as_bytes(), JsonLimits::sized(1 << 20, 64))
+                    .expect("its own output parses");
             assert_eq!(again, value);
         }
         // A limit or a duplicate key may stop the reader before a syntax
         // error further on: nothing more to say of a refusal but its kind.
-        Err(JsonError::Syntax(_) | JsonError::DuplicateKey { .. } | JsonError::TooDeep { .. } | JsonError::StringTooLong { .. } | JsonError::TooManyItems { .. }) => {}
+        Err(
+            JsonError::Syntax(_)
+            | JsonError::DuplicateKey { .. }
+            | JsonError::TooDeep { .. }
+            | JsonError::StringTooLong { .. }
+            | JsonError::TooManyItems { .. },
+        ) => {}
         Err(JsonError::TooLarge { size, limit }) => assert!(size > limit && size == data.len()),
     }
 }
@@ -39,7 +49,10 @@ fn within(v: &Value) -> bool {
     match v {
         Value::String(s) => s.len() <= LIMITS.max_string_bytes,
         Value::Array(a) => a.len() <= LIMITS.max_items && a.iter().all(within),
-        Value::Object(o) => o.len() <= LIMITS.max_items && o.iter().all(|(k, v)| k.len() <= LIMITS.max_string_bytes && within(v)),
+        Value::Object(o) => {
+            o.len() <= LIMITS.max_items
+                && o.iter().all(|(k, v)| k.len() <= LIMITS.max_string_bytes && within(v))
+        }
         _ => true,
     }
 }

@@ -20,8 +20,13 @@ pub(crate) struct Keys {
 pub(crate) fn keys() -> &'static Keys {
     static KEYS: OnceLock<Keys> = OnceLock::new();
     KEYS.get_or_init(|| Keys {
-        ed25519: Signer::ed25519(ORIGIN, SigningKey::from_bytes(&[0x11; 32])).expect("a valid name"),
-        ml_dsa_65: Signer::ml_dsa_65(ORIGIN, PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[0x22; 32]).expect("a 32-byte seed")).expect("a valid name"),
+        ed25519: Signer::ed25519(ORIGIN, SigningKey::from_bytes(&[0x11; 32]))
+            .expect("a valid name"),
+        ml_dsa_65: Signer::ml_dsa_65(
+            ORIGIN,
+            PqdsaKeyPair::from_seed(&ML_DSA_65_SIGNING, &[0x22; 32]).expect("a 32-byte seed"),
+        )
+        .expect("a valid name"),
     })
 }
 
@@ -36,9 +41,17 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let k = keys();
-        let checkpoint = Checkpoint::new(ORIGIN, 3, merkle::root(&[[1; 32], [2; 32], [3; 32]])).expect("a valid checkpoint");
-        let notes = vec![checkpoint.sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs"), checkpoint.sign(&[&k.ed25519]).expect("signs")];
-        Fixture { verifiers: vec![k.ed25519.verifier(), k.ml_dsa_65.verifier()], signed: vec![checkpoint.body()], notes }
+        let checkpoint = Checkpoint::new(ORIGIN, 3, merkle::root(&[[1; 32], [2; 32], [3; 32]]))
+            .expect("a valid checkpoint");
+        let notes = vec![
+            checkpoint.sign(&[&k.ed25519, &k.ml_dsa_65]).expect("signs"),
+            checkpoint.sign(&[&k.ed25519]).expect("signs"),
+        ];
+        Fixture {
+            verifiers: vec![k.ed25519.verifier(), k.ml_dsa_65.verifier()],
+            signed: vec![checkpoint.body()],
+            notes,
+        }
     })
 }
 

@@ -35,7 +35,11 @@ fn claims() -> Vec<Claim> {
     };
     vec![
         Claim { approval_id: "apr_1".into(), binding: binding.clone(), upstream_state: None },
-        Claim { approval_id: "apr_2".into(), binding, upstream_state: Some("upstream-round-1".into()) },
+        Claim {
+            approval_id: "apr_2".into(),
+            binding,
+            upstream_state: Some("upstream-round-1".into()),
+        },
     ]
 }
 
@@ -44,13 +48,16 @@ pub(crate) fn run(data: &[u8]) {
     let f = fixture();
     let opened = f.sealer.open(state);
     match f.sealed.iter().find(|(s, _)| s == state) {
-        Some((_, claim)) => assert_eq!(opened.as_ref(), Some(claim), "our own state does not open to its claim"),
+        Some((_, claim)) => {
+            assert_eq!(opened.as_ref(), Some(claim), "our own state does not open to its claim")
+        }
         None => assert!(opened.is_none(), "a state this key never sealed opened"),
     }
 }
 
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = fixture().sealed.iter().map(|(s, _)| s.clone().into_bytes()).collect();
+    let mut out: Vec<Vec<u8>> =
+        fixture().sealed.iter().map(|(s, _)| s.clone().into_bytes()).collect();
     out.push(b"tg1.".to_vec());
     out.push(b"upstream-round-1".to_vec());
     out

@@ -14,7 +14,10 @@ pub(crate) fn run(data: &[u8]) {
     // Two frames in a row stay two events: nothing of the first runs on.
     let mut both = written.clone();
     sse::push_frame(&mut both, "count", &value);
-    assert_eq!(sse::read(&both).iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["inbox", "count"]);
+    assert_eq!(
+        sse::read(&both).iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["inbox", "count"]
+    );
 }
 
 pub(crate) fn seeds() -> Vec<Vec<u8>> {

@@ -38,7 +38,13 @@ fn torque(category_index: usize, family: &str, s_variant: bool, revision: usize)
     base + enclosure + correction
 }
 
-fn procedure(category: &str, family: &str, variant: Option<&str>, torque_nm: u32, rng: &mut Rng) -> String {
+fn procedure(
+    category: &str,
+    family: &str,
+    variant: Option<&str>,
+    torque_nm: u32,
+    rng: &mut Rng,
+) -> String {
     let part = category.replace('-', " ");
     let isolate = "Isolate the electrical supply, lock off, and vent the receiver to zero pressure before opening the enclosure.";
     let specific = match (category, variant) {
@@ -60,7 +66,13 @@ fn procedure(category: &str, family: &str, variant: Option<&str>, torque_nm: u32
     )
 }
 
-fn specification(category: &str, family: &str, variant: Option<&str>, torque_nm: u32, interval_hours: u32) -> String {
+fn specification(
+    category: &str,
+    family: &str,
+    variant: Option<&str>,
+    torque_nm: u32,
+    interval_hours: u32,
+) -> String {
     let part = category.replace('-', " ");
     let scope = variant.map_or_else(|| "all variants".to_string(), |v| format!("variant {v}"));
     format!(
@@ -78,18 +90,28 @@ pub fn generate(rng: &mut Rng) -> Vec<Passage> {
             for (category_index, (category, _)) in CATEGORIES.iter().enumerate() {
                 // Variant-specific procedures where the part differs; one
                 // family-wide procedure everywhere else.
-                let variants: Vec<Option<&'static str>> = if S_SPECIFIC.contains(category) {
-                    vec![None, Some("S")]
-                } else {
-                    vec![None]
-                };
+                let variants: Vec<Option<&'static str>> =
+                    if S_SPECIFIC.contains(category) { vec![None, Some("S")] } else { vec![None] };
                 for variant in variants {
                     let s_variant = variant == Some("S");
                     let torque_nm = torque(category_index, family, s_variant, revision_index);
-                    let section = format!("{}.{} {}", 4 + category_index / 6, category_index % 6 + 1, category.replace('-', " "));
+                    let section = format!(
+                        "{}.{} {}",
+                        4 + category_index / 6,
+                        category_index % 6 + 1,
+                        category.replace('-', " ")
+                    );
                     let replacement = procedure(category, family, variant, torque_nm, rng);
-                    let spec = specification(category, family, variant, torque_nm, 500 * rng.range(1, 8) as u32);
-                    for (offset, kind, text) in [(0, "replacement", replacement), (1, "specification", spec)] {
+                    let spec = specification(
+                        category,
+                        family,
+                        variant,
+                        torque_nm,
+                        500 * rng.range(1, 8) as u32,
+                    );
+                    for (offset, kind, text) in
+                        [(0, "replacement", replacement), (1, "specification", spec)]
+                    {
                         passages.push(Passage {
                             document: maintenance.clone(),
                             product_family: family,

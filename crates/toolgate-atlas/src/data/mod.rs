@@ -33,7 +33,8 @@ impl Dataset {
         let tickets = tickets::generate(&mut rng.fork("tickets"), &parts);
         let passages = manuals::generate(&mut rng.fork("manuals"));
         let symptom_index = Index::build(tickets.iter().map(|t| t.symptom.as_str()));
-        let passage_texts: Vec<String> = passages.iter().map(|p| format!("{} {}", p.section, p.text)).collect();
+        let passage_texts: Vec<String> =
+            passages.iter().map(|p| format!("{} {}", p.section, p.text)).collect();
         let passage_index = Index::build(passage_texts.iter().map(String::as_str));
         Self { tickets, parts, passages, symptom_index, passage_index }
     }

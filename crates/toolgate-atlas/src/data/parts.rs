@@ -42,7 +42,8 @@ fn variant_groups(category: &str) -> Vec<(&'static [&'static str], &'static str)
 
 /// Categories that also stock an alternative (a kit or a heavy-duty part), so
 /// a lookup can return more than one candidate and the caller must choose.
-const WITH_ALTERNATIVE: [&str; 5] = ["bearing", "belt", "oil-filter", "separator-element", "intake-filter"];
+const WITH_ALTERNATIVE: [&str; 5] =
+    ["bearing", "belt", "oil-filter", "separator-element", "intake-filter"];
 
 fn spec(category: &str, family_no: u32, group: &str, rng: &mut Rng) -> String {
     let s_variant = group.starts_with("sound");
@@ -53,10 +54,18 @@ fn spec(category: &str, family_no: u32, group: &str, rng: &mut Rng) -> String {
         }
         "fan-blade" => {
             let blades = if s_variant { 9 } else { 7 };
-            format!("Cooling fan, {blades}-blade low-noise profile, {} mm, {group}", 250 + family_no)
+            format!(
+                "Cooling fan, {blades}-blade low-noise profile, {} mm, {group}",
+                250 + family_no
+            )
         }
-        "intake-filter" => format!("Intake filter element, {} µm, {group}", if s_variant { 3 } else { 5 }),
-        "mount-kit" => format!("Anti-vibration mount kit, {} Shore A, set of 4, {group}", if s_variant { 45 } else { 60 }),
+        "intake-filter" => {
+            format!("Intake filter element, {} µm, {group}", if s_variant { 3 } else { 5 })
+        }
+        "mount-kit" => format!(
+            "Anti-vibration mount kit, {} Shore A, set of 4, {group}",
+            if s_variant { 45 } else { 60 }
+        ),
         "starter-contactor" | "wiring-loom" | "pressure-transducer" => {
             format!("{} for {group} supply", title_case(category))
         }
@@ -88,7 +97,8 @@ pub fn generate(rng: &mut Rng) -> Vec<Part> {
         let family_code = family.replace('-', "");
         for (category, code) in CATEGORIES {
             for (variants, group) in variant_groups(category) {
-                let fitment: Vec<String> = variants.iter().map(|v| format!("{family}-{v}")).collect();
+                let fitment: Vec<String> =
+                    variants.iter().map(|v| format!("{family}-{v}")).collect();
                 let base_price = rng.range(800, 48_000);
                 parts.push(Part {
                     part_no: fresh_part_no(&mut taken, &format!("{family_code}-{code}"), "", rng),
@@ -96,16 +106,28 @@ pub fn generate(rng: &mut Rng) -> Vec<Part> {
                     description: spec(category, family_no, group, rng),
                     fitment: fitment.clone(),
                     // The -S parts are the specialised ones and cost more.
-                    price_minor: if group.starts_with("sound") { base_price * 13 / 10 } else { base_price },
+                    price_minor: if group.starts_with("sound") {
+                        base_price * 13 / 10
+                    } else {
+                        base_price
+                    },
                     currency: "GBP",
                     stock: if rng.chance(25) { 0 } else { rng.range(1, 40) as u32 },
                     lead_time_days: rng.range(2, 35) as u32,
                 });
                 if WITH_ALTERNATIVE.contains(&category) {
                     parts.push(Part {
-                        part_no: fresh_part_no(&mut taken, &format!("{family_code}-{code}"), "H", rng),
+                        part_no: fresh_part_no(
+                            &mut taken,
+                            &format!("{family_code}-{code}"),
+                            "H",
+                            rng,
+                        ),
                         category,
-                        description: format!("{} (heavy-duty alternative), {group}", title_case(category)),
+                        description: format!(
+                            "{} (heavy-duty alternative), {group}",
+                            title_case(category)
+                        ),
                         fitment,
                         price_minor: base_price * 3 / 2,
                         currency: "GBP",

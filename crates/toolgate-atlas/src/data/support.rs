@@ -31,7 +31,10 @@ pub fn customer(customer_id: &str) -> Option<&'static Customer> {
 
 /// Lower-cased alphanumeric words: how both names and queries are compared.
 pub fn words(text: &str) -> Vec<String> {
-    text.split(|ch: char| !ch.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    text.split(|ch: char| !ch.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// Customers whose name has, for every query word, a word beginning with it.

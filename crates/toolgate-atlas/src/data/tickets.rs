@@ -6,9 +6,11 @@
 
 use serde::Serialize;
 
-use super::domain::{self, Fault, CONTEXTS, CUSTOMERS, ENGINEERS, FAULTS, FIRST_NAMES, LAST_NAMES, S_SPECIFIC};
+use super::domain::{
+    self, CONTEXTS, CUSTOMERS, ENGINEERS, FAULTS, FIRST_NAMES, Fault, LAST_NAMES, S_SPECIFIC,
+};
 use super::parts::Part;
-use super::rng::{date_from_days, Rng};
+use super::rng::{Rng, date_from_days};
 
 pub const CLOSED_TICKETS: usize = 2_400;
 pub const OPEN_TICKETS: usize = 60;
@@ -94,7 +96,8 @@ fn symptom_text(rng: &mut Rng, fault: &Fault) -> String {
     let first = rng.below(fault.phrases.len() as u64) as usize;
     let mut text = capitalise(fault.phrases[first]);
     if rng.chance(45) {
-        let second = (first + 1 + rng.below(fault.phrases.len() as u64 - 1) as usize) % fault.phrases.len();
+        let second =
+            (first + 1 + rng.below(fault.phrases.len() as u64 - 1) as usize) % fault.phrases.len();
         text.push_str("; ");
         text.push_str(fault.phrases[second]);
     }
@@ -160,7 +163,10 @@ fn closed_ticket(rng: &mut Rng, parts: &[Part], opened_day: i64) -> Ticket {
     });
     let part_no = part.map(|p| p.part_no.clone());
     let resolution = match &part_no {
-        Some(no) => format!("Replaced {} with {no}; machine tested and returned to service.", fault.category.replace('-', " ")),
+        Some(no) => format!(
+            "Replaced {} with {no}; machine tested and returned to service.",
+            fault.category.replace('-', " ")
+        ),
         None => format!("Adjusted {}; no part fitted.", fault.category.replace('-', " ")),
     };
     let base_quarters = rng.range(3, 14);

@@ -42,10 +42,19 @@ struct State {
 
 impl Keys {
     pub(super) fn new(url: &str) -> anyhow::Result<Self> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("--identity-jwks {url:?} is not a URL: {e}"))?;
-        anyhow::ensure!(matches!(parsed.scheme(), "http" | "https"), "--identity-jwks must be an http(s) URL, not {url:?}");
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| anyhow::anyhow!("--identity-jwks {url:?} is not a URL: {e}"))?;
+        anyhow::ensure!(
+            matches!(parsed.scheme(), "http" | "https"),
+            "--identity-jwks must be an http(s) URL, not {url:?}"
+        );
         let http = reqwest::Client::builder().timeout(FETCH_TIMEOUT).build()?;
-        Ok(Self { url: url.to_string(), http, refetch_after: DEFAULT_REFETCH, state: Default::default() })
+        Ok(Self {
+            url: url.to_string(),
+            http,
+            refetch_after: DEFAULT_REFETCH,
+            state: Default::default(),
+        })
     }
 
     pub(super) async fn get(&self, kid: &str) -> Result<DecodingKey, KeyError> {
@@ -85,7 +94,8 @@ impl Keys {
                 return Err(format!("the key set is over {MAX_BODY} bytes"));
             }
         }
-        let set: Value = serde_json::from_slice(&body).map_err(|_| "the answer is not JSON".to_string())?;
+        let set: Value =
+            serde_json::from_slice(&body).map_err(|_| "the answer is not JSON".to_string())?;
         let keys = parse(&set);
         if keys.is_empty() {
             return Err("it publishes no Ed25519 signing key".into());

@@ -63,7 +63,9 @@ pub struct Asserted {
 impl Asserted {
     /// Adds who asked to a record the server writes or answers with.
     pub fn stamp(&self, record: &mut Value) {
-        if let (Value::Object(record), Ok(Value::Object(who))) = (record, serde_json::to_value(self)) {
+        if let (Value::Object(record), Ok(Value::Object(who))) =
+            (record, serde_json::to_value(self))
+        {
             record.extend(who);
         }
     }
@@ -121,8 +123,10 @@ impl Verifier {
 
     /// The person `assertion` names, if it is toolgate's, for this server, and current.
     pub async fn verify(&self, assertion: Option<&str>) -> Result<Asserted, Refused> {
-        let token = assertion.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| self.missing())?;
-        let header = jsonwebtoken::decode_header(token).map_err(|_| self.refuse("is not a well-formed JWT"))?;
+        let token =
+            assertion.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| self.missing())?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| self.refuse("is not a well-formed JWT"))?;
         if header.alg != Algorithm::EdDSA {
             return Err(self.refuse("is not signed with EdDSA, the only algorithm toolgate uses"));
         }
@@ -133,11 +137,16 @@ impl Verifier {
         validation.set_issuer(&[&self.config.issuer]);
         validation.set_audience(&[&self.config.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|e| self.claim_refusal(e.kind()))?.claims;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| self.claim_refusal(e.kind()))?
+            .claims;
         if claims.exp > jsonwebtoken::get_current_timestamp() + MAX_LIFETIME_S + LEEWAY_S {
             return Err(self.refuse("lives longer than the 5 minutes toolgate's assertions may; it was not minted by a gateway keeping the contract"));
         }
-        let tenant = claims.tenant.filter(|t| !t.is_empty()).ok_or_else(|| self.refuse("names no tenant"))?;
+        let tenant = claims
+            .tenant
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| self.refuse("names no tenant"))?;
         if claims.sub.is_empty() {
             return Err(self.refuse("names no person (`sub`)"));
         }

@@ -33,7 +33,10 @@ impl From<std::io::Error> for ToolError {
     fn from(e: std::io::Error) -> Self {
         // The path and OS detail stay in our log; the caller learns the kind.
         tracing::error!(error = %e, "sandbox write failed");
-        ToolError(format!("the sandbox store could not be written ({}); nothing was recorded, retry later", e.kind()))
+        ToolError(format!(
+            "the sandbox store could not be written ({}); nothing was recorded, retry later",
+            e.kind()
+        ))
     }
 }
 
@@ -41,7 +44,8 @@ pub type Outcome = Result<Value, ToolError>;
 
 /// Typed view of already schema-checked arguments.
 pub fn parse<T: DeserializeOwned>(arguments: &Value) -> Result<T, ToolError> {
-    serde_json::from_value(arguments.clone()).map_err(|e| ToolError(format!("invalid arguments: {e}")))
+    serde_json::from_value(arguments.clone())
+        .map_err(|e| ToolError(format!("invalid arguments: {e}")))
 }
 
 pub fn known_variant(model_variant: &str) -> Result<(), ToolError> {
@@ -67,7 +71,13 @@ pub fn now_rfc3339() -> String {
 
 /// Runs `name` of `kind` on validated arguments, for `who` when the server
 /// verified who asked (see [`crate::identity`]). `None`: no such tool.
-pub fn call(kind: crate::ServerKind, name: &str, arguments: &Value, ctx: &Context, who: Option<&Asserted>) -> Option<Outcome> {
+pub fn call(
+    kind: crate::ServerKind,
+    name: &str,
+    arguments: &Value,
+    ctx: &Context,
+    who: Option<&Asserted>,
+) -> Option<Outcome> {
     use crate::ServerKind::*;
     Some(match (kind, name) {
         (Tickets, "search_tickets") => tickets::search_tickets(arguments, ctx),

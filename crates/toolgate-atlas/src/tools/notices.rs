@@ -46,7 +46,11 @@ struct NoticeArgs {
     body: String,
 }
 
-pub fn record_call(arguments: &Value, ctx: &Context, fault: Option<Fault>) -> Result<(), ToolError> {
+pub fn record_call(
+    arguments: &Value,
+    ctx: &Context,
+    fault: Option<Fault>,
+) -> Result<(), ToolError> {
     ctx.sandbox.append(CALLS, |seq| json!({"seq": seq, "to": arguments["to"], "fault": fault.map(|f| format!("{f:?}")), "at": now_rfc3339()}))?;
     Ok(())
 }
@@ -62,5 +66,7 @@ pub fn send_notice(arguments: &Value, ctx: &Context) -> Outcome {
             "queued_at": now_rfc3339(),
         })
     })?;
-    Ok(json!({"notice_id": record["notice_id"], "to": record["to"], "status": "queued", "queued_at": record["queued_at"]}))
+    Ok(
+        json!({"notice_id": record["notice_id"], "to": record["to"], "status": "queued", "queued_at": record["queued_at"]}),
+    )
 }

@@ -36,7 +36,9 @@ struct PartArgs {
 
 fn find<'a>(ctx: &'a Context, part_no: &str) -> Result<&'a Part, ToolError> {
     ctx.data.part(part_no).ok_or_else(|| {
-        ToolError(format!("part {part_no} is not in the catalogue; find part numbers with find_part"))
+        ToolError(format!(
+            "part {part_no} is not in the catalogue; find part numbers with find_part"
+        ))
     })
 }
 
@@ -66,7 +68,10 @@ pub fn raise_parts_order(arguments: &Value, ctx: &Context) -> Outcome {
     let args: OrderArgs = parse(arguments)?;
     let part = find(ctx, &args.part_no)?;
     let ticket = ctx.data.ticket(&args.ticket_id).ok_or_else(|| {
-        ToolError(format!("ticket {} does not exist; orders must reference a real ticket", args.ticket_id))
+        ToolError(format!(
+            "ticket {} does not exist; orders must reference a real ticket",
+            args.ticket_id
+        ))
     })?;
     if !part.fits(&ticket.model_variant) {
         return Err(ToolError(format!(

@@ -55,7 +55,9 @@ pub fn take_fault(ctx: &Context) -> Option<Fault> {
     let fault = match text.split_once(':') {
         None if text == "stall" => Some(Fault::Stall(Duration::from_millis(DEFAULT_STALL_MS))),
         None if text == "tool_error" => Some(Fault::ToolError),
-        Some(("stall", ms)) => ms.trim().parse().ok().map(|ms| Fault::Stall(Duration::from_millis(ms))),
+        Some(("stall", ms)) => {
+            ms.trim().parse().ok().map(|ms| Fault::Stall(Duration::from_millis(ms)))
+        }
         _ => None,
     };
     if fault.is_none() {
@@ -83,7 +85,9 @@ pub fn search_customers(arguments: &Value, _ctx: &Context) -> Outcome {
     let args: SearchArgs = parse(arguments)?;
     let words = customers::words(&args.query);
     if words.is_empty() {
-        return Err(ToolError("the query has no letters or digits; give part of the customer's name".into()));
+        return Err(ToolError(
+            "the query has no letters or digits; give part of the customer's name".into(),
+        ));
     }
     let found = customers::search(&words);
     let status = match found.len() {
@@ -92,9 +96,13 @@ pub fn search_customers(arguments: &Value, _ctx: &Context) -> Outcome {
         // Never resolved here: which one is meant is the user's call.
         _ => "ambiguous",
     };
-    let list: Vec<Value> =
-        found.iter().map(|c| json!({"customer_id": c.customer_id, "display_name": c.display_name})).collect();
-    Ok(json!({"status": status, "customers": list, "returned": found.len(), "observed_at": now_rfc3339()}))
+    let list: Vec<Value> = found
+        .iter()
+        .map(|c| json!({"customer_id": c.customer_id, "display_name": c.display_name}))
+        .collect();
+    Ok(
+        json!({"status": status, "customers": list, "returned": found.len(), "observed_at": now_rfc3339()}),
+    )
 }
 
 #[derive(Deserialize)]
@@ -119,7 +127,10 @@ pub fn create_ticket(arguments: &Value, ctx: &Context) -> Outcome {
         json!({"seq": seq, "client_reference": args.client_reference, "fault": fault.map(Fault::label), "at": now_rfc3339()})
     })?;
     if fault == Some(Fault::ToolError) {
-        return Err(ToolError("the ticket service refused the request (a simulated fault); no ticket was created".into()));
+        return Err(ToolError(
+            "the ticket service refused the request (a simulated fault); no ticket was created"
+                .into(),
+        ));
     }
     let outcome = create(&args, ctx);
     if let Some(Fault::Stall(delay)) = fault {
@@ -138,7 +149,9 @@ fn create(args: &CreateArgs, ctx: &Context) -> Outcome {
         )));
     };
     if args.subject.trim().is_empty() {
-        return Err(ToolError("the subject is blank; give a one-line summary of the problem".into()));
+        return Err(ToolError(
+            "the subject is blank; give a one-line summary of the problem".into(),
+        ));
     }
     let appended = ctx.sandbox.append_unless(
         TICKETS,

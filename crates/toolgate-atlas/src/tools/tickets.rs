@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Context, Outcome, ToolError, known_variant, now_rfc3339, parse};
-use crate::identity::Asserted;
 use crate::data::{Status, Ticket};
+use crate::identity::Asserted;
 use crate::sandbox::{NOTES, OUTBOX};
 
 const DEFAULT_LIMIT: usize = 10;
@@ -65,7 +65,10 @@ pub fn search_tickets(arguments: &Value, ctx: &Context) -> Outcome {
                     .then_with(|| tickets[b.0].closed.cmp(&tickets[a.0].closed))
                     .then_with(|| b.0.cmp(&a.0))
             });
-            ("symptom_similarity", scored.iter().take(limit).map(|&(i, s)| summary(&tickets[i], Some(s))).collect())
+            (
+                "symptom_similarity",
+                scored.iter().take(limit).map(|&(i, s)| summary(&tickets[i], Some(s))).collect(),
+            )
         }
         None => {
             let mut ids: Vec<usize> = (0..tickets.len()).filter(|&i| eligible(i)).collect();
@@ -131,7 +134,8 @@ pub fn post_ticket_update(arguments: &Value, ctx: &Context, who: Option<&Asserte
         });
         stamped(note, who)
     })?;
-    let notes_count = ctx.sandbox.read(NOTES, |n| n["ticket_id"] == ticket.ticket_id.as_str())?.len();
+    let notes_count =
+        ctx.sandbox.read(NOTES, |n| n["ticket_id"] == ticket.ticket_id.as_str())?.len();
     let answer = json!({
         "ticket_id": ticket.ticket_id,
         "note_id": record["note_id"],

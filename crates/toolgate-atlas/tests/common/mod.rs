@@ -23,8 +23,9 @@ pub fn shared_dir() -> PathBuf {
 
 pub fn fixture() -> Value {
     let path = shared_dir().join("fixtures/atlas-contracts.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}; set TOOLGATE_SHARED_DIR to the shared/ folder", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("cannot read {}: {e}; set TOOLGATE_SHARED_DIR to the shared/ folder", path.display())
+    });
     serde_json::from_str(&text).expect("fixture is JSON")
 }
 
@@ -49,7 +50,12 @@ pub fn called(result: CallToolResult) -> Called {
     Called {
         is_error: result.is_error == Some(true),
         structured: result.structured_content.clone().unwrap_or(Value::Null),
-        text: result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n"),
+        text: result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 
@@ -73,7 +79,9 @@ pub enum Era {
 
 pub fn lifecycle(era: Era) -> ClientLifecycleMode {
     match era {
-        Era::Modern => ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+        Era::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
         Era::Legacy => ClientLifecycleMode::Initialize,
     }
 }
@@ -95,7 +103,12 @@ pub async fn connect_stdio(kind: ServerKind, state: &Path, era: Era) -> Client {
 pub async fn call(client: &Client, name: &str, arguments: Value) -> Called {
     let Value::Object(map) = arguments else { panic!("arguments must be an object") };
     let name = name.to_string();
-    called(client.call_tool(CallToolRequestParams::new(name).with_arguments(map)).await.expect("tools/call answers"))
+    called(
+        client
+            .call_tool(CallToolRequestParams::new(name).with_arguments(map))
+            .await
+            .expect("tools/call answers"),
+    )
 }
 
 /// The Atlas binary serving Streamable HTTP on a free loopback port; killed on drop.

@@ -188,12 +188,29 @@ pub fn audit(inventory: &Inventory) -> Report {
     drift::check(inventory, &mut findings);
     poison::check(inventory, &mut findings);
     lint::check(inventory, &mut findings);
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.tool.cmp(&b.tool)).then_with(|| a.rule.cmp(b.rule)).then_with(|| a.pointer.cmp(&b.pointer)));
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then_with(|| a.tool.cmp(&b.tool))
+            .then_with(|| a.rule.cmp(b.rule))
+            .then_with(|| a.pointer.cmp(&b.pointer))
+    });
     Report { regret, findings }
 }
 
-fn finding(rule: &Rule, tool: &str, pointer: impl Into<String>, message: impl Into<String>) -> Finding {
-    Finding { rule: rule.id, severity: rule.severity, tool: tool.to_string(), pointer: pointer.into(), message: message.into() }
+fn finding(
+    rule: &Rule,
+    tool: &str,
+    pointer: impl Into<String>,
+    message: impl Into<String>,
+) -> Finding {
+    Finding {
+        rule: rule.id,
+        severity: rule.severity,
+        tool: tool.to_string(),
+        pointer: pointer.into(),
+        message: message.into(),
+    }
 }
 
 #[cfg(test)]
@@ -204,7 +221,15 @@ pub(crate) mod tests {
     /// A tool of server `server` with this definition (its name is taken from it).
     pub(crate) fn entry(server: &str, definition: Value) -> Entry {
         let tool = definition["name"].as_str().unwrap().to_string();
-        Entry { name: format!("{server}__{tool}"), server: server.into(), tool, definition, pinned: None, registry_class: None, labels: vec![] }
+        Entry {
+            name: format!("{server}__{tool}"),
+            server: server.into(),
+            tool,
+            definition,
+            pinned: None,
+            registry_class: None,
+            labels: vec![],
+        }
     }
 
     pub(crate) fn fired<'a>(report: &'a Report, rule: &str) -> Vec<&'a Finding> {
@@ -217,15 +242,22 @@ pub(crate) mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), RULES.len());
-        assert!(RULES.iter().all(|r| r.id.starts_with("TG") && !r.fix.is_empty() && !r.finds.is_empty()));
+        assert!(
+            RULES
+                .iter()
+                .all(|r| r.id.starts_with("TG") && !r.fix.is_empty() && !r.finds.is_empty())
+        );
     }
 
     #[test]
     fn findings_come_gravest_first_and_fail_at_their_level() {
         let inv = Inventory {
             tools: vec![
-                entry("s", json!({"name": "get_thing", "description": "Reads one thing by its id, without changing anything.", "annotations": {"readOnlyHint": true},
-                    "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": "The thing's id."}}}})),
+                entry(
+                    "s",
+                    json!({"name": "get_thing", "description": "Reads one thing by its id, without changing anything.", "annotations": {"readOnlyHint": true},
+                    "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": "The thing's id."}}}}),
+                ),
                 entry("s", json!({"name": "wipe", "inputSchema": {"type": "object"}})),
             ],
             ..Default::default()

@@ -47,40 +47,157 @@ pub(super) const UNREGISTERED: Rule = Rule {
 
 /// Verbs by what they do when they go wrong.
 const IRREVERSIBLE: &[&str] = &[
-    "pay", "transfer", "refund", "charge", "withdraw", "wire", "delete", "remove", "destroy", "drop", "purge", "wipe", "erase", "truncate", "deploy", "release",
-    "publish", "exec", "execute", "run", "eval", "evaluate", "shell", "grant", "revoke", "promote", "elevate", "sudo", "kill", "terminate", "shutdown", "rotate",
+    "pay",
+    "transfer",
+    "refund",
+    "charge",
+    "withdraw",
+    "wire",
+    "delete",
+    "remove",
+    "destroy",
+    "drop",
+    "purge",
+    "wipe",
+    "erase",
+    "truncate",
+    "deploy",
+    "release",
+    "publish",
+    "exec",
+    "execute",
+    "run",
+    "eval",
+    "evaluate",
+    "shell",
+    "grant",
+    "revoke",
+    "promote",
+    "elevate",
+    "sudo",
+    "kill",
+    "terminate",
+    "shutdown",
+    "rotate",
     "reset",
 ];
 const OUTWARD: &[&str] = &[
-    "send", "email", "mail", "post", "notify", "share", "export", "upload", "submit", "forward", "invite", "message", "tweet", "sms", "push", "reply", "comment",
+    "send", "email", "mail", "post", "notify", "share", "export", "upload", "submit", "forward",
+    "invite", "message", "tweet", "sms", "push", "reply", "comment",
 ];
-const SPEND: &[&str] = &["raise", "order", "buy", "purchase", "book", "reserve", "subscribe", "approve", "cancel", "close", "merge"];
+const SPEND: &[&str] = &[
+    "raise",
+    "order",
+    "buy",
+    "purchase",
+    "book",
+    "reserve",
+    "subscribe",
+    "approve",
+    "cancel",
+    "close",
+    "merge",
+];
 const CHANGE: &[&str] = &[
-    "create", "add", "update", "modify", "set", "write", "edit", "patch", "put", "insert", "move", "rename", "assign", "save", "upsert", "import", "append", "commit",
-    "checkout", "switch", "fork",
+    "create", "add", "update", "modify", "set", "write", "edit", "patch", "put", "insert", "move",
+    "rename", "assign", "save", "upsert", "import", "append", "commit", "checkout", "switch",
+    "fork",
 ];
 const READ: &[&str] = &[
-    "get", "list", "search", "find", "read", "fetch", "check", "lookup", "describe", "show", "query", "count", "view", "preview", "validate", "inspect", "status",
-    "browse", "resolve", "diff", "compare", "calculate", "compute", "simulate", "screenshot",
+    "get",
+    "list",
+    "search",
+    "find",
+    "read",
+    "fetch",
+    "check",
+    "lookup",
+    "describe",
+    "show",
+    "query",
+    "count",
+    "view",
+    "preview",
+    "validate",
+    "inspect",
+    "status",
+    "browse",
+    "resolve",
+    "diff",
+    "compare",
+    "calculate",
+    "compute",
+    "simulate",
+    "screenshot",
 ];
 
 /// Parameters that name where something goes.
-const RECIPIENTS: &[&str] = &["to", "recipient", "recipients", "email", "cc", "bcc", "url", "webhook", "destination", "address", "target", "channel", "phone"];
+const RECIPIENTS: &[&str] = &[
+    "to",
+    "recipient",
+    "recipients",
+    "email",
+    "cc",
+    "bcc",
+    "url",
+    "webhook",
+    "destination",
+    "address",
+    "target",
+    "channel",
+    "phone",
+];
 /// Recipient names that as often name a place in the tool's own data: with
 /// no words of their own, the tool's description says which.
 const PLACE_OR_PARTY: &[&str] = &["target", "destination"];
 /// Words that say a parameter names a revision or a path.
 const PLACES: &[&str] = &[
-    "branch", "branches", "commit", "commits", "revision", "revisions", "ref", "refs", "sha", "tag", "tags", "path", "paths", "file", "files", "directory",
-    "directories", "folder", "folders", "dir",
+    "branch",
+    "branches",
+    "commit",
+    "commits",
+    "revision",
+    "revisions",
+    "ref",
+    "refs",
+    "sha",
+    "tag",
+    "tags",
+    "path",
+    "paths",
+    "file",
+    "files",
+    "directory",
+    "directories",
+    "folder",
+    "folders",
+    "dir",
 ];
 /// Words that say something goes to a party, which no place overrides.
 const PARTIES: &[&str] = &[
-    "email", "mail", "recipient", "recipients", "user", "users", "person", "people", "channel", "webhook", "phone", "url", "endpoint", "host", "send", "sends", "sent",
-    "notify", "message",
+    "email",
+    "mail",
+    "recipient",
+    "recipients",
+    "user",
+    "users",
+    "person",
+    "people",
+    "channel",
+    "webhook",
+    "phone",
+    "url",
+    "endpoint",
+    "host",
+    "send",
+    "sends",
+    "sent",
+    "notify",
+    "message",
 ];
 /// Parameters that count or measure something.
-const QUANTITIES: &[&str] = &["quantity", "amount", "count", "limit", "total", "price", "units", "value", "sum"];
+const QUANTITIES: &[&str] =
+    &["quantity", "amount", "count", "limit", "total", "price", "units", "value", "sum"];
 
 /// The weight of a verb the audit knows, and what it does.
 fn known_verb(verb: &str) -> Option<(u8, &'static str)> {
@@ -122,7 +239,9 @@ fn lead_verb(e: &Entry, shared_prefix: Option<&str>) -> Verb {
     let server = words(&e.server);
     let name = words(&e.tool);
     let Some(first) = name.first() else { return Verb { word: String::new(), how: None } };
-    let skip = name.len() > 1 && known_verb(first).is_none() && (server.contains(first) || shared_prefix == Some(first.as_str()));
+    let skip = name.len() > 1
+        && known_verb(first).is_none()
+        && (server.contains(first) || shared_prefix == Some(first.as_str()));
     let rest = &name[usize::from(skip)..];
     let prefix = skip.then(|| format!("after the server's prefix `{first}`"));
     let joined = |parts: Vec<Option<String>>| {
@@ -133,10 +252,18 @@ fn lead_verb(e: &Entry, shared_prefix: Option<&str>) -> Verb {
         let past = (at > 0).then(|| format!("past `{}`", rest[..at].join("_")));
         return Verb { word: rest[at].clone(), how: joined(vec![prefix, past]) };
     }
-    let lead = e.description().split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase();
+    let lead = e
+        .description()
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_lowercase();
     let stems = [Some(lead.as_str()), lead.strip_suffix('s'), lead.strip_suffix("es")];
     if let Some(verb) = stems.into_iter().flatten().find(|w| known_verb(w).is_some()) {
-        return Verb { word: verb.to_string(), how: Some("from the description: the name has no verb the audit knows".into()) };
+        return Verb {
+            word: verb.to_string(),
+            how: Some("from the description: the name has no verb the audit knows".into()),
+        };
     }
     Verb { word: rest[0].clone(), how: prefix }
 }
@@ -153,7 +280,10 @@ fn shared_prefixes(inventory: &Inventory) -> HashMap<&str, String> {
         .into_iter()
         .filter_map(|(server, firsts)| {
             let first = firsts.first()?.clone()?;
-            (firsts.len() > 1 && firsts.iter().all(|f| f.as_deref() == Some(first.as_str())) && known_verb(&first).is_none()).then_some((server, first))
+            (firsts.len() > 1
+                && firsts.iter().all(|f| f.as_deref() == Some(first.as_str()))
+                && known_verb(&first).is_none())
+            .then_some((server, first))
         })
         .collect()
 }
@@ -161,7 +291,8 @@ fn shared_prefixes(inventory: &Inventory) -> HashMap<&str, String> {
 /// A parameter an agent may fill with any text: a string without enum,
 /// pattern, format or const.
 fn free_text(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("string") && ["enum", "pattern", "format", "const"].iter().all(|k| schema.get(k).is_none())
+    schema.get("type").and_then(Value::as_str) == Some("string")
+        && ["enum", "pattern", "format", "const"].iter().all(|k| schema.get(k).is_none())
 }
 
 /// Whether a recipient-named parameter names a revision or a path rather
@@ -172,18 +303,31 @@ fn free_text(schema: &Value) -> bool {
 /// `send`, …) keeps it a recipient.
 fn names_a_place(name: &str, schema: &Value, tool_description: &str) -> bool {
     let says_place = |text: &str, except: &[String]| {
-        let w: Vec<String> = content_words(text).into_iter().filter(|w| !except.contains(w)).collect();
-        (!w.is_empty()).then(|| w.iter().any(|w| PLACES.contains(&w.as_str())) && !w.iter().any(|w| PARTIES.contains(&w.as_str())))
+        let w: Vec<String> =
+            content_words(text).into_iter().filter(|w| !except.contains(w)).collect();
+        (!w.is_empty()).then(|| {
+            w.iter().any(|w| PLACES.contains(&w.as_str()))
+                && !w.iter().any(|w| PARTIES.contains(&w.as_str()))
+        })
     };
-    let own = ["description", "title"].iter().filter_map(|k| schema.get(k).and_then(Value::as_str)).collect::<Vec<_>>().join(" ");
+    let own = ["description", "title"]
+        .iter()
+        .filter_map(|k| schema.get(k).and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
     match says_place(&own, &words(name)) {
         Some(place) => place,
-        None => PLACE_OR_PARTY.contains(&name.to_lowercase().as_str()) && says_place(tool_description, &[]) == Some(true),
+        None => {
+            PLACE_OR_PARTY.contains(&name.to_lowercase().as_str())
+                && says_place(tool_description, &[]) == Some(true)
+        }
     }
 }
 
 fn unbounded_number(schema: &Value) -> bool {
-    matches!(schema.get("type").and_then(Value::as_str), Some("integer" | "number")) && schema.get("maximum").is_none() && schema.get("exclusiveMaximum").is_none()
+    matches!(schema.get("type").and_then(Value::as_str), Some("integer" | "number"))
+        && schema.get("maximum").is_none()
+        && schema.get("exclusiveMaximum").is_none()
 }
 
 /// A tool's regret, why, and whether it is an export: an outward verb with
@@ -203,18 +347,23 @@ fn score(e: &Entry, shared_prefix: Option<&str>) -> (u8, Vec<String>, bool) {
     // raises it less than one the server declares.
     let h = e.hints();
     if h.open_world_hint.value {
-        let (points, how) = if h.open_world_hint.declared { (15, "declared") } else { (5, "by default") };
+        let (points, how) =
+            if h.open_world_hint.declared { (15, "declared") } else { (5, "by default") };
         add(points, format!("may reach the open world (openWorldHint, {how})"), &mut score);
     }
     if h.destructive_hint.value && !h.read_only_hint.value {
-        let (points, how) = if h.destructive_hint.declared { (10, "declared") } else { (5, "by default") };
+        let (points, how) =
+            if h.destructive_hint.declared { (10, "declared") } else { (5, "by default") };
         add(points, format!("may destroy or overwrite (destructiveHint, {how})"), &mut score);
     }
     if h.read_only_hint.declared && h.read_only_hint.value {
         add(-5, "declares readOnlyHint (a claim, not a proof)".into(), &mut score);
     }
     for (name, schema) in e.properties() {
-        if RECIPIENTS.contains(&name.to_lowercase().as_str()) && free_text(schema) && !names_a_place(name, schema, e.description()) {
+        if RECIPIENTS.contains(&name.to_lowercase().as_str())
+            && free_text(schema)
+            && !names_a_place(name, schema, e.description())
+        {
             add(15, format!("free-text recipient `{name}`"), &mut score);
             recipient = true;
         }
@@ -222,7 +371,9 @@ fn score(e: &Entry, shared_prefix: Option<&str>) -> (u8, Vec<String>, bool) {
             add(10, format!("unbounded `{name}`"), &mut score);
         }
     }
-    for (label, points) in [("egress", 10), ("exfiltration", 10), ("bulk_export", 10), ("private_data", 5)] {
+    for (label, points) in
+        [("egress", 10), ("exfiltration", 10), ("bulk_export", 10), ("private_data", 5)]
+    {
         if e.labels.iter().any(|l| l == label) {
             add(points, format!("labelled `{label}`"), &mut score);
         }
@@ -246,7 +397,8 @@ pub(super) fn rank(inventory: &Inventory, findings: &mut Vec<Finding>) -> Vec<Re
         .tools
         .iter()
         .map(|e| {
-            let (score, reasons, export) = score(e, prefixes.get(e.server.as_str()).map(String::as_str));
+            let (score, reasons, export) =
+                score(e, prefixes.get(e.server.as_str()).map(String::as_str));
             let level = level(score);
             let suggested_class = match level {
                 _ if export => AuthorityClass::Prohibited,
@@ -254,16 +406,33 @@ pub(super) fn rank(inventory: &Inventory, findings: &mut Vec<Finding>) -> Vec<Re
                 Severity::Low => AuthorityClass::Automatic,
             };
             match e.registry_class {
-                Some(AuthorityClass::Automatic) if level == Severity::High => findings.push(finding(
-                    &LAXER,
+                Some(AuthorityClass::Automatic) if level == Severity::High => {
+                    findings.push(finding(
+                        &LAXER,
+                        &e.name,
+                        "",
+                        format!(
+                            "regret {score}/100 ({}), yet the registry classes it automatic",
+                            reasons.join("; ")
+                        ),
+                    ))
+                }
+                None => findings.push(finding(
+                    &UNREGISTERED,
                     &e.name,
                     "",
-                    format!("regret {score}/100 ({}), yet the registry classes it automatic", reasons.join("; ")),
+                    format!("regret {score}/100; suggested class: {}", suggested_class.as_str()),
                 )),
-                None => findings.push(finding(&UNREGISTERED, &e.name, "", format!("regret {score}/100; suggested class: {}", suggested_class.as_str()))),
                 _ => {}
             }
-            Regret { tool: e.name.clone(), score, level, reasons, registry_class: e.registry_class, suggested_class }
+            Regret {
+                tool: e.name.clone(),
+                score,
+                level,
+                reasons,
+                registry_class: e.registry_class,
+                suggested_class,
+            }
         })
         .collect();
     ranked.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.tool.cmp(&b.tool)));
@@ -283,7 +452,12 @@ pub fn suggest(report: &super::Report) -> String {
     for r in report.regret.iter().filter(|r| r.registry_class.is_none()) {
         // The reasons quote the upstream's words: one comment line, whatever they hold.
         let why = r.reasons.join("; ").replace(|c: char| c.is_control(), " ");
-        out.push_str(&format!("# regret {}/100: {why}\n[registry.{}]\nclass = \"{}\"\n", r.score, toml_string(&r.tool), r.suggested_class.as_str()));
+        out.push_str(&format!(
+            "# regret {}/100: {why}\n[registry.{}]\nclass = \"{}\"\n",
+            r.score,
+            toml_string(&r.tool),
+            r.suggested_class.as_str()
+        ));
         if r.suggested_class == AuthorityClass::Automatic {
             out.push_str("read_only = true\n");
         }
@@ -305,13 +479,27 @@ mod tests {
 
     #[test]
     fn an_export_to_where_the_agent_says_is_suggested_prohibited() {
-        let export = entry("s", json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string"}}}}));
-        let fixed = entry("s", json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string", "enum": ["audit"]}}}}));
+        let export = entry(
+            "s",
+            json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string"}}}}),
+        );
+        let fixed = entry(
+            "s",
+            json!({"name": "export_records", "inputSchema": {"properties": {"recipient": {"type": "string", "enum": ["audit"]}}}}),
+        );
         let report = audit(&Inventory { tools: vec![export, fixed], ..Default::default() });
         let class = |r: usize| report.regret[r].suggested_class;
-        let open = report.regret.iter().position(|r| r.reasons.iter().any(|x| x.contains("free-text recipient"))).unwrap();
+        let open = report
+            .regret
+            .iter()
+            .position(|r| r.reasons.iter().any(|x| x.contains("free-text recipient")))
+            .unwrap();
         assert_eq!(class(open), AuthorityClass::Prohibited);
-        assert_eq!(class(1 - open), AuthorityClass::RequiresApproval, "a recipient the schema fixes is a write, not an export");
+        assert_eq!(
+            class(1 - open),
+            AuthorityClass::RequiresApproval,
+            "a recipient the schema fixes is a write, not an export"
+        );
     }
 
     /// A name that would end its TOML key, and words that would end the
@@ -320,11 +508,24 @@ mod tests {
     fn a_suggestion_quotes_the_upstream_s_name() {
         let tool = "get\"]\nclass = \"automatic\"\n[x.\"y\u{7f}";
         let hostile = format!("s__{tool}");
-        let report = audit(&Inventory { tools: vec![entry("s", serde_json::json!({"name": tool, "description": "gets\nthings", "inputSchema": {"type": "object"}}))], ..Default::default() });
+        let report = audit(&Inventory {
+            tools: vec![entry(
+                "s",
+                serde_json::json!({"name": tool, "description": "gets\nthings", "inputSchema": {"type": "object"}}),
+            )],
+            ..Default::default()
+        });
         let toml = suggest(&report);
         assert!(toml.contains(&format!("[registry.{}]", toml_string(&hostile))), "{toml}");
         assert_eq!(toml.lines().filter(|l| l.starts_with('[')).count(), 1, "{toml}");
-        assert!(toml.lines().all(|l| l.is_empty() || l.starts_with('#') || l.starts_with('[') || l.starts_with("class") || l.starts_with("read_only")), "{toml}");
+        assert!(
+            toml.lines().all(|l| l.is_empty()
+                || l.starts_with('#')
+                || l.starts_with('[')
+                || l.starts_with("class")
+                || l.starts_with("read_only")),
+            "{toml}"
+        );
         assert_eq!(toml_string("a\u{7f}\"\n"), "\"a\\u007F\\\"\\n\"");
     }
 
@@ -334,28 +535,46 @@ mod tests {
         let change = scored(json!({"name": "update_ticket"}));
         let pay = scored(json!({"name": "pay_invoice"}));
         assert!(read < 40 && (40..70).contains(&change) && pay >= 70, "{read} {change} {pay}");
-        let plain = scored(json!({"name": "send_notice", "inputSchema": {"properties": {"to": {"type": "string", "enum": ["team"]}}}}));
-        let open = scored(json!({"name": "send_notice", "inputSchema": {"properties": {"to": {"type": "string"}}}}));
+        let plain = scored(
+            json!({"name": "send_notice", "inputSchema": {"properties": {"to": {"type": "string", "enum": ["team"]}}}}),
+        );
+        let open = scored(
+            json!({"name": "send_notice", "inputSchema": {"properties": {"to": {"type": "string"}}}}),
+        );
         assert!(open > plain, "a free-text recipient raises it: {plain} → {open}");
-        let bounded = scored(json!({"name": "raise_order", "inputSchema": {"properties": {"quantity": {"type": "integer", "maximum": 20}}}}));
-        let unbounded = scored(json!({"name": "raise_order", "inputSchema": {"properties": {"quantity": {"type": "integer"}}}}));
+        let bounded = scored(
+            json!({"name": "raise_order", "inputSchema": {"properties": {"quantity": {"type": "integer", "maximum": 20}}}}),
+        );
+        let unbounded = scored(
+            json!({"name": "raise_order", "inputSchema": {"properties": {"quantity": {"type": "integer"}}}}),
+        );
         assert!(unbounded > bounded);
     }
 
     #[test]
-    fn a_high_regret_tool_the_registry_runs_automatically_is_flagged_and_unregistered_ones_get_a_suggestion() {
+    fn a_high_regret_tool_the_registry_runs_automatically_is_flagged_and_unregistered_ones_get_a_suggestion()
+     {
         let mut lax = entry("s", json!({"name": "delete_records"}));
         lax.registry_class = Some(AuthorityClass::Automatic);
         let mut held = entry("s", json!({"name": "drop_tables"}));
         held.registry_class = Some(AuthorityClass::RequiresApproval);
-        let free = entry("s", json!({"name": "list_records", "annotations": {"readOnlyHint": true}}));
+        let free =
+            entry("s", json!({"name": "list_records", "annotations": {"readOnlyHint": true}}));
         let report = audit(&Inventory { tools: vec![lax, held, free], ..Default::default() });
         let laxer = fired(&report, LAXER.id);
         assert_eq!(laxer.len(), 1);
         assert_eq!(laxer[0].tool, "s__delete_records");
-        assert_eq!(fired(&report, UNREGISTERED.id).iter().map(|f| f.tool.as_str()).collect::<Vec<_>>(), ["s__list_records"]);
+        assert_eq!(
+            fired(&report, UNREGISTERED.id).iter().map(|f| f.tool.as_str()).collect::<Vec<_>>(),
+            ["s__list_records"]
+        );
         let toml = suggest(&report);
-        assert!(toml.contains("[registry.\"s__list_records\"]\nclass = \"automatic\"\nread_only = true"), "{toml}");
+        assert!(
+            toml.contains(
+                "[registry.\"s__list_records\"]\nclass = \"automatic\"\nread_only = true"
+            ),
+            "{toml}"
+        );
     }
 
     fn verb_of(server: &str, definition: Value, shared: Option<&str>) -> String {
@@ -379,10 +598,34 @@ mod tests {
         assert_eq!(verb_of("s", json!({"name": "brave_web_search"}), None), "search");
         assert_eq!(verb_of("s", json!({"name": "issue_create"}), None), "create");
         // No verb in the name: the description's first word, if it is one.
-        assert_eq!(verb_of("git", json!({"name": "git_log", "description": "Shows the commit logs"}), None), "show");
-        assert_eq!(verb_of("s", json!({"name": "ledger", "description": "Pushes entries upstream"}), None), "push");
-        assert_eq!(verb_of("s", json!({"name": "thing_doer", "description": "A tool that does things"}), None), "thing");
-        assert_eq!(verb_of("puppeteer", json!({"name": "puppeteer_hover", "description": "Hover an element"}), None), "hover");
+        assert_eq!(
+            verb_of(
+                "git",
+                json!({"name": "git_log", "description": "Shows the commit logs"}),
+                None
+            ),
+            "show"
+        );
+        assert_eq!(
+            verb_of("s", json!({"name": "ledger", "description": "Pushes entries upstream"}), None),
+            "push"
+        );
+        assert_eq!(
+            verb_of(
+                "s",
+                json!({"name": "thing_doer", "description": "A tool that does things"}),
+                None
+            ),
+            "thing"
+        );
+        assert_eq!(
+            verb_of(
+                "puppeteer",
+                json!({"name": "puppeteer_hover", "description": "Hover an element"}),
+                None
+            ),
+            "hover"
+        );
         // Which prefixes a whole server shares.
         let inv = Inventory {
             tools: vec![
@@ -399,29 +642,65 @@ mod tests {
         assert!(!shared.contains_key("fs") && !shared.contains_key("one"), "{shared:?}");
         let report = audit(&inv);
         let post = report.regret.iter().find(|r| r.tool == "chat__slack_post_message").unwrap();
-        assert_eq!(post.reasons[0], "lead verb `post` (after the server's prefix `slack`): sends outside the caller's reach");
+        assert_eq!(
+            post.reasons[0],
+            "lead verb `post` (after the server's prefix `slack`): sends outside the caller's reach"
+        );
     }
 
     #[test]
     fn a_target_that_names_a_revision_or_a_path_is_no_recipient() {
         let string = json!({"type": "string"});
         let diff = "Shows differences between branches or commits";
-        assert!(names_a_place("target", &json!({"type": "string", "title": "Target"}), diff), "git_diff: the tool says what it compares");
+        assert!(
+            names_a_place("target", &json!({"type": "string", "title": "Target"}), diff),
+            "git_diff: the tool says what it compares"
+        );
         assert!(names_a_place("destination", &string, "Move or rename files and directories."));
-        assert!(names_a_place("to", &json!({"type": "string", "description": "The branch or commit to compare to"}), ""));
-        assert!(names_a_place("target", &json!({"type": "string", "description": "Path of the file to write"}), ""));
+        assert!(names_a_place(
+            "to",
+            &json!({"type": "string", "description": "The branch or commit to compare to"}),
+            ""
+        ));
+        assert!(names_a_place(
+            "target",
+            &json!({"type": "string", "description": "Path of the file to write"}),
+            ""
+        ));
         // A party stays a recipient.
-        assert!(!names_a_place("target", &json!({"type": "string", "description": "Email of the person to notify"}), diff));
-        assert!(!names_a_place("target", &string, "Sends a file to the user you name"), "a file sent to someone");
-        assert!(!names_a_place("to", &string, diff), "`to` with no words of its own is a recipient, whatever the tool says");
-        assert!(!names_a_place("destination", &json!({"type": "string", "description": "Ending point address or coordinates"}), ""));
-        assert!(!names_a_place("target", &string, "Forwards the report"), "no word for a place: a recipient");
+        assert!(!names_a_place(
+            "target",
+            &json!({"type": "string", "description": "Email of the person to notify"}),
+            diff
+        ));
+        assert!(
+            !names_a_place("target", &string, "Sends a file to the user you name"),
+            "a file sent to someone"
+        );
+        assert!(
+            !names_a_place("to", &string, diff),
+            "`to` with no words of its own is a recipient, whatever the tool says"
+        );
+        assert!(!names_a_place(
+            "destination",
+            &json!({"type": "string", "description": "Ending point address or coordinates"}),
+            ""
+        ));
+        assert!(
+            !names_a_place("target", &string, "Forwards the report"),
+            "no word for a place: a recipient"
+        );
         // In the score: a diff's target adds nothing; an export's target still does.
-        let git_diff = scored(json!({"name": "git_diff", "description": diff, "annotations": {"readOnlyHint": true, "openWorldHint": false},
-            "inputSchema": {"properties": {"target": {"type": "string", "title": "Target"}}}}));
+        let git_diff = scored(
+            json!({"name": "git_diff", "description": diff, "annotations": {"readOnlyHint": true, "openWorldHint": false},
+            "inputSchema": {"properties": {"target": {"type": "string", "title": "Target"}}}}),
+        );
         assert!(git_diff < 40, "{git_diff}");
-        let export = entry("s", json!({"name": "export_records", "description": "Exports the records as a file to the recipient",
-            "inputSchema": {"properties": {"target": {"type": "string"}}}}));
+        let export = entry(
+            "s",
+            json!({"name": "export_records", "description": "Exports the records as a file to the recipient",
+            "inputSchema": {"properties": {"target": {"type": "string"}}}}),
+        );
         assert!(score(&export, None).2, "an outward verb to a free-text target is an export");
     }
 }

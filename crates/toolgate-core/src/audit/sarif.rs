@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Report, RULES, Severity};
+use super::{RULES, Report, Severity};
 
 fn level(s: Severity) -> &'static str {
     match s {
@@ -35,9 +35,11 @@ pub fn log(report: &Report, version: &str, config: Option<&str>) -> Value {
         .findings
         .iter()
         .map(|f| {
-            let mut location = json!({"logicalLocations": [{"fullyQualifiedName": f.tool, "kind": "function"}]});
+            let mut location =
+                json!({"logicalLocations": [{"fullyQualifiedName": f.tool, "kind": "function"}]});
             if let Some(path) = config {
-                location["physicalLocation"] = json!({"artifactLocation": {"uri": path}, "region": {"startLine": 1}});
+                location["physicalLocation"] =
+                    json!({"artifactLocation": {"uri": path}, "region": {"startLine": 1}});
             }
             let index = RULES.iter().position(|r| r.id == f.rule).unwrap_or_default();
             json!({

@@ -32,7 +32,8 @@ pub(crate) fn words(name: &str) -> Vec<String> {
 }
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "its", "of", "on", "or", "the", "this", "that", "to", "with",
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it",
+    "its", "of", "on", "or", "the", "this", "that", "to", "with",
 ];
 
 /// The content words of a text, lowercased, without stopwords.
@@ -54,8 +55,12 @@ pub(crate) fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
 pub(crate) fn strings<'a>(value: &'a Value, pointer: String, out: &mut Vec<(String, &'a str)>) {
     match value {
         Value::String(s) => out.push((pointer, s)),
-        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| strings(v, format!("{pointer}/{i}"), out)),
-        Value::Object(map) => map.iter().for_each(|(k, v)| strings(v, format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out)),
+        Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, v)| strings(v, format!("{pointer}/{i}"), out))
+        }
+        Value::Object(map) => map.iter().for_each(|(k, v)| {
+            strings(v, format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out)
+        }),
         _ => {}
     }
 }
@@ -70,7 +75,11 @@ pub(crate) fn prose(definition: &Value) -> Vec<(String, &str)> {
 
 /// `s`, cut to `n` characters for a message.
 pub(crate) fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n).collect::<String>()) }
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
 }
 
 #[cfg(test)]
@@ -80,7 +89,8 @@ mod tests {
 
     #[test]
     fn identifiers_split_into_words_in_every_style() {
-        for name in ["raise_parts_order", "raisePartsOrder", "raise-parts-order", "RaisePartsOrder"] {
+        for name in ["raise_parts_order", "raisePartsOrder", "raise-parts-order", "RaisePartsOrder"]
+        {
             assert_eq!(words(name), ["raise", "parts", "order"], "{name}");
         }
         assert_eq!(words("get_v2Ticket"), ["get", "v2", "ticket"]);
@@ -90,6 +100,12 @@ mod tests {
     fn prose_is_every_description_and_title_with_its_pointer() {
         let d = json!({"name": "x", "description": "top", "inputSchema": {"properties": {"a/b": {"description": "inner", "enum": ["e"]}}}});
         let p = prose(&d);
-        assert_eq!(p, vec![("/description".to_string(), "top"), ("/inputSchema/properties/a~1b/description".to_string(), "inner")]);
+        assert_eq!(
+            p,
+            vec![
+                ("/description".to_string(), "top"),
+                ("/inputSchema/properties/a~1b/description".to_string(), "inner")
+            ]
+        );
     }
 }

@@ -8,7 +8,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, UpstreamIdentity, rfc3339_ms, salted_hash};
+use super::{
+    ApprovalRef, OperationRef, RECEIPT_VERSION, Receipt, UpstreamIdentity, rfc3339_ms, salted_hash,
+};
 use crate::decision::{Decision, Reason, Refusal, Verdict};
 use crate::operation::OperationState;
 use crate::proposal::{canonical_json, sha256_hex};
@@ -240,7 +242,8 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
         config_version: subject.config_version.map(str::to_string),
         identity: subject.identity.cloned(),
     };
-    let tool_status = |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
+    let tool_status =
+        |tool_error: bool| if tool_error { ResultStatus::ToolError } else { ResultStatus::Ok };
     let (execution, result) = match event {
         Event::Authorized { approval } => {
             r.approval = approval;
@@ -286,11 +289,19 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             // resource's error `data`), so a verifier proves the whole
             // answer, not only its reason.
             r.result_sha256 = Some(refusal_sha256(refusal));
-            if dispatched { (ExecutionStatus::Dispatched, ResultStatus::Unknown) } else { (ExecutionStatus::NotDispatched, ResultStatus::Refused) }
+            if dispatched {
+                (ExecutionStatus::Dispatched, ResultStatus::Unknown)
+            } else {
+                (ExecutionStatus::NotDispatched, ResultStatus::Refused)
+            }
         }
         Event::ProtocolError { approval, code, dispatched } => {
             r.approval = approval;
-            let execution = if dispatched { ExecutionStatus::Dispatched } else { ExecutionStatus::NotDispatched };
+            let execution = if dispatched {
+                ExecutionStatus::Dispatched
+            } else {
+                ExecutionStatus::NotDispatched
+            };
             (execution, ResultStatus::ProtocolError(code))
         }
         Event::Settled { state, by, result } => {
@@ -301,7 +312,11 @@ pub fn build(subject: &Subject, event: Event) -> Receipt {
             if let Some(value) = result {
                 attest(&mut r, subject, Attested::Value(value), false);
             }
-            let settled = if state == OperationState::ReconciledApplied { ResultStatus::Applied } else { ResultStatus::NotApplied };
+            let settled = if state == OperationState::ReconciledApplied {
+                ResultStatus::Applied
+            } else {
+                ResultStatus::NotApplied
+            };
             (ExecutionStatus::Reconciled, settled)
         }
     };
@@ -319,7 +334,9 @@ fn set_state(r: &mut Receipt, state: OperationState) {
 /// SHA-256 of the JCS of a refusal as the caller is given it: what a
 /// refusal's receipt names as its `result_sha256`.
 pub fn refusal_sha256(refusal: &Refusal) -> String {
-    sha256_hex(canonical_json(&serde_json::to_value(refusal).expect("a refusal serializes")).as_bytes())
+    sha256_hex(
+        canonical_json(&serde_json::to_value(refusal).expect("a refusal serializes")).as_bytes(),
+    )
 }
 
 /// The result's plain and salted hashes, and the value itself when the
@@ -387,29 +404,69 @@ mod tests {
     fn a_dispatched_write_records_its_state_and_attests_its_result() {
         let d = allow();
         let result = serde_json::json!({"ticket": "F-1"});
-        let r = build(&subject(Some(&d), None), Event::Dispatched { state: OperationState::ToolError, result: Some(&result) });
-        assert_eq!((r.execution_status.as_str(), r.result_status.as_str()), ("dispatched", "tool_error"));
+        let r = build(
+            &subject(Some(&d), None),
+            Event::Dispatched { state: OperationState::ToolError, result: Some(&result) },
+        );
+        assert_eq!(
+            (r.execution_status.as_str(), r.result_status.as_str()),
+            ("dispatched", "tool_error")
+        );
         assert_eq!(r.operation.unwrap().state, "tool_error");
         assert_eq!(r.result_sha256.unwrap(), sha256_hex(canonical_json(&result).as_bytes()));
-        assert_eq!(r.result_hash.unwrap(), salted_hash(&[1; 32], canonical_json(&result).as_bytes()));
-        assert_eq!((r.decision.as_str(), r.reason.as_str(), r.issued_at.as_str()), ("allow", "automatic", "2026-06-01T00:00:00.000Z"));
+        assert_eq!(
+            r.result_hash.unwrap(),
+            salted_hash(&[1; 32], canonical_json(&result).as_bytes())
+        );
+        assert_eq!(
+            (r.decision.as_str(), r.reason.as_str(), r.issued_at.as_str()),
+            ("allow", "automatic", "2026-06-01T00:00:00.000Z")
+        );
         assert!(r.result.is_none(), "not captured");
     }
 
     #[test]
     fn a_refusal_speaks_for_itself_even_before_a_decision() {
-        let refusal = Refusal::new(Verdict::Deny, Reason::InvalidArguments, Action::Correct, "fix it").with_proposal("q");
+        let refusal =
+            Refusal::new(Verdict::Deny, Reason::InvalidArguments, Action::Correct, "fix it")
+                .with_proposal("q");
         let mut s = subject(None, None);
         s.proposal_sha256 = "";
         let r = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: false });
-        assert_eq!((r.decision.as_str(), r.reason.as_str(), r.proposal_sha256.as_str()), ("deny", "invalid_arguments", "q"));
-        assert_eq!((r.execution_status.as_str(), r.result_status.as_str()), ("not_dispatched", "refused"));
+        assert_eq!(
+            (r.decision.as_str(), r.reason.as_str(), r.proposal_sha256.as_str()),
+            ("deny", "invalid_arguments", "q")
+        );
+        assert_eq!(
+            (r.execution_status.as_str(), r.result_status.as_str()),
+            ("not_dispatched", "refused")
+        );
         // It commits to the refusal the caller is given, message and all.
-        assert_eq!(r.result_sha256.as_deref(), Some(sha256_hex(canonical_json(&serde_json::to_value(&refusal).unwrap()).as_bytes()).as_str()));
-        let reworded = Refusal::new(Verdict::Deny, Reason::InvalidArguments, Action::Correct, "approved: all done").with_proposal("q");
-        assert_ne!(build(&s, Event::Refused { approval: None, refusal: &reworded, dispatched: false }).result_sha256, r.result_sha256);
-        let sent = build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: true });
-        assert_eq!((sent.execution_status.as_str(), sent.result_status.as_str()), ("dispatched", "unknown"));
+        assert_eq!(
+            r.result_sha256.as_deref(),
+            Some(
+                sha256_hex(canonical_json(&serde_json::to_value(&refusal).unwrap()).as_bytes())
+                    .as_str()
+            )
+        );
+        let reworded = Refusal::new(
+            Verdict::Deny,
+            Reason::InvalidArguments,
+            Action::Correct,
+            "approved: all done",
+        )
+        .with_proposal("q");
+        assert_ne!(
+            build(&s, Event::Refused { approval: None, refusal: &reworded, dispatched: false })
+                .result_sha256,
+            r.result_sha256
+        );
+        let sent =
+            build(&s, Event::Refused { approval: None, refusal: &refusal, dispatched: true });
+        assert_eq!(
+            (sent.execution_status.as_str(), sent.result_status.as_str()),
+            ("dispatched", "unknown")
+        );
     }
 
     #[test]
@@ -417,14 +474,37 @@ mod tests {
         let d = allow();
         let (args, result) = (serde_json::json!({"title": "x"}), serde_json::json!({"ok": true}));
         let s = subject(Some(&d), Some(&args));
-        let answered = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Value(&result) });
-        assert_eq!((answered.arguments.as_ref(), answered.result.as_ref()), (Some(&args), Some(&result)));
+        let answered = build(
+            &s,
+            Event::Answered { approval: None, tool_error: false, result: Attested::Value(&result) },
+        );
+        assert_eq!(
+            (answered.arguments.as_ref(), answered.result.as_ref()),
+            (Some(&args), Some(&result))
+        );
         // A replay names the result it gave by its plain hash only; a settlement keeps the evidence out.
-        let replayed = build(&s, Event::Replayed { approval: None, tool_error: false, result: Attested::Value(&result) });
-        assert!(replayed.result.is_none() && replayed.result_hash.is_none() && replayed.result_sha256.is_some());
-        let settled = build(&s, Event::Settled { state: OperationState::ReconciledApplied, by: "dana", result: Some(&result) });
+        let replayed = build(
+            &s,
+            Event::Replayed { approval: None, tool_error: false, result: Attested::Value(&result) },
+        );
+        assert!(
+            replayed.result.is_none()
+                && replayed.result_hash.is_none()
+                && replayed.result_sha256.is_some()
+        );
+        let settled = build(
+            &s,
+            Event::Settled {
+                state: OperationState::ReconciledApplied,
+                by: "dana",
+                result: Some(&result),
+            },
+        );
         assert!(settled.result.is_none() && settled.result_hash.is_some());
-        assert_eq!((settled.reason.as_str(), settled.rules.as_slice(), settled.result_status.as_str()), ("reconciled", &["dana".to_string()][..], "applied"));
+        assert_eq!(
+            (settled.reason.as_str(), settled.rules.as_slice(), settled.result_status.as_str()),
+            ("reconciled", &["dana".to_string()][..], "applied")
+        );
     }
 
     #[test]
@@ -434,22 +514,48 @@ mod tests {
         let value: Value = serde_json::from_str(text).unwrap();
         let canonical = crate::proposal::canonical_json_text(text).unwrap();
         let s = subject(Some(&d), None);
-        let by_value = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Value(&value) });
-        let by_text = build(&s, Event::Answered { approval: None, tool_error: false, result: Attested::Canonical(&canonical) });
-        assert_eq!((&by_text.result_sha256, &by_text.result_hash), (&by_value.result_sha256, &by_value.result_hash));
+        let by_value = build(
+            &s,
+            Event::Answered { approval: None, tool_error: false, result: Attested::Value(&value) },
+        );
+        let by_text = build(
+            &s,
+            Event::Answered {
+                approval: None,
+                tool_error: false,
+                result: Attested::Canonical(&canonical),
+            },
+        );
+        assert_eq!(
+            (&by_text.result_sha256, &by_text.result_hash),
+            (&by_value.result_sha256, &by_value.result_hash)
+        );
         assert_eq!(canonical, r#"{"content":[],"structuredContent":{"a":[1.5,"é"],"b":2}}"#);
         assert_eq!(by_text.result_sha256.unwrap(), sha256_hex(canonical.as_bytes()));
         // With values captured, only a value can be kept.
         let args = serde_json::json!({});
-        let captured = build(&subject(Some(&d), Some(&args)), Event::Answered { approval: None, tool_error: false, result: Attested::Canonical(&canonical) });
+        let captured = build(
+            &subject(Some(&d), Some(&args)),
+            Event::Answered {
+                approval: None,
+                tool_error: false,
+                result: Attested::Canonical(&canonical),
+            },
+        );
         assert!(captured.result.is_none() && captured.result_hash.is_some());
     }
 
     #[test]
     fn statuses_have_their_wire_names() {
         assert_eq!(ResultStatus::ProtocolError(-32602).wire(), "protocol_error:-32602");
-        assert_eq!(ExecutionStatus::NotDispatched.as_str(), wire_name(&ExecutionStatus::NotDispatched));
-        assert_eq!(ResultStatus::of_dispatch(OperationState::ReconciledNotApplied), ResultStatus::NotApplied);
+        assert_eq!(
+            ExecutionStatus::NotDispatched.as_str(),
+            wire_name(&ExecutionStatus::NotDispatched)
+        );
+        assert_eq!(
+            ResultStatus::of_dispatch(OperationState::ReconciledNotApplied),
+            ResultStatus::NotApplied
+        );
         assert_eq!(ResultStatus::of_dispatch(OperationState::Dispatched), ResultStatus::Unknown);
     }
 }

@@ -28,7 +28,10 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, UpstreamIdentity, rfc3339_ms, rfc3339_ms_bytes};
+use super::{
+    ApprovalRef, LoggedReceipt, OperationRef, Receipt, ReceiptError, UpstreamIdentity, rfc3339_ms,
+    rfc3339_ms_bytes,
+};
 
 /// The first byte of a compact row.
 pub const FORMAT: u8 = 1;
@@ -59,24 +62,76 @@ const TAIL_IDENTITY: u8 = 4;
 /// Words written as one byte (their index, odd-tagged). Append only.
 const WORDS: &[&str] = &[
     // Verdicts.
-    "allow", "require_approval", "deny",
+    "allow",
+    "require_approval",
+    "deny",
     // Reasons.
-    "automatic", "approval_required", "prohibited", "untrusted_unregistered", "annotations_imply_prohibited", "unknown_tool",
-    "invalid_arguments", "arguments_too_large", "contract_changed", "contract_unpinned", "contract_invalid", "upstream_unavailable",
-    "upstream_timeout", "outcome_unknown", "invalid_result", "policy_permits", "policy_forbids", "policy_requires_approval",
-    "policy_error", "tenant_in_arguments", "approval_pending", "approval_denied", "approval_expired", "approval_missing_or_mismatched",
-    "approval_used", "request_state_invalid", "operation_conflict", "operation_in_progress", "ledger_unavailable", "reconciled",
-    "egress_restricted", "egress_confidential", "lethal_trifecta", "rate_limited", "run_budget_exhausted", "concurrency_limited",
+    "automatic",
+    "approval_required",
+    "prohibited",
+    "untrusted_unregistered",
+    "annotations_imply_prohibited",
+    "unknown_tool",
+    "invalid_arguments",
+    "arguments_too_large",
+    "contract_changed",
+    "contract_unpinned",
+    "contract_invalid",
+    "upstream_unavailable",
+    "upstream_timeout",
+    "outcome_unknown",
+    "invalid_result",
+    "policy_permits",
+    "policy_forbids",
+    "policy_requires_approval",
+    "policy_error",
+    "tenant_in_arguments",
+    "approval_pending",
+    "approval_denied",
+    "approval_expired",
+    "approval_missing_or_mismatched",
+    "approval_used",
+    "request_state_invalid",
+    "operation_conflict",
+    "operation_in_progress",
+    "ledger_unavailable",
+    "reconciled",
+    "egress_restricted",
+    "egress_confidential",
+    "lethal_trifecta",
+    "rate_limited",
+    "run_budget_exhausted",
+    "concurrency_limited",
     "too_many_pending_approvals",
     // Execution and result statuses, operation states.
-    "authorized", "dispatched", "not_dispatched", "replayed", "pending", "ok", "tool_error", "not_applied", "unknown",
-    "awaiting_approval", "refused", "applied", "reserved", "completed", "reconciled_applied", "reconciled_not_applied",
+    "authorized",
+    "dispatched",
+    "not_dispatched",
+    "replayed",
+    "pending",
+    "ok",
+    "tool_error",
+    "not_applied",
+    "unknown",
+    "awaiting_approval",
+    "refused",
+    "applied",
+    "reserved",
+    "completed",
+    "reconciled_applied",
+    "reconciled_not_applied",
     // Rules and tenants that recur.
-    "registry", "default",
+    "registry",
+    "default",
     // Upstream identity modes.
-    "shared", "assertion", "exchange", "oauth",
+    "shared",
+    "assertion",
+    "exchange",
+    "oauth",
     // Reasons added later.
-    "credential_withheld", "identity_unavailable", "connect_required",
+    "credential_withheld",
+    "identity_unavailable",
+    "connect_required",
 ];
 
 /// The ledger's dictionary of digests: a number for each raw digest it has
@@ -104,13 +159,24 @@ impl Digests {
     /// The raw digests of `r` that recur and this dictionary lacks: the
     /// ledger adds them, and later rows name them by number.
     pub fn missing(&self, r: &Receipt) -> Vec<Vec<u8>> {
-        recurring(r).into_iter().filter_map(raw_digest).filter(|raw| !self.ids.contains_key(raw.bytes())).map(|raw| raw.bytes().to_vec()).collect()
+        recurring(r)
+            .into_iter()
+            .filter_map(raw_digest)
+            .filter(|raw| !self.ids.contains_key(raw.bytes()))
+            .map(|raw| raw.bytes().to_vec())
+            .collect()
     }
 }
 
 /// The fields that recur from one receipt to the next.
 fn recurring(r: &Receipt) -> [&str; 5] {
-    [&r.kid, &r.tool_definition_sha256, &r.policy_version, r.sandbox.as_deref().unwrap_or_default(), r.config_version.as_deref().unwrap_or_default()]
+    [
+        &r.kid,
+        &r.tool_definition_sha256,
+        &r.policy_version,
+        r.sandbox.as_deref().unwrap_or_default(),
+        r.config_version.as_deref().unwrap_or_default(),
+    ]
 }
 
 /// A digest as its raw bytes: 64 or 32 lower-case hex digits (upper case
@@ -213,7 +279,11 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     }
     match logged.signature.as_deref() {
         None => out.push(0),
-        Some(sig) => match STANDARD.decode(sig).ok().filter(|raw| raw.len() == 64 && STANDARD.encode(raw) == sig) {
+        Some(sig) => match STANDARD
+            .decode(sig)
+            .ok()
+            .filter(|raw| raw.len() == 64 && STANDARD.encode(raw) == sig)
+        {
             Some(raw) => {
                 out.push(1);
                 out.extend_from_slice(&raw);
@@ -226,7 +296,11 @@ pub fn encode(logged: &LoggedReceipt, digests: &Digests) -> Vec<u8> {
     }
     if out[0] == FORMAT_TAIL {
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-        out.push(flag(r.sandbox.is_some(), TAIL_SANDBOX) | flag(r.config_version.is_some(), TAIL_CONFIG) | flag(r.identity.is_some(), TAIL_IDENTITY));
+        out.push(
+            flag(r.sandbox.is_some(), TAIL_SANDBOX)
+                | flag(r.config_version.is_some(), TAIL_CONFIG)
+                | flag(r.identity.is_some(), TAIL_IDENTITY),
+        );
     }
     if let Some(sandbox) = &r.sandbox {
         recurring_digest(&mut out, sandbox, digests);
@@ -257,7 +331,11 @@ fn optional_text(out: &mut Vec<u8>, s: Option<&str>) {
 /// The logged receipt a compact row holds, placed at `log_index`; the
 /// numbers it names digests by are read in `digests` (a number it lacks is
 /// an error: the ledger reads its dictionary after the rows).
-pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedReceipt, ReceiptError> {
+pub fn decode(
+    bytes: &[u8],
+    log_index: u64,
+    digests: &Digests,
+) -> Result<LoggedReceipt, ReceiptError> {
     let mut r = Reader { bytes, at: 0, digests };
     let format = r.byte()?;
     if !matches!(format, FORMAT | FORMAT_BOXED | FORMAT_TAIL) {
@@ -291,7 +369,10 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
     for slot in &mut captured {
         *slot = match r.byte()? {
             0 => None,
-            1 => Some(serde_json::from_str(&r.text()?).map_err(|e| r.bad(&format!("captured value: {e}")))?),
+            1 => Some(
+                serde_json::from_str(&r.text()?)
+                    .map_err(|e| r.bad(&format!("captured value: {e}")))?,
+            ),
             _ => return Err(r.bad("captured value tag")),
         };
     }
@@ -308,7 +389,12 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
         // A tail row names the config or the identity (a box alone is a
         // boxed row), and nothing unknown.
         _ => match r.byte()? {
-            flags if flags & (TAIL_CONFIG | TAIL_IDENTITY) != 0 && flags & !(TAIL_SANDBOX | TAIL_CONFIG | TAIL_IDENTITY) == 0 => flags,
+            flags
+                if flags & (TAIL_CONFIG | TAIL_IDENTITY) != 0
+                    && flags & !(TAIL_SANDBOX | TAIL_CONFIG | TAIL_IDENTITY) == 0 =>
+            {
+                flags
+            }
             _ => return Err(r.bad("tail flags")),
         },
     };
@@ -322,7 +408,12 @@ pub fn decode(bytes: &[u8], log_index: u64, digests: &Digests) -> Result<LoggedR
     };
     let identity = match tail & TAIL_IDENTITY {
         0 => None,
-        _ => Some(UpstreamIdentity { mode: r.text()?, audience: r.optional_text()?, credential_sha256: r.digest()?, subject: r.optional_text()? }),
+        _ => Some(UpstreamIdentity {
+            mode: r.text()?,
+            audience: r.optional_text()?,
+            credential_sha256: r.digest()?,
+            subject: r.optional_text()?,
+        }),
     };
     if r.at != bytes.len() {
         return Err(r.bad("trailing bytes"));
@@ -393,7 +484,8 @@ const ASKED_PIECES: &[&str] = &[
 /// but for [`REF_BYTES`], [`ESCAPE`] and [`PACKED`]. A text's own control
 /// characters are escaped, so every one in a packed record is one of these.
 fn piece_byte(i: usize) -> u8 {
-    const FREE: [u8; 24] = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27];
+    const FREE: [u8; 24] =
+        [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27];
     FREE[i]
 }
 
@@ -471,7 +563,9 @@ pub fn unpack_asked(stored: &str, refs: &AskedRefs<'_>) -> String {
     while let Some(c) = chars.next() {
         if c == ESCAPE {
             out.extend(chars.next());
-        } else if let Some(i) = (0..ASKED_PIECES.len()).find(|&i| u32::from(piece_byte(i)) == u32::from(c)) {
+        } else if let Some(i) =
+            (0..ASKED_PIECES.len()).find(|&i| u32::from(piece_byte(i)) == u32::from(c))
+        {
             out.push_str(ASKED_PIECES[i]);
         } else if let Some(i) = REF_BYTES.iter().position(|&b| u32::from(b) == u32::from(c)) {
             out.push_str(&values[i]);
@@ -537,7 +631,9 @@ fn digest(out: &mut Vec<u8>, s: Option<&str>) {
 /// A time in the gateway's own form (`rfc3339_ms`) as 1 and its
 /// milliseconds (zigzag); any other text as 0 and the text.
 fn time(out: &mut Vec<u8>, s: &str) {
-    match parse_rfc3339_ms(s).filter(|&ms| rfc3339_ms_bytes(ms).is_some_and(|text| text == s.as_bytes())) {
+    match parse_rfc3339_ms(s)
+        .filter(|&ms| rfc3339_ms_bytes(ms).is_some_and(|text| text == s.as_bytes()))
+    {
         Some(ms) => {
             out.push(1);
             varint(out, ((ms << 1) ^ (ms >> 63)) as u64);
@@ -553,10 +649,22 @@ fn time(out: &mut Vec<u8>, s: &str) {
 /// H. Hinnant); the caller checks that it prints back the same.
 fn parse_rfc3339_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'.' || b[23] != b'Z' {
+    if b.len() != 24
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+        || b[23] != b'Z'
+    {
         return None;
     }
-    let num = |from: usize, to: usize| s.get(from..to)?.bytes().try_fold(0i64, |n, c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')));
+    let num = |from: usize, to: usize| {
+        s.get(from..to)?
+            .bytes()
+            .try_fold(0i64, |n, c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')))
+    };
     let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
     let (hh, mm, ss, milli) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
     let y = if m <= 2 { y - 1 } else { y };
@@ -580,7 +688,11 @@ impl Reader<'_> {
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8], ReceiptError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| self.bad("cut short"))?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| self.bad("cut short"))?;
         let out = &self.bytes[self.at..end];
         self.at = end;
         Ok(out)
@@ -605,7 +717,10 @@ impl Reader<'_> {
     fn text(&mut self) -> Result<String, ReceiptError> {
         let n = self.varint()?;
         if n & 1 == 1 {
-            return WORDS.get((n >> 1) as usize).map(|w| (*w).to_string()).ok_or_else(|| self.bad("unknown word"));
+            return WORDS
+                .get((n >> 1) as usize)
+                .map(|w| (*w).to_string())
+                .ok_or_else(|| self.bad("unknown word"));
         }
         let len = usize::try_from(n >> 1).map_err(|_| self.bad("length"))?;
         String::from_utf8(self.take(len)?.to_vec()).map_err(|_| self.bad("text is not UTF-8"))
@@ -627,7 +742,9 @@ impl Reader<'_> {
             TEXT => Some(self.text()?),
             NAMED => {
                 let id = self.varint()?;
-                let raw = self.digests.raw.get(&id).ok_or_else(|| self.bad(&format!("digest #{id} is not in the ledger's dictionary")))?;
+                let raw = self.digests.raw.get(&id).ok_or_else(|| {
+                    self.bad(&format!("digest #{id} is not in the ledger's dictionary"))
+                })?;
                 Some(crate::proposal::hex(raw))
             }
             _ => return Err(self.bad("digest tag")),
@@ -735,7 +852,9 @@ mod tests {
 
     #[test]
     fn times_round_trip_across_the_calendar() {
-        for ms in [0, -1, 951_782_400_123, 1_796_060_144_999, 253_402_300_799_999, -62_135_596_800_000] {
+        for ms in
+            [0, -1, 951_782_400_123, 1_796_060_144_999, 253_402_300_799_999, -62_135_596_800_000]
+        {
             assert_eq!(parse_rfc3339_ms(&rfc3339_ms(ms)), Some(ms), "{}", rfc3339_ms(ms));
         }
         let mut out = Vec::new();
@@ -779,7 +898,10 @@ mod tests {
         let named = encode(&logged, &digests);
         assert_eq!(named.len(), encode(&sample(false), &digests).len() + 2);
         assert_eq!(decode(&named, 9, &digests).unwrap(), logged);
-        let off = LoggedReceipt { receipt: Receipt { sandbox: Some("off".into()), ..logged.receipt.clone() }, signature: None };
+        let off = LoggedReceipt {
+            receipt: Receipt { sandbox: Some("off".into()), ..logged.receipt.clone() },
+            signature: None,
+        };
         assert_eq!(decode(&encode(&off, &digests), 9, &digests).unwrap(), off);
     }
 
@@ -821,9 +943,24 @@ mod tests {
     /// it rides with or without a box and a config version.
     #[test]
     fn a_receipt_names_as_whom_its_call_ran() {
-        let shared = UpstreamIdentity { mode: "shared".into(), audience: None, credential_sha256: None, subject: None };
-        let person = UpstreamIdentity { mode: "assertion".into(), audience: Some("tickets".into()), credential_sha256: Some("c4".repeat(32)), subject: Some("tech-jane".into()) };
-        for (sandbox, config) in [(None, None), (Some("9f".repeat(32)), None), (None, Some("5e".repeat(32))), (Some("9f".repeat(32)), Some("5e".repeat(32)))] {
+        let shared = UpstreamIdentity {
+            mode: "shared".into(),
+            audience: None,
+            credential_sha256: None,
+            subject: None,
+        };
+        let person = UpstreamIdentity {
+            mode: "assertion".into(),
+            audience: Some("tickets".into()),
+            credential_sha256: Some("c4".repeat(32)),
+            subject: Some("tech-jane".into()),
+        };
+        for (sandbox, config) in [
+            (None, None),
+            (Some("9f".repeat(32)), None),
+            (None, Some("5e".repeat(32))),
+            (Some("9f".repeat(32)), Some("5e".repeat(32))),
+        ] {
             let mut logged = sample(false);
             (logged.receipt.sandbox, logged.receipt.config_version) = (sandbox, config);
             let before = encode(&logged, &NONE_KNOWN);
@@ -834,7 +971,11 @@ mod tests {
                 assert_eq!(decode(&row, 9, &&NONE_KNOWN).unwrap(), logged);
                 if identity == &shared {
                     let flags = usize::from(before[0] != FORMAT_TAIL);
-                    assert_eq!(row.len(), before.len() + flags + 4, "the mode as one word, three empty slots");
+                    assert_eq!(
+                        row.len(),
+                        before.len() + flags + 4,
+                        "the mode as one word, three empty slots"
+                    );
                 }
                 for cut in 0..row.len() {
                     assert!(decode(&row[..cut], 9, &&NONE_KNOWN).is_err(), "cut at {cut}");
@@ -859,11 +1000,21 @@ mod tests {
             assert_eq!(unpack_asked(&pack_asked(odd, &refs), &refs), odd);
         }
         assert_eq!(unpack_asked(asked, &refs), asked);
-        assert_eq!(ASKED_PIECES.len(), ASKED_PIECES.iter().collect::<std::collections::HashSet<_>>().len());
+        assert_eq!(
+            ASKED_PIECES.len(),
+            ASKED_PIECES.iter().collect::<std::collections::HashSet<_>>().len()
+        );
     }
 
     fn any_text() -> impl Strategy<Value = String> {
-        prop_oneof!["\\PC{0,12}", "[0-9a-f]{64}", "[0-9A-F]{64}", "[0-9a-f]{32}", Just("allow".to_string()), Just(String::new())]
+        prop_oneof![
+            "\\PC{0,12}",
+            "[0-9a-f]{64}",
+            "[0-9A-F]{64}",
+            "[0-9a-f]{32}",
+            Just("allow".to_string()),
+            Just(String::new())
+        ]
     }
 
     proptest! {

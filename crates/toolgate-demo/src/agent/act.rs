@@ -43,9 +43,21 @@ impl ClientHandler for Watcher {
         ClientConfig::default()
     }
 
-    async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
-        let Some(message) = params.message.as_deref().filter(|m| m.starts_with("waiting for a named approver")) else { return };
-        let Some(id) = message.split(|c: char| c.is_whitespace() || c == '(').find(|w| w.starts_with("apr_")) else { return };
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let Some(message) =
+            params.message.as_deref().filter(|m| m.starts_with("waiting for a named approver"))
+        else {
+            return;
+        };
+        let Some(id) =
+            message.split(|c: char| c.is_whitespace() || c == '(').find(|w| w.starts_with("apr_"))
+        else {
+            return;
+        };
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         match &*waiting {
             Some((seen, since)) if seen == id => {
@@ -53,9 +65,14 @@ impl ClientHandler for Watcher {
                 let _ = std::io::stdout().flush();
             }
             _ => {
-                let why = message.split_once(" (").and_then(|(_, r)| r.split_once(");")).map_or("", |(r, _)| r);
+                let why = message
+                    .split_once(" (")
+                    .and_then(|(_, r)| r.split_once(");"))
+                    .map_or("", |(r, _)| r);
                 println!("  ⏸ waiting for approval {id}: {why}");
-                println!("    an approver decides with: toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT");
+                println!(
+                    "    an approver decides with: toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT"
+                );
                 *waiting = Some((id.to_string(), Instant::now()));
             }
         }
@@ -117,23 +134,40 @@ pub struct Patience {
 }
 
 /// Sends `name(arguments)` as part of `run`, and follows the contract.
-pub async fn act(client: &Peer<RoleClient>, watcher: &Watcher, run: &str, name: &str, arguments: &Value, patience: &Patience) -> Acted {
+pub async fn act(
+    client: &Peer<RoleClient>,
+    watcher: &Watcher,
+    run: &str,
+    name: &str,
+    arguments: &Value,
+    patience: &Patience,
+) -> Acted {
     let mut retries = 0;
     let mut waiting: Option<(String, Instant)> = None;
     loop {
         // Progress is asked for so that a call held for an approver says so.
-        let meta = json!({"io.toolgate/run": run, "progressToken": format!("{run}-{}", next_token())});
+        let meta =
+            json!({"io.toolgate/run": run, "progressToken": format!("{run}-{}", next_token())});
         let got = call_with_meta(client, name, arguments, meta).await;
         let held_for = watcher.take();
         if held_for.is_some() {
             println!();
         }
         let refusal = got.refusal().cloned();
-        let action = refusal.as_ref().and_then(|r| r["action"].as_str()).map(str::to_string).or_else(|| got.protocol_error_action()).unwrap_or_default();
+        let action = refusal
+            .as_ref()
+            .and_then(|r| r["action"].as_str())
+            .map(str::to_string)
+            .or_else(|| got.protocol_error_action())
+            .unwrap_or_default();
         match action.as_str() {
             "retry" if retries < patience.retries => {
                 retries += 1;
-                let after = refusal.as_ref().and_then(|r| r["retry_after_ms"].as_u64()).unwrap_or(1000).clamp(50, 30_000);
+                let after = refusal
+                    .as_ref()
+                    .and_then(|r| r["retry_after_ms"].as_u64())
+                    .unwrap_or(1000)
+                    .clamp(50, 30_000);
                 println!("  … {name}: retry in {after} ms ({})", reason(&refusal));
                 tokio::time::sleep(Duration::from_millis(after)).await;
                 continue;
@@ -145,9 +179,14 @@ pub async fn act(client: &Peer<RoleClient>, watcher: &Watcher, run: &str, name: 
                     None => {
                         // Said already if the gateway's progress named it while the call was held.
                         if held_for.as_deref() != Some(id.as_str()) {
-                            let why = refusal.as_ref().and_then(|r| r["message"].as_str()).unwrap_or("a named approver must decide");
+                            let why = refusal
+                                .as_ref()
+                                .and_then(|r| r["message"].as_str())
+                                .unwrap_or("a named approver must decide");
                             println!("  ⏸ {name}: waiting for approval {id}: {why}");
-                            println!("    an approver decides with: toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT");
+                            println!(
+                                "    an approver decides with: toolgate approvals approve --config CONFIG {id} --as NAME --reason TEXT"
+                            );
                         }
                         Instant::now()
                     }
@@ -200,20 +239,40 @@ fn acted(name: &str, got: &Got, refusal: Option<&Value>, waited_for: Option<Stri
                 _ => Ended::Escalate,
             };
             let told = match ended {
-                Ended::Correct => format!("toolgate refused the call; correct the arguments and call again: {r}"),
-                Ended::Reconcile => format!("the outcome is unknown (operation {}); do NOT call it again: {r}", operation.as_deref().unwrap_or("?")),
-                Ended::Refused => format!("toolgate refused the call; you may not do this, choose another way or stop: {r}"),
+                Ended::Correct => {
+                    format!("toolgate refused the call; correct the arguments and call again: {r}")
+                }
+                Ended::Reconcile => format!(
+                    "the outcome is unknown (operation {}); do NOT call it again: {r}",
+                    operation.as_deref().unwrap_or("?")
+                ),
+                Ended::Refused => format!(
+                    "toolgate refused the call; you may not do this, choose another way or stop: {r}"
+                ),
                 _ => format!("toolgate did not run the call: {r}"),
             };
             (ended, told)
         }
         (Got::Failed(msg, data), None) => match data.as_ref().and_then(|d| d["action"].as_str()) {
-            Some("correct") => (Ended::Correct, format!("the call was refused; correct it: {msg} {}", data.clone().unwrap_or_default())),
+            Some("correct") => (
+                Ended::Correct,
+                format!(
+                    "the call was refused; correct it: {msg} {}",
+                    data.clone().unwrap_or_default()
+                ),
+            ),
             _ => (Ended::Failed, format!("the call failed: {msg}")),
         },
-        (Got::Input(_), None) => (Ended::Failed, "the tool asked for input this agent cannot give".into()),
+        (Got::Input(_), None) => {
+            (Ended::Failed, "the tool asked for input this agent cannot give".into())
+        }
     };
-    let line = format!("  {} {name} → {}{}", mark(ended), got.summary(), approval.as_ref().map(|a| format!(" [approval {a}]")).unwrap_or_default());
+    let line = format!(
+        "  {} {name} → {}{}",
+        mark(ended),
+        got.summary(),
+        approval.as_ref().map(|a| format!(" [approval {a}]")).unwrap_or_default()
+    );
     Acted { ended, for_model, approval, operation, line }
 }
 
@@ -230,7 +289,13 @@ fn mark(ended: Ended) -> &'static str {
 fn content(result: &Value) -> String {
     match result.get("structuredContent") {
         Some(s) if !s.is_null() => s.to_string(),
-        _ => result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => result["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 
@@ -239,29 +304,47 @@ mod tests {
     use super::*;
 
     fn refused(action: &str, extra: Value) -> Got {
-        let mut r = json!({"decision": "deny", "reason": "some_reason", "action": action, "message": "m"});
+        let mut r =
+            json!({"decision": "deny", "reason": "some_reason", "action": action, "message": "m"});
         r.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
-        Got::Result(json!({"content": [{"type": "text", "text": "m"}], "structuredContent": r, "isError": true}))
+        Got::Result(
+            json!({"content": [{"type": "text", "text": "m"}], "structuredContent": r, "isError": true}),
+        )
     }
 
     #[test]
     fn each_refusal_tells_the_model_what_the_contract_says() {
         let read = |got: &Got| acted("t", got, got.refusal(), None);
-        let ran = read(&Got::Result(json!({"content": [], "structuredContent": {"order_id": "PO-1"}, "_meta": {"io.toolgate/operation": {"id": "op_1"}}})));
-        assert_eq!((ran.ended, ran.for_model.as_str(), ran.operation.as_deref()), (Ended::Ran, r#"{"order_id":"PO-1"}"#, Some("op_1")));
+        let ran = read(&Got::Result(
+            json!({"content": [], "structuredContent": {"order_id": "PO-1"}, "_meta": {"io.toolgate/operation": {"id": "op_1"}}}),
+        ));
+        assert_eq!(
+            (ran.ended, ran.for_model.as_str(), ran.operation.as_deref()),
+            (Ended::Ran, r#"{"order_id":"PO-1"}"#, Some("op_1"))
+        );
         let fix = read(&refused("correct", json!({"violations": [{"path": "/quantity"}]})));
         assert_eq!(fix.ended, Ended::Correct);
-        assert!(fix.for_model.contains("correct the arguments") && fix.for_model.contains("/quantity"), "{}", fix.for_model);
+        assert!(
+            fix.for_model.contains("correct the arguments") && fix.for_model.contains("/quantity"),
+            "{}",
+            fix.for_model
+        );
         let unknown = read(&refused("reconcile", json!({"operation_id": "op_9"})));
         assert_eq!((unknown.ended, unknown.operation.as_deref()), (Ended::Reconcile, Some("op_9")));
         assert!(unknown.for_model.contains("do NOT call it again"), "{}", unknown.for_model);
         assert_eq!(read(&refused("refused", json!({}))).ended, Ended::Refused);
         let escalated = read(&refused("escalate", json!({"approval_id": "apr_1"})));
-        assert_eq!((escalated.ended, escalated.approval.as_deref()), (Ended::Escalate, Some("apr_1")));
+        assert_eq!(
+            (escalated.ended, escalated.approval.as_deref()),
+            (Ended::Escalate, Some("apr_1"))
+        );
         // A tool's own failure is no refusal; a protocol error with `correct` is one.
-        let failed = read(&Got::Result(json!({"content": [{"type": "text", "text": "boom"}], "isError": true})));
+        let failed = read(&Got::Result(
+            json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
+        ));
         assert_eq!((failed.ended, failed.for_model.as_str()), (Ended::ToolError, "boom"));
-        let unknown_tool = read(&Got::Failed("Unknown tool: x".into(), Some(json!({"action": "correct"}))));
+        let unknown_tool =
+            read(&Got::Failed("Unknown tool: x".into(), Some(json!({"action": "correct"}))));
         assert_eq!(unknown_tool.ended, Ended::Correct);
     }
 }

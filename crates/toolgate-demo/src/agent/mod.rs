@@ -92,31 +92,60 @@ impl Summary {
         }
         let counts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
         println!("run {run}: {} call(s): {}", self.calls.len(), counts.join(", "));
-        println!("  approvals: {}", if self.approvals.is_empty() { "none".into() } else { self.approvals.join(", ") });
-        println!("  operations: {}", if self.operations.is_empty() { "none".into() } else { self.operations.join(", ") });
+        println!(
+            "  approvals: {}",
+            if self.approvals.is_empty() { "none".into() } else { self.approvals.join(", ") }
+        );
+        println!(
+            "  operations: {}",
+            if self.operations.is_empty() { "none".into() } else { self.operations.join(", ") }
+        );
     }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let token = match &args.token_env {
-        Some(var) => Some(std::env::var(var).with_context(|| format!("--token-env: the environment variable {var} is not set"))?),
-        None => None,
-    };
+    let token =
+        match &args.token_env {
+            Some(var) => Some(std::env::var(var).with_context(|| {
+                format!("--token-env: the environment variable {var} is not set")
+            })?),
+            None => None,
+        };
     let (mut planner, plan_task) = match &args.plan {
         Some(path) => {
             let plan = Plan::load(path)?;
             let task = plan.task.clone();
             (Planner::Plan(plan), task)
         }
-        None => (Planner::Model(Model::new(&args.base_url, &args.model, std::env::var(&args.api_key_env).ok())?), None),
+        None => (
+            Planner::Model(Model::new(
+                &args.base_url,
+                &args.model,
+                std::env::var(&args.api_key_env).ok(),
+            )?),
+            None,
+        ),
     };
-    let Some(task) = args.task.clone().or(plan_task) else { bail!("say what to do with --task TEXT (or give a --plan that has a task)") };
-    let client = crate::demo::client::connect(&args.gateway, token.as_deref(), act::Watcher::default()).await.with_context(|| format!("cannot connect to the gateway at {}", args.gateway))?;
-    let tools: Vec<Value> = client.list_all_tools().await?.into_iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+    let Some(task) = args.task.clone().or(plan_task) else {
+        bail!("say what to do with --task TEXT (or give a --plan that has a task)")
+    };
+    let client =
+        crate::demo::client::connect(&args.gateway, token.as_deref(), act::Watcher::default())
+            .await
+            .with_context(|| format!("cannot connect to the gateway at {}", args.gateway))?;
+    let tools: Vec<Value> = client
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|t| serde_json::to_value(t).unwrap_or_default())
+        .collect();
     let run = args.run.clone().unwrap_or_else(|| format!("agent-{}", std::process::id()));
     println!("run {run}: {} tool(s) offered by the gateway; task: {task}", tools.len());
     let patience = Patience { approval: Duration::from_secs(args.approval_wait_s), retries: 5 };
-    let mut messages = vec![json!({"role": "system", "content": SYSTEM}), json!({"role": "user", "content": task})];
+    let mut messages = vec![
+        json!({"role": "system", "content": SYSTEM}),
+        json!({"role": "user", "content": task}),
+    ];
     let mut summary = Summary::default();
     let start = match &args.config {
         Some(config) => Some(receipts::log_size(config).await?),
@@ -133,23 +162,39 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 messages.push(assistant);
                 for call in calls {
                     let acted = match &call.arguments {
-                        Ok(arguments) => act(&client, client.service(), &run, &call.name, arguments, &patience).await,
+                        Ok(arguments) => {
+                            act(&client, client.service(), &run, &call.name, arguments, &patience)
+                                .await
+                        }
                         Err(raw) => Acted {
                             ended: Ended::Correct,
                             for_model: format!("the arguments are not a JSON object: {raw}"),
                             approval: None,
                             operation: None,
-                            line: format!("  ✎ {} → the model's arguments are not a JSON object", call.name),
+                            line: format!(
+                                "  ✎ {} → the model's arguments are not a JSON object",
+                                call.name
+                            ),
                         },
                     };
                     println!("{}", acted.line);
                     summary.note(&call.name, &acted);
-                    if let (Ok(arguments), Some((server, tool))) = (&call.arguments, call.name.split_once("__")) {
-                        summary.proposals.insert(toolgate_core::Proposal::new(server, tool, arguments.clone()).sha256);
+                    if let (Ok(arguments), Some((server, tool))) =
+                        (&call.arguments, call.name.split_once("__"))
+                    {
+                        summary.proposals.insert(
+                            toolgate_core::Proposal::new(server, tool, arguments.clone()).sha256,
+                        );
                     }
-                    if let Some(expected) = call.expect.as_deref().filter(|e| *e != acted.ended.name()) {
+                    if let Some(expected) =
+                        call.expect.as_deref().filter(|e| *e != acted.ended.name())
+                    {
                         summary.print(&run);
-                        bail!("the plan expected {} to end `{expected}`, and it ended `{}`", call.name, acted.ended.name());
+                        bail!(
+                            "the plan expected {} to end `{expected}`, and it ended `{}`",
+                            call.name,
+                            acted.ended.name()
+                        );
                     }
                     messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": acted.for_model}));
                 }
@@ -157,13 +202,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         if planner.tokens() > args.max_tokens {
             summary.print(&run);
-            bail!("the model used {} tokens, more than --max-tokens {}", planner.tokens(), args.max_tokens);
+            bail!(
+                "the model used {} tokens, more than --max-tokens {}",
+                planner.tokens(),
+                args.max_tokens
+            );
         }
     }
     let _ = client.cancel().await;
     summary.print(&run);
     if let (Some(config), Some(from)) = (&args.config, start) {
-        let out = args.evidence.clone().unwrap_or_else(|| PathBuf::from(format!("{run}.bundle.json")));
+        let out =
+            args.evidence.clone().unwrap_or_else(|| PathBuf::from(format!("{run}.bundle.json")));
         evidence(config, from, &summary.proposals, &out).await?;
     }
     match answer {
@@ -177,20 +227,46 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The run's receipts from the gateway's ledger, as a bundle written to
 /// `out` and verified offline: one line per receipt, then whether all of them verified.
-async fn evidence(config: &std::path::Path, from: u64, proposals: &std::collections::BTreeSet<String>, out: &std::path::Path) -> anyhow::Result<()> {
+async fn evidence(
+    config: &std::path::Path,
+    from: u64,
+    proposals: &std::collections::BTreeSet<String>,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
     let bundle = receipts::bundle_of(config, from, proposals).await?;
     // Owner-only, and never written through a link planted at `out`.
     toolgate_gateway::seal::write_owner_only(out, bundle.to_json().as_bytes())?;
-    let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?).map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
-    let report = toolgate_core::bundle::verify(&read, &toolgate_core::bundle::Options { expected_kids: Vec::new(), require_pq: true, ..Default::default() });
+    let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?)
+        .map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
+    let report = toolgate_core::bundle::verify(
+        &read,
+        &toolgate_core::bundle::Options {
+            expected_kids: Vec::new(),
+            require_pq: true,
+            ..Default::default()
+        },
+    );
     println!("evidence: {} receipt(s) of this run in {}", read.receipts.len(), out.display());
     for e in &read.receipts {
         let r = &e.receipt.receipt;
-        println!("  #{:<5} {:<28} {:<16} {:<28} {}", r.log_index, format!("{}/{}", r.server, r.tool), r.decision, r.reason, r.result_status);
+        println!(
+            "  #{:<5} {:<28} {:<16} {:<28} {}",
+            r.log_index,
+            format!("{}/{}", r.server, r.tool),
+            r.decision,
+            r.reason,
+            r.result_status
+        );
     }
     if !report.ok() {
-        bail!("the run's bundle does not verify: {}", report.failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "));
+        bail!(
+            "the run's bundle does not verify: {}",
+            report.failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; ")
+        );
     }
-    println!("  verified offline: inclusion in the log (tree size {}) under a checkpoint signed Ed25519 + ML-DSA-65", report.tree_size);
+    println!(
+        "  verified offline: inclusion in the log (tree size {}) under a checkpoint signed Ed25519 + ML-DSA-65",
+        report.tree_size
+    );
     Ok(())
 }

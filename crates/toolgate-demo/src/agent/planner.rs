@@ -69,7 +69,10 @@ pub struct Model {
 impl Model {
     pub fn new(base_url: &str, model: &str, key: Option<String>) -> anyhow::Result<Self> {
         // No redirect: it would carry the API key to a place not configured.
-        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(300)).redirect(reqwest::redirect::Policy::none()).build()?;
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(300))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         Ok(Self { http, url, model: model.to_string(), key, tokens: 0, names: BTreeMap::new() })
     }
@@ -99,15 +102,23 @@ impl Model {
         if let Some(key) = &self.key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.with_context(|| format!("the model at {} cannot be reached", self.url))?;
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("the model at {} cannot be reached", self.url))?;
         let status = resp.status();
         if !status.is_success() {
             let said = toolgate_gateway::body::read_head(resp, 1024).await;
-            bail!("the model answered HTTP {status}: {}", toolgate_core::visible::visible(said.trim()).chars().take(300).collect::<String>());
+            bail!(
+                "the model answered HTTP {status}: {}",
+                toolgate_core::visible::visible(said.trim()).chars().take(300).collect::<String>()
+            );
         }
-        let text = toolgate_gateway::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
+        let text =
+            toolgate_gateway::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
         let text = String::from_utf8(text).context("the model's answer is not UTF-8")?;
-        let answer: Value = serde_json::from_str(&text).context("the model's answer is not JSON")?;
+        let answer: Value =
+            serde_json::from_str(&text).context("the model's answer is not JSON")?;
         self.tokens += answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
         let message = answer["choices"][0]["message"].clone();
         if message.is_null() {
@@ -124,7 +135,12 @@ impl Model {
                     Ok(v @ Value::Object(_)) => Ok(v),
                     _ => Err(raw.to_string()),
                 };
-                ToolCall { id: c["id"].as_str().unwrap_or_default().to_string(), name: self.names.get(name).cloned().unwrap_or_else(|| name.to_string()), arguments, expect: None }
+                ToolCall {
+                    id: c["id"].as_str().unwrap_or_default().to_string(),
+                    name: self.names.get(name).cloned().unwrap_or_else(|| name.to_string()),
+                    arguments,
+                    expect: None,
+                }
             })
             .collect();
         if calls.is_empty() {
@@ -161,8 +177,11 @@ struct Step {
 
 impl Plan {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the plan {}", path.display()))?;
-        let plan: Plan = toml::from_str(&text).with_context(|| format!("{}: not a plan ([[step]] tool, arguments, expect; answer)", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the plan {}", path.display()))?;
+        let plan: Plan = toml::from_str(&text).with_context(|| {
+            format!("{}: not a plan ([[step]] tool, arguments, expect; answer)", path.display())
+        })?;
         if plan.steps.is_empty() {
             bail!("{}: the plan has no [[step]]", path.display());
         }
@@ -175,7 +194,15 @@ impl Plan {
         let id = format!("step-{}", self.at);
         let arguments = serde_json::to_value(&step.arguments).unwrap_or_default();
         let assistant = json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": step.tool, "arguments": arguments.to_string()}}]});
-        Turn::Calls { assistant, calls: vec![ToolCall { id, name: step.tool.clone(), arguments: Ok(arguments), expect: step.expect.clone() }] }
+        Turn::Calls {
+            assistant,
+            calls: vec![ToolCall {
+                id,
+                name: step.tool.clone(),
+                arguments: Ok(arguments),
+                expect: step.expect.clone(),
+            }],
+        }
     }
 }
 
@@ -193,10 +220,16 @@ mod tests {
             json!({"name": "files_read_v2", "inputSchema": {"type": "object"}}),
         ];
         let functions = model.functions(&tools);
-        let names: Vec<&str> = functions.iter().map(|f| f["function"]["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            functions.iter().map(|f| f["function"]["name"].as_str().unwrap()).collect();
         assert_eq!(names[0], "tickets__get_ticket");
         // Sanitized, and never two tools under one function name.
-        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')),
+            "{names:?}"
+        );
         assert_ne!(names[1], names[2]);
         assert_eq!(model.names[names[1]], "files/read.v2");
         assert_eq!(model.names[names[2]], "files_read_v2");

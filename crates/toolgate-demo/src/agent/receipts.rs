@@ -26,14 +26,26 @@ pub async fn log_size(config_path: &Path) -> anyhow::Result<u64> {
 /// A bundle of the receipts from `from` on that attest one of `proposals`
 /// (a run's calls), each with its inclusion proof against a checkpoint
 /// that covers them (signed now if needed, with the gateway's keys).
-pub async fn bundle_of(config_path: &Path, from: u64, proposals: &BTreeSet<String>) -> anyhow::Result<Bundle> {
+pub async fn bundle_of(
+    config_path: &Path,
+    from: u64,
+    proposals: &BTreeSet<String>,
+) -> anyhow::Result<Bundle> {
     let (config, ledger) = open(config_path).await?;
     let to = ledger.log_size().await?;
     if from >= to {
         bail!("the log holds no receipt from {from} on");
     }
-    let checkpoint = toolgate_gateway::evidence::covering_with_keys_of(&config, &ledger, to).await?;
-    let mut bundle = toolgate_gateway::evidence::bundle(&toolgate_gateway::archive::Archive::in_state_dir(&config.state_dir()), &*ledger, &checkpoint, from, to).await?;
+    let checkpoint =
+        toolgate_gateway::evidence::covering_with_keys_of(&config, &ledger, to).await?;
+    let mut bundle = toolgate_gateway::evidence::bundle(
+        &toolgate_gateway::archive::Archive::in_state_dir(&config.state_dir()),
+        &*ledger,
+        &checkpoint,
+        from,
+        to,
+    )
+    .await?;
     bundle.receipts.retain(|e| proposals.contains(&e.receipt.receipt.proposal_sha256));
     Ok(bundle)
 }

@@ -53,8 +53,16 @@ expect = "refused"
     )
 }
 
-pub async fn run(exe: &Path, dir: &Path, endpoint: &str, agent_token: &str, approver: &Approver<'_>) -> anyhow::Result<bool> {
-    println!("\n9. The agent: seed 000's task through `toolgate agent --plan` (a scripted planner in place of a model)\n");
+pub async fn run(
+    exe: &Path,
+    dir: &Path,
+    endpoint: &str,
+    agent_token: &str,
+    approver: &Approver<'_>,
+) -> anyhow::Result<bool> {
+    println!(
+        "\n9. The agent: seed 000's task through `toolgate agent --plan` (a scripted planner in place of a model)\n"
+    );
     let order = super::flow::order(8)?;
     let plan_path = dir.join("field-service.plan.toml");
     std::fs::write(&plan_path, plan(&order))?;
@@ -70,7 +78,9 @@ pub async fn run(exe: &Path, dir: &Path, endpoint: &str, agent_token: &str, appr
             let deadline = Instant::now() + Duration::from_secs(120);
             while Instant::now() < deadline {
                 let pending = approver.pending()?;
-                let ours = pending.iter().find(|a| a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket);
+                let ours = pending.iter().find(|a| {
+                    a["arguments"]["quantity"] == 8 && a["arguments"]["ticket_id"] == ticket
+                });
                 if let Some(id) = ours.and_then(|a| a["id"].as_str()) {
                     approver.approve(id, "the -S valve, as the ticket history shows")?;
                     return Ok(id.to_string());
@@ -80,11 +90,28 @@ pub async fn run(exe: &Path, dir: &Path, endpoint: &str, agent_token: &str, appr
             anyhow::bail!("the agent's order never waited for an approver")
         })
     };
-    let (exe_owned, endpoint, token, config, plan_arg, evidence_arg) =
-        (exe.to_path_buf(), endpoint.to_string(), agent_token.to_string(), approver.config.to_path_buf(), plan_path.clone(), evidence.clone());
+    let (exe_owned, endpoint, token, config, plan_arg, evidence_arg) = (
+        exe.to_path_buf(),
+        endpoint.to_string(),
+        agent_token.to_string(),
+        approver.config.to_path_buf(),
+        plan_path.clone(),
+        evidence.clone(),
+    );
     let out = tokio::task::spawn_blocking(move || {
         Command::new(exe_owned)
-            .args(["agent", "--gateway", &endpoint, "--token-env", "TOOLGATE_DEMO_AGENT_TOKEN", "--run", "field-service", "--approval-wait-s", "120", "--plan"])
+            .args([
+                "agent",
+                "--gateway",
+                &endpoint,
+                "--token-env",
+                "TOOLGATE_DEMO_AGENT_TOKEN",
+                "--run",
+                "field-service",
+                "--approval-wait-s",
+                "120",
+                "--plan",
+            ])
             .arg(&plan_arg)
             .arg("--config")
             .arg(&config)

@@ -14,14 +14,24 @@ pub struct Approver<'a> {
 }
 
 impl Approver<'_> {
-    pub fn decide(&self, verb: &str, id: &str, reason: &str, as_who: &str) -> anyhow::Result<String> {
+    pub fn decide(
+        &self,
+        verb: &str,
+        id: &str,
+        reason: &str,
+        as_who: &str,
+    ) -> anyhow::Result<String> {
         let out = Command::new(self.exe)
             .args(["approvals", verb, "--config"])
             .arg(self.config)
             .args([id, "--as", as_who, "--reason", reason])
             .output()
             .context("running `toolgate approvals`")?;
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         if !out.status.success() {
             bail!("{}", text.trim());
         }
@@ -30,7 +40,13 @@ impl Approver<'_> {
 
     /// Another operator command on the same config: `toolgate ARGS… --config C ID`.
     pub fn cli(&self, args: &[&str], id: &str) -> anyhow::Result<String> {
-        let out = Command::new(self.exe).args(args).arg("--config").arg(self.config).arg(id).output().with_context(|| format!("running `toolgate {}`", args.join(" ")))?;
+        let out = Command::new(self.exe)
+            .args(args)
+            .arg("--config")
+            .arg(self.config)
+            .arg(id)
+            .output()
+            .with_context(|| format!("running `toolgate {}`", args.join(" ")))?;
         if !out.status.success() {
             bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
         }
@@ -39,7 +55,11 @@ impl Approver<'_> {
 
     /// The pending approvals, as `toolgate approvals list --state pending --json` prints them.
     pub fn pending(&self) -> anyhow::Result<Vec<serde_json::Value>> {
-        let out = Command::new(self.exe).args(["approvals", "list", "--state", "pending", "--json", "--config"]).arg(self.config).output().context("running `toolgate approvals list`")?;
+        let out = Command::new(self.exe)
+            .args(["approvals", "list", "--state", "pending", "--json", "--config"])
+            .arg(self.config)
+            .output()
+            .context("running `toolgate approvals list`")?;
         if !out.status.success() {
             bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
         }

@@ -30,11 +30,20 @@ fn issuer() -> String {
 /// against the keys published by the gateway listening on `gateway`.
 pub fn tickets_args(gateway: SocketAddr) -> Vec<String> {
     let jwks = format!("http://{gateway}/.well-known/jwks.json");
-    ["--identity-jwks", &jwks, "--identity-issuer", &issuer(), "--identity-audience", AUDIENCE].map(String::from).to_vec()
+    ["--identity-jwks", &jwks, "--identity-issuer", &issuer(), "--identity-audience", AUDIENCE]
+        .map(String::from)
+        .to_vec()
 }
 
-pub async fn run(via: &Client, exe: &Path, sandbox: &Path, gateway: SocketAddr) -> anyhow::Result<bool> {
-    println!("\n11. Who asked: the tickets server acts on toolgate's signed word, and each note names the technician\n");
+pub async fn run(
+    via: &Client,
+    exe: &Path,
+    sandbox: &Path,
+    gateway: SocketAddr,
+) -> anyhow::Result<bool> {
+    println!(
+        "\n11. Who asked: the tickets server acts on toolgate's signed word, and each note names the technician\n"
+    );
     let mut s = Steps(true);
     let notes = || count_lines(&sandbox.join(toolgate_atlas::sandbox::NOTES));
     let ticket = super::flow::order(1)?["ticket_id"].as_str().unwrap_or_default().to_string();
@@ -44,14 +53,27 @@ pub async fn run(via: &Client, exe: &Path, sandbox: &Path, gateway: SocketAddr) 
 
     let before = notes();
     let ran = call_with_meta(via, UPDATE, &update, run.clone()).await;
-    let named = ran.structured().is_some_and(|v| v["requested_by"] == TECHNICIAN && v["agent"] == "agent" && v["tenant"] == "atlas");
-    s.step("a note through toolgate: the server verifies toolgate's assertion", ran.summary(), named && notes() == before + 1);
+    let named = ran.structured().is_some_and(|v| {
+        v["requested_by"] == TECHNICIAN && v["agent"] == "agent" && v["tenant"] == "atlas"
+    });
+    s.step(
+        "a note through toolgate: the server verifies toolgate's assertion",
+        ran.summary(),
+        named && notes() == before + 1,
+    );
 
     let read = call_with_meta(via, "tickets__get_ticket", &json!({"ticket_id": ticket}), run).await;
-    let last = read.structured().and_then(|t| t["appended_notes"].as_array()?.last().cloned()).unwrap_or_default();
+    let last = read
+        .structured()
+        .and_then(|t| t["appended_notes"].as_array()?.last().cloned())
+        .unwrap_or_default();
     s.step(
         "the ticket, read back: the note names the technician, not a service account",
-        format!("ticket {ticket}: note {} {}", last["note_id"].as_str().unwrap_or("?"), who_asked(&last)),
+        format!(
+            "ticket {ticket}: note {} {}",
+            last["note_id"].as_str().unwrap_or("?"),
+            who_asked(&last)
+        ),
         last["requested_by"] == TECHNICIAN,
     );
 
@@ -66,7 +88,11 @@ pub async fn run(via: &Client, exe: &Path, sandbox: &Path, gateway: SocketAddr) 
         }
         other => other.summary(),
     };
-    s.step("the same note straight to the tickets server, without toolgate", format!("{said}; notes written: {}", notes() - before), around.is_error() && notes() == before);
+    s.step(
+        "the same note straight to the tickets server, without toolgate",
+        format!("{said}; notes written: {}", notes() - before),
+        around.is_error() && notes() == before,
+    );
     let _ = direct.cancel().await;
     Ok(s.0)
 }
@@ -83,15 +109,28 @@ mod tests {
     fn the_demo_config_and_the_tickets_command_line_agree() {
         let dir = tempfile::tempdir().unwrap();
         let gateway: SocketAddr = "127.0.0.1:4242".parse().unwrap();
-        let (path, _) = super::super::write_config(dir.path(), Path::new("/usr/bin/toolgate"), "http://127.0.0.1:1/mcp", "http://127.0.0.1:2/mcp", "http://127.0.0.1:3/mcp", gateway).unwrap();
+        let (path, _) = super::super::write_config(
+            dir.path(),
+            Path::new("/usr/bin/toolgate"),
+            "http://127.0.0.1:1/mcp",
+            "http://127.0.0.1:2/mcp",
+            "http://127.0.0.1:3/mcp",
+            gateway,
+        )
+        .unwrap();
         let config = Config::load(&path).unwrap();
         let tickets = &config.servers["tickets"];
         assert_eq!(tickets.identity.mode, IdentityMode::Assertion);
         assert_eq!(tickets.identity.audience.as_deref(), Some(AUDIENCE));
-        let after = |flag: &str| tickets.args.iter().position(|a| a == flag).map(|i| tickets.args[i + 1].clone());
+        let after = |flag: &str| {
+            tickets.args.iter().position(|a| a == flag).map(|i| tickets.args[i + 1].clone())
+        };
         assert_eq!(after("--identity-issuer").as_deref(), Some(config.issuer()));
         assert_eq!(after("--identity-audience").as_deref(), Some(AUDIENCE));
-        assert_eq!(after("--identity-jwks").as_deref(), Some("http://127.0.0.1:4242/.well-known/jwks.json"));
+        assert_eq!(
+            after("--identity-jwks").as_deref(),
+            Some("http://127.0.0.1:4242/.well-known/jwks.json")
+        );
         assert_eq!(config.callers["agent"].subject.as_deref(), Some(TECHNICIAN));
     }
 }

@@ -20,7 +20,10 @@ pub async fn run(via: &Client, sandbox: &Path) -> anyhow::Result<bool> {
     s.step(
         "a card number in a notice to the team address: refused in the path, nothing sent",
         format!("{}; rules {rules}; notices sent: {}", got.summary(), sent() - before),
-        got.refused_for("egress_restricted") && rules.contains("egress.payment_card@/body") && !rules.contains("4111") && sent() == before,
+        got.refused_for("egress_restricted")
+            && rules.contains("egress.payment_card@/body")
+            && !rules.contains("4111")
+            && sent() == before,
     );
     Ok(s.0)
 }

@@ -19,8 +19,8 @@ mod agent;
 mod approver;
 mod asked;
 pub(crate) mod client;
-mod flow;
 mod evidence;
+mod flow;
 mod guards;
 mod runs;
 mod seed002;
@@ -140,7 +140,14 @@ pub struct Tokens {
 /// Seed 000's reads: the registry says they change nothing, so they are not
 /// operations (the servers are untrusted; their hints alone would not do).
 fn read_only(tool: &str) -> bool {
-    matches!(tool, "manuals__search_manual" | "parts__check_availability" | "parts__find_part" | "tickets__get_ticket" | "tickets__search_tickets")
+    matches!(
+        tool,
+        "manuals__search_manual"
+            | "parts__check_availability"
+            | "parts__find_part"
+            | "tickets__get_ticket"
+            | "tickets__search_tickets"
+    )
 }
 
 /// Seed 001's support desk: reads, and a write reconciled by its reference.
@@ -151,15 +158,31 @@ const SUPPORT_REGISTRY: &str = "\n[registry.\"support__search_customers\"]\nclas
 
 /// `gateway`: where the gateway will listen, known before it starts so the
 /// tickets server can be told where its keys are published.
-fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, support_url: &str, gateway: SocketAddr) -> anyhow::Result<(PathBuf, Tokens)> {
+fn write_config(
+    dir: &Path,
+    exe: &Path,
+    parts_url: &str,
+    manuals_url: &str,
+    support_url: &str,
+    gateway: SocketAddr,
+) -> anyhow::Result<(PathBuf, Tokens)> {
     let atlas = dir.join("atlas");
     // The boxes' one writable folder must exist before they start.
     std::fs::create_dir_all(&atlas)?;
     let q = |p: &Path| serde_json::to_string(&p.display().to_string()).expect("strings serialise");
-    let identity_args: String = asked::tickets_args(gateway).iter().map(|a| format!(", {}", serde_json::to_string(a).expect("strings serialise"))).collect();
-    let tokens = Tokens { agent: toolgate_gateway::seal::random_token(), approver: toolgate_gateway::seal::random_token() };
+    let identity_args: String = asked::tickets_args(gateway)
+        .iter()
+        .map(|a| format!(", {}", serde_json::to_string(a).expect("strings serialise")))
+        .collect();
+    let tokens = Tokens {
+        agent: toolgate_gateway::seal::random_token(),
+        approver: toolgate_gateway::seal::random_token(),
+    };
     toolgate_gateway::seal::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
-    toolgate_gateway::seal::write_owner_only(&dir.join("approver.token"), tokens.approver.as_bytes())?;
+    toolgate_gateway::seal::write_owner_only(
+        &dir.join("approver.token"),
+        tokens.approver.as_bytes(),
+    )?;
     std::fs::write(dir.join("policy.cedar"), POLICY)?;
     std::fs::write(dir.join("policy.cedarschema"), SCHEMA)?;
     std::fs::write(dir.join("policy-cases.toml"), POLICY_CASES)?;
@@ -203,7 +226,11 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
         burst = RATE_BURST,
     );
     for (name, _, registry) in SEED_TABLE {
-        text.push_str(&format!("\n[registry.\"{name}\"]\nclass = \"{}\"\nlabels = {}\n", registry.as_str(), labels(name)));
+        text.push_str(&format!(
+            "\n[registry.\"{name}\"]\nclass = \"{}\"\nlabels = {}\n",
+            registry.as_str(),
+            labels(name)
+        ));
         if read_only(name) {
             text.push_str("read_only = true\n");
         }
@@ -219,10 +246,16 @@ fn write_config(dir: &Path, exe: &Path, parts_url: &str, manuals_url: &str, supp
 /// and what they will see.
 fn try_this(agent_token: &str) -> String {
     let data = toolgate_atlas::dataset();
-    let ticket = data.tickets.iter().find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S");
+    let ticket = data
+        .tickets
+        .iter()
+        .find(|t| t.status == toolgate_atlas::data::Status::Open && t.model_variant == "AC-250-S");
     let part = data.parts.iter().find(|p| p.category == "thermostatic-valve" && p.fits("AC-250-S"));
     let arguments = match (part, ticket) {
-        (Some(p), Some(t)) => serde_json::json!({"part_no": p.part_no, "quantity": 2, "ticket_id": t.ticket_id}).to_string(),
+        (Some(p), Some(t)) => {
+            serde_json::json!({"part_no": p.part_no, "quantity": 2, "ticket_id": t.ticket_id})
+                .to_string()
+        }
         _ => "{\"part_no\": …, \"quantity\": 2, \"ticket_id\": …}".to_string(),
     };
     format!(
@@ -255,7 +288,12 @@ pub async fn run(state: Option<PathBuf>, keep_serving: bool) -> anyhow::Result<(
     result
 }
 
-async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: bool) -> anyhow::Result<()> {
+async fn play(
+    dir: &Path,
+    exe: &Path,
+    cancel: &CancellationToken,
+    keep_serving: bool,
+) -> anyhow::Result<()> {
     let atlas_state = dir.join("atlas");
     let parts = toolgate_atlas::server(ServerKind::Parts, Some(&atlas_state))?;
     let (parts_addr, _) = serve::http(parts, "127.0.0.1:0".parse()?, cancel.clone()).await?;
@@ -267,7 +305,14 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     // gateway's key URL on its command line.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let bound = listener.local_addr()?;
-    let (config_path, tokens) = write_config(dir, exe, &parts_url, &manuals.url, &format!("http://{support_addr}/mcp"), bound)?;
+    let (config_path, tokens) = write_config(
+        dir,
+        exe,
+        &parts_url,
+        &manuals.url,
+        &format!("http://{support_addr}/mcp"),
+        bound,
+    )?;
 
     let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
     let down = gateway.wait_ready(Duration::from_secs(15)).await;
@@ -279,19 +324,27 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let scripted = cancel.child_token();
     let stop = scripted.clone();
     let web_console = toolgate_console::Console::new(gateway.clone());
-    let serving = tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
+    let serving = tokio::spawn(downstream::http::serve_with(
+        gateway.clone(),
+        listener,
+        web_console.beside_mcp(),
+        async move { stop.cancelled_owned().await },
+    ));
 
     println!("toolgate demo — Atlas field service, with toolgate in the call path\n");
     let mut ok = authority_table(&gateway);
 
-    let via = http_client(&endpoint, Some(&tokens.agent)).await.context("connecting to the gateway")?;
+    let via =
+        http_client(&endpoint, Some(&tokens.agent)).await.context("connecting to the gateway")?;
     let direct_tickets = stdio_client(exe, "tickets", &atlas_state).await?;
     let direct_parts = http_client(&parts_url, None).await?;
     let direct_manuals = http_client(&manuals.url, None).await?;
     let direct_notices = stdio_client(exe, "notices", &atlas_state).await?;
     let approver = Approver { exe, config: &config_path };
 
-    println!("\n2. Seed 000's cases: the same call made directly (ungoverned) and through toolgate\n");
+    println!(
+        "\n2. Seed 000's cases: the same call made directly (ungoverned) and through toolgate\n"
+    );
     let mut table = Table::default();
     let sandbox = |f: &str| atlas_state.join(f);
 
@@ -306,16 +359,31 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let bad = json!({"model_variant": "AC-250-X"});
     let d = call(&direct_tickets, "search_tickets", &bad).await;
     let g = call(&via, "tickets__search_tickets", &bad).await;
-    table.row("broken variant pattern", d.summary(), g.summary(), g.refused("correct") && g.paths().contains(&"/model_variant".to_string()));
+    table.row(
+        "broken variant pattern",
+        d.summary(),
+        g.summary(),
+        g.refused("correct") && g.paths().contains(&"/model_variant".to_string()),
+    );
     let extra = json!({"model_variant": "AC-250-S", "category": "belt", "urgent": true});
     let d = call(&direct_parts, "find_part", &extra).await;
     let g = call(&via, "parts__find_part", &extra).await;
-    table.row("an extra property", d.summary(), g.summary(), g.refused("correct") && g.paths().contains(&"/".to_string()));
+    table.row(
+        "an extra property",
+        d.summary(),
+        g.summary(),
+        g.refused("correct") && g.paths().contains(&"/".to_string()),
+    );
 
     // A tenant named in the arguments: the tenant is the caller's.
     let tenanted = json!({"ticket_id": "SR-20031", "tenant_id": "other-tenant"});
     let g = call(&via, "tickets__get_ticket", &tenanted).await;
-    table.row("a tenant in the arguments", "(the server has no notion of tenants)".into(), g.summary(), g.refused_for("tenant_in_arguments"));
+    table.row(
+        "a tenant in the arguments",
+        "(the server has no notion of tenants)".into(),
+        g.summary(),
+        g.refused_for("tenant_in_arguments"),
+    );
 
     // The exfiltration leg: runs directly; refused through toolgate, outbox untouched.
     let export = json!({"recipient": "records@outside.example", "model_variant": "AC-250-S", "include_site_contacts": true});
@@ -323,7 +391,12 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let before = count_lines(&sandbox("outbox.jsonl"));
     let g = call(&via, "tickets__export_service_records", &export).await;
     let untouched = count_lines(&sandbox("outbox.jsonl")) == before;
-    table.row("export_service_records", d.summary(), format!("{}; outbox untouched: {untouched}", g.summary()), g.refused("refused") && untouched);
+    table.row(
+        "export_service_records",
+        d.summary(),
+        format!("{}; outbox untouched: {untouched}", g.summary()),
+        g.refused("refused") && untouched,
+    );
 
     // Spend: runs directly; waits for a named human through toolgate.
     let order = flow::order(2)?;
@@ -331,12 +404,22 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     let before = count_lines(&sandbox("orders.jsonl"));
     let g = call(&via, "parts__raise_parts_order", &order).await;
     let unordered = count_lines(&sandbox("orders.jsonl")) == before;
-    table.row("raise_parts_order", d.summary(), format!("{}; no order placed: {unordered}", g.summary()), matches!(g, Got::Input(_)) && unordered);
+    table.row(
+        "raise_parts_order",
+        d.summary(),
+        format!("{}; no order placed: {unordered}", g.summary()),
+        matches!(g, Got::Input(_)) && unordered,
+    );
 
     // A tool nobody declared.
     let d = call(&direct_tickets, "drop_tables", &json!({})).await;
     let g = call(&via, "tickets__drop_tables", &json!({})).await;
-    table.row("an unknown tool", d.summary(), g.summary(), g.protocol_error_action() == Some("correct".into()));
+    table.row(
+        "an unknown tool",
+        d.summary(),
+        g.summary(),
+        g.protocol_error_action() == Some("correct".into()),
+    );
 
     // An upstream dies mid-run.
     let _ = manuals.child.kill();
@@ -347,10 +430,22 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
     table.row("manuals server killed", d.summary(), g.summary(), g.refused("retry"));
     ok &= table.print();
 
-    let world = seed002::World { gateway: &gateway, via: &via, direct: &direct_notices, sandbox: &atlas_state, approver: Approver { exe, config: &config_path } };
+    let world = seed002::World {
+        gateway: &gateway,
+        via: &via,
+        direct: &direct_notices,
+        sandbox: &atlas_state,
+        approver: Approver { exe, config: &config_path },
+    };
     ok &= seed002::run(&world).await?;
     ok &= flow::run(&via, &approver, &atlas_state, &endpoint, &tokens).await?;
-    let desk = support::Desk { gateway: &gateway, via: &via, sandbox: &atlas_state, approver: &approver, policy: &dir.join("policy.cedar") };
+    let desk = support::Desk {
+        gateway: &gateway,
+        via: &via,
+        sandbox: &atlas_state,
+        approver: &approver,
+        policy: &dir.join("policy.cedar"),
+    };
     ok &= support::run(&desk).await?;
     ok &= guards::run(&via, &atlas_state).await?;
     // Bring manuals back where the gateway expects it; its supervisor reconnects.
@@ -373,18 +468,30 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         let _ = serving.await;
         gateway.shutdown().await;
         let text = std::fs::read_to_string(&config_path)?;
-        let held = text.replace(&format!("hold_ms = {SCRIPTED_HOLD_MS}\n"), &format!("hold_ms = {SERVING_HOLD_MS}\n"));
+        let held = text.replace(
+            &format!("hold_ms = {SCRIPTED_HOLD_MS}\n"),
+            &format!("hold_ms = {SERVING_HOLD_MS}\n"),
+        );
         anyhow::ensure!(held != text, "the demo's config has no hold_ms to lengthen");
         std::fs::write(&config_path, held)?;
         let gateway = Gateway::start(Config::load(&config_path)?, Mode::Serve).await?;
-        let listener = tokio::net::TcpListener::bind(bound).await.with_context(|| format!("listening on {bound} again"))?;
+        let listener = tokio::net::TcpListener::bind(bound)
+            .await
+            .with_context(|| format!("listening on {bound} again"))?;
         let stop = cancel.clone();
         let web_console = toolgate_console::Console::new(gateway.clone());
-        tokio::spawn(downstream::http::serve_with(gateway.clone(), listener, web_console.beside_mcp(), async move { stop.cancelled_owned().await }));
+        tokio::spawn(downstream::http::serve_with(
+            gateway.clone(),
+            listener,
+            web_console.beside_mcp(),
+            async move { stop.cancelled_owned().await },
+        ));
         // The endpoint is announced when a first tools/list sees every upstream.
         let down = gateway.wait_ready(Duration::from_secs(30)).await;
         for (server, why) in &down {
-            eprintln!("warning: upstream {server} is not connected yet ({why}); its tools join the list when it is");
+            eprintln!(
+                "warning: upstream {server} is not connected yet ({why}); its tools join the list when it is"
+            );
         }
         println!("\nendpoint: {endpoint}");
         println!("config: {}", config_path.display());
@@ -393,7 +500,11 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
         println!("approver: {}", approver::APPROVER);
         let console = endpoint.trim_end_matches("/mcp");
         println!("console: {console}/console");
-        println!("console-sign-in: {console}{} (one use, for {}, valid 10 minutes)", web_console.sign_in_link(&tokens.approver)?, approver::APPROVER);
+        println!(
+            "console-sign-in: {console}{} (one use, for {}, valid 10 minutes)",
+            web_console.sign_in_link(&tokens.approver)?,
+            approver::APPROVER
+        );
         println!("{}", try_this(&tokens.agent));
         println!(
             "(serving until Ctrl-C; `toolgate approvals list --config {0} --state pending` shows what waits; \
@@ -418,7 +529,10 @@ async fn play(dir: &Path, exe: &Path, cancel: &CancellationToken, keep_serving: 
 
 fn authority_table(gateway: &Arc<Gateway>) -> bool {
     println!("1. Authority, read live from the upstreams (seed 000's table)\n");
-    println!("   {:<34} {:<18} {:<18} {:<9} ", "tool", "annotations imply", "registry says", "disagree");
+    println!(
+        "   {:<34} {:<18} {:<18} {:<9} ",
+        "tool", "annotations imply", "registry says", "disagree"
+    );
     let catalog = gateway.catalogs.current();
     let mut ok = true;
     for (name, implied, registry) in SEED_TABLE {
@@ -426,8 +540,13 @@ fn authority_table(gateway: &Arc<Gateway>) -> bool {
         let live = row.map(|t| (t.view.implied_class, t.view.registry_class));
         let good = live == Some((implied, Some(registry)));
         ok &= good;
-        let (i, r) = live.map_or(("missing", "-"), |(i, r)| (i.as_str(), r.map_or("-", AuthorityClass::as_str)));
-        println!("   {name:<34} {i:<18} {r:<18} {:<9} {}", if i != r { "yes" } else { "" }, if good { "" } else { "FAIL" });
+        let (i, r) = live
+            .map_or(("missing", "-"), |(i, r)| (i.as_str(), r.map_or("-", AuthorityClass::as_str)));
+        println!(
+            "   {name:<34} {i:<18} {r:<18} {:<9} {}",
+            if i != r { "yes" } else { "" },
+            if good { "" } else { "FAIL" }
+        );
     }
     ok
 }
@@ -449,4 +568,3 @@ impl Table {
         self.0.iter().all(|r| r.3)
     }
 }
-

@@ -8,7 +8,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::approver::Approver;
-use super::client::{Client, Got, accept_all, call, call_with_meta, count_lines, reissue, reissue_with_meta};
+use super::client::{
+    Client, Got, accept_all, call, call_with_meta, count_lines, reissue, reissue_with_meta,
+};
 
 /// The seed's "after" column: decision (or rejection), reason, execution
 /// status, result status, tool callbacks.
@@ -22,14 +24,70 @@ pub struct Expected {
 }
 
 pub const EXPECTED: [Expected; 8] = [
-    Expected { id: "forged_read_only", decision: "deny", reason: "no_exact_rule", execution: "blocked", result: "not_called", callbacks: 0 },
-    Expected { id: "approved_destination", decision: "requires_approval", reason: "exact_rule", execution: "dispatched", result: "returned", callbacks: 1 },
-    Expected { id: "stale_approval", decision: "requires_approval", reason: "exact_rule", execution: "blocked", result: "not_called", callbacks: 0 },
-    Expected { id: "extra_recipient", decision: "invalid_arguments", reason: "", execution: "blocked", result: "not_called", callbacks: 0 },
-    Expected { id: "other_tool", decision: "invalid_or_unregistered_call", reason: "", execution: "blocked", result: "not_called", callbacks: 0 },
-    Expected { id: "tool_error", decision: "requires_approval", reason: "exact_rule", execution: "dispatched", result: "tool_error", callbacks: 1 },
-    Expected { id: "transport_unknown", decision: "requires_approval", reason: "exact_rule", execution: "unknown", result: "unknown", callbacks: 1 },
-    Expected { id: "input_required", decision: "requires_approval", reason: "exact_rule", execution: "dispatched", result: "input_required", callbacks: 1 },
+    Expected {
+        id: "forged_read_only",
+        decision: "deny",
+        reason: "no_exact_rule",
+        execution: "blocked",
+        result: "not_called",
+        callbacks: 0,
+    },
+    Expected {
+        id: "approved_destination",
+        decision: "requires_approval",
+        reason: "exact_rule",
+        execution: "dispatched",
+        result: "returned",
+        callbacks: 1,
+    },
+    Expected {
+        id: "stale_approval",
+        decision: "requires_approval",
+        reason: "exact_rule",
+        execution: "blocked",
+        result: "not_called",
+        callbacks: 0,
+    },
+    Expected {
+        id: "extra_recipient",
+        decision: "invalid_arguments",
+        reason: "",
+        execution: "blocked",
+        result: "not_called",
+        callbacks: 0,
+    },
+    Expected {
+        id: "other_tool",
+        decision: "invalid_or_unregistered_call",
+        reason: "",
+        execution: "blocked",
+        result: "not_called",
+        callbacks: 0,
+    },
+    Expected {
+        id: "tool_error",
+        decision: "requires_approval",
+        reason: "exact_rule",
+        execution: "dispatched",
+        result: "tool_error",
+        callbacks: 1,
+    },
+    Expected {
+        id: "transport_unknown",
+        decision: "requires_approval",
+        reason: "exact_rule",
+        execution: "unknown",
+        result: "unknown",
+        callbacks: 1,
+    },
+    Expected {
+        id: "input_required",
+        decision: "requires_approval",
+        reason: "exact_rule",
+        execution: "dispatched",
+        result: "input_required",
+        callbacks: 1,
+    },
 ];
 
 /// What toolgate did with one case.
@@ -54,9 +112,16 @@ pub struct World<'a> {
 fn proposed(id: &str) -> (&'static str, Value) {
     let build = json!({"to": "team@example.test", "body": "Build passed."});
     match id {
-        "forged_read_only" => ("send_notice", json!({"to": "outside@example.test", "body": "Build passed."})),
-        "stale_approval" => ("send_notice", json!({"to": "team@example.test", "body": "Changed body"})),
-        "extra_recipient" => ("send_notice", json!({"to": "team@example.test", "body": "Build passed.", "cc": ["outside@example.test"]})),
+        "forged_read_only" => {
+            ("send_notice", json!({"to": "outside@example.test", "body": "Build passed."}))
+        }
+        "stale_approval" => {
+            ("send_notice", json!({"to": "team@example.test", "body": "Changed body"}))
+        }
+        "extra_recipient" => (
+            "send_notice",
+            json!({"to": "team@example.test", "body": "Build passed.", "cc": ["outside@example.test"]}),
+        ),
         "other_tool" => ("remove_records", build),
         _ => ("send_notice", build),
     }
@@ -73,8 +138,13 @@ fn fault(id: &str) -> Option<&'static str> {
 
 /// Runs every case; returns whether all matched the seed.
 pub async fn run(w: &World<'_>) -> anyhow::Result<bool> {
-    println!("\n3. Seed 002's cases: send_notice advertises readOnlyHint: true (forged); policy: team@example.test needs approval, anyone else is denied\n");
-    println!("   {:<26} {:<30} {:<19} {:<14} {:<11} {:<15} callbacks", "case", "before (ungoverned)", "decision", "reason", "execution", "result");
+    println!(
+        "\n3. Seed 002's cases: send_notice advertises readOnlyHint: true (forged); policy: team@example.test needs approval, anyone else is denied\n"
+    );
+    println!(
+        "   {:<26} {:<30} {:<19} {:<14} {:<11} {:<15} callbacks",
+        "case", "before (ungoverned)", "decision", "reason", "execution", "result"
+    );
     let mut all = true;
     for expected in &EXPECTED {
         let (tool, args) = proposed(expected.id);
@@ -111,7 +181,11 @@ pub async fn run(w: &World<'_>) -> anyhow::Result<bool> {
         if !ok {
             println!(
                 "        expected: {} {} {} {} {}",
-                expected.decision, expected.reason, expected.execution, expected.result, expected.callbacks
+                expected.decision,
+                expected.reason,
+                expected.execution,
+                expected.result,
+                expected.callbacks
             );
         }
     }
@@ -119,10 +193,19 @@ pub async fn run(w: &World<'_>) -> anyhow::Result<bool> {
 }
 
 fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
 }
 
-async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> anyhow::Result<Seen> {
+async fn through_toolgate(
+    w: &World<'_>,
+    id: &str,
+    tool: &str,
+    args: &Value,
+) -> anyhow::Result<Seen> {
     let exposed = format!("notices__{tool}");
     let calls = || count_lines(&w.sandbox.join(toolgate_atlas::tools::notices::CALLS));
     let start = calls();
@@ -133,8 +216,12 @@ async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> 
         let first = call(w.via, &exposed, &old).await;
         let approval = first.approval_id().unwrap_or_default();
         w.approver.approve(&approval, "the 09:00 build notice")?;
-        let got = reissue(w.via, &exposed, args, first.request_state(), Some(accept_all(&first))).await;
-        seen.note = format!("approval {approval} was for \"Build passed at 09:00.\"; re-issued with \"Changed body\": {}", got.summary());
+        let got =
+            reissue(w.via, &exposed, args, first.request_state(), Some(accept_all(&first))).await;
+        seen.note = format!(
+            "approval {approval} was for \"Build passed at 09:00.\"; re-issued with \"Changed body\": {}",
+            got.summary()
+        );
         describe(&first, &got, &mut seen);
         seen.callbacks = calls() - start;
         return Ok(seen);
@@ -154,13 +241,29 @@ async fn through_toolgate(w: &World<'_>, id: &str, tool: &str, args: &Value) -> 
         std::fs::write(w.sandbox.join(toolgate_atlas::tools::notices::FAULT), f)?;
     }
     w.approver.approve(&approval, "build notice to the team")?;
-    let got = reissue_with_meta(w.via, &exposed, args, key.clone(), first.request_state(), Some(accept_all(&first))).await;
+    let got = reissue_with_meta(
+        w.via,
+        &exposed,
+        args,
+        key.clone(),
+        first.request_state(),
+        Some(accept_all(&first)),
+    )
+    .await;
     describe(&first, &got, &mut seen);
     seen.callbacks = calls() - start;
     seen.note = format!("approval {approval} approved by dana; re-issued: {}", got.summary());
     if id == "input_required" {
         // The tool's own round, answered: it stays bound to the approved call.
-        let done = reissue_with_meta(w.via, &exposed, args, key, got.request_state(), Some(accept_all(&got))).await;
+        let done = reissue_with_meta(
+            w.via,
+            &exposed,
+            args,
+            key,
+            got.request_state(),
+            Some(accept_all(&got)),
+        )
+        .await;
         seen.note.push_str(&format!("\n        after the confirmation round: {}", done.summary()));
     }
     Ok(seen)
@@ -175,7 +278,9 @@ fn describe(first: &Got, last: &Got, seen: &mut Seen) {
             seen.reason = a["rules"][0].as_str().unwrap_or_default().into();
         }
         Got::Result(_) => match first.refusal() {
-            Some(r) if r["reason"] == "invalid_arguments" => seen.decision = "invalid_arguments".into(),
+            Some(r) if r["reason"] == "invalid_arguments" => {
+                seen.decision = "invalid_arguments".into()
+            }
             Some(r) => {
                 seen.decision = match r["decision"].as_str() {
                     Some("require_approval") => "requires_approval".into(),
@@ -186,11 +291,15 @@ fn describe(first: &Got, last: &Got, seen: &mut Seen) {
             }
             None => seen.decision = "allow".into(),
         },
-        Got::Failed(_, Some(d)) if d["reason"] == "unknown_tool" => seen.decision = "invalid_or_unregistered_call".into(),
+        Got::Failed(_, Some(d)) if d["reason"] == "unknown_tool" => {
+            seen.decision = "invalid_or_unregistered_call".into()
+        }
         Got::Failed(m, _) => seen.decision = format!("failed: {m}"),
     }
     (seen.execution, seen.result) = match last {
-        Got::Input(v) if v["_meta"].get("io.toolgate/approval").is_some() => ("blocked".into(), "not_called".into()),
+        Got::Input(v) if v["_meta"].get("io.toolgate/approval").is_some() => {
+            ("blocked".into(), "not_called".into())
+        }
         Got::Input(_) => ("dispatched".into(), "input_required".into()),
         Got::Result(r) => match last.refusal() {
             Some(x) if x["action"] == "reconcile" => ("unknown".into(), "unknown".into()),
@@ -210,9 +319,15 @@ mod tests {
     /// checkout, or `TOOLGATE_SHARED_DIR`).
     #[test]
     fn expectations_match_the_seed() {
-        let shared = std::env::var("TOOLGATE_SHARED_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared").into());
-        let dir = std::fs::read_dir(format!("{shared}/seeds")).unwrap_or_else(|e| panic!("cannot read {shared}/seeds: {e}; set TOOLGATE_SHARED_DIR"));
-        let path = dir.filter_map(Result::ok).map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("002_"))).expect("seed 002");
+        let shared = std::env::var("TOOLGATE_SHARED_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared").into());
+        let dir = std::fs::read_dir(format!("{shared}/seeds"))
+            .unwrap_or_else(|e| panic!("cannot read {shared}/seeds: {e}; set TOOLGATE_SHARED_DIR"));
+        let path = dir
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("002_")))
+            .expect("seed 002");
         let seed: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let cases = seed["cases"].as_array().unwrap();
         assert_eq!(cases.len(), EXPECTED.len());

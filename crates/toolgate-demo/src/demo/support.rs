@@ -31,7 +31,8 @@ fn ticket(customer: &str, subject: &str, priority: &str, reference: &str) -> Val
 
 /// A `tools/call` carrying an operation key in `_meta`.
 pub async fn keyed(client: &Client, name: &str, arguments: &Value, key: &str) -> Got {
-    super::client::call_with_meta(client, name, arguments, json!({"io.toolgate/operationKey": key})).await
+    super::client::call_with_meta(client, name, arguments, json!({"io.toolgate/operationKey": key}))
+        .await
 }
 
 pub async fn run(d: &Desk<'_>) -> anyhow::Result<bool> {
@@ -45,28 +46,59 @@ pub async fn run(d: &Desk<'_>) -> anyhow::Result<bool> {
     let names: Vec<String> = found
         .structured()
         .and_then(|v| v["customers"].as_array())
-        .map(|c| c.iter().map(|c| format!("{} ({})", c["display_name"].as_str().unwrap_or("?"), c["customer_id"].as_str().unwrap_or("?"))).collect())
+        .map(|c| {
+            c.iter()
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c["display_name"].as_str().unwrap_or("?"),
+                        c["customer_id"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
         .unwrap_or_default();
-    let ambiguous = found.structured().is_some_and(|v| v["status"] == "ambiguous") && names.len() == 2;
-    s.step("\"North Region\": two similar customers → a clarification, no silent first pick", format!("the agent asks: which one — {}?", names.join(" or ")), ambiguous);
+    let ambiguous =
+        found.structured().is_some_and(|v| v["status"] == "ambiguous") && names.len() == 2;
+    s.step(
+        "\"North Region\": two similar customers → a clarification, no silent first pick",
+        format!("the agent asks: which one — {}?", names.join(" or ")),
+        ambiguous,
+    );
 
     // 2. A grant withdrawn between approval and commit: refused at commit.
-    let args = ticket("cust_southfield_05", "Freezer alarm in store room 2", "high", "ref-demo-withdrawn");
+    let args =
+        ticket("cust_southfield_05", "Freezer alarm in store room 2", "high", "ref-demo-withdrawn");
     let asked = call(d.via, CREATE, &args).await;
     let id = asked.approval_id().unwrap_or_default();
-    s.step("a high-priority ticket waits for an approver", asked.summary(), matches!(asked, Got::Input(_)) && !id.is_empty());
+    s.step(
+        "a high-priority ticket waits for an approver",
+        asked.summary(),
+        matches!(asked, Got::Input(_)) && !id.is_empty(),
+    );
     d.approver.approve(&id, "on-call confirmed the freezer alarm")?;
     let granted = std::fs::read_to_string(d.policy)?;
-    std::fs::write(d.policy, granted.replace("\"cust_southfield_05\"", "\"cust_southfield_05_withdrawn\""))?;
+    std::fs::write(
+        d.policy,
+        granted.replace("\"cust_southfield_05\"", "\"cust_southfield_05_withdrawn\""),
+    )?;
     d.gateway.reload_policy().context("reloading the policy")?;
-    println!("   ---- approved by dana; then the host withdraws cust_southfield_05 from the agent's grant (policy reloaded)");
+    println!(
+        "   ---- approved by dana; then the host withdraws cust_southfield_05 from the agent's grant (policy reloaded)"
+    );
     let before = tickets();
-    let commit = reissue(d.via, CREATE, &args, asked.request_state(), Some(accept_all(&asked))).await;
-    let rule = commit.refusal().and_then(|r| r["rules"][0].as_str().map(str::to_string)).unwrap_or_default();
+    let commit =
+        reissue(d.via, CREATE, &args, asked.request_state(), Some(accept_all(&asked))).await;
+    let rule = commit
+        .refusal()
+        .and_then(|r| r["rules"][0].as_str().map(str::to_string))
+        .unwrap_or_default();
     s.step(
         "the approved call, re-issued after the grant was withdrawn → refused at commit",
         format!("{} (rule {rule}); tickets created: {}", commit.summary(), tickets() - before),
-        commit.refused_for("policy_forbids") && rule == "support_authorised_customers" && tickets() == before,
+        commit.refused_for("policy_forbids")
+            && rule == "support_authorised_customers"
+            && tickets() == before,
     );
     std::fs::write(d.policy, granted)?;
     d.gateway.reload_policy()?;
@@ -79,19 +111,45 @@ pub async fn run(d: &Desk<'_>) -> anyhow::Result<bool> {
     let id_of = |g: &Got| g.structured().and_then(|v| v["ticket_id"].as_str()).map(str::to_string);
     s.step(
         "create_ticket retried with its operation key → one ticket, the same result",
-        format!("{} then {}; tickets created: {}, upstream calls: {}", first.summary(), again.summary(), tickets() - before, invocations() - sent),
-        id_of(&first).is_some() && id_of(&first) == id_of(&again) && tickets() == before + 1 && invocations() == sent + 1,
+        format!(
+            "{} then {}; tickets created: {}, upstream calls: {}",
+            first.summary(),
+            again.summary(),
+            tickets() - before,
+            invocations() - sent
+        ),
+        id_of(&first).is_some()
+            && id_of(&first) == id_of(&again)
+            && tickets() == before + 1
+            && invocations() == sent + 1,
     );
-    let other = keyed(d.via, CREATE, &ticket("cust_harbor_02", "Forklift 4 will not start", "normal", "ref-demo-retried"), "demo-retried-1").await;
-    s.step("the same key with another subject → a conflict, no ticket", other.summary(), other.refused_for("operation_conflict") && tickets() == before + 1);
+    let other = keyed(
+        d.via,
+        CREATE,
+        &ticket("cust_harbor_02", "Forklift 4 will not start", "normal", "ref-demo-retried"),
+        "demo-retried-1",
+    )
+    .await;
+    s.step(
+        "the same key with another subject → a conflict, no ticket",
+        other.summary(),
+        other.refused_for("operation_conflict") && tickets() == before + 1,
+    );
 
     // 4. The reply lost after the ticket was created: unknown, then reconciled.
     std::fs::write(d.sandbox.join("support.fault"), "stall:3000")?;
     let args = ticket("cust_training_17", "Projector bulb replacement", "low", "ref-demo-stalled");
     let before = tickets();
     let lost = keyed(d.via, CREATE, &args, "demo-stalled-1").await;
-    let op = lost.refusal().and_then(|r| r["operation_id"].as_str().map(str::to_string)).unwrap_or_default();
-    s.step("the desk stalls past the gateway's deadline after committing → unknown, reconcile", lost.summary(), lost.refused_for("outcome_unknown") && lost.refused("reconcile") && !op.is_empty());
+    let op = lost
+        .refusal()
+        .and_then(|r| r["operation_id"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    s.step(
+        "the desk stalls past the gateway's deadline after committing → unknown, reconcile",
+        lost.summary(),
+        lost.refused_for("outcome_unknown") && lost.refused("reconcile") && !op.is_empty(),
+    );
     let settled = d.approver.cli(&["ops", "reconcile", "--json"], &op)?;
     let settled: Value = serde_json::from_str(&settled).context("ops reconcile --json")?;
     let real = std::fs::read_to_string(d.sandbox.join("support-tickets.jsonl"))?
@@ -103,11 +161,23 @@ pub async fn run(d: &Desk<'_>) -> anyhow::Result<bool> {
     println!("   ---- `toolgate ops reconcile {op}`: get_ticket by client_reference");
     s.step(
         "reconciled: the effect exists",
-        format!("{} ({})", settled["operation"]["state"].as_str().unwrap_or("?"), settled["operation"]["resolution"].as_str().unwrap_or("")),
+        format!(
+            "{} ({})",
+            settled["operation"]["state"].as_str().unwrap_or("?"),
+            settled["operation"]["resolution"].as_str().unwrap_or("")
+        ),
         settled["applied"] == true && tickets() == before + 1,
     );
     let after = keyed(d.via, CREATE, &args, "demo-stalled-1").await;
-    let reported = after.structured().and_then(|v| v["evidence"]["ticket"]["ticket_id"].as_str()).map(str::to_string).unwrap_or_default();
-    s.step("retried with its key → the real ticket id, no second ticket", format!("ticket {reported} (the desk has {real})"), !real.is_empty() && reported == real && tickets() == before + 1);
+    let reported = after
+        .structured()
+        .and_then(|v| v["evidence"]["ticket"]["ticket_id"].as_str())
+        .map(str::to_string)
+        .unwrap_or_default();
+    s.step(
+        "retried with its key → the real ticket id, no second ticket",
+        format!("ticket {reported} (the desk has {real})"),
+        !real.is_empty() && reported == real && tickets() == before + 1,
+    );
     Ok(s.0)
 }

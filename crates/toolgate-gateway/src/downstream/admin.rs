@@ -43,8 +43,13 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
 /// any other route that reports one.
 pub fn store_error_status(e: &LedgerError) -> StatusCode {
     match e {
-        LedgerError::NotFound(_) | LedgerError::OperationNotFound(_) | LedgerError::NoticeNotFound(_) => StatusCode::NOT_FOUND,
-        LedgerError::NotPending { .. } | LedgerError::NotApproved { .. } | LedgerError::Expired(_) | LedgerError::WrongState { .. } => StatusCode::CONFLICT,
+        LedgerError::NotFound(_)
+        | LedgerError::OperationNotFound(_)
+        | LedgerError::NoticeNotFound(_) => StatusCode::NOT_FOUND,
+        LedgerError::NotPending { .. }
+        | LedgerError::NotApproved { .. }
+        | LedgerError::Expired(_)
+        | LedgerError::WrongState { .. } => StatusCode::CONFLICT,
         LedgerError::SelfApproval { .. } => StatusCode::FORBIDDEN,
         LedgerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -66,15 +71,29 @@ struct ListQuery {
 const LIST_LIMIT: (usize, usize) = (1_000, 10_000);
 
 /// `?state=…`, parsed; an unknown state is a 400 that lists the known ones.
-fn state_filter<S>(q: &ListQuery, parse: fn(&str) -> Option<S>, known: &str) -> Result<Option<S>, Response> {
+fn state_filter<S>(
+    q: &ListQuery,
+    parse: fn(&str) -> Option<S>,
+    known: &str,
+) -> Result<Option<S>, Response> {
     match q.state.as_deref() {
         None => Ok(None),
-        Some(s) => parse(s).map(Some).ok_or_else(|| plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use {known}"))),
+        Some(s) => parse(s).map(Some).ok_or_else(|| {
+            plain(StatusCode::BAD_REQUEST, &format!("unknown state `{s}`; use {known}"))
+        }),
     }
 }
 
-async fn list(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
-    let state = match state_filter(&q, ApprovalState::parse, "pending, approved, denied, expired or consumed") {
+async fn list(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let state = match state_filter(
+        &q,
+        ApprovalState::parse,
+        "pending, approved, denied, expired or consumed",
+    ) {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -84,9 +103,15 @@ async fn list(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Query(
     }
 }
 
-async fn show(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn show(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+) -> Response {
     match gw.ledger.approval(&id).await {
-        Ok(Some(a)) if a.binding.tenant == caller.tenant => Json(a.as_of(gw.clock.now_ms())).into_response(),
+        Ok(Some(a)) if a.binding.tenant == caller.tenant => {
+            Json(a.as_of(gw.clock.now_ms())).into_response()
+        }
         // Another tenant's approval does not exist for this approver.
         Ok(_) => store_error(LedgerError::NotFound(id)),
         Err(e) => store_error(e),
@@ -98,7 +123,12 @@ struct DecideBody {
     reason: String,
 }
 
-async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path((id, ruling)): Path<(String, String)>, body: axum::body::Bytes) -> Response {
+async fn decide(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Path((id, ruling)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
     let approve = match ruling.as_str() {
         "approve" => true,
         "deny" => false,
@@ -106,7 +136,12 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
     };
     let reason = match serde_json::from_slice::<DecideBody>(&body) {
         Ok(b) if !b.reason.trim().is_empty() => b.reason,
-        _ => return plain(StatusCode::BAD_REQUEST, "send a JSON body {\"reason\": \"…\"}; every decision records why"),
+        _ => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "send a JSON body {\"reason\": \"…\"}; every decision records why",
+            );
+        }
     };
     match gw.decide_approval(&caller, &id, approve, &reason).await {
         Ok(a) => Json(a).into_response(),
@@ -115,7 +150,11 @@ async fn decide(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path
     }
 }
 
-async fn operations(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Query(q): Query<ListQuery>) -> Response {
+async fn operations(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let states = OperationState::ALL.map(OperationState::as_str).join(", ");
     let state = match state_filter(&q, OperationState::parse, &states) {
         Ok(s) => s,
@@ -123,7 +162,10 @@ async fn operations(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, 
     };
     let limit = q.limit.unwrap_or(LIST_LIMIT.0);
     if limit > LIST_LIMIT.1 {
-        return plain(StatusCode::BAD_REQUEST, &format!("limit is at most {}; narrow the list with ?state=…", LIST_LIMIT.1));
+        return plain(
+            StatusCode::BAD_REQUEST,
+            &format!("limit is at most {}; narrow the list with ?state=…", LIST_LIMIT.1),
+        );
     }
     match gw.ledger.operations(Some(&caller.tenant), state, gw.clock.now_ms(), limit).await {
         Ok(all) => Json(json!({"operations": all, "limit": limit})).into_response(),
@@ -131,7 +173,11 @@ async fn operations(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, 
     }
 }
 
-async fn operation(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn operation(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+) -> Response {
     match gw.ledger.operation(&id).await {
         Ok(Some(op)) if op.key.tenant == caller.tenant => Json(op).into_response(),
         Ok(_) => store_error(LedgerError::OperationNotFound(id)),
@@ -139,7 +185,11 @@ async fn operation(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, P
     }
 }
 
-async fn reconcile(Approver(caller): Approver, State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+async fn reconcile(
+    Approver(caller): Approver,
+    State(gw): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+) -> Response {
     match gw.ledger.operation(&id).await {
         Ok(Some(op)) if op.key.tenant == caller.tenant => {}
         Ok(_) => return store_error(LedgerError::OperationNotFound(id)),

@@ -16,16 +16,30 @@ pub(super) async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, 
     let (kind, field) = match reference["type"].as_str() {
         Some("ref/prompt") => (Kind::Prompt, "name"),
         Some("ref/resource") => (Kind::Template, "uri"),
-        _ => return Err(RpcError::new(code::INVALID_PARAMS, "params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
+        _ => {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}",
+            ));
+        }
     };
     let name = reference[field].as_str().unwrap_or_default();
     let catalog = gw.catalogs.current();
-    let found = catalog.content(kind, name).or_else(|| (kind == Kind::Template).then(|| catalog.content(Kind::Resource, name)).flatten());
+    let found = catalog.content(kind, name).or_else(|| {
+        (kind == Kind::Template).then(|| catalog.content(Kind::Resource, name)).flatten()
+    });
     let Some(target) = found.filter(|t| t.listable()) else {
         let what = if kind == Kind::Prompt { "prompt" } else { "resource template" };
-        return Err(RpcError::new(code::INVALID_PARAMS, format!("there is no {what} `{name}` to complete; list them and use one of theirs")).with_data(json!({field: name})));
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!("there is no {what} `{name}` to complete; list them and use one of theirs"),
+        )
+        .with_data(json!({field: name})));
     };
-    let upstream = gw.catalogs.upstream(&target.server).ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "the server is not configured"))?;
+    let upstream = gw
+        .catalogs
+        .upstream(&target.server)
+        .ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "the server is not configured"))?;
     // The upstream's own names; the client's `_meta` is its own business.
     let mut forwarded = params.clone();
     forwarded["ref"][field] = json!(target.tool.name);
@@ -37,7 +51,10 @@ pub(super) async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, 
         Err(crate::upstream::UpstreamError::Rpc(e)) => Err(e),
         Err(e) => {
             tracing::warn!(server = %target.server, error = %e, "a completion failed upstream");
-            Err(RpcError::new(code::INTERNAL_ERROR, format!("the server `{}` did not complete the request; retry later", target.server)))
+            Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("the server `{}` did not complete the request; retry later", target.server),
+            ))
         }
     }
 }
@@ -51,7 +68,11 @@ pub(super) fn expose_contents(gw: &Gateway, exposed: &str, result: &mut RawObjec
     if config.exposed_uri(server, "").is_empty() {
         return;
     }
-    let Some(mut contents) = result.get("contents").and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok()) else { return };
+    let Some(mut contents) =
+        result.get("contents").and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok())
+    else {
+        return;
+    };
     for item in &mut contents {
         if let Some(uri) = item.get("uri").and_then(Value::as_str) {
             item["uri"] = json!(config.exposed_uri(server, uri));

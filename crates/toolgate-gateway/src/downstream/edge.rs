@@ -24,20 +24,22 @@ use toolgate_core::Caller;
 use toolgate_core::strict_json::{self, JsonError};
 
 use super::{Inbound, Peer, check_modern_meta, inbound, unsupported_version};
+use crate::callers::AuthError;
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
-use crate::callers::AuthError;
 use crate::oauth::TokenError;
 use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 
 /// A plain-text response: how the edge's rules refuse a request.
 pub fn plain(status: StatusCode, text: &str) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string()).into_response()
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string())
+        .into_response()
 }
 
 /// A JSON-RPC error response with an HTTP status.
 pub(crate) fn rpc_error(status: StatusCode, id: Option<&Id>, error: RpcError) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], wire::error_response(id, &error)).into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], wire::error_response(id, &error))
+        .into_response()
 }
 
 /// Header `name` of a request, when it is present and visible ASCII.
@@ -58,7 +60,10 @@ fn host_name(host: &str) -> &str {
 
 /// `Host` against the allow-list: an entry without a port admits any port.
 fn host_allowed(allowed: &[String], host: &str) -> bool {
-    !host.is_empty() && allowed.iter().any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(host_name(host)))
+    !host.is_empty()
+        && allowed
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(host_name(host)))
 }
 
 /// An `Origin` is allowed when listed, or when it is an http(s) origin on an
@@ -78,12 +83,18 @@ pub fn host_and_origin(gw: &Gateway, headers: &HeaderMap) -> Result<(), Response
     let settings = &gw.config().gateway;
     let host = header_str(headers, "host").unwrap_or_default();
     if !host_allowed(&settings.allowed_hosts, host) {
-        return Err(plain(StatusCode::FORBIDDEN, "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts"));
+        return Err(plain(
+            StatusCode::FORBIDDEN,
+            "Host not allowed (DNS-rebinding protection); add it to gateway.allowed_hosts",
+        ));
     }
     if let Some(origin) = header_str(headers, "origin")
         && !origin_allowed(&settings.allowed_origins, &settings.allowed_hosts, origin)
     {
-        return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed; add it to gateway.allowed_origins"));
+        return Err(plain(
+            StatusCode::FORBIDDEN,
+            "Origin not allowed; add it to gateway.allowed_origins",
+        ));
     }
     Ok(())
 }
@@ -104,11 +115,16 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
         };
         let Some(oauth) = &gw.oauth else {
             let mut r = plain(StatusCode::UNAUTHORIZED, error.message());
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"".parse().expect("static header"));
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer realm=\"toolgate\"".parse().expect("static header"),
+            );
             return Err(r);
         };
         // Not a `[callers]` token: an OAuth access token, or nothing.
-        let bearer = authorization.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim);
+        let bearer = authorization
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
         let failed = match (error, bearer) {
             (AuthError::Unknown, Some(token)) => match oauth.authenticate(token).await {
                 Ok(caller) => return Ok(Admitted(caller)),
@@ -117,7 +133,10 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
             _ => None,
         };
         let (status, text) = match &failed {
-            None => (StatusCode::UNAUTHORIZED, "authentication required: send `Authorization: Bearer TOKEN`, an access token from the authorization server the resource metadata names"),
+            None => (
+                StatusCode::UNAUTHORIZED,
+                "authentication required: send `Authorization: Bearer TOKEN`, an access token from the authorization server the resource metadata names",
+            ),
             Some(TokenError::Invalid(why)) => (StatusCode::UNAUTHORIZED, why.as_str()),
             Some(TokenError::InsufficientScope(why)) => (StatusCode::FORBIDDEN, why.as_str()),
             Some(TokenError::Unavailable(why)) => (StatusCode::SERVICE_UNAVAILABLE, why.as_str()),
@@ -125,7 +144,10 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
         let mut r = plain(status, text);
         if status != StatusCode::SERVICE_UNAVAILABLE {
             let challenge = oauth.challenge(failed.as_ref());
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.parse().unwrap_or_else(|_| "Bearer".parse().expect("static header")));
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                challenge.parse().unwrap_or_else(|_| "Bearer".parse().expect("static header")),
+            );
         }
         Err(r)
     }
@@ -140,7 +162,10 @@ impl FromRequestParts<Arc<Gateway>> for Approver {
     async fn from_request_parts(parts: &mut Parts, gw: &Arc<Gateway>) -> Result<Self, Response> {
         let Admitted(caller) = Admitted::from_request_parts(parts, gw).await?;
         if !caller.has_role(APPROVER_ROLE) {
-            return Err(plain(StatusCode::FORBIDDEN, "the approver role is required; agent tokens cannot see or decide approvals"));
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "the approver role is required; agent tokens cannot see or decide approvals",
+            ));
         }
         Ok(Approver(caller))
     }
@@ -155,11 +180,17 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonRpcMedia {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
         let content_type = header_str(&parts.headers, "content-type").unwrap_or_default();
         if !content_type.trim().to_ascii_lowercase().starts_with("application/json") {
-            return Err(plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
+            return Err(plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            ));
         }
         let accept = header_str(&parts.headers, "accept").unwrap_or_default().to_ascii_lowercase();
         if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
-            return Err(plain(StatusCode::NOT_ACCEPTABLE, "Accept must list application/json and text/event-stream"));
+            return Err(plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept must list application/json and text/event-stream",
+            ));
         }
         Ok(JsonRpcMedia)
     }
@@ -170,7 +201,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let address = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
+        let address =
+            parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
         // Streamable HTTP here is stateless: no session is issued.
         Ok(Peer { transport: "tcp", address, session: None, inbound_token: None })
     }
@@ -192,15 +224,38 @@ impl FromRequest<Arc<Gateway>> for McpMessage {
     async fn from_request(request: Request, gw: &Arc<Gateway>) -> Result<Self, Response> {
         let max = gw.config().gateway.max_body_bytes;
         let (parts, body) = request.into_parts();
-        let too_large = |message: String| rpc_error(StatusCode::PAYLOAD_TOO_LARGE, None, RpcError::new(code::INVALID_REQUEST, message));
-        let body = axum::body::to_bytes(body, max).await.map_err(|_| too_large(format!("the body exceeds {max} bytes")))?;
+        let too_large = |message: String| {
+            rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                RpcError::new(code::INVALID_REQUEST, message),
+            )
+        };
+        let body = axum::body::to_bytes(body, max)
+            .await
+            .map_err(|_| too_large(format!("the body exceeds {max} bytes")))?;
         let value = match strict_json::parse(&body, gw.limits) {
             Ok(v) => v,
-            Err(JsonError::TooLarge { .. }) => return Err(too_large("the body is too large".into())),
-            Err(e @ JsonError::Syntax(_)) => return Err(rpc_error(StatusCode::BAD_REQUEST, None, RpcError::new(code::PARSE_ERROR, e.to_string()))),
-            Err(e) => return Err(rpc_error(StatusCode::BAD_REQUEST, None, RpcError::new(code::INVALID_REQUEST, e.to_string()))),
+            Err(JsonError::TooLarge { .. }) => {
+                return Err(too_large("the body is too large".into()));
+            }
+            Err(e @ JsonError::Syntax(_)) => {
+                return Err(rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    RpcError::new(code::PARSE_ERROR, e.to_string()),
+                ));
+            }
+            Err(e) => {
+                return Err(rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    RpcError::new(code::INVALID_REQUEST, e.to_string()),
+                ));
+            }
         };
-        let msg = inbound(value).map_err(|(id, e)| rpc_error(StatusCode::BAD_REQUEST, id.as_ref(), e))?;
+        let msg =
+            inbound(value).map_err(|(id, e)| rpc_error(StatusCode::BAD_REQUEST, id.as_ref(), e))?;
         let bad = |e: RpcError| rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), e);
         let era = version(&parts.headers, &msg).map_err(bad)?;
         param_headers(gw, &parts.headers, &msg, era).map_err(bad)?;
@@ -211,12 +266,17 @@ impl FromRequest<Arc<Gateway>> for McpMessage {
 /// The era of this request, from `MCP-Protocol-Version`, with the routing
 /// headers checked against the body.
 fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
-    let mismatch = |what: &str| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {what}"));
+    let mismatch =
+        |what: &str| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {what}"));
     match header_str(headers, "mcp-protocol-version") {
         Some(MODERN) => {
-            let method = header_str(headers, "mcp-method").ok_or_else(|| mismatch("Mcp-Method header is missing"))?;
+            let method = header_str(headers, "mcp-method")
+                .ok_or_else(|| mismatch("Mcp-Method header is missing"))?;
             if method != msg.method {
-                return Err(mismatch(&format!("Mcp-Method is `{method}` but the body's method is `{}`", msg.method)));
+                return Err(mismatch(&format!(
+                    "Mcp-Method is `{method}` but the body's method is `{}`",
+                    msg.method
+                )));
             }
             if let Some(field) = wire::named_by(&msg.method) {
                 let body_name = msg.params.get(field).and_then(Value::as_str).unwrap_or_default();
@@ -224,17 +284,34 @@ fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
                 // beyond printable ASCII as `=?base64?…?=`), then compared
                 // exactly: no normalisation, so a confusable stays another name.
                 let Some(header) = header_str(headers, "mcp-name") else {
-                    return Err(mismatch(&format!("Mcp-Name header is missing for {}", msg.method)));
+                    return Err(mismatch(&format!(
+                        "Mcp-Name header is missing for {}",
+                        msg.method
+                    )));
                 };
                 match crate::param_headers::decode(header) {
                     Ok(name) if name == body_name => {}
-                    Ok(name) => return Err(mismatch(&format!("Mcp-Name is `{name}` but params.{field} is `{body_name}`"))),
-                    Err(why) => return Err(mismatch(&format!("Mcp-Name `{header}` is not a valid value ({why})"))),
+                    Ok(name) => {
+                        return Err(mismatch(&format!(
+                            "Mcp-Name is `{name}` but params.{field} is `{body_name}`"
+                        )));
+                    }
+                    Err(why) => {
+                        return Err(mismatch(&format!(
+                            "Mcp-Name `{header}` is not a valid value ({why})"
+                        )));
+                    }
                 }
             }
-            let meta_version = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).and_then(Value::as_str);
+            let meta_version = msg
+                .params
+                .get("_meta")
+                .and_then(|m| m.get(wire::META_PROTOCOL_VERSION))
+                .and_then(Value::as_str);
             if let Some(v) = meta_version.filter(|v| *v != MODERN) {
-                return Err(mismatch(&format!("MCP-Protocol-Version is `{MODERN}` but _meta says `{v}`")));
+                return Err(mismatch(&format!(
+                    "MCP-Protocol-Version is `{MODERN}` but _meta says `{v}`"
+                )));
             }
             if msg.id.is_some() {
                 check_modern_meta(&msg.params)?;
@@ -244,14 +321,24 @@ fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
         Some(v) if SUPPORTED_VERSIONS.contains(&v) => Ok(Era::Legacy),
         Some(other) => Err(unsupported_version(other)),
         // The legacy handshake comes before any version is agreed.
-        None if matches!(msg.method.as_str(), "initialize" | "notifications/initialized") => Ok(Era::Legacy),
-        None => Err(RpcError::new(code::INVALID_REQUEST, "the MCP-Protocol-Version header is required").with_data(json!({"supported": SUPPORTED_VERSIONS}))),
+        None if matches!(msg.method.as_str(), "initialize" | "notifications/initialized") => {
+            Ok(Era::Legacy)
+        }
+        None => {
+            Err(RpcError::new(code::INVALID_REQUEST, "the MCP-Protocol-Version header is required")
+                .with_data(json!({"supported": SUPPORTED_VERSIONS})))
+        }
     }
 }
 
 /// `Mcp-Param-*` headers must agree with the arguments they mirror (only a
 /// listed tool's schema can say which those are).
-fn param_headers(gw: &Gateway, headers: &HeaderMap, msg: &Inbound, era: Era) -> Result<(), RpcError> {
+fn param_headers(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    msg: &Inbound,
+    era: Era,
+) -> Result<(), RpcError> {
     if era != Era::Modern || msg.method != "tools/call" {
         return Ok(());
     }
@@ -270,7 +357,12 @@ mod tests {
 
     #[test]
     fn host_matching() {
-        let allowed = vec!["localhost".to_string(), "127.0.0.1".to_string(), "[::1]".to_string(), "gw.example:8443".to_string()];
+        let allowed = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "[::1]".to_string(),
+            "gw.example:8443".to_string(),
+        ];
         assert!(host_allowed(&allowed, "localhost:8765"));
         assert!(host_allowed(&allowed, "127.0.0.1"));
         assert!(host_allowed(&allowed, "[::1]:8765"));

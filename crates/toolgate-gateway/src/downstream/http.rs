@@ -29,7 +29,12 @@ use crate::wire::{Era, RpcError, code};
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
 pub fn router(gw: Arc<Gateway>) -> axum::Router {
     let mcp = axum::routing::post(endpoint).get(standing).delete(end_session).fallback(post_only);
-    let routes = axum::Router::new().route("/mcp", mcp).merge(super::admin::routes()).merge(super::log_tiles::routes()).merge(super::probes::routes()).merge(super::well_known::routes());
+    let routes = axum::Router::new()
+        .route("/mcp", mcp)
+        .merge(super::admin::routes())
+        .merge(super::log_tiles::routes())
+        .merge(super::probes::routes())
+        .merge(super::well_known::routes());
     routes.with_state(gw)
 }
 
@@ -73,7 +78,9 @@ pub async fn serve_router_tls(
     // address as `ConnectInfo<SocketAddr>`, as it knows a TcpListener's.
     fn untouched(_: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>) {}
     let listener = axum::serve::ListenerExt::tap_io(listener, untouched as fn(&mut _));
-    axum::serve(listener, routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, routes.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Serves `routes` on `listener` until `shutdown` resolves, with each
@@ -84,14 +91,18 @@ pub async fn serve_router(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), routes.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown).await
+    axum::serve(no_delay(listener), routes.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// `listener` with TCP_NODELAY on every socket it accepts: an answer (an
 /// SSE event, a JSON body after its headers) goes out in several small
 /// writes, which Nagle's algorithm would hold back for the peer's delayed
 /// ACK — some 40 ms a call.
-pub fn no_delay(listener: tokio::net::TcpListener) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
     fn set(tcp: &mut tokio::net::TcpStream) {
         let _ = tcp.set_nodelay(true);
     }
@@ -110,17 +121,31 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// `GET /mcp`: a legacy session's stream (list changes, updates of the
 /// resources it follows), with a comment every `KEEP_ALIVE` while nothing
 /// is said. Without a session there is nothing to stream: 405, as before.
-async fn standing(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted, headers: axum::http::HeaderMap) -> Response {
+async fn standing(
+    State(gw): State<Arc<Gateway>>,
+    Admitted(caller): Admitted,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let Some(id) = header_str(&headers, SESSION_HEADER) else {
-        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET opens a legacy session's stream: send the Mcp-Session-Id that initialize issued (2026-07-28 clients use subscriptions/listen)");
+        let mut r = plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET opens a legacy session's stream: send the Mcp-Session-Id that initialize issued (2026-07-28 clients use subscriptions/listen)",
+        );
         r.headers_mut().insert(header::ALLOW, "POST".parse().expect("static header"));
         return r;
     };
-    if !header_str(&headers, "accept").unwrap_or_default().to_ascii_lowercase().contains("text/event-stream") {
+    if !header_str(&headers, "accept")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .contains("text/event-stream")
+    {
         return plain(StatusCode::NOT_ACCEPTABLE, "Accept must list text/event-stream");
     }
     let Some(session) = gw.sessions.get(id, &caller.name, gw.clock.now_ms()) else {
-        return plain(StatusCode::NOT_FOUND, "no such session (it ended, or the gateway restarted): initialize again");
+        return plain(
+            StatusCode::NOT_FOUND,
+            "no such session (it ended, or the gateway restarted): initialize again",
+        );
     };
     let rx = super::sessions::stream(gw.clone(), session);
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -130,13 +155,25 @@ async fn standing(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted, he
         };
         Some((Ok::<_, std::convert::Infallible>(said), rx))
     });
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
 /// `DELETE /mcp`: the client ends its legacy session.
-async fn end_session(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted, headers: axum::http::HeaderMap) -> Response {
+async fn end_session(
+    State(gw): State<Arc<Gateway>>,
+    Admitted(caller): Admitted,
+    headers: axum::http::HeaderMap,
+) -> Response {
     match header_str(&headers, SESSION_HEADER) {
-        None => plain(StatusCode::METHOD_NOT_ALLOWED, "DELETE ends a legacy session: send the Mcp-Session-Id that initialize issued"),
+        None => plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "DELETE ends a legacy session: send the Mcp-Session-Id that initialize issued",
+        ),
         Some(id) if gw.sessions.close(id, &caller.name) => StatusCode::NO_CONTENT.into_response(),
         Some(_) => plain(StatusCode::NOT_FOUND, "no such session"),
     }
@@ -144,14 +181,32 @@ async fn end_session(State(gw): State<Arc<Gateway>>, Admitted(caller): Admitted,
 
 /// `resources/subscribe` and `resources/unsubscribe` (legacy): about the
 /// session `initialize` issued, whose stream carries the updates.
-fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, session: Option<&str>) -> Response {
+fn subscription(
+    gw: &Gateway,
+    msg: &Inbound,
+    caller: &toolgate_core::Caller,
+    session: Option<&str>,
+) -> Response {
     let Some(id) = msg.id.as_ref() else { return StatusCode::ACCEPTED.into_response() };
     let Some(session) = session else {
-        let e = RpcError::new(code::INVALID_REQUEST, format!("{} is about the session initialize issued: send its Mcp-Session-Id, and open its stream with GET", msg.method));
+        let e = RpcError::new(
+            code::INVALID_REQUEST,
+            format!(
+                "{} is about the session initialize issued: send its Mcp-Session-Id, and open its stream with GET",
+                msg.method
+            ),
+        );
         return plain_reply(Reply::Json(crate::wire::error_response(Some(id), &e)));
     };
     let Some(session) = gw.sessions.get(session, &caller.name, gw.clock.now_ms()) else {
-        return rpc_error(StatusCode::NOT_FOUND, Some(id), RpcError::new(code::INVALID_REQUEST, "no such session (it ended, or the gateway restarted): initialize again"));
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            Some(id),
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "no such session (it ended, or the gateway restarted): initialize again",
+            ),
+        );
     };
     match session.answer(gw, msg) {
         Some(answer) => plain_reply(Reply::Json(answer)),
@@ -160,18 +215,38 @@ fn subscription(gw: &Gateway, msg: &Inbound, caller: &toolgate_core::Caller, ses
 }
 
 /// The extractors run in this order: who may call, what it sends, the message.
-async fn endpoint(State(gw): State<Arc<Gateway>>, mut peer: Peer, Admitted(caller): Admitted, _: JsonRpcMedia, headers: axum::http::HeaderMap, McpMessage { mut msg, era }: McpMessage) -> Response {
+async fn endpoint(
+    State(gw): State<Arc<Gateway>>,
+    mut peer: Peer,
+    Admitted(caller): Admitted,
+    _: JsonRpcMedia,
+    headers: axum::http::HeaderMap,
+    McpMessage { mut msg, era }: McpMessage,
+) -> Response {
     peer.inbound_token = inbound_token(&gw, &headers);
     if era == Era::Legacy && msg.method != "initialize" {
-        let session = header_str(&headers, SESSION_HEADER).and_then(|id| gw.sessions.get(id, &caller.name, gw.clock.now_ms()));
+        let session = header_str(&headers, SESSION_HEADER)
+            .and_then(|id| gw.sessions.get(id, &caller.name, gw.clock.now_ms()));
         super::sessions::carry_capabilities(&mut msg, session.and_then(|s| s.capabilities()));
     }
     if msg.method == "subscriptions/listen" {
         let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
-            return rpc_error(StatusCode::BAD_REQUEST, msg.id.as_ref(), RpcError::new(code::INVALID_REQUEST, "subscriptions/listen is a 2026-07-28 request"));
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                msg.id.as_ref(),
+                RpcError::new(
+                    code::INVALID_REQUEST,
+                    "subscriptions/listen is a 2026-07-28 request",
+                ),
+            );
         };
         let body = Body::from_stream(super::listen::listen_stream(gw.clone(), id, &msg.params));
-        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response();
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+            body,
+        )
+            .into_response();
     }
     if msg.method == "tools/call" {
         return call_stream(gw, msg, era, caller, peer).await;
@@ -186,7 +261,9 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, mut peer: Peer, Admitted(calle
     // A legacy handshake opens a session, for the stream its client may open.
     if initialize && response.status() == StatusCode::OK {
         let id = gw.sessions.open(&name, gw.clock.now_ms(), capabilities);
-        response.headers_mut().insert(SESSION_HEADER, id.parse().expect("a token is a header value"));
+        response
+            .headers_mut()
+            .insert(SESSION_HEADER, id.parse().expect("a token is a header value"));
     }
     response
 }
@@ -196,7 +273,9 @@ async fn endpoint(State(gw): State<Arc<Gateway>>, mut peer: Peer, Admitted(calle
 /// person's subject token.
 fn inbound_token(gw: &Gateway, headers: &axum::http::HeaderMap) -> Option<Arc<str>> {
     gw.oauth.as_ref()?;
-    let bearer = header_str(headers, "authorization").and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))).map(str::trim)?;
+    let bearer = header_str(headers, "authorization")
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)?;
     gw.callers.by_token(bearer).is_none().then(|| bearer.into())
 }
 
@@ -204,9 +283,20 @@ fn inbound_token(gw: &Gateway, headers: &axum::http::HeaderMap) -> Option<Arc<st
 fn plain_reply(reply: Reply) -> Response {
     match reply {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
-        Reply::Json(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
-        Reply::NotFound(body) => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
-        Reply::BadRequest(body) => (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response(),
+        Reply::Json(body) => {
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body))
+                .into_response()
+        }
+        Reply::NotFound(body) => {
+            (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], Body::from(body))
+                .into_response()
+        }
+        Reply::BadRequest(body) => (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response(),
     }
 }
 
@@ -222,7 +312,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// the upstream, or from a call held for its approval) or has run for
 /// `SSE_AFTER`, its answer is an SSE stream: those messages, a comment every
 /// `KEEP_ALIVE` while nothing else is said, then the result.
-async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolgate_core::Caller>, peer: Peer) -> Response {
+async fn call_stream(
+    gw: Arc<Gateway>,
+    msg: Inbound,
+    era: Era,
+    caller: Arc<toolgate_core::Caller>,
+    peer: Peer,
+) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (done_tx, mut done) = tokio::sync::oneshot::channel::<Reply>();
     // Kept to answer with if the call's task dies; the answer itself is
@@ -269,7 +365,12 @@ async fn call_stream(gw: Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<toolg
         }
     });
     let events = futures_util::StreamExt::map(events, Ok::<_, std::convert::Infallible>);
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events)).into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
 struct Streaming {
@@ -282,7 +383,10 @@ struct Streaming {
 
 /// The answer to request `id` when the task running it died.
 fn failed(id: Option<&crate::wire::Id>) -> Reply {
-    Reply::Json(crate::wire::error_response(id, &RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway; retry it")))
+    Reply::Json(crate::wire::error_response(
+        id,
+        &RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway; retry it"),
+    ))
 }
 
 /// The next message, or never once the call has no more to say.
@@ -298,4 +402,3 @@ async fn recv(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>) -> 
         None => std::future::pending().await,
     }
 }
-

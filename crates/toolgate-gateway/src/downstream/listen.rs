@@ -34,24 +34,35 @@ pub(crate) struct Shown([u64; 3]);
 impl Shown {
     pub(crate) fn of(catalog: &Catalog) -> Self {
         use std::hash::{Hash, Hasher};
-        let digest = |items: &mut dyn Iterator<Item = &std::sync::Arc<crate::catalog::ExposedTool>>| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            for t in items.filter(|t| t.listable()) {
-                (&t.exposed_name, &t.definition_sha256).hash(&mut h);
-            }
-            h.finish()
-        };
+        let digest =
+            |items: &mut dyn Iterator<Item = &std::sync::Arc<crate::catalog::ExposedTool>>| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                for t in items.filter(|t| t.listable()) {
+                    (&t.exposed_name, &t.definition_sha256).hash(&mut h);
+                }
+                h.finish()
+            };
         Shown([
             digest(&mut catalog.tools.values()),
             digest(&mut catalog.prompts.values()),
-            digest(&mut catalog.resources.values().chain(catalog.templates.values().map(|(_, t)| t))),
+            digest(
+                &mut catalog.resources.values().chain(catalog.templates.values().map(|(_, t)| t)),
+            ),
         ])
     }
 
     /// The notifications of the lists that differ from `before`, of those `wanted`.
-    pub(crate) fn changed_since(&self, before: &Shown, wanted: [bool; 3]) -> impl Iterator<Item = &'static str> + '_ {
+    pub(crate) fn changed_since(
+        &self,
+        before: &Shown,
+        wanted: [bool; 3],
+    ) -> impl Iterator<Item = &'static str> + '_ {
         let before = *before;
-        LISTS.iter().enumerate().filter(move |(i, _)| wanted[*i] && self.0[*i] != before.0[*i]).map(|(_, (_, _, method))| *method)
+        LISTS
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| wanted[*i] && self.0[*i] != before.0[*i])
+            .map(|(_, (_, _, method))| *method)
     }
 }
 
@@ -64,7 +75,8 @@ pub(crate) async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gat
         cancel.cancelled().await;
         return false;
     }
-    let changed = futures_util::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
+    let changed =
+        futures_util::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
     tokio::select! {
         (result, _, _) = changed => result.is_ok(),
         _ = cancel.cancelled() => false,
@@ -75,7 +87,9 @@ pub(crate) async fn next_change(receivers: &mut [watch::Receiver<u64>], gw: &Gat
 /// may change the registry and the upstreams themselves, so a follower
 /// takes these again after each change).
 pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
-    std::iter::once(gw.catalogs.reloads()).chain(gw.catalogs.upstreams().iter().map(|u| u.changes())).collect()
+    std::iter::once(gw.catalogs.reloads())
+        .chain(gw.catalogs.upstreams().iter().map(|u| u.changes()))
+        .collect()
 }
 
 /// The SSE body of a `subscriptions/listen` request: the acknowledgement,
@@ -83,9 +97,18 @@ pub(crate) fn receivers(gw: &Gateway) -> Vec<watch::Receiver<u64>> {
 /// a resource it subscribed to, then (when the gateway stops) the request's
 /// final result. Only resources the caller may read are watched (the
 /// acknowledgement names them); the watch ends when the client goes away.
-pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStream<'static, Result<String, Infallible>> {
+pub(crate) fn listen_stream(
+    gw: Arc<Gateway>,
+    id: Id,
+    params: &Value,
+) -> BoxStream<'static, Result<String, Infallible>> {
     let wanted = LISTS.map(|(_, filter, _)| params["notifications"][filter] == json!(true));
-    let mut accepted: serde_json::Map<String, Value> = LISTS.iter().zip(wanted).filter(|(_, w)| *w).map(|((_, filter, _), _)| (filter.to_string(), json!(true))).collect();
+    let mut accepted: serde_json::Map<String, Value> = LISTS
+        .iter()
+        .zip(wanted)
+        .filter(|(_, w)| *w)
+        .map(|((_, filter, _), _)| (filter.to_string(), json!(true)))
+        .collect();
     let (watching, watches) = watch(&gw, &params["notifications"]["resourceSubscriptions"]);
     if !watching.is_empty() {
         accepted.insert("resourceSubscriptions".into(), json!(watching));
@@ -96,10 +119,13 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
         if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
             p.extend(e);
         }
-        crate::sse::message(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
+        crate::sse::message(
+            &json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string(),
+        )
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let _ = tx.send(note("notifications/subscriptions/acknowledged", json!({"notifications": accepted})));
+    let _ = tx
+        .send(note("notifications/subscriptions/acknowledged", json!({"notifications": accepted})));
     // The watches' updates, as the exposed URIs the client subscribed to.
     let stop = tokio_util::sync::CancellationToken::new();
     let (updated_tx, mut updated) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -134,7 +160,11 @@ pub(crate) fn listen_stream(gw: Arc<Gateway>, id: Id, params: &Value) -> BoxStre
 
 /// Passes each update the `watches` hear on to `out`, under the exposed
 /// URI the client named, until `stop` is cancelled.
-pub(crate) fn forward(watches: Vec<Watched>, stop: &tokio_util::sync::CancellationToken, out: impl Fn(String) + Clone + Send + 'static) {
+pub(crate) fn forward(
+    watches: Vec<Watched>,
+    stop: &tokio_util::sync::CancellationToken,
+    out: impl Fn(String) + Clone + Send + 'static,
+) {
     for (mut watch, pairs) in watches {
         let (out, stop) = (out.clone(), stop.clone());
         tokio::spawn(async move {
@@ -144,7 +174,10 @@ pub(crate) fn forward(watches: Vec<Watched>, stop: &tokio_util::sync::Cancellati
                     uri = watch.updates.recv() => uri,
                 };
                 match uri {
-                    Ok(uri) => pairs.iter().filter(|(_, theirs)| *theirs == uri).for_each(|(exposed, _)| out(exposed.clone())),
+                    Ok(uri) => pairs
+                        .iter()
+                        .filter(|(_, theirs)| *theirs == uri)
+                        .for_each(|(exposed, _)| out(exposed.clone())),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => return,
                 }
@@ -180,11 +213,15 @@ pub(crate) type Watched = (crate::upstream::Watch, Vec<(String, String)>);
 pub(crate) fn watch(gw: &Gateway, requested: &Value) -> (Vec<String>, Vec<Watched>) {
     let catalog = gw.catalogs.current();
     let mut accepted = Vec::new();
-    let mut by_server: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+    let mut by_server: std::collections::BTreeMap<String, Vec<(String, String)>> =
+        Default::default();
     for uri in requested.as_array().into_iter().flatten().filter_map(Value::as_str) {
         if let Some(found) = catalog.content(Kind::Resource, uri).filter(|t| t.listable()) {
             accepted.push(uri.to_string());
-            by_server.entry(found.server.clone()).or_default().push((uri.to_string(), found.upstream_uri(uri).to_string()));
+            by_server
+                .entry(found.server.clone())
+                .or_default()
+                .push((uri.to_string(), found.upstream_uri(uri).to_string()));
         }
     }
     let watches = by_server
@@ -213,14 +250,29 @@ mod tests {
     fn a_change_is_news_only_for_the_list_that_changed_and_only_to_who_asked() {
         let mut catalog = Catalog::default();
         let before = Shown::of(&catalog);
-        let mut prompt = tool("parts", json!({"name": "diagnose", "inputSchema": {}}), Some(AuthorityClass::Automatic));
+        let mut prompt = tool(
+            "parts",
+            json!({"name": "diagnose", "inputSchema": {}}),
+            Some(AuthorityClass::Automatic),
+        );
         prompt.kind = Kind::Prompt;
         catalog.prompts.insert("parts__diagnose".into(), Arc::new(prompt));
         let after = Shown::of(&catalog);
-        assert_eq!(after.changed_since(&before, [true; 3]).collect::<Vec<_>>(), ["notifications/prompts/list_changed"]);
-        assert_eq!(after.changed_since(&before, [true, false, true]).count(), 0, "a stream that follows tools and resources only");
+        assert_eq!(
+            after.changed_since(&before, [true; 3]).collect::<Vec<_>>(),
+            ["notifications/prompts/list_changed"]
+        );
+        assert_eq!(
+            after.changed_since(&before, [true, false, true]).count(),
+            0,
+            "a stream that follows tools and resources only"
+        );
         // What is not listed (prohibited) is no change of the list.
-        let hidden = tool("parts", json!({"name": "drop", "inputSchema": {}}), Some(AuthorityClass::Prohibited));
+        let hidden = tool(
+            "parts",
+            json!({"name": "drop", "inputSchema": {}}),
+            Some(AuthorityClass::Prohibited),
+        );
         catalog.tools.insert("parts__drop".into(), Arc::new(hidden));
         assert_eq!(Shown::of(&catalog).changed_since(&after, [true; 3]).count(), 0);
     }

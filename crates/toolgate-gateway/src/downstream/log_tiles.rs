@@ -26,7 +26,9 @@ use crate::gateway::Gateway;
 use crate::published::{self, Unpublished};
 
 pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
-    axum::Router::new().route("/log/checkpoint", axum::routing::get(checkpoint)).route("/log/tile/{*path}", axum::routing::get(tile))
+    axum::Router::new()
+        .route("/log/checkpoint", axum::routing::get(checkpoint))
+        .route("/log/tile/{*path}", axum::routing::get(tile))
 }
 
 /// The log's access rule, before anything is read: whether the reader
@@ -34,9 +36,14 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
 async fn admit(gw: &Arc<Gateway>, request: Request) -> Result<bool, Response> {
     let (mut parts, _) = request.into_parts();
     match gw.config().receipts.log_access {
-        LogAccess::Off => Err(plain(StatusCode::NOT_FOUND, "the log is not served here (receipts.log_access = \"off\")")),
+        LogAccess::Off => Err(plain(
+            StatusCode::NOT_FOUND,
+            "the log is not served here (receipts.log_access = \"off\")",
+        )),
         LogAccess::Public => host_and_origin(gw, &parts.headers).map(|()| false),
-        LogAccess::Approvers => Approver::from_request_parts(&mut parts, gw).await.map(|Approver(caller)| caller.has_role(ADMIN_ROLE)),
+        LogAccess::Approvers => Approver::from_request_parts(&mut parts, gw)
+            .await
+            .map(|Approver(caller)| caller.has_role(ADMIN_ROLE)),
     }
 }
 
@@ -53,13 +60,28 @@ async fn checkpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Respons
         return refused;
     }
     match published::served(&gw.log).await {
-        Ok(Some(note)) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")), (header::CACHE_CONTROL, cache(false, false))], note).into_response(),
-        Ok(None) => plain(StatusCode::NOT_FOUND, "no checkpoint has been signed yet; the first comes at most receipts.checkpoint_ms after the first receipt"),
+        Ok(Some(note)) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")),
+                (header::CACHE_CONTROL, cache(false, false)),
+            ],
+            note,
+        )
+            .into_response(),
+        Ok(None) => plain(
+            StatusCode::NOT_FOUND,
+            "no checkpoint has been signed yet; the first comes at most receipts.checkpoint_ms after the first receipt",
+        ),
         Err(e) => unavailable(&e),
     }
 }
 
-async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request: Request) -> Response {
+async fn tile(
+    State(gw): State<Arc<Gateway>>,
+    Path(path): Path<String>,
+    request: Request,
+) -> Response {
     let admin = match admit(&gw, request).await {
         Ok(admin) => admin,
         Err(refused) => return refused,
@@ -80,7 +102,15 @@ async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request:
     };
     let public = gw.config().receipts.log_access == LogAccess::Public;
     match read {
-        Ok(bytes) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")), (header::CACHE_CONTROL, cache(public, true))], bytes).into_response(),
+        Ok(bytes) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")),
+                (header::CACHE_CONTROL, cache(public, true)),
+            ],
+            bytes,
+        )
+            .into_response(),
         Err(Unpublished::NotFound(why)) => plain(StatusCode::NOT_FOUND, &why),
         Err(Unpublished::Forbidden(why)) => plain(StatusCode::FORBIDDEN, &why),
         Err(Unpublished::Store(e)) => unavailable(&e),
@@ -88,7 +118,10 @@ async fn tile(State(gw): State<Arc<Gateway>>, Path(path): Path<String>, request:
 }
 
 fn not_a_tile() -> Response {
-    plain(StatusCode::NOT_FOUND, "not a tile path: tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>], N in groups of three digits (x001/234)")
+    plain(
+        StatusCode::NOT_FOUND,
+        "not a tile path: tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>], N in groups of three digits (x001/234)",
+    )
 }
 
 fn unavailable(e: &anyhow::Error) -> Response {

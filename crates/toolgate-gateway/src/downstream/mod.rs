@@ -27,10 +27,10 @@ use toolgate_core::Caller;
 use tracing::Instrument as _;
 use tracing::field::Empty;
 
-use toolgate_core::answer::{AnswerReceipt, RECEIPT_META};
 use crate::pipeline::{self, Answer, Call, CallRequest};
 use crate::upstream::{Kind, ProgressRelay};
 use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
+use toolgate_core::answer::{AnswerReceipt, RECEIPT_META};
 
 /// One request or notification, already parsed strictly.
 pub(crate) struct Inbound {
@@ -53,17 +53,31 @@ pub(crate) enum Reply {
 /// Reads a JSON-RPC message out of a strictly parsed value.
 pub(crate) fn inbound(message: Value) -> Result<Inbound, (Option<Id>, RpcError)> {
     let Value::Object(mut map) = message else {
-        return Err((None, RpcError::new(code::INVALID_REQUEST, "expected one JSON-RPC message object (batches are not supported)")));
+        return Err((
+            None,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "expected one JSON-RPC message object (batches are not supported)",
+            ),
+        ));
     };
     let id = match map.remove("id") {
         None => None,
-        Some(v) => Some(serde_json::from_value::<Id>(v).map_err(|_| (None, RpcError::new(code::INVALID_REQUEST, "id must be a string or an integer")))?),
+        Some(v) => Some(serde_json::from_value::<Id>(v).map_err(|_| {
+            (None, RpcError::new(code::INVALID_REQUEST, "id must be a string or an integer"))
+        })?),
     };
     if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err((id, RpcError::new(code::INVALID_REQUEST, "jsonrpc must be \"2.0\"")));
     }
     let Some(Value::String(method)) = map.remove("method") else {
-        return Err((id, RpcError::new(code::INVALID_REQUEST, "a request needs a string `method` (responses are not accepted here)")));
+        return Err((
+            id,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "a request needs a string `method` (responses are not accepted here)",
+            ),
+        ));
     };
     let params = map.remove("params").unwrap_or_else(|| json!({}));
     if !params.is_object() {
@@ -82,8 +96,11 @@ pub(crate) fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
         .filter(|k| meta.and_then(|m| m.get(*k)).is_none())
         .collect();
     if !missing.is_empty() {
-        return Err(RpcError::new(code::INVALID_PARAMS, format!("params._meta is missing {}", missing.join(", ")))
-            .with_data(json!({"missing": missing})));
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!("params._meta is missing {}", missing.join(", ")),
+        )
+        .with_data(json!({"missing": missing})));
     }
     let requested = meta.and_then(|m| m[wire::META_PROTOCOL_VERSION].as_str()).unwrap_or_default();
     if requested != MODERN {
@@ -93,8 +110,11 @@ pub(crate) fn check_modern_meta(params: &Value) -> Result<(), RpcError> {
 }
 
 pub(crate) fn unsupported_version(requested: &str) -> RpcError {
-    RpcError::new(code::UNSUPPORTED_PROTOCOL_VERSION, format!("protocol version `{requested}` is not supported"))
-        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested}))
+    RpcError::new(
+        code::UNSUPPORTED_PROTOCOL_VERSION,
+        format!("protocol version `{requested}` is not supported"),
+    )
+    .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested}))
 }
 
 fn server_info() -> Value {
@@ -120,7 +140,9 @@ pub(crate) struct Peer {
 /// The SERVER span of one request, a child of the trace it carries. Field
 /// values are only computed when the span is recorded at all.
 fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span {
-    let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str)).flatten();
+    let tool = (msg.method == "tools/call")
+        .then(|| msg.params.get("name").and_then(Value::as_str))
+        .flatten();
     let span = tracing::info_span!(target: telemetry::TARGET, "mcp.server",
         otel.name = %tool.map_or_else(|| msg.method.clone(), |t| format!("{} {t}", msg.method)), otel.kind = "server", otel.status_code = Empty,
         mcp.method.name = %msg.method, mcp.protocol.version = if era == Era::Modern { MODERN } else { LEGACY },
@@ -140,7 +162,14 @@ fn request_span(msg: &Inbound, era: Era, id: &Id, peer: &Peer) -> tracing::Span 
 
 /// `notify` carries messages to the client before the answer (progress), when
 /// the transport can: stdio always, HTTP when the answer is an SSE stream.
-pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Arc<Caller>, peer: &Peer, notify: Option<UnboundedSender<String>>) -> Reply {
+pub(crate) async fn handle(
+    gw: &Arc<Gateway>,
+    msg: Inbound,
+    era: Era,
+    caller: Arc<Caller>,
+    peer: &Peer,
+    notify: Option<UnboundedSender<String>>,
+) -> Reply {
     let Some(id) = msg.id.clone() else {
         // Notifications (initialized, cancelled, …) need no answer; a
         // cancellation ends the call it names, if it is this caller's own
@@ -156,16 +185,22 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
     let span = request_span(&msg, era, &id, peer);
     let started = std::time::Instant::now();
     let labels = telemetry::metrics_on().then(|| {
-        let tool = (msg.method == "tools/call").then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string)).flatten();
+        let tool = (msg.method == "tools/call")
+            .then(|| msg.params.get("name").and_then(Value::as_str).map(str::to_string))
+            .flatten();
         (msg.method.clone(), tool)
     });
-    let (reply, error_type) = respond(gw, msg, era, caller, notify, id, peer).instrument(span.clone()).await;
+    let (reply, error_type) =
+        respond(gw, msg, era, caller, notify, id, peer).instrument(span.clone()).await;
     if let Some(e) = &error_type {
         span.record("error.type", e.as_str());
         span.record("otel.status_code", "ERROR");
     }
     if let Some((method, tool)) = labels {
-        let mut attributes = vec![KeyValue::new("mcp.method.name", method), KeyValue::new("mcp.protocol.version", if era == Era::Modern { MODERN } else { LEGACY })];
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method),
+            KeyValue::new("mcp.protocol.version", if era == Era::Modern { MODERN } else { LEGACY }),
+        ];
         attributes.extend(tool.map(|t| KeyValue::new("gen_ai.tool.name", t)));
         attributes.extend(error_type.map(|e| KeyValue::new("error.type", e)));
         INSTRUMENTS.server_duration.record(started.elapsed().as_secs_f64(), &attributes);
@@ -175,7 +210,15 @@ pub(crate) async fn handle(gw: &Arc<Gateway>, msg: Inbound, era: Era, caller: Ar
 
 /// The answer, and its `error.type` if it failed: the JSON-RPC code, or
 /// `tool_error` for an `isError` result (refusals included).
-async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, id: Id, peer: &Peer) -> (Reply, Option<String>) {
+async fn respond(
+    gw: &Arc<Gateway>,
+    mut msg: Inbound,
+    era: Era,
+    caller: Arc<Caller>,
+    notify: Option<UnboundedSender<String>>,
+    id: Id,
+    peer: &Peer,
+) -> (Reply, Option<String>) {
     let result = match msg.method.as_str() {
         "server/discover" => Ok(value_object(json!({
             "supportedVersions": SUPPORTED_VERSIONS,
@@ -188,8 +231,14 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
         // 2026-07-28 removed the handshake and ping: not found, as for any
         // method the revision does not have.
         "initialize" | "ping" if era == Era::Modern => {
-            let e = RpcError::new(code::METHOD_NOT_FOUND, format!("`{}` does not exist in protocol 2026-07-28", msg.method));
-            return (Reply::NotFound(wire::error_response(Some(&id), &e)), Some(e.code.to_string()));
+            let e = RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("`{}` does not exist in protocol 2026-07-28", msg.method),
+            );
+            return (
+                Reply::NotFound(wire::error_response(Some(&id), &e)),
+                Some(e.code.to_string()),
+            );
         }
         "initialize" => Ok(value_object(json!({
             "protocolVersion": LEGACY,
@@ -207,7 +256,10 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
         "resources/read" => call(gw, &mut msg, era, caller, notify, peer, Kind::Resource).await,
         "completion/complete" => content::complete(gw, &msg.params).await,
         other => {
-            let e = RpcError::new(code::METHOD_NOT_FOUND, format!("method `{other}` is not supported by this gateway"));
+            let e = RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("method `{other}` is not supported by this gateway"),
+            );
             let body = wire::error_response(Some(&id), &e);
             // Over legacy Streamable HTTP a 404 means "session gone": only 2026-07-28 gets it.
             let reply = if era == Era::Modern { Reply::NotFound(body) } else { Reply::Json(body) };
@@ -227,20 +279,25 @@ async fn respond(gw: &Arc<Gateway>, mut msg: Inbound, era: Era, caller: Arc<Call
                 obj.entry("ttlMs".to_string()).or_insert_with(|| raw(&0));
                 obj.entry("cacheScope".to_string()).or_insert_with(|| raw("private"));
             }
-            let failed = obj.get("isError").is_some_and(|v| v.get() == "true").then(|| "tool_error".to_string());
+            let failed = obj
+                .get("isError")
+                .is_some_and(|v| v.get() == "true")
+                .then(|| "tool_error".to_string());
             (Reply::Json(wire::response_raw(Some(&id), &obj, wire::raw_object_len(&obj))), failed)
         }
         // 2026-07-28 answers these with 400; before it, a JSON-RPC error to a
         // request that was read travels as any answer does.
-        Err(e) if era == Era::Modern && code::bad_request(e.code) => (Reply::BadRequest(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
+        Err(e) if era == Era::Modern && code::bad_request(e.code) => {
+            (Reply::BadRequest(wire::error_response(Some(&id), &e)), Some(e.code.to_string()))
+        }
         Err(e) => (Reply::Json(wire::error_response(Some(&id), &e)), Some(e.code.to_string())),
     }
 }
 
 /// What toolgate offers downstream: what its upstreams offer, aggregated.
-static CAPABILITIES: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
-    json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"listChanged": true, "subscribe": true}, "completions": {}})
-});
+static CAPABILITIES: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {"listChanged": true, "subscribe": true}, "completions": {}}),
+);
 
 fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<RawValue> {
     to_raw_value(v).expect("serialisable")
@@ -268,7 +325,12 @@ fn list_ttl_ms(configured: u64, any_down: bool) -> u64 {
 const DOWN_LIST_TTL_MS: u64 = 1_000;
 
 /// toolgate's own keys a request's `_meta` may carry.
-const REQUEST_META: [&str; 4] = [crate::stages::reserve::KEY_META, crate::pipeline::PREVIEW_META, DEADLINE_META, crate::runs::RUN_META];
+const REQUEST_META: [&str; 4] = [
+    crate::stages::reserve::KEY_META,
+    crate::pipeline::PREVIEW_META,
+    DEADLINE_META,
+    crate::runs::RUN_META,
+];
 
 /// Whether the call asks for a preview (`_meta["io.toolgate/preview"]`).
 /// A caller who asked for one must never get an effect, so anything but
@@ -276,20 +338,35 @@ const REQUEST_META: [&str; 4] = [crate::stages::reserve::KEY_META, crate::pipeli
 /// key than ours: a misspelt `preview` would otherwise run the call.
 fn preview_asked(params: &Value) -> Result<bool, RpcError> {
     let Some(Value::Object(meta)) = params.get("_meta") else { return Ok(false) };
-    if let Some(unknown) = meta.keys().find(|k| k.starts_with("io.toolgate/") && !REQUEST_META.contains(&k.as_str())) {
+    if let Some(unknown) =
+        meta.keys().find(|k| k.starts_with("io.toolgate/") && !REQUEST_META.contains(&k.as_str()))
+    {
         let unknown = toolgate_core::pointer::tame(unknown, toolgate_core::pointer::MAX_KEY_CHARS);
-        return Err(RpcError::new(code::INVALID_PARAMS, format!("_meta[\"{unknown}\"] is not a key toolgate reads; a request may carry {}; nothing was run", REQUEST_META.join(", "))));
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!(
+                "_meta[\"{unknown}\"] is not a key toolgate reads; a request may carry {}; nothing was run",
+                REQUEST_META.join(", ")
+            ),
+        ));
     }
     match meta.get(crate::pipeline::PREVIEW_META) {
         None => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(RpcError::new(code::INVALID_PARAMS, "_meta[\"io.toolgate/preview\"] must be true or false; nothing was run")),
+        Some(_) => Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "_meta[\"io.toolgate/preview\"] must be true or false; nothing was run",
+        )),
     }
 }
 
 /// The client's `_meta.progressToken`, when it asked for progress.
 pub(crate) fn progress_token(params: &Value) -> Option<Value> {
-    params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned()
+    params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| t.is_string() || t.is_number())
+        .cloned()
 }
 
 /// Listable tools (or prompts, resources, templates), in exposed-name
@@ -299,7 +376,9 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
     let catalog = gw.catalogs.current();
     let after = match params.get("cursor") {
         None | Some(Value::Null) => None,
-        Some(Value::String(c)) => Some(c.strip_prefix("after:").ok_or_else(|| RpcError::new(code::INVALID_PARAMS, "invalid cursor; start again without one"))?),
+        Some(Value::String(c)) => Some(c.strip_prefix("after:").ok_or_else(|| {
+            RpcError::new(code::INVALID_PARAMS, "invalid cursor; start again without one")
+        })?),
         Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "cursor must be a string")),
     };
     let (_, key, field) = kind.list();
@@ -310,7 +389,9 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         Kind::Resource => Box::new(catalog.resources.values()),
     };
     let page_size = gw.config().gateway.list_page_size;
-    let listable = items.filter(|t| t.listable()).filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
+    let listable = items
+        .filter(|t| t.listable())
+        .filter(|t| after.is_none_or(|a| t.exposed_name.as_str() > a));
     let mut listed = Vec::new();
     let mut last = None;
     let mut more = false;
@@ -319,7 +400,8 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
             more = true;
             break;
         }
-        let mut definition: RawObject = serde_json::from_str(item.tool.raw.get()).unwrap_or_default();
+        let mut definition: RawObject =
+            serde_json::from_str(item.tool.raw.get()).unwrap_or_default();
         definition.insert(field.into(), raw(&item.exposed_name));
         listed.push(raw(&definition));
         last = Some(item.exposed_name.clone());
@@ -330,7 +412,10 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
         out.insert("nextCursor".into(), raw(&format!("after:{last}")));
     }
     if era == Era::Modern {
-        out.insert("ttlMs".into(), raw(&list_ttl_ms(gw.config().gateway.list_ttl_ms, !catalog.down.is_empty())));
+        out.insert(
+            "ttlMs".into(),
+            raw(&list_ttl_ms(gw.config().gateway.list_ttl_ms, !catalog.down.is_empty())),
+        );
         // Discovery follows authority, which will depend on the caller.
         out.insert("cacheScope".into(), raw("private"));
     }
@@ -341,19 +426,37 @@ fn list(gw: &Gateway, params: &Value, era: Era, kind: Kind) -> Result<RawObject,
 /// pipeline. A prompt's or resource's refusal is a JSON-RPC error (its
 /// result has no `isError` to carry one), with the refusal in `data`.
 #[allow(clippy::too_many_arguments)]
-async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller>, notify: Option<UnboundedSender<String>>, peer: &Peer, kind: Kind) -> Result<RawObject, RpcError> {
+async fn call(
+    gw: &Arc<Gateway>,
+    msg: &mut Inbound,
+    era: Era,
+    caller: Arc<Caller>,
+    notify: Option<UnboundedSender<String>>,
+    peer: &Peer,
+    kind: Kind,
+) -> Result<RawObject, RpcError> {
     let (session, inbound_token) = (peer.session.clone(), peer.inbound_token.clone());
-    let (field, what) = if kind == Kind::Resource { ("uri", "the resource's URI") } else { ("name", "its name") };
+    let (field, what) =
+        if kind == Kind::Resource { ("uri", "the resource's URI") } else { ("name", "its name") };
     // Taken, not copied: nothing reads the request's arguments after this.
-    let taken = if kind == Kind::Resource { None } else { msg.params.get_mut("arguments").map(Value::take) };
+    let taken = if kind == Kind::Resource {
+        None
+    } else {
+        msg.params.get_mut("arguments").map(Value::take)
+    };
     let Some(name) = msg.params.get(field).and_then(Value::as_str) else {
-        return Err(RpcError::new(code::INVALID_PARAMS, format!("{} needs params.{field}, {what}", msg.method)));
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!("{} needs params.{field}, {what}", msg.method),
+        ));
     };
     let arguments = match taken {
         _ if kind == Kind::Resource => json!({"uri": name}),
         None | Some(Value::Null) => json!({}),
         Some(v @ Value::Object(_)) => v,
-        Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object")),
+        Some(_) => {
+            return Err(RpcError::new(code::INVALID_PARAMS, "params.arguments must be an object"));
+        }
     };
     let progress = match (progress_token(&msg.params), &notify) {
         (Some(client_token), Some(out)) => Some(ProgressRelay::new(client_token, out.clone())),
@@ -364,10 +467,18 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
     match msg.params.get("inputResponses") {
         None => {}
         Some(Value::Object(responses)) if responses.values().all(Value::is_object) => {}
-        Some(_) => return Err(RpcError::new(code::INVALID_PARAMS, "params.inputResponses must be an object mapping each input request's key to its response object")),
+        Some(_) => {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "params.inputResponses must be an object mapping each input request's key to its response object",
+            ));
+        }
     }
     if msg.params.get("requestState").is_some_and(|s| !s.is_string()) {
-        return Err(RpcError::new(code::INVALID_PARAMS, "params.requestState must be the string the server gave"));
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "params.requestState must be the string the server gave",
+        ));
     }
     let input: serde_json::Map<String, Value> = ["inputResponses", "requestState"]
         .into_iter()
@@ -375,20 +486,40 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
         .collect();
     // A legacy client's are its session's, carried here by its transport
     // (`sessions::carry_capabilities`).
-    let client_capabilities = msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned();
+    let client_capabilities =
+        msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned();
     let trace = telemetry::trace_context(&msg.params);
-    let operation_key = msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
+    let operation_key =
+        msg.params.get("_meta").and_then(|m| m.get(crate::stages::reserve::KEY_META)).cloned();
     let preview = preview_asked(&msg.params)?;
     let deadline_ms = msg.params.get("_meta").and_then(|m| m.get(DEADLINE_META)).cloned();
     let run = msg.params.get("_meta").and_then(|m| m.get(crate::runs::RUN_META)).cloned();
-    let call = Call { kind, name: name.to_string(), arguments, progress, client: notify, input, operation_key, client_capabilities, preview, deadline_ms, run, session, inbound_token, cancelled: Default::default() };
+    let call = Call {
+        kind,
+        name: name.to_string(),
+        arguments,
+        progress,
+        client: notify,
+        input,
+        operation_key,
+        client_capabilities,
+        preview,
+        deadline_ms,
+        run,
+        session,
+        inbound_token,
+        cancelled: Default::default(),
+    };
     let call = CallRequest { caller, trace, request_id: msg.id.clone(), era, call };
     // Its own task: if the caller goes away mid-call, the call still
     // finishes and is recorded.
     let gateway = gw.clone();
-    let recorded = tokio::spawn(async move { pipeline::call_tool(&gateway, call).await }.instrument(tracing::Span::current()))
-        .await
-        .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
+    let recorded = tokio::spawn(
+        async move { pipeline::call_tool(&gateway, call).await }
+            .instrument(tracing::Span::current()),
+    )
+    .await
+    .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway"))?;
     let receipt = answer_receipt(gw, &recorded);
     match recorded.answer {
         Answer::Result(mut result) => {
@@ -402,8 +533,15 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
         }
         Answer::Error(e) => Err(error_with_receipt(e, receipt.as_ref())),
         Answer::Refused(refusal) if kind != Kind::Tool => {
-            let code = if refusal.action == toolgate_core::Action::Correct { code::INVALID_PARAMS } else { code::REFUSED };
-            Err(error_with_receipt(RpcError::new(code, refusal.message.clone()).with_data(json!(refusal)), receipt.as_ref()))
+            let code = if refusal.action == toolgate_core::Action::Correct {
+                code::INVALID_PARAMS
+            } else {
+                code::REFUSED
+            };
+            Err(error_with_receipt(
+                RpcError::new(code, refusal.message.clone()).with_data(json!(refusal)),
+                receipt.as_ref(),
+            ))
         }
         Answer::Refused(refusal) => {
             let mut result = value_object(json!({
@@ -422,7 +560,12 @@ async fn call(gw: &Arc<Gateway>, msg: &mut Inbound, era: Era, caller: Arc<Caller
 /// What the answer says of its receipts: the log, and where they are in it.
 fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerReceipt> {
     let (receipt, decision) = recorded.placed.clone()?;
-    Some(AnswerReceipt { origin: gw.config().receipts.origin.clone(), receipt, decision, log: gw.config().receipts.log_url.clone() })
+    Some(AnswerReceipt {
+        origin: gw.config().receipts.origin.clone(),
+        receipt,
+        decision,
+        log: gw.config().receipts.log_url.clone(),
+    })
 }
 
 /// `_meta["io.toolgate/receipt"]` in a result, beside what the upstream's
@@ -430,9 +573,13 @@ fn answer_receipt(gw: &Gateway, recorded: &pipeline::Recorded) -> Option<AnswerR
 fn name_receipt(result: &mut RawObject, receipt: &AnswerReceipt) {
     // The upstream's `_meta` members kept as they came, the receipt written
     // once (its logged receipts are not parsed again).
-    let mut meta: RawObject = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    let mut meta: RawObject =
+        result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
     meta.insert(RECEIPT_META.to_string(), receipt.to_raw());
-    result.insert("_meta".to_string(), serde_json::value::to_raw_value(&meta).expect("raw members serialize"));
+    result.insert(
+        "_meta".to_string(),
+        serde_json::value::to_raw_value(&meta).expect("raw members serialize"),
+    );
 }
 
 /// A JSON-RPC error answer names its receipt in `data._meta` (data that is

@@ -20,7 +20,9 @@ use crate::gateway::Gateway;
 const LEDGER_WITHIN: Duration = Duration::from_secs(1);
 
 pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
-    axum::Router::new().route("/healthz", axum::routing::get(healthz)).route("/readyz", axum::routing::get(readyz))
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(healthz))
+        .route("/readyz", axum::routing::get(readyz))
 }
 
 async fn healthz() -> Response {
@@ -29,9 +31,17 @@ async fn healthz() -> Response {
 
 async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     // A read every replica does anyway: the pending approvals' count.
-    let ledger = matches!(tokio::time::timeout(LEDGER_WITHIN, gw.ledger.count_approvals(ApprovalState::Pending)).await, Ok(Ok(_)));
-    let upstreams: Map<String, Value> =
-        gw.catalogs.upstreams().iter().map(|u| (u.name.clone(), json!(if u.listing().is_some() { "ready" } else { "down" }))).collect();
+    let ledger = matches!(
+        tokio::time::timeout(LEDGER_WITHIN, gw.ledger.count_approvals(ApprovalState::Pending))
+            .await,
+        Ok(Ok(_))
+    );
+    let upstreams: Map<String, Value> = gw
+        .catalogs
+        .upstreams()
+        .iter()
+        .map(|u| (u.name.clone(), json!(if u.listing().is_some() { "ready" } else { "down" })))
+        .collect();
     let serving = upstreams.values().any(|s| s == "ready");
     let ready = ledger && serving;
     let body = json!({
@@ -41,5 +51,6 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
         "keys": "loaded",
         "upstreams": upstreams,
     });
-    (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
+    (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body))
+        .into_response()
 }

@@ -50,8 +50,19 @@ pub(crate) struct Session {
 
 impl Session {
     /// A session of `caller` whose messages go to `out`.
-    pub(crate) fn new(caller: &str, out: Option<UnboundedSender<String>>, capabilities: Option<Value>) -> Arc<Self> {
-        Arc::new(Self { caller: caller.to_string(), out: Mutex::new(out), subscriptions: Default::default(), active_ms: Mutex::new(0), ended: CancellationToken::new(), capabilities })
+    pub(crate) fn new(
+        caller: &str,
+        out: Option<UnboundedSender<String>>,
+        capabilities: Option<Value>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            caller: caller.to_string(),
+            out: Mutex::new(out),
+            subscriptions: Default::default(),
+            active_ms: Mutex::new(0),
+            ended: CancellationToken::new(),
+            capabilities,
+        })
     }
 
     /// What the client declared at `initialize`.
@@ -66,25 +77,42 @@ impl Session {
 
     /// `resources/subscribe`: follows `params.uri` (an exposed URI the
     /// caller may read) until unsubscribed or the session ends.
-    pub(crate) fn subscribe(self: &Arc<Self>, gw: &Gateway, params: &Value) -> Result<(), RpcError> {
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        gw: &Gateway,
+        params: &Value,
+    ) -> Result<(), RpcError> {
         let uri = uri_of(params, "resources/subscribe")?;
         let mut subscriptions = lock(&self.subscriptions);
         if subscriptions.contains_key(uri) {
             return Ok(());
         }
         if subscriptions.len() >= MAX_SUBSCRIPTIONS {
-            return Err(RpcError::new(code::INVALID_PARAMS, format!("this session already follows {MAX_SUBSCRIPTIONS} resources; resources/unsubscribe some first")));
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                format!(
+                    "this session already follows {MAX_SUBSCRIPTIONS} resources; resources/unsubscribe some first"
+                ),
+            ));
         }
         let (accepted, watches) = super::listen::watch(gw, &json!([uri]));
         if accepted.is_empty() {
             let shown = toolgate_core::pointer::tame(uri, toolgate_core::pointer::MAX_KEY_CHARS);
-            return Err(RpcError::new(code::INVALID_PARAMS, format!("no resource `{shown}` you may read: resources/list names those you may follow")));
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                format!(
+                    "no resource `{shown}` you may read: resources/list names those you may follow"
+                ),
+            ));
         }
         let stop = CancellationToken::new();
         let session: Weak<Session> = Arc::downgrade(self);
         super::listen::forward(watches, &stop, move |exposed| {
             if let Some(s) = session.upgrade() {
-                s.send(wire::notification("notifications/resources/updated", &json!({"uri": exposed})));
+                s.send(wire::notification(
+                    "notifications/resources/updated",
+                    &json!({"uri": exposed}),
+                ));
             }
         });
         subscriptions.insert(uri.to_string(), stop);
@@ -95,7 +123,11 @@ impl Session {
     /// about this session (none to a notification).
     pub(crate) fn answer(self: &Arc<Self>, gw: &Gateway, msg: &super::Inbound) -> Option<String> {
         let id = msg.id.as_ref()?;
-        let done = if msg.method == "resources/subscribe" { self.subscribe(gw, &msg.params) } else { self.unsubscribe(&msg.params) };
+        let done = if msg.method == "resources/subscribe" {
+            self.subscribe(gw, &msg.params)
+        } else {
+            self.unsubscribe(&msg.params)
+        };
         Some(match done {
             Ok(()) => wire::response(Some(id), &json!({})),
             Err(e) => wire::error_response(Some(id), &e),
@@ -128,7 +160,12 @@ pub(crate) fn about_subscriptions(method: &str) -> bool {
 }
 
 fn uri_of<'a>(params: &'a Value, method: &str) -> Result<&'a str, RpcError> {
-    params.get("uri").and_then(Value::as_str).ok_or_else(|| RpcError::new(code::INVALID_PARAMS, format!("{method} needs params.uri, a resource's URI as resources/list shows it")))
+    params.get("uri").and_then(Value::as_str).ok_or_else(|| {
+        RpcError::new(
+            code::INVALID_PARAMS,
+            format!("{method} needs params.uri, a resource's URI as resources/list shows it"),
+        )
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -167,7 +204,10 @@ impl Sessions {
         let mut all = lock(&self.0);
         all.retain(|_, s| lock(&s.out).is_some() || now_ms - *lock(&s.active_ms) < IDLE_MS);
         let idlest = |all: &HashMap<String, Arc<Session>>, mine: bool| {
-            all.iter().filter(|(_, s)| !mine || s.caller == caller).min_by_key(|(_, s)| *lock(&s.active_ms)).map(|(k, _)| k.clone())
+            all.iter()
+                .filter(|(_, s)| !mine || s.caller == caller)
+                .min_by_key(|(_, s)| *lock(&s.active_ms))
+                .map(|(k, _)| k.clone())
         };
         while all.values().filter(|s| s.caller == caller).count() >= MAX_PER_CALLER {
             let Some(id) = idlest(&all, true) else { break };
@@ -193,7 +233,9 @@ impl Sessions {
     /// stream closes.
     pub(crate) fn close(&self, id: &str, caller: &str) -> bool {
         let mut all = lock(&self.0);
-        let Some(session) = all.get(id).filter(|s| s.caller == caller).cloned() else { return false };
+        let Some(session) = all.get(id).filter(|s| s.caller == caller).cloned() else {
+            return false;
+        };
         all.remove(id);
         session.ended.cancel();
         for (_, stop) in std::mem::take(&mut *lock(&session.subscriptions)) {
@@ -206,11 +248,16 @@ impl Sessions {
 /// The session's stream (`GET /mcp`): list changes and resource updates
 /// as they come, until the client goes away, the session is closed, or a
 /// newer stream of the same session replaces this one.
-pub(crate) fn stream(gw: Arc<Gateway>, session: Arc<Session>) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+pub(crate) fn stream(
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     *lock(&session.out) = Some(tx.clone());
     tokio::spawn(async move {
-        let open = |tx: &UnboundedSender<String>| lock(&session.out).as_ref().is_some_and(|o| o.same_channel(tx)) && !tx.is_closed();
+        let open = |tx: &UnboundedSender<String>| {
+            lock(&session.out).as_ref().is_some_and(|o| o.same_channel(tx)) && !tx.is_closed()
+        };
         tokio::select! {
             _ = super::listen::follow_lists(&gw, |m| open(&tx) && tx.send(m).is_ok()) => {}
             _ = tx.closed() => {}
@@ -234,7 +281,10 @@ mod tests {
         let sessions = Sessions::default();
         let id = sessions.open("agent", 0, None);
         assert!(sessions.get(&id, "agent", 1).is_some());
-        assert!(sessions.get(&id, "mallory", 1).is_none(), "another caller's id is no session of theirs");
+        assert!(
+            sessions.get(&id, "mallory", 1).is_none(),
+            "another caller's id is no session of theirs"
+        );
         assert!(!sessions.close(&id, "mallory"));
         // Idle past IDLE_MS with no stream: gone at the next opening.
         let later = sessions.open("agent", 1 + super::IDLE_MS, None);
@@ -247,6 +297,9 @@ mod tests {
             sessions.open("agent", 20 + i as i64, None);
         }
         assert!(sessions.get(&theirs, "other", 30).is_some());
-        assert_eq!(sessions.0.lock().unwrap().values().filter(|s| s.caller == "agent").count(), super::MAX_PER_CALLER);
+        assert_eq!(
+            sessions.0.lock().unwrap().values().filter(|s| s.caller == "agent").count(),
+            super::MAX_PER_CALLER
+        );
     }
 }

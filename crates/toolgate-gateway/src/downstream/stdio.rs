@@ -17,7 +17,9 @@ use crate::wire::{self, Era, RpcError, code};
 /// anonymous caller); with neither, stdio is refused before reading a line.
 pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     let Some(caller) = gw.callers.stdio() else {
-        return Err(std::io::Error::other("stdio needs a caller: set gateway.stdio_caller to a [callers] entry, or open an anonymous caller"));
+        return Err(std::io::Error::other(
+            "stdio needs a caller: set gateway.stdio_caller to a [callers] entry, or open an anonymous caller",
+        ));
     };
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
@@ -34,7 +36,10 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
     let notifier = {
         let (gw, out, legacy_seen) = (gw.clone(), out_tx.clone(), legacy_seen.clone());
         tokio::spawn(async move {
-            super::listen::follow_lists(&gw, |m| !legacy_seen.load(std::sync::atomic::Ordering::Relaxed) || out.send(m).is_ok()).await;
+            super::listen::follow_lists(&gw, |m| {
+                !legacy_seen.load(std::sync::atomic::Ordering::Relaxed) || out.send(m).is_ok()
+            })
+            .await;
         })
     };
     // The connection is also the legacy session its subscriptions are about.
@@ -50,11 +55,20 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         let line = match line {
             Line::Text(l) => l,
             Line::TooLong(_) => {
-                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, format!("message exceeds {} bytes", gw.limits.max_bytes))));
+                let _ = out_tx.send(wire::error_response(
+                    None,
+                    &RpcError::new(
+                        code::INVALID_REQUEST,
+                        format!("message exceeds {} bytes", gw.limits.max_bytes),
+                    ),
+                ));
                 continue;
             }
             Line::NotUtf8 => {
-                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::PARSE_ERROR, "the message is not UTF-8")));
+                let _ = out_tx.send(wire::error_response(
+                    None,
+                    &RpcError::new(code::PARSE_ERROR, "the message is not UTF-8"),
+                ));
                 continue;
             }
         };
@@ -64,11 +78,17 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         let value = match strict_json::parse(line.as_bytes(), gw.limits) {
             Ok(v) => v,
             Err(e @ JsonError::Syntax(_)) => {
-                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::PARSE_ERROR, e.to_string())));
+                let _ = out_tx.send(wire::error_response(
+                    None,
+                    &RpcError::new(code::PARSE_ERROR, e.to_string()),
+                ));
                 continue;
             }
             Err(e) => {
-                let _ = out_tx.send(wire::error_response(None, &RpcError::new(code::INVALID_REQUEST, e.to_string())));
+                let _ = out_tx.send(wire::error_response(
+                    None,
+                    &RpcError::new(code::INVALID_REQUEST, e.to_string()),
+                ));
                 continue;
             }
         };
@@ -84,13 +104,17 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             legacy = true;
             legacy_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let has_modern_meta = msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).is_some();
+        let has_modern_meta =
+            msg.params.get("_meta").and_then(|m| m.get(wire::META_PROTOCOL_VERSION)).is_some();
         let era = if has_modern_meta || !legacy { Era::Modern } else { Era::Legacy };
-        if era == Era::Modern && msg.id.is_some() && msg.method != "initialize"
-            && let Err(e) = check_modern_meta(&msg.params) {
-                let _ = out_tx.send(wire::error_response(msg.id.as_ref(), &e));
-                continue;
-            }
+        if era == Era::Modern
+            && msg.id.is_some()
+            && msg.method != "initialize"
+            && let Err(e) = check_modern_meta(&msg.params)
+        {
+            let _ = out_tx.send(wire::error_response(msg.id.as_ref(), &e));
+            continue;
+        }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
         if era == Era::Legacy && super::sessions::about_subscriptions(&msg.method) {
             if let Some(answer) = subscriber.answer(&gw, &msg) {
@@ -102,10 +126,18 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         if era == Era::Legacy && msg.method != "initialize" {
             super::sessions::carry_capabilities(&mut msg, capabilities.clone());
         }
-        let (gw, out, caller, session) = (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
+        let (gw, out, caller, session) =
+            (gw.clone(), out_tx.clone(), caller.clone(), session.clone());
         tokio::spawn(async move {
-            let peer = super::Peer { transport: "pipe", address: None, session: Some(session), inbound_token: None };
-            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) = handle(&gw, msg, era, caller, &peer, Some(out.clone())).await {
+            let peer = super::Peer {
+                transport: "pipe",
+                address: None,
+                session: Some(session),
+                inbound_token: None,
+            };
+            if let Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body) =
+                handle(&gw, msg, era, caller, &peer, Some(out.clone())).await
+            {
                 let _ = out.send(body);
             }
         });

@@ -34,7 +34,10 @@ pub struct Certificate {
 
 impl std::fmt::Debug for Certificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Certificate").field("cert", &self.cert).field("key", &self.key).finish_non_exhaustive()
+        f.debug_struct("Certificate")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
@@ -42,7 +45,8 @@ impl std::fmt::Debug for Certificate {
 type Stamp = [(Option<SystemTime>, u64); 2];
 
 fn stamp(cert: &Path, key: &Path) -> Stamp {
-    let of = |p: &Path| std::fs::metadata(p).map(|m| (m.modified().ok(), m.len())).unwrap_or((None, 0));
+    let of =
+        |p: &Path| std::fs::metadata(p).map(|m| (m.modified().ok(), m.len())).unwrap_or((None, 0));
     [of(cert), of(key)]
 }
 
@@ -52,7 +56,12 @@ impl Certificate {
     pub fn load(cert: &Path, key: &Path) -> anyhow::Result<Arc<Self>> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let read = read(cert, key, &provider)?;
-        Ok(Arc::new(Self { cert: cert.to_path_buf(), key: key.to_path_buf(), provider, current: RwLock::new((read, stamp(cert, key))) }))
+        Ok(Arc::new(Self {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            provider,
+            current: RwLock::new((read, stamp(cert, key))),
+        }))
     }
 
     /// Reads the files again if they changed since: a good pair is served
@@ -99,15 +108,23 @@ fn read(cert: &Path, key: &Path, provider: &CryptoProvider) -> anyhow::Result<Ar
     let chain = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("tls.cert_file {}: cannot read it", cert.display()))?
         .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("tls.cert_file {}: not a PEM certificate chain", cert.display()))?;
+        .with_context(|| {
+            format!("tls.cert_file {}: not a PEM certificate chain", cert.display())
+        })?;
     if chain.is_empty() {
         anyhow::bail!("tls.cert_file {}: no certificate in it", cert.display());
     }
-    toolgate_mcp::owner_only::check_owner_only(key).with_context(|| format!("tls.key_file {}", key.display()))?;
-    let der = PrivateKeyDer::from_pem_file(key).with_context(|| format!("tls.key_file {}: not a PEM private key", key.display()))?;
-    let signing = provider.key_provider.load_private_key(der).with_context(|| format!("tls.key_file {}: a key rustls cannot sign with", key.display()))?;
+    toolgate_mcp::owner_only::check_owner_only(key)
+        .with_context(|| format!("tls.key_file {}", key.display()))?;
+    let der = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("tls.key_file {}: not a PEM private key", key.display()))?;
+    let signing = provider.key_provider.load_private_key(der).with_context(|| {
+        format!("tls.key_file {}: a key rustls cannot sign with", key.display())
+    })?;
     let certified = CertifiedKey::new(chain, signing);
-    certified.keys_match().with_context(|| format!("tls.key_file {} is not the key of tls.cert_file {}", key.display(), cert.display()))?;
+    certified.keys_match().with_context(|| {
+        format!("tls.key_file {} is not the key of tls.cert_file {}", key.display(), cert.display())
+    })?;
     Ok(Arc::new(certified))
 }
 
@@ -144,8 +161,12 @@ impl TlsListener {
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => drop(tx.send((tls, peer)).await),
-                        Ok(Err(e)) => tracing::debug!(target: "toolgate::tls", %peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(target: "toolgate::tls", %peer, "TLS handshake not finished in time"),
+                        Ok(Err(e)) => {
+                            tracing::debug!(target: "toolgate::tls", %peer, error = %e, "TLS handshake failed")
+                        }
+                        Err(_) => {
+                            tracing::debug!(target: "toolgate::tls", %peer, "TLS handshake not finished in time")
+                        }
                     }
                 });
             }
@@ -169,4 +190,3 @@ impl axum::serve::Listener for TlsListener {
         Ok(self.local)
     }
 }
-

@@ -26,12 +26,19 @@ pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
 
 async fn jwks(State(gw): State<Arc<Gateway>>) -> Response {
     // Verifiers cache it; a rotation is picked up within the five minutes an assertion lives.
-    ([(axum::http::header::CACHE_CONTROL, "public, max-age=300")], Json(gw.identities.jwks().clone())).into_response()
+    (
+        [(axum::http::header::CACHE_CONTROL, "public, max-age=300")],
+        Json(gw.identities.jwks().clone()),
+    )
+        .into_response()
 }
 
 async fn metadata(State(gw): State<Arc<Gateway>>) -> Response {
     match &gw.oauth {
         Some(oauth) => (StatusCode::OK, Json(oauth.metadata())).into_response(),
-        None => plain(StatusCode::NOT_FOUND, "this gateway takes no OAuth access tokens ([oauth] is not configured)"),
+        None => plain(
+            StatusCode::NOT_FOUND,
+            "this gateway takes no OAuth access tokens ([oauth] is not configured)",
+        ),
     }
 }

@@ -38,7 +38,8 @@ pub struct AssertionKey {
 impl AssertionKey {
     /// The identity key of the log whose receipt key has `receipt_seed`.
     pub fn derive(receipt_seed: &[u8; 32]) -> Self {
-        let seed: [u8; 32] = Sha256::new().chain_update(DERIVATION).chain_update(receipt_seed).finalize().into();
+        let seed: [u8; 32] =
+            Sha256::new().chain_update(DERIVATION).chain_update(receipt_seed).finalize().into();
         let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
         let x = public_x(&signing);
         let kid = thumbprint(&x);
@@ -116,10 +117,31 @@ impl Assertions {
     /// An assertion that `caller`'s subject, in its tenant, calls `audience`
     /// through the agent `caller` names: one still good for at least half
     /// its life, or a new one.
-    pub fn assert(&self, issuer: &str, audience: &str, caller: &Caller, ttl_ms: u64, now_ms: i64, entropy: &dyn Entropy) -> Made {
-        let key = Key { issuer: issuer.into(), audience: audience.into(), subject: caller.subject.clone(), tenant: caller.tenant.clone(), actor: caller.name.clone(), ttl_ms };
+    pub fn assert(
+        &self,
+        issuer: &str,
+        audience: &str,
+        caller: &Caller,
+        ttl_ms: u64,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Made {
+        let key = Key {
+            issuer: issuer.into(),
+            audience: audience.into(),
+            subject: caller.subject.clone(),
+            tenant: caller.tenant.clone(),
+            actor: caller.name.clone(),
+            ttl_ms,
+        };
         let fresh_until = |made: &Made| made.exp_ms - (ttl_ms / 2) as i64;
-        if let Some(made) = self.cache.lock().expect("assertion cache").get(&key).filter(|m| now_ms < fresh_until(m)) {
+        if let Some(made) = self
+            .cache
+            .lock()
+            .expect("assertion cache")
+            .get(&key)
+            .filter(|m| now_ms < fresh_until(m))
+        {
             return made.clone();
         }
         let made = self.sign(&key, now_ms, entropy);
@@ -148,12 +170,24 @@ impl Assertions {
             "iat": iat,
             "exp": exp,
         });
-        Made { token: self.key.sign(&claims).into(), jti_sha256: toolgate_core::proposal::sha256_hex(jti.as_bytes()).into(), exp_ms: exp * 1000 }
+        Made {
+            token: self.key.sign(&claims).into(),
+            jti_sha256: toolgate_core::proposal::sha256_hex(jti.as_bytes()).into(),
+            exp_ms: exp * 1000,
+        }
     }
 
     /// An assertion that the agent `caller` itself acts (an RFC 8693
     /// `actor_token`): its `sub` is the agent, and it is not cached.
-    pub fn actor(&self, issuer: &str, audience: &str, caller: &Caller, ttl_ms: u64, now_ms: i64, entropy: &dyn Entropy) -> String {
+    pub fn actor(
+        &self,
+        issuer: &str,
+        audience: &str,
+        caller: &Caller,
+        ttl_ms: u64,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> String {
         let jti = B64.encode(&entropy.bytes32()[..16]);
         let (iat, exp) = (now_ms.div_euclid(1000), (now_ms + ttl_ms as i64).div_euclid(1000));
         self.key.sign(&json!({"iss": issuer, "aud": audience, "sub": caller.name, "tenant": caller.tenant, "jti": jti, "iat": iat, "exp": exp}))
@@ -167,10 +201,20 @@ mod tests {
     use toolgate_core::SeededEntropy;
 
     fn caller(subject: &str) -> Caller {
-        Caller { name: "agent".into(), subject: subject.into(), tenant: "atlas".into(), roles: vec![] }
+        Caller {
+            name: "agent".into(),
+            subject: subject.into(),
+            tenant: "atlas".into(),
+            roles: vec![],
+        }
     }
 
-    fn verify(token: &str, x: &str, audience: &str, now_s: u64) -> Result<Value, jsonwebtoken::errors::Error> {
+    fn verify(
+        token: &str,
+        x: &str,
+        audience: &str,
+        now_s: u64,
+    ) -> Result<Value, jsonwebtoken::errors::Error> {
         let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk(x)).unwrap();
         let mut v = Validation::new(Algorithm::EdDSA);
         v.set_audience(&[audience]);
@@ -189,18 +233,40 @@ mod tests {
         let assertions = Assertions::new(key.clone());
         let entropy = SeededEntropy::new([1; 32]);
         let now = 1_800_000_000_000;
-        let made = assertions.assert("toolgate.test/log", "tickets", &caller("tech-jane"), 300_000, now, &entropy);
-        assert_eq!(decode_header(made.token.as_ref()).unwrap().kid.as_deref(), Some(key.kid.as_str()));
+        let made = assertions.assert(
+            "toolgate.test/log",
+            "tickets",
+            &caller("tech-jane"),
+            300_000,
+            now,
+            &entropy,
+        );
+        assert_eq!(
+            decode_header(made.token.as_ref()).unwrap().kid.as_deref(),
+            Some(key.kid.as_str())
+        );
         let claims = verify(&made.token, &x, "tickets", 1_800_000_000).unwrap();
-        assert_eq!((&claims["sub"], &claims["tenant"], &claims["act"]["sub"]), (&json!("tech-jane"), &json!("atlas"), &json!("agent")));
+        assert_eq!(
+            (&claims["sub"], &claims["tenant"], &claims["act"]["sub"]),
+            (&json!("tech-jane"), &json!("atlas"), &json!("agent"))
+        );
         assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 300);
-        assert_eq!(made.jti_sha256.as_ref(), toolgate_core::proposal::sha256_hex(claims["jti"].as_str().unwrap().as_bytes()));
+        assert_eq!(
+            made.jti_sha256.as_ref(),
+            toolgate_core::proposal::sha256_hex(claims["jti"].as_str().unwrap().as_bytes())
+        );
         // Another audience is refused by a verifier that expects this one.
         assert!(verify(&made.token, &x, "billing", 1_800_000_000).is_err());
         // Another key's JWK does not verify it.
-        assert!(verify(&made.token, &AssertionKey::derive(&[8; 32]).x(), "tickets", 1_800_000_000).is_err());
+        assert!(
+            verify(&made.token, &AssertionKey::derive(&[8; 32]).x(), "tickets", 1_800_000_000)
+                .is_err()
+        );
         // The derived key is not the receipt key.
-        assert_ne!(x, B64.encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes()));
+        assert_ne!(
+            x,
+            B64.encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes())
+        );
     }
 
     #[test]
@@ -209,15 +275,34 @@ mod tests {
         let entropy = SeededEntropy::new([2; 32]);
         let t0 = 1_800_000_000_000;
         let a = assertions.assert("i", "tickets", &caller("jane"), 300_000, t0, &entropy);
-        assert_eq!(assertions.assert("i", "tickets", &caller("jane"), 300_000, t0 + 149_000, &entropy).token, a.token);
-        assert_ne!(assertions.assert("i", "tickets", &caller("jane"), 300_000, t0 + 150_000, &entropy).token, a.token);
-        assert_ne!(assertions.assert("i", "tickets", &caller("omar"), 300_000, t0, &entropy).token, a.token);
-        assert_ne!(assertions.assert("i", "parts", &caller("jane"), 300_000, t0, &entropy).token, a.token);
+        assert_eq!(
+            assertions
+                .assert("i", "tickets", &caller("jane"), 300_000, t0 + 149_000, &entropy)
+                .token,
+            a.token
+        );
+        assert_ne!(
+            assertions
+                .assert("i", "tickets", &caller("jane"), 300_000, t0 + 150_000, &entropy)
+                .token,
+            a.token
+        );
+        assert_ne!(
+            assertions.assert("i", "tickets", &caller("omar"), 300_000, t0, &entropy).token,
+            a.token
+        );
+        assert_ne!(
+            assertions.assert("i", "parts", &caller("jane"), 300_000, t0, &entropy).token,
+            a.token
+        );
     }
 
     #[test]
     fn the_thumbprint_is_rfc_7638s() {
         // RFC 8037 appendix A.3's Ed25519 key and thumbprint.
-        assert_eq!(thumbprint("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+        assert_eq!(
+            thumbprint("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"),
+            "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+        );
     }
 }

@@ -161,7 +161,15 @@ const STATE_AAD: &[u8] = b"toolgate oauth state v1";
 impl Connections {
     /// Grants kept in `ledger`, fetched over `http` (no redirects followed).
     pub fn new(ledger: Arc<dyn Ledger>, http: reqwest::Client, holder: String) -> Self {
-        Self { ledger, http, vault: Mutex::default(), known: Mutex::default(), tokens: Mutex::default(), refreshing: Mutex::default(), holder }
+        Self {
+            ledger,
+            http,
+            vault: Mutex::default(),
+            known: Mutex::default(),
+            tokens: Mutex::default(),
+            refreshing: Mutex::default(),
+            holder,
+        }
     }
 
     fn vault(&self, place: &Place, entropy: &dyn Entropy) -> Result<Arc<Vault>, String> {
@@ -171,23 +179,43 @@ impl Connections {
         {
             return Ok(vault.clone());
         }
-        let vault = if place.shared_key { Vault::load(&place.vault_key) } else { Vault::load_or_create(&place.vault_key, entropy) };
-        let vault = Arc::new(vault.map_err(|e| format!("the key that seals people's tokens: {e:#}"))?);
+        let vault = if place.shared_key {
+            Vault::load(&place.vault_key)
+        } else {
+            Vault::load_or_create(&place.vault_key, entropy)
+        };
+        let vault =
+            Arc::new(vault.map_err(|e| format!("the key that seals people's tokens: {e:#}"))?);
         *v = Some((place.vault_key.clone(), vault.clone()));
         Ok(vault)
     }
 
     /// The consent link for `of`: `/console/connect?for=TICKET`.
-    pub fn link(&self, place: &Place, of: &For, now_ms: i64, entropy: &dyn Entropy) -> Result<String, String> {
-        let ticket = serde_json::to_vec(&Ticket { of: of.clone(), until_ms: now_ms + LINK_TTL_MS }).expect("a ticket serialises");
+    pub fn link(
+        &self,
+        place: &Place,
+        of: &For,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<String, String> {
+        let ticket = serde_json::to_vec(&Ticket { of: of.clone(), until_ms: now_ms + LINK_TTL_MS })
+            .expect("a ticket serialises");
         let sealed = self.vault(place, entropy)?.seal(LINK_AAD, &ticket, entropy);
         Ok(format!("{}/console/connect?for={}", place.public_url, B64.encode(sealed)))
     }
 
     /// Whom the link's `ticket` is for, if it is one of this gateway's and
     /// has not expired.
-    pub fn read_link(&self, place: &Place, ticket: &str, now_ms: i64, entropy: &dyn Entropy) -> Result<For, String> {
-        let refused = || "this link is not one this gateway made, or it was cut: call the tool again for a new one".to_string();
+    pub fn read_link(
+        &self,
+        place: &Place,
+        ticket: &str,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<For, String> {
+        let refused = || {
+            "this link is not one this gateway made, or it was cut: call the tool again for a new one".to_string()
+        };
         let sealed = B64.decode(ticket.trim()).map_err(|_| refused())?;
         let plain = self.vault(place, entropy)?.open(LINK_AAD, &sealed).map_err(|_| refused())?;
         let t: Ticket = serde_json::from_slice(&plain).map_err(|_| refused())?;
@@ -200,14 +228,29 @@ impl Connections {
     /// The server's authorization server and toolgate's client there,
     /// found once (and again after the server's URL changed).
     async fn known(&self, config: &Config, place: &Place, server: &str) -> Result<Known, String> {
-        let s = config.servers.get(server).filter(|s| s.identity.mode == IdentityMode::Oauth).ok_or_else(|| format!("`{server}` is not a server connected through OAuth here"))?;
+        let s = config
+            .servers
+            .get(server)
+            .filter(|s| s.identity.mode == IdentityMode::Oauth)
+            .ok_or_else(|| format!("`{server}` is not a server connected through OAuth here"))?;
         // A stdio server has no URL: its `resource`, else its name, stands for it.
-        let url = s.url.clone().or_else(|| s.identity.resource.clone()).unwrap_or_else(|| server.to_string());
+        let url = s
+            .url
+            .clone()
+            .or_else(|| s.identity.resource.clone())
+            .unwrap_or_else(|| server.to_string());
         if let Some(k) = lock(&self.known).get(server).filter(|k| k.url == url) {
             return Ok(k.clone());
         }
         let mut discovered = match &s.identity.authorization_server {
-            Some(issuer) => oauth_client::authorization_server(&self.http, issuer, s.identity.resource.as_deref().unwrap_or(&url)).await?,
+            Some(issuer) => {
+                oauth_client::authorization_server(
+                    &self.http,
+                    issuer,
+                    s.identity.resource.as_deref().unwrap_or(&url),
+                )
+                .await?
+            }
             None => oauth_client::discover(&self.http, &url).await?,
         };
         if let Some(scope) = &s.identity.scope {
@@ -221,7 +264,10 @@ impl Connections {
                 let secret = super::client_secret(config, server, &s.identity)?;
                 Client::configured(id, secret.as_deref(), &discovered)?
             }
-            None => oauth_client::register(&self.http, &discovered, &place.redirect_uri(), "toolgate").await?,
+            None => {
+                oauth_client::register(&self.http, &discovered, &place.redirect_uri(), "toolgate")
+                    .await?
+            }
         };
         let k = Known { url, discovered, client };
         lock(&self.known).insert(server.to_string(), k.clone());
@@ -235,55 +281,138 @@ impl Connections {
 
     /// Begins `of`'s consent: the authorization URL to send the browser to,
     /// and the cookie (name, value) that binds the consent to that browser.
-    pub async fn begin(&self, config: &Config, of: &For, now_ms: i64, entropy: &dyn Entropy) -> Result<(String, (String, String)), String> {
+    pub async fn begin(
+        &self,
+        config: &Config,
+        of: &For,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<(String, (String, String)), String> {
         let place = Place::of(config);
         let vault = self.vault(&place, entropy)?;
         let k = self.known(config, &place, &of.server).await?;
         let (state, browser, pkce) = (entropy.id("tgst_"), entropy.id("tgb_"), Pkce::new(entropy));
         let redirect_uri = place.redirect_uri();
-        let url = oauth_client::authorization_url(&k.discovered, &k.client, &redirect_uri, &k.discovered.resource, k.discovered.scope().as_deref(), &state, &pkce);
-        let pending = Pending { of: of.clone(), browser_sha256: sha256_hex(browser.as_bytes()), pkce, client: k.client, discovered: k.discovered, redirect_uri };
+        let url = oauth_client::authorization_url(
+            &k.discovered,
+            &k.client,
+            &redirect_uri,
+            &k.discovered.resource,
+            k.discovered.scope().as_deref(),
+            &state,
+            &pkce,
+        );
+        let pending = Pending {
+            of: of.clone(),
+            browser_sha256: sha256_hex(browser.as_bytes()),
+            pkce,
+            client: k.client,
+            discovered: k.discovered,
+            redirect_uri,
+        };
         let id = sha256_hex(state.as_bytes());
-        let sealed = vault.seal(&[STATE_AAD, id.as_bytes()].concat(), &serde_json::to_vec(&pending).expect("serialises"), entropy);
-        self.ledger.put_oauth_state(&id, sealed, now_ms + STATE_TTL_MS).await.map_err(|e| format!("the ledger did not keep the authorization: {e}"))?;
+        let sealed = vault.seal(
+            &[STATE_AAD, id.as_bytes()].concat(),
+            &serde_json::to_vec(&pending).expect("serialises"),
+            entropy,
+        );
+        self.ledger
+            .put_oauth_state(&id, sealed, now_ms + STATE_TTL_MS)
+            .await
+            .map_err(|e| format!("the ledger did not keep the authorization: {e}"))?;
         Ok((url, (browser_cookie(&id), browser)))
     }
 
     /// Ends a consent at the callback: `query` as the authorization server
     /// sent it, `browser` the value of a cookie of the browser it arrived in,
     /// by name. The grant is kept; returns whose it is.
-    pub async fn finish(&self, config: &Config, query: &str, browser: impl Fn(&str) -> Option<String>, now_ms: i64, entropy: &dyn Entropy) -> Result<For, String> {
+    pub async fn finish(
+        &self,
+        config: &Config,
+        query: &str,
+        browser: impl Fn(&str) -> Option<String>,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<For, String> {
         let place = Place::of(config);
         let vault = self.vault(&place, entropy)?;
-        let state = query_value(query, "state").ok_or("the callback carries no state: start again from the link")?;
+        let state = query_value(query, "state")
+            .ok_or("the callback carries no state: start again from the link")?;
         let id = sha256_hex(state.as_bytes());
-        let sealed = self.ledger.take_oauth_state(&id, now_ms).await.map_err(|e| format!("the ledger did not answer: {e}"))?;
+        let sealed = self
+            .ledger
+            .take_oauth_state(&id, now_ms)
+            .await
+            .map_err(|e| format!("the ledger did not answer: {e}"))?;
         let sealed = sealed.ok_or("this authorization was finished already, has expired, or was never begun here: start again from the link")?;
-        let plain = vault.open(&[STATE_AAD, id.as_bytes()].concat(), &sealed).map_err(|e| e.to_string())?;
-        let p: Pending = serde_json::from_slice(&plain).map_err(|_| "the authorization's state does not read".to_string())?;
-        if browser(&browser_cookie(&id)).map(|b| sha256_hex(b.as_bytes())) != Some(p.browser_sha256.clone()) {
+        let plain =
+            vault.open(&[STATE_AAD, id.as_bytes()].concat(), &sealed).map_err(|e| e.to_string())?;
+        let p: Pending = serde_json::from_slice(&plain)
+            .map_err(|_| "the authorization's state does not read".to_string())?;
+        if browser(&browser_cookie(&id)).map(|b| sha256_hex(b.as_bytes()))
+            != Some(p.browser_sha256.clone())
+        {
             return Err("this authorization was begun in another browser: nothing was connected. Open the link again in the browser you consent in".into());
         }
         let callback = oauth_client::callback(&p.discovered, query)?;
-        let tokens = oauth_client::redeem(&self.http, &p.discovered, &p.client, &callback.code, &p.pkce, &p.redirect_uri, &p.discovered.resource, now_ms).await?;
+        let tokens = oauth_client::redeem(
+            &self.http,
+            &p.discovered,
+            &p.client,
+            &callback.code,
+            &p.pkce,
+            &p.redirect_uri,
+            &p.discovered.resource,
+            now_ms,
+        )
+        .await?;
         self.keep(&place, &p.of, tokens, (p.client, p.discovered), now_ms, entropy).await?;
         Ok(p.of)
     }
 
     /// Keeps `of`'s grant — its `tokens`, and the client and authorization
     /// server they were issued by — sealed in the ledger, replacing any.
-    pub async fn keep(&self, place: &Place, of: &For, tokens: TokenSet, (client, discovered): (Client, Discovered), now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
+    pub async fn keep(
+        &self,
+        place: &Place,
+        of: &For,
+        tokens: TokenSet,
+        (client, discovered): (Client, Discovered),
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<(), String> {
         let vault = self.vault(place, entropy)?;
         let grant = Grant { tokens, client, discovered, issued_ms: now_ms };
         let row = self.seal(&vault, of, &grant, now_ms, entropy);
-        self.ledger.put_connection(row).await.map_err(|e| format!("the ledger did not keep the connection: {e}"))?;
+        self.ledger
+            .put_connection(row)
+            .await
+            .map_err(|e| format!("the ledger did not keep the connection: {e}"))?;
         lock(&self.tokens).remove(&key(of));
         Ok(())
     }
 
-    fn seal(&self, vault: &Vault, of: &For, grant: &Grant, now_ms: i64, entropy: &dyn Entropy) -> Connection {
-        let sealed = vault.seal(&binding(&of.tenant, &of.subject, &of.server), &serde_json::to_vec(grant).expect("a grant serialises"), entropy);
-        Connection { tenant: of.tenant.clone(), subject: of.subject.clone(), server: of.server.clone(), sealed, expires_ms: grant.tokens.expires_at_ms.unwrap_or(i64::MAX), updated_ms: now_ms }
+    fn seal(
+        &self,
+        vault: &Vault,
+        of: &For,
+        grant: &Grant,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Connection {
+        let sealed = vault.seal(
+            &binding(&of.tenant, &of.subject, &of.server),
+            &serde_json::to_vec(grant).expect("a grant serialises"),
+            entropy,
+        );
+        Connection {
+            tenant: of.tenant.clone(),
+            subject: of.subject.clone(),
+            server: of.server.clone(),
+            sealed,
+            expires_ms: grant.tokens.expires_at_ms.unwrap_or(i64::MAX),
+            updated_ms: now_ms,
+        }
     }
 
     fn open(&self, vault: &Vault, row: &Connection) -> Result<Grant, String> {
@@ -293,14 +422,28 @@ impl Connections {
 
     /// `of`'s access token and its SHA-256: from memory, else the ledger,
     /// refreshed first when it is near its end.
-    pub async fn token(&self, place: &Place, of: &For, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<(Arc<str>, String), Needed> {
+    pub async fn token(
+        &self,
+        place: &Place,
+        of: &For,
+        now_ms: impl Fn() -> i64,
+        entropy: &dyn Entropy,
+    ) -> Result<(Arc<str>, String), Needed> {
         let k = key(of);
         if let Some(c) = lock(&self.tokens).get(&k).filter(|c| c.until_ms > now_ms()) {
             return Ok((c.token.clone(), c.sha256.clone()));
         }
         let vault = self.vault(place, entropy).map_err(Needed::Unavailable)?;
-        let connect = || self.link(place, of, now_ms(), entropy).map_or_else(Needed::Unavailable, Needed::Connect);
-        let read = || async { self.ledger.connection(&of.tenant, &of.subject, &of.server).await.map_err(|e| Needed::Unavailable(format!("the ledger did not answer: {e}"))) };
+        let connect = || {
+            self.link(place, of, now_ms(), entropy)
+                .map_or_else(Needed::Unavailable, Needed::Connect)
+        };
+        let read = || async {
+            self.ledger
+                .connection(&of.tenant, &of.subject, &of.server)
+                .await
+                .map_err(|e| Needed::Unavailable(format!("the ledger did not answer: {e}")))
+        };
         let Some(row) = read().await? else { return Err(connect()) };
         let mut grant = self.open(&vault, &row).map_err(Needed::Unavailable)?;
         if due(&grant, now_ms()) {
@@ -321,13 +464,21 @@ impl Connections {
         let sha256 = grant.tokens.access_sha256();
         let expires = grant.tokens.expires_at_ms.unwrap_or(i64::MAX);
         let until_ms = (now_ms() + CACHE_MS).min(expires.saturating_sub(margin(&grant)));
-        lock(&self.tokens).insert(k, Cached { token: token.clone(), sha256: sha256.clone(), until_ms });
+        lock(&self.tokens)
+            .insert(k, Cached { token: token.clone(), sha256: sha256.clone(), until_ms });
         Ok((token, sha256))
     }
 
     /// Refreshes `grant` under the fleet's lease. `None`: the grant is gone
     /// (refused by its server, or it had no refresh token and expired).
-    async fn refresh(&self, vault: &Vault, of: &For, grant: Grant, now_ms: &impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Option<Grant>, Needed> {
+    async fn refresh(
+        &self,
+        vault: &Vault,
+        of: &For,
+        grant: Grant,
+        now_ms: &impl Fn() -> i64,
+        entropy: &dyn Entropy,
+    ) -> Result<Option<Grant>, Needed> {
         let expired = grant.tokens.expires_at_ms.is_some_and(|e| e <= now_ms());
         let Some(refresh_token) = grant.tokens.refresh_token.clone() else {
             if !expired {
@@ -338,8 +489,15 @@ impl Connections {
             return Ok(None);
         };
         let (t, s, v) = (&of.tenant, &of.subject, &of.server);
-        let unavailable = |e: toolgate_ledger::LedgerError| Needed::Unavailable(format!("the ledger did not answer: {e}"));
-        if !self.ledger.claim_refresh(t, s, v, &self.holder, now_ms(), now_ms() + LEASE_MS).await.map_err(unavailable)? {
+        let unavailable = |e: toolgate_ledger::LedgerError| {
+            Needed::Unavailable(format!("the ledger did not answer: {e}"))
+        };
+        if !self
+            .ledger
+            .claim_refresh(t, s, v, &self.holder, now_ms(), now_ms() + LEASE_MS)
+            .await
+            .map_err(unavailable)?
+        {
             // Another replica refreshes it: use what is still good, else
             // wait for its new grant.
             if !expired {
@@ -354,28 +512,62 @@ impl Connections {
                     return Ok(Some(g));
                 }
             }
-            return Err(Needed::Unavailable("another replica is refreshing this person's token and has not finished".into()));
+            return Err(Needed::Unavailable(
+                "another replica is refreshing this person's token and has not finished".into(),
+            ));
         }
         // The grant as it stands now that the lease is ours: another replica
         // may have refreshed it (and spent the refresh token read before)
         // between that read and this claim, or the person connected again
         // or disconnected. Only a refresh token still in the ledger is spent.
-        let current = self.ledger.connection(t, s, v).await.map_err(unavailable)?.map(|row| self.open(vault, &row)).transpose().map_err(Needed::Unavailable)?;
+        let current = self
+            .ledger
+            .connection(t, s, v)
+            .await
+            .map_err(unavailable)?
+            .map(|row| self.open(vault, &row))
+            .transpose()
+            .map_err(Needed::Unavailable)?;
         match current {
-            Some(now_kept) if now_kept.tokens.refresh_token.as_deref() == Some(refresh_token.as_str()) => {}
+            Some(now_kept)
+                if now_kept.tokens.refresh_token.as_deref() == Some(refresh_token.as_str()) => {}
             other => {
                 let _ = self.ledger.finish_refresh(t, s, v, &self.holder, None).await;
                 return Ok(other);
             }
         }
         let resource = Some(grant.discovered.resource.as_str());
-        match oauth_client::refresh(&self.http, &grant.discovered, &grant.client, &refresh_token, resource, now_ms()).await {
+        match oauth_client::refresh(
+            &self.http,
+            &grant.discovered,
+            &grant.client,
+            &refresh_token,
+            resource,
+            now_ms(),
+        )
+        .await
+        {
             Ok(tokens) => {
-                let fresh = Grant { tokens, client: grant.client, discovered: grant.discovered, issued_ms: now_ms() };
+                let fresh = Grant {
+                    tokens,
+                    client: grant.client,
+                    discovered: grant.discovered,
+                    issued_ms: now_ms(),
+                };
                 let row = self.seal(vault, of, &fresh, now_ms(), entropy);
-                if !self.ledger.finish_refresh(t, s, v, &self.holder, Some(row)).await.map_err(unavailable)? {
+                if !self
+                    .ledger
+                    .finish_refresh(t, s, v, &self.holder, Some(row))
+                    .await
+                    .map_err(unavailable)?
+                {
                     // The person connected again, or disconnected, meanwhile.
-                    return Ok(self.ledger.connection(t, s, v).await.map_err(unavailable)?.and_then(|row| self.open(vault, &row).ok()));
+                    return Ok(self
+                        .ledger
+                        .connection(t, s, v)
+                        .await
+                        .map_err(unavailable)?
+                        .and_then(|row| self.open(vault, &row).ok()));
                 }
                 tracing::info!(target: "toolgate::identity", server = %v, "refreshed a person's token");
                 Ok(Some(fresh))
@@ -386,14 +578,20 @@ impl Connections {
                 tracing::warn!(target: "toolgate::identity", server = %v, %why, "a person's grant ended at its server");
                 // Deleted only if it is still the grant that was refused
                 // (not one the person made meanwhile): under the lease.
-                if self.ledger.finish_refresh(t, s, v, &self.holder, None).await.unwrap_or(false) && self.holds_refresh_token(vault, of, &refresh_token).await {
+                if self.ledger.finish_refresh(t, s, v, &self.holder, None).await.unwrap_or(false)
+                    && self.holds_refresh_token(vault, of, &refresh_token).await
+                {
                     let _ = self.ledger.delete_connection(t, s, v).await;
                 }
                 Ok(None)
             }
             Err(why) => {
                 let _ = self.ledger.finish_refresh(t, s, v, &self.holder, None).await;
-                if expired { Err(Needed::Unavailable(format!("the token could not be refreshed: {why}"))) } else { Ok(Some(grant)) }
+                if expired {
+                    Err(Needed::Unavailable(format!("the token could not be refreshed: {why}")))
+                } else {
+                    Ok(Some(grant))
+                }
             }
         }
     }
@@ -404,7 +602,14 @@ impl Connections {
     /// grant is marked ended, so the next call refreshes it (or, with
     /// nothing to refresh it by, asks the person to connect again). The
     /// mark is written under the refresh lease, so it never undoes a refresh.
-    pub async fn distrust(&self, place: &Place, of: &For, refused_sha256: &str, now_ms: i64, entropy: &dyn Entropy) -> Result<(), String> {
+    pub async fn distrust(
+        &self,
+        place: &Place,
+        of: &For,
+        refused_sha256: &str,
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) -> Result<(), String> {
         lock(&self.tokens).remove(&key(of));
         let vault = self.vault(place, entropy)?;
         let (t, s, v) = (&of.tenant, &of.subject, &of.server);
@@ -412,31 +617,54 @@ impl Connections {
         // one of them at a time, this mark included.
         let gate = lock(&self.refreshing).entry(key(of)).or_default().clone();
         let _one = gate.lock().await;
-        if !self.ledger.claim_refresh(t, s, v, &self.holder, now_ms, now_ms + LEASE_MS).await.map_err(|e| e.to_string())? {
+        if !self
+            .ledger
+            .claim_refresh(t, s, v, &self.holder, now_ms, now_ms + LEASE_MS)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             return Ok(()); // a refresh is under way: it replaces the token
         }
-        let kept = self.ledger.connection(t, s, v).await.map_err(|e| e.to_string())?.map(|row| self.open(&vault, &row)).transpose();
+        let kept = self
+            .ledger
+            .connection(t, s, v)
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|row| self.open(&vault, &row))
+            .transpose();
         let marked = match kept {
             Ok(Some(mut grant)) if grant.tokens.access_sha256() == refused_sha256 => {
-                grant.tokens.expires_at_ms = Some(now_ms.min(grant.tokens.expires_at_ms.unwrap_or(i64::MAX)) - 1);
+                grant.tokens.expires_at_ms =
+                    Some(now_ms.min(grant.tokens.expires_at_ms.unwrap_or(i64::MAX)) - 1);
                 Some(self.seal(&vault, of, &grant, now_ms, entropy))
             }
             _ => None, // renewed already, gone, or not this vault's
         };
-        self.ledger.finish_refresh(t, s, v, &self.holder, marked).await.map(|_| ()).map_err(|e| e.to_string())
+        self.ledger
+            .finish_refresh(t, s, v, &self.holder, marked)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     /// Whether `of`'s kept grant still holds `refresh_token`.
     async fn holds_refresh_token(&self, vault: &Vault, of: &For, refresh_token: &str) -> bool {
         match self.ledger.connection(&of.tenant, &of.subject, &of.server).await {
-            Ok(Some(row)) => self.open(vault, &row).is_ok_and(|g| g.tokens.refresh_token.as_deref() == Some(refresh_token)),
+            Ok(Some(row)) => self
+                .open(vault, &row)
+                .is_ok_and(|g| g.tokens.refresh_token.as_deref() == Some(refresh_token)),
             _ => false,
         }
     }
 
     /// Whether a kept grant (`row`) can be refreshed when its token ends: it
     /// holds a refresh token. An error: it does not open here (another key).
-    pub fn refreshable(&self, config: &Config, row: &Connection, entropy: &dyn Entropy) -> Result<bool, String> {
+    pub fn refreshable(
+        &self,
+        config: &Config,
+        row: &Connection,
+        entropy: &dyn Entropy,
+    ) -> Result<bool, String> {
         let vault = self.vault(&Place::of(config), entropy)?;
         Ok(self.open(&vault, row)?.tokens.refresh_token.is_some())
     }
@@ -445,11 +673,20 @@ impl Connections {
     /// ends the grant; then the access token), and deleted. Returns whether
     /// there was one, and what the revocation said if it failed (the grant
     /// is deleted all the same).
-    pub async fn disconnect(&self, config: &Config, of: &For, entropy: &dyn Entropy) -> Result<(bool, Option<String>), String> {
+    pub async fn disconnect(
+        &self,
+        config: &Config,
+        of: &For,
+        entropy: &dyn Entropy,
+    ) -> Result<(bool, Option<String>), String> {
         let place = Place::of(config);
         let vault = self.vault(&place, entropy)?;
         lock(&self.tokens).remove(&key(of));
-        let row = self.ledger.connection(&of.tenant, &of.subject, &of.server).await.map_err(|e| format!("the ledger did not answer: {e}"))?;
+        let row = self
+            .ledger
+            .connection(&of.tenant, &of.subject, &of.server)
+            .await
+            .map_err(|e| format!("the ledger did not answer: {e}"))?;
         let Some(row) = row else { return Ok((false, None)) };
         let mut failed = None;
         if let Ok(grant) = self.open(&vault, &row) {
@@ -458,12 +695,19 @@ impl Connections {
                 tokens.insert(0, (r, TokenKind::Refresh));
             }
             for (token, kind) in tokens {
-                if let Err(e) = oauth_client::revoke(&self.http, &grant.discovered, &grant.client, &token, kind).await {
+                if let Err(e) =
+                    oauth_client::revoke(&self.http, &grant.discovered, &grant.client, &token, kind)
+                        .await
+                {
                     failed.get_or_insert(e);
                 }
             }
         }
-        let deleted = self.ledger.delete_connection(&of.tenant, &of.subject, &of.server).await.map_err(|e| format!("the ledger did not answer: {e}"))?;
+        let deleted = self
+            .ledger
+            .delete_connection(&of.tenant, &of.subject, &of.server)
+            .await
+            .map_err(|e| format!("the ledger did not answer: {e}"))?;
         lock(&self.tokens).remove(&key(of));
         Ok((deleted, failed))
     }
@@ -507,8 +751,22 @@ mod tests {
             client_id_metadata_document_supported: false,
             iss_parameter_supported: false,
         };
-        let tokens = TokenSet { access_token: "a".into(), refresh_token: Some("r".into()), expires_at_ms: expires, scope: None };
-        Grant { tokens, client: Client { client_id: "c".into(), client_secret: None, auth: oauth_client::AuthMethod::None }, discovered: d, issued_ms: issued }
+        let tokens = TokenSet {
+            access_token: "a".into(),
+            refresh_token: Some("r".into()),
+            expires_at_ms: expires,
+            scope: None,
+        };
+        Grant {
+            tokens,
+            client: Client {
+                client_id: "c".into(),
+                client_secret: None,
+                auth: oauth_client::AuthMethod::None,
+            },
+            discovered: d,
+            issued_ms: issued,
+        }
     }
 
     #[test]
@@ -517,11 +775,18 @@ mod tests {
         assert!(!due(&short, 5_999) && due(&short, 6_000));
         let long = grant(0, Some(3_600_000));
         assert!(!due(&long, 3_539_999) && due(&long, 3_540_000));
-        assert!(!due(&grant(0, None), i64::MAX - 1), "a token without an expiry is used until refused");
+        assert!(
+            !due(&grant(0, None), i64::MAX - 1),
+            "a token without an expiry is used until refused"
+        );
     }
 
     fn place(dir: &std::path::Path) -> Place {
-        Place { public_url: "https://gw.example".into(), vault_key: dir.join("vault.key"), shared_key: false }
+        Place {
+            public_url: "https://gw.example".into(),
+            vault_key: dir.join("vault.key"),
+            shared_key: false,
+        }
     }
 
     async fn connections(dir: &std::path::Path) -> Connections {
@@ -532,48 +797,96 @@ mod tests {
     #[tokio::test]
     async fn a_link_names_its_person_to_this_gateway_alone_and_expires() {
         let dir = tempfile::tempdir().unwrap();
-        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([5; 32]));
-        let of = For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() };
+        let (c, entropy) =
+            (connections(dir.path()).await, toolgate_core::SeededEntropy::new([5; 32]));
+        let of = For {
+            tenant: "atlas".into(),
+            subject: "jane@atlas.example".into(),
+            server: "who".into(),
+        };
         let link = c.link(&place(dir.path()), &of, 1_000, &entropy).unwrap();
-        let ticket = link.strip_prefix("https://gw.example/console/connect?for=").expect("under the public URL");
+        let ticket = link
+            .strip_prefix("https://gw.example/console/connect?for=")
+            .expect("under the public URL");
         assert!(!link.contains("jane"), "the link does not spell the person out: {link}");
         assert_eq!(c.read_link(&place(dir.path()), ticket, 2_000, &entropy).unwrap(), of);
-        assert!(c.read_link(&place(dir.path()), ticket, 1_000 + LINK_TTL_MS, &entropy).unwrap_err().contains("expired"));
+        assert!(
+            c.read_link(&place(dir.path()), ticket, 1_000 + LINK_TTL_MS, &entropy)
+                .unwrap_err()
+                .contains("expired")
+        );
         let mut forged = ticket.to_string();
         forged.replace_range(10..11, if &forged[10..11] == "A" { "B" } else { "A" });
-        assert!(c.read_link(&place(dir.path()), &forged, 2_000, &entropy).unwrap_err().contains("not one this gateway made"));
+        assert!(
+            c.read_link(&place(dir.path()), &forged, 2_000, &entropy)
+                .unwrap_err()
+                .contains("not one this gateway made")
+        );
         let other = tempfile::tempdir().unwrap();
         let elsewhere = connections(other.path()).await;
-        assert!(elsewhere.read_link(&place(other.path()), ticket, 2_000, &entropy).unwrap_err().contains("not one this gateway made"), "another vault key opens nothing");
+        assert!(
+            elsewhere
+                .read_link(&place(other.path()), ticket, 2_000, &entropy)
+                .unwrap_err()
+                .contains("not one this gateway made"),
+            "another vault key opens nothing"
+        );
     }
 
     #[tokio::test]
-    async fn a_person_with_no_grant_is_given_the_link_and_a_callback_without_its_state_keeps_nothing() {
+    async fn a_person_with_no_grant_is_given_the_link_and_a_callback_without_its_state_keeps_nothing()
+     {
         let dir = tempfile::tempdir().unwrap();
-        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([6; 32]));
-        let of = For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() };
+        let (c, entropy) =
+            (connections(dir.path()).await, toolgate_core::SeededEntropy::new([6; 32]));
+        let of = For {
+            tenant: "atlas".into(),
+            subject: "jane@atlas.example".into(),
+            server: "who".into(),
+        };
         match c.token(&place(dir.path()), &of, || 1_000, &entropy).await {
-            Err(Needed::Connect(link)) => assert!(link.starts_with("https://gw.example/console/connect?for=")),
+            Err(Needed::Connect(link)) => {
+                assert!(link.starts_with("https://gw.example/console/connect?for="))
+            }
             other => panic!("not asked to connect: {:?}", other.map(|_| ())),
         }
-        let config = Config::parse(&format!("[gateway]\nstate_dir = \"{}\"\n", dir.path().display()), std::path::Path::new("/tmp/toolgate.toml")).unwrap();
-        let e = c.finish(&config, "code=x&state=tgst_made_up", |_| Some("tgb_x".into()), 1_000, &entropy).await.unwrap_err();
+        let config = Config::parse(
+            &format!("[gateway]\nstate_dir = \"{}\"\n", dir.path().display()),
+            std::path::Path::new("/tmp/toolgate.toml"),
+        )
+        .unwrap();
+        let e = c
+            .finish(&config, "code=x&state=tgst_made_up", |_| Some("tgb_x".into()), 1_000, &entropy)
+            .await
+            .unwrap_err();
         assert!(e.contains("never begun here"), "{e}");
     }
 
     #[tokio::test]
     async fn a_token_its_server_refused_is_not_used_again() {
         let dir = tempfile::tempdir().unwrap();
-        let (c, entropy) = (connections(dir.path()).await, toolgate_core::SeededEntropy::new([7; 32]));
-        let (place, of) = (place(dir.path()), For { tenant: "atlas".into(), subject: "jane@atlas.example".into(), server: "who".into() });
+        let (c, entropy) =
+            (connections(dir.path()).await, toolgate_core::SeededEntropy::new([7; 32]));
+        let (place, of) = (
+            place(dir.path()),
+            For {
+                tenant: "atlas".into(),
+                subject: "jane@atlas.example".into(),
+                server: "who".into(),
+            },
+        );
         let mut g = grant(1_000, Some(10_000_000));
         g.tokens.refresh_token = None;
         let vault = c.vault(&place, &entropy).unwrap();
         c.ledger.put_connection(c.seal(&vault, &of, &g, 1_000, &entropy)).await.unwrap();
-        let (token, sha256) = c.token(&place, &of, || 2_000, &entropy).await.unwrap_or_else(|_| panic!("no token"));
+        let (token, sha256) =
+            c.token(&place, &of, || 2_000, &entropy).await.unwrap_or_else(|_| panic!("no token"));
         assert_eq!((token.as_ref(), sha256.len()), ("a", 64));
         c.distrust(&place, &of, &"0".repeat(64), 3_000, &entropy).await.unwrap();
-        assert!(c.token(&place, &of, || 3_000, &entropy).await.is_ok(), "another token's refusal marks nothing");
+        assert!(
+            c.token(&place, &of, || 3_000, &entropy).await.is_ok(),
+            "another token's refusal marks nothing"
+        );
         c.distrust(&place, &of, &sha256_hex(b"a"), 3_000, &entropy).await.unwrap();
         // Nothing to refresh it by: the person is asked to connect again, and the grant is gone.
         assert!(matches!(c.token(&place, &of, || 3_001, &entropy).await, Err(Needed::Connect(_))));

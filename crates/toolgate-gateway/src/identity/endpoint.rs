@@ -21,11 +21,19 @@ pub(super) enum ClientAuth<'a> {
 
 /// POSTs `form` to `url` as `auth`; the status and the answer. `what`
 /// names the endpoint in messages ("the token endpoint").
-pub(super) async fn post_form(http: &reqwest::Client, url: &str, mut form: Vec<(&str, &str)>, auth: ClientAuth<'_>, what: &str) -> Result<(StatusCode, Vec<u8>), String> {
+pub(super) async fn post_form(
+    http: &reqwest::Client,
+    url: &str,
+    mut form: Vec<(&str, &str)>,
+    auth: ClientAuth<'_>,
+    what: &str,
+) -> Result<(StatusCode, Vec<u8>), String> {
     let request = http.post(url);
     let request = match auth {
         // RFC 6749 §2.3.1: each is form-encoded before it goes into Basic.
-        ClientAuth::Basic { id, secret } => request.basic_auth(form_encode(id), Some(form_encode(secret))),
+        ClientAuth::Basic { id, secret } => {
+            request.basic_auth(form_encode(id), Some(form_encode(secret)))
+        }
         ClientAuth::Post { id, secret } => {
             form.extend([("client_id", id), ("client_secret", secret)]);
             request
@@ -35,7 +43,10 @@ pub(super) async fn post_form(http: &reqwest::Client, url: &str, mut form: Vec<(
             request
         }
     };
-    let request = request.header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json").body(urlencoded(&form));
+    let request = request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(urlencoded(&form));
     send(request, what).await
 }
 
@@ -43,22 +54,39 @@ pub(super) async fn post_form(http: &reqwest::Client, url: &str, mut form: Vec<(
 /// bytes. A redirect is refused, not followed: it would carry the request —
 /// and the credentials in it — somewhere nobody named. A client that
 /// follows redirects anyway is caught by the answer's URL.
-pub(super) async fn send(request: reqwest::RequestBuilder, what: &str) -> Result<(StatusCode, Vec<u8>), String> {
+pub(super) async fn send(
+    request: reqwest::RequestBuilder,
+    what: &str,
+) -> Result<(StatusCode, Vec<u8>), String> {
     let (http, request) = request.build_split();
-    let request = request.map_err(|e| format!("{what}: no request could be made ({})", without_url(e)))?;
+    let request =
+        request.map_err(|e| format!("{what}: no request could be made ({})", without_url(e)))?;
     let sent = request.url().clone();
-    let response = http.execute(request).await.map_err(|e| format!("{what} could not be reached ({})", without_url(e)))?;
+    let response = http
+        .execute(request)
+        .await
+        .map_err(|e| format!("{what} could not be reached ({})", without_url(e)))?;
     if response.status().is_redirection() || response.url() != &sent {
-        return Err(format!("{what} answered with a redirect (HTTP {}); toolgate follows none", response.status().as_u16()));
+        return Err(format!(
+            "{what} answered with a redirect (HTTP {}); toolgate follows none",
+            response.status().as_u16()
+        ));
     }
     let status = response.status();
     Ok((status, read_bounded(response, what).await?))
 }
 
 /// The answer's body, refused once it passes [`MAX_ANSWER`] bytes.
-pub(super) async fn read_bounded(mut response: reqwest::Response, what: &str) -> Result<Vec<u8>, String> {
+pub(super) async fn read_bounded(
+    mut response: reqwest::Response,
+    what: &str,
+) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| format!("{what}'s answer was cut ({})", without_url(e)))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("{what}'s answer was cut ({})", without_url(e)))?
+    {
         if bytes.len() + chunk.len() > MAX_ANSWER {
             return Err(format!("{what}'s answer is over {MAX_ANSWER} bytes"));
         }
@@ -69,8 +97,16 @@ pub(super) async fn read_bounded(mut response: reqwest::Response, what: &str) ->
 
 /// `HTTP 400 Bad Request, invalid_grant: why`: what an endpoint said when it refused
 /// (its RFC 6749 §5.2 `error` and `error_description`), tamed.
-pub(super) fn refusal(status: StatusCode, error: Option<&str>, description: Option<&str>) -> String {
-    format!("HTTP {status}{}{}", error.map(|e| format!(", {}", tame(e))).unwrap_or_default(), description.map(|d| format!(": {}", tame(d))).unwrap_or_default())
+pub(super) fn refusal(
+    status: StatusCode,
+    error: Option<&str>,
+    description: Option<&str>,
+) -> String {
+    format!(
+        "HTTP {status}{}{}",
+        error.map(|e| format!(", {}", tame(e))).unwrap_or_default(),
+        description.map(|d| format!(": {}", tame(d))).unwrap_or_default()
+    )
 }
 
 /// RFC 6749 §2.3.1: client credentials in Basic are form-encoded first.
@@ -97,7 +133,9 @@ pub(super) fn urlencoded(pairs: &[(&str, &str)]) -> String {
 fn encode_into(out: &mut String, s: &str) {
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => out.push(char::from(b)),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                out.push(char::from(b))
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -112,7 +150,8 @@ pub(super) fn without_url(e: reqwest::Error) -> String {
 /// Hostile text for a message: at most 200 characters, no control characters.
 pub(super) fn tame(s: &str) -> String {
     let text: String = s.chars().filter(|c| !c.is_control()).collect();
-    let words: Vec<&str> = text.split(' ').map(|w| if looks_like_a_token(w) { "[withheld]" } else { w }).collect();
+    let words: Vec<&str> =
+        text.split(' ').map(|w| if looks_like_a_token(w) { "[withheld]" } else { w }).collect();
     words.join(" ").chars().take(200).collect()
 }
 
@@ -120,8 +159,12 @@ pub(super) fn tame(s: &str) -> String {
 /// token): long, and all of a token's characters. Such a word never
 /// reaches a message, even cut short.
 fn looks_like_a_token(word: &str) -> bool {
-    let word = word.trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | ';' | ':' | '`'));
-    word.len() >= 24 && word.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '='))
+    let word =
+        word.trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | ';' | ':' | '`'));
+    word.len() >= 24
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '=')
+        })
 }
 
 #[cfg(test)]
@@ -130,12 +173,22 @@ mod tests {
 
     #[test]
     fn a_token_a_server_quotes_back_never_reaches_a_message() {
-        let jwt = "eyJhbGciOiJFZERTQSIsImtpZCI6IngifQ.eyJzdWIiOiJqYW5lIn0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU";
+        let jwt =
+            "eyJhbGciOiJFZERTQSIsImtpZCI6IngifQ.eyJzdWIiOiJqYW5lIn0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU";
         let said = format!("subject_token \"{jwt}\" failed verification\n(expired)");
         let tamed = tame(&said);
-        assert!(!tamed.contains("eyJ") && tamed.contains("[withheld]") && tamed.contains("failed verification") && tamed.contains("(expired)"), "{tamed}");
+        assert!(
+            !tamed.contains("eyJ")
+                && tamed.contains("[withheld]")
+                && tamed.contains("failed verification")
+                && tamed.contains("(expired)"),
+            "{tamed}"
+        );
         // Plain words, URLs' hosts and short ids stay.
-        assert_eq!(tame("invalid_grant: audience mismatch for tickets"), "invalid_grant: audience mismatch for tickets");
+        assert_eq!(
+            tame("invalid_grant: audience mismatch for tickets"),
+            "invalid_grant: audience mismatch for tickets"
+        );
         assert_eq!(tame(&"x".repeat(500)).len(), "[withheld]".len());
         assert_eq!(tame(&"word ".repeat(100)).chars().count(), 200);
     }

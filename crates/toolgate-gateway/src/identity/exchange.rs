@@ -102,12 +102,21 @@ impl Exchanges {
     /// The person's token for `key`: the one kept, or a new exchange
     /// (`request` is made only then). At most one exchange per key runs at a
     /// time; the others wait for its token.
-    pub async fn token(&self, key: Key, now_ms: impl Fn() -> i64, request: impl FnOnce() -> Result<Owned, String>) -> Result<Token, String> {
+    pub async fn token(
+        &self,
+        key: Key,
+        now_ms: impl Fn() -> i64,
+        request: impl FnOnce() -> Result<Owned, String>,
+    ) -> Result<Token, String> {
         let slot = {
             let mut cache = self.cache.lock().expect("exchange cache");
             if cache.len() >= MAX_CACHED {
                 let now = now_ms();
-                cache.retain(|_, slot| slot.try_lock().map(|t| t.as_ref().is_some_and(|t| now < t.until_ms)).unwrap_or(true));
+                cache.retain(|_, slot| {
+                    slot.try_lock()
+                        .map(|t| t.as_ref().is_some_and(|t| now < t.until_ms))
+                        .unwrap_or(true)
+                });
             }
             cache.entry(key).or_default().clone()
         };
@@ -123,7 +132,14 @@ impl Exchanges {
                 // where the server's own tokens are made.
                 let grant = self.exchange(&owned.borrow(), ID_JAG_TYPE, now_ms()).await?;
                 let form = vec![("grant_type", JWT_BEARER), ("assertion", grant.access.as_ref())];
-                let (status, bytes) = endpoint::post_form(&self.http, endpoint, form, auth(id, secret.as_deref()), "the authorization server's token endpoint").await?;
+                let (status, bytes) = endpoint::post_form(
+                    &self.http,
+                    endpoint,
+                    form,
+                    auth(id, secret.as_deref()),
+                    "the authorization server's token endpoint",
+                )
+                .await?;
                 token_of(status, &bytes, now_ms(), "the ID-JAG")?
             }
         };
@@ -139,7 +155,12 @@ impl Exchanges {
         }
     }
 
-    async fn exchange(&self, r: &Request<'_>, requested: &str, now_ms: i64) -> Result<Token, String> {
+    async fn exchange(
+        &self,
+        r: &Request<'_>,
+        requested: &str,
+        now_ms: i64,
+    ) -> Result<Token, String> {
         let mut form = vec![
             ("grant_type", GRANT),
             ("subject_token", r.subject_token),
@@ -151,7 +172,14 @@ impl Exchanges {
         ];
         form.extend(r.resource.map(|v| ("resource", v)));
         form.extend(r.scope.map(|v| ("scope", v)));
-        let (status, bytes) = endpoint::post_form(&self.http, r.endpoint, form, auth(r.client.0, r.client.1), "the token endpoint").await?;
+        let (status, bytes) = endpoint::post_form(
+            &self.http,
+            r.endpoint,
+            form,
+            auth(r.client.0, r.client.1),
+            "the token endpoint",
+        )
+        .await?;
         token_of(status, &bytes, now_ms, "the exchange")
     }
 }
@@ -165,8 +193,17 @@ fn auth<'a>(id: &'a str, secret: Option<&'a str>) -> ClientAuth<'a> {
 }
 
 /// The token of a token endpoint's answer, or why it gave none.
-fn token_of(status: reqwest::StatusCode, bytes: &[u8], now_ms: i64, what: &str) -> Result<Token, String> {
-    let answer: Answer = serde_json::from_slice(bytes).map_err(|_| format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)"))?;
+fn token_of(
+    status: reqwest::StatusCode,
+    bytes: &[u8],
+    now_ms: i64,
+    what: &str,
+) -> Result<Token, String> {
+    let answer: Answer = serde_json::from_slice(bytes).map_err(|_| {
+        format!(
+            "the token endpoint answered HTTP {status} with no token (not a JSON token response)"
+        )
+    })?;
     match answer.access_token {
         Some(access) if status.is_success() && !access.is_empty() => {
             let life_ms = answer.expires_in.map_or(DEFAULT_LIFE_MS, |s| s.saturating_mul(1000));
@@ -175,7 +212,10 @@ fn token_of(status: reqwest::StatusCode, bytes: &[u8], now_ms: i64, what: &str) 
             let sha256 = toolgate_core::proposal::sha256_hex(access.as_bytes());
             Ok(Token { access: access.into(), sha256: sha256.into(), until_ms })
         }
-        _ => Err(format!("the token endpoint refused {what} ({})", endpoint::refusal(status, answer.error.as_deref(), answer.error_description.as_deref()))),
+        _ => Err(format!(
+            "the token endpoint refused {what} ({})",
+            endpoint::refusal(status, answer.error.as_deref(), answer.error_description.as_deref())
+        )),
     }
 }
 

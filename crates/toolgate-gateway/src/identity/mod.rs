@@ -60,7 +60,9 @@ impl Unmade {
     pub fn why(&self) -> String {
         match self {
             Unmade::Unavailable(why) => why.clone(),
-            Unmade::Connect(_) => "no connection for this person: they connect at the link a call gives them".into(),
+            Unmade::Connect(_) => {
+                "no connection for this person: they connect at the link a call gives them".into()
+            }
         }
     }
 }
@@ -91,23 +93,59 @@ pub struct Presented {
 impl Presented {
     /// The configured credential, for everyone.
     pub fn shared() -> Self {
-        Self { headers: Vec::new(), meta: None, env: None, identity: UpstreamIdentity { mode: IdentityMode::Shared.word().into(), audience: None, credential_sha256: None, subject: None }, secret: None }
+        Self {
+            headers: Vec::new(),
+            meta: None,
+            env: None,
+            identity: UpstreamIdentity {
+                mode: IdentityMode::Shared.word().into(),
+                audience: None,
+                credential_sha256: None,
+                subject: None,
+            },
+            secret: None,
+        }
     }
 }
 
 impl Identities {
     /// Signs with `key`; publishes it and the `retired` keys' public halves
     /// (JWK `x`), so an assertion signed before a rotation still verifies.
-    pub fn new(key: Arc<AssertionKey>, retired: &[String], roots: Vec<reqwest::Certificate>) -> anyhow::Result<Self> {
-        let keys: Vec<Value> = std::iter::once(key.x()).chain(retired.iter().cloned()).map(|x| assertion::jwk(&x)).collect();
-        let http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build()?;
-        Ok(Self { assertions: Assertions::new(key), exchanges: Exchanges::new(http.clone()), connections: None, jwks: json!({"keys": keys}) })
+    pub fn new(
+        key: Arc<AssertionKey>,
+        retired: &[String],
+        roots: Vec<reqwest::Certificate>,
+    ) -> anyhow::Result<Self> {
+        let keys: Vec<Value> = std::iter::once(key.x())
+            .chain(retired.iter().cloned())
+            .map(|x| assertion::jwk(&x))
+            .collect();
+        let http = reqwest::Client::builder()
+            .timeout(EXCHANGE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_certs_merge(roots)
+            .build()?;
+        Ok(Self {
+            assertions: Assertions::new(key),
+            exchanges: Exchanges::new(http.clone()),
+            connections: None,
+            jwks: json!({"keys": keys}),
+        })
     }
 
     /// With people's grants kept in `ledger` (`oauth`), this process
     /// refreshing them as `holder`.
-    pub fn with_connections(mut self, ledger: Arc<dyn toolgate_ledger::Ledger>, roots: Vec<reqwest::Certificate>, holder: String) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT).redirect(reqwest::redirect::Policy::none()).tls_certs_merge(roots).build()?;
+    pub fn with_connections(
+        mut self,
+        ledger: Arc<dyn toolgate_ledger::Ledger>,
+        roots: Vec<reqwest::Certificate>,
+        holder: String,
+    ) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(EXCHANGE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_certs_merge(roots)
+            .build()?;
         self.connections = Some(Connections::new(ledger, http, holder));
         Ok(self)
     }
@@ -115,19 +153,37 @@ impl Identities {
     /// The credential made for `caller` at `server` was refused there (HTTP
     /// 401): an exchanged token is exchanged again at the next call, a
     /// person's own grant refreshed (or, if it cannot be, connected again).
-    pub async fn distrust(&self, config: &Config, server: &str, (caller, refused): (&Caller, &UpstreamIdentity), now_ms: i64, entropy: &dyn Entropy) {
+    pub async fn distrust(
+        &self,
+        config: &Config,
+        server: &str,
+        (caller, refused): (&Caller, &UpstreamIdentity),
+        now_ms: i64,
+        entropy: &dyn Entropy,
+    ) {
         let Some(s) = config.servers.get(server) else { return };
         match s.identity.mode {
             IdentityMode::Exchange => {
                 let endpoint = s.identity.token_endpoint.clone().unwrap_or_default();
-                let key = exchange::Key { server: server.into(), endpoint, tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
+                let key = exchange::Key {
+                    server: server.into(),
+                    endpoint,
+                    tenant: caller.tenant.clone(),
+                    subject: caller.subject.clone(),
+                    actor: caller.name.clone(),
+                };
                 self.exchanges.forget(&key).await;
             }
             IdentityMode::Oauth => {
-                let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() };
+                let of = For {
+                    tenant: caller.tenant.clone(),
+                    subject: caller.subject.clone(),
+                    server: server.to_string(),
+                };
                 if let Some(c) = &self.connections
                     && let Some(refused) = &refused.credential_sha256
-                    && let Err(why) = c.distrust(&Place::of(config), &of, refused, now_ms, entropy).await
+                    && let Err(why) =
+                        c.distrust(&Place::of(config), &of, refused, now_ms, entropy).await
                 {
                     tracing::warn!(target: "toolgate::identity", server, %why, "cannot mark a refused grant for renewal");
                 }
@@ -150,11 +206,28 @@ impl Identities {
     /// says why no credential could be made; nothing was sent.
     /// `inbound`: the caller's own OAuth access token, if it came with one,
     /// which an exchange presents as the person's subject token.
-    pub async fn present(&self, config: &Config, server: &str, (caller, inbound): (&Caller, Option<&str>), now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
+    pub async fn present(
+        &self,
+        config: &Config,
+        server: &str,
+        (caller, inbound): (&Caller, Option<&str>),
+        now_ms: impl Fn() -> i64,
+        entropy: &dyn Entropy,
+    ) -> Result<Presented, Unmade> {
         let Some(s) = config.servers.get(server) else { return Ok(Presented::shared()) };
         let secret = |file: &Path| config.resolve_path(file);
         let place = (s.identity.mode == IdentityMode::Oauth).then(|| Place::of(config));
-        self.credential(config.issuer(), place.as_ref(), server, s, &secret, (caller, inbound), now_ms, entropy).await
+        self.credential(
+            config.issuer(),
+            place.as_ref(),
+            server,
+            s,
+            &secret,
+            (caller, inbound),
+            now_ms,
+            entropy,
+        )
+        .await
     }
 
     /// The gateway's own credential at `server`, for the requests it makes
@@ -164,7 +237,13 @@ impl Identities {
     /// server with `identity.env`, in that variable of its process). `None`
     /// for a shared server (its configured credential serves) and a stdio
     /// one whose calls carry the person in `_meta`.
-    pub fn own_credential(self: &Arc<Self>, config: &Config, server: &str, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Option<OwnCredential> {
+    pub fn own_credential(
+        self: &Arc<Self>,
+        config: &Config,
+        server: &str,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+    ) -> Option<OwnCredential> {
         let s = config.servers.get(server)?.clone();
         let header = match (s.identity.mode, &s.url, &s.identity.env) {
             (IdentityMode::Shared, _, _) => return None,
@@ -179,7 +258,17 @@ impl Identities {
         let secret_file = s.identity.client_secret_file.as_ref().map(|f| config.resolve_path(f));
         let (identities, server) = (self.clone(), server.to_string());
         let value = Arc::new(move || {
-            let (identities, server, s, issuer, gateway, clock, entropy, secret_file, place) = (identities.clone(), server.clone(), s.clone(), issuer.clone(), gateway.clone(), clock.clone(), entropy.clone(), secret_file.clone(), place.clone());
+            let (identities, server, s, issuer, gateway, clock, entropy, secret_file, place) = (
+                identities.clone(),
+                server.clone(),
+                s.clone(),
+                issuer.clone(),
+                gateway.clone(),
+                clock.clone(),
+                entropy.clone(),
+                secret_file.clone(),
+                place.clone(),
+            );
             Box::pin(async move {
                 let secret = |_: &Path| secret_file.clone().unwrap_or_default();
                 let presented = identities.credential(&issuer, place.as_ref(), &server, &s, &secret, (&gateway, None), || clock.now_ms(), entropy.as_ref()).await.map_err(|e| match e {
@@ -188,9 +277,17 @@ impl Identities {
                 })?;
                 match presented.env {
                     Some((_, token)) => Ok(token.to_string()),
-                    None => presented.headers.into_iter().next().map(|(_, v)| v).ok_or_else(|| "no header".to_string()),
+                    None => presented
+                        .headers
+                        .into_iter()
+                        .next()
+                        .map(|(_, v)| v)
+                        .ok_or_else(|| "no header".to_string()),
                 }
-            }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>
+            })
+                as std::pin::Pin<
+                    Box<dyn std::future::Future<Output = Result<String, String>> + Send>,
+                >
         });
         Some(OwnCredential { header, value })
     }
@@ -198,29 +295,62 @@ impl Identities {
     /// What a call by `caller` to `server` (`s`) carries; `secret` resolves
     /// the exchange client's secret file.
     #[allow(clippy::too_many_arguments)]
-    async fn credential(&self, issuer: &str, place: Option<&Place>, server: &str, s: &ServerConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync), (caller, inbound): (&Caller, Option<&str>), now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Unmade> {
+    async fn credential(
+        &self,
+        issuer: &str,
+        place: Option<&Place>,
+        server: &str,
+        s: &ServerConfig,
+        secret: &(dyn Fn(&Path) -> PathBuf + Sync),
+        (caller, inbound): (&Caller, Option<&str>),
+        now_ms: impl Fn() -> i64,
+        entropy: &dyn Entropy,
+    ) -> Result<Presented, Unmade> {
         let identity = &s.identity;
         let audience = || audience(server, s);
         match identity.mode {
             IdentityMode::Shared => Ok(Presented::shared()),
             IdentityMode::Assertion => {
                 let audience = audience();
-                let made = self.assertions.assert(issuer, &audience, caller, identity.ttl_ms(), now_ms(), entropy);
+                let made = self.assertions.assert(
+                    issuer,
+                    &audience,
+                    caller,
+                    identity.ttl_ms(),
+                    now_ms(),
+                    entropy,
+                );
                 let (headers, meta) = match s.url {
                     Some(_) => {
                         let header = identity.header();
-                        let value = if header.eq_ignore_ascii_case("authorization") { format!("Bearer {}", made.token) } else { made.token.to_string() };
+                        let value = if header.eq_ignore_ascii_case("authorization") {
+                            format!("Bearer {}", made.token)
+                        } else {
+                            made.token.to_string()
+                        };
                         (vec![(header.to_string(), value)], None)
                     }
                     None => (Vec::new(), Some((META_IDENTITY, made.token.to_string()))),
                 };
                 let secret = Some((format!("servers.{server}.identity"), made.token.clone()));
-                Ok(Presented { headers, meta, env: None, identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller), secret })
+                Ok(Presented {
+                    headers,
+                    meta,
+                    env: None,
+                    identity: person(IdentityMode::Assertion, audience, &made.jti_sha256, caller),
+                    secret,
+                })
             }
             IdentityMode::Exchange => {
                 let audience = audience();
                 let endpoint = identity.token_endpoint.clone().unwrap_or_default();
-                let key = exchange::Key { server: server.into(), endpoint: endpoint.clone(), tenant: caller.tenant.clone(), subject: caller.subject.clone(), actor: caller.name.clone() };
+                let key = exchange::Key {
+                    server: server.into(),
+                    endpoint: endpoint.clone(),
+                    tenant: caller.tenant.clone(),
+                    subject: caller.subject.clone(),
+                    actor: caller.name.clone(),
+                };
                 let request = || {
                     let client_secret = read_secret(server, identity, secret)?;
                     let now = now_ms();
@@ -232,7 +362,14 @@ impl Identities {
                                 (None, Some(file)) => Some(ValueSource::File(secret(file))),
                                 (None, None) => None,
                             };
-                            let jag_secret = source.map(|s| s.read(&format!("servers.{server}.identity.id_jag client secret"))).transpose().map_err(|e| e.to_string())?;
+                            let jag_secret = source
+                                .map(|s| {
+                                    s.read(&format!(
+                                        "servers.{server}.identity.id_jag client secret"
+                                    ))
+                                })
+                                .transpose()
+                                .map_err(|e| e.to_string())?;
                             Some((j.token_endpoint.clone(), (j.client_id.clone(), jag_secret)))
                         }
                     };
@@ -242,9 +379,35 @@ impl Identities {
                         // The person's own inbound token where they came with
                         // one (the IdP's, for this gateway); else the
                         // gateway's assertion for them.
-                        subject_token: inbound.map_or_else(|| self.assertions.assert(issuer, &audience, caller, assertion_ttl(), now, entropy).token.to_string(), str::to_string),
-                        subject_token_type: if inbound.is_some() { exchange::ACCESS_TOKEN_TYPE } else { exchange::JWT_TYPE },
-                        actor_token: self.assertions.actor(issuer, &audience, caller, assertion_ttl(), now, entropy),
+                        subject_token: inbound.map_or_else(
+                            || {
+                                self.assertions
+                                    .assert(
+                                        issuer,
+                                        &audience,
+                                        caller,
+                                        assertion_ttl(),
+                                        now,
+                                        entropy,
+                                    )
+                                    .token
+                                    .to_string()
+                            },
+                            str::to_string,
+                        ),
+                        subject_token_type: if inbound.is_some() {
+                            exchange::ACCESS_TOKEN_TYPE
+                        } else {
+                            exchange::JWT_TYPE
+                        },
+                        actor_token: self.assertions.actor(
+                            issuer,
+                            &audience,
+                            caller,
+                            assertion_ttl(),
+                            now,
+                            entropy,
+                        ),
                         audience: audience.clone(),
                         resource: identity.resource.clone(),
                         scope: identity.scope.clone(),
@@ -252,17 +415,33 @@ impl Identities {
                     })
                 };
                 let token = self.exchanges.token(key, &now_ms, request).await?;
-                Ok(bearer(server, s, token.access.clone(), person(IdentityMode::Exchange, audience, &token.sha256, caller)))
+                Ok(bearer(
+                    server,
+                    s,
+                    token.access.clone(),
+                    person(IdentityMode::Exchange, audience, &token.sha256, caller),
+                ))
             }
             IdentityMode::Oauth => {
-                let connections = self.connections.as_ref().ok_or_else(|| format!("servers.{server}.identity: this process keeps no connections"))?;
-                let place = place.ok_or_else(|| "no place".to_string())?;
-                let of = For { tenant: caller.tenant.clone(), subject: caller.subject.clone(), server: server.to_string() };
-                let (token, sha256) = connections.token(place, &of, &now_ms, entropy).await.map_err(|n| match n {
-                    Needed::Connect(link) => Unmade::Connect(link),
-                    Needed::Unavailable(why) => Unmade::Unavailable(why),
+                let connections = self.connections.as_ref().ok_or_else(|| {
+                    format!("servers.{server}.identity: this process keeps no connections")
                 })?;
-                let audience = identity.resource.clone().or_else(|| s.url.clone()).unwrap_or_else(|| server.to_string());
+                let place = place.ok_or_else(|| "no place".to_string())?;
+                let of = For {
+                    tenant: caller.tenant.clone(),
+                    subject: caller.subject.clone(),
+                    server: server.to_string(),
+                };
+                let (token, sha256) =
+                    connections.token(place, &of, &now_ms, entropy).await.map_err(|n| match n {
+                        Needed::Connect(link) => Unmade::Connect(link),
+                        Needed::Unavailable(why) => Unmade::Unavailable(why),
+                    })?;
+                let audience = identity
+                    .resource
+                    .clone()
+                    .or_else(|| s.url.clone())
+                    .unwrap_or_else(|| server.to_string());
                 Ok(bearer(server, s, token, person(IdentityMode::Oauth, audience, &sha256, caller)))
             }
         }
@@ -271,32 +450,65 @@ impl Identities {
 
 /// A person's token: `Authorization: Bearer` for an HTTP server, the
 /// variable `identity.env` names for a stdio one (their own process).
-fn bearer(server: &str, s: &ServerConfig, token: Arc<str>, identity: UpstreamIdentity) -> Presented {
+fn bearer(
+    server: &str,
+    s: &ServerConfig,
+    token: Arc<str>,
+    identity: UpstreamIdentity,
+) -> Presented {
     let secret = Some((format!("servers.{server}.identity"), token.clone()));
     match (&s.url, &s.identity.env) {
-        (None, Some(var)) => Presented { headers: Vec::new(), meta: None, env: Some((var.clone(), token)), identity, secret },
-        _ => Presented { headers: vec![("Authorization".to_string(), format!("Bearer {token}"))], meta: None, env: None, identity, secret },
+        (None, Some(var)) => Presented {
+            headers: Vec::new(),
+            meta: None,
+            env: Some((var.clone(), token)),
+            identity,
+            secret,
+        },
+        _ => Presented {
+            headers: vec![("Authorization".to_string(), format!("Bearer {token}"))],
+            meta: None,
+            env: None,
+            identity,
+            secret,
+        },
     }
 }
 
 /// The gateway itself, as the caller of its own requests (the handshake,
 /// the lists) and the person whose connection an `oauth` server's are made with.
 pub fn gateway_caller(config: &Config) -> Caller {
-    Caller { name: "toolgate".into(), subject: config.issuer().to_string(), tenant: String::new(), roles: Vec::new() }
+    Caller {
+        name: "toolgate".into(),
+        subject: config.issuer().to_string(),
+        tenant: String::new(),
+        roles: Vec::new(),
+    }
 }
 
 /// The client secret `identity` names, read now.
-fn read_secret(server: &str, identity: &crate::config::IdentityConfig, secret: &(dyn Fn(&Path) -> PathBuf + Sync)) -> Result<Option<String>, String> {
+fn read_secret(
+    server: &str,
+    identity: &crate::config::IdentityConfig,
+    secret: &(dyn Fn(&Path) -> PathBuf + Sync),
+) -> Result<Option<String>, String> {
     let source = match (&identity.client_secret_env, &identity.client_secret_file) {
         (Some(var), _) => Some(ValueSource::Env(var.clone())),
         (None, Some(file)) => Some(ValueSource::File(secret(file))),
         (None, None) => None,
     };
-    source.map(|s| s.read(&format!("servers.{server}.identity client secret"))).transpose().map_err(|e| e.to_string())
+    source
+        .map(|s| s.read(&format!("servers.{server}.identity client secret")))
+        .transpose()
+        .map_err(|e| e.to_string())
 }
 
 /// The client secret of server `server`'s identity, read now.
-pub(crate) fn client_secret(config: &Config, server: &str, identity: &crate::config::IdentityConfig) -> Result<Option<String>, String> {
+pub(crate) fn client_secret(
+    config: &Config,
+    server: &str,
+    identity: &crate::config::IdentityConfig,
+) -> Result<Option<String>, String> {
     read_secret(server, identity, &|file: &Path| config.resolve_path(file))
 }
 
@@ -310,8 +522,18 @@ pub fn audience(server: &str, s: &ServerConfig) -> String {
     s.identity.audience.clone().or_else(|| s.url.clone()).unwrap_or_else(|| server.to_string())
 }
 
-fn person(mode: IdentityMode, audience: String, credential_sha256: &str, caller: &Caller) -> UpstreamIdentity {
-    UpstreamIdentity { mode: mode.word().into(), audience: Some(audience), credential_sha256: Some(credential_sha256.into()), subject: Some(caller.subject.clone()) }
+fn person(
+    mode: IdentityMode,
+    audience: String,
+    credential_sha256: &str,
+    caller: &Caller,
+) -> UpstreamIdentity {
+    UpstreamIdentity {
+        mode: mode.word().into(),
+        audience: Some(audience),
+        credential_sha256: Some(credential_sha256.into()),
+        subject: Some(caller.subject.clone()),
+    }
 }
 
 #[cfg(test)]
@@ -323,7 +545,9 @@ mod tests {
 
     /// A token endpoint that keeps every form it is sent and answers each
     /// with a token good for an hour.
-    async fn token_endpoint(seen: Arc<Mutex<Vec<std::collections::HashMap<String, String>>>>) -> String {
+    async fn token_endpoint(
+        seen: Arc<Mutex<Vec<std::collections::HashMap<String, String>>>>,
+    ) -> String {
         let app = axum::Router::new().route(
             "/token",
             axum::routing::post(move |axum::Form(form): axum::Form<std::collections::HashMap<String, String>>| {
@@ -344,19 +568,52 @@ mod tests {
     async fn an_exchange_presents_the_persons_own_inbound_token_where_they_came_with_one() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let endpoint = token_endpoint(seen.clone()).await;
-        let text = format!("[servers.crm]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.crm.identity]\nmode = \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"gw\"\n");
+        let text = format!(
+            "[servers.crm]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.crm.identity]\nmode = \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"gw\"\n"
+        );
         let config = Config::parse(&text, Path::new("/tmp/toolgate.toml")).unwrap();
-        let identities = Identities::new(Arc::new(AssertionKey::derive(&[3; 32])), &[], Vec::new()).unwrap();
+        let identities =
+            Identities::new(Arc::new(AssertionKey::derive(&[3; 32])), &[], Vec::new()).unwrap();
         let (entropy, now) = (SeededEntropy::new([4; 32]), || 1_800_000_000_000);
-        let person = |subject: &str| Caller { name: "agent".into(), subject: subject.into(), tenant: "atlas".into(), roles: vec![] };
-        let inbound = identities.present(&config, "crm", (&person("jane"), Some("idp-access-token-of-jane")), now, &entropy).await.unwrap_or_else(|e| panic!("{}", e.why()));
-        let assertion = identities.present(&config, "crm", (&person("omar"), None), now, &entropy).await.unwrap_or_else(|e| panic!("{}", e.why()));
+        let person = |subject: &str| Caller {
+            name: "agent".into(),
+            subject: subject.into(),
+            tenant: "atlas".into(),
+            roles: vec![],
+        };
+        let inbound = identities
+            .present(
+                &config,
+                "crm",
+                (&person("jane"), Some("idp-access-token-of-jane")),
+                now,
+                &entropy,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.why()));
+        let assertion = identities
+            .present(&config, "crm", (&person("omar"), None), now, &entropy)
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.why()));
         assert_eq!(inbound.headers[0].1, "Bearer exchanged-token-0123456789abcdef");
-        assert_eq!((inbound.identity.subject.as_deref(), assertion.identity.subject.as_deref()), (Some("jane"), Some("omar")));
+        assert_eq!(
+            (inbound.identity.subject.as_deref(), assertion.identity.subject.as_deref()),
+            (Some("jane"), Some("omar"))
+        );
         let seen = seen.lock().unwrap();
-        assert_eq!((seen[0]["subject_token"].as_str(), seen[0]["subject_token_type"].as_str()), ("idp-access-token-of-jane", exchange::ACCESS_TOKEN_TYPE));
-        assert_eq!(seen[1]["subject_token_type"], exchange::JWT_TYPE, "no inbound token: the gateway's assertion for the person");
+        assert_eq!(
+            (seen[0]["subject_token"].as_str(), seen[0]["subject_token_type"].as_str()),
+            ("idp-access-token-of-jane", exchange::ACCESS_TOKEN_TYPE)
+        );
+        assert_eq!(
+            seen[1]["subject_token_type"],
+            exchange::JWT_TYPE,
+            "no inbound token: the gateway's assertion for the person"
+        );
         assert_eq!(seen[1]["subject_token"].matches('.').count(), 2);
-        assert!(seen.iter().all(|f| f["actor_token_type"] == exchange::JWT_TYPE), "the agent is the actor either way");
+        assert!(
+            seen.iter().all(|f| f["actor_token_type"] == exchange::JWT_TYPE),
+            "the agent is the actor either way"
+        );
     }
 }

@@ -86,13 +86,19 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
             let url = secure_url(named, "the 401's resource_metadata")?;
             get_json(http, &url, "the protected resource metadata").await?
         }
-        None => first_json(http, &resource_metadata_urls(&server), "the protected resource metadata").await?,
+        None => {
+            first_json(http, &resource_metadata_urls(&server), "the protected resource metadata")
+                .await?
+        }
     };
     let resource = resource_metadata(&server, &document)?;
     // The first authorization server the resource names: its own order of preference.
     let issuer = &resource.authorization_servers[0];
     let urls = server_metadata_urls(&secure_url(issuer, "the authorization server")?);
-    let server_meta = server_metadata(issuer, &first_json(http, &urls, "the authorization server's metadata").await?)?;
+    let server_meta = server_metadata(
+        issuer,
+        &first_json(http, &urls, "the authorization server's metadata").await?,
+    )?;
     let scopes = match challenge.as_ref().and_then(|c| c.param("scope")) {
         Some(scope) => scope.split_whitespace().map(String::from).collect(),
         None => resource.scopes_supported,
@@ -103,9 +109,16 @@ pub async fn discover(http: &reqwest::Client, server_url: &str) -> Result<Discov
 /// What a server that publishes no metadata of its own is configured with:
 /// its authorization server (`issuer`), whose metadata is read, and the
 /// `resource` tokens are asked for.
-pub async fn authorization_server(http: &reqwest::Client, issuer: &str, resource: &str) -> Result<Discovered, String> {
+pub async fn authorization_server(
+    http: &reqwest::Client,
+    issuer: &str,
+    resource: &str,
+) -> Result<Discovered, String> {
     let urls = server_metadata_urls(&secure_url(issuer, "the authorization server")?);
-    let server_meta = server_metadata(issuer, &first_json(http, &urls, "the authorization server's metadata").await?)?;
+    let server_meta = server_metadata(
+        issuer,
+        &first_json(http, &urls, "the authorization server's metadata").await?,
+    )?;
     Ok(Discovered { resource: resource.to_string(), scopes: Vec::new(), ..server_meta })
 }
 
@@ -124,7 +137,12 @@ async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challenge>
     if response.status() != StatusCode::UNAUTHORIZED {
         return Ok(None);
     }
-    let values = response.headers().get_all(reqwest::header::WWW_AUTHENTICATE).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>();
+    let values = response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>();
     Ok(challenges(values).into_iter().find(|c| c.scheme == "bearer"))
 }
 
@@ -152,12 +170,20 @@ fn well_known(url: &Url, name: &str, appended: bool) -> Vec<String> {
     if path.is_empty() {
         return vec![format!("{origin}/.well-known/{name}")];
     }
-    let second = if appended { format!("{origin}{path}/.well-known/{name}") } else { format!("{origin}/.well-known/{name}") };
+    let second = if appended {
+        format!("{origin}{path}/.well-known/{name}")
+    } else {
+        format!("{origin}/.well-known/{name}")
+    };
     vec![format!("{origin}/.well-known/{name}{path}"), second]
 }
 
 /// The first of `urls` that answers a JSON object; an error lists why each did not.
-async fn first_json(http: &reqwest::Client, urls: &[String], what: &str) -> Result<Map<String, Value>, String> {
+async fn first_json(
+    http: &reqwest::Client,
+    urls: &[String],
+    what: &str,
+) -> Result<Map<String, Value>, String> {
     let mut missed = Vec::new();
     for url in urls {
         let parsed = Url::parse(url).map_err(|_| format!("{what}: {} is not a URL", tame(url)))?;
@@ -170,8 +196,13 @@ async fn first_json(http: &reqwest::Client, urls: &[String], what: &str) -> Resu
 }
 
 /// GET `url`: a JSON object, or why not.
-async fn get_json(http: &reqwest::Client, url: &Url, what: &str) -> Result<Map<String, Value>, String> {
-    let (status, body) = endpoint::send(http.get(url.clone()).header("accept", "application/json"), what).await?;
+async fn get_json(
+    http: &reqwest::Client,
+    url: &Url,
+    what: &str,
+) -> Result<Map<String, Value>, String> {
+    let (status, body) =
+        endpoint::send(http.get(url.clone()).header("accept", "application/json"), what).await?;
     if status != StatusCode::OK {
         return Err(format!("{what}: HTTP {status}"));
     }
@@ -191,51 +222,79 @@ struct ResourceMetadata {
 /// Checks the metadata of the resource at `server`: it names a resource
 /// that covers `server` (RFC 9728 §3.3: metadata for another resource
 /// must not be used), and an authorization server.
-fn resource_metadata(server: &Url, document: &Map<String, Value>) -> Result<ResourceMetadata, String> {
-    let resource = string(document, "resource").ok_or("the protected resource metadata names no `resource`")?;
-    let parsed = Url::parse(&resource).map_err(|_| "the protected resource metadata's `resource` is not a URL".to_string())?;
+fn resource_metadata(
+    server: &Url,
+    document: &Map<String, Value>,
+) -> Result<ResourceMetadata, String> {
+    let resource = string(document, "resource")
+        .ok_or("the protected resource metadata names no `resource`")?;
+    let parsed = Url::parse(&resource)
+        .map_err(|_| "the protected resource metadata's `resource` is not a URL".to_string())?;
     if !covers(&parsed, server) {
-        return Err(format!("the protected resource metadata is for {}, not for this server (RFC 9728 §3.3): it is not used", tame(&resource)));
+        return Err(format!(
+            "the protected resource metadata is for {}, not for this server (RFC 9728 §3.3): it is not used",
+            tame(&resource)
+        ));
     }
     let authorization_servers = strings(document, "authorization_servers");
     if authorization_servers.is_empty() {
         return Err("the protected resource metadata names no `authorization_servers`: the server does not say who authorizes its callers".into());
     }
-    Ok(ResourceMetadata { resource, authorization_servers, scopes_supported: strings(document, "scopes_supported") })
+    Ok(ResourceMetadata {
+        resource,
+        authorization_servers,
+        scopes_supported: strings(document, "scopes_supported"),
+    })
 }
 
 /// Whether `resource` is `server` or above it: the same origin, and a
 /// path that is the server's or one of its parents.
 fn covers(resource: &Url, server: &Url) -> bool {
-    let (above, below) = (resource.path().trim_end_matches('/'), server.path().trim_end_matches('/'));
-    resource.origin() == server.origin() && (below == above || below.starts_with(&format!("{above}/")))
+    let (above, below) =
+        (resource.path().trim_end_matches('/'), server.path().trim_end_matches('/'));
+    resource.origin() == server.origin()
+        && (below == above || below.starts_with(&format!("{above}/")))
 }
 
 /// Checks the authorization server metadata fetched for `issuer` and
 /// keeps what the flow needs. Refused: metadata of another issuer (a
 /// mix-up), no PKCE S256, no code flow, endpoints that are not https.
 fn server_metadata(issuer: &str, document: &Map<String, Value>) -> Result<Discovered, String> {
-    let said = string(document, "issuer").ok_or("the authorization server's metadata names no `issuer`")?;
+    let said = string(document, "issuer")
+        .ok_or("the authorization server's metadata names no `issuer`")?;
     if Url::parse(&said).ok() != Url::parse(issuer).ok() {
-        return Err(format!("the authorization server's metadata is for the issuer {}, not {} (RFC 8414 §3.3): refused, as a mix-up", tame(&said), tame(issuer)));
+        return Err(format!(
+            "the authorization server's metadata is for the issuer {}, not {} (RFC 8414 §3.3): refused, as a mix-up",
+            tame(&said),
+            tame(issuer)
+        ));
     }
     if !strings(document, "code_challenge_methods_supported").iter().any(|m| m == "S256") {
         return Err("the authorization server does not offer PKCE with S256 (`code_challenge_methods_supported`): toolgate runs no authorization without it; ask its operator to enable PKCE, or use mode \"exchange\"".into());
     }
     offers(document, "response_types_supported", "code")?;
     offers(document, "grant_types_supported", "authorization_code")?;
-    let endpoint = |name: &str| string(document, name).map(|url| secure_url(&url, &format!("the metadata's {name}")).map(|u| u.to_string())).transpose();
+    let endpoint = |name: &str| {
+        string(document, name)
+            .map(|url| secure_url(&url, &format!("the metadata's {name}")).map(|u| u.to_string()))
+            .transpose()
+    };
     Ok(Discovered {
         resource: String::new(),
         scopes: Vec::new(),
         issuer: said,
-        authorization_endpoint: endpoint("authorization_endpoint")?.ok_or("the authorization server's metadata names no authorization_endpoint")?,
-        token_endpoint: endpoint("token_endpoint")?.ok_or("the authorization server's metadata names no token_endpoint")?,
+        authorization_endpoint: endpoint("authorization_endpoint")?
+            .ok_or("the authorization server's metadata names no authorization_endpoint")?,
+        token_endpoint: endpoint("token_endpoint")?
+            .ok_or("the authorization server's metadata names no token_endpoint")?,
         registration_endpoint: endpoint("registration_endpoint")?,
         revocation_endpoint: endpoint("revocation_endpoint")?,
         token_endpoint_auth_methods: strings(document, "token_endpoint_auth_methods_supported"),
-        client_id_metadata_document_supported: document.get("client_id_metadata_document_supported") == Some(&Value::Bool(true)),
-        iss_parameter_supported: document.get("authorization_response_iss_parameter_supported") == Some(&Value::Bool(true)),
+        client_id_metadata_document_supported: document
+            .get("client_id_metadata_document_supported")
+            == Some(&Value::Bool(true)),
+        iss_parameter_supported: document.get("authorization_response_iss_parameter_supported")
+            == Some(&Value::Bool(true)),
     })
 }
 
@@ -243,7 +302,9 @@ fn server_metadata(issuer: &str, document: &Map<String, Value>) -> Result<Discov
 /// taken to (its RFC 8414 default does, or the server would not be OAuth).
 fn offers(document: &Map<String, Value>, list: &str, value: &str) -> Result<(), String> {
     match document.get(list) {
-        Some(_) if !strings(document, list).iter().any(|v| v == value) => Err(format!("the authorization server does not offer `{value}` ({list}): toolgate's flow needs it")),
+        Some(_) if !strings(document, list).iter().any(|v| v == value) => Err(format!(
+            "the authorization server does not offer `{value}` ({list}): toolgate's flow needs it"
+        )),
         _ => Ok(()),
     }
 }
@@ -257,7 +318,10 @@ fn secure_url(url: &str, what: &str) -> Result<Url, String> {
     let loopback = host.eq_ignore_ascii_case("localhost") || ip.is_ok_and(|ip| ip.is_loopback());
     let secure = parsed.scheme() == "https" || (parsed.scheme() == "http" && loopback);
     if !secure || parsed.fragment().is_some() {
-        return Err(format!("{what} ({}) is not an https URL without a fragment (plain http is for loopback only)", tame(url)));
+        return Err(format!(
+            "{what} ({}) is not an https URL without a fragment (plain http is for loopback only)",
+            tame(url)
+        ));
     }
     Ok(parsed)
 }
@@ -269,7 +333,11 @@ fn string(document: &Map<String, Value>, name: &str) -> Option<String> {
 
 /// The strings of an array member (anything else in it is ignored).
 fn strings(document: &Map<String, Value>, name: &str) -> Vec<String> {
-    document.get(name).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
+    document
+        .get(name)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------
@@ -353,7 +421,8 @@ impl Cursor<'_> {
                 self.i += 1; // not a challenge: step over the byte
                 continue;
             }
-            let mut challenge = Challenge { scheme: scheme.to_ascii_lowercase(), params: Vec::new() };
+            let mut challenge =
+                Challenge { scheme: scheme.to_ascii_lowercase(), params: Vec::new() };
             if self.skip(is_space) > 0 {
                 self.params(&mut challenge);
             }
@@ -394,13 +463,19 @@ impl Cursor<'_> {
         let value = if !name.is_empty() && self.peek() == Some(b'=') {
             self.i += 1;
             self.skip(is_space);
-            if self.peek() == Some(b'"') { self.quoted() } else { Some(self.take(is_tchar)).filter(|v| !v.is_empty()) }
+            if self.peek() == Some(b'"') {
+                self.quoted()
+            } else {
+                Some(self.take(is_tchar)).filter(|v| !v.is_empty())
+            }
         } else {
             None
         };
         self.skip(is_space);
         match value {
-            Some(value) if matches!(self.peek(), None | Some(b',')) => Some((name.to_ascii_lowercase(), value)),
+            Some(value) if matches!(self.peek(), None | Some(b',')) => {
+                Some((name.to_ascii_lowercase(), value))
+            }
             _ => {
                 self.i = start;
                 None
@@ -450,7 +525,9 @@ impl AuthMethod {
     }
 
     fn parse(word: &str) -> Option<Self> {
-        [Self::ClientSecretBasic, Self::ClientSecretPost, Self::None].into_iter().find(|m| m.word() == word)
+        [Self::ClientSecretBasic, Self::ClientSecretPost, Self::None]
+            .into_iter()
+            .find(|m| m.word() == word)
     }
 }
 
@@ -468,7 +545,11 @@ pub struct Client {
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").field("client_id", &self.client_id).field("client_secret", &self.client_secret.as_ref().map(|_| "…")).field("auth", &self.auth).finish()
+        f.debug_struct("Client")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
+            .field("auth", &self.auth)
+            .finish()
     }
 }
 
@@ -491,17 +572,24 @@ impl Client {
         if !d.client_id_metadata_document_supported {
             return Err("the authorization server does not take a Client ID Metadata Document (client_id_metadata_document_supported): register, or configure a client id".into());
         }
-        let parsed = Url::parse(url).map_err(|_| "the client metadata document's URL is not a URL".to_string())?;
+        let parsed = Url::parse(url)
+            .map_err(|_| "the client metadata document's URL is not a URL".to_string())?;
         if parsed.scheme() != "https" || parsed.path() == "/" || parsed.fragment().is_some() {
-            return Err("a Client ID Metadata Document's URL is https, with a path and no fragment".into());
+            return Err(
+                "a Client ID Metadata Document's URL is https, with a path and no fragment".into(),
+            );
         }
         Ok(Self { client_id: url.into(), client_secret: None, auth: AuthMethod::None })
     }
 
     fn auth(&self) -> ClientAuth<'_> {
         match (self.auth, self.client_secret.as_deref()) {
-            (AuthMethod::ClientSecretBasic, Some(secret)) => ClientAuth::Basic { id: &self.client_id, secret },
-            (AuthMethod::ClientSecretPost, Some(secret)) => ClientAuth::Post { id: &self.client_id, secret },
+            (AuthMethod::ClientSecretBasic, Some(secret)) => {
+                ClientAuth::Basic { id: &self.client_id, secret }
+            }
+            (AuthMethod::ClientSecretPost, Some(secret)) => {
+                ClientAuth::Post { id: &self.client_id, secret }
+            }
             _ => ClientAuth::Public { id: &self.client_id },
         }
     }
@@ -513,13 +601,20 @@ fn confidential(offered: &[String]) -> Option<AuthMethod> {
     if offered.is_empty() {
         return Some(AuthMethod::ClientSecretBasic);
     }
-    [AuthMethod::ClientSecretBasic, AuthMethod::ClientSecretPost].into_iter().find(|m| offered.iter().any(|o| o == m.word()))
+    [AuthMethod::ClientSecretBasic, AuthMethod::ClientSecretPost]
+        .into_iter()
+        .find(|m| offered.iter().any(|o| o == m.word()))
 }
 
 /// Registers toolgate at the authorization server (RFC 7591) with one
 /// `redirect_uri`. It asks to be a confidential client where the server
 /// offers one (the gateway keeps secrets), else a public one with PKCE.
-pub async fn register(http: &reqwest::Client, d: &Discovered, redirect_uri: &str, client_name: &str) -> Result<Client, String> {
+pub async fn register(
+    http: &reqwest::Client,
+    d: &Discovered,
+    redirect_uri: &str,
+    client_name: &str,
+) -> Result<Client, String> {
     let endpoint = d.registration_endpoint.as_deref().ok_or("the authorization server offers no dynamic registration (RFC 7591): configure a client id (and secret) registered there by hand")?;
     let asked = confidential(&d.token_endpoint_auth_methods).unwrap_or(AuthMethod::None);
     let mut body = json!({
@@ -545,7 +640,10 @@ fn registered(status: StatusCode, body: &[u8], asked: AuthMethod) -> Result<Clie
         _ => return Err(format!("the registration endpoint answered HTTP {status}, not JSON")),
     };
     let Some(client_id) = string(&document, "client_id").filter(|_| status.is_success()) else {
-        return Err(format!("the registration endpoint refused ({})", refusal_of(status, &document)));
+        return Err(format!(
+            "the registration endpoint refused ({})",
+            refusal_of(status, &document)
+        ));
     };
     let auth = match document.get("token_endpoint_auth_method").and_then(Value::as_str) {
         None => asked,
@@ -553,14 +651,21 @@ fn registered(status: StatusCode, body: &[u8], asked: AuthMethod) -> Result<Clie
     };
     let client_secret = string(&document, "client_secret");
     if auth != AuthMethod::None && client_secret.is_none() {
-        return Err(format!("the registration endpoint made a {} client but gave no client_secret", auth.word()));
+        return Err(format!(
+            "the registration endpoint made a {} client but gave no client_secret",
+            auth.word()
+        ));
     }
     Ok(Client { client_id, client_secret, auth })
 }
 
 /// What an endpoint's JSON refusal says.
 fn refusal_of(status: StatusCode, document: &Map<String, Value>) -> String {
-    endpoint::refusal(status, document.get("error").and_then(Value::as_str), document.get("error_description").and_then(Value::as_str))
+    endpoint::refusal(
+        status,
+        document.get("error").and_then(Value::as_str),
+        document.get("error_description").and_then(Value::as_str),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -585,7 +690,8 @@ impl Pkce {
     /// The pair of a kept `verifier`: 43 to 128 characters of
     /// `[A-Za-z0-9-._~]` (RFC 7636 §4.1).
     pub fn from_verifier(verifier: &str) -> Result<Self, String> {
-        let unreserved = verifier.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+        let unreserved =
+            verifier.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
         if !(43..=128).contains(&verifier.len()) || !unreserved {
             return Err("a PKCE verifier is 43 to 128 characters of A-Z a-z 0-9 - . _ ~".into());
         }
@@ -630,7 +736,15 @@ impl fmt::Debug for Pkce {
 /// Where the person is sent to consent: the code flow with PKCE S256 and
 /// `resource` (RFC 8707); `scope` only when there is one. The endpoint's
 /// own query, if any, is kept.
-pub fn authorization_url(d: &Discovered, client: &Client, redirect_uri: &str, resource: &str, scope: Option<&str>, state: &str, pkce: &Pkce) -> String {
+pub fn authorization_url(
+    d: &Discovered,
+    client: &Client,
+    redirect_uri: &str,
+    resource: &str,
+    scope: Option<&str>,
+    state: &str,
+    pkce: &Pkce,
+) -> String {
     let mut pairs = vec![
         ("response_type", "code"),
         ("client_id", client.client_id.as_str()),
@@ -682,11 +796,14 @@ pub fn callback(d: &Discovered, query: &str) -> Result<Callback, String> {
         _ => {}
     }
     if let Some(error) = get("error") {
-        let description = get("error_description").map(|d| format!(": {}", tame(d))).unwrap_or_default();
+        let description =
+            get("error_description").map(|d| format!(": {}", tame(d))).unwrap_or_default();
         return Err(format!("the authorization server refused ({}{description})", tame(error)));
     }
     match (get("code"), get("state")) {
-        (Some(code), Some(state)) if !code.is_empty() => Ok(Callback { code: code.into(), state: state.into() }),
+        (Some(code), Some(state)) if !code.is_empty() => {
+            Ok(Callback { code: code.into(), state: state.into() })
+        }
         _ => Err("the callback carries no code and state".into()),
     }
 }
@@ -738,31 +855,64 @@ pub enum TokenKind {
 /// Redeems the callback's `code` with the PKCE verifier, for `resource`.
 /// `now_ms` dates the expiry.
 #[allow(clippy::too_many_arguments)]
-pub async fn redeem(http: &reqwest::Client, d: &Discovered, client: &Client, code: &str, pkce: &Pkce, redirect_uri: &str, resource: &str, now_ms: i64) -> Result<TokenSet, String> {
-    let form = vec![("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect_uri), ("code_verifier", pkce.verifier()), ("resource", resource)];
-    let (status, body) = endpoint::post_form(http, &d.token_endpoint, form, client.auth(), "the token endpoint").await?;
+pub async fn redeem(
+    http: &reqwest::Client,
+    d: &Discovered,
+    client: &Client,
+    code: &str,
+    pkce: &Pkce,
+    redirect_uri: &str,
+    resource: &str,
+    now_ms: i64,
+) -> Result<TokenSet, String> {
+    let form = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", pkce.verifier()),
+        ("resource", resource),
+    ];
+    let (status, body) =
+        endpoint::post_form(http, &d.token_endpoint, form, client.auth(), "the token endpoint")
+            .await?;
     token_set(status, &body, now_ms, None, "the code")
 }
 
 /// A fresh access token for `refresh_token`. A rotated refresh token
 /// replaces it in the answer; one not rotated is kept.
-pub async fn refresh(http: &reqwest::Client, d: &Discovered, client: &Client, refresh_token: &str, resource: Option<&str>, now_ms: i64) -> Result<TokenSet, String> {
+pub async fn refresh(
+    http: &reqwest::Client,
+    d: &Discovered,
+    client: &Client,
+    refresh_token: &str,
+    resource: Option<&str>,
+    now_ms: i64,
+) -> Result<TokenSet, String> {
     let mut form = vec![("grant_type", "refresh_token"), ("refresh_token", refresh_token)];
     form.extend(resource.map(|r| ("resource", r)));
-    let (status, body) = endpoint::post_form(http, &d.token_endpoint, form, client.auth(), "the token endpoint").await?;
+    let (status, body) =
+        endpoint::post_form(http, &d.token_endpoint, form, client.auth(), "the token endpoint")
+            .await?;
     token_set(status, &body, now_ms, Some(refresh_token), "the refresh")
 }
 
 /// Revokes `token` (RFC 7009). The server answers 200 for a token it no
 /// longer knows, too: that is success.
-pub async fn revoke(http: &reqwest::Client, d: &Discovered, client: &Client, token: &str, hint: TokenKind) -> Result<(), String> {
+pub async fn revoke(
+    http: &reqwest::Client,
+    d: &Discovered,
+    client: &Client,
+    token: &str,
+    hint: TokenKind,
+) -> Result<(), String> {
     let endpoint = d.revocation_endpoint.as_deref().ok_or("the authorization server offers no revocation (RFC 7009): the token stays good until it expires; revoke the grant at the server's own account page")?;
     let hint = match hint {
         TokenKind::Access => "access_token",
         TokenKind::Refresh => "refresh_token",
     };
     let form = vec![("token", token), ("token_type_hint", hint)];
-    let (status, body) = endpoint::post_form(http, endpoint, form, client.auth(), "the revocation endpoint").await?;
+    let (status, body) =
+        endpoint::post_form(http, endpoint, form, client.auth(), "the revocation endpoint").await?;
     if status.is_success() {
         return Ok(());
     }
@@ -776,17 +926,37 @@ pub async fn revoke(http: &reqwest::Client, d: &Discovered, client: &Client, tok
 /// The tokens a token endpoint answered, or why there are none (`what`:
 /// "the code", "the refresh"). `kept` is the refresh token to keep when
 /// the answer rotates none. No token reaches a message.
-fn token_set(status: StatusCode, body: &[u8], now_ms: i64, kept: Option<&str>, what: &str) -> Result<TokenSet, String> {
+fn token_set(
+    status: StatusCode,
+    body: &[u8],
+    now_ms: i64,
+    kept: Option<&str>,
+    what: &str,
+) -> Result<TokenSet, String> {
     let document = match serde_json::from_slice(body) {
         Ok(Value::Object(document)) => document,
-        _ => return Err(format!("the token endpoint answered HTTP {status} with no token (not a JSON token response)")),
+        _ => {
+            return Err(format!(
+                "the token endpoint answered HTTP {status} with no token (not a JSON token response)"
+            ));
+        }
     };
     let access = string(&document, "access_token").filter(|_| status.is_success());
     let Some(access_token) = access else {
-        return Err(format!("the token endpoint refused {what} ({})", refusal_of(status, &document)));
+        return Err(format!(
+            "the token endpoint refused {what} ({})",
+            refusal_of(status, &document)
+        ));
     };
-    if let Some(kind) = document.get("token_type").and_then(Value::as_str).filter(|t| !t.eq_ignore_ascii_case("bearer")) {
-        return Err(format!("the token endpoint gave a {} token, not a Bearer one: toolgate sends Bearer tokens only", tame(kind)));
+    if let Some(kind) = document
+        .get("token_type")
+        .and_then(Value::as_str)
+        .filter(|t| !t.eq_ignore_ascii_case("bearer"))
+    {
+        return Err(format!(
+            "the token endpoint gave a {} token, not a Bearer one: toolgate sends Bearer tokens only",
+            tame(kind)
+        ));
     }
     let expires_in = match document.get("expires_in") {
         Some(Value::Number(n)) => n.as_i64(),
@@ -834,7 +1004,10 @@ mod tests {
 
     #[test]
     fn pkce_is_rfc_7636_appendix_b() {
-        let octets = [116, 24, 223, 180, 151, 153, 224, 37, 79, 250, 96, 125, 216, 173, 187, 186, 22, 212, 37, 77, 105, 214, 191, 240, 91, 88, 5, 88, 83, 132, 141, 121];
+        let octets = [
+            116, 24, 223, 180, 151, 153, 224, 37, 79, 250, 96, 125, 216, 173, 187, 186, 22, 212,
+            37, 77, 105, 214, 191, 240, 91, 88, 5, 88, 83, 132, 141, 121,
+        ];
         let pkce = Pkce::new(&Fixed(octets));
         assert_eq!(pkce.verifier(), "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk");
         assert_eq!(pkce.challenge(), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
@@ -857,24 +1030,35 @@ mod tests {
 
     #[test]
     fn challenges_parse_quoted_strings_several_params_and_schemes() {
-        let found = challenges([r#"Basic realm="x, y", Bearer error="invalid_token", error_description="say \"no\"",resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/mcp" , scope=mcp"#]);
+        let found = challenges([
+            r#"Basic realm="x, y", Bearer error="invalid_token", error_description="say \"no\"",resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/mcp" , scope=mcp"#,
+        ]);
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!((found[0].scheme.as_str(), found[0].param("realm")), ("basic", Some("x, y")));
         let bearer = &found[1];
         assert_eq!(bearer.param("error_description"), Some(r#"say "no""#));
-        assert_eq!(bearer.param("resource_metadata"), Some("https://mcp.example/.well-known/oauth-protected-resource/mcp"));
+        assert_eq!(
+            bearer.param("resource_metadata"),
+            Some("https://mcp.example/.well-known/oauth-protected-resource/mcp")
+        );
         assert_eq!(bearer.param("scope"), Some("mcp"));
     }
 
     #[test]
     fn challenges_across_lines_with_token68_and_odd_case() {
-        let found = challenges(["Negotiate abc+/==, DPoP algs=\"ES256\"", "bEaReR Resource_Metadata = \"https://a/m\"", "Bearer"]);
+        let found = challenges([
+            "Negotiate abc+/==, DPoP algs=\"ES256\"",
+            "bEaReR Resource_Metadata = \"https://a/m\"",
+            "Bearer",
+        ]);
         let schemes: Vec<_> = found.iter().map(|c| c.scheme.as_str()).collect();
         assert_eq!(schemes, ["negotiate", "dpop", "bearer", "bearer"], "{found:?}");
         assert!(found[0].params.is_empty());
         assert_eq!(found[2].param("resource_metadata"), Some("https://a/m"));
         // RFC 9110's own example.
-        let found = challenges([r#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#]);
+        let found = challenges([
+            r#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#,
+        ]);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].param("title"), Some(r#"Login to "apps""#));
         assert_eq!(found[1].param("realm"), Some("simple"));
@@ -882,7 +1066,15 @@ mod tests {
 
     #[test]
     fn challenges_survive_garbage() {
-        for junk in ["", ",,,", "\"", "Bearer realm=\"unterminated", "=== , =x", "Bearer a=b=c", "\u{7f}\u{1}Bearer"] {
+        for junk in [
+            "",
+            ",,,",
+            "\"",
+            "Bearer realm=\"unterminated",
+            "=== , =x",
+            "Bearer a=b=c",
+            "\u{7f}\u{1}Bearer",
+        ] {
             let _ = challenges([junk]);
         }
         // An unterminated quoted string is no parameter.
@@ -894,35 +1086,78 @@ mod tests {
     #[test]
     fn well_known_urls_follow_rfc_9728_and_8414() {
         let server = Url::parse("https://mcp.example/tenant/mcp/?x=1").unwrap();
-        assert_eq!(resource_metadata_urls(&server), ["https://mcp.example/.well-known/oauth-protected-resource/tenant/mcp", "https://mcp.example/.well-known/oauth-protected-resource"]);
-        assert_eq!(resource_metadata_urls(&Url::parse("http://127.0.0.1:9").unwrap()), ["http://127.0.0.1:9/.well-known/oauth-protected-resource"]);
+        assert_eq!(
+            resource_metadata_urls(&server),
+            [
+                "https://mcp.example/.well-known/oauth-protected-resource/tenant/mcp",
+                "https://mcp.example/.well-known/oauth-protected-resource"
+            ]
+        );
+        assert_eq!(
+            resource_metadata_urls(&Url::parse("http://127.0.0.1:9").unwrap()),
+            ["http://127.0.0.1:9/.well-known/oauth-protected-resource"]
+        );
         let issuer = Url::parse("https://as.example/realms/a").unwrap();
         assert_eq!(
             server_metadata_urls(&issuer),
-            ["https://as.example/.well-known/oauth-authorization-server/realms/a", "https://as.example/.well-known/openid-configuration/realms/a", "https://as.example/realms/a/.well-known/openid-configuration"]
+            [
+                "https://as.example/.well-known/oauth-authorization-server/realms/a",
+                "https://as.example/.well-known/openid-configuration/realms/a",
+                "https://as.example/realms/a/.well-known/openid-configuration"
+            ]
         );
-        assert_eq!(server_metadata_urls(&Url::parse("https://as.example").unwrap()), ["https://as.example/.well-known/oauth-authorization-server", "https://as.example/.well-known/openid-configuration"]);
+        assert_eq!(
+            server_metadata_urls(&Url::parse("https://as.example").unwrap()),
+            [
+                "https://as.example/.well-known/oauth-authorization-server",
+                "https://as.example/.well-known/openid-configuration"
+            ]
+        );
     }
 
     #[test]
     fn resource_metadata_must_be_for_this_server() {
         let server = Url::parse("https://mcp.example/mcp").unwrap();
-        let good = object(json!({"resource": "https://mcp.example/mcp", "authorization_servers": ["https://as.example"], "scopes_supported": ["a", 7, "b"]}));
+        let good = object(
+            json!({"resource": "https://mcp.example/mcp", "authorization_servers": ["https://as.example"], "scopes_supported": ["a", 7, "b"]}),
+        );
         let read = resource_metadata(&server, &good).unwrap();
-        assert_eq!((read.resource.as_str(), read.scopes_supported), ("https://mcp.example/mcp", vec!["a".to_string(), "b".into()]));
+        assert_eq!(
+            (read.resource.as_str(), read.scopes_supported),
+            ("https://mcp.example/mcp", vec!["a".to_string(), "b".into()])
+        );
         assert!(resource_metadata(&server, &object(json!({"resource": "https://mcp.example/", "authorization_servers": ["https://as.example"]}))).is_ok());
-        for (resource, why) in [("https://evil.example/mcp", "not for this server"), ("https://mcp.example/mcp2", "not for this server"), ("http://mcp.example/mcp", "not for this server")] {
-            let e = resource_metadata(&server, &object(json!({"resource": resource, "authorization_servers": ["https://as.example"]}))).err().unwrap();
+        for (resource, why) in [
+            ("https://evil.example/mcp", "not for this server"),
+            ("https://mcp.example/mcp2", "not for this server"),
+            ("http://mcp.example/mcp", "not for this server"),
+        ] {
+            let e = resource_metadata(
+                &server,
+                &object(
+                    json!({"resource": resource, "authorization_servers": ["https://as.example"]}),
+                ),
+            )
+            .err()
+            .unwrap();
             assert!(e.contains(why), "{resource}: {e}");
         }
-        let e = resource_metadata(&server, &object(json!({"resource": "https://mcp.example/mcp", "authorization_servers": []}))).err().unwrap();
+        let e = resource_metadata(
+            &server,
+            &object(json!({"resource": "https://mcp.example/mcp", "authorization_servers": []})),
+        )
+        .err()
+        .unwrap();
         assert!(e.contains("authorization_servers"), "{e}");
     }
 
     #[test]
     fn server_metadata_refuses_a_mix_up_no_s256_and_plain_http() {
         let base = json!({"issuer": "https://as.example", "authorization_endpoint": "https://as.example/auth", "token_endpoint": "https://as.example/token", "code_challenge_methods_supported": ["S256"]});
-        assert_eq!(server_metadata("https://as.example/", &object(base.clone())).unwrap().issuer, "https://as.example");
+        assert_eq!(
+            server_metadata("https://as.example/", &object(base.clone())).unwrap().issuer,
+            "https://as.example"
+        );
         let refused = |change: Value| {
             let mut doc = object(base.clone());
             doc.extend(object(change));
@@ -932,11 +1167,16 @@ mod tests {
         assert!(refused(json!({"code_challenge_methods_supported": ["plain"]})).contains("S256"));
         assert!(refused(json!({"code_challenge_methods_supported": null})).contains("S256"));
         assert!(refused(json!({"token_endpoint": "http://as.example/token"})).contains("https"));
-        assert!(refused(json!({"authorization_endpoint": "https://as.example/auth#x"})).contains("fragment"));
+        assert!(
+            refused(json!({"authorization_endpoint": "https://as.example/auth#x"}))
+                .contains("fragment")
+        );
         assert!(refused(json!({"response_types_supported": ["token"]})).contains("`code`"));
         assert!(refused(json!({"token_endpoint": null})).contains("token_endpoint"));
         // Loopback may be plain http (a local authorization server).
-        let local = object(json!({"issuer": "http://127.0.0.1:4444", "authorization_endpoint": "http://127.0.0.1:4444/auth", "token_endpoint": "http://localhost:4444/token", "code_challenge_methods_supported": ["S256"]}));
+        let local = object(
+            json!({"issuer": "http://127.0.0.1:4444", "authorization_endpoint": "http://127.0.0.1:4444/auth", "token_endpoint": "http://localhost:4444/token", "code_challenge_methods_supported": ["S256"]}),
+        );
         assert!(server_metadata("http://127.0.0.1:4444", &local).is_ok());
     }
 
@@ -945,7 +1185,15 @@ mod tests {
         let mut d = discovered();
         let client = Client::configured("tool gate", None, &d).unwrap();
         let pkce = Pkce::from_verifier(&"v".repeat(43)).unwrap();
-        let url = authorization_url(&d, &client, "https://gw.example/oauth/callback", "https://mcp.example/mcp", Some("mcp read"), "st&ate", &pkce);
+        let url = authorization_url(
+            &d,
+            &client,
+            "https://gw.example/oauth/callback",
+            "https://mcp.example/mcp",
+            Some("mcp read"),
+            "st&ate",
+            &pkce,
+        );
         let parsed = Url::parse(&url).unwrap();
         let pairs: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
         let get = |n: &str| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
@@ -959,7 +1207,15 @@ mod tests {
         assert_eq!(get("scope"), Some("mcp read"));
         assert!(!url.contains(pkce.verifier()));
         d.authorization_endpoint = "https://as.example/auth?tenant=a".into();
-        let url = authorization_url(&d, &client, "https://gw/cb", "https://mcp.example/mcp", None, "s", &pkce);
+        let url = authorization_url(
+            &d,
+            &client,
+            "https://gw/cb",
+            "https://mcp.example/mcp",
+            None,
+            "s",
+            &pkce,
+        );
         assert!(url.starts_with("https://as.example/auth?tenant=a&response_type=code&"), "{url}");
         assert!(!url.contains("scope="), "{url}");
     }
@@ -970,9 +1226,19 @@ mod tests {
         let got = callback(&d, "code=abc&state=s1&iss=https%3A%2F%2Fas.example").unwrap();
         assert_eq!((got.code.as_str(), got.state.as_str()), ("abc", "s1"));
         assert!(!format!("{got:?}").contains("abc"));
-        assert!(callback(&d, "code=abc&state=s1&iss=https%3A%2F%2Fevil.example").err().unwrap().contains("mix-up"));
+        assert!(
+            callback(&d, "code=abc&state=s1&iss=https%3A%2F%2Fevil.example")
+                .err()
+                .unwrap()
+                .contains("mix-up")
+        );
         assert!(callback(&d, "code=abc&state=s1").err().unwrap().contains("no `iss`"));
-        assert!(callback(&d, "code=a&code=b&state=s&iss=https%3A%2F%2Fas.example").err().unwrap().contains("twice"));
+        assert!(
+            callback(&d, "code=a&code=b&state=s&iss=https%3A%2F%2Fas.example")
+                .err()
+                .unwrap()
+                .contains("twice")
+        );
         let e = callback(&d, "error=access_denied&error_description=the+person%0Arefused&iss=https%3A%2F%2Fas.example").err().unwrap();
         assert_eq!(e, "the authorization server refused (access_denied: the personrefused)");
     }
@@ -980,16 +1246,30 @@ mod tests {
     #[test]
     fn client_identity_follows_what_the_server_offers() {
         let mut d = discovered();
-        assert_eq!(Client::configured("c", Some("s"), &d).unwrap().auth, AuthMethod::ClientSecretBasic);
+        assert_eq!(
+            Client::configured("c", Some("s"), &d).unwrap().auth,
+            AuthMethod::ClientSecretBasic
+        );
         d.token_endpoint_auth_methods = vec!["private_key_jwt".into(), "client_secret_post".into()];
-        assert_eq!(Client::configured("c", Some("s"), &d).unwrap().auth, AuthMethod::ClientSecretPost);
+        assert_eq!(
+            Client::configured("c", Some("s"), &d).unwrap().auth,
+            AuthMethod::ClientSecretPost
+        );
         d.token_endpoint_auth_methods = vec!["private_key_jwt".into()];
         assert!(Client::configured("c", Some("s"), &d).is_err());
         assert_eq!(Client::configured("c", None, &d).unwrap().auth, AuthMethod::None);
-        assert!(Client::metadata_document("https://gw.example/oauth/client.json", &d).err().unwrap().contains("does not take"));
+        assert!(
+            Client::metadata_document("https://gw.example/oauth/client.json", &d)
+                .err()
+                .unwrap()
+                .contains("does not take")
+        );
         d.client_id_metadata_document_supported = true;
         let client = Client::metadata_document("https://gw.example/oauth/client.json", &d).unwrap();
-        assert_eq!((client.client_id.as_str(), client.auth), ("https://gw.example/oauth/client.json", AuthMethod::None));
+        assert_eq!(
+            (client.client_id.as_str(), client.auth),
+            ("https://gw.example/oauth/client.json", AuthMethod::None)
+        );
         assert!(Client::metadata_document("http://gw.example/oauth/client.json", &d).is_err());
         assert!(Client::metadata_document("https://gw.example/", &d).is_err());
         let secret = Client::configured("c", Some("hunter2"), &discovered()).unwrap();
@@ -998,38 +1278,107 @@ mod tests {
 
     #[test]
     fn registration_answers_are_read_and_refused() {
-        let ok = |body: Value| registered(StatusCode::CREATED, body.to_string().as_bytes(), AuthMethod::ClientSecretBasic);
+        let ok = |body: Value| {
+            registered(
+                StatusCode::CREATED,
+                body.to_string().as_bytes(),
+                AuthMethod::ClientSecretBasic,
+            )
+        };
         let client = ok(json!({"client_id": "c1", "client_secret": "s1", "token_endpoint_auth_method": "client_secret_post"})).unwrap();
-        assert_eq!((client.client_id.as_str(), client.client_secret.as_deref(), client.auth), ("c1", Some("s1"), AuthMethod::ClientSecretPost));
-        assert_eq!(ok(json!({"client_id": "c1", "token_endpoint_auth_method": "none"})).unwrap().auth, AuthMethod::None);
+        assert_eq!(
+            (client.client_id.as_str(), client.client_secret.as_deref(), client.auth),
+            ("c1", Some("s1"), AuthMethod::ClientSecretPost)
+        );
+        assert_eq!(
+            ok(json!({"client_id": "c1", "token_endpoint_auth_method": "none"})).unwrap().auth,
+            AuthMethod::None
+        );
         assert!(ok(json!({"client_id": "c1"})).err().unwrap().contains("no client_secret"));
-        assert!(ok(json!({"client_id": "c1", "token_endpoint_auth_method": "tls_client_auth"})).err().unwrap().contains("does not do"));
-        let e = registered(StatusCode::BAD_REQUEST, br#"{"error":"invalid_redirect_uri","error_description":"no\u0007"}"#, AuthMethod::None).err().unwrap();
-        assert_eq!(e, "the registration endpoint refused (HTTP 400 Bad Request, invalid_redirect_uri: no)");
+        assert!(
+            ok(json!({"client_id": "c1", "token_endpoint_auth_method": "tls_client_auth"}))
+                .err()
+                .unwrap()
+                .contains("does not do")
+        );
+        let e = registered(
+            StatusCode::BAD_REQUEST,
+            br#"{"error":"invalid_redirect_uri","error_description":"no\u0007"}"#,
+            AuthMethod::None,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            e,
+            "the registration endpoint refused (HTTP 400 Bad Request, invalid_redirect_uri: no)"
+        );
     }
 
     #[test]
     fn token_answers_keep_or_rotate_the_refresh_token_and_never_show_a_token() {
         let answer = json!({"access_token": "AT-secret", "token_type": "Bearer", "expires_in": 60, "scope": "mcp"}).to_string();
-        let kept = token_set(StatusCode::OK, answer.as_bytes(), 1_000, Some("RT-old"), "the refresh").unwrap();
-        assert_eq!((kept.refresh_token.as_deref(), kept.expires_at_ms, kept.scope.as_deref()), (Some("RT-old"), Some(61_000), Some("mcp")));
+        let kept =
+            token_set(StatusCode::OK, answer.as_bytes(), 1_000, Some("RT-old"), "the refresh")
+                .unwrap();
+        assert_eq!(
+            (kept.refresh_token.as_deref(), kept.expires_at_ms, kept.scope.as_deref()),
+            (Some("RT-old"), Some(61_000), Some("mcp"))
+        );
         let rotated = json!({"access_token": "AT", "token_type": "bearer", "refresh_token": "RT-new", "expires_in": "30"}).to_string();
-        let rotated = token_set(StatusCode::OK, rotated.as_bytes(), 0, Some("RT-old"), "the refresh").unwrap();
-        assert_eq!((rotated.refresh_token.as_deref(), rotated.expires_at_ms), (Some("RT-new"), Some(30_000)));
+        let rotated =
+            token_set(StatusCode::OK, rotated.as_bytes(), 0, Some("RT-old"), "the refresh")
+                .unwrap();
+        assert_eq!(
+            (rotated.refresh_token.as_deref(), rotated.expires_at_ms),
+            (Some("RT-new"), Some(30_000))
+        );
         let shown = format!("{kept:?}");
         assert!(!shown.contains("AT-secret") && !shown.contains("RT-old"), "{shown}");
-        let sealed: TokenSet = serde_json::from_str(&serde_json::to_string(&kept).unwrap()).unwrap();
+        let sealed: TokenSet =
+            serde_json::from_str(&serde_json::to_string(&kept).unwrap()).unwrap();
         assert_eq!(sealed, kept);
     }
 
     #[test]
     fn token_refusals_name_the_error_not_the_token() {
-        let refused = token_set(StatusCode::BAD_REQUEST, br#"{"error":"invalid_grant","error_description":"grant request is invalid"}"#, 0, None, "the code").err().unwrap();
-        assert_eq!(refused, "the token endpoint refused the code (HTTP 400 Bad Request, invalid_grant: grant request is invalid)");
-        let dpop = token_set(StatusCode::OK, br#"{"access_token":"AT-secret","token_type":"DPoP"}"#, 0, None, "the code").err().unwrap();
+        let refused = token_set(
+            StatusCode::BAD_REQUEST,
+            br#"{"error":"invalid_grant","error_description":"grant request is invalid"}"#,
+            0,
+            None,
+            "the code",
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            refused,
+            "the token endpoint refused the code (HTTP 400 Bad Request, invalid_grant: grant request is invalid)"
+        );
+        let dpop = token_set(
+            StatusCode::OK,
+            br#"{"access_token":"AT-secret","token_type":"DPoP"}"#,
+            0,
+            None,
+            "the code",
+        )
+        .err()
+        .unwrap();
         assert!(dpop.contains("DPoP") && !dpop.contains("AT-secret"), "{dpop}");
-        let error_with_token = token_set(StatusCode::UNAUTHORIZED, br#"{"access_token":"AT-secret"}"#, 0, None, "the code").err().unwrap();
+        let error_with_token = token_set(
+            StatusCode::UNAUTHORIZED,
+            br#"{"access_token":"AT-secret"}"#,
+            0,
+            None,
+            "the code",
+        )
+        .err()
+        .unwrap();
         assert!(!error_with_token.contains("AT-secret"), "{error_with_token}");
-        assert!(token_set(StatusCode::OK, b"<html>", 0, None, "the code").err().unwrap().contains("not a JSON"));
+        assert!(
+            token_set(StatusCode::OK, b"<html>", 0, None, "the code")
+                .err()
+                .unwrap()
+                .contains("not a JSON")
+        );
     }
 }

@@ -47,7 +47,11 @@ pub enum Unopened {
 impl Vault {
     /// A vault under `key`.
     pub fn new(key: &[u8; 32]) -> Self {
-        Self { key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("AES-256 takes any 32-byte key")) }
+        Self {
+            key: LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, key).expect("AES-256 takes any 32-byte key"),
+            ),
+        }
     }
 
     /// Loads the key from `path` (it must be owner-only), or creates it
@@ -61,7 +65,10 @@ impl Vault {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         match read_key(path, KEY_WHAT)? {
             Some(key) => Ok(Self::new(&key)),
-            None => bail!("{} does not exist; make the {KEY_WHAT} once (`(umask 077 && head -c 32 /dev/urandom > {0})`) and give every replica the same file", path.display()),
+            None => bail!(
+                "{} does not exist; make the {KEY_WHAT} once (`(umask 077 && head -c 32 /dev/urandom > {0})`) and give every replica the same file",
+                path.display()
+            ),
         }
     }
 
@@ -74,7 +81,14 @@ impl Vault {
         out.push(VERSION);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(plaintext);
-        let tag = self.key.seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(aad), &mut out[1 + NONCE_LEN..]).expect("sealing cannot fail");
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut out[1 + NONCE_LEN..],
+            )
+            .expect("sealing cannot fail");
         out.extend_from_slice(tag.as_ref());
         out
     }
@@ -90,7 +104,10 @@ impl Vault {
         let (nonce, body) = sealed[1..].split_at(NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Unopened::Forged)?;
         let mut body = body.to_vec();
-        let plain = self.key.open_in_place(nonce, Aad::from(aad), &mut body).map_err(|_| Unopened::Forged)?;
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(aad), &mut body)
+            .map_err(|_| Unopened::Forged)?;
         Ok(plain.to_vec())
     }
 }
@@ -114,11 +131,18 @@ const KEY_WHAT: &str = "key that seals upstream tokens";
 /// none. Two processes making it at once agree: the file appears whole,
 /// under its name, once (a link, which never replaces), and the one that
 /// lost reads the winner's.
-pub(crate) fn load_or_create_key(path: &Path, entropy: &dyn Entropy, what: &str) -> anyhow::Result<[u8; 32]> {
+pub(crate) fn load_or_create_key(
+    path: &Path,
+    entropy: &dyn Entropy,
+    what: &str,
+) -> anyhow::Result<[u8; 32]> {
     if let Some(key) = read_key(path, what)? {
         return Ok(key);
     }
-    let name = path.file_name().with_context(|| format!("{} names no file", path.display()))?.to_string_lossy();
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?
+        .to_string_lossy();
     let fresh = path.with_file_name(format!(".{name}.{}", entropy.id("new-")));
     let key = entropy.bytes32();
     write_owner_only(&fresh, &key)?;
@@ -126,7 +150,8 @@ pub(crate) fn load_or_create_key(path: &Path, entropy: &dyn Entropy, what: &str)
     let _ = std::fs::remove_file(&fresh);
     match linked {
         Ok(()) => Ok(key),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(path, what)?.with_context(|| format!("{} vanished as it was made", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(path, what)?
+            .with_context(|| format!("{} vanished as it was made", path.display())),
         Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
     }
 }
@@ -139,9 +164,15 @@ fn read_key(path: &Path, what: &str) -> anyhow::Result<Option<[u8; 32]>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading the {what} {}", path.display())),
     };
-    check_owner_only(path).with_context(|| format!("the {what} must be readable by its owner only: `chmod 600 {}`", path.display()))?;
+    check_owner_only(path).with_context(|| {
+        format!("the {what} must be readable by its owner only: `chmod 600 {}`", path.display())
+    })?;
     let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) else {
-        bail!("{} is {} bytes, not a 32-byte {what}; restore it (or move it away for a new key: every stored grant then needs connecting again)", path.display(), bytes.len());
+        bail!(
+            "{} is {} bytes, not a 32-byte {what}; restore it (or move it away for a new key: every stored grant then needs connecting again)",
+            path.display(),
+            bytes.len()
+        );
     };
     Ok(Some(key))
 }
@@ -168,12 +199,24 @@ mod tests {
         let sealed = vault.seal(&row, b"access-token-and-refresh-token", &e);
         assert_eq!(sealed[0], VERSION);
         assert_eq!(sealed.len(), OVERHEAD + 30);
-        assert_ne!(sealed, vault.seal(&row, b"access-token-and-refresh-token", &e), "a fresh nonce each time");
+        assert_ne!(
+            sealed,
+            vault.seal(&row, b"access-token-and-refresh-token", &e),
+            "a fresh nonce each time"
+        );
         assert!(!sealed.windows(6).any(|w| w == b"access"), "the plaintext is not in it");
         assert_eq!(vault.open(&row, &sealed).unwrap(), b"access-token-and-refresh-token");
-        assert_eq!(vault.open(&row, &vault.seal(&row, b"", &e)).unwrap(), b"", "an empty value too");
+        assert_eq!(
+            vault.open(&row, &vault.seal(&row, b"", &e)).unwrap(),
+            b"",
+            "an empty value too"
+        );
         // Moved to another person's row, another server's, or another tenant's: it does not open.
-        for other in [binding("atlas", "erin", "github"), binding("atlas", "dana", "linear"), binding("globex", "dana", "github")] {
+        for other in [
+            binding("atlas", "erin", "github"),
+            binding("atlas", "dana", "linear"),
+            binding("globex", "dana", "github"),
+        ] {
             assert_eq!(vault.open(&other, &sealed), Err(Unopened::Forged));
         }
         // Another key.
@@ -193,12 +236,22 @@ mod tests {
             altered[i] ^= 0x01;
             assert!(vault.open(&row, &altered).is_err(), "byte {i} flipped");
         }
-        assert_eq!(vault.open(&row, &[&[9u8][..], &sealed[1..]].concat()), Err(Unopened::Version(9)));
+        assert_eq!(
+            vault.open(&row, &[&[9u8][..], &sealed[1..]].concat()),
+            Err(Unopened::Version(9))
+        );
         for len in 0..sealed.len() {
             let cut = vault.open(&row, &sealed[..len]);
-            assert!(matches!(cut, Err(Unopened::Short(_) | Unopened::Forged)), "cut at {len}: {cut:?}");
+            assert!(
+                matches!(cut, Err(Unopened::Short(_) | Unopened::Forged)),
+                "cut at {len}: {cut:?}"
+            );
         }
-        assert_eq!(vault.open(&row, &[sealed.clone(), vec![0]].concat()), Err(Unopened::Forged), "a byte appended");
+        assert_eq!(
+            vault.open(&row, &[sealed.clone(), vec![0]].concat()),
+            Err(Unopened::Forged),
+            "a byte appended"
+        );
     }
 
     #[test]
@@ -211,9 +264,21 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap().len(), 32);
         let row = binding("atlas", "dana", "github");
         let sealed = first.seal(&row, b"tokens", &e);
-        assert_eq!(Vault::load_or_create(&path, &e).unwrap().open(&row, &sealed).unwrap(), b"tokens", "reloaded: the same key");
-        assert_eq!(Vault::load(&path).unwrap().open(&row, &sealed).unwrap(), b"tokens", "named by the config: the same key");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing else left beside it");
+        assert_eq!(
+            Vault::load_or_create(&path, &e).unwrap().open(&row, &sealed).unwrap(),
+            b"tokens",
+            "reloaded: the same key"
+        );
+        assert_eq!(
+            Vault::load(&path).unwrap().open(&row, &sealed).unwrap(),
+            b"tokens",
+            "named by the config: the same key"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "nothing else left beside it"
+        );
     }
 
     #[test]
@@ -224,7 +289,9 @@ mod tests {
             let makers: Vec<_> = (0..4)
                 .map(|_| {
                     let path = path.clone();
-                    std::thread::spawn(move || Vault::load_or_create(&path, &SystemEntropy::default()).unwrap())
+                    std::thread::spawn(move || {
+                        Vault::load_or_create(&path, &SystemEntropy::default()).unwrap()
+                    })
                 })
                 .collect();
             let vaults: Vec<Vault> = makers.into_iter().map(|t| t.join().unwrap()).collect();

@@ -25,13 +25,24 @@ pub(crate) struct Found {
 }
 
 /// The answer to give, and what was found on the way.
-pub(crate) fn check(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str) -> (Answer, Found) {
+pub(crate) fn check(
+    tool: &ExposedTool,
+    raw: &RawValue,
+    block: bool,
+    proposal_sha256: &str,
+) -> (Answer, Found) {
     let mut found = Found::default();
     let answer = conclude(tool, raw, block, proposal_sha256, &mut found);
     (answer, found)
 }
 
-fn conclude(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &str, found: &mut Found) -> Answer {
+fn conclude(
+    tool: &ExposedTool,
+    raw: &RawValue,
+    block: bool,
+    proposal_sha256: &str,
+    found: &mut Found,
+) -> Answer {
     let mut result: RawObject = match serde_json::from_str(raw.get()) {
         Ok(map) => map,
         Err(_) => {
@@ -40,9 +51,12 @@ fn conclude(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &s
                     Verdict::Allow,
                     Reason::InvalidResult,
                     if tool.read_only() { Action::Retry } else { Action::Reconcile },
-                    format!("{} answered with something that is not a result object", tool.exposed_name),
+                    format!(
+                        "{} answered with something that is not a result object",
+                        tool.exposed_name
+                    ),
                 )
-                    .with_proposal(proposal_sha256),
+                .with_proposal(proposal_sha256),
             );
         }
     };
@@ -54,8 +68,10 @@ fn conclude(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &s
         return Answer::Result(result);
     }
     let (Some(output), false) = (&tool.output, is_error) else { return Answer::Result(result) };
-    let structured: Option<Value> = result.get("structuredContent").and_then(|v| serde_json::from_str(v.get()).ok());
-    let violation = |message: String| vec![toolgate_core::schema::Violation { path: "/".into(), message }];
+    let structured: Option<Value> =
+        result.get("structuredContent").and_then(|v| serde_json::from_str(v.get()).ok());
+    let violation =
+        |message: String| vec![toolgate_core::schema::Violation { path: "/".into(), message }];
     let violations = match (output, &structured) {
         // A schema that cannot be enforced cannot vouch for the result either.
         (Err(why), _) => violation(format!("the outputSchema does not compile ({why})")),
@@ -72,13 +88,17 @@ fn conclude(tool: &ExposedTool, raw: &RawValue, block: bool, proposal_sha256: &s
                 Verdict::Allow,
                 Reason::InvalidResult,
                 Action::Refused,
-                format!("{} returned a result that violates its outputSchema; it was withheld", tool.exposed_name),
+                format!(
+                    "{} returned a result that violates its outputSchema; it was withheld",
+                    tool.exposed_name
+                ),
             )
             .with_proposal(proposal_sha256)
             .with_violations(violations),
         );
     }
-    let mut meta: Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    let mut meta: Map<String, Value> =
+        result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
     meta.insert(CHECK_META.into(), json!({"outputSchema": "violated", "violations": violations}));
     if let Ok(raw_meta) = to_raw_value(&meta) {
         result.insert("_meta".into(), raw_meta);
@@ -152,7 +172,12 @@ mod tests {
         let meta = field(&answer, "_meta");
         assert_eq!(meta["x"], 1, "the upstream's own _meta stays");
         assert_eq!(meta[CHECK_META]["outputSchema"], "violated");
-        let mut paths: Vec<&str> = meta[CHECK_META]["violations"].as_array().unwrap().iter().map(|v| v["path"].as_str().unwrap()).collect();
+        let mut paths: Vec<&str> = meta[CHECK_META]["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["path"].as_str().unwrap())
+            .collect();
         paths.sort();
         assert_eq!(paths, ["/", "/stock"]);
         // The result itself is not altered, only flagged.
@@ -161,20 +186,35 @@ mod tests {
 
     #[test]
     fn a_violating_result_is_withheld_when_blocking() {
-        let (answer, found) = check(&stock_tool(true), &raw(r#"{"content":[],"structuredContent":{"stock":-1}}"#), true, SHA);
+        let (answer, found) = check(
+            &stock_tool(true),
+            &raw(r#"{"content":[],"structuredContent":{"stock":-1}}"#),
+            true,
+            SHA,
+        );
         let r = refusal(answer);
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::InvalidResult, Action::Refused));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Allow, Reason::InvalidResult, Action::Refused)
+        );
         assert_eq!((r.proposal_sha256.as_deref(), r.violations.len()), (Some(SHA), 2));
         assert_eq!(found.output_violations, 2);
     }
 
     #[test]
     fn a_result_without_structured_content_violates_a_declared_output_schema() {
-        let (answer, found) = check(&stock_tool(true), &raw(r#"{"content":[{"type":"text","text":"3"}]}"#), false, SHA);
+        let (answer, found) = check(
+            &stock_tool(true),
+            &raw(r#"{"content":[{"type":"text","text":"3"}]}"#),
+            false,
+            SHA,
+        );
         assert_eq!(found.output_violations, 1);
         let violations = &field(&result(answer), "_meta")[CHECK_META]["violations"];
         assert_eq!(violations[0]["path"], "/");
-        assert!(violations[0]["message"].as_str().unwrap().contains("structuredContent is missing"));
+        assert!(
+            violations[0]["message"].as_str().unwrap().contains("structuredContent is missing")
+        );
     }
 
     #[test]
@@ -185,15 +225,25 @@ mod tests {
             Some(AuthorityClass::Automatic),
         );
         assert!(matches!(broken.output, Some(Err(_))), "the fixture must not compile");
-        let (answer, found) = check(&broken, &raw(r#"{"content":[],"structuredContent":{"a":"x"}}"#), true, SHA);
+        let (answer, found) =
+            check(&broken, &raw(r#"{"content":[],"structuredContent":{"a":"x"}}"#), true, SHA);
         assert_eq!(refusal(answer).reason, Reason::InvalidResult);
         assert_eq!(found.output_violations, 1);
     }
 
     #[test]
     fn a_tool_without_an_output_schema_has_nothing_checked() {
-        let plain = tool("parts", json!({"name": "find_part", "inputSchema": {"type": "object"}}), Some(AuthorityClass::Automatic));
-        let (answer, found) = check(&plain, &raw(r#"{"content":[],"structuredContent":{"anything":true}}"#), true, SHA);
+        let plain = tool(
+            "parts",
+            json!({"name": "find_part", "inputSchema": {"type": "object"}}),
+            Some(AuthorityClass::Automatic),
+        );
+        let (answer, found) = check(
+            &plain,
+            &raw(r#"{"content":[],"structuredContent":{"anything":true}}"#),
+            true,
+            SHA,
+        );
         assert_eq!(field(&result(answer), "structuredContent"), json!({"anything": true}));
         assert_eq!(found, Found::default());
     }
@@ -213,7 +263,12 @@ mod tests {
         assert_eq!(verbatim(&result(answer)), verbatim(&serde_json::from_str(text).unwrap()));
         assert_eq!(found, Found { input_required: true, ..Found::default() });
         // "complete" is a result like any other: checked.
-        let (answer, found) = check(&stock_tool(true), &raw(r#"{"resultType":"complete","content":[],"structuredContent":{"stock":-1}}"#), true, SHA);
+        let (answer, found) = check(
+            &stock_tool(true),
+            &raw(r#"{"resultType":"complete","content":[],"structuredContent":{"stock":-1}}"#),
+            true,
+            SHA,
+        );
         assert_eq!((refusal(answer).reason, found.input_required), (Reason::InvalidResult, false));
     }
 
@@ -224,7 +279,11 @@ mod tests {
             for (read_only, action) in [(true, Action::Retry), (false, Action::Reconcile)] {
                 let (answer, _) = check(&stock_tool(read_only), &raw(text), false, SHA);
                 let r = refusal(answer);
-                assert_eq!((r.verdict, r.reason, r.action, r.proposal_sha256.as_deref()), (Verdict::Allow, Reason::InvalidResult, action, Some(SHA)), "{text}");
+                assert_eq!(
+                    (r.verdict, r.reason, r.action, r.proposal_sha256.as_deref()),
+                    (Verdict::Allow, Reason::InvalidResult, action, Some(SHA)),
+                    "{text}"
+                );
             }
         }
     }

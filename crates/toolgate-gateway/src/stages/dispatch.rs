@@ -3,8 +3,8 @@
 //! caller is told to reconcile, never to retry blindly.
 
 use serde_json::value::RawValue;
-use tracing::Instrument as _;
 use toolgate_core::{Action, Proposal, Reason, Refusal, Verdict};
+use tracing::Instrument as _;
 
 use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
@@ -15,19 +15,29 @@ use crate::upstream::{CallOptions, Kind, Upstream, UpstreamError};
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
 /// `presented` is what the call carries for its person (present).
-pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, proposal: &Proposal, cx: &Context, call: &Call, input: serde_json::Map<String, serde_json::Value>, presented: &Presented) -> Result<Box<RawValue>, Stop> {
+pub(crate) async fn dispatch(
+    upstream: Option<&Upstream>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    cx: &Context,
+    call: &Call,
+    input: serde_json::Map<String, serde_json::Value>,
+    presented: &Presented,
+) -> Result<Box<RawValue>, Stop> {
     let Some(upstream) = upstream else {
         return Err(unavailable(tool, proposal, "not configured"));
     };
     // The upstream may route on Mcp-Param-* headers too: send what its schema declares.
-    let mut headers: Vec<(String, String)> = param_headers::declared(tool.tool.definition.get("inputSchema").unwrap_or(&serde_json::Value::Null))
-        .into_iter()
-        .filter_map(|(header, arg)| {
-            let value = proposal.arguments.get(&arg)?;
-            let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-            Some((header, param_headers::encode(&text)))
-        })
-        .collect();
+    let mut headers: Vec<(String, String)> = param_headers::declared(
+        tool.tool.definition.get("inputSchema").unwrap_or(&serde_json::Value::Null),
+    )
+    .into_iter()
+    .filter_map(|(header, arg)| {
+        let value = proposal.arguments.get(&arg)?;
+        let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+        Some((header, param_headers::encode(&text)))
+    })
+    .collect();
     headers.extend(presented.headers.iter().cloned());
     // The CLIENT span of the upstream call; the upstream joins its trace.
     let method = tool.kind.method();
@@ -49,7 +59,10 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         input,
         // Only a 2026-07-28 client answers an upstream's input requests; a
         // legacy client's (its session's, kept for toolgate's own question) stay here.
-        client_capabilities: call.client_capabilities.clone().filter(|_| cx.era == crate::wire::Era::Modern),
+        client_capabilities: call
+            .client_capabilities
+            .clone()
+            .filter(|_| cx.era == crate::wire::Era::Modern),
         meta,
         // Checked by admit; the caller may only shorten the server's deadline.
         deadline: call.deadline().ok().flatten(),
@@ -57,10 +70,15 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
     let started = std::time::Instant::now();
     // A resource is read at the upstream's own URI, behind the exposed one.
     let arguments = match tool.kind {
-        Kind::Resource | Kind::Template => std::borrow::Cow::Owned(serde_json::json!({"uri": tool.upstream_uri(proposal.arguments["uri"].as_str().unwrap_or_default())})),
+        Kind::Resource | Kind::Template => std::borrow::Cow::Owned(
+            serde_json::json!({"uri": tool.upstream_uri(proposal.arguments["uri"].as_str().unwrap_or_default())}),
+        ),
         Kind::Tool | Kind::Prompt => std::borrow::Cow::Borrowed(&proposal.arguments),
     };
-    let outcome = upstream.call(tool.kind, &tool.tool.name, &arguments, options).instrument(span.clone()).await;
+    let outcome = upstream
+        .call(tool.kind, &tool.tool.name, &arguments, options)
+        .instrument(span.clone())
+        .await;
     let observed = !span.is_disabled() || crate::telemetry::metrics_on();
     let error_type = match &outcome {
         _ if !observed => None,
@@ -81,12 +99,16 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
             opentelemetry::KeyValue::new("server.address", tool.server.clone()),
         ];
         attributes.extend(error_type.map(|e| opentelemetry::KeyValue::new("error.type", e)));
-        crate::telemetry::INSTRUMENTS.client_duration.record(started.elapsed().as_secs_f64(), &attributes);
+        crate::telemetry::INSTRUMENTS
+            .client_duration
+            .record(started.elapsed().as_secs_f64(), &attributes);
     }
     match outcome {
         Ok(raw) => Ok(raw),
         Err(UpstreamError::Rpc(e)) => Err(Stop::Error(e)),
-        Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => Err(unavailable(tool, proposal, &why)),
+        Err(UpstreamError::Unavailable(why)) | Err(UpstreamError::Rejected(why)) => {
+            Err(unavailable(tool, proposal, &why))
+        }
         // The credential made for the person was refused: their own
         // (`identity`), which the pipeline then stops trusting; else the
         // server's configured one.
@@ -107,17 +129,27 @@ pub(crate) async fn dispatch(upstream: Option<&Upstream>, tool: &ExposedTool, pr
         Err(e @ (UpstreamError::Timeout | UpstreamError::Lost(_) | UpstreamError::Protocol(_))) => {
             tracing::warn!(server = %tool.server, tool = %tool.exposed_name, error = %e, "upstream outcome unknown");
             let (reason, what) = match &e {
-                UpstreamError::Timeout => (Reason::UpstreamTimeout, "did not answer before the deadline".to_string()),
+                UpstreamError::Timeout => {
+                    (Reason::UpstreamTimeout, "did not answer before the deadline".to_string())
+                }
                 _ => (Reason::OutcomeUnknown, "gave no usable answer".to_string()),
             };
             let refusal = if tool.read_only() {
-                Refusal::new(Verdict::Allow, reason, Action::Retry, format!("{} {what}; it is read-only, so retrying is safe", tool.exposed_name))
+                Refusal::new(
+                    Verdict::Allow,
+                    reason,
+                    Action::Retry,
+                    format!("{} {what}; it is read-only, so retrying is safe", tool.exposed_name),
+                )
             } else {
                 Refusal::new(
                     Verdict::Allow,
                     Reason::OutcomeUnknown,
                     Action::Reconcile,
-                    format!("{} {what}; it may or may not have taken effect — check before calling again", tool.exposed_name),
+                    format!(
+                        "{} {what}; it may or may not have taken effect — check before calling again",
+                        tool.exposed_name
+                    ),
                 )
             };
             Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)))
@@ -143,39 +175,63 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::wire::code;
     use crate::call::CallRequest;
-    use crate::stages::testing::{Live, Reply, call, split, find_definition, find_tool, order_definition, order_tool, passed, refused, rpc_error};
+    use crate::stages::testing::{
+        Live, Reply, call, find_definition, find_tool, order_definition, order_tool, passed,
+        refused, rpc_error, split,
+    };
+    use crate::wire::code;
     use serde_json::json;
 
     const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n";
 
     /// An upstream listing both tools and answering every call with `reply`.
     async fn serving(reply: Reply) -> Live {
-        Live::start(vec![find_definition(), order_definition()], reply, REGISTRY, Duration::from_secs(10)).await
+        Live::start(
+            vec![find_definition(), order_definition()],
+            reply,
+            REGISTRY,
+            Duration::from_secs(10),
+        )
+        .await
     }
 
     fn find(part_no: &str) -> (ExposedTool, Proposal, CallRequest) {
         let arguments = json!({"part_no": part_no});
-        (find_tool(), Proposal::new("parts", "find_part", arguments.clone()), call("parts__find_part", arguments))
+        (
+            find_tool(),
+            Proposal::new("parts", "find_part", arguments.clone()),
+            call("parts__find_part", arguments),
+        )
     }
 
     fn order() -> (ExposedTool, Proposal, CallRequest) {
         let arguments = json!({"part_no": "P-1", "quantity": 2});
-        (order_tool(), Proposal::new("parts", "raise_parts_order", arguments.clone()), call("parts__raise_parts_order", arguments))
+        (
+            order_tool(),
+            Proposal::new("parts", "raise_parts_order", arguments.clone()),
+            call("parts__raise_parts_order", arguments),
+        )
     }
 
     /// Sends `call` to `upstream` as the pipeline does, with no input of its own.
-    async fn sent(upstream: Option<&Upstream>, (tool, proposal, call): &(ExposedTool, Proposal, CallRequest)) -> Result<Box<RawValue>, Stop> {
+    async fn sent(
+        upstream: Option<&Upstream>,
+        (tool, proposal, call): &(ExposedTool, Proposal, CallRequest),
+    ) -> Result<Box<RawValue>, Stop> {
         let (cx, call) = split(call);
-        dispatch(upstream, tool, proposal, &cx, &call, serde_json::Map::new(), &Presented::shared()).await
+        dispatch(upstream, tool, proposal, &cx, &call, serde_json::Map::new(), &Presented::shared())
+            .await
     }
 
     #[tokio::test]
     async fn without_an_upstream_nothing_is_sent_and_the_caller_may_retry() {
         for c in [find("P-1"), order()] {
             let r = refused(sent(None, &c).await);
-            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::UpstreamUnavailable, Action::Retry));
+            assert_eq!(
+                (r.verdict, r.reason, r.action),
+                (Verdict::Allow, Reason::UpstreamUnavailable, Action::Retry)
+            );
             assert_eq!(r.proposal_sha256.as_deref(), Some(c.1.sha256.as_str()));
             assert!(r.message.contains("nothing was run"), "{}", r.message);
         }
@@ -184,8 +240,17 @@ mod tests {
     #[tokio::test]
     async fn an_upstream_not_connected_yet_is_unavailable_not_unknown() {
         // Configured, never started: the call cannot have left the gateway.
-        let server = crate::config::ServerConfig { url: Some("http://127.0.0.1:9/mcp".into()), ..Default::default() };
-        let upstream = Upstream::new("parts", server.server(), Duration::from_secs(1), Duration::from_secs(60), "test");
+        let server = crate::config::ServerConfig {
+            url: Some("http://127.0.0.1:9/mcp".into()),
+            ..Default::default()
+        };
+        let upstream = Upstream::new(
+            "parts",
+            server.server(),
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            "test",
+        );
         let r = refused(sent(Some(&upstream), &order()).await);
         assert_eq!((r.reason, r.action), (Reason::UpstreamUnavailable, Action::Retry));
     }
@@ -197,16 +262,25 @@ mod tests {
         let c = find("P-7 valve");
         let input = serde_json::Map::from_iter([("requestState".to_string(), json!("up-1"))]);
         let (cx, call) = split(&c.2);
-        let answer = passed(dispatch(Some(&live.upstream), &c.0, &c.1, &cx, &call, input, &Presented::shared()).await);
+        let answer = passed(
+            dispatch(Some(&live.upstream), &c.0, &c.1, &cx, &call, input, &Presented::shared())
+                .await,
+        );
         assert_eq!(answer.get(), text);
         let calls = live.fake.calls();
         assert_eq!(calls.len(), 1);
         let received = &calls[0];
-        assert_eq!((&received.params["name"], &received.params["arguments"]), (&json!("find_part"), &json!({"part_no": "P-7 valve"})));
+        assert_eq!(
+            (&received.params["name"], &received.params["arguments"]),
+            (&json!("find_part"), &json!({"part_no": "P-7 valve"}))
+        );
         // What the approve stage left of the client's input goes upstream as sent.
         assert_eq!(received.params["requestState"], "up-1");
         // `part_no` declares `x-mcp-header: Part`.
-        assert_eq!(received.headers.get("mcp-param-part").and_then(|v| v.to_str().ok()), Some("P-7 valve"));
+        assert_eq!(
+            received.headers.get("mcp-param-part").and_then(|v| v.to_str().ok()),
+            Some("P-7 valve")
+        );
     }
 
     #[tokio::test]
@@ -229,7 +303,10 @@ mod tests {
         // (Each on its own upstream: a lost connection marks it down.)
         let failing = serving(Reply::Status(500)).await;
         let r = refused(sent(Some(&failing.upstream), &order()).await);
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::OutcomeUnknown, Action::Reconcile));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Allow, Reason::OutcomeUnknown, Action::Reconcile)
+        );
         assert!(r.message.contains("may or may not have taken effect"), "{}", r.message);
         let failing = serving(Reply::Status(500)).await;
         let r = refused(sent(Some(&failing.upstream), &find("P-1")).await);
@@ -238,7 +315,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_deadline_passed_means_reconcile_a_write_and_retry_a_read() {
-        let live = Live::start(vec![find_definition(), order_definition()], Reply::Silence(Duration::from_secs(30)), REGISTRY, Duration::from_millis(1_500)).await;
+        let live = Live::start(
+            vec![find_definition(), order_definition()],
+            Reply::Silence(Duration::from_secs(30)),
+            REGISTRY,
+            Duration::from_millis(1_500),
+        )
+        .await;
         let r = refused(sent(Some(&live.upstream), &find("P-1")).await);
         assert_eq!((r.reason, r.action), (Reason::UpstreamTimeout, Action::Retry));
         let r = refused(sent(Some(&live.upstream), &order()).await);

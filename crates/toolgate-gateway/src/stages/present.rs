@@ -16,7 +16,15 @@ use crate::wire::{Era, RawObject, RpcError, code};
 /// The key of toolgate's own URL elicitation among a call's input requests.
 pub const CONNECT_KEY: &str = "io.toolgate/connect";
 
-pub(crate) async fn present(identities: &Identities, config: &Config, server: &str, (cx, call): (&Context, &Call), proposal: &Proposal, now_ms: impl Fn() -> i64, entropy: &dyn Entropy) -> Result<Presented, Stop> {
+pub(crate) async fn present(
+    identities: &Identities,
+    config: &Config,
+    server: &str,
+    (cx, call): (&Context, &Call),
+    proposal: &Proposal,
+    now_ms: impl Fn() -> i64,
+    entropy: &dyn Entropy,
+) -> Result<Presented, Stop> {
     let caller: &Caller = &cx.caller;
     identities.present(config, server, (caller, call.inbound_token.as_deref()), now_ms, entropy).await.map_err(|unmade| match unmade {
         Unmade::Connect(link) => connect(cx, call, server, &link, proposal),
@@ -43,7 +51,8 @@ pub fn connect_refusal(server: &str, link: &str, proposal_sha256: &str) -> Refus
         "the server `{server}` acts for each person with their own account, and you have not connected yours; nothing was run. \
          Open {link} in your browser, sign in as yourself, and allow access; then call again with the same arguments."
     );
-    Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, message).with_proposal(proposal_sha256)
+    Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, message)
+        .with_proposal(proposal_sha256)
 }
 
 /// Whether the client said it can open a URL for its person: `elicitation.url`.
@@ -54,7 +63,13 @@ fn opens_urls(capabilities: Option<&Value>) -> bool {
 /// How a call with no grant ends, by what its client can do.
 fn connect(cx: &Context, call: &Call, server: &str, link: &str, proposal: &Proposal) -> Stop {
     let refusal = connect_refusal(server, link, &proposal.sha256);
-    let declined = call.input.get("inputResponses").and_then(|r| r.get(CONNECT_KEY)).and_then(|a| a.get("action")).and_then(Value::as_str).is_some_and(|a| a != "accept");
+    let declined = call
+        .input
+        .get("inputResponses")
+        .and_then(|r| r.get(CONNECT_KEY))
+        .and_then(|a| a.get("action"))
+        .and_then(Value::as_str)
+        .is_some_and(|a| a != "accept");
     if declined || !opens_urls(call.client_capabilities.as_ref()) {
         return Stop::Refused(refusal);
     }
@@ -65,12 +80,18 @@ fn connect(cx: &Context, call: &Call, server: &str, link: &str, proposal: &Propo
         "message": format!("Connect your account at `{server}`: sign in as yourself and allow access, then the call runs."),
     });
     match cx.era {
-        Era::Legacy => Stop::Error(RpcError::new(code::URL_ELICITATION_REQUIRED, refusal.message.clone()).with_data(json!({"elicitations": [elicitation]}))),
+        Era::Legacy => Stop::Error(
+            RpcError::new(code::URL_ELICITATION_REQUIRED, refusal.message.clone())
+                .with_data(json!({"elicitations": [elicitation]})),
+        ),
         Era::Modern => {
             let mut out = RawObject::new();
             let raw = |v: &Value| serde_json::value::to_raw_value(v).expect("JSON");
             out.insert("resultType".into(), raw(&json!("input_required")));
-            out.insert("inputRequests".into(), raw(&json!({CONNECT_KEY: {"method": "elicitation/create", "params": elicitation}})));
+            out.insert(
+                "inputRequests".into(),
+                raw(&json!({CONNECT_KEY: {"method": "elicitation/create", "params": elicitation}})),
+            );
             out.insert("_meta".into(), raw(&json!({REFUSAL_META: refusal})));
             Stop::Input(out)
         }
@@ -82,8 +103,13 @@ fn connect(cx: &Context, call: &Call, server: &str, link: &str, proposal: &Propo
 pub(crate) fn asked_to_connect(stop: &Stop) -> Option<Refusal> {
     let Stop::Input(o) = stop else { return None };
     let meta = o.get("_meta").and_then(|m| serde_json::from_str::<Value>(m.get()).ok());
-    let said = |k: &str| meta.as_ref().and_then(|m| m[REFUSAL_META][k].as_str()).unwrap_or_default().to_string();
-    Some(Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, said("message")).with_proposal(&said("proposal_sha256")))
+    let said = |k: &str| {
+        meta.as_ref().and_then(|m| m[REFUSAL_META][k].as_str()).unwrap_or_default().to_string()
+    };
+    Some(
+        Refusal::new(Verdict::Allow, Reason::ConnectRequired, Action::Escalate, said("message"))
+            .with_proposal(&said("proposal_sha256")),
+    )
 }
 
 /// Where an `input_required` answer of `connect` carries its refusal.
@@ -115,21 +141,38 @@ mod tests {
     use toolgate_core::{Action, SeededEntropy};
 
     fn config(identity: &str) -> Config {
-        let text = format!("[servers.desk]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.desk.identity]\n{identity}\n");
+        let text = format!(
+            "[servers.desk]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.desk.identity]\n{identity}\n"
+        );
         Config::parse(&text, std::path::Path::new("/tmp/toolgate.toml")).unwrap()
     }
 
     fn caller() -> Caller {
-        Caller { name: "agent".into(), subject: "tech-jane".into(), tenant: "atlas".into(), roles: vec![] }
+        Caller {
+            name: "agent".into(),
+            subject: "tech-jane".into(),
+            tenant: "atlas".into(),
+            roles: vec![],
+        }
     }
 
     async fn presented(identity: &str) -> Result<Presented, Stop> {
-        let identities = Identities::new(Arc::new(AssertionKey::derive(&[3; 32])), &[], Vec::new()).unwrap();
+        let identities =
+            Identities::new(Arc::new(AssertionKey::derive(&[3; 32])), &[], Vec::new()).unwrap();
         let proposal = Proposal::new("desk", "lookup", serde_json::json!({}));
         let mut c = crate::stages::testing::call("desk__lookup", serde_json::json!({}));
         c.caller = Arc::new(caller());
         let (cx, call) = crate::stages::testing::split(&c);
-        present(&identities, &config(identity), "desk", (&cx, &call), &proposal, || 1_800_000_000_000, &SeededEntropy::new([4; 32])).await
+        present(
+            &identities,
+            &config(identity),
+            "desk",
+            (&cx, &call),
+            &proposal,
+            || 1_800_000_000_000,
+            &SeededEntropy::new([4; 32]),
+        )
+        .await
     }
 
     #[tokio::test]
@@ -141,12 +184,17 @@ mod tests {
 
     #[tokio::test]
     async fn an_assertion_goes_in_its_header_and_the_receipt_names_the_person_not_the_token() {
-        let p = presented("mode = \"assertion\"\nheader = \"X-Who\"\naudience = \"desk\"").await.unwrap_or_else(|_| panic!("refused"));
+        let p = presented("mode = \"assertion\"\nheader = \"X-Who\"\naudience = \"desk\"")
+            .await
+            .unwrap_or_else(|_| panic!("refused"));
         assert_eq!(p.headers.len(), 1);
         assert_eq!(p.headers[0].0, "X-Who");
         assert_eq!(p.headers[0].1.matches('.').count(), 2, "a compact JWS");
         let i = &p.identity;
-        assert_eq!((i.mode.as_str(), i.subject.as_deref(), i.audience.as_deref()), ("assertion", Some("tech-jane"), Some("desk")));
+        assert_eq!(
+            (i.mode.as_str(), i.subject.as_deref(), i.audience.as_deref()),
+            ("assertion", Some("tech-jane"), Some("desk"))
+        );
         assert!(!serde_json::to_string(i).unwrap().contains(&p.headers[0].1));
     }
 
@@ -155,7 +203,13 @@ mod tests {
         let stop = presented("mode = \"exchange\"\ntoken_endpoint = \"http://127.0.0.1:9/token\"\nclient_id = \"gw\"").await.unwrap_err();
         let Stop::Refused(r) = stop else { panic!("not a refusal") };
         assert_eq!((r.reason, r.action), (Reason::IdentityUnavailable, Action::Retry));
-        assert!(r.message.contains("nothing was run") && r.message.contains("[servers.desk.identity]") && r.message.contains("could not be reached"), "{}", r.message);
+        assert!(
+            r.message.contains("nothing was run")
+                && r.message.contains("[servers.desk.identity]")
+                && r.message.contains("could not be reached"),
+            "{}",
+            r.message
+        );
     }
 
     /// How a call whose person has not connected ends, for a client in `era`
@@ -173,35 +227,70 @@ mod tests {
     }
 
     #[test]
-    fn a_client_that_opens_urls_is_asked_to_in_its_eras_way_and_any_other_is_refused_with_the_link() {
+    fn a_client_that_opens_urls_is_asked_to_in_its_eras_way_and_any_other_is_refused_with_the_link()
+    {
         let url = Some(serde_json::json!({"elicitation": {"form": {}, "url": {}}}));
-        let Stop::Error(e) = connect_for(Era::Legacy, url.clone(), None) else { panic!("not -32042") };
+        let Stop::Error(e) = connect_for(Era::Legacy, url.clone(), None) else {
+            panic!("not -32042")
+        };
         assert_eq!(e.code, code::URL_ELICITATION_REQUIRED);
         let asked = &e.data.as_ref().unwrap()["elicitations"][0];
-        assert_eq!((&asked["mode"], &asked["url"]), (&serde_json::json!("url"), &serde_json::json!("https://gw.example/console/connect?for=T")));
+        assert_eq!(
+            (&asked["mode"], &asked["url"]),
+            (
+                &serde_json::json!("url"),
+                &serde_json::json!("https://gw.example/console/connect?for=T")
+            )
+        );
         assert!(asked["elicitationId"].as_str().unwrap().starts_with("connect-desk-"));
 
-        let Stop::Input(o) = connect_for(Era::Modern, url.clone(), None) else { panic!("not input_required") };
+        let Stop::Input(o) = connect_for(Era::Modern, url.clone(), None) else {
+            panic!("not input_required")
+        };
         let requests: Value = serde_json::from_str(o["inputRequests"].get()).unwrap();
         assert_eq!(requests[CONNECT_KEY]["params"]["mode"], "url");
         let refusal = asked_to_connect(&Stop::Input(o)).expect("a connect question");
         assert_eq!((refusal.reason, refusal.action), (Reason::ConnectRequired, Action::Escalate));
-        assert!(refusal.message.contains("https://gw.example/console/connect?for=T") && refusal.proposal_sha256.is_some());
+        assert!(
+            refusal.message.contains("https://gw.example/console/connect?for=T")
+                && refusal.proposal_sha256.is_some()
+        );
 
-        for (era, caps) in [(Era::Legacy, None), (Era::Modern, Some(serde_json::json!({"elicitation": {}}))), (Era::Modern, Some(serde_json::json!({"sampling": {}})))] {
-            let Stop::Refused(r) = connect_for(era, caps, None) else { panic!("a client that cannot open a URL was asked to") };
+        for (era, caps) in [
+            (Era::Legacy, None),
+            (Era::Modern, Some(serde_json::json!({"elicitation": {}}))),
+            (Era::Modern, Some(serde_json::json!({"sampling": {}}))),
+        ] {
+            let Stop::Refused(r) = connect_for(era, caps, None) else {
+                panic!("a client that cannot open a URL was asked to")
+            };
             assert_eq!(r.reason, Reason::ConnectRequired);
-            assert!(r.message.contains("https://gw.example/console/connect?for=T") && r.message.contains("nothing was run"), "{}", r.message);
+            assert!(
+                r.message.contains("https://gw.example/console/connect?for=T")
+                    && r.message.contains("nothing was run"),
+                "{}",
+                r.message
+            );
         }
-        let Stop::Refused(_) = connect_for(Era::Modern, url, Some(serde_json::json!({"action": "decline"}))) else { panic!("a person who declined was asked again") };
+        let Stop::Refused(_) =
+            connect_for(Era::Modern, url, Some(serde_json::json!({"action": "decline"})))
+        else {
+            panic!("a person who declined was asked again")
+        };
     }
 
     #[test]
     fn the_upstream_never_sees_the_answer_to_toolgates_own_question() {
         let mut input = serde_json::Map::new();
-        input.insert("inputResponses".into(), serde_json::json!({CONNECT_KEY: {"action": "accept"}}));
+        input.insert(
+            "inputResponses".into(),
+            serde_json::json!({CONNECT_KEY: {"action": "accept"}}),
+        );
         assert!(upstream_input(&input).is_empty());
-        input.insert("inputResponses".into(), serde_json::json!({CONNECT_KEY: {"action": "accept"}, "theirs": {"action": "accept"}}));
+        input.insert(
+            "inputResponses".into(),
+            serde_json::json!({CONNECT_KEY: {"action": "accept"}, "theirs": {"action": "accept"}}),
+        );
         input.insert("requestState".into(), serde_json::json!("s"));
         let left = upstream_input(&input);
         assert_eq!(left["inputResponses"], serde_json::json!({"theirs": {"action": "accept"}}));

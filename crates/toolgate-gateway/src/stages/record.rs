@@ -15,13 +15,13 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use toolgate_core::Clock;
+use toolgate_core::approval::ApprovalState;
 use toolgate_core::operation::OperationState;
 use toolgate_core::proposal::canonical_json_text;
 use toolgate_core::receipt::build::{Attested, Event, Subject, build};
 use toolgate_core::receipt::{self, ApprovalRef, OperationRef, Placed};
 use toolgate_core::{Action, Decision, Proposal, Reason, Refusal, Verdict};
-use toolgate_core::Clock;
-use toolgate_core::approval::ApprovalState;
 use toolgate_ledger::{Draft, Ledger};
 
 use crate::call::{Answer, Approved, Call, Context, Recorded, Reserved};
@@ -64,9 +64,20 @@ impl Receipts for Drafts<'_> {
         draft_for(self.rec, self.findings, Some(operation), Event::Authorized { approval }, true)
     }
 
-    fn outcome(&self, state: OperationState, result: Option<&str>, operation: OperationRef) -> Draft {
+    fn outcome(
+        &self,
+        state: OperationState,
+        result: Option<&str>,
+        operation: OperationRef,
+    ) -> Draft {
         let value = result.map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
-        draft_for(self.rec, self.findings, Some(operation), Event::Dispatched { state, result: value.as_ref() }, false)
+        draft_for(
+            self.rec,
+            self.findings,
+            Some(operation),
+            Event::Dispatched { state, result: value.as_ref() },
+            false,
+        )
     }
 
     fn committed(&self, what: Commit, placed: Option<Placed>) -> Committed {
@@ -130,7 +141,11 @@ impl Findings {
     pub fn new(cx: &Context, call: &Call, salt: [u8; 32]) -> Self {
         Self {
             tool: call.name.clone(),
-            request_id: cx.request_id.as_ref().map(|id| serde_json::to_string(id).unwrap_or_default()).unwrap_or_default(),
+            request_id: cx
+                .request_id
+                .as_ref()
+                .map(|id| serde_json::to_string(id).unwrap_or_default())
+                .unwrap_or_default(),
             proposal_sha256: None,
             decision: None,
             policy_version: None,
@@ -183,9 +198,16 @@ impl Findings {
     /// and the class decision that applies where no policy does).
     /// `capture` keeps the arguments themselves in the receipts
     /// (`receipts.capture_values`).
-    pub fn validated(&mut self, capture: bool, cx: &Context, tool: &ExposedTool, proposal: &Proposal) {
+    pub fn validated(
+        &mut self,
+        capture: bool,
+        cx: &Context,
+        tool: &ExposedTool,
+        proposal: &Proposal,
+    ) {
         self.proposal_sha256 = Some(proposal.sha256.clone());
-        self.arguments_hash = receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
+        self.arguments_hash =
+            receipt::salted_hash(&self.salt, proposal.canonical_arguments.as_bytes());
         if capture {
             self.arguments = Some(proposal.arguments.clone());
         }
@@ -194,17 +216,34 @@ impl Findings {
         // Serialized from borrows, once: building it as a `Value` copied the
         // arguments twice per call.
         let asked = Asked {
-            caller: AskedCaller { name: &c.name, subject: &c.subject, tenant: &c.tenant, roles: &c.roles },
-            tool: AskedTool { exposed_name: &tool.exposed_name, server: &tool.server, name: &tool.tool.name, class: tool.view.effective_class.as_str(), labels: &tool.labels },
+            caller: AskedCaller {
+                name: &c.name,
+                subject: &c.subject,
+                tenant: &c.tenant,
+                roles: &c.roles,
+            },
+            tool: AskedTool {
+                exposed_name: &tool.exposed_name,
+                server: &tool.server,
+                name: &tool.tool.name,
+                class: tool.view.effective_class.as_str(),
+                labels: &tool.labels,
+            },
             arguments: &proposal.arguments,
             class_decision: &fallback,
         };
-        self.asked = serde_json::to_string(&asked).ok().and_then(|mut text| text.pop().map(|_| text));
+        self.asked =
+            serde_json::to_string(&asked).ok().and_then(|mut text| text.pop().map(|_| text));
     }
 
     /// After decide: how the call was decided, under which policy, and the
     /// state of the approval it presented.
-    pub fn decided(&mut self, approval_state: Option<ApprovalState>, decision: &Decision, policy_version: &str) {
+    pub fn decided(
+        &mut self,
+        approval_state: Option<ApprovalState>,
+        decision: &Decision,
+        policy_version: &str,
+    ) {
         self.approval_state = approval_state;
         self.decision = Some(decision.clone());
         self.policy_version = Some(policy_version.to_string());
@@ -235,8 +274,13 @@ impl Findings {
     /// with the call's first receipt.
     fn asked(&self) -> Option<String> {
         let decision = serde_json::to_string(self.decision.as_ref()?).ok()?;
-        let state = serde_json::to_string(self.approval_state.map_or("none", ApprovalState::as_str)).ok()?;
-        Some(format!("{},\"approval_state\":{state},\"decision\":{decision}}}", self.asked.as_ref()?))
+        let state =
+            serde_json::to_string(self.approval_state.map_or("none", ApprovalState::as_str))
+                .ok()?;
+        Some(format!(
+            "{},\"approval_state\":{state},\"decision\":{decision}}}",
+            self.asked.as_ref()?
+        ))
     }
 }
 
@@ -267,13 +311,21 @@ struct AskedTool<'a> {
 
 /// What every receipt of this call shares, for the one builder; `operation`
 /// is the write's as this receipt names it.
-fn subject<'a>(rec: &Recorder<'a>, findings: &'a Findings, operation: Option<OperationRef>) -> Subject<'a> {
+fn subject<'a>(
+    rec: &Recorder<'a>,
+    findings: &'a Findings,
+    operation: Option<OperationRef>,
+) -> Subject<'a> {
     Subject {
         issued_at_ms: rec.clock.now_ms(),
         tenant: &findings.tenant,
         caller: &findings.caller,
         server: &findings.server,
-        tool: if findings.upstream_tool.is_empty() { &findings.tool } else { &findings.upstream_tool },
+        tool: if findings.upstream_tool.is_empty() {
+            &findings.tool
+        } else {
+            &findings.upstream_tool
+        },
         tool_definition_sha256: &findings.definition_sha256,
         proposal_sha256: findings.proposal_sha256.as_deref().unwrap_or_default(),
         decision: findings.decision.as_ref(),
@@ -295,7 +347,13 @@ fn draft(rec: &Recorder<'_>, findings: &Findings, event: Event, first: bool) -> 
 }
 
 /// `draft`, naming `operation` as the write's.
-fn draft_for(rec: &Recorder<'_>, findings: &Findings, operation: Option<OperationRef>, event: Event, first: bool) -> Draft {
+fn draft_for(
+    rec: &Recorder<'_>,
+    findings: &Findings,
+    operation: Option<OperationRef>,
+    event: Event,
+    first: bool,
+) -> Draft {
     let receipt = build(&subject(rec, findings, operation), event);
     rec.log.draft(receipt, findings.salt, if first { findings.asked() } else { None })
 }
@@ -314,12 +372,19 @@ fn pending(id: &str) -> ApprovalRef {
 /// Appends the receipts not committed with the ledger's state (the
 /// pipeline commits those), then logs the call. Returns the
 /// answer, or a refusal when a result's receipts could not be written.
-pub(crate) async fn record(rec: &Recorder<'_>, findings: &Findings, answer: Answer, elapsed: Duration) -> Recorded {
+pub(crate) async fn record(
+    rec: &Recorder<'_>,
+    findings: &Findings,
+    answer: Answer,
+    elapsed: Duration,
+) -> Recorded {
     // A preview decides and acts on nothing, so it attests nothing either:
     // no receipt, only the log line.
     let recorded = match &findings.committed {
         _ if findings.preview => Recorded { answer, placed: None },
-        Some(c) if matches!(&answer, Answer::Refused(_)) => refused_after(rec, findings, answer, c).await,
+        Some(c) if matches!(&answer, Answer::Refused(_)) => {
+            refused_after(rec, findings, answer, c).await
+        }
         Some(c) => Recorded { answer, placed: c.placed().map(|p| (p, c.decision())) },
         None => append(rec, findings, answer).await,
     };
@@ -335,22 +400,58 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
             // outcome, so one receipt attests both (a write has two, each
             // committed with the state it attests).
             let result = Held::of(raw, findings.arguments.is_some());
-            vec![draft(rec, findings, Event::Answered { approval, tool_error: findings.tool_error, result: result.attested() }, true)]
+            vec![draft(
+                rec,
+                findings,
+                Event::Answered {
+                    approval,
+                    tool_error: findings.tool_error,
+                    result: result.attested(),
+                },
+                true,
+            )]
         }
-        Answer::Result(_) if let Some(refusal) = &findings.connect_required => vec![draft(rec, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
+        Answer::Result(_) if let Some(refusal) = &findings.connect_required => vec![draft(
+            rec,
+            findings,
+            Event::Refused { approval, refusal, dispatched: false },
+            true,
+        )],
         Answer::Result(_) if findings.input_required => vec![awaiting(rec, findings, approval)],
         Answer::Result(raw) => {
             // Not sent now: a replay of the recorded outcome.
             let result = Held::of(raw, false);
-            vec![draft(rec, findings, Event::Replayed { approval, tool_error: findings.tool_error, result: result.attested() }, true)]
+            vec![draft(
+                rec,
+                findings,
+                Event::Replayed {
+                    approval,
+                    tool_error: findings.tool_error,
+                    result: result.attested(),
+                },
+                true,
+            )]
         }
         Answer::Refused(refusal) if findings.dispatched => {
-            vec![decided(rec, findings, approval.clone()), draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, true)]
+            vec![
+                decided(rec, findings, approval.clone()),
+                draft(rec, findings, Event::Refused { approval, refusal, dispatched: true }, true),
+            ]
         }
-        Answer::Refused(refusal) => vec![draft(rec, findings, Event::Refused { approval, refusal, dispatched: false }, true)],
+        Answer::Refused(refusal) => vec![draft(
+            rec,
+            findings,
+            Event::Refused { approval, refusal, dispatched: false },
+            true,
+        )],
         // The call's decision stands (a protocol error overrides none of
         // it), so one receipt carries it and how the call ended.
-        Answer::Error(e) => vec![draft(rec, findings, Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched }, true)],
+        Answer::Error(e) => vec![draft(
+            rec,
+            findings,
+            Event::ProtocolError { approval, code: e.code, dispatched: findings.dispatched },
+            true,
+        )],
     };
     // One private record per call: with its first receipt.
     drafts.iter_mut().skip(1).for_each(|d| d.asked = None);
@@ -364,7 +465,10 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
                 tracing::Span::current().record("toolgate.receipt.index", last);
             }
             let decision = if placements.len() > 1 { placements[0].get() } else { None };
-            Recorded { answer, placed: placements.last().and_then(|p| p.get()).map(|p| (p, decision)) }
+            Recorded {
+                answer,
+                placed: placements.last().and_then(|p| p.get()).map(|p| (p, decision)),
+            }
         }
         Err(e) => {
             tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the call's receipts");
@@ -386,10 +490,22 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
 /// receipt of its own, which commits to its words and names why, so the
 /// whole answer is proven, not only the state. Should that append fail,
 /// the answer names the committed receipt.
-async fn refused_after(rec: &Recorder<'_>, findings: &Findings, answer: Answer, committed: &Committed) -> Recorded {
-    let Answer::Refused(refusal) = &answer else { return Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) } };
+async fn refused_after(
+    rec: &Recorder<'_>,
+    findings: &Findings,
+    answer: Answer,
+    committed: &Committed,
+) -> Recorded {
+    let Answer::Refused(refusal) = &answer else {
+        return Recorded { answer, placed: committed.placed().map(|p| (p, committed.decision())) };
+    };
     let approval = approval_ref(rec.ledger, findings.approval_id.as_deref()).await;
-    let draft = draft(rec, findings, Event::Refused { approval, refusal, dispatched: findings.dispatched }, false);
+    let draft = draft(
+        rec,
+        findings,
+        Event::Refused { approval, refusal, dispatched: findings.dispatched },
+        false,
+    );
     let placement = draft.placement.clone();
     match rec.ledger.append_receipts(vec![draft]).await {
         Ok(_) => {
@@ -445,7 +561,9 @@ fn log_line(findings: &Findings, answer: &Answer, elapsed: Duration) {
     let (outcome, reason, action) = match answer {
         Answer::Result(_) if findings.preview => ("preview", String::new(), String::new()),
         Answer::Result(_) if findings.tool_error => ("tool_error", String::new(), String::new()),
-        Answer::Result(_) if findings.input_required => ("input_required", String::new(), String::new()),
+        Answer::Result(_) if findings.input_required => {
+            ("input_required", String::new(), String::new())
+        }
         Answer::Result(_) => ("completed", String::new(), String::new()),
         Answer::Refused(r) => ("refused", json_name(&r.reason), json_name(&r.action)),
         Answer::Error(e) => ("protocol_error", e.code.to_string(), String::new()),
@@ -498,10 +616,10 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::call::CallRequest;
     use crate::config::Config;
     use crate::gateway::Gateway;
     use crate::gateway::{Mode, Sources};
-    use crate::call::CallRequest;
     use crate::stages::testing::{NOW_MS, call, find_tool, split};
     use crate::wire::{RawObject, RpcError, code};
     use serde_json::json;
@@ -514,12 +632,18 @@ mod tests {
     /// A gateway with no upstreams, its ledger and keys in `dir`, on a fixed clock.
     async fn gateway(dir: &std::path::Path, config: &str) -> Arc<Gateway> {
         let config = Config::parse(config, &dir.join("toolgate.toml")).expect("a valid config");
-        let sources = Sources { clock: Arc::new(FixedClock::new(NOW_MS)), entropy: Arc::new(SeededEntropy::new([4; 32])) };
+        let sources = Sources {
+            clock: Arc::new(FixedClock::new(NOW_MS)),
+            entropy: Arc::new(SeededEntropy::new([4; 32])),
+        };
         Gateway::start_with(config, Mode::Inspect, sources).await.expect("the gateway starts")
     }
 
     fn find() -> (CallRequest, Proposal) {
-        (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})))
+        (
+            call("parts__find_part", json!({"part_no": "P-1"})),
+            Proposal::new("parts", "find_part", json!({"part_no": "P-1"})),
+        )
     }
 
     /// What the pipeline has gathered about a read once decide allowed it.
@@ -535,9 +659,20 @@ mod tests {
     }
 
     /// Records `answer` as the pipeline does, under the policy in force.
-    async fn record(gw: &Gateway, findings: &Findings, answer: Answer, elapsed: Duration) -> Answer {
+    async fn record(
+        gw: &Gateway,
+        findings: &Findings,
+        answer: Answer,
+        elapsed: Duration,
+    ) -> Answer {
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
+        let rec = Recorder {
+            ledger: gw.ledger.as_ref(),
+            log: &gw.log,
+            clock: gw.clock.as_ref(),
+            policy_version: policy.version(),
+            config_version: "",
+        };
         super::record(&rec, findings, answer, elapsed).await.answer
     }
 
@@ -548,11 +683,24 @@ mod tests {
     /// The receipts in the ledger, and the private record kept with each.
     async fn receipts(gw: &Gateway) -> Vec<(Value, Option<String>)> {
         let stored = gw.ledger.receipts(0, 100).await.unwrap();
-        stored.into_iter().map(|r| (serde_json::from_str::<Value>(&r.logged).unwrap()["receipt"].clone(), r.asked)).collect()
+        stored
+            .into_iter()
+            .map(|r| {
+                (serde_json::from_str::<Value>(&r.logged).unwrap()["receipt"].clone(), r.asked)
+            })
+            .collect()
     }
 
     fn statuses(receipts: &[(Value, Option<String>)]) -> Vec<(String, String)> {
-        receipts.iter().map(|(r, _)| (r["execution_status"].as_str().unwrap().to_string(), r["result_status"].as_str().unwrap().to_string())).collect()
+        receipts
+            .iter()
+            .map(|(r, _)| {
+                (
+                    r["execution_status"].as_str().unwrap().to_string(),
+                    r["result_status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
     }
 
     fn pair(execution: &str, result: &str) -> (String, String) {
@@ -567,26 +715,49 @@ mod tests {
         let tool = find_tool();
         let (cx, request) = split(&c);
         let mut f = Findings::new(&cx, &request, gw.log.salt());
-        assert_eq!((f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()), ("parts__find_part", "agent", "atlas", "7"));
+        assert_eq!(
+            (f.tool.as_str(), f.caller.as_str(), f.tenant.as_str(), f.request_id.as_str()),
+            ("parts__find_part", "agent", "atlas", "7")
+        );
         f.resolved(&tool);
-        assert_eq!((f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()), ("parts", "find_part", tool.definition_sha256.as_str()));
+        assert_eq!(
+            (f.server.as_str(), f.upstream_tool.as_str(), f.definition_sha256.as_str()),
+            ("parts", "find_part", tool.definition_sha256.as_str())
+        );
         f.validated(gw.config().receipts.capture_values, &cx, &tool, &proposal);
         assert_eq!(f.proposal_sha256.as_deref(), Some(proposal.sha256.as_str()));
-        assert_eq!(f.arguments_hash, receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes()));
+        assert_eq!(
+            f.arguments_hash,
+            receipt::salted_hash(&f.salt, proposal.canonical_arguments.as_bytes())
+        );
         assert!(f.arguments.is_none(), "values are not captured unless configured");
         assert!(f.asked().is_none(), "not decided yet");
-        let decision = Decision::by(Verdict::Allow, Reason::PolicyPermits, vec!["approved_reads".into()]);
+        let decision =
+            Decision::by(Verdict::Allow, Reason::PolicyPermits, vec!["approved_reads".into()]);
         f.decision = Some(decision.clone());
-        let asked: Value = serde_json::from_str(&f.asked().expect("decided")).expect("a JSON object");
-        assert_eq!(asked["caller"], json!({"name": "agent", "subject": "agent-7", "tenant": "atlas", "roles": ["agent"]}));
-        assert_eq!(asked["tool"], json!({"exposed_name": "parts__find_part", "server": "parts", "name": "find_part", "class": "automatic", "labels": []}));
+        let asked: Value =
+            serde_json::from_str(&f.asked().expect("decided")).expect("a JSON object");
+        assert_eq!(
+            asked["caller"],
+            json!({"name": "agent", "subject": "agent-7", "tenant": "atlas", "roles": ["agent"]})
+        );
+        assert_eq!(
+            asked["tool"],
+            json!({"exposed_name": "parts__find_part", "server": "parts", "name": "find_part", "class": "automatic", "labels": []})
+        );
         assert_eq!(asked["arguments"], json!({"part_no": "P-1"}));
         // What `toolgate replay` falls back on where no policy applies, and what applied.
-        assert_eq!(asked["class_decision"], json!({"verdict": "allow", "reason": "automatic", "rules": ["registry"]}));
+        assert_eq!(
+            asked["class_decision"],
+            json!({"verdict": "allow", "reason": "automatic", "rules": ["registry"]})
+        );
         assert_eq!(asked["decision"], serde_json::to_value(&decision).unwrap());
         assert_eq!(asked["approval_state"], "none");
         f.approval_state = Some(ApprovalState::Approved);
-        assert_eq!(serde_json::from_str::<Value>(&f.asked().unwrap()).unwrap()["approval_state"], "approved");
+        assert_eq!(
+            serde_json::from_str::<Value>(&f.asked().unwrap()).unwrap()["approval_state"],
+            "approved"
+        );
     }
 
     #[tokio::test]
@@ -604,12 +775,17 @@ mod tests {
         let mut f = allowed(&gw, &find());
         f.dispatched = true;
         let text = r#"{"content":[],"structuredContent":{"stock":3}}"#;
-        let Answer::Result(answered) = record(&gw, &f, result(text), Duration::ZERO).await else { panic!("the result is withheld") };
+        let Answer::Result(answered) = record(&gw, &f, result(text), Duration::ZERO).await else {
+            panic!("the result is withheld")
+        };
         assert_eq!(answered["structuredContent"].get(), r#"{"stock":3}"#);
         let stored = receipts(&gw).await;
         assert_eq!(statuses(&stored), [pair("dispatched", "ok")]);
         let (r, private) = &stored[0];
-        assert_eq!((&r["decision"], &r["reason"], &r["tool"], &r["server"]), (&json!("allow"), &json!("automatic"), &json!("find_part"), &json!("parts")));
+        assert_eq!(
+            (&r["decision"], &r["reason"], &r["tool"], &r["server"]),
+            (&json!("allow"), &json!("automatic"), &json!("find_part"), &json!("parts"))
+        );
         assert_eq!(r["proposal_sha256"], f.proposal_sha256.clone().unwrap());
         let value: Value = serde_json::from_str(text).unwrap();
         assert_eq!(r["result_sha256"], sha256_hex(canonical_json(&value).as_bytes()));
@@ -622,12 +798,19 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         let (cx, nope) = split(&call("parts__nope", json!({})));
         let f = Findings::new(&cx, &nope, [3; 32]);
-        let refusal = Refusal::new(Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct, "too large");
-        assert!(matches!(record(&gw, &f, Answer::Refused(refusal), Duration::ZERO).await, Answer::Refused(_)));
+        let refusal =
+            Refusal::new(Verdict::Deny, Reason::ArgumentsTooLarge, Action::Correct, "too large");
+        assert!(matches!(
+            record(&gw, &f, Answer::Refused(refusal), Duration::ZERO).await,
+            Answer::Refused(_)
+        ));
         let stored = receipts(&gw).await;
         assert_eq!(statuses(&stored), [pair("not_dispatched", "refused")]);
         let (r, private) = &stored[0];
-        assert_eq!((&r["tool"], &r["decision"], &r["reason"]), (&json!("parts__nope"), &json!("deny"), &json!("arguments_too_large")));
+        assert_eq!(
+            (&r["tool"], &r["decision"], &r["reason"]),
+            (&json!("parts__nope"), &json!("deny"), &json!("arguments_too_large"))
+        );
         assert!(private.is_none(), "nothing was asked of policy");
     }
 
@@ -640,7 +823,10 @@ mod tests {
         let lost = Refusal::new(Verdict::Allow, Reason::OutcomeUnknown, Action::Retry, "lost");
         record(&gw, &f, Answer::Refused(lost), Duration::ZERO).await;
         let stored = receipts(&gw).await;
-        assert_eq!(statuses(&stored), [pair("authorized", "pending"), pair("dispatched", "unknown")]);
+        assert_eq!(
+            statuses(&stored),
+            [pair("authorized", "pending"), pair("dispatched", "unknown")]
+        );
         // One private record per call, with its first receipt.
         assert_eq!((stored[0].1.is_some(), stored[1].1.is_none()), (true, true));
     }
@@ -651,7 +837,8 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         // A protocol error overrides none of the decision.
         let f = allowed(&gw, &find());
-        record(&gw, &f, Answer::Error(RpcError::new(code::INVALID_PARAMS, "bad")), Duration::ZERO).await;
+        record(&gw, &f, Answer::Error(RpcError::new(code::INVALID_PARAMS, "bad")), Duration::ZERO)
+            .await;
         // Waiting for an approver.
         let mut waiting = allowed(&gw, &find());
         waiting.input_required = true;
@@ -660,7 +847,14 @@ mod tests {
         let replayed = allowed(&gw, &find());
         record(&gw, &replayed, result(r#"{"content":[]}"#), Duration::ZERO).await;
         let stored = receipts(&gw).await;
-        assert_eq!(statuses(&stored), [pair("not_dispatched", "protocol_error:-32602"), pair("not_dispatched", "awaiting_approval"), pair("replayed", "ok")]);
+        assert_eq!(
+            statuses(&stored),
+            [
+                pair("not_dispatched", "protocol_error:-32602"),
+                pair("not_dispatched", "awaiting_approval"),
+                pair("replayed", "ok")
+            ]
+        );
         assert_eq!(stored[0].0["decision"], "allow");
     }
 
@@ -668,7 +862,13 @@ mod tests {
     fn committed_outcome(gw: &Gateway) -> Findings {
         let mut f = allowed(gw, &find());
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
+        let rec = Recorder {
+            ledger: gw.ledger.as_ref(),
+            log: &gw.log,
+            clock: gw.clock.as_ref(),
+            policy_version: policy.version(),
+            config_version: "",
+        };
         f.dispatched = true;
         f.committed = Some(drafts(&rec, &f).committed(Commit::Outcome, None));
         f
@@ -679,7 +879,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
         let f = committed_outcome(&gw);
-        assert!(matches!(record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await, Answer::Result(_)));
+        assert!(matches!(
+            record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await,
+            Answer::Result(_)
+        ));
         assert!(receipts(&gw).await.is_empty());
     }
 
@@ -688,14 +891,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(dir.path(), "").await;
         let f = committed_outcome(&gw);
-        let refusal = Refusal::new(Verdict::Allow, Reason::CredentialWithheld, Action::Refused, "withheld: it carried a credential");
+        let refusal = Refusal::new(
+            Verdict::Allow,
+            Reason::CredentialWithheld,
+            Action::Refused,
+            "withheld: it carried a credential",
+        );
         let recorded = record(&gw, &f, Answer::Refused(refusal.clone()), Duration::ZERO).await;
         assert!(matches!(recorded, Answer::Refused(_)));
         let stored = receipts(&gw).await;
         assert_eq!(stored.len(), 1, "the refusal's own receipt");
         let (r, _) = &stored[0];
-        assert_eq!((&r["reason"], &r["execution_status"]), (&json!("credential_withheld"), &json!("dispatched")));
-        assert_eq!(r["result_sha256"], json!(toolgate_core::receipt::build::refusal_sha256(&refusal)));
+        assert_eq!(
+            (&r["reason"], &r["execution_status"]),
+            (&json!("credential_withheld"), &json!("dispatched"))
+        );
+        assert_eq!(
+            r["result_sha256"],
+            json!(toolgate_core::receipt::build::refusal_sha256(&refusal))
+        );
     }
 
     #[tokio::test]
@@ -704,19 +918,31 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         let f = allowed(&gw, &find());
         let policy = gw.policy();
-        let rec = Recorder { ledger: gw.ledger.as_ref(), log: &gw.log, clock: gw.clock.as_ref(), policy_version: policy.version(), config_version: "" };
+        let rec = Recorder {
+            ledger: gw.ledger.as_ref(),
+            log: &gw.log,
+            clock: gw.clock.as_ref(),
+            policy_version: policy.version(),
+            config_version: "",
+        };
         let drafts = drafts(&rec, &f);
         let op = OperationRef { key: "order-1".into(), state: "reserved".into() };
         let decided = drafts.decided(None, op.clone());
         let outcome = drafts.outcome(OperationState::Completed, Some(r#"{"content":[]}"#), op);
-        assert!(decided.asked.is_some() && outcome.asked.is_none(), "the private record goes with the first receipt only");
+        assert!(
+            decided.asked.is_some() && outcome.asked.is_none(),
+            "the private record goes with the first receipt only"
+        );
         gw.ledger.append_receipts(vec![decided, outcome]).await.unwrap();
         let stored = receipts(&gw).await;
         for (receipt, _) in &stored {
             assert_eq!(receipt["operation"]["key"], "order-1", "{receipt}");
         }
         assert_eq!(statuses(&stored)[1].0, "dispatched");
-        assert_eq!(f.operation_ref, None, "drafting names the operation without changing what the call gathered");
+        assert_eq!(
+            f.operation_ref, None,
+            "drafting names the operation without changing what the call gathered"
+        );
     }
 
     #[tokio::test]
@@ -732,14 +958,42 @@ mod tests {
             proposal_sha256: call.1.sha256.clone(),
             policy_version: gw.policy().version().to_string(),
         };
-        let new = NewApproval { id: "apr_1".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None, notices: vec![] };
+        let new = NewApproval {
+            id: "apr_1".into(),
+            binding,
+            arguments: call.1.arguments.clone(),
+            reason: "test".into(),
+            rules: vec![],
+            now_ms: NOW_MS,
+            ttl_ms: 60_000,
+            receipt: None,
+            subject: "agent-7".into(),
+            operation_key: None,
+            notices: vec![],
+        };
         gw.ledger.create_approval(new).await.unwrap();
-        gw.ledger.decide_approval("apr_1", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "checked", NOW_MS + 1_500).await.unwrap();
+        gw.ledger
+            .decide_approval(
+                "apr_1",
+                true,
+                toolgate_ledger::Decider {
+                    name: "dana",
+                    subject: "dana@atlas.example",
+                    tenant: "atlas",
+                },
+                "checked",
+                NOW_MS + 1_500,
+            )
+            .await
+            .unwrap();
         let mut f = allowed(&gw, &call);
         (f.dispatched, f.approval_id) = (true, Some("apr_1".into()));
         record(&gw, &f, result(r#"{"content":[]}"#), Duration::ZERO).await;
         let stored = receipts(&gw).await;
-        assert_eq!(stored[0].0["approval"], json!({"id": "apr_1", "approver": "dana", "decided_at": receipt::rfc3339_ms(NOW_MS + 1_500)}));
+        assert_eq!(
+            stored[0].0["approval"],
+            json!({"id": "apr_1", "approver": "dana", "decided_at": receipt::rfc3339_ms(NOW_MS + 1_500)})
+        );
     }
 
     /// Collects what a subscriber writes.
@@ -760,10 +1014,16 @@ mod tests {
     fn logged(findings: &Findings, answer: &Answer) -> Value {
         let sink = Sink::default();
         let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
-        tracing::subscriber::with_default(subscriber, || log_line(findings, answer, Duration::from_micros(1_500)));
+        let subscriber =
+            tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            log_line(findings, answer, Duration::from_micros(1_500))
+        });
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        let line = text.lines().find(|l| l.contains("toolgate::call")).unwrap_or_else(|| panic!("no log line in {text:?}"));
+        let line = text
+            .lines()
+            .find(|l| l.contains("toolgate::call"))
+            .unwrap_or_else(|| panic!("no log line in {text:?}"));
         serde_json::from_str::<Value>(line).unwrap()["fields"].clone()
     }
 
@@ -773,19 +1033,51 @@ mod tests {
         let gw = gateway(dir.path(), "").await;
         let mut f = allowed(&gw, &find());
         let fields = logged(&f, &result(r#"{"content":[]}"#));
-        assert_eq!((&fields["outcome"], &fields["decision"], &fields["rules"], &fields["elapsed_us"]), (&json!("completed"), &json!("allow"), &json!("registry"), &json!(1_500)));
-        assert_eq!((&fields["tool"], &fields["caller"], &fields["proposal_sha256"]), (&json!("parts__find_part"), &json!("agent"), &json!(f.proposal_sha256.clone().unwrap())));
+        assert_eq!(
+            (&fields["outcome"], &fields["decision"], &fields["rules"], &fields["elapsed_us"]),
+            (&json!("completed"), &json!("allow"), &json!("registry"), &json!(1_500))
+        );
+        assert_eq!(
+            (&fields["tool"], &fields["caller"], &fields["proposal_sha256"]),
+            (
+                &json!("parts__find_part"),
+                &json!("agent"),
+                &json!(f.proposal_sha256.clone().unwrap())
+            )
+        );
         let fields = logged(&f, &Answer::Error(RpcError::new(code::INVALID_PARAMS, "bad")));
-        assert_eq!((&fields["outcome"], &fields["reason"]), (&json!("protocol_error"), &json!("-32602")));
+        assert_eq!(
+            (&fields["outcome"], &fields["reason"]),
+            (&json!("protocol_error"), &json!("-32602"))
+        );
         // A refusal's own proposal and approval are the ones logged.
-        let expired = Refusal::new(Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate, "expired").with_proposal("ab12").with_approval("apr_9");
+        let expired = Refusal::new(
+            Verdict::RequireApproval,
+            Reason::ApprovalExpired,
+            Action::Escalate,
+            "expired",
+        )
+        .with_proposal("ab12")
+        .with_approval("apr_9");
         let fields = logged(&f, &Answer::Refused(expired));
-        assert_eq!((&fields["outcome"], &fields["reason"], &fields["action"]), (&json!("refused"), &json!("approval_expired"), &json!("escalate")));
-        assert_eq!((&fields["proposal_sha256"], &fields["approval"]), (&json!("ab12"), &json!("apr_9")));
+        assert_eq!(
+            (&fields["outcome"], &fields["reason"], &fields["action"]),
+            (&json!("refused"), &json!("approval_expired"), &json!("escalate"))
+        );
+        assert_eq!(
+            (&fields["proposal_sha256"], &fields["approval"]),
+            (&json!("ab12"), &json!("apr_9"))
+        );
         f.input_required = true;
-        assert_eq!(logged(&f, &result(r#"{"resultType":"input_required"}"#))["outcome"], "input_required");
+        assert_eq!(
+            logged(&f, &result(r#"{"resultType":"input_required"}"#))["outcome"],
+            "input_required"
+        );
         (f.input_required, f.tool_error) = (false, true);
-        assert_eq!(logged(&f, &result(r#"{"isError":true,"content":[]}"#))["outcome"], "tool_error");
+        assert_eq!(
+            logged(&f, &result(r#"{"isError":true,"content":[]}"#))["outcome"],
+            "tool_error"
+        );
         f.operation = Some(("op_1".into(), true));
         let fields = logged(&f, &result(r#"{"isError":true,"content":[]}"#));
         assert_eq!((&fields["operation"], &fields["replayed"]), (&json!("op_1"), &json!(true)));

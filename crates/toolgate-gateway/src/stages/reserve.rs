@@ -20,11 +20,11 @@ use std::future::Future;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tracing::Instrument as _;
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 use toolgate_core::receipt::OperationRef;
 use toolgate_core::{Action, Clock, Entropy, Proposal, Reason, Refusal, Verdict};
 use toolgate_ledger::{Begun, Draft, Ledger, LedgerError, NewOperation, Resolution};
+use tracing::Instrument as _;
 
 use crate::call::{Call, Context, Dispatched, Gate, Held, Reserved, Stop};
 use crate::catalog::ExposedTool;
@@ -70,32 +70,56 @@ impl Operations<'_> {
 /// under a key already used, the recorded outcome or a refusal answers and
 /// nothing is sent. Returns all it concluded (`Reserved`).
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn reserve<F>(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate, send: impl FnOnce() -> F) -> Reserved
+pub(crate) async fn reserve<F>(
+    o: &Operations<'_>,
+    receipts: &dyn Receipts,
+    obs: &Observer<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    gate: &Gate,
+    send: impl FnOnce() -> F,
+) -> Reserved
 where
     F: Future<Output = Result<Box<RawValue>, Stop>>,
 {
     let mut seen = Seen::default();
-    let (operation, dispatched, result) = match held(o, receipts, obs, (cx, call, tool, proposal), gate, &mut seen).await {
-        Err(stop) => (None, false, Err(stop)),
-        Ok(held) => {
-            let operation = held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
-            let dispatched = matches!(held, Held::Read | Held::Mine(_));
-            let result = match held {
-                // Every answer passes here before anyone sees it: one
-                // carrying a credential the gateway holds is withheld.
-                Held::Read => withhold(o, tool, proposal, send().await).map(Dispatched::Result),
-                Held::Mine(op) => {
-                    let outcome = send().await;
-                    finish_sent(o, receipts, tool, proposal, op, outcome, &mut seen).await.map(Dispatched::Result)
-                }
-                Held::Replay { op, raw, checked: true } => withhold(o, tool, proposal, Ok(raw)).map(|raw| Dispatched::Result(annotate(raw, &op, true))),
-                // A reconciler's finding is not the tool's result: not checked against its outputSchema.
-                Held::Replay { op, raw, checked: false } => withhold(o, tool, proposal, Ok(raw)).map(|raw| Dispatched::Finding(annotated(&raw, &op, true))),
-            };
-            (operation, dispatched, result)
-        }
-    };
-    Reserved { result, committed: seen.committed, operation_ref: seen.operation_ref, operation, dispatched }
+    let (operation, dispatched, result) =
+        match held(o, receipts, obs, (cx, call, tool, proposal), gate, &mut seen).await {
+            Err(stop) => (None, false, Err(stop)),
+            Ok(held) => {
+                let operation =
+                    held.operation().map(|op| (op.id.clone(), matches!(held, Held::Replay { .. })));
+                let dispatched = matches!(held, Held::Read | Held::Mine(_));
+                let result = match held {
+                    // Every answer passes here before anyone sees it: one
+                    // carrying a credential the gateway holds is withheld.
+                    Held::Read => withhold(o, tool, proposal, send().await).map(Dispatched::Result),
+                    Held::Mine(op) => {
+                        let outcome = send().await;
+                        finish_sent(o, receipts, tool, proposal, op, outcome, &mut seen)
+                            .await
+                            .map(Dispatched::Result)
+                    }
+                    Held::Replay { op, raw, checked: true } => withhold(o, tool, proposal, Ok(raw))
+                        .map(|raw| Dispatched::Result(annotate(raw, &op, true))),
+                    // A reconciler's finding is not the tool's result: not checked against its outputSchema.
+                    Held::Replay { op, raw, checked: false } => {
+                        withhold(o, tool, proposal, Ok(raw))
+                            .map(|raw| Dispatched::Finding(annotated(&raw, &op, true)))
+                    }
+                };
+                (operation, dispatched, result)
+            }
+        };
+    Reserved {
+        result,
+        committed: seen.committed,
+        operation_ref: seen.operation_ref,
+        operation,
+        dispatched,
+    }
 }
 
 /// What the way through reserve came upon, beside the result.
@@ -111,7 +135,14 @@ type Asked<'a> = (&'a Context, &'a Call, &'a ExposedTool, &'a Proposal);
 /// What the call holds before anything is sent: nothing (a read), the
 /// operation (reserved now, with the decision's receipt), or another
 /// call's recorded outcome.
-async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (cx, call, tool, proposal): Asked<'_>, gate: &Gate, r: &mut Seen) -> Result<Held, Stop> {
+async fn held(
+    o: &Operations<'_>,
+    receipts: &dyn Receipts,
+    obs: &Observer<'_>,
+    (cx, call, tool, proposal): Asked<'_>,
+    gate: &Gate,
+    r: &mut Seen,
+) -> Result<Held, Stop> {
     let span = obs.stage("reserve");
     match claim(o, cx, call, tool, proposal, gate).instrument(span.clone()).await? {
         Claimed::Read => Ok(Held::Read),
@@ -123,7 +154,8 @@ async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (
             // The decision to run commits with the reservation.
             let reserved = reserved(&new);
             r.operation_ref = Some(reserved.clone());
-            let receipt = receipts.decided(approval_ref(o.ledger, gate.approval_id()).await, reserved);
+            let receipt =
+                receipts.decided(approval_ref(o.ledger, gate.approval_id()).await, reserved);
             let placement = receipt.placement.clone();
             let begun = begin(o, tool, proposal, new, receipt).instrument(span).await;
             if begun.committed {
@@ -137,13 +169,25 @@ async fn held(o: &Operations<'_>, receipts: &dyn Receipts, obs: &Observer<'_>, (
 
 /// A sent write: records how it ended, with the receipt of that end in the
 /// same transaction, before the caller hears it.
-async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, op: Operation, outcome: Result<Box<RawValue>, Stop>, r: &mut Seen) -> Result<Box<RawValue>, Stop> {
+async fn finish_sent(
+    o: &Operations<'_>,
+    receipts: &dyn Receipts,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    op: Operation,
+    outcome: Result<Box<RawValue>, Stop>,
+    r: &mut Seen,
+) -> Result<Box<RawValue>, Stop> {
     // A credential in the answer is never recorded (nor replayed, nor
     // captured by the outcome's receipt): the refusal stands in for it.
     let found = found_in(o, &outcome);
     let mut settled = settled(&outcome);
     if let Some(found) = &found {
-        settled.1 = settled.1.map(|_| withheld_outcome(&crate::withheld::refusal(tool, found, true).with_proposal(&proposal.sha256)));
+        settled.1 = settled.1.map(|_| {
+            withheld_outcome(
+                &crate::withheld::refusal(tool, found, true).with_proposal(&proposal.sha256),
+            )
+        });
     }
     let result = settled.1.clone();
     let named = r.operation_ref.clone().unwrap_or_else(|| reference(&op));
@@ -155,7 +199,8 @@ async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &Exposed
     })
     .await;
     if appended {
-        let placed = placement.into_inner().unwrap_or_else(|p| p.into_inner()).and_then(|p| p.get());
+        let placed =
+            placement.into_inner().unwrap_or_else(|p| p.into_inner()).and_then(|p| p.get());
         r.committed = Some(receipts.committed(Commit::Outcome, placed).after(r.committed.take()));
     }
     let op = finished.map_err(|unknown| Stop::Refused(unknown.with_proposal(&proposal.sha256)))?;
@@ -167,7 +212,10 @@ async fn finish_sent(o: &Operations<'_>, receipts: &dyn Receipts, tool: &Exposed
 
 /// The credential the gateway holds that an upstream's answer (or its
 /// JSON-RPC error) carries, if any.
-fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option<toolgate_core::credentials::Found> {
+fn found_in(
+    o: &Operations<'_>,
+    outcome: &Result<Box<RawValue>, Stop>,
+) -> Option<toolgate_core::credentials::Found> {
     let found = match outcome {
         Ok(raw) => crate::withheld::in_answer(o.held, raw),
         Err(stop) => crate::withheld::in_stop(o.held, stop),
@@ -178,7 +226,10 @@ fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option
         let carried = match outcome {
             Ok(raw) => raw.get().contains(secret),
             // A JSON-RPC error, or a refusal that quotes what the upstream said.
-            Err(Stop::Error(e)) => e.message.contains(secret) || e.data.as_ref().is_some_and(|d| d.to_string().contains(secret)),
+            Err(Stop::Error(e)) => {
+                e.message.contains(secret)
+                    || e.data.as_ref().is_some_and(|d| d.to_string().contains(secret))
+            }
             Err(Stop::Refused(r)) => r.message.contains(secret),
             Err(Stop::Input(o)) => o.values().any(|v| v.get().contains(secret)),
         };
@@ -188,7 +239,12 @@ fn found_in(o: &Operations<'_>, outcome: &Result<Box<RawValue>, Stop>) -> Option
 }
 
 /// `outcome`, or its refusal when it carries a credential the gateway holds.
-fn withhold(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, outcome: Result<Box<RawValue>, Stop>) -> Result<Box<RawValue>, Stop> {
+fn withhold(
+    o: &Operations<'_>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    outcome: Result<Box<RawValue>, Stop>,
+) -> Result<Box<RawValue>, Stop> {
     match found_in(o, &outcome) {
         None => outcome,
         Some(found) => Err(Stop::Refused(withheld(tool, proposal, &found, false))),
@@ -196,7 +252,12 @@ fn withhold(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, outcome
 }
 
 /// The refusal of an answer that carried `found`, said in the log too (by name).
-fn withheld(tool: &ExposedTool, proposal: &Proposal, found: &toolgate_core::credentials::Found, write: bool) -> Refusal {
+fn withheld(
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    found: &toolgate_core::credentials::Found,
+    write: bool,
+) -> Refusal {
     tracing::warn!(target: "toolgate::withheld", tool = %tool.exposed_name, credential = %found.name, "an upstream's answer carried a credential the gateway holds; withheld");
     crate::withheld::refusal(tool, found, write).with_proposal(&proposal.sha256)
 }
@@ -219,15 +280,34 @@ enum Claimed {
 }
 
 /// The operation key of this call and what stands under it already.
-async fn claim(o: &Operations<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Claimed, Stop> {
+async fn claim(
+    o: &Operations<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    gate: &Gate,
+) -> Result<Claimed, Stop> {
     let refuse = |r: Refusal| Stop::Refused(r.with_proposal(&proposal.sha256));
     if tool.read_only() {
-        return if gate.used { Err(refuse(gate.used_refusal(&tool.exposed_name))) } else { Ok(Claimed::Read) };
+        return if gate.used {
+            Err(refuse(gate.used_refusal(&tool.exposed_name)))
+        } else {
+            Ok(Claimed::Read)
+        };
     }
     let client_key = call.client_key().map_err(refuse)?.map(str::to_string);
     let id = o.entropy.id("op_");
-    let value = client_key.or_else(|| gate.approval_id().map(|a| format!("approval:{a}"))).unwrap_or_else(|| format!("auto:{id}"));
-    let key = OperationKey { tenant: cx.caller.tenant.clone(), subject: cx.caller.subject.clone(), server: tool.server.clone(), tool: tool.tool.name.clone(), value };
+    let value = client_key
+        .or_else(|| gate.approval_id().map(|a| format!("approval:{a}")))
+        .unwrap_or_else(|| format!("auto:{id}"));
+    let key = OperationKey {
+        tenant: cx.caller.tenant.clone(),
+        subject: cx.caller.subject.clone(),
+        server: tool.server.clone(),
+        tool: tool.tool.name.clone(),
+        value,
+    };
     // A re-issue presenting an approval already used: only its recorded
     // operation can answer it; it never opens a new one. (If that operation
     // is known never to have run, this call runs it, below.)
@@ -272,18 +352,42 @@ struct Begin {
 /// Reserves `new` with `receipt` (the decision to run it, in the same
 /// transaction) and marks it dispatched, or answers from the operation
 /// another call holds under the key.
-async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut new: NewOperation, receipt: Draft) -> Begin {
+async fn begin(
+    o: &Operations<'_>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    mut new: NewOperation,
+    receipt: Draft,
+) -> Begin {
     new.receipt = Some(receipt);
     let now_ms = o.clock.now_ms();
     match o.ledger.begin_operation(new, now_ms).await {
-        Err(e) => Begin { committed: false, found: None, held: Err(ledger_failed(e, tool, proposal)) },
+        Err(e) => {
+            Begin { committed: false, found: None, held: Err(ledger_failed(e, tool, proposal)) }
+        }
         Ok(Begun::Mine(op)) => {
             // Durable before the upstream can see the call: after a crash,
             // `dispatched` means "maybe sent", `reserved` means "not sent".
-            let marked = o.ledger.mark_dispatched(&op.id, op.attempts, o.clock.now_ms() + o.lease_ms, o.clock.now_ms()).await;
-            Begin { committed: true, found: None, held: marked.map(Held::Mine).map_err(|e| ledger_failed(e, tool, proposal)) }
+            let marked = o
+                .ledger
+                .mark_dispatched(
+                    &op.id,
+                    op.attempts,
+                    o.clock.now_ms() + o.lease_ms,
+                    o.clock.now_ms(),
+                )
+                .await;
+            Begin {
+                committed: true,
+                found: None,
+                held: marked.map(Held::Mine).map_err(|e| ledger_failed(e, tool, proposal)),
+            }
         }
-        Ok(Begun::Theirs(op)) => Begin { committed: false, found: Some(reference(&op)), held: answer_existing(op, tool, proposal, now_ms) },
+        Ok(Begun::Theirs(op)) => Begin {
+            committed: false,
+            found: Some(reference(&op)),
+            held: answer_existing(op, tool, proposal, now_ms),
+        },
     }
 }
 
@@ -291,19 +395,38 @@ async fn begin(o: &Operations<'_>, tool: &ExposedTool, proposal: &Proposal, mut 
 /// refusal; `None` when its operation is known never to have run (a
 /// reservation left by a crash, or reconciled as not applied), so this
 /// call runs it.
-async fn used_answer(o: &Operations<'_>, key: &OperationKey, tool: &ExposedTool, proposal: &Proposal, gate: &Gate) -> Result<Option<Held>, Stop> {
+async fn used_answer(
+    o: &Operations<'_>,
+    key: &OperationKey,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    gate: &Gate,
+) -> Result<Option<Held>, Stop> {
     let now_ms = o.clock.now_ms();
-    if let Some(op) = o.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))? {
+    if let Some(op) =
+        o.ledger.operation_by_key(key).await.map_err(|e| ledger_failed(e, tool, proposal))?
+    {
         // Only the operation this very approval ran may run again under it.
         let own = op.approval_id.as_deref() == gate.approval_id();
         if operation::reuse(&op, &proposal.sha256, now_ms) == Reuse::TakeOver {
-            return if own { Ok(None) } else { Err(Stop::Refused(gate.used_refusal(&tool.exposed_name).with_proposal(&proposal.sha256))) };
+            return if own {
+                Ok(None)
+            } else {
+                Err(Stop::Refused(
+                    gate.used_refusal(&tool.exposed_name).with_proposal(&proposal.sha256),
+                ))
+            };
         }
         return answer_existing(op, tool, proposal, now_ms).map(Some);
     }
     // The re-issue that used it may not have reserved its operation yet.
     let id = gate.approval_id().unwrap_or_default();
-    let used = o.ledger.approval(id).await.map_err(|e| ledger_failed(e, tool, proposal))?.and_then(|a| a.used_ms);
+    let used = o
+        .ledger
+        .approval(id)
+        .await
+        .map_err(|e| ledger_failed(e, tool, proposal))?
+        .and_then(|a| a.used_ms);
     let refusal = match used {
         Some(at) if now_ms - at < o.lease_ms => {
             Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
@@ -316,7 +439,12 @@ async fn used_answer(o: &Operations<'_>, key: &OperationKey, tool: &ExposedTool,
 }
 
 /// Another call's operation under this key, as `reuse` says.
-fn answer_existing(op: Operation, tool: &ExposedTool, proposal: &Proposal, now_ms: i64) -> Result<Held, Stop> {
+fn answer_existing(
+    op: Operation,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    now_ms: i64,
+) -> Result<Held, Stop> {
     let name = &tool.exposed_name;
     let refusal = match operation::reuse(&op, &proposal.sha256, now_ms) {
         Reuse::Replay => {
@@ -378,7 +506,8 @@ fn unknown(op: &Operation, exposed: &str) -> Refusal {
 fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<String>) {
     match outcome {
         Ok(raw) => {
-            let fields: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
+            let fields: serde_json::Map<String, Value> =
+                serde_json::from_str(raw.get()).unwrap_or_default();
             if fields.get("resultType").is_some_and(|t| t != "complete") {
                 // The upstream asked for input before acting: nothing
                 // happened yet, and the re-issue (same key) runs it.
@@ -390,11 +519,17 @@ fn settled(outcome: &Result<Box<RawValue>, Stop>) -> (OperationState, Option<Str
             }
         }
         // Sent, then no usable answer.
-        Err(Stop::Refused(r)) if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) => (OperationState::Unknown, None),
+        Err(Stop::Refused(r))
+            if matches!(r.reason, Reason::OutcomeUnknown | Reason::UpstreamTimeout) =>
+        {
+            (OperationState::Unknown, None)
+        }
         // JSON-RPC errors that say the request was refused before it ran:
         // nothing happened. Any other (an internal error thrown after a
         // commit) may hide an effect.
-        Err(Stop::Error(e)) if code::refused_before_running(e.code) => (OperationState::ReconciledNotApplied, None),
+        Err(Stop::Error(e)) if code::refused_before_running(e.code) => {
+            (OperationState::ReconciledNotApplied, None)
+        }
         Err(Stop::Error(_)) => (OperationState::Unknown, None),
         // Refused before it was sent (the upstream is down or turned it away).
         Err(_) => (OperationState::ReconciledNotApplied, None),
@@ -412,14 +547,33 @@ async fn finish(
     (state, recorded): (OperationState, Option<String>),
     draft: impl Fn(OperationState) -> Draft,
 ) -> (bool, Result<Operation, Refusal>) {
-    let finished = o.ledger.finish_operation(&op.id, op.attempts, state, recorded.clone(), o.clock.now_ms(), Some(draft(state))).await;
+    let finished = o
+        .ledger
+        .finish_operation(
+            &op.id,
+            op.attempts,
+            state,
+            recorded.clone(),
+            o.clock.now_ms(),
+            Some(draft(state)),
+        )
+        .await;
     let (appended, recorded) = match finished {
         Ok(op) => (true, op),
         // Its lease lapsed while it ran (another replica or the CLI marked
         // it unknown), and now the answer is here: that settles it.
-        Err(LedgerError::WrongState { state: "unknown", .. }) if state == OperationState::Completed => {
+        Err(LedgerError::WrongState { state: "unknown", .. })
+            if state == OperationState::Completed =>
+        {
             let receipt = Some(draft(OperationState::ReconciledApplied));
-            let settle = Resolution { applied: true, by: "toolgate".into(), reason: "its answer arrived after its lease lapsed".into(), outcome: recorded, now_ms: o.clock.now_ms(), receipt };
+            let settle = Resolution {
+                applied: true,
+                by: "toolgate".into(),
+                reason: "its answer arrived after its lease lapsed".into(),
+                outcome: recorded,
+                now_ms: o.clock.now_ms(),
+                receipt,
+            };
             match o.ledger.resolve_operation(&op.id, settle).await {
                 Ok(settled) => (true, settled),
                 Err(e) => {
@@ -446,8 +600,12 @@ async fn finish(
 /// key, and whether this answer is a replay of the recorded one.
 fn annotated(raw: &RawValue, op: &Operation, replayed: bool) -> RawObject {
     let mut result: RawObject = serde_json::from_str(raw.get()).unwrap_or_default();
-    let mut meta: serde_json::Map<String, Value> = result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
-    meta.insert(OPERATION_META.into(), json!({"id": op.id, "key": op.key.value, "state": op.state, "replayed": replayed}));
+    let mut meta: serde_json::Map<String, Value> =
+        result.get("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    meta.insert(
+        OPERATION_META.into(),
+        json!({"id": op.id, "key": op.key.value, "state": op.state, "replayed": replayed}),
+    );
     if let Ok(m) = serde_json::value::to_raw_value(&meta) {
         result.insert("_meta".into(), m);
     }
@@ -465,8 +623,13 @@ fn annotate(raw: Box<RawValue>, op: &Operation, replayed: bool) -> Box<RawValue>
 fn ledger_failed(e: toolgate_ledger::LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
     tracing::error!(target: "toolgate::operation", tool = %tool.exposed_name, error = %e, "the operation ledger failed");
     Stop::Refused(
-        Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the operation ledger is unavailable; nothing was run, retry later with the same key")
-            .with_proposal(&proposal.sha256),
+        Refusal::new(
+            Verdict::Allow,
+            Reason::LedgerUnavailable,
+            Action::Retry,
+            "the operation ledger is unavailable; nothing was run, retry later with the same key",
+        )
+        .with_proposal(&proposal.sha256),
     )
 }
 
@@ -474,19 +637,31 @@ fn ledger_failed(e: toolgate_ledger::LedgerError, tool: &ExposedTool, proposal: 
 mod tests {
     use super::*;
     use crate::call::CallRequest;
-    use crate::stages::testing::{NOW_MS, Store, call, split, find_definition, find_tool, order_tool, passed, raw, refused, tool};
+    use crate::stages::testing::{
+        NOW_MS, Store, call, find_definition, find_tool, order_tool, passed, raw, refused, split,
+        tool,
+    };
     use crate::wire::RpcError;
     use toolgate_core::approval::Binding;
     use toolgate_core::{AuthorityClass, AuthorityView, Hints};
     use toolgate_ledger::NewApproval;
 
     const LEASE_MS: i64 = 10_000;
-    const RESULT: &str = r#"{"content":[{"type":"text","text":"ordered"}],"structuredContent":{"order":"PO-1"}}"#;
+    const RESULT: &str =
+        r#"{"content":[{"type":"text","text":"ordered"}],"structuredContent":{"order":"PO-1"}}"#;
 
-    static NOTHING_HELD: toolgate_core::credentials::Credentials = toolgate_core::credentials::Credentials::none();
+    static NOTHING_HELD: toolgate_core::credentials::Credentials =
+        toolgate_core::credentials::Credentials::none();
 
     fn operations(s: &Store) -> Operations<'_> {
-        Operations { ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), entropy: &s.entropy, lease_ms: LEASE_MS, held: &NOTHING_HELD, presented: None }
+        Operations {
+            ledger: s.ledger.as_ref(),
+            clock: s.clock.as_ref(),
+            entropy: &s.entropy,
+            lease_ms: LEASE_MS,
+            held: &NOTHING_HELD,
+            presented: None,
+        }
     }
 
     /// The agent's order of `quantity` units, sending `key` as its operation key.
@@ -518,7 +693,12 @@ mod tests {
         Gate { approval: Some((id.into(), binding)), input: Default::default(), used }
     }
 
-    async fn claimed(s: &Store, (c, p): &(CallRequest, Proposal), t: &ExposedTool, gate: &Gate) -> Result<Claimed, Stop> {
+    async fn claimed(
+        s: &Store,
+        (c, p): &(CallRequest, Proposal),
+        t: &ExposedTool,
+        gate: &Gate,
+    ) -> Result<Claimed, Stop> {
         let (cx, call) = split(c);
         claim(&operations(s), &cx, &call, t, p, gate).await
     }
@@ -527,7 +707,9 @@ mod tests {
         match claimed {
             Claimed::New(new) => new,
             Claimed::Read => panic!("expected a new operation; claimed a read"),
-            Claimed::Recorded(_) => panic!("expected a new operation; answered from a recorded one"),
+            Claimed::Recorded(_) => {
+                panic!("expected a new operation; answered from a recorded one")
+            }
         }
     }
 
@@ -541,7 +723,9 @@ mod tests {
         match passed(held) {
             Held::Mine(op) => op,
             Held::Read => panic!("expected to hold the operation; a read"),
-            Held::Replay { op, .. } => panic!("expected to hold the operation; a replay of {}", op.id),
+            Held::Replay { op, .. } => {
+                panic!("expected to hold the operation; a replay of {}", op.id)
+            }
         }
     }
 
@@ -554,7 +738,11 @@ mod tests {
     }
 
     /// Records `outcome` as how `op`'s dispatch ended.
-    async fn finished(s: &Store, op: &Operation, outcome: Result<Box<RawValue>, Stop>) -> (bool, Result<Operation, Refusal>) {
+    async fn finished(
+        s: &Store,
+        op: &Operation,
+        outcome: Result<Box<RawValue>, Stop>,
+    ) -> (bool, Result<Operation, Refusal>) {
         finish(&operations(s), &order_tool(), op, settled(&outcome), |_| s.draft()).await
     }
 
@@ -571,22 +759,43 @@ mod tests {
     #[tokio::test]
     async fn a_read_reserves_nothing_unless_it_presents_a_used_approval() {
         let s = Store::open().await;
-        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
-        assert!(matches!(passed(claimed(&s, &read, &find_tool(), &no_approval()).await), Claimed::Read));
-        let r = refused(claimed(&s, &read, &find_tool(), &under_approval("apr_1", &read.1, true)).await);
+        let read = (
+            call("parts__find_part", json!({"part_no": "P-1"})),
+            Proposal::new("parts", "find_part", json!({"part_no": "P-1"})),
+        );
+        assert!(matches!(
+            passed(claimed(&s, &read, &find_tool(), &no_approval()).await),
+            Claimed::Read
+        ));
+        let r = refused(
+            claimed(&s, &read, &find_tool(), &under_approval("apr_1", &read.1, true)).await,
+        );
         assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalUsed, Some("apr_1")));
     }
 
     #[tokio::test]
     async fn a_read_only_hint_counts_only_from_a_trusted_server() {
         let s = Store::open().await;
-        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        let read = (
+            call("parts__find_part", json!({"part_no": "P-1"})),
+            Proposal::new("parts", "find_part", json!({"part_no": "P-1"})),
+        );
         // The hint may be forged: from an untrusted server the tool is a write.
         let untrusted = tool("parts", find_definition(), Some(AuthorityClass::Automatic));
-        assert!(matches!(passed(claimed(&s, &read, &untrusted, &no_approval()).await), Claimed::New(_)));
+        assert!(matches!(
+            passed(claimed(&s, &read, &untrusted, &no_approval()).await),
+            Claimed::New(_)
+        ));
         let mut trusted = untrusted;
-        trusted.view = AuthorityView::new(Hints::from_annotations(find_definition().get("annotations")), Some(AuthorityClass::Automatic), true);
-        assert!(matches!(passed(claimed(&s, &read, &trusted, &no_approval()).await), Claimed::Read));
+        trusted.view = AuthorityView::new(
+            Hints::from_annotations(find_definition().get("annotations")),
+            Some(AuthorityClass::Automatic),
+            true,
+        );
+        assert!(matches!(
+            passed(claimed(&s, &read, &trusted, &no_approval()).await),
+            Claimed::Read
+        ));
     }
 
     #[tokio::test]
@@ -594,12 +803,24 @@ mod tests {
         let s = Store::open().await;
         let call = keyed(2, "order-1");
         let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
-        let key = OperationKey { tenant: "atlas".into(), subject: "agent-7".into(), server: "parts".into(), tool: "raise_parts_order".into(), value: "order-1".into() };
+        let key = OperationKey {
+            tenant: "atlas".into(),
+            subject: "agent-7".into(),
+            server: "parts".into(),
+            tool: "raise_parts_order".into(),
+            value: "order-1".into(),
+        };
         assert_eq!(new.key, key);
         assert!(new.id.starts_with("op_"), "{}", new.id);
-        assert_eq!((new.caller.as_str(), new.proposal_sha256.as_str(), new.approval_id.as_deref()), ("agent", call.1.sha256.as_str(), None));
+        assert_eq!(
+            (new.caller.as_str(), new.proposal_sha256.as_str(), new.approval_id.as_deref()),
+            ("agent", call.1.sha256.as_str(), None)
+        );
         assert_eq!((&new.arguments, new.lease_until_ms), (&call.1.arguments, NOW_MS + LEASE_MS));
-        assert_eq!(reserved(&new), OperationRef { key: "order-1".into(), state: "reserved".into() });
+        assert_eq!(
+            reserved(&new),
+            OperationRef { key: "order-1".into(), state: "reserved".into() }
+        );
         // Nothing is written before `begin`.
         assert!(s.ledger.operation_by_key(&key).await.unwrap().is_none());
     }
@@ -608,8 +829,13 @@ mod tests {
     async fn without_a_client_key_the_approval_or_a_fresh_id_names_the_operation() {
         let s = Store::open().await;
         let call = order(2, None);
-        let new = new_one(passed(claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, false)).await));
-        assert_eq!((new.key.value.as_str(), new.approval_id.as_deref()), ("approval:apr_1", Some("apr_1")));
+        let new = new_one(passed(
+            claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, false)).await,
+        ));
+        assert_eq!(
+            (new.key.value.as_str(), new.approval_id.as_deref()),
+            ("approval:apr_1", Some("apr_1"))
+        );
         for call in [order(2, None), order(2, Some(Value::Null))] {
             let new = new_one(passed(claimed(&s, &call, &order_tool(), &no_approval()).await));
             assert_eq!(new.key.value, format!("auto:{}", new.id));
@@ -620,15 +846,27 @@ mod tests {
     async fn a_key_the_client_may_not_give_is_refused_before_anything_runs() {
         let s = Store::open().await;
         // The gateway's own prefixes could stand in for another call's operation.
-        for key in [json!(7), json!(""), json!("auto:op_1"), json!("approval:apr_1"), json!("k".repeat(201)), json!(["order-1"])] {
+        for key in [
+            json!(7),
+            json!(""),
+            json!("auto:op_1"),
+            json!("approval:apr_1"),
+            json!("k".repeat(201)),
+            json!(["order-1"]),
+        ] {
             let call = order(2, Some(key.clone()));
             let r = refused(claimed(&s, &call, &order_tool(), &no_approval()).await);
-            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Allow, Reason::InvalidArguments, Action::Correct), "{key}");
+            assert_eq!(
+                (r.verdict, r.reason, r.action),
+                (Verdict::Allow, Reason::InvalidArguments, Action::Correct),
+                "{key}"
+            );
             assert_eq!(r.proposal_sha256.as_deref(), Some(call.1.sha256.as_str()));
         }
         // 200 characters (not bytes) is the limit.
         for key in ["k".repeat(200), "é".repeat(200)] {
-            let new = new_one(passed(claimed(&s, &keyed(2, &key), &order_tool(), &no_approval()).await));
+            let new =
+                new_one(passed(claimed(&s, &keyed(2, &key), &order_tool(), &no_approval()).await));
             assert_eq!(new.key.value, key);
         }
     }
@@ -640,17 +878,26 @@ mod tests {
         let first = begun(&s, &call, &no_approval()).await;
         assert!(first.committed && first.found.is_none());
         let op = mine(first.held);
-        assert_eq!((op.state, op.attempts, op.lease_until_ms), (OperationState::Dispatched, 1, NOW_MS + LEASE_MS));
+        assert_eq!(
+            (op.state, op.attempts, op.lease_until_ms),
+            (OperationState::Dispatched, 1, NOW_MS + LEASE_MS)
+        );
         assert_eq!(s.receipts().await, 1, "the decision's receipt commits with the reservation");
         let (appended, recorded) = finished(&s, &op, Ok(raw(RESULT))).await;
         let recorded = recorded.expect("completed");
         assert!(appended);
-        assert_eq!((recorded.state, recorded.outcome.as_deref()), (OperationState::Completed, Some(RESULT)));
+        assert_eq!(
+            (recorded.state, recorded.outcome.as_deref()),
+            (OperationState::Completed, Some(RESULT))
+        );
         assert_eq!(s.receipts().await, 2);
         // Again, same key and arguments: the recorded answer; nothing held, nothing committed.
         let again = begun(&s, &call, &no_approval()).await;
         assert!(!again.committed);
-        assert_eq!(again.found, Some(OperationRef { key: "order-1".into(), state: "completed".into() }));
+        assert_eq!(
+            again.found,
+            Some(OperationRef { key: "order-1".into(), state: "completed".into() })
+        );
         let (replayed, answer, checked) = replay(again.held);
         assert_eq!((replayed.id.as_str(), answer.get(), checked), (op.id.as_str(), RESULT, true));
         assert_eq!(s.receipts().await, 2);
@@ -663,8 +910,15 @@ mod tests {
         let other = begun(&s, &keyed(3, "order-1"), &no_approval()).await;
         assert!(!other.committed);
         let r = refused(other.held);
-        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OperationConflict, Action::Correct, Some(op.id.as_str())));
-        assert_eq!(stored(&s, &op.id).await.state, OperationState::Completed, "the recorded operation is untouched");
+        assert_eq!(
+            (r.reason, r.action, r.operation_id.as_deref()),
+            (Reason::OperationConflict, Action::Correct, Some(op.id.as_str()))
+        );
+        assert_eq!(
+            stored(&s, &op.id).await.state,
+            OperationState::Completed,
+            "the recorded operation is untouched"
+        );
     }
 
     #[tokio::test]
@@ -673,7 +927,10 @@ mod tests {
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
         s.clock.advance(LEASE_MS - 400);
         let r = refused(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
-        assert_eq!((r.reason, r.action, r.retry_after_ms), (Reason::OperationInProgress, Action::Retry, Some(400)));
+        assert_eq!(
+            (r.reason, r.action, r.retry_after_ms),
+            (Reason::OperationInProgress, Action::Retry, Some(400))
+        );
         assert_eq!(r.operation_id.as_deref(), Some(op.id.as_str()));
     }
 
@@ -683,24 +940,39 @@ mod tests {
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
         s.clock.advance(LEASE_MS);
         let again = begun(&s, &keyed(2, "order-1"), &no_approval()).await;
-        assert_eq!((again.committed, again.found.as_ref().map(|f| f.state.as_str())), (false, Some("unknown")));
+        assert_eq!(
+            (again.committed, again.found.as_ref().map(|f| f.state.as_str())),
+            (false, Some("unknown"))
+        );
         let r = refused(again.held);
-        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str())));
+        assert_eq!(
+            (r.reason, r.action, r.operation_id.as_deref()),
+            (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str()))
+        );
         assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
     }
 
     #[test]
     fn settled_maps_each_outcome_to_what_the_operation_records() {
-        let refusal = |reason| Err(Stop::Refused(Refusal::new(Verdict::Allow, reason, Action::Retry, "x")));
+        let refusal =
+            |reason| Err(Stop::Refused(Refusal::new(Verdict::Allow, reason, Action::Retry, "x")));
         let error = |code| Err(Stop::Error(RpcError::new(code, "x")));
         let ok = r#"{"content":[]}"#;
         let tool_error = r#"{"isError":true,"content":[]}"#;
         let cases: Vec<(Result<Box<RawValue>, Stop>, OperationState, Option<&str>)> = vec![
             (Ok(raw(ok)), OperationState::Completed, Some(ok)),
-            (Ok(raw(r#"{"resultType":"complete","content":[]}"#)), OperationState::Completed, Some(r#"{"resultType":"complete","content":[]}"#)),
+            (
+                Ok(raw(r#"{"resultType":"complete","content":[]}"#)),
+                OperationState::Completed,
+                Some(r#"{"resultType":"complete","content":[]}"#),
+            ),
             (Ok(raw(tool_error)), OperationState::ToolError, Some(tool_error)),
             // Asked for input before acting: nothing happened yet.
-            (Ok(raw(r#"{"resultType":"input_required","inputRequests":{}}"#)), OperationState::ReconciledNotApplied, None),
+            (
+                Ok(raw(r#"{"resultType":"input_required","inputRequests":{}}"#)),
+                OperationState::ReconciledNotApplied,
+                None,
+            ),
             (refusal(Reason::UpstreamTimeout), OperationState::Unknown, None),
             (refusal(Reason::OutcomeUnknown), OperationState::Unknown, None),
             (error(code::INVALID_PARAMS), OperationState::ReconciledNotApplied, None),
@@ -735,7 +1007,10 @@ mod tests {
         let (appended, recorded) = finished(&s, &op, Err(Stop::Refused(timeout))).await;
         assert!(appended);
         let r = recorded.err().expect("the caller is told to reconcile");
-        assert_eq!((r.reason, r.action, r.operation_id.as_deref()), (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str())));
+        assert_eq!(
+            (r.reason, r.action, r.operation_id.as_deref()),
+            (Reason::OutcomeUnknown, Action::Reconcile, Some(op.id.as_str()))
+        );
         assert!(r.message.contains(&format!("toolgate ops reconcile {}", op.id)), "{}", r.message);
         assert_eq!(stored(&s, &op.id).await.state, OperationState::Unknown);
         assert_eq!(s.receipts().await, 2);
@@ -745,13 +1020,17 @@ mod tests {
     async fn a_write_the_upstream_never_ran_leaves_its_key_free_to_run() {
         let s = Store::open().await;
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
-        let (_, recorded) = finished(&s, &op, Err(Stop::Error(RpcError::new(code::INVALID_PARAMS, "bad")))).await;
+        let (_, recorded) =
+            finished(&s, &op, Err(Stop::Error(RpcError::new(code::INVALID_PARAMS, "bad")))).await;
         assert_eq!(recorded.expect("recorded").state, OperationState::ReconciledNotApplied);
         // The same call again takes the operation over as its next attempt.
         let again = begun(&s, &keyed(2, "order-1"), &no_approval()).await;
         assert!(again.committed);
         let retaken = mine(again.held);
-        assert_eq!((retaken.id.as_str(), retaken.attempts, retaken.state), (op.id.as_str(), 2, OperationState::Dispatched));
+        assert_eq!(
+            (retaken.id.as_str(), retaken.attempts, retaken.state),
+            (op.id.as_str(), 2, OperationState::Dispatched)
+        );
     }
 
     #[tokio::test]
@@ -765,7 +1044,10 @@ mod tests {
         let (appended, late) = finished(&s, &op, Ok(raw(RESULT))).await;
         let late = late.expect("the late answer settles it");
         assert!(appended);
-        assert_eq!((late.state, late.resolved_by.as_deref(), late.outcome.as_deref()), (OperationState::ReconciledApplied, Some("toolgate"), Some(RESULT)));
+        assert_eq!(
+            (late.state, late.resolved_by.as_deref(), late.outcome.as_deref()),
+            (OperationState::ReconciledApplied, Some("toolgate"), Some(RESULT))
+        );
     }
 
     #[tokio::test]
@@ -775,7 +1057,9 @@ mod tests {
         let op = mine(begun(&s, &call, &under_approval("apr_1", &call.1, false)).await.held);
         finished(&s, &op, Ok(raw(RESULT))).await.1.expect("recorded");
         // Presented again: the operation it ran answers; nothing new is reserved.
-        let Claimed::Recorded(held) = passed(claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, true)).await) else {
+        let Claimed::Recorded(held) = passed(
+            claimed(&s, &call, &order_tool(), &under_approval("apr_1", &call.1, true)).await,
+        ) else {
             panic!("expected the recorded operation")
         };
         let (replayed, answer, checked) = replay(Ok(held));
@@ -788,13 +1072,41 @@ mod tests {
         let call = order(2, None);
         let gate = under_approval("apr_2", &call.1, true);
         let (_, binding) = gate.approval.clone().unwrap();
-        let new = NewApproval { id: "apr_2".into(), binding, arguments: call.1.arguments.clone(), reason: "test".into(), rules: vec![], now_ms: NOW_MS, ttl_ms: 60_000, receipt: None, subject: "agent-7".into(), operation_key: None, notices: vec![] };
+        let new = NewApproval {
+            id: "apr_2".into(),
+            binding,
+            arguments: call.1.arguments.clone(),
+            reason: "test".into(),
+            rules: vec![],
+            now_ms: NOW_MS,
+            ttl_ms: 60_000,
+            receipt: None,
+            subject: "agent-7".into(),
+            operation_key: None,
+            notices: vec![],
+        };
         s.ledger.create_approval(new).await.unwrap();
-        s.ledger.decide_approval("apr_2", true, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
+        s.ledger
+            .decide_approval(
+                "apr_2",
+                true,
+                toolgate_ledger::Decider {
+                    name: "dana",
+                    subject: "dana@atlas.example",
+                    tenant: "atlas",
+                },
+                "ok",
+                NOW_MS,
+            )
+            .await
+            .unwrap();
         s.ledger.consume_approval("apr_2", NOW_MS).await.unwrap();
         // Another re-issue just used it and has not reserved its operation yet.
         let r = refused(claimed(&s, &call, &order_tool(), &gate).await);
-        assert_eq!((r.reason, r.action, r.retry_after_ms, r.approval_id.as_deref()), (Reason::OperationInProgress, Action::Retry, Some(250), Some("apr_2")));
+        assert_eq!(
+            (r.reason, r.action, r.retry_after_ms, r.approval_id.as_deref()),
+            (Reason::OperationInProgress, Action::Retry, Some(250), Some("apr_2"))
+        );
         // Long after, nothing will come: the approval is simply used.
         s.clock.advance(LEASE_MS);
         let r = refused(claimed(&s, &call, &order_tool(), &gate).await);
@@ -807,14 +1119,22 @@ mod tests {
         let op = mine(begun(&s, &keyed(2, "order-1"), &no_approval()).await.held);
         let annotated = annotate(raw(r#"{"content":[],"_meta":{"x":1}}"#), &op, true);
         let meta: Value = serde_json::from_str::<Value>(annotated.get()).unwrap()["_meta"].clone();
-        assert_eq!(meta, json!({"x": 1, OPERATION_META: {"id": op.id, "key": "order-1", "state": "dispatched", "replayed": true}}));
+        assert_eq!(
+            meta,
+            json!({"x": 1, OPERATION_META: {"id": op.id, "key": "order-1", "state": "dispatched", "replayed": true}})
+        );
         // Not an object: left for the check stage to refuse.
         assert_eq!(annotate(raw("[1]"), &op, false).get(), "[1]");
     }
 
     /// The reserve stage's door, as the pipeline enters it, around a
     /// dispatch that answers `answer` (none: it must not be sent).
-    async fn through_door(s: &Store, (c, p): &(CallRequest, Proposal), t: &ExposedTool, answer: Option<&'static str>) -> Reserved {
+    async fn through_door(
+        s: &Store,
+        (c, p): &(CallRequest, Proposal),
+        t: &ExposedTool,
+        answer: Option<&'static str>,
+    ) -> Reserved {
         let (cx, call) = split(c);
         let obs = Observer::new(None);
         let sent = std::sync::atomic::AtomicBool::new(false);
@@ -822,15 +1142,22 @@ mod tests {
             sent.store(true, std::sync::atomic::Ordering::SeqCst);
             Ok(raw(answer.expect("nothing is sent for this call")))
         };
-        let reserved = reserve(&operations(s), s, &obs, &cx, &call, t, p, &no_approval(), send).await;
-        assert_eq!(sent.into_inner(), reserved.dispatched, "sent exactly when it says it dispatched");
+        let reserved =
+            reserve(&operations(s), s, &obs, &cx, &call, t, p, &no_approval(), send).await;
+        assert_eq!(
+            sent.into_inner(),
+            reserved.dispatched,
+            "sent exactly when it says it dispatched"
+        );
         reserved
     }
 
     fn result_of(reserved: Reserved) -> Value {
         match reserved.result {
             Ok(Dispatched::Result(raw)) => serde_json::from_str(raw.get()).unwrap(),
-            Ok(Dispatched::Finding(_)) => panic!("expected the tool's result, got a reconciler's finding"),
+            Ok(Dispatched::Finding(_)) => {
+                panic!("expected the tool's result, got a reconciler's finding")
+            }
             Err(stop) => panic!("expected a result; {}", refused::<()>(Err(stop)).message),
         }
     }
@@ -841,17 +1168,30 @@ mod tests {
         let order = keyed(2, "order-1");
         let first = through_door(&s, &order, &order_tool(), Some(RESULT)).await;
         assert_eq!(first.committed.as_ref().map(|c| c.what()), Some(Commit::Outcome));
-        assert_eq!(s.receipts().await, 2, "the decision with the reservation, the outcome with the operation's end");
+        assert_eq!(
+            s.receipts().await,
+            2,
+            "the decision with the reservation, the outcome with the operation's end"
+        );
         let (id, replayed) = first.operation.clone().expect("an operation");
         assert!(!replayed);
         assert_eq!(first.operation_ref.as_ref().map(|o| o.key.as_str()), Some("order-1"));
         let sent = result_of(first);
-        assert_eq!((&sent["_meta"][OPERATION_META]["id"], &sent["_meta"][OPERATION_META]["replayed"]), (&json!(id), &json!(false)));
+        assert_eq!(
+            (&sent["_meta"][OPERATION_META]["id"], &sent["_meta"][OPERATION_META]["replayed"]),
+            (&json!(id), &json!(false))
+        );
         // The retry under the same key: the recorded outcome, nothing sent or committed.
         let again = through_door(&s, &order, &order_tool(), None).await;
-        assert_eq!((again.committed.clone(), again.operation.clone(), again.dispatched), (None, Some((id, true)), false));
+        assert_eq!(
+            (again.committed.clone(), again.operation.clone(), again.dispatched),
+            (None, Some((id, true)), false)
+        );
         let replay = result_of(again);
-        assert_eq!((&replay["structuredContent"], &replay["_meta"][OPERATION_META]["replayed"]), (&json!({"order": "PO-1"}), &json!(true)));
+        assert_eq!(
+            (&replay["structuredContent"], &replay["_meta"][OPERATION_META]["replayed"]),
+            (&json!({"order": "PO-1"}), &json!(true))
+        );
         assert_eq!(s.receipts().await, 2);
     }
 
@@ -861,29 +1201,49 @@ mod tests {
     async fn an_answer_that_says_the_persons_credential_back_is_withheld() {
         let s = Store::open().await;
         let secret = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ0ZWNoLWphbmUifQ.c2lnbmF0dXJl";
-        let o = Operations { presented: Some(("servers.parts.identity", secret)), ..operations(&s) };
+        let o =
+            Operations { presented: Some(("servers.parts.identity", secret)), ..operations(&s) };
         let (t, p) = (find_tool(), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
-        let echoed = raw(&format!(r#"{{"content":[{{"type":"text","text":"you sent {secret}"}}]}}"#));
+        let echoed =
+            raw(&format!(r#"{{"content":[{{"type":"text","text":"you sent {secret}"}}]}}"#));
         let r = refused(withhold(&o, &t, &p, Ok(echoed)));
-        assert_eq!((r.reason, r.rules.as_slice()), (Reason::CredentialWithheld, &["credential.servers.parts.identity".to_string()][..]));
+        assert_eq!(
+            (r.reason, r.rules.as_slice()),
+            (Reason::CredentialWithheld, &["credential.servers.parts.identity".to_string()][..])
+        );
         assert!(!r.message.contains(secret), "{}", r.message);
         // An answer without it passes; without a person's credential, nothing is looked for.
         assert!(withhold(&o, &t, &p, Ok(raw(RESULT))).is_ok());
-        assert!(withhold(&operations(&s), &t, &p, Ok(raw(&format!(r#"{{"text":"{secret}"}}"#)))).is_ok());
+        assert!(
+            withhold(&operations(&s), &t, &p, Ok(raw(&format!(r#"{{"text":"{secret}"}}"#))))
+                .is_ok()
+        );
         // A JSON-RPC error that says it back, in its message or its data, is withheld too.
-        for error in [crate::wire::RpcError::new(-32000, format!("bad token {secret}")), crate::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret}))] {
+        for error in [
+            crate::wire::RpcError::new(-32000, format!("bad token {secret}")),
+            crate::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret})),
+        ] {
             let r = refused(withhold(&o, &t, &p, Err(Stop::Error(error))));
             assert_eq!(r.reason, Reason::CredentialWithheld);
         }
-        assert!(matches!(withhold(&o, &t, &p, Err(Stop::Error(crate::wire::RpcError::new(-32000, "bad token")))), Err(Stop::Error(_))));
+        assert!(matches!(
+            withhold(&o, &t, &p, Err(Stop::Error(crate::wire::RpcError::new(-32000, "bad token")))),
+            Err(Stop::Error(_))
+        ));
     }
 
     #[tokio::test]
     async fn through_the_door_a_read_is_sent_with_nothing_reserved_or_committed() {
         let s = Store::open().await;
-        let read = (call("parts__find_part", json!({"part_no": "P-1"})), Proposal::new("parts", "find_part", json!({"part_no": "P-1"})));
+        let read = (
+            call("parts__find_part", json!({"part_no": "P-1"})),
+            Proposal::new("parts", "find_part", json!({"part_no": "P-1"})),
+        );
         let r = through_door(&s, &read, &find_tool(), Some(r#"{"content":[]}"#)).await;
-        assert_eq!((r.committed.clone(), r.operation.clone(), r.operation_ref.clone(), r.dispatched), (None, None, None, true));
+        assert_eq!(
+            (r.committed.clone(), r.operation.clone(), r.operation_ref.clone(), r.dispatched),
+            (None, None, None, true)
+        );
         assert_eq!(result_of(r), json!({"content": []}));
         assert_eq!(s.receipts().await, 0, "a read's one receipt is record's, after its answer");
         // A conflicting key stops the write before anything is sent.

@@ -8,14 +8,20 @@ use toolgate_core::{Action, Reason, Refusal, Verdict};
 
 use crate::call::Stop;
 use crate::catalog::{Catalog, Catalogs, ExposedTool};
-use crate::upstream::Kind;
 use crate::config::Config;
 use crate::pins::PinStatus;
+use crate::upstream::Kind;
 use crate::wire::{RpcError, code};
 
 /// `catalog` is the call's snapshot, built under `config`: the call runs
 /// under them to its end, whatever a reload puts in force meanwhile.
-pub(crate) fn resolve(catalogs: &Catalogs, catalog: &Catalog, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+pub(crate) fn resolve(
+    catalogs: &Catalogs,
+    catalog: &Catalog,
+    config: &Config,
+    kind: Kind,
+    name: &str,
+) -> Result<Arc<ExposedTool>, Stop> {
     if kind != Kind::Tool {
         return resolve_content(catalogs, catalog, config, kind, name);
     }
@@ -32,7 +38,8 @@ pub(crate) fn resolve(catalogs: &Catalogs, catalog: &Catalog, config: &Config, k
         format!("there is no tool `{name}`; list the tools and use one of their names"),
     );
     Err(Stop::Error(
-        RpcError::new(code::INVALID_PARAMS, format!("Unknown tool: {name}")).with_data(json!(refusal)),
+        RpcError::new(code::INVALID_PARAMS, format!("Unknown tool: {name}"))
+            .with_data(json!(refusal)),
     ))
 }
 
@@ -44,7 +51,8 @@ fn pinned(catalogs: &Catalogs, item: &ExposedTool) -> Result<(), Stop> {
         return Ok(());
     }
     let name = item.pin_name();
-    let status = catalogs.pins().check_and_pin(&name, &item.definition_sha256, &item.tool.definition);
+    let status =
+        catalogs.pins().check_and_pin(&name, &item.definition_sha256, &item.tool.definition);
     let noun = item.kind.noun();
     match status {
         Ok(PinStatus::Pinned) => {
@@ -55,7 +63,10 @@ fn pinned(catalogs: &Catalogs, item: &ExposedTool) -> Result<(), Stop> {
             Verdict::Deny,
             Reason::ContractChanged,
             Action::Escalate,
-            format!("the contract of the {noun} {} changed since it was accepted; an operator must review it (toolgate tools --accept {name})", item.exposed_name),
+            format!(
+                "the contract of the {noun} {} changed since it was accepted; an operator must review it (toolgate tools --accept {name})",
+                item.exposed_name
+            ),
         ))),
         Ok(PinStatus::New) | Err(_) => {
             if let Err(e) = status {
@@ -65,7 +76,10 @@ fn pinned(catalogs: &Catalogs, item: &ExposedTool) -> Result<(), Stop> {
                 Verdict::Deny,
                 Reason::ContractUnpinned,
                 Action::Escalate,
-                format!("the contract of the {noun} {} could not be recorded, so it is not run; an operator must check the gateway's lock file", item.exposed_name),
+                format!(
+                    "the contract of the {noun} {} could not be recorded, so it is not run; an operator must check the gateway's lock file",
+                    item.exposed_name
+                ),
             )))
         }
     }
@@ -89,7 +103,13 @@ fn down(catalog: &Catalog, server: Option<&str>) -> Result<(), Stop> {
 /// A prompt by its exposed name, or the resource (listed, or matching a
 /// template) an exposed URI names. Its class is decide's business: a
 /// prohibited one resolves, and is refused there, with a receipt.
-fn resolve_content(catalogs: &Catalogs, catalog: &Catalog, config: &Config, kind: Kind, name: &str) -> Result<Arc<ExposedTool>, Stop> {
+fn resolve_content(
+    catalogs: &Catalogs,
+    catalog: &Catalog,
+    config: &Config,
+    kind: Kind,
+    name: &str,
+) -> Result<Arc<ExposedTool>, Stop> {
     if let Some(found) = catalog.content(kind, name) {
         pinned(catalogs, found)?;
         return Ok(found.clone());
@@ -100,12 +120,22 @@ fn resolve_content(catalogs: &Catalogs, catalog: &Catalog, config: &Config, kind
     };
     down(catalog, server.map(|(s, _)| s))?;
     let (what, data) = match kind {
-        Kind::Prompt => (format!("there is no prompt `{name}`; list the prompts and use one of their names"), json!({"name": name})),
-        _ => (format!("there is no resource `{name}`; list the resources and templates and read one of theirs"), json!({"uri": name})),
+        Kind::Prompt => (
+            format!("there is no prompt `{name}`; list the prompts and use one of their names"),
+            json!({"name": name}),
+        ),
+        _ => (
+            format!(
+                "there is no resource `{name}`; list the resources and templates and read one of theirs"
+            ),
+            json!({"uri": name}),
+        ),
     };
     let refusal = Refusal::new(Verdict::Deny, Reason::UnknownTool, Action::Correct, what);
     let mut data = data;
-    if let (Some(d), Ok(serde_json::Value::Object(r))) = (data.as_object_mut(), serde_json::to_value(&refusal)) {
+    if let (Some(d), Ok(serde_json::Value::Object(r))) =
+        (data.as_object_mut(), serde_json::to_value(&refusal))
+    {
         d.extend(r);
     }
     let message = match kind {
@@ -123,19 +153,38 @@ mod tests {
     use crate::stages::testing::{Live, Reply, find_definition, passed, refused, rpc_error};
     use crate::upstream::Upstream;
 
-    const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n";
+    const REGISTRY: &str =
+        "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n";
 
     async fn live() -> Live {
-        Live::start(vec![find_definition()], Reply::Result(r#"{"content":[]}"#), REGISTRY, Duration::from_secs(10)).await
+        Live::start(
+            vec![find_definition()],
+            Reply::Result(r#"{"content":[]}"#),
+            REGISTRY,
+            Duration::from_secs(10),
+        )
+        .await
     }
 
     #[tokio::test]
     async fn a_listed_tool_resolves_to_its_upstream_tool_and_pin() {
         let live = live().await;
-        let tool = passed(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
-        assert_eq!((tool.exposed_name.as_str(), tool.server.as_str(), tool.tool.name.as_str()), ("parts__find_part", "parts", "find_part"));
+        let tool = passed(resolve(
+            &live.catalogs,
+            &live.catalogs.current(),
+            &live.config,
+            Kind::Tool,
+            "parts__find_part",
+        ));
+        assert_eq!(
+            (tool.exposed_name.as_str(), tool.server.as_str(), tool.tool.name.as_str()),
+            ("parts__find_part", "parts", "find_part")
+        );
         assert_eq!(tool.pin, PinStatus::Pinned);
-        assert_eq!(tool.definition_sha256, toolgate_core::contract::definition_sha256(&find_definition()));
+        assert_eq!(
+            tool.definition_sha256,
+            toolgate_core::contract::definition_sha256(&find_definition())
+        );
         assert!(tool.read_only() && tool.registry_read_only);
     }
 
@@ -144,25 +193,63 @@ mod tests {
         let live = live().await;
         // A tool the server does not list, and a server that is not configured.
         for name in ["parts__find_parts", "nobody__find_part"] {
-            let e = rpc_error(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, name));
+            let e = rpc_error(resolve(
+                &live.catalogs,
+                &live.catalogs.current(),
+                &live.config,
+                Kind::Tool,
+                name,
+            ));
             assert_eq!(e.code, code::INVALID_PARAMS);
             assert_eq!(e.message, format!("Unknown tool: {name}"));
             let data = e.data.expect("the refusal rides in data");
-            assert_eq!((data["decision"].as_str(), data["reason"].as_str(), data["action"].as_str()), (Some("deny"), Some("unknown_tool"), Some("correct")), "{data}");
+            assert_eq!(
+                (data["decision"].as_str(), data["reason"].as_str(), data["action"].as_str()),
+                (Some("deny"), Some("unknown_tool"), Some("correct")),
+                "{data}"
+            );
         }
     }
 
     #[tokio::test]
     async fn a_server_that_is_down_is_unavailable_and_retryable_without_saying_why() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Arc::new(Config::parse("[servers.parts]\nurl = \"http://127.0.0.1:9/mcp\"\n", &dir.path().join("toolgate.toml")).unwrap());
+        let config = Arc::new(
+            Config::parse(
+                "[servers.parts]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+                &dir.path().join("toolgate.toml"),
+            )
+            .unwrap(),
+        );
         // Never started: it has no listing, so its tools are not in the catalog.
-        let upstream = Upstream::new("parts", config.servers["parts"].server(), Duration::from_secs(1), Duration::from_secs(60), "test");
-        let pins = Arc::new(crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap());
-        let live = crate::catalog::Live::new(config.clone(), Arc::new(toolgate_core::policy::PolicyEngine::empty()), vec![(upstream, tokio_util::sync::CancellationToken::new())]);
+        let upstream = Upstream::new(
+            "parts",
+            config.servers["parts"].server(),
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            "test",
+        );
+        let pins = Arc::new(
+            crate::pins::PinStore::open(&config.lock_path(), Arc::new(toolgate_core::SystemClock))
+                .unwrap(),
+        );
+        let live = crate::catalog::Live::new(
+            config.clone(),
+            Arc::new(toolgate_core::policy::PolicyEngine::empty()),
+            vec![(upstream, tokio_util::sync::CancellationToken::new())],
+        );
         let catalogs = Catalogs::new(live, pins, true);
-        let r = refused(resolve(&catalogs, &catalogs.current(), &config, Kind::Tool, "parts__find_part"));
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry));
+        let r = refused(resolve(
+            &catalogs,
+            &catalogs.current(),
+            &config,
+            Kind::Tool,
+            "parts__find_part",
+        ));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Deny, Reason::UpstreamUnavailable, Action::Retry)
+        );
         assert!(r.message.contains("`parts`"), "{}", r.message);
         let down = catalogs.current().down["parts"].clone();
         assert!(!r.message.contains(&down), "the operator's reason `{down}` leaked: {}", r.message);
@@ -172,15 +259,41 @@ mod tests {
     async fn a_changed_contract_is_refused_until_an_operator_accepts_it() {
         let live = live().await;
         // The lock file holds another definition under this name.
-        let accepted_before = serde_json::json!({"name": "find_part", "description": "the old one"});
-        live.catalogs.pins().accept("parts__find_part", "0".repeat(64).as_str(), &accepted_before).unwrap();
-        let r = refused(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractChanged, Action::Escalate));
+        let accepted_before =
+            serde_json::json!({"name": "find_part", "description": "the old one"});
+        live.catalogs
+            .pins()
+            .accept("parts__find_part", "0".repeat(64).as_str(), &accepted_before)
+            .unwrap();
+        let r = refused(resolve(
+            &live.catalogs,
+            &live.catalogs.current(),
+            &live.config,
+            Kind::Tool,
+            "parts__find_part",
+        ));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Deny, Reason::ContractChanged, Action::Escalate)
+        );
         assert!(r.message.contains("toolgate tools --accept parts__find_part"), "{}", r.message);
         // The operator accepts the live definition from another process (the CLI).
-        let cli = crate::pins::PinStore::open(&live.lock_path(), Arc::new(toolgate_core::SystemClock)).unwrap();
-        cli.accept("parts__find_part", &toolgate_core::contract::definition_sha256(&find_definition()), &find_definition()).unwrap();
-        let tool = passed(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
+        let cli =
+            crate::pins::PinStore::open(&live.lock_path(), Arc::new(toolgate_core::SystemClock))
+                .unwrap();
+        cli.accept(
+            "parts__find_part",
+            &toolgate_core::contract::definition_sha256(&find_definition()),
+            &find_definition(),
+        )
+        .unwrap();
+        let tool = passed(resolve(
+            &live.catalogs,
+            &live.catalogs.current(),
+            &live.config,
+            Kind::Tool,
+            "parts__find_part",
+        ));
         assert_eq!(tool.tool.name, "find_part");
         // The catalog was rebuilt with the pin: later calls need not re-read the lock file.
         assert_eq!(live.catalogs.current().tools["parts__find_part"].pin, PinStatus::Pinned);
@@ -191,7 +304,16 @@ mod tests {
         let live = live().await;
         // The lock file became unreadable after the gateway opened it.
         std::fs::write(live.lock_path(), "{not json").unwrap();
-        let r = refused(resolve(&live.catalogs, &live.catalogs.current(), &live.config, Kind::Tool, "parts__find_part"));
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate));
+        let r = refused(resolve(
+            &live.catalogs,
+            &live.catalogs.current(),
+            &live.config,
+            Kind::Tool,
+            "parts__find_part",
+        ));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Deny, Reason::ContractUnpinned, Action::Escalate)
+        );
     }
 }

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::receipt::ReceiptKey;
 use toolgate_core::receipt::build::{Event, Subject, build};
 use toolgate_core::schema::SchemaValidator;
-use toolgate_core::{AuthorityClass, AuthorityView, Caller, Clock, FixedClock, Hints, Refusal, SeededEntropy};
+use toolgate_core::{
+    AuthorityClass, AuthorityView, Caller, Clock, FixedClock, Hints, Refusal, SeededEntropy,
+};
 use toolgate_ledger::{Draft, Ledger};
 
 use crate::call::{Call, CallRequest, Stop};
@@ -36,13 +38,15 @@ pub const SCHEMA: &str = r#"
 
 /// A gateway that never begins to shut down.
 pub fn never_draining() -> &'static CancellationToken {
-    static NEVER: std::sync::LazyLock<CancellationToken> = std::sync::LazyLock::new(CancellationToken::new);
+    static NEVER: std::sync::LazyLock<CancellationToken> =
+        std::sync::LazyLock::new(CancellationToken::new);
     &NEVER
 }
 
 /// A registry of cancellable calls no client ever cancels through.
 pub(crate) fn no_cancels() -> &'static crate::cancels::Cancels {
-    static NONE: std::sync::LazyLock<crate::cancels::Cancels> = std::sync::LazyLock::new(Default::default);
+    static NONE: std::sync::LazyLock<crate::cancels::Cancels> =
+        std::sync::LazyLock::new(Default::default);
     &NONE
 }
 
@@ -51,13 +55,39 @@ pub const NOW_MS: i64 = 1_796_000_000_000;
 
 /// The agent of tenant `atlas`, as its credentials map it.
 pub fn agent() -> Arc<Caller> {
-    Arc::new(Caller { name: "agent".into(), subject: "agent-7".into(), tenant: "atlas".into(), roles: vec!["agent".into()] })
+    Arc::new(Caller {
+        name: "agent".into(),
+        subject: "agent-7".into(),
+        tenant: "atlas".into(),
+        roles: vec!["agent".into()],
+    })
 }
 
 /// A 2026-07-28 `tools/call` of `name` by the agent, presenting nothing.
 pub fn call(name: &str, arguments: Value) -> CallRequest {
-    let call = Call { kind: crate::upstream::Kind::Tool, name: name.to_string(), arguments, progress: None, client: None, input: Map::new(), operation_key: None, client_capabilities: None, preview: false, deadline_ms: None, run: None, session: None, inbound_token: None, cancelled: Default::default() };
-    CallRequest { caller: agent(), trace: Default::default(), request_id: Some(Id::Number(7)), era: Era::Modern, call }
+    let call = Call {
+        kind: crate::upstream::Kind::Tool,
+        name: name.to_string(),
+        arguments,
+        progress: None,
+        client: None,
+        input: Map::new(),
+        operation_key: None,
+        client_capabilities: None,
+        preview: false,
+        deadline_ms: None,
+        run: None,
+        session: None,
+        inbound_token: None,
+        cancelled: Default::default(),
+    };
+    CallRequest {
+        caller: agent(),
+        trace: Default::default(),
+        request_id: Some(Id::Number(7)),
+        era: Era::Modern,
+        call,
+    }
 }
 
 /// `c` split as admit splits it, on the fixed clock at `NOW_MS`.
@@ -66,7 +96,10 @@ pub fn split(c: &CallRequest) -> (crate::call::Context, crate::call::Call) {
 }
 
 /// `c` split as admit splits it, beginning when `clock` says.
-pub fn split_at(c: &CallRequest, clock: &dyn toolgate_core::Clock) -> (crate::call::Context, crate::call::Call) {
+pub fn split_at(
+    c: &CallRequest,
+    clock: &dyn toolgate_core::Clock,
+) -> (crate::call::Context, crate::call::Call) {
     crate::stages::admit::context(c.clone(), clock)
 }
 
@@ -81,7 +114,8 @@ pub fn tool(server: &str, definition: Value, class: Option<AuthorityClass>) -> E
         _ => Err("the tool declares no inputSchema object".into()),
     };
     let output = definition.get("outputSchema").filter(|s| s.is_object()).map(compile);
-    let view = AuthorityView::new(Hints::from_annotations(definition.get("annotations")), class, false);
+    let view =
+        AuthorityView::new(Hints::from_annotations(definition.get("annotations")), class, false);
     let definition_sha256 = toolgate_core::contract::definition_sha256(&definition);
     let raw = to_raw_value(&definition).expect("a definition serialises");
     ExposedTool {
@@ -158,7 +192,9 @@ pub fn passed<T>(result: Result<T, Stop>) -> T {
         Ok(value) => value,
         Err(Stop::Refused(r)) => panic!("refused ({:?}, {:?}): {}", r.reason, r.action, r.message),
         Err(Stop::Error(e)) => panic!("{e} {:?}", e.data),
-        Err(Stop::Input(o)) => panic!("input_required: {}", serde_json::to_string(&o).unwrap_or_default()),
+        Err(Stop::Input(o)) => {
+            panic!("input_required: {}", serde_json::to_string(&o).unwrap_or_default())
+        }
     }
 }
 
@@ -176,7 +212,9 @@ pub fn refused<T>(result: Result<T, Stop>) -> Refusal {
 pub fn rpc_error<T>(result: Result<T, Stop>) -> RpcError {
     match result {
         Err(Stop::Error(e)) => e,
-        Err(Stop::Refused(r)) => panic!("expected a JSON-RPC error, got a refusal ({:?}): {}", r.reason, r.message),
+        Err(Stop::Refused(r)) => {
+            panic!("expected a JSON-RPC error, got a refusal ({:?}): {}", r.reason, r.message)
+        }
         Err(Stop::Input(_)) => panic!("expected a JSON-RPC error, got input_required"),
         Ok(_) => panic!("expected a JSON-RPC error, the stage passed"),
     }
@@ -198,10 +236,22 @@ impl Store {
     pub async fn open() -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("ledger.sqlite3");
-        let ledger = toolgate_ledger::open(&path.to_string_lossy()).await.expect("the SQLite ledger opens");
-        let sealer = Sealer::load_or_create(&dir.path().join("requeststate.key"), Arc::new(SeededEntropy::new([2; 32]))).expect("a sealer");
+        let ledger =
+            toolgate_ledger::open(&path.to_string_lossy()).await.expect("the SQLite ledger opens");
+        let sealer = Sealer::load_or_create(
+            &dir.path().join("requeststate.key"),
+            Arc::new(SeededEntropy::new([2; 32])),
+        )
+        .expect("a sealer");
         let key = Arc::new(ReceiptKey::new(ed25519_dalek::SigningKey::from_bytes(&[3; 32])));
-        Self { ledger, clock: Arc::new(FixedClock::new(NOW_MS)), entropy: SeededEntropy::new([1; 32]), sealer, key, _dir: dir }
+        Self {
+            ledger,
+            clock: Arc::new(FixedClock::new(NOW_MS)),
+            entropy: SeededEntropy::new([1; 32]),
+            sealer,
+            key,
+            _dir: dir,
+        }
     }
 
     /// A receipt for the ledger to commit with an approval or an operation
@@ -228,15 +278,25 @@ impl Store {
         };
         let mut receipt = build(&subject, Event::Authorized { approval: None });
         receipt.kid = self.key.kid().to_string();
-        Draft { receipt, salt, asked: None, key: self.key.clone(), sign_each: false, placement: Default::default() }
+        Draft {
+            receipt,
+            salt,
+            asked: None,
+            key: self.key.clone(),
+            sign_each: false,
+            placement: Default::default(),
+        }
     }
 
     /// The approvals the approve stage reads and writes in these tests: the
     /// store's, decided under `policy-v1`, held for `hold_ms`.
     pub fn approvals(&self, ttl_ms: i64, hold_ms: u64) -> crate::stages::approve::Approvals<'_> {
-        static OPENINGS: std::sync::LazyLock<crate::stages::approve::Openings> = std::sync::LazyLock::new(Default::default);
-        static HOLDS: std::sync::LazyLock<crate::holds::Holds> = std::sync::LazyLock::new(Default::default);
-        static NOTIFIER: std::sync::LazyLock<crate::notify::Notifier> = std::sync::LazyLock::new(crate::notify::Notifier::none);
+        static OPENINGS: std::sync::LazyLock<crate::stages::approve::Openings> =
+            std::sync::LazyLock::new(Default::default);
+        static HOLDS: std::sync::LazyLock<crate::holds::Holds> =
+            std::sync::LazyLock::new(Default::default);
+        static NOTIFIER: std::sync::LazyLock<crate::notify::Notifier> =
+            std::sync::LazyLock::new(crate::notify::Notifier::none);
         let hold = crate::stages::approve::Hold {
             holds: &HOLDS,
             ledger: self.ledger.as_ref(),
@@ -330,12 +390,15 @@ impl FakeUpstream {
     pub async fn serve(tools: Vec<Value>, reply: Reply) -> Self {
         let received = Arc::new(Mutex::new(Vec::new()));
         let fake = Fake { tools: Arc::new(tools), reply, received: received.clone() };
-        let router = axum::Router::new().route("/mcp", axum::routing::post(answer)).with_state(fake);
+        let router =
+            axum::Router::new().route("/mcp", axum::routing::post(answer)).with_state(fake);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
         let url = format!("http://{}/mcp", listener.local_addr().expect("an address"));
         let stop = CancellationToken::new();
         let stopped = stop.clone();
-        tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(stopped.cancelled_owned()).await });
+        tokio::spawn(async move {
+            axum::serve(listener, router).with_graceful_shutdown(stopped.cancelled_owned()).await
+        });
         Self { url, received, stop }
     }
 
@@ -351,23 +414,39 @@ impl Drop for FakeUpstream {
     }
 }
 
-async fn answer(axum::extract::State(fake): axum::extract::State<Fake>, headers: HeaderMap, body: String) -> Response {
+async fn answer(
+    axum::extract::State(fake): axum::extract::State<Fake>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let message: Value = serde_json::from_str(&body).unwrap_or_default();
     let id = message["id"].clone();
     if id.is_null() {
         return StatusCode::ACCEPTED.into_response();
     }
-    let respond = |member: String| ([(CONTENT_TYPE, "application/json")], format!(r#"{{"jsonrpc":"2.0","id":{id},{member}}}"#)).into_response();
+    let respond = |member: String| {
+        ([(CONTENT_TYPE, "application/json")], format!(r#"{{"jsonrpc":"2.0","id":{id},{member}}}"#))
+            .into_response()
+    };
     let result = |text: &str| respond(format!(r#""result":{text}"#));
     match message["method"].as_str().unwrap_or_default() {
-        "server/discover" => result(&json!({"supportedVersions": [crate::wire::MODERN]}).to_string()),
+        "server/discover" => {
+            result(&json!({"supportedVersions": [crate::wire::MODERN]}).to_string())
+        }
         "tools/list" => result(&json!({"tools": *fake.tools}).to_string()),
         "tools/call" => {
-            fake.received.lock().unwrap_or_else(|p| p.into_inner()).push(Received { headers, params: message["params"].clone() });
+            fake.received
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Received { headers, params: message["params"].clone() });
             match fake.reply {
                 Reply::Result(text) => result(text),
-                Reply::Error(code) => respond(format!(r#""error":{{"code":{code},"message":"from the upstream"}}"#)),
-                Reply::Status(status) => StatusCode::from_u16(status).expect("a status").into_response(),
+                Reply::Error(code) => {
+                    respond(format!(r#""error":{{"code":{code},"message":"from the upstream"}}"#))
+                }
+                Reply::Status(status) => {
+                    StatusCode::from_u16(status).expect("a status").into_response()
+                }
                 Reply::Silence(d) => {
                     tokio::time::sleep(d).await;
                     result(r#"{"content":[]}"#)
@@ -396,13 +475,32 @@ impl Live {
         let fake = FakeUpstream::serve(tools, reply).await;
         let dir = tempfile::tempdir().expect("a temp dir");
         let text = format!("[servers.parts]\nurl = \"{}\"\n{registry}", fake.url);
-        let config = Arc::new(Config::parse(&text, &dir.path().join("toolgate.toml")).expect("a valid config"));
-        let upstream = Upstream::new("parts", config.servers["parts"].server(), timeout, Duration::from_secs(600), "test");
+        let config = Arc::new(
+            Config::parse(&text, &dir.path().join("toolgate.toml")).expect("a valid config"),
+        );
+        let upstream = Upstream::new(
+            "parts",
+            config.servers["parts"].server(),
+            timeout,
+            Duration::from_secs(600),
+            "test",
+        );
         let stop = CancellationToken::new();
         upstream.start(stop.child_token());
-        assert!(upstream.ready(Duration::from_secs(10)).await, "the upstream did not list: {:?}", upstream.down_reason());
-        let pins = Arc::new(PinStore::open(&config.lock_path(), Arc::new(FixedClock::new(NOW_MS))).expect("the lock file"));
-        let live = crate::catalog::Live::new(config.clone(), Arc::new(toolgate_core::policy::PolicyEngine::empty()), vec![(upstream.clone(), stop.clone())]);
+        assert!(
+            upstream.ready(Duration::from_secs(10)).await,
+            "the upstream did not list: {:?}",
+            upstream.down_reason()
+        );
+        let pins = Arc::new(
+            PinStore::open(&config.lock_path(), Arc::new(FixedClock::new(NOW_MS)))
+                .expect("the lock file"),
+        );
+        let live = crate::catalog::Live::new(
+            config.clone(),
+            Arc::new(toolgate_core::policy::PolicyEngine::empty()),
+            vec![(upstream.clone(), stop.clone())],
+        );
         let catalogs = Catalogs::new(live, pins, true);
         Self { config, upstream, catalogs, fake, stop, _dir: dir }
     }
@@ -425,15 +523,28 @@ impl crate::commit::Receipts for Store {
         self.draft()
     }
 
-    fn decided(&self, _: Option<toolgate_core::receipt::ApprovalRef>, _: toolgate_core::receipt::OperationRef) -> Draft {
+    fn decided(
+        &self,
+        _: Option<toolgate_core::receipt::ApprovalRef>,
+        _: toolgate_core::receipt::OperationRef,
+    ) -> Draft {
         self.draft()
     }
 
-    fn outcome(&self, _: toolgate_core::operation::OperationState, _: Option<&str>, _: toolgate_core::receipt::OperationRef) -> Draft {
+    fn outcome(
+        &self,
+        _: toolgate_core::operation::OperationState,
+        _: Option<&str>,
+        _: toolgate_core::receipt::OperationRef,
+    ) -> Draft {
         self.draft()
     }
 
-    fn committed(&self, what: crate::commit::Commit, _: Option<toolgate_core::receipt::Placed>) -> crate::commit::Committed {
+    fn committed(
+        &self,
+        what: crate::commit::Commit,
+        _: Option<toolgate_core::receipt::Placed>,
+    ) -> crate::commit::Committed {
         crate::commit::Committed::for_test(what)
     }
 }

@@ -21,10 +21,12 @@ fn approval(r: &Row) -> Result<Approval> {
             proposal_sha256: r.get("proposal_sha256"),
             policy_version: r.get("policy_version"),
         },
-        arguments: serde_json::from_str(&arguments).map_err(|e| LedgerError::Store(format!("stored arguments are not JSON: {e}")))?,
+        arguments: serde_json::from_str(&arguments)
+            .map_err(|e| LedgerError::Store(format!("stored arguments are not JSON: {e}")))?,
         reason: r.get("reason"),
         rules: serde_json::from_str(&rules).unwrap_or_default(),
-        state: ApprovalState::parse(&state).ok_or_else(|| LedgerError::Store(format!("unknown approval state `{state}`")))?,
+        state: ApprovalState::parse(&state)
+            .ok_or_else(|| LedgerError::Store(format!("unknown approval state `{state}`")))?,
         created_ms: r.get("created_ms"),
         expires_ms: r.get("expires_ms"),
         decided_by: r.get("decided_by"),
@@ -38,7 +40,11 @@ fn approval(r: &Row) -> Result<Approval> {
 
 pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
     let b = &new.binding;
-    let (arguments, rules, expires) = (new.arguments.to_string(), serde_json::to_string(&new.rules).expect("strings serialise"), new.now_ms + new.ttl_ms);
+    let (arguments, rules, expires) = (
+        new.arguments.to_string(),
+        serde_json::to_string(&new.rules).expect("strings serialise"),
+        new.now_ms + new.ttl_ms,
+    );
     let row = pool
         .query_opt(
             "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject, operation_key) \
@@ -50,7 +56,11 @@ pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
 }
 
 pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Approval>> {
-    pool.query_opt("SELECT * FROM approvals WHERE id = $1", &[&id]).await?.as_ref().map(approval).transpose()
+    pool.query_opt("SELECT * FROM approvals WHERE id = $1", &[&id])
+        .await?
+        .as_ref()
+        .map(approval)
+        .transpose()
 }
 
 async fn get(pool: &impl Db, id: &str) -> Result<Approval> {
@@ -58,7 +68,11 @@ async fn get(pool: &impl Db, id: &str) -> Result<Approval> {
 }
 
 /// The newest approval of this binding for this operation key (or none).
-pub async fn latest(pool: &impl Db, b: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+pub async fn latest(
+    pool: &impl Db,
+    b: &Binding,
+    operation_key: Option<&str>,
+) -> Result<Option<Approval>> {
     pool.query_opt(
         "SELECT * FROM approvals WHERE tenant = $1 AND caller = $2 AND server = $3 AND tool = $4 AND proposal_sha256 = $5 \
          AND policy_version = $6 AND operation_key IS NOT DISTINCT FROM $7 ORDER BY created_ms DESC, seq DESC LIMIT 1",
@@ -71,11 +85,17 @@ pub async fn latest(pool: &impl Db, b: &Binding, operation_key: Option<&str>) ->
 }
 
 pub async fn count(pool: &impl Db, state: ApprovalState) -> Result<u64> {
-    let rows = pool.query("SELECT count(*) FROM approvals WHERE state = $1", &[&state.as_str()]).await?;
+    let rows =
+        pool.query("SELECT count(*) FROM approvals WHERE state = $1", &[&state.as_str()]).await?;
     Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
 }
 
-pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+pub async fn list(
+    pool: &impl Db,
+    tenant: Option<&str>,
+    state: Option<ApprovalState>,
+    now_ms: i64,
+) -> Result<Vec<Approval>> {
     pool.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= $1", &[&now_ms]).await?;
     let state = state.map(ApprovalState::as_str);
     let rows = pool
@@ -84,7 +104,14 @@ pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<ApprovalSt
     rows.iter().map(approval).collect()
 }
 
-pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
+pub async fn decide(
+    pool: &impl Db,
+    id: &str,
+    approve: bool,
+    approver: &Decider<'_>,
+    reason: &str,
+    now_ms: i64,
+) -> Result<Approval> {
     let state = if approve { "approved" } else { "denied" };
     // Nobody decides their own call: not under the credential that asked,
     // nor as the same person (subject) under another one.
@@ -108,7 +135,11 @@ pub async fn decide(pool: &impl Db, id: &str, approve: bool, approver: &Decider<
     }
     match current.state_at(now_ms) {
         ApprovalState::Expired if current.state == ApprovalState::Pending => {
-            pool.execute("UPDATE approvals SET state = 'expired' WHERE id = $1 AND state = 'pending'", &[&id]).await?;
+            pool.execute(
+                "UPDATE approvals SET state = 'expired' WHERE id = $1 AND state = 'pending'",
+                &[&id],
+            )
+            .await?;
             Err(LedgerError::Expired(id.to_string()))
         }
         ApprovalState::Expired => Err(LedgerError::Expired(id.to_string())),

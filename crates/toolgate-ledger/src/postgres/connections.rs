@@ -10,7 +10,14 @@ use super::pool::Db;
 use crate::{Connection, Result};
 
 fn grant(r: &Row) -> Connection {
-    Connection { tenant: r.get(0), subject: r.get(1), server: r.get(2), sealed: r.get(3), expires_ms: r.get(4), updated_ms: r.get(5) }
+    Connection {
+        tenant: r.get(0),
+        subject: r.get(1),
+        server: r.get(2),
+        sealed: r.get(3),
+        expires_ms: r.get(4),
+        updated_ms: r.get(5),
+    }
 }
 
 /// `INSERT INTO connections … SELECT $1…$6 FROM <from>`: the grant written
@@ -36,7 +43,12 @@ pub async fn put(db: &impl Db, g: &Connection) -> Result<()> {
     Ok(())
 }
 
-pub async fn find(db: &impl Db, tenant: &str, subject: &str, server: &str) -> Result<Option<Connection>> {
+pub async fn find(
+    db: &impl Db,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+) -> Result<Option<Connection>> {
     let row = db
         .query_opt("SELECT tenant, subject, server, sealed, expires_ms, updated_ms FROM connections WHERE tenant = $1 AND subject = $2 AND server = $3", &[&tenant, &subject, &server])
         .await?;
@@ -60,7 +72,15 @@ pub async fn delete(db: &impl Db, tenant: &str, subject: &str, server: &str) -> 
     Ok(removed > 0)
 }
 
-pub async fn claim(db: &impl Db, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
+pub async fn claim(
+    db: &impl Db,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+    holder: &str,
+    now_ms: i64,
+    until_ms: i64,
+) -> Result<bool> {
     // Two claimers at once: the second waits on the first's row, then
     // checks the condition against it, and changes nothing.
     let changed = db
@@ -74,7 +94,14 @@ pub async fn claim(db: &impl Db, tenant: &str, subject: &str, server: &str, hold
     Ok(changed > 0)
 }
 
-pub async fn finish(db: &impl Db, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<&Connection>) -> Result<bool> {
+pub async fn finish(
+    db: &impl Db,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+    holder: &str,
+    replacement: Option<&Connection>,
+) -> Result<bool> {
     crate::connections::same_grant(replacement, tenant, subject, server)?;
     let Some(g) = replacement else {
         return Ok(db.execute("DELETE FROM refresh_leases WHERE tenant = $1 AND subject = $2 AND server = $3 AND holder = $4", &[&tenant, &subject, &server, &holder]).await? > 0);
@@ -92,14 +119,28 @@ pub async fn finish(db: &impl Db, tenant: &str, subject: &str, server: &str, hol
     Ok(written > 0)
 }
 
-pub async fn put_state(db: &impl Db, id_sha256: &str, sealed: &[u8], expires_ms: i64) -> Result<()> {
-    db.execute("INSERT INTO oauth_states (id_sha256, sealed, expires_ms) VALUES ($1, $2, $3)", &[&id_sha256, &sealed, &expires_ms]).await?;
+pub async fn put_state(
+    db: &impl Db,
+    id_sha256: &str,
+    sealed: &[u8],
+    expires_ms: i64,
+) -> Result<()> {
+    db.execute(
+        "INSERT INTO oauth_states (id_sha256, sealed, expires_ms) VALUES ($1, $2, $3)",
+        &[&id_sha256, &sealed, &expires_ms],
+    )
+    .await?;
     Ok(())
 }
 
 pub async fn take_state(db: &impl Db, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
     // A second taker waits on the first's delete, then finds no row.
-    let row = db.query_opt("DELETE FROM oauth_states WHERE id_sha256 = $1 RETURNING sealed, expires_ms", &[&id_sha256]).await?;
+    let row = db
+        .query_opt(
+            "DELETE FROM oauth_states WHERE id_sha256 = $1 RETURNING sealed, expires_ms",
+            &[&id_sha256],
+        )
+        .await?;
     Ok(row.filter(|r| r.get::<_, i64>(1) > now_ms).map(|r| r.get(0)))
 }
 

@@ -7,18 +7,36 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
 
 use super::pool::Db;
-use crate::{Attempt, EVERY_APPROVAL, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
+use crate::{
+    Attempt, EVERY_APPROVAL, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession,
+};
 
-pub async fn heartbeat(db: &impl Db, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+pub async fn heartbeat(
+    db: &impl Db,
+    replica: &str,
+    started_ms: i64,
+    now_ms: i64,
+    lease_ms: i64,
+) -> Result<u32> {
     db.execute(
         "INSERT INTO replicas (id, started_ms, seen_ms) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
         &[&replica, &started_ms, &now_ms],
     )
     .await?;
-    db.execute("DELETE FROM replicas WHERE seen_ms < $1::bigint - $2::bigint", &[&now_ms, &lease_ms]).await?;
+    db.execute(
+        "DELETE FROM replicas WHERE seen_ms < $1::bigint - $2::bigint",
+        &[&now_ms, &lease_ms],
+    )
+    .await?;
     // Counted as of this beat: a replica whose row the sweep above has not
     // reached (another's clock) still counts until it is swept.
-    let row = db.query_opt("SELECT count(*) FROM replicas WHERE seen_ms >= $1::bigint - $2::bigint", &[&now_ms, &lease_ms]).await?.expect("a count has a row");
+    let row = db
+        .query_opt(
+            "SELECT count(*) FROM replicas WHERE seen_ms >= $1::bigint - $2::bigint",
+            &[&now_ms, &lease_ms],
+        )
+        .await?
+        .expect("a count has a row");
     Ok(row.get::<_, i64>(0).max(1) as u32)
 }
 
@@ -28,7 +46,14 @@ pub async fn leave(db: &impl Db, replica: &str) -> Result<()> {
 }
 
 fn session_of(r: &Row) -> StoredSession {
-    StoredSession { id_sha256: r.get(0), tenant: r.get(1), subject: r.get(2), caller: r.get(3), created_ms: r.get(4), expires_ms: r.get(5) }
+    StoredSession {
+        id_sha256: r.get(0),
+        tenant: r.get(1),
+        subject: r.get(2),
+        caller: r.get(3),
+        created_ms: r.get(4),
+        expires_ms: r.get(5),
+    }
 }
 
 pub async fn open_session(db: &impl Db, s: &StoredSession) -> Result<()> {
@@ -53,10 +78,16 @@ pub async fn end_session(db: &impl Db, id_sha256: &str) -> Result<bool> {
 }
 
 pub async fn end_sessions_of(db: &impl Db, tenant: &str, subject: &str) -> Result<u64> {
-    db.execute("DELETE FROM sessions WHERE tenant = $1 AND subject = $2", &[&tenant, &subject]).await
+    db.execute("DELETE FROM sessions WHERE tenant = $1 AND subject = $2", &[&tenant, &subject])
+        .await
 }
 
-pub async fn add_notices(db: &impl Db, approval_id: &str, notices: &[NewNotice], now_ms: i64) -> Result<()> {
+pub async fn add_notices(
+    db: &impl Db,
+    approval_id: &str,
+    notices: &[NewNotice],
+    now_ms: i64,
+) -> Result<()> {
     for n in notices {
         db.execute(
             "INSERT INTO notices (id, approval_id, webhook, body, state, next_ms, created_ms, updated_ms) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $5)",
@@ -74,7 +105,8 @@ fn notice(r: &Row) -> Result<Notice> {
         approval_id: r.get("approval_id"),
         webhook: r.get("webhook"),
         body: r.get("body"),
-        state: NoticeState::parse(&state).ok_or_else(|| LedgerError::Store(format!("unknown notice state `{state}`")))?,
+        state: NoticeState::parse(&state)
+            .ok_or_else(|| LedgerError::Store(format!("unknown notice state `{state}`")))?,
         attempts: r.get::<_, i32>("attempts").max(0) as u32,
         next_ms: r.get("next_ms"),
         created_ms: r.get("created_ms"),
@@ -84,7 +116,12 @@ fn notice(r: &Row) -> Result<Notice> {
     })
 }
 
-pub async fn claim(db: &impl Db, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+pub async fn claim(
+    db: &impl Db,
+    now_ms: i64,
+    claimed_until_ms: i64,
+    limit: u32,
+) -> Result<Vec<Notice>> {
     // SKIP LOCKED: replicas claiming at once take different notices.
     let rows = db
         .query(
@@ -96,7 +133,14 @@ pub async fn claim(db: &impl Db, now_ms: i64, claimed_until_ms: i64, limit: u32)
     rows.iter().map(notice).collect()
 }
 
-pub async fn attempted(db: &impl Db, id: &str, attempt: Attempt, status: Option<u16>, error: Option<&str>, now_ms: i64) -> Result<()> {
+pub async fn attempted(
+    db: &impl Db,
+    id: &str,
+    attempt: Attempt,
+    status: Option<u16>,
+    error: Option<&str>,
+    now_ms: i64,
+) -> Result<()> {
     let (state, next_ms) = attempt.leaves(now_ms);
     let status = status.map(i32::from);
     db.execute(
@@ -107,7 +151,12 @@ pub async fn attempted(db: &impl Db, id: &str, attempt: Attempt, status: Option<
     Ok(())
 }
 
-pub async fn list(db: &impl Db, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+pub async fn list(
+    db: &impl Db,
+    tenant: Option<&str>,
+    state: Option<NoticeState>,
+    limit: usize,
+) -> Result<Vec<Notice>> {
     let rows = db
         .query(
             "SELECT * FROM notices WHERE ($1::text IS NULL OR state = $1) AND ($3::text IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) \
@@ -119,11 +168,19 @@ pub async fn list(db: &impl Db, tenant: Option<&str>, state: Option<NoticeState>
 }
 
 pub async fn count(db: &impl Db, state: NoticeState) -> Result<u64> {
-    let row = db.query_opt("SELECT count(*) FROM notices WHERE state = $1", &[&state.as_str()]).await?.expect("a count has a row");
+    let row = db
+        .query_opt("SELECT count(*) FROM notices WHERE state = $1", &[&state.as_str()])
+        .await?
+        .expect("a count has a row");
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-pub async fn redeliver(db: &impl Db, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
+pub async fn redeliver(
+    db: &impl Db,
+    id: &str,
+    tenant: Option<&str>,
+    now_ms: i64,
+) -> Result<Notice> {
     let row = db
         .query_opt(
             "UPDATE notices SET state = 'pending', attempts = 0, next_ms = $2, claimed_until_ms = 0, updated_ms = $2 WHERE id = $1 AND state = 'dead' \
@@ -135,14 +192,19 @@ pub async fn redeliver(db: &impl Db, id: &str, tenant: Option<&str>, now_ms: i64
 }
 
 pub async fn prune(db: &impl Db, before_ms: i64) -> Result<u64> {
-    db.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < $1", &[&before_ms]).await
+    db.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < $1", &[&before_ms])
+        .await
 }
 
 /// Listens on `toolgate_approvals` on a connection of its own and passes
 /// each decided approval's id on; reconnects with backoff when the
 /// connection is lost, then sends [`EVERY_APPROVAL`] (what was decided in
 /// between went unheard). Ends when `stop` is dropped.
-pub fn listen(config: tokio_postgres::Config, decided: broadcast::Sender<String>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+pub fn listen(
+    config: tokio_postgres::Config,
+    decided: broadcast::Sender<String>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
@@ -151,9 +213,13 @@ pub fn listen(config: tokio_postgres::Config, decided: broadcast::Sender<String>
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 // The connection is polled by hand: notifications arrive as its messages.
                 let driver = tokio::spawn(async move {
-                    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    while let Some(message) =
+                        std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                    {
                         match message {
-                            Ok(AsyncMessage::Notification(n)) => drop(tx.send(n.payload().to_string())),
+                            Ok(AsyncMessage::Notification(n)) => {
+                                drop(tx.send(n.payload().to_string()))
+                            }
                             Ok(_) => {}
                             Err(_) => break,
                         }

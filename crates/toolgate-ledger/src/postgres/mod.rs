@@ -20,9 +20,13 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 
 use toolgate_core::merkle::Hash;
 
-use crate::{chunked, Attempt, Connection, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
-use toolgate_core::trifecta::LegCall;
+use crate::{
+    Attempt, Begun, Connection, Decider, Draft, Ledger, LogKey, NewApproval, NewOperation, Notice,
+    NoticeState, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint,
+    StoredReceipt, StoredSession, ToolDefinition, chunked,
+};
 use pool::Pool;
+use toolgate_core::trifecta::LegCall;
 
 /// Each entry is one schema version; never edit a shipped one, append.
 const MIGRATIONS: &[&str] = &[
@@ -66,7 +70,13 @@ impl PostgresLedger {
         pool.migrate(MIGRATIONS).await?;
         let digests = std::sync::Arc::new(crate::digests::Dictionary::default());
         let decided = tokio::sync::broadcast::channel(1024).0;
-        Ok(Self { sequencer: sequencer::Sequencer::start(pool.clone(), digests.clone()), pool, digests, decided, listening: Default::default() })
+        Ok(Self {
+            sequencer: sequencer::Sequencer::start(pool.clone(), digests.clone()),
+            pool,
+            digests,
+            decided,
+            listening: Default::default(),
+        })
     }
 }
 
@@ -98,16 +108,32 @@ impl Ledger for PostgresLedger {
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         approvals::find(&*self.pool, id).await
     }
-    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+    async fn latest_approval(
+        &self,
+        binding: &Binding,
+        operation_key: Option<&str>,
+    ) -> Result<Option<Approval>> {
         approvals::latest(&*self.pool, binding, operation_key).await
     }
-    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+    async fn approvals(
+        &self,
+        tenant: Option<&str>,
+        state: Option<ApprovalState>,
+        now_ms: i64,
+    ) -> Result<Vec<Approval>> {
         approvals::list(&*self.pool, tenant, state, now_ms).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         approvals::count(&*self.pool, state).await
     }
-    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: Decider<'_>,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Approval> {
         approvals::decide(&*self.pool, id, approve, &approver, reason, now_ms).await
     }
     async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
@@ -115,7 +141,9 @@ impl Ledger for PostgresLedger {
     }
 
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
-        let Some(draft) = new.receipt.take() else { return operations::begin(&*self.pool, &new, now_ms).await };
+        let Some(draft) = new.receipt.take() else {
+            return operations::begin(&*self.pool, &new, now_ms).await;
+        };
         let digests = self.digests.clone();
         self.pool
             .transaction(move |tx| {
@@ -129,11 +157,27 @@ impl Ledger for PostgresLedger {
             })
             .await
     }
-    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        attempt: i64,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Operation> {
         operations::dispatched(&*self.pool, id, attempt, lease_until_ms, now_ms).await
     }
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
-        let Some(draft) = receipt else { return operations::finish(&*self.pool, id, attempt, state, outcome, now_ms).await };
+    async fn finish_operation(
+        &self,
+        id: &str,
+        attempt: i64,
+        state: OperationState,
+        outcome: Option<String>,
+        now_ms: i64,
+        receipt: Option<Draft>,
+    ) -> Result<Operation> {
+        let Some(draft) = receipt else {
+            return operations::finish(&*self.pool, id, attempt, state, outcome, now_ms).await;
+        };
         let id = id.to_string();
         let digests = self.digests.clone();
         self.pool
@@ -152,14 +196,22 @@ impl Ledger for PostgresLedger {
     async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
         operations::find_by_key(&*self.pool, key).await
     }
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
+    async fn operations(
+        &self,
+        tenant: Option<&str>,
+        state: Option<OperationState>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
         operations::list(&*self.pool, tenant, state, now_ms, limit).await
     }
     async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
         chunked(|| operations::prune(&*self.pool, settled_before_ms, crate::ARCHIVE_CHUNK)).await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
-        let Some(draft) = resolution.receipt.take() else { return operations::resolve(&*self.pool, id, &resolution).await };
+        let Some(draft) = resolution.receipt.take() else {
+            return operations::resolve(&*self.pool, id, &resolution).await;
+        };
         let id = id.to_string();
         let digests = self.digests.clone();
         self.pool
@@ -210,7 +262,11 @@ impl Ledger for PostgresLedger {
     async fn log_keys(&self) -> Result<Vec<LogKey>> {
         receipts::keys(&*self.pool).await
     }
-    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
+    async fn add_tool_definitions(
+        &self,
+        definitions: Vec<ToolDefinition>,
+        now_ms: i64,
+    ) -> Result<()> {
         receipts::add_definitions(&*self.pool, &definitions, now_ms).await
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
@@ -223,7 +279,13 @@ impl Ledger for PostgresLedger {
         runs::add_leg(&*self.pool, key, &call, ttl_ms).await
     }
 
-    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32> {
         fleet::heartbeat(&*self.pool, replica, started_ms, now_ms, lease_ms).await
     }
     async fn leave(&self, replica: &str) -> Result<()> {
@@ -241,19 +303,41 @@ impl Ledger for PostgresLedger {
     async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
         fleet::end_sessions_of(&*self.pool, tenant, subject).await
     }
-    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>> {
         fleet::claim(&*self.pool, now_ms, claimed_until_ms, limit).await
     }
-    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()> {
         fleet::attempted(&*self.pool, id, attempt, status, error.as_deref(), now_ms).await
     }
-    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>> {
         fleet::list(&*self.pool, tenant, state, limit).await
     }
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         fleet::count(&*self.pool, state).await
     }
-    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
+    async fn redeliver_notice(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Notice> {
         fleet::redeliver(&*self.pool, id, tenant, now_ms).await
     }
     async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
@@ -262,7 +346,12 @@ impl Ledger for PostgresLedger {
     async fn put_connection(&self, connection: Connection) -> Result<()> {
         connections::put(&*self.pool, &connection).await
     }
-    async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Connection>> {
+    async fn connection(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+    ) -> Result<Option<Connection>> {
         connections::find(&*self.pool, tenant, subject, server).await
     }
     async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Connection>> {
@@ -271,13 +360,34 @@ impl Ledger for PostgresLedger {
     async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
         connections::delete(&*self.pool, tenant, subject, server).await
     }
-    async fn claim_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
+    async fn claim_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool> {
         connections::claim(&*self.pool, tenant, subject, server, holder, now_ms, until_ms).await
     }
-    async fn finish_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<Connection>) -> Result<bool> {
-        connections::finish(&*self.pool, tenant, subject, server, holder, replacement.as_ref()).await
+    async fn finish_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        replacement: Option<Connection>,
+    ) -> Result<bool> {
+        connections::finish(&*self.pool, tenant, subject, server, holder, replacement.as_ref())
+            .await
     }
-    async fn put_oauth_state(&self, id_sha256: &str, sealed: Vec<u8>, expires_ms: i64) -> Result<()> {
+    async fn put_oauth_state(
+        &self,
+        id_sha256: &str,
+        sealed: Vec<u8>,
+        expires_ms: i64,
+    ) -> Result<()> {
         connections::put_state(&*self.pool, id_sha256, &sealed, expires_ms).await
     }
     async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {

@@ -12,11 +12,18 @@ fn op(r: &Row) -> Result<Operation> {
     let state: String = r.get("state");
     Ok(Operation {
         id: r.get("id"),
-        key: OperationKey { tenant: r.get("tenant"), subject: r.get("subject"), server: r.get("server"), tool: r.get("tool"), value: r.get("op_key") },
+        key: OperationKey {
+            tenant: r.get("tenant"),
+            subject: r.get("subject"),
+            server: r.get("server"),
+            tool: r.get("tool"),
+            value: r.get("op_key"),
+        },
         caller: r.get("caller"),
         proposal_sha256: r.get("proposal_sha256"),
         approval_id: r.get("approval_id"),
-        state: OperationState::parse(&state).ok_or_else(|| LedgerError::Store(format!("unknown operation state `{state}`")))?,
+        state: OperationState::parse(&state)
+            .ok_or_else(|| LedgerError::Store(format!("unknown operation state `{state}`")))?,
         outcome: r.get("outcome"),
         attempts: r.get("attempts"),
         created_ms: r.get("created_ms"),
@@ -24,12 +31,17 @@ fn op(r: &Row) -> Result<Operation> {
         lease_until_ms: r.get("lease_until_ms"),
         resolved_by: r.get("resolved_by"),
         resolution: r.get("resolution"),
-        arguments: serde_json::from_str(r.get::<_, &str>("arguments")).map_err(|e| LedgerError::Store(format!("stored arguments are not JSON: {e}")))?,
+        arguments: serde_json::from_str(r.get::<_, &str>("arguments"))
+            .map_err(|e| LedgerError::Store(format!("stored arguments are not JSON: {e}")))?,
     })
 }
 
 pub async fn find(pool: &impl Db, id: &str) -> Result<Option<Operation>> {
-    pool.query_opt("SELECT * FROM operations WHERE id = $1", &[&id]).await?.as_ref().map(op).transpose()
+    pool.query_opt("SELECT * FROM operations WHERE id = $1", &[&id])
+        .await?
+        .as_ref()
+        .map(op)
+        .transpose()
 }
 
 pub async fn find_by_key(pool: &impl Db, k: &OperationKey) -> Result<Option<Operation>> {
@@ -44,7 +56,9 @@ pub async fn find_by_key(pool: &impl Db, k: &OperationKey) -> Result<Option<Oper
 }
 
 async fn by_key(pool: &impl Db, k: &OperationKey) -> Result<Operation> {
-    find_by_key(pool, k).await?.ok_or_else(|| LedgerError::Store("an operation key conflicted but no row holds it".into()))
+    find_by_key(pool, k)
+        .await?
+        .ok_or_else(|| LedgerError::Store("an operation key conflicted but no row holds it".into()))
 }
 
 pub async fn begin(pool: &impl Db, new: &NewOperation, now_ms: i64) -> Result<Begun> {
@@ -88,15 +102,27 @@ async fn lapse(pool: &impl Db, now_ms: i64) -> Result<u64> {
     pool.execute("UPDATE operations SET state = 'unknown', updated_ms = $1 WHERE state = 'dispatched' AND lease_until_ms <= $1", &[&now_ms]).await
 }
 
-async fn changed_or_wrong(pool: &impl Db, id: &str, row: Option<Row>, what: &'static str) -> Result<Operation> {
+async fn changed_or_wrong(
+    pool: &impl Db,
+    id: &str,
+    row: Option<Row>,
+    what: &'static str,
+) -> Result<Operation> {
     if let Some(row) = row {
         return op(&row);
     }
-    let current = find(pool, id).await?.ok_or_else(|| LedgerError::OperationNotFound(id.to_string()))?;
+    let current =
+        find(pool, id).await?.ok_or_else(|| LedgerError::OperationNotFound(id.to_string()))?;
     Err(LedgerError::WrongState { id: id.to_string(), state: current.state.as_str(), what })
 }
 
-pub async fn dispatched(pool: &impl Db, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+pub async fn dispatched(
+    pool: &impl Db,
+    id: &str,
+    attempt: i64,
+    lease_until_ms: i64,
+    now_ms: i64,
+) -> Result<Operation> {
     let row = pool
         .query_opt(
             "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 WHERE id = $1 AND state = 'reserved' AND attempts = $4 RETURNING *",
@@ -106,7 +132,14 @@ pub async fn dispatched(pool: &impl Db, id: &str, attempt: i64, lease_until_ms: 
     changed_or_wrong(pool, id, row, "only the holder of a reserved operation can dispatch it").await
 }
 
-pub async fn finish(pool: &impl Db, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64) -> Result<Operation> {
+pub async fn finish(
+    pool: &impl Db,
+    id: &str,
+    attempt: i64,
+    state: OperationState,
+    outcome: Option<String>,
+    now_ms: i64,
+) -> Result<Operation> {
     let row = pool
         .query_opt(
             "UPDATE operations SET state = $2, outcome = $3, updated_ms = $4 WHERE id = $1 AND state = 'dispatched' AND attempts = $5 RETURNING *",
@@ -118,7 +151,11 @@ pub async fn finish(pool: &impl Db, id: &str, attempt: i64, state: OperationStat
 
 pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operation> {
     lapse(pool, r.now_ms).await?;
-    let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+    let state = if r.applied {
+        OperationState::ReconciledApplied
+    } else {
+        OperationState::ReconciledNotApplied
+    };
     let row = pool
         .query_opt(
             "UPDATE operations SET state = $2, outcome = $3, resolved_by = $4, resolution = $5, updated_ms = $6 \
@@ -129,7 +166,13 @@ pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operati
     changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
 }
 
-pub async fn list(pool: &impl Db, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
+pub async fn list(
+    pool: &impl Db,
+    tenant: Option<&str>,
+    state: Option<OperationState>,
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<Operation>> {
     lapse(pool, now_ms).await?;
     let (state, limit) = (state.map(OperationState::as_str), limit.min(i64::MAX as usize) as i64);
     let rows = pool

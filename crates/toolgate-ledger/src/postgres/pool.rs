@@ -27,9 +27,21 @@ pub struct Pool {
 
 /// Statements, on the pool or inside a transaction.
 pub trait Db: Sync {
-    fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Vec<Row>>> + Send;
-    fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Option<Row>>> + Send;
-    fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<u64>> + Send;
+    fn query(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>>> + Send;
+    fn query_opt(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>>> + Send;
+    fn execute(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64>> + Send;
 }
 
 impl Conn {
@@ -51,7 +63,11 @@ impl Db for Conn {
     async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         Ok(self.client.query(&self.statement(sql).await?, params).await?)
     }
-    async fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+    async fn query_opt(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
         Ok(self.client.query_opt(&self.statement(sql).await?, params).await?)
     }
     async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
@@ -78,7 +94,8 @@ impl Pool {
     }
 
     pub async fn connect(url: &str, size: usize) -> Result<Self> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| LedgerError::Store(format!("invalid ledger URL: {e}")))?;
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e| LedgerError::Store(format!("invalid ledger URL: {e}")))?;
         let mut slots = Vec::with_capacity(size);
         for _ in 0..size {
             slots.push(Mutex::new(Arc::new(open(&config).await?)));
@@ -88,7 +105,10 @@ impl Pool {
 
     /// Runs `work` in one transaction on the transaction connection:
     /// committed if it returns Ok, rolled back otherwise.
-    pub async fn transaction<T>(&self, work: impl for<'c> FnOnce(&'c Conn) -> Work<'c, T>) -> Result<T> {
+    pub async fn transaction<T>(
+        &self,
+        work: impl for<'c> FnOnce(&'c Conn) -> Work<'c, T>,
+    ) -> Result<T> {
         let mut slot = self.tx.lock().await;
         if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
             *slot = Some(open(&self.config).await?);
@@ -120,7 +140,6 @@ impl Pool {
         *self.slots[i].lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
         Ok(fresh)
     }
-
 }
 
 /// A statement on the next pipelined connection.
@@ -128,7 +147,11 @@ impl Db for Pool {
     async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         self.conn().await?.query(sql, params).await
     }
-    async fn query_opt(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+    async fn query_opt(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
         self.conn().await?.query_opt(sql, params).await
     }
     async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
@@ -137,7 +160,6 @@ impl Db for Pool {
 }
 
 impl Pool {
-
     /// Applies the migrations not yet applied, one transaction each, under
     /// an advisory lock so replicas starting together apply them once.
     pub async fn migrate(&self, migrations: &[&str]) -> Result<()> {
@@ -145,7 +167,10 @@ impl Pool {
         let tx = conn.client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock(7461001)", &[]).await?;
         tx.batch_execute("CREATE TABLE IF NOT EXISTS toolgate_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)").await?;
-        let applied: i32 = tx.query_one("SELECT coalesce(max(version), 0) FROM toolgate_migrations", &[]).await?.get(0);
+        let applied: i32 = tx
+            .query_one("SELECT coalesce(max(version), 0) FROM toolgate_migrations", &[])
+            .await?
+            .get(0);
         for (i, sql) in migrations.iter().enumerate().skip(applied as usize) {
             tx.batch_execute(sql).await?;
             let version = i as i32 + 1;

@@ -10,7 +10,10 @@ use toolgate_core::merkle::Hash;
 
 use super::pool::Db;
 use crate::digests::Dictionary;
-use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{
+    Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    ToolDefinition,
+};
 
 /// The log's lock (the migrations' is 7461001).
 const LOG_LOCK: i64 = 7_461_002;
@@ -24,18 +27,27 @@ pub async fn append(tx: &impl Db, digests: &Dictionary, drafts: Vec<Draft>) -> R
 /// statement: each request gets its indexes, or why its receipts could not
 /// be sealed (then it takes none, and the others are unaffected). Inside a
 /// transaction only.
-pub async fn append_each(tx: &impl Db, digests: &Dictionary, requests: Vec<Vec<Draft>>) -> Result<Vec<Result<Vec<u64>>>> {
+pub async fn append_each(
+    tx: &impl Db,
+    digests: &Dictionary,
+    requests: Vec<Vec<Draft>>,
+) -> Result<Vec<Result<Vec<u64>>>> {
     if requests.iter().all(Vec::is_empty) {
         return Ok(requests.into_iter().map(|_| Ok(Vec::new())).collect());
     }
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOG_LOCK]).await?;
     let mut next = log_size(tx).await?;
-    let (mut indexes, mut bodies, mut salts, mut asked) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut indexes, mut bodies, mut salts, mut asked) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut answers = Vec::with_capacity(requests.len());
     for drafts in requests {
         // Sealed whole or not at all: a request's receipts are adjacent.
         let first = next;
-        let sealed: Result<Vec<crate::Row>> = drafts.into_iter().enumerate().map(|(i, d)| crate::seal(d, first + i as u64, digests).map(|(row, _)| row)).collect();
+        let sealed: Result<Vec<crate::Row>> = drafts
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| crate::seal(d, first + i as u64, digests).map(|(row, _)| row))
+            .collect();
         match sealed {
             Ok(rows) => {
                 next = first + rows.len() as u64;
@@ -70,8 +82,17 @@ pub async fn append_each(tx: &impl Db, digests: &Dictionary, requests: Vec<Vec<D
 /// knows. `db` must not be a transaction that added some: read outside one,
 /// they are all committed.
 pub async fn learn_digests(db: &impl Db, digests: &Dictionary) -> Result<()> {
-    let rows = db.query("SELECT id, digest FROM digests WHERE id > $1 ORDER BY id", &[&(digests.max_id() as i64)]).await?;
-    digests.learn(rows.iter().map(|r| (r.get::<_, i64>("id") as u64, r.get::<_, Vec<u8>>("digest"))).collect());
+    let rows = db
+        .query(
+            "SELECT id, digest FROM digests WHERE id > $1 ORDER BY id",
+            &[&(digests.max_id() as i64)],
+        )
+        .await?;
+    digests.learn(
+        rows.iter()
+            .map(|r| (r.get::<_, i64>("id") as u64, r.get::<_, Vec<u8>>("digest")))
+            .collect(),
+    );
     Ok(())
 }
 
@@ -84,14 +105,31 @@ pub async fn log_size(db: &impl Db) -> Result<u64> {
 }
 
 pub async fn archived(db: &impl Db) -> Result<Option<StoredArchive>> {
-    let Some(r) = db.query_opt("SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1", &[]).await? else { return Ok(None) };
+    let Some(r) = db
+        .query_opt(
+            "SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1",
+            &[],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
     let frontier: Vec<u8> = r.get("frontier");
-    Ok(Some(StoredArchive { before: r.get::<_, i64>("before") as u64, root: hash(&r, "root")?, frontier: crate::hashes(&frontier)?, archived_ms: r.get("archived_ms") }))
+    Ok(Some(StoredArchive {
+        before: r.get::<_, i64>("before") as u64,
+        root: hash(&r, "root")?,
+        frontier: crate::hashes(&frontier)?,
+        archived_ms: r.get("archived_ms"),
+    }))
 }
 
 pub async fn record_archive(db: &impl Db, a: &StoredArchive) -> Result<()> {
     let before = a.before as i64;
-    db.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES ($1, $2, $3, $4)", &[&before, &&a.root[..], &a.frontier.concat(), &a.archived_ms]).await?;
+    db.execute(
+        "INSERT INTO archives (before, root, frontier, archived_ms) VALUES ($1, $2, $3, $4)",
+        &[&before, &&a.root[..], &a.frontier.concat(), &a.archived_ms],
+    )
+    .await?;
     Ok(())
 }
 
@@ -102,20 +140,42 @@ pub async fn drop_archived(db: &impl Db, before: u64, chunk: u64) -> Result<u64>
 }
 
 fn hash(r: &Row, column: &str) -> Result<Hash> {
-    r.get::<_, Vec<u8>>(column).try_into().map_err(|_| LedgerError::Store(format!("a stored {column} is not 32 bytes")))
+    r.get::<_, Vec<u8>>(column)
+        .try_into()
+        .map_err(|_| LedgerError::Store(format!("a stored {column} is not 32 bytes")))
 }
 
 /// Outside a transaction only (the dictionary is read after the rows: every
 /// number they name is committed by then).
-pub async fn list(db: &impl Db, digests: &Dictionary, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+pub async fn list(
+    db: &impl Db,
+    digests: &Dictionary,
+    from: u64,
+    limit: u64,
+) -> Result<Vec<StoredReceipt>> {
     let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
     let rows = db.query("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
     learn_digests(db, digests).await?;
-    rows.iter().map(|r| StoredReceipt::from_row(r.get::<_, i64>("log_index") as u64, r.get("body"), hash(r, "salt")?, r.get("proposal"), digests)).collect()
+    rows.iter()
+        .map(|r| {
+            StoredReceipt::from_row(
+                r.get::<_, i64>("log_index") as u64,
+                r.get("body"),
+                hash(r, "salt")?,
+                r.get("proposal"),
+                digests,
+            )
+        })
+        .collect()
 }
 
 /// The leaves' hashes, from their rows (a row keeps no hash of its own).
-pub async fn leaf_hashes(db: &impl Db, digests: &Dictionary, from: u64, to: u64) -> Result<Vec<Hash>> {
+pub async fn leaf_hashes(
+    db: &impl Db,
+    digests: &Dictionary,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Hash>> {
     StoredReceipt::leaf_hashes(list(db, digests, from, to.saturating_sub(from)).await?, from, to)
 }
 
@@ -143,14 +203,21 @@ pub async fn checkpoints(db: &impl Db) -> Result<Vec<StoredCheckpoint>> {
 
 pub async fn checkpoint(db: &impl Db, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
     let row = match size {
-        Some(size) => db.query_opt("SELECT * FROM checkpoints WHERE size = $1", &[&(size as i64)]).await?,
+        Some(size) => {
+            db.query_opt("SELECT * FROM checkpoints WHERE size = $1", &[&(size as i64)]).await?
+        }
         None => db.query_opt("SELECT * FROM checkpoints ORDER BY size DESC LIMIT 1", &[]).await?,
     };
     row.as_ref().map(stored_checkpoint).transpose()
 }
 
 fn stored_checkpoint(r: &Row) -> Result<StoredCheckpoint> {
-    Ok(StoredCheckpoint { size: r.get::<_, i64>("size") as u64, root: hash(r, "root")?, note: r.get("note"), created_ms: r.get("created_ms") })
+    Ok(StoredCheckpoint {
+        size: r.get::<_, i64>("size") as u64,
+        root: hash(r, "root")?,
+        note: r.get("note"),
+        created_ms: r.get("created_ms"),
+    })
 }
 
 pub async fn add_key(db: &impl Db, k: &LogKey) -> Result<()> {
@@ -162,13 +229,24 @@ pub async fn add_key(db: &impl Db, k: &LogKey) -> Result<()> {
     let stored = db.query_opt("SELECT ed25519 FROM log_keys WHERE kid = $1", &[&k.kid]).await?;
     match stored.map(|r| r.get::<_, String>("ed25519")) {
         Some(ed) if ed == k.ed25519 => Ok(()),
-        _ => Err(LedgerError::Store(format!("the key history already holds another key under kid {}", k.kid))),
+        _ => Err(LedgerError::Store(format!(
+            "the key history already holds another key under kid {}",
+            k.kid
+        ))),
     }
 }
 
 pub async fn keys(db: &impl Db) -> Result<Vec<LogKey>> {
     let rows = db.query("SELECT * FROM log_keys ORDER BY created_ms, kid", &[]).await?;
-    Ok(rows.iter().map(|r| LogKey { kid: r.get("kid"), ed25519: r.get("ed25519"), ml_dsa_65: r.get("ml_dsa_65"), created_ms: r.get("created_ms") }).collect())
+    Ok(rows
+        .iter()
+        .map(|r| LogKey {
+            kid: r.get("kid"),
+            ed25519: r.get("ed25519"),
+            ml_dsa_65: r.get("ml_dsa_65"),
+            created_ms: r.get("created_ms"),
+        })
+        .collect())
 }
 
 pub async fn add_definitions(db: &impl Db, defs: &[ToolDefinition], now_ms: i64) -> Result<()> {
@@ -183,6 +261,15 @@ pub async fn add_definitions(db: &impl Db, defs: &[ToolDefinition], now_ms: i64)
 }
 
 pub async fn definitions(db: &impl Db) -> Result<Vec<ToolDefinition>> {
-    let rows = db.query("SELECT * FROM tool_definitions ORDER BY server, tool, first_ms", &[]).await?;
-    Ok(rows.iter().map(|r| ToolDefinition { sha256: r.get("sha256"), server: r.get("server"), tool: r.get("tool"), definition: r.get("definition") }).collect())
+    let rows =
+        db.query("SELECT * FROM tool_definitions ORDER BY server, tool, first_ms", &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| ToolDefinition {
+            sha256: r.get("sha256"),
+            server: r.get("server"),
+            tool: r.get("tool"),
+            definition: r.get("definition"),
+        })
+        .collect())
 }

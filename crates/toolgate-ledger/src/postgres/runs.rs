@@ -8,7 +8,13 @@ use crate::{MAX_LEGS, Result, RunKey, RunState};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
-async fn begin(db: &impl Db, k: &RunKey, calls: i64, now_ms: i64, ttl_ms: i64) -> Result<(i64, i64, i64)> {
+async fn begin(
+    db: &impl Db,
+    k: &RunKey,
+    calls: i64,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<(i64, i64, i64)> {
     // SET reads the row as it was: an expired run restarts from this call.
     let row = db
         .query_opt(
@@ -35,11 +41,24 @@ async fn legs(db: &impl Db, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     // The table's CHECK admits only the two legs.
     Ok(rows
         .iter()
-        .filter_map(|r| Leg::parse(r.get::<_, &str>(0)).map(|leg| LegCall { leg, tool: r.get(1), proposal_sha256: r.get(2), at_ms: r.get(3) }))
+        .filter_map(|r| {
+            Leg::parse(r.get::<_, &str>(0)).map(|leg| LegCall {
+                leg,
+                tool: r.get(1),
+                proposal_sha256: r.get(2),
+                at_ms: r.get(3),
+            })
+        })
         .collect())
 }
 
-pub async fn run(db: &impl Db, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+pub async fn run(
+    db: &impl Db,
+    k: &RunKey,
+    count: bool,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<RunState> {
     let (calls, started_ms, expires_ms) = if count {
         begin(db, k, 1, now_ms, ttl_ms).await?
     } else {
@@ -51,10 +70,22 @@ pub async fn run(db: &impl Db, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64
             .await?;
         match found {
             Some(r) => (r.get(0), r.get(1), r.get(2)),
-            None => return Ok(RunState { calls: 0, started_ms: now_ms, expires_ms: now_ms + ttl_ms, legs: Vec::new() }),
+            None => {
+                return Ok(RunState {
+                    calls: 0,
+                    started_ms: now_ms,
+                    expires_ms: now_ms + ttl_ms,
+                    legs: Vec::new(),
+                });
+            }
         }
     };
-    Ok(RunState { calls: calls as u64, started_ms, expires_ms, legs: legs(db, k, started_ms).await? })
+    Ok(RunState {
+        calls: calls as u64,
+        started_ms,
+        expires_ms,
+        legs: legs(db, k, started_ms).await?,
+    })
 }
 
 pub async fn add_leg(db: &impl Db, k: &RunKey, call: &LegCall, ttl_ms: i64) -> Result<i64> {

@@ -36,12 +36,19 @@ impl Sequencer {
     /// indexes once that batch committed.
     pub async fn append(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         let (tx, rx) = oneshot::channel();
-        self.requests.send((drafts, tx)).map_err(|_| LedgerError::Store("the ledger's sequencer stopped".into()))?;
-        rx.await.map_err(|_| LedgerError::Store("the ledger's sequencer stopped mid-batch".into()))?
+        self.requests
+            .send((drafts, tx))
+            .map_err(|_| LedgerError::Store("the ledger's sequencer stopped".into()))?;
+        rx.await
+            .map_err(|_| LedgerError::Store("the ledger's sequencer stopped mid-batch".into()))?
     }
 }
 
-async fn run(pool: Arc<Pool>, digests: Arc<Dictionary>, mut queue: mpsc::UnboundedReceiver<Request>) {
+async fn run(
+    pool: Arc<Pool>,
+    digests: Arc<Dictionary>,
+    mut queue: mpsc::UnboundedReceiver<Request>,
+) {
     while let Some(first) = queue.recv().await {
         let mut size = first.0.len();
         let mut batch = vec![first];
@@ -53,7 +60,9 @@ async fn run(pool: Arc<Pool>, digests: Arc<Dictionary>, mut queue: mpsc::Unbound
         let (drafts, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         // Numbers committed since a batch met new digests (this replica's or
         // another's), read outside the batch's transaction: committed ones only.
-        if digests.stale() && let Err(e) = receipts::learn_digests(&*pool, &digests).await {
+        if digests.stale()
+            && let Err(e) = receipts::learn_digests(&*pool, &digests).await
+        {
             tracing::debug!(target: "toolgate::ledger", error = %e, "cannot read the dictionary of digests; rows keep them whole");
         }
         let digests = digests.clone();
@@ -69,7 +78,9 @@ async fn run(pool: Arc<Pool>, digests: Arc<Dictionary>, mut queue: mpsc::Unbound
             .await;
         match written {
             Ok(each) => answers.into_iter().zip(each).for_each(|(a, r)| drop(a.send(r))),
-            Err(e) => answers.into_iter().for_each(|a| drop(a.send(Err(LedgerError::Store(e.to_string()))))),
+            Err(e) => answers
+                .into_iter()
+                .for_each(|a| drop(a.send(Err(LedgerError::Store(e.to_string()))))),
         }
     }
 }

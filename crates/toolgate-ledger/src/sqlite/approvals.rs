@@ -14,7 +14,9 @@ const COLUMNS: &str = "id, tenant, caller, server, tool, proposal_sha256, policy
 fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
     let text = |i: usize| r.get::<_, String>(i);
     let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
-        serde_json::from_str(&text(i)?).map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+        serde_json::from_str(&text(i)?).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
     };
     let state = text(10)?;
     Ok(Approval {
@@ -30,7 +32,9 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
         arguments: json(7)?,
         reason: text(8)?,
         rules: serde_json::from_value(json(9)?).unwrap_or_default(),
-        state: ApprovalState::parse(&state).ok_or_else(|| rusqlite::Error::InvalidColumnType(10, state, rusqlite::types::Type::Text))?,
+        state: ApprovalState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(10, state, rusqlite::types::Type::Text)
+        })?,
         created_ms: r.get(11)?,
         expires_ms: r.get(12)?,
         decided_by: r.get(13)?,
@@ -57,11 +61,17 @@ pub fn get(conn: &Connection, id: &str) -> Result<Approval> {
 }
 
 pub fn find(conn: &Connection, id: &str) -> Result<Option<Approval>> {
-    Ok(conn.query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), [id], row).optional()?)
+    Ok(conn
+        .query_row(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"), [id], row)
+        .optional()?)
 }
 
 /// The newest approval of this binding for this operation key (or none).
-pub fn latest(conn: &Connection, b: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+pub fn latest(
+    conn: &Connection,
+    b: &Binding,
+    operation_key: Option<&str>,
+) -> Result<Option<Approval>> {
     Ok(conn
         .query_row(
             &format!(
@@ -75,10 +85,17 @@ pub fn latest(conn: &Connection, b: &Binding, operation_key: Option<&str>) -> Re
 }
 
 pub fn count(conn: &Connection, state: ApprovalState) -> Result<u64> {
-    Ok(conn.query_row("SELECT count(*) FROM approvals WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
+    Ok(conn.query_row("SELECT count(*) FROM approvals WHERE state = ?1", [state.as_str()], |r| {
+        r.get::<_, i64>(0)
+    })? as u64)
 }
 
-pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+pub fn list(
+    conn: &Connection,
+    tenant: Option<&str>,
+    state: Option<ApprovalState>,
+    now_ms: i64,
+) -> Result<Vec<Approval>> {
     conn.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= ?1", [now_ms])?;
     // `state = ?1` spelled out when given, so the (state, created_ms) index
     // finds the rows: `?1 IS NULL OR …` read and sorted the whole table,
@@ -92,7 +109,14 @@ pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<ApprovalState
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
+pub fn decide(
+    conn: &Connection,
+    id: &str,
+    approve: bool,
+    approver: &Decider<'_>,
+    reason: &str,
+    now_ms: i64,
+) -> Result<Approval> {
     let current = get(conn, id)?;
     // Another tenant's approval does not exist for this approver.
     if current.binding.tenant != approver.tenant {
@@ -104,7 +128,10 @@ pub fn decide(conn: &Connection, id: &str, approve: bool, approver: &Decider<'_>
     match current.state_at(now_ms) {
         ApprovalState::Pending => {}
         ApprovalState::Expired => {
-            conn.execute("UPDATE approvals SET state = 'expired' WHERE id = ?1 AND state = 'pending'", [id])?;
+            conn.execute(
+                "UPDATE approvals SET state = 'expired' WHERE id = ?1 AND state = 'pending'",
+                [id],
+            )?;
             return Err(LedgerError::Expired(id.to_string()));
         }
         state => return Err(LedgerError::NotPending { id: id.to_string(), state: state.as_str() }),

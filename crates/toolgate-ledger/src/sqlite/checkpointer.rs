@@ -41,7 +41,11 @@ pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result
     conn.busy_timeout(REWIND_WAIT)?;
     // A checkpoint fsyncs the WAL before and the database after copying,
     // under NORMAL and FULL alike; the setting only has to be one of them.
-    conn.pragma_update(None, "synchronous", if sync == Synchronous::Full { "FULL" } else { "NORMAL" })?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        if sync == Synchronous::Full { "FULL" } else { "NORMAL" },
+    )?;
     std::thread::Builder::new()
         .name("toolgate-ledger-checkpointer".into())
         .spawn(move || {
@@ -60,7 +64,11 @@ pub fn spawn(path: &Path, sync: Synchronous, stop: mpsc::Receiver<()>) -> Result
 fn checkpoint(conn: &Connection, cap: i64) -> rusqlite::Result<()> {
     // After a checkpoint in `mode`: the WAL's frames, and how many of them
     // are in the database.
-    let frames = |mode: &str| conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+    let frames = |mode: &str| {
+        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        })
+    };
     let (mut log, mut copied) = frames("PASSIVE")?;
     if log <= cap {
         return Ok(());
@@ -133,7 +141,11 @@ mod tests {
         write_pages(&w, 200);
         let started = std::time::Instant::now();
         checkpoint(&checkpointer(&path), 100).unwrap();
-        assert!(started.elapsed() < REWIND_WAIT, "no RESTART waited for the reader: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < REWIND_WAIT,
+            "no RESTART waited for the reader: {:?}",
+            started.elapsed()
+        );
         assert!(frames_after_a_write(&w) > 200, "the WAL is kept for the reader");
         reader.execute_batch("COMMIT").unwrap();
         checkpoint(&checkpointer(&path), 100).unwrap();

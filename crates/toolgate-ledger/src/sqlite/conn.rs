@@ -30,7 +30,10 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     create_owner_only(path).map_err(|e| {
-        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN), Some(format!("cannot create it owner-only: {e}; check its folder's permissions")))
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(format!("cannot create it owner-only: {e}; check its folder's permissions")),
+        )
     })?;
     let mut conn = Connection::open(path)?;
     // SQLite opens a file it may not write read-only, without a word, and
@@ -105,7 +108,10 @@ fn tighten_existing(_: &Path) -> std::io::Result<()> {
 /// A second connection that only reads (the sequence's, for the log's
 /// size): opened after `open` migrated the file.
 pub fn open_reader(path: &Path) -> crate::Result<Connection> {
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     Ok(conn)
 }
@@ -143,7 +149,12 @@ mod tests {
         let conn = open(&path).unwrap();
         let wal = dir.path().join("ledger.sqlite3-wal");
         for p in [&path, &sequence, &wal] {
-            assert_eq!(std::fs::metadata(p).unwrap().permissions().mode() & 0o777, 0o600, "{}", p.display());
+            assert_eq!(
+                std::fs::metadata(p).unwrap().permissions().mode() & 0o777,
+                0o600,
+                "{}",
+                p.display()
+            );
         }
         drop(conn);
     }
@@ -205,22 +216,45 @@ mod tests {
         let conn = open(&path).unwrap();
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version as usize, MIGRATIONS.len());
-        let draft = Draft { receipt: receipt(&key, receipt::RECEIPT_VERSION, "close_ticket"), salt: [2; 32], asked: None, key: Arc::new(ReceiptKey::new(key.signing_key().clone())), sign_each: false, placement: Default::default() };
+        let draft = Draft {
+            receipt: receipt(&key, receipt::RECEIPT_VERSION, "close_ticket"),
+            salt: [2; 32],
+            asked: None,
+            key: Arc::new(ReceiptKey::new(key.signing_key().clone())),
+            sign_each: false,
+            placement: Default::default(),
+        };
         let digests = crate::digests::Dictionary::default();
         assert_eq!(super::super::receipts::append(&conn, &digests, vec![draft]).unwrap(), vec![1]);
         let rows = super::super::receipts::list(&conn, &digests, 0, 10).unwrap();
-        assert_eq!((rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()), (old_text.as_str(), old_leaf, [1; 32], Some("{}")));
+        assert_eq!(
+            (rows[0].logged.as_str(), rows[0].leaf_hash, rows[0].salt, rows[0].asked.as_deref()),
+            (old_text.as_str(), old_leaf, [1; 32], Some("{}"))
+        );
         let new = LoggedReceipt::from_json(rows[1].logged.as_bytes(), Default::default()).unwrap();
-        assert_eq!((new.receipt.log_index, new.receipt.tool.as_str(), new.signature.is_none()), (1, "close_ticket", true));
+        assert_eq!(
+            (new.receipt.log_index, new.receipt.tool.as_str(), new.signature.is_none()),
+            (1, "close_ticket", true)
+        );
         assert_eq!(rows[1].leaf_hash, toolgate_core::merkle::leaf_hash(rows[1].entry().as_bytes()));
-        let body: Vec<u8> = conn.query_row("SELECT body FROM receipts WHERE log_index = 1", [], |r| r.get(0)).unwrap();
+        let body: Vec<u8> = conn
+            .query_row("SELECT body FROM receipts WHERE log_index = 1", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(body[0], receipt::compact::FORMAT);
-        assert!(body.len() * 3 < rows[1].logged.len(), "{} bytes for a {}-byte leaf", body.len(), rows[1].logged.len());
+        assert!(
+            body.len() * 3 < rows[1].logged.len(),
+            "{} bytes for a {}-byte leaf",
+            body.len(),
+            rows[1].logged.len()
+        );
         // The guards came back with the table.
         let refused = |sql: &str| conn.execute_batch(sql).unwrap_err().to_string();
         assert!(refused("DELETE FROM receipts").contains("append-only"));
         assert!(refused("UPDATE receipts SET proposal = 'x'").contains("append-only"));
-        assert!(refused("INSERT INTO receipts (log_index, body, salt) VALUES (5, x'01', zeroblob(32))").contains("next log index"));
+        assert!(
+            refused("INSERT INTO receipts (log_index, body, salt) VALUES (5, x'01', zeroblob(32))")
+                .contains("next log index")
+        );
         assert!(refused("INSERT INTO checkpoints (size, root, note, created_ms) VALUES (3, zeroblob(32), 'n', 0)").contains("cannot cover"));
     }
 }

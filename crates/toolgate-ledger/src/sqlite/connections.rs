@@ -9,7 +9,14 @@ use crate::{Connection, Result};
 const COLUMNS: &str = "tenant, subject, server, sealed, expires_ms, updated_ms";
 
 fn grant(r: &Row<'_>) -> rusqlite::Result<Connection> {
-    Ok(Connection { tenant: r.get(0)?, subject: r.get(1)?, server: r.get(2)?, sealed: r.get(3)?, expires_ms: r.get(4)?, updated_ms: r.get(5)? })
+    Ok(Connection {
+        tenant: r.get(0)?,
+        subject: r.get(1)?,
+        server: r.get(2)?,
+        sealed: r.get(3)?,
+        expires_ms: r.get(4)?,
+        updated_ms: r.get(5)?,
+    })
 }
 
 /// Writes `g` over any grant of its key; the lease stays as it is.
@@ -24,7 +31,10 @@ fn upsert(c: &Sqlite, g: &Connection) -> Result<()> {
 
 /// Releases whatever lease there is on the grant (of any holder).
 fn release(c: &Sqlite, tenant: &str, subject: &str, server: &str) -> Result<()> {
-    c.execute("DELETE FROM refresh_leases WHERE tenant = ?1 AND subject = ?2 AND server = ?3", [tenant, subject, server])?;
+    c.execute(
+        "DELETE FROM refresh_leases WHERE tenant = ?1 AND subject = ?2 AND server = ?3",
+        [tenant, subject, server],
+    )?;
     Ok(())
 }
 
@@ -34,7 +44,14 @@ pub fn put(c: &Sqlite, g: &Connection) -> Result<()> {
 }
 
 pub fn find(c: &Sqlite, tenant: &str, subject: &str, server: &str) -> Result<Option<Connection>> {
-    Ok(c.query_row(&format!("SELECT {COLUMNS} FROM connections WHERE tenant = ?1 AND subject = ?2 AND server = ?3"), [tenant, subject, server], grant).optional()?)
+    Ok(c.query_row(
+        &format!(
+            "SELECT {COLUMNS} FROM connections WHERE tenant = ?1 AND subject = ?2 AND server = ?3"
+        ),
+        [tenant, subject, server],
+        grant,
+    )
+    .optional()?)
 }
 
 pub fn list(c: &Sqlite, tenant: Option<&str>) -> Result<Vec<Connection>> {
@@ -45,10 +62,21 @@ pub fn list(c: &Sqlite, tenant: Option<&str>) -> Result<Vec<Connection>> {
 
 pub fn delete(c: &Sqlite, tenant: &str, subject: &str, server: &str) -> Result<bool> {
     release(c, tenant, subject, server)?;
-    Ok(c.execute("DELETE FROM connections WHERE tenant = ?1 AND subject = ?2 AND server = ?3", [tenant, subject, server])? > 0)
+    Ok(c.execute(
+        "DELETE FROM connections WHERE tenant = ?1 AND subject = ?2 AND server = ?3",
+        [tenant, subject, server],
+    )? > 0)
 }
 
-pub fn claim(c: &Sqlite, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
+pub fn claim(
+    c: &Sqlite,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+    holder: &str,
+    now_ms: i64,
+    until_ms: i64,
+) -> Result<bool> {
     // Taken when free or lapsed, or extended for its own holder; else no row changes.
     Ok(c.execute(
         "INSERT INTO refresh_leases (tenant, subject, server, holder, until_ms) VALUES (?1, ?2, ?3, ?4, ?5) \
@@ -58,7 +86,14 @@ pub fn claim(c: &Sqlite, tenant: &str, subject: &str, server: &str, holder: &str
     )? > 0)
 }
 
-pub fn finish(c: &Sqlite, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<&Connection>) -> Result<bool> {
+pub fn finish(
+    c: &Sqlite,
+    tenant: &str,
+    subject: &str,
+    server: &str,
+    holder: &str,
+    replacement: Option<&Connection>,
+) -> Result<bool> {
     crate::connections::same_grant(replacement, tenant, subject, server)?;
     let released = c.execute("DELETE FROM refresh_leases WHERE tenant = ?1 AND subject = ?2 AND server = ?3 AND holder = ?4", [tenant, subject, server, holder])? > 0;
     if let (true, Some(g)) = (released, replacement) {
@@ -68,12 +103,21 @@ pub fn finish(c: &Sqlite, tenant: &str, subject: &str, server: &str, holder: &st
 }
 
 pub fn put_state(c: &Sqlite, id_sha256: &str, sealed: &[u8], expires_ms: i64) -> Result<()> {
-    c.execute("INSERT INTO oauth_states (id_sha256, sealed, expires_ms) VALUES (?1, ?2, ?3)", params![id_sha256, sealed, expires_ms])?;
+    c.execute(
+        "INSERT INTO oauth_states (id_sha256, sealed, expires_ms) VALUES (?1, ?2, ?3)",
+        params![id_sha256, sealed, expires_ms],
+    )?;
     Ok(())
 }
 
 pub fn take_state(c: &Sqlite, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
-    let taken: Option<(Vec<u8>, i64)> = c.query_row("DELETE FROM oauth_states WHERE id_sha256 = ?1 RETURNING sealed, expires_ms", [id_sha256], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    let taken: Option<(Vec<u8>, i64)> = c
+        .query_row(
+            "DELETE FROM oauth_states WHERE id_sha256 = ?1 RETURNING sealed, expires_ms",
+            [id_sha256],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
     Ok(taken.filter(|(_, expires_ms)| *expires_ms > now_ms).map(|(sealed, _)| sealed))
 }
 

@@ -5,7 +5,13 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::{Attempt, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
 
-pub fn heartbeat(c: &Connection, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+pub fn heartbeat(
+    c: &Connection,
+    replica: &str,
+    started_ms: i64,
+    now_ms: i64,
+    lease_ms: i64,
+) -> Result<u32> {
     c.execute(
         "INSERT INTO replicas (id, started_ms, seen_ms) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
         params![replica, started_ms, now_ms],
@@ -42,11 +48,17 @@ pub fn end_session(c: &Connection, id_sha256: &str) -> Result<bool> {
 }
 
 pub fn end_sessions_of(c: &Connection, tenant: &str, subject: &str) -> Result<u64> {
-    Ok(c.execute("DELETE FROM sessions WHERE tenant = ?1 AND subject = ?2", [tenant, subject])? as u64)
+    Ok(c.execute("DELETE FROM sessions WHERE tenant = ?1 AND subject = ?2", [tenant, subject])?
+        as u64)
 }
 
 /// Writes the notices of approval `approval_id`, opened at `now_ms`: due at once.
-pub fn add_notices(c: &Connection, approval_id: &str, notices: &[NewNotice], now_ms: i64) -> Result<()> {
+pub fn add_notices(
+    c: &Connection,
+    approval_id: &str,
+    notices: &[NewNotice],
+    now_ms: i64,
+) -> Result<()> {
     for n in notices {
         c.execute(
             "INSERT INTO notices (id, approval_id, webhook, body, state, next_ms, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5)",
@@ -65,7 +77,9 @@ fn notice(r: &Row<'_>) -> rusqlite::Result<Notice> {
         approval_id: r.get(1)?,
         webhook: r.get(2)?,
         body: r.get(3)?,
-        state: NoticeState::parse(&state).ok_or_else(|| rusqlite::Error::InvalidColumnType(4, state, rusqlite::types::Type::Text))?,
+        state: NoticeState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(4, state, rusqlite::types::Type::Text)
+        })?,
         attempts: r.get(5)?,
         next_ms: r.get(6)?,
         created_ms: r.get(7)?,
@@ -75,7 +89,12 @@ fn notice(r: &Row<'_>) -> rusqlite::Result<Notice> {
     })
 }
 
-pub fn claim(c: &Connection, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+pub fn claim(
+    c: &Connection,
+    now_ms: i64,
+    claimed_until_ms: i64,
+    limit: u32,
+) -> Result<Vec<Notice>> {
     let mut stmt = c.prepare_cached(&format!(
         "UPDATE notices SET claimed_until_ms = ?2 WHERE id IN (SELECT id FROM notices WHERE state = 'pending' AND next_ms <= ?1 AND claimed_until_ms <= ?1 ORDER BY next_ms LIMIT ?3) RETURNING {COLUMNS}"
     ))?;
@@ -83,7 +102,14 @@ pub fn claim(c: &Connection, now_ms: i64, claimed_until_ms: i64, limit: u32) -> 
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn attempted(c: &Connection, id: &str, attempt: Attempt, status: Option<u16>, error: Option<&str>, now_ms: i64) -> Result<()> {
+pub fn attempted(
+    c: &Connection,
+    id: &str,
+    attempt: Attempt,
+    status: Option<u16>,
+    error: Option<&str>,
+    now_ms: i64,
+) -> Result<()> {
     let (state, next_ms) = attempt.leaves(now_ms);
     c.execute(
         "UPDATE notices SET state = ?2, attempts = attempts + 1, next_ms = ?3, claimed_until_ms = 0, updated_ms = ?4, last_status = ?5, last_error = ?6 WHERE id = ?1 AND state = 'pending'",
@@ -92,16 +118,26 @@ pub fn attempted(c: &Connection, id: &str, attempt: Attempt, status: Option<u16>
     Ok(())
 }
 
-pub fn list(c: &Connection, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+pub fn list(
+    c: &Connection,
+    tenant: Option<&str>,
+    state: Option<NoticeState>,
+    limit: usize,
+) -> Result<Vec<Notice>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM notices WHERE (?1 IS NULL OR state = ?1) AND (?3 IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = ?3)) ORDER BY created_ms DESC, id LIMIT ?2"
     ))?;
-    let rows = stmt.query_map(params![state.map(NoticeState::as_str), limit.min(i64::MAX as usize) as i64, tenant], notice)?;
+    let rows = stmt.query_map(
+        params![state.map(NoticeState::as_str), limit.min(i64::MAX as usize) as i64, tenant],
+        notice,
+    )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 pub fn count(c: &Connection, state: NoticeState) -> Result<u64> {
-    Ok(c.query_row("SELECT count(*) FROM notices WHERE state = ?1", [state.as_str()], |r| r.get::<_, i64>(0))? as u64)
+    Ok(c.query_row("SELECT count(*) FROM notices WHERE state = ?1", [state.as_str()], |r| {
+        r.get::<_, i64>(0)
+    })? as u64)
 }
 
 pub fn redeliver(c: &Connection, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
@@ -118,5 +154,6 @@ pub fn redeliver(c: &Connection, id: &str, tenant: Option<&str>, now_ms: i64) ->
 }
 
 pub fn prune(c: &Connection, before_ms: i64) -> Result<u64> {
-    Ok(c.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < ?1", [before_ms])? as u64)
+    Ok(c.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < ?1", [before_ms])?
+        as u64)
 }

@@ -43,7 +43,11 @@ use toolgate_core::operation::{Operation, OperationKey, OperationState};
 use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{chunked, Attempt, Connection as Grant, Notice, NoticeState, StoredSession, Begun, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval, NewOperation, Resolution, Result, RunKey, RunState, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{
+    Attempt, Begun, Connection as Grant, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval,
+    NewOperation, Notice, NoticeState, Resolution, Result, RunKey, RunState, StoredArchive,
+    StoredCheckpoint, StoredReceipt, StoredSession, ToolDefinition, chunked,
+};
 use toolgate_core::trifecta::LegCall;
 
 /// The most requests one transaction takes: bounds the latency a request
@@ -133,7 +137,12 @@ impl SqliteLedger {
         let conn = conn::open(path)?;
         let digests = Arc::new(Dictionary::default());
         let recent = Arc::new(recent::RecentLeaves::default());
-        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(path, sequences, digests.clone(), recent.clone())?));
+        let sequence = Arc::new(Mutex::new(sequence::Sequence::open(
+            path,
+            sequences,
+            digests.clone(),
+            recent.clone(),
+        )?));
         // No commit syncs by itself: the syncer syncs for the durable ones.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         let stopped = syncer::Stopped::default();
@@ -146,17 +155,36 @@ impl SqliteLedger {
         let (checkpointer, stop) = mpsc::channel();
         checkpointer::spawn(path, sync, stop)?;
         let (jobs, queue) = mpsc::channel::<Queued>();
-        let writer = Arc::new(Mutex::new(Writer { conn, stopped: stopped.clone(), sequence: sequence.clone(), digests: digests.clone() }));
+        let writer = Arc::new(Mutex::new(Writer {
+            conn,
+            stopped: stopped.clone(),
+            sequence: sequence.clone(),
+            digests: digests.clone(),
+        }));
         let held = writer.clone();
         std::thread::Builder::new()
             .name("toolgate-ledger-writer".into())
             .spawn(move || write_queued(&held, queue, if group { MAX_BATCH } else { 1 }, syncs))
             .map_err(|e| LedgerError::Store(format!("cannot start the ledger writer: {e}")))?;
-        Ok(Self { jobs, writer, latest: Default::default(), epoch: std::time::Instant::now(), sequence, digests, stopped, recent, _checkpointer: checkpointer, decided: tokio::sync::broadcast::channel(1024).0 })
+        Ok(Self {
+            jobs,
+            writer,
+            latest: Default::default(),
+            epoch: std::time::Instant::now(),
+            sequence,
+            digests,
+            stopped,
+            recent,
+            _checkpointer: checkpointer,
+            decided: tokio::sync::broadcast::channel(1024).0,
+        })
     }
 
     /// Runs `f` on the writer thread; its result once its batch committed.
-    async fn run<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.queue(f, true, true, false).await
     }
 
@@ -165,28 +193,40 @@ impl SqliteLedger {
     /// caller's thread. (What it reads may include receipts not yet
     /// power-safe; a checkpoint signed over them commits durably, which
     /// makes everything before it durable too.)
-    async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.queue(f, false, false, true).await
     }
 
     /// Runs a write whose loss at power failure is harmless (a heartbeat, an
     /// outbox claim or attempt: at worst a notice is sent again, which
     /// delivery at least once allows): it makes no commit wait for an fsync.
-    async fn write_unsynced<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn write_unsynced<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.queue(f, false, true, false).await
     }
 
     /// Runs a request that reads a range (leaves, receipts, lists): as
     /// `read`, but always on the writer thread, since it may take long
     /// enough to stall the caller's async worker.
-    async fn read_many<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn read_many<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.queue(f, false, false, false).await
     }
 
     /// Runs a read whose answer must not outrun the disk: answered once
     /// what it read is durable (a signed checkpoint handed out must never
     /// be one that power loss takes back; see `syncer`).
-    async fn read_synced<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn read_synced<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.queue(f, true, false, false).await
     }
 
@@ -195,7 +235,13 @@ impl SqliteLedger {
     /// `isolated = false` only for a request that writes at most one row
     /// (and nothing before a step that can fail). `inline`: a short request
     /// that may run on the caller's thread if it needs no fsync.
-    async fn queue<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static, durable: bool, isolated: bool, inline: bool) -> Result<T> {
+    async fn queue<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+        durable: bool,
+        isolated: bool,
+        inline: bool,
+    ) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn| {
             let result = conn.map_err(LedgerError::Store).and_then(f);
@@ -207,7 +253,11 @@ impl SqliteLedger {
         });
         let queued = Queued { job, durable, isolated };
         // Runs in this poll, start to commit: no cancellation point inside.
-        let queued = if inline && !durable && self.spaced_out() && let Ok(mut writer) = self.writer.try_lock() {
+        let queued = if inline
+            && !durable
+            && self.spaced_out()
+            && let Ok(mut writer) = self.writer.try_lock()
+        {
             match writer.try_alone(queued) {
                 Ok(done) => {
                     drop(writer);
@@ -220,7 +270,9 @@ impl SqliteLedger {
             Some(queued)
         };
         if let Some(q) = queued {
-            self.jobs.send(q).map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
+            self.jobs
+                .send(q)
+                .map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
         }
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
     }
@@ -251,7 +303,12 @@ fn spaced_out(before: u64, now: u64) -> bool {
 /// batch, commits it, and answers it once the connection is free again —
 /// a batch with a durable request through `syncs` (when the ledger syncs),
 /// which answers it once the WAL is synced.
-fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch: usize, syncs: Option<mpsc::Sender<Committed>>) {
+fn write_queued(
+    writer: &Mutex<Writer>,
+    queue: mpsc::Receiver<Queued>,
+    max_batch: usize,
+    syncs: Option<mpsc::Sender<Committed>>,
+) {
     loop {
         let first = match queue.recv_timeout(INTEGRATE_AFTER) {
             Ok(first) => Some(first),
@@ -281,7 +338,10 @@ fn write_queued(writer: &Mutex<Writer>, queue: mpsc::Receiver<Queued>, max_batch
         match &syncs {
             Some(syncs) if durable && done.0.is_ok() => {
                 if let Err(mpsc::SendError(done)) = syncs.send(done) {
-                    answer_all((Err("the ledger's syncer stopped; nothing is known durable, retry".into()), done.1));
+                    answer_all((
+                        Err("the ledger's syncer stopped; nothing is known durable, retry".into()),
+                        done.1,
+                    ));
                 }
             }
             _ => answer_all(done),
@@ -335,7 +395,10 @@ impl Writer {
     /// and everything before it durable (the WAL is a prefix).
     fn run(&mut self, batch: Vec<Queued>) -> Committed {
         if let Some(why) = self.stopped.get() {
-            return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
+            return (
+                Err(why.clone()),
+                batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect(),
+            );
         }
         let sequence = self.sequence.clone();
         let mut sequence = sequence.lock().unwrap_or_else(|p| p.into_inner());
@@ -350,7 +413,10 @@ impl Writer {
         };
         if let Err(why) = begun {
             sequence.settle(false);
-            return (Err(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect());
+            return (
+                Err(why.clone()),
+                batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect(),
+            );
         }
         self.commit(batch, &mut sequence)
     }
@@ -388,8 +454,13 @@ impl Writer {
         let (ran, answers) = match learned.and_then(|()| sequence.integrate(&self.conn)) {
             Ok(_) => run_batch(&mut self.conn, batch),
             Err(e) => {
-                let why = format!("cannot integrate the sequenced receipts ({e}); nothing was recorded, retry");
-                (Ran::Lost(why.clone()), batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect())
+                let why = format!(
+                    "cannot integrate the sequenced receipts ({e}); nothing was recorded, retry"
+                );
+                (
+                    Ran::Lost(why.clone()),
+                    batch.into_iter().map(|q| (q.job)(Err(why.clone())).answer).collect(),
+                )
             }
         };
         // The digests this batch's rows (and the frames before them) met
@@ -400,7 +471,8 @@ impl Writer {
             tracing::warn!(target: "toolgate::ledger", error = %e, "cannot number new digests; their rows keep them whole");
         }
         let committed = match ran {
-            Ran::Transaction => cached(&self.conn, "COMMIT").map_err(|e| format!("the ledger could not commit: {e}")),
+            Ran::Transaction => cached(&self.conn, "COMMIT")
+                .map_err(|e| format!("the ledger could not commit: {e}")),
             Ran::Lost(why) => Err(why),
         };
         if committed.is_err() && !self.conn.is_autocommit() {
@@ -453,7 +525,10 @@ fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
         }
         if conn.is_autocommit() || undone.is_err() {
             // The transaction is gone: the rest do not run, and nobody is told "done".
-            let why = format!("the ledger transaction was rolled back ({}); nothing was recorded, retry", undone.err().map_or("by SQLite".into(), |e| e.to_string()));
+            let why = format!(
+                "the ledger transaction was rolled back ({}); nothing was recorded, retry",
+                undone.err().map_or("by SQLite".into(), |e| e.to_string())
+            );
             answers.extend(jobs.map(|q| (q.job)(Err(why.clone())).answer));
             return (Ran::Lost(why), answers);
         }
@@ -482,20 +557,53 @@ impl Ledger for SqliteLedger {
         let id = id.to_string();
         self.read(move |c| approvals::find(c, &id)).await
     }
-    async fn latest_approval(&self, binding: &Binding, operation_key: Option<&str>) -> Result<Option<Approval>> {
+    async fn latest_approval(
+        &self,
+        binding: &Binding,
+        operation_key: Option<&str>,
+    ) -> Result<Option<Approval>> {
         let (b, key) = (binding.clone(), operation_key.map(str::to_string));
         self.read(move |c| approvals::latest(c, &b, key.as_deref())).await
     }
-    async fn approvals(&self, tenant: Option<&str>, state: Option<ApprovalState>, now_ms: i64) -> Result<Vec<Approval>> {
+    async fn approvals(
+        &self,
+        tenant: Option<&str>,
+        state: Option<ApprovalState>,
+        now_ms: i64,
+    ) -> Result<Vec<Approval>> {
         let tenant = tenant.map(str::to_string);
         self.run(move |c| approvals::list(c, tenant.as_deref(), state, now_ms)).await
     }
     async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
         self.read(move |c| approvals::count(c, state)).await
     }
-    async fn decide_approval(&self, id: &str, approve: bool, approver: Decider<'_>, reason: &str, now_ms: i64) -> Result<Approval> {
-        let (id, name, subject, tenant, reason) = (id.to_string(), approver.name.to_string(), approver.subject.to_string(), approver.tenant.to_string(), reason.to_string());
-        let decided = self.run(move |c| approvals::decide(c, &id, approve, &Decider { name: &name, subject: &subject, tenant: &tenant }, &reason, now_ms)).await;
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: Decider<'_>,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Approval> {
+        let (id, name, subject, tenant, reason) = (
+            id.to_string(),
+            approver.name.to_string(),
+            approver.subject.to_string(),
+            approver.tenant.to_string(),
+            reason.to_string(),
+        );
+        let decided = self
+            .run(move |c| {
+                approvals::decide(
+                    c,
+                    &id,
+                    approve,
+                    &Decider { name: &name, subject: &subject, tenant: &tenant },
+                    &reason,
+                    now_ms,
+                )
+            })
+            .await;
         if let Ok(a) = &decided {
             let _ = self.decided.send(a.id.clone());
         }
@@ -518,11 +626,25 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
-    async fn mark_dispatched(&self, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        attempt: i64,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Operation> {
         let id = id.to_string();
         self.run(move |c| operations::dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
     }
-    async fn finish_operation(&self, id: &str, attempt: i64, state: OperationState, outcome: Option<String>, now_ms: i64, receipt: Option<Draft>) -> Result<Operation> {
+    async fn finish_operation(
+        &self,
+        id: &str,
+        attempt: i64,
+        state: OperationState,
+        outcome: Option<String>,
+        now_ms: i64,
+        receipt: Option<Draft>,
+    ) -> Result<Operation> {
         let (id, digests) = (id.to_string(), self.digests.clone());
         self.run(move |c| {
             let op = operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
@@ -539,12 +661,19 @@ impl Ledger for SqliteLedger {
         let key = key.clone();
         self.read(move |c| operations::by_key(c, &key)).await
     }
-    async fn operations(&self, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
+    async fn operations(
+        &self,
+        tenant: Option<&str>,
+        state: Option<OperationState>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
         let tenant = tenant.map(str::to_string);
         self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms, limit)).await
     }
     async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
-        chunked(|| self.run(move |c| operations::prune(c, settled_before_ms, crate::ARCHIVE_CHUNK))).await
+        chunked(|| self.run(move |c| operations::prune(c, settled_before_ms, crate::ARCHIVE_CHUNK)))
+            .await
     }
     async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
         let (id, digests) = (id.to_string(), self.digests.clone());
@@ -582,7 +711,8 @@ impl Ledger for SqliteLedger {
         self.queue(move |c| receipts::append(c, &digests, drafts), false, isolated, true).await
     }
     async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?, self.digests.clone()).await
+        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?, self.digests.clone())
+            .await
     }
     async fn log_size(&self) -> Result<u64> {
         self.read(receipts::log_size).await
@@ -592,9 +722,17 @@ impl Ledger for SqliteLedger {
         // The rows this process sealed lately are not decoded again (see `recent`).
         let first = rows.first().map(receipts::RawRow::log_index);
         let recalled: Vec<Option<Hash>> = rows.iter().map(|r| r.recalled(&self.recent)).collect();
-        let missed = rows.into_iter().zip(&recalled).filter(|(_, leaf)| leaf.is_none()).map(|(row, _)| row).collect();
+        let missed = rows
+            .into_iter()
+            .zip(&recalled)
+            .filter(|(_, leaf)| leaf.is_none())
+            .map(|(row, _)| row)
+            .collect();
         let mut decoded = decoded(missed, self.digests.clone()).await?.into_iter();
-        let leaves = recalled.into_iter().map(|leaf| leaf.or_else(|| decoded.next().map(|r| r.leaf_hash))).collect::<Option<Vec<Hash>>>();
+        let leaves = recalled
+            .into_iter()
+            .map(|leaf| leaf.or_else(|| decoded.next().map(|r| r.leaf_hash)))
+            .collect::<Option<Vec<Hash>>>();
         crate::contiguous(leaves.unwrap_or_default(), first, from, to)
     }
     async fn archived(&self) -> Result<Option<StoredArchive>> {
@@ -603,7 +741,8 @@ impl Ledger for SqliteLedger {
     async fn archive(&self, archive: StoredArchive) -> Result<u64> {
         let before = archive.before;
         self.run(move |c| receipts::record_archive(c, &archive)).await?;
-        chunked(|| self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK))).await
+        chunked(|| self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK)))
+            .await
     }
     async fn drop_covered_checkpoints(&self) -> Result<u64> {
         chunked(|| self.run(|c| receipts::drop_covered_checkpoints(c, crate::ARCHIVE_CHUNK))).await
@@ -623,7 +762,11 @@ impl Ledger for SqliteLedger {
     async fn log_keys(&self) -> Result<Vec<LogKey>> {
         self.read_many(receipts::keys).await
     }
-    async fn add_tool_definitions(&self, definitions: Vec<ToolDefinition>, now_ms: i64) -> Result<()> {
+    async fn add_tool_definitions(
+        &self,
+        definitions: Vec<ToolDefinition>,
+        now_ms: i64,
+    ) -> Result<()> {
         self.run(move |c| receipts::add_definitions(c, &definitions, now_ms)).await
     }
     async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
@@ -640,9 +783,16 @@ impl Ledger for SqliteLedger {
         self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
     }
 
-    async fn heartbeat(&self, replica: &str, started_ms: i64, now_ms: i64, lease_ms: i64) -> Result<u32> {
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32> {
         let replica = replica.to_string();
-        self.write_unsynced(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms)).await
+        self.write_unsynced(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms))
+            .await
     }
     async fn leave(&self, replica: &str) -> Result<()> {
         let replica = replica.to_string();
@@ -663,21 +813,46 @@ impl Ledger for SqliteLedger {
         let (tenant, subject) = (tenant.to_string(), subject.to_string());
         self.run(move |c| fleet::end_sessions_of(c, &tenant, &subject)).await
     }
-    async fn claim_notices(&self, now_ms: i64, claimed_until_ms: i64, limit: u32) -> Result<Vec<Notice>> {
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>> {
         self.write_unsynced(move |c| fleet::claim(c, now_ms, claimed_until_ms, limit)).await
     }
-    async fn notice_attempted(&self, id: &str, attempt: Attempt, status: Option<u16>, error: Option<String>, now_ms: i64) -> Result<()> {
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()> {
         let id = id.to_string();
-        self.write_unsynced(move |c| fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)).await
+        self.write_unsynced(move |c| {
+            fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)
+        })
+        .await
     }
-    async fn notices(&self, tenant: Option<&str>, state: Option<NoticeState>, limit: usize) -> Result<Vec<Notice>> {
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>> {
         let tenant = tenant.map(str::to_string);
         self.read_many(move |c| fleet::list(c, tenant.as_deref(), state, limit)).await
     }
     async fn count_notices(&self, state: NoticeState) -> Result<u64> {
         self.read(move |c| fleet::count(c, state)).await
     }
-    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64) -> Result<Notice> {
+    async fn redeliver_notice(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Notice> {
         let (id, tenant) = (id.to_string(), tenant.map(str::to_string));
         self.run(move |c| fleet::redeliver(c, &id, tenant.as_deref(), now_ms)).await
     }
@@ -688,7 +863,8 @@ impl Ledger for SqliteLedger {
         self.run(move |c| connections::put(c, &connection)).await
     }
     async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Grant>> {
-        let (tenant, subject, server) = (tenant.to_string(), subject.to_string(), server.to_string());
+        let (tenant, subject, server) =
+            (tenant.to_string(), subject.to_string(), server.to_string());
         self.read(move |c| connections::find(c, &tenant, &subject, &server)).await
     }
     async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Grant>> {
@@ -696,19 +872,48 @@ impl Ledger for SqliteLedger {
         self.read_many(move |c| connections::list(c, tenant.as_deref())).await
     }
     async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
-        let (tenant, subject, server) = (tenant.to_string(), subject.to_string(), server.to_string());
+        let (tenant, subject, server) =
+            (tenant.to_string(), subject.to_string(), server.to_string());
         self.run(move |c| connections::delete(c, &tenant, &subject, &server)).await
     }
-    async fn claim_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, now_ms: i64, until_ms: i64) -> Result<bool> {
-        let (tenant, subject, server, holder) = (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+    async fn claim_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool> {
+        let (tenant, subject, server, holder) =
+            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
         // A lease lost at power loss is harmless: the refresh it guarded died with the process.
-        self.write_unsynced(move |c| connections::claim(c, &tenant, &subject, &server, &holder, now_ms, until_ms)).await
+        self.write_unsynced(move |c| {
+            connections::claim(c, &tenant, &subject, &server, &holder, now_ms, until_ms)
+        })
+        .await
     }
-    async fn finish_refresh(&self, tenant: &str, subject: &str, server: &str, holder: &str, replacement: Option<Grant>) -> Result<bool> {
-        let (tenant, subject, server, holder) = (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
-        self.run(move |c| connections::finish(c, &tenant, &subject, &server, &holder, replacement.as_ref())).await
+    async fn finish_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        replacement: Option<Grant>,
+    ) -> Result<bool> {
+        let (tenant, subject, server, holder) =
+            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+        self.run(move |c| {
+            connections::finish(c, &tenant, &subject, &server, &holder, replacement.as_ref())
+        })
+        .await
     }
-    async fn put_oauth_state(&self, id_sha256: &str, sealed: Vec<u8>, expires_ms: i64) -> Result<()> {
+    async fn put_oauth_state(
+        &self,
+        id_sha256: &str,
+        sealed: Vec<u8>,
+        expires_ms: i64,
+    ) -> Result<()> {
         let id = id_sha256.to_string();
         self.run(move |c| connections::put_state(c, &id, &sealed, expires_ms)).await
     }
@@ -727,7 +932,10 @@ impl Ledger for SqliteLedger {
 /// Rows decoded (their leaves rebuilt and hashed) on a blocking thread: a
 /// checkpoint's thousand rows take milliseconds, which neither the writer
 /// (every append would wait) nor an async worker should spend.
-async fn decoded(rows: Vec<receipts::RawRow>, digests: Arc<Dictionary>) -> Result<Vec<StoredReceipt>> {
+async fn decoded(
+    rows: Vec<receipts::RawRow>,
+    digests: Arc<Dictionary>,
+) -> Result<Vec<StoredReceipt>> {
     if rows.len() < 64 {
         return rows.into_iter().map(|r| r.decode(&digests)).collect();
     }
@@ -750,14 +958,25 @@ mod tests {
         let ledger = super::SqliteLedger::open_sequencing(&path).unwrap();
         let key = RunKey { tenant: "t".into(), subject: "s".into(), run: "r".into() };
         assert_eq!(Ledger::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
-        ledger.stopped.set("the ledger's disk failed to sync its log (EIO); restart toolgate".into()).unwrap();
-        for refused in [Ledger::run(&ledger, &key, true, 2, 60_000).await.map(drop), ledger.append_receipts(Vec::new()).await.map(drop), ledger.log_size().await.map(drop)] {
+        ledger
+            .stopped
+            .set("the ledger's disk failed to sync its log (EIO); restart toolgate".into())
+            .unwrap();
+        for refused in [
+            Ledger::run(&ledger, &key, true, 2, 60_000).await.map(drop),
+            ledger.append_receipts(Vec::new()).await.map(drop),
+            ledger.log_size().await.map(drop),
+        ] {
             let why = refused.expect_err("refused after the failed sync").to_string();
             assert!(why.contains("failed to sync") && why.contains("restart toolgate"), "{why}");
         }
         drop(ledger);
         let after = super::SqliteLedger::open(&path).unwrap();
-        assert_eq!(Ledger::run(&after, &key, false, 3, 60_000).await.unwrap().calls, 1, "the count refused was not written");
+        assert_eq!(
+            Ledger::run(&after, &key, false, 3, 60_000).await.unwrap().calls,
+            1,
+            "the count refused was not written"
+        );
     }
 
     /// Inline only when the ledger is not under load: requests that come

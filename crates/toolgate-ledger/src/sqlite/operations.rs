@@ -13,11 +13,19 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Operation> {
     let state: String = r.get(8)?;
     Ok(Operation {
         id: r.get(0)?,
-        key: OperationKey { tenant: r.get(1)?, subject: r.get(17)?, server: r.get(2)?, tool: r.get(3)?, value: r.get(4)? },
+        key: OperationKey {
+            tenant: r.get(1)?,
+            subject: r.get(17)?,
+            server: r.get(2)?,
+            tool: r.get(3)?,
+            value: r.get(4)?,
+        },
         caller: r.get(5)?,
         proposal_sha256: r.get(6)?,
         approval_id: r.get(7)?,
-        state: OperationState::parse(&state).ok_or_else(|| rusqlite::Error::InvalidColumnType(8, state, rusqlite::types::Type::Text))?,
+        state: OperationState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::InvalidColumnType(8, state, rusqlite::types::Type::Text)
+        })?,
         outcome: r.get(9)?,
         attempts: r.get(10)?,
         created_ms: r.get(11)?,
@@ -27,13 +35,22 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Operation> {
         resolution: r.get(15)?,
         arguments: {
             let text: String = r.get(16)?;
-            serde_json::from_str(&text).map_err(|e| rusqlite::Error::FromSqlConversionFailure(16, rusqlite::types::Type::Text, Box::new(e)))?
+            serde_json::from_str(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    16,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?
         },
     })
 }
 
 pub fn find(conn: &Connection, id: &str) -> Result<Option<Operation>> {
-    Ok(conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"))?.query_row([id], row).optional()?)
+    Ok(conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"))?
+        .query_row([id], row)
+        .optional()?)
 }
 
 fn get(conn: &Connection, id: &str) -> Result<Operation> {
@@ -57,7 +74,9 @@ pub fn begin(conn: &Connection, new: &NewOperation, now_ms: i64) -> Result<Begun
     if inserted == 1 {
         return Ok(Begun::Mine(get(conn, &new.id)?));
     }
-    let existing = by_key(conn, k)?.ok_or_else(|| LedgerError::Store("an operation key conflicted but no row holds it".into()))?;
+    let existing = by_key(conn, k)?.ok_or_else(|| {
+        LedgerError::Store("an operation key conflicted but no row holds it".into())
+    })?;
     match operation::reuse(&existing, &new.proposal_sha256, now_ms) {
         Reuse::TakeOver => {
             conn.execute(
@@ -82,14 +101,27 @@ fn lapse(conn: &Connection, now_ms: i64) -> Result<usize> {
         .execute([now_ms])?)
 }
 
-pub fn dispatched(conn: &Connection, id: &str, attempt: i64, lease_until_ms: i64, now_ms: i64) -> Result<Operation> {
+pub fn dispatched(
+    conn: &Connection,
+    id: &str,
+    attempt: i64,
+    lease_until_ms: i64,
+    now_ms: i64,
+) -> Result<Operation> {
     let changed = conn
         .prepare_cached("UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 WHERE id = ?1 AND state = 'reserved' AND attempts = ?4")?
         .execute(params![id, lease_until_ms, now_ms, attempt])?;
     changed_or_wrong(conn, id, changed, "only the holder of a reserved operation can dispatch it")
 }
 
-pub fn finish(conn: &Connection, id: &str, attempt: i64, state: OperationState, outcome: Option<&str>, now_ms: i64) -> Result<Operation> {
+pub fn finish(
+    conn: &Connection,
+    id: &str,
+    attempt: i64,
+    state: OperationState,
+    outcome: Option<&str>,
+    now_ms: i64,
+) -> Result<Operation> {
     let changed = conn
         .prepare_cached("UPDATE operations SET state = ?2, outcome = ?3, updated_ms = ?4 WHERE id = ?1 AND state = 'dispatched' AND attempts = ?5")?
         .execute(params![id, state.as_str(), outcome, now_ms, attempt])?;
@@ -98,7 +130,11 @@ pub fn finish(conn: &Connection, id: &str, attempt: i64, state: OperationState, 
 
 pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation> {
     lapse(conn, r.now_ms)?;
-    let state = if r.applied { OperationState::ReconciledApplied } else { OperationState::ReconciledNotApplied };
+    let state = if r.applied {
+        OperationState::ReconciledApplied
+    } else {
+        OperationState::ReconciledNotApplied
+    };
     // "Not applied" lets the key run again: not while the dispatch may
     // still be running upstream (its lease is the deadline plus a grace).
     let changed = conn.execute(
@@ -109,7 +145,12 @@ pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation>
     changed_or_wrong(conn, id, changed, crate::settle_rule(r.applied))
 }
 
-fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static str) -> Result<Operation> {
+fn changed_or_wrong(
+    conn: &Connection,
+    id: &str,
+    changed: usize,
+    what: &'static str,
+) -> Result<Operation> {
     let op = get(conn, id)?;
     if changed == 1 {
         return Ok(op);
@@ -117,7 +158,13 @@ fn changed_or_wrong(conn: &Connection, id: &str, changed: usize, what: &'static 
     Err(LedgerError::WrongState { id: id.to_string(), state: op.state.as_str(), what })
 }
 
-pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationState>, now_ms: i64, limit: usize) -> Result<Vec<Operation>> {
+pub fn list(
+    conn: &Connection,
+    tenant: Option<&str>,
+    state: Option<OperationState>,
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<Operation>> {
     lapse(conn, now_ms)?;
     // `state = ?1` spelled out when given, so the (state, created_ms) index
     // finds the rows: `?1 IS NULL OR …` read and sorted the whole table,
@@ -129,7 +176,8 @@ pub fn list(conn: &Connection, tenant: Option<&str>, state: Option<OperationStat
         "SELECT {COLUMNS} FROM operations WHERE {filter} AND (?2 IS NULL OR tenant = ?2) ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
     ))?;
     let limit = limit.min(i64::MAX as usize) as i64;
-    let rows = stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant, limit], row)?;
+    let rows =
+        stmt.query_map(rusqlite::params![state.map(OperationState::as_str), tenant, limit], row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

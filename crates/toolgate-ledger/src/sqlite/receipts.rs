@@ -6,7 +6,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition};
+use crate::{
+    Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    ToolDefinition,
+};
 
 /// The next index: after the last row, or after the archive when no row is left.
 fn size(conn: &Connection) -> Result<u64> {
@@ -39,18 +42,27 @@ pub fn append(conn: &Connection, digests: &Dictionary, drafts: Vec<Draft>) -> Re
 
 /// One sealed row at `index` (the table's trigger refuses a gap).
 pub fn insert(conn: &Connection, index: u64, row: crate::Row) -> Result<()> {
-    let mut insert = conn.prepare_cached("INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)",
+    )?;
     insert.execute(params![index as i64, row.body, &row.salt[..], row.asked])?;
     Ok(())
 }
 
 fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
     let v: Vec<u8> = r.get(i)?;
-    v.try_into().map_err(|_| rusqlite::Error::InvalidColumnType(i, "hash".into(), rusqlite::types::Type::Blob))
+    v.try_into().map_err(|_| {
+        rusqlite::Error::InvalidColumnType(i, "hash".into(), rusqlite::types::Type::Blob)
+    })
 }
 
 #[cfg(test)]
-pub fn list(conn: &Connection, digests: &Dictionary, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+pub fn list(
+    conn: &Connection,
+    digests: &Dictionary,
+    from: u64,
+    limit: u64,
+) -> Result<Vec<StoredReceipt>> {
     learn_digests(conn, digests)?;
     raw(conn, from, limit)?.into_iter().map(|r| r.decode(digests)).collect()
 }
@@ -58,8 +70,13 @@ pub fn list(conn: &Connection, digests: &Dictionary, from: u64, limit: u64) -> R
 /// Learns the numbers of the dictionary of digests above those `digests`
 /// knows. Read at the start of a transaction, they are all committed.
 pub fn learn_digests(conn: &Connection, digests: &Dictionary) -> Result<()> {
-    let mut stmt = conn.prepare_cached("SELECT id, digest FROM digests WHERE id > ?1 ORDER BY id")?;
-    let learned = stmt.query_map([digests.max_id() as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt =
+        conn.prepare_cached("SELECT id, digest FROM digests WHERE id > ?1 ORDER BY id")?;
+    let learned = stmt
+        .query_map([digests.max_id() as i64], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     digests.learn(learned);
     Ok(())
 }
@@ -97,7 +114,10 @@ impl RawRow {
     }
 
     /// Its leaf hash, if this process sealed this very row lately.
-    pub fn recalled(&self, recent: &super::recent::RecentLeaves) -> Option<toolgate_core::merkle::Hash> {
+    pub fn recalled(
+        &self,
+        recent: &super::recent::RecentLeaves,
+    ) -> Option<toolgate_core::merkle::Hash> {
         recent.recall(self.log_index, &self.salt, &self.body)
     }
 }
@@ -108,23 +128,46 @@ pub fn raw(conn: &Connection, from: u64, limit: u64) -> Result<Vec<RawRow>> {
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
         // A row written before the compact form holds TEXT; SQLite hands it over as bytes either way.
-        let body = r.get_ref(1)?.as_bytes().map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?.to_vec();
-        out.push(RawRow { log_index: r.get::<_, i64>(0)? as u64, body, salt: hash(r, 2)?, asked: r.get(3)? });
+        let body = r
+            .get_ref(1)?
+            .as_bytes()
+            .map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?
+            .to_vec();
+        out.push(RawRow {
+            log_index: r.get::<_, i64>(0)? as u64,
+            body,
+            salt: hash(r, 2)?,
+            asked: r.get(3)?,
+        });
     }
     Ok(out)
 }
 
-
 pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {
-    let mut stmt = conn.prepare_cached("SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT before, root, frontier, archived_ms FROM archives ORDER BY before DESC LIMIT 1",
+    )?;
     let row = stmt
-        .query_row([], |r| Ok((r.get::<_, i64>(0)?, hash(r, 1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, i64>(3)?)))
+        .query_row([], |r| {
+            Ok((r.get::<_, i64>(0)?, hash(r, 1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, i64>(3)?))
+        })
         .optional()?;
-    row.map(|(before, root, frontier, archived_ms)| Ok(StoredArchive { before: before as u64, root, frontier: crate::hashes(&frontier)?, archived_ms })).transpose()
+    row.map(|(before, root, frontier, archived_ms)| {
+        Ok(StoredArchive {
+            before: before as u64,
+            root,
+            frontier: crate::hashes(&frontier)?,
+            archived_ms,
+        })
+    })
+    .transpose()
 }
 
 pub fn record_archive(conn: &Connection, a: &StoredArchive) -> Result<()> {
-    conn.execute("INSERT INTO archives (before, root, frontier, archived_ms) VALUES (?1, ?2, ?3, ?4)", params![a.before as i64, &a.root[..], a.frontier.concat(), a.archived_ms])?;
+    conn.execute(
+        "INSERT INTO archives (before, root, frontier, archived_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![a.before as i64, &a.root[..], a.frontier.concat(), a.archived_ms],
+    )?;
     Ok(())
 }
 
@@ -148,27 +191,44 @@ pub fn add_checkpoint(conn: &Connection, c: &StoredCheckpoint) -> Result<bool> {
 }
 
 pub fn checkpoints(conn: &Connection) -> Result<Vec<StoredCheckpoint>> {
-    let mut stmt = conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size")?;
     let rows = stmt.query_map([], stored_checkpoint)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 pub fn checkpoint(conn: &Connection, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
     Ok(match size {
-        Some(size) => conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints WHERE size = ?1")?.query_row([size as i64], stored_checkpoint),
-        None => conn.prepare_cached("SELECT size, root, note, created_ms FROM checkpoints ORDER BY size DESC LIMIT 1")?.query_row([], stored_checkpoint),
+        Some(size) => conn
+            .prepare_cached("SELECT size, root, note, created_ms FROM checkpoints WHERE size = ?1")?
+            .query_row([size as i64], stored_checkpoint),
+        None => conn
+            .prepare_cached(
+                "SELECT size, root, note, created_ms FROM checkpoints ORDER BY size DESC LIMIT 1",
+            )?
+            .query_row([], stored_checkpoint),
     }
     .optional()?)
 }
 
 fn stored_checkpoint(r: &Row<'_>) -> rusqlite::Result<StoredCheckpoint> {
-    Ok(StoredCheckpoint { size: r.get::<_, i64>(0)? as u64, root: hash(r, 1)?, note: r.get(2)?, created_ms: r.get(3)? })
+    Ok(StoredCheckpoint {
+        size: r.get::<_, i64>(0)? as u64,
+        root: hash(r, 1)?,
+        note: r.get(2)?,
+        created_ms: r.get(3)?,
+    })
 }
 
 pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
-    let existing: Option<String> = conn.query_row("SELECT ed25519 FROM log_keys WHERE kid = ?1", [&k.kid], |r| r.get(0)).optional()?;
+    let existing: Option<String> = conn
+        .query_row("SELECT ed25519 FROM log_keys WHERE kid = ?1", [&k.kid], |r| r.get(0))
+        .optional()?;
     match existing {
-        Some(ed) if ed != k.ed25519 => Err(LedgerError::Store(format!("the key history already holds another key under kid {}", k.kid))),
+        Some(ed) if ed != k.ed25519 => Err(LedgerError::Store(format!(
+            "the key history already holds another key under kid {}",
+            k.kid
+        ))),
         Some(_) => Ok(()),
         None => {
             conn.execute("INSERT INTO log_keys (kid, ed25519, ml_dsa_65, created_ms) VALUES (?1, ?2, ?3, ?4)", params![k.kid, k.ed25519, k.ml_dsa_65, k.created_ms])?;
@@ -178,8 +238,17 @@ pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
 }
 
 pub fn keys(conn: &Connection) -> Result<Vec<LogKey>> {
-    let mut stmt = conn.prepare_cached("SELECT kid, ed25519, ml_dsa_65, created_ms FROM log_keys ORDER BY created_ms, kid")?;
-    let rows = stmt.query_map([], |r| Ok(LogKey { kid: r.get(0)?, ed25519: r.get(1)?, ml_dsa_65: r.get(2)?, created_ms: r.get(3)? }))?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT kid, ed25519, ml_dsa_65, created_ms FROM log_keys ORDER BY created_ms, kid",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(LogKey {
+            kid: r.get(0)?,
+            ed25519: r.get(1)?,
+            ml_dsa_65: r.get(2)?,
+            created_ms: r.get(3)?,
+        })
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -193,6 +262,13 @@ pub fn add_definitions(conn: &Connection, defs: &[ToolDefinition], now_ms: i64) 
 
 pub fn definitions(conn: &Connection) -> Result<Vec<ToolDefinition>> {
     let mut stmt = conn.prepare_cached("SELECT sha256, server, tool, definition FROM tool_definitions ORDER BY server, tool, first_ms")?;
-    let rows = stmt.query_map([], |r| Ok(ToolDefinition { sha256: r.get(0)?, server: r.get(1)?, tool: r.get(2)?, definition: r.get(3)? }))?;
+    let rows = stmt.query_map([], |r| {
+        Ok(ToolDefinition {
+            sha256: r.get(0)?,
+            server: r.get(1)?,
+            tool: r.get(2)?,
+            definition: r.get(3)?,
+        })
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -43,14 +43,16 @@ impl RecentLeaves {
         if slots.is_empty() {
             slots.resize(SLOTS, None);
         }
-        slots[index as usize % SLOTS] = Some(Slot { index, salt: *salt, body: super::sequence::fnv1a(body), leaf });
+        slots[index as usize % SLOTS] =
+            Some(Slot { index, salt: *salt, body: super::sequence::fnv1a(body), leaf });
     }
 
     /// The leaf hash of the row at `index` with `salt` and `body`, if it is the very row remembered.
     pub fn recall(&self, index: u64, salt: &[u8; 32], body: &[u8]) -> Option<Hash> {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let slot = slots.get(index as usize % SLOTS).copied().flatten()?;
-        (slot.index == index && slot.salt == *salt && slot.body == super::sequence::fnv1a(body)).then_some(slot.leaf)
+        (slot.index == index && slot.salt == *salt && slot.body == super::sequence::fnv1a(body))
+            .then_some(slot.leaf)
     }
 }
 
@@ -64,9 +66,17 @@ mod tests {
         assert_eq!(recent.recall(7, &[1; 32], b"body"), None, "nothing remembered yet");
         recent.remember(7, &[1; 32], b"body", [9; 32]);
         assert_eq!(recent.recall(7, &[1; 32], b"body"), Some([9; 32]));
-        assert_eq!(recent.recall(7, &[2; 32], b"body"), None, "another salt: another receipt at a reused index");
+        assert_eq!(
+            recent.recall(7, &[2; 32], b"body"),
+            None,
+            "another salt: another receipt at a reused index"
+        );
         assert_eq!(recent.recall(7, &[1; 32], b"bodY"), None, "another body");
-        assert_eq!(recent.recall(7 + SLOTS as u64, &[1; 32], b"body"), None, "another index in the same slot");
+        assert_eq!(
+            recent.recall(7 + SLOTS as u64, &[1; 32], b"body"),
+            None,
+            "another index in the same slot"
+        );
         recent.remember(7 + SLOTS as u64, &[3; 32], b"later", [8; 32]);
         assert_eq!(recent.recall(7, &[1; 32], b"body"), None, "overwritten by a later receipt");
         assert_eq!(recent.recall(7 + SLOTS as u64, &[3; 32], b"later"), Some([8; 32]));

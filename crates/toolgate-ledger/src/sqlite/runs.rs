@@ -9,7 +9,13 @@ use crate::{MAX_LEGS, Result, RunKey, RunState};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
-fn begin(conn: &Connection, k: &RunKey, calls: i64, now_ms: i64, ttl_ms: i64) -> Result<(i64, i64, i64)> {
+fn begin(
+    conn: &Connection,
+    k: &RunKey,
+    calls: i64,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<(i64, i64, i64)> {
     // SET reads the row as it was: an expired run restarts from this call.
     Ok(conn.query_row(
         "INSERT INTO runs (tenant, subject, run, calls, started_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5 + ?6) \
@@ -28,7 +34,12 @@ fn legs(conn: &Connection, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
         "SELECT leg, tool, proposal_sha256, at_ms FROM run_legs WHERE tenant = ?1 AND subject = ?2 AND run = ?3 AND at_ms >= ?4 ORDER BY at_ms, rowid",
     )?;
     let rows = stmt.query_map(params![k.tenant, k.subject, k.run, since_ms], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
     })?;
     let mut out = Vec::new();
     for row in rows {
@@ -41,7 +52,13 @@ fn legs(conn: &Connection, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     Ok(out)
 }
 
-pub fn run(conn: &Connection, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+pub fn run(
+    conn: &Connection,
+    k: &RunKey,
+    count: bool,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<RunState> {
     let (calls, started_ms, expires_ms) = if count {
         begin(conn, k, 1, now_ms, ttl_ms)?
     } else {
@@ -54,7 +71,14 @@ pub fn run(conn: &Connection, k: &RunKey, count: bool, now_ms: i64, ttl_ms: i64)
             .optional()?;
         match found {
             Some(found) => found,
-            None => return Ok(RunState { calls: 0, started_ms: now_ms, expires_ms: now_ms + ttl_ms, legs: Vec::new() }),
+            None => {
+                return Ok(RunState {
+                    calls: 0,
+                    started_ms: now_ms,
+                    expires_ms: now_ms + ttl_ms,
+                    legs: Vec::new(),
+                });
+            }
         }
     };
     Ok(RunState { calls: calls as u64, started_ms, expires_ms, legs: legs(conn, k, started_ms)? })

@@ -80,7 +80,12 @@ impl Sequence {
     /// Opens (creating, owner-only) the sequence file of the ledger at `db`;
     /// `sequences`: whether this process appends to it (the gateway) or
     /// only integrates what it finds (the CLI).
-    pub fn open(db: &Path, sequences: bool, digests: Arc<Dictionary>, recent: Arc<super::recent::RecentLeaves>) -> Result<Self> {
+    pub fn open(
+        db: &Path,
+        sequences: bool,
+        digests: Arc<Dictionary>,
+        recent: Arc<super::recent::RecentLeaves>,
+    ) -> Result<Self> {
         let path = path_of(db);
         let file = OpenOptions::new()
             .read(true)
@@ -88,9 +93,25 @@ impl Sequence {
             .create(true)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| LedgerError::Store(format!("cannot open the ledger's sequence file {}: {e}", path.display())))?;
+            .map_err(|e| {
+                LedgerError::Store(format!(
+                    "cannot open the ledger's sequence file {}: {e}",
+                    path.display()
+                ))
+            })?;
         let reader = if sequences { Some(super::conn::open_reader(db)?) } else { None };
-        Ok(Self { file, path, held: false, next: 0, len: 0, frames: 0, asked: false, reader, digests, recent })
+        Ok(Self {
+            file,
+            path,
+            held: false,
+            next: 0,
+            len: 0,
+            frames: 0,
+            asked: false,
+            reader,
+            digests,
+            recent,
+        })
     }
 
     /// Whether this process holds frames (or the lock) a transaction must integrate.
@@ -157,7 +178,9 @@ impl Sequence {
         loop {
             match self.file.try_lock() {
                 Ok(()) => break,
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(200)),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(200))
+                }
                 Err(TryLockError::WouldBlock) => return Ok(false),
                 Err(TryLockError::Error(e)) => return Err(self.failed("lock", e)),
             }
@@ -204,7 +227,9 @@ impl Sequence {
     /// the log and the file is emptied. Either way the lock is given up
     /// unless appends still hold frames in it (a failed commit).
     pub fn settle(&mut self, committed: bool) {
-        if committed && (self.len > 0 || self.frames > 0 || self.file.metadata().is_ok_and(|m| m.len() > 0)) {
+        if committed
+            && (self.len > 0 || self.frames > 0 || self.file.metadata().is_ok_and(|m| m.len() > 0))
+        {
             if let Err(e) = self.file.set_len(0) {
                 // Harmless: the next transaction skips what is integrated.
                 tracing::warn!(target: "toolgate::ledger", file = %self.path.display(), error = %e, "cannot empty the ledger's sequence file");
@@ -219,7 +244,10 @@ impl Sequence {
     }
 
     fn failed(&self, what: &str, e: std::io::Error) -> LedgerError {
-        LedgerError::Store(format!("cannot {what} the ledger's sequence file {}: {e}", self.path.display()))
+        LedgerError::Store(format!(
+            "cannot {what} the ledger's sequence file {}: {e}",
+            self.path.display()
+        ))
     }
 }
 
@@ -285,7 +313,9 @@ fn unframe(bytes: &[u8]) -> Option<(u64, Row, &[u8])> {
 /// the ledger's own, owner-only, and every row it holds is checked against
 /// the signed log when verified).
 pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 #[cfg(test)]

@@ -45,7 +45,9 @@ pub fn spawn(db: &Path, stopped: Stopped) -> Result<mpsc::Sender<Committed>> {
     // The writer's connection keeps the WAL file open for the ledger's
     // life, so SQLite never deletes it under this descriptor (a rewind
     // truncates or overwrites the same file).
-    let wal = File::open(&path).map_err(|e| LedgerError::Store(format!("cannot open the ledger's WAL {}: {e}", path.display())))?;
+    let wal = File::open(&path).map_err(|e| {
+        LedgerError::Store(format!("cannot open the ledger's WAL {}: {e}", path.display()))
+    })?;
     let (tx, rx) = mpsc::channel::<Committed>();
     std::thread::Builder::new()
         .name("toolgate-ledger-syncer".into())

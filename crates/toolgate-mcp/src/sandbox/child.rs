@@ -26,7 +26,10 @@ impl IdMaps {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let inside = |id: u32| if id == 0 { 65534 } else { id };
-        Self { uid: format!("{} {uid} 1\n", inside(uid)).into_bytes(), gid: format!("{} {gid} 1\n", inside(gid)).into_bytes() }
+        Self {
+            uid: format!("{} {uid} 1\n", inside(uid)).into_bytes(),
+            gid: format!("{} {gid} 1\n", inside(gid)).into_bytes(),
+        }
     }
 
     /// Writes the maps of the user namespace just made (an unprivileged
@@ -86,7 +89,8 @@ pub(crate) fn enter(part: &mut ChildPart) -> io::Result<()> {
         hand_over_listener(sender.as_raw_fd())?;
     }
     if let Some(ruleset) = part.ruleset.take() {
-        let status = ruleset.restrict_self().map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+        let status =
+            ruleset.restrict_self().map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
         if status.ruleset == landlock::RulesetStatus::NotEnforced {
             return Err(io::Error::from_raw_os_error(libc::ENOSYS));
         }
@@ -176,12 +180,22 @@ fn hand_over_listener(sender: RawFd) -> io::Result<()> {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         check(fd)?;
         let one: libc::c_int = 1;
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&raw const one).cast(), size_of::<libc::c_int>() as libc::socklen_t);
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        );
         let mut address: libc::sockaddr_in = std::mem::zeroed();
         address.sin_family = libc::AF_INET as libc::sa_family_t;
         address.sin_port = PROXY_PORT.to_be();
         address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-        let bound = libc::bind(fd, (&raw const address).cast(), size_of::<libc::sockaddr_in>() as libc::socklen_t);
+        let bound = libc::bind(
+            fd,
+            (&raw const address).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
         if bound < 0 || libc::listen(fd, 128) < 0 {
             let err = io::Error::last_os_error();
             libc::close(fd);
@@ -231,12 +245,19 @@ pub(crate) fn receive_listener(receiver: &OwnedFd) -> io::Result<OwnedFd> {
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
         let mut control = Control([0; 64]);
         let mut message = one_byte_message(&mut iov, &mut control);
-        let n = libc::recvmsg(receiver.as_raw_fd(), &mut message, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        let n = libc::recvmsg(
+            receiver.as_raw_fd(),
+            &mut message,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        );
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         let header = libc::CMSG_FIRSTHDR(&message);
-        if header.is_null() || (*header).cmsg_level != libc::SOL_SOCKET || (*header).cmsg_type != libc::SCM_RIGHTS {
+        if header.is_null()
+            || (*header).cmsg_level != libc::SOL_SOCKET
+            || (*header).cmsg_type != libc::SCM_RIGHTS
+        {
             return Err(io::Error::other("the box sent no listening socket"));
         }
         let fd = libc::CMSG_DATA(header).cast::<RawFd>().read_unaligned();

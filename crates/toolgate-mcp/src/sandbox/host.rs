@@ -40,15 +40,42 @@ impl Support {
     pub fn layers(&self) -> Vec<(String, bool)> {
         let mut out = vec![];
         let ok = |missing: &[String], what: &str| !missing.iter().any(|m| m.starts_with(what));
-        out.push(("user namespace: the server is its own user, with no capability outside its box".to_string(), ok(&self.missing, "user namespace")));
-        out.push(("network namespace: loopback only, or toolgate's CONNECT proxy for an allow-list".to_string(), ok(&self.missing, "network namespace")));
-        out.push((format!("Landlock ABI {}: the filesystem is the system paths and the box's grants", self.landlock_abi), self.landlock_abi >= 1));
-        out.push(("Landlock scopes: no signal to, nor abstract socket of, anything outside the box".to_string(), self.landlock_abi >= 6));
-        out.push(("seccomp: no ptrace, mount, namespace, kernel-module or keyring calls".to_string(), ok(&self.missing, "seccomp")));
+        out.push((
+            "user namespace: the server is its own user, with no capability outside its box"
+                .to_string(),
+            ok(&self.missing, "user namespace"),
+        ));
+        out.push((
+            "network namespace: loopback only, or toolgate's CONNECT proxy for an allow-list"
+                .to_string(),
+            ok(&self.missing, "network namespace"),
+        ));
+        out.push((
+            format!(
+                "Landlock ABI {}: the filesystem is the system paths and the box's grants",
+                self.landlock_abi
+            ),
+            self.landlock_abi >= 1,
+        ));
+        out.push((
+            "Landlock scopes: no signal to, nor abstract socket of, anything outside the box"
+                .to_string(),
+            self.landlock_abi >= 6,
+        ));
+        out.push((
+            "seccomp: no ptrace, mount, namespace, kernel-module or keyring calls".to_string(),
+            ok(&self.missing, "seccomp"),
+        ));
         match &self.processes {
-            ProcessLimit::Rlimit => out.push(("processes: RLIMIT_NPROC in the box's user namespace".to_string(), true)),
-            ProcessLimit::Cgroup(dir) => out.push((format!("processes: a pids cgroup under {}", dir.display()), true)),
-            ProcessLimit::Unlimited(why) => out.push((format!("processes: not limited ({why})"), false)),
+            ProcessLimit::Rlimit => {
+                out.push(("processes: RLIMIT_NPROC in the box's user namespace".to_string(), true))
+            }
+            ProcessLimit::Cgroup(dir) => {
+                out.push((format!("processes: a pids cgroup under {}", dir.display()), true))
+            }
+            ProcessLimit::Unlimited(why) => {
+                out.push((format!("processes: not limited ({why})"), false))
+            }
         }
         out
     }
@@ -82,7 +109,8 @@ fn probe() -> Support {
         missing.push("Landlock: not offered to toolgate (Linux 5.13 or later, with `lsm=…,landlock` on its command line; under systemd, a `SystemCallFilter=` that leaves out landlock_create_ruleset hides it too)".to_string());
     }
     if !seccomp_filters() {
-        missing.push("seccomp: the kernel does not offer filters (CONFIG_SECCOMP_FILTER)".to_string());
+        missing
+            .push("seccomp: the kernel does not offer filters (CONFIG_SECCOMP_FILTER)".to_string());
     }
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     let processes = if unsafe { libc::geteuid() } != 0 {
@@ -90,7 +118,9 @@ fn probe() -> Support {
     } else {
         match pids_cgroup() {
             Ok(dir) => ProcessLimit::Cgroup(dir),
-            Err(why) => ProcessLimit::Unlimited(format!("toolgate runs as root, whom RLIMIT_NPROC exempts, and {why}")),
+            Err(why) => ProcessLimit::Unlimited(format!(
+                "toolgate runs as root, whom RLIMIT_NPROC exempts, and {why}"
+            )),
         }
     };
     Support { missing, landlock_abi, processes }
@@ -100,7 +130,10 @@ fn probe() -> Support {
 /// namespace as the box does.
 fn try_unshare(flags: libc::c_int) -> std::io::Result<()> {
     let maps = super::child::IdMaps::new();
-    let program = ["/usr/bin/true", "/bin/true"].into_iter().find(|p| Path::new(p).exists()).unwrap_or("true");
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("true");
     let mut command = Command::new(program);
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: the closure makes system calls only, on memory prepared before the fork.
@@ -113,21 +146,34 @@ fn try_unshare(flags: libc::c_int) -> std::io::Result<()> {
         });
     }
     let status = command.status()?;
-    if status.success() { Ok(()) } else { Err(std::io::Error::other(format!("the probe ended {status}"))) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("the probe ended {status}")))
+    }
 }
 
 /// The Landlock ABI the kernel offers, 0 for none.
 pub fn landlock_abi() -> i32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute and size 0, the call only returns the ABI version.
-    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION) };
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
     i32::try_from(abi).unwrap_or(0).max(0)
 }
 
 fn seccomp_filters() -> bool {
     // SAFETY: PR_GET_SECCOMP reads our own mode; it returns -1 (EINVAL) only without CONFIG_SECCOMP.
     let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP) };
-    mode >= 0 && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("Seccomp_filters:") || s.contains("Seccomp:"))
+    mode >= 0
+        && std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| s.contains("Seccomp_filters:") || s.contains("Seccomp:"))
 }
 
 /// Removes the empty cgroups of boxes whose gateway is gone (one killed
@@ -136,7 +182,10 @@ fn sweep(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let pid = name.strip_prefix("toolgate-").and_then(|rest| rest.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+        let pid = name
+            .strip_prefix("toolgate-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
             let _ = std::fs::remove_dir(entry.path());
         }
@@ -146,8 +195,10 @@ fn sweep(dir: &Path) {
 /// A folder where toolgate (as root) can make a pids cgroup for each box:
 /// its own pids cgroup, under cgroup v1's `pids` hierarchy or cgroup v2.
 fn pids_cgroup() -> Result<PathBuf, String> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo is unreadable ({e})"))?;
-    let ours = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup is unreadable ({e})"))?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo is unreadable ({e})"))?;
+    let ours = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("/proc/self/cgroup is unreadable ({e})"))?;
     let mut candidates = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else { continue };
@@ -155,7 +206,12 @@ fn pids_cgroup() -> Result<PathBuf, String> {
         let mut right = right.split(' ');
         let (kind, options) = (right.next().unwrap_or_default(), right.nth(1).unwrap_or_default());
         let path = if kind == "cgroup" && options.split(',').any(|o| o == "pids") {
-            ours.lines().find_map(|l| l.split(':').nth(1).filter(|c| c.split(',').any(|c| c == "pids")).and(l.splitn(3, ':').nth(2)))
+            ours.lines().find_map(|l| {
+                l.split(':')
+                    .nth(1)
+                    .filter(|c| c.split(',').any(|c| c == "pids"))
+                    .and(l.splitn(3, ':').nth(2))
+            })
         } else if kind == "cgroup2" {
             ours.lines().find_map(|l| l.strip_prefix("0::"))
         } else {

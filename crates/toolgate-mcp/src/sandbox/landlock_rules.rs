@@ -5,7 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules};
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
+};
 
 use super::Profile;
 
@@ -84,10 +87,19 @@ pub(crate) fn ruleset(profile: &Profile, also_read: &[PathBuf]) -> Result<Rulese
         .map_err(fail)?
         .create()
         .map_err(fail)?
-        .add_rules(path_beneath_rules(system.map(Path::to_path_buf).chain(also_read.iter().cloned()).chain(profile.read.iter().cloned()), read))
+        .add_rules(path_beneath_rules(
+            system
+                .map(Path::to_path_buf)
+                .chain(also_read.iter().cloned())
+                .chain(profile.read.iter().cloned()),
+            read,
+        ))
         .map_err(fail)?
         // Devices are read and written, never executed or made.
-        .add_rules(path_beneath_rules(devices, AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev))
+        .add_rules(path_beneath_rules(
+            devices,
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+        ))
         .map_err(fail)?
         .add_rules(path_beneath_rules(profile.write.iter().chain([&profile.home]), all))
         .map_err(fail)

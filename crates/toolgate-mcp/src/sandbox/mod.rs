@@ -23,11 +23,11 @@ mod prepare;
 pub mod proxy;
 mod seccomp;
 
-pub(crate) use child::enter;
 pub use child::PROXY_PORT;
+pub(crate) use child::enter;
 pub use landlock_rules::{SYSTEM_READ, SYSTEM_WRITE};
-pub(crate) use prepare::{Boxed, Prepared};
 pub use prepare::CA_VARIABLES;
+pub(crate) use prepare::{Boxed, Prepared};
 
 /// Whether a stdio server runs in a box.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,9 +93,20 @@ impl Allowed {
     /// Reads `host`, `host:port` or `*.suffix[:port]`; the error says what
     /// a good entry looks like.
     pub fn parse(entry: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("`{}`: {why} (write `host`, `host:port` or `*.domain`)", crate::sandbox::proxy::shown(entry));
+        let bad = |why: &str| {
+            format!(
+                "`{}`: {why} (write `host`, `host:port` or `*.domain`)",
+                crate::sandbox::proxy::shown(entry)
+            )
+        };
         let (name, port) = match entry.rsplit_once(':') {
-            Some((name, port)) => (name, port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| bad("the port is not a number from 1 to 65535"))?),
+            Some((name, port)) => (
+                name,
+                port.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+            ),
             None => (entry, 443),
         };
         let (wildcard, host) = match name.strip_prefix("*.") {
@@ -112,7 +123,8 @@ impl Allowed {
     pub fn admits(&self, host: &str, port: u16) -> bool {
         port == self.port
             && if self.wildcard {
-                host.strip_suffix(&self.host).is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+                host.strip_suffix(&self.host)
+                    .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
             } else {
                 host == self.host
             }
@@ -122,7 +134,11 @@ impl Allowed {
 impl std::fmt::Display for Allowed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let star = if self.wildcard { "*." } else { "" };
-        if self.port == 443 { write!(f, "{star}{}", self.host) } else { write!(f, "{star}{}:{}", self.host, self.port) }
+        if self.port == 443 {
+            write!(f, "{star}{}", self.host)
+        } else {
+            write!(f, "{star}{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -151,12 +167,20 @@ impl Default for Limits {
 impl Profile {
     /// The profile as JSON, paths absolute: what its `hash` is of, and what
     /// `audit` and the console show.
-    pub fn describe(read: &[PathBuf], write: &[PathBuf], network: &Network, limits: &Limits) -> serde_json::Value {
-        let paths = |list: &[PathBuf]| list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+    pub fn describe(
+        read: &[PathBuf],
+        write: &[PathBuf],
+        network: &Network,
+        limits: &Limits,
+    ) -> serde_json::Value {
+        let paths =
+            |list: &[PathBuf]| list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
         let network = match network {
             Network::None => serde_json::json!("none"),
             Network::All => serde_json::json!("all"),
-            Network::Allow(list) => serde_json::json!(list.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            Network::Allow(list) => {
+                serde_json::json!(list.iter().map(ToString::to_string).collect::<Vec<_>>())
+            }
         };
         serde_json::json!({
             "read": paths(read),
@@ -188,7 +212,10 @@ mod tests {
         let any = Allowed::parse("*.pythonhosted.org").unwrap();
         assert!(any.admits("files.pythonhosted.org", 443));
         assert!(!any.admits("pythonhosted.org", 443), "the suffix itself is not under it");
-        assert!(!any.admits("evilpythonhosted.org", 443), "a name merely ending alike is not under it");
+        assert!(
+            !any.admits("evilpythonhosted.org", 443),
+            "a name merely ending alike is not under it"
+        );
         let port = Allowed::parse("Example.com:8443").unwrap();
         assert!(port.admits("example.com", 8443) && !port.admits("example.com", 443));
         assert_eq!(port.to_string(), "example.com:8443");

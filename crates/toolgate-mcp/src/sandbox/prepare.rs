@@ -35,15 +35,22 @@ pub(crate) struct Boxed {
 
 impl Boxed {
     /// After the spawn: serves the proxy socket the child sent, if any.
-    pub(crate) fn start(server: &str, prepared: Prepared, counts: Arc<Counts>) -> Result<Self, String> {
+    pub(crate) fn start(
+        server: &str,
+        prepared: Prepared,
+        counts: Arc<Counts>,
+    ) -> Result<Self, String> {
         let Prepared { proxy_receiver, cgroup, allowed, .. } = prepared;
         let mut boxed = Self { proxy: None, cgroup };
         if let Some(receiver) = proxy_receiver {
-            let listener = child::receive_listener(&receiver).map_err(|e| format!("the proxy's socket did not arrive: {e}"))?;
+            let listener = child::receive_listener(&receiver)
+                .map_err(|e| format!("the proxy's socket did not arrive: {e}"))?;
             let listener = std::net::TcpListener::from(listener);
             listener.set_nonblocking(true).map_err(|e| format!("the proxy's socket: {e}"))?;
-            let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("the proxy's socket: {e}"))?;
-            boxed.proxy = Some(tokio::spawn(super::proxy::serve(listener, server.into(), allowed, counts)));
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| format!("the proxy's socket: {e}"))?;
+            boxed.proxy =
+                Some(tokio::spawn(super::proxy::serve(listener, server.into(), allowed, counts)));
         }
         Ok(boxed)
     }
@@ -63,23 +70,45 @@ impl Drop for Boxed {
 
 /// The variables naming CA bundles: the files they name are readable in
 /// the box, as the system's certificates are.
-pub const CA_VARIABLES: &[&str] = &["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO"];
+pub const CA_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "GIT_SSL_CAINFO",
+];
 
 impl Prepared {
     /// The box of `profile` for `program` (resolved on PATH), on a host
     /// that offers `support`, for server `name`.
-    pub(crate) fn new(name: &str, profile: &Profile, program: &str, support: &Support) -> Result<Self, String> {
+    pub(crate) fn new(
+        name: &str,
+        profile: &Profile,
+        program: &str,
+        support: &Support,
+    ) -> Result<Self, String> {
         if !support.can_box() {
             return Err(support.summary());
         }
         for (key, list) in [("read", &profile.read), ("write", &profile.write)] {
             if let Some(gone) = list.iter().find(|p| !p.exists()) {
-                return Err(format!("servers.{name}.sandbox.{key}: {} does not exist (make it, or take it off the list)", gone.display()));
+                return Err(format!(
+                    "servers.{name}.sandbox.{key}: {} does not exist (make it, or take it off the list)",
+                    gone.display()
+                ));
             }
         }
         make_home(&profile.home)?;
         let mut also_read = program_tree(program);
-        also_read.extend(CA_VARIABLES.iter().filter_map(std::env::var_os).map(PathBuf::from).filter(|p| p.is_absolute()));
+        also_read.extend(
+            CA_VARIABLES
+                .iter()
+                .filter_map(std::env::var_os)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+        );
 
         let mut namespaces = libc::CLONE_NEWUSER | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
         if profile.network != Network::All {
@@ -87,17 +116,26 @@ impl Prepared {
         }
         let (proxy_sender, proxy_receiver) = match profile.network {
             Network::Allow(_) => {
-                let (a, b) = UnixStream::pair().map_err(|e| format!("cannot make the proxy's socket pair: {e}"))?;
+                let (a, b) = UnixStream::pair()
+                    .map_err(|e| format!("cannot make the proxy's socket pair: {e}"))?;
                 (Some(OwnedFd::from(a)), Some(OwnedFd::from(b)))
             }
             _ => (None, None),
         };
         let cgroup = match &support.processes {
-            ProcessLimit::Cgroup(parent) => Some(Cgroup::make(parent, name, profile.limits.processes)?),
+            ProcessLimit::Cgroup(parent) => {
+                Some(Cgroup::make(parent, name, profile.limits.processes)?)
+            }
             _ => None,
         };
         let cgroup_procs = match &cgroup {
-            Some(c) => Some(std::fs::OpenOptions::new().write(true).open(c.dir.join("cgroup.procs")).map_err(|e| format!("cannot open {}: {e}", c.dir.display()))?.into()),
+            Some(c) => Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(c.dir.join("cgroup.procs"))
+                    .map_err(|e| format!("cannot open {}: {e}", c.dir.display()))?
+                    .into(),
+            ),
             None => None,
         };
         let ruleset = super::landlock_rules::ruleset(profile, &also_read)?;
@@ -137,7 +175,9 @@ fn environment(profile: &Profile) -> BTreeMap<String, OsString> {
     ]);
     if let Network::Allow(_) = profile.network {
         let proxy = OsString::from(format!("http://127.0.0.1:{PROXY_PORT}"));
-        for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
+        for name in
+            ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        {
             env.insert(name.to_string(), proxy.clone());
         }
         for name in ["NO_PROXY", "no_proxy"] {
@@ -154,7 +194,8 @@ fn environment(profile: &Profile) -> BTreeMap<String, OsString> {
 /// through a link (a box could plant one in its own folder before a restart).
 fn make_home(home: &Path) -> Result<(), String> {
     for dir in [home.to_path_buf(), home.join("tmp")] {
-        crate::owner_only::create_private_dir(&dir).map_err(|e| format!("cannot make the box's folder: {e:#}"))?;
+        crate::owner_only::create_private_dir(&dir)
+            .map_err(|e| format!("cannot make the box's folder: {e:#}"))?;
     }
     Ok(())
 }
@@ -168,7 +209,9 @@ fn program_tree(program: &str) -> Vec<PathBuf> {
     let found = if program.contains('/') {
         Some(PathBuf::from(program))
     } else {
-        std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file()))
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file())
+        })
     };
     let Some(found) = found else { return vec![] };
     let mut out = vec![];
@@ -176,11 +219,22 @@ fn program_tree(program: &str) -> Vec<PathBuf> {
     // The path as written, each link it passes through, and where it ends.
     for _ in 0..8 {
         let Some(path) = hop.take() else { break };
-        let path = if path.is_absolute() { path } else { std::env::current_dir().map(|d| d.join(&path)).unwrap_or(path) };
-        if let Some(prefix) = path.parent().filter(|bin| bin.file_name().is_some_and(|n| n == "bin")).and_then(Path::parent).filter(|p| is_install_tree(p)) {
+        let path = if path.is_absolute() {
+            path
+        } else {
+            std::env::current_dir().map(|d| d.join(&path)).unwrap_or(path)
+        };
+        if let Some(prefix) = path
+            .parent()
+            .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
+            .and_then(Path::parent)
+            .filter(|p| is_install_tree(p))
+        {
             out.push(prefix.to_path_buf());
         }
-        hop = std::fs::read_link(&path).ok().map(|target| path.parent().map_or(target.clone(), |dir| dir.join(&target)));
+        hop = std::fs::read_link(&path)
+            .ok()
+            .map(|target| path.parent().map_or(target.clone(), |dir| dir.join(&target)));
         out.push(path);
     }
     out.extend(std::fs::canonicalize(&found).ok());
@@ -190,7 +244,9 @@ fn program_tree(program: &str) -> Vec<PathBuf> {
 /// A venv, a Python prefix or a Node prefix: never a home folder that
 /// merely has a `bin`.
 fn is_install_tree(prefix: &Path) -> bool {
-    let has_python = std::fs::read_dir(prefix.join("lib")).is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("python3")));
+    let has_python = std::fs::read_dir(prefix.join("lib")).is_ok_and(|entries| {
+        entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("python3"))
+    });
     prefix.join("pyvenv.cfg").is_file() || has_python || prefix.join("lib/node_modules").is_dir()
 }
 
@@ -203,11 +259,21 @@ impl Cgroup {
     fn make(parent: &Path, name: &str, processes: u64) -> Result<Self, String> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect();
-        let dir = parent.join(format!("toolgate-{}-{safe}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot make the box's pids cgroup {}: {e}", dir.display()))?;
+        let safe: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .take(64)
+            .collect();
+        let dir = parent.join(format!(
+            "toolgate-{}-{safe}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir)
+            .map_err(|e| format!("cannot make the box's pids cgroup {}: {e}", dir.display()))?;
         let cgroup = Self { dir };
-        std::fs::write(cgroup.dir.join("pids.max"), processes.to_string()).map_err(|e| format!("cannot limit the box's processes: {e}"))?;
+        std::fs::write(cgroup.dir.join("pids.max"), processes.to_string())
+            .map_err(|e| format!("cannot limit the box's processes: {e}"))?;
         Ok(cgroup)
     }
 

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
+};
 
 /// Calls refused outright (EPERM).
 const REFUSED: &[libc::c_long] = &[
@@ -79,16 +82,28 @@ const NAMESPACES: &[u64] = &[
 /// `gateway` is toolgate's pid, which no signal may reach even where
 /// Landlock's scopes are missing.
 pub(crate) fn programs(gateway: libc::pid_t) -> Result<Vec<BpfProgram>, String> {
-    let arch: TargetArch = std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e:?}"))?;
-    let build = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32| -> Result<BpfProgram, String> {
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), arch).map_err(|e| format!("seccomp: {e}"))?;
-        filter.try_into().map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))
+    let arch: TargetArch =
+        std::env::consts::ARCH.try_into().map_err(|e| format!("seccomp: {e:?}"))?;
+    let build =
+        |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32| -> Result<BpfProgram, String> {
+            let filter = SeccompFilter::new(
+                rules,
+                SeccompAction::Allow,
+                SeccompAction::Errno(errno as u32),
+                arch,
+            )
+            .map_err(|e| format!("seccomp: {e}"))?;
+            filter.try_into().map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))
+        };
+    let cond = |arg: u8, len: Len, op: Op, value: u64| {
+        Cond::new(arg, len, op, value).map_err(|e| format!("seccomp: {e}"))
     };
-    let cond = |arg: u8, len: Len, op: Op, value: u64| Cond::new(arg, len, op, value).map_err(|e| format!("seccomp: {e}"));
-    let rule = |conditions: Vec<Cond>| SeccompRule::new(conditions).map_err(|e| format!("seccomp: {e}"));
+    let rule =
+        |conditions: Vec<Cond>| SeccompRule::new(conditions).map_err(|e| format!("seccomp: {e}"));
 
     let clone3 = BTreeMap::from([(libc::SYS_clone3, vec![])]);
-    let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED.iter().map(|&call| (call, vec![])).collect();
+    let mut refused: BTreeMap<i64, Vec<SeccompRule>> =
+        REFUSED.iter().map(|&call| (call, vec![])).collect();
     let mut clone = vec![];
     for &flag in NAMESPACES {
         clone.push(rule(vec![cond(0, Len::Qword, Op::MaskedEq(flag), flag)?])?);
@@ -98,7 +113,9 @@ pub(crate) fn programs(gateway: libc::pid_t) -> Result<Vec<BpfProgram>, String> 
     let pid = gateway as u32 as u64;
     let group = (-gateway) as u32 as u64;
     let every = (-1i32) as u32 as u64;
-    let to_gateway = |arg| -> Result<Vec<SeccompRule>, String> { [pid, group, every].iter().map(|&v| rule(vec![cond(arg, Len::Dword, Op::Eq, v)?])).collect() };
+    let to_gateway = |arg| -> Result<Vec<SeccompRule>, String> {
+        [pid, group, every].iter().map(|&v| rule(vec![cond(arg, Len::Dword, Op::Eq, v)?])).collect()
+    };
     refused.insert(libc::SYS_kill, to_gateway(0)?);
     refused.insert(libc::SYS_tgkill, to_gateway(0)?);
     refused.insert(libc::SYS_rt_sigqueueinfo, to_gateway(0)?);
@@ -108,8 +125,17 @@ pub(crate) fn programs(gateway: libc::pid_t) -> Result<Vec<BpfProgram>, String> 
     // abstract namespace: Landlock does not guard `connect`, so no
     // AF_UNIX socket is made at all (`socketpair`, which pipes to a
     // child, is another call and stays).
-    refused.insert(libc::SYS_socket, vec![rule(vec![cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?])?]);
+    refused.insert(
+        libc::SYS_socket,
+        vec![rule(vec![cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?])?],
+    );
     // Keystrokes pushed into a terminal a server could still hold.
-    refused.insert(libc::SYS_ioctl, vec![rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCSTI)?])?, rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCLINUX)?])?]);
+    refused.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCSTI)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, libc::TIOCLINUX)?])?,
+        ],
+    );
     Ok(vec![build(clone3, libc::ENOSYS)?, build(refused, libc::EPERM)?])
 }

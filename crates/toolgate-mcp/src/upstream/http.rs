@@ -11,8 +11,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::UpstreamError;
-use crate::body::without_url;
 use super::ValueSource;
+use crate::body::without_url;
 use crate::wire::{self, Id, Message};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -38,8 +38,12 @@ pub(crate) struct HttpChannel {
 /// `url` with `query`'s parameters appended, each value read now (a
 /// credential kept out of the config). The result is never shown: errors
 /// print `<upstream>` in its place (`without_url`).
-fn with_query(url: &str, query: &BTreeMap<String, ValueSource>) -> Result<reqwest::Url, UpstreamError> {
-    let mut url = reqwest::Url::parse(url).map_err(|e| UpstreamError::Protocol(format!("invalid upstream URL: {e}")))?;
+fn with_query(
+    url: &str,
+    query: &BTreeMap<String, ValueSource>,
+) -> Result<reqwest::Url, UpstreamError> {
+    let mut url = reqwest::Url::parse(url)
+        .map_err(|e| UpstreamError::Protocol(format!("invalid upstream URL: {e}")))?;
     if !query.is_empty() {
         let mut pairs = url.query_pairs_mut();
         for (name, source) in query {
@@ -50,12 +54,21 @@ fn with_query(url: &str, query: &BTreeMap<String, ValueSource>) -> Result<reqwes
 }
 
 impl HttpChannel {
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, ValueSource>, query: &BTreeMap<String, ValueSource>, ca: Option<&[u8]>, inbox: super::Inbox, max_message: usize) -> Result<Self, UpstreamError> {
+    pub(crate) fn new(
+        url: &str,
+        headers: &BTreeMap<String, ValueSource>,
+        query: &BTreeMap<String, ValueSource>,
+        ca: Option<&[u8]>,
+        inbox: super::Inbox,
+        max_message: usize,
+    ) -> Result<Self, UpstreamError> {
         let mut map = HeaderMap::new();
         for (k, source) in headers {
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| UpstreamError::Protocol(format!("invalid header name `{k}`")))?;
             // The value may be a credential: never echo it.
-            let mut value = HeaderValue::from_str(&source.read(&format!("header `{k}`"))?).map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
+            let mut value = HeaderValue::from_str(&source.read(&format!("header `{k}`"))?)
+                .map_err(|_| UpstreamError::Protocol(format!("invalid value for header `{k}`")))?;
             value.set_sensitive(true);
             map.insert(name, value);
         }
@@ -65,7 +78,12 @@ impl HttpChannel {
             // configured headers (credentials among them), to another place.
             // It also saves the redirect policy's work on every call.
             .redirect(reqwest::redirect::Policy::none())
-            .tls_certs_merge(ca.map(reqwest::Certificate::from_pem_bundle).transpose().map_err(|e| UpstreamError::Protocol(format!("[tls] ca_file: {e}")))?.unwrap_or_default())
+            .tls_certs_merge(
+                ca.map(reqwest::Certificate::from_pem_bundle)
+                    .transpose()
+                    .map_err(|e| UpstreamError::Protocol(format!("[tls] ca_file: {e}")))?
+                    .unwrap_or_default(),
+            )
             .build()
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
@@ -90,22 +108,44 @@ impl HttpChannel {
 
     /// The gateway's own credential's header, unless `extra` (a person's,
     /// on a call) carries that header already.
-    async fn own_headers(&self, what: &str, extra: &[(String, String)]) -> Result<Option<(String, String)>, UpstreamError> {
-        let Some(own) = self.own.as_ref().filter(|own| !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case(&own.header))) else { return Ok(None) };
-        let value = (own.value)().await.map_err(|why| UpstreamError::Unavailable(format!("{what}: no credential for the gateway itself ({why})")))?;
+    async fn own_headers(
+        &self,
+        what: &str,
+        extra: &[(String, String)],
+    ) -> Result<Option<(String, String)>, UpstreamError> {
+        let Some(own) = self
+            .own
+            .as_ref()
+            .filter(|own| !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case(&own.header)))
+        else {
+            return Ok(None);
+        };
+        let value = (own.value)().await.map_err(|why| {
+            UpstreamError::Unavailable(format!(
+                "{what}: no credential for the gateway itself ({why})"
+            ))
+        })?;
         Ok(Some((own.header.clone(), value)))
     }
 
     pub(crate) fn set_protocol_version(&self, version: &str) {
-        *self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        *self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(version.to_string());
     }
 
     /// Sends a request; `modern` adds the 2026-07-28 routing headers.
-    pub(crate) async fn request(&self, method: &str, params: &Value, modern: bool, extra: &[(String, String)]) -> Result<Message, UpstreamError> {
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        modern: bool,
+        extra: &[(String, String)],
+    ) -> Result<Message, UpstreamError> {
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let body = wire::request(&id, method, params);
         let response = self.post(method, params, body, modern, extra).await?;
-        if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+        if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+        {
             *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
         }
         let status = response.status();
@@ -120,18 +160,34 @@ impl HttpChannel {
         let body = read_capped(response, self.max_message).await?;
         match serde_json::from_slice::<Message>(&body) {
             Ok(message) if message.is_response() && message.id.as_ref() == Some(&id) => Ok(message),
-            _ if status.is_success() => Err(UpstreamError::Protocol(format!("{method}: the answer is not a JSON-RPC response"))),
-            _ if status.is_redirection() => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}, a redirect, which toolgate does not follow: set the server's url to where it points"))),
-            _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!("{method}: HTTP 404 (endpoint or session gone)"))),
-            _ if status.as_u16() == 401 => Err(UpstreamError::Unauthorized(format!("{method}: HTTP 401"))),
+            _ if status.is_success() => Err(UpstreamError::Protocol(format!(
+                "{method}: the answer is not a JSON-RPC response"
+            ))),
+            _ if status.is_redirection() => Err(UpstreamError::Rejected(format!(
+                "{method}: HTTP {status}, a redirect, which toolgate does not follow: set the server's url to where it points"
+            ))),
+            _ if status.as_u16() == 404 => Err(UpstreamError::Unavailable(format!(
+                "{method}: HTTP 404 (endpoint or session gone)"
+            ))),
+            _ if status.as_u16() == 401 => {
+                Err(UpstreamError::Unauthorized(format!("{method}: HTTP 401")))
+            }
             // The server received the request and failed: it may have acted.
-            _ if status.is_server_error() => Err(UpstreamError::Lost(format!("{method}: HTTP {status}"))),
+            _ if status.is_server_error() => {
+                Err(UpstreamError::Lost(format!("{method}: HTTP {status}")))
+            }
             _ => Err(UpstreamError::Rejected(format!("{method}: HTTP {status}"))),
         }
     }
 
-    pub(crate) async fn notify(&self, method: &str, params: &Value, modern: bool) -> Result<(), UpstreamError> {
-        let response = self.post(method, params, wire::notification(method, params), modern, &[]).await?;
+    pub(crate) async fn notify(
+        &self,
+        method: &str,
+        params: &Value,
+        modern: bool,
+    ) -> Result<(), UpstreamError> {
+        let response =
+            self.post(method, params, wire::notification(method, params), modern, &[]).await?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -139,7 +195,14 @@ impl HttpChannel {
         }
     }
 
-    async fn post(&self, method: &str, params: &Value, body: String, modern: bool, extra: &[(String, String)]) -> Result<reqwest::Response, UpstreamError> {
+    async fn post(
+        &self,
+        method: &str,
+        params: &Value,
+        body: String,
+        modern: bool,
+        extra: &[(String, String)],
+    ) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .client
             .post(self.url.clone())
@@ -164,7 +227,10 @@ impl HttpChannel {
         }
         if modern {
             req = req.header("Mcp-Method", method);
-            if let Some(name) = crate::wire::named_by(method).and_then(|field| params.get(field)).and_then(Value::as_str) {
+            if let Some(name) = crate::wire::named_by(method)
+                .and_then(|field| params.get(field))
+                .and_then(Value::as_str)
+            {
                 req = req.header("Mcp-Name", crate::param_headers::encode(name));
             }
         }
@@ -172,7 +238,10 @@ impl HttpChannel {
             if e.is_timeout() {
                 UpstreamError::Timeout
             } else if e.is_connect() {
-                UpstreamError::Unavailable(format!("{method}: cannot reach the upstream ({})", without_url(&e)))
+                UpstreamError::Unavailable(format!(
+                    "{method}: cannot reach the upstream ({})",
+                    without_url(&e)
+                ))
             } else {
                 // The request may have arrived: its effect is unknown.
                 UpstreamError::Lost(format!("{method}: {}", without_url(&e)))
@@ -183,11 +252,27 @@ impl HttpChannel {
     /// A `subscriptions/listen` stream (2026-07-28), until it ends; what it
     /// carries goes to the inbox, as on any stream.
     pub(crate) async fn listen(&self, params: &Value) -> Result<(), UpstreamError> {
-        let id = Id::String(format!("toolgate-listen-{}", self.next_id.fetch_add(1, Ordering::Relaxed)));
-        let response = self.post("subscriptions/listen", params, wire::request(&id, "subscriptions/listen", params), true, &[]).await?;
-        let is_sse = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let id =
+            Id::String(format!("toolgate-listen-{}", self.next_id.fetch_add(1, Ordering::Relaxed)));
+        let response = self
+            .post(
+                "subscriptions/listen",
+                params,
+                wire::request(&id, "subscriptions/listen", params),
+                true,
+                &[],
+            )
+            .await?;
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
         if !(response.status().is_success() && is_sse) {
-            return Err(UpstreamError::Rejected(format!("subscriptions/listen: HTTP {}, not a stream", response.status())));
+            return Err(UpstreamError::Rejected(format!(
+                "subscriptions/listen: HTTP {}, not a stream",
+                response.status()
+            )));
         }
         self.read_sse(response, Some(&id)).await.map(|_| ())
     }
@@ -197,7 +282,11 @@ impl HttpChannel {
     /// that offers none (405) is waited on for ever: it has nothing to say
     /// but what comes on the answers to requests.
     pub(crate) async fn standing(&self) -> Result<(), UpstreamError> {
-        let mut req = self.client.get(self.url.clone()).headers(self.headers.clone()).header(ACCEPT, "text/event-stream");
+        let mut req = self
+            .client
+            .get(self.url.clone())
+            .headers(self.headers.clone())
+            .header(ACCEPT, "text/event-stream");
         if let Some((k, v)) = self.own_headers("GET stream", &[]).await? {
             req = req.header(k, v);
         }
@@ -207,9 +296,18 @@ impl HttpChannel {
         if let Some(s) = self.session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             req = req.header(SESSION_HEADER, s);
         }
-        let response = req.send().await.map_err(|e| UpstreamError::Lost(format!("GET stream: {}", without_url(&e))))?;
-        let is_sse = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("text/event-stream"));
-        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED || (response.status().is_success() && !is_sse) {
+        let response = req
+            .send()
+            .await
+            .map_err(|e| UpstreamError::Lost(format!("GET stream: {}", without_url(&e))))?;
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED
+            || (response.status().is_success() && !is_sse)
+        {
             return std::future::pending().await;
         }
         if !response.status().is_success() {
@@ -220,14 +318,23 @@ impl HttpChannel {
 
     /// Reads SSE events until the response to `id` (or the stream's end);
     /// notifications on the way go to the inbox.
-    async fn read_sse(&self, response: reqwest::Response, id: Option<&Id>) -> Result<Message, UpstreamError> {
+    async fn read_sse(
+        &self,
+        response: reqwest::Response,
+        id: Option<&Id>,
+    ) -> Result<Message, UpstreamError> {
         let mut stream = response.bytes_stream();
         let mut events = Events::default();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| UpstreamError::Lost(format!("SSE stream broke: {}", without_url(&e))))?;
+            let chunk = chunk.map_err(|e| {
+                UpstreamError::Lost(format!("SSE stream broke: {}", without_url(&e)))
+            })?;
             events.push(&chunk);
             if events.pending() > self.max_message {
-                return Err(UpstreamError::Protocol(format!("an event of the upstream's SSE stream exceeds [gateway] max_upstream_message_bytes ({})", self.max_message)));
+                return Err(UpstreamError::Protocol(format!(
+                    "an event of the upstream's SSE stream exceeds [gateway] max_upstream_message_bytes ({})",
+                    self.max_message
+                )));
             }
             while let Some(event) = events.next_event() {
                 let data = sse_data(&event);
@@ -243,7 +350,14 @@ impl HttpChannel {
                 }
             }
         }
-        Err(UpstreamError::Lost(if id.is_some() { "the SSE stream ended without a response" } else { "the stream ended" }.into()))
+        Err(UpstreamError::Lost(
+            if id.is_some() {
+                "the SSE stream ended without a response"
+            } else {
+                "the stream ended"
+            }
+            .into(),
+        ))
     }
 }
 
@@ -315,8 +429,12 @@ fn sse_data(event: &[u8]) -> String {
 
 async fn read_capped(response: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
     crate::body::read_limited(response, max, "the upstream's answer").await.map_err(|e| match e {
-        crate::body::BodyError::TooLarge { .. } => UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max})")),
-        crate::body::BodyError::Broken { why, .. } => UpstreamError::Lost(format!("reading the answer: {why}")),
+        crate::body::BodyError::TooLarge { .. } => UpstreamError::Protocol(format!(
+            "the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max})"
+        )),
+        crate::body::BodyError::Broken { why, .. } => {
+            UpstreamError::Lost(format!("reading the answer: {why}"))
+        }
     })
 }
 
@@ -346,7 +464,10 @@ mod tests {
                 }
                 // Nothing complete is left behind, and the scan never
                 // restarts before what it already read (less 3 bytes).
-                assert!(events.scanned == 0 || events.scanned == events.pending(), "chunk size {size}");
+                assert!(
+                    events.scanned == 0 || events.scanned == events.pending(),
+                    "chunk size {size}"
+                );
             }
             assert_eq!(got, ["one", "two", "three"], "chunk size {size}");
             assert_eq!(events.pending(), 0);

@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::wire::RpcError;
 pub use crate::wire::Era;
+use crate::wire::RpcError;
 pub(crate) use session::McpSession;
 
 /// Why a request to an upstream failed, and so whether a call may have run:
@@ -89,7 +89,12 @@ pub struct OwnCredential {
     /// environment variable its program is started with.
     pub header: String,
     /// Its value now, made (or taken from a cache) before each request.
-    pub value: std::sync::Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>> + Send + Sync>,
+    pub value: std::sync::Arc<
+        dyn Fn() -> std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<String, String>> + Send>,
+            > + Send
+            + Sync,
+    >,
 }
 
 /// What a call carries besides its arguments.
@@ -121,7 +126,9 @@ pub type ProgressRoutes = Arc<std::sync::Mutex<std::collections::HashMap<String,
 /// the client's token. Called by the reader before it delivers the call's
 /// answer, so progress always precedes the result.
 pub fn route_progress(routes: &ProgressRoutes, params: Option<&RawValue>) {
-    let Some(mut params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else { return };
+    let Some(mut params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+        return;
+    };
     let key = match &params["progressToken"] {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -158,7 +165,9 @@ impl Inbox {
         match method {
             "notifications/progress" => route_progress(&self.progress, params),
             "notifications/resources/updated" => {
-                let uri = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()).and_then(|p| p["uri"].as_str().map(str::to_string));
+                let uri = params
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    .and_then(|p| p["uri"].as_str().map(str::to_string));
                 if let Some(uri) = uri {
                     let _ = self.updates.send(uri);
                 }
@@ -420,11 +429,17 @@ impl ValueSource {
     pub fn read(&self, what: &str) -> Result<String, UpstreamError> {
         match self {
             ValueSource::Value(v) => Ok(v.clone()),
-            ValueSource::Env(var) => std::env::var(var).map_err(|_| UpstreamError::Unavailable(format!("{what}: the environment variable {var} is not set"))),
+            ValueSource::Env(var) => std::env::var(var).map_err(|_| {
+                UpstreamError::Unavailable(format!(
+                    "{what}: the environment variable {var} is not set"
+                ))
+            }),
             ValueSource::File(path) => {
                 let unreadable = |why: String| UpstreamError::Unavailable(format!("{what}: {why}"));
-                let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
-                crate::owner_only::check_owner_only(path).map_err(|e| unreadable(format!("{e:#}")))?;
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| unreadable(format!("cannot read {}: {e}", path.display())))?;
+                crate::owner_only::check_owner_only(path)
+                    .map_err(|e| unreadable(format!("{e:#}")))?;
                 Ok(text.trim_end_matches(['\r', '\n']).to_string())
             }
         }
@@ -447,7 +462,13 @@ impl Upstream {
     /// An upstream for `server`, not yet connected (`start` connects it):
     /// `timeout` bounds every request, `ttl` how long a listing stands, and
     /// `client_version` is what toolgate reports as its own version.
-    pub fn new(name: &str, server: Server, timeout: Duration, ttl: Duration, client_version: &str) -> Arc<Self> {
+    pub fn new(
+        name: &str,
+        server: Server,
+        timeout: Duration,
+        ttl: Duration,
+        client_version: &str,
+    ) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_string(),
             trusted: server.trusted,
@@ -495,7 +516,11 @@ impl Upstream {
                 _ = this.supervise() => {}
                 _ = this.relay_updates() => {}
             }
-            *this.state.write().unwrap_or_else(|p| p.into_inner()) = State { session: None, listing: None, down: Some("the gateway is shutting down".into()) };
+            *this.state.write().unwrap_or_else(|p| p.into_inner()) = State {
+                session: None,
+                listing: None,
+                down: Some("the gateway is shutting down".into()),
+            };
         });
     }
 
@@ -568,7 +593,13 @@ impl Upstream {
     /// Sends `name` (a tool, a prompt, a resource's URI) its `arguments`
     /// by `kind`'s method, under the deadline. The result comes back
     /// verbatim. A transport failure marks the upstream down.
-    pub async fn call(&self, kind: Kind, name: &str, arguments: &Value, options: CallOptions) -> Result<Box<RawValue>, UpstreamError> {
+    pub async fn call(
+        &self,
+        kind: Kind,
+        name: &str,
+        arguments: &Value,
+        options: CallOptions,
+    ) -> Result<Box<RawValue>, UpstreamError> {
         let mut params = match kind {
             Kind::Tool | Kind::Prompt => serde_json::json!({"name": name, "arguments": arguments}),
             Kind::Resource | Kind::Template => serde_json::json!({"uri": arguments["uri"]}),
@@ -584,7 +615,10 @@ impl Upstream {
         }
         // Progress: our own token upstream, routed back to this call only.
         let _route = options.progress.map(|relay| {
-            let token = format!("toolgate-{}", self.next_progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            let token = format!(
+                "toolgate-{}",
+                self.next_progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
             params["_meta"]["progressToken"] = serde_json::json!(token);
             self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), relay);
             ProgressRoute { routes: self.progress.clone(), token }
@@ -614,13 +648,19 @@ impl Upstream {
     async fn relay_updates(&self) {
         // The legacy subscriptions made, those the server refused, and the
         // session they were made on.
-        let (mut on, mut subscribed, mut refused): (Option<Arc<McpSession>>, BTreeSet<String>, BTreeSet<String>) = Default::default();
+        let (mut on, mut subscribed, mut refused): (
+            Option<Arc<McpSession>>,
+            BTreeSet<String>,
+            BTreeSet<String>,
+        ) = Default::default();
         loop {
-            let uris: BTreeSet<String> = self.watched.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+            let uris: BTreeSet<String> =
+                self.watched.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
             let session = self.read().session.clone();
             match session {
                 Some(session) if session.era == Era::Modern && !uris.is_empty() => {
-                    let params = serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
+                    let params =
+                        serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
                     let ended = tokio::select! {
                         ended = session.listen(params) => ended,
                         _ = self.watch_changed.notified() => continue,
@@ -642,11 +682,22 @@ impl Upstream {
                 }
                 Some(session) if session.era == Era::Legacy => {
                     if !on.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
-                        (on, subscribed, refused) = (Some(session.clone()), BTreeSet::new(), BTreeSet::new());
+                        (on, subscribed, refused) =
+                            (Some(session.clone()), BTreeSet::new(), BTreeSet::new());
                     }
-                    let new: Vec<String> = uris.iter().filter(|u| !subscribed.contains(*u) && !refused.contains(*u)).cloned().collect();
+                    let new: Vec<String> = uris
+                        .iter()
+                        .filter(|u| !subscribed.contains(*u) && !refused.contains(*u))
+                        .cloned()
+                        .collect();
                     for uri in new {
-                        match tokio::time::timeout(self.timeout, session.request("resources/subscribe", serde_json::json!({"uri": &uri}))).await {
+                        match tokio::time::timeout(
+                            self.timeout,
+                            session
+                                .request("resources/subscribe", serde_json::json!({"uri": &uri})),
+                        )
+                        .await
+                        {
                             Ok(Ok(_)) => subscribed.insert(uri),
                             Ok(Err(e)) => {
                                 tracing::warn!(server = %self.name, error = %e, "the upstream refused resources/subscribe; its updates are not relayed");
@@ -655,8 +706,18 @@ impl Upstream {
                             Err(_) => false, // tried again on the next round
                         };
                     }
-                    for uri in subscribed.iter().filter(|u| !uris.contains(*u)).cloned().collect::<Vec<_>>() {
-                        let _ = tokio::time::timeout(self.timeout, session.request("resources/unsubscribe", serde_json::json!({"uri": uri}))).await;
+                    for uri in subscribed
+                        .iter()
+                        .filter(|u| !uris.contains(*u))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                    {
+                        let _ = tokio::time::timeout(
+                            self.timeout,
+                            session
+                                .request("resources/unsubscribe", serde_json::json!({"uri": uri})),
+                        )
+                        .await;
                         subscribed.remove(&uri);
                     }
                     refused.retain(|u| uris.contains(u));
@@ -676,21 +737,32 @@ impl Upstream {
         self.send("completion/complete", params, &[], self.timeout).await
     }
 
-    async fn send(&self, method: &str, params: Value, headers: &[(String, String)], timeout: Duration) -> Result<Box<RawValue>, UpstreamError> {
+    async fn send(
+        &self,
+        method: &str,
+        params: Value,
+        headers: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, UpstreamError> {
         let (session, down) = {
             let state = self.read();
             (state.session.clone(), state.down.clone())
         };
         let Some(session) = session else {
             self.nudge();
-            return Err(UpstreamError::Unavailable(down.unwrap_or_else(|| "not connected yet".into())));
+            return Err(UpstreamError::Unavailable(
+                down.unwrap_or_else(|| "not connected yet".into()),
+            ));
         };
-        match tokio::time::timeout(timeout, session.request_with_headers(method, params, headers)).await {
+        match tokio::time::timeout(timeout, session.request_with_headers(method, params, headers))
+            .await
+        {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Err(e @ (UpstreamError::Unavailable(_) | UpstreamError::Lost(_)))) => {
                 // Only if the session that failed is still the current one: a
                 // late failure of an old session must not take down a new one.
-                let current = self.read().session.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session));
+                let current =
+                    self.read().session.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session));
                 if current {
                     self.set_down(e.to_string());
                 }
@@ -737,22 +809,38 @@ impl Upstream {
         }
     }
 
-    async fn connect(&self, events: broadcast::Sender<String>) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
+    async fn connect(
+        &self,
+        events: broadcast::Sender<String>,
+    ) -> Result<(Arc<McpSession>, Listing), UpstreamError> {
         let max_message = self.max_message.load(std::sync::atomic::Ordering::Relaxed);
-        let inbox = Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
+        let inbox =
+            Inbox { events, updates: self.updates.clone(), progress: self.progress.clone() };
         // A stdio server reached as the gateway itself takes the gateway's
         // own credential in its environment, made afresh at each start.
         let transport = match (&self.transport, self.own.get()) {
             (Transport::Stdio { .. }, Some(own)) => {
-                let value = (own.value)().await.map_err(|why| UpstreamError::Unavailable(format!("start: no credential for the gateway itself ({why})")))?;
+                let value = (own.value)().await.map_err(|why| {
+                    UpstreamError::Unavailable(format!(
+                        "start: no credential for the gateway itself ({why})"
+                    ))
+                })?;
                 std::borrow::Cow::Owned(self.transport.with_env(&own.header, value))
             }
             _ => std::borrow::Cow::Borrowed(&self.transport),
         };
-        let channel = session::Channel::open(&self.name, &transport, inbox, max_message, self.network.clone(), self.own.get().cloned())?;
-        let session = tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
-            .await
-            .map_err(|_| UpstreamError::Timeout)??;
+        let channel = session::Channel::open(
+            &self.name,
+            &transport,
+            inbox,
+            max_message,
+            self.network.clone(),
+            self.own.get().cloned(),
+        )?;
+        let session =
+            tokio::time::timeout(self.timeout, McpSession::open(channel, &self.client_version))
+                .await
+                .map_err(|_| UpstreamError::Timeout)??;
         let session = Arc::new(session);
         let listing = self.list(&session).await?;
         Ok((session, listing))
@@ -772,12 +860,25 @@ impl Upstream {
         // A server's hint is honoured down to a floor, so a server cannot
         // make the gateway list it without pause.
         let ttl = ttl.map(|ms: u64| Duration::from_millis(ms.max(MIN_LIST_TTL_MS)));
-        Ok(Listing { tools, prompts, resources, templates, era: session.era, protocol_version: session.protocol_version.clone(), ttl })
+        Ok(Listing {
+            tools,
+            prompts,
+            resources,
+            templates,
+            era: session.era,
+            protocol_version: session.protocol_version.clone(),
+            ttl,
+        })
     }
 
     /// A list the server declared but answers with an error is taken as
     /// empty (its tools still serve); a lost connection is not.
-    async fn list_optional(&self, session: &McpSession, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+    async fn list_optional(
+        &self,
+        session: &McpSession,
+        kind: Kind,
+        ttl: &mut Option<u64>,
+    ) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
         match self.list_kind(session, kind, ttl).await {
             Err(UpstreamError::Rpc(e)) => {
                 tracing::warn!(server = %self.name, method = kind.list().0, error = %e.message, "the list failed; it is taken as empty");
@@ -787,9 +888,16 @@ impl Upstream {
         }
     }
 
-    async fn list_kind(&self, session: &McpSession, kind: Kind, ttl: &mut Option<u64>) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
+    async fn list_kind(
+        &self,
+        session: &McpSession,
+        kind: Kind,
+        ttl: &mut Option<u64>,
+    ) -> Result<Vec<Arc<UpstreamTool>>, UpstreamError> {
         let (method, key, field) = kind.list();
-        let (raws, ttl_ms) = tokio::time::timeout(self.timeout, session.list_all(method, key)).await.map_err(|_| UpstreamError::Timeout)??;
+        let (raws, ttl_ms) = tokio::time::timeout(self.timeout, session.list_all(method, key))
+            .await
+            .map_err(|_| UpstreamError::Timeout)??;
         if let Some(t) = ttl_ms {
             *ttl = Some(ttl.map_or(t, |old| old.min(t)));
         }
@@ -797,14 +905,21 @@ impl Upstream {
         // client's context: past the limit, the listing is refused whole.
         let max = self.max_tools.load(std::sync::atomic::Ordering::Relaxed);
         if raws.len() > max {
-            return Err(UpstreamError::Protocol(format!("it lists {} {key}, more than [gateway] max_tools_per_upstream ({max})", raws.len())));
+            return Err(UpstreamError::Protocol(format!(
+                "it lists {} {key}, more than [gateway] max_tools_per_upstream ({max})",
+                raws.len()
+            )));
         }
         let mut items = Vec::with_capacity(raws.len());
         for raw in raws {
             let definition: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
             match definition.get(field).and_then(Value::as_str) {
-                Some(name) => items.push(Arc::new(UpstreamTool { name: name.to_string(), raw, definition })),
-                None => tracing::warn!(server = %self.name, "an item of {method} without `{field}` was ignored"),
+                Some(name) => {
+                    items.push(Arc::new(UpstreamTool { name: name.to_string(), raw, definition }))
+                }
+                None => {
+                    tracing::warn!(server = %self.name, "an item of {method} without `{field}` was ignored")
+                }
             }
         }
         Ok(items)
@@ -837,7 +952,11 @@ impl Upstream {
     }
 
     /// Keeps the listing fresh until the session is lost.
-    async fn serve_session(&self, session: &Arc<McpSession>, events: &mut broadcast::Receiver<String>) {
+    async fn serve_session(
+        &self,
+        session: &Arc<McpSession>,
+        events: &mut broadcast::Receiver<String>,
+    ) {
         let mut closed = session.closed();
         // A legacy HTTP session's own messages come on its standing stream,
         // kept open (again after it ends) while the session lasts.
@@ -893,7 +1012,9 @@ impl Upstream {
                     self.set_down(e.to_string());
                     return;
                 }
-                Err(e) => tracing::warn!(server = %self.name, error = %e, "re-listing failed; keeping the previous list"),
+                Err(e) => {
+                    tracing::warn!(server = %self.name, error = %e, "re-listing failed; keeping the previous list")
+                }
             }
         }
     }

@@ -8,10 +8,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::Transport;
 use super::UpstreamError;
 use super::http::HttpChannel;
 use super::stdio::StdioChannel;
-use super::Transport;
 use crate::wire::{self, Era, LEGACY, MODERN, Message};
 
 /// How long a server gets to answer `server/discover` before it is taken
@@ -25,14 +25,39 @@ pub(crate) enum Channel {
 }
 
 impl Channel {
-    pub(crate) fn open(server: &str, transport: &Transport, inbox: super::Inbox, max_message: usize, network: std::sync::Arc<crate::sandbox::proxy::Counts>, own: Option<super::OwnCredential>) -> Result<Self, UpstreamError> {
+    pub(crate) fn open(
+        server: &str,
+        transport: &Transport,
+        inbox: super::Inbox,
+        max_message: usize,
+        network: std::sync::Arc<crate::sandbox::proxy::Counts>,
+        own: Option<super::OwnCredential>,
+    ) -> Result<Self, UpstreamError> {
         Ok(match transport {
-            Transport::Stdio { .. } => Channel::Stdio(StdioChannel::spawn(server, transport, inbox, max_message, network)?),
-            Transport::Http { url, headers, query, ca } => Channel::Http(HttpChannel::new(url, headers, query, ca.as_deref().map(Vec::as_slice), inbox, max_message)?.with_own(own)),
+            Transport::Stdio { .. } => {
+                Channel::Stdio(StdioChannel::spawn(server, transport, inbox, max_message, network)?)
+            }
+            Transport::Http { url, headers, query, ca } => Channel::Http(
+                HttpChannel::new(
+                    url,
+                    headers,
+                    query,
+                    ca.as_deref().map(Vec::as_slice),
+                    inbox,
+                    max_message,
+                )?
+                .with_own(own),
+            ),
         })
     }
 
-    async fn request(&self, method: &str, params: &Value, era: Option<Era>, headers: &[(String, String)]) -> Result<Message, UpstreamError> {
+    async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        era: Option<Era>,
+        headers: &[(String, String)],
+    ) -> Result<Message, UpstreamError> {
         match self {
             Channel::Stdio(c) => c.request(method, params).await,
             Channel::Http(c) => c.request(method, params, era != Some(Era::Legacy), headers).await,
@@ -71,7 +96,9 @@ fn into_result(message: Message) -> Result<Box<RawValue>, UpstreamError> {
     match (message.result, message.error) {
         (Some(result), _) => Ok(result),
         (None, Some(error)) => Err(UpstreamError::Rpc(error)),
-        (None, None) => Err(UpstreamError::Protocol("a response with neither result nor error".into())),
+        (None, None) => {
+            Err(UpstreamError::Protocol("a response with neither result nor error".into()))
+        }
     }
 }
 
@@ -88,7 +115,8 @@ enum Agreed {
 fn modern(answer: Result<Message, UpstreamError>) -> Option<Value> {
     let raw = into_result(answer.ok()?).ok()?;
     let result: Value = serde_json::from_str(raw.get()).unwrap_or_default();
-    let offered = result["supportedVersions"].as_array().is_some_and(|v| v.iter().any(|x| x == MODERN));
+    let offered =
+        result["supportedVersions"].as_array().is_some_and(|v| v.iter().any(|x| x == MODERN));
     offered.then(|| result["capabilities"].clone())
 }
 
@@ -99,11 +127,15 @@ async fn initialize(channel: &Channel, client_version: &str) -> Result<Agreed, U
         "capabilities": {},
         "clientInfo": {"name": "toolgate", "version": client_version}
     });
-    let result = into_result(channel.request("initialize", &params, Some(Era::Legacy), &[]).await?)?;
-    let result: Value = serde_json::from_str(result.get()).map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
+    let result =
+        into_result(channel.request("initialize", &params, Some(Era::Legacy), &[]).await?)?;
+    let result: Value = serde_json::from_str(result.get())
+        .map_err(|e| UpstreamError::Protocol(format!("initialize: {e}")))?;
     let version = result["protocolVersion"].as_str().unwrap_or_default().to_string();
     if version.is_empty() {
-        return Err(UpstreamError::Protocol("initialize answered without a protocolVersion".into()));
+        return Err(UpstreamError::Protocol(
+            "initialize answered without a protocolVersion".into(),
+        ));
     }
     Ok(Agreed::Legacy(version, result["capabilities"].clone()))
 }
@@ -115,7 +147,11 @@ async fn initialize(channel: &Channel, client_version: &str) -> Result<Agreed, U
 /// discover first, hold the connection to 2026-07-28 and refuse an
 /// `initialize` sent after it. So after `DISCOVER_TIMEOUT` the handshake
 /// is asked too, and whichever the server takes names the era.
-async fn agree(channel: &Channel, meta: &Value, client_version: &str) -> Result<Agreed, UpstreamError> {
+async fn agree(
+    channel: &Channel,
+    meta: &Value,
+    client_version: &str,
+) -> Result<Agreed, UpstreamError> {
     let params = json!({"_meta": meta});
     let discover = channel.request("server/discover", &params, Some(Era::Modern), &[]);
     tokio::pin!(discover);
@@ -149,21 +185,36 @@ async fn agree(channel: &Channel, meta: &Value, client_version: &str) -> Result<
 }
 
 impl McpSession {
-    pub(crate) async fn open(channel: Channel, client_version: &str) -> Result<Self, UpstreamError> {
+    pub(crate) async fn open(
+        channel: Channel,
+        client_version: &str,
+    ) -> Result<Self, UpstreamError> {
         let meta = wire::modern_meta("toolgate", client_version);
         match agree(&channel, &meta, client_version).await? {
             Agreed::Modern(capabilities) => {
                 if let Channel::Http(c) = &channel {
                     c.set_protocol_version(MODERN);
                 }
-                Ok(McpSession { channel, era: Era::Modern, protocol_version: MODERN.into(), meta, capabilities })
+                Ok(McpSession {
+                    channel,
+                    era: Era::Modern,
+                    protocol_version: MODERN.into(),
+                    meta,
+                    capabilities,
+                })
             }
             Agreed::Legacy(version, capabilities) => {
                 if let Channel::Http(c) = &channel {
                     c.set_protocol_version(&version);
                 }
                 channel.notify("notifications/initialized", &json!({}), Era::Legacy).await?;
-                Ok(McpSession { channel, era: Era::Legacy, protocol_version: version, meta, capabilities })
+                Ok(McpSession {
+                    channel,
+                    era: Era::Legacy,
+                    protocol_version: version,
+                    meta,
+                    capabilities,
+                })
             }
         }
     }
@@ -175,7 +226,8 @@ impl McpSession {
     /// Adds this era's per-request fields to `params`.
     fn params(&self, mut params: Value) -> Value {
         if self.era == Era::Modern {
-            let meta = params.as_object_mut().map(|p| p.entry("_meta").or_insert_with(|| json!({})));
+            let meta =
+                params.as_object_mut().map(|p| p.entry("_meta").or_insert_with(|| json!({})));
             if let Some(Value::Object(meta)) = meta {
                 for (k, v) in self.meta.as_object().into_iter().flatten() {
                     meta.entry(k.clone()).or_insert(v.clone());
@@ -185,13 +237,24 @@ impl McpSession {
         params
     }
 
-    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Box<RawValue>, UpstreamError> {
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<Box<RawValue>, UpstreamError> {
         self.request_with_headers(method, params, &[]).await
     }
 
     /// A request with extra HTTP headers (ignored on stdio).
-    pub(crate) async fn request_with_headers(&self, method: &str, params: Value, headers: &[(String, String)]) -> Result<Box<RawValue>, UpstreamError> {
-        into_result(self.channel.request(method, &self.params(params), Some(self.era), headers).await?)
+    pub(crate) async fn request_with_headers(
+        &self,
+        method: &str,
+        params: Value,
+        headers: &[(String, String)],
+    ) -> Result<Box<RawValue>, UpstreamError> {
+        into_result(
+            self.channel.request(method, &self.params(params), Some(self.era), headers).await?,
+        )
     }
 
     /// A 2026-07-28 `subscriptions/listen` for resource updates, until it
@@ -200,7 +263,11 @@ impl McpSession {
     pub(crate) async fn listen(&self, params: Value) -> Result<(), UpstreamError> {
         match &self.channel {
             Channel::Http(c) => c.listen(&self.params(params)).await,
-            Channel::Stdio(c) => c.request("subscriptions/listen", &self.params(params)).await.and_then(into_result).map(|_| ()),
+            Channel::Stdio(c) => c
+                .request("subscriptions/listen", &self.params(params))
+                .await
+                .and_then(into_result)
+                .map(|_| ()),
         }
     }
 
@@ -216,7 +283,11 @@ impl McpSession {
     /// Every item of a list (`tools/list` → `tools`, `prompts/list` →
     /// `prompts`, …), all pages, each kept verbatim; and the shortest
     /// `ttlMs` a page gave, how long the server says the list stands.
-    pub(crate) async fn list_all(&self, method: &str, key: &str) -> Result<(Vec<Box<RawValue>>, Option<u64>), UpstreamError> {
+    pub(crate) async fn list_all(
+        &self,
+        method: &str,
+        key: &str,
+    ) -> Result<(Vec<Box<RawValue>>, Option<u64>), UpstreamError> {
         let mut items = Vec::new();
         let mut ttl_ms: Option<u64> = None;
         let mut cursor: Option<String> = None;
@@ -226,10 +297,16 @@ impl McpSession {
                 None => json!({}),
             };
             let raw = self.request(method, params).await?;
-            let mut page: serde_json::Map<String, Value> = serde_json::from_str(raw.get()).map_err(|e| UpstreamError::Protocol(format!("{method}: {e}")))?;
+            let mut page: serde_json::Map<String, Value> = serde_json::from_str(raw.get())
+                .map_err(|e| UpstreamError::Protocol(format!("{method}: {e}")))?;
             let list: Vec<Box<RawValue>> = match page.remove(key) {
-                Some(v) => serde_json::from_value(v).map_err(|e| UpstreamError::Protocol(format!("{method}: `{key}`: {e}")))?,
-                None => return Err(UpstreamError::Protocol(format!("{method} answered without `{key}`"))),
+                Some(v) => serde_json::from_value(v)
+                    .map_err(|e| UpstreamError::Protocol(format!("{method}: `{key}`: {e}")))?,
+                None => {
+                    return Err(UpstreamError::Protocol(format!(
+                        "{method} answered without `{key}`"
+                    )));
+                }
             };
             items.extend(list);
             if let Some(ttl) = page.get("ttlMs").and_then(Value::as_u64) {

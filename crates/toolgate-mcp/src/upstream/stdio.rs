@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::Value;
+use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
-use serde_json::json;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 use super::{Transport, UpstreamError};
@@ -27,21 +27,16 @@ type Pending = Arc<std::sync::Mutex<HashMap<Id, oneshot::Sender<Result<Message, 
 /// default environment (`get_default_environment`, `getDefaultEnvironment`),
 /// with the locale and the time zone. Anything else is given by `env`,
 /// `env_env` or `env_file`.
-pub const INHERITED: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub const INHERITED: &[&str] =
+    &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 /// The gateway's variables that name this machine's proxy; with its CA
 /// bundles (`sandbox::CA_VARIABLES`, as `[tls] ca_file` is for toolgate's
 /// own connections) they pass to every stdio server: without them an `npx`
 /// or `uvx` start behind a company CA or proxy fails to fetch its package.
 /// A boxed server with an allow-list gets toolgate's proxy instead.
-pub const PASSED: &[&str] = &[
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
-];
+pub const PASSED: &[&str] =
+    &["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"];
 
 pub(crate) struct StdioChannel {
     /// Lines for the writer task, which owns the child's stdin.
@@ -62,12 +57,26 @@ pub(crate) struct StdioChannel {
 impl StdioChannel {
     /// Starts `transport`'s program (a `Transport::Stdio`), in its box
     /// unless `sandbox = "off"`; `network` counts the box's connections.
-    pub(crate) fn spawn(server: &str, transport: &Transport, inbox: super::Inbox, max_line: usize, network: Arc<Counts>) -> Result<Self, UpstreamError> {
-        let Transport::Stdio { command, args, env, sandbox } = transport else { unreachable!("a stdio channel is opened for a stdio transport") };
-        let env = env.iter().map(|(k, source)| source.read(&format!("variable `{k}`")).map(|v| (k, v))).collect::<Result<Vec<_>, _>>()?;
+    pub(crate) fn spawn(
+        server: &str,
+        transport: &Transport,
+        inbox: super::Inbox,
+        max_line: usize,
+        network: Arc<Counts>,
+    ) -> Result<Self, UpstreamError> {
+        let Transport::Stdio { command, args, env, sandbox } = transport else {
+            unreachable!("a stdio channel is opened for a stdio transport")
+        };
+        let env = env
+            .iter()
+            .map(|(k, source)| source.read(&format!("variable `{k}`")).map(|v| (k, v)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut prepared = match sandbox {
             Sandbox::Off => None,
-            Sandbox::Boxed(profile) => Some(Prepared::new(server, profile, command, host::support()).map_err(|why| unboxable(server, &why))?),
+            Sandbox::Boxed(profile) => Some(
+                Prepared::new(server, profile, command, host::support())
+                    .map_err(|why| unboxable(server, &why))?,
+            ),
         };
         let mut spawning = Command::new(command);
         spawning
@@ -77,7 +86,13 @@ impl StdioChannel {
             // to run, as the official SDKs pass it, its CA bundle and proxy,
             // and what the config gives.
             .env_clear()
-            .envs(INHERITED.iter().chain(sandbox::CA_VARIABLES).chain(PASSED).filter_map(|k| std::env::var_os(k).map(|v| (*k, v))))
+            .envs(
+                INHERITED
+                    .iter()
+                    .chain(sandbox::CA_VARIABLES)
+                    .chain(PASSED)
+                    .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+            )
             .envs(prepared.iter().flat_map(|p| p.env.iter()))
             .envs(env)
             .stdin(Stdio::piped())
@@ -101,7 +116,10 @@ impl StdioChannel {
             Sandbox::Boxed(_) => UpstreamError::Unavailable(format!("cannot start `{command}` in its sandbox: {e} (`toolgate doctor` says what this host offers)")),
             Sandbox::Off => UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")),
         })?;
-        let boxed = prepared.map(|p| Boxed::start(server, p, network.clone())).transpose().map_err(|why| UpstreamError::Unavailable(format!("`{server}`'s sandbox: {why}")))?;
+        let boxed = prepared
+            .map(|p| Boxed::start(server, p, network.clone()))
+            .transpose()
+            .map_err(|why| UpstreamError::Unavailable(format!("`{server}`'s sandbox: {why}")))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
@@ -124,7 +142,9 @@ impl StdioChannel {
                         // The call it answers (if its head names one) fails now, as
                         // over HTTP, rather than wait out its deadline.
                         tracing::warn!(server = %name, max = max_line, "a line from the upstream exceeds max_upstream_message_bytes; skipped");
-                        let waiting = id_in_head(&head).and_then(|id| routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&Id::Number(id)));
+                        let waiting = id_in_head(&head).and_then(|id| {
+                            routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&Id::Number(id))
+                        });
                         if let Some(tx) = waiting {
                             let _ = tx.send(Err(UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max_line})"))));
                         }
@@ -152,7 +172,16 @@ impl StdioChannel {
             routes.lock().unwrap_or_else(|p| p.into_inner()).clear();
         });
 
-        Ok(Self { outbox, pending, next_id: AtomicI64::new(1), alive, last_words, child: Mutex::new(child), _boxed: boxed, network })
+        Ok(Self {
+            outbox,
+            pending,
+            next_id: AtomicI64::new(1),
+            alive,
+            last_words,
+            child: Mutex::new(child),
+            _boxed: boxed,
+            network,
+        })
     }
 
     /// Whether the child is alive: flips to `false` once it exits (its stdout closed).
@@ -164,9 +193,16 @@ impl StdioChannel {
         *self.alive.borrow()
     }
 
-    pub(crate) async fn request(&self, method: &str, params: &Value) -> Result<Message, UpstreamError> {
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<Message, UpstreamError> {
         if !self.is_alive() {
-            return Err(UpstreamError::Unavailable(format!("the upstream process has exited{}", self.ended().await)));
+            return Err(UpstreamError::Unavailable(format!(
+                "the upstream process has exited{}",
+                self.ended().await
+            )));
         }
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
@@ -178,7 +214,10 @@ impl StdioChannel {
         // A dropped sender means the reader ended: the process is gone.
         match rx.await {
             Ok(answer) => answer,
-            Err(_) => Err(UpstreamError::Lost(format!("the upstream process exited{}", self.ended().await))),
+            Err(_) => Err(UpstreamError::Lost(format!(
+                "the upstream process exited{}",
+                self.ended().await
+            ))),
         }
     }
 
@@ -195,8 +234,14 @@ impl StdioChannel {
         };
         let words = self.last_words.after_eof().await;
         let refused = self.network.last_refused.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let refused = refused.map(|why| format!("; its sandbox's proxy refused the last connection: {why}")).unwrap_or_default();
-        if words.is_empty() { format!("{status}{refused}") } else { format!("{status}; its stderr ended: {words}{refused}") }
+        let refused = refused
+            .map(|why| format!("; its sandbox's proxy refused the last connection: {why}"))
+            .unwrap_or_default();
+        if words.is_empty() {
+            format!("{status}{refused}")
+        } else {
+            format!("{status}; its stderr ended: {words}{refused}")
+        }
     }
 
     pub(crate) async fn notify(&self, method: &str, params: &Value) -> Result<(), UpstreamError> {
@@ -204,9 +249,9 @@ impl StdioChannel {
     }
 
     async fn send_line(&self, line: &str) -> Result<(), UpstreamError> {
-        self.outbox
-            .send(line.to_string())
-            .map_err(|_| UpstreamError::Unavailable("the upstream process no longer reads its input".into()))
+        self.outbox.send(line.to_string()).map_err(|_| {
+            UpstreamError::Unavailable("the upstream process no longer reads its input".into())
+        })
     }
 }
 
@@ -229,7 +274,9 @@ fn unboxable(server: &str, why: &str) -> UpstreamError {
     if host::support().can_box() {
         UpstreamError::Unavailable(format!("cannot build `{server}`'s sandbox: {why}"))
     } else {
-        UpstreamError::Unavailable(format!("{why}. `{server}` is not started unboxed: to run it as toolgate's own user, with nothing between it and toolgate's keys, write `sandbox = \"off\"` under [servers.{server}] (docs/SANDBOX.md)"))
+        UpstreamError::Unavailable(format!(
+            "{why}. `{server}` is not started unboxed: to run it as toolgate's own user, with nothing between it and toolgate's keys, write `sandbox = \"off\"` under [servers.{server}] (docs/SANDBOX.md)"
+        ))
     }
 }
 
@@ -254,7 +301,8 @@ impl LastWords {
                 Line::TooLong(head) => String::from_utf8_lossy(&head).into_owned(),
                 other => format!("{other:?}"),
             };
-            let shown = sandbox::proxy::shown(&text.chars().take(Self::LINE_CHARS).collect::<String>());
+            let shown =
+                sandbox::proxy::shown(&text.chars().take(Self::LINE_CHARS).collect::<String>());
             tracing::debug!(server = %server, "upstream stderr: {shown}");
             if shown.trim().is_empty() {
                 continue;
@@ -272,9 +320,17 @@ impl LastWords {
     /// The kept lines, once stderr has ended (or a moment has passed).
     async fn after_eof(&self) -> String {
         if !self.ended.load(std::sync::atomic::Ordering::Acquire) {
-            let _ = tokio::time::timeout(std::time::Duration::from_millis(300), self.done.notified()).await;
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_millis(300), self.done.notified())
+                    .await;
         }
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect::<Vec<_>>().join(" | ")
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" | ")
     }
 }
 
@@ -298,7 +354,8 @@ struct Forget<'a> {
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        let abandoned = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id).is_some();
+        let abandoned =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id).is_some();
         if abandoned {
             // No answer will be read (a deadline passed, or the caller went
             // away): tell the server, so it can stop the work (MCP
@@ -332,7 +389,13 @@ fn route(
                 wire::response(Some(id), &json!({}))
             } else {
                 tracing::debug!(server, method, "upstream request refused");
-                wire::error_response(Some(id), &wire::RpcError::new(wire::code::METHOD_NOT_FOUND, format!("{method} is not offered to upstream servers")))
+                wire::error_response(
+                    Some(id),
+                    &wire::RpcError::new(
+                        wire::code::METHOD_NOT_FOUND,
+                        format!("{method} is not offered to upstream servers"),
+                    ),
+                )
             };
             let _ = replies.send(reply);
         }
@@ -352,29 +415,49 @@ mod tests {
         // SAFETY: this test's process (nextest runs one test a process) reads no variable meanwhile.
         unsafe { std::env::set_var("TOOLGATE_TEST_CALLER_TOKEN", "not-for-servers-0123456789") };
         let seen = std::env::temp_dir().join(format!("toolgate-stdio-env-{}", std::process::id()));
-        let env = [("SEEN".to_string(), super::super::ValueSource::Value(seen.display().to_string()))].into_iter().collect();
+        let env =
+            [("SEEN".to_string(), super::super::ValueSource::Value(seen.display().to_string()))]
+                .into_iter()
+                .collect();
         let (events, _) = tokio::sync::broadcast::channel(4);
         let (updates, _) = tokio::sync::broadcast::channel(4);
         let inbox = super::super::Inbox { events, updates, progress: Default::default() };
         let args = ["-c".to_string(), "env > \"$SEEN\"; sleep 5".to_string()];
-        let transport = Transport::Stdio { command: "/bin/sh".into(), args: args.to_vec(), env, sandbox: Sandbox::Off };
-        let channel = StdioChannel::spawn("envtest", &transport, inbox, 1 << 20, Arc::default()).unwrap();
+        let transport = Transport::Stdio {
+            command: "/bin/sh".into(),
+            args: args.to_vec(),
+            env,
+            sandbox: Sandbox::Off,
+        };
+        let channel =
+            StdioChannel::spawn("envtest", &transport, inbox, 1 << 20, Arc::default()).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let text = loop {
             match std::fs::read_to_string(&seen) {
                 Ok(t) if t.contains("SEEN=") => break t,
-                _ if std::time::Instant::now() < deadline => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                _ if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                }
                 _ => panic!("the server did not start"),
             }
         };
         drop(channel);
         let _ = std::fs::remove_file(&seen);
         assert!(text.lines().any(|l| l.starts_with("PATH=")), "{text}");
-        assert!(!text.contains("TOOLGATE_TEST_CALLER_TOKEN") && !text.contains("not-for-servers"), "{text}");
+        assert!(
+            !text.contains("TOOLGATE_TEST_CALLER_TOKEN") && !text.contains("not-for-servers"),
+            "{text}"
+        );
         for line in text.lines() {
             let name = line.split('=').next().unwrap();
             // sh sets PWD, SHLVL and `_` itself.
-            assert!(INHERITED.contains(&name) || sandbox::CA_VARIABLES.contains(&name) || PASSED.contains(&name) || ["SEEN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name), "{name} passed to a stdio server");
+            assert!(
+                INHERITED.contains(&name)
+                    || sandbox::CA_VARIABLES.contains(&name)
+                    || PASSED.contains(&name)
+                    || ["SEEN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name),
+                "{name} passed to a stdio server"
+            );
         }
     }
 }

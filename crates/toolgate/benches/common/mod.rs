@@ -14,7 +14,8 @@ use toolgate_atlas::{ServerKind, serve};
 /// `cancel`; its `/mcp` URL.
 pub async fn tickets(dir: &Path, cancel: &CancellationToken) -> String {
     let server = toolgate_atlas::server(ServerKind::Tickets, Some(dir)).unwrap();
-    let (addr, _) = serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
+    let (addr, _) =
+        serve::http(server, "127.0.0.1:0".parse().unwrap(), cancel.clone()).await.unwrap();
     format!("http://{addr}/mcp")
 }
 

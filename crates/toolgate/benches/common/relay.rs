@@ -12,21 +12,24 @@ use axum::http::{HeaderMap, StatusCode};
 /// `POST /mcp`, relayed to `upstream`; an upstream that cannot be reached
 /// or read is a 502.
 pub fn router(upstream: &str) -> axum::Router {
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("an HTTP client");
+    let client =
+        reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("an HTTP client");
     // Parsed once, as the gateway does.
     let upstream = reqwest::Url::parse(upstream).expect("the upstream is a URL");
     let forward = move |headers: HeaderMap, body: axum::body::Bytes| {
         let (client, upstream) = (client.clone(), upstream.clone());
         async move {
             let mut req = client.post(upstream).body(body);
-            for name in ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"] {
+            for name in ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"]
+            {
                 if let Some(v) = headers.get(name) {
                     req = req.header(name, v.clone());
                 }
             }
             let (status, content_type, body) = match req.send().await {
                 Ok(answer) => {
-                    let (status, ct) = (answer.status(), answer.headers().get("content-type").cloned());
+                    let (status, ct) =
+                        (answer.status(), answer.headers().get("content-type").cloned());
                     match answer.bytes().await {
                         Ok(body) => (status, ct, body),
                         Err(_) => (StatusCode::BAD_GATEWAY, None, Default::default()),

@@ -20,7 +20,9 @@ use crate::ops_common::{BIN, Proc, spawn_listening};
 pub fn python() -> PathBuf {
     match std::env::var("TOOLGATE_PYTHON") {
         Ok(p) => PathBuf::from(p),
-        Err(_) => crate::demo_common::python().parent().unwrap().canonicalize().unwrap().join("python"),
+        Err(_) => {
+            crate::demo_common::python().parent().unwrap().canonicalize().unwrap().join("python")
+        }
     }
 }
 
@@ -54,7 +56,11 @@ pub fn python_grants() -> Vec<PathBuf> {
     }
     let home = std::env::var("HOME").map(PathBuf::from).unwrap_or_default();
     for g in &grants {
-        assert!(g.components().count() > 2 && g != &home && !std::env::temp_dir().starts_with(g), "a grant this broad would prove nothing: {}", g.display());
+        assert!(
+            g.components().count() > 2 && g != &home && !std::env::temp_dir().starts_with(g),
+            "a grant this broad would prove nothing: {}",
+            g.display()
+        );
     }
     grants
 }
@@ -90,11 +96,21 @@ pub async fn start_gateway(config: &Path, log: &Path, env: &[(&str, &str)]) -> P
 /// the tools of `calls` are listed, then calls each in order.
 pub async fn client(url: &str, wait_s: u64, calls: &Value) -> Value {
     let mut cmd = Command::new(python());
-    cmd.arg(script("sandbox_client.py")).args([url, &wait_s.to_string(), &calls.to_string()]).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(wait_s + 120), cmd.output()).await.expect("the client finished").unwrap();
+    cmd.arg(script("sandbox_client.py"))
+        .args([url, &wait_s.to_string(), &calls.to_string()])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(wait_s + 120), cmd.output())
+        .await
+        .expect("the client finished")
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "sandbox_client.py: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("sandbox_client.py: not JSON ({e}): {stdout}"))
+    assert!(
+        out.status.success(),
+        "sandbox_client.py: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("sandbox_client.py: not JSON ({e}): {stdout}"))
 }
 
 /// The text of a tool result's first content block.
@@ -107,11 +123,16 @@ pub fn text(result: &Value) -> &str {
 pub fn reachable(url: &str) -> Result<(), String> {
     let code = "import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], timeout=10).read(1)\nexcept Exception as e:\n    print(f'{type(e).__name__}: {e}'); sys.exit(1)";
     let started = Instant::now();
-    let out = StdCommand::new(python()).args(["-c", code, url]).output().map_err(|e| e.to_string())?;
+    let out =
+        StdCommand::new(python()).args(["-c", code, url]).output().map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("{} ({:.1} s)", String::from_utf8_lossy(&out.stdout).trim(), started.elapsed().as_secs_f64()))
+        Err(format!(
+            "{} ({:.1} s)",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            started.elapsed().as_secs_f64()
+        ))
     }
 }
 

@@ -14,13 +14,16 @@ use crate::wire::{Era, RawObject};
 
 /// Whether the client can be asked (2026-07-28, with `elicitation` declared).
 pub(super) fn elicits(cx: &Context, call: &Call) -> bool {
-    cx.era == Era::Modern && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
+    cx.era == Era::Modern
+        && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
 }
 
 /// The person at the client declined or cancelled our question, or
 /// answered that they will not wait.
 pub(super) fn declined(call: &Call) -> bool {
-    let Some(answer) = call.input.get("inputResponses").and_then(|r| r.get(INPUT_KEY)) else { return false };
+    let Some(answer) = call.input.get("inputResponses").and_then(|r| r.get(INPUT_KEY)) else {
+        return false;
+    };
     let action = answer.get("action").and_then(Value::as_str);
     let wait = answer.get("content").and_then(|c| c.get(WAIT_FIELD)).and_then(Value::as_bool);
     matches!(action, Some("decline" | "cancel")) || wait == Some(false)
@@ -39,7 +42,12 @@ fn how_to_decide(id: &str) -> String {
 
 /// The refusal of a call that ends while its approval waits (both eras):
 /// it names the approval, who decides and how, and what to do next.
-pub(super) fn waiting_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
+pub(super) fn waiting_refusal(
+    tool: &ExposedTool,
+    approval: &Approval,
+    now_ms: i64,
+    why: &str,
+) -> Refusal {
     let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
     let message = format!(
         "{} waits for a named approver ({}); approval {} is {} and {why}. Nothing was run; {}. Once it is approved, \
@@ -60,7 +68,12 @@ pub(super) fn waiting_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i
 /// person — what is asked, the proposal hash, who must decide — and a
 /// sealed `requestState`. Accepting holds the call again; declining ends
 /// it with a refusal.
-pub(super) fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, approval: &Approval) -> RawObject {
+pub(super) fn input_required(
+    a: &Approvals<'_>,
+    cx: &Context,
+    tool: &ExposedTool,
+    approval: &Approval,
+) -> RawObject {
     let state = approval.state_at(cx.began_ms).as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} (proposal {}) is {state}; {}. Keep waiting for the decision?",
@@ -70,7 +83,11 @@ pub(super) fn input_required(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool
         approval.binding.proposal_sha256,
         how_to_decide(&approval.id)
     );
-    let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
+    let claim = Claim {
+        approval_id: approval.id.clone(),
+        binding: approval.binding.clone(),
+        upstream_state: None,
+    };
     let mut out = RawObject::new();
     out.insert("resultType".into(), raw("input_required"));
     out.insert(
@@ -115,7 +132,11 @@ mod tests {
         s.pending_approval("apr_ask").await
     }
 
-    fn order(era: Era, capabilities: Option<serde_json::Value>, answer: Option<serde_json::Value>) -> (Context, Call) {
+    fn order(
+        era: Era,
+        capabilities: Option<serde_json::Value>,
+        answer: Option<serde_json::Value>,
+    ) -> (Context, Call) {
         let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": 8}));
         c.era = era;
         c.call.client_capabilities = capabilities;
@@ -134,7 +155,10 @@ mod tests {
         assert!(asks(Era::Modern, Some(json!({"elicitation": {}}))));
         assert!(!asks(Era::Modern, Some(json!({"sampling": {}}))));
         assert!(!asks(Era::Modern, None));
-        assert!(!asks(Era::Legacy, Some(json!({"elicitation": {}}))), "a legacy client cannot answer an input_required round");
+        assert!(
+            !asks(Era::Legacy, Some(json!({"elicitation": {}}))),
+            "a legacy client cannot answer an input_required round"
+        );
     }
 
     #[test]
@@ -152,10 +176,27 @@ mod tests {
     async fn a_refusal_while_waiting_names_the_approval_who_decides_and_the_time_left() {
         let s = Store::open().await;
         let approval = pending(&s).await;
-        let r = waiting_refusal(&order_tool(), &approval, NOW_MS + 15_000, "it was not decided while the call was held");
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate));
-        assert_eq!((r.approval_id.as_deref(), r.proposal_sha256.as_deref()), (Some("apr_ask"), Some("p".repeat(64).as_str())));
-        for said in ["approval apr_ask is pending", "it was not decided while the call was held", "toolgate approvals approve", "POST /admin/approvals/apr_ask/approve", "within 45 s"] {
+        let r = waiting_refusal(
+            &order_tool(),
+            &approval,
+            NOW_MS + 15_000,
+            "it was not decided while the call was held",
+        );
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::RequireApproval, Reason::ApprovalPending, Action::Escalate)
+        );
+        assert_eq!(
+            (r.approval_id.as_deref(), r.proposal_sha256.as_deref()),
+            (Some("apr_ask"), Some("p".repeat(64).as_str()))
+        );
+        for said in [
+            "approval apr_ask is pending",
+            "it was not decided while the call was held",
+            "toolgate approvals approve",
+            "POST /admin/approvals/apr_ask/approve",
+            "within 45 s",
+        ] {
             assert!(r.message.contains(said), "{said:?} in {}", r.message);
         }
     }
@@ -168,11 +209,29 @@ mod tests {
         let out = input_required(&s.approvals(TTL_MS, 0), &cx, &order_tool(), &approval);
         assert_eq!(field(&out, "resultType"), "input_required");
         let asked = &field(&out, "inputRequests")[INPUT_KEY];
-        assert_eq!((&asked["method"], &asked["params"]["requestedSchema"]["required"]), (&json!("elicitation/create"), &json!([WAIT_FIELD])));
-        assert!(asked["params"]["message"].as_str().unwrap().contains(&approval.binding.proposal_sha256), "the person sees which exact call waits");
-        let claim = s.sealer.open(field(&out, "requestState").as_str().unwrap()).expect("sealed by this gateway");
-        assert_eq!((claim.approval_id.as_str(), &claim.binding, claim.upstream_state), ("apr_ask", &approval.binding, None));
+        assert_eq!(
+            (&asked["method"], &asked["params"]["requestedSchema"]["required"]),
+            (&json!("elicitation/create"), &json!([WAIT_FIELD]))
+        );
+        assert!(
+            asked["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&approval.binding.proposal_sha256),
+            "the person sees which exact call waits"
+        );
+        let claim = s
+            .sealer
+            .open(field(&out, "requestState").as_str().unwrap())
+            .expect("sealed by this gateway");
+        assert_eq!(
+            (claim.approval_id.as_str(), &claim.binding, claim.upstream_state),
+            ("apr_ask", &approval.binding, None)
+        );
         let meta = &field(&out, "_meta")[APPROVAL_META];
-        assert_eq!((&meta["id"], &meta["state"], &meta["expires_ms"]), (&json!("apr_ask"), &json!("pending"), &json!(NOW_MS + TTL_MS)));
+        assert_eq!(
+            (&meta["id"], &meta["state"], &meta["expires_ms"]),
+            (&json!("apr_ask"), &json!("pending"), &json!(NOW_MS + TTL_MS))
+        );
     }
 }

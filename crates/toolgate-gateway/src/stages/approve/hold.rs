@@ -40,7 +40,12 @@ pub(crate) struct Hold<'a> {
 /// caller hears back within the hold however busy the gateway was. Returns
 /// the approval as last read. A store that cannot be read is read again at
 /// the next ring or tick; the approval's state is never guessed.
-pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, pending: Approval) -> Approval {
+pub(crate) async fn hold(
+    h: &Hold<'_>,
+    call: &Call,
+    began: std::time::Instant,
+    pending: Approval,
+) -> Approval {
     if h.hold.is_zero() {
         return pending;
     }
@@ -60,7 +65,9 @@ pub(crate) async fn hold(h: &Hold<'_>, call: &Call, began: std::time::Instant, p
         tokio::pin!(rung);
         rung.as_mut().enable();
         // A stalled store does not stretch the hold.
-        if let Ok(Ok(Some(read))) = tokio::time::timeout_at(until, h.ledger.approval(&latest.id)).await {
+        if let Ok(Ok(Some(read))) =
+            tokio::time::timeout_at(until, h.ledger.approval(&latest.id)).await
+        {
             latest = read;
         }
         let now = Instant::now();
@@ -106,8 +113,8 @@ fn progress(call: &Call, approval: &Approval, waited: Duration, hold: Duration) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::stages::testing::{NOW_MS, Store};
+    use serde_json::json;
     use toolgate_ledger::Decider;
 
     async fn pending(s: &Store) -> Approval {
@@ -122,7 +129,15 @@ mod tests {
     }
 
     fn hold_of<'a>(s: &'a Store, holds: &'a Holds, ms: u64) -> Hold<'a> {
-        Hold { holds, ledger: s.ledger.as_ref(), clock: s.clock.as_ref(), hold: Duration::from_millis(ms), max_held: 8, draining: crate::stages::testing::never_draining(), cancels: crate::stages::testing::no_cancels() }
+        Hold {
+            holds,
+            ledger: s.ledger.as_ref(),
+            clock: s.clock.as_ref(),
+            hold: Duration::from_millis(ms),
+            max_held: 8,
+            draining: crate::stages::testing::never_draining(),
+            cancels: crate::stages::testing::no_cancels(),
+        }
     }
 
     #[tokio::test]
@@ -133,18 +148,36 @@ mod tests {
         let (call, mut rx) = call_with_progress();
         let decide = async {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            s.ledger.decide_approval("apr_held", true, Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "ok", NOW_MS).await.unwrap();
+            s.ledger
+                .decide_approval(
+                    "apr_held",
+                    true,
+                    Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" },
+                    "ok",
+                    NOW_MS,
+                )
+                .await
+                .unwrap();
             holds.ring("apr_held");
         };
         let started = std::time::Instant::now();
         let h = hold_of(&s, &holds, 10_000);
-        let (decided, ()) = tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
+        let (decided, ()) =
+            tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
         assert_eq!(decided.state, ApprovalState::Approved);
-        assert!(started.elapsed() < Duration::from_secs(2), "woken by the bell, not the end of the hold: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "woken by the bell, not the end of the hold: {:?}",
+            started.elapsed()
+        );
         assert_eq!(holds.held(), 0, "the seat is left");
         // The client that asked for progress heard, at once, what it waits for.
-        let first: serde_json::Value = serde_json::from_str(&rx.try_recv().expect("a progress notification")).unwrap();
-        assert_eq!((&first["method"], &first["params"]["progressToken"]), (&json!("notifications/progress"), &json!("tok-1")));
+        let first: serde_json::Value =
+            serde_json::from_str(&rx.try_recv().expect("a progress notification")).unwrap();
+        assert_eq!(
+            (&first["method"], &first["params"]["progressToken"]),
+            (&json!("notifications/progress"), &json!("tok-1"))
+        );
         assert!(first["params"]["message"].as_str().unwrap().contains("apr_held"), "{first}");
     }
 
@@ -154,9 +187,16 @@ mod tests {
         let holds = Holds::default();
         let (call, _rx) = call_with_progress();
         let started = std::time::Instant::now();
-        let after = hold(&hold_of(&s, &holds, 150), &call, std::time::Instant::now(), pending(&s).await).await;
+        let after =
+            hold(&hold_of(&s, &holds, 150), &call, std::time::Instant::now(), pending(&s).await)
+                .await;
         assert_eq!(after.state, ApprovalState::Pending);
-        assert!(started.elapsed() >= Duration::from_millis(150) && started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(150)
+                && started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]
@@ -165,9 +205,12 @@ mod tests {
         let holds = Holds::default();
         let (call, _rx) = call_with_progress();
         let approval = pending(&s).await;
-        let _others: Vec<_> = (0..8).map(|i| holds.seat(&format!("apr_other_{i}"), 8).unwrap()).collect();
+        let _others: Vec<_> =
+            (0..8).map(|i| holds.seat(&format!("apr_other_{i}"), 8).unwrap()).collect();
         let started = std::time::Instant::now();
-        let after = hold(&hold_of(&s, &holds, 10_000), &call, std::time::Instant::now(), approval.clone()).await;
+        let after =
+            hold(&hold_of(&s, &holds, 10_000), &call, std::time::Instant::now(), approval.clone())
+                .await;
         assert_eq!(after, approval);
         assert!(started.elapsed() < Duration::from_secs(1), "not held: {:?}", started.elapsed());
         assert_eq!(holds.held(), 8, "it took no seat");
@@ -179,7 +222,8 @@ mod tests {
         let holds = Holds::default();
         let approval = pending(&s).await;
         let (call, mut rx) = call_with_progress();
-        let after = hold(&hold_of(&s, &holds, 0), &call, std::time::Instant::now(), approval.clone()).await;
+        let after =
+            hold(&hold_of(&s, &holds, 0), &call, std::time::Instant::now(), approval.clone()).await;
         assert_eq!(after, approval);
         assert!(rx.try_recv().is_err(), "no progress without a hold");
     }
@@ -195,11 +239,21 @@ mod tests {
         // Decided straight in the ledger (as the CLI does), without a ring.
         let decide = async {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            s.ledger.decide_approval("apr_held", false, Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "no", NOW_MS).await.unwrap();
+            s.ledger
+                .decide_approval(
+                    "apr_held",
+                    false,
+                    Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" },
+                    "no",
+                    NOW_MS,
+                )
+                .await
+                .unwrap();
         };
         let started = std::time::Instant::now();
         let h = hold_of(&s, &holds, 10_000);
-        let (decided, ()) = tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
+        let (decided, ()) =
+            tokio::join!(hold(&h, &call, std::time::Instant::now(), approval), decide);
         stop.cancel();
         assert_eq!(decided.state, ApprovalState::Denied);
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
@@ -212,10 +266,20 @@ mod tests {
         relay.own(1_500.0, 30_000.0, "held");
         let routes = crate::upstream::ProgressRoutes::default();
         routes.lock().unwrap().insert("toolgate-1".into(), relay);
-        let upstream = serde_json::value::to_raw_value(&json!({"progressToken": "toolgate-1", "progress": 1, "total": 4})).unwrap();
+        let upstream = serde_json::value::to_raw_value(
+            &json!({"progressToken": "toolgate-1", "progress": 1, "total": 4}),
+        )
+        .unwrap();
         crate::upstream::route_progress(&routes, Some(&upstream));
-        let seen: Vec<serde_json::Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|m| serde_json::from_str(&m).unwrap()).collect();
-        let values: Vec<(f64, f64)> = seen.iter().map(|m| (m["params"]["progress"].as_f64().unwrap(), m["params"]["total"].as_f64().unwrap())).collect();
+        let seen: Vec<serde_json::Value> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| serde_json::from_str(&m).unwrap())
+            .collect();
+        let values: Vec<(f64, f64)> = seen
+            .iter()
+            .map(|m| {
+                (m["params"]["progress"].as_f64().unwrap(), m["params"]["total"].as_f64().unwrap())
+            })
+            .collect();
         assert_eq!(values, [(1_500.0, 30_000.0), (1_501.0, 1_504.0)], "progress only increases");
         assert!(seen.iter().all(|m| m["params"]["progressToken"] == "tok-1"));
     }

@@ -74,14 +74,29 @@ pub(crate) struct Around<'a> {
 /// this call stands under, opening one if there is none, and holds the
 /// call while it is pending. Returns all it concluded (`Approved`).
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn approve(a: &Approvals<'_>, around: &Around<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Approved {
+pub(crate) async fn approve(
+    a: &Approvals<'_>,
+    around: &Around<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    decision: &Decision,
+    standing: Standing,
+) -> Approved {
     let mut seen = Seen::default();
     let gate = through(a, around, (cx, call, tool, proposal), decision, standing, &mut seen).await;
     let approval_id = match &gate {
         Ok(gate) => gate.approval_id().map(str::to_string),
         Err(_) => seen.approval_id,
     };
-    Approved { gate, approval_id, committed: seen.committed, redecided: seen.redecided, input_required: seen.input_required }
+    Approved {
+        gate,
+        approval_id,
+        committed: seen.committed,
+        redecided: seen.redecided,
+        input_required: seen.input_required,
+    }
 }
 
 /// What the way through approve came upon, beside the gate.
@@ -96,24 +111,41 @@ struct Seen {
 /// The call, as approve reads it.
 type Asked<'a> = (&'a Context, &'a Call, &'a ExposedTool, &'a Proposal);
 
-async fn through(a: &Approvals<'_>, around: &Around<'_>, asked: Asked<'_>, decision: &Decision, standing: Standing, out: &mut Seen) -> Result<Gate, Stop> {
+async fn through(
+    a: &Approvals<'_>,
+    around: &Around<'_>,
+    asked: Asked<'_>,
+    decision: &Decision,
+    standing: Standing,
+    out: &mut Seen,
+) -> Result<Gate, Stop> {
     let (cx, call, tool, proposal) = asked;
     let span = around.obs.stage("approve");
-    let pending = match gate(a, cx, call, tool, proposal, decision, standing).instrument(span.clone()).await? {
-        Gated::Run(gate) => return Ok(gate),
-        Gated::Wait(pending) => pending,
-        Gated::Open(new) => {
-            let opened = opening(a, around.receipts, tool, proposal, new, out).instrument(span).await?;
-            a.notifier.opened();
-            opened
-        }
-    };
+    let pending =
+        match gate(a, cx, call, tool, proposal, decision, standing).instrument(span.clone()).await?
+        {
+            Gated::Run(gate) => return Ok(gate),
+            Gated::Wait(pending) => pending,
+            Gated::Open(new) => {
+                let opened =
+                    opening(a, around.receipts, tool, proposal, new, out).instrument(span).await?;
+                a.notifier.opened();
+                opened
+            }
+        };
     held(a, around, asked, pending, out).await
 }
 
 /// Opens `new` in the caller's turn, if it has room for one more, with the
 /// receipt of the decision to wait in the same transaction.
-async fn opening(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, new: NewApproval, out: &mut Seen) -> Result<Approval, Stop> {
+async fn opening(
+    a: &Approvals<'_>,
+    receipts: &dyn Receipts,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    new: NewApproval,
+    out: &mut Seen,
+) -> Result<Approval, Stop> {
     // The caller's turn, held until the approval is opened.
     let _turn = a.openings.turn(&new.binding.caller).await;
     room_for(a, tool, proposal, &new).await?;
@@ -130,13 +162,27 @@ async fn opening(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool,
 /// under it; otherwise it is answered (`unheld`). The wait's receipt, if
 /// this call opened the approval, stays the call's receipt only for an
 /// `input_required` round; what follows otherwise gets receipts of its own.
-async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal): Asked<'_>, pending: Approval, out: &mut Seen) -> Result<Gate, Stop> {
+async fn held(
+    a: &Approvals<'_>,
+    around: &Around<'_>,
+    (cx, call, tool, proposal): Asked<'_>,
+    pending: Approval,
+    out: &mut Seen,
+) -> Result<Gate, Stop> {
     out.approval_id = Some(pending.id.clone());
     // For the hold only: a `notifications/cancelled` naming the call ends it.
-    let cancellable = a.hold.cancels.register(call.session.as_ref(), &cx.caller.name, cx.request_id.as_ref(), &call.cancelled);
-    let approval = hold::hold(&a.hold, call, cx.started, pending).instrument(around.obs.stage("hold")).await;
+    let cancellable = a.hold.cancels.register(
+        call.session.as_ref(),
+        &cx.caller.name,
+        cx.request_id.as_ref(),
+        &call.cancelled,
+    );
+    let approval =
+        hold::hold(&a.hold, call, cx.started, pending).instrument(around.obs.stage("hold")).await;
     drop(cancellable);
-    if call.cancelled.is_cancelled() && approval.state_at(a.clock.now_ms()) == ApprovalState::Pending {
+    if call.cancelled.is_cancelled()
+        && approval.state_at(a.clock.now_ms()) == ApprovalState::Pending
+    {
         // Its own receipt says so; the approval stays for a re-issue.
         out.committed = None;
         return Err(Stop::Refused(cancelled(a, tool, &approval)));
@@ -153,7 +199,10 @@ async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal)
     let standing = presenting(&approval);
     let decision = (around.redecide)(standing.state);
     out.redecided = Some((standing.state, decision.clone()));
-    match gate(a, cx, call, tool, proposal, &decision, standing).instrument(around.obs.stage("approve")).await? {
+    match gate(a, cx, call, tool, proposal, &decision, standing)
+        .instrument(around.obs.stage("approve"))
+        .await?
+    {
         Gated::Run(gate) => Ok(gate),
         // An approved approval neither waits nor opens another; should the
         // store say otherwise, nothing runs and the caller is told it waits.
@@ -167,13 +216,20 @@ async fn held(a: &Approvals<'_>, around: &Around<'_>, (cx, call, tool, proposal)
 /// the map is bounded. (Replicas sharing a ledger each take their own turn.)
 #[derive(Default)]
 pub struct Openings {
-    turns: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    turns:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Openings {
     /// Waits for `caller`'s turn; it ends when the guard is dropped.
     pub(crate) async fn turn(&self, caller: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = self.turns.lock().unwrap_or_else(|p| p.into_inner()).entry(caller.to_string()).or_default().clone();
+        let lock = self
+            .turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(caller.to_string())
+            .or_default()
+            .clone();
         lock.lock_owned().await
     }
 }
@@ -187,7 +243,13 @@ pub(crate) struct Standing {
 }
 
 /// Most calls present nothing: no binding is built and the store is not read.
-pub(crate) async fn standing(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal) -> Standing {
+pub(crate) async fn standing(
+    a: &Approvals<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+) -> Standing {
     let presented = presented(a.sealer, call);
     let state = match &presented {
         Presented::Ours(claim) => state_of(a, cx, claim, &binding(a, cx, tool, proposal)).await,
@@ -230,7 +292,12 @@ fn binding(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Propo
 /// `context.approval`: none unless it is an approval of exactly this
 /// call (an approval of another call never counts). Judged, like the rest
 /// of this stage, as of the instant the call began.
-async fn state_of(a: &Approvals<'_>, cx: &Context, claim: &Claim, binding: &Binding) -> Option<ApprovalState> {
+async fn state_of(
+    a: &Approvals<'_>,
+    cx: &Context,
+    claim: &Claim,
+    binding: &Binding,
+) -> Option<ApprovalState> {
     if claim.binding != *binding {
         return None;
     }
@@ -252,22 +319,46 @@ enum Gated {
 
 /// The decision, as the approval this call stands under makes it: run,
 /// open one, or wait for the pending one.
-async fn gate(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, standing: Standing) -> Result<Gated, Stop> {
+async fn gate(
+    a: &Approvals<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    decision: &Decision,
+    standing: Standing,
+) -> Result<Gated, Stop> {
     let Standing { presented, state: approval_state } = standing;
     match decision.verdict {
         Verdict::Deny => {
-            let refusal = Refusal::from_decision(decision, &tool.exposed_name).expect("deny refuses");
+            let refusal =
+                Refusal::from_decision(decision, &tool.exposed_name).expect("deny refuses");
             return Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)));
         }
         Verdict::Allow => {
             // Allowed while presenting an approved approval of this very call
             // (a policy may permit approved calls): running it uses it up, once.
-            if let (Presented::Ours(claim), Some(ApprovalState::Approved)) = (&presented, approval_state) {
+            if let (Presented::Ours(claim), Some(ApprovalState::Approved)) =
+                (&presented, approval_state)
+            {
                 let input = upstream_input(&call.input, &presented);
-                return use_approval(a, tool, proposal, claim.approval_id.clone(), binding(a, cx, tool, proposal), input).await.map(Gated::Run);
+                return use_approval(
+                    a,
+                    tool,
+                    proposal,
+                    claim.approval_id.clone(),
+                    binding(a, cx, tool, proposal),
+                    input,
+                )
+                .await
+                .map(Gated::Run);
             }
             // A state of ours has no business upstream: unwrap or drop it.
-            return Ok(Gated::Run(Gate { approval: None, input: upstream_input(&call.input, &presented), used: false }));
+            return Ok(Gated::Run(Gate {
+                approval: None,
+                input: upstream_input(&call.input, &presented),
+                used: false,
+            }));
         }
         Verdict::RequireApproval => {}
     }
@@ -295,21 +386,46 @@ async fn gate(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, 
         // The person at the client said they will not wait: end the call,
         // running nothing and using nothing (the approval stays as it is).
         let known = claimed.as_ref().or(latest.as_ref()).expect("judge names a known approval");
-        return Err(Stop::Refused(ask::waiting_refusal(tool, known, cx.began_ms, "you chose not to wait for it")));
+        return Err(Stop::Refused(ask::waiting_refusal(
+            tool,
+            known,
+            cx.began_ms,
+            "you chose not to wait for it",
+        )));
     }
     match step {
         Step::Open => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding, key))),
-        Step::Wait(_) => Ok(Gated::Wait(claimed.or(latest).expect("judge waits on a known approval"))),
+        Step::Wait(_) => {
+            Ok(Gated::Wait(claimed.or(latest).expect("judge waits on a known approval")))
+        }
         // The same call again after its approval let it run: the operation it
         // ran answers (reserve replays its outcome). A read records none, so
         // the same read asks anew.
-        Step::Replay(_) if tool.read_only() => Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding, key))),
-        Step::Replay(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true })),
-        Step::Consume(id) => use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented)).await.map(Gated::Run),
-        Step::Continue(id) => Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: false })),
+        Step::Replay(_) if tool.read_only() => {
+            Ok(Gated::Open(new_approval(a, cx, tool, proposal, decision, binding, key)))
+        }
+        Step::Replay(id) => Ok(Gated::Run(Gate {
+            approval: Some((id, binding)),
+            input: upstream_input(&call.input, &presented),
+            used: true,
+        })),
+        Step::Consume(id) => {
+            use_approval(a, tool, proposal, id, binding, upstream_input(&call.input, &presented))
+                .await
+                .map(Gated::Run)
+        }
+        Step::Continue(id) => Ok(Gated::Run(Gate {
+            approval: Some((id, binding)),
+            input: upstream_input(&call.input, &presented),
+            used: false,
+        })),
         Step::Refuse(Reason::ApprovalUsed) if claimed.is_some() => {
             let id = claimed.map(|found| found.id).expect("checked");
-            Ok(Gated::Run(Gate { approval: Some((id, binding)), input: upstream_input(&call.input, &presented), used: true }))
+            Ok(Gated::Run(Gate {
+                approval: Some((id, binding)),
+                input: upstream_input(&call.input, &presented),
+                used: true,
+            }))
         }
         Step::Refuse(reason) => {
             let id = claimed.as_ref().or(latest.as_ref()).map(|found| found.id.clone());
@@ -318,22 +434,55 @@ async fn gate(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, 
     }
 }
 
-fn new_approval(a: &Approvals<'_>, cx: &Context, tool: &ExposedTool, proposal: &Proposal, decision: &Decision, binding: Binding, key: Option<&str>) -> NewApproval {
-    let reason = if decision.why.is_empty() { format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", ")) } else { decision.why.clone() };
+fn new_approval(
+    a: &Approvals<'_>,
+    cx: &Context,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    decision: &Decision,
+    binding: Binding,
+    key: Option<&str>,
+) -> NewApproval {
+    let reason = if decision.why.is_empty() {
+        format!("{} requires approval ({})", tool.exposed_name, decision.rules.join(", "))
+    } else {
+        decision.why.clone()
+    };
     let id = a.entropy.id("apr_");
     let arguments = proposal.arguments.clone();
     let subject = cx.caller.subject.clone();
     let operation_key = key.map(str::to_string);
-    NewApproval { id, binding, arguments, reason, rules: decision.rules.clone(), now_ms: cx.began_ms, ttl_ms: a.ttl_ms, receipt: None, subject, operation_key, notices: Vec::new() }
+    NewApproval {
+        id,
+        binding,
+        arguments,
+        reason,
+        rules: decision.rules.clone(),
+        now_ms: cx.began_ms,
+        ttl_ms: a.ttl_ms,
+        receipt: None,
+        subject,
+        operation_key,
+        notices: Vec::new(),
+    }
 }
 
 /// Whether the caller of `new` may open another approval: fewer than
 /// `max_pending` of its own are pending (called in the caller's turn,
 /// `Openings`). Past it, the call is refused and nothing is opened:
 /// approvers decide what waits first.
-async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, new: &NewApproval) -> Result<(), Stop> {
+async fn room_for(
+    a: &Approvals<'_>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    new: &NewApproval,
+) -> Result<(), Stop> {
     let tenant = &new.binding.tenant;
-    let pending = a.ledger.approvals(Some(tenant), Some(ApprovalState::Pending), a.clock.now_ms()).await.map_err(|e| store_failed(e, tool, proposal))?;
+    let pending = a
+        .ledger
+        .approvals(Some(tenant), Some(ApprovalState::Pending), a.clock.now_ms())
+        .await
+        .map_err(|e| store_failed(e, tool, proposal))?;
     let mine = pending.iter().filter(|p| p.binding.caller == new.binding.caller).count();
     if mine < a.max_pending {
         return Ok(());
@@ -355,11 +504,19 @@ async fn room_for(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, ne
 
 /// Opens `new` with `receipt` (the decision to wait, in the same
 /// transaction); the call then holds for it.
-async fn open(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, proposal: &Proposal, mut new: NewApproval, receipt: Draft) -> Result<(Approval, Committed), Stop> {
+async fn open(
+    a: &Approvals<'_>,
+    receipts: &dyn Receipts,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    mut new: NewApproval,
+    receipt: Draft,
+) -> Result<(Approval, Committed), Stop> {
     let placement = receipt.placement.clone();
     new.receipt = Some(receipt);
     new.notices = a.notifier.notices_for(&new, &tool.exposed_name);
-    let opened = a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
+    let opened =
+        a.ledger.create_approval(new).await.map_err(|e| store_failed(e, tool, proposal))?;
     let committed = receipts.committed(Commit::Wait, placement.get());
     tracing::info!(target: "toolgate::approval", approval = %opened.id, tool = %tool.exposed_name, caller = %opened.binding.caller, "approval opened");
     Ok((opened, committed))
@@ -368,7 +525,11 @@ async fn open(a: &Approvals<'_>, receipts: &dyn Receipts, tool: &ExposedTool, pr
 /// An approval decided while its call was held, as if the client had
 /// presented it: what the call brings to decide and approve once more.
 fn presenting(approval: &Approval) -> Standing {
-    let claim = Claim { approval_id: approval.id.clone(), binding: approval.binding.clone(), upstream_state: None };
+    let claim = Claim {
+        approval_id: approval.id.clone(),
+        binding: approval.binding.clone(),
+        upstream_state: None,
+    };
     Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved) }
 }
 
@@ -376,7 +537,12 @@ fn presenting(approval: &Approval) -> Standing {
 /// client no longer reads): its receipt names `client.cancelled` beside
 /// the approval's rules.
 fn cancelled(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Refusal {
-    let mut refusal = ask::waiting_refusal(tool, approval, a.clock.now_ms(), "the client cancelled the call while it was held");
+    let mut refusal = ask::waiting_refusal(
+        tool,
+        approval,
+        a.clock.now_ms(),
+        "the client cancelled the call while it was held",
+    );
     refusal.rules = approval.rules.iter().cloned().chain([CLIENT_CANCELLED.to_string()]).collect();
     refusal
 }
@@ -387,39 +553,87 @@ pub(crate) const CLIENT_CANCELLED: &str = "client.cancelled";
 /// The refusal of a call whose approved approval could not be used now
 /// (the store disagreed): nothing ran, and the approval is as it was.
 fn still_waiting(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Stop {
-    Stop::Refused(ask::waiting_refusal(tool, approval, a.clock.now_ms(), "it could not be used just now"))
+    Stop::Refused(ask::waiting_refusal(
+        tool,
+        approval,
+        a.clock.now_ms(),
+        "it could not be used just now",
+    ))
 }
 
 /// How a held call ends when its approval was not approved during the
 /// hold: still pending → an elicitation the client can answer (if it can),
 /// else an `escalate` refusal naming the approval; denied or expired → the
 /// refusal; used meanwhile by another re-issue → its recorded outcome.
-fn unheld(a: &Approvals<'_>, cx: &Context, call: &Call, tool: &ExposedTool, proposal: &Proposal, approval: Approval) -> Result<Gate, Stop> {
+fn unheld(
+    a: &Approvals<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    approval: Approval,
+) -> Result<Gate, Stop> {
     match approval.state_at(a.clock.now_ms()) {
-        ApprovalState::Pending if ask::elicits(cx, call) => Err(Stop::Input(ask::input_required(a, cx, tool, &approval))),
-        ApprovalState::Pending => Err(Stop::Refused(ask::waiting_refusal(tool, &approval, a.clock.now_ms(), "it was not decided while the call was held"))),
-        ApprovalState::Consumed => Ok(Gate { approval: Some((approval.id, approval.binding)), input: upstream_input(&call.input, &Presented::None), used: true }),
-        ApprovalState::Denied => Err(refused(Reason::ApprovalDenied, tool, proposal, Some(&approval.id))),
-        ApprovalState::Expired => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&approval.id))),
+        ApprovalState::Pending if ask::elicits(cx, call) => {
+            Err(Stop::Input(ask::input_required(a, cx, tool, &approval)))
+        }
+        ApprovalState::Pending => Err(Stop::Refused(ask::waiting_refusal(
+            tool,
+            &approval,
+            a.clock.now_ms(),
+            "it was not decided while the call was held",
+        ))),
+        ApprovalState::Consumed => Ok(Gate {
+            approval: Some((approval.id, approval.binding)),
+            input: upstream_input(&call.input, &Presented::None),
+            used: true,
+        }),
+        ApprovalState::Denied => {
+            Err(refused(Reason::ApprovalDenied, tool, proposal, Some(&approval.id)))
+        }
+        ApprovalState::Expired => {
+            Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&approval.id)))
+        }
         // Approved calls are decided again by the pipeline, not here.
-        ApprovalState::Approved => Err(Stop::Refused(ask::waiting_refusal(tool, &approval, a.clock.now_ms(), "it was approved as the hold ended"))),
+        ApprovalState::Approved => Err(Stop::Refused(ask::waiting_refusal(
+            tool,
+            &approval,
+            a.clock.now_ms(),
+            "it was approved as the hold ended",
+        ))),
     }
 }
 
 /// Uses approval `id` for this one dispatch; exactly one of any number of
 /// concurrent users gets it.
-async fn use_approval(a: &Approvals<'_>, tool: &ExposedTool, proposal: &Proposal, id: String, binding: Binding, input: Map<String, Value>) -> Result<Gate, Stop> {
+async fn use_approval(
+    a: &Approvals<'_>,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    id: String,
+    binding: Binding,
+    input: Map<String, Value>,
+) -> Result<Gate, Stop> {
     match a.ledger.consume_approval(&id, a.clock.now_ms()).await {
         Ok(_) => Ok(Gate { approval: Some((id, binding)), input, used: false }),
         // The approval just expired, or another re-issue won the race (its
         // operation answers this one).
-        Err(LedgerError::NotApproved { state: "expired", .. }) => Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id))),
-        Err(LedgerError::NotApproved { .. }) => Ok(Gate { approval: Some((id, binding)), input, used: true }),
+        Err(LedgerError::NotApproved { state: "expired", .. }) => {
+            Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&id)))
+        }
+        Err(LedgerError::NotApproved { .. }) => {
+            Ok(Gate { approval: Some((id, binding)), input, used: true })
+        }
         Err(e) => Err(store_failed(e, tool, proposal)),
     }
 }
 
-fn refused(reason: Reason, tool: &ExposedTool, proposal: &Proposal, approval: Option<&str>) -> Stop {
+fn refused(
+    reason: Reason,
+    tool: &ExposedTool,
+    proposal: &Proposal,
+    approval: Option<&str>,
+) -> Stop {
     let mut r = approval::refusal(reason, &tool.exposed_name).with_proposal(&proposal.sha256);
     if let Some(id) = approval {
         r = r.with_approval(id);
@@ -439,8 +653,15 @@ pub(crate) fn seal_continuation(sealer: &Sealer, gate: &Gate, answer: Answer) ->
     if result.get("resultType").is_none_or(|t| t.get() != "\"input_required\"") {
         return Answer::Result(result);
     }
-    let upstream_state = result.get("requestState").and_then(|v| serde_json::from_str::<String>(v.get()).ok()).unwrap_or_default();
-    let claim = Claim { approval_id: id.clone(), binding: binding.clone(), upstream_state: Some(upstream_state) };
+    let upstream_state = result
+        .get("requestState")
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        .unwrap_or_default();
+    let claim = Claim {
+        approval_id: id.clone(),
+        binding: binding.clone(),
+        upstream_state: Some(upstream_state),
+    };
     result.insert("requestState".into(), raw(&sealer.seal(&claim)));
     Answer::Result(result)
 }
@@ -451,7 +672,9 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
     let mut out = input.clone();
     if let Presented::Ours(claim) = presented {
         match claim.upstream_state.as_deref() {
-            Some(s) if !s.is_empty() => out.insert("requestState".into(), Value::String(s.to_string())),
+            Some(s) if !s.is_empty() => {
+                out.insert("requestState".into(), Value::String(s.to_string()))
+            }
             _ => out.remove("requestState"),
         };
     }
@@ -467,8 +690,13 @@ fn upstream_input(input: &Map<String, Value>, presented: &Presented) -> Map<Stri
 fn store_failed(e: LedgerError, tool: &ExposedTool, proposal: &Proposal) -> Stop {
     tracing::error!(target: "toolgate::approval", tool = %tool.exposed_name, error = %e, "approvals store failed");
     Stop::Refused(
-        Refusal::new(Verdict::RequireApproval, Reason::UpstreamUnavailable, Action::Retry, "the approvals store is unavailable; nothing was run, retry later")
-            .with_proposal(&proposal.sha256),
+        Refusal::new(
+            Verdict::RequireApproval,
+            Reason::UpstreamUnavailable,
+            Action::Retry,
+            "the approvals store is unavailable; nothing was run, retry later",
+        )
+        .with_proposal(&proposal.sha256),
     )
 }
 
@@ -480,10 +708,12 @@ fn raw<T: serde::Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> 
 mod tests {
     use super::ask::WAIT_FIELD;
     use super::*;
+    use crate::call::CallRequest;
+    use crate::stages::testing::{
+        NOW_MS, Store, call, field, order_tool, passed, refused, split_at,
+    };
     use crate::wire::{Era, RawObject};
     use serde_json::json;
-    use crate::call::CallRequest;
-    use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split_at};
     use toolgate_core::decision::decide_by_class;
 
     const TTL_MS: i64 = 60_000;
@@ -495,7 +725,8 @@ mod tests {
     /// The agent's order of `quantity` units, presenting `state` as its
     /// requestState, from a 2026-07-28 client that declared elicitation.
     fn order(quantity: u32, state: Option<&str>) -> CallRequest {
-        let mut c = call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": quantity}));
+        let mut c =
+            call("parts__raise_parts_order", json!({"part_no": "P-1", "quantity": quantity}));
         c.call.client_capabilities = Some(json!({"elicitation": {}}));
         if let Some(state) = state {
             c.call.input.insert("requestState".into(), json!(state));
@@ -540,7 +771,9 @@ mod tests {
     fn opened(gated: Gated) -> NewApproval {
         match gated {
             Gated::Open(new) => new,
-            Gated::Run(gate) => panic!("expected a new approval; runs under {:?}", gate.approval_id()),
+            Gated::Run(gate) => {
+                panic!("expected a new approval; runs under {:?}", gate.approval_id())
+            }
             Gated::Wait(pending) => panic!("expected a new approval; waits for {}", pending.id),
         }
     }
@@ -563,14 +796,18 @@ mod tests {
         let pending = passed(open(&a, s, &order_tool(), &proposal(c), new, s.draft()).await).0;
         match unheld(&a, &cx, &call, &order_tool(), &proposal(c), pending) {
             Err(stop) => (id, stop),
-            Ok(gate) => panic!("a pending approval runs nothing; ran under {:?}", gate.approval_id()),
+            Ok(gate) => {
+                panic!("a pending approval runs nothing; ran under {:?}", gate.approval_id())
+            }
         }
     }
 
     fn asked(stop: Stop) -> RawObject {
         match stop {
             Stop::Input(answer) => answer,
-            Stop::Refused(r) => panic!("expected input_required; refused {:?}: {}", r.reason, r.message),
+            Stop::Refused(r) => {
+                panic!("expected input_required; refused {:?}: {}", r.reason, r.message)
+            }
             Stop::Error(e) => panic!("expected input_required; error {}", e.message),
         }
     }
@@ -578,11 +815,30 @@ mod tests {
     /// An order of 2 units waiting for approval: its id and sealed requestState.
     async fn waiting_order(s: &Store) -> (String, String) {
         let (id, stop) = open_for(s, &order(2, None)).await;
-        (id, field(&asked(stop), "requestState").as_str().expect("a sealed requestState").to_string())
+        (
+            id,
+            field(&asked(stop), "requestState")
+                .as_str()
+                .expect("a sealed requestState")
+                .to_string(),
+        )
     }
 
     async fn decide_as_dana(s: &Store, id: &str, approve: bool) {
-        s.ledger.decide_approval(id, approve, toolgate_ledger::Decider { name: "dana", subject: "dana@atlas.example", tenant: "atlas" }, "checked", s.clock.now_ms()).await.expect("dana may decide");
+        s.ledger
+            .decide_approval(
+                id,
+                approve,
+                toolgate_ledger::Decider {
+                    name: "dana",
+                    subject: "dana@atlas.example",
+                    tenant: "atlas",
+                },
+                "checked",
+                s.clock.now_ms(),
+            )
+            .await
+            .expect("dana may decide");
     }
 
     async fn stored(s: &Store, id: &str) -> Approval {
@@ -593,9 +849,17 @@ mod tests {
     async fn deny_refuses_with_the_decisions_rules_and_opens_nothing() {
         let s = Store::open().await;
         let c = order(2, None);
-        let r = refused(gated(&s, &c, &decision(Verdict::Deny, Reason::PolicyForbids, "no_orders")).await);
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::PolicyForbids, Action::Refused));
-        assert_eq!((r.rules.as_slice(), r.proposal_sha256.as_deref()), (["no_orders".to_string()].as_slice(), Some(proposal(&c).sha256.as_str())));
+        let r = refused(
+            gated(&s, &c, &decision(Verdict::Deny, Reason::PolicyForbids, "no_orders")).await,
+        );
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::Deny, Reason::PolicyForbids, Action::Refused)
+        );
+        assert_eq!(
+            (r.rules.as_slice(), r.proposal_sha256.as_deref()),
+            (["no_orders".to_string()].as_slice(), Some(proposal(&c).sha256.as_str()))
+        );
         assert_eq!(s.receipts().await, 0);
     }
 
@@ -604,7 +868,9 @@ mod tests {
         let s = Store::open().await;
         // Not sealed by toolgate: the upstream's own, for tools that need no approval.
         let c = order(2, Some("upstream-round-1"));
-        let gate = run(passed(gated(&s, &c, &decision(Verdict::Allow, Reason::Automatic, "registry")).await));
+        let gate = run(passed(
+            gated(&s, &c, &decision(Verdict::Allow, Reason::Automatic, "registry")).await,
+        ));
         assert!(gate.approval.is_none() && !gate.used);
         assert_eq!(gate.input.get("requestState"), Some(&json!("upstream-round-1")));
     }
@@ -624,21 +890,39 @@ mod tests {
             policy_version: "policy-v1".into(),
         };
         assert_eq!(new.binding, binding);
-        assert_eq!((new.now_ms, new.ttl_ms, new.rules.as_slice()), (NOW_MS, TTL_MS, ["registry".to_string()].as_slice()));
+        assert_eq!(
+            (new.now_ms, new.ttl_ms, new.rules.as_slice()),
+            (NOW_MS, TTL_MS, ["registry".to_string()].as_slice())
+        );
         assert_eq!(new.reason, "parts__raise_parts_order requires approval (registry)");
         // Nothing is stored until `open` commits it, with its receipt.
         assert!(s.ledger.approval(&new.id).await.unwrap().is_none());
         let (cx, call) = split_at(&c, s.clock.as_ref());
         let a = approvals(&s);
-        let pending = passed(open(&a, &s, &order_tool(), &proposal(&c), new.clone(), s.draft()).await).0;
-        assert_eq!((stored(&s, &new.id).await.state, s.receipts().await), (ApprovalState::Pending, 1));
-        let waiting = asked(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), pending).err().expect("it waits"));
+        let pending =
+            passed(open(&a, &s, &order_tool(), &proposal(&c), new.clone(), s.draft()).await).0;
+        assert_eq!(
+            (stored(&s, &new.id).await.state, s.receipts().await),
+            (ApprovalState::Pending, 1)
+        );
+        let waiting = asked(
+            unheld(&a, &cx, &call, &order_tool(), &proposal(&c), pending).err().expect("it waits"),
+        );
         assert_eq!(field(&waiting, "resultType"), "input_required");
         let meta = &field(&waiting, "_meta")[APPROVAL_META];
-        assert_eq!((&meta["id"], &meta["state"], &meta["expires_ms"]), (&json!(new.id), &json!("pending"), &json!(NOW_MS + TTL_MS)));
+        assert_eq!(
+            (&meta["id"], &meta["state"], &meta["expires_ms"]),
+            (&json!(new.id), &json!("pending"), &json!(NOW_MS + TTL_MS))
+        );
         // The requestState carries the binding, sealed.
-        let claim = s.sealer.open(field(&waiting, "requestState").as_str().unwrap()).expect("sealed by this gateway");
-        assert_eq!((claim.approval_id, claim.binding, claim.upstream_state), (new.id, binding, None));
+        let claim = s
+            .sealer
+            .open(field(&waiting, "requestState").as_str().unwrap())
+            .expect("sealed by this gateway");
+        assert_eq!(
+            (claim.approval_id, claim.binding, claim.upstream_state),
+            (new.id, binding, None)
+        );
     }
 
     #[tokio::test]
@@ -651,8 +935,16 @@ mod tests {
         let question = &field(&answer, "inputRequests")[INPUT_KEY];
         assert_eq!(question["method"], "elicitation/create");
         let message = question["params"]["message"].as_str().unwrap();
-        assert!(message.contains(&id) && message.contains(&proposal(&order(2, None)).sha256) && message.contains("toolgate approvals approve"), "{message}");
-        assert_eq!(question["params"]["requestedSchema"]["properties"][WAIT_FIELD]["type"], "boolean");
+        assert!(
+            message.contains(&id)
+                && message.contains(&proposal(&order(2, None)).sha256)
+                && message.contains("toolgate approvals approve"),
+            "{message}"
+        );
+        assert_eq!(
+            question["params"]["requestedSchema"]["properties"][WAIT_FIELD]["type"],
+            "boolean"
+        );
         // A client that cannot (no elicitation declared, or legacy): an
         // escalate refusal naming the approval, in either era.
         for (era, quantity) in [(Era::Modern, 3), (Era::Legacy, 4)] {
@@ -661,8 +953,17 @@ mod tests {
             plain.call.client_capabilities = None;
             let (id, stop) = open_for(&s, &plain).await;
             let Stop::Refused(r) = stop else { panic!("{era:?}: expected a refusal") };
-            assert_eq!((r.reason, r.action, r.approval_id.as_deref()), (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())), "{era:?}");
-            assert!(r.message.contains("call again with the same arguments") && !r.message.contains("requestState"), "{}", r.message);
+            assert_eq!(
+                (r.reason, r.action, r.approval_id.as_deref()),
+                (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())),
+                "{era:?}"
+            );
+            assert!(
+                r.message.contains("call again with the same arguments")
+                    && !r.message.contains("requestState"),
+                "{}",
+                r.message
+            );
         }
     }
 
@@ -670,24 +971,42 @@ mod tests {
     async fn a_declined_question_ends_the_call_with_a_refusal_not_another_round() {
         let s = Store::open().await;
         let (id, state) = waiting_order(&s).await;
-        for answer in [json!({"action": "decline"}), json!({"action": "cancel"}), json!({"action": "accept", "content": {WAIT_FIELD: false}})] {
+        for answer in [
+            json!({"action": "decline"}),
+            json!({"action": "cancel"}),
+            json!({"action": "accept", "content": {WAIT_FIELD: false}}),
+        ] {
             let mut c = order(2, Some(state.as_str()));
             c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: answer.clone()}));
             let r = refused(gated(&s, &c, &needs_approval()).await);
-            assert_eq!((r.reason, r.action, r.approval_id.as_deref()), (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())), "{answer}");
+            assert_eq!(
+                (r.reason, r.action, r.approval_id.as_deref()),
+                (Reason::ApprovalPending, Action::Escalate, Some(id.as_str())),
+                "{answer}"
+            );
         }
         // Accepting keeps waiting (the pipeline holds it again).
         let mut c = order(2, Some(state.as_str()));
-        c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept", "content": {WAIT_FIELD: true}}}));
+        c.call.input.insert(
+            "inputResponses".into(),
+            json!({INPUT_KEY: {"action": "accept", "content": {WAIT_FIELD: true}}}),
+        );
         assert_eq!(waits(passed(gated(&s, &c, &needs_approval()).await)).id, id);
-        assert_eq!(stored(&s, &id).await.state, ApprovalState::Pending, "declining the question decides nothing");
+        assert_eq!(
+            stored(&s, &id).await.state,
+            ApprovalState::Pending,
+            "declining the question decides nothing"
+        );
         // Declined after it was approved meanwhile: still nothing runs, and
         // the approval stays usable by a later re-issue.
         decide_as_dana(&s, &id, true).await;
         let mut c = order(2, Some(state.as_str()));
         c.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "decline"}}));
         let r = refused(gated(&s, &c, &needs_approval()).await);
-        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalPending, Some(id.as_str())));
+        assert_eq!(
+            (r.reason, r.approval_id.as_deref()),
+            (Reason::ApprovalPending, Some(id.as_str()))
+        );
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Approved);
     }
 
@@ -707,12 +1026,26 @@ mod tests {
         // an approval of its own, which a keyless retry never waits on or uses.
         let new = opened(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await));
         assert_eq!(new.operation_key.as_deref(), Some("order-2"));
-        let second = passed(open(&approvals(&s), &s, &order_tool(), &proposal(&order(2, None)), new, s.draft()).await).0.id;
+        let second = passed(
+            open(&approvals(&s), &s, &order_tool(), &proposal(&order(2, None)), new, s.draft())
+                .await,
+        )
+        .0
+        .id;
         let retry = run(passed(gated(&s, &order(2, None), &needs_approval()).await));
-        assert_eq!((retry.approval_id(), retry.used), (Some(plain.as_str()), true), "the keyless retry replays the first order");
-        assert_eq!(waits(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await)).id, second);
+        assert_eq!(
+            (retry.approval_id(), retry.used),
+            (Some(plain.as_str()), true),
+            "the keyless retry replays the first order"
+        );
+        assert_eq!(
+            waits(passed(gated(&s, &keyed(Some("order-2"), None), &needs_approval()).await)).id,
+            second
+        );
         // Presented under another key than it was asked under: not this approval.
-        let r = refused(gated(&s, &keyed(Some("order-3"), Some(state.as_str())), &needs_approval()).await);
+        let r = refused(
+            gated(&s, &keyed(Some("order-3"), Some(state.as_str())), &needs_approval()).await,
+        );
         assert_eq!(r.reason, Reason::ApprovalMissingOrMismatched);
     }
 
@@ -747,8 +1080,12 @@ mod tests {
         let (cx, call) = split_at(&c, s.clock.as_ref());
         let (id, _) = waiting_order(&s).await;
         decide_as_dana(&s, &id, false).await;
-        let r = refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
-        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalDenied, Some(id.as_str())));
+        let r =
+            refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
+        assert_eq!(
+            (r.reason, r.approval_id.as_deref()),
+            (Reason::ApprovalDenied, Some(id.as_str()))
+        );
         // Approved during the hold: presented as if the client had presented it.
         let (id, _) = open_for(&s, &order(5, None)).await;
         decide_as_dana(&s, &id, true).await;
@@ -757,13 +1094,17 @@ mod tests {
         assert_eq!(standing.state, Some(ApprovalState::Approved));
         let five = order(5, None);
         let (cx, call) = split_at(&five, s.clock.as_ref());
-        let gate = run(passed(gate(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing).await));
+        let gate = run(passed(
+            gate(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing)
+                .await,
+        ));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
         // Expired while held: refused as expired.
         let (id, _) = open_for(&s, &order(6, None)).await;
         s.clock.advance(TTL_MS);
-        let r = refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
+        let r =
+            refused(unheld(&a, &cx, &call, &order_tool(), &proposal(&c), stored(&s, &id).await));
         assert_eq!(r.reason, Reason::ApprovalExpired);
     }
 
@@ -776,7 +1117,10 @@ mod tests {
             let pending = waits(passed(gated(&s, &order(2, presented), &needs_approval()).await));
             assert_eq!((pending.id.as_str(), pending.state), (id.as_str(), ApprovalState::Pending));
         }
-        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Pending));
+        assert_eq!(
+            seen_by_policy(&s, &order(2, Some(state.as_str()))).await,
+            Some(ApprovalState::Pending)
+        );
         // Other arguments are another call, with an approval of its own.
         assert_ne!(opened(passed(gated(&s, &order(3, None), &needs_approval()).await)).id, id);
     }
@@ -790,8 +1134,14 @@ mod tests {
         assert_eq!(seen_by_policy(&s, &c).await, Some(ApprovalState::Approved));
         let gate = run(passed(gated(&s, &c, &needs_approval()).await));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
-        assert_eq!(gate.approval.as_ref().map(|(_, b)| b.proposal_sha256.as_str()), Some(proposal(&c).sha256.as_str()));
-        assert!(!gate.input.contains_key("requestState"), "toolgate's own state never goes upstream");
+        assert_eq!(
+            gate.approval.as_ref().map(|(_, b)| b.proposal_sha256.as_str()),
+            Some(proposal(&c).sha256.as_str())
+        );
+        assert!(
+            !gate.input.contains_key("requestState"),
+            "toolgate's own state never goes upstream"
+        );
         let used = stored(&s, &id).await;
         assert_eq!((used.state, used.used_ms), (ApprovalState::Consumed, Some(NOW_MS)));
     }
@@ -804,7 +1154,8 @@ mod tests {
         run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
         // Presented again: it does not run a second time on its own; the gate
         // says the approval is used, and reserve answers from its operation.
-        let again = run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
+        let again =
+            run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
         assert_eq!((again.approval_id(), again.used), (Some(id.as_str()), true));
     }
 
@@ -821,8 +1172,13 @@ mod tests {
         let a = approvals(&s);
         let standing = standing(&a, &cx, &call, &order_tool(), &proposal(&c)).await;
         assert_eq!(standing.state, Some(ApprovalState::Approved));
-        let r = refused(gate(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await);
-        assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalExpired, Some(id.as_str())));
+        let r = refused(
+            gate(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await,
+        );
+        assert_eq!(
+            (r.reason, r.approval_id.as_deref()),
+            (Reason::ApprovalExpired, Some(id.as_str()))
+        );
         assert_eq!(stored(&s, &id).await.used_ms, None, "the ledger refused to use it");
     }
 
@@ -832,11 +1188,20 @@ mod tests {
         let (id, state) = waiting_order(&s).await;
         decide_as_dana(&s, &id, true).await;
         s.clock.advance(TTL_MS - 1);
-        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Approved));
+        assert_eq!(
+            seen_by_policy(&s, &order(2, Some(state.as_str()))).await,
+            Some(ApprovalState::Approved)
+        );
         s.clock.advance(1);
-        assert_eq!(seen_by_policy(&s, &order(2, Some(state.as_str()))).await, Some(ApprovalState::Expired));
+        assert_eq!(
+            seen_by_policy(&s, &order(2, Some(state.as_str()))).await,
+            Some(ApprovalState::Expired)
+        );
         let r = refused(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await);
-        assert_eq!((r.verdict, r.reason, r.action), (Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate));
+        assert_eq!(
+            (r.verdict, r.reason, r.action),
+            (Verdict::RequireApproval, Reason::ApprovalExpired, Action::Escalate)
+        );
         assert_eq!(r.approval_id.as_deref(), Some(id.as_str()));
         assert_eq!(stored(&s, &id).await.used_ms, None);
     }
@@ -848,7 +1213,10 @@ mod tests {
         decide_as_dana(&s, &id, false).await;
         for presented in [Some(state.as_str()), None] {
             let r = refused(gated(&s, &order(2, presented), &needs_approval()).await);
-            assert_eq!((r.verdict, r.reason, r.action), (Verdict::Deny, Reason::ApprovalDenied, Action::Refused));
+            assert_eq!(
+                (r.verdict, r.reason, r.action),
+                (Verdict::Deny, Reason::ApprovalDenied, Action::Refused)
+            );
         }
     }
 
@@ -858,14 +1226,27 @@ mod tests {
         let (_, state) = waiting_order(&s).await;
         // This very claim, sealed under another gateway's key.
         let dir = tempfile::tempdir().unwrap();
-        let elsewhere = Sealer::load_or_create(&dir.path().join("other.key"), std::sync::Arc::new(toolgate_core::SeededEntropy::new([9; 32]))).unwrap();
+        let elsewhere = Sealer::load_or_create(
+            &dir.path().join("other.key"),
+            std::sync::Arc::new(toolgate_core::SeededEntropy::new([9; 32])),
+        )
+        .unwrap();
         let sealed_elsewhere = elsewhere.seal(&s.sealer.open(&state).unwrap());
-        for forged in [json!(sealed_elsewhere), json!("tg1.AAAAAAAAAAAAAAAAAAAAAAAA"), json!("upstream-round-1"), json!(42)] {
+        for forged in [
+            json!(sealed_elsewhere),
+            json!("tg1.AAAAAAAAAAAAAAAAAAAAAAAA"),
+            json!("upstream-round-1"),
+            json!(42),
+        ] {
             let mut c = order(2, None);
             c.call.input.insert("requestState".into(), forged.clone());
             assert_eq!(seen_by_policy(&s, &c).await, None);
             let r = refused(gated(&s, &c, &needs_approval()).await);
-            assert_eq!((r.reason, r.action), (Reason::RequestStateInvalid, Action::Correct), "{forged}");
+            assert_eq!(
+                (r.reason, r.action),
+                (Reason::RequestStateInvalid, Action::Correct),
+                "{forged}"
+            );
         }
     }
 
@@ -876,10 +1257,18 @@ mod tests {
         decide_as_dana(&s, &id, true).await;
         // The approval of 2 units, presented with 40.
         let c = order(40, Some(state.as_str()));
-        assert_eq!(seen_by_policy(&s, &c).await, None, "policy must not see another call's approval");
+        assert_eq!(
+            seen_by_policy(&s, &c).await,
+            None,
+            "policy must not see another call's approval"
+        );
         let r = refused(gated(&s, &c, &needs_approval()).await);
         assert_eq!((r.reason, r.action), (Reason::ApprovalMissingOrMismatched, Action::Escalate));
-        assert_eq!(stored(&s, &id).await.state, ApprovalState::Approved, "not used up by another call");
+        assert_eq!(
+            stored(&s, &id).await.state,
+            ApprovalState::Approved,
+            "not used up by another call"
+        );
     }
 
     #[tokio::test]
@@ -888,7 +1277,14 @@ mod tests {
         let (id, state) = waiting_order(&s).await;
         decide_as_dana(&s, &id, true).await;
         // A policy that permits approved calls: allow, yet the approval is used, once.
-        let gate = run(passed(gated(&s, &order(2, Some(state.as_str())), &decision(Verdict::Allow, Reason::PolicyPermits, "approved_orders")).await));
+        let gate = run(passed(
+            gated(
+                &s,
+                &order(2, Some(state.as_str())),
+                &decision(Verdict::Allow, Reason::PolicyPermits, "approved_orders"),
+            )
+            .await,
+        ));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
     }
@@ -901,28 +1297,52 @@ mod tests {
         let gate = run(passed(gated(&s, &order(2, Some(state.as_str())), &needs_approval()).await));
         // The tool asks for input of its own, under its own requestState.
         let asks: RawObject = serde_json::from_str(r#"{"resultType":"input_required","requestState":"upstream-round-1","inputRequests":{"confirm":{}}}"#).unwrap();
-        let Answer::Result(sealed) = seal_continuation(&s.sealer, &gate, Answer::Result(asks)) else { panic!("a result stays a result") };
+        let Answer::Result(sealed) = seal_continuation(&s.sealer, &gate, Answer::Result(asks))
+        else {
+            panic!("a result stays a result")
+        };
         let ours = field(&sealed, "requestState").as_str().unwrap().to_string();
         let claim = s.sealer.open(&ours).expect("sealed by this gateway");
-        assert_eq!((claim.approval_id.as_str(), claim.upstream_state.as_deref()), (id.as_str(), Some("upstream-round-1")));
+        assert_eq!(
+            (claim.approval_id.as_str(), claim.upstream_state.as_deref()),
+            (id.as_str(), Some("upstream-round-1"))
+        );
         // The next round continues under the used approval; the upstream gets
         // its own state back, and not toolgate's input response.
         let mut next = order(2, Some(ours.as_str()));
-        next.call.input.insert("inputResponses".into(), json!({INPUT_KEY: {"action": "accept"}, "confirm": {"action": "accept"}}));
+        next.call.input.insert(
+            "inputResponses".into(),
+            json!({INPUT_KEY: {"action": "accept"}, "confirm": {"action": "accept"}}),
+        );
         let gate = run(passed(gated(&s, &next, &needs_approval()).await));
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(gate.input.get("requestState"), Some(&json!("upstream-round-1")));
-        assert_eq!(gate.input.get("inputResponses"), Some(&json!({"confirm": {"action": "accept"}})));
+        assert_eq!(
+            gate.input.get("inputResponses"),
+            Some(&json!({"confirm": {"action": "accept"}}))
+        );
         // Without an approval, or for a complete result, nothing is sealed.
         let plain = Gate { approval: None, input: Map::new(), used: false };
-        let asks: RawObject = serde_json::from_str(r#"{"resultType":"input_required","requestState":"upstream-round-2"}"#).unwrap();
-        let Answer::Result(untouched) = seal_continuation(&s.sealer, &plain, Answer::Result(asks)) else { panic!() };
+        let asks: RawObject = serde_json::from_str(
+            r#"{"resultType":"input_required","requestState":"upstream-round-2"}"#,
+        )
+        .unwrap();
+        let Answer::Result(untouched) = seal_continuation(&s.sealer, &plain, Answer::Result(asks))
+        else {
+            panic!()
+        };
         assert_eq!(field(&untouched, "requestState"), "upstream-round-2");
     }
 
     /// Through the approve stage's one door, as the pipeline enters it,
     /// held for `hold_ms`; `redecided` is what decide says once approved.
-    async fn through_door(s: &Store, c: &CallRequest, decision: &Decision, hold_ms: u64, redecided: Decision) -> Approved {
+    async fn through_door(
+        s: &Store,
+        c: &CallRequest,
+        decision: &Decision,
+        hold_ms: u64,
+        redecided: Decision,
+    ) -> Approved {
         let a = s.approvals(TTL_MS, hold_ms);
         let (cx, call) = split_at(c, s.clock.as_ref());
         let obs = Observer::new(None);
@@ -935,17 +1355,28 @@ mod tests {
     #[tokio::test]
     async fn through_the_door_a_new_approval_commits_its_wait_and_the_person_is_asked() {
         let s = Store::open().await;
-        let approved = through_door(&s, &order(2, None), &needs_approval(), 0, needs_approval()).await;
+        let approved =
+            through_door(&s, &order(2, None), &needs_approval(), 0, needs_approval()).await;
         let id = approved.approval_id.clone().expect("the approval opened");
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Pending);
-        assert_eq!((approved.committed.map(|c| c.what()), approved.input_required, approved.redecided.is_none()), (Some(Commit::Wait), true, true));
+        assert_eq!(
+            (
+                approved.committed.map(|c| c.what()),
+                approved.input_required,
+                approved.redecided.is_none()
+            ),
+            (Some(Commit::Wait), true, true)
+        );
         assert_eq!(s.receipts().await, 1, "the wait's receipt committed with the approval");
-        let Err(Stop::Input(question)) = approved.gate else { panic!("a pending approval runs nothing and asks") };
+        let Err(Stop::Input(question)) = approved.gate else {
+            panic!("a pending approval runs nothing and asks")
+        };
         assert_eq!(field(&question, "_meta")[APPROVAL_META]["id"], json!(id));
         // A legacy client cannot be asked: it is refused, and its refusal gets a receipt of its own.
         let mut legacy = order(3, None);
         legacy.era = Era::Legacy;
-        let refused_legacy = through_door(&s, &legacy, &needs_approval(), 0, needs_approval()).await;
+        let refused_legacy =
+            through_door(&s, &legacy, &needs_approval(), 0, needs_approval()).await;
         assert_eq!((refused_legacy.committed, refused_legacy.input_required), (None, false));
         assert_eq!(refused(refused_legacy.gate).reason, Reason::ApprovalPending);
     }
@@ -954,15 +1385,23 @@ mod tests {
     async fn through_the_door_approved_while_held_it_is_decided_again_and_runs_once() {
         let s = Store::open().await;
         let (id, _) = waiting_order(&s).await;
-        let again = decision(Verdict::RequireApproval, Reason::PolicyRequiresApproval, "order_above_five_units");
+        let again = decision(
+            Verdict::RequireApproval,
+            Reason::PolicyRequiresApproval,
+            "order_above_five_units",
+        );
         let decide_soon = async {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             decide_as_dana(&s, &id, true).await;
         };
         let (c, asked) = (order(2, None), needs_approval());
-        let (approved, ()) = tokio::join!(through_door(&s, &c, &asked, 2_000, again.clone()), decide_soon);
+        let (approved, ()) =
+            tokio::join!(through_door(&s, &c, &asked, 2_000, again.clone()), decide_soon);
         assert_eq!(approved.redecided, Some((Some(ApprovalState::Approved), again)));
-        assert_eq!((approved.approval_id.as_deref(), approved.committed, approved.input_required), (Some(id.as_str()), None, false));
+        assert_eq!(
+            (approved.approval_id.as_deref(), approved.committed, approved.input_required),
+            (Some(id.as_str()), None, false)
+        );
         let gate = passed(approved.gate);
         assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
         assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
@@ -973,7 +1412,10 @@ mod tests {
         let s = Store::open().await;
         let deny = decision(Verdict::Deny, Reason::PolicyForbids, "no_orders");
         let approved = through_door(&s, &order(2, None), &deny, 0, needs_approval()).await;
-        assert_eq!((approved.approval_id, approved.committed, approved.redecided), (None, None, None));
+        assert_eq!(
+            (approved.approval_id, approved.committed, approved.redecided),
+            (None, None, None)
+        );
         assert_eq!(refused(approved.gate).reason, Reason::PolicyForbids);
         assert_eq!(s.receipts().await, 0);
     }
