@@ -16,7 +16,7 @@ use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::downstream::http::store_error_status;
 use toolgate_gateway::gateway::{DecideError, Gateway};
-use toolgate_gateway::sse;
+use toolgate_mcp::sse;
 use toolgate_ledger::LedgerError;
 
 use super::Console;

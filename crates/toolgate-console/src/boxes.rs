@@ -3,8 +3,8 @@
 
 use maud::{Markup, html};
 use toolgate_gateway::gateway::Gateway;
-use toolgate_gateway::sandbox::{Sandbox, host};
-use toolgate_gateway::upstream::Upstream;
+use toolgate_mcp::sandbox::{Sandbox, host};
+use toolgate_mcp::upstream::Upstream;
 
 /// Above the upstreams: what the host cannot do, when a server needs it.
 pub(crate) fn host_notice(gw: &Gateway) -> Markup {

@@ -60,7 +60,7 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
     let listed = async {
         let unknown =
             gw.ledger.operations(tenant, Some(OperationState::Unknown), now, usize::MAX).await?;
-        Ok::<_, toolgate_gateway::ledger::LedgerError>((
+        Ok::<_, toolgate_ledger::LedgerError>((
             unknown,
             gw.ledger.operations(tenant, None, now, PAGE).await?,
         ))

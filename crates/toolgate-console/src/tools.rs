@@ -20,7 +20,7 @@ use toolgate_gateway::catalog::ExposedTool;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::listed::{self, Listing};
 use toolgate_gateway::pins::PinStatus;
-use toolgate_gateway::upstream::Kind;
+use toolgate_mcp::upstream::Kind;
 
 use super::extract::{Admin, Refusal, Signed, SignedForm, path_param};
 use super::operations::urlencode;

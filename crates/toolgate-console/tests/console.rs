@@ -634,7 +634,7 @@ async fn an_agents_argument_keys_cannot_forge_the_approvers_live_inbox() {
             .expect("more of the stream");
         stream.push_str(std::str::from_utf8(&chunk).unwrap());
     }
-    let events = toolgate_gateway::sse::read(&stream);
+    let events = toolgate_mcp::sse::read(&stream);
     let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["count", "inbox"], "{stream:?}");
     assert_eq!(events[0].data, "1");
@@ -750,7 +750,7 @@ async fn a_changed_prompt_is_diffed_in_the_console_and_accepted_by_an_admin() {
     );
     let upstream =
         h.gateway.catalogs.upstreams().iter().find(|u| u.name == "briefs").cloned().unwrap();
-    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else {
+    let toolgate_mcp::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else {
         panic!("boxed")
     };
     assert!(row.contains(&profile.hash), "{row}");

@@ -19,8 +19,8 @@ use toolgate_core::receipt::OperationRef;
 use toolgate_core::{Caller, Refusal};
 
 use crate::commit::Committed;
-use crate::upstream::ProgressRelay;
-use crate::wire::{Era, Id, RawObject, RpcError};
+use toolgate_mcp::upstream::ProgressRelay;
+use toolgate_mcp::wire::{Era, Id, RawObject, RpcError};
 
 /// A `tools/call` as it arrived from either edge: who sent it and how,
 /// and the call itself. Admit builds the call's `Context` from it.
@@ -60,7 +60,7 @@ pub struct Context {
 #[derive(Clone)]
 pub struct Call {
     /// A tool's call, or a prompt get or resource read on the same path.
-    pub kind: crate::upstream::Kind,
+    pub kind: toolgate_mcp::upstream::Kind,
     /// The exposed tool name (`SERVER__TOOL`); a prompt's; a resource's exposed URI.
     pub name: String,
     /// The arguments as sent (an object).

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::wire::Id;
+use toolgate_mcp::wire::Id;
 
 /// The session (empty over stateless HTTP), the caller and the request id
 /// (as JSON, so `1` and `"1"` stay apart).

@@ -20,7 +20,7 @@ use toolgate_core::{AuthorityView, Hints};
 
 use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
-use crate::upstream::{Kind, Listing, Upstream, UpstreamTool};
+use toolgate_mcp::upstream::{Kind, Listing, Upstream, UpstreamTool};
 
 /// A contract accepted as a tool's pin.
 #[derive(Debug)]
@@ -786,7 +786,7 @@ mod tests {
             json!({"name": "manual://{model}/section/{+path}{?lang}", "inputSchema": {}}),
             None,
         );
-        t.kind = crate::upstream::Kind::Template;
+        t.kind = toolgate_mcp::upstream::Kind::Template;
         t.exposed_name = exposed.to_string();
         assert_eq!(
             t.upstream_uri("toolgate://parts/manual://ac250/section/a/b"),

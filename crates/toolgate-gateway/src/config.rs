@@ -8,7 +8,7 @@
 
 pub use crate::identity_config::{IdentityConfig, IdentityMode, IdentitySettings};
 pub use crate::sandbox_config::{BoxConfig, NetworkConfig, SandboxConfig};
-use crate::upstream::{
+use toolgate_mcp::upstream::{
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TOOLS, Server, Transport, ValueSource,
 };
 use std::collections::BTreeMap;

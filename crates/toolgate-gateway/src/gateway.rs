@@ -20,7 +20,7 @@ use crate::catalog::{Catalogs, Live};
 use crate::config::Config;
 use crate::pins::PinStore;
 use crate::seal::Sealer;
-use crate::upstream::Upstream;
+use toolgate_mcp::upstream::Upstream;
 
 /// Everything a call needs, built once at start and shared by both edges.
 pub struct Gateway {

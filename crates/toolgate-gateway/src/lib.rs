@@ -22,9 +22,6 @@
 
 #![warn(missing_docs)]
 
-pub use toolgate_core as core;
-pub use toolgate_ledger as ledger;
-pub use toolgate_mcp::{body, lines, param_headers, sandbox, sse, upstream, wire};
 pub mod archive;
 pub mod boxes;
 pub mod budgets;

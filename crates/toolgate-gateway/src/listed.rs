@@ -20,7 +20,7 @@ use crate::catalog::ExposedTool;
 use crate::config::Config;
 use crate::gateway::Mode;
 use crate::pins::PinStatus;
-use crate::upstream::Kind;
+use toolgate_mcp::upstream::Kind;
 
 /// Whether a client is given an item, as a gateway with the same config
 /// and the same upstream lists would give it.

@@ -34,7 +34,7 @@ impl<'a> Observer<'a> {
         let s = &self.server;
         // The GenAI conventions describe tool calls; a prompt get or a
         // resource read carries only the MCP and toolgate attributes.
-        if tool.kind == crate::upstream::Kind::Tool {
+        if tool.kind == toolgate_mcp::upstream::Kind::Tool {
             s.record("gen_ai.operation.name", "execute_tool");
             s.record("gen_ai.tool.type", "function");
             s.record("gen_ai.provider.name", tool.server.as_str());

@@ -261,7 +261,7 @@ async fn presented(
     (cx, call): (&Context, &Call),
     proposal: &toolgate_core::Proposal,
     f: &mut Findings,
-) -> Result<(Presented, Option<std::sync::Arc<crate::upstream::Upstream>>), Stop> {
+) -> Result<(Presented, Option<std::sync::Arc<toolgate_mcp::upstream::Upstream>>), Stop> {
     let presented = present::present(
         &gw.identities,
         config,
@@ -317,7 +317,7 @@ async fn personal(
     cx: &Context,
     presented: &Presented,
     proposal: &toolgate_core::Proposal,
-) -> Result<Option<std::sync::Arc<crate::upstream::Upstream>>, Stop> {
+) -> Result<Option<std::sync::Arc<toolgate_mcp::upstream::Upstream>>, Stop> {
     let Some((var, token)) = &presented.env else { return Ok(None) };
     gw.personal
         .upstream(config, server, &cx.caller, (var, token), gw.clock.now_ms(), &gw.cancel)

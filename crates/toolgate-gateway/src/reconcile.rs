@@ -20,7 +20,7 @@ use toolgate_ledger::Resolution;
 
 use crate::config::{Config, ReconcileConfig};
 use crate::gateway::Gateway;
-use crate::upstream::CallOptions;
+use toolgate_mcp::upstream::CallOptions;
 
 /// What the read found, and the operation as settled.
 pub struct Reconciled {
@@ -86,7 +86,7 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
     upstream.ready(within).await;
     let raw = upstream
         .call(
-            crate::upstream::Kind::Tool,
+            toolgate_mcp::upstream::Kind::Tool,
             &rule.tool,
             &Value::Object(arguments),
             CallOptions::default(),

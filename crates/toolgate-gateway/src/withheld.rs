@@ -129,9 +129,9 @@ pub fn matcher(config: &Config) -> Arc<Credentials> {
 /// The refusal of `tool`'s answer, which carried `found`.
 pub fn refusal(tool: &ExposedTool, found: &Found, write: bool) -> Refusal {
     let what = match tool.kind {
-        crate::upstream::Kind::Prompt => "prompt",
-        crate::upstream::Kind::Resource | crate::upstream::Kind::Template => "resource",
-        crate::upstream::Kind::Tool => "tool",
+        toolgate_mcp::upstream::Kind::Prompt => "prompt",
+        toolgate_mcp::upstream::Kind::Resource | toolgate_mcp::upstream::Kind::Template => "resource",
+        toolgate_mcp::upstream::Kind::Tool => "tool",
     };
     let ran = if write {
         " The call ran (its operation is recorded, without the answer): do not call it again to get the answer."

@@ -181,7 +181,7 @@ async fn a_changed_contract_is_refused_until_accepted() {
 
     // The operator reviews and accepts (what `toolgate tools --accept` does).
     let live = s.gateway.catalogs.current().tools["shifty__lookup"].clone();
-    PinStore::open(&s.lock, std::sync::Arc::new(toolgate_gateway::core::SystemClock))
+    PinStore::open(&s.lock, std::sync::Arc::new(toolgate_core::SystemClock))
         .unwrap()
         .accept("shifty__lookup", &live.definition_sha256, &live.tool.definition)
         .unwrap();

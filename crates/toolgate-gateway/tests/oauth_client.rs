@@ -22,7 +22,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use toolgate_gateway::core::SystemEntropy;
+use toolgate_core::SystemEntropy;
 use toolgate_gateway::identity::oauth_client::{
     self, AuthMethod, Client, Discovered, Pkce, TokenKind, TokenSet,
 };

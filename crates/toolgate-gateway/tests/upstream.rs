@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_atlas::{ServerKind, serve};
 use toolgate_gateway::config::ServerConfig as UpstreamConfig;
-use toolgate_gateway::upstream::{Era, Upstream, UpstreamError};
+use toolgate_mcp::upstream::{Era, Upstream, UpstreamError};
 
 use common::{serve_rmcp, serve_rmcp_admitting};
 
@@ -56,7 +56,7 @@ async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
 
     let raw = upstream
         .call(
-            toolgate_gateway::upstream::Kind::Tool,
+            toolgate_mcp::upstream::Kind::Tool,
             "get_ticket",
             &json!({"ticket_id": "SR-20031"}),
             Default::default(),
@@ -68,7 +68,7 @@ async fn a_modern_http_upstream_is_listed_and_called_verbatim() {
     let missing: Value = serde_json::from_str(
         upstream
             .call(
-                toolgate_gateway::upstream::Kind::Tool,
+                toolgate_mcp::upstream::Kind::Tool,
                 "get_ticket",
                 &json!({"ticket_id": "SR-99999"}),
                 Default::default(),
@@ -123,7 +123,7 @@ async fn a_legacy_only_upstream_gets_the_initialize_handshake() {
     let listing = upstream.listing().unwrap();
     assert_eq!((listing.era, listing.protocol_version.as_str()), (Era::Legacy, "2025-11-25"));
     let raw = upstream
-        .call(toolgate_gateway::upstream::Kind::Tool, "echo", &json!({"x": 1}), Default::default())
+        .call(toolgate_mcp::upstream::Kind::Tool, "echo", &json!({"x": 1}), Default::default())
         .await
         .unwrap();
     let result: Value = serde_json::from_str(raw.get()).unwrap();
@@ -145,7 +145,7 @@ async fn an_unreachable_upstream_is_down_with_a_reason_and_calls_say_unavailable
         upstream.down_reason()
     );
     let err = upstream
-        .call(toolgate_gateway::upstream::Kind::Tool, "x", &json!({}), Default::default())
+        .call(toolgate_mcp::upstream::Kind::Tool, "x", &json!({}), Default::default())
         .await
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Unavailable(_)), "{err}");
@@ -196,7 +196,7 @@ async fn a_stdio_call_abandoned_at_its_deadline_is_cancelled_upstream() {
     upstream.start(cancel.clone());
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let outcome = upstream
-        .call(toolgate_gateway::upstream::Kind::Tool, "slow", &json!({}), Default::default())
+        .call(toolgate_mcp::upstream::Kind::Tool, "slow", &json!({}), Default::default())
         .await;
     assert!(matches!(outcome, Err(UpstreamError::Timeout)), "{outcome:?}");
     // The server hears that the answer is no longer wanted, for that request.
@@ -488,7 +488,7 @@ async fn an_upstream_answer_passes_under_max_upstream_message_bytes_and_is_refus
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let (short, long) = (json!({"n": max - 200}), json!({"n": max}));
     let call = |arguments| {
-        upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default())
+        upstream.call(toolgate_mcp::upstream::Kind::Tool, "echo", arguments, Default::default())
     };
     // The answer's envelope is well under 200 bytes: a text that leaves room passes …
     let raw = call(&short).await.unwrap();
@@ -538,7 +538,7 @@ async fn a_stdio_line_over_max_upstream_message_bytes_fails_its_call_at_once() {
     assert!(upstream.ready(Duration::from_secs(10)).await, "{:?}", upstream.down_reason());
     let (fits, over, small) = (json!({"n": max - 200}), json!({"n": max}), json!({"n": 10}));
     let call = |arguments| {
-        upstream.call(toolgate_gateway::upstream::Kind::Tool, "echo", arguments, Default::default())
+        upstream.call(toolgate_mcp::upstream::Kind::Tool, "echo", arguments, Default::default())
     };
     let raw = call(&fits).await.unwrap();
     assert!(raw.get().len() > max - 200, "{}", raw.get().len());

@@ -27,7 +27,7 @@ use toolgate_core::visible::visible;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::listed;
 use toolgate_gateway::seal;
-use toolgate_gateway::upstream::Kind;
+use toolgate_mcp::upstream::Kind;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -130,7 +130,7 @@ async fn live(
     let tools = catalog.tools.values().map(|t| t.audit_entry()).collect();
     let contents = catalog
         .all()
-        .filter(|t| t.kind != toolgate_gateway::upstream::Kind::Tool)
+        .filter(|t| t.kind != toolgate_mcp::upstream::Kind::Tool)
         .map(|t| t.audit_entry())
         .collect();
     let listing = catalog

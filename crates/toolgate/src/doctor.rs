@@ -15,7 +15,7 @@ use toolgate_gateway::catalog::{Catalog, ExposedTool};
 use toolgate_gateway::config::{Config, IdentityMode};
 use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
 use toolgate_gateway::listed::{self, Listing, Why};
-use toolgate_gateway::upstream::{Kind, Listing as Listed};
+use toolgate_mcp::upstream::{Kind, Listing as Listed};
 use toolgate_ledger::RunKey;
 
 /// How long an upstream may take to connect and list its tools.
@@ -147,7 +147,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
                 });
                 let fix = if upstream
                     .sandbox()
-                    .is_some_and(|s| matches!(s, toolgate_gateway::sandbox::Sandbox::Boxed(_)))
+                    .is_some_and(|s| matches!(s, toolgate_mcp::sandbox::Sandbox::Boxed(_)))
                 {
                     "its last stderr lines above say why; a server in a box reaches only what [servers.NAME.sandbox] grants (read, write, network: docs/SANDBOX.md), so grant what it needs, or correct its command"
                 } else {

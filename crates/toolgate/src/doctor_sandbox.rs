@@ -2,8 +2,8 @@
 //! can build, and each server's box.
 
 use toolgate_gateway::gateway::Gateway;
-use toolgate_gateway::sandbox::{Sandbox, host};
-use toolgate_gateway::upstream::Upstream;
+use toolgate_mcp::sandbox::{Sandbox, host};
+use toolgate_mcp::upstream::Upstream;
 
 use crate::doctor::Report;
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use toolgate_core::Caller;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pipeline::{self, Answer, Call, CallRequest};
-use toolgate_gateway::wire::Era;
+use toolgate_mcp::wire::Era;
 
 pub async fn run(
     config_path: &Path,
@@ -41,7 +41,7 @@ pub async fn run(
         eprintln!("toolgate preview: server `{server}` is unavailable ({why})");
     }
     let call = Call {
-        kind: toolgate_gateway::upstream::Kind::Tool,
+        kind: toolgate_mcp::upstream::Kind::Tool,
         name: tool.to_string(),
         arguments,
         progress: None,

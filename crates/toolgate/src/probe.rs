@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use toolgate_core::visible::visible;
-use toolgate_gateway::body;
+use toolgate_mcp::body;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

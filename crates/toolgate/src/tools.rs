@@ -17,7 +17,7 @@ use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::listed::{self, Listing};
 use toolgate_gateway::pins::PinStatus;
-use toolgate_gateway::upstream::Kind;
+use toolgate_mcp::upstream::Kind;
 
 pub async fn run(config: Config, json_out: bool, accept: Option<String>) -> anyhow::Result<()> {
     let gw = Gateway::start(config, Mode::Inspect).await?;

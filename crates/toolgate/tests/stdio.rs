@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::pipeline::{self, Answer, Call, CallRequest};
-use toolgate_gateway::wire::Era;
+use toolgate_mcp::wire::Era;
 
 fn write_config(dir: &Path) -> std::path::PathBuf {
     let exe = env!("CARGO_BIN_EXE_toolgate");
@@ -36,7 +36,7 @@ async fn get_ticket(gw: &Gateway) -> Answer {
 async fn get_ticket_recorded(gw: &Gateway) -> toolgate_gateway::call::Recorded {
     let caller = gw.callers.stdio().expect("the config opens a local caller");
     let get = Call {
-        kind: toolgate_gateway::upstream::Kind::Tool,
+        kind: toolgate_mcp::upstream::Kind::Tool,
         name: "tickets__get_ticket".into(),
         arguments: json!({"ticket_id": "SR-20031"}),
         progress: None,
@@ -72,7 +72,7 @@ async fn a_dead_stdio_upstream_gives_retry_and_is_restarted() {
     assert!(matches!(recorded.answer, Answer::Result(_)));
     // Its receipt names the box the server ran in: the profile's hash.
     let upstream = gw.catalogs.upstreams().iter().find(|u| u.name == "tickets").cloned().unwrap();
-    let toolgate_gateway::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else {
+    let toolgate_mcp::sandbox::Sandbox::Boxed(profile) = upstream.sandbox().unwrap() else {
         panic!("boxed by default")
     };
     let (placed, _) = recorded.placed.expect("the call's receipt was placed");

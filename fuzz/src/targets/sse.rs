@@ -2,7 +2,7 @@
 //! browser's `EventSource` follows: whatever a value holds, its frame is
 //! read as exactly one event, of its own name, with the value's lines.
 
-use toolgate_gateway::sse;
+use toolgate_mcp::sse;
 
 pub(crate) fn run(data: &[u8]) {
     let value = String::from_utf8_lossy(data);

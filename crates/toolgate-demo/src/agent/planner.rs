@@ -108,14 +108,14 @@ impl Model {
             .with_context(|| format!("the model at {} cannot be reached", self.url))?;
         let status = resp.status();
         if !status.is_success() {
-            let said = toolgate_gateway::body::read_head(resp, 1024).await;
+            let said = toolgate_mcp::body::read_head(resp, 1024).await;
             bail!(
                 "the model answered HTTP {status}: {}",
                 toolgate_core::visible::visible(said.trim()).chars().take(300).collect::<String>()
             );
         }
         let text =
-            toolgate_gateway::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
+            toolgate_mcp::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
         let text = String::from_utf8(text).context("the model's answer is not UTF-8")?;
         let answer: Value =
             serde_json::from_str(&text).context("the model's answer is not JSON")?;

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::raw;
 use crate::gateway::Gateway;
-use crate::upstream::Kind;
-use crate::wire::{RawObject, RpcError, code};
+use toolgate_mcp::upstream::Kind;
+use toolgate_mcp::wire::{RawObject, RpcError, code};
 
 /// `completion/complete` for a prompt's or a resource template's argument,
 /// passed to its upstream when the caller may see what it completes.
@@ -48,7 +48,7 @@ pub(super) async fn complete(gw: &Gateway, params: &Value) -> Result<RawObject, 
     }
     match upstream.complete(forwarded).await {
         Ok(result) => Ok(serde_json::from_str(result.get()).unwrap_or_default()),
-        Err(crate::upstream::UpstreamError::Rpc(e)) => Err(e),
+        Err(toolgate_mcp::upstream::UpstreamError::Rpc(e)) => Err(e),
         Err(e) => {
             tracing::warn!(server = %target.server, error = %e, "a completion failed upstream");
             Err(RpcError::new(

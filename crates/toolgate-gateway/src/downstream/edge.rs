@@ -28,7 +28,7 @@ use crate::callers::AuthError;
 use crate::config::APPROVER_ROLE;
 use crate::gateway::Gateway;
 use crate::oauth::TokenError;
-use crate::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
+use toolgate_mcp::wire::{self, Era, Id, MODERN, RpcError, SUPPORTED_VERSIONS, code};
 
 /// A plain-text response: how the edge's rules refuse a request.
 pub fn plain(status: StatusCode, text: &str) -> Response {
@@ -289,7 +289,7 @@ fn version(headers: &HeaderMap, msg: &Inbound) -> Result<Era, RpcError> {
                         msg.method
                     )));
                 };
-                match crate::param_headers::decode(header) {
+                match toolgate_mcp::param_headers::decode(header) {
                     Ok(name) if name == body_name => {}
                     Ok(name) => {
                         return Err(mismatch(&format!(
@@ -347,7 +347,7 @@ fn param_headers(
     let Some(tool) = catalog.tools.get(name) else { return Ok(()) };
     let schema = tool.tool.definition.get("inputSchema").unwrap_or(&Value::Null);
     let arguments = msg.params.get("arguments").unwrap_or(&Value::Null);
-    crate::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
+    toolgate_mcp::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
         .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 

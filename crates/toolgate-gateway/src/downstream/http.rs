@@ -23,7 +23,7 @@ use super::edge::{Admitted, JsonRpcMedia, McpMessage, rpc_error};
 pub use super::edge::{header_str, host_and_origin, plain};
 use super::{Inbound, Peer, Reply, handle};
 use crate::gateway::Gateway;
-use crate::wire::{Era, RpcError, code};
+use toolgate_mcp::wire::{Era, RpcError, code};
 
 /// The routes `serve` answers: `/mcp`, the admin API, the probes and the
 /// well-known documents. Public for in-process drivers (the edge fuzz target).
@@ -150,7 +150,7 @@ async fn standing(
     let rx = super::sessions::stream(gw.clone(), session);
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         let said = tokio::select! {
-            message = rx.recv() => crate::sse::message(&message?),
+            message = rx.recv() => toolgate_mcp::sse::message(&message?),
             _ = tokio::time::sleep(KEEP_ALIVE) => ": nothing new\n\n".to_string(),
         };
         Some((Ok::<_, std::convert::Infallible>(said), rx))
@@ -196,7 +196,7 @@ fn subscription(
                 msg.method
             ),
         );
-        return plain_reply(Reply::Json(crate::wire::error_response(Some(id), &e)));
+        return plain_reply(Reply::Json(toolgate_mcp::wire::error_response(Some(id), &e)));
     };
     let Some(session) = gw.sessions.get(session, &caller.name, gw.clock.now_ms()) else {
         return rpc_error(
@@ -330,7 +330,7 @@ async fn call_stream(
     // Before anything is said, only the reply or the clock decides.
     let first = tokio::select! {
         biased;
-        Some(message) = rx.recv() => crate::sse::message(&message),
+        Some(message) = rx.recv() => toolgate_mcp::sse::message(&message),
         reply = &mut done => return plain_reply(reply.unwrap_or_else(|_| failed(id.as_ref()))),
         _ = tokio::time::sleep(SSE_AFTER) => ": the call is still running\n\n".to_string(),
     };
@@ -343,7 +343,7 @@ async fn call_stream(
         let next = tokio::select! {
             biased;
             // Progress first: what the call said before its answer precedes it.
-            Some(message) = recv(&mut s.rx) => Ok(crate::sse::message(&message)),
+            Some(message) = recv(&mut s.rx) => Ok(toolgate_mcp::sse::message(&message)),
             reply = done => Err(reply),
             _ = tokio::time::sleep(KEEP_ALIVE) => Ok(": still waiting\n\n".to_string()),
         };
@@ -351,14 +351,14 @@ async fn call_stream(
             Ok(said) => Some((said, s)),
             Err(Ok(Reply::Json(body) | Reply::NotFound(body) | Reply::BadRequest(body))) => {
                 s.done = None;
-                Some((crate::sse::message(&body), s))
+                Some((toolgate_mcp::sse::message(&body), s))
             }
             Err(Ok(Reply::Accepted)) => None,
             // The call's task died: the client still gets an answer to its id.
             Err(Err(_)) => {
                 s.done = None;
                 match s.id.take().map(|id| failed(id.as_ref())) {
-                    Some(Reply::Json(body)) => Some((crate::sse::message(&body), s)),
+                    Some(Reply::Json(body)) => Some((toolgate_mcp::sse::message(&body), s)),
                     _ => None,
                 }
             }
@@ -378,12 +378,12 @@ struct Streaming {
     rx: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
     done: Option<tokio::sync::oneshot::Receiver<Reply>>,
     /// The request's id, until the answer for a dead task is sent.
-    id: Option<Option<crate::wire::Id>>,
+    id: Option<Option<toolgate_mcp::wire::Id>>,
 }
 
 /// The answer to request `id` when the task running it died.
-fn failed(id: Option<&crate::wire::Id>) -> Reply {
-    Reply::Json(crate::wire::error_response(
+fn failed(id: Option<&toolgate_mcp::wire::Id>) -> Reply {
+    Reply::Json(toolgate_mcp::wire::error_response(
         id,
         &RpcError::new(code::INTERNAL_ERROR, "the call failed inside the gateway; retry it"),
     ))

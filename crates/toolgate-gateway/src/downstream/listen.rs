@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::gateway::Gateway;
-use crate::wire::{self, Id};
+use toolgate_mcp::wire::{self, Id};
 
 use crate::catalog::Catalog;
-use crate::upstream::Kind;
+use toolgate_mcp::upstream::Kind;
 
 /// The lists a client can follow: the filter's name and the notification.
 const LISTS: [(Kind, &str, &str); 3] = [
@@ -119,7 +119,7 @@ pub(crate) fn listen_stream(
         if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
             p.extend(e);
         }
-        crate::sse::message(
+        toolgate_mcp::sse::message(
             &json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string(),
         )
     };
@@ -137,7 +137,7 @@ pub(crate) fn listen_stream(
             let out = tokio::select! {
                 more = next_change(&mut receivers, &gw) => {
                     if !more {
-                        let _ = tx.send(crate::sse::message(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
+                        let _ = tx.send(toolgate_mcp::sse::message(&wire::response(Some(&id), &json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID: id}}))));
                         break;
                     }
                     receivers = self::receivers(&gw);
@@ -205,7 +205,7 @@ pub(crate) async fn follow_lists(gw: &Gateway, out: impl Fn(String) -> bool) {
 }
 
 /// A watch on one upstream, with the (exposed, upstream's) URI pairs it covers.
-pub(crate) type Watched = (crate::upstream::Watch, Vec<(String, String)>);
+pub(crate) type Watched = (toolgate_mcp::upstream::Watch, Vec<(String, String)>);
 
 /// The subscribed URIs the caller may read (listed resources, or what a
 /// listed template expands to), and a watch on each upstream that has
@@ -244,7 +244,7 @@ mod tests {
     use super::Shown;
     use crate::catalog::Catalog;
     use crate::stages::testing::tool;
-    use crate::upstream::Kind;
+    use toolgate_mcp::upstream::Kind;
 
     #[test]
     fn a_change_is_news_only_for_the_list_that_changed_and_only_to_who_asked() {

@@ -28,8 +28,8 @@ use tracing::Instrument as _;
 use tracing::field::Empty;
 
 use crate::pipeline::{self, Answer, Call, CallRequest};
-use crate::upstream::{Kind, ProgressRelay};
-use crate::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
+use toolgate_mcp::upstream::{Kind, ProgressRelay};
+use toolgate_mcp::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 use toolgate_core::answer::{AnswerReceipt, RECEIPT_META};
 
 /// One request or notification, already parsed strictly.

@@ -19,7 +19,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
-use crate::wire::{self, RpcError, code};
+use toolgate_mcp::wire::{self, RpcError, code};
 
 /// Resources one session may follow at once.
 const MAX_SUBSCRIPTIONS: usize = 256;

@@ -10,8 +10,8 @@ use toolgate_core::strict_json::{self, JsonError};
 
 use super::{Reply, check_modern_meta, handle, inbound};
 use crate::gateway::Gateway;
-use crate::lines::{BoundedLines, Line};
-use crate::wire::{self, Era, RpcError, code};
+use toolgate_mcp::lines::{BoundedLines, Line};
+use toolgate_mcp::wire::{self, Era, RpcError, code};
 
 /// Serves the agent on stdin/stdout as `gateway.stdio_caller` (or the
 /// anonymous caller); with neither, stdio is refused before reading a line.

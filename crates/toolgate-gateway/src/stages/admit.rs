@@ -114,10 +114,10 @@ mod tests {
         let (cx, call) = context(request, &clock);
         assert_eq!(
             (cx.caller.name.as_str(), cx.era, cx.began_ms),
-            ("agent", crate::wire::Era::Modern, 1_780_272_000_123)
+            ("agent", toolgate_mcp::wire::Era::Modern, 1_780_272_000_123)
         );
         assert_eq!(cx.trace.len(), 1);
-        assert!(matches!(cx.request_id, Some(crate::wire::Id::Number(7))));
+        assert!(matches!(cx.request_id, Some(toolgate_mcp::wire::Id::Number(7))));
         assert_eq!(
             (call.name.as_str(), &call.arguments),
             ("parts__find_part", &json!({"part_no": "P-1"}))

@@ -8,7 +8,7 @@ use toolgate_core::{Action, Reason, Refusal, Verdict};
 
 use crate::call::Answer;
 use crate::catalog::ExposedTool;
-use crate::wire::RawObject;
+use toolgate_mcp::wire::RawObject;
 
 /// The `_meta` key of what toolgate's check found in a result.
 pub(crate) const CHECK_META: &str = "io.toolgate/check";

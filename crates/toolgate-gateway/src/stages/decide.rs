@@ -142,7 +142,7 @@ pub fn decide(
     // Cedar's one action is `call_tool`: prompts and resources are the
     // registry's to class (automatic or prohibited), not the policy's.
     let outcome = match tool.kind {
-        crate::upstream::Kind::Tool => policy.evaluate(
+        toolgate_mcp::upstream::Kind::Tool => policy.evaluate(
             caller,
             &facts,
             &proposal.arguments,

@@ -9,8 +9,8 @@ use tracing::Instrument as _;
 use crate::call::{Call, Context, Stop};
 use crate::catalog::ExposedTool;
 use crate::identity::Presented;
-use crate::param_headers;
-use crate::upstream::{CallOptions, Kind, Upstream, UpstreamError};
+use toolgate_mcp::param_headers;
+use toolgate_mcp::upstream::{CallOptions, Kind, Upstream, UpstreamError};
 
 /// `input` is the client's `inputResponses`/`requestState` as the upstream
 /// may see them (the approve stage removed toolgate's own).
@@ -62,7 +62,7 @@ pub(crate) async fn dispatch(
         client_capabilities: call
             .client_capabilities
             .clone()
-            .filter(|_| cx.era == crate::wire::Era::Modern),
+            .filter(|_| cx.era == toolgate_mcp::wire::Era::Modern),
         meta,
         // Checked by admit; the caller may only shorten the server's deadline.
         deadline: call.deadline().ok().flatten(),
@@ -180,7 +180,7 @@ mod tests {
         Live, Reply, call, find_definition, find_tool, order_definition, order_tool, passed,
         refused, rpc_error, split,
     };
-    use crate::wire::code;
+    use toolgate_mcp::wire::code;
     use serde_json::json;
 
     const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n";

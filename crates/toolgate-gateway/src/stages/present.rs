@@ -11,7 +11,7 @@ use toolgate_core::{Action, Caller, Entropy, Proposal, Reason, Refusal, Verdict}
 use crate::call::{Call, Context, Stop};
 use crate::config::Config;
 use crate::identity::{Identities, Presented, Unmade};
-use crate::wire::{Era, RawObject, RpcError, code};
+use toolgate_mcp::wire::{Era, RawObject, RpcError, code};
 
 /// The key of toolgate's own URL elicitation among a call's input requests.
 pub const CONNECT_KEY: &str = "io.toolgate/connect";

@@ -12,7 +12,7 @@ use toolgate_core::{Decision, Proposal, Verdict};
 
 use crate::call::Context;
 use crate::catalog::ExposedTool;
-use crate::wire::RawObject;
+use toolgate_mcp::wire::RawObject;
 
 /// The preview's answer: a complete result whose `structuredContent` says
 /// how the call would be decided. For a tool that declares an

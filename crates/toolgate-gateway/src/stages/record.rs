@@ -28,7 +28,7 @@ use crate::call::{Answer, Approved, Call, Context, Recorded, Reserved};
 use crate::catalog::ExposedTool;
 use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::log::ReceiptLog;
-use crate::wire::RawObject;
+use toolgate_mcp::wire::RawObject;
 
 /// What the record stage drafts and appends with.
 pub(crate) struct Recorder<'a> {
@@ -621,7 +621,7 @@ mod tests {
     use crate::gateway::Gateway;
     use crate::gateway::{Mode, Sources};
     use crate::stages::testing::{NOW_MS, call, find_tool, split};
-    use crate::wire::{RawObject, RpcError, code};
+    use toolgate_mcp::wire::{RawObject, RpcError, code};
     use serde_json::json;
     use toolgate_core::approval::Binding;
     use toolgate_core::decision::decide_by_class;

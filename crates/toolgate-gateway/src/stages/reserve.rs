@@ -30,7 +30,7 @@ use crate::call::{Call, Context, Dispatched, Gate, Held, Reserved, Stop};
 use crate::catalog::ExposedTool;
 use crate::commit::{Commit, Committed, Receipts, approval_ref};
 use crate::observe::Observer;
-use crate::wire::{RawObject, code};
+use toolgate_mcp::wire::{RawObject, code};
 
 /// The `_meta` key a client names its operation with.
 pub(crate) const KEY_META: &str = "io.toolgate/operationKey";
@@ -641,7 +641,7 @@ mod tests {
         NOW_MS, Store, call, find_definition, find_tool, order_tool, passed, raw, refused, split,
         tool,
     };
-    use crate::wire::RpcError;
+    use toolgate_mcp::wire::RpcError;
     use toolgate_core::approval::Binding;
     use toolgate_core::{AuthorityClass, AuthorityView, Hints};
     use toolgate_ledger::NewApproval;
@@ -1220,14 +1220,14 @@ mod tests {
         );
         // A JSON-RPC error that says it back, in its message or its data, is withheld too.
         for error in [
-            crate::wire::RpcError::new(-32000, format!("bad token {secret}")),
-            crate::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret})),
+            toolgate_mcp::wire::RpcError::new(-32000, format!("bad token {secret}")),
+            toolgate_mcp::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret})),
         ] {
             let r = refused(withhold(&o, &t, &p, Err(Stop::Error(error))));
             assert_eq!(r.reason, Reason::CredentialWithheld);
         }
         assert!(matches!(
-            withhold(&o, &t, &p, Err(Stop::Error(crate::wire::RpcError::new(-32000, "bad token")))),
+            withhold(&o, &t, &p, Err(Stop::Error(toolgate_mcp::wire::RpcError::new(-32000, "bad token")))),
             Err(Stop::Error(_))
         ));
     }

@@ -10,8 +10,8 @@ use crate::call::Stop;
 use crate::catalog::{Catalog, Catalogs, ExposedTool};
 use crate::config::Config;
 use crate::pins::PinStatus;
-use crate::upstream::Kind;
-use crate::wire::{RpcError, code};
+use toolgate_mcp::upstream::Kind;
+use toolgate_mcp::wire::{RpcError, code};
 
 /// `catalog` is the call's snapshot, built under `config`: the call runs
 /// under them to its end, whatever a reload puts in force meanwhile.
@@ -151,7 +151,7 @@ mod tests {
 
     use super::*;
     use crate::stages::testing::{Live, Reply, find_definition, passed, refused, rpc_error};
-    use crate::upstream::Upstream;
+    use toolgate_mcp::upstream::Upstream;
 
     const REGISTRY: &str =
         "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n";

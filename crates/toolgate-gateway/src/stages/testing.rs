@@ -24,8 +24,8 @@ use crate::catalog::{Catalogs, ExposedTool};
 use crate::config::Config;
 use crate::pins::{PinStatus, PinStore};
 use crate::seal::Sealer;
-use crate::upstream::{Upstream, UpstreamTool};
-use crate::wire::{Era, Id, RawObject, RpcError};
+use toolgate_mcp::upstream::{Upstream, UpstreamTool};
+use toolgate_mcp::wire::{Era, Id, RawObject, RpcError};
 
 /// The demo's Cedar schema, cut down to what the tests' policies read.
 pub const SCHEMA: &str = r#"
@@ -66,7 +66,7 @@ pub fn agent() -> Arc<Caller> {
 /// A 2026-07-28 `tools/call` of `name` by the agent, presenting nothing.
 pub fn call(name: &str, arguments: Value) -> CallRequest {
     let call = Call {
-        kind: crate::upstream::Kind::Tool,
+        kind: toolgate_mcp::upstream::Kind::Tool,
         name: name.to_string(),
         arguments,
         progress: None,
@@ -119,7 +119,7 @@ pub fn tool(server: &str, definition: Value, class: Option<AuthorityClass>) -> E
     let definition_sha256 = toolgate_core::contract::definition_sha256(&definition);
     let raw = to_raw_value(&definition).expect("a definition serialises");
     ExposedTool {
-        kind: crate::upstream::Kind::Tool,
+        kind: toolgate_mcp::upstream::Kind::Tool,
         exposed_name: format!("{server}__{name}"),
         server: server.to_string(),
         tool: Arc::new(UpstreamTool { name, raw, definition }),
@@ -431,7 +431,7 @@ async fn answer(
     let result = |text: &str| respond(format!(r#""result":{text}"#));
     match message["method"].as_str().unwrap_or_default() {
         "server/discover" => {
-            result(&json!({"supportedVersions": [crate::wire::MODERN]}).to_string())
+            result(&json!({"supportedVersions": [toolgate_mcp::wire::MODERN]}).to_string())
         }
         "tools/list" => result(&json!({"tools": *fake.tools}).to_string()),
         "tools/call" => {

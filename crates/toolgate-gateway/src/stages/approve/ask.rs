@@ -10,7 +10,7 @@ use toolgate_core::{Action, Reason, Refusal, Verdict};
 use super::{APPROVAL_META, Approvals, INPUT_KEY, raw};
 use crate::call::{Call, Context};
 use crate::catalog::ExposedTool;
-use crate::wire::{Era, RawObject};
+use toolgate_mcp::wire::{Era, RawObject};
 
 /// Whether the client can be asked (2026-07-28, with `elicitation` declared).
 pub(super) fn elicits(cx: &Context, call: &Call) -> bool {

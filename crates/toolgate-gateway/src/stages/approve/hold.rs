@@ -124,7 +124,7 @@ mod tests {
     fn call_with_progress() -> (Call, tokio::sync::mpsc::UnboundedReceiver<String>) {
         let (out, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut call = crate::stages::testing::call("parts__raise_parts_order", json!({})).call;
-        call.progress = Some(crate::upstream::ProgressRelay::new(json!("tok-1"), out));
+        call.progress = Some(toolgate_mcp::upstream::ProgressRelay::new(json!("tok-1"), out));
         (call, rx)
     }
 
@@ -264,13 +264,13 @@ mod tests {
         let (call, mut rx) = call_with_progress();
         let relay = call.progress.clone().unwrap();
         relay.own(1_500.0, 30_000.0, "held");
-        let routes = crate::upstream::ProgressRoutes::default();
+        let routes = toolgate_mcp::upstream::ProgressRoutes::default();
         routes.lock().unwrap().insert("toolgate-1".into(), relay);
         let upstream = serde_json::value::to_raw_value(
             &json!({"progressToken": "toolgate-1", "progress": 1, "total": 4}),
         )
         .unwrap();
-        crate::upstream::route_progress(&routes, Some(&upstream));
+        toolgate_mcp::upstream::route_progress(&routes, Some(&upstream));
         let seen: Vec<serde_json::Value> = std::iter::from_fn(|| rx.try_recv().ok())
             .map(|m| serde_json::from_str(&m).unwrap())
             .collect();

@@ -712,7 +712,7 @@ mod tests {
     use crate::stages::testing::{
         NOW_MS, Store, call, field, order_tool, passed, refused, split_at,
     };
-    use crate::wire::{Era, RawObject};
+    use toolgate_mcp::wire::{Era, RawObject};
     use serde_json::json;
     use toolgate_core::decision::decide_by_class;
 
