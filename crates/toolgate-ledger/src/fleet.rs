@@ -3,6 +3,8 @@
 //! console sessions (any replica serves any approver), and the outbox of
 //! notices (delivered at least once by whichever replica is alive).
 
+use crate::Result;
+
 /// How long a replica counts as alive after its last heartbeat unless
 /// the caller says otherwise: three missed beats of a second.
 pub const DEFAULT_LEASE_MS: i64 = 3_000;
@@ -119,4 +121,65 @@ pub struct StoredSession {
     pub created_ms: i64,
     /// When it ends: no later than the access token it was opened with.
     pub expires_ms: i64,
+}
+
+/// The fleet: which replicas are alive, the console's sessions, and the
+/// outbox of notices that tell approvers an approval waits.
+#[async_trait::async_trait]
+pub trait Fleet: Send + Sync {
+    /// Records that `replica` is alive at `now_ms`, forgets replicas not
+    /// seen for `lease_ms`, and returns how many are alive (this one too).
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32>;
+    /// `replica` stops: the others rebalance at their next heartbeat.
+    async fn leave(&self, replica: &str) -> Result<()>;
+    /// Opens a console session (sweeping ended ones).
+    async fn open_session(&self, session: StoredSession) -> Result<()>;
+    /// The session whose id hashes to `id_sha256`, unless it has ended by `now_ms`.
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>>;
+    /// Ends one session (sign-out); false when there was none.
+    async fn end_session(&self, id_sha256: &str) -> Result<bool>;
+    /// Ends every session of `subject` in `tenant` (sign-out everywhere);
+    /// returns how many ended.
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64>;
+    /// Claims up to `limit` pending notices due by `now_ms` until
+    /// `claimed_until_ms`: no other replica takes them meanwhile (one
+    /// that dies holding them lets the claim lapse, and another delivers).
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>>;
+    /// Records how an attempt at a pending notice ended.
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()>;
+    /// Notices, newest first: only those of `tenant`'s approvals and only
+    /// `state`'s when given (`None`: every tenant, for an operator).
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>>;
+    /// How many notices are in `state`.
+    async fn count_notices(&self, state: NoticeState) -> Result<u64>;
+    /// A dead notice made pending again, due now, its attempts counted
+    /// afresh (an operator fixed the receiver); `NoticeNotFound` unless it
+    /// is dead (and, with `tenant`, of one of that tenant's approvals).
+    async fn redeliver_notice(&self, id: &str, tenant: Option<&str>, now_ms: i64)
+    -> Result<Notice>;
+    /// Removes delivered notices last changed before `before_ms`; returns how many went.
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64>;
 }

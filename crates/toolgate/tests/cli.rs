@@ -534,7 +534,7 @@ fn doctor_fetches_the_oauth_issuer_s_keys() {
 #[test]
 fn doctor_reports_dead_notices_and_where_to_send_them_again() {
     use toolgate_ledger::core::approval::Binding;
-    use toolgate_ledger::{Attempt, Ledger, NewApproval, NewNotice};
+    use toolgate_ledger::{Approvals, Attempt, Fleet, NewApproval, NewNotice};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("toolgate.toml");
     std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n").unwrap();

@@ -4,8 +4,9 @@
 use tokio_postgres::Row;
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
+use super::PostgresLedger;
 use super::pool::Db;
-use crate::{Decider, LedgerError, NewApproval, Result};
+use crate::{Approvals, Decider, LedgerError, NewApproval, Result};
 
 fn approval(r: &Row) -> Result<Approval> {
     let state: String = r.get("state");
@@ -85,9 +86,10 @@ pub async fn latest(
 }
 
 pub async fn count(pool: &impl Db, state: ApprovalState) -> Result<u64> {
-    let rows =
-        pool.query("SELECT count(*) FROM approvals WHERE state = $1", &[&state.as_str()]).await?;
-    Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
+    let rows = pool
+        .query("SELECT count(*) AS n FROM approvals WHERE state = $1", &[&state.as_str()])
+        .await?;
+    Ok(rows.first().map_or(0, |r| r.get::<_, i64>("n")) as u64)
 }
 
 pub async fn list(
@@ -156,4 +158,70 @@ pub async fn consume(pool: &impl Db, id: &str, now_ms: i64) -> Result<Approval> 
     }
     let current = get(pool, id).await?;
     Err(LedgerError::NotApproved { id: id.to_string(), state: current.state_at(now_ms).as_str() })
+}
+
+#[async_trait::async_trait]
+impl Approvals for PostgresLedger {
+    async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
+        if new.receipt.is_none() && new.notices.is_empty() {
+            return create(&*self.pool, &new).await;
+        }
+        let draft = new.receipt.take();
+        let digests = self.digests.clone();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let approval = create(tx, &new).await?;
+                    super::fleet::add_notices(tx, &new.id, &new.notices, new.now_ms).await?;
+                    if let Some(draft) = draft {
+                        super::receipts::append(tx, &digests, vec![draft]).await?;
+                    }
+                    Ok(approval)
+                })
+            })
+            .await
+    }
+    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
+        find(&*self.pool, id).await
+    }
+    async fn latest_approval(
+        &self,
+        binding: &Binding,
+        operation_key: Option<&str>,
+    ) -> Result<Option<Approval>> {
+        latest(&*self.pool, binding, operation_key).await
+    }
+    async fn approvals(
+        &self,
+        tenant: Option<&str>,
+        state: Option<ApprovalState>,
+        now_ms: i64,
+    ) -> Result<Vec<Approval>> {
+        list(&*self.pool, tenant, state, now_ms).await
+    }
+    async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
+        count(&*self.pool, state).await
+    }
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: Decider<'_>,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Approval> {
+        decide(&*self.pool, id, approve, &approver, reason, now_ms).await
+    }
+    async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
+        consume(&*self.pool, id, now_ms).await
+    }
+    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        let receiver = self.decided.subscribe();
+        self.listening.get_or_init(|| {
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            super::fleet::listen(self.pool.config().clone(), self.decided.clone(), stopped);
+            stop
+        });
+        Some(receiver)
+    }
 }

@@ -6,17 +6,18 @@
 
 use tokio_postgres::Row;
 
+use super::PostgresLedger;
 use super::pool::Db;
-use crate::{Connection, Result};
+use crate::{Connection, Connections, Result};
 
 fn grant(r: &Row) -> Connection {
     Connection {
-        tenant: r.get(0),
-        subject: r.get(1),
-        server: r.get(2),
-        sealed: r.get(3),
-        expires_ms: r.get(4),
-        updated_ms: r.get(5),
+        tenant: r.get("tenant"),
+        subject: r.get("subject"),
+        server: r.get("server"),
+        sealed: r.get("sealed"),
+        expires_ms: r.get("expires_ms"),
+        updated_ms: r.get("updated_ms"),
     }
 }
 
@@ -141,9 +142,65 @@ pub async fn take_state(db: &impl Db, id_sha256: &str, now_ms: i64) -> Result<Op
             &[&id_sha256],
         )
         .await?;
-    Ok(row.filter(|r| r.get::<_, i64>(1) > now_ms).map(|r| r.get(0)))
+    Ok(row.filter(|r| r.get::<_, i64>("expires_ms") > now_ms).map(|r| r.get("sealed")))
 }
 
 pub async fn prune_states(db: &impl Db, before_ms: i64) -> Result<u64> {
     db.execute("DELETE FROM oauth_states WHERE expires_ms <= $1", &[&before_ms]).await
+}
+
+#[async_trait::async_trait]
+impl Connections for PostgresLedger {
+    async fn put_connection(&self, connection: Connection) -> Result<()> {
+        put(&*self.pool, &connection).await
+    }
+    async fn connection(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+    ) -> Result<Option<Connection>> {
+        find(&*self.pool, tenant, subject, server).await
+    }
+    async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Connection>> {
+        list(&*self.pool, tenant).await
+    }
+    async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
+        delete(&*self.pool, tenant, subject, server).await
+    }
+    async fn claim_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool> {
+        claim(&*self.pool, tenant, subject, server, holder, now_ms, until_ms).await
+    }
+    async fn finish_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        replacement: Option<Connection>,
+    ) -> Result<bool> {
+        finish(&*self.pool, tenant, subject, server, holder, replacement.as_ref()).await
+    }
+    async fn put_oauth_state(
+        &self,
+        id_sha256: &str,
+        sealed: Vec<u8>,
+        expires_ms: i64,
+    ) -> Result<()> {
+        put_state(&*self.pool, id_sha256, &sealed, expires_ms).await
+    }
+    async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
+        take_state(&*self.pool, id_sha256, now_ms).await
+    }
+    async fn prune_oauth_states(&self, before_ms: i64) -> Result<u64> {
+        prune_states(&*self.pool, before_ms).await
+    }
 }

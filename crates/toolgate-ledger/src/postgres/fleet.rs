@@ -6,9 +6,11 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
 
+use super::PostgresLedger;
 use super::pool::Db;
 use crate::{
-    Attempt, EVERY_APPROVAL, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession,
+    Attempt, EVERY_APPROVAL, Fleet, LedgerError, NewNotice, Notice, NoticeState, Result,
+    StoredSession,
 };
 
 pub async fn heartbeat(
@@ -32,12 +34,12 @@ pub async fn heartbeat(
     // reached (another's clock) still counts until it is swept.
     let row = db
         .query_opt(
-            "SELECT count(*) FROM replicas WHERE seen_ms >= $1::bigint - $2::bigint",
+            "SELECT count(*) AS n FROM replicas WHERE seen_ms >= $1::bigint - $2::bigint",
             &[&now_ms, &lease_ms],
         )
         .await?
         .expect("a count has a row");
-    Ok(row.get::<_, i64>(0).max(1) as u32)
+    Ok(row.get::<_, i64>("n").max(1) as u32)
 }
 
 pub async fn leave(db: &impl Db, replica: &str) -> Result<()> {
@@ -47,12 +49,12 @@ pub async fn leave(db: &impl Db, replica: &str) -> Result<()> {
 
 fn session_of(r: &Row) -> StoredSession {
     StoredSession {
-        id_sha256: r.get(0),
-        tenant: r.get(1),
-        subject: r.get(2),
-        caller: r.get(3),
-        created_ms: r.get(4),
-        expires_ms: r.get(5),
+        id_sha256: r.get("id_sha256"),
+        tenant: r.get("tenant"),
+        subject: r.get("subject"),
+        caller: r.get("caller"),
+        created_ms: r.get("created_ms"),
+        expires_ms: r.get("expires_ms"),
     }
 }
 
@@ -169,10 +171,10 @@ pub async fn list(
 
 pub async fn count(db: &impl Db, state: NoticeState) -> Result<u64> {
     let row = db
-        .query_opt("SELECT count(*) FROM notices WHERE state = $1", &[&state.as_str()])
+        .query_opt("SELECT count(*) AS n FROM notices WHERE state = $1", &[&state.as_str()])
         .await?
         .expect("a count has a row");
-    Ok(row.get::<_, i64>(0) as u64)
+    Ok(row.get::<_, i64>("n") as u64)
 }
 
 pub async fn redeliver(
@@ -250,4 +252,72 @@ pub fn listen(
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     });
+}
+
+#[async_trait::async_trait]
+impl Fleet for PostgresLedger {
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32> {
+        heartbeat(&*self.pool, replica, started_ms, now_ms, lease_ms).await
+    }
+    async fn leave(&self, replica: &str) -> Result<()> {
+        leave(&*self.pool, replica).await
+    }
+    async fn open_session(&self, session: StoredSession) -> Result<()> {
+        open_session(&*self.pool, &session).await
+    }
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
+        session(&*self.pool, id_sha256, now_ms).await
+    }
+    async fn end_session(&self, id_sha256: &str) -> Result<bool> {
+        end_session(&*self.pool, id_sha256).await
+    }
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
+        end_sessions_of(&*self.pool, tenant, subject).await
+    }
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>> {
+        claim(&*self.pool, now_ms, claimed_until_ms, limit).await
+    }
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()> {
+        attempted(&*self.pool, id, attempt, status, error.as_deref(), now_ms).await
+    }
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>> {
+        list(&*self.pool, tenant, state, limit).await
+    }
+    async fn count_notices(&self, state: NoticeState) -> Result<u64> {
+        count(&*self.pool, state).await
+    }
+    async fn redeliver_notice(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Notice> {
+        redeliver(&*self.pool, id, tenant, now_ms).await
+    }
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
+        prune(&*self.pool, before_ms).await
+    }
 }

@@ -5,8 +5,10 @@
 use tokio_postgres::Row;
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 
+use super::PostgresLedger;
 use super::pool::Db;
-use crate::{Begun, LedgerError, NewOperation, Resolution, Result};
+use crate::receipts::{ARCHIVE_CHUNK, chunked};
+use crate::{Begun, Draft, LedgerError, NewOperation, Operations, Resolution, Result};
 
 fn op(r: &Row) -> Result<Operation> {
     let state: String = r.get("state");
@@ -163,7 +165,7 @@ pub async fn resolve(pool: &impl Db, id: &str, r: &Resolution) -> Result<Operati
             &[&id, &state.as_str(), &r.outcome, &r.by, &r.reason, &r.now_ms, &r.applied],
         )
         .await?;
-    changed_or_wrong(pool, id, row, crate::settle_rule(r.applied)).await
+    changed_or_wrong(pool, id, row, crate::operations::settle_rule(r.applied)).await
 }
 
 pub async fn list(
@@ -186,6 +188,94 @@ pub async fn list(
 
 /// Settled operations last changed before `before_ms`, up to `chunk` of them.
 pub async fn prune(pool: &impl Db, before_ms: i64, chunk: u64) -> Result<u64> {
-    const SQL: &str = crate::prune_operations_sql!("$");
+    const SQL: &str = crate::operations::prune_operations_sql!("$");
     Ok(pool.execute(SQL, &[&before_ms, &(chunk as i64)]).await?)
+}
+
+#[async_trait::async_trait]
+impl Operations for PostgresLedger {
+    async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
+        let Some(draft) = new.receipt.take() else {
+            return begin(&*self.pool, &new, now_ms).await;
+        };
+        let digests = self.digests.clone();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let begun = begin(tx, &new, now_ms).await?;
+                    if let Begun::Mine(_) = &begun {
+                        super::receipts::append(tx, &digests, vec![draft]).await?;
+                    }
+                    Ok(begun)
+                })
+            })
+            .await
+    }
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        attempt: i64,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Operation> {
+        dispatched(&*self.pool, id, attempt, lease_until_ms, now_ms).await
+    }
+    async fn finish_operation(
+        &self,
+        id: &str,
+        attempt: i64,
+        state: OperationState,
+        outcome: Option<String>,
+        now_ms: i64,
+        receipt: Option<Draft>,
+    ) -> Result<Operation> {
+        let Some(draft) = receipt else {
+            return finish(&*self.pool, id, attempt, state, outcome, now_ms).await;
+        };
+        let id = id.to_string();
+        let digests = self.digests.clone();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let op = finish(tx, &id, attempt, state, outcome, now_ms).await?;
+                    super::receipts::append(tx, &digests, vec![draft]).await?;
+                    Ok(op)
+                })
+            })
+            .await
+    }
+    async fn operation(&self, id: &str) -> Result<Option<Operation>> {
+        find(&*self.pool, id).await
+    }
+    async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
+        find_by_key(&*self.pool, key).await
+    }
+    async fn operations(
+        &self,
+        tenant: Option<&str>,
+        state: Option<OperationState>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
+        list(&*self.pool, tenant, state, now_ms, limit).await
+    }
+    async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
+        let Some(draft) = resolution.receipt.take() else {
+            return resolve(&*self.pool, id, &resolution).await;
+        };
+        let id = id.to_string();
+        let digests = self.digests.clone();
+        self.pool
+            .transaction(move |tx| {
+                Box::pin(async move {
+                    let op = resolve(tx, &id, &resolution).await?;
+                    super::receipts::append(tx, &digests, vec![draft]).await?;
+                    Ok(op)
+                })
+            })
+            .await
+    }
+    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
+        chunked(|| prune(&*self.pool, settled_before_ms, ARCHIVE_CHUNK)).await
+    }
 }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
+use crate::migrations::Migration;
 use crate::{LedgerError, Result};
 
 pub struct Conn {
@@ -162,16 +163,16 @@ impl Db for Pool {
 impl Pool {
     /// Applies the migrations not yet applied, one transaction each, under
     /// an advisory lock so replicas starting together apply them once.
-    pub async fn migrate(&self, migrations: &[&str]) -> Result<()> {
+    pub async fn migrate(&self, migrations: &[Migration]) -> Result<()> {
         let mut conn = open(&self.config).await?;
         let tx = conn.client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock(7461001)", &[]).await?;
         tx.batch_execute("CREATE TABLE IF NOT EXISTS toolgate_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)").await?;
         let applied: i32 = tx
-            .query_one("SELECT coalesce(max(version), 0) FROM toolgate_migrations", &[])
+            .query_one("SELECT coalesce(max(version), 0) AS applied FROM toolgate_migrations", &[])
             .await?
-            .get(0);
-        for (i, sql) in migrations.iter().enumerate().skip(applied as usize) {
+            .get("applied");
+        for (i, (_, sql)) in migrations.iter().enumerate().skip(applied as usize) {
             tx.batch_execute(sql).await?;
             let version = i as i32 + 1;
             tx.execute("INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, (extract(epoch from now()) * 1000)::bigint)", &[&version]).await?;

@@ -8,10 +8,12 @@
 use tokio_postgres::Row;
 use toolgate_core::merkle::Hash;
 
+use super::PostgresLedger;
 use super::pool::Db;
 use crate::digests::Dictionary;
+use crate::receipts::{ARCHIVE_CHUNK, Row as Sealed, chunked, hashes, seal};
 use crate::{
-    Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    Draft, LedgerError, LogKey, ReceiptLog, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
     ToolDefinition,
 };
 
@@ -43,10 +45,10 @@ pub async fn append_each(
     for drafts in requests {
         // Sealed whole or not at all: a request's receipts are adjacent.
         let first = next;
-        let sealed: Result<Vec<crate::Row>> = drafts
+        let sealed: Result<Vec<Sealed>> = drafts
             .into_iter()
             .enumerate()
-            .map(|(i, d)| crate::seal(d, first + i as u64, digests).map(|(row, _)| row))
+            .map(|(i, d)| seal(d, first + i as u64, digests).map(|(row, _)| row))
             .collect();
         match sealed {
             Ok(rows) => {
@@ -118,7 +120,7 @@ pub async fn archived(db: &impl Db) -> Result<Option<StoredArchive>> {
     Ok(Some(StoredArchive {
         before: r.get::<_, i64>("before") as u64,
         root: hash(&r, "root")?,
-        frontier: crate::hashes(&frontier)?,
+        frontier: hashes(&frontier)?,
         archived_ms: r.get("archived_ms"),
     }))
 }
@@ -272,4 +274,55 @@ pub async fn definitions(db: &impl Db) -> Result<Vec<ToolDefinition>> {
             definition: r.get("definition"),
         })
         .collect())
+}
+
+#[async_trait::async_trait]
+impl ReceiptLog for PostgresLedger {
+    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+        self.sequencer.append(drafts).await
+    }
+    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+        list(&*self.pool, &self.digests, from, limit).await
+    }
+    async fn log_size(&self) -> Result<u64> {
+        log_size(&*self.pool).await
+    }
+    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
+        leaf_hashes(&*self.pool, &self.digests, from, to).await
+    }
+    async fn archived(&self) -> Result<Option<StoredArchive>> {
+        archived(&*self.pool).await
+    }
+    async fn archive(&self, archive: StoredArchive) -> Result<u64> {
+        record_archive(&*self.pool, &archive).await?;
+        chunked(|| drop_archived(&*self.pool, archive.before, ARCHIVE_CHUNK)).await
+    }
+    async fn drop_covered_checkpoints(&self) -> Result<u64> {
+        chunked(|| drop_covered_checkpoints(&*self.pool, ARCHIVE_CHUNK)).await
+    }
+    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
+        add_checkpoint(&*self.pool, &checkpoint).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
+        checkpoints(&*self.pool).await
+    }
+    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+        checkpoint(&*self.pool, size).await
+    }
+    async fn add_log_key(&self, key: LogKey) -> Result<()> {
+        add_key(&*self.pool, &key).await
+    }
+    async fn log_keys(&self) -> Result<Vec<LogKey>> {
+        keys(&*self.pool).await
+    }
+    async fn add_tool_definitions(
+        &self,
+        definitions: Vec<ToolDefinition>,
+        now_ms: i64,
+    ) -> Result<()> {
+        add_definitions(&*self.pool, &definitions, now_ms).await
+    }
+    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
+        definitions(&*self.pool).await
+    }
 }

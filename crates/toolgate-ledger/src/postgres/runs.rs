@@ -3,8 +3,9 @@
 
 use toolgate_core::trifecta::{Leg, LegCall};
 
+use super::PostgresLedger;
 use super::pool::Db;
-use crate::{MAX_LEGS, Result, RunKey, RunState};
+use crate::{MAX_LEGS, Result, RunKey, RunState, Runs};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
@@ -28,7 +29,7 @@ async fn begin(
         )
         .await?
         .expect("an upsert returns its row");
-    Ok((row.get(0), row.get(1), row.get(2)))
+    Ok((row.get("calls"), row.get("started_ms"), row.get("expires_ms")))
 }
 
 async fn legs(db: &impl Db, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
@@ -42,11 +43,11 @@ async fn legs(db: &impl Db, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     Ok(rows
         .iter()
         .filter_map(|r| {
-            Leg::parse(r.get::<_, &str>(0)).map(|leg| LegCall {
+            Leg::parse(r.get::<_, &str>("leg")).map(|leg| LegCall {
                 leg,
-                tool: r.get(1),
-                proposal_sha256: r.get(2),
-                at_ms: r.get(3),
+                tool: r.get("tool"),
+                proposal_sha256: r.get("proposal_sha256"),
+                at_ms: r.get("at_ms"),
             })
         })
         .collect())
@@ -69,7 +70,7 @@ pub async fn run(
             )
             .await?;
         match found {
-            Some(r) => (r.get(0), r.get(1), r.get(2)),
+            Some(r) => (r.get("calls"), r.get("started_ms"), r.get("expires_ms")),
             None => {
                 return Ok(RunState {
                     calls: 0,
@@ -101,4 +102,14 @@ pub async fn add_leg(db: &impl Db, k: &RunKey, call: &LegCall, ttl_ms: i64) -> R
     )
     .await?;
     Ok(expires_ms)
+}
+
+#[async_trait::async_trait]
+impl Runs for PostgresLedger {
+    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+        run(&*self.pool, key, count, now_ms, ttl_ms).await
+    }
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
+        add_leg(&*self.pool, key, &call, ttl_ms).await
+    }
 }

@@ -6,43 +6,46 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
-use crate::{Decider, LedgerError, NewApproval, Result};
+use super::SqliteLedger;
+use crate::{Approvals, Decider, LedgerError, NewApproval, Result};
 
 const COLUMNS: &str = "id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, \
                        created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms, subject, operation_key";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<Approval> {
-    let text = |i: usize| r.get::<_, String>(i);
-    let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
-        serde_json::from_str(&text(i)?).map_err(|e| {
+    let text = |column: &str| r.get::<_, String>(column);
+    let json = |column: &str| -> rusqlite::Result<serde_json::Value> {
+        serde_json::from_str(&text(column)?).map_err(|e| {
+            let i = r.as_ref().column_index(column).unwrap_or_default();
             rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         })
     };
-    let state = text(10)?;
+    let state = text("state")?;
     Ok(Approval {
-        id: text(0)?,
+        id: text("id")?,
         binding: Binding {
-            tenant: text(1)?,
-            caller: text(2)?,
-            server: text(3)?,
-            tool: text(4)?,
-            proposal_sha256: text(5)?,
-            policy_version: text(6)?,
+            tenant: text("tenant")?,
+            caller: text("caller")?,
+            server: text("server")?,
+            tool: text("tool")?,
+            proposal_sha256: text("proposal_sha256")?,
+            policy_version: text("policy_version")?,
         },
-        arguments: json(7)?,
-        reason: text(8)?,
-        rules: serde_json::from_value(json(9)?).unwrap_or_default(),
+        arguments: json("arguments")?,
+        reason: text("reason")?,
+        rules: serde_json::from_value(json("rules")?).unwrap_or_default(),
         state: ApprovalState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(10, state, rusqlite::types::Type::Text)
+            let i = r.as_ref().column_index("state").unwrap_or_default();
+            rusqlite::Error::InvalidColumnType(i, state, rusqlite::types::Type::Text)
         })?,
-        created_ms: r.get(11)?,
-        expires_ms: r.get(12)?,
-        decided_by: r.get(13)?,
-        decision_reason: r.get(14)?,
-        decided_ms: r.get(15)?,
-        used_ms: r.get(16)?,
-        subject: text(17)?,
-        operation_key: r.get(18)?,
+        created_ms: r.get("created_ms")?,
+        expires_ms: r.get("expires_ms")?,
+        decided_by: r.get("decided_by")?,
+        decision_reason: r.get("decision_reason")?,
+        decided_ms: r.get("decided_ms")?,
+        used_ms: r.get("used_ms")?,
+        subject: text("subject")?,
+        operation_key: r.get("operation_key")?,
     })
 }
 
@@ -85,9 +88,11 @@ pub fn latest(
 }
 
 pub fn count(conn: &Connection, state: ApprovalState) -> Result<u64> {
-    Ok(conn.query_row("SELECT count(*) FROM approvals WHERE state = ?1", [state.as_str()], |r| {
-        r.get::<_, i64>(0)
-    })? as u64)
+    Ok(conn.query_row(
+        "SELECT count(*) AS n FROM approvals WHERE state = ?1",
+        [state.as_str()],
+        |r| r.get::<_, i64>("n"),
+    )? as u64)
 }
 
 pub fn list(
@@ -154,4 +159,82 @@ pub fn consume(conn: &Connection, id: &str, now_ms: i64) -> Result<Approval> {
         return Ok(current);
     }
     Err(LedgerError::NotApproved { id: id.to_string(), state: current.state_at(now_ms).as_str() })
+}
+
+#[async_trait::async_trait]
+impl Approvals for SqliteLedger {
+    async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
+        let digests = self.digests.clone();
+        self.run(move |c| {
+            let receipt = new.receipt.take();
+            let approval = create(c, &new)?;
+            super::fleet::add_notices(c, &new.id, &new.notices, new.now_ms)?;
+            super::receipts::append(c, &digests, receipt.into_iter().collect())?;
+            Ok(approval)
+        })
+        .await
+    }
+    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
+        let id = id.to_string();
+        self.read(move |c| find(c, &id)).await
+    }
+    async fn latest_approval(
+        &self,
+        binding: &Binding,
+        operation_key: Option<&str>,
+    ) -> Result<Option<Approval>> {
+        let (b, key) = (binding.clone(), operation_key.map(str::to_string));
+        self.read(move |c| latest(c, &b, key.as_deref())).await
+    }
+    async fn approvals(
+        &self,
+        tenant: Option<&str>,
+        state: Option<ApprovalState>,
+        now_ms: i64,
+    ) -> Result<Vec<Approval>> {
+        let tenant = tenant.map(str::to_string);
+        self.run(move |c| list(c, tenant.as_deref(), state, now_ms)).await
+    }
+    async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
+        self.read(move |c| count(c, state)).await
+    }
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: Decider<'_>,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Approval> {
+        let (id, name, subject, tenant, reason) = (
+            id.to_string(),
+            approver.name.to_string(),
+            approver.subject.to_string(),
+            approver.tenant.to_string(),
+            reason.to_string(),
+        );
+        let decided = self
+            .run(move |c| {
+                decide(
+                    c,
+                    &id,
+                    approve,
+                    &Decider { name: &name, subject: &subject, tenant: &tenant },
+                    &reason,
+                    now_ms,
+                )
+            })
+            .await;
+        if let Ok(a) = &decided {
+            let _ = self.decided.send(a.id.clone());
+        }
+        decided
+    }
+    async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
+        let id = id.to_string();
+        self.run(move |c| consume(c, &id, now_ms)).await
+    }
+    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.decided.subscribe())
+    }
 }

@@ -66,7 +66,7 @@ fn checkpoint(conn: &Connection, cap: i64) -> rusqlite::Result<()> {
     // are in the database.
     let frames = |mode: &str| {
         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+            Ok((r.get::<_, i64>("log")?, r.get::<_, i64>("checkpointed")?))
         })
     };
     let (mut log, mut copied) = frames("PASSIVE")?;
@@ -115,7 +115,7 @@ mod tests {
     /// WAL frames after one more small write: few once the WAL was rewound.
     fn frames_after_a_write(c: &Connection) -> i64 {
         write_pages(c, 1);
-        c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap()
+        c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get("log")).unwrap()
     }
 
     fn checkpointer(path: &Path) -> Connection {
@@ -137,7 +137,7 @@ mod tests {
         // A long read (an export) pins the frames of its snapshot.
         let reader = Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();
-        let _: i64 = reader.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) AS n FROM t", [], |r| r.get("n")).unwrap();
         write_pages(&w, 200);
         let started = std::time::Instant::now();
         checkpoint(&checkpointer(&path), 100).unwrap();

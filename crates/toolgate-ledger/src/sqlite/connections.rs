@@ -4,18 +4,19 @@
 
 use rusqlite::{Connection as Sqlite, OptionalExtension, Row, params};
 
-use crate::{Connection, Result};
+use super::SqliteLedger;
+use crate::{Connection, Connections, Result};
 
 const COLUMNS: &str = "tenant, subject, server, sealed, expires_ms, updated_ms";
 
 fn grant(r: &Row<'_>) -> rusqlite::Result<Connection> {
     Ok(Connection {
-        tenant: r.get(0)?,
-        subject: r.get(1)?,
-        server: r.get(2)?,
-        sealed: r.get(3)?,
-        expires_ms: r.get(4)?,
-        updated_ms: r.get(5)?,
+        tenant: r.get("tenant")?,
+        subject: r.get("subject")?,
+        server: r.get("server")?,
+        sealed: r.get("sealed")?,
+        expires_ms: r.get("expires_ms")?,
+        updated_ms: r.get("updated_ms")?,
     })
 }
 
@@ -115,7 +116,7 @@ pub fn take_state(c: &Sqlite, id_sha256: &str, now_ms: i64) -> Result<Option<Vec
         .query_row(
             "DELETE FROM oauth_states WHERE id_sha256 = ?1 RETURNING sealed, expires_ms",
             [id_sha256],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("sealed")?, r.get("expires_ms")?)),
         )
         .optional()?;
     Ok(taken.filter(|(_, expires_ms)| *expires_ms > now_ms).map(|(sealed, _)| sealed))
@@ -123,4 +124,76 @@ pub fn take_state(c: &Sqlite, id_sha256: &str, now_ms: i64) -> Result<Option<Vec
 
 pub fn prune_states(c: &Sqlite, before_ms: i64) -> Result<u64> {
     Ok(c.execute("DELETE FROM oauth_states WHERE expires_ms <= ?1", [before_ms])? as u64)
+}
+
+#[async_trait::async_trait]
+impl Connections for SqliteLedger {
+    async fn put_connection(&self, connection: Connection) -> Result<()> {
+        self.run(move |c| put(c, &connection)).await
+    }
+    async fn connection(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+    ) -> Result<Option<Connection>> {
+        let (tenant, subject, server) =
+            (tenant.to_string(), subject.to_string(), server.to_string());
+        self.read(move |c| find(c, &tenant, &subject, &server)).await
+    }
+    async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Connection>> {
+        let tenant = tenant.map(str::to_string);
+        self.read_many(move |c| list(c, tenant.as_deref())).await
+    }
+    async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
+        let (tenant, subject, server) =
+            (tenant.to_string(), subject.to_string(), server.to_string());
+        self.run(move |c| delete(c, &tenant, &subject, &server)).await
+    }
+    async fn claim_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool> {
+        let (tenant, subject, server, holder) =
+            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+        // A lease lost at power loss is harmless: the refresh it guarded died with the process.
+        self.write_unsynced(move |c| {
+            claim(c, &tenant, &subject, &server, &holder, now_ms, until_ms)
+        })
+        .await
+    }
+    async fn finish_refresh(
+        &self,
+        tenant: &str,
+        subject: &str,
+        server: &str,
+        holder: &str,
+        replacement: Option<Connection>,
+    ) -> Result<bool> {
+        let (tenant, subject, server, holder) =
+            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
+        self.run(move |c| finish(c, &tenant, &subject, &server, &holder, replacement.as_ref()))
+            .await
+    }
+    async fn put_oauth_state(
+        &self,
+        id_sha256: &str,
+        sealed: Vec<u8>,
+        expires_ms: i64,
+    ) -> Result<()> {
+        let id = id_sha256.to_string();
+        self.run(move |c| put_state(c, &id, &sealed, expires_ms)).await
+    }
+    async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
+        let id = id_sha256.to_string();
+        self.run(move |c| take_state(c, &id, now_ms)).await
+    }
+    async fn prune_oauth_states(&self, before_ms: i64) -> Result<u64> {
+        self.run(move |c| prune_states(c, before_ms)).await
+    }
 }

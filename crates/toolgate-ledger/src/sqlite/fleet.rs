@@ -3,7 +3,8 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{Attempt, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
+use super::SqliteLedger;
+use crate::{Attempt, Fleet, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
 
 pub fn heartbeat(
     c: &Connection,
@@ -17,7 +18,7 @@ pub fn heartbeat(
         params![replica, started_ms, now_ms],
     )?;
     c.execute("DELETE FROM replicas WHERE seen_ms < ?1", [now_ms - lease_ms])?;
-    Ok(c.query_row("SELECT count(*) FROM replicas", [], |r| r.get::<_, i64>(0))? as u32)
+    Ok(c.query_row("SELECT count(*) AS n FROM replicas", [], |r| r.get::<_, i64>("n"))? as u32)
 }
 
 pub fn leave(c: &Connection, replica: &str) -> Result<()> {
@@ -38,7 +39,16 @@ pub fn session(c: &Connection, id_sha256: &str, now_ms: i64) -> Result<Option<St
     Ok(c.query_row(
         "SELECT id_sha256, tenant, subject, caller, created_ms, expires_ms FROM sessions WHERE id_sha256 = ?1 AND expires_ms > ?2",
         params![id_sha256, now_ms],
-        |r| Ok(StoredSession { id_sha256: r.get(0)?, tenant: r.get(1)?, subject: r.get(2)?, caller: r.get(3)?, created_ms: r.get(4)?, expires_ms: r.get(5)? }),
+        |r| {
+            Ok(StoredSession {
+                id_sha256: r.get("id_sha256")?,
+                tenant: r.get("tenant")?,
+                subject: r.get("subject")?,
+                caller: r.get("caller")?,
+                created_ms: r.get("created_ms")?,
+                expires_ms: r.get("expires_ms")?,
+            })
+        },
     )
     .optional()?)
 }
@@ -71,21 +81,22 @@ pub fn add_notices(
 const COLUMNS: &str = "id, approval_id, webhook, body, state, attempts, next_ms, created_ms, updated_ms, last_status, last_error";
 
 fn notice(r: &Row<'_>) -> rusqlite::Result<Notice> {
-    let state: String = r.get(4)?;
+    let state: String = r.get("state")?;
     Ok(Notice {
-        id: r.get(0)?,
-        approval_id: r.get(1)?,
-        webhook: r.get(2)?,
-        body: r.get(3)?,
+        id: r.get("id")?,
+        approval_id: r.get("approval_id")?,
+        webhook: r.get("webhook")?,
+        body: r.get("body")?,
         state: NoticeState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(4, state, rusqlite::types::Type::Text)
+            let i = r.as_ref().column_index("state").unwrap_or_default();
+            rusqlite::Error::InvalidColumnType(i, state, rusqlite::types::Type::Text)
         })?,
-        attempts: r.get(5)?,
-        next_ms: r.get(6)?,
-        created_ms: r.get(7)?,
-        updated_ms: r.get(8)?,
-        last_status: r.get(9)?,
-        last_error: r.get(10)?,
+        attempts: r.get("attempts")?,
+        next_ms: r.get("next_ms")?,
+        created_ms: r.get("created_ms")?,
+        updated_ms: r.get("updated_ms")?,
+        last_status: r.get("last_status")?,
+        last_error: r.get("last_error")?,
     })
 }
 
@@ -135,8 +146,8 @@ pub fn list(
 }
 
 pub fn count(c: &Connection, state: NoticeState) -> Result<u64> {
-    Ok(c.query_row("SELECT count(*) FROM notices WHERE state = ?1", [state.as_str()], |r| {
-        r.get::<_, i64>(0)
+    Ok(c.query_row("SELECT count(*) AS n FROM notices WHERE state = ?1", [state.as_str()], |r| {
+        r.get::<_, i64>("n")
     })? as u64)
 }
 
@@ -156,4 +167,81 @@ pub fn redeliver(c: &Connection, id: &str, tenant: Option<&str>, now_ms: i64) ->
 pub fn prune(c: &Connection, before_ms: i64) -> Result<u64> {
     Ok(c.execute("DELETE FROM notices WHERE state = 'delivered' AND updated_ms < ?1", [before_ms])?
         as u64)
+}
+
+#[async_trait::async_trait]
+impl Fleet for SqliteLedger {
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_ms: i64,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<u32> {
+        let replica = replica.to_string();
+        self.write_unsynced(move |c| heartbeat(c, &replica, started_ms, now_ms, lease_ms)).await
+    }
+    async fn leave(&self, replica: &str) -> Result<()> {
+        let replica = replica.to_string();
+        self.run(move |c| leave(c, &replica)).await
+    }
+    async fn open_session(&self, session: StoredSession) -> Result<()> {
+        self.run(move |c| open_session(c, &session)).await
+    }
+    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
+        let id = id_sha256.to_string();
+        self.read(move |c| session(c, &id, now_ms)).await
+    }
+    async fn end_session(&self, id_sha256: &str) -> Result<bool> {
+        let id = id_sha256.to_string();
+        self.run(move |c| end_session(c, &id)).await
+    }
+    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
+        let (tenant, subject) = (tenant.to_string(), subject.to_string());
+        self.run(move |c| end_sessions_of(c, &tenant, &subject)).await
+    }
+    async fn claim_notices(
+        &self,
+        now_ms: i64,
+        claimed_until_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<Notice>> {
+        self.write_unsynced(move |c| claim(c, now_ms, claimed_until_ms, limit)).await
+    }
+    async fn notice_attempted(
+        &self,
+        id: &str,
+        attempt: Attempt,
+        status: Option<u16>,
+        error: Option<String>,
+        now_ms: i64,
+    ) -> Result<()> {
+        let id = id.to_string();
+        self.write_unsynced(move |c| attempted(c, &id, attempt, status, error.as_deref(), now_ms))
+            .await
+    }
+    async fn notices(
+        &self,
+        tenant: Option<&str>,
+        state: Option<NoticeState>,
+        limit: usize,
+    ) -> Result<Vec<Notice>> {
+        let tenant = tenant.map(str::to_string);
+        self.read_many(move |c| list(c, tenant.as_deref(), state, limit)).await
+    }
+    async fn count_notices(&self, state: NoticeState) -> Result<u64> {
+        self.read(move |c| count(c, state)).await
+    }
+    async fn redeliver_notice(
+        &self,
+        id: &str,
+        tenant: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Notice> {
+        let (id, tenant) = (id.to_string(), tenant.map(str::to_string));
+        self.run(move |c| redeliver(c, &id, tenant.as_deref(), now_ms)).await
+    }
+    async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
+        self.run(move |c| prune(c, before_ms)).await
+    }
 }

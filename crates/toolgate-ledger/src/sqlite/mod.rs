@@ -20,9 +20,14 @@
 //! A ledger that sequences (the gateway's) appends a read's receipts with
 //! no transaction at all: see `sequence`. Every transaction, of any
 //! process, first integrates what the sequence file holds.
+//!
+//! Each role of the ledger (`Approvals`, `Operations`, `Runs`,
+//! `ReceiptLog`, `Fleet`, `Connections`) is implemented in the file of its
+//! tables, through the queue here. `README.md` follows one receipt in.
 
 mod approvals;
 mod checkpointer;
+mod checksum;
 mod conn;
 mod connections;
 mod fleet;
@@ -37,18 +42,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
-use toolgate_core::approval::{Approval, ApprovalState, Binding};
-use toolgate_core::operation::{Operation, OperationKey, OperationState};
-
-use toolgate_core::merkle::Hash;
 
 use crate::digests::Dictionary;
-use crate::{
-    Attempt, Begun, Connection as Grant, Decider, Draft, Ledger, LedgerError, LogKey, NewApproval,
-    NewOperation, Notice, NoticeState, Resolution, Result, RunKey, RunState, StoredArchive,
-    StoredCheckpoint, StoredReceipt, StoredSession, ToolDefinition, chunked,
-};
-use toolgate_core::trifecta::LegCall;
+use crate::{Draft, LedgerError, Result, Store};
 
 /// The most requests one transaction takes: bounds the latency a request
 /// can add to the others in its batch.
@@ -97,7 +93,7 @@ pub struct SqliteLedger {
 }
 
 /// A request; whether its commit must survive power loss (see
-/// `Ledger::append_receipts` for the one kind that need not); and whether
+/// `ReceiptLog::append_receipts` for the one kind that need not); and whether
 /// it needs a savepoint of its own — not when it writes at most one row,
 /// since a failed statement leaves nothing behind.
 struct Queued {
@@ -275,6 +271,23 @@ impl SqliteLedger {
                 .map_err(|_| LedgerError::Store("the ledger writer stopped".into()))?;
         }
         rx.await.map_err(|_| LedgerError::Store("the ledger writer stopped mid-request".into()))?
+    }
+
+    /// Appends `drafts` to the sequence on the caller's thread if it is
+    /// free now (see `sequence`): their indexes; or the drafts back, when a
+    /// transaction holds it, for the writer's batch.
+    fn sequenced(&self, drafts: Vec<Draft>) -> Result<std::result::Result<Vec<u64>, Vec<Draft>>> {
+        let Ok(mut sequence) = self.sequence.try_lock() else { return Ok(Err(drafts)) };
+        match sequence.append(drafts)? {
+            (sequence::Appended::At(indexes), ask) => {
+                drop(sequence);
+                if ask {
+                    self.integrate_soon();
+                }
+                Ok(Ok(indexes))
+            }
+            (sequence::Appended::Busy(drafts), _) => Ok(Err(drafts)),
+        }
     }
 
     /// Asks the writer to integrate the sequenced receipts without waiting
@@ -536,417 +549,15 @@ fn run_batch(conn: &mut Connection, batch: Vec<Queued>) -> (Ran, Vec<Answer>) {
     (Ran::Transaction, answers)
 }
 
-#[async_trait::async_trait]
-impl Ledger for SqliteLedger {
+impl Store for SqliteLedger {
     fn backend(&self) -> &'static str {
         "sqlite"
     }
-
-    async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
-        let digests = self.digests.clone();
-        self.run(move |c| {
-            let receipt = new.receipt.take();
-            let approval = approvals::create(c, &new)?;
-            fleet::add_notices(c, &new.id, &new.notices, new.now_ms)?;
-            receipts::append(c, &digests, receipt.into_iter().collect())?;
-            Ok(approval)
-        })
-        .await
-    }
-    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
-        let id = id.to_string();
-        self.read(move |c| approvals::find(c, &id)).await
-    }
-    async fn latest_approval(
-        &self,
-        binding: &Binding,
-        operation_key: Option<&str>,
-    ) -> Result<Option<Approval>> {
-        let (b, key) = (binding.clone(), operation_key.map(str::to_string));
-        self.read(move |c| approvals::latest(c, &b, key.as_deref())).await
-    }
-    async fn approvals(
-        &self,
-        tenant: Option<&str>,
-        state: Option<ApprovalState>,
-        now_ms: i64,
-    ) -> Result<Vec<Approval>> {
-        let tenant = tenant.map(str::to_string);
-        self.run(move |c| approvals::list(c, tenant.as_deref(), state, now_ms)).await
-    }
-    async fn count_approvals(&self, state: ApprovalState) -> Result<u64> {
-        self.read(move |c| approvals::count(c, state)).await
-    }
-    async fn decide_approval(
-        &self,
-        id: &str,
-        approve: bool,
-        approver: Decider<'_>,
-        reason: &str,
-        now_ms: i64,
-    ) -> Result<Approval> {
-        let (id, name, subject, tenant, reason) = (
-            id.to_string(),
-            approver.name.to_string(),
-            approver.subject.to_string(),
-            approver.tenant.to_string(),
-            reason.to_string(),
-        );
-        let decided = self
-            .run(move |c| {
-                approvals::decide(
-                    c,
-                    &id,
-                    approve,
-                    &Decider { name: &name, subject: &subject, tenant: &tenant },
-                    &reason,
-                    now_ms,
-                )
-            })
-            .await;
-        if let Ok(a) = &decided {
-            let _ = self.decided.send(a.id.clone());
-        }
-        decided
-    }
-    async fn consume_approval(&self, id: &str, now_ms: i64) -> Result<Approval> {
-        let id = id.to_string();
-        self.run(move |c| approvals::consume(c, &id, now_ms)).await
-    }
-
-    async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
-        let digests = self.digests.clone();
-        self.run(move |c| {
-            let receipt = new.receipt.take();
-            let begun = operations::begin(c, &new, now_ms)?;
-            if let (Begun::Mine(_), Some(draft)) = (&begun, receipt) {
-                receipts::append(c, &digests, vec![draft])?;
-            }
-            Ok(begun)
-        })
-        .await
-    }
-    async fn mark_dispatched(
-        &self,
-        id: &str,
-        attempt: i64,
-        lease_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<Operation> {
-        let id = id.to_string();
-        self.run(move |c| operations::dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
-    }
-    async fn finish_operation(
-        &self,
-        id: &str,
-        attempt: i64,
-        state: OperationState,
-        outcome: Option<String>,
-        now_ms: i64,
-        receipt: Option<Draft>,
-    ) -> Result<Operation> {
-        let (id, digests) = (id.to_string(), self.digests.clone());
-        self.run(move |c| {
-            let op = operations::finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
-            receipts::append(c, &digests, receipt.into_iter().collect())?;
-            Ok(op)
-        })
-        .await
-    }
-    async fn operation(&self, id: &str) -> Result<Option<Operation>> {
-        let id = id.to_string();
-        self.read(move |c| operations::find(c, &id)).await
-    }
-    async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
-        let key = key.clone();
-        self.read(move |c| operations::by_key(c, &key)).await
-    }
-    async fn operations(
-        &self,
-        tenant: Option<&str>,
-        state: Option<OperationState>,
-        now_ms: i64,
-        limit: usize,
-    ) -> Result<Vec<Operation>> {
-        let tenant = tenant.map(str::to_string);
-        self.run(move |c| operations::list(c, tenant.as_deref(), state, now_ms, limit)).await
-    }
-    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
-        chunked(|| self.run(move |c| operations::prune(c, settled_before_ms, crate::ARCHIVE_CHUNK)))
-            .await
-    }
-    async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
-        let (id, digests) = (id.to_string(), self.digests.clone());
-        self.run(move |c| {
-            let receipt = resolution.receipt.take();
-            let op = operations::resolve(c, &id, &resolution)?;
-            receipts::append(c, &digests, receipt.into_iter().collect())?;
-            Ok(op)
-        })
-        .await
-    }
-
-    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
-        if let Some(why) = self.stopped.get() {
-            return Err(LedgerError::Store(why.clone()));
-        }
-        // Sequenced on this thread if the sequence is free now; else (a
-        // transaction holds it) the receipts join the writer's batch.
-        let drafts = match self.sequence.try_lock() {
-            Ok(mut sequence) => match sequence.append(drafts)? {
-                (sequence::Appended::At(indexes), ask) => {
-                    drop(sequence);
-                    if ask {
-                        self.integrate_soon();
-                    }
-                    return Ok(indexes);
-                }
-                (sequence::Appended::Busy(drafts), _) => drafts,
-            },
-            Err(_) => drafts,
-        };
-        // One receipt is one row: it needs no savepoint of its own.
-        let isolated = drafts.len() > 1;
-        let digests = self.digests.clone();
-        self.queue(move |c| receipts::append(c, &digests, drafts), false, isolated, true).await
-    }
-    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
-        decoded(self.read_many(move |c| receipts::raw(c, from, limit)).await?, self.digests.clone())
-            .await
-    }
-    async fn log_size(&self) -> Result<u64> {
-        self.read(receipts::log_size).await
-    }
-    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
-        let rows = self.read_many(move |c| receipts::raw(c, from, to.saturating_sub(from))).await?;
-        // The rows this process sealed lately are not decoded again (see `recent`).
-        let first = rows.first().map(receipts::RawRow::log_index);
-        let recalled: Vec<Option<Hash>> = rows.iter().map(|r| r.recalled(&self.recent)).collect();
-        let missed = rows
-            .into_iter()
-            .zip(&recalled)
-            .filter(|(_, leaf)| leaf.is_none())
-            .map(|(row, _)| row)
-            .collect();
-        let mut decoded = decoded(missed, self.digests.clone()).await?.into_iter();
-        let leaves = recalled
-            .into_iter()
-            .map(|leaf| leaf.or_else(|| decoded.next().map(|r| r.leaf_hash)))
-            .collect::<Option<Vec<Hash>>>();
-        crate::contiguous(leaves.unwrap_or_default(), first, from, to)
-    }
-    async fn archived(&self) -> Result<Option<StoredArchive>> {
-        self.read(receipts::archived).await
-    }
-    async fn archive(&self, archive: StoredArchive) -> Result<u64> {
-        let before = archive.before;
-        self.run(move |c| receipts::record_archive(c, &archive)).await?;
-        chunked(|| self.run(move |c| receipts::drop_archived(c, before, crate::ARCHIVE_CHUNK)))
-            .await
-    }
-    async fn drop_covered_checkpoints(&self) -> Result<u64> {
-        chunked(|| self.run(|c| receipts::drop_covered_checkpoints(c, crate::ARCHIVE_CHUNK))).await
-    }
-    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
-        self.run(move |c| receipts::add_checkpoint(c, &checkpoint)).await
-    }
-    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
-        self.read_synced(receipts::checkpoints).await
-    }
-    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
-        self.read_synced(move |c| receipts::checkpoint(c, size)).await
-    }
-    async fn add_log_key(&self, key: LogKey) -> Result<()> {
-        self.run(move |c| receipts::add_key(c, &key)).await
-    }
-    async fn log_keys(&self) -> Result<Vec<LogKey>> {
-        self.read_many(receipts::keys).await
-    }
-    async fn add_tool_definitions(
-        &self,
-        definitions: Vec<ToolDefinition>,
-        now_ms: i64,
-    ) -> Result<()> {
-        self.run(move |c| receipts::add_definitions(c, &definitions, now_ms)).await
-    }
-    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
-        self.read_many(receipts::definitions).await
-    }
-    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
-        let key = key.clone();
-        // A count writes one row and is on every call's path: it survives a
-        // crash of the process but need not wait for an fsync of its own.
-        self.queue(move |c| runs::run(c, &key, count, now_ms, ttl_ms), false, false, true).await
-    }
-    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
-        let key = key.clone();
-        self.run(move |c| runs::add_leg(c, &key, &call, ttl_ms)).await
-    }
-
-    async fn heartbeat(
-        &self,
-        replica: &str,
-        started_ms: i64,
-        now_ms: i64,
-        lease_ms: i64,
-    ) -> Result<u32> {
-        let replica = replica.to_string();
-        self.write_unsynced(move |c| fleet::heartbeat(c, &replica, started_ms, now_ms, lease_ms))
-            .await
-    }
-    async fn leave(&self, replica: &str) -> Result<()> {
-        let replica = replica.to_string();
-        self.run(move |c| fleet::leave(c, &replica)).await
-    }
-    async fn open_session(&self, session: StoredSession) -> Result<()> {
-        self.run(move |c| fleet::open_session(c, &session)).await
-    }
-    async fn session(&self, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
-        let id = id_sha256.to_string();
-        self.read(move |c| fleet::session(c, &id, now_ms)).await
-    }
-    async fn end_session(&self, id_sha256: &str) -> Result<bool> {
-        let id = id_sha256.to_string();
-        self.run(move |c| fleet::end_session(c, &id)).await
-    }
-    async fn end_sessions_of(&self, tenant: &str, subject: &str) -> Result<u64> {
-        let (tenant, subject) = (tenant.to_string(), subject.to_string());
-        self.run(move |c| fleet::end_sessions_of(c, &tenant, &subject)).await
-    }
-    async fn claim_notices(
-        &self,
-        now_ms: i64,
-        claimed_until_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<Notice>> {
-        self.write_unsynced(move |c| fleet::claim(c, now_ms, claimed_until_ms, limit)).await
-    }
-    async fn notice_attempted(
-        &self,
-        id: &str,
-        attempt: Attempt,
-        status: Option<u16>,
-        error: Option<String>,
-        now_ms: i64,
-    ) -> Result<()> {
-        let id = id.to_string();
-        self.write_unsynced(move |c| {
-            fleet::attempted(c, &id, attempt, status, error.as_deref(), now_ms)
-        })
-        .await
-    }
-    async fn notices(
-        &self,
-        tenant: Option<&str>,
-        state: Option<NoticeState>,
-        limit: usize,
-    ) -> Result<Vec<Notice>> {
-        let tenant = tenant.map(str::to_string);
-        self.read_many(move |c| fleet::list(c, tenant.as_deref(), state, limit)).await
-    }
-    async fn count_notices(&self, state: NoticeState) -> Result<u64> {
-        self.read(move |c| fleet::count(c, state)).await
-    }
-    async fn redeliver_notice(
-        &self,
-        id: &str,
-        tenant: Option<&str>,
-        now_ms: i64,
-    ) -> Result<Notice> {
-        let (id, tenant) = (id.to_string(), tenant.map(str::to_string));
-        self.run(move |c| fleet::redeliver(c, &id, tenant.as_deref(), now_ms)).await
-    }
-    async fn prune_notices(&self, before_ms: i64) -> Result<u64> {
-        self.run(move |c| fleet::prune(c, before_ms)).await
-    }
-    async fn put_connection(&self, connection: Grant) -> Result<()> {
-        self.run(move |c| connections::put(c, &connection)).await
-    }
-    async fn connection(&self, tenant: &str, subject: &str, server: &str) -> Result<Option<Grant>> {
-        let (tenant, subject, server) =
-            (tenant.to_string(), subject.to_string(), server.to_string());
-        self.read(move |c| connections::find(c, &tenant, &subject, &server)).await
-    }
-    async fn connections(&self, tenant: Option<&str>) -> Result<Vec<Grant>> {
-        let tenant = tenant.map(str::to_string);
-        self.read_many(move |c| connections::list(c, tenant.as_deref())).await
-    }
-    async fn delete_connection(&self, tenant: &str, subject: &str, server: &str) -> Result<bool> {
-        let (tenant, subject, server) =
-            (tenant.to_string(), subject.to_string(), server.to_string());
-        self.run(move |c| connections::delete(c, &tenant, &subject, &server)).await
-    }
-    async fn claim_refresh(
-        &self,
-        tenant: &str,
-        subject: &str,
-        server: &str,
-        holder: &str,
-        now_ms: i64,
-        until_ms: i64,
-    ) -> Result<bool> {
-        let (tenant, subject, server, holder) =
-            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
-        // A lease lost at power loss is harmless: the refresh it guarded died with the process.
-        self.write_unsynced(move |c| {
-            connections::claim(c, &tenant, &subject, &server, &holder, now_ms, until_ms)
-        })
-        .await
-    }
-    async fn finish_refresh(
-        &self,
-        tenant: &str,
-        subject: &str,
-        server: &str,
-        holder: &str,
-        replacement: Option<Grant>,
-    ) -> Result<bool> {
-        let (tenant, subject, server, holder) =
-            (tenant.to_string(), subject.to_string(), server.to_string(), holder.to_string());
-        self.run(move |c| {
-            connections::finish(c, &tenant, &subject, &server, &holder, replacement.as_ref())
-        })
-        .await
-    }
-    async fn put_oauth_state(
-        &self,
-        id_sha256: &str,
-        sealed: Vec<u8>,
-        expires_ms: i64,
-    ) -> Result<()> {
-        let id = id_sha256.to_string();
-        self.run(move |c| connections::put_state(c, &id, &sealed, expires_ms)).await
-    }
-    async fn take_oauth_state(&self, id_sha256: &str, now_ms: i64) -> Result<Option<Vec<u8>>> {
-        let id = id_sha256.to_string();
-        self.run(move |c| connections::take_state(c, &id, now_ms)).await
-    }
-    async fn prune_oauth_states(&self, before_ms: i64) -> Result<u64> {
-        self.run(move |c| connections::prune_states(c, before_ms)).await
-    }
-    fn decisions(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        Some(self.decided.subscribe())
-    }
-}
-
-/// Rows decoded (their leaves rebuilt and hashed) on a blocking thread: a
-/// checkpoint's thousand rows take milliseconds, which neither the writer
-/// (every append would wait) nor an async worker should spend.
-async fn decoded(
-    rows: Vec<receipts::RawRow>,
-    digests: Arc<Dictionary>,
-) -> Result<Vec<StoredReceipt>> {
-    if rows.len() < 64 {
-        return rows.into_iter().map(|r| r.decode(&digests)).collect();
-    }
-    tokio::task::spawn_blocking(move || rows.into_iter().map(|r| r.decode(&digests)).collect())
-        .await
-        .map_err(|e| LedgerError::Store(format!("decoding receipts: {e}")))?
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{Ledger, RunKey};
+    use crate::{ReceiptLog, RunKey, Runs};
 
     /// After a failed sync the disk's state is unknown: the ledger takes no
     /// request at all (a read's receipt neither), each refused with why and
@@ -957,13 +568,13 @@ mod tests {
         let path = dir.path().join("ledger.sqlite3");
         let ledger = super::SqliteLedger::open_sequencing(&path).unwrap();
         let key = RunKey { tenant: "t".into(), subject: "s".into(), run: "r".into() };
-        assert_eq!(Ledger::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
+        assert_eq!(Runs::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
         ledger
             .stopped
             .set("the ledger's disk failed to sync its log (EIO); restart toolgate".into())
             .unwrap();
         for refused in [
-            Ledger::run(&ledger, &key, true, 2, 60_000).await.map(drop),
+            Runs::run(&ledger, &key, true, 2, 60_000).await.map(drop),
             ledger.append_receipts(Vec::new()).await.map(drop),
             ledger.log_size().await.map(drop),
         ] {
@@ -973,7 +584,7 @@ mod tests {
         drop(ledger);
         let after = super::SqliteLedger::open(&path).unwrap();
         assert_eq!(
-            Ledger::run(&after, &key, false, 3, 60_000).await.unwrap().calls,
+            Runs::run(&after, &key, false, 3, 60_000).await.unwrap().calls,
             1,
             "the count refused was not written"
         );

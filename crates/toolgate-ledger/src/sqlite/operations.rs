@@ -4,40 +4,43 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Reuse};
 
-use crate::{Begun, LedgerError, NewOperation, Resolution, Result};
+use super::SqliteLedger;
+use crate::receipts::{ARCHIVE_CHUNK, chunked};
+use crate::{Begun, Draft, LedgerError, NewOperation, Operations, Resolution, Result};
 
 const COLUMNS: &str = "id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, outcome, attempts, \
                        created_ms, updated_ms, lease_until_ms, resolved_by, resolution, arguments, subject";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<Operation> {
-    let state: String = r.get(8)?;
+    let state: String = r.get("state")?;
     Ok(Operation {
-        id: r.get(0)?,
+        id: r.get("id")?,
         key: OperationKey {
-            tenant: r.get(1)?,
-            subject: r.get(17)?,
-            server: r.get(2)?,
-            tool: r.get(3)?,
-            value: r.get(4)?,
+            tenant: r.get("tenant")?,
+            subject: r.get("subject")?,
+            server: r.get("server")?,
+            tool: r.get("tool")?,
+            value: r.get("op_key")?,
         },
-        caller: r.get(5)?,
-        proposal_sha256: r.get(6)?,
-        approval_id: r.get(7)?,
+        caller: r.get("caller")?,
+        proposal_sha256: r.get("proposal_sha256")?,
+        approval_id: r.get("approval_id")?,
         state: OperationState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::InvalidColumnType(8, state, rusqlite::types::Type::Text)
+            let i = r.as_ref().column_index("state").unwrap_or_default();
+            rusqlite::Error::InvalidColumnType(i, state, rusqlite::types::Type::Text)
         })?,
-        outcome: r.get(9)?,
-        attempts: r.get(10)?,
-        created_ms: r.get(11)?,
-        updated_ms: r.get(12)?,
-        lease_until_ms: r.get(13)?,
-        resolved_by: r.get(14)?,
-        resolution: r.get(15)?,
+        outcome: r.get("outcome")?,
+        attempts: r.get("attempts")?,
+        created_ms: r.get("created_ms")?,
+        updated_ms: r.get("updated_ms")?,
+        lease_until_ms: r.get("lease_until_ms")?,
+        resolved_by: r.get("resolved_by")?,
+        resolution: r.get("resolution")?,
         arguments: {
-            let text: String = r.get(16)?;
+            let text: String = r.get("arguments")?;
             serde_json::from_str(&text).map_err(|e| {
                 rusqlite::Error::FromSqlConversionFailure(
-                    16,
+                    r.as_ref().column_index("arguments").unwrap_or_default(),
                     rusqlite::types::Type::Text,
                     Box::new(e),
                 )
@@ -142,7 +145,7 @@ pub fn resolve(conn: &Connection, id: &str, r: &Resolution) -> Result<Operation>
          WHERE id = ?1 AND state = 'unknown' AND (?7 OR lease_until_ms <= ?6)",
         params![id, state.as_str(), r.outcome, r.by, r.reason, r.now_ms, r.applied],
     )?;
-    changed_or_wrong(conn, id, changed, crate::settle_rule(r.applied))
+    changed_or_wrong(conn, id, changed, crate::operations::settle_rule(r.applied))
 }
 
 fn changed_or_wrong(
@@ -183,6 +186,80 @@ pub fn list(
 
 /// Settled operations last changed before `before_ms`, up to `chunk` of them.
 pub fn prune(conn: &Connection, before_ms: i64, chunk: u64) -> Result<u64> {
-    const SQL: &str = crate::prune_operations_sql!("?");
+    const SQL: &str = crate::operations::prune_operations_sql!("?");
     Ok(conn.prepare_cached(SQL)?.execute(params![before_ms, chunk as i64])? as u64)
+}
+
+#[async_trait::async_trait]
+impl Operations for SqliteLedger {
+    async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
+        let digests = self.digests.clone();
+        self.run(move |c| {
+            let receipt = new.receipt.take();
+            let begun = begin(c, &new, now_ms)?;
+            if let (Begun::Mine(_), Some(draft)) = (&begun, receipt) {
+                super::receipts::append(c, &digests, vec![draft])?;
+            }
+            Ok(begun)
+        })
+        .await
+    }
+    async fn mark_dispatched(
+        &self,
+        id: &str,
+        attempt: i64,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Operation> {
+        let id = id.to_string();
+        self.run(move |c| dispatched(c, &id, attempt, lease_until_ms, now_ms)).await
+    }
+    async fn finish_operation(
+        &self,
+        id: &str,
+        attempt: i64,
+        state: OperationState,
+        outcome: Option<String>,
+        now_ms: i64,
+        receipt: Option<Draft>,
+    ) -> Result<Operation> {
+        let (id, digests) = (id.to_string(), self.digests.clone());
+        self.run(move |c| {
+            let op = finish(c, &id, attempt, state, outcome.as_deref(), now_ms)?;
+            super::receipts::append(c, &digests, receipt.into_iter().collect())?;
+            Ok(op)
+        })
+        .await
+    }
+    async fn operation(&self, id: &str) -> Result<Option<Operation>> {
+        let id = id.to_string();
+        self.read(move |c| find(c, &id)).await
+    }
+    async fn operation_by_key(&self, key: &OperationKey) -> Result<Option<Operation>> {
+        let key = key.clone();
+        self.read(move |c| by_key(c, &key)).await
+    }
+    async fn operations(
+        &self,
+        tenant: Option<&str>,
+        state: Option<OperationState>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
+        let tenant = tenant.map(str::to_string);
+        self.run(move |c| list(c, tenant.as_deref(), state, now_ms, limit)).await
+    }
+    async fn resolve_operation(&self, id: &str, mut resolution: Resolution) -> Result<Operation> {
+        let (id, digests) = (id.to_string(), self.digests.clone());
+        self.run(move |c| {
+            let receipt = resolution.receipt.take();
+            let op = resolve(c, &id, &resolution)?;
+            super::receipts::append(c, &digests, receipt.into_iter().collect())?;
+            Ok(op)
+        })
+        .await
+    }
+    async fn prune_operations(&self, settled_before_ms: i64) -> Result<u64> {
+        chunked(|| self.run(move |c| prune(c, settled_before_ms, ARCHIVE_CHUNK))).await
+    }
 }

@@ -2,20 +2,25 @@
 //! batch's transaction, so the next index is read and taken in one step
 //! and a receipt commits (or not) with the state change it attests.
 
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::merkle::Hash;
 
+use super::SqliteLedger;
+use super::recent::RecentLeaves;
 use crate::digests::Dictionary;
+use crate::receipts::{ARCHIVE_CHUNK, chunked, contiguous, hashes, seal};
 use crate::{
-    Draft, LedgerError, LogKey, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    Draft, LedgerError, LogKey, ReceiptLog, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
     ToolDefinition,
 };
 
 /// The next index: after the last row, or after the archive when no row is left.
 fn size(conn: &Connection) -> Result<u64> {
     let n: i64 = conn
-        .prepare_cached("SELECT max((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT coalesce(max(before), 0) FROM archives))")?
-        .query_row([], |r| r.get(0))?;
+        .prepare_cached("SELECT max((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT coalesce(max(before), 0) FROM archives)) AS n")?
+        .query_row([], |r| r.get("n"))?;
     Ok(n as u64)
 }
 
@@ -31,7 +36,7 @@ pub fn append(conn: &Connection, digests: &Dictionary, drafts: Vec<Draft>) -> Re
     let first = size(conn)?;
     let mut rows = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.into_iter().enumerate() {
-        rows.push(crate::seal(draft, first + i as u64, digests)?.0);
+        rows.push(seal(draft, first + i as u64, digests)?.0);
     }
     let indexes: Vec<u64> = (first..first + rows.len() as u64).collect();
     for (&i, row) in indexes.iter().zip(rows) {
@@ -41,7 +46,7 @@ pub fn append(conn: &Connection, digests: &Dictionary, drafts: Vec<Draft>) -> Re
 }
 
 /// One sealed row at `index` (the table's trigger refuses a gap).
-pub fn insert(conn: &Connection, index: u64, row: crate::Row) -> Result<()> {
+pub fn insert(conn: &Connection, index: u64, row: crate::receipts::Row) -> Result<()> {
     let mut insert = conn.prepare_cached(
         "INSERT INTO receipts (log_index, body, salt, proposal) VALUES (?1, ?2, ?3, ?4)",
     )?;
@@ -49,9 +54,10 @@ pub fn insert(conn: &Connection, index: u64, row: crate::Row) -> Result<()> {
     Ok(())
 }
 
-fn hash(r: &Row<'_>, i: usize) -> rusqlite::Result<Hash> {
-    let v: Vec<u8> = r.get(i)?;
+fn hash(r: &Row<'_>, column: &str) -> rusqlite::Result<Hash> {
+    let v: Vec<u8> = r.get(column)?;
     v.try_into().map_err(|_| {
+        let i = r.as_ref().column_index(column).unwrap_or_default();
         rusqlite::Error::InvalidColumnType(i, "hash".into(), rusqlite::types::Type::Blob)
     })
 }
@@ -74,7 +80,7 @@ pub fn learn_digests(conn: &Connection, digests: &Dictionary) -> Result<()> {
         conn.prepare_cached("SELECT id, digest FROM digests WHERE id > ?1 ORDER BY id")?;
     let learned = stmt
         .query_map([digests.max_id() as i64], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Vec<u8>>(1)?))
+            Ok((r.get::<_, i64>("id")? as u64, r.get::<_, Vec<u8>>("digest")?))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     digests.learn(learned);
@@ -114,10 +120,7 @@ impl RawRow {
     }
 
     /// Its leaf hash, if this process sealed this very row lately.
-    pub fn recalled(
-        &self,
-        recent: &super::recent::RecentLeaves,
-    ) -> Option<toolgate_core::merkle::Hash> {
+    pub fn recalled(&self, recent: &RecentLeaves) -> Option<Hash> {
         recent.recall(self.log_index, &self.salt, &self.body)
     }
 }
@@ -129,15 +132,15 @@ pub fn raw(conn: &Connection, from: u64, limit: u64) -> Result<Vec<RawRow>> {
     while let Some(r) = rows.next()? {
         // A row written before the compact form holds TEXT; SQLite hands it over as bytes either way.
         let body = r
-            .get_ref(1)?
+            .get_ref("body")?
             .as_bytes()
             .map_err(|e| LedgerError::Store(format!("a stored receipt body: {e}")))?
             .to_vec();
         out.push(RawRow {
-            log_index: r.get::<_, i64>(0)? as u64,
+            log_index: r.get::<_, i64>("log_index")? as u64,
             body,
-            salt: hash(r, 2)?,
-            asked: r.get(3)?,
+            salt: hash(r, "salt")?,
+            asked: r.get("proposal")?,
         });
     }
     Ok(out)
@@ -149,16 +152,16 @@ pub fn archived(conn: &Connection) -> Result<Option<StoredArchive>> {
     )?;
     let row = stmt
         .query_row([], |r| {
-            Ok((r.get::<_, i64>(0)?, hash(r, 1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, i64>(3)?))
+            Ok((
+                r.get::<_, i64>("before")?,
+                hash(r, "root")?,
+                r.get::<_, Vec<u8>>("frontier")?,
+                r.get::<_, i64>("archived_ms")?,
+            ))
         })
         .optional()?;
     row.map(|(before, root, frontier, archived_ms)| {
-        Ok(StoredArchive {
-            before: before as u64,
-            root,
-            frontier: crate::hashes(&frontier)?,
-            archived_ms,
-        })
+        Ok(StoredArchive { before: before as u64, root, frontier: hashes(&frontier)?, archived_ms })
     })
     .transpose()
 }
@@ -213,16 +216,16 @@ pub fn checkpoint(conn: &Connection, size: Option<u64>) -> Result<Option<StoredC
 
 fn stored_checkpoint(r: &Row<'_>) -> rusqlite::Result<StoredCheckpoint> {
     Ok(StoredCheckpoint {
-        size: r.get::<_, i64>(0)? as u64,
-        root: hash(r, 1)?,
-        note: r.get(2)?,
-        created_ms: r.get(3)?,
+        size: r.get::<_, i64>("size")? as u64,
+        root: hash(r, "root")?,
+        note: r.get("note")?,
+        created_ms: r.get("created_ms")?,
     })
 }
 
 pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
     let existing: Option<String> = conn
-        .query_row("SELECT ed25519 FROM log_keys WHERE kid = ?1", [&k.kid], |r| r.get(0))
+        .query_row("SELECT ed25519 FROM log_keys WHERE kid = ?1", [&k.kid], |r| r.get("ed25519"))
         .optional()?;
     match existing {
         Some(ed) if ed != k.ed25519 => Err(LedgerError::Store(format!(
@@ -243,10 +246,10 @@ pub fn keys(conn: &Connection) -> Result<Vec<LogKey>> {
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(LogKey {
-            kid: r.get(0)?,
-            ed25519: r.get(1)?,
-            ml_dsa_65: r.get(2)?,
-            created_ms: r.get(3)?,
+            kid: r.get("kid")?,
+            ed25519: r.get("ed25519")?,
+            ml_dsa_65: r.get("ml_dsa_65")?,
+            created_ms: r.get("created_ms")?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -264,11 +267,102 @@ pub fn definitions(conn: &Connection) -> Result<Vec<ToolDefinition>> {
     let mut stmt = conn.prepare_cached("SELECT sha256, server, tool, definition FROM tool_definitions ORDER BY server, tool, first_ms")?;
     let rows = stmt.query_map([], |r| {
         Ok(ToolDefinition {
-            sha256: r.get(0)?,
-            server: r.get(1)?,
-            tool: r.get(2)?,
-            definition: r.get(3)?,
+            sha256: r.get("sha256")?,
+            server: r.get("server")?,
+            tool: r.get("tool")?,
+            definition: r.get("definition")?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[async_trait::async_trait]
+impl ReceiptLog for SqliteLedger {
+    async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
+        if let Some(why) = self.stopped.get() {
+            return Err(LedgerError::Store(why.clone()));
+        }
+        // Sequenced on this thread if the sequence is free now; else (a
+        // transaction holds it) the receipts join the writer's batch.
+        let drafts = match self.sequenced(drafts)? {
+            Ok(indexes) => return Ok(indexes),
+            Err(drafts) => drafts,
+        };
+        // One receipt is one row: it needs no savepoint of its own.
+        let isolated = drafts.len() > 1;
+        let digests = self.digests.clone();
+        self.queue(move |c| append(c, &digests, drafts), false, isolated, true).await
+    }
+    async fn receipts(&self, from: u64, limit: u64) -> Result<Vec<StoredReceipt>> {
+        decoded(self.read_many(move |c| raw(c, from, limit)).await?, self.digests.clone()).await
+    }
+    async fn log_size(&self) -> Result<u64> {
+        self.read(log_size).await
+    }
+    async fn leaf_hashes(&self, from: u64, to: u64) -> Result<Vec<Hash>> {
+        let rows = self.read_many(move |c| raw(c, from, to.saturating_sub(from))).await?;
+        // The rows this process sealed lately are not decoded again (see `recent`).
+        let first = rows.first().map(RawRow::log_index);
+        let recalled: Vec<Option<Hash>> = rows.iter().map(|r| r.recalled(&self.recent)).collect();
+        let missed = rows
+            .into_iter()
+            .zip(&recalled)
+            .filter(|(_, leaf)| leaf.is_none())
+            .map(|(row, _)| row)
+            .collect();
+        let mut decoded = decoded(missed, self.digests.clone()).await?.into_iter();
+        let leaves = recalled
+            .into_iter()
+            .map(|leaf| leaf.or_else(|| decoded.next().map(|r| r.leaf_hash)))
+            .collect::<Option<Vec<Hash>>>();
+        contiguous(leaves.unwrap_or_default(), first, from, to)
+    }
+    async fn archived(&self) -> Result<Option<StoredArchive>> {
+        self.read(archived).await
+    }
+    async fn archive(&self, archive: StoredArchive) -> Result<u64> {
+        let before = archive.before;
+        self.run(move |c| record_archive(c, &archive)).await?;
+        chunked(|| self.run(move |c| drop_archived(c, before, ARCHIVE_CHUNK))).await
+    }
+    async fn drop_covered_checkpoints(&self) -> Result<u64> {
+        chunked(|| self.run(|c| drop_covered_checkpoints(c, ARCHIVE_CHUNK))).await
+    }
+    async fn add_checkpoint(&self, checkpoint: StoredCheckpoint) -> Result<bool> {
+        self.run(move |c| add_checkpoint(c, &checkpoint)).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<StoredCheckpoint>> {
+        self.read_synced(checkpoints).await
+    }
+    async fn checkpoint(&self, size: Option<u64>) -> Result<Option<StoredCheckpoint>> {
+        self.read_synced(move |c| checkpoint(c, size)).await
+    }
+    async fn add_log_key(&self, key: LogKey) -> Result<()> {
+        self.run(move |c| add_key(c, &key)).await
+    }
+    async fn log_keys(&self) -> Result<Vec<LogKey>> {
+        self.read_many(keys).await
+    }
+    async fn add_tool_definitions(
+        &self,
+        definitions: Vec<ToolDefinition>,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.run(move |c| add_definitions(c, &definitions, now_ms)).await
+    }
+    async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>> {
+        self.read_many(definitions).await
+    }
+}
+
+/// Rows decoded (their leaves rebuilt and hashed) on a blocking thread: a
+/// checkpoint's thousand rows take milliseconds, which neither the writer
+/// (every append would wait) nor an async worker should spend.
+async fn decoded(rows: Vec<RawRow>, digests: Arc<Dictionary>) -> Result<Vec<StoredReceipt>> {
+    if rows.len() < 64 {
+        return rows.into_iter().map(|r| r.decode(&digests)).collect();
+    }
+    tokio::task::spawn_blocking(move || rows.into_iter().map(|r| r.decode(&digests)).collect())
+        .await
+        .map_err(|e| LedgerError::Store(format!("decoding receipts: {e}")))?
 }

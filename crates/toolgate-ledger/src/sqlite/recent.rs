@@ -19,6 +19,8 @@ use std::sync::Mutex;
 
 use toolgate_core::merkle::Hash;
 
+use super::checksum::fnv1a;
+
 /// How many receipts are remembered: four checkpoints' worth at the
 /// default `checkpoint_every` (1,000).
 const SLOTS: usize = 4096;
@@ -43,16 +45,14 @@ impl RecentLeaves {
         if slots.is_empty() {
             slots.resize(SLOTS, None);
         }
-        slots[index as usize % SLOTS] =
-            Some(Slot { index, salt: *salt, body: super::sequence::fnv1a(body), leaf });
+        slots[index as usize % SLOTS] = Some(Slot { index, salt: *salt, body: fnv1a(body), leaf });
     }
 
     /// The leaf hash of the row at `index` with `salt` and `body`, if it is the very row remembered.
     pub fn recall(&self, index: u64, salt: &[u8; 32], body: &[u8]) -> Option<Hash> {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let slot = slots.get(index as usize % SLOTS).copied().flatten()?;
-        (slot.index == index && slot.salt == *salt && slot.body == super::sequence::fnv1a(body))
-            .then_some(slot.leaf)
+        (slot.index == index && slot.salt == *salt && slot.body == fnv1a(body)).then_some(slot.leaf)
     }
 }
 

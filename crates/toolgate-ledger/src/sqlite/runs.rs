@@ -5,7 +5,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_core::trifecta::{Leg, LegCall};
 
-use crate::{MAX_LEGS, Result, RunKey, RunState};
+use super::SqliteLedger;
+use crate::{MAX_LEGS, Result, RunKey, RunState, Runs};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
@@ -25,7 +26,7 @@ fn begin(
            expires_ms = CASE WHEN runs.expires_ms <= ?5 THEN ?5 + ?6 ELSE runs.expires_ms END \
          RETURNING calls, started_ms, expires_ms",
         params![k.tenant, k.subject, k.run, calls, now_ms, ttl_ms],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| Ok((r.get("calls")?, r.get("started_ms")?, r.get("expires_ms")?)),
     )?)
 }
 
@@ -35,10 +36,10 @@ fn legs(conn: &Connection, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     )?;
     let rows = stmt.query_map(params![k.tenant, k.subject, k.run, since_ms], |r| {
         Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, i64>(3)?,
+            r.get::<_, String>("leg")?,
+            r.get::<_, String>("tool")?,
+            r.get::<_, String>("proposal_sha256")?,
+            r.get::<_, i64>("at_ms")?,
         ))
     })?;
     let mut out = Vec::new();
@@ -66,7 +67,7 @@ pub fn run(
             .query_row(
                 "SELECT calls, started_ms, expires_ms FROM runs WHERE tenant = ?1 AND subject = ?2 AND run = ?3 AND expires_ms > ?4",
                 params![k.tenant, k.subject, k.run, now_ms],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                |r| Ok((r.get("calls")?, r.get("started_ms")?, r.get("expires_ms")?)),
             )
             .optional()?;
         match found {
@@ -102,4 +103,18 @@ fn sweep(conn: &Connection, now_ms: i64, ttl_ms: i64) -> Result<()> {
     conn.execute("DELETE FROM run_legs WHERE at_ms < ?1", [now_ms - ttl_ms])?;
     conn.execute("DELETE FROM runs WHERE expires_ms <= ?1", [now_ms])?;
     Ok(())
+}
+
+#[async_trait::async_trait]
+impl Runs for SqliteLedger {
+    async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
+        let key = key.clone();
+        // A count writes one row and is on every call's path: it survives a
+        // crash of the process but need not wait for an fsync of its own.
+        self.queue(move |c| run(c, &key, count, now_ms, ttl_ms), false, false, true).await
+    }
+    async fn add_run_leg(&self, key: &RunKey, call: LegCall, ttl_ms: i64) -> Result<i64> {
+        let key = key.clone();
+        self.run(move |c| add_leg(c, &key, &call, ttl_ms)).await
+    }
 }

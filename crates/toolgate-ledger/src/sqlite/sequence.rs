@@ -29,8 +29,13 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use super::checksum::fnv1a;
+use super::conn;
+use super::receipts::{insert, log_size};
+use super::recent::RecentLeaves;
 use crate::digests::Dictionary;
-use crate::{Draft, LedgerError, Result, Row};
+use crate::receipts::{Row, seal};
+use crate::{Draft, LedgerError, Result};
 
 /// The first byte of every frame's payload: the frame's layout.
 const FORMAT: u8 = 1;
@@ -38,13 +43,6 @@ const FORMAT: u8 = 1;
 /// Frames appended since the last integration after which the appender
 /// asks the writer to integrate them now rather than at its timer.
 pub const INTEGRATE_EVERY: u64 = 256;
-
-/// The sequence file of the ledger at `db`.
-pub fn path_of(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(".sequence");
-    PathBuf::from(name)
-}
 
 pub struct Sequence {
     file: File,
@@ -64,7 +62,7 @@ pub struct Sequence {
     /// The numbers a frame's row may name digests by: committed ones only.
     digests: Arc<Dictionary>,
     /// The leaf hashes of what was appended, for the next checkpoint.
-    recent: Arc<super::recent::RecentLeaves>,
+    recent: Arc<RecentLeaves>,
 }
 
 /// What an append did: the indexes taken, or the drafts back when the
@@ -84,9 +82,9 @@ impl Sequence {
         db: &Path,
         sequences: bool,
         digests: Arc<Dictionary>,
-        recent: Arc<super::recent::RecentLeaves>,
+        recent: Arc<RecentLeaves>,
     ) -> Result<Self> {
-        let path = path_of(db);
+        let path = conn::sequence_path(db);
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -99,7 +97,7 @@ impl Sequence {
                     path.display()
                 ))
             })?;
-        let reader = if sequences { Some(super::conn::open_reader(db)?) } else { None };
+        let reader = if sequences { Some(conn::open_reader(db)?) } else { None };
         Ok(Self {
             file,
             path,
@@ -131,7 +129,7 @@ impl Sequence {
             }
             // Frames of a process that died: a transaction recovers them first.
             let stale = self.file.metadata().map_err(|e| self.failed("read", e))?.len();
-            let size = if stale == 0 { Some(super::receipts::log_size(reader)) } else { None };
+            let size = if stale == 0 { Some(log_size(reader)) } else { None };
             match size {
                 Some(Ok(size)) => {
                     (self.held, self.next, self.len, self.frames) = (true, size, 0, 0);
@@ -148,7 +146,7 @@ impl Sequence {
         let mut bytes = Vec::with_capacity(drafts.len() * 600);
         let mut leaves = Vec::with_capacity(drafts.len());
         for (i, draft) in drafts.into_iter().enumerate() {
-            let (row, leaf) = crate::seal(draft, first + i as u64, &self.digests)?;
+            let (row, leaf) = seal(draft, first + i as u64, &self.digests)?;
             frame(&mut bytes, first + i as u64, &row);
             leaves.push((row.salt, row.body, leaf));
         }
@@ -199,7 +197,7 @@ impl Sequence {
         }
         let mut bytes = vec![0; len as usize];
         self.file.read_exact_at(&mut bytes, 0).map_err(|e| self.failed("read", e))?;
-        let mut expect = super::receipts::log_size(conn)?;
+        let mut expect = log_size(conn)?;
         let mut added = 0;
         let mut rest = &bytes[..];
         while !rest.is_empty() {
@@ -216,7 +214,7 @@ impl Sequence {
                 tracing::warn!(target: "toolgate::ledger", file = %self.path.display(), index, expected = expect, "the ledger's sequence file skips ahead of the log; the frames after the gap are dropped");
                 break;
             }
-            super::receipts::insert(conn, index, row)?;
+            insert(conn, index, row)?;
             expect += 1;
             added += 1;
         }
@@ -307,15 +305,6 @@ fn unframe(bytes: &[u8]) -> Option<(u64, Row, &[u8])> {
         _ => return None,
     };
     Some((index, Row { body, salt, asked }, &bytes[whole.len()..]))
-}
-
-/// A checksum against torn writes (not against an attacker: the file is
-/// the ledger's own, owner-only, and every row it holds is checked against
-/// the signed log when verified).
-pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 #[cfg(test)]
