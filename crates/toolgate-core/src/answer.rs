@@ -679,7 +679,7 @@ pub fn prove_result(result: &Value, shape: Shape, server: &str, want: &str) -> O
                     }
                 }
                 let mut text = String::with_capacity(scratch.len());
-                crate::proposal::write_members(members, &scratch, &mut text);
+                crate::jcs::write_members(members, &scratch, &mut text);
                 if sha256_hex(text.as_bytes()) == want {
                     return Some(said);
                 }

@@ -1,7 +1,7 @@
 //! The one clock. Everything that needs "now" takes a `&dyn Clock` (as
 //! rustls takes a `TimeProvider`), so a test can fix the instant and a call
 //! can read it once where one instant is meant. Nothing else in toolgate
-//! reads the system time.
+//! reads the system time, the wall clock or the monotonic one (`instant`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -9,6 +9,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now, in milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
+
+    /// Now on the monotonic clock, for how long something took or may still
+    /// take (a call's duration, a hold's end), which the wall clock's jumps
+    /// must not stretch or cut. Every clock reads the system's: a fixed
+    /// date still lets real time pass for timers.
+    fn instant(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
 }
 
 /// The system's wall clock.

@@ -19,6 +19,7 @@ pub mod decision;
 pub mod egress;
 pub mod entropy;
 pub mod identity;
+mod jcs;
 mod jcs_scan;
 pub mod log_verify;
 pub mod merkle;

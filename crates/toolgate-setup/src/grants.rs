@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::import::{one_line, quoted};
+use crate::toml_text::{one_line, quoted};
 
 /// A grant, or a thing left out: what (a path, a host; empty for a plain
 /// note) and why, both shown to the person.

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::clients::{self, Format, Imported, Reach, Source};
 use crate::grants::{self, Grants, Place, RealDisk};
+use crate::toml_text::{one_line, quoted};
 use anyhow::bail;
 use toolgate_core::AuthorityClass;
 use toolgate_core::audit::{self, Inventory};
@@ -164,14 +165,6 @@ fn header(listen: SocketAddr, taken: &[Taken]) -> String {
     out.push_str("[callers.me]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n");
     out
 }
-
-/// A text for a TOML comment: no control character (CR, LF, …) may end it early or break the file.
-pub(crate) fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
-}
-
-/// A TOML basic string (the one writer every registry entry uses).
-pub(crate) use toolgate_core::audit::toml_string as quoted;
 
 /// One server's `[servers.NAME]`, its secrets written to `out/secrets/`,
 /// and for a stdio server its box (`[servers.NAME.sandbox]`), whose grants

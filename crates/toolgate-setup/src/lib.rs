@@ -10,3 +10,4 @@ pub mod clients;
 pub mod grants;
 pub mod import;
 pub mod init;
+mod toml_text;
