@@ -16,8 +16,8 @@ use serde::Deserialize;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_gateway::downstream::http::store_error_status;
 use toolgate_gateway::gateway::{DecideError, Gateway};
-use toolgate_mcp::sse;
 use toolgate_ledger::LedgerError;
+use toolgate_mcp::sse;
 
 use super::Console;
 use super::extract::{Approver, Refusal, Signed, SignedForm, path_param};

@@ -276,7 +276,8 @@ mod tests {
                 Gateway::start_with(config, Mode::Inspect, sources)
                     .await
                     .expect("the gateway starts"),
-            ),
+            )
+            .expect("the default [console]"),
         )
     }
 

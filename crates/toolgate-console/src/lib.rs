@@ -8,6 +8,8 @@
 //! [`Console::router`] on `[console] listen`. It may use `toolgate-gateway`,
 //! `toolgate-ledger` and `toolgate-core`, nothing else of toolgate.
 //!
+//! - `config` — `[console]`, the console's section of the config file,
+//!   which the gateway keeps unread.
 //! - `session` — sessions, their cookies and CSRF tokens, sign-in links.
 //! - `signin` — sign-in (a token or a one-time link → a session cookie),
 //!   sign-out.
@@ -28,6 +30,7 @@
 
 mod approvals;
 mod boxes;
+pub mod config;
 mod connections;
 mod extract;
 mod notices;
@@ -46,16 +49,20 @@ use axum::extract::FromRef;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use toolgate_gateway::config::ConfigError;
 use toolgate_gateway::gateway::Gateway;
 
+pub use config::ConsoleConfig;
 use session::{Sessions, has_a_role};
 
 /// The console of one gateway: the gateway it shows and acts on (sessions
-/// are in its ledger), and its sign-in links (in this process only). Cheap to clone: it is
-/// the state of every console route.
+/// are in its ledger), its `[console]` section, and its sign-in links (in
+/// this process only). Cheap to clone: it is the state of every console
+/// route.
 #[derive(Clone)]
 pub struct Console {
     gw: Arc<Gateway>,
+    config: Arc<ConsoleConfig>,
     sessions: Arc<Sessions>,
 }
 
@@ -67,9 +74,17 @@ impl FromRef<Console> for Arc<Gateway> {
 }
 
 impl Console {
-    /// The console of `gw`, with no one signed in.
-    pub fn new(gw: Arc<Gateway>) -> Self {
-        Self { gw, sessions: Arc::default() }
+    /// The console of `gw`, with no one signed in; an error when its
+    /// config's `[console]` is not one the console can read.
+    pub fn new(gw: Arc<Gateway>) -> Result<Self, ConfigError> {
+        let config = Arc::new(ConsoleConfig::of(&gw.config())?);
+        Ok(Self { gw, config, sessions: Arc::default() })
+    }
+
+    /// Its `[console]` section, as read when it was made (a change to it
+    /// waits for a restart).
+    pub fn config(&self) -> &ConsoleConfig {
+        &self.config
     }
 
     /// Every console route (`/console…`), ready to serve: merged beside
@@ -81,7 +96,7 @@ impl Console {
     /// The routes to serve beside `/mcp`: the console's when `[console]` is
     /// enabled without an address of its own, else none.
     pub fn beside_mcp(&self) -> Router {
-        let config = &self.gw.config().console;
+        let config = &self.config;
         if config.enabled && config.listen.is_none() { self.router() } else { Router::new() }
     }
 

@@ -13,8 +13,8 @@ use maud::html;
 use serde::Deserialize;
 use toolgate_core::bundle::{self, Bundle};
 use toolgate_core::receipt::Receipt;
-use toolgate_gateway::evidence;
 use toolgate_gateway::gateway::Gateway;
+use toolgate_gateway::log::evidence;
 
 use super::extract::Signed;
 use super::page::{self, Nav, notice, pretty, short};

@@ -19,6 +19,8 @@ use toolgate_gateway::config::{ADMIN_ROLE, APPROVER_ROLE};
 use toolgate_gateway::gateway::Gateway;
 use toolgate_ledger::StoredSession;
 
+use crate::Console;
+
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_session";
 /// The sign-in form's own cookie (login CSRF: double submit).
@@ -177,10 +179,11 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Strict, scoped to `/console`,
 /// `Secure` where the gateway is reached over TLS; `max_age_s` 0 clears it.
-pub(crate) fn set_cookie(gw: &Gateway, name: &str, value: &str, max_age_s: u64) -> String {
-    let listen = gw.config().console.listen.unwrap_or(gw.config().gateway.listen);
+pub(crate) fn set_cookie(console: &Console, name: &str, value: &str, max_age_s: u64) -> String {
+    let gw = &console.gw;
+    let listen = console.config.listen.unwrap_or(gw.config().gateway.listen);
     let tls = gw.config().tls.cert_file.is_some();
-    let secure = gw.config().console.secure_cookies.unwrap_or(tls || !listen.ip().is_loopback());
+    let secure = console.config.secure_cookies.unwrap_or(tls || !listen.ip().is_loopback());
     format!(
         "{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
         if secure { "; Secure" } else { "" }

@@ -3,14 +3,11 @@
 //! the sign-in form carries its own token against a cookie set with it, so
 //! a login cannot be forged either (login CSRF: double submit).
 
-use std::sync::Arc;
-
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
-use toolgate_gateway::gateway::Gateway;
 
 use crate::Console;
 use crate::extract::{Allowed, SignInForm, SignedForm, sign_in_refused as refused};
@@ -35,11 +32,11 @@ fn next_of(next: Option<&str>) -> Option<&str> {
 
 /// The sign-in form: a bearer token, or the one-time link's button.
 pub(crate) async fn form(
-    State(gw): State<Arc<Gateway>>,
+    State(console): State<Console>,
     Query(q): Query<LinkQuery>,
     _: Allowed,
 ) -> Response {
-    let form_token = gw.entropy.id("sif_");
+    let form_token = console.gw.entropy.id("sif_");
     let body = html! {
         form.card method="post" action="/console/signin" {
             input type="hidden" name="form" value=(form_token);
@@ -60,7 +57,7 @@ pub(crate) async fn form(
         }
     };
     let mut r = page::bare(StatusCode::OK, "Sign in", body);
-    if let Ok(v) = HeaderValue::from_str(&set_cookie(&gw, FORM_COOKIE, &form_token, 600)) {
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(&console, FORM_COOKIE, &form_token, 600)) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
@@ -109,7 +106,7 @@ pub(crate) async fn signin(
             "This token belongs to a caller without the approver or admin role (an agent). Agents cannot sign in to the console.",
         );
     }
-    let ttl_ms = ((gw.config().console.session_ttl_s.max(60) * 1000) as i64)
+    let ttl_ms = ((console.config.session_ttl_s.max(60) * 1000) as i64)
         .min(until.map_or(i64::MAX, |u| u - now));
     let ttl_s = (ttl_ms / 1000).max(1) as u64;
     let (id, session) = match session::open(gw, caller, now, ttl_ms).await {
@@ -130,7 +127,9 @@ pub(crate) async fn signin(
         None => "/console/connections".into(),
     };
     let mut r = Redirect::to(&to).into_response();
-    for value in [set_cookie(gw, COOKIE, &id, ttl_s), set_cookie(gw, FORM_COOKIE, "", 0)] {
+    for value in
+        [set_cookie(&console, COOKIE, &id, ttl_s), set_cookie(&console, FORM_COOKIE, "", 0)]
+    {
         if let Ok(v) = HeaderValue::from_str(&value) {
             r.headers_mut().append(header::SET_COOKIE, v);
         }
@@ -163,7 +162,7 @@ pub(crate) async fn signout(
         }
     }
     let mut r = Redirect::to("/console/signin").into_response();
-    if let Ok(v) = HeaderValue::from_str(&set_cookie(&console.gw, COOKIE, "", 0)) {
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(&console, COOKIE, "", 0)) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r

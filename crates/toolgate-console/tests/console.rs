@@ -22,7 +22,7 @@ use common::*;
 /// The harness gateway with `more` config (and `support` for its
 /// `[servers.support]`), the console beside `/mcp` as `toolgate serve` has it.
 async fn serving(more: &str, support: &str) -> Harness {
-    start_beside("", more, &[], support, |gw| Console::new(gw).beside_mcp()).await
+    start_beside("", more, &[], support, |gw| Console::new(gw).unwrap().beside_mcp()).await
 }
 
 /// The gateway's address without `/mcp`: where `/console` is.
@@ -382,7 +382,7 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_signing_out_ev
 {
     let ledger = postgres_ledger("tg_console").await;
     let h = start_beside(&format!("ledger = \"{ledger}\""), "", &[], "", |gw| {
-        Console::new(gw).beside_mcp()
+        Console::new(gw).unwrap().beside_mcp()
     })
     .await;
     let other = toolgate_gateway::gateway::Gateway::start(
@@ -392,7 +392,7 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_signing_out_ev
     .await
     .unwrap();
     let (url_b, cancel) =
-        serve_gateway_with(other.clone(), Console::new(other.clone()).beside_mcp()).await;
+        serve_gateway_with(other.clone(), Console::new(other.clone()).unwrap().beside_mcp()).await;
     let (a, b) = (base(&h), url_b.trim_end_matches("/mcp").to_string());
     // Signed in on a, served on b: behind a round-robin balancer nobody is signed out.
     let first = sign_in(&a, DANA_TOKEN).await;

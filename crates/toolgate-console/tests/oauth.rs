@@ -79,7 +79,7 @@ async fn an_approvers_access_token_signs_in_and_no_other_token_does() {
     let jwks = Arc::new(Mutex::new(json!({"keys": [key.jwk.clone()]})));
     let issuer = authorization_server(jwks, Arc::new(AtomicUsize::new(0)), &cancel).await;
     let h = common::start_beside("", &oauth_config(&issuer), &[], "", |gw| {
-        Console::new(gw).beside_mcp()
+        Console::new(gw).unwrap().beside_mcp()
     })
     .await;
     let base = h.url.trim_end_matches("/mcp").to_string();
@@ -134,7 +134,8 @@ async fn a_session_ends_when_the_token_that_opened_it_does() {
     let issuer = authorization_server(jwks, Arc::new(AtomicUsize::new(0)), &cancel).await;
     let config = oauth_config(&issuer)
         .replace("jwks_refresh_min_ms = 0\n", "jwks_refresh_min_ms = 0\nleeway_s = 0\n");
-    let h = common::start_beside("", &config, &[], "", |gw| Console::new(gw).beside_mcp()).await;
+    let h = common::start_beside("", &config, &[], "", |gw| Console::new(gw).unwrap().beside_mcp())
+        .await;
     let base = h.url.trim_end_matches("/mcp").to_string();
     let short = token(&key, &issuer, RESOURCE, "mcp toolgate:approve", 2, -10);
     let [_, signed] = sign_in(&base, &short).await;

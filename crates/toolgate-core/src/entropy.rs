@@ -77,6 +77,13 @@ impl Entropy for SystemEntropy {
     }
 }
 
+/// A fresh bearer token (256 bits of the system's entropy, base64url): a
+/// generated config's tokens, a session's id.
+pub fn random_token() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SystemEntropy::default().bytes32())
+}
+
 /// A repeatable stream (SHA-256 of a seed and a counter): for tests only.
 /// It is not secret — anyone with the seed knows every byte.
 pub struct SeededEntropy {

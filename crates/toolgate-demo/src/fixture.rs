@@ -710,7 +710,7 @@ pub async fn run(
         tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let routes = axum::Router::new().nest_service("/mcp", service);
     let shutdown = async move {
-        toolgate_gateway::gateway::shutdown_signal().await;
+        toolgate_gateway::process::shutdown_signal().await;
         cancel.cancel();
     };
     match tls {

@@ -289,3 +289,14 @@ pub enum Dispatched {
     /// recorded, unchecked.
     Finding(RawObject),
 }
+
+/// check: what was found in the result (the answer is given beside it).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checked {
+    /// The tool said it failed (`isError`).
+    pub tool_error: bool,
+    /// The upstream asks for input (MRTR): there is no result yet.
+    pub input_required: bool,
+    /// How many places of `structuredContent` violate the outputSchema.
+    pub output_violations: usize,
+}

@@ -134,7 +134,7 @@ impl Callers {
 fn read_token_file(path: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read token file {}", path.display()))?;
-    crate::seal::check_owner_only(path)?;
+    toolgate_mcp::owner_only::check_owner_only(path)?;
     Ok(text)
 }
 

@@ -10,7 +10,7 @@ use toolgate_core::operation::OperationState;
 use toolgate_core::receipt::{self, ApprovalRef, OperationRef, Placed};
 use toolgate_ledger::{Draft, Ledger};
 
-use crate::log::ReceiptLog;
+use crate::log::receipt_log::ReceiptLog;
 
 /// Which receipt of the call committed with the ledger's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

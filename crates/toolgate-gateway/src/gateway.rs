@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::strict_json::JsonLimits;
 
-use anyhow::Context as _;
 use toolgate_core::policy::PolicyEngine;
 use toolgate_core::{Clock, Entropy};
 
@@ -19,8 +18,8 @@ use crate::callers::Callers;
 use crate::catalog::{Catalogs, Live};
 use crate::config::Config;
 use crate::pins::PinStore;
+use crate::process;
 use crate::seal::Sealer;
-use toolgate_mcp::upstream::Upstream;
 
 /// Everything a call needs, built once at start and shared by both edges.
 pub struct Gateway {
@@ -34,11 +33,11 @@ pub struct Gateway {
     /// OAuth 2.1 access tokens of one authorization server (`[oauth]`).
     pub oauth: Option<crate::oauth::OAuth>,
     /// One reload at a time (SIGHUP, the console).
-    reloading: tokio::sync::Mutex<()>,
+    pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Approvals, operations and the receipt log (SQLite or PostgreSQL).
     pub ledger: Arc<dyn Ledger>,
     /// Signing keys and checkpoints of the receipt log.
-    pub log: Arc<crate::log::ReceiptLog>,
+    pub log: Arc<crate::log::receipt_log::ReceiptLog>,
     /// Seals and opens the `requestState` handed to clients.
     pub(crate) sealer: Sealer,
     /// The one clock every stage reads.
@@ -52,7 +51,7 @@ pub struct Gateway {
     /// The calls in flight a client may cancel (`notifications/cancelled`).
     pub(crate) cancels: crate::cancels::Cancels,
     /// The legacy HTTP sessions this replica issued (their streams and subscriptions).
-    pub(crate) sessions: crate::downstream::sessions::Sessions,
+    pub(crate) sessions: crate::sessions::Sessions,
     /// Turns per caller for opening approvals (`[approvals] max_pending_per_caller`).
     pub(crate) openings: crate::stages::approve::Openings,
     /// Tells approvers that an approval waits (`[approvals.notify]`).
@@ -104,17 +103,17 @@ impl Gateway {
     ) -> anyhow::Result<Arc<Self>> {
         let Sources { clock, entropy } = sources;
         // Everything that can refuse the start comes before any upstream starts.
-        let policy = load_policy(&config)?;
+        let policy = process::load_policy(&config)?;
         let callers = match mode {
             Mode::Serve => Callers::load(&config)?,
             Mode::Inspect => Callers::none(),
         };
         // The gateway that serves calls sequences a read's receipts rather
         // than commit each (see `toolgate_ledger::open_sequencing`).
-        let ledger = open_ledger_as(&config, mode == Mode::Serve).await?;
+        let ledger = process::open_ledger_as(&config, mode == Mode::Serve).await?;
         let state = config.state_dir();
         let sealer = Sealer::load_or_create(&state.join("requeststate.key"), entropy.clone())?;
-        let keys = crate::keys::LogKeys::load_or_create(
+        let keys = crate::log::keys::LogKeys::load_or_create(
             &state,
             &config.receipts.origin,
             clock.as_ref(),
@@ -130,10 +129,10 @@ impl Gateway {
             config.tls.roots(),
             crate::fleet::replica_id(),
         )?);
-        let log = crate::log::ReceiptLog::open(
+        let log = crate::log::receipt_log::ReceiptLog::open(
             keys,
             config.receipts.clone(),
-            crate::archive::Archive::in_state_dir(&state),
+            crate::log::archive::Archive::in_state_dir(&state),
             ledger.clone(),
             clock.clone(),
             entropy.clone(),
@@ -145,7 +144,7 @@ impl Gateway {
         let upstreams: Vec<_> = config
             .servers
             .keys()
-            .map(|name| start_upstream(&config, name, &cancel, sources))
+            .map(|name| process::start_upstream(&config, name, &cancel, sources))
             .collect();
         crate::boxes::say_at_start(&upstreams.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
         let settings = &config.gateway;
@@ -242,7 +241,7 @@ impl Gateway {
             cancel,
             draining,
         });
-        crate::personal::spawn_reaper(Arc::downgrade(&gw), gw.cancel.child_token());
+        spawn_reaper(Arc::downgrade(&gw), gw.cancel.child_token());
         Ok(gw)
     }
 
@@ -306,20 +305,11 @@ impl Gateway {
     /// force. Returns the new policy version. (`reload` re-reads everything.)
     pub fn reload_policy(&self) -> anyhow::Result<String> {
         let live = self.catalogs.live();
-        let fresh = Arc::new(load_policy(&live.config)?);
+        let fresh = Arc::new(process::load_policy(&live.config)?);
         let version = fresh.version().to_string();
         self.catalogs.swap(Arc::new(live.with_policy(fresh)));
         tracing::info!(target: "toolgate::policy", policy_version = %version, "policy reloaded");
         Ok(version)
-    }
-
-    /// Re-reads the config file (and the `mcpServers` files it imported)
-    /// and its policy, and puts in force what can change while it runs
-    /// (`crate::reload`): all of it or, when anything is wrong, none of it.
-    /// Calls in flight finish under the config they began with.
-    pub async fn reload(&self) -> Result<crate::reload::Reloaded, crate::reload::Refused> {
-        let _one = self.reloading.lock().await;
-        crate::reload::reload(self).await
     }
 
     /// The caller of a bearer token given by hand (a sign-in form) rather
@@ -407,6 +397,21 @@ impl Gateway {
     }
 }
 
+/// Reaps idle people's processes (`crate::personal`) every 10 s while the
+/// gateway lives.
+fn spawn_reaper(gw: std::sync::Weak<Gateway>, cancel: CancellationToken) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+                _ = cancel.cancelled() => return,
+            }
+            let Some(gw) = gw.upgrade() else { return };
+            gw.personal.reap(&gw.config(), gw.clock.now_ms());
+        }
+    });
+}
+
 /// Why a decision on an approval was not recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecideError {
@@ -416,91 +421,6 @@ pub enum DecideError {
     /// The ledger refused it (not found, not pending, your own call, …).
     #[error(transparent)]
     Ledger(#[from] toolgate_ledger::LedgerError),
-}
-
-/// The upstream of server `name` of `config`, started under its own child
-/// of `cancel`.
-/// What an upstream's own requests are signed with: the gateway's
-/// identities, its clock and its entropy.
-pub(crate) type UpstreamSources<'a> =
-    (&'a Arc<crate::identity::Identities>, &'a Arc<dyn Clock>, &'a Arc<dyn Entropy>);
-
-pub(crate) fn start_upstream(
-    config: &Config,
-    name: &str,
-    cancel: &CancellationToken,
-    (identities, clock, entropy): UpstreamSources<'_>,
-) -> (Arc<Upstream>, CancellationToken) {
-    let settings = &config.gateway;
-    let server = &config.servers[name];
-    let timeout = Duration::from_millis(server.timeout_ms.unwrap_or(settings.upstream_timeout_ms));
-    let upstream = Upstream::new(
-        name,
-        server.server_with(&config.tls),
-        timeout,
-        Duration::from_millis(settings.list_ttl_ms),
-        env!("CARGO_PKG_VERSION"),
-    );
-    upstream.set_max_tools(settings.max_tools_per_upstream);
-    upstream.set_max_message_bytes(settings.max_upstream_message_bytes);
-    if let Some(own) = identities.own_credential(config, name, clock.clone(), entropy.clone()) {
-        upstream.set_own_credential(own);
-    }
-    let stop = cancel.child_token();
-    upstream.start(stop.clone());
-    (upstream, stop)
-}
-
-/// The configured Cedar policy set, validated against its schema; without
-/// `[policy]`, an empty set (the registry decides every call).
-pub fn load_policy(config: &Config) -> anyhow::Result<PolicyEngine> {
-    let Some(p) = &config.policy else { return Ok(PolicyEngine::empty()) };
-    let read = |path: &std::path::Path| {
-        let path = config.resolve_path(path);
-        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
-    };
-    PolicyEngine::load(&read(&p.policies)?, &read(&p.schema)?)
-        .map_err(|e| anyhow::anyhow!("policy {}: {e}", config.resolve_path(&p.policies).display()))
-}
-
-/// The ledger `config` names, its state dir made first (owner-only): the
-/// gateway's, and what a command beside it opens.
-pub async fn open_ledger(config: &Config) -> anyhow::Result<Arc<dyn Ledger>> {
-    open_ledger_as(config, false).await
-}
-
-async fn open_ledger_as(config: &Config, sequencing: bool) -> anyhow::Result<Arc<dyn Ledger>> {
-    create_state_dir(config)?;
-    let location = config.ledger_location();
-    let opened = if sequencing {
-        toolgate_ledger::open_sequencing(&location).await
-    } else {
-        toolgate_ledger::open(&location).await
-    };
-    opened.with_context(|| format!("opening the ledger {}", config.ledger_display()))
-}
-
-/// The state dir, owner-only: it holds the ledger and the keys. A link
-/// where it belongs is refused (it would put them where the link says).
-pub fn create_state_dir(config: &Config) -> anyhow::Result<std::path::PathBuf> {
-    let dir = config.state_dir();
-    crate::seal::create_private_dir(&dir)
-        .with_context(|| format!("creating the state dir {}", dir.display()))?;
-    Ok(dir)
-}
-
-/// Ctrl-C or SIGTERM: when `toolgate serve` (and the demo) begin to stop.
-pub async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match term.as_mut() {
-                Some(t) => { t.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
-    }
 }
 
 #[cfg(all(test, unix))]

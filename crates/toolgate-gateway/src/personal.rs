@@ -148,20 +148,3 @@ fn retire(old: Process, grace: Duration) {
         old.stop.cancel();
     });
 }
-
-/// Reaps idle processes every 10 s while the gateway lives.
-pub(crate) fn spawn_reaper(
-    gw: std::sync::Weak<crate::gateway::Gateway>,
-    cancel: CancellationToken,
-) {
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(10)) => {}
-                _ = cancel.cancelled() => return,
-            }
-            let Some(gw) = gw.upgrade() else { return };
-            gw.personal.reap(&gw.config(), gw.clock.now_ms());
-        }
-    });
-}

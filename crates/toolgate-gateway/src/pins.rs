@@ -160,7 +160,8 @@ fn read(path: &Path) -> Result<BTreeMap<String, Pin>, PinError> {
 fn write_atomically(path: &Path, file: &LockFile) -> Result<(), PinError> {
     let err = |message: String| PinError { path: path.to_path_buf(), message };
     let text = serde_json::to_string_pretty(file).map_err(|e| err(e.to_string()))? + "\n";
-    crate::seal::write_owner_only(path, text.as_bytes()).map_err(|e| err(format!("{e:#}")))
+    toolgate_mcp::owner_only::write_owner_only(path, text.as_bytes())
+        .map_err(|e| err(format!("{e:#}")))
 }
 
 #[cfg(test)]

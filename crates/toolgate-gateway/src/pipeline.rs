@@ -49,13 +49,14 @@ pub use crate::call::{Answer, Call, CallRequest, Recorded, Stop};
 use crate::call::{Context, Dispatched};
 use crate::catalog::{Catalog, ExposedTool, Live};
 use crate::config::Config;
+use crate::findings::Findings;
 use crate::gateway::Gateway;
 use crate::identity::Presented;
 use crate::observe::Observer;
 use crate::runs::Runs;
 use crate::stages::approve::{Approvals, Around, Hold};
 use crate::stages::decide::Situation;
-use crate::stages::record::{self, Findings, Recorder};
+use crate::stages::record::{self, Recorder};
 use crate::stages::reserve::Operations;
 use crate::stages::{
     admit, approve, check, decide, dispatch, present, preview, reserve, resolve, validate,
@@ -95,13 +96,7 @@ async fn run(
 ) -> Recorded {
     let (config, policy) = (live.config.as_ref(), live.policy.as_ref());
     let obs = Observer::new(config.telemetry.capture_content.then_some(&gw.redactor));
-    let rec = Recorder {
-        ledger: gw.ledger.as_ref(),
-        log: &gw.log,
-        clock: gw.clock.as_ref(),
-        policy_version: policy.version(),
-        config_version: config.version(),
-    };
+    let rec = recorder(gw, config, policy);
     let mut f = Findings::new(cx, call, gw.log.salt());
     let answer = 'call: {
         // 1. admit: the call's own limits (a refusal before decide is the call's decision, observed as one)
@@ -128,32 +123,20 @@ async fn run(
         let run = Runs::key(cx, call);
         let situation =
             step!('call, situate(gw, cx, call, &tool, run.clone()).instrument(span.clone()).await);
-        let decision = span.in_scope(|| {
-            decide::decide(
-                policy,
-                &gw.guards,
-                &cx.caller,
-                &tool,
-                &proposal,
-                standing.state,
-                &situation,
-            )
-        });
-        obs.decided(&tool, &decision, policy.version());
+        // One way to decide this call, on the state of an approval: now, and
+        // again once approve saw its approval approved while held
+        let decide = |span: &tracing::Span, state| {
+            decided(gw, policy, &obs, cx, (&tool, &proposal, &situation), span, state)
+        };
+        let decision = decide(&span, standing.state);
         f.decided(standing.state, &decision, policy.version());
         if call.preview {
             // A preview ends here: the decision, and nothing acted on.
-            break 'call Answer::Result(preview::answer(
-                cx,
-                &tool,
-                &proposal,
-                &decision,
-                policy.version(),
-            ));
+            let preview = preview::answer(cx, &tool, &proposal, &decision, policy.version());
+            break 'call Answer::Result(preview);
         }
         // 5. approve: deny refuses; require_approval waits for a named human
-        let redecide =
-            |state| redecide(gw, policy, &obs, cx, (&tool, &proposal, &situation), state);
+        let redecide = |state| decide(&obs.stage("decide"), state);
         let around = Around { obs: &obs, redecide: &redecide, receipts: &record::drafts(&rec, &f) };
         let approved =
             approve::approve(&approvals, &around, cx, call, &tool, &proposal, &decision, standing)
@@ -173,8 +156,16 @@ async fn run(
         let upstream = personal.as_deref().or(live.upstream(&tool.server).map(|u| u.as_ref()));
         let input = present::upstream_input(&gate.input);
         let send = || {
-            dispatch::dispatch(upstream, &tool, &proposal, cx, call, input.clone(), &presented)
-                .instrument(obs.stage("dispatch"))
+            dispatch::dispatch(
+                upstream,
+                &tool,
+                &proposal,
+                (cx, call),
+                input.clone(),
+                &presented,
+                gw.clock.as_ref(),
+            )
+            .instrument(obs.stage("dispatch"))
         };
         let reserved = reserve::reserve(
             &operations(gw, config, &tool.server, &presented),
@@ -203,15 +194,25 @@ async fn run(
         let (answer, found) = obs.stage("check").in_scope(|| {
             check::check(&tool, &raw, config.gateway.block_invalid_results, &proposal.sha256)
         });
-        (f.tool_error, f.output_violations, f.input_required) =
-            (found.tool_error, found.output_violations, f.input_required | found.input_required);
+        f.checked(&found);
         let answer = approve::seal_continuation(&gw.sealer, &gate, answer);
         obs.answered(&answer);
         answer
     };
     // 10. record: for every answer, the receipts not yet committed and the
     // log line; the answer then names where its receipts are.
-    record::record(&rec, &f, answer, cx.started.elapsed()).await
+    record::record(&rec, &f, answer, gw.clock.instant().saturating_duration_since(cx.started)).await
+}
+
+/// What record drafts and appends the call's receipts with.
+fn recorder<'a>(gw: &'a Gateway, config: &'a Config, policy: &'a PolicyEngine) -> Recorder<'a> {
+    Recorder {
+        ledger: gw.ledger.as_ref(),
+        log: &gw.log,
+        clock: gw.clock.as_ref(),
+        policy_version: policy.version(),
+        config_version: config.version(),
+    }
 }
 
 /// decide's inputs beyond the call itself: what its run has taken in (for
@@ -234,18 +235,19 @@ async fn situate(
     Ok(situation)
 }
 
-/// decide, once more, for a call whose approval was approved while it was
-/// held: as a re-issue presenting the approval would be (policy now sees
-/// it approved).
-fn redecide(
+/// decide, in `span`, on the state of the approval the call presents; once
+/// more for a call whose approval was approved while it was held, as a
+/// re-issue presenting the approval would be (policy now sees it approved).
+fn decided(
     gw: &Gateway,
     policy: &PolicyEngine,
     obs: &Observer<'_>,
     cx: &Context,
     (tool, proposal, situation): (&ExposedTool, &Proposal, &Situation),
+    span: &tracing::Span,
     state: Option<ApprovalState>,
 ) -> Decision {
-    let decision = obs.stage("decide").in_scope(|| {
+    let decision = span.in_scope(|| {
         decide::decide(policy, &gw.guards, &cx.caller, tool, proposal, state, situation)
     });
     obs.decided(tool, &decision, policy.version());

@@ -154,7 +154,7 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
 /// its lease runs). The CLI (`ops resolve`) and the console both come here.
 pub async fn resolve_by_hand(
     ledger: &dyn toolgate_ledger::Ledger,
-    log: &crate::log::ReceiptLog,
+    log: &crate::log::receipt_log::ReceiptLog,
     id: &str,
     applied: bool,
     by: &str,

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Live;
-use crate::gateway::{Gateway, load_policy, start_upstream};
+use crate::gateway::Gateway;
+use crate::process::{load_policy, start_upstream};
 
 /// What a reload put in force.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -162,6 +163,17 @@ fn drain(old: Arc<Live>, new: Arc<Live>, grace: Duration) {
         }
         old.stop_all_but(&new);
     });
+}
+
+impl Gateway {
+    /// Re-reads the config file (and the `mcpServers` files it imported)
+    /// and its policy, and puts in force what can change while it runs
+    /// (`crate::reload`): all of it or, when anything is wrong, none of it.
+    /// Calls in flight finish under the config they began with.
+    pub async fn reload(&self) -> Result<Reloaded, Refused> {
+        let _one = self.reloading.lock().await;
+        reload(self).await
+    }
 }
 
 #[cfg(test)]

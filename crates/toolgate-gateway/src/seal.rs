@@ -13,6 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use toolgate_core::Entropy;
 use toolgate_core::approval::Claim;
+use toolgate_mcp::owner_only::{check_owner_only, write_owner_only};
 
 /// Marks toolgate's own states (an upstream's are carried inside ours).
 const PREFIX: &str = "tg1.";
@@ -86,18 +87,6 @@ impl Sealer {
         serde_json::from_slice(plain).ok()
     }
 }
-
-/// A fresh bearer token (256 bits, URL-safe), for generated configs.
-pub fn random_token() -> String {
-    URL_SAFE_NO_PAD.encode(toolgate_core::SystemEntropy::default().bytes32())
-}
-
-/// Every file toolgate writes goes through these (see `toolgate_mcp::owner_only`):
-/// owner-only from the first byte, whole or not at all, never through a
-/// planted symbolic link; folders owner-only, a link where one belongs refused.
-pub use toolgate_mcp::owner_only::{create_owner_only_new, create_private_dir, write_owner_only};
-
-pub(crate) use toolgate_mcp::owner_only::check_owner_only;
 
 #[cfg(test)]
 mod tests {

@@ -130,7 +130,9 @@ pub fn matcher(config: &Config) -> Arc<Credentials> {
 pub fn refusal(tool: &ExposedTool, found: &Found, write: bool) -> Refusal {
     let what = match tool.kind {
         toolgate_mcp::upstream::Kind::Prompt => "prompt",
-        toolgate_mcp::upstream::Kind::Resource | toolgate_mcp::upstream::Kind::Template => "resource",
+        toolgate_mcp::upstream::Kind::Resource | toolgate_mcp::upstream::Kind::Template => {
+            "resource"
+        }
         toolgate_mcp::upstream::Kind::Tool => "tool",
     };
     let ran = if write {

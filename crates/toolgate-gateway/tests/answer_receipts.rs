@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::{DANA_TOKEN, Harness, call, post, python, start_with};
 use serde_json::{Value, json};
 use toolgate_core::note::Verifier;
-use toolgate_gateway::prove::{Options, Report, Source, verify_answer};
+use toolgate_gateway::log::readers::source::Source;
+use toolgate_gateway::log::readers::verify_answer::{Options, Report, verify_answer};
 
 /// A gateway whose log is signed every 100 ms.
 async fn gateway(access: &str) -> Harness {

@@ -10,8 +10,8 @@ use serde_json::json;
 use toolgate_core::bundle::{self, Options};
 use toolgate_core::merkle;
 use toolgate_core::tiles;
-use toolgate_gateway::archive;
-use toolgate_gateway::evidence;
+use toolgate_gateway::log::archive;
+use toolgate_gateway::log::evidence;
 
 async fn calls(url: &str, n: usize) {
     for i in 0..n {
@@ -32,14 +32,14 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     let h = start_with("", "[receipts]\ncheckpoint_ms = 3600000\n", &[]).await;
     let (gw, ledger) = (&h.gateway, &*h.gateway.ledger);
     calls(&h.url, 300).await;
-    let refused = archive::run(&gw.log, ledger, 256, 1).await.unwrap_err().to_string();
+    let refused = gw.log.archive_before(256, 1).await.unwrap_err().to_string();
     assert!(refused.contains("up to the last checkpoint"), "{refused}");
     gw.log.checkpoint().await.unwrap();
     let size = ledger.log_size().await.unwrap();
     assert!(size >= 300, "{size}");
     let root_before = merkle::root(&ledger.leaf_hashes(0, size).await.unwrap());
 
-    let done = archive::run(&gw.log, ledger, 300, 2).await.unwrap();
+    let done = gw.log.archive_before(300, 2).await.unwrap();
     assert_eq!(done, archive::Archived { before: 256, moved: 256, checkpoints_dropped: 0 });
     let old_checkpoint = ledger.checkpoint(None).await.unwrap().unwrap();
     let old_bundle =
@@ -93,12 +93,12 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
     assert_eq!(b.receipts.len() as u64, to - 250);
     // A second run has nothing to move yet; a damaged tile at the edge the
     // next run grows from is refused before any row goes.
-    assert!(archive::run(&gw.log, ledger, 300, 3).await.is_err());
+    assert!(gw.log.archive_before(300, 3).await.is_err());
     calls(&h.url, 256).await;
     gw.log.checkpoint().await.unwrap();
     let edge = std::fs::read(dir.join("tile/1/000.p/1")).unwrap();
     std::fs::write(dir.join("tile/1/000.p/1"), vec![0u8; 32]).unwrap();
-    let refused = archive::run(&gw.log, ledger, 512, 4).await.unwrap_err().to_string();
+    let refused = gw.log.archive_before(512, 4).await.unwrap_err().to_string();
     assert!(refused.contains("tiles at the edge") && refused.contains("restore"), "{refused}");
     assert_eq!(ledger.receipts(0, 1).await.unwrap()[0].log_index, 256, "nothing moved");
     std::fs::write(dir.join("tile/1/000.p/1"), edge).unwrap();
@@ -106,7 +106,7 @@ async fn an_archived_range_is_tiles_on_disk_and_the_log_stays_whole() {
         ledger.checkpoints().await.unwrap().iter().map(|c| c.size).filter(|s| *s < 512).collect();
     assert!(below.contains(&256) && below.contains(&old_checkpoint.size), "{below:?}");
     assert_eq!(
-        archive::run(&gw.log, ledger, 512, 5).await.unwrap(),
+        gw.log.archive_before(512, 5).await.unwrap(),
         archive::Archived { before: 512, moved: 256, checkpoints_dropped: below.len() as u64 }
     );
     // The checkpoints it covers went; the archive's stays, and proves what

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use toolgate_core::note::Cosigner;
-use toolgate_gateway::prove::Source;
+use toolgate_gateway::log::readers::source::Source;
 
 /// A server that answers every request with `head` and then `body_len`
 /// bytes of body; it counts the bytes written before the client hung up,

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use toolgate_core::merkle;
 use toolgate_core::note::{Checkpoint, Signer};
 use toolgate_core::tiles;
-use toolgate_gateway::prove::Source;
-use toolgate_gateway::watch::Watch;
+use toolgate_gateway::log::readers::monitor::Monitor;
+use toolgate_gateway::log::readers::source::Source;
 
 const ORIGIN: &str = "witness.test/log";
 
@@ -66,14 +66,14 @@ async fn a_monitor_accepts_growth_and_alerts_on_a_fork_a_shrink_and_a_foreign_ke
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, hook).await });
-    let watch = |webhook: bool| Watch {
+    let watch = |webhook: bool| Monitor {
         source: Source::parse(log.to_str().unwrap(), None).unwrap(),
         location: "the test's log".into(),
         verifiers: vec![key.verifier()],
         webhook: webhook.then(|| hook_url.clone()),
         state: Some(state.clone()),
     };
-    let once = |w: Watch| async move { w.run(Duration::ZERO, true).await.unwrap() };
+    let once = |w: Monitor| async move { w.run(Duration::ZERO, true).await.unwrap() };
 
     // Growth, across tile boundaries and levels, kept in the state file.
     for n in [10, 256, 300, 65_536 + 300] {
@@ -128,7 +128,7 @@ async fn a_monitor_follows_a_gateway_s_published_log() {
         .map(|k| toolgate_core::note::Verifier::from_vkey(&k.ed25519).unwrap())
         .collect();
     let base = format!("{}/log/", h.url.trim_end_matches("/mcp"));
-    let watch = Watch {
+    let watch = Monitor {
         source: Source::parse(&base, None).unwrap(),
         location: base.clone(),
         verifiers,

@@ -15,8 +15,9 @@ use serde_json::json;
 use toolgate_core::merkle::{self, Hash};
 use toolgate_core::note::{self, Checkpoint, Cosigner, Signer, Verifier};
 use toolgate_core::{FixedClock, SystemClock};
-use toolgate_gateway::prove::{Options, Source, verify_answer};
-use toolgate_gateway::witness::Witness;
+use toolgate_gateway::log::readers::source::Source;
+use toolgate_gateway::log::readers::verify_answer::{Options, verify_answer};
+use toolgate_gateway::log::witness_server::{self, Witness};
 
 const ORIGIN: &str = "log.test/one";
 
@@ -42,9 +43,9 @@ fn request(old: u64, proof: &[Hash], checkpoint: &str) -> String {
 async fn serve(witness: Witness) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(listener, toolgate_gateway::witness::router(Arc::new(witness))).await
-    });
+    tokio::spawn(
+        async move { axum::serve(listener, witness_server::router(Arc::new(witness))).await },
+    );
     url
 }
 
@@ -231,7 +232,7 @@ async fn a_gateway_s_checkpoints_are_cosigned_by_two_witnesses_and_verified_unde
         )
         .unwrap();
         tokio::spawn(async move {
-            axum::serve(listener, toolgate_gateway::witness::router(Arc::new(witness))).await
+            axum::serve(listener, witness_server::router(Arc::new(witness))).await
         });
     }
 
@@ -292,10 +293,10 @@ async fn a_gateway_s_checkpoints_are_cosigned_by_two_witnesses_and_verified_unde
         .unwrap();
     assert_eq!(note::cosigned_by(&kept, &keys).unwrap().len(), 2);
     let covering =
-        toolgate_gateway::evidence::covering(&h.gateway.log, h.gateway.ledger.as_ref(), 1)
+        toolgate_gateway::log::evidence::covering(&h.gateway.log, h.gateway.ledger.as_ref(), 1)
             .await
             .unwrap();
-    let bundle = toolgate_gateway::evidence::bundle(
+    let bundle = toolgate_gateway::log::evidence::bundle(
         &h.gateway.log.archive,
         h.gateway.ledger.as_ref(),
         &covering,

@@ -2,13 +2,30 @@
 //! with its line and what to do — the TOML, then the schema (`toolgate
 //! config schema`: unknown keys with the nearest known one, wrong types and
 //! values), then, once those are fixed, each refusal of the gateway's own
-//! reading of it (servers the registry names, credentials in one place, …).
+//! reading of it (servers the registry names, credentials in one place, …)
+//! and the console's of its `[console]`.
 
 use std::path::Path;
 
 use anyhow::Context as _;
 use serde_json::Value;
+use toolgate_console::ConsoleConfig;
 use toolgate_core::visible::visible;
+use toolgate_gateway::config::Config;
+
+/// The JSON Schema of a whole config file (`toolgate config schema`): the
+/// gateway's, with the console's own schema of `[console]` in the place
+/// the gateway keeps for it (a table, under the name of the console's
+/// definition).
+pub fn schema() -> schemars::Schema {
+    let mut schema = schemars::schema_for!(Config);
+    let mut console = schemars::SchemaGenerator::default();
+    console.subschema_for::<ConsoleConfig>();
+    if let Some(defs) = schema.get_mut("$defs").and_then(Value::as_object_mut) {
+        defs.extend(console.take_definitions(true));
+    }
+    schema
+}
 
 /// Checks `path`; `Ok(n)` is the number of problems printed.
 pub fn run(path: &Path) -> anyhow::Result<usize> {
@@ -44,7 +61,7 @@ fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
             return Ok(vec![(line, format!("not TOML: {}", e.message()))]);
         }
     };
-    let schema = serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config))?;
+    let schema = serde_json::to_value(schema())?;
     let validator = jsonschema::validator_for(&schema).context("the config's schema")?;
     let mut problems: Vec<(usize, String)> = Vec::new();
     for e in validator.iter_errors(&value) {
@@ -91,11 +108,12 @@ fn problems(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
         };
         problems.push((line_of(&text, &at), message));
     }
-    // The gateway's own reading, once the shape is right: each refusal.
-    if problems.is_empty()
-        && let Err(refusals) = toolgate_gateway::config::Config::parse_all(&text, path)
-    {
-        for e in refusals {
+    // The gateway's own reading, once the shape is right, and the console's
+    // of `[console]`: each refusal.
+    if problems.is_empty() {
+        let gateway = Config::parse_all(&text, path).err().unwrap_or_default();
+        let console = ConsoleConfig::parse(&text, path).err();
+        for e in gateway.into_iter().chain(console) {
             let message = e.to_string();
             let message = message.split_once(": ").map_or(message.as_str(), |(_, m)| m).to_string();
             problems.push((line_of_message(&text, &message), message));
@@ -269,13 +287,16 @@ mod tests {
             [(3, "`servers.a.headers` must be object".to_string())],
             "a value of the wrong type is named by its key, never shown"
         );
-        let schema =
-            serde_json::to_value(schemars::schema_for!(toolgate_gateway::config::Config)).unwrap();
+        let schema = serde_json::to_value(schema()).unwrap();
         assert_eq!(
             values_at(&schema, &["registry".into(), "a__t".into(), "class".into()]),
             ["automatic", "requires_approval", "prohibited"]
         );
         assert!(keys_at(&schema, &["tls".into()]).contains(&"cert_file".to_string()));
+        assert!(
+            keys_at(&schema, &["console".into()]).contains(&"session_ttl_s".to_string()),
+            "the console's own schema, in the place the gateway keeps for it"
+        );
         let unknown_server =
             "[servers.a]\ncommand = \"x\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n";
         assert_eq!(
@@ -299,6 +320,25 @@ mod tests {
         assert_eq!(
             nearest("lissten", &["listen".into(), "separator".into()]).as_deref(),
             Some("listen")
+        );
+    }
+
+    /// `[console]` is the console's to read: the gateway keeps it unread,
+    /// and what the console refuses is a problem of the file as well.
+    #[test]
+    fn a_console_section_the_console_refuses_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("toolgate.toml");
+        std::fs::write(&file, "[console]\nenabled = false\n").unwrap();
+        assert!(problems(&file).unwrap().is_empty());
+        std::fs::write(&file, "[console]\nlisten = \"nowhere\"\n").unwrap();
+        let found = problems(&file).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("invalid socket address syntax"), "{found:?}");
+        std::fs::write(&file, "[console]\nlisen = \"127.0.0.1:1\"\n").unwrap();
+        assert_eq!(
+            problems(&file).unwrap(),
+            [(2, "`lisen` is not a key here; did you mean `listen`?".to_string())]
         );
     }
 

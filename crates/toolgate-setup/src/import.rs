@@ -27,7 +27,7 @@ use toolgate_core::audit::{self, Inventory};
 use toolgate_core::visible::visible;
 use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::listed;
-use toolgate_gateway::seal;
+use toolgate_mcp::owner_only;
 use toolgate_mcp::upstream::Kind;
 
 #[derive(clap::Args, Debug)]
@@ -99,9 +99,9 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     }
     // The folders are made owner-only; one that is a link (planted, say, in
     // a cloned repository) is refused, as every file is written new and
-    // renamed into place, never through a link (`seal::write_owner_only`).
-    seal::create_private_dir(out)?;
-    seal::create_private_dir(&out.join("secrets"))?;
+    // renamed into place, never through a link (`toolgate_mcp::owner_only::write_owner_only`).
+    owner_only::create_private_dir(out)?;
+    owner_only::create_private_dir(&out.join("secrets"))?;
 
     let mut asked = Vec::new();
     let mut boxes = BTreeMap::new();
@@ -112,7 +112,7 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
         text.push_str(&section);
         boxes.extend(grants.map(|g| (server.name.clone(), g)));
     }
-    write_owner_only(&out.join("approver.token"), &seal::random_token())?;
+    write_owner_only(&out.join("approver.token"), &toolgate_core::entropy::random_token())?;
     write_owner_only(&config_path, &text)?;
 
     // Each server once: its tools, classed by the audit and pinned; its
@@ -531,7 +531,7 @@ fn next_steps(
 /// The one owner-only writer (a new file renamed into place: no half-written
 /// file where `path` is read, no link followed).
 fn write_owner_only(path: &Path, text: &str) -> anyhow::Result<()> {
-    seal::write_owner_only(path, text.as_bytes())
+    owner_only::write_owner_only(path, text.as_bytes())
 }
 
 #[cfg(test)]

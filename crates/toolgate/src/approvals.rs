@@ -65,7 +65,7 @@ pub async fn open(
     config: &std::path::Path,
 ) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
-    let ledger = toolgate_gateway::gateway::open_ledger(&config).await?;
+    let ledger = toolgate_gateway::process::open_ledger(&config).await?;
     Ok((config, ledger))
 }
 

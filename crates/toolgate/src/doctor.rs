@@ -13,36 +13,38 @@ use std::time::Duration;
 use toolgate_core::visible::visible;
 use toolgate_gateway::catalog::{Catalog, ExposedTool};
 use toolgate_gateway::config::{Config, IdentityMode};
-use toolgate_gateway::gateway::{Gateway, Mode, load_policy};
+use toolgate_gateway::gateway::{Gateway, Mode};
 use toolgate_gateway::listed::{self, Listing, Why};
-use toolgate_mcp::upstream::{Kind, Listing as Listed};
+use toolgate_gateway::process::load_policy;
 use toolgate_ledger::RunKey;
+use toolgate_mcp::sandbox::{Sandbox, host};
+use toolgate_mcp::upstream::{Kind, Listing as Listed, Upstream};
 
 /// How long an upstream may take to connect and list its tools.
 const UPSTREAM_WITHIN: Duration = Duration::from_secs(15);
 
 /// The report as it is printed, and how many faults it named.
-pub(crate) struct Report {
+struct Report {
     faults: usize,
 }
 
 impl Report {
     // What upstreams and configs say (names, errors) reaches the terminal escaped.
-    pub(crate) fn ok(&self, what: &str, detail: &str) {
+    fn ok(&self, what: &str, detail: &str) {
         println!("ok    {}: {}", visible(what), visible(detail));
     }
 
     /// Not a fault, but less than it could be: said so, not counted.
-    pub(crate) fn warn(&self, what: &str, detail: &str) {
+    fn warn(&self, what: &str, detail: &str) {
         println!("warn  {}: {}", visible(what), visible(detail));
     }
 
     /// A line under the one before it, indented as a `fix:` is.
-    pub(crate) fn more(&self, line: &str) {
+    fn more(&self, line: &str) {
         println!("      {}", visible(line));
     }
 
-    pub(crate) fn fail(&mut self, what: &str, problem: &str, fix: &str) {
+    fn fail(&mut self, what: &str, problem: &str, fix: &str) {
         self.faults += 1;
         println!("FAIL  {}: {}\n      fix: {}", visible(what), visible(problem), visible(fix));
     }
@@ -92,7 +94,8 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     }
     // Keys that exist are checked before the start (which refuses loose
     // ones); keys a first start creates, after it.
-    let had_keys = !matches!(toolgate_gateway::keys::read_history(&config.state_dir()), Ok(None));
+    let had_keys =
+        !matches!(toolgate_gateway::log::keys::read_history(&config.state_dir()), Ok(None));
     if had_keys {
         keys(&config, true, &mut report);
     }
@@ -112,7 +115,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     }
     ledger(&gw, &config, &mut report).await;
     owner_only(&config, &mut report);
-    crate::doctor_sandbox::host(&gw, &mut report);
+    sandbox_host(&gw, &mut report);
     notices(&gw, &config, &mut report).await;
     if let (Some(oauth), Some(o)) = (&gw.oauth, &config.oauth) {
         match oauth.published_keys().await {
@@ -156,7 +159,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
                 report.fail(&what, &why, fix);
             }
         }
-        crate::doctor_sandbox::server(&upstream, &report);
+        sandbox_server(&upstream, &report);
         identity(&gw, &config, &upstream.name, upstream.listing().is_some(), &report);
         connections(&gw, &config, &upstream.name, &report).await;
     }
@@ -406,7 +409,7 @@ async fn settle(gw: &Gateway) {
 /// The receipt keys: their kid, and that nobody else can read them.
 fn keys(config: &Config, had_keys: bool, report: &mut Report) {
     let state = config.state_dir();
-    match toolgate_gateway::keys::read_history(&state) {
+    match toolgate_gateway::log::keys::read_history(&state) {
         Ok(Some(history)) => {
             let dir = state.join("keys");
             let loose: Vec<String> = std::fs::read_dir(&dir)
@@ -492,6 +495,72 @@ fn owner_only(config: &Config, report: &mut Report) {
 fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path).map(|m| m.permissions().mode()).unwrap_or(0)
+}
+
+/// What this host can build a box from, when any server would need one.
+fn sandbox_host(gw: &Gateway, report: &mut Report) {
+    let upstreams = gw.catalogs.upstreams();
+    let boxed: Vec<&str> = upstreams
+        .iter()
+        .filter(|u| matches!(u.sandbox(), Some(Sandbox::Boxed(_))))
+        .map(|u| u.name.as_str())
+        .collect();
+    if boxed.is_empty() {
+        return;
+    }
+    let support = host::support();
+    let layers = support.layers();
+    let off: Vec<&str> =
+        layers.iter().filter(|(_, on)| !on).map(|(what, _)| what.as_str()).collect();
+    if !support.can_box() {
+        let left: Vec<&str> =
+            layers.iter().filter(|(_, on)| *on).map(|(what, _)| what.as_str()).collect();
+        report.fail(
+            "sandbox",
+            &format!("this host cannot build a box: {}; what is left: {}", support.missing.join("; "), if left.is_empty() { "nothing".to_string() } else { left.join("; ") }),
+            &format!("give the host what is missing, or write `sandbox = \"off\"` under each server to run it unboxed as toolgate's own user ({}); until then they are not started", boxed.join(", ")),
+        );
+    } else if off.is_empty() {
+        report.ok(
+            "sandbox",
+            &format!(
+                "this host boxes stdio servers with every layer: {}",
+                layers.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>().join("; ")
+            ),
+        );
+    } else {
+        report.warn(
+            "sandbox",
+            &format!("this host boxes stdio servers, without: {}", off.join("; ")),
+        );
+    }
+}
+
+/// One server's box: what it reaches and its limits, or that it runs unboxed.
+fn sandbox_server(upstream: &Upstream, report: &Report) {
+    let what = format!("sandbox {}", upstream.name);
+    match upstream.sandbox() {
+        None => {}
+        Some(Sandbox::Off) => report.warn(&what, "sandbox = \"off\": it runs as toolgate's own user and can read toolgate's keys, secrets, config and ledger"),
+        Some(Sandbox::Boxed(profile)) => {
+            let network = toolgate_gateway::boxes::network_words(upstream, profile);
+            let paths = |list: &[std::path::PathBuf]| if list.is_empty() { "nothing".to_string() } else { list.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
+            let l = profile.limits;
+            report.ok(
+                &what,
+                &format!(
+                    "reads the system paths and {}; writes {} and its own folder; {network}; at most {} MiB, {} processes, {} open files, {} CPU s; profile {}",
+                    paths(&profile.read),
+                    paths(&profile.write),
+                    l.memory_mb,
+                    l.processes,
+                    l.open_files,
+                    l.cpu_seconds,
+                    &profile.hash[..16]
+                ),
+            );
+        }
+    }
 }
 
 /// The outbox of approval notices: a dead notice (its webhook's attempts

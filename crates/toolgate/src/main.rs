@@ -8,7 +8,6 @@
 mod approvals;
 mod audit;
 mod doctor;
-mod doctor_sandbox;
 mod ops;
 mod policy;
 mod preview;
@@ -321,7 +320,7 @@ fn main() -> std::process::ExitCode {
                 }
             }
             Command::Config(ConfigAction::Schema) => {
-                crate::print_json(&schemars::schema_for!(toolgate_gateway::config::Config))?;
+                crate::print_json(&toolgate_setup::check::schema())?;
                 Ok(())
             }
             Command::Agent(args) => toolgate_demo::agent::run(args).await,
@@ -348,7 +347,7 @@ fn main() -> std::process::ExitCode {
                 ..
             } => {
                 let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
-                match toolgate_gateway::prove::run(
+                match toolgate_gateway::log::readers::verify_answer::run(
                     &file,
                     log.as_deref(),
                     &vkey,
@@ -412,7 +411,14 @@ fn main() -> std::process::ExitCode {
                 Err(e) => Err(e),
             },
             Command::Witness(receipts::WitnessAction::Serve { listen, dir, name, logs }) => {
-                toolgate_gateway::witness::serve(&listen, &dir, &name, &logs).await
+                toolgate_gateway::log::witness_server::serve(
+                    &listen,
+                    &dir,
+                    &name,
+                    &logs,
+                    toolgate_gateway::process::shutdown_signal(),
+                )
+                .await
             }
             Command::Keys(action) => receipts::keys(action),
             Command::Replay { config, policy } => receipts::replay(&config, &policy).await,

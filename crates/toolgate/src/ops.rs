@@ -149,7 +149,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         Action::Resolve { config, id, applied, not_applied: _, by, reason, json } => {
             let (config, ledger) = open(&config).await?;
             check_approver(&config, &by, &reason)?;
-            let log = toolgate_gateway::log::ReceiptLog::open_configured(
+            let log = toolgate_gateway::log::receipt_log::ReceiptLog::open_configured(
                 &config,
                 ledger.clone(),
                 &toolgate_gateway::gateway::Sources::system(),

@@ -12,7 +12,7 @@ use toolgate_core::decision::decide;
 use toolgate_core::policy::ToolFacts;
 use toolgate_core::{AuthorityClass, AuthorityView, Caller, Hints, Verdict};
 use toolgate_gateway::config::Config;
-use toolgate_gateway::gateway::load_policy;
+use toolgate_gateway::process::load_policy;
 
 #[derive(clap::Subcommand)]
 pub enum Action {

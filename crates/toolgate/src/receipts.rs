@@ -15,15 +15,15 @@ use toolgate_core::proposal::sha256_hex;
 use toolgate_core::receipt::build::wire_name;
 use toolgate_core::visible::visible;
 use toolgate_core::{Clock as _, SystemClock, SystemEntropy};
-use toolgate_gateway::archive::{Archive, TileCheck};
 use toolgate_gateway::config::Config;
 use toolgate_gateway::gateway::Sources;
-use toolgate_gateway::keys::LogKeys;
-use toolgate_gateway::log::ReceiptLog;
+use toolgate_gateway::log::archive::{Archive, TileCheck};
+use toolgate_gateway::log::keys::LogKeys;
+use toolgate_gateway::log::receipt_log::ReceiptLog;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
 
 use crate::approvals::open;
-use toolgate_gateway::evidence::parse;
+use toolgate_gateway::log::evidence::parse;
 
 #[derive(Subcommand)]
 pub enum Action {
@@ -183,7 +183,7 @@ pub async fn run(action: Action) -> anyhow::Result<()> {
         }
         Action::Show { config, index } => {
             let (config, ledger) = open(&config).await?;
-            let found = toolgate_gateway::archive::leaves(
+            let found = toolgate_gateway::log::archive::leaves(
                 &Archive::in_state_dir(&config.state_dir()),
                 &*ledger,
                 index,
@@ -246,7 +246,7 @@ pub async fn export(
         }
         None => covering(&config, &ledger, to).await?,
     };
-    let bundle = toolgate_gateway::evidence::bundle(
+    let bundle = toolgate_gateway::log::evidence::bundle(
         &Archive::in_state_dir(&config.state_dir()),
         &*ledger,
         &checkpoint,
@@ -265,7 +265,7 @@ async fn covering(
     ledger: &Arc<dyn Ledger>,
     to: u64,
 ) -> anyhow::Result<StoredCheckpoint> {
-    toolgate_gateway::evidence::covering_with_keys_of(config, ledger, to).await
+    toolgate_gateway::log::evidence::covering_with_keys_of(config, ledger, to).await
 }
 
 /// Writes the bundle (`--out`) and/or the pack; `size` is its checkpoint's.
@@ -298,10 +298,10 @@ async fn write_outputs(
 }
 
 /// Owner-only, whole or not at all, never through a link (the one writer:
-/// `seal::write_owner_only`). A bundle holds receipts: its reader chooses
+/// `toolgate_mcp::owner_only::write_owner_only`). A bundle holds receipts: its reader chooses
 /// to share it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    toolgate_gateway::seal::write_owner_only(path, bytes)
+    toolgate_mcp::owner_only::write_owner_only(path, bytes)
 }
 
 /// A pack: the bundle, the policy set and registry in force, and the tool
@@ -314,7 +314,7 @@ async fn write_pack(
     bundle: &Bundle,
     dir: &Path,
 ) -> anyhow::Result<()> {
-    toolgate_gateway::seal::create_private_dir(&dir.join("tools"))
+    toolgate_mcp::owner_only::create_private_dir(&dir.join("tools"))
         .with_context(|| format!("creating {}", dir.display()))?;
     let mut files: Vec<(String, Vec<u8>)> =
         vec![("bundle.json".into(), bundle.to_json().into_bytes())];
@@ -344,7 +344,7 @@ async fn write_pack(
     let mut manifest = serde_json::Map::new();
     for (name, bytes) in &files {
         if let Some(parent) = dir.join(name).parent() {
-            toolgate_gateway::seal::create_private_dir(parent)?;
+            toolgate_mcp::owner_only::create_private_dir(parent)?;
         }
         write_atomically(&dir.join(name), bytes)?;
         manifest.insert(name.clone(), json!(sha256_hex(bytes)));
@@ -370,7 +370,7 @@ pub fn verify(
     let file = if is_pack { path.join("bundle.json") } else { path.to_path_buf() };
     let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
     let (witnesses, min_witnesses) =
-        toolgate_gateway::prove::witness_keys(witnesses, min_witnesses)?;
+        toolgate_gateway::log::readers::verify_answer::witness_keys(witnesses, min_witnesses)?;
     let options = bundle::Options { expected_kids, require_pq, witnesses, min_witnesses };
     let mut ran_as = Vec::new();
     let report = match Bundle::from_json(&bytes) {
@@ -467,7 +467,7 @@ fn pack_files(dir: &Path) -> toolgate_core::pack::Files {
 pub async fn log_archive(config_path: &Path, before: u64) -> anyhow::Result<()> {
     let (config, ledger) = open(config_path).await?;
     let log = signing_log(&config, ledger.clone()).await?;
-    let done = toolgate_gateway::archive::run(&log, &*ledger, before, SystemClock.now_ms()).await?;
+    let done = log.archive_before(before, SystemClock.now_ms()).await?;
     println!(
         "archived receipts 0..{} in {} (checkpoint of size {} signed there); {} row(s) moved out of the ledger, {} checkpoint(s) it covers dropped",
         done.before,
@@ -497,7 +497,7 @@ pub async fn log_verify(config_path: &Path) -> anyhow::Result<bool> {
     let archived = ledger.archived().await?.map_or(0, |a| a.before);
     let mut tiles = TileCheck::new(&archive, archived);
     while verifier.size() < size {
-        let leaves = toolgate_gateway::archive::leaves(
+        let leaves = toolgate_gateway::log::archive::leaves(
             &archive,
             &*ledger,
             verifier.size(),
@@ -559,16 +559,22 @@ pub async fn log_watch(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let token = std::env::var("TOOLGATE_LOG_TOKEN").ok().filter(|t| !t.is_empty());
-    let source = toolgate_gateway::prove::Source::parse(&log, token)?;
-    let watch = toolgate_gateway::watch::Watch { source, location: log, verifiers, webhook, state };
-    watch.run(std::time::Duration::from_millis(every_ms.max(100)), once).await
+    let source = toolgate_gateway::log::readers::source::Source::parse(&log, token)?;
+    let monitor = toolgate_gateway::log::readers::monitor::Monitor {
+        source,
+        location: log,
+        verifiers,
+        webhook,
+        state,
+    };
+    monitor.run(std::time::Duration::from_millis(every_ms.max(100)), once).await
 }
 
 pub fn keys(action: KeysAction) -> anyhow::Result<()> {
     match action {
         KeysAction::Rotate { config } => {
             let config = Config::load(&config)?;
-            toolgate_gateway::gateway::create_state_dir(&config)?;
+            toolgate_gateway::process::create_state_dir(&config)?;
             let (old, new) = LogKeys::rotate(
                 &config.state_dir(),
                 &config.receipts.origin,
@@ -582,7 +588,7 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
         }
         KeysAction::Show { config } => {
             let config = Config::load(&config)?;
-            let history = toolgate_gateway::keys::read_history(&config.state_dir())?
+            let history = toolgate_gateway::log::keys::read_history(&config.state_dir())?
                 .ok_or_else(|| anyhow!("no keys yet: the gateway creates them at first start"))?;
             println!("origin   {}", history.origin);
             println!("current  {}", history.current.kid);

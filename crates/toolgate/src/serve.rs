@@ -5,14 +5,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use toolgate_console::Console;
-use toolgate_gateway::config::Config;
+use toolgate_console::{Console, ConsoleConfig};
+use toolgate_gateway::config::{Config, ConfigError};
 use toolgate_gateway::downstream;
 use toolgate_gateway::gateway::{Gateway, Mode};
 
-/// Loads the config (and an optional mcpServers file) with errors that name the file.
+/// Loads the config (and an optional mcpServers file) with errors that name
+/// the file. Its `[console]`, which the gateway keeps unread, is read by the
+/// console here: a section it refuses stops the command as the gateway's
+/// own refusals do.
 pub fn load_config(path: &Path, mcp_json: Option<&Path>) -> anyhow::Result<Config> {
-    let mut config = Config::load(path)?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    let mut config = Config::parse(&text, path)?;
+    ConsoleConfig::parse(&text, path)?;
+    // A reload re-reads the file: its `[console]` is checked again then.
+    config.check_section(|config| ConsoleConfig::of(config).map(drop))?;
     if let Some(file) = mcp_json {
         config.import_mcp_json(file)?;
     }
@@ -126,14 +134,14 @@ async fn serve_http(
     for upstream in gw.catalogs.upstreams().iter().filter(|u| u.listing().is_none()) {
         upstream.nudge();
     }
-    let console = Console::new(gw.clone());
+    let console = Console::new(gw.clone())?;
     serve_console(&gw, &console, &base, certificate.as_ref()).await?;
     let draining = gw.clone();
     let grace = Duration::from_millis(gw.config().gateway.shutdown_grace_ms);
     let signalled = Arc::new(tokio::sync::Notify::new());
     let heard = signalled.clone();
     let shutdown = async move {
-        toolgate_gateway::gateway::shutdown_signal().await;
+        toolgate_gateway::process::shutdown_signal().await;
         // Listen streams and held calls end now, or the drain would wait
         // for them (a held call is told its approval still waits).
         draining.begin_shutdown();
@@ -170,7 +178,7 @@ async fn serve_console(
     mcp: &str,
     certificate: Option<&Arc<downstream::tls::Certificate>>,
 ) -> anyhow::Result<()> {
-    let config = &gw.config().console;
+    let config = console.config();
     let Some(addr) = config.listen.filter(|_| config.enabled) else {
         if config.enabled {
             eprintln!("toolgate: console on {mcp}/console");

@@ -235,7 +235,7 @@ async fn evidence(
 ) -> anyhow::Result<()> {
     let bundle = receipts::bundle_of(config, from, proposals).await?;
     // Owner-only, and never written through a link planted at `out`.
-    toolgate_gateway::seal::write_owner_only(out, bundle.to_json().as_bytes())?;
+    toolgate_mcp::owner_only::write_owner_only(out, bundle.to_json().as_bytes())?;
     let read = toolgate_core::bundle::Bundle::from_json(&std::fs::read(out)?)
         .map_err(|e| anyhow::anyhow!("the bundle does not read back: {e}"))?;
     let report = toolgate_core::bundle::verify(

@@ -114,8 +114,7 @@ impl Model {
                 toolgate_core::visible::visible(said.trim()).chars().take(300).collect::<String>()
             );
         }
-        let text =
-            toolgate_mcp::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
+        let text = toolgate_mcp::body::read_limited(resp, MAX_ANSWER, "the model's answer").await?;
         let text = String::from_utf8(text).context("the model's answer is not UTF-8")?;
         let answer: Value =
             serde_json::from_str(&text).context("the model's answer is not JSON")?;

@@ -13,7 +13,7 @@ use toolgate_ledger::Ledger;
 /// The config and the ledger it names (the gateway's own, shared while it runs).
 async fn open(config: &Path) -> anyhow::Result<(Config, Arc<dyn Ledger>)> {
     let config = Config::load(config)?;
-    let ledger = toolgate_gateway::gateway::open_ledger(&config).await?;
+    let ledger = toolgate_gateway::process::open_ledger(&config).await?;
     Ok((config, ledger))
 }
 
@@ -37,9 +37,9 @@ pub async fn bundle_of(
         bail!("the log holds no receipt from {from} on");
     }
     let checkpoint =
-        toolgate_gateway::evidence::covering_with_keys_of(&config, &ledger, to).await?;
-    let mut bundle = toolgate_gateway::evidence::bundle(
-        &toolgate_gateway::archive::Archive::in_state_dir(&config.state_dir()),
+        toolgate_gateway::log::evidence::covering_with_keys_of(&config, &ledger, to).await?;
+    let mut bundle = toolgate_gateway::log::evidence::bundle(
+        &toolgate_gateway::log::archive::Archive::in_state_dir(&config.state_dir()),
         &*ledger,
         &checkpoint,
         from,

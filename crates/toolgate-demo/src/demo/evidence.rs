@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use toolgate_core::note::Verifier;
 use toolgate_gateway::gateway::Gateway;
-use toolgate_gateway::prove::{Options, Source, verify_answer};
+use toolgate_gateway::log::readers::source::Source;
+use toolgate_gateway::log::readers::verify_answer::{Options, verify_answer};
 
 use super::client::Got;
 use super::flow::Steps;
@@ -38,7 +39,7 @@ pub async fn run(
         named["leaf_hash"].is_string(),
     );
     // The keys a verifier is given out of band (`toolgate keys show`).
-    let history = toolgate_gateway::keys::read_history(&gateway.config().state_dir())?
+    let history = toolgate_gateway::log::keys::read_history(&gateway.config().state_dir())?
         .ok_or_else(|| anyhow::anyhow!("the gateway has no keys"))?;
     let verifiers = history
         .current

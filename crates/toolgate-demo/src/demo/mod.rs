@@ -175,11 +175,11 @@ fn write_config(
         .map(|a| format!(", {}", serde_json::to_string(a).expect("strings serialise")))
         .collect();
     let tokens = Tokens {
-        agent: toolgate_gateway::seal::random_token(),
-        approver: toolgate_gateway::seal::random_token(),
+        agent: toolgate_core::entropy::random_token(),
+        approver: toolgate_core::entropy::random_token(),
     };
-    toolgate_gateway::seal::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
-    toolgate_gateway::seal::write_owner_only(
+    toolgate_mcp::owner_only::write_owner_only(&dir.join("agent.token"), tokens.agent.as_bytes())?;
+    toolgate_mcp::owner_only::write_owner_only(
         &dir.join("approver.token"),
         tokens.approver.as_bytes(),
     )?;
@@ -323,7 +323,7 @@ async fn play(
     // The scripted part's gateway stops here, or when the demo does.
     let scripted = cancel.child_token();
     let stop = scripted.clone();
-    let web_console = toolgate_console::Console::new(gateway.clone());
+    let web_console = toolgate_console::Console::new(gateway.clone())?;
     let serving = tokio::spawn(downstream::http::serve_with(
         gateway.clone(),
         listener,
@@ -479,7 +479,7 @@ async fn play(
             .await
             .with_context(|| format!("listening on {bound} again"))?;
         let stop = cancel.clone();
-        let web_console = toolgate_console::Console::new(gateway.clone());
+        let web_console = toolgate_console::Console::new(gateway.clone())?;
         tokio::spawn(downstream::http::serve_with(
             gateway.clone(),
             listener,
@@ -513,7 +513,7 @@ async fn play(
             config_path.display(),
             approver::APPROVER
         );
-        toolgate_gateway::gateway::shutdown_signal().await;
+        toolgate_gateway::process::shutdown_signal().await;
         gateway
     } else {
         gateway

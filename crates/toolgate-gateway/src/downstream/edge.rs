@@ -347,8 +347,10 @@ fn param_headers(
     let Some(tool) = catalog.tools.get(name) else { return Ok(()) };
     let schema = tool.tool.definition.get("inputSchema").unwrap_or(&Value::Null);
     let arguments = msg.params.get("arguments").unwrap_or(&Value::Null);
-    toolgate_mcp::param_headers::check(schema, arguments, |h| header_str(headers, h).map(str::to_string))
-        .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
+    toolgate_mcp::param_headers::check(schema, arguments, |h| {
+        header_str(headers, h).map(str::to_string)
+    })
+    .map_err(|why| RpcError::new(code::HEADER_MISMATCH, format!("header/body mismatch: {why}")))
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ async fn standing(
             "no such session (it ended, or the gateway restarted): initialize again",
         );
     };
-    let rx = super::sessions::stream(gw.clone(), session);
+    let rx = super::subscribe::stream(gw.clone(), session);
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         let said = tokio::select! {
             message = rx.recv() => toolgate_mcp::sse::message(&message?),
@@ -227,7 +227,7 @@ async fn endpoint(
     if era == Era::Legacy && msg.method != "initialize" {
         let session = header_str(&headers, SESSION_HEADER)
             .and_then(|id| gw.sessions.get(id, &caller.name, gw.clock.now_ms()));
-        super::sessions::carry_capabilities(&mut msg, session.and_then(|s| s.capabilities()));
+        super::subscribe::carry_capabilities(&mut msg, session.and_then(|s| s.capabilities()));
     }
     if msg.method == "subscriptions/listen" {
         let Some(id) = msg.id.clone().filter(|_| era == Era::Modern) else {
@@ -251,7 +251,7 @@ async fn endpoint(
     if msg.method == "tools/call" {
         return call_stream(gw, msg, era, caller, peer).await;
     }
-    if era == Era::Legacy && super::sessions::about_subscriptions(&msg.method) {
+    if era == Era::Legacy && super::subscribe::about_subscriptions(&msg.method) {
         return subscription(&gw, &msg, &caller, header_str(&headers, SESSION_HEADER));
     }
     let initialize = msg.method == "initialize";

@@ -1,6 +1,7 @@
 //! The receipt log over HTTP, as C2SP tlog-tiles lays it out, beside `/mcp`
 //! on the same listener: any tlog-tiles client can mirror it, and
-//! `toolgate verify --answer` proves an answer's receipt from it.
+//! `toolgate verify --answer` proves an answer's receipt from it. An edge:
+//! who may read is decided here, what is read is `log::published`'s.
 //!
 //! - `GET /log/checkpoint`: the newest signed checkpoint (a C2SP signed note;
 //!   with the witnesses' cosignatures once they have cosigned it).
@@ -23,7 +24,7 @@ use toolgate_core::tiles;
 use super::edge::{Approver, host_and_origin, plain};
 use crate::config::{ADMIN_ROLE, LogAccess};
 use crate::gateway::Gateway;
-use crate::published::{self, Unpublished};
+use crate::log::published::{self, Unpublished};
 
 pub(crate) fn routes() -> axum::Router<Arc<Gateway>> {
     axum::Router::new()
@@ -59,7 +60,7 @@ async fn checkpoint(State(gw): State<Arc<Gateway>>, request: Request) -> Respons
     if let Err(refused) = admit(&gw, request).await {
         return refused;
     }
-    match published::served(&gw.log).await {
+    match published::served(&gw.log.published(), gw.log.witnesses.cosigned()).await {
         Ok(Some(note)) => (
             StatusCode::OK,
             [
@@ -86,17 +87,18 @@ async fn tile(
         Ok(admin) => admin,
         Err(refused) => return refused,
     };
-    let size = match published::checkpoint(&gw.log).await {
+    let log = gw.log.published();
+    let size = match published::checkpoint(&log).await {
         Ok(c) => c.map_or(0, |c| c.size),
         Err(e) => return unavailable(&e),
     };
     let read = match path.strip_prefix("entries/") {
         Some(rest) => match tiles::parse_index(rest) {
-            Some(at) => published::entry_bundle(&gw.log, size, at, admin).await,
+            Some(at) => published::entry_bundle(&log, size, at, admin).await,
             None => return not_a_tile(),
         },
         None => match tiles::parse_tile_path(&path) {
-            Some(at) => published::hash_tile(&gw.log, size, at).await,
+            Some(at) => published::hash_tile(&log, size, at).await,
             None => return not_a_tile(),
         },
     };

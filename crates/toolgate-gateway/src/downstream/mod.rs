@@ -9,8 +9,8 @@ pub mod http;
 pub(crate) mod listen;
 mod log_tiles;
 pub(crate) mod probes;
-pub(crate) mod sessions;
 pub mod stdio;
+pub(crate) mod subscribe;
 pub mod tls;
 pub(crate) mod well_known;
 
@@ -28,9 +28,11 @@ use tracing::Instrument as _;
 use tracing::field::Empty;
 
 use crate::pipeline::{self, Answer, Call, CallRequest};
-use toolgate_mcp::upstream::{Kind, ProgressRelay};
-use toolgate_mcp::wire::{self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code};
 use toolgate_core::answer::{AnswerReceipt, RECEIPT_META};
+use toolgate_mcp::upstream::{Kind, ProgressRelay};
+use toolgate_mcp::wire::{
+    self, Era, Id, LEGACY, MODERN, RawObject, RpcError, SUPPORTED_VERSIONS, code,
+};
 
 /// One request or notification, already parsed strictly.
 pub(crate) struct Inbound {
@@ -485,7 +487,7 @@ async fn call(
         .filter_map(|k| msg.params.get(k).map(|v| (k.to_string(), v.clone())))
         .collect();
     // A legacy client's are its session's, carried here by its transport
-    // (`sessions::carry_capabilities`).
+    // (`subscribe::carry_capabilities`).
     let client_capabilities =
         msg.params.get("_meta").and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES)).cloned();
     let trace = telemetry::trace_context(&msg.params);

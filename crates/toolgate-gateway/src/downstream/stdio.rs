@@ -43,9 +43,9 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         })
     };
     // The connection is also the legacy session its subscriptions are about.
-    let subscriber = super::sessions::Session::new(&caller.name, Some(out_tx.clone()), None);
+    let subscriber = crate::sessions::Session::new(&caller.name, Some(out_tx.clone()), None);
     // The connection is the session: a call naming no run is in its run.
-    let session: Arc<str> = format!("stdio-{}", crate::seal::random_token()).into();
+    let session: Arc<str> = format!("stdio-{}", toolgate_core::entropy::random_token()).into();
     let mut lines = BoundedLines::new(tokio::io::stdin(), gw.limits.max_bytes);
     // Set by an `initialize`: this connection speaks the legacy era, and
     // its client declared these capabilities.
@@ -116,7 +116,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
             continue;
         }
         let era = if msg.method == "initialize" { Era::Legacy } else { era };
-        if era == Era::Legacy && super::sessions::about_subscriptions(&msg.method) {
+        if era == Era::Legacy && super::subscribe::about_subscriptions(&msg.method) {
             if let Some(answer) = subscriber.answer(&gw, &msg) {
                 let _ = out_tx.send(answer);
             }
@@ -124,7 +124,7 @@ pub async fn serve(gw: Arc<Gateway>) -> std::io::Result<()> {
         }
         let mut msg = msg;
         if era == Era::Legacy && msg.method != "initialize" {
-            super::sessions::carry_capabilities(&mut msg, capabilities.clone());
+            super::subscribe::carry_capabilities(&mut msg, capabilities.clone());
         }
         let (gw, out, caller, session) =
             (gw.clone(), out_tx.clone(), caller.clone(), session.clone());

@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use toolgate_core::Entropy;
 
-use crate::seal::{check_owner_only, write_owner_only};
+use toolgate_mcp::owner_only::{check_owner_only, write_owner_only};
 
 /// The format this build seals in (the first byte of every sealed value).
 const VERSION: u8 = 1;

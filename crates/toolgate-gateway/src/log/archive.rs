@@ -24,11 +24,13 @@
 //! reads the whole archive. A run cut off anywhere leaves the rows in place;
 //! the next run writes the same files again.
 //!
-//! Readers take the log whole: `leaf_hashes` and `logged` give what the
+//! Readers take the log whole: `leaf_hashes` and `leaves` give what the
 //! archive holds, then what the ledger does.
+//!
+//! It knows nothing of the running log (`receipt_log`): a run is given the
+//! archive, the ledger, and what signs its checkpoint.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use toolgate_core::bundle::{BundleKey, key_verifiers};
@@ -38,9 +40,7 @@ use toolgate_core::proposal::hex;
 use toolgate_core::receipt::{self, LogEntry};
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_core::tiles::{self, WIDTH};
-use toolgate_ledger::{Ledger, StoredArchive, StoredReceipt};
-
-use crate::log::ReceiptLog;
+use toolgate_ledger::{Ledger, StoredArchive, StoredCheckpoint, StoredReceipt};
 
 /// Where a state dir's archive lives.
 #[derive(Debug, Clone)]
@@ -106,8 +106,8 @@ impl Archive {
             return Ok(());
         }
         let parent = path.parent().expect("a file of the archive is in a folder");
-        crate::seal::create_private_dir(parent)?;
-        crate::seal::write_owner_only(&path, bytes)
+        toolgate_mcp::owner_only::create_private_dir(parent)?;
+        toolgate_mcp::owner_only::write_owner_only(&path, bytes)
     }
 
     /// Leaf hashes `from..to`, all archived, from the level-0 tiles.
@@ -319,13 +319,15 @@ pub struct Archived {
 
 /// `toolgate log archive`: archives the log's receipts before `before`
 /// (rounded down to whole tiles of 256, and to the last checkpoint's size).
+/// `checkpoint_at` gives the log's signed checkpoint of a size with the
+/// root computed here (the running log's, `ReceiptLog::archive_before`).
 pub async fn run(
-    log: &Arc<ReceiptLog>,
+    archive: &Archive,
     ledger: &dyn Ledger,
     before: u64,
     now_ms: i64,
+    checkpoint_at: impl AsyncFnOnce(u64, Hash) -> anyhow::Result<StoredCheckpoint>,
 ) -> anyhow::Result<Archived> {
-    let archive = &log.archive;
     let last = ledger.archived().await?;
     let from = last.as_ref().map_or(0, |a| a.before);
     let checkpointed = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
@@ -390,7 +392,7 @@ pub async fn run(
         archive.write(&tile.path(), &tile.bytes())?;
     }
     fresh.iter().for_each(|h| frontier.push(*h));
-    let checkpoint = log.checkpoint_at(target, frontier.root()).await?;
+    let checkpoint = checkpoint_at(target, frontier.root()).await?;
     archive.write("checkpoint", checkpoint.note.as_bytes())?;
     verify(archive, ledger, (from, target), &grown, &frontier, &checkpoint.note).await?;
     let moved = ledger

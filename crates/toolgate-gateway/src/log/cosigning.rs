@@ -1,8 +1,10 @@
-//! The log's side of witnessing (c2sp.org/tlog-witness): each new
-//! checkpoint goes to the configured witnesses (`receipts.witnesses`) with a
-//! consistency proof from the last one each cosigned, built from the
-//! published tiles; the cosignatures that verify under the witnesses' keys
-//! are attached to the checkpoint the log serves at `/log/checkpoint`.
+//! Cosigning: the log's side of witnessing (c2sp.org/tlog-witness), its
+//! `Witnesses`. Each new checkpoint goes to the configured witnesses
+//! (`receipts.witnesses`) with a consistency proof from the last one each
+//! cosigned, built from the published tiles (`published`); the
+//! cosignatures that verify under the witnesses' keys are attached to the
+//! checkpoint the log serves at `/log/checkpoint`. The witness those
+//! checkpoints go to is another program: `witness_server`.
 //!
 //! A witness that is down or refuses is logged and tried again with the next
 //! checkpoint; the log never waits for witnesses to answer calls. The newest
@@ -22,8 +24,8 @@ use toolgate_core::visible::visible;
 use toolgate_ledger::StoredCheckpoint;
 use toolgate_mcp::body;
 
-use crate::config::WitnessConfig;
-use crate::log::ReceiptLog;
+use super::published::{self, Published};
+use crate::log_config::WitnessConfig;
 
 /// The most of a witness's answer read: its cosignature lines (an Ed25519
 /// line is about 130 bytes, an ML-DSA-44 one about 3.3 KB) or, on 409, a
@@ -93,7 +95,7 @@ impl Witnesses {
     }
 
     /// Submits `checkpoint` to every witness and keeps the cosignatures that verify.
-    pub async fn submit(&self, log: &ReceiptLog, checkpoint: &StoredCheckpoint) {
+    pub async fn submit(&self, log: &Published<'_>, checkpoint: &StoredCheckpoint) {
         if self.peers.is_empty() {
             return;
         }
@@ -121,7 +123,7 @@ impl Witnesses {
             let note = format!("{}{lines}", checkpoint.note);
             if let Some(path) = &self.kept {
                 // Owner-only, and never written through a planted link.
-                if let Err(e) = crate::seal::write_owner_only(path, note.as_bytes()) {
+                if let Err(e) = toolgate_mcp::owner_only::write_owner_only(path, note.as_bytes()) {
                     tracing::warn!(target: "toolgate::log", error = %format!("{e:#}"), "cannot keep the cosigned checkpoint; it is served until the gateway stops");
                 }
             }
@@ -141,7 +143,7 @@ fn read_kept(path: &Path) -> Option<(u64, String)> {
 /// One witness's cosignature line(s) on `checkpoint`, verified.
 async fn submit_to(
     http: &reqwest::Client,
-    log: &ReceiptLog,
+    log: &Published<'_>,
     peer: &Peer,
     checkpoint: &StoredCheckpoint,
 ) -> anyhow::Result<String> {
@@ -152,7 +154,7 @@ async fn submit_to(
         let proof = if old == 0 || old >= checkpoint.size {
             Vec::new()
         } else {
-            crate::published::consistency_proof(log, old, checkpoint.size).await?
+            published::consistency_proof(log, old, checkpoint.size).await?
         };
         let mut body = format!("old {old}\n");
         for hash in &proof {

@@ -13,8 +13,8 @@ use toolgate_core::receipt::LoggedReceipt;
 use toolgate_core::strict_json::JsonLimits;
 use toolgate_ledger::{Ledger, StoredCheckpoint};
 
-use crate::archive::Archive;
-use crate::log::ReceiptLog;
+use super::archive::{self, Archive};
+use super::receipt_log::ReceiptLog;
 
 /// A stored receipt's text, read back (ours: generous limits).
 pub fn parse(stored: &str) -> anyhow::Result<LoggedReceipt> {
@@ -71,9 +71,9 @@ pub async fn bundle(
     from: u64,
     to: u64,
 ) -> anyhow::Result<Bundle> {
-    let leaves = crate::archive::leaf_hashes(archive, ledger, 0, checkpoint.size).await?;
+    let leaves = archive::leaf_hashes(archive, ledger, 0, checkpoint.size).await?;
     let proofs = merkle::inclusion_proofs(&leaves, from, to)?;
-    let logged = crate::archive::leaves(archive, ledger, from, to).await?;
+    let logged = archive::leaves(archive, ledger, from, to).await?;
     if logged.len() as u64 != to - from {
         return Err(anyhow!("the log holds {} of the receipts {from}..{to}", logged.len()));
     }

@@ -20,8 +20,8 @@ use toolgate_core::receipt::ReceiptKey;
 use toolgate_ledger::LogKey;
 
 use crate::identity::assertion::AssertionKey;
-use crate::seal::{check_owner_only, write_owner_only};
 use toolgate_core::{Clock, Entropy};
+use toolgate_mcp::owner_only::{check_owner_only, write_owner_only};
 
 const ED25519_FILE: &str = "receipt-ed25519.seed";
 const MLDSA_FILE: &str = "checkpoint-ml-dsa-65.seed";
@@ -147,7 +147,7 @@ pub fn read_history(state_dir: &Path) -> anyhow::Result<Option<History>> {
 }
 
 fn create_dir(dir: &Path) -> anyhow::Result<()> {
-    crate::seal::create_private_dir(dir)
+    toolgate_mcp::owner_only::create_private_dir(dir)
 }
 
 impl LogKeys {

@@ -7,6 +7,11 @@
 //! rows; above, each hash is the root of a full tile of the level below.
 //! Full tiles above level 0 never change, so they are kept once computed
 //! (a bounded set: a level-1 tile stands for 65,536 receipts).
+//!
+//! What it reads is a `Published`: the archive, the ledger and the kept
+//! tiles, as the running log gives them (`ReceiptLog::published`). It knows
+//! nothing of that log, nor of its witnesses (`served` is given their
+//! cosigned checkpoint).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,10 +20,9 @@ use std::sync::{Arc, Mutex};
 
 use toolgate_core::merkle::{self, Hash};
 use toolgate_core::tiles::{self, WIDTH};
-use toolgate_ledger::StoredCheckpoint;
+use toolgate_ledger::{Ledger, StoredCheckpoint};
 
-use crate::archive;
-use crate::log::ReceiptLog;
+use super::archive::{self, Archive};
 
 /// How many full tiles above level 0 are kept (32 bytes × 256 each).
 const KEPT: usize = 512;
@@ -44,18 +48,34 @@ impl Kept {
     }
 }
 
+/// The log as published: where its receipts are read from (the archive,
+/// then the ledger), and the full tiles kept.
+#[derive(Clone, Copy)]
+pub struct Published<'a> {
+    /// The log's archive.
+    pub archive: &'a Archive,
+    /// The ledger the log is kept in.
+    pub ledger: &'a dyn Ledger,
+    /// Full tiles above level 0, once computed.
+    pub kept: &'a Kept,
+}
+
 /// The newest checkpoint: what the published log covers.
-pub async fn checkpoint(log: &ReceiptLog) -> anyhow::Result<Option<StoredCheckpoint>> {
-    Ok(log.ledger().checkpoint(None).await?)
+pub async fn checkpoint(log: &Published<'_>) -> anyhow::Result<Option<StoredCheckpoint>> {
+    Ok(log.ledger.checkpoint(None).await?)
 }
 
 /// The checkpoint served at `/log/checkpoint`: the newest, with the
-/// witnesses' cosignatures once they have cosigned it. Never an older
-/// cosigned one instead: a witness that is down must not stop new receipts
-/// from being proven (a verifier that requires a quorum waits for it).
-pub async fn served(log: &ReceiptLog) -> anyhow::Result<Option<String>> {
+/// witnesses' cosignatures once they have cosigned it (`cosigned`: the size
+/// and note of the newest they cosigned). Never an older cosigned one
+/// instead: a witness that is down must not stop new receipts from being
+/// proven (a verifier that requires a quorum waits for it).
+pub async fn served(
+    log: &Published<'_>,
+    cosigned: Option<(u64, String)>,
+) -> anyhow::Result<Option<String>> {
     let newest = checkpoint(log).await?;
-    Ok(match (newest, log.witnesses.cosigned()) {
+    Ok(match (newest, cosigned) {
         (Some(n), Some((size, note))) if size == n.size && note.starts_with(&n.note) => Some(note),
         (newest, _) => newest.map(|c| c.note),
     })
@@ -63,7 +83,11 @@ pub async fn served(log: &ReceiptLog) -> anyhow::Result<Option<String>> {
 
 /// The consistency proof from the tree of `old` leaves to the tree of
 /// `size`, from the published tiles (what a witness is sent).
-pub async fn consistency_proof(log: &ReceiptLog, old: u64, size: u64) -> anyhow::Result<Vec<Hash>> {
+pub async fn consistency_proof(
+    log: &Published<'_>,
+    old: u64,
+    size: u64,
+) -> anyhow::Result<Vec<Hash>> {
     let mut read = HashMap::new();
     for (level, index, width) in tiles::tiles_read(|r| tiles::consistency_proof(old, size, r))? {
         read.insert((level, index, width), hashes(log, level, index, width).await?);
@@ -92,7 +116,7 @@ pub enum Unpublished {
 /// Hash tile `level/index` of `width` hashes, if the newest checkpoint's
 /// tree (of `size` leaves) has it.
 pub async fn hash_tile(
-    log: &ReceiptLog,
+    log: &Published<'_>,
     size: u64,
     (level, index, width): (u8, u64, u64),
 ) -> Result<Vec<u8>, Unpublished> {
@@ -113,7 +137,7 @@ pub async fn hash_tile(
 /// tools, so it is served only to an admin (`clear_allowed`): one tenant's
 /// approver must not read another's receipts.
 pub async fn entry_bundle(
-    log: &ReceiptLog,
+    log: &Published<'_>,
     size: u64,
     (index, width): (u64, u64),
     clear_allowed: bool,
@@ -125,7 +149,7 @@ pub async fn entry_bundle(
         )));
     }
     let first = index * WIDTH;
-    let leaves = archive::leaves(&log.archive, log.ledger(), first, first + width).await?;
+    let leaves = archive::leaves(log.archive, log.ledger, first, first + width).await?;
     if leaves.len() as u64 != width {
         return Err(Unpublished::Store(anyhow::anyhow!(
             "the log gave {} of the {width} entries from {first}",
@@ -145,7 +169,7 @@ pub async fn entry_bundle(
 type Hashes<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Arc<Vec<Hash>>>> + Send + 'a>>;
 
 /// The hashes of tile `level/index`, `width` of them (all in the tree).
-fn hashes(log: &ReceiptLog, level: u8, index: u64, width: u64) -> Hashes<'_> {
+fn hashes<'a>(log: &'a Published<'a>, level: u8, index: u64, width: u64) -> Hashes<'a> {
     Box::pin(async move {
         let full = width == WIDTH && level > 0;
         if let Some(kept) = full.then(|| log.kept.get((level, index))).flatten() {
@@ -153,18 +177,13 @@ fn hashes(log: &ReceiptLog, level: u8, index: u64, width: u64) -> Hashes<'_> {
         }
         let out: Vec<Hash> = match level {
             0 => {
-                archive::leaf_hashes(
-                    &log.archive,
-                    log.ledger(),
-                    index * WIDTH,
-                    index * WIDTH + width,
-                )
-                .await?
+                archive::leaf_hashes(log.archive, log.ledger, index * WIDTH, index * WIDTH + width)
+                    .await?
             }
             // One read of the leaves below, in tiles of 256.
             1 => {
                 let from = index * WIDTH * WIDTH;
-                archive::leaf_hashes(&log.archive, log.ledger(), from, from + width * WIDTH)
+                archive::leaf_hashes(log.archive, log.ledger, from, from + width * WIDTH)
                     .await?
                     .chunks(WIDTH as usize)
                     .map(merkle::root)

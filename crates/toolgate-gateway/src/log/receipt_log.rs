@@ -1,7 +1,10 @@
-//! The verifiable log, running: the signing keys, drafting receipts for the
-//! record stage, and signing checkpoints — every `checkpoint_every`
-//! receipts, every `checkpoint_ms`, at start (covering what a
-//! crash left uncovered) and at shutdown.
+//! The receipt log, running (`ReceiptLog`): it holds the signing keys
+//! (`keys`), drafts receipts for the record stage, and signs checkpoints —
+//! every `checkpoint_every` receipts, every `checkpoint_ms`, at start
+//! (covering what a crash left uncovered) and at shutdown — then hands each
+//! to the witnesses (`cosigning`). It is built from the parts beside it,
+//! which take what they need as values and know nothing of it: the archive
+//! it signs for (`archive_before`), and the log as published (`published`).
 //!
 //! The gateway keeps the tree's right edge (`merkle::Frontier`) in memory:
 //! a checkpoint reads only the leaves appended since the last one. With
@@ -22,12 +25,14 @@ use toolgate_core::receipt::build::{Event, Subject, build};
 use toolgate_core::receipt::{self, Draft, Receipt};
 use toolgate_ledger::{Ledger, StoredCheckpoint, ToolDefinition};
 
-use crate::archive::Archive;
-use crate::catalog::ExposedTool;
-
-use crate::config::ReceiptsConfig;
-use crate::keys::LogKeys;
 use toolgate_core::{Clock, Entropy};
+
+use super::archive::{self, Archive, Archived};
+use super::cosigning::Witnesses;
+use super::keys::LogKeys;
+use super::published::{Kept, Published};
+use crate::catalog::ExposedTool;
+use crate::log_config::ReceiptsConfig;
 
 /// How many leaves a start reads at a time to rebuild the frontier.
 const LOAD_CHUNK: u64 = 50_000;
@@ -50,9 +55,9 @@ pub struct ReceiptLog {
     /// Definition hashes already in the ledger (`export --pack` reads them).
     remembered: std::sync::Mutex<HashSet<String>>,
     /// Full tiles of the published log above level 0 (`published`).
-    pub(crate) kept: crate::published::Kept,
+    kept: Kept,
     /// The log's witnesses and their newest cosigned checkpoint.
-    pub(crate) witnesses: crate::witnessing::Witnesses,
+    pub(crate) witnesses: Witnesses,
 }
 
 impl ReceiptLog {
@@ -87,8 +92,7 @@ impl ReceiptLog {
         let last = ledger.checkpoint(None).await?.map_or(0, |c| c.size);
         let uncovered = AtomicU64::new(size - last.min(size));
         let remembered = std::sync::Mutex::new(HashSet::new());
-        let witnesses =
-            crate::witnessing::Witnesses::new(&config.witnesses, archive.dir().parent())?;
+        let witnesses = Witnesses::new(&config.witnesses, archive.dir().parent())?;
         Ok(Arc::new(Self {
             keys,
             config,
@@ -131,6 +135,12 @@ impl ReceiptLog {
     /// The ledger the log is kept in.
     pub(crate) fn ledger(&self) -> &dyn Ledger {
         self.ledger.as_ref()
+    }
+
+    /// The log as published (C2SP tlog-tiles): what `/log/` serves and a
+    /// witness is sent proofs from.
+    pub(crate) fn published(&self) -> Published<'_> {
+        Published { archive: &self.archive, ledger: self.ledger(), kept: &self.kept }
     }
 
     fn kid(&self) -> &str {
@@ -313,6 +323,19 @@ impl ReceiptLog {
         Ok(checkpoint)
     }
 
+    /// `toolgate log archive`: archives the log's receipts before `before`
+    /// (`archive::run`), the archive's checkpoint signed by this log.
+    pub async fn archive_before(
+        self: &Arc<Self>,
+        before: u64,
+        now_ms: i64,
+    ) -> anyhow::Result<Archived> {
+        archive::run(&self.archive, self.ledger(), before, now_ms, async |size, root| {
+            self.checkpoint_at(size, root).await
+        })
+        .await
+    }
+
     /// Checkpoints every interval or when woken, until `cancel`; then once more.
     pub(crate) fn spawn(self: &Arc<Self>, cancel: CancellationToken) {
         let log = self.clone();
@@ -328,7 +351,9 @@ impl ReceiptLog {
                     // Witnesses are asked beside the checkpointer, never in its way.
                     Ok(Some(signed)) if log.witnesses.any() => {
                         let log = log.clone();
-                        tokio::spawn(async move { log.witnesses.submit(&log, &signed).await });
+                        tokio::spawn(async move {
+                            log.witnesses.submit(&log.published(), &signed).await
+                        });
                     }
                     Ok(_) => {}
                     Err(e) => {

@@ -14,6 +14,10 @@
 //!
 //! Its state (one checkpoint per log) is a SQLite file; checking the old
 //! size and recording the new checkpoint happen in one transaction.
+//!
+//! A program of its own, apart from the log it witnesses: it knows the
+//! log only by its keys and what it is sent (the log's side of this is
+//! `cosigning`), and nothing of the running gateway.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -73,7 +77,7 @@ impl Witness {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         // Owner-only (0700) whatever the umask; a link planted there is refused.
-        crate::seal::create_private_dir(dir)?;
+        toolgate_mcp::owner_only::create_private_dir(dir)?;
         let ed = seed(&dir.join("witness.key"))?;
         let pq = seed(&dir.join("witness-ml-dsa-44.key"))?;
         let pq = PqdsaKeyPair::from_seed(&ML_DSA_44_SIGNING, &pq)
@@ -87,7 +91,7 @@ impl Witness {
             );
         }
         // Created owner-only before SQLite opens it: its -wal and -shm take its mode.
-        crate::seal::create_owner_only_new(&dir.join("witness.sqlite3"))?;
+        toolgate_mcp::owner_only::create_owner_only_new(&dir.join("witness.sqlite3"))?;
         let db = rusqlite::Connection::open(dir.join("witness.sqlite3"))
             .with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
         db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS checkpoints (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);")?;
@@ -202,7 +206,7 @@ fn seed(path: &Path) -> anyhow::Result<[u8; 32]> {
             let mut seed = [0u8; 32];
             aws_lc_rs::rand::fill(&mut seed)
                 .map_err(|_| anyhow::anyhow!("no randomness for the witness's key"))?;
-            crate::seal::write_owner_only(path, &seed)?;
+            toolgate_mcp::owner_only::write_owner_only(path, &seed)?;
             Ok(seed)
         }
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
@@ -280,8 +284,15 @@ async fn add_checkpoint(State(witness): State<Arc<Witness>>, body: axum::body::B
     }
 }
 
-/// `toolgate witness serve`: runs until Ctrl-C / SIGTERM.
-pub async fn serve(listen: &str, dir: &Path, name: &str, logs: &[String]) -> anyhow::Result<()> {
+/// `toolgate witness serve`: runs until `shutdown` (the binary's: Ctrl-C /
+/// SIGTERM, `gateway::shutdown_signal`).
+pub async fn serve(
+    listen: &str,
+    dir: &Path,
+    name: &str,
+    logs: &[String],
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let logs = logs
         .iter()
         .map(|k| Verifier::from_vkey(k).map_err(|e| anyhow::anyhow!("--log {k:?}: {e}")))
@@ -294,8 +305,6 @@ pub async fn serve(listen: &str, dir: &Path, name: &str, logs: &[String]) -> any
     for vkey in witness.vkeys() {
         println!("vkey: {}", visible(&vkey));
     }
-    axum::serve(listener, router(witness))
-        .with_graceful_shutdown(crate::gateway::shutdown_signal())
-        .await?;
+    axum::serve(listener, router(witness)).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }

@@ -641,10 +641,10 @@ mod tests {
         NOW_MS, Store, call, find_definition, find_tool, order_tool, passed, raw, refused, split,
         tool,
     };
-    use toolgate_mcp::wire::RpcError;
     use toolgate_core::approval::Binding;
     use toolgate_core::{AuthorityClass, AuthorityView, Hints};
     use toolgate_ledger::NewApproval;
+    use toolgate_mcp::wire::RpcError;
 
     const LEASE_MS: i64 = 10_000;
     const RESULT: &str =
@@ -1221,13 +1221,19 @@ mod tests {
         // A JSON-RPC error that says it back, in its message or its data, is withheld too.
         for error in [
             toolgate_mcp::wire::RpcError::new(-32000, format!("bad token {secret}")),
-            toolgate_mcp::wire::RpcError::new(-32000, "bad token").with_data(json!({"token": secret})),
+            toolgate_mcp::wire::RpcError::new(-32000, "bad token")
+                .with_data(json!({"token": secret})),
         ] {
             let r = refused(withhold(&o, &t, &p, Err(Stop::Error(error))));
             assert_eq!(r.reason, Reason::CredentialWithheld);
         }
         assert!(matches!(
-            withhold(&o, &t, &p, Err(Stop::Error(toolgate_mcp::wire::RpcError::new(-32000, "bad token")))),
+            withhold(
+                &o,
+                &t,
+                &p,
+                Err(Stop::Error(toolgate_mcp::wire::RpcError::new(-32000, "bad token")))
+            ),
             Err(Stop::Error(_))
         ));
     }

@@ -1,4 +1,4 @@
-//! `toolgate log watch`: a monitor of a published log. It follows the log's
+//! The monitor, `toolgate log watch`: it follows a published log's
 //! checkpoints and checks, between each and the last it accepted, that the
 //! log only grew: the same size must have the same root, a larger size a
 //! consistency proof (built from the newer tree's tiles), and no size may
@@ -20,10 +20,10 @@ use toolgate_core::proposal::hex;
 use toolgate_core::tiles;
 use toolgate_core::visible::visible;
 
-use crate::prove::Source;
+use super::source::Source;
 
 /// What the monitor watches and where it tells.
-pub struct Watch {
+pub struct Monitor {
     /// Where the log is read.
     pub source: Source,
     /// Its location, as alerts name it.
@@ -45,7 +45,7 @@ pub struct Alert {
     pub detail: String,
 }
 
-impl Watch {
+impl Monitor {
     /// The checkpoint accepted last (from `state`), if any.
     fn last(&self) -> anyhow::Result<Option<Checkpoint>> {
         let Some(path) = &self.state else { return Ok(None) };
@@ -60,7 +60,7 @@ impl Watch {
 
     fn keep(&self, checkpoint: &Checkpoint) -> anyhow::Result<()> {
         let Some(path) = &self.state else { return Ok(()) };
-        crate::seal::write_owner_only(path, checkpoint.body().as_bytes())
+        toolgate_mcp::owner_only::write_owner_only(path, checkpoint.body().as_bytes())
     }
 
     /// One look at the log: the newest checkpoint against `last`. Ok(Err)
