@@ -56,6 +56,7 @@ BENCH_RATE_SLICE_S (fixed-rate slice, default 10), BENCH_ROUNDS (default 3
 saturation rounds; the fixed rate runs 2x as many), BENCH_RATE (1000),
 TOOLGATE_BENCH_BEFORE (a second toolgate binary, run as the leg "before"),
 BENCH_STARTS (starts per kind, default 10), BENCH_ONLY=start (the starts alone),
+BENCH_ONLY=hop (direct, relay, toolgate and before alone: a change that should cost nothing),
 BENCH_STDIO_SETSID=1 (the leg "off-setsid"),
 BENCH_VERBOSE=1 (one line per slice; scripts/bench_tail.py shows where a tail comes from), BENCH_KEEP=1
 (keep the run's directory: the ledgers and each process's log).
@@ -779,6 +780,37 @@ def workdir(prefix):
     return work, logs
 
 
+def hop_only(legs, upstream):
+    """BENCH_ONLY=hop: direct, relay, toolgate (and before) alone, for a
+    change that should cost nothing: the same phases, a shorter run."""
+    print(f"toolgate bench-gateway, BENCH_ONLY=hop — {CPUS} cores: oha on cpu {LOAD_CPU}, servers on cpu {SERVER_CPUS}")
+    run_phase(legs, upstream, 16, 1, 1)  # warm every path
+    fixed = run_phase(legs, upstream, 32, RATE_SLICE, 2 * ROUNDS, RATE)
+    show(f"fixed rate {RATE} calls/s (open loop), {2 * ROUNDS} slices of {RATE_SLICE:g} s per leg", fixed)
+    counted = {name: f["calls"] for name, f in fixed.items()}
+    sat = {}
+    for clients in (16, 64):
+        sat[clients] = run_phase(legs, upstream, clients, SLICE, ROUNDS)
+        show(f"saturation, {clients} clients, {ROUNDS} slices of {SLICE:g} s per leg", sat[clients])
+        for name, f in sat[clients].items():
+            counted[name] += f["calls"]
+    for leg in legs:
+        if leg.name in ("toolgate", "before"):
+            n, size = receipts_in(leg.hop.state)
+            verdict = "every call has its receipt" if n >= counted[leg.name] else "RECEIPTS MISSING"
+            print(f"   {leg.name}: {n} receipts in the ledger for {counted[leg.name]} calls timed (+ warm-up): {verdict}; {size:.0f} B/receipt stored")
+            if n < counted[leg.name]:
+                sys.exit(1)
+    g, r = fixed["toolgate"], fixed["relay"]
+    line = "toolgate/relay at saturation: " + ", ".join(f"{sat[c]['toolgate']['throughput'] / sat[c]['relay']['throughput']:.2f}x at {c}" for c in sat)
+    line += f"; at {RATE}/s {g['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay, p50 {g['p50']:.3f} ms, p99 {g['p99']:.3f} ms"
+    if "before" in fixed:
+        b = fixed["before"]
+        line += ("; toolgate/before at saturation: " + ", ".join(f"{sat[c]['toolgate']['throughput'] / sat[c]['before']['throughput']:.2f}x at {c}" for c in sat)
+                 + f"; at {RATE}/s CPU/call {g['cpu_hop']:.0f} / {b['cpu_hop']:.0f} us ({g['cpu_hop'] - b['cpu_hop']:+.1f}), p50 {g['p50']:.3f} / {b['p50']:.3f} ms, p99 {g['p99']:.3f} / {b['p99']:.3f} ms")
+    print("\n   " + line)
+
+
 def main():
     work, logs = workdir("bench-gateway-")
     servers = []
@@ -799,6 +831,8 @@ def main():
             before = start_toolgate("before", BEFORE, upstream.url, work, logs)
             servers.append(before)
             legs.append(Leg("before", before.url, "parts__find_part", before))
+        if ONLY == "hop":
+            return hop_only(legs, upstream)
         # toolgate reaching the same server as each person (issue 61): by
         # an assertion, by an exchanged token, cached after the first call,
         # and by the person's own OAuth grant, connected in the console

@@ -11,9 +11,9 @@
 pub mod assertion;
 pub mod connections;
 mod endpoint;
-pub mod exchange;
+pub(crate) mod exchange;
 pub mod oauth_client;
-pub mod vault;
+pub(crate) mod vault;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

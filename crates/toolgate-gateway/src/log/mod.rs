@@ -24,10 +24,10 @@
 //! folder as every section is beside its code.
 
 pub mod archive;
-pub mod cosigning;
+pub(crate) mod cosigning;
 pub mod evidence;
 pub mod keys;
-pub mod published;
+pub(crate) mod published;
 pub mod readers;
 pub mod receipt_log;
 pub mod witness_server;

@@ -26,8 +26,10 @@ pub(crate) async fn present(
     entropy: &dyn Entropy,
 ) -> Result<Presented, Stop> {
     let caller: &Caller = &cx.caller;
+    // A person asked to connect is asked as the client's era asks.
+    let ask = |connect| asked(cx.era, connect);
     identities.present(config, server, (caller, call.inbound_token.as_deref()), now_ms, entropy).await.map_err(|unmade| match unmade {
-        Unmade::Connect(link) => connect(cx.era, call, server, &link, proposal),
+        Unmade::Connect(link) => ask(connect(call, server, &link, proposal)),
         Unmade::Unavailable(why) => {
             tracing::warn!(server, %why, "no credential for the person");
             Stop::Refused(
@@ -60,8 +62,14 @@ fn opens_urls(capabilities: Option<&Value>) -> bool {
     capabilities.and_then(|c| c.get("elicitation")).and_then(|e| e.get("url")).is_some()
 }
 
-/// How a call with no grant ends, by what its client can do.
-fn connect(era: Era, call: &Call, server: &str, link: &str, proposal: &Proposal) -> Stop {
+/// How a call with no grant ends, by what its client can do: refused with
+/// the link, or asked (in its era's way, `asked`) to open it.
+fn connect(
+    call: &Call,
+    server: &str,
+    link: &str,
+    proposal: &Proposal,
+) -> Result<(Refusal, Value), Stop> {
     let refusal = connect_refusal(server, link, &proposal.sha256);
     let declined = call
         .input
@@ -71,7 +79,7 @@ fn connect(era: Era, call: &Call, server: &str, link: &str, proposal: &Proposal)
         .and_then(Value::as_str)
         .is_some_and(|a| a != "accept");
     if declined || !opens_urls(call.client_capabilities.as_ref()) {
-        return Stop::Refused(refusal);
+        return Err(Stop::Refused(refusal));
     }
     let elicitation = json!({
         "mode": "url",
@@ -79,6 +87,15 @@ fn connect(era: Era, call: &Call, server: &str, link: &str, proposal: &Proposal)
         "url": link,
         "message": format!("Connect your account at `{server}`: sign in as yourself and allow access, then the call runs."),
     });
+    Ok((refusal, elicitation))
+}
+
+/// The question to open the link, as the client's era asks it.
+fn asked(era: Era, connect: Result<(Refusal, Value), Stop>) -> Stop {
+    let (refusal, elicitation) = match connect {
+        Ok(asked) => asked,
+        Err(stop) => return stop,
+    };
     match era {
         Era::Legacy => Stop::Error(
             RpcError::new(code::URL_ELICITATION_REQUIRED, refusal.message.clone())

@@ -252,7 +252,10 @@ pub(crate) async fn standing(
 ) -> Standing {
     let presented = presented(a.sealer, call);
     let state = match &presented {
-        Presented::Ours(claim) => state_of(a, cx, claim, &binding(a, cx, tool, proposal)).await,
+        Presented::Ours(claim) => {
+            let binding = binding(a, cx, tool, proposal);
+            state_of(a, cx, claim, &binding).await
+        }
         _ => None,
     };
     Standing { presented, state }

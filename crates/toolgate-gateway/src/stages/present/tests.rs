@@ -91,7 +91,7 @@ fn connect_for(era: Era, capabilities: Option<Value>, input: Option<Value>) -> S
     }
     let (cx, call) = crate::stages::testing::split(&c);
     let proposal = Proposal::new("desk", "lookup", serde_json::json!({}));
-    connect(cx.era, &call, "desk", "https://gw.example/console/connect?for=T", &proposal)
+    asked(cx.era, connect(&call, "desk", "https://gw.example/console/connect?for=T", &proposal))
 }
 
 #[test]
