@@ -1,19 +1,112 @@
-//! What a call waiting for its approval is told: a question its person can
-//! answer (a 2026-07-28 client that declared elicitation), or a refusal
-//! naming the approval (every other client) — never an empty round that a
-//! client would repeat until it gives up.
+//! What a call waiting for its approval is told when it does not run: a
+//! question its person can answer (a 2026-07-28 client that declared
+//! elicitation), or a refusal naming the approval (every other client) —
+//! never an empty round that a client would repeat until it gives up.
 
 use serde_json::{Value, json};
-use toolgate_core::approval::{Approval, Claim};
+use toolgate_core::approval::{Approval, ApprovalState, Claim};
 use toolgate_core::{Action, Reason, Refusal, Verdict};
 
-use super::{APPROVAL_META, Approvals, INPUT_KEY, raw};
-use crate::call::{Call, Context};
+use super::standing::Presented;
+use super::{APPROVAL_META, Approvals, Asked, INPUT_KEY, raw, refused, upstream_input};
+use crate::call::{Call, Context, Gate, Stop};
 use crate::catalog::ExposedTool;
 use toolgate_mcp::wire::{Era, RawObject};
 
+/// How a call that waits for an approval leaves approve without running.
+pub(super) enum Unrun {
+    /// Its person said they will not wait (the gate saw their answer).
+    Declined(Approval),
+    /// Its client cancelled it while it was held.
+    Cancelled(Approval),
+    /// Its approval was not approved while it was held.
+    Unheld(Approval),
+    /// Approved while held, yet the gate did not let it run: the store
+    /// disagreed, and the approval is as it was.
+    StillWaiting(Approval),
+}
+
+/// The answer to a call that leaves approve unrun.
+pub(super) fn answer(
+    a: &Approvals<'_>,
+    (cx, call, tool, proposal): Asked<'_>,
+    unrun: Unrun,
+) -> Result<Gate, Stop> {
+    let refusal = match unrun {
+        Unrun::Unheld(approval) => return unheld(a, cx, call, tool, proposal, approval),
+        Unrun::Declined(known) => {
+            waiting_refusal(tool, &known, cx.began_ms, "you chose not to wait for it")
+        }
+        Unrun::Cancelled(approval) => cancelled(a, tool, &approval),
+        Unrun::StillWaiting(approval) => {
+            waiting_refusal(tool, &approval, a.clock.now_ms(), "it could not be used just now")
+        }
+    };
+    Err(Stop::Refused(refusal))
+}
+
+/// How a held call ends when its approval was not approved during the
+/// hold: still pending → an elicitation the client can answer (if it can),
+/// else an `escalate` refusal naming the approval; denied or expired → the
+/// refusal; used meanwhile by another re-issue → its recorded outcome.
+pub(super) fn unheld(
+    a: &Approvals<'_>,
+    cx: &Context,
+    call: &Call,
+    tool: &ExposedTool,
+    proposal: &toolgate_core::Proposal,
+    approval: Approval,
+) -> Result<Gate, Stop> {
+    match approval.state_at(a.clock.now_ms()) {
+        ApprovalState::Pending if elicits(cx, call) => {
+            Err(Stop::Input(input_required(a, tool, &approval)))
+        }
+        ApprovalState::Pending => Err(Stop::Refused(waiting_refusal(
+            tool,
+            &approval,
+            a.clock.now_ms(),
+            "it was not decided while the call was held",
+        ))),
+        ApprovalState::Consumed => Ok(Gate {
+            approval: Some((approval.id, approval.binding)),
+            input: upstream_input(&call.input, &Presented::None),
+            used: true,
+        }),
+        ApprovalState::Denied => {
+            Err(refused(Reason::ApprovalDenied, tool, proposal, Some(&approval.id)))
+        }
+        ApprovalState::Expired => {
+            Err(refused(Reason::ApprovalExpired, tool, proposal, Some(&approval.id)))
+        }
+        // Approved calls pass the gate again, not here.
+        ApprovalState::Approved => Err(Stop::Refused(waiting_refusal(
+            tool,
+            &approval,
+            a.clock.now_ms(),
+            "it was approved as the hold ended",
+        ))),
+    }
+}
+
+/// The answer to a call its client cancelled while it was held (which the
+/// client no longer reads): its receipt names `client.cancelled` beside
+/// the approval's rules.
+fn cancelled(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> Refusal {
+    let mut refusal = waiting_refusal(
+        tool,
+        approval,
+        a.clock.now_ms(),
+        "the client cancelled the call while it was held",
+    );
+    refusal.rules = approval.rules.iter().cloned().chain([CLIENT_CANCELLED.to_string()]).collect();
+    refusal
+}
+
+/// The rule a cancelled call's receipt names.
+const CLIENT_CANCELLED: &str = "client.cancelled";
+
 /// Whether the client can be asked (2026-07-28, with `elicitation` declared).
-pub(super) fn elicits(cx: &Context, call: &Call) -> bool {
+fn elicits(cx: &Context, call: &Call) -> bool {
     cx.era == Era::Modern
         && call.client_capabilities.as_ref().is_some_and(|c| c.get("elicitation").is_some())
 }
@@ -42,12 +135,7 @@ fn how_to_decide(id: &str) -> String {
 
 /// The refusal of a call that ends while its approval waits (both eras):
 /// it names the approval, who decides and how, and what to do next.
-pub(super) fn waiting_refusal(
-    tool: &ExposedTool,
-    approval: &Approval,
-    now_ms: i64,
-    why: &str,
-) -> Refusal {
+fn waiting_refusal(tool: &ExposedTool, approval: &Approval, now_ms: i64, why: &str) -> Refusal {
     let left = ((approval.expires_ms - now_ms).max(0) / 1000).to_string();
     let message = format!(
         "{} waits for a named approver ({}); approval {} is {} and {why}. Nothing was run; {}. Once it is approved, \
@@ -63,18 +151,14 @@ pub(super) fn waiting_refusal(
         .with_approval(&approval.id)
 }
 
-/// `input_required` for a call still waiting on `approval`, to a
+/// `input_required` for a call still waiting on pending `approval`, to a
 /// 2026-07-28 client that declared elicitation: a question it can show its
 /// person — what is asked, the proposal hash, who must decide — and a
 /// sealed `requestState`. Accepting holds the call again; declining ends
 /// it with a refusal.
-pub(super) fn input_required(
-    a: &Approvals<'_>,
-    cx: &Context,
-    tool: &ExposedTool,
-    approval: &Approval,
-) -> RawObject {
-    let state = approval.state_at(cx.began_ms).as_str();
+fn input_required(a: &Approvals<'_>, tool: &ExposedTool, approval: &Approval) -> RawObject {
+    // Only a call whose approval is pending is asked.
+    let state = ApprovalState::Pending.as_str();
     let message = format!(
         "{} waits for a named approver: {}. Approval {} (proposal {}) is {state}; {}. Keep waiting for the decision?",
         tool.exposed_name,
@@ -205,8 +289,7 @@ mod tests {
     async fn the_question_carries_the_approval_and_a_sealed_state_that_names_it() {
         let s = Store::open().await;
         let approval = pending(&s).await;
-        let (cx, _) = order(Era::Modern, Some(json!({"elicitation": {}})), None);
-        let out = input_required(&s.approvals(TTL_MS, 0), &cx, &order_tool(), &approval);
+        let out = input_required(&s.approvals(TTL_MS, 0), &order_tool(), &approval);
         assert_eq!(field(&out, "resultType"), "input_required");
         let asked = &field(&out, "inputRequests")[INPUT_KEY];
         assert_eq!(

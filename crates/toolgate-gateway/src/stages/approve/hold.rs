@@ -4,6 +4,7 @@
 //! an answer it can act on, instead of looping. While it waits, a client
 //! that sent a `progressToken` gets `notifications/progress` every few
 //! seconds. The wait holds a future and a seat (`holds.rs`), nothing more.
+//! A call its approval did not let run while held is answered by `ask`.
 
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ use toolgate_core::Clock;
 use toolgate_core::approval::{Approval, ApprovalState};
 use toolgate_ledger::Ledger;
 
-use crate::call::Call;
+use super::ask::Unrun;
+use crate::call::{Call, Context};
 use crate::holds::Holds;
 
 /// How often a held call with a `progressToken` hears that it still waits.
@@ -33,6 +35,24 @@ pub(crate) struct Hold<'a> {
     pub draining: &'a CancellationToken,
     /// Where a held call is registered for its client to cancel.
     pub cancels: &'a crate::cancels::Cancels,
+}
+
+/// Holds the call while `pending` is pending: returns the approval if it
+/// was approved meanwhile, else how the call ends unrun (cancelled by its
+/// client, or not approved while held).
+pub(super) async fn held(
+    h: &Hold<'_>,
+    cx: &Context,
+    call: &Call,
+    pending: Approval,
+) -> Result<Approval, Unrun> {
+    let approval = hold(h, call, cx.started, pending).await;
+    match approval.state_at(h.clock.now_ms()) {
+        // Its own receipt says so; the approval stays for a re-issue.
+        ApprovalState::Pending if call.cancelled.is_cancelled() => Err(Unrun::Cancelled(approval)),
+        ApprovalState::Approved => Ok(approval),
+        _ => Err(Unrun::Unheld(approval)),
+    }
 }
 
 /// Waits until `pending` is decided (or expires), or the hold ends — `hold`

@@ -1,9 +1,15 @@
-use super::ask::WAIT_FIELD;
+use super::ask::{Unrun, WAIT_FIELD, answer, unheld};
+use super::gate::gate;
+use super::open::{new_approval, open};
 use super::*;
-use crate::call::CallRequest;
+use crate::call::{Answer, CallRequest};
+use crate::commit::Commit;
 use crate::stages::testing::{NOW_MS, Store, call, field, order_tool, passed, refused, split_at};
+use serde_json::Map;
 use serde_json::json;
+use toolgate_core::approval::Binding;
 use toolgate_core::decision::decide_by_class;
+use toolgate_ledger::NewApproval;
 use toolgate_mcp::wire::{Era, RawObject};
 
 const TTL_MS: i64 = 60_000;
@@ -37,10 +43,42 @@ fn decision(verdict: Verdict, reason: Reason, rule: &str) -> Decision {
 }
 
 /// The approve stage as the pipeline runs it: the call's standing, then the gate.
+/// How the gate ends, as these tests read it: the approval it would open
+/// is built, and a call whose person will not wait is answered as the
+/// stage answers it.
+enum Gated {
+    Run(Gate),
+    Open(NewApproval),
+    Wait(Approval),
+}
+
 async fn gated(s: &Store, c: &CallRequest, decision: &Decision) -> Result<Gated, Stop> {
     let (a, (cx, call)) = (approvals(s), split_at(c, s.clock.as_ref()));
-    let standing = standing(&a, &cx, &call, &order_tool(), &proposal(c)).await;
-    gate(&a, &cx, &call, &order_tool(), &proposal(c), decision, standing).await
+    let (tool, proposal) = (order_tool(), proposal(c));
+    let standing = standing(&a, &cx, &call, &tool, &proposal).await;
+    let asked = (&cx, &call, &tool, &proposal);
+    Ok(match gate(&a, asked, decision, &standing).await? {
+        gate::Gated::Run(gate) => Gated::Run(gate),
+        gate::Gated::Open(key) => {
+            Gated::Open(new_approval(&a, asked, (decision, &standing.binding, key)))
+        }
+        gate::Gated::Wait(pending) => Gated::Wait(pending),
+        gate::Gated::Declined(known) => {
+            let answer = answer(&a, asked, Unrun::Declined(known));
+            return Err(answer.err().expect("declined runs nothing"));
+        }
+    })
+}
+
+/// An approval decided while its call was held, as the door presents it
+/// to the gate once more.
+fn presenting(approval: &Approval, binding: Binding) -> Standing {
+    let claim = Claim {
+        approval_id: approval.id.clone(),
+        binding: approval.binding.clone(),
+        upstream_state: None,
+    };
+    Standing { presented: Presented::Ours(claim), state: Some(ApprovalState::Approved), binding }
 }
 
 /// What policy would see as `context.approval` for `c`.
@@ -353,13 +391,16 @@ async fn a_held_call_ends_as_its_approval_was_decided() {
     let (id, _) = open_for(&s, &order(5, None)).await;
     decide_as_dana(&s, &id, true).await;
     let approval = stored(&s, &id).await;
-    let standing = presenting(&approval);
-    assert_eq!(standing.state, Some(ApprovalState::Approved));
     let five = order(5, None);
     let (cx, call) = split_at(&five, s.clock.as_ref());
-    let gate = run(passed(
-        gate(&a, &cx, &call, &order_tool(), &proposal(&five), &needs_approval(), standing).await,
-    ));
+    let (tool, five_units) = (order_tool(), proposal(&five));
+    let call_binding = standing(&a, &cx, &call, &tool, &five_units).await.binding;
+    let standing = presenting(&approval, call_binding);
+    let asked = (&cx, &call, &tool, &five_units);
+    let gate = match gate(&a, asked, &needs_approval(), &standing).await {
+        Ok(gate::Gated::Run(gate)) => gate,
+        _ => panic!("an approval approved while held lets its call run"),
+    };
     assert_eq!((gate.approval_id(), gate.used), (Some(id.as_str()), false));
     assert_eq!(stored(&s, &id).await.state, ApprovalState::Consumed);
     // Expired while held: refused as expired.
@@ -427,11 +468,11 @@ async fn an_approval_is_judged_as_of_the_calls_start_but_used_only_while_still_v
     let (cx, call) = split_at(&c, s.clock.as_ref());
     s.clock.advance(1);
     let a = approvals(&s);
-    let standing = standing(&a, &cx, &call, &order_tool(), &proposal(&c)).await;
+    let (tool, proposal) = (order_tool(), proposal(&c));
+    let standing = standing(&a, &cx, &call, &tool, &proposal).await;
     assert_eq!(standing.state, Some(ApprovalState::Approved));
-    let r = refused(
-        gate(&a, &cx, &call, &order_tool(), &proposal(&c), &needs_approval(), standing).await,
-    );
+    let asked = (&cx, &call, &tool, &proposal);
+    let r = refused(gate(&a, asked, &needs_approval(), &standing).await);
     assert_eq!((r.reason, r.approval_id.as_deref()), (Reason::ApprovalExpired, Some(id.as_str())));
     assert_eq!(stored(&s, &id).await.used_ms, None, "the ledger refused to use it");
 }
