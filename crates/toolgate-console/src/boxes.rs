@@ -15,7 +15,9 @@ pub(crate) fn host_notice(gw: &Gateway) -> Markup {
         support.layers().into_iter().filter(|(_, on)| !on).map(|(what, _)| what).collect();
     html! {
         @if needs && !support.can_box() {
-            p.notice.error { "This host cannot build a sandbox (" (support.missing.join("; ")) "): boxed stdio servers are not started. Write sandbox = \"off\" under a server to run it unboxed, as toolgate's own user." }
+            p.notice.error { "This host cannot build a sandbox (" (support.missing.join("; ")) "): boxed stdio servers \
+                are not started. Write sandbox = \"off\" under a server to run it unboxed, as \
+                toolgate's own user." }
         } @else if needs && !off.is_empty() {
             p.notice { "Stdio servers run boxed, without: " (off.join("; ")) "." }
         }

@@ -114,7 +114,9 @@ pub(crate) async fn connect(
     if !may_connect(gw, &session, &of) {
         tracing::warn!(target: "toolgate::console", caller = %session.caller.name, server = %of.server, "a consent link opened by someone it is not for");
         let body = html! {
-            div #not-yours { (page::notice(false, "This link was made for another person. Nothing was connected: a link connects only the account of the person it was made for, signed in as themselves.")) }
+            div #not-yours { (page::notice(false, "This link was made for another person. Nothing \
+                was connected: a link connects only the account of the person it was made for, \
+                signed in as themselves.")) }
             p { a href="/console/connections" { "Your own connections" } }
         };
         return page::page(
@@ -156,7 +158,8 @@ async fn begin(gw: &Gateway, session: &Session, of: &For) -> Response {
     let body = html! {
         p {
             @if own { "Connect the gateway's own account at " code { (of.server) } ": it reads the server's tools with it. Sign in there as the account the gateway should use." }
-            @else { "Connect your account at " code { (of.server) } ": calls your agents make to it then act as you, with your own permissions there." }
+            @else { "Connect your account at " code { (of.server) } ": calls your agents make to \
+                it then act as you, with your own permissions there." }
         }
         p { a #connect .button href=(url) { "Continue to sign in at " (host_of(&url)) } }
         p.hint { "The authorization expires in ten minutes and works in this browser only." }
@@ -209,7 +212,8 @@ pub(crate) async fn callback(
                 upstream.nudge();
             }
             let body = html! {
-                div #connected { (page::notice(true, &format!("Connected: calls to `{}` now act as this account. Go back to your agent and call again.", of.server))) }
+                div #connected { (page::notice(true, &format!("Connected: calls to `{}` now act as \
+                    this account. Go back to your agent and call again.", of.server))) }
                 p { a href="/console/connections" { "Your connections" } }
             };
             page::bare(StatusCode::OK, "Connected", body)

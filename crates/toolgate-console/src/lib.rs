@@ -171,7 +171,8 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 /// from elsewhere, no framing), nothing cached, and no referrer sent to another site (`same-origin`: with `no-referrer` a browser sends `Origin: null` on a form POST, which the Origin rule refuses).
 async fn headers(mut response: Response) -> Response {
     let h = response.headers_mut();
-    let csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+    let csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+        connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));

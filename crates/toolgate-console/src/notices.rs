@@ -79,7 +79,9 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
     };
     let body = html! {
         @if let Some(m) = said { (m) }
-        p { "Every approval opened is told to each configured webhook through this outbox: written with the approval, sent by whichever replica is alive, retried with backoff until the webhook's attempts run out." }
+        p { "Every approval opened is told to each configured webhook through this outbox: written \
+            with the approval, sent by whichever replica is alive, retried with backoff until the \
+            webhook's attempts run out." }
         h2 { "Dead (" (dead.len()) ")" }
         @if dead.is_empty() { p.empty { "None: every notice was delivered or is still being tried." } } @else {
             p { "Nobody was told of these approvals by their webhook. Fix the receiver, then send each again." }

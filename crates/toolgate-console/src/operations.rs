@@ -91,11 +91,13 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
         p.counts { @for (state, n) in &counts { span.state.(state) { (state) ": " (n) } " " } }
         @if unknown > 0 {
             h2 { "Unknown: sent, no answer (" (unknown) ")" }
-            p { "Each was sent to its upstream and the answer was lost. It is never sent again by itself: reconcile it with its configured read, or say what you found." }
+            p { "Each was sent to its upstream and the answer was lost. It is never sent again by \
+                itself: reconcile it with its configured read, or say what you found." }
             @for op in &unknown_ops { (unknown_card(s, op)) }
         }
         h2 { @if more { "The newest " (PAGE) " writes" } @else { "All writes" } }
-        @if more { p { "Older ones are in the ledger until their window ends (" code { "gateway.operation_ttl_ms" } "); " code { "toolgate ops list --limit N" } " lists more." } }
+        @if more { p { "Older ones are in the ledger until their window ends \
+            (" code { "gateway.operation_ttl_ms" } "); " code { "toolgate ops list --limit N" } " lists more." } }
         @if ops.is_empty() { p.empty { "No writes yet." } } @else {
             div.scroll { table {
                 thead { tr { th { "Operation" } th { "State" } th { "Tool" } th { "Caller" } th { "Key" } th { "Proposal" } th { "Updated" } th { "Settled by" } } }

@@ -138,7 +138,8 @@ async fn render(gw: &Gateway, s: &Session, status: StatusCode, said: Option<Mark
                 (csrf(s))
                 button type="submit" { "Reload the config" }
                 " "
-                span.muted { "Reads the config and policy files again, as SIGHUP does: the registry, servers and policy apply now; calls in flight finish as they began." }
+                span.muted { "Reads the config and policy files again, as SIGHUP does: the \
+                    registry, servers and policy apply now; calls in flight finish as they began." }
             }
         }
     };

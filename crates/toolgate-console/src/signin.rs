@@ -46,9 +46,13 @@ pub(crate) async fn form(
                 p { "This one-time link signs you in once. It expires ten minutes after it was made." }
             } @else {
                 @if q.next.as_deref().is_some_and(|n| n.starts_with("/console/connect")) {
-                    p { "Sign in as yourself with your toolgate bearer token to connect your account. The token is exchanged once for a session and not kept in the browser." }
+                    p { "Sign in as yourself with your toolgate bearer token to connect your \
+                        account. The token is exchanged once for a session and not kept in the \
+                        browser." }
                 } @else {
-                    p { "Sign in with your toolgate bearer token. Only approvers and admins may use the console; the token is exchanged once for a session and not kept in the browser." }
+                    p { "Sign in with your toolgate bearer token. Only approvers and admins may \
+                        use the console; the token is exchanged once for a session and not kept in \
+                        the browser." }
                 }
                 label for="token" { "Token" }
                 input #token type="password" name="token" autocomplete="off" required autofocus;

@@ -68,7 +68,10 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
     let tools: Vec<&Arc<ExposedTool>> =
         catalog.tools.values().filter(|t| t.kind == Kind::Tool).collect();
     let body = html! {
-        p { "Read live from each upstream's tools/list. The registry's class runs (In force); a hint marked * was not declared and takes the specification's default. Rows where the hints and the registry disagree are marked. Listed: whether clients are given it in tools/list, and if not, why." }
+        p { "Read live from each upstream's tools/list. The registry's class runs (In force); a \
+            hint marked * was not declared and takes the specification's default. Rows where the \
+            hints and the registry disagree are marked. Listed: whether clients are given it in \
+            tools/list, and if not, why." }
         div.scroll { table.matrix {
             thead { tr {
                 th { "Tool" } th { "readOnly" } th { "destructive" } th { "idempotent" } th { "openWorld" }
@@ -90,7 +93,8 @@ pub(crate) async fn matrix(State(gw): State<Arc<Gateway>>, signed: Signed) -> Re
         @let contents: Vec<&Arc<ExposedTool>> = catalog.all().filter(|t| t.kind != Kind::Tool).collect();
         @if !contents.is_empty() {
             h2 { "Prompts, resources and templates" }
-            p { "Pinned like tools: a prompt is instructions the model follows, so a changed one is held (not listed, not served) until an admin accepts it." }
+            p { "Pinned like tools: a prompt is instructions the model follows, so a changed one \
+                is held (not listed, not served) until an admin accepts it." }
             div.scroll { table {
                 thead { tr { th { "Kind" } th { "Name" } th { "In force" } th { "Pin" } th { "Listed" } } }
                 tbody { @for t in &contents {

@@ -600,7 +600,9 @@ async fn an_agents_argument_keys_cannot_forge_the_approvers_live_inbox() {
     let script = dir.path().join("open.py");
     std::fs::write(&script, open_server()).unwrap();
     let more = format!(
-        "[servers.open]\ncommand = \"/usr/bin/python3\"\nargs = [\"{0}\"]\n[servers.open.sandbox]\nread = [\"{0}\"]\n[registry.\"open__post\"]\nclass = \"automatic\"\nlabels = [\"egress\"]\n[guards.egress]\nconfidential = \"approval\"\n",
+        "[servers.open]\ncommand = \"/usr/bin/python3\"\nargs = \
+            [\"{0}\"]\n[servers.open.sandbox]\nread = [\"{0}\"]\n[registry.\"open__post\"]\nclass \
+            = \"automatic\"\nlabels = [\"egress\"]\n[guards.egress]\nconfidential = \"approval\"\n",
         script.display()
     );
     let h = serving(&more, "").await;
@@ -678,7 +680,9 @@ async fn a_changed_prompt_is_diffed_in_the_console_and_accepted_by_an_admin() {
     std::fs::write(&script, PROMPT_SERVER).unwrap();
     std::fs::write(&text, "Summarise the ticket.").unwrap();
     let more = format!(
-        "[servers.briefs]\ncommand = \"/usr/bin/python3\"\nargs = [\"{0}\", \"{1}\"]\ntrusted = true\n[servers.briefs.sandbox]\nread = [\"{0}\", \"{1}\"]\n[callers.ada]\ntenant = \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN2\"\n",
+        "[servers.briefs]\ncommand = \"/usr/bin/python3\"\nargs = [\"{0}\", \"{1}\"]\ntrusted = \
+            true\n[servers.briefs.sandbox]\nread = [\"{0}\", \"{1}\"]\n[callers.ada]\ntenant = \
+            \"atlas\"\nroles = [\"admin\"]\ntoken_env = \"TG_CONSOLE_TEST_ADMIN2\"\n",
         script.display(),
         text.display()
     );

@@ -195,7 +195,8 @@ pub fn read_saved(doc: &Value) -> Result<Saved, String> {
         || doc.get(RECEIPT_META).is_some();
     if alone && let Some(member) = ANSWER_MEMBERS.iter().find(|m| doc.get(**m).is_some()) {
         return Err(format!(
-            "the saved receipt carries an answer's {member:?} beside it: save the whole answer (its result holds the receipt in _meta), or the receipt alone"
+            "the saved receipt carries an answer's {member:?} beside it: save the whole answer \
+                (its result holds the receipt in _meta), or the receipt alone"
         ));
     }
     if doc.get("origin").is_some() && doc.get("index").is_some() {
@@ -547,13 +548,25 @@ fn readings(result: &Value, shape: Shape, server: &str) -> Vec<(Value, Vec<Strin
     if snake_named(result)
         && let Some(renamed) = wire_names(result, shape)
     {
-        out.push((renamed, vec!["the names read as the Python SDK's model_dump_json() writes them (is_error for isError, meta for _meta, …)".to_string()]));
+        out.push((
+            renamed,
+            vec![
+                "the names read as the Python SDK's model_dump_json() writes them (is_error for \
+                    isError, meta for _meta, …)"
+                    .to_string(),
+            ],
+        ));
     }
     for i in 0..out.len() {
         let (stripped, nulls) = without_nulls(&out[i].0, shape);
         if !nulls.is_empty() {
             let mut notes = out[i].1.clone();
-            notes.push(format!("{} null(s) at optional fields of the protocol's schema read as absent, as the SDKs read them ({})", nulls.len(), listed(&nulls)));
+            notes.push(format!(
+                "{} null(s) at optional fields of the protocol's schema read as absent, as the \
+                    SDKs read them ({})",
+                nulls.len(),
+                listed(&nulls)
+            ));
             out.push((stripped, notes));
         }
     }
@@ -833,7 +846,12 @@ fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
         r.result.as_ref().filter(|v| sha256_hex(canonical_json(v).as_bytes()) == want)
     else {
         return format!(
-            "{head}: it is not the answer the gateway recorded, or the recorded result held what a stock SDK drops and no dump of it gives back (a member outside the protocol's schema: the Python SDK drops every one, the TypeScript SDK those in content blocks, messages and resource contents; or a null at a field of the schema, which the Python SDK drops with exclude_none). Save the raw JSON-RPC response to prove such a result, or verify the `_meta` receipt alone to prove only the receipt"
+            "{head}: it is not the answer the gateway recorded, or the recorded result held what a \
+                stock SDK drops and no dump of it gives back (a member outside the protocol's \
+                schema: the Python SDK drops every one, the TypeScript SDK those in content \
+                blocks, messages and resource contents; or a null at a field of the schema, which \
+                the Python SDK drops with exclude_none). Save the raw JSON-RPC response to prove \
+                such a result, or verify the `_meta` receipt alone to prove only the receipt"
         );
     };
     // The answer in the wire's form, aligned with the recorded result where
@@ -872,7 +890,9 @@ fn unproven(r: &Receipt, result: &Value, shape: Shape, want: &str) -> String {
     let said: Vec<String> = found.into_iter().map(|d| d.said).collect();
     if lost {
         format!(
-            "{head}. The receipt carries the result it records, and the answer is that result but for what the SDK dropped: {}. A stock SDK's answer cannot carry these, so it is not proven whole: save the raw JSON-RPC response to prove it",
+            "{head}. The receipt carries the result it records, and the answer is that result but \
+                for what the SDK dropped: {}. A stock SDK's answer cannot carry these, so it is \
+                not proven whole: save the raw JSON-RPC response to prove it",
             listed(&said)
         )
     } else {
@@ -938,7 +958,9 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
         && result.get("resultType").and_then(Value::as_str) == Some("input_required")
     {
         return Ok(format!(
-            "the answer asks for input while the call waits for its approval, as the receipt records ({recorded}); the receipt does not commit to the question's words, which are not proven"
+            "the answer asks for input while the call waits for its approval, as the receipt \
+                records ({recorded}); the receipt does not commit to the question's words, which \
+                are not proven"
         ));
     }
     // A call whose person must first connect their account may ask its
@@ -948,7 +970,9 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
         && result.get("resultType").and_then(Value::as_str) == Some("input_required")
     {
         return Ok(format!(
-            "the answer asks the person to connect their account, as the receipt records ({recorded}); the receipt does not commit to the question's words or its link, which are not proven"
+            "the answer asks the person to connect their account, as the receipt records \
+                ({recorded}); the receipt does not commit to the question's words or its link, \
+                which are not proven"
         ));
     }
     if result.get("isError") != Some(&Value::Bool(true)) {
@@ -979,7 +1003,12 @@ fn judge_result(r: &Receipt, result: &Value) -> Result<String, String> {
             crate::visible::visible(key)
         ));
     }
-    let refusal = result.get("structuredContent").filter(|s| s.is_object()).ok_or_else(|| format!("the receipt records a refusal ({recorded}), and the answer carries none (no structuredContent)"))?;
+    let refusal = result.get("structuredContent").filter(|s| s.is_object()).ok_or_else(|| {
+        format!(
+            "the receipt records a refusal ({recorded}), and the answer carries none (no \
+                structuredContent)"
+        )
+    })?;
     let message = refusal.get("message").and_then(Value::as_str).unwrap_or_default();
     if result.get("content") != Some(&json!([{"type": "text", "text": message}])) {
         return Err("the answer's text is not the refusal's message: it is not the answer the receipt records".into());
@@ -1054,7 +1083,8 @@ fn judge_refusal(r: &Receipt, refusal: &Value, recorded: &str) -> Result<String,
         ));
     }
     Ok(format!(
-        "the answer is a refusal with the receipt's decision and reason ({recorded}); a receipt of its kind does not commit to the refusal's message, which is not proven"
+        "the answer is a refusal with the receipt's decision and reason ({recorded}); a receipt of \
+            its kind does not commit to the refusal's message, which is not proven"
     ))
 }
 

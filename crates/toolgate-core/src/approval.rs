@@ -237,14 +237,18 @@ pub fn refusal(reason: Reason, exposed: &str) -> Refusal {
             Verdict::RequireApproval,
             Action::Refused,
             format!(
-                "this approval was already used: the call to {exposed} ran once. To do it again, send a new _meta[\"io.toolgate/operationKey\"]: a new operation, with an approval of its own"
+                "this approval was already used: the call to {exposed} ran once. To do it again, \
+                    send a new _meta[\"io.toolgate/operationKey\"]: a new operation, with an \
+                    approval of its own"
             ),
         ),
         Reason::ApprovalMissingOrMismatched => (
             Verdict::RequireApproval,
             Action::Escalate,
             format!(
-                "the requestState is bound to another call (other arguments, caller or policy); this call to {exposed} was not run. Call without requestState to ask approval for this content"
+                "the requestState is bound to another call (other arguments, caller or policy); \
+                    this call to {exposed} was not run. Call without requestState to ask approval \
+                    for this content"
             ),
         ),
         _ => (

@@ -367,7 +367,11 @@ pub fn verify(bundle: &Bundle, options: &Options) -> Report {
     );
     let pq = match (by(Algorithm::MlDsa65), options.require_pq) {
         (Some(s), _) => Ok(format!("{}+{:08x}", s.name, s.key_id)),
-        (None, true) => Err(vec![Failure::CheckpointMlDsa65("required (--require-pq) but the checkpoint carries no valid ML-DSA-65 signature from a key in the bundle".into())]),
+        (None, true) => Err(vec![Failure::CheckpointMlDsa65(
+            "required (--require-pq) but the checkpoint carries no valid ML-DSA-65 signature from \
+                a key in the bundle"
+                .into(),
+        )]),
         (None, false) => Ok("absent (not required)".into()),
     };
     report.check("checkpoint ML-DSA-65", pq);

@@ -925,7 +925,8 @@ mod tests {
 
     // c2sp.org/signed-note, "Verifier keys", Example.
     const C2SP_VKEY: &str = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k";
-    const C2SP_NOTE: &str = "This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
+    const C2SP_NOTE: &str = "This is an example message.\n\n— example.com/foo \
+        Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n";
 
     fn peter_signer() -> Signer {
         // The Go private key text: PRIVATE+KEY+<name>+<id>+base64(0x01 || seed);

@@ -149,7 +149,8 @@ mod tests {
     fn the_arguments_type_is_found_inline_by_common_type_and_in_a_namespace() {
         let inline = "entity T; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: { a: String, b?: Long } } };";
         assert_eq!(attrs(&shape(inline)), ["a", "b"]);
-        let named = "namespace Atlas { entity T; type Args = { to: String }; action call_tool appliesTo { principal: [T], resource: [T], context: { arguments: Args } }; }";
+        let named = "namespace Atlas { entity T; type Args = { to: String }; action call_tool \
+            appliesTo { principal: [T], resource: [T], context: { arguments: Args } }; }";
         assert_eq!(attrs(&shape(named)), ["to"]);
         assert_eq!(
             shape(include_str!("../../toolgate-demo/demo/policy.cedarschema"))

@@ -68,7 +68,8 @@ fn a_thousand_tools_are_audited_within_the_budget() {
     let tools = (0..1000)
         .map(|i| {
             let name = format!("{}_{}_{i}", verbs[i % 10], nouns[(i / 10) % 10]);
-            let definition = json!({"name": name, "description": format!("{} the {} number {i} for the caller and returns its id and status.", verbs[i % 10], nouns[(i / 10) % 10]),
+            let definition = json!({"name": name, "description": format!("{} the {} number {i} for \
+                the caller and returns its id and status.", verbs[i % 10], nouns[(i / 10) % 10]),
                 "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": "The id."}, "to": {"type": "string"}, "quantity": {"type": "integer"}}}});
             Entry { name: format!("s{}__{name}", i % 20), server: format!("s{}", i % 20), tool: name, definition, pinned: None, registry_class: None, labels: vec![] }
         })

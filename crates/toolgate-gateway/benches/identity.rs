@@ -32,7 +32,16 @@ async fn token_endpoint() -> String {
             let mut buf = vec![0; 16 * 1024];
             let _ = s.read(&mut buf).await;
             let body = r#"{"access_token":"bench-exchanged-token-0123456789","token_type":"Bearer","expires_in":3600}"#;
-            let _ = s.write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).as_bytes()).await;
+            let _ = s
+                .write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: \
+                            {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await;
         }
     });
     format!("http://{addr}/token")
@@ -44,7 +53,8 @@ async fn main() {
     let text = format!(
         "[servers.shared]\nurl = \"http://127.0.0.1:9/mcp\"\n\
          [servers.assertion]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.assertion.identity]\nmode = \"assertion\"\n\
-         [servers.exchange]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.exchange.identity]\nmode = \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"bench\"\n\
+         [servers.exchange]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.exchange.identity]\nmode = \
+             \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"bench\"\n\
          [servers.oauth]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.oauth.identity]\nmode = \"oauth\"\n"
     );
     let dir = tempfile::tempdir().unwrap();
@@ -92,7 +102,9 @@ async fn main() {
         }
     }
     println!(
-        "present per call ({ROUNDS} rounds of {CALLS}, modes alternated): shared {:.0} ns, assertion {:.0} ns ({:+.0} ns), exchange with its token cached {:.0} ns ({:+.0} ns), oauth with the grant kept {:.0} ns ({:+.0} ns)",
+        "present per call ({ROUNDS} rounds of {CALLS}, modes alternated): shared {:.0} ns, \
+            assertion {:.0} ns ({:+.0} ns), exchange with its token cached {:.0} ns ({:+.0} ns), \
+            oauth with the grant kept {:.0} ns ({:+.0} ns)",
         ns[0],
         ns[1],
         ns[1] - ns[0],

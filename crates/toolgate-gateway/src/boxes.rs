@@ -23,12 +23,16 @@ pub fn say_at_start(upstreams: &[Arc<Upstream>]) {
             .filter(|(_, s)| matches!(s, Sandbox::Boxed(_)))
             .map(|(u, _)| u.name.as_str())
             .collect();
-        tracing::warn!(missing = %support.missing.join("; "), servers = ?boxed, "this host cannot build a sandbox: these stdio servers are not started; write `sandbox = \"off\"` under a server to run it unboxed, as toolgate's own user");
+        tracing::warn!(missing = %support.missing.join("; "), servers = ?boxed, "this host cannot build \
+            a sandbox: these stdio servers are not started; write `sandbox = \"off\"` under a \
+            server to run it unboxed, as toolgate's own user");
     }
     for (upstream, sandbox) in stdio {
         match sandbox {
             Sandbox::Off => {
-                tracing::warn!(server = %upstream.name, "sandbox = \"off\": this stdio server runs unboxed, as toolgate's own user; it can read toolgate's keys, secrets and ledger")
+                tracing::warn!(server = %upstream.name, "sandbox = \"off\": this stdio server runs \
+                    unboxed, as toolgate's own user; it can read toolgate's keys, secrets and \
+                    ledger")
             }
             Sandbox::Boxed(profile) => {
                 tracing::info!(server = %upstream.name, profile = %profile.hash, network = %describe(sandbox)["network"], "stdio server boxed")

@@ -168,7 +168,11 @@ impl Budgets {
                     Verdict::Allow,
                     Reason::ConcurrencyLimited,
                     Action::Retry,
-                    format!("{} is running as many calls at once as it may here; nothing was run, retry in {CONCURRENCY_RETRY_MS} ms", tool.exposed_name),
+                    format!(
+                        "{} is running as many calls at once as it may here; nothing was run, \
+                            retry in {CONCURRENCY_RETRY_MS} ms",
+                        tool.exposed_name
+                    ),
                 )
                 .with_retry_after(CONCURRENCY_RETRY_MS),
             )

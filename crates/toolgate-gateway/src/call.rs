@@ -149,7 +149,8 @@ impl Call {
                 toolgate_core::Verdict::Allow,
                 toolgate_core::Reason::InvalidArguments,
                 toolgate_core::Action::Correct,
-                "_meta[\"io.toolgate/operationKey\"] must be a string of 1 to 200 characters not starting with `approval:` or `auto:`; nothing was run",
+                "_meta[\"io.toolgate/operationKey\"] must be a string of 1 to 200 characters not \
+                    starting with `approval:` or `auto:`; nothing was run",
             )),
         }
     }

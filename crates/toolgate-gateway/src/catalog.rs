@@ -431,7 +431,10 @@ impl Catalogs {
         let catalog = self.current();
         let tool = catalog.pinned(exposed).ok_or_else(|| {
             let names: Vec<&String> = catalog.tools.keys().collect();
-            format!("no live tool `{exposed}` (a prompt is `prompt:NAME`, a resource `resource:URI`, a template `template:URI`); live tools: {names:?}")
+            format!(
+                "no live tool `{exposed}` (a prompt is `prompt:NAME`, a resource `resource:URI`, a \
+                    template `template:URI`); live tools: {names:?}"
+            )
         })?;
         let changes = match &tool.pin {
             PinStatus::Pinned => {

@@ -97,7 +97,12 @@ mod tests {
 
     #[test]
     fn prompts_and_resources_are_classed_by_name_and_by_uri_pattern() {
-        let c = parse("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__diagnose\"]\nclass = \"automatic\"\n[[registry_resources]]\nserver = \"parts\"\nuri = \"manual://*/secret*\"\nclass = \"prohibited\"\n").unwrap();
+        let c = parse(
+            "[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__diagnose\"]\nclass = \
+                \"automatic\"\n[[registry_resources]]\nserver = \"parts\"\nuri = \
+                \"manual://*/secret*\"\nclass = \"prohibited\"\n",
+        )
+        .unwrap();
         assert_eq!(c.registry_prompts["parts__diagnose"].class, AuthorityClass::Automatic);
         let entry = &c.registry_resources[0];
         assert!(
@@ -128,8 +133,20 @@ mod tests {
         assert_eq!(c.split_uri("manual://ac250/intro"), None);
         // A read cannot wait for a human; the servers must exist.
         let err = |t: &str| parse(t).unwrap_err().to_string();
-        assert!(err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__p\"]\nclass = \"requires_approval\"").contains("`automatic` or `prohibited`"));
-        assert!(err("[servers.parts]\ncommand = \"x\"\n[[registry_resources]]\nserver = \"tickets\"\nuri = \"*\"\nclass = \"automatic\"").contains("`tickets`, which is not configured"));
-        assert!(err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"other__p\"]\nclass = \"automatic\"").contains("names no configured server"));
+        assert!(
+            err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"parts__p\"]\nclass = \
+                \"requires_approval\"")
+            .contains("`automatic` or `prohibited`")
+        );
+        assert!(
+            err("[servers.parts]\ncommand = \"x\"\n[[registry_resources]]\nserver = \
+                \"tickets\"\nuri = \"*\"\nclass = \"automatic\"")
+            .contains("`tickets`, which is not configured")
+        );
+        assert!(
+            err("[servers.parts]\ncommand = \"x\"\n[registry_prompts.\"other__p\"]\nclass = \
+                \"automatic\"")
+            .contains("names no configured server")
+        );
     }
 }

@@ -160,8 +160,11 @@ impl<'de> Deserialize<'de> for IdentityConfig {
             Some("oauth") => IdentityMode::Oauth,
             Some(word) if FORWARDING.contains(&word.to_ascii_lowercase().as_str()) => {
                 return Err(serde::de::Error::custom(format!(
-                    "identity.mode `{word}` would forward the caller's own token upstream, which toolgate never does (a token made for the gateway is not the server's to hold); \
-                     use mode = \"exchange\" to get the server a token for the same person, or mode = \"assertion\" for a server that trusts the gateway"
+                    "identity.mode `{word}` would forward the caller's own token upstream, which \
+                     toolgate never does (a token made for the gateway is not the server's to \
+                     hold); \
+                     use mode = \"exchange\" to get the server a token for the same person, or \
+                     mode = \"assertion\" for a server that trusts the gateway"
                 )));
             }
             Some(other) => {
@@ -276,7 +279,8 @@ pub(crate) fn problems(
             out.push(format!("{at}.env is for a stdio server (`command`); an HTTP server gets the person's token in `Authorization` (remove it)"))
         }
         (IdentityMode::Exchange | IdentityMode::Oauth, None, None) => out.push(format!(
-            "{at}: a stdio server gets the person's token in its environment: set `env` to the variable it reads (each person then gets a process of their own)"
+            "{at}: a stdio server gets the person's token in its environment: set `env` to the \
+                variable it reads (each person then gets a process of their own)"
         )),
         (IdentityMode::Exchange | IdentityMode::Oauth, None, Some(_)) => {
             if identity.pool() == 0 || identity.pool() > 256 {
@@ -306,7 +310,10 @@ pub(crate) fn problems(
             if !valid {
                 out.push(format!("{at}.header `{header}` is not a valid HTTP header name"));
             } else if headers.iter().any(|h| h.eq_ignore_ascii_case(header)) {
-                out.push(format!("{at}.header `{header}` is also among the server's configured headers; the assertion goes in it alone (remove one)"));
+                out.push(format!(
+                    "{at}.header `{header}` is also among the server's configured headers; the \
+                        assertion goes in it alone (remove one)"
+                ));
             }
             let ttl = identity.ttl_ms();
             if !(MIN_ASSERTION_TTL_MS..=MAX_ASSERTION_TTL_MS).contains(&ttl) {
@@ -330,13 +337,20 @@ pub(crate) fn problems(
                 ));
             }
             if sends_authorization() {
-                out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the exchanged token goes there)"));
+                out.push(format!(
+                    "servers.{name}: its `Authorization` header would stand in for the person's \
+                        token; remove it (the exchanged token goes there)"
+                ));
             }
         }
         IdentityMode::Oauth => {
             stray(&assertion_keys, "assertion", &mut out);
             if identity.token_endpoint.is_some() {
-                out.push(format!("{at}.token_endpoint applies to mode = \"exchange\" only; oauth finds the server's authorization server from its metadata, or `authorization_server` (remove it)"));
+                out.push(format!(
+                    "{at}.token_endpoint applies to mode = \"exchange\" only; oauth finds the \
+                        server's authorization server from its metadata, or `authorization_server` \
+                        (remove it)"
+                ));
             }
             if let Some(u) = &identity.authorization_server
                 && !(u.starts_with("https://") || u.starts_with("http://"))
@@ -357,10 +371,16 @@ pub(crate) fn problems(
                 out.push(format!("{at}.audience applies to modes assertion and exchange; an oauth token is for the `resource` (remove it)"));
             }
             if url.is_none() && identity.authorization_server.is_none() {
-                out.push(format!("{at}: a stdio server publishes no metadata to find its authorization server by: set `authorization_server` (its issuer)"));
+                out.push(format!(
+                    "{at}: a stdio server publishes no metadata to find its authorization server \
+                        by: set `authorization_server` (its issuer)"
+                ));
             }
             if sends_authorization() {
-                out.push(format!("servers.{name}: its `Authorization` header would stand in for the person's token; remove it (the person's token goes there)"));
+                out.push(format!(
+                    "servers.{name}: its `Authorization` header would stand in for the person's \
+                        token; remove it (the person's token goes there)"
+                ));
             }
         }
     }
@@ -439,7 +459,19 @@ mod tests {
             problems("t", &personal, None, &[])
         );
         assert!(problems("t", &personal, Some("http://t"), &[])[0].contains("for a stdio server"));
-        assert!(problems("t", &parse("mode = \"exchange\"\nenv = \"1X\"\ntoken_endpoint = \"https://x\"\nclient_id = \"c\"").unwrap(), None, &[])[0].contains("not an environment variable"));
+        assert!(
+            problems(
+                "t",
+                &parse(
+                    "mode = \"exchange\"\nenv = \"1X\"\ntoken_endpoint = \"https://x\"\nclient_id \
+                        = \"c\""
+                )
+                .unwrap(),
+                None,
+                &[]
+            )[0]
+            .contains("not an environment variable")
+        );
         assert!(
             problems("t", &parse("env = \"X\"").unwrap(), None, &[])[0]
                 .contains("env applies to mode")

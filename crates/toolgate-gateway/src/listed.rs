@@ -112,13 +112,15 @@ impl Why {
                 "the registry classes it prohibited; change its entry's class to list it"
             }
             Why::AnnotationsImplyProhibited => {
-                "its server is trusted and the registry does not name it, so its annotations decide, and they imply prohibited; a registry entry lists it"
+                "its server is trusted and the registry does not name it, so its annotations \
+                    decide, and they imply prohibited; a registry entry lists it"
             }
             Why::UntrustedUnregistered => {
                 "its server is untrusted and the registry does not name it, so it is prohibited; a registry entry lists it"
             }
             Why::ContractChanged => {
-                "its contract changed since it was pinned; it is not listed (and refused) until the change is reviewed and accepted (`toolgate tools --accept NAME`)"
+                "its contract changed since it was pinned; it is not listed (and refused) until \
+                    the change is reviewed and accepted (`toolgate tools --accept NAME`)"
             }
             Why::NotPinned => {
                 "its pin could not be recorded in the lock file (the gateway's log says why), so it is not listed"

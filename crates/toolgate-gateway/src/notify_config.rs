@@ -69,7 +69,10 @@ impl NotifyConfig {
                 ));
             }
             if hook.format == WebhookFormat::Toolgate && hook.secret_env.is_none() {
-                out.push(format!("approvals.notify.webhooks `{name}`: the toolgate format is signed; set `secret_env` to the variable holding the key"));
+                out.push(format!(
+                    "approvals.notify.webhooks `{name}`: the toolgate format is signed; set \
+                        `secret_env` to the variable holding the key"
+                ));
             }
             if hook.attempts == 0 {
                 out.push(format!(

@@ -225,7 +225,9 @@ impl OAuth {
         if self.reserved.contains(&name) {
             let shown = toolgate_core::pointer::tame(&name, toolgate_core::pointer::MAX_KEY_CHARS);
             return Err(TokenError::Invalid(format!(
-                "the token's `{}` claim names `{shown}`, a caller of this gateway's own [callers]; a token cannot act as one. The issuer must name its principals apart (or the operator rename the [callers] entry)",
+                "the token's `{}` claim names `{shown}`, a caller of this gateway's own [callers]; \
+                    a token cannot act as one. The issuer must name its principals apart (or the \
+                    operator rename the [callers] entry)",
                 c.caller_claim
             )));
         }

@@ -47,7 +47,9 @@ pub fn rule(config: &Config, op: &Operation) -> anyhow::Result<ReconcileConfig> 
     let exposed = config.exposed_name(&op.key.server, &op.key.tool);
     config.registry.get(&exposed).and_then(|e| e.reconcile.clone()).ok_or_else(|| {
         anyhow!(
-            "no [registry.\"{exposed}\".reconcile] is configured; check the upstream by hand and settle it with `toolgate ops resolve --config FILE {} --applied|--not-applied --as NAME --reason TEXT`",
+            "no [registry.\"{exposed}\".reconcile] is configured; check the upstream by hand and \
+                settle it with `toolgate ops resolve --config FILE {} --applied|--not-applied --as \
+                NAME --reason TEXT`",
             op.id
         )
     })
@@ -120,7 +122,11 @@ pub async fn reconcile(gw: &Gateway, id: &str) -> anyhow::Result<Reconciled> {
         ),
     };
     let outcome = applied.then(|| {
-        let message = format!("The reply to operation {id} was lost; reconciliation with {} found its effect. It ran once; do not run it again.", rule.tool);
+        let message = format!(
+            "The reply to operation {id} was lost; reconciliation with {} found its effect. It ran \
+                once; do not run it again.",
+            rule.tool
+        );
         settled_outcome(id, &message, &evidence)
     });
     let by = format!("reconciler:{}", rule.tool);

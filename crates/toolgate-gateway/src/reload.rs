@@ -159,7 +159,8 @@ fn drain(old: Arc<Live>, new: Arc<Live>, grace: Duration) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         if Arc::strong_count(&old) > 1 {
-            tracing::warn!(target: "toolgate::config", "calls begun under the replaced config still run after the grace period; their changed servers stop now");
+            tracing::warn!(target: "toolgate::config", "calls begun under the replaced config \
+                still run after the grace period; their changed servers stop now");
         }
         old.stop_all_but(&new);
     });
@@ -180,7 +181,9 @@ impl Gateway {
 mod tests {
     #[test]
     fn a_refusal_names_the_place_and_the_fault_but_not_the_line() {
-        let message = "/etc/toolgate.toml: TOML parse error at line 17, column 9\n   |\n17 | headers = { Authorization = \"Bearer s3cr3t\" \n   |         ^^^\nunclosed inline table, expected `}`\n";
+        let message = "/etc/toolgate.toml: TOML parse error at line 17, column 9\n   |\n17 | \
+            headers = { Authorization = \"Bearer s3cr3t\" \n   |         ^^^\nunclosed inline \
+            table, expected `}`\n";
         let shown = super::without_lines(message);
         assert_eq!(
             shown,

@@ -174,7 +174,10 @@ pub(crate) fn problems(name: &str, sandbox: Option<&SandboxConfig>, stdio: bool)
         ("cpu_seconds", table.cpu_seconds),
     ] {
         if value == Some(0) {
-            out.push(format!("servers.{name}.sandbox.{key}: 0 would stop the server from starting; give a positive number, or leave it out for the default"));
+            out.push(format!(
+                "servers.{name}.sandbox.{key}: 0 would stop the server from starting; give a \
+                    positive number, or leave it out for the default"
+            ));
         }
     }
     for path in table.read.iter().chain(&table.write) {
@@ -246,20 +249,34 @@ mod tests {
     /// absolute: anyone with the config recomputes it.
     #[test]
     fn a_profile_resolves_against_the_config_and_hashes_its_jcs() {
-        let config = parse("[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite = [\"/srv/docs\"]\nnetwork = [\"registry.npmjs.org\", \"*.pythonhosted.org:8443\"]\nprocesses = 64\n").unwrap();
+        let config = parse(
+            "[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite \
+                = [\"/srv/docs\"]\nnetwork = [\"registry.npmjs.org\", \
+                \"*.pythonhosted.org:8443\"]\nprocesses = 64\n",
+        )
+        .unwrap();
         let profile = boxed(&config, "files");
         assert_eq!(profile.read, [Path::new("/etc/toolgate/ref")]);
         assert_eq!(profile.home, Path::new("/var/lib/toolgate/boxes/files"));
         let jcs = r#"{"cpu_seconds":3600,"memory_mb":2048,"network":["registry.npmjs.org","*.pythonhosted.org:8443"],"open_files":1024,"processes":64,"read":["/etc/toolgate/ref"],"write":["/srv/docs"]}"#;
         assert_eq!(profile.hash, toolgate_core::proposal::sha256_hex(jcs.as_bytes()));
         // A grant changed is a hash changed.
-        let other = parse("[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite = [\"/srv\"]\nnetwork = [\"registry.npmjs.org\", \"*.pythonhosted.org:8443\"]\nprocesses = 64\n").unwrap();
+        let other = parse(
+            "[servers.files]\ncommand = \"npx\"\n[servers.files.sandbox]\nread = [\"ref\"]\nwrite \
+                = [\"/srv\"]\nnetwork = [\"registry.npmjs.org\", \
+                \"*.pythonhosted.org:8443\"]\nprocesses = 64\n",
+        )
+        .unwrap();
         assert_ne!(boxed(&other, "files").hash, profile.hash);
     }
 
     #[test]
     fn every_stdio_server_is_boxed_unless_its_config_says_off() {
-        let config = parse("[servers.a]\ncommand = \"x\"\n[servers.b]\ncommand = \"y\"\nsandbox = \"off\"\n[servers.c]\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap();
+        let config = parse(
+            "[servers.a]\ncommand = \"x\"\n[servers.b]\ncommand = \"y\"\nsandbox = \
+                \"off\"\n[servers.c]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
         let a = boxed(&config, "a");
         assert_eq!(
             (a.network.clone(), a.read.len(), a.write.len()),

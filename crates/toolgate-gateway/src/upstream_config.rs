@@ -230,7 +230,10 @@ impl ServerConfig {
             + server.query_env.len()
             + server.query_file.len();
         if server.command.is_some() && header_sources > 0 {
-            out.push(format!("servers.{name}: headers and query parameters are sent to a `url` server; a stdio server's credentials go in `env`, `env_env` or `env_file`"));
+            out.push(format!(
+                "servers.{name}: headers and query parameters are sent to a `url` server; a stdio \
+                    server's credentials go in `env`, `env_env` or `env_file`"
+            ));
         }
         out.extend(url_problems(name, server));
         out.extend(crate::sandbox_config::problems(
@@ -258,7 +261,10 @@ impl ServerConfig {
         if server.url.is_some()
             && !(server.env.is_empty() && server.env_env.is_empty() && server.env_file.is_empty())
         {
-            out.push(format!("servers.{name}: env, env_env and env_file are for a stdio server (`command`); a `url` server's credentials go in headers"));
+            out.push(format!(
+                "servers.{name}: env, env_env and env_file are for a stdio server (`command`); a \
+                    `url` server's credentials go in headers"
+            ));
         }
         let mut variables: Vec<&String> =
             server.env.keys().chain(server.env_env.keys()).chain(server.env_file.keys()).collect();
@@ -302,7 +308,11 @@ mod tests {
 
     #[test]
     fn upstream_credentials_come_from_one_place_each_and_only_for_url_servers() {
-        let c = parse("[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\nheaders_file = { X-Api-Key = \"keys/parts.key\" }\n").unwrap();
+        let c = parse(
+            "[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders_env = { Authorization = \
+                \"PARTS_TOKEN\" }\nheaders_file = { X-Api-Key = \"keys/parts.key\" }\n",
+        )
+        .unwrap();
         let Transport::Http { headers, .. } = c.servers["parts"].transport() else {
             panic!("an HTTP upstream")
         };
@@ -313,10 +323,15 @@ mod tests {
             "{headers:?}"
         );
         let twice = parse(
-            "[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n",
+            "[servers.parts]\nurl = \"http://127.0.0.1:8701/mcp\"\nheaders = { authorization = \
+                \"Bearer x\" }\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n",
         );
         assert!(twice.unwrap_err().to_string().contains("header `authorization` is given twice"));
-        let env = parse("[servers.tickets]\ncommand = \"toolgate-atlas\"\nenv = { LEVEL = \"1\" }\nenv_env = { TOKEN = \"TICKETS_TOKEN\" }\nenv_file = { KEY = \"keys/tickets.key\" }\n").unwrap();
+        let env = parse(
+            "[servers.tickets]\ncommand = \"toolgate-atlas\"\nenv = { LEVEL = \"1\" }\nenv_env = { \
+                TOKEN = \"TICKETS_TOKEN\" }\nenv_file = { KEY = \"keys/tickets.key\" }\n",
+        )
+        .unwrap();
         let Transport::Stdio { env: variables, .. } = env.servers["tickets"].transport() else {
             panic!("stdio")
         };

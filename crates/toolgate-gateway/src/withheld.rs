@@ -283,7 +283,9 @@ mod tests {
         std::fs::write(dir.path().join("agent.token"), "agent-token-from-file-0002").unwrap();
         // SAFETY: a variable only this test reads.
         unsafe { std::env::set_var("TG_WITHHELD_TEST_TOKEN", "token-from-the-env-0003") };
-        let text = "[servers.e]\ncommand = \"x\"\nenv = { NODE_ENV = \"production\", LEVEL = \"1\" }\nenv_file = { API_KEY = \"api.key\" }\nenv_env = { TOKEN = \"TG_WITHHELD_TEST_TOKEN\" }\n\
+        let text = "[servers.e]\ncommand = \"x\"\nenv = { NODE_ENV = \"production\", \
+                        LEVEL = \"1\" }\nenv_file = { API_KEY = \"api.key\" }\nenv_env = { \
+                        TOKEN = \"TG_WITHHELD_TEST_TOKEN\" }\n\
                     [servers.h]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer header-token-0004\" }\n\
                     [callers.agent]\ntenant = \"t\"\ntoken_file = \"agent.token\"\n";
         std::fs::write(dir.path().join("toolgate.toml"), text).unwrap();

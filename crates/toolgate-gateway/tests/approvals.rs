@@ -319,7 +319,8 @@ async fn nobody_approves_their_own_call_under_another_credential() {
     // dana's bot asks; dana, the same person with her approver token, may not decide it.
     const BOT_TOKEN: &str = "dana-bot-token-0123456789abcdef";
     unsafe { std::env::set_var("TOOLGATE_TEST_DANA_BOT", BOT_TOKEN) };
-    let bot = "[callers.dana_bot]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_env = \"TOOLGATE_TEST_DANA_BOT\"\n";
+    let bot = "[callers.dana_bot]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = \
+        [\"agent\"]\ntoken_env = \"TOOLGATE_TEST_DANA_BOT\"\n";
     let h = start_with("", bot, &[]).await;
     let asked = call_as(&h.url, Some(BOT_TOKEN), ORDER, &order(4), json!({})).await;
     let id = approval_id(&asked);
@@ -432,7 +433,10 @@ async fn the_policy_decides_by_arguments_and_a_forged_hint_changes_nothing() {
     ];
     let h = start_with(
         "",
-        &"\n[policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n[registry.\"notices__send_notice\"]\nclass = \"requires_approval\"\n".to_string(),
+        &"\n[policy]\npolicies = \"policy.cedar\"\nschema = \
+            \"policy.cedarschema\"\n[registry.\"notices__send_notice\"]\nclass = \
+            \"requires_approval\"\n"
+            .to_string(),
         &dir_files,
     )
     .await;
@@ -476,7 +480,12 @@ async fn a_policy_that_does_not_validate_stops_the_start_with_cedars_message() {
         include_str!("../../toolgate-demo/demo/policy.cedarschema"),
     )
     .unwrap();
-    std::fs::write(dir.path().join("policy.cedar"), "permit (principal, action == Action::\"call_tool\", resource) when { context.arguments.colour == \"red\" };").unwrap();
+    std::fs::write(
+        dir.path().join("policy.cedar"),
+        "permit (principal, action == Action::\"call_tool\", resource) when { \
+            context.arguments.colour == \"red\" };",
+    )
+    .unwrap();
     let path = dir.path().join("toolgate.toml");
     std::fs::write(
         &path,

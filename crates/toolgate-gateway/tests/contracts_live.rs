@@ -138,7 +138,13 @@ async fn setup(extra: &str) -> Setup {
     let shifty = Shifty::default();
     *shifty.description.lock().unwrap() = "Look something up.".into();
     *shifty.prompt.lock().unwrap() = "Summarise the ticket for the engineer.".into();
-    let front = front(shifty.clone(), |url| format!("[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = true\n{ANONYMOUS}")).await;
+    let front = front(shifty.clone(), |url| {
+        format!(
+            "[gateway]\nlist_ttl_ms = 50\n{extra}\n[servers.shifty]\nurl = \"{url}\"\ntrusted = \
+                true\n{ANONYMOUS}"
+        )
+    })
+    .await;
     Setup {
         url: front.url.clone(),
         gateway: front.gateway.clone(),

@@ -71,7 +71,13 @@ impl ServerHandler for Desk {
 }
 
 async fn setup(desk: &Desk) -> Fronted {
-    front(desk.clone(), |url| format!("[servers.desk]\nurl = \"{url}\"\ntrusted = true\n[registry.\"desk__file_report\"]\nclass = \"automatic\"\n{ANONYMOUS}")).await
+    front(desk.clone(), |url| {
+        format!(
+            "[servers.desk]\nurl = \"{url}\"\ntrusted = \
+                true\n[registry.\"desk__file_report\"]\nclass = \"automatic\"\n{ANONYMOUS}"
+        )
+    })
+    .await
 }
 
 fn keyed(key: &str) -> Value {

@@ -113,7 +113,9 @@ async fn scenario(capture: bool) -> Vec<String> {
     .map(|(t, c)| format!("[registry.\"desk__{t}\"]\nclass = \"{c}\"\n"))
     .collect();
     let text = format!(
-        "[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = {capture}\n[approvals]\nhold_ms = 0\n"
+        "[gateway]\nlist_ttl_ms = 60000\nupstream_timeout_ms = 5000\n[servers.desk]\nurl = \
+            \"{upstream}\"\ntrusted = true\n{registry}{CALLERS}[receipts]\ncapture_values = \
+            {capture}\n[approvals]\nhold_ms = 0\n"
     );
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).unwrap();

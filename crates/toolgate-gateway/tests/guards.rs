@@ -112,7 +112,13 @@ async fn confidential_data_waits_for_a_named_approver_who_is_told_what_it_carrie
 
 #[tokio::test]
 async fn with_the_guard_off_nothing_is_scanned() {
-    let h = start_with("", "[registry.\"notices__send_notice\"]\nclass = \"automatic\"\nlabels = [\"egress\"]\n[guards.egress]\nenabled = false\n", &[]).await;
+    let h = start_with(
+        "",
+        "[registry.\"notices__send_notice\"]\nclass = \"automatic\"\nlabels = \
+            [\"egress\"]\n[guards.egress]\nenabled = false\n",
+        &[],
+    )
+    .await;
     assert_ne!(notice(&h, &format!("card {CARD}")).await["result"]["isError"], true);
     assert_eq!(sent(&h), 1);
 }

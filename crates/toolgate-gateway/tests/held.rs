@@ -434,7 +434,9 @@ async fn two_hundred_calls_held_at_once_are_each_answered_within_the_hold_and_a_
         "the slowest was answered after {slowest:?}"
     );
     eprintln!(
-        "held: {CALLS} calls at once, hold {HOLD_MS} ms, slowest answer {slowest:?}; RSS {rss_before} kB before, {rss_held} kB while held (+{} kB, {:.1} kB per call), {} kB after",
+        "held: {CALLS} calls at once, hold {HOLD_MS} ms, slowest answer {slowest:?}; \
+            RSS {rss_before} kB before, {rss_held} kB while held (+{} kB, {:.1} kB per call), {} \
+            kB after",
         rss_held.saturating_sub(rss_before),
         rss_held.saturating_sub(rss_before) as f64 / CALLS as f64,
         rss_kb()

@@ -218,7 +218,14 @@ async fn while_an_upstream_is_down_lists_are_kept_briefly() {
     // A port nothing listens on: the second server is down.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let path = dir.path().join("toolgate.toml");
-    std::fs::write(&path, format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n[servers.gone]\nurl = \"http://{closed}/mcp\"\n{ANONYMOUS}")).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[servers.parts]\nurl = \"http://{addr}/mcp\"\ntrusted = true\n[servers.gone]\nurl = \
+                \"http://{closed}/mcp\"\n{ANONYMOUS}"
+        ),
+    )
+    .unwrap();
     let gw = toolgate_gateway::gateway::Gateway::start(
         toolgate_gateway::config::Config::load(&path).unwrap(),
         toolgate_gateway::gateway::Mode::Serve,
@@ -270,7 +277,12 @@ async fn a_single_server_can_keep_its_tool_names() {
     let path = dir.path().join("toolgate.toml");
     std::fs::write(
         &path,
-        format!("[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = false\n[registry.\"find_part\"]\nclass = \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \"prohibited\"\n{ANONYMOUS}"),
+        format!(
+            "[servers.parts]\nurl = \"http://{addr}/mcp\"\nnamespace = \
+                false\n[registry.\"find_part\"]\nclass = \
+                \"automatic\"\n[registry.\"raise_parts_order\"]\nclass = \
+                \"prohibited\"\n{ANONYMOUS}"
+        ),
     )
     .unwrap();
     let gw = toolgate_gateway::gateway::Gateway::start(

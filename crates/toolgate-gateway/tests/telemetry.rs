@@ -57,7 +57,13 @@ impl ServerHandler for Echo {
 }
 
 async fn setup(telemetry: &str) -> Fronted {
-    front(Echo, |upstream| format!("[servers.echo]\nurl = \"{upstream}\"\n[registry.\"echo__echo\"]\nclass = \"automatic\"\n{ANONYMOUS}\n[telemetry]\n{telemetry}\n")).await
+    front(Echo, |upstream| {
+        format!(
+            "[servers.echo]\nurl = \"{upstream}\"\n[registry.\"echo__echo\"]\nclass = \
+                \"automatic\"\n{ANONYMOUS}\n[telemetry]\n{telemetry}\n"
+        )
+    })
+    .await
 }
 
 fn in_memory() -> (InMemorySpanExporter, SdkTracerProvider) {

@@ -203,7 +203,9 @@ fn main() {
     let append_rate = n as f64 / elapsed.as_secs_f64();
     let verdict = if append_rate >= TARGET { "meets" } else { "MISSES" };
     println!(
-        "sealed + appended (append_receipts), group commit, {in_flight} in flight  {append_rate:>10.0} receipts/s  ({:.2}× seal only; {verdict} the {TARGET:.0}/s target)",
+        "sealed + appended (append_receipts), group commit, {in_flight} in \
+            flight  {append_rate:>10.0} receipts/s  ({:.2}× seal only; {verdict} the {TARGET:.0}/s \
+            target)",
         append_rate / seal_rate
     );
     // Integration: the frontier over every leaf hash appended (what the
@@ -225,7 +227,8 @@ fn main() {
         )
     });
     println!(
-        "  integrated (leaf hashes read, tree grown): {integrated:>10.0} receipts/s; stored {per_receipt:.0} B/receipt (the database's pages over its receipts)"
+        "  integrated (leaf hashes read, tree grown): {integrated:>10.0} receipts/s; \
+            stored {per_receipt:.0} B/receipt (the database's pages over its receipts)"
     );
 
     // 2b. One receipt at a time at a fixed 1,000/s (the gateway's read
@@ -328,7 +331,9 @@ fn main() {
         };
         let (rate, per_commit) = rt.block_on(postgres_replicas(&pg, pg_n, in_flight, draft));
         println!(
-            "postgres, two replicas, {in_flight} in flight: {rate:>10.0} receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock each)"
+            "postgres, two replicas, {in_flight} in flight: {rate:>10.0} \
+                receipts/s; {per_commit:.1} receipts per transaction (one take of the log's lock \
+                each)"
         );
     }
 

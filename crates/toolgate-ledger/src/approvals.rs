@@ -53,7 +53,7 @@ pub struct Decider<'a> {
 /// asked), uses an approved one for its one dispatch, and tells held calls
 /// when one is decided.
 #[async_trait::async_trait]
-pub trait Approvals: Send + Sync {
+pub trait ApprovalStore: Send + Sync {
     /// Records a new pending approval, expiring `ttl_ms` after `now_ms`, and
     /// its `receipt` in the same transaction; a taken id is refused.
     async fn create_approval(&self, new: NewApproval) -> Result<Approval>;

@@ -30,7 +30,7 @@ pub struct Connection {
 /// which one replica at a time refreshes a grant, and the states of the
 /// authorizations under way.
 #[async_trait::async_trait]
-pub trait Connections: Send + Sync {
+pub trait ConnectionStore: Send + Sync {
     /// Writes the grant of its (tenant, subject, server), replacing any:
     /// a new grant (the person connected again). A refresh in flight is
     /// superseded: its lease is released, so its `finish_refresh` writes

@@ -126,7 +126,7 @@ pub struct StoredSession {
 /// The fleet: which replicas are alive, the console's sessions, and the
 /// outbox of notices that tell approvers an approval waits.
 #[async_trait::async_trait]
-pub trait Fleet: Send + Sync {
+pub trait FleetStore: Send + Sync {
     /// Records that `replica` is alive at `now_ms`, forgets replicas not
     /// seen for `lease_ms`, and returns how many are alive (this one too).
     async fn heartbeat(

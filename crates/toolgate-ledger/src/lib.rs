@@ -1,8 +1,8 @@
 //! toolgate-ledger: the gateway's durable state — approvals, operations,
 //! agent runs, the receipt log with its checkpoints and key history, what
 //! replicas share, and people's grants at upstream servers — behind one
-//! [`Ledger`] trait, made of one trait per role ([`Approvals`],
-//! [`Operations`], [`Runs`], [`ReceiptLog`], [`Fleet`], [`Connections`]),
+//! [`Ledger`] trait, made of one trait per role ([`ApprovalStore`],
+//! [`OperationStore`], [`RunStore`], [`LogStore`], [`FleetStore`], [`ConnectionStore`]),
 //! with two stores that pass one test suite: an embedded SQLite file (the
 //! default; the gateway and the operator's CLI share it) and PostgreSQL
 //! (`ledger = "postgres://…"`, for replicas). Each store's README (in
@@ -27,19 +27,19 @@ mod receipts;
 mod runs;
 mod sqlite;
 
-pub use approvals::{Approvals, Decider, NewApproval};
-pub use connections::{Connection, Connections};
+pub use approvals::{ApprovalStore, Decider, NewApproval};
+pub use connections::{Connection, ConnectionStore};
 pub use error::LedgerError;
 pub use fleet::{
-    Attempt, DEFAULT_LEASE_MS, EVERY_APPROVAL, Fleet, NewNotice, Notice, NoticeState, StoredSession,
+    Attempt, DEFAULT_LEASE_MS, EVERY_APPROVAL, FleetStore, NewNotice, Notice, NoticeState,
+    StoredSession,
 };
-pub use operations::{Begun, NewOperation, Operations, Resolution};
+pub use operations::{Begun, NewOperation, OperationStore, Resolution};
 pub use postgres::PostgresLedger;
 pub use receipts::{
-    ARCHIVE_CHUNK, LogKey, ReceiptLog, StoredArchive, StoredCheckpoint, StoredReceipt,
-    ToolDefinition,
+    ARCHIVE_CHUNK, LogKey, LogStore, StoredArchive, StoredCheckpoint, StoredReceipt, ToolDefinition,
 };
-pub use runs::{MAX_LEGS, RunKey, RunState, Runs};
+pub use runs::{MAX_LEGS, RunKey, RunState, RunStore};
 pub use sqlite::{SqliteLedger, Synchronous};
 pub use toolgate_core as core;
 pub use toolgate_core::receipt::Draft;
@@ -62,10 +62,13 @@ pub trait Store: Send + Sync {
 ///
 /// Every method is one role's: a caller that holds a `dyn Ledger` calls
 /// them all; code that needs one role can ask for that trait alone.
-pub trait Ledger: Store + Approvals + Operations + Runs + ReceiptLog + Fleet + Connections {}
+pub trait Ledger:
+    Store + ApprovalStore + OperationStore + RunStore + LogStore + FleetStore + ConnectionStore
+{
+}
 
 impl<T> Ledger for T where
-    T: Store + Approvals + Operations + Runs + ReceiptLog + Fleet + Connections
+    T: Store + ApprovalStore + OperationStore + RunStore + LogStore + FleetStore + ConnectionStore
 {
 }
 

@@ -62,7 +62,7 @@ pub struct Resolution {
 /// Operations: reserves a write's key for one call, follows its dispatch to
 /// its end, settles an unknown one, and removes settled ones once old.
 #[async_trait::async_trait]
-pub trait Operations: Send + Sync {
+pub trait OperationStore: Send + Sync {
     /// Reserves `new.key` for this call, or reports the operation that holds
     /// it. A reservation left by a crash, or one reconciled as not applied,
     /// is taken over (same payload only) as its next attempt — who settled
@@ -126,7 +126,8 @@ pub(crate) fn settle_rule(applied: bool) -> &'static str {
     if applied {
         "only an unknown operation is reconciled"
     } else {
-        "only an unknown operation whose lease has ended is settled as not applied (until then its dispatch may still be running upstream); try again shortly"
+        "only an unknown operation whose lease has ended is settled as not applied (until then its \
+            dispatch may still be running upstream); try again shortly"
     }
 }
 

@@ -179,7 +179,7 @@ pub struct ToolDefinition {
 /// keeps the checkpoints, the key history and the tool definitions; and
 /// its retention, the archives that move old receipts out of the store.
 #[async_trait::async_trait]
-pub trait ReceiptLog: Send + Sync {
+pub trait LogStore: Send + Sync {
     /// Appends receipts at the next log indexes, in order, in one
     /// transaction; returns their indexes. For receipts that attest no
     /// change of state (reads, refusals, replays): when this returns they

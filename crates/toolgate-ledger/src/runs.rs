@@ -38,7 +38,7 @@ pub const MAX_LEGS: i64 = 8;
 /// Runs: counts a caller's calls in a run and keeps the legs of the
 /// trifecta it brought in, until the run expires.
 #[async_trait::async_trait]
-pub trait Runs: Send + Sync {
+pub trait RunStore: Send + Sync {
     /// The run `key` as of `now_ms`. With `count`, this call is counted in
     /// it, and a run not yet begun (or expired) begins now, to last
     /// `ttl_ms`; without, nothing is written (a run not begun is empty).

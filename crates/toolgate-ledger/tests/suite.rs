@@ -12,8 +12,8 @@ use toolgate_ledger::core::approval::{ApprovalState, Binding};
 use toolgate_ledger::core::operation::{OperationKey, OperationState};
 use toolgate_ledger::core::trifecta::{Leg, LegCall};
 use toolgate_ledger::{
-    Attempt, Begun, Connection, Decider, Ledger, LedgerError, NewApproval, NewNotice, NewOperation,
-    NoticeState, PostgresLedger, ReceiptLog, Resolution, RunKey, SqliteLedger, StoredSession,
+    Attempt, Begun, Connection, Decider, Ledger, LedgerError, LogStore, NewApproval, NewNotice,
+    NewOperation, NoticeState, PostgresLedger, Resolution, RunKey, SqliteLedger, StoredSession,
 };
 
 /// A store under test, and a way to run raw SQL against it behind the

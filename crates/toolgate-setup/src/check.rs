@@ -270,7 +270,8 @@ mod tests {
 
     #[test]
     fn every_problem_is_found_with_its_line() {
-        let text = "[gateway]\nlisten_addr = \"127.0.0.1:1\"\n\n[servers.a]\ncommand = \"x\"\ntimeout_ms = \"soon\"\n\n[registry.\"a__t\"]\nclass = \"sometimes\"\n";
+        let text = "[gateway]\nlisten_addr = \"127.0.0.1:1\"\n\n[servers.a]\ncommand = \
+            \"x\"\ntimeout_ms = \"soon\"\n\n[registry.\"a__t\"]\nclass = \"sometimes\"\n";
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("toolgate.toml");
         std::fs::write(&file, text).unwrap();
@@ -305,7 +306,12 @@ mod tests {
         );
         // The gateway's refusals, all of them.
         let refused = dir.path().join("refused.toml");
-        std::fs::write(&refused, "[servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n\n[registry.\"b__t\"]\nclass = \"automatic\"\n\n[runs]\nttl_ms = 0\n").unwrap();
+        std::fs::write(
+            &refused,
+            "[servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n\n[registry.\"b__t\"]\nclass = \
+                \"automatic\"\n\n[runs]\nttl_ms = 0\n",
+        )
+        .unwrap();
         let found = problems(&refused).unwrap();
         assert_eq!(found.len(), 3, "{found:?}");
         assert_eq!(found.iter().map(|(line, _)| *line).collect::<Vec<_>>(), [1, 5, 9], "{found:?}");

@@ -140,13 +140,25 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
     let url = server["url"].as_str().or(server["serverUrl"].as_str());
     if let Some(command) = server["command"].as_str() {
         if server.get("envFile").is_some() {
-            return Err((field("envFile"), "an env file is not read on import: put its variables in `env`, or add them to the written config's env_file by hand".into()));
+            return Err((
+                field("envFile"),
+                "an env file is not read on import: put its variables in `env`, or add them to the \
+                    written config's env_file by hand"
+                    .into(),
+            ));
         }
         let mut args = Vec::new();
         for (i, a) in server["args"].as_array().into_iter().flatten().enumerate() {
             let a =
                 a.as_str().ok_or_else(|| (format!(".args[{i}]"), "not a string".to_string()))?;
-            args.push(plain(a, cx).ok_or_else(|| (format!(".args[{i}]"), "it reads a variable (`${…}`); toolgate passes arguments as written: give the server that value in `env`".to_string()))?);
+            args.push(plain(a, cx).ok_or_else(|| {
+                (
+                    format!(".args[{i}]"),
+                    "it reads a variable (`${…}`); toolgate passes arguments as written: give the \
+                        server that value in `env`"
+                        .to_string(),
+                )
+            })?);
         }
         let command = plain(command, cx).ok_or_else(|| {
             (field("command"), "it reads a variable (`${…}`); write the program out".to_string())
@@ -159,7 +171,12 @@ fn one(name: &str, server: &Value, cx: &Context) -> Result<Reach, (String, Strin
         return Err((String::new(), "neither `command` (stdio) nor `url` (HTTP)".into()));
     };
     if kind == "sse" {
-        return Err((field("type"), "the 2024-11-05 HTTP+SSE transport; toolgate reaches upstreams over Streamable HTTP (`type: \"http\"`) or stdio".into()));
+        return Err((
+            field("type"),
+            "the 2024-11-05 HTTP+SSE transport; toolgate reaches upstreams over Streamable HTTP \
+                (`type: \"http\"`) or stdio"
+                .into(),
+        ));
     }
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err((field("url"), "not an http:// or https:// URL".into()));

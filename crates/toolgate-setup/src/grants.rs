@@ -389,7 +389,8 @@ impl Rules<'_> {
         }
         if self.out.starts_with(real) {
             return Some(
-                "it holds this config's own folder (its state: keys and ledger; the servers' secrets), which no server is granted; name a folder beside it",
+                "it holds this config's own folder (its state: keys and ledger; the servers' \
+                    secrets), which no server is granted; name a folder beside it",
             );
         }
         if real.starts_with(&self.out) {
@@ -410,7 +411,12 @@ impl Rules<'_> {
     /// A relative path: what it names depends on the folder the server is
     /// started in, which is not the client's.
     fn relative(&mut self, raw: &str) {
-        self.leave(raw, "a relative path names a folder only from where the server starts: the client starts it in a folder of its own choosing, toolgate in the one it runs in; write it absolute, in `args` and here");
+        self.leave(
+            raw,
+            "a relative path names a folder only from where the server starts: the client starts \
+                it in a folder of its own choosing, toolgate in the one it runs in; write it \
+                absolute, in `args` and here",
+        );
     }
 
     /// Grants `path` (as written, `~` expanded) as `access` says, unless a
@@ -463,13 +469,27 @@ impl Rules<'_> {
         let named = flag.map(|f| format!(" ({f})")).unwrap_or_default();
         match self.place.disk.look(&path) {
             Some((_, true)) => {
-                self.grant(&path, Access::Write, &format!("a folder its arguments name{named}: it may read and write there"));
+                self.grant(
+                    &path,
+                    Access::Write,
+                    &format!("a folder its arguments name{named}: it may read and write there"),
+                );
             }
             Some((_, false)) if is_script(&path) => self.script(&path, &named),
             Some(_) => {
-                self.grant(&path, Access::Read, &format!("a file its arguments name{named}: read only"));
+                self.grant(
+                    &path,
+                    Access::Read,
+                    &format!("a file its arguments name{named}: read only"),
+                );
             }
-            None => self.leave(&path.display().to_string(), format!("its arguments name it{named}, but nothing is there: not granted; if the server makes it, make it first and add it to `write`")),
+            None => self.leave(
+                &path.display().to_string(),
+                format!(
+                    "its arguments name it{named}, but nothing is there: not granted; if the \
+                        server makes it, make it first and add it to `write`"
+                ),
+            ),
         }
     }
 
@@ -548,15 +568,24 @@ pub fn grants(
 
     match role {
         Some(Role::Filesystem) => {
-            let dirs: Vec<usize> = (launch.server_args..args.len()).filter(|&i| !args[i].starts_with('-')).collect();
+            let dirs: Vec<usize> =
+                (launch.server_args..args.len()).filter(|&i| !args[i].starts_with('-')).collect();
             if dirs.is_empty() {
-                rules.leave("", "no directory in its arguments: it then serves the client's roots, which the box does not reach; name them in `write`");
+                rules.leave(
+                    "",
+                    "no directory in its arguments: it then serves the client's roots, which the \
+                        box does not reach; name them in `write`",
+                );
             }
             for i in dirs {
                 done[i] = true;
                 match rules.expand(&args[i]) {
                     Some(path) => {
-                        rules.grant(&path, Access::Write, "the filesystem server's directories, from its arguments");
+                        rules.grant(
+                            &path,
+                            Access::Write,
+                            "the filesystem server's directories, from its arguments",
+                        );
                     }
                     None => rules.relative(&args[i]),
                 }
@@ -567,7 +596,11 @@ pub fn grants(
                 done[i] = true;
                 match rules.expand(value) {
                     Some(path) => {
-                        rules.grant(&path, Access::Write, "the git server's repository (--repository)");
+                        rules.grant(
+                            &path,
+                            Access::Write,
+                            "the git server's repository (--repository)",
+                        );
                     }
                     None => rules.relative(value),
                 }
@@ -579,7 +612,12 @@ pub fn grants(
                 match rules.expand(value).as_deref().and_then(Path::parent) {
                     Some(folder) => {
                         let folder = folder.to_path_buf();
-                        rules.grant(&folder, Access::Write, "the folder of the SQLite server's database (--db-path): SQLite writes the database and its journal there");
+                        rules.grant(
+                            &folder,
+                            Access::Write,
+                            "the folder of the SQLite server's database (--db-path): SQLite writes \
+                                the database and its journal there",
+                        );
                     }
                     None => rules.relative(value),
                 }
@@ -588,11 +626,21 @@ pub fn grants(
         Some(Role::Memory) => match env.get("MEMORY_FILE_PATH").map(|v| (v, rules.expand(v))) {
             Some((_, Some(file))) => {
                 if let Some(folder) = file.parent().map(Path::to_path_buf) {
-                    rules.grant(&folder, Access::Write, "the folder of the memory server's file (MEMORY_FILE_PATH): it writes the file and a lock beside it");
+                    rules.grant(
+                        &folder,
+                        Access::Write,
+                        "the folder of the memory server's file (MEMORY_FILE_PATH): it writes the \
+                            file and a lock beside it",
+                    );
                 }
             }
             Some((raw, None)) => rules.relative(raw),
-            None => rules.leave("", "without MEMORY_FILE_PATH its memory file is inside its package, in npx's cache in the box's own home: a new version of the package starts a new file; set MEMORY_FILE_PATH to an absolute path to keep one"),
+            None => rules.leave(
+                "",
+                "without MEMORY_FILE_PATH its memory file is inside its package, in npx's cache in \
+                    the box's own home: a new version of the package starts a new file; set \
+                    MEMORY_FILE_PATH to an absolute path to keep one",
+            ),
         },
         _ => {}
     }
@@ -618,10 +666,22 @@ pub fn grants(
 
     let name = program(command);
     if matches!(name.as_str(), "docker" | "podman" | "nerdctl") {
-        rules.leave("", format!("`{name}` reaches its daemon through a socket that is root on this machine, which import never grants: the container is a box of its own; to run it this way, write `sandbox = \"off\"` for this server instead"));
+        rules.leave(
+            "",
+            format!(
+                "`{name}` reaches its daemon through a socket that is root on this machine, which \
+                    import never grants: the container is a box of its own; to run it this way, \
+                    write `sandbox = \"off\"` for this server instead"
+            ),
+        );
     }
     if let Some(Role::Remote) = role {
-        rules.leave("", "if it signs in with OAuth, its callback listens on this machine's loopback for the browser, which a box with a network of its own does not share: write network = \"all\" for it then");
+        rules.leave(
+            "",
+            "if it signs in with OAuth, its callback listens on this machine's loopback for the \
+                browser, which a box with a network of its own does not share: write \
+                network = \"all\" for it then",
+        );
     }
     let mut grants = rules.grants;
     grants.network = network(&launch, role, &name, args);

@@ -119,7 +119,11 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     // prompts, resources and templates registered as the reads they are.
     let (found, down) = inventory(&config_path).await?;
     text.push_str("\n# The registry: each tool's class, from the audit's regret (`toolgate audit --suggest`).\n");
-    text.push_str("# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree with; a running\n# gateway takes the change on `kill -HUP` (or `systemctl reload toolgate`), no restart needed.\n\n");
+    text.push_str(
+        "# Reads run, writes wait for a person, the riskiest are refused. Change what you disagree \
+            with; a running\n# gateway takes the change on `kill -HUP` (or `systemctl reload \
+            toolgate`), no restart needed.\n\n",
+    );
     text.push_str(&found.registry);
     if !found.contents.is_empty() {
         text.push_str(CONTENTS_HEADER);
@@ -128,7 +132,8 @@ pub(crate) async fn write(taken: Vec<Taken>, out: &Path, listen: SocketAddr) -> 
     for (server, why) in &down {
         let _ = writeln!(
             text,
-            "# `{server}` did not start during the import ({}): its tools are refused until registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.",
+            "# `{server}` did not start during the import ({}): its tools are refused until \
+                registered; run `toolgate audit --config toolgate.toml --suggest` once it runs.",
             one_line(why)
         );
     }
@@ -161,7 +166,10 @@ fn header(listen: SocketAddr, taken: &[Taken]) -> String {
         "[gateway]\nlisten = \"{listen}\"\nstate_dir = \"state\"\nstdio_caller = \"local\"\n"
     );
     out.push_str("# The client on this machine: no token, so keep `listen` on loopback.\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\n");
-    out.push_str("# You, deciding what waits: the console (/console) with the token in approver.token, or\n# `toolgate approvals approve --config toolgate.toml ID --as me --reason TEXT`.\n");
+    out.push_str(
+        "# You, deciding what waits: the console (/console) with the token in approver.token, \
+            or\n# `toolgate approvals approve --config toolgate.toml ID --as me --reason TEXT`.\n",
+    );
     out.push_str("[callers.me]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"approver.token\"\n\n");
     out
 }
@@ -495,7 +503,11 @@ fn next_steps(
         })
         .collect();
     if files.is_empty() {
-        lines.push("\nIn your MCP client's config, add this one server (under `mcpServers`; VS Code: under `servers`, with \"type\": \"stdio\"):".into());
+        lines.push(
+            "\nIn your MCP client's config, add this one server (under `mcpServers`; VS Code: \
+                under `servers`, with \"type\": \"stdio\"):"
+                .into(),
+        );
         lines.push(format!("  \"toolgate\": {stdio}"));
     }
     for (file, vscode) in files {
@@ -564,7 +576,9 @@ mod tests {
         };
         assert_eq!(
             written.say(),
-            "3 tools classed (1 automatic, 2 requires_approval, 0 prohibited); 2 prompts, 1 resource, 0 templates registered automatic (reads), 1 of them held back (below); all pinned"
+            "3 tools classed (1 automatic, 2 requires_approval, 0 prohibited); 2 prompts, 1 \
+                resource, 0 templates registered automatic (reads), 1 of them held back (below); \
+                all pinned"
         );
         let server = Imported {
             original: "s".into(),

@@ -191,7 +191,12 @@ async fn main() {
     let config_path = dir.path().join("toolgate.toml");
     std::fs::write(
         &config_path,
-        format!("[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\nread_only = true\n[callers.bench]\ntenant = \"bench\"\nanonymous = true\n{}", std::env::var("TOOLGATE_BENCH_EXTRA").unwrap_or_default().replace("\\n", "\n")),
+        format!(
+            "[servers.tickets]\nurl = \"{upstream}\"\n[registry.\"tickets__get_ticket\"]\nclass = \
+                \"automatic\"\nread_only = true\n[callers.bench]\ntenant = \"bench\"\nanonymous = \
+                true\n{}",
+            std::env::var("TOOLGATE_BENCH_EXTRA").unwrap_or_default().replace("\\n", "\n")
+        ),
     )
     .unwrap();
     let gw = Gateway::start(Config::load(&config_path).unwrap(), Mode::Serve).await.unwrap();

@@ -82,5 +82,8 @@ fn the_configs_the_docs_show_are_valid_and_the_mistakes_are_not() {
     ] {
         assert!(!validator.is_valid(&as_json(mistake)), "{mistake}");
     }
-    assert!(validator.is_valid(&as_json("[servers.parts]\nurl = \"https://parts.example/mcp\"\nheaders_env = { Authorization = \"PARTS_TOKEN\" }\n")));
+    assert!(validator.is_valid(&as_json(
+        "[servers.parts]\nurl = \"https://parts.example/mcp\"\nheaders_env = { Authorization = \
+            \"PARTS_TOKEN\" }\n"
+    )));
 }

@@ -149,13 +149,19 @@ impl Schema {
 
     /// When jane's grant at `who` expires (its `expires_ms`), if she has one.
     fn jane_expires(&self) -> Option<i64> {
-        let out = self.query(&format!("SELECT expires_ms FROM {{s}}.connections WHERE tenant = 'atlas' AND subject = '{JANE_SUBJECT}' AND server = 'who'"));
+        let out = self.query(&format!(
+            "SELECT expires_ms FROM {{s}}.connections WHERE tenant = 'atlas' AND subject = \
+                '{JANE_SUBJECT}' AND server = 'who'"
+        ));
         (!out.is_empty()).then(|| out.parse().unwrap())
     }
 
     /// The refresh lease on jane's grant: (holder, until_ms), if one is there.
     fn jane_lease(&self) -> Option<(String, i64)> {
-        let out = self.query(&format!("SELECT holder || ' ' || until_ms FROM {{s}}.refresh_leases WHERE tenant = 'atlas' AND subject = '{JANE_SUBJECT}' AND server = 'who'"));
+        let out = self.query(&format!(
+            "SELECT holder || ' ' || until_ms FROM {{s}}.refresh_leases WHERE tenant = 'atlas' AND \
+                subject = '{JANE_SUBJECT}' AND server = 'who'"
+        ));
         out.split_once(' ').map(|(h, u)| (h.to_string(), u.parse().unwrap()))
     }
 }

@@ -616,7 +616,15 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     c.set_window_size(1400, 1000).await.unwrap();
     c.goto(&format!("{base}/console/tools")).await.unwrap();
     text_of(&c, "table.matrix").await;
-    let widths = c.execute("const t = document.querySelector('table.matrix').parentElement; return [document.documentElement.scrollWidth, window.innerWidth, t.scrollWidth, t.clientWidth]", vec![]).await.unwrap();
+    let widths = c
+        .execute(
+            "const t = document.querySelector('table.matrix').parentElement; return \
+                [document.documentElement.scrollWidth, window.innerWidth, t.scrollWidth, \
+                t.clientWidth]",
+            vec![],
+        )
+        .await
+        .unwrap();
     assert!(
         widths[0].as_i64() <= widths[1].as_i64() && widths[2].as_i64() <= widths[3].as_i64(),
         "the authority matrix overflows: {widths}"
@@ -624,6 +632,13 @@ async fn demo_serve_holds_a_call_while_a_person_approves_it_in_the_browser() {
     // The overview's "why not simply allowed" bars each have a label.
     c.goto(&format!("{base}/console")).await.unwrap();
     text_of(&c, "svg.chart").await;
-    let unlabelled = c.execute("return Array.from(document.querySelectorAll('svg.chart text')).filter(t => t.textContent.trim() === '').length", vec![]).await.unwrap();
+    let unlabelled = c
+        .execute(
+            "return Array.from(document.querySelectorAll('svg.chart text')).filter(t => \
+                t.textContent.trim() === '').length",
+            vec![],
+        )
+        .await
+        .unwrap();
     assert_eq!(unlabelled, json!(0), "a bar without a label");
 }

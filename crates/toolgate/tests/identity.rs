@@ -452,7 +452,14 @@ read_only = true
         .output()
         .unwrap();
     let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
-    assert!(doctor.contains("identity who") && doctor.contains("the gateway's assertion for its person (in the header X-Toolgate-Identity, aud whoami"), "{doctor}");
+    assert!(
+        doctor.contains("identity who")
+            && doctor.contains(
+                "the gateway's assertion for its person (in the header X-Toolgate-Identity, aud \
+                    whoami"
+            ),
+        "{doctor}"
+    );
     assert!(
         doctor.contains("identity exchanged")
             && doctor.contains("the gateway's own credential read its contract"),

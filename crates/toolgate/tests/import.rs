@@ -37,7 +37,10 @@ async fn three_client_configs_become_one_gateway_the_python_sdk_calls_through() 
     std::fs::write(
         &vscode,
         format!(
-            "{{\n  // the parts catalog\n  \"inputs\": [{{\"type\": \"promptString\", \"id\": \"parts-key\", \"description\": \"Parts API key\", \"password\": true}}],\n  \"servers\": {{\n    \"parts\": {{\"type\": \"http\", \"url\": \"{}\", \"headers\": {{\"X-Api-Key\": \"${{input:parts-key}}\"}}}},\n  }},\n}}\n",
+            "{{\n  // the parts catalog\n  \"inputs\": [{{\"type\": \"promptString\", \"id\": \
+                \"parts-key\", \"description\": \"Parts API key\", \"password\": \
+                true}}],\n  \"servers\": {{\n    \"parts\": {{\"type\": \"http\", \"url\": \"{}\", \
+                \"headers\": {{\"X-Api-Key\": \"${{input:parts-key}}\"}}}},\n  }},\n}}\n",
             parts.url
         ),
     )
@@ -497,7 +500,13 @@ async fn credentials_in_an_imported_url_move_to_owner_only_secrets() {
         config.contains("headers_file = { \"Authorization\" = \"secrets/parts.authorization\" }"),
         "{config}"
     );
-    assert!(config.contains("query_file = { \"API_KEY\" = \"secrets/parts.query-api-key\", \"access-token\" = \"secrets/parts.query-access-token\" }"), "{config}");
+    assert!(
+        config.contains(
+            "query_file = { \"API_KEY\" = \"secrets/parts.query-api-key\", \"access-token\" = \
+                \"secrets/parts.query-access-token\" }"
+        ),
+        "{config}"
+    );
     let secret = |name: &str| {
         (
             std::fs::read_to_string(out.join("secrets").join(name)).unwrap(),

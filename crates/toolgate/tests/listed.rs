@@ -223,7 +223,13 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
         ),
         "{doctor}"
     );
-    assert!(doctor.contains("FAIL  upstream fixture: not listed, and refused, until accepted: 1 tool, 1 prompt: contract changed since pinned"), "{doctor}");
+    assert!(
+        doctor.contains(
+            "FAIL  upstream fixture: not listed, and refused, until accepted: 1 tool, 1 prompt: \
+                contract changed since pinned"
+        ),
+        "{doctor}"
+    );
     assert!(doctor.contains("--accept fixture__test_audio_content"), "{doctor}");
     assert!(doctor.contains("not listed: 22 tools: its annotations imply prohibited"), "{doctor}");
 
@@ -300,7 +306,14 @@ async fn every_place_counts_what_a_client_of_the_serving_gateway_is_given() {
             "`{column}` is not aligned:\n{header}\n{long}\n{short}"
         );
     }
-    assert!(table.contains("Not listed until the registry names them") && table.contains("[registry_prompts.\"fixture__test_prompt_with_embedded_resource\"]\nclass = \"automatic\""), "{table}");
+    assert!(
+        table.contains("Not listed until the registry names them")
+            && table.contains(
+                "[registry_prompts.\"fixture__test_prompt_with_embedded_resource\"]\nclass = \
+                    \"automatic\""
+            ),
+        "{table}"
+    );
 
     // A gateway serving the config: the Python SDK, in both eras, is given
     // exactly what every place said.

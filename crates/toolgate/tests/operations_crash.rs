@@ -492,7 +492,9 @@ async fn keyed_writes_survive_sigkill() {
     let count = |f: &dyn Fn(&Settled) -> bool| settled.values().filter(|s| f(s)).count();
     let interrupted = chaos.interrupted.iter().filter(|b| b.load(SeqCst)).count();
     println!(
-        "crash: {} kills ({} with writes in flight, {} with first attempts in flight), {} generations; {} keyed writes sent during the kills ({} cut off by a kill, {} keys interrupted); chaos {:.1} s, recovery {:.1} s",
+        "crash: {} kills ({} with writes in flight, {} with first attempts in flight), {} \
+            generations; {} keyed writes sent during the kills ({} cut off by a kill, {} keys \
+            interrupted); chaos {:.1} s, recovery {:.1} s",
         kills.kills,
         kills.kills_with_writes_in_flight,
         kills.kills_with_first_attempts_in_flight,
@@ -915,7 +917,9 @@ async fn replicas_on_postgres_run_each_key_once_and_share_approvals() {
     }
     assert_eq!(won_by_a + won_by_b, RACE_KEYS);
     println!(
-        "replicas: {RACE_KEYS} keys raced on both replicas ({} requests, {RACING} keys at once) in {:.1} s; won by A {won_by_a}, by B {won_by_b}; {first_in_progress} first answers were \"in progress\", {} in-progress answers in all",
+        "replicas: {RACE_KEYS} keys raced on both replicas ({} requests, {RACING} keys at once) \
+            in {:.1} s; won by A {won_by_a}, by B {won_by_b}; {first_in_progress} first answers \
+            were \"in progress\", {} in-progress answers in all",
         RACE_KEYS * 2,
         race_took.as_secs_f64(),
         in_progress.load(SeqCst)

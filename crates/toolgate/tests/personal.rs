@@ -25,8 +25,12 @@ async fn each_person_has_a_process_of_their_own_bounded_replaced_on_a_new_token_
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/python/whoami_server.py");
     let text = format!(
-        "[gateway]\nstate_dir = \"{state}\"\n[servers.gh]\ncommand = {python}\nargs = [{script}, \"stdio\", \"--issuer\", \"http://127.0.0.1:9\", \"--token-env\", \"GH_TOKEN\", \"--resource\", \"http://gh.test/mcp\"]\nsandbox = \"off\"\n\
-         [servers.gh.identity]\nmode = \"exchange\"\ntoken_endpoint = \"http://127.0.0.1:9/token\"\nclient_id = \"gw\"\nenv = \"GH_TOKEN\"\npool = 2\nidle_ms = 10000\n",
+        "[gateway]\nstate_dir = \"{state}\"\n[servers.gh]\ncommand = {python}\nargs = \
+             [{script}, \"stdio\", \"--issuer\", \"http://127.0.0.1:9\", \"--token-env\", \
+             \"GH_TOKEN\", \"--resource\", \"http://gh.test/mcp\"]\nsandbox = \"off\"\n\
+         [servers.gh.identity]\nmode = \"exchange\"\ntoken_endpoint = \
+             \"http://127.0.0.1:9/token\"\nclient_id = \"gw\"\nenv = \"GH_TOKEN\"\npool = \
+             2\nidle_ms = 10000\n",
         state = dir.path().join("state").display(),
         python = serde_json::json!(peers_common::python().display().to_string()),
         script = serde_json::json!(script.display().to_string()),

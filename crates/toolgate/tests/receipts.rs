@@ -137,7 +137,15 @@ fn an_exported_demo_log_verifies_offline_and_lists_each_proof() {
         receipts.iter().all(|e| e["opening"].as_str().is_some_and(|k| k.len() == 64)),
         "{receipts:?}"
     );
-    assert!(text(&py).contains(&format!("{0} inclusion proof(s) verified; 0 receipt signature(s), {0} vouched for by the checkpoint", receipts.len())), "{}", text(&py));
+    assert!(
+        text(&py).contains(&format!(
+            "{0} inclusion proof(s) verified; 0 receipt signature(s), {0} vouched for by the \
+                checkpoint",
+            receipts.len()
+        )),
+        "{}",
+        text(&py)
+    );
 }
 
 #[test]

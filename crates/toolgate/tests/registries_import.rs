@@ -592,7 +592,8 @@ async fn five_servers_from_the_registries_are_imported_served_and_governed() {
         String::from_utf8_lossy(&v.stderr)
     );
     eprintln!(
-        "registries_import: import {:.1} s; served, every upstream ready, in {:.1} s ({}; {readyz}); the approved write held {took} s; whole test {:.1} s",
+        "registries_import: import {:.1} s; served, every upstream ready, in {:.1} s \
+            ({}; {readyz}); the approved write held {took} s; whole test {:.1} s",
         import_took.as_secs_f64(),
         ready_after.as_secs_f64(),
         timeline(&std::fs::read_to_string(&log).unwrap_or_default()),

@@ -58,7 +58,8 @@ const CREATE_PROHIBITED: &str = "[registry.\"support__create_ticket\"]\nclass = 
 
 fn parts_server() -> String {
     format!(
-        "[servers.parts]\ncommand = \"{BIN}\"\nargs = [\"atlas\", \"parts\"]\nsandbox = \"off\"\n[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n"
+        "[servers.parts]\ncommand = \"{BIN}\"\nargs = [\"atlas\", \"parts\"]\nsandbox = \
+            \"off\"\n[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n"
     )
 }
 

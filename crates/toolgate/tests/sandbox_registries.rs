@@ -45,7 +45,8 @@ fn registry(reads: &[&str], writes: &[&str]) -> String {
 
 fn config(servers: &str, registry: &str) -> String {
     format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nupstream_timeout_ms = 60000\n\n{servers}\n{registry}\n[callers.agent]\ntenant = \"acme\"\nanonymous = true\n"
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\nupstream_timeout_ms = \
+            60000\n\n{servers}\n{registry}\n[callers.agent]\ntenant = \"acme\"\nanonymous = true\n"
     )
 }
 
@@ -128,7 +129,9 @@ async fn the_filesystem_server_works_in_its_directory_and_cannot_leave_it() {
     // The same server twice, boxed alike: given its directory, and given `/`.
     let server = |name: &str, arg: &Path| {
         format!(
-            "[servers.{name}]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-filesystem\", {}]\n[servers.{name}.sandbox]\nwrite = {}\nnetwork = [\"registry.npmjs.org\"]\n\n",
+            "[servers.{name}]\ncommand = \"npx\"\nargs = \
+                [\"-y\", \"@modelcontextprotocol/server-filesystem\", \
+                {}]\n[servers.{name}.sandbox]\nwrite = {}\nnetwork = [\"registry.npmjs.org\"]\n\n",
             toml(arg),
             toml_list(std::slice::from_ref(&docs))
         )
@@ -242,8 +245,13 @@ async fn the_memory_and_everything_servers_work_in_the_box() {
     std::fs::create_dir(&data).unwrap();
     let memory_file = data.join("memory.jsonl");
     let servers = format!(
-        "[servers.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = {{ MEMORY_FILE_PATH = {} }}\n[servers.memory.sandbox]\nwrite = {}\nnetwork = [\"registry.npmjs.org\"]\n\n\
-         [servers.everything]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-everything\"]\n[servers.everything.sandbox]\nnetwork = [\"registry.npmjs.org\"]\n\n",
+        "[servers.memory]\ncommand = \"npx\"\nargs = \
+             [\"-y\", \"@modelcontextprotocol/server-memory\"]\nenv = {{ MEMORY_FILE_PATH = {} \
+             }}\n[servers.memory.sandbox]\nwrite = {}\nnetwork = [\"registry.npmjs.org\"]\n\n\
+         [servers.everything]\ncommand = \"npx\"\nargs = \
+             [\"-y\", \
+             \"@modelcontextprotocol/server-everything\"]\n[servers.everything.sandbox]\nnetwork = \
+             [\"registry.npmjs.org\"]\n\n",
         toml(&memory_file),
         toml_list(std::slice::from_ref(&data))
     );
@@ -340,7 +348,9 @@ fn uvx_servers(repo: &Path, network: &str) -> String {
     let tools = toml_list(&[venv().join("bin/uv"), uvx.clone()]);
     format!(
         "[servers.time]\ncommand = {uvx}\nargs = [\"mcp-server-time\"]\n[servers.time.sandbox]\nread = {tools}\nnetwork = {network}\n\n\
-         [servers.git]\ncommand = {uvx}\nargs = [\"mcp-server-git\", \"--repository\", {repo}]\n[servers.git.sandbox]\nread = {tools}\nwrite = [{repo}]\nnetwork = {network}\n\n",
+         [servers.git]\ncommand = {uvx}\nargs = [\"mcp-server-git\", \"--repository\", \
+             {repo}]\n[servers.git.sandbox]\nread = {tools}\nwrite = [{repo}]\nnetwork = \
+             {network}\n\n",
         uvx = toml(&uvx),
         repo = toml(repo),
     )

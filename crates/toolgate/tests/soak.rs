@@ -367,7 +367,11 @@ fn ledger_bytes(config: &Path) -> u64 {
     let file = config.parent().unwrap().join("state/ledger.sqlite3");
     let out = std::process::Command::new("python3")
         .arg("-c")
-        .arg("import sqlite3,sys; d=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro', uri=True); p=lambda n: d.execute('PRAGMA '+n).fetchone()[0]; print((p('page_count')-p('freelist_count'))*p('page_size'))")
+        .arg(
+            "import sqlite3,sys; d=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro', uri=True); \
+                p=lambda n: d.execute('PRAGMA '+n).fetchone()[0]; \
+                print((p('page_count')-p('freelist_count'))*p('page_size'))",
+        )
         .arg(&file)
         .output()
         .expect("python3 reads the ledger's size");
@@ -717,7 +721,8 @@ async fn check_effects(
         &wrong[..wrong.len().min(20)]
     );
     format!(
-        "effects: {} operations {states:?} ({pruned} of them seen before they were pruned); every one's effects at the upstream match its recorded outcome",
+        "effects: {} operations {states:?} ({pruned} of them seen before they were pruned); every \
+            one's effects at the upstream match its recorded outcome",
         ops.len()
     )
 }

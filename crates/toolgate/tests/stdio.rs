@@ -19,7 +19,10 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
     let exe = env!("CARGO_BIN_EXE_toolgate");
     let state = dir.join("atlas");
     let text = format!(
-        "[servers.tickets]\ncommand = {}\nargs = [\"atlas\", \"tickets\", \"--state\", {1}]\ntrusted = true\n[servers.tickets.sandbox]\nwrite = [{1}]\n\n[registry.\"tickets__get_ticket\"]\nclass = \"automatic\"\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
+        "[servers.tickets]\ncommand = {}\nargs = [\"atlas\", \"tickets\", \"--state\", \
+            {1}]\ntrusted = true\n[servers.tickets.sandbox]\nwrite = \
+            [{1}]\n\n[registry.\"tickets__get_ticket\"]\nclass = \
+            \"automatic\"\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
         json!(exe),
         json!(state.display().to_string())
     );
@@ -201,7 +204,9 @@ async fn a_wrapped_stdio_server_goes_with_its_gateway() {
     let marker = dir.path().join("wrapped-atlas");
     let script = format!("\"$0\" atlas tickets --state {}; true", marker.display());
     let text = format!(
-        "[servers.tickets]\ncommand = \"sh\"\nargs = [\"-c\", {}, {1}]\ntrusted = true\n[servers.tickets.sandbox]\nread = [{1}]\nwrite = [{2}]\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
+        "[servers.tickets]\ncommand = \"sh\"\nargs = [\"-c\", {}, {1}]\ntrusted = \
+            true\n[servers.tickets.sandbox]\nread = [{1}]\nwrite = \
+            [{2}]\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n",
         json!(script),
         json!(env!("CARGO_BIN_EXE_toolgate")),
         json!(marker.display().to_string())
@@ -288,7 +293,9 @@ async fn the_python_sdk_over_stdio_cancels_a_held_call() {
     let dir = tempfile::tempdir().unwrap();
     let exe = env!("CARGO_BIN_EXE_toolgate");
     let text = format!(
-        "[gateway]\nstate_dir = \"state\"\n[approvals]\nhold_ms = 60000\npoll_ms = 100\n\n[servers.parts]\ncommand = {}\nargs = [\"atlas\", \"parts\", \"--state\", {1}]\ntrusted = true\n[servers.parts.sandbox]\nwrite = [{1}]\n\n\
+        "[gateway]\nstate_dir = \"state\"\n[approvals]\nhold_ms = 60000\npoll_ms = \
+             100\n\n[servers.parts]\ncommand = {}\nargs = [\"atlas\", \"parts\", \"--state\", \
+             {1}]\ntrusted = true\n[servers.parts.sandbox]\nwrite = [{1}]\n\n\
          [registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n\n[callers.local]\ntenant = \"local\"\nanonymous = true\n\
          [callers.dana]\ntenant = \"local\"\nroles = [\"approver\"]\ntoken_file = \"dana.token\"\n",
         json!(exe),

@@ -49,7 +49,10 @@ async fn fixture(dir: &Path, name: &str) -> Proc {
 fn config(dir: &Path, url: &str, ca: bool) -> std::path::PathBuf {
     let tls = if ca { "[tls]\nca_file = \"ca.pem\"\n" } else { "" };
     let text = format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n{tls}\n[servers.fixture]\nurl = \"{url}\"\n\n[registry.\"fixture__test_simple_text\"]\nclass = \"automatic\"\nread_only = true\n\n[callers.agent]\ntenant = \"acme\"\nanonymous = true\n"
+        "[gateway]\nlisten = \"127.0.0.1:0\"\nstate_dir = \"state\"\n{tls}\n[servers.fixture]\nurl \
+            = \"{url}\"\n\n[registry.\"fixture__test_simple_text\"]\nclass = \
+            \"automatic\"\nread_only = true\n\n[callers.agent]\ntenant = \"acme\"\nanonymous = \
+            true\n"
     );
     let path = dir.join(if ca { "with-ca.toml" } else { "without-ca.toml" });
     std::fs::write(&path, text).unwrap();

@@ -205,7 +205,9 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
     };
     let legacy = |body: &str| {
         format!(
-            "POST /mcp\nHost: localhost\nAuthorization: Bearer {AGENT_TOKEN}\nContent-Type: application/json\nAccept: application/json, text/event-stream\nMCP-Protocol-Version: 2025-11-25\n\n{body}"
+            "POST /mcp\nHost: localhost\nAuthorization: Bearer {AGENT_TOKEN}\nContent-Type: \
+                application/json\nAccept: application/json, \
+                text/event-stream\nMCP-Protocol-Version: 2025-11-25\n\n{body}"
         )
     };
     let mut out = vec![

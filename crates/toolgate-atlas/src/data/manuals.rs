@@ -48,7 +48,9 @@ fn procedure(
     let part = category.replace('-', " ");
     let isolate = "Isolate the electrical supply, lock off, and vent the receiver to zero pressure before opening the enclosure.";
     let specific = match (category, variant) {
-        ("thermostatic-valve", Some("S")) => " On -S machines the valve opens at 71 °C; do not fit the 82 °C standard-enclosure valve, which causes high discharge temperature trips.".to_string(),
+        ("thermostatic-valve", Some("S")) => " On -S machines the valve opens at 71 °C; do not fit \
+            the 82 °C standard-enclosure valve, which causes high discharge temperature \
+            trips.".to_string(),
         ("thermostatic-valve", _) => " The standard valve opens at 82 °C.".to_string(),
         ("fan-blade", Some("S")) => " The -S enclosure uses the 9-blade low-noise fan; check the shroud clearance is at least 6 mm.".to_string(),
         ("mount-kit", Some("S")) => " -S machines use the 45 Shore A mounts; harder mounts transmit noise into the enclosure.".to_string(),
@@ -62,7 +64,9 @@ fn procedure(
         "Confirm the controller shows no active alarm before handing back.",
     ]);
     format!(
-        "Replacing the {part} on the {family}. {isolate} Remove the access panel and the {part}. Fit the new {part}, tighten the fixings to {torque_nm} N·m in a cross pattern.{specific} {check}"
+        "Replacing the {part} on the {family}. {isolate} Remove the access panel and the {part}. \
+            Fit the new {part}, tighten the fixings to {torque_nm} N·m in a cross \
+            pattern.{specific} {check}"
     )
 }
 
@@ -76,7 +80,9 @@ fn specification(
     let part = category.replace('-', " ");
     let scope = variant.map_or_else(|| "all variants".to_string(), |v| format!("variant {v}"));
     format!(
-        "Specification, {part}, {family} ({scope}): fixing torque {torque_nm} N·m; inspect every {interval_hours} running hours; replace on condition or at twice the inspection interval."
+        "Specification, {part}, {family} ({scope}): fixing torque {torque_nm} N·m; inspect \
+            every {interval_hours} running hours; replace on condition or at twice the inspection \
+            interval."
     )
 }
 
@@ -140,7 +146,9 @@ pub fn generate(rng: &mut Rng) -> Vec<Passage> {
                     page: 40 + i as u32,
                     section: format!("Fault table: {}", fault.code),
                     text: format!(
-                        "Fault {} ({}) on the {family}. Typical reports: {}. Likely cause: {}. Operator action: stop the machine, note the display message and call service; do not reset more than twice.",
+                        "Fault {} ({}) on the {family}. Typical reports: {}. Likely cause: {}. \
+                            Operator action: stop the machine, note the display message and call \
+                            service; do not reset more than twice.",
                         fault.code,
                         fault.title,
                         fault.phrases.iter().take(2).copied().collect::<Vec<_>>().join("; "),

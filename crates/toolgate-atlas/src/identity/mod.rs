@@ -180,19 +180,22 @@ impl Verifier {
     fn claim_refusal(&self, kind: &ErrorKind) -> Refused {
         let (issuer, audience) = (&self.config.issuer, &self.config.audience);
         Refused(match kind {
-            ErrorKind::ExpiredSignature => "toolgate's identity assertion has expired; call again through toolgate, which signs a fresh one for each call \
+            ErrorKind::ExpiredSignature => "toolgate's identity assertion has expired; call again \
+                 through toolgate, which signs a fresh one for each call \
                  (if it keeps happening, the gateway's clock and this server's disagree). The call did not run."
                 .into(),
             ErrorKind::InvalidAudience => format!(
                 "toolgate's identity assertion is for another server, not \"{audience}\"; set `audience = \"{audience}\"` in this \
-                 server's `[servers.NAME.identity]` in toolgate's config, or start this server with `--identity-audience` set to the one the gateway uses. \
+                 server's `[servers.NAME.identity]` in toolgate's config, or start this server \
+                 with `--identity-audience` set to the one the gateway uses. \
                  The call did not run."
             ),
             ErrorKind::InvalidIssuer => format!(
                 "toolgate's identity assertion was issued by another gateway, not \"{issuer}\"; start this server with \
                  `--identity-issuer` set to the gateway's `[identity] issuer` (by default its `receipts.origin`). The call did not run."
             ),
-            ErrorKind::InvalidSignature => return self.refuse("does not verify against the gateway's published key it names: it was altered, or not signed by that gateway"),
+            ErrorKind::InvalidSignature => return self.refuse("does not verify against the \
+                gateway's published key it names: it was altered, or not signed by that gateway"),
             ErrorKind::MissingRequiredClaim(claim) => return self.refuse(&format!("has no `{claim}` claim")),
             ErrorKind::InvalidClaimFormat(claim) => return self.refuse(&format!("has a malformed `{claim}` claim")),
             ErrorKind::InvalidAlgorithm => return self.refuse("is not signed with EdDSA, the only algorithm toolgate uses"),

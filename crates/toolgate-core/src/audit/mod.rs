@@ -255,7 +255,8 @@ pub(crate) mod tests {
             tools: vec![
                 entry(
                     "s",
-                    json!({"name": "get_thing", "description": "Reads one thing by its id, without changing anything.", "annotations": {"readOnlyHint": true},
+                    json!({"name": "get_thing", "description": "Reads one thing by its id, without \
+                        changing anything.", "annotations": {"readOnlyHint": true},
                     "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": "The thing's id."}}}}),
                 ),
                 entry("s", json!({"name": "wipe", "inputSchema": {"type": "object"}})),

@@ -239,7 +239,12 @@ mod tests {
     fn a_plan_plays_its_steps_in_order_then_answers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plan.toml");
-        std::fs::write(&path, "task = \"t\"\nanswer = \"done\"\n[[step]]\ntool = \"a__b\"\narguments = { x = 1 }\nexpect = \"correct\"\n[[step]]\ntool = \"a__c\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "task = \"t\"\nanswer = \"done\"\n[[step]]\ntool = \"a__b\"\narguments = { x = \
+                1 }\nexpect = \"correct\"\n[[step]]\ntool = \"a__c\"\n",
+        )
+        .unwrap();
         let mut plan = Plan::load(&path).unwrap();
         assert_eq!(plan.task.as_deref(), Some("t"));
         let Turn::Calls { assistant, calls } = plan.next() else { panic!("a step") };

@@ -134,7 +134,8 @@ pub async fn run(
     let verified = said.contains("verified offline");
     let ok = out.status.success() && approved.is_ok() && placed_once && verified;
     println!(
-        "\n   {} plan {}: every step as expected: {}; approved by another process: {}; one order placed: {placed_once}; evidence verified: {verified}",
+        "\n   {} plan {}: every step as expected: {}; approved by another process: {}; one order \
+            placed: {placed_once}; evidence verified: {verified}",
         if ok { "ok  " } else { "FAIL" },
         plan_path.display(),
         out.status.success(),

@@ -154,7 +154,8 @@ fn read_only(tool: &str) -> bool {
 const SUPPORT_REGISTRY: &str = "\n[registry.\"support__search_customers\"]\nclass = \"automatic\"\nread_only = true\n\
     \n[registry.\"support__get_ticket\"]\nclass = \"automatic\"\nread_only = true\n\
     \n[registry.\"support__create_ticket\"]\nclass = \"automatic\"\n\
-    [registry.\"support__create_ticket\".reconcile]\ntool = \"get_ticket\"\narguments = { client_reference = \"client_reference\" }\nfound = \"/found\"\n";
+    [registry.\"support__create_ticket\".reconcile]\ntool = \"get_ticket\"\narguments = { \
+        client_reference = \"client_reference\" }\nfound = \"/found\"\n";
 
 /// `gateway`: where the gateway will listen, known before it starts so the
 /// tickets server can be told where its keys are published.
@@ -199,7 +200,8 @@ fn write_config(
          # The technician's agent: the token is the agent's, the subject the technician it works for\n\
          # (toolgate asserts that person to the tickets server, the agent as the actor).\n\
          [callers.agent]\nsubject = \"{technician}\"\ntenant = \"atlas\"\nroles = [\"agent\"]\ntoken_file = \"agent.token\"\n\n\
-         [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = [\"approver\", \"admin\"]\ntoken_file = \"approver.token\"\n\n\
+         [callers.{approver}]\nsubject = \"dana@atlas.example\"\ntenant = \"atlas\"\nroles = \
+             [\"approver\", \"admin\"]\ntoken_file = \"approver.token\"\n\n\
          [policy]\npolicies = \"policy.cedar\"\nschema = \"policy.cedarschema\"\n\n\
          # Each server toolgate starts runs in a box (docs/SANDBOX.md): it reaches the system's\n\
          # files read-only, its own folder, and what its table grants; no network.\n\

@@ -5,7 +5,8 @@
 fn a_reload_takes_what_can_change_and_names_what_waits() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toolgate.toml");
-    let text = "[gateway]\nlisten = \"127.0.0.1:9000\"\n[servers.a]\nurl = \"http://127.0.0.1:1/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n";
+    let text = "[gateway]\nlisten = \"127.0.0.1:9000\"\n[servers.a]\nurl = \
+        \"http://127.0.0.1:1/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n";
     let running = Config::parse(text, &path).unwrap();
     assert_eq!(running.version(), toolgate_core::proposal::sha256_hex(text.as_bytes()));
     let edited = text.replace("9000", "9001").replace("[servers.a]", "[servers.b]")
@@ -72,7 +73,11 @@ fn a_full_config_parses() {
     assert_eq!(c.lock_path(), Path::new("/etc/toolgate/toolgate.lock"));
     assert_eq!(c.split_exposed("tickets__get__x"), Some(("tickets", "get__x")));
     assert_eq!(c.split_exposed("nobody__x"), None);
-    let single = parse("[servers.fixture]\nurl = \"http://h/mcp\"\nnamespace = false\n[registry.\"test_simple_text\"]\nclass = \"automatic\"").unwrap();
+    let single = parse(
+        "[servers.fixture]\nurl = \"http://h/mcp\"\nnamespace = \
+            false\n[registry.\"test_simple_text\"]\nclass = \"automatic\"",
+    )
+    .unwrap();
     assert_eq!(single.exposed_name("fixture", "test_simple_text"), "test_simple_text");
     assert_eq!(single.split_exposed("test_simple_text"), Some(("fixture", "test_simple_text")));
     let kept = parse("[gateway]\nlock_file = \"/var/lib/toolgate/toolgate.lock\"").unwrap();

@@ -135,7 +135,8 @@ impl FromRequestParts<Arc<Gateway>> for Admitted {
         let (status, text) = match &failed {
             None => (
                 StatusCode::UNAUTHORIZED,
-                "authentication required: send `Authorization: Bearer TOKEN`, an access token from the authorization server the resource metadata names",
+                "authentication required: send `Authorization: Bearer TOKEN`, an access token from \
+                    the authorization server the resource metadata names",
             ),
             Some(TokenError::Invalid(why)) => (StatusCode::UNAUTHORIZED, why.as_str()),
             Some(TokenError::InsufficientScope(why)) => (StatusCode::FORBIDDEN, why.as_str()),

@@ -123,7 +123,11 @@ fn server_info() -> Value {
     json!({"name": "toolgate", "title": "toolgate MCP gateway", "version": env!("CARGO_PKG_VERSION")})
 }
 
-const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools and prompts are named SERVER__NAME; resources are toolgate://SERVER/URI. A refused call returns isError with structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, retry, reconcile, escalate, refused). A call that needs a named human's approval answers input_required: re-issue it with the requestState once an approver has decided.";
+const INSTRUCTIONS: &str = "toolgate fronts several MCP servers. Tools and prompts are named \
+    SERVER__NAME; resources are toolgate://SERVER/URI. A refused call returns isError with \
+    structuredContent {decision, reason, action, proposal_sha256}: follow `action` (correct, \
+    retry, reconcile, escalate, refused). A call that needs a named human's approval answers \
+    input_required: re-issue it with the requestState once an approver has decided.";
 
 /// Where a request came from, for its span.
 #[derive(Debug, Clone)]

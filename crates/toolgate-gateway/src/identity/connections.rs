@@ -352,7 +352,9 @@ impl Connections {
         if browser(&browser_cookie(&id)).map(|b| sha256_hex(b.as_bytes()))
             != Some(p.browser_sha256.clone())
         {
-            return Err("this authorization was begun in another browser: nothing was connected. Open the link again in the browser you consent in".into());
+            return Err("this authorization was begun in another browser: nothing was connected. \
+                Open the link again in the browser you consent in"
+                .into());
         }
         let callback = oauth_client::callback(&p.discovered, query)?;
         let tokens = oauth_client::redeem(
@@ -416,7 +418,14 @@ impl Connections {
     }
 
     fn open(&self, vault: &Vault, row: &Connection) -> Result<Grant, String> {
-        let plain = vault.open(&binding(&row.tenant, &row.subject, &row.server), &row.sealed).map_err(|e| format!("the connection does not open ({e}): the vault key differs from the one that sealed it"))?;
+        let plain = vault
+            .open(&binding(&row.tenant, &row.subject, &row.server), &row.sealed)
+            .map_err(|e| {
+                format!(
+                    "the connection does not open ({e}): the vault key differs from the one that \
+                        sealed it"
+                )
+            })?;
         serde_json::from_slice(&plain).map_err(|_| "the connection does not read".to_string())
     }
 

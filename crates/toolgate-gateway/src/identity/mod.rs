@@ -271,10 +271,26 @@ impl Identities {
             );
             Box::pin(async move {
                 let secret = |_: &Path| secret_file.clone().unwrap_or_default();
-                let presented = identities.credential(&issuer, place.as_ref(), &server, &s, &secret, (&gateway, None), || clock.now_ms(), entropy.as_ref()).await.map_err(|e| match e {
-                    Unmade::Connect(_) => format!("the gateway has no connection of its own at `{server}`, so it cannot read the server's tools: an admin connects it on the console's Connections page"),
-                    Unmade::Unavailable(why) => why,
-                })?;
+                let presented = identities
+                    .credential(
+                        &issuer,
+                        place.as_ref(),
+                        &server,
+                        &s,
+                        &secret,
+                        (&gateway, None),
+                        || clock.now_ms(),
+                        entropy.as_ref(),
+                    )
+                    .await
+                    .map_err(|e| match e {
+                        Unmade::Connect(_) => format!(
+                            "the gateway has no connection of its own at `{server}`, so it cannot \
+                                read the server's tools: an admin connects it on the console's \
+                                Connections page"
+                        ),
+                        Unmade::Unavailable(why) => why,
+                    })?;
                 match presented.env {
                     Some((_, token)) => Ok(token.to_string()),
                     None => presented
@@ -569,7 +585,8 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let endpoint = token_endpoint(seen.clone()).await;
         let text = format!(
-            "[servers.crm]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.crm.identity]\nmode = \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"gw\"\n"
+            "[servers.crm]\nurl = \"http://127.0.0.1:9/mcp\"\n[servers.crm.identity]\nmode = \
+                \"exchange\"\ntoken_endpoint = \"{endpoint}\"\nclient_id = \"gw\"\n"
         );
         let config = Config::parse(&text, Path::new("/tmp/toolgate.toml")).unwrap();
         let identities =

@@ -270,7 +270,10 @@ fn server_metadata(issuer: &str, document: &Map<String, Value>) -> Result<Discov
         ));
     }
     if !strings(document, "code_challenge_methods_supported").iter().any(|m| m == "S256") {
-        return Err("the authorization server does not offer PKCE with S256 (`code_challenge_methods_supported`): toolgate runs no authorization without it; ask its operator to enable PKCE, or use mode \"exchange\"".into());
+        return Err("the authorization server does not offer PKCE with S256 \
+            (`code_challenge_methods_supported`): toolgate runs no authorization without it; ask \
+            its operator to enable PKCE, or use mode \"exchange\""
+            .into());
     }
     offers(document, "response_types_supported", "code")?;
     offers(document, "grant_types_supported", "authorization_code")?;
@@ -560,7 +563,10 @@ impl Client {
     pub fn configured(id: &str, secret: Option<&str>, d: &Discovered) -> Result<Self, String> {
         let auth = match secret {
             None => AuthMethod::None,
-            Some(_) => confidential(&d.token_endpoint_auth_methods).ok_or("the authorization server takes neither client_secret_basic nor client_secret_post: a client secret cannot be used there")?,
+            Some(_) => confidential(&d.token_endpoint_auth_methods).ok_or(
+                "the authorization server takes neither client_secret_basic nor \
+                    client_secret_post: a client secret cannot be used there",
+            )?,
         };
         Ok(Self { client_id: id.into(), client_secret: secret.map(String::from), auth })
     }
@@ -570,7 +576,9 @@ impl Client {
     /// takes one.
     pub fn metadata_document(url: &str, d: &Discovered) -> Result<Self, String> {
         if !d.client_id_metadata_document_supported {
-            return Err("the authorization server does not take a Client ID Metadata Document (client_id_metadata_document_supported): register, or configure a client id".into());
+            return Err("the authorization server does not take a Client ID Metadata Document \
+                (client_id_metadata_document_supported): register, or configure a client id"
+                .into());
         }
         let parsed = Url::parse(url)
             .map_err(|_| "the client metadata document's URL is not a URL".to_string())?;
@@ -615,7 +623,10 @@ pub async fn register(
     redirect_uri: &str,
     client_name: &str,
 ) -> Result<Client, String> {
-    let endpoint = d.registration_endpoint.as_deref().ok_or("the authorization server offers no dynamic registration (RFC 7591): configure a client id (and secret) registered there by hand")?;
+    let endpoint = d.registration_endpoint.as_deref().ok_or(
+        "the authorization server offers no dynamic registration (RFC 7591): configure a client id \
+            (and secret) registered there by hand",
+    )?;
     let asked = confidential(&d.token_endpoint_auth_methods).unwrap_or(AuthMethod::None);
     let mut body = json!({
         "redirect_uris": [redirect_uri],
@@ -647,7 +658,13 @@ fn registered(status: StatusCode, body: &[u8], asked: AuthMethod) -> Result<Clie
     };
     let auth = match document.get("token_endpoint_auth_method").and_then(Value::as_str) {
         None => asked,
-        Some(word) => AuthMethod::parse(word).ok_or_else(|| format!("the registration endpoint made a client that authenticates by {}, which toolgate does not do", tame(word)))?,
+        Some(word) => AuthMethod::parse(word).ok_or_else(|| {
+            format!(
+                "the registration endpoint made a client that authenticates by {}, which toolgate \
+                    does not do",
+                tame(word)
+            )
+        })?,
     };
     let client_secret = string(&document, "client_secret");
     if auth != AuthMethod::None && client_secret.is_none() {
@@ -791,8 +808,18 @@ pub fn callback(d: &Discovered, query: &str) -> Result<Callback, String> {
     }
     let get = |name: &str| seen.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
     match get("iss") {
-        Some(iss) if iss != d.issuer => return Err(format!("the callback comes from the issuer {}, not {} (RFC 9207): refused, as a mix-up", tame(iss), tame(&d.issuer))),
-        None if d.iss_parameter_supported => return Err("the callback carries no `iss` though the authorization server sends one (RFC 9207): refused".into()),
+        Some(iss) if iss != d.issuer => {
+            return Err(format!(
+                "the callback comes from the issuer {}, not {} (RFC 9207): refused, as a mix-up",
+                tame(iss),
+                tame(&d.issuer)
+            ));
+        }
+        None if d.iss_parameter_supported => {
+            return Err("the callback carries no `iss` though the authorization server sends one \
+                (RFC 9207): refused"
+                .into());
+        }
         _ => {}
     }
     if let Some(error) = get("error") {
@@ -905,7 +932,10 @@ pub async fn revoke(
     token: &str,
     hint: TokenKind,
 ) -> Result<(), String> {
-    let endpoint = d.revocation_endpoint.as_deref().ok_or("the authorization server offers no revocation (RFC 7009): the token stays good until it expires; revoke the grant at the server's own account page")?;
+    let endpoint = d.revocation_endpoint.as_deref().ok_or(
+        "the authorization server offers no revocation (RFC 7009): the token stays good until it \
+            expires; revoke the grant at the server's own account page",
+    )?;
     let hint = match hint {
         TokenKind::Access => "access_token",
         TokenKind::Refresh => "refresh_token",

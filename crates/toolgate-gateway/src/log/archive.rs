@@ -167,7 +167,14 @@ impl Archive {
                 if private.is_none() {
                     private = Some(self.private(tile)?);
                 }
-                let (salt, logged) = private.as_ref().and_then(|p| p.get(&index)).cloned().ok_or_else(|| anyhow!("the archive's private/{} holds no receipt {index}, whose entry is a commitment", tiles::index_path(tile)))?;
+                let (salt, logged) =
+                    private.as_ref().and_then(|p| p.get(&index)).cloned().ok_or_else(|| {
+                        anyhow!(
+                            "the archive's private/{} holds no receipt {index}, whose entry is a \
+                                commitment",
+                            tiles::index_path(tile)
+                        )
+                    })?;
                 let key = receipt::opening_key(&salt, index);
                 if receipt::commitment(&key, logged.as_bytes()) != commitment {
                     bail!(
@@ -334,7 +341,9 @@ pub async fn run(
     let target = before.min(checkpointed) / WIDTH * WIDTH;
     if target <= from {
         bail!(
-            "nothing to archive before {before}: {from} receipt(s) are archived already, and an archive takes whole tiles of {WIDTH} up to the last checkpoint (size {checkpointed})"
+            "nothing to archive before {before}: {from} receipt(s) are archived already, and an \
+                archive takes whole tiles of {WIDTH} up to the last checkpoint \
+                (size {checkpointed})"
         );
     }
     // The rows to move (their leaf hashes computed as they were read).
@@ -381,7 +390,9 @@ pub async fn run(
         || last.as_ref().is_some_and(|a| a.root != frontier.root())
     {
         bail!(
-            "the archive's tiles at the edge of receipts 0..{from} are not the ones archived (their root differs from the ledger's record); restore {} from backup; nothing archived",
+            "the archive's tiles at the edge of receipts 0..{from} are not the ones archived \
+                (their root differs from the ledger's record); restore {} from backup; nothing \
+                archived",
             archive.dir().display()
         );
     }

@@ -93,7 +93,13 @@ fn dir(state_dir: &Path) -> PathBuf {
 fn read_seed(path: &Path) -> anyhow::Result<[u8; 32]> {
     check_owner_only(path)?;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    bytes.try_into().map_err(|_| anyhow::anyhow!("{} is not a 32-byte key seed; restore it from backup (receipts signed by it can still be verified with its public key)", path.display()))
+    bytes.try_into().map_err(|_| {
+        anyhow::anyhow!(
+            "{} is not a 32-byte key seed; restore it from backup (receipts signed by it can still \
+                be verified with its public key)",
+            path.display()
+        )
+    })
 }
 
 /// The log's keys from their seeds: the receipt key, its note signer, the
@@ -188,7 +194,8 @@ impl LogKeys {
         };
         if history.origin != origin {
             bail!(
-                "receipts.origin is {origin:?} but this log's keys were made for {:?}: a log keeps its origin (set it back, or start a new state dir)",
+                "receipts.origin is {origin:?} but this log's keys were made for {:?}: a log keeps \
+                    its origin (set it back, or start a new state dir)",
                 history.origin
             );
         }

@@ -158,7 +158,9 @@ pub async fn entry_bundle(
     }
     if !clear_allowed && let Some(clear) = leaves.iter().find(|l| l.opening.is_none()) {
         return Err(Unpublished::Forbidden(format!(
-            "entry bundle {index} holds receipt {} logged in the clear (before format 3), which names its tenant: only an admin reads it; a holder of a later answer proves it from the tiles and the opening its answer carries",
+            "entry bundle {index} holds receipt {} logged in the clear (before format 3), which \
+                names its tenant: only an admin reads it; a holder of a later answer proves it \
+                from the tiles and the opening its answer carries",
             clear.index
         )));
     }

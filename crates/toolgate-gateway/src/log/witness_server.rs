@@ -94,7 +94,11 @@ impl Witness {
         toolgate_mcp::owner_only::create_owner_only_new(&dir.join("witness.sqlite3"))?;
         let db = rusqlite::Connection::open(dir.join("witness.sqlite3"))
             .with_context(|| format!("opening {}", dir.join("witness.sqlite3").display()))?;
-        db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS checkpoints (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);")?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS \
+                checkpoints (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, \
+                note TEXT NOT NULL);",
+        )?;
         Ok(Self { cosigner, logs, db: Mutex::new(db), clock })
     }
 
@@ -186,8 +190,15 @@ impl Witness {
             _ => {}
         }
         tx.execute(
-            "INSERT INTO checkpoints (origin, size, root, note) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (origin) DO UPDATE SET size = excluded.size, root = excluded.root, note = excluded.note",
-            rusqlite::params![checkpoint.origin(), checkpoint.size() as i64, &checkpoint.root()[..], text],
+            "INSERT INTO checkpoints (origin, size, root, note) VALUES (?1, ?2, ?3, ?4) ON \
+                CONFLICT (origin) DO UPDATE SET size = excluded.size, root = excluded.root, note = \
+                excluded.note",
+            rusqlite::params![
+                checkpoint.origin(),
+                checkpoint.size() as i64,
+                &checkpoint.root()[..],
+                text
+            ],
         )
         .map_err(store)?;
         tx.commit().map_err(store)?;

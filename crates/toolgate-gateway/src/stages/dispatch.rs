@@ -119,7 +119,11 @@ pub(crate) async fn dispatch(
                     Verdict::Allow,
                     Reason::IdentityUnavailable,
                     Action::Retry,
-                    format!("the server `{}` refused the credential made for you (HTTP 401); nothing was run: call again, which renews it (or asks you to connect again)", tool.server),
+                    format!(
+                        "the server `{}` refused the credential made for you (HTTP 401); nothing \
+                            was run: call again, which renews it (or asks you to connect again)",
+                        tool.server
+                    ),
                 )
                 .with_proposal(&proposal.sha256),
             ))

@@ -28,21 +28,28 @@ pub(crate) async fn present(
     let caller: &Caller = &cx.caller;
     // A person asked to connect is asked as the client's era asks.
     let ask = |connect| asked(cx.era, connect);
-    identities.present(config, server, (caller, call.inbound_token.as_deref()), now_ms, entropy).await.map_err(|unmade| match unmade {
-        Unmade::Connect(link) => ask(connect(call, server, &link, proposal)),
-        Unmade::Unavailable(why) => {
-            tracing::warn!(server, %why, "no credential for the person");
-            Stop::Refused(
-                Refusal::new(
-                    Verdict::Allow,
-                    Reason::IdentityUnavailable,
-                    Action::Retry,
-                    format!("the server `{server}` could not be given a credential for you ({why}); nothing was run: retry later, or ask the operator to check [servers.{server}.identity]"),
+    identities
+        .present(config, server, (caller, call.inbound_token.as_deref()), now_ms, entropy)
+        .await
+        .map_err(|unmade| match unmade {
+            Unmade::Connect(link) => ask(connect(call, server, &link, proposal)),
+            Unmade::Unavailable(why) => {
+                tracing::warn!(server, %why, "no credential for the person");
+                Stop::Refused(
+                    Refusal::new(
+                        Verdict::Allow,
+                        Reason::IdentityUnavailable,
+                        Action::Retry,
+                        format!(
+                            "the server `{server}` could not be given a credential for you \
+                                ({why}); nothing was run: retry later, or ask the operator to \
+                                check [servers.{server}.identity]"
+                        ),
+                    )
+                    .with_proposal(&proposal.sha256),
                 )
-                .with_proposal(&proposal.sha256),
-            )
-        }
-    })
+            }
+        })
 }
 
 /// The refusal of a call whose person has not connected to `server`: the

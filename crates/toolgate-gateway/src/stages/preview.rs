@@ -31,7 +31,8 @@ pub(crate) fn answer(
     let approval = match decision.verdict {
         Verdict::RequireApproval => json!({
             "needed": true,
-            "by": format!("a caller with the approver role in tenant `{}`, other than {} (subject {})", cx.caller.tenant, cx.caller.name, cx.caller.subject),
+            "by": format!("a caller with the approver role in tenant `{}`, other than {} \
+                (subject {})", cx.caller.tenant, cx.caller.name, cx.caller.subject),
             "why": decision.why,
         }),
         _ => json!({"needed": false}),

@@ -249,8 +249,14 @@ async fn append(rec: &Recorder<'_>, findings: &Findings, answer: Answer) -> Reco
             tracing::error!(target: "toolgate::log", tool = %findings.tool, error = %e, "cannot append the call's receipts");
             let answer = match answer {
                 Answer::Result(_) if !findings.input_required => Answer::Refused(
-                    Refusal::new(Verdict::Allow, Reason::LedgerUnavailable, Action::Retry, "the receipt log is unavailable, so the result cannot be recorded and is withheld; retry later")
-                        .with_proposal(findings.proposal_sha256.as_deref().unwrap_or_default()),
+                    Refusal::new(
+                        Verdict::Allow,
+                        Reason::LedgerUnavailable,
+                        Action::Retry,
+                        "the receipt log is unavailable, so the result cannot be recorded and is \
+                            withheld; retry later",
+                    )
+                    .with_proposal(findings.proposal_sha256.as_deref().unwrap_or_default()),
                 ),
                 other => other,
             };

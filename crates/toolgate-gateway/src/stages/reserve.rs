@@ -428,11 +428,17 @@ async fn used_answer(
         .map_err(|e| ledger_failed(e, tool, proposal))?
         .and_then(|a| a.used_ms);
     let refusal = match used {
-        Some(at) if now_ms - at < o.lease_ms => {
-            Refusal::new(Verdict::Allow, Reason::OperationInProgress, Action::Retry, format!("the call approved by {id} is being run by another re-issue; call again shortly to get its outcome"))
-                .with_approval(id)
-                .with_retry_after(250)
-        }
+        Some(at) if now_ms - at < o.lease_ms => Refusal::new(
+            Verdict::Allow,
+            Reason::OperationInProgress,
+            Action::Retry,
+            format!(
+                "the call approved by {id} is being run by another re-issue; call again shortly to \
+                    get its outcome"
+            ),
+        )
+        .with_approval(id)
+        .with_retry_after(250),
         _ => gate.used_refusal(&tool.exposed_name),
     };
     Err(Stop::Refused(refusal.with_proposal(&proposal.sha256)))

@@ -6,7 +6,7 @@ use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
 use super::PostgresLedger;
 use super::pool::Db;
-use crate::{Approvals, Decider, LedgerError, NewApproval, Result};
+use crate::{ApprovalStore, Decider, LedgerError, NewApproval, Result};
 
 fn approval(r: &Row) -> Result<Approval> {
     let state: String = r.get("state");
@@ -48,7 +48,9 @@ pub async fn create(pool: &impl Db, new: &NewApproval) -> Result<Approval> {
     );
     let row = pool
         .query_opt(
-            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject, operation_key) \
+            "INSERT INTO approvals (id, tenant, caller, server, tool, proposal_sha256, \
+             policy_version, arguments, reason, rules, state, created_ms, expires_ms, subject, \
+             operation_key) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14) RETURNING *",
             &[&new.id, &b.tenant, &b.caller, &b.server, &b.tool, &b.proposal_sha256, &b.policy_version, &arguments, &new.reason, &rules, &new.now_ms, &expires, &new.subject, &new.operation_key],
         )
@@ -101,7 +103,11 @@ pub async fn list(
     pool.execute("UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_ms <= $1", &[&now_ms]).await?;
     let state = state.map(ApprovalState::as_str);
     let rows = pool
-        .query("SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC", &[&state, &tenant])
+        .query(
+            "SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL \
+                OR tenant = $2) ORDER BY created_ms DESC, seq DESC",
+            &[&state, &tenant],
+        )
         .await?;
     rows.iter().map(approval).collect()
 }
@@ -120,7 +126,8 @@ pub async fn decide(
     let decided = pool
         .query_opt(
             "UPDATE approvals SET state = $2, decided_by = $3, decision_reason = $4, decided_ms = $5 \
-             WHERE id = $1 AND tenant = $7 AND state = 'pending' AND expires_ms > $5 AND caller <> $3 AND (subject = '' OR subject <> $6) RETURNING *",
+             WHERE id = $1 AND tenant = $7 AND state = 'pending' AND expires_ms > $5 AND caller \
+             <> $3 AND (subject = '' OR subject <> $6) RETURNING *",
             &[&id, &state, &approver.name, &reason, &now_ms, &approver.subject, &approver.tenant],
         )
         .await?;
@@ -151,7 +158,11 @@ pub async fn decide(
 
 pub async fn consume(pool: &impl Db, id: &str, now_ms: i64) -> Result<Approval> {
     let used = pool
-        .query_opt("UPDATE approvals SET state = 'consumed', used_ms = $2 WHERE id = $1 AND state = 'approved' AND expires_ms > $2 RETURNING *", &[&id, &now_ms])
+        .query_opt(
+            "UPDATE approvals SET state = 'consumed', used_ms = $2 WHERE id = $1 AND state = \
+                'approved' AND expires_ms > $2 RETURNING *",
+            &[&id, &now_ms],
+        )
         .await?;
     if let Some(row) = used {
         return approval(&row);
@@ -161,7 +172,7 @@ pub async fn consume(pool: &impl Db, id: &str, now_ms: i64) -> Result<Approval> 
 }
 
 #[async_trait::async_trait]
-impl Approvals for PostgresLedger {
+impl ApprovalStore for PostgresLedger {
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
         if new.receipt.is_none() && new.notices.is_empty() {
             return create(&*self.pool, &new).await;

@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use super::PostgresLedger;
 use super::pool::Db;
-use crate::{Connection, Connections, Result};
+use crate::{Connection, ConnectionStore, Result};
 
 fn grant(r: &Row) -> Connection {
     Connection {
@@ -51,14 +51,22 @@ pub async fn find(
     server: &str,
 ) -> Result<Option<Connection>> {
     let row = db
-        .query_opt("SELECT tenant, subject, server, sealed, expires_ms, updated_ms FROM connections WHERE tenant = $1 AND subject = $2 AND server = $3", &[&tenant, &subject, &server])
+        .query_opt(
+            "SELECT tenant, subject, server, sealed, expires_ms, updated_ms FROM connections WHERE \
+                tenant = $1 AND subject = $2 AND server = $3",
+            &[&tenant, &subject, &server],
+        )
         .await?;
     Ok(row.as_ref().map(grant))
 }
 
 pub async fn list(db: &impl Db, tenant: Option<&str>) -> Result<Vec<Connection>> {
     let rows = db
-        .query("SELECT tenant, subject, server, sealed, expires_ms, updated_ms FROM connections WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, subject, server", &[&tenant])
+        .query(
+            "SELECT tenant, subject, server, sealed, expires_ms, updated_ms FROM connections \
+                WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, subject, server",
+            &[&tenant],
+        )
         .await?;
     Ok(rows.iter().map(grant).collect())
 }
@@ -66,7 +74,9 @@ pub async fn list(db: &impl Db, tenant: Option<&str>) -> Result<Vec<Connection>>
 pub async fn delete(db: &impl Db, tenant: &str, subject: &str, server: &str) -> Result<bool> {
     let removed = db
         .execute(
-            "WITH released AS (DELETE FROM refresh_leases WHERE tenant = $1 AND subject = $2 AND server = $3) DELETE FROM connections WHERE tenant = $1 AND subject = $2 AND server = $3",
+            "WITH released AS (DELETE FROM refresh_leases WHERE tenant = $1 AND subject = $2 AND \
+                server = $3) DELETE FROM connections WHERE tenant = $1 AND subject = $2 AND \
+                server = $3",
             &[&tenant, &subject, &server],
         )
         .await?;
@@ -105,7 +115,14 @@ pub async fn finish(
 ) -> Result<bool> {
     crate::connections::same_grant(replacement, tenant, subject, server)?;
     let Some(g) = replacement else {
-        return Ok(db.execute("DELETE FROM refresh_leases WHERE tenant = $1 AND subject = $2 AND server = $3 AND holder = $4", &[&tenant, &subject, &server, &holder]).await? > 0);
+        return Ok(db
+            .execute(
+                "DELETE FROM refresh_leases WHERE tenant = $1 AND subject = $2 AND server = $3 AND \
+                    holder = $4",
+                &[&tenant, &subject, &server, &holder],
+            )
+            .await?
+            > 0);
     };
     // The grant is written once for the lease released: not at all unless `holder` held it.
     let written = db
@@ -150,7 +167,7 @@ pub async fn prune_states(db: &impl Db, before_ms: i64) -> Result<u64> {
 }
 
 #[async_trait::async_trait]
-impl Connections for PostgresLedger {
+impl ConnectionStore for PostgresLedger {
     async fn put_connection(&self, connection: Connection) -> Result<()> {
         put(&*self.pool, &connection).await
     }

@@ -9,7 +9,7 @@ use tokio_postgres::{AsyncMessage, NoTls, Row};
 use super::PostgresLedger;
 use super::pool::Db;
 use crate::{
-    Attempt, EVERY_APPROVAL, Fleet, LedgerError, NewNotice, Notice, NoticeState, Result,
+    Attempt, EVERY_APPROVAL, FleetStore, LedgerError, NewNotice, Notice, NoticeState, Result,
     StoredSession,
 };
 
@@ -70,7 +70,11 @@ pub async fn open_session(db: &impl Db, s: &StoredSession) -> Result<()> {
 
 pub async fn session(db: &impl Db, id_sha256: &str, now_ms: i64) -> Result<Option<StoredSession>> {
     let row = db
-        .query_opt("SELECT id_sha256, tenant, subject, caller, created_ms, expires_ms FROM sessions WHERE id_sha256 = $1 AND expires_ms > $2", &[&id_sha256, &now_ms])
+        .query_opt(
+            "SELECT id_sha256, tenant, subject, caller, created_ms, expires_ms FROM sessions WHERE \
+                id_sha256 = $1 AND expires_ms > $2",
+            &[&id_sha256, &now_ms],
+        )
         .await?;
     Ok(row.as_ref().map(session_of))
 }
@@ -92,7 +96,8 @@ pub async fn add_notices(
 ) -> Result<()> {
     for n in notices {
         db.execute(
-            "INSERT INTO notices (id, approval_id, webhook, body, state, next_ms, created_ms, updated_ms) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $5)",
+            "INSERT INTO notices (id, approval_id, webhook, body, state, next_ms, created_ms, \
+                updated_ms) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $5)",
             &[&n.id, &approval_id, &n.webhook, &n.body, &now_ms],
         )
         .await?;
@@ -127,7 +132,8 @@ pub async fn claim(
     // SKIP LOCKED: replicas claiming at once take different notices.
     let rows = db
         .query(
-            "UPDATE notices SET claimed_until_ms = $2 WHERE id IN (SELECT id FROM notices WHERE state = 'pending' AND next_ms <= $1 AND claimed_until_ms <= $1 \
+            "UPDATE notices SET claimed_until_ms = $2 WHERE id IN (SELECT id FROM notices WHERE \
+             state = 'pending' AND next_ms <= $1 AND claimed_until_ms <= $1 \
              ORDER BY next_ms LIMIT $3 FOR UPDATE SKIP LOCKED) AND claimed_until_ms <= $1 RETURNING *",
             &[&now_ms, &claimed_until_ms, &(limit as i64)],
         )
@@ -146,7 +152,9 @@ pub async fn attempted(
     let (state, next_ms) = attempt.leaves(now_ms);
     let status = status.map(i32::from);
     db.execute(
-        "UPDATE notices SET state = $2, attempts = attempts + 1, next_ms = $3, claimed_until_ms = 0, updated_ms = $4, last_status = $5, last_error = $6 WHERE id = $1 AND state = 'pending'",
+        "UPDATE notices SET state = $2, attempts = attempts + 1, next_ms = $3, claimed_until_ms = \
+            0, updated_ms = $4, last_status = $5, last_error = $6 WHERE id = $1 AND state = \
+            'pending'",
         &[&id, &state, &next_ms, &now_ms, &status, &error],
     )
     .await?;
@@ -161,7 +169,8 @@ pub async fn list(
 ) -> Result<Vec<Notice>> {
     let rows = db
         .query(
-            "SELECT * FROM notices WHERE ($1::text IS NULL OR state = $1) AND ($3::text IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) \
+            "SELECT * FROM notices WHERE ($1::text IS NULL OR state = $1) AND ($3::text IS NULL OR \
+             approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) \
              ORDER BY created_ms DESC, id LIMIT $2",
             &[&state.map(NoticeState::as_str), &(limit.min(i64::MAX as usize) as i64), &tenant],
         )
@@ -185,7 +194,8 @@ pub async fn redeliver(
 ) -> Result<Notice> {
     let row = db
         .query_opt(
-            "UPDATE notices SET state = 'pending', attempts = 0, next_ms = $2, claimed_until_ms = 0, updated_ms = $2 WHERE id = $1 AND state = 'dead' \
+            "UPDATE notices SET state = 'pending', attempts = 0, next_ms = $2, claimed_until_ms = \
+             0, updated_ms = $2 WHERE id = $1 AND state = 'dead' \
              AND ($3::text IS NULL OR approval_id IN (SELECT id FROM approvals WHERE tenant = $3)) RETURNING *",
             &[&id, &now_ms, &tenant],
         )
@@ -255,7 +265,7 @@ pub fn listen(
 }
 
 #[async_trait::async_trait]
-impl Fleet for PostgresLedger {
+impl FleetStore for PostgresLedger {
     async fn heartbeat(
         &self,
         replica: &str,

@@ -6,8 +6,8 @@
 //! machines do not draw. Migrations run once, under an advisory lock, at
 //! connect.
 //!
-//! Each role of the ledger (`Approvals`, `Operations`, `Runs`,
-//! `ReceiptLog`, `Fleet`, `Connections`) is implemented in the file of its
+//! Each role of the ledger (`ApprovalStore`, `OperationStore`, `RunStore`,
+//! `LogStore`, `FleetStore`, `ConnectionStore`) is implemented in the file of its
 //! tables, on the pool (`pool`). `README.md` follows one receipt in.
 
 mod approvals;

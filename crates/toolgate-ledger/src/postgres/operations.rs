@@ -8,7 +8,7 @@ use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Re
 use super::PostgresLedger;
 use super::pool::Db;
 use crate::receipts::{ARCHIVE_CHUNK, chunked};
-use crate::{Begun, Draft, LedgerError, NewOperation, Operations, Resolution, Result};
+use crate::{Begun, Draft, LedgerError, NewOperation, OperationStore, Resolution, Result};
 
 fn op(r: &Row) -> Result<Operation> {
     let state: String = r.get("state");
@@ -68,9 +68,25 @@ pub async fn begin(pool: &impl Db, new: &NewOperation, now_ms: i64) -> Result<Be
     let arguments = new.arguments.to_string();
     let inserted = pool
         .query_opt(
-            "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, attempts, created_ms, updated_ms, lease_until_ms, arguments, subject) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', 1, $9, $9, $10, $11, $12) ON CONFLICT (tenant, subject, server, tool, op_key) DO NOTHING RETURNING *",
-            &[&new.id, &k.tenant, &k.server, &k.tool, &k.value, &new.caller, &new.proposal_sha256, &new.approval_id, &now_ms, &new.lease_until_ms, &arguments, &k.subject],
+            "INSERT INTO operations (id, tenant, server, tool, op_key, caller, proposal_sha256, \
+             approval_id, state, attempts, created_ms, updated_ms, lease_until_ms, arguments, \
+             subject) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', 1, $9, $9, $10, $11, $12) ON \
+             CONFLICT (tenant, subject, server, tool, op_key) DO NOTHING RETURNING *",
+            &[
+                &new.id,
+                &k.tenant,
+                &k.server,
+                &k.tool,
+                &k.value,
+                &new.caller,
+                &new.proposal_sha256,
+                &new.approval_id,
+                &now_ms,
+                &new.lease_until_ms,
+                &arguments,
+                &k.subject,
+            ],
         )
         .await?;
     if let Some(row) = inserted {
@@ -127,7 +143,8 @@ pub async fn dispatched(
 ) -> Result<Operation> {
     let row = pool
         .query_opt(
-            "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 WHERE id = $1 AND state = 'reserved' AND attempts = $4 RETURNING *",
+            "UPDATE operations SET state = 'dispatched', lease_until_ms = $2, updated_ms = $3 \
+                WHERE id = $1 AND state = 'reserved' AND attempts = $4 RETURNING *",
             &[&id, &lease_until_ms, &now_ms, &attempt],
         )
         .await?;
@@ -179,7 +196,8 @@ pub async fn list(
     let (state, limit) = (state.map(OperationState::as_str), limit.min(i64::MAX as usize) as i64);
     let rows = pool
         .query(
-            "SELECT * FROM operations WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR tenant = $2) ORDER BY created_ms DESC, seq DESC LIMIT $3",
+            "SELECT * FROM operations WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL \
+                OR tenant = $2) ORDER BY created_ms DESC, seq DESC LIMIT $3",
             &[&state, &tenant, &limit],
         )
         .await?;
@@ -193,7 +211,7 @@ pub async fn prune(pool: &impl Db, before_ms: i64, chunk: u64) -> Result<u64> {
 }
 
 #[async_trait::async_trait]
-impl Operations for PostgresLedger {
+impl OperationStore for PostgresLedger {
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
         let Some(draft) = new.receipt.take() else {
             return begin(&*self.pool, &new, now_ms).await;

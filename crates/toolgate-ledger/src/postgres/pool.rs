@@ -175,7 +175,12 @@ impl Pool {
         for (i, (_, sql)) in migrations.iter().enumerate().skip(applied as usize) {
             tx.batch_execute(sql).await?;
             let version = i as i32 + 1;
-            tx.execute("INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, (extract(epoch from now()) * 1000)::bigint)", &[&version]).await?;
+            tx.execute(
+                "INSERT INTO toolgate_migrations (version, applied_ms) VALUES ($1, (extract(epoch \
+                    from now()) * 1000)::bigint)",
+                &[&version],
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(())

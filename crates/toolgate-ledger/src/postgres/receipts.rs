@@ -13,7 +13,7 @@ use super::pool::Db;
 use crate::digests::Dictionary;
 use crate::receipts::{ARCHIVE_CHUNK, Row as Sealed, chunked, hashes, seal};
 use crate::{
-    Draft, LedgerError, LogKey, ReceiptLog, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    Draft, LedgerError, LogKey, LogStore, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
     ToolDefinition,
 };
 
@@ -101,7 +101,11 @@ pub async fn learn_digests(db: &impl Db, digests: &Dictionary) -> Result<()> {
 /// The next index: after the last row, or after the archive when no row is left.
 pub async fn log_size(db: &impl Db) -> Result<u64> {
     let row = db
-        .query_opt("SELECT greatest((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT coalesce(max(before), 0) FROM archives)) AS n", &[])
+        .query_opt(
+            "SELECT greatest((SELECT coalesce(max(log_index) + 1, 0) FROM receipts), (SELECT \
+                coalesce(max(before), 0) FROM archives)) AS n",
+            &[],
+        )
         .await?;
     Ok(row.map_or(0, |r| r.get::<_, i64>("n")) as u64)
 }
@@ -156,7 +160,13 @@ pub async fn list(
     limit: u64,
 ) -> Result<Vec<StoredReceipt>> {
     let (from, limit) = (from as i64, limit.min(i64::MAX as u64) as i64);
-    let rows = db.query("SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY log_index LIMIT $2", &[&from, &limit]).await?;
+    let rows = db
+        .query(
+            "SELECT log_index, body, salt, proposal FROM receipts WHERE log_index >= $1 ORDER BY \
+                log_index LIMIT $2",
+            &[&from, &limit],
+        )
+        .await?;
     learn_digests(db, digests).await?;
     rows.iter()
         .map(|r| {
@@ -277,7 +287,7 @@ pub async fn definitions(db: &impl Db) -> Result<Vec<ToolDefinition>> {
 }
 
 #[async_trait::async_trait]
-impl ReceiptLog for PostgresLedger {
+impl LogStore for PostgresLedger {
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         self.sequencer.append(drafts).await
     }

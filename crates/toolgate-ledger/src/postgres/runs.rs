@@ -5,7 +5,7 @@ use toolgate_core::trifecta::{Leg, LegCall};
 
 use super::PostgresLedger;
 use super::pool::Db;
-use crate::{MAX_LEGS, Result, RunKey, RunState, Runs};
+use crate::{MAX_LEGS, Result, RunKey, RunState, RunStore};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
@@ -19,7 +19,8 @@ async fn begin(
     // SET reads the row as it was: an expired run restarts from this call.
     let row = db
         .query_opt(
-            "INSERT INTO runs (tenant, subject, run, calls, started_ms, expires_ms) VALUES ($1, $2, $3, $4::bigint, $5::bigint, $5::bigint + $6::bigint) \
+            "INSERT INTO runs (tenant, subject, run, calls, started_ms, expires_ms) VALUES \
+             ($1, $2, $3, $4::bigint, $5::bigint, $5::bigint + $6::bigint) \
              ON CONFLICT (tenant, subject, run) DO UPDATE SET \
                calls = CASE WHEN runs.expires_ms <= $5 THEN $4 ELSE runs.calls + $4 END, \
                started_ms = CASE WHEN runs.expires_ms <= $5 THEN $5 ELSE runs.started_ms END, \
@@ -35,7 +36,8 @@ async fn begin(
 async fn legs(db: &impl Db, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     let rows = db
         .query(
-            "SELECT leg, tool, proposal_sha256, at_ms FROM run_legs WHERE tenant = $1 AND subject = $2 AND run = $3 AND at_ms >= $4 ORDER BY at_ms, seq",
+            "SELECT leg, tool, proposal_sha256, at_ms FROM run_legs WHERE tenant = $1 AND \
+                subject = $2 AND run = $3 AND at_ms >= $4 ORDER BY at_ms, seq",
             &[&k.tenant, &k.subject, &k.run, &since_ms],
         )
         .await?;
@@ -105,7 +107,7 @@ pub async fn add_leg(db: &impl Db, k: &RunKey, call: &LegCall, ttl_ms: i64) -> R
 }
 
 #[async_trait::async_trait]
-impl Runs for PostgresLedger {
+impl RunStore for PostgresLedger {
     async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
         run(&*self.pool, key, count, now_ms, ttl_ms).await
     }

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use toolgate_core::approval::{Approval, ApprovalState, Binding};
 
 use super::SqliteLedger;
-use crate::{Approvals, Decider, LedgerError, NewApproval, Result};
+use crate::{ApprovalStore, Decider, LedgerError, NewApproval, Result};
 
 const COLUMNS: &str = "id, tenant, caller, server, tool, proposal_sha256, policy_version, arguments, reason, rules, state, \
                        created_ms, expires_ms, decided_by, decision_reason, decided_ms, used_ms, subject, operation_key";
@@ -53,8 +53,26 @@ pub fn create(conn: &Connection, new: &NewApproval) -> Result<Approval> {
     let b = &new.binding;
     let rules = serde_json::to_string(&new.rules).expect("strings serialise");
     conn.execute(
-        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, NULL, NULL, NULL, NULL, ?13, ?14)"),
-        params![new.id, b.tenant, b.caller, b.server, b.tool, b.proposal_sha256, b.policy_version, new.arguments.to_string(), new.reason, rules, new.now_ms, new.now_ms + new.ttl_ms, new.subject, new.operation_key],
+        &format!(
+            "INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+                'pending', ?11, ?12, NULL, NULL, NULL, NULL, ?13, ?14)"
+        ),
+        params![
+            new.id,
+            b.tenant,
+            b.caller,
+            b.server,
+            b.tool,
+            b.proposal_sha256,
+            b.policy_version,
+            new.arguments.to_string(),
+            new.reason,
+            rules,
+            new.now_ms,
+            new.now_ms + new.ttl_ms,
+            new.subject,
+            new.operation_key
+        ],
     )?;
     get(conn, &new.id)
 }
@@ -162,7 +180,7 @@ pub fn consume(conn: &Connection, id: &str, now_ms: i64) -> Result<Approval> {
 }
 
 #[async_trait::async_trait]
-impl Approvals for SqliteLedger {
+impl ApprovalStore for SqliteLedger {
     async fn create_approval(&self, mut new: NewApproval) -> Result<Approval> {
         let digests = self.digests.clone();
         self.run(move |c| {

@@ -34,7 +34,11 @@ pub fn open(path: &Path) -> rusqlite::Result<Connection> {
     if conn.is_readonly(rusqlite::MAIN_DB)? {
         return Err(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
-            Some("it is read-only (the file, its folder or its filesystem); the ledger must be writable: fix its permissions or mount, then start again".into()),
+            Some(
+                "it is read-only (the file, its folder or its filesystem); the ledger must be \
+                    writable: fix its permissions or mount, then start again"
+                    .into(),
+            ),
         ));
     }
     conn.busy_timeout(BUSY_TIMEOUT)?;

@@ -5,7 +5,7 @@
 use rusqlite::{Connection as Sqlite, OptionalExtension, Row, params};
 
 use super::SqliteLedger;
-use crate::{Connection, Connections, Result};
+use crate::{Connection, ConnectionStore, Result};
 
 const COLUMNS: &str = "tenant, subject, server, sealed, expires_ms, updated_ms";
 
@@ -24,7 +24,8 @@ fn grant(r: &Row<'_>) -> rusqlite::Result<Connection> {
 fn upsert(c: &Sqlite, g: &Connection) -> Result<()> {
     c.execute(
         "INSERT INTO connections (tenant, subject, server, sealed, expires_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-         ON CONFLICT (tenant, subject, server) DO UPDATE SET sealed = excluded.sealed, expires_ms = excluded.expires_ms, updated_ms = excluded.updated_ms",
+         ON CONFLICT (tenant, subject, server) DO UPDATE SET sealed = excluded.sealed, \
+         expires_ms = excluded.expires_ms, updated_ms = excluded.updated_ms",
         params![g.tenant, g.subject, g.server, g.sealed, g.expires_ms, g.updated_ms],
     )?;
     Ok(())
@@ -96,7 +97,11 @@ pub fn finish(
     replacement: Option<&Connection>,
 ) -> Result<bool> {
     crate::connections::same_grant(replacement, tenant, subject, server)?;
-    let released = c.execute("DELETE FROM refresh_leases WHERE tenant = ?1 AND subject = ?2 AND server = ?3 AND holder = ?4", [tenant, subject, server, holder])? > 0;
+    let released = c.execute(
+        "DELETE FROM refresh_leases WHERE tenant = ?1 AND subject = ?2 AND server = ?3 AND \
+            holder = ?4",
+        [tenant, subject, server, holder],
+    )? > 0;
     if let (true, Some(g)) = (released, replacement) {
         upsert(c, g)?;
     }
@@ -127,7 +132,7 @@ pub fn prune_states(c: &Sqlite, before_ms: i64) -> Result<u64> {
 }
 
 #[async_trait::async_trait]
-impl Connections for SqliteLedger {
+impl ConnectionStore for SqliteLedger {
     async fn put_connection(&self, connection: Connection) -> Result<()> {
         self.run(move |c| put(c, &connection)).await
     }

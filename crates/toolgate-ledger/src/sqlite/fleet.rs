@@ -4,7 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteLedger;
-use crate::{Attempt, Fleet, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession};
+use crate::{
+    Attempt, FleetStore, LedgerError, NewNotice, Notice, NoticeState, Result, StoredSession,
+};
 
 pub fn heartbeat(
     c: &Connection,
@@ -170,7 +172,7 @@ pub fn prune(c: &Connection, before_ms: i64) -> Result<u64> {
 }
 
 #[async_trait::async_trait]
-impl Fleet for SqliteLedger {
+impl FleetStore for SqliteLedger {
     async fn heartbeat(
         &self,
         replica: &str,

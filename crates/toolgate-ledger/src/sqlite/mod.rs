@@ -21,8 +21,8 @@
 //! no transaction at all: see `sequence`. Every transaction, of any
 //! process, first integrates what the sequence file holds.
 //!
-//! Each role of the ledger (`Approvals`, `Operations`, `Runs`,
-//! `ReceiptLog`, `Fleet`, `Connections`) is implemented in the file of its
+//! Each role of the ledger (`ApprovalStore`, `OperationStore`, `RunStore`,
+//! `LogStore`, `FleetStore`, `ConnectionStore`) is implemented in the file of its
 //! tables, through the queue here. `README.md` follows one receipt in.
 
 mod approvals;
@@ -93,7 +93,7 @@ pub struct SqliteLedger {
 }
 
 /// A request; whether its commit must survive power loss (see
-/// `ReceiptLog::append_receipts` for the one kind that need not); and whether
+/// `LogStore::append_receipts` for the one kind that need not); and whether
 /// it needs a savepoint of its own — not when it writes at most one row,
 /// since a failed statement leaves nothing behind.
 struct Queued {
@@ -557,7 +557,7 @@ impl Store for SqliteLedger {
 
 #[cfg(test)]
 mod tests {
-    use crate::{ReceiptLog, RunKey, Runs};
+    use crate::{LogStore, RunKey, RunStore};
 
     /// After a failed sync the disk's state is unknown: the ledger takes no
     /// request at all (a read's receipt neither), each refused with why and
@@ -568,13 +568,13 @@ mod tests {
         let path = dir.path().join("ledger.sqlite3");
         let ledger = super::SqliteLedger::open_sequencing(&path).unwrap();
         let key = RunKey { tenant: "t".into(), subject: "s".into(), run: "r".into() };
-        assert_eq!(Runs::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
+        assert_eq!(RunStore::run(&ledger, &key, true, 1, 60_000).await.unwrap().calls, 1);
         ledger
             .stopped
             .set("the ledger's disk failed to sync its log (EIO); restart toolgate".into())
             .unwrap();
         for refused in [
-            Runs::run(&ledger, &key, true, 2, 60_000).await.map(drop),
+            RunStore::run(&ledger, &key, true, 2, 60_000).await.map(drop),
             ledger.append_receipts(Vec::new()).await.map(drop),
             ledger.log_size().await.map(drop),
         ] {
@@ -584,7 +584,7 @@ mod tests {
         drop(ledger);
         let after = super::SqliteLedger::open(&path).unwrap();
         assert_eq!(
-            Runs::run(&after, &key, false, 3, 60_000).await.unwrap().calls,
+            RunStore::run(&after, &key, false, 3, 60_000).await.unwrap().calls,
             1,
             "the count refused was not written"
         );

@@ -6,7 +6,7 @@ use toolgate_core::operation::{self, Operation, OperationKey, OperationState, Re
 
 use super::SqliteLedger;
 use crate::receipts::{ARCHIVE_CHUNK, chunked};
-use crate::{Begun, Draft, LedgerError, NewOperation, Operations, Resolution, Result};
+use crate::{Begun, Draft, LedgerError, NewOperation, OperationStore, Resolution, Result};
 
 const COLUMNS: &str = "id, tenant, server, tool, op_key, caller, proposal_sha256, approval_id, state, outcome, attempts, \
                        created_ms, updated_ms, lease_until_ms, resolved_by, resolution, arguments, subject";
@@ -62,7 +62,10 @@ fn get(conn: &Connection, id: &str) -> Result<Operation> {
 
 pub fn by_key(conn: &Connection, k: &OperationKey) -> Result<Option<Operation>> {
     Ok(conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE tenant = ?1 AND server = ?2 AND tool = ?3 AND op_key = ?4 AND subject = ?5"))?
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM operations WHERE tenant = ?1 AND server = ?2 AND tool = ?3 AND \
+                op_key = ?4 AND subject = ?5"
+        ))?
         .query_row(params![k.tenant, k.server, k.tool, k.value, k.subject], row)
         .optional()?)
 }
@@ -112,7 +115,10 @@ pub fn dispatched(
     now_ms: i64,
 ) -> Result<Operation> {
     let changed = conn
-        .prepare_cached("UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 WHERE id = ?1 AND state = 'reserved' AND attempts = ?4")?
+        .prepare_cached(
+            "UPDATE operations SET state = 'dispatched', lease_until_ms = ?2, updated_ms = ?3 \
+                WHERE id = ?1 AND state = 'reserved' AND attempts = ?4",
+        )?
         .execute(params![id, lease_until_ms, now_ms, attempt])?;
     changed_or_wrong(conn, id, changed, "only the holder of a reserved operation can dispatch it")
 }
@@ -191,7 +197,7 @@ pub fn prune(conn: &Connection, before_ms: i64, chunk: u64) -> Result<u64> {
 }
 
 #[async_trait::async_trait]
-impl Operations for SqliteLedger {
+impl OperationStore for SqliteLedger {
     async fn begin_operation(&self, mut new: NewOperation, now_ms: i64) -> Result<Begun> {
         let digests = self.digests.clone();
         self.run(move |c| {

@@ -12,7 +12,7 @@ use super::recent::RecentLeaves;
 use crate::digests::Dictionary;
 use crate::receipts::{ARCHIVE_CHUNK, chunked, contiguous, hashes, seal};
 use crate::{
-    Draft, LedgerError, LogKey, ReceiptLog, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
+    Draft, LedgerError, LogKey, LogStore, Result, StoredArchive, StoredCheckpoint, StoredReceipt,
     ToolDefinition,
 };
 
@@ -234,7 +234,11 @@ pub fn add_key(conn: &Connection, k: &LogKey) -> Result<()> {
         ))),
         Some(_) => Ok(()),
         None => {
-            conn.execute("INSERT INTO log_keys (kid, ed25519, ml_dsa_65, created_ms) VALUES (?1, ?2, ?3, ?4)", params![k.kid, k.ed25519, k.ml_dsa_65, k.created_ms])?;
+            conn.execute(
+                "INSERT INTO log_keys (kid, ed25519, ml_dsa_65, created_ms) VALUES \
+                    (?1, ?2, ?3, ?4)",
+                params![k.kid, k.ed25519, k.ml_dsa_65, k.created_ms],
+            )?;
             Ok(())
         }
     }
@@ -256,7 +260,10 @@ pub fn keys(conn: &Connection) -> Result<Vec<LogKey>> {
 }
 
 pub fn add_definitions(conn: &Connection, defs: &[ToolDefinition], now_ms: i64) -> Result<()> {
-    let mut stmt = conn.prepare_cached("INSERT INTO tool_definitions (sha256, server, tool, definition, first_ms) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (sha256) DO NOTHING")?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO tool_definitions (sha256, server, tool, definition, first_ms) VALUES \
+            (?1, ?2, ?3, ?4, ?5) ON CONFLICT (sha256) DO NOTHING",
+    )?;
     for d in defs {
         stmt.execute(params![d.sha256, d.server, d.tool, d.definition, now_ms])?;
     }
@@ -277,7 +284,7 @@ pub fn definitions(conn: &Connection) -> Result<Vec<ToolDefinition>> {
 }
 
 #[async_trait::async_trait]
-impl ReceiptLog for SqliteLedger {
+impl LogStore for SqliteLedger {
     async fn append_receipts(&self, drafts: Vec<Draft>) -> Result<Vec<u64>> {
         if let Some(why) = self.stopped.get() {
             return Err(LedgerError::Store(why.clone()));

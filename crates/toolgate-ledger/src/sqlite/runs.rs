@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_core::trifecta::{Leg, LegCall};
 
 use super::SqliteLedger;
-use crate::{MAX_LEGS, Result, RunKey, RunState, Runs};
+use crate::{MAX_LEGS, Result, RunKey, RunState, RunStore};
 
 /// Begins the run (or begins it anew once expired) and counts `calls` in it;
 /// what it holds after.
@@ -32,7 +32,8 @@ fn begin(
 
 fn legs(conn: &Connection, k: &RunKey, since_ms: i64) -> Result<Vec<LegCall>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT leg, tool, proposal_sha256, at_ms FROM run_legs WHERE tenant = ?1 AND subject = ?2 AND run = ?3 AND at_ms >= ?4 ORDER BY at_ms, rowid",
+        "SELECT leg, tool, proposal_sha256, at_ms FROM run_legs WHERE tenant = ?1 AND subject = ?2 \
+            AND run = ?3 AND at_ms >= ?4 ORDER BY at_ms, rowid",
     )?;
     let rows = stmt.query_map(params![k.tenant, k.subject, k.run, since_ms], |r| {
         Ok((
@@ -106,7 +107,7 @@ fn sweep(conn: &Connection, now_ms: i64, ttl_ms: i64) -> Result<()> {
 }
 
 #[async_trait::async_trait]
-impl Runs for SqliteLedger {
+impl RunStore for SqliteLedger {
     async fn run(&self, key: &RunKey, count: bool, now_ms: i64, ttl_ms: i64) -> Result<RunState> {
         let key = key.clone();
         // A count writes one row and is on every call's path: it survives a

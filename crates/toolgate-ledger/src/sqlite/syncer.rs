@@ -56,7 +56,12 @@ pub fn spawn(db: &Path, stopped: Stopped) -> Result<mpsc::Sender<Committed>> {
                 let mut batches = vec![first];
                 batches.extend(rx.try_iter());
                 let synced = wal.sync_data().map_err(|e| {
-                    let why = format!("the ledger's disk failed to sync its log ({}: {e}); what was committed since the last sync may be lost on power failure. The ledger takes no more requests: check the disk, then restart toolgate", path.display());
+                    let why = format!(
+                        "the ledger's disk failed to sync its log ({}: {e}); what was committed \
+                            since the last sync may be lost on power failure. The ledger takes no \
+                            more requests: check the disk, then restart toolgate",
+                        path.display()
+                    );
                     tracing::error!(target: "toolgate::ledger", %why);
                     stopped.get_or_init(|| why).clone()
                 });

@@ -100,13 +100,22 @@ pub fn support() -> &'static Support {
 fn probe() -> Support {
     let mut missing = Vec::new();
     if let Err(e) = try_unshare(libc::CLONE_NEWUSER) {
-        missing.push(format!("user namespace: cannot make one ({e}); on Debian and Ubuntu check `sysctl kernel.unprivileged_userns_clone` and `kernel.apparmor_restrict_unprivileged_userns`, under systemd `RestrictNamespaces=`"));
+        missing.push(format!(
+            "user namespace: cannot make one ({e}); on Debian and Ubuntu check `sysctl \
+                kernel.unprivileged_userns_clone` and \
+                `kernel.apparmor_restrict_unprivileged_userns`, under systemd `RestrictNamespaces=`"
+        ));
     } else if let Err(e) = try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) {
         missing.push(format!("network namespace: cannot make one ({e})"));
     }
     let landlock_abi = landlock_abi();
     if landlock_abi < 1 {
-        missing.push("Landlock: not offered to toolgate (Linux 5.13 or later, with `lsm=…,landlock` on its command line; under systemd, a `SystemCallFilter=` that leaves out landlock_create_ruleset hides it too)".to_string());
+        missing.push(
+            "Landlock: not offered to toolgate (Linux 5.13 or later, with `lsm=…,landlock` on its \
+                command line; under systemd, a `SystemCallFilter=` that leaves out \
+                landlock_create_ruleset hides it too)"
+                .to_string(),
+        );
     }
     if !seccomp_filters() {
         missing

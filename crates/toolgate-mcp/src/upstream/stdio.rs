@@ -113,7 +113,10 @@ impl StdioChannel {
             }
         }
         let mut child = spawning.spawn().map_err(|e| match sandbox {
-            Sandbox::Boxed(_) => UpstreamError::Unavailable(format!("cannot start `{command}` in its sandbox: {e} (`toolgate doctor` says what this host offers)")),
+            Sandbox::Boxed(_) => UpstreamError::Unavailable(format!(
+                "cannot start `{command}` in its sandbox: {e} (`toolgate doctor` says what this \
+                    host offers)"
+            )),
             Sandbox::Off => UpstreamError::Unavailable(format!("cannot start `{command}`: {e}")),
         })?;
         let boxed = prepared
@@ -146,7 +149,10 @@ impl StdioChannel {
                             routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&Id::Number(id))
                         });
                         if let Some(tx) = waiting {
-                            let _ = tx.send(Err(UpstreamError::Protocol(format!("the upstream's answer exceeds [gateway] max_upstream_message_bytes ({max_line})"))));
+                            let _ = tx.send(Err(UpstreamError::Protocol(format!(
+                                "the upstream's answer exceeds [gateway] \
+                                    max_upstream_message_bytes ({max_line})"
+                            ))));
                         }
                         continue;
                     }
@@ -275,7 +281,9 @@ fn unboxable(server: &str, why: &str) -> UpstreamError {
         UpstreamError::Unavailable(format!("cannot build `{server}`'s sandbox: {why}"))
     } else {
         UpstreamError::Unavailable(format!(
-            "{why}. `{server}` is not started unboxed: to run it as toolgate's own user, with nothing between it and toolgate's keys, write `sandbox = \"off\"` under [servers.{server}] (docs/SANDBOX.md)"
+            "{why}. `{server}` is not started unboxed: to run it as toolgate's own user, with \
+                nothing between it and toolgate's keys, write `sandbox = \"off\"` under \
+                [servers.{server}] (docs/SANDBOX.md)"
         ))
     }
 }

@@ -121,7 +121,9 @@ pub fn text(result: &Value) -> &str {
 /// Whether `url` answers an HTTPS GET from here (the machine's CA settings,
 /// as the servers in the box get them), within 15 s. `Err` says why not.
 pub fn reachable(url: &str) -> Result<(), String> {
-    let code = "import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], timeout=10).read(1)\nexcept Exception as e:\n    print(f'{type(e).__name__}: {e}'); sys.exit(1)";
+    let code = "import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], \
+        timeout=10).read(1)\nexcept Exception as e:\n    print(f'{type(e).__name__}: {e}'); \
+        sys.exit(1)";
     let started = Instant::now();
     let out =
         StdCommand::new(python()).args(["-c", code, url]).output().map_err(|e| e.to_string())?;

@@ -155,7 +155,8 @@ impl Source {
                                 "this log is served to approvers only (`[receipts] log_access`): set TOOLGATE_LOG_TOKEN to an approver's token"
                             }
                             Some(_) => {
-                                "the token in TOOLGATE_LOG_TOKEN was not accepted: give an approver's (or an admin's, for receipts logged in the clear)"
+                                "the token in TOOLGATE_LOG_TOKEN was not accepted: give an \
+                                    approver's (or an admin's, for receipts logged in the clear)"
                             }
                         };
                         return Err(

@@ -220,9 +220,26 @@ async fn covering(
         }
         if Instant::now() >= deadline {
             if !quorum {
-                report.check("witnesses", false, format!("the newest checkpoint is cosigned by {} of the witnesses given, fewer than --min-witnesses {}", cosigned.len(), options.min_witnesses));
+                report.check(
+                    "witnesses",
+                    false,
+                    format!(
+                        "the newest checkpoint is cosigned by {} of the witnesses given, fewer \
+                            than --min-witnesses {}",
+                        cosigned.len(),
+                        options.min_witnesses
+                    ),
+                );
             } else {
-                report.check("checkpoint", false, format!("the newest checkpoint covers {} receipts, not yet receipt {last}; one is signed within receipts.checkpoint_ms: retry", checkpoint.size()));
+                report.check(
+                    "checkpoint",
+                    false,
+                    format!(
+                        "the newest checkpoint covers {} receipts, not yet receipt {last}; one is \
+                            signed within receipts.checkpoint_ms: retry",
+                        checkpoint.size()
+                    ),
+                );
             }
             return Ok(None);
         }
@@ -263,7 +280,14 @@ async fn prove(
         {
             Ok((logged, entry)) if merkle::leaf_hash(&entry) == placed.leaf_hash => logged,
             Ok(_) => {
-                report.check(name, false, format!("the receipt and key the answer carries do not open leaf {index}: it is not the receipt the log holds"));
+                report.check(
+                    name,
+                    false,
+                    format!(
+                        "the receipt and key the answer carries do not open leaf {index}: it is \
+                            not the receipt the log holds"
+                    ),
+                );
                 return Ok(None);
             }
             Err(e) => {
@@ -292,7 +316,15 @@ async fn prove(
             {
                 LogEntry::Clear(logged) => logged,
                 LogEntry::Commitment(_) => {
-                    report.check(name, false, format!("the log holds only a commitment to receipt {index}, and the answer carries no opening of it (`opening`): save the whole `_meta` receipt the gateway gave"));
+                    report.check(
+                        name,
+                        false,
+                        format!(
+                            "the log holds only a commitment to receipt {index}, and the answer \
+                                carries no opening of it (`opening`): save the whole `_meta` \
+                                receipt the gateway gave"
+                        ),
+                    );
                     return Ok(None);
                 }
             }
@@ -366,12 +398,14 @@ pub async fn run(
     let named = answer::read_saved(&doc).map_err(|e| anyhow!("{}: {e}", answer_file.display()))?;
     let Some(location) = log.map(str::to_string).or(named.receipt.log.clone()) else {
         bail!(
-            "the answer's receipt names no log; give its location with --log URL|DIR (the gateway's https://HOST/log/, a mirror, or an archive folder)"
+            "the answer's receipt names no log; give its location with --log URL|DIR (the \
+                gateway's https://HOST/log/, a mirror, or an archive folder)"
         );
     };
     if vkeys.is_empty() {
         bail!(
-            "give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint is trusted only under a key you got from its operator"
+            "give the log's public key with --vkey (`toolgate keys show` prints it): a checkpoint \
+                is trusted only under a key you got from its operator"
         );
     }
     let verifiers = vkeys

@@ -9,7 +9,8 @@ use crate::stages::testing::{
 use serde_json::json;
 use toolgate_mcp::wire::code;
 
-const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = true\n[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n";
+const REGISTRY: &str = "[registry.\"parts__find_part\"]\nclass = \"automatic\"\nread_only = \
+    true\n[registry.\"parts__raise_parts_order\"]\nclass = \"requires_approval\"\n";
 
 /// An upstream listing both tools and answering every call with `reply`.
 async fn serving(reply: Reply) -> Live {
