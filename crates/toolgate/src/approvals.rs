@@ -64,7 +64,7 @@ pub struct Decide {
 pub async fn open(
     config: &std::path::Path,
 ) -> anyhow::Result<(Config, std::sync::Arc<dyn Ledger>)> {
-    let config = Config::load(config)?;
+    let config = crate::serve::load_config(config, None)?;
     let ledger = toolgate_gateway::process::open_ledger(&config).await?;
     Ok((config, ledger))
 }

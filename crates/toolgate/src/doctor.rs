@@ -52,7 +52,7 @@ impl Report {
 
 pub async fn run(path: &Path) -> anyhow::Result<()> {
     let mut report = Report { faults: 0 };
-    let config = match Config::load(path) {
+    let config = match crate::serve::load_config(path, None) {
         Ok(c) => {
             report.ok(
                 "config",
@@ -68,7 +68,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         Err(e) => {
             report.fail(
                 "config",
-                &format!("{e:#}"),
+                &format!("{e}"),
                 "correct the file; docs/CONFIG.md lists every setting",
             );
             anyhow::bail!("1 fault; nothing else can be checked without a config");

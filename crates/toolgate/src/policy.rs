@@ -67,7 +67,7 @@ struct Cases {
 pub fn run(action: Action) -> anyhow::Result<()> {
     match action {
         Action::Check { config } => {
-            let config = Config::load(&config)?;
+            let config = crate::serve::load_config(&config, None)?;
             let engine = load_policy(&config)?;
             match &config.policy {
                 Some(p) => println!(
@@ -85,7 +85,7 @@ pub fn run(action: Action) -> anyhow::Result<()> {
 }
 
 fn test(config: &Path, cases: &Path) -> anyhow::Result<()> {
-    let config = Config::load(config)?;
+    let config = crate::serve::load_config(config, None)?;
     let engine = load_policy(&config)?;
     let text = std::fs::read_to_string(cases)
         .with_context(|| format!("cannot read {}", cases.display()))?;

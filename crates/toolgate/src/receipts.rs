@@ -573,7 +573,7 @@ pub async fn log_watch(
 pub fn keys(action: KeysAction) -> anyhow::Result<()> {
     match action {
         KeysAction::Rotate { config } => {
-            let config = Config::load(&config)?;
+            let config = crate::serve::load_config(&config, None)?;
             toolgate_gateway::process::create_state_dir(&config)?;
             let (old, new) = LogKeys::rotate(
                 &config.state_dir(),
@@ -587,7 +587,7 @@ pub fn keys(action: KeysAction) -> anyhow::Result<()> {
             Ok(())
         }
         KeysAction::Show { config } => {
-            let config = Config::load(&config)?;
+            let config = crate::serve::load_config(&config, None)?;
             let history = toolgate_gateway::log::keys::read_history(&config.state_dir())?
                 .ok_or_else(|| anyhow!("no keys yet: the gateway creates them at first start"))?;
             println!("origin   {}", history.origin);

@@ -534,7 +534,7 @@ fn doctor_fetches_the_oauth_issuer_s_keys() {
 #[test]
 fn doctor_reports_dead_notices_and_where_to_send_them_again() {
     use toolgate_ledger::core::approval::Binding;
-    use toolgate_ledger::{Approvals, Attempt, Fleet, NewApproval, NewNotice};
+    use toolgate_ledger::{ApprovalStore, Attempt, FleetStore, NewApproval, NewNotice};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("toolgate.toml");
     std::fs::write(&config, "[servers.away]\nurl = \"http://127.0.0.1:9/mcp\"\n[callers.agent]\ntenant = \"t\"\nanonymous = true\n").unwrap();
@@ -595,4 +595,39 @@ fn finds_faults(config: &Path, lines: &[&str]) -> String {
         assert!(report.contains(line), "{line} missing from:\n{report}");
     }
     String::from_utf8_lossy(&doctor.stderr).into_owned()
+}
+
+/// A `[console]` the console cannot read stops every command that reads the
+/// config, named by the file and what is wrong, as the gateway's own
+/// mistakes are: none of them goes on with a section it would ignore.
+#[test]
+fn every_command_refuses_a_console_section_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        "[callers.agent]\ntenant = \"t\"\nanonymous = true\n[console]\nlisten = \"nope\"\n",
+    )
+    .unwrap();
+    let commands: [&[&str]; 6] = [
+        &["serve", "--config"],
+        &["config", "check"],
+        &["doctor", "--config"],
+        &["policy", "check", "--config"],
+        &["approvals", "list", "--config"],
+        &["keys", "show", "--config"],
+    ];
+    for args in commands {
+        let out = toolgate().args(args).arg(&config).output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{args:?} went on: {said}");
+        assert!(
+            said.contains("toolgate.toml") && said.contains("invalid socket address syntax"),
+            "{args:?}: {said}"
+        );
+    }
 }
