@@ -79,7 +79,7 @@ pub mod reconcile;
 mod reconcile_config;
 pub mod reload;
 pub mod replay;
-pub mod retention;
+pub(crate) mod retention;
 pub(crate) mod runs;
 mod runs_config;
 mod sandbox_config;
