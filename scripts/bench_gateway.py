@@ -780,11 +780,14 @@ def workdir(prefix):
     return work, logs
 
 
-def hop_only(legs, upstream):
-    """BENCH_ONLY=hop: direct, relay, toolgate (and before) alone, for a
-    change that should cost nothing: the same phases, a shorter run."""
-    print(f"toolgate bench-gateway, BENCH_ONLY=hop — {CPUS} cores: oha on cpu {LOAD_CPU}, servers on cpu {SERVER_CPUS}")
+def measure(legs, upstream):
+    """The load phases every run has, the legs alternated: a warm-up, the
+    fixed rate, then saturation at 16 and 64 clients. Returns the fixed
+    rate's figures, saturation's by clients, and the calls each leg timed."""
     run_phase(legs, upstream, 16, 1, 1)  # warm every path
+    # The fixed rate first, on a young ledger: after saturation the
+    # gateway's disk is still writing back hundreds of MB, and that
+    # writeback, not the gateway, would set every leg's tail.
     fixed = run_phase(legs, upstream, 32, RATE_SLICE, 2 * ROUNDS, RATE)
     show(f"fixed rate {RATE} calls/s (open loop), {2 * ROUNDS} slices of {RATE_SLICE:g} s per leg", fixed)
     counted = {name: f["calls"] for name, f in fixed.items()}
@@ -794,13 +797,30 @@ def hop_only(legs, upstream):
         show(f"saturation, {clients} clients, {ROUNDS} slices of {SLICE:g} s per leg", sat[clients])
         for name, f in sat[clients].items():
             counted[name] += f["calls"]
+    return fixed, sat, counted
+
+
+def receipts(legs, names, counted):
+    """Every call the legs `names` answered has its receipt in the ledger
+    (exit 1 if not); returns the bytes stored per receipt, by leg."""
+    per_receipt = {}
     for leg in legs:
-        if leg.name in ("toolgate", "before"):
-            n, size = receipts_in(leg.hop.state)
-            verdict = "every call has its receipt" if n >= counted[leg.name] else "RECEIPTS MISSING"
-            print(f"   {leg.name}: {n} receipts in the ledger for {counted[leg.name]} calls timed (+ warm-up): {verdict}; {size:.0f} B/receipt stored")
-            if n < counted[leg.name]:
+        if leg.name in names:
+            n, per_receipt[leg.name] = receipts_in(leg.hop.state)
+            answered = counted[leg.name]
+            verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
+            print(f"   {leg.name}: {n} receipts in the ledger for {answered} calls timed (+ warm-up): {verdict}; {per_receipt[leg.name]:.0f} B/receipt stored")
+            if n < answered:
                 sys.exit(1)
+    return per_receipt
+
+
+def hop_only(legs, upstream):
+    """BENCH_ONLY=hop: direct, relay, toolgate (and before) alone, for a
+    change that should cost nothing: the same phases, a shorter run."""
+    print(f"toolgate bench-gateway, BENCH_ONLY=hop — {CPUS} cores: oha on cpu {LOAD_CPU}, servers on cpu {SERVER_CPUS}")
+    fixed, sat, counted = measure(legs, upstream)
+    receipts(legs, ("toolgate", "before"), counted)
     g, r = fixed["toolgate"], fixed["relay"]
     line = "toolgate/relay at saturation: " + ", ".join(f"{sat[c]['toolgate']['throughput'] / sat[c]['relay']['throughput']:.2f}x at {c}" for c in sat)
     line += f"; at {RATE}/s {g['cpu_hop'] - r['cpu_hop']:.0f} us CPU/call over relay, p50 {g['p50']:.3f} ms, p99 {g['p99']:.3f} ms"
@@ -888,32 +908,9 @@ def main():
         # The starts before any load: the saturation's writeback would land in them.
         listed, bound = start_costs(upstream, work, logs)
         show_starts(listed, bound)
-        run_phase(legs, upstream, 16, 1, 1)  # warm every path
-        counted = {leg.name: 0 for leg in legs}
-        # The fixed rate first, on a young ledger: after saturation the
-        # gateway's disk is still writing back hundreds of MB, and that
-        # writeback, not the gateway, would set every leg's tail.
-        fixed = run_phase(legs, upstream, 32, RATE_SLICE, 2 * ROUNDS, RATE)
-        show(f"fixed rate {RATE} calls/s (open loop), {2 * ROUNDS} slices of {RATE_SLICE:g} s per leg", fixed)
-        for name, f in fixed.items():
-            counted[name] += f["calls"]
-        sat = {}
-        for clients in (16, 64):
-            sat[clients] = run_phase(legs, upstream, clients, SLICE, ROUNDS)
-            show(f"saturation, {clients} clients, {ROUNDS} slices of {SLICE:g} s per leg", sat[clients])
-            for name, f in sat[clients].items():
-                counted[name] += f["calls"]
+        fixed, sat, counted = measure(legs, upstream)
         print("   RSS under load (peak): " + ", ".join(f"{leg.name} {leg.rss_peak:.1f} MB" for leg in legs if leg.hop))
-        # Every call toolgate answered has its receipt in the ledger.
-        per_receipt = {}
-        for leg in legs:
-            if leg.name in ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid", "assertion", "exchange", "oauth"):
-                n, per_receipt[leg.name] = receipts_in(leg.hop.state)
-                answered = counted[leg.name]
-                verdict = "every call has its receipt" if n >= answered else "RECEIPTS MISSING"
-                print(f"   {leg.name}: {n} receipts in the ledger for {answered} calls timed (+ warm-up): {verdict}; {per_receipt[leg.name]:.0f} B/receipt stored")
-                if n < answered:
-                    sys.exit(1)
+        per_receipt = receipts(legs, ("toolgate", "before", "legacy", "stdio", "stdio-off", "off-setsid", "assertion", "exchange", "oauth"), counted)
         g, r = fixed["toolgate"], fixed["relay"]
         best = max((sat[c]["toolgate"]["throughput"] / sat[c]["relay"]["throughput"], c) for c in sat)
         ratios = ", ".join(f"{sat[c]['toolgate']['throughput'] / sat[c]['relay']['throughput']:.2f}x at {c}" for c in sat)
